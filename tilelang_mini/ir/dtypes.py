@@ -1,0 +1,65 @@
+"""Data types: the names the DSL accepts, their NumPy types (via ml_dtypes) and sizes."""
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+
+_NUMPY = {
+    "float32": np.dtype(np.float32),
+    "float16": np.dtype(np.float16),
+    "bfloat16": np.dtype(ml_dtypes.bfloat16),
+    "float8_e4m3fn": np.dtype(ml_dtypes.float8_e4m3fn),
+    "float8_e5m2": np.dtype(ml_dtypes.float8_e5m2),
+    "int32": np.dtype(np.int32),
+    "bool": np.dtype(np.bool_),
+}
+
+# Spellings users write that mean one of the names above.
+ALIASES = {
+    "float": "float32", "fp32": "float32", "half": "float16", "fp16": "float16",
+    "bf16": "bfloat16", "fp8_e4m3": "float8_e4m3fn", "float8_e4m3": "float8_e4m3fn",
+    "fp8_e5m2": "float8_e5m2", "int": "int32",
+}
+
+DTYPES = tuple(_NUMPY)
+FLOAT_DTYPES = ("float32", "float16", "bfloat16", "float8_e4m3fn", "float8_e5m2")
+
+
+def canonical(name) -> str | None:
+    """The canonical dtype name for a user spelling (str, NumPy dtype), or None if unsupported."""
+    if not isinstance(name, str):
+        try:
+            dt = np.dtype(name)
+        except TypeError:
+            return None
+        for key, value in _NUMPY.items():
+            if value == dt:
+                return key
+        return None
+    name = ALIASES.get(name, name)
+    return name if name in _NUMPY else None
+
+
+def to_numpy(name: str) -> np.dtype:
+    return _NUMPY[name]
+
+
+def itemsize(name: str) -> int:
+    return _NUMPY[name].itemsize
+
+
+def is_float(name: str) -> bool:
+    return name in FLOAT_DTYPES
+
+
+def tolerance(name: str) -> tuple[float, float]:
+    """(rtol, atol) to compare a result stored in `name` against a float64 reference."""
+    return {
+        "float32": (1e-4, 1e-4),
+        "float16": (1e-2, 1e-2),
+        "bfloat16": (2e-2, 2e-2),
+        "float8_e4m3fn": (1.3e-1, 1e-1),
+        "float8_e5m2": (2.6e-1, 2e-1),
+        "int32": (0, 0),
+        "bool": (0, 0),
+    }[name]

@@ -1,0 +1,359 @@
+"""Tile IR: immutable nodes shared by every level, from the frontend to lowered per-core code.
+
+One node set serves all stages: developer-mode IR (shared/fragment scopes, tile ops) and lowered
+IR (L1/L0A/L0B/L0C/UB scopes, `Scope("C"|"V")` blocks, flags) differ only in which nodes appear.
+Every statement carries `loc`, its kernel source location; `loc` is ignored by equality so that
+`parse_ir(print_ir(ir)) == ir` compares structure.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields, replace
+from typing import Union
+
+# --------------------------------------------------------------------------------------- locations
+
+
+@dataclass(frozen=True)
+class Loc:
+    file: str
+    line: int
+    col: int
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}:{self.col}"
+
+
+NO_LOC = Loc("<unknown>", 0, 0)
+
+
+def _loc() -> Loc:
+    return field(default=NO_LOC, compare=False, repr=False)
+
+
+# ---------------------------------------------------------------------------------------- buffers
+
+# Memory scopes.  `global` are kernel parameters; `workspace` is per-block GM scratch added by the
+# compiler; shared/fragment/var are developer-mode scopes that infer_scopes maps onto the chip's.
+GLOBAL_SCOPES = ("global", "workspace")
+DEV_SCOPES = ("shared", "fragment", "var")
+CHIP_SCOPES = ("L1", "L0A", "L0B", "L0C", "UB")
+SCOPES = GLOBAL_SCOPES + DEV_SCOPES + CHIP_SCOPES
+
+
+@dataclass(frozen=True)
+class Buffer:
+    name: str
+    shape: tuple[int, ...]
+    dtype: str
+    scope: str = "global"
+
+    @property
+    def numel(self) -> int:
+        n = 1
+        for s in self.shape:
+            n *= s
+        return n
+
+
+# ------------------------------------------------------------------------------------ expressions
+
+
+@dataclass(frozen=True)
+class Const:
+    value: Union[int, float, bool]
+    dtype: str = "int32"
+
+
+@dataclass(frozen=True)
+class Var:
+    name: str
+    dtype: str = "int32"
+
+
+# Binary operators, in the Python spelling the printer uses.
+ARITH_OPS = ("+", "-", "*", "/", "//", "%")
+CMP_OPS = ("<", "<=", ">", ">=", "==", "!=")
+LOGIC_OPS = ("and", "or")
+BIN_OPS = ARITH_OPS + CMP_OPS + LOGIC_OPS
+
+
+@dataclass(frozen=True)
+class BinOp:
+    op: str
+    a: "Expr"
+    b: "Expr"
+
+
+# Intrinsic calls usable in expressions.
+UNARY_FNS = ("exp", "exp2", "log", "sqrt", "rsqrt", "abs", "neg", "not")
+BINARY_FNS = ("max", "min", "ceildiv")
+CALL_FNS = UNARY_FNS + BINARY_FNS
+
+
+@dataclass(frozen=True)
+class Call:
+    fn: str
+    args: tuple["Expr", ...]
+
+
+@dataclass(frozen=True)
+class Cast:
+    dtype: str
+    value: "Expr"
+
+
+@dataclass(frozen=True)
+class Load:
+    buffer: Buffer
+    indices: tuple["Expr", ...]
+
+
+Expr = Union[Const, Var, BinOp, Call, Cast, Load]
+
+# ---------------------------------------------------------------------------------------- regions
+
+
+@dataclass(frozen=True)
+class Region:
+    """A box of a buffer: `start` per dimension (expressions) and constant `extent`s.
+
+    Printed as `A[by * 128 +: 128, k * 64 +: 64]`, or just `A` when it is the whole buffer."""
+
+    buffer: Buffer
+    start: tuple[Expr, ...]
+    extent: tuple[int, ...]
+
+    @staticmethod
+    def full(buffer: Buffer) -> "Region":
+        return Region(buffer, tuple(Const(0) for _ in buffer.shape), tuple(buffer.shape))
+
+    @property
+    def is_full(self) -> bool:
+        return self.extent == self.buffer.shape and all(
+            isinstance(s, Const) and s.value == 0 for s in self.start
+        )
+
+
+# ------------------------------------------------------------------------------------- statements
+
+
+@dataclass(frozen=True)
+class Alloc:
+    """Declares an on-chip (or workspace) buffer; `offset` is set by plan_memory (bytes)."""
+
+    buffer: Buffer
+    offset: int | None = None
+    loc: Loc = _loc()
+
+
+@dataclass(frozen=True)
+class Copy:
+    """Tile copy; clips at tensor edges, pads the rest of `dst` with zeros, casts to dst dtype."""
+
+    src: Region
+    dst: Region
+    loc: Loc = _loc()
+
+
+@dataclass(frozen=True)
+class Gemm:
+    """c += op(a) @ op(b), accumulated in c's dtype (fp32); `clear_accum` zeroes c first."""
+
+    a: Region
+    b: Region
+    c: Region
+    transpose_a: bool = False
+    transpose_b: bool = False
+    clear_accum: bool = False
+    loc: Loc = _loc()
+
+
+@dataclass(frozen=True)
+class Fill:
+    dst: Region
+    value: Expr
+    loc: Loc = _loc()
+
+
+REDUCE_KINDS = ("sum", "max", "min", "abssum", "absmax")
+
+
+@dataclass(frozen=True)
+class Reduce:
+    """dst = reduce(src, dim) (or dst op= reduce when clear is False)."""
+
+    kind: str
+    src: Region
+    dst: Region
+    dim: int
+    clear: bool = True
+    loc: Loc = _loc()
+
+
+@dataclass(frozen=True)
+class Store:
+    """buffer[indices] = value; inside a Parallel loop this is the body of an elementwise map."""
+
+    buffer: Buffer
+    indices: tuple[Expr, ...]
+    value: Expr
+    loc: Loc = _loc()
+
+
+LOOP_KINDS = ("serial", "parallel", "pipelined", "unroll")
+
+
+@dataclass(frozen=True)
+class For:
+    """`for vars in kind(*extents)`. A `parallel` loop is an elementwise map (a tile op);
+    `pipelined` carries num_stages until the pipeline pass expands it."""
+
+    vars: tuple[str, ...]
+    extents: tuple[Expr, ...]
+    kind: str
+    body: tuple["Stmt", ...]
+    num_stages: int = 0
+    loc: Loc = _loc()
+
+
+@dataclass(frozen=True)
+class If:
+    cond: Expr
+    then_body: tuple["Stmt", ...]
+    else_body: tuple["Stmt", ...] = ()
+    loc: Loc = _loc()
+
+
+CORES = ("C", "V")
+
+
+@dataclass(frozen=True)
+class Scope:
+    """`with Scope("C"|"V"):` code for the cube core (AIC) or each vector core (AIV)."""
+
+    core: str
+    body: tuple["Stmt", ...]
+    loc: Loc = _loc()
+
+
+PIPES = ("MTE2", "MTE1", "M", "FIX", "V", "MTE3", "S")
+
+
+@dataclass(frozen=True)
+class SetFlag:
+    src: str
+    dst: str
+    event: int
+    loc: Loc = _loc()
+
+
+@dataclass(frozen=True)
+class WaitFlag:
+    src: str
+    dst: str
+    event: int
+    loc: Loc = _loc()
+
+
+@dataclass(frozen=True)
+class PipeBarrier:
+    pipe: str
+    loc: Loc = _loc()
+
+
+@dataclass(frozen=True)
+class SetCrossFlag:
+    """Cross-core flag: set by `pipe` after its earlier work; counted, released to the other core."""
+
+    pipe: str
+    flag: int
+    loc: Loc = _loc()
+
+
+@dataclass(frozen=True)
+class WaitCrossFlag:
+    pipe: str
+    flag: int
+    loc: Loc = _loc()
+
+
+Stmt = Union[Alloc, Copy, Gemm, Fill, Reduce, Store, For, If, Scope, SetFlag, WaitFlag,
+             PipeBarrier, SetCrossFlag, WaitCrossFlag]
+TILE_OPS = (Copy, Gemm, Fill, Reduce)
+SYNC_OPS = (SetFlag, WaitFlag, PipeBarrier, SetCrossFlag, WaitCrossFlag)
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """A prim_func: parameters (global buffers), grid extents bound to `grid_vars`, body.
+
+    With `is_npu` the kernel binds (cid, vid) core variables instead of grid variables:
+    `with Kernel(n, is_npu=True) as (cid, vid)`."""
+
+    name: str
+    params: tuple[Buffer, ...]
+    grid: tuple[int, ...]
+    grid_vars: tuple[str, ...]
+    body: tuple[Stmt, ...]
+    is_npu: bool = False
+    loc: Loc = _loc()
+
+
+Node = Union[Kernel, Stmt, Expr, Region, Buffer]
+
+
+# ---------------------------------------------------------------------------------- traversal
+
+
+def map_children(node, fn):
+    """Rebuild `node` with `fn` applied to every child node (tuples of nodes included)."""
+    changes = {}
+    for f in fields(node):
+        if f.name == "loc":
+            continue
+        value = getattr(node, f.name)
+        new = _map_value(value, fn)
+        if new is not value:
+            changes[f.name] = new
+    return replace(node, **changes) if changes else node
+
+
+def _map_value(value, fn):
+    if isinstance(value, tuple):
+        items = [_map_value(v, fn) for v in value]
+        return tuple(items) if any(a is not b for a, b in zip(items, value)) else value
+    if hasattr(value, "__dataclass_fields__") and not isinstance(value, Loc):
+        return fn(value)
+    return value
+
+
+def walk(node):
+    """Yield `node` and every node below it, parents first."""
+    yield node
+    for f in fields(node):
+        if f.name == "loc":
+            continue
+        yield from _walk_value(getattr(node, f.name))
+
+
+def _walk_value(value):
+    if isinstance(value, tuple):
+        for v in value:
+            yield from _walk_value(v)
+    elif hasattr(value, "__dataclass_fields__") and not isinstance(value, Loc):
+        yield from walk(value)
+
+
+def transform(node, rewrite):
+    """Bottom-up rewrite: children first, then `rewrite(node)` (return the node to keep it)."""
+    node = map_children(node, lambda child: transform(child, rewrite))
+    return rewrite(node)
+
+
+def body_fields(stmt) -> tuple[str, ...]:
+    """Names of the statement-list fields of a structured statement."""
+    if isinstance(stmt, If):
+        return ("then_body", "else_body")
+    if isinstance(stmt, (For, Scope, Kernel)):
+        return ("body",)
+    return ()
