@@ -1,0 +1,3 @@
+"""NumPy interpreter backend: the executable specification of the tile IR semantics."""
+from .interpreter import BACKEND, NumpyArtifact, NumpyBackend  # noqa: F401
+from .ops import Env, execute, lower_instruction  # noqa: F401

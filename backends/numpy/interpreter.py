@@ -1,0 +1,258 @@
+"""The NumPy interpreter: the executable specification of the tile IR's semantics.
+
+`lower` turns the kernel into a tree of closures once: control flow (For, If, Scope, the grid) is
+handled here, single instructions by `ops.lower_instruction` (one handler per node type), so `run`
+never dispatches on node types per grid block.
+
+Execution model:
+- every grid block runs the body with fresh on-chip buffers (zeros, allocated when their Alloc
+  first executes in the block); `workspace` buffers are per-block GM shared by all its cores;
+- `Scope("C")` bodies run once, `Scope("V")` bodies run twice (vid = 0, 1), each core with its
+  own on-chip buffers, in program order; flags and barriers are no-ops;
+- a `parallel` For is an elementwise map evaluated vectorised: its vars are broadcasting aranges.
+"""
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from tilelang_mini.errors import ArgumentError, CompileError
+from tilelang_mini.ir import dtypes
+from tilelang_mini.ir.nodes import CORES, Const, For, If, Kernel, Scope, walk
+
+from . import ops
+from .ops import Env, Fault, as_index, compile_expr, located, lower_instruction
+
+
+@dataclass(frozen=True)
+class NumpyArtifact:
+    kernel: Kernel
+    body: Callable[[Env], None]
+    has_scopes: bool
+
+
+class _Ctx:
+    def __init__(self):
+        self.parallel_depth = 0
+        self.core: str | None = None
+        self.vid_name = "vid"  # the variable bound to the vector core index
+
+
+# ----------------------------------------------------------------------------- control flow
+
+
+def lower_body(stmts, ctx: _Ctx) -> Callable[[Env], None]:
+    fns = [lower_stmt(s, ctx) for s in stmts if not isinstance(s, ops.SYNC_TYPES)]
+    if not fns:
+        return lambda env: None
+    if len(fns) == 1:
+        return fns[0]
+    fns = tuple(fns)
+
+    def body(env):
+        for f in fns:
+            f(env)
+
+    return body
+
+
+def lower_stmt(s, ctx: _Ctx) -> Callable[[Env], None]:
+    if isinstance(s, For):
+        return _lower_for(s, ctx)
+    if isinstance(s, If):
+        return _lower_if(s, ctx)
+    if isinstance(s, Scope):
+        return _lower_scope(s, ctx)
+    try:
+        return lower_instruction(s)
+    except TypeError:
+        raise CompileError(f"the numpy backend cannot execute {type(s).__name__}", s.loc) from None
+
+
+def _extent_fns(s: For):
+    if len(s.vars) != len(s.extents):
+        raise CompileError(f"loop has {len(s.vars)} variables but {len(s.extents)} extents", s.loc)
+    if all(isinstance(e, Const) for e in s.extents):
+        exts = tuple(int(e.value) for e in s.extents)
+        return lambda env: exts
+    fns = [compile_expr(e)[0] for e in s.extents]
+    return lambda env: tuple(as_index(f(env), "a loop extent") for f in fns)
+
+
+def _lower_for(s: For, ctx: _Ctx):
+    if s.kind not in ("serial", "parallel", "pipelined", "unroll"):
+        raise CompileError(f"unknown loop kind {s.kind!r}", s.loc)
+    extents = _extent_fns(s)
+    names = s.vars
+    if s.kind == "parallel":
+        if ctx.parallel_depth:
+            raise NotImplementedError(
+                f"{s.loc}: nested Parallel loops are not supported by the numpy backend; "
+                f"bind all the variables in one loop (`for i, j in T.Parallel(m, n)`)")
+        ctx.parallel_depth += 1
+        try:
+            body = lower_body(s.body, ctx)
+        finally:
+            ctx.parallel_depth -= 1
+        nd = len(names)
+        cache: dict = {}
+
+        def parallel(env):
+            exts = extents(env)
+            aranges = cache.get(exts)
+            if aranges is None:
+                aranges = tuple(np.arange(n, dtype=np.int64).reshape(
+                    (1,) * d + (n,) + (1,) * (nd - d - 1)) for d, n in enumerate(exts))
+                cache[exts] = aranges
+            vs = env.vars
+            for name, a in zip(names, aranges):
+                vs[name] = a
+            if all(exts):
+                body(env)
+
+        return located(parallel, s)
+
+    body = lower_body(s.body, ctx)
+    if len(names) == 1:
+        name = names[0]
+
+        def serial1(env):
+            (n,) = extents(env)
+            vs = env.vars
+            for i in range(n):
+                vs[name] = i
+                body(env)
+
+        return located(serial1, s)
+
+    def serial(env):
+        vs = env.vars
+        for idx in itertools.product(*(range(n) for n in extents(env))):
+            for name, i in zip(names, idx):
+                vs[name] = i
+            body(env)
+
+    return located(serial, s)
+
+
+def _lower_if(s: If, ctx: _Ctx):
+    cond, _ = compile_expr(s.cond)
+    then_body = lower_body(s.then_body, ctx)
+    else_body = lower_body(s.else_body, ctx)
+    loc = s.loc
+
+    def if_(env):
+        c = cond(env)
+        if isinstance(c, np.ndarray) and c.ndim:
+            raise NotImplementedError(
+                f"{loc}: an If whose condition depends on Parallel loop variables is not "
+                f"supported by the numpy backend (use a select-style expression instead)")
+        (then_body if c else else_body)(env)
+
+    return located(if_, s)
+
+
+def _lower_scope(s: Scope, ctx: _Ctx):
+    if s.core not in CORES:
+        raise CompileError(f"unknown core {s.core!r} (expected one of {CORES})", s.loc)
+    if ctx.core is not None:
+        raise CompileError(f"Scope({s.core!r}) nested in Scope({ctx.core!r})", s.loc)
+    if ctx.parallel_depth:
+        raise CompileError(f"Scope({s.core!r}) inside a Parallel loop", s.loc)
+    ctx.core = s.core
+    try:
+        body = lower_body(s.body, ctx)
+    finally:
+        ctx.core = None
+
+    vid_name = ctx.vid_name
+    if s.core == "C":
+        def scope_c(env):
+            core = env.block[1]
+            core.vars.update(env.vars)
+            body(core)
+        return scope_c
+
+    def scope_v(env):
+        for vid, core in ((0, env.block[2]), (1, env.block[3])):
+            core.vars.update(env.vars)
+            core.vars[vid_name] = vid
+            body(core)
+
+    return scope_v
+
+
+# ---------------------------------------------------------------------------------- backend
+
+
+def new_block(bufs: dict, grid_vals: dict, with_cores: bool) -> Env:
+    """The block-level env of one grid block; with_cores adds the C and two V core envs."""
+    top = Env(dict(grid_vals), dict(bufs))
+    if with_cores:
+        c = Env(dict(grid_vals), dict(bufs), "C")
+        v0 = Env(dict(grid_vals), dict(bufs), "V")
+        v1 = Env(dict(grid_vals), dict(bufs), "V")
+        top.block = c.block = v0.block = v1.block = (top, c, v0, v1)
+    return top
+
+
+def check_args(kernel: Kernel, args) -> dict:
+    params = kernel.params
+    if len(args) != len(params):
+        raise ArgumentError(f"{kernel.name} takes {len(params)} argument(s) "
+                            f"({', '.join(p.name for p in params)}), got {len(args)}", kernel.loc)
+    bufs = {}
+    for p, a in zip(params, args):
+        if not isinstance(a, np.ndarray):
+            raise ArgumentError(f"argument {p.name} must be a numpy array, got "
+                                f"{type(a).__name__}", kernel.loc)
+        if tuple(a.shape) != tuple(p.shape):
+            raise ArgumentError(f"argument {p.name} has shape {tuple(a.shape)}, expected "
+                                f"{tuple(p.shape)}", kernel.loc)
+        if a.dtype != dtypes.to_numpy(p.dtype):
+            raise ArgumentError(f"argument {p.name} has dtype {a.dtype}, expected {p.dtype}",
+                                kernel.loc)
+        bufs[p.name] = a
+    return bufs
+
+
+class NumpyBackend:
+    name = "numpy"
+
+    def lower(self, kernel: Kernel, options: dict | None = None) -> NumpyArtifact:
+        if kernel.is_npu:
+            if len(kernel.grid) != 1 or len(kernel.grid_vars) != 2:
+                raise CompileError("an is_npu kernel has grid (n,) and variables (cid, vid)",
+                                   kernel.loc)
+        elif len(kernel.grid) != len(kernel.grid_vars):
+            raise CompileError(f"grid has {len(kernel.grid)} extents but "
+                               f"{len(kernel.grid_vars)} variables", kernel.loc)
+        ctx = _Ctx()
+        if kernel.is_npu:
+            ctx.vid_name = kernel.grid_vars[1]
+        body = lower_body(kernel.body, ctx)
+        has_scopes = any(isinstance(n, Scope) for s in kernel.body for n in walk(s))
+        return NumpyArtifact(kernel, body, has_scopes)
+
+    def run(self, artifact: NumpyArtifact, args: list[np.ndarray]) -> None:
+        k = artifact.kernel
+        bufs = check_args(k, args)
+        body, cores = artifact.body, artifact.has_scopes
+        with np.errstate(all="ignore"):
+            if k.is_npu:
+                cid, vid = k.grid_vars
+                for c in range(k.grid[0]):
+                    body(new_block(bufs, {cid: c, vid: 0}, cores))
+                return
+            names = k.grid_vars
+            for idx in itertools.product(*(range(n) for n in k.grid)):
+                body(new_block(bufs, dict(zip(names, idx)), cores))
+
+
+BACKEND = NumpyBackend()
+
+__all__ = ["BACKEND", "NumpyBackend", "NumpyArtifact", "Env", "Fault", "new_block", "check_args",
+           "lower_body", "lower_stmt"]
