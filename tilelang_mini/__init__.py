@@ -1,0 +1,15 @@
+"""tilelang_mini: a TileLang-compatible tile DSL and compiler for Ascend-class NPUs."""
+from .errors import (  # noqa: F401
+    ArgumentError, CompileError, DeadlockError, RaceError, SimulationError, SyncError,
+    TileLangMiniError,
+)
+from .runtime.kernel import JITKernel, compile, compile_ir, jit  # noqa: F401
+
+__version__ = "0.1.0"
+
+
+def parse_ir(text: str, filename: str = "<ir>"):
+    """Read IR text (as printed after any stage) back into a Kernel."""
+    from .ir.parser import parse_ir as _parse
+    from .runtime.errors import user_facing
+    return user_facing(_parse)(text, filename)

@@ -1,3 +1,3 @@
-"""Tile IR: nodes, dtypes, printer, parser, verifier and dependency graph."""
+"""Tile IR: nodes, dtypes, printer, parser (`ir.parser.parse_ir`), verifier, dependency graph."""
 from .nodes import *  # noqa: F401,F403
-from .printer import print_ir, print_expr, print_region  # noqa: F401
+from .printer import print_expr, print_ir, print_region  # noqa: F401

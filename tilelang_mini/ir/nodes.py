@@ -357,3 +357,20 @@ def body_fields(stmt) -> tuple[str, ...]:
     if isinstance(stmt, (For, Scope, Kernel)):
         return ("body",)
     return ()
+
+
+def walk_statements(body):
+    """Every statement of `body`, nested ones included, in program order."""
+    for s in body:
+        yield s
+        for name in body_fields(s):
+            yield from walk_statements(getattr(s, name))
+
+
+def walk_own(stmt):
+    """`stmt` and the nodes it holds (regions, expressions), but not its nested statements."""
+    skip = set(body_fields(stmt))
+    yield stmt
+    for f in fields(stmt):
+        if f.name != "loc" and f.name not in skip:
+            yield from _walk_value(getattr(stmt, f.name))

@@ -1,0 +1,66 @@
+"""What every example shares: command-line options, inputs, verification and the report."""
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+
+import tilelang_mini
+from tilelang_mini.ir import dtypes
+
+
+def example_args(doc, argv, dtype="float32", shape=(256, 256, 256)):
+    p = argparse.ArgumentParser(description=(doc or "").splitlines()[0])
+    p.add_argument("--target", default=None, help="numpy | llvm (default: TILELANG_MINI_TARGET or numpy)")
+    p.add_argument("--chip", default=None, help="ascend910b | ascend950")
+    p.add_argument("--dtype", default=dtype)
+    p.add_argument("--shape", type=int, nargs="+", default=list(shape))
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--show-ir", default="final", help="stage whose IR to print, or 'none'")
+    return p.parse_args(argv)
+
+
+def make_inputs(seed, shapes, dtype):
+    """Random inputs already rounded to `dtype` (so the reference sees the same values)."""
+    rng = np.random.default_rng(seed)
+    np_dtype = dtypes.to_numpy(dtype)
+    scale = 1.0 if dtype in ("float32", "float16", "bfloat16") else 0.5
+    return [(rng.standard_normal(s) * scale).astype(np_dtype) for s in shapes]
+
+
+def verify(name, got, want, dtype, reduce_len=1) -> bool:
+    """Compare against a float64 reference with dtype-aware tolerances; print the verdict."""
+    rtol, atol = dtypes.tolerance(dtype)
+    atol = atol * max(1.0, np.sqrt(reduce_len) / 4)
+    got64 = got.astype(np.float64)
+    ok = got.shape == want.shape and np.allclose(got64, want, rtol=rtol, atol=atol)
+    err = float(np.max(np.abs(got64 - want))) if got.shape == want.shape else float("inf")
+    print(f"verify {name}: {'OK' if ok else 'MISMATCH'} (max abs error {err:.3g}, "
+          f"rtol {rtol:g}, atol {atol:.3g})")
+    return ok
+
+
+def timed(kernel, *args):
+    start = time.perf_counter()
+    out = kernel(*args)
+    return out, time.perf_counter() - start
+
+
+def report(kernel, seconds, ok, args) -> int:
+    """Print the IR of the chosen stage and a schedule summary; exit status 0 when verified."""
+    stage = args.show_ir
+    if stage != "none":
+        stages = list(kernel.compilation.stages)
+        stage = stages[-1] if stage == "final" else stage
+        print(f"# ---- IR after {stage} ----")
+        print(kernel.get_ir(stage), end="")
+    print(schedule_summary(kernel))
+    print(f"{kernel.ir.name}: target={kernel.target} chip={kernel.chip} ran in "
+          f"{seconds * 1e3:.1f} ms: {'verified' if ok else 'FAILED verification'}")
+    return 0 if ok else 1
+
+
+def schedule_summary(kernel) -> str:
+    from tilelang_mini.schedule.summary import summarize
+    return summarize(kernel)

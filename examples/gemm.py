@@ -1,0 +1,48 @@
+"""Tiled GEMM, C = A @ B, in the TileLang style: the flagship example.
+
+    python examples/gemm.py [--target numpy|llvm] [--chip ascend910b|ascend950] [--dtype float16]
+"""
+import tilelang_mini
+import tilelang_mini.language as T
+
+
+@tilelang_mini.jit(out_idx=[-1])
+def matmul(M, N, K, block_M=128, block_N=128, block_K=64, num_stages=2, dtype="float16",
+           accum_dtype="float32"):
+    @T.prim_func
+    def main(A: T.Tensor((M, K), dtype), B: T.Tensor((K, N), dtype),
+             C: T.Tensor((M, N), accum_dtype)):
+        with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M)) as (bx, by):
+            A_s = T.alloc_shared((block_M, block_K), dtype)
+            B_s = T.alloc_shared((block_K, block_N), dtype)
+            C_f = T.alloc_fragment((block_M, block_N), accum_dtype)
+            T.clear(C_f)
+            for k in T.Pipelined(T.ceildiv(K, block_K), num_stages=num_stages):
+                T.copy(A[by * block_M, k * block_K], A_s)
+                T.copy(B[k * block_K, bx * block_N], B_s)
+                T.gemm(A_s, B_s, C_f)
+            T.copy(C_f, C[by * block_M, bx * block_N])
+
+    return main
+
+
+def reference(a, b):
+    """Independent reference: float64 NumPy matmul of the inputs as given."""
+    import numpy as np
+    return a.astype(np.float64) @ b.astype(np.float64)
+
+
+def main(argv=None):
+    from _common import example_args, make_inputs, report, timed, verify
+    args = example_args(__doc__, argv, dtype="float16", shape=(1000, 520, 300))
+    M, N, K = args.shape
+    a, b = make_inputs(args.seed, [(M, K), (K, N)], args.dtype)
+    kernel = tilelang_mini.compile(matmul(M, N, K, dtype=args.dtype).prim_func, out_idx=[-1],
+                                   target=args.target, chip=args.chip)
+    c, seconds = timed(kernel, a, b)
+    ok = verify("C", c, reference(a, b), "float32", reduce_len=K)
+    return report(kernel, seconds, ok, args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,61 @@
+"""The Ascend-like chip presets of design section 5. A model, not a claim of cycle accuracy.
+
+Sizes are the public figures of the parts; per-pipe costs are in `costs.py`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..errors import CompileError
+
+KIB = 1024
+
+
+@dataclass(frozen=True)
+class Chip:
+    name: str
+    aic_cores: int                      # cube cores (AIC)
+    aiv_per_aic: int                    # vector cores per cube core
+    capacity: tuple[tuple[str, int], ...]   # scope -> bytes per core
+    alignment: tuple[tuple[str, int], ...]  # scope -> byte alignment of an allocation
+    direct_l0c_to_ub: bool              # FIX can write UB directly (else through GM)
+    direct_ub_to_l1: bool               # MTE3 can write L1 directly (else through GM)
+    event_ids: int                      # set_flag/wait_flag ids per pipe pair (0..n-1)
+    cross_flags: int                    # cross-core flag ids (0..n-1)
+    cross_flag_pending: int             # pending sets a cross-core flag counter holds
+    clock_ghz: float
+    peak_bf16_tflops: float
+
+    def capacity_of(self, scope: str) -> int:
+        return dict(self.capacity)[scope]
+
+    def alignment_of(self, scope: str) -> int:
+        return dict(self.alignment)[scope]
+
+
+_ALIGN = (("L1", 32), ("UB", 32), ("L0A", 512), ("L0B", 512), ("L0C", 64))
+
+ASCEND910B = Chip(
+    name="ascend910b", aic_cores=24, aiv_per_aic=2,
+    capacity=(("L1", 512 * KIB), ("L0A", 64 * KIB), ("L0B", 64 * KIB), ("L0C", 128 * KIB),
+              ("UB", 192 * KIB)),
+    alignment=_ALIGN, direct_l0c_to_ub=False, direct_ub_to_l1=False,
+    event_ids=8, cross_flags=11, cross_flag_pending=15, clock_ghz=1.8, peak_bf16_tflops=350.0,
+)
+
+ASCEND950 = Chip(
+    name="ascend950", aic_cores=32, aiv_per_aic=2,
+    capacity=(("L1", 512 * KIB), ("L0A", 64 * KIB), ("L0B", 64 * KIB), ("L0C", 256 * KIB),
+              ("UB", 248 * KIB)),
+    alignment=_ALIGN, direct_l0c_to_ub=True, direct_ub_to_l1=True,
+    event_ids=8, cross_flags=16, cross_flag_pending=15, clock_ghz=1.65, peak_bf16_tflops=432.0,
+)
+
+CHIPS = {c.name: c for c in (ASCEND910B, ASCEND950)}
+
+
+def get_chip(name: str) -> Chip:
+    try:
+        return CHIPS[name]
+    except KeyError:
+        raise CompileError(f"unknown chip {name!r}; available chips: {', '.join(CHIPS)}") from None

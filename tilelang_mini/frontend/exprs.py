@@ -1,0 +1,99 @@
+"""Trace-time arithmetic: Python values fold at once; IR expressions are built and simplified."""
+from __future__ import annotations
+
+import operator
+
+from ..ir.nodes import BinOp, Call, Const, Expr, Load, Cast, Var
+
+_PY_OPS = {
+    "+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv,
+    "//": operator.floordiv, "%": operator.mod, "<": operator.lt, "<=": operator.le,
+    ">": operator.gt, ">=": operator.ge, "==": operator.eq, "!=": operator.ne,
+    "and": lambda a, b: a and b, "or": lambda a, b: a or b,
+}
+
+IR_TYPES = (Const, Var, BinOp, Call, Cast, Load)
+
+
+def is_ir(v) -> bool:
+    return isinstance(v, IR_TYPES)
+
+
+def is_number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) or isinstance(v, bool)
+
+
+def const(v) -> Const:
+    if isinstance(v, bool):
+        return Const(v, "bool")
+    if isinstance(v, int):
+        return Const(v, "int32")
+    if isinstance(v, float):
+        return Const(v, "float32")
+    raise TypeError(v)
+
+
+def as_expr(v) -> Expr:
+    """An IR expression for a trace-time value (numbers become constants)."""
+    if is_ir(v):
+        return v
+    return const(v)
+
+
+def binop(op: str, a, b):
+    """a op b: Python result when both are Python numbers, else a (folded) IR expression."""
+    if not is_ir(a) and not is_ir(b):
+        return _PY_OPS[op](a, b)
+    a, b = as_expr(a), as_expr(b)
+    if isinstance(a, Const) and isinstance(b, Const):
+        return const(_PY_OPS[op](a.value, b.value))
+    # Identities that keep index arithmetic readable.
+    if op in ("+", "-") and isinstance(b, Const) and b.value == 0 and b.dtype == "int32":
+        return a
+    if op == "+" and isinstance(a, Const) and a.value == 0 and a.dtype == "int32":
+        return b
+    if op == "*" and isinstance(b, Const) and b.value == 1 and b.dtype == "int32":
+        return a
+    if op == "*" and isinstance(a, Const) and a.value == 1 and a.dtype == "int32":
+        return b
+    return BinOp(op, a, b)
+
+
+def linear(e) -> tuple[dict, int] | None:
+    """e as ({var: coef}, const) when it is an affine integer expression, else None."""
+    if isinstance(e, int) and not isinstance(e, bool):
+        return {}, e
+    if isinstance(e, Const) and e.dtype == "int32":
+        return {}, e.value
+    if isinstance(e, Var):
+        return {e.name: 1}, 0
+    if isinstance(e, BinOp) and e.op in ("+", "-", "*"):
+        la, lb = linear(e.a), linear(e.b)
+        if la is None or lb is None:
+            return None
+        if e.op == "*":
+            if not la[0]:
+                la, lb = lb, la
+            if lb[0]:
+                return None
+            k = lb[1]
+            return {v: c * k for v, c in la[0].items()}, la[1] * k
+        sign = 1 if e.op == "+" else -1
+        coefs = dict(la[0])
+        for v, c in lb[0].items():
+            coefs[v] = coefs.get(v, 0) + sign * c
+        return {v: c for v, c in coefs.items() if c}, la[1] + sign * lb[1]
+    return None
+
+
+def constant_difference(stop, start) -> int | None:
+    """stop - start when it does not depend on any variable (slice extents)."""
+    ls, lt = linear(stop), linear(start)
+    if ls is None or lt is None:
+        return None
+    coefs = dict(ls[0])
+    for v, c in lt[0].items():
+        coefs[v] = coefs.get(v, 0) - c
+    if any(coefs.values()):
+        return None
+    return ls[1] - lt[1]

@@ -1,0 +1,825 @@
+"""Python AST of a `@T.prim_func` -> Tile IR `Kernel`.
+
+The function's source is parsed, not traced. Python values (closure variables, constants,
+arithmetic on them, loops over Python lists) are evaluated at trace time; everything that depends
+on grid or loop variables becomes IR. Any construct not handled here is a located CompileError.
+"""
+from __future__ import annotations
+
+import ast
+import builtins
+import inspect
+import textwrap
+
+from .. import language as T_module
+from ..errors import CompileError
+from ..ir import dtypes
+from ..ir.nodes import (
+    Alloc, Buffer, Call, Cast, Copy, Fill, For, Gemm, If, Kernel, Load, Loc, PipeBarrier,
+    Reduce, Region, Scope, SetCrossFlag, SetFlag, Store, Var, WaitCrossFlag, WaitFlag, PIPES,
+)
+from .exprs import as_expr, binop, const, constant_difference, is_ir
+
+_BINOPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//",
+           ast.Mod: "%"}
+_CMPOPS = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==", ast.NotEq: "!="}
+_ALLOC_SCOPES = {"alloc_shared": "shared", "alloc_fragment": "fragment", "alloc_var": "var",
+                 "alloc_L1": "L1", "alloc_L0A": "L0A", "alloc_L0B": "L0B", "alloc_L0C": "L0C",
+                 "alloc_ub": "UB"}
+_LOOPS = {"Parallel": "parallel", "Pipelined": "pipelined", "serial": "serial", "unroll": "unroll"}
+_MATH = {"exp", "exp2", "log", "sqrt", "rsqrt", "abs"}
+
+
+class PrimFunc:
+    """A parsed kernel: its Tile IR (`.ir`) and the Python function it came from."""
+
+    def __init__(self, fn, ir: Kernel):
+        self.fn = fn
+        self.ir = ir
+        self.__name__ = ir.name
+
+    def script(self) -> str:
+        from ..ir.printer import print_ir
+        return print_ir(self.ir)
+
+    def __repr__(self) -> str:
+        return f"<PrimFunc {self.ir.name}>"
+
+
+class _Marker:
+    """What a `T.name` evaluates to inside a kernel."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+
+def parse_prim_func(fn) -> PrimFunc:
+    return PrimFunc(fn, KernelBuilder(fn).build())
+
+
+class KernelBuilder:
+    def __init__(self, fn, file: str | None = None):
+        self.fn = fn
+        self.file = file or inspect.getsourcefile(fn) or "<unknown>"
+        lines, first = inspect.getsourcelines(fn)
+        src = "".join(lines)
+        dedented = textwrap.dedent(src)
+        self.col_offset = len(lines[0]) - len(lines[0].lstrip()) if lines else 0
+        self.line_offset = first - 1
+        self.source_lines = src.splitlines()
+        self.tree = ast.parse(dedented)
+        self.globals = fn.__globals__
+        closure = {}
+        if fn.__closure__:
+            for name, cell in zip(fn.__code__.co_freevars, fn.__closure__):
+                try:
+                    closure[name] = cell.cell_contents
+                except ValueError:
+                    pass
+        self.scopes: list[dict] = [closure, {}]
+        self.buffer_names: set[str] = set()
+
+    # ----------------------------------------------------------------------------------- errors
+
+    def loc(self, node) -> Loc:
+        line = getattr(node, "lineno", 1) + self.line_offset
+        col = getattr(node, "col_offset", 0) + self.col_offset + 1
+        return Loc(self.file, line, col)
+
+    def error(self, node, message: str) -> CompileError:
+        loc = self.loc(node)
+        idx = loc.line - self.line_offset - 1
+        line = self.source_lines[idx] if 0 <= idx < len(self.source_lines) else None
+        return CompileError(message, loc, line)
+
+    # ------------------------------------------------------------------------------- environment
+
+    def lookup(self, name: str, node):
+        for scope in reversed(self.scopes):
+            if name in scope:
+                return scope[name]
+        if name in self.globals:
+            return self.globals[name]
+        if hasattr(builtins, name):
+            return getattr(builtins, name)
+        raise self.error(node, f"name '{name}' is not defined")
+
+    def bind(self, name: str, value) -> None:
+        self.scopes[-1][name] = value
+
+    def fresh_buffer_name(self, name: str) -> str:
+        base, n = name, 0
+        while name in self.buffer_names:
+            n += 1
+            name = f"{base}_{n}"
+        self.buffer_names.add(name)
+        return name
+
+    # ------------------------------------------------------------------------------------ kernel
+
+    def build(self) -> Kernel:
+        fdef = self.tree.body[0]
+        if not isinstance(fdef, ast.FunctionDef):
+            raise self.error(fdef, "T.prim_func decorates a function definition")
+        params = self.params(fdef)
+        body = [s for s in fdef.body if not _is_docstring(s)]
+        kernel_stmt = None
+        for stmt in body:
+            if isinstance(stmt, ast.With) and self.is_call_to(stmt.items[0].context_expr, "Kernel"):
+                if kernel_stmt is not None:
+                    raise self.error(stmt, "a kernel has one `with T.Kernel(...)` block")
+                kernel_stmt = stmt
+            elif kernel_stmt is None and isinstance(stmt, ast.Assign):
+                self.assign(stmt)  # trace-time set-up before the kernel block
+            else:
+                raise self.error(stmt, "expected the kernel body inside `with T.Kernel(...) as ...:`")
+        if kernel_stmt is None:
+            raise self.error(fdef, "expected a `with T.Kernel(grid...) as (bx, ...):` block")
+        grid, names, is_npu, body_ir = self.kernel_block(kernel_stmt)
+        return Kernel(fdef.name, params, grid, names, tuple(body_ir), is_npu, self.loc(fdef))
+
+    def params(self, fdef: ast.FunctionDef) -> tuple[Buffer, ...]:
+        annotations = getattr(self.fn, "__annotations__", {})
+        out = []
+        for arg in fdef.args.args:
+            ann = annotations.get(arg.arg)
+            if not isinstance(ann, T_module.TensorType):
+                raise self.error(arg, f"parameter '{arg.arg}' needs a T.Tensor(shape, dtype) annotation")
+            where = arg.annotation or arg
+            shape = []
+            for s in ann.shape:
+                if not isinstance(s, int) or isinstance(s, bool) or s <= 0:
+                    raise self.error(where, f"tensor shapes must be positive constant ints, got {s!r}")
+                shape.append(s)
+            dtype = self.dtype(ann.dtype, where)
+            self.buffer_names.add(arg.arg)
+            buf = Buffer(arg.arg, tuple(shape), dtype, "global")
+            self.bind(arg.arg, buf)
+            out.append(buf)
+        if fdef.args.vararg or fdef.args.kwarg or fdef.args.kwonlyargs:
+            raise self.error(fdef, "kernel parameters are plain positional T.Tensor arguments")
+        return tuple(out)
+
+    def dtype(self, value, node) -> str:
+        name = dtypes.canonical(value)
+        if name is None:
+            raise self.error(node, f"unsupported dtype {value!r}; expected one of "
+                                   f"{', '.join(dtypes.DTYPES[:-1])}")
+        return name
+
+    def kernel_block(self, stmt: ast.With):
+        call = stmt.items[0].context_expr
+        is_npu = self.kwarg_bool(call, "is_npu", False)
+        for kw in call.keywords:
+            if kw.arg not in ("is_npu", "threads"):
+                raise self.error(kw, f"T.Kernel has no argument '{kw.arg}'")
+        grid = []
+        for a in call.args:
+            v = self.eval(a)
+            if not isinstance(v, int) or isinstance(v, bool) or v <= 0:
+                raise self.error(a, f"grid extents must be positive constant ints, got {_show(v)}")
+            grid.append(v)
+        if not 1 <= len(grid) <= 3:
+            raise self.error(call, "T.Kernel takes a 1-3 D grid")
+        if is_npu and len(grid) != 1:
+            raise self.error(call, "T.Kernel(n, is_npu=True) takes one block count")
+        names = self.target_names(stmt.items[0].optional_vars, stmt)
+        want = 2 if is_npu else len(grid)
+        if len(names) != want:
+            what = "(cid, vid)" if is_npu else f"{want} block variables"
+            raise self.error(stmt, f"`as` must name {what}, got {len(names)}")
+        self.scopes.append({n: Var(n) for n in names})
+        body = self.body(stmt.body)
+        self.scopes.pop()
+        return tuple(grid), names, is_npu, body
+
+    def target_names(self, target, node) -> tuple[str, ...]:
+        if target is None:
+            raise self.error(node, "expected `as name` or `as (names...)`")
+        elts = target.elts if isinstance(target, (ast.Tuple, ast.List)) else [target]
+        if not all(isinstance(e, ast.Name) for e in elts):
+            raise self.error(target, "expected plain names")
+        return tuple(e.id for e in elts)
+
+    # -------------------------------------------------------------------------------- statements
+
+    def body(self, stmts) -> list:
+        out = []
+        for s in stmts:
+            out.extend(self.stmt(s))
+        return out
+
+    def stmt(self, s) -> list:
+        method = getattr(self, "stmt_" + type(s).__name__, None)
+        if method is None:
+            raise self.error(s, f"unsupported Python construct in a kernel: {type(s).__name__}")
+        return method(s)
+
+    def stmt_Pass(self, s):
+        return []
+
+    def stmt_Expr(self, s):
+        if _is_docstring(s):
+            return []
+        if not isinstance(s.value, ast.Call):
+            raise self.error(s, "this expression has no effect; expected a call of a T. operation")
+        return self.call_stmt(s.value)
+
+    def stmt_Assign(self, s):
+        return self.assign(s)
+
+    def assign(self, s):
+        if len(s.targets) != 1:
+            raise self.error(s, "chained assignment is not supported in a kernel")
+        target = s.targets[0]
+        if isinstance(target, ast.Name) and isinstance(s.value, ast.Call):
+            fn = self.eval_callee(s.value.func)
+            if isinstance(fn, _Marker) and fn.name in _ALLOC_SCOPES:
+                return [self.alloc(target.id, fn.name, s.value)]
+        if isinstance(target, ast.Subscript):
+            return [self.store(target, self.eval(s.value), s)]
+        if isinstance(target, ast.Name):
+            current = self.try_lookup(target.id)
+            if isinstance(current, Buffer) and current.scope == "var":
+                return [Store(current, (const(0),), as_expr(self.eval(s.value)), self.loc(s))]
+            self.bind(target.id, self.eval(s.value))
+            return []
+        if isinstance(target, (ast.Tuple, ast.List)):
+            value = self.eval(s.value)
+            if is_ir(value) or not isinstance(value, (tuple, list)) or len(value) != len(target.elts):
+                raise self.error(s, "tuple assignment needs a trace-time tuple of the same length")
+            for t, v in zip(target.elts, value):
+                if not isinstance(t, ast.Name):
+                    raise self.error(t, "expected a plain name")
+                self.bind(t.id, v)
+            return []
+        raise self.error(target, "unsupported assignment target")
+
+    def stmt_AugAssign(self, s):
+        op = _BINOPS.get(type(s.op))
+        if op is None:
+            raise self.error(s, f"unsupported operator {type(s.op).__name__}")
+        if isinstance(s.target, ast.Subscript):
+            old = self.eval(s.target)
+            return [self.store(s.target, binop(op, old, self.eval(s.value)), s)]
+        if isinstance(s.target, ast.Name):
+            current = self.lookup(s.target.id, s.target)
+            if isinstance(current, Buffer) and current.scope == "var":
+                value = binop(op, Load(current, (const(0),)), self.eval(s.value))
+                return [Store(current, (const(0),), as_expr(value), self.loc(s))]
+            self.bind(s.target.id, binop(op, current, self.eval(s.value)))
+            return []
+        raise self.error(s.target, "unsupported assignment target")
+
+    def try_lookup(self, name):
+        for scope in reversed(self.scopes):
+            if name in scope:
+                return scope[name]
+        return None
+
+    def store(self, target: ast.Subscript, value, node) -> Store:
+        buf = self.eval(target.value)
+        if not isinstance(buf, Buffer):
+            raise self.error(target, "only buffers can be assigned element-wise")
+        idx = self.indices(target, buf)
+        return Store(buf, idx, as_expr(value), self.loc(node))
+
+    def indices(self, sub: ast.Subscript, buf: Buffer) -> tuple:
+        nodes = sub.slice.elts if isinstance(sub.slice, ast.Tuple) else [sub.slice]
+        if any(isinstance(n, ast.Slice) for n in nodes):
+            raise self.error(sub, "slices select regions for T.copy; use indices here")
+        idx = tuple(self.eval(n) for n in nodes)
+        if len(idx) != len(buf.shape):
+            raise self.error(sub, f"'{buf.name}' has {len(buf.shape)} dimensions, got {len(idx)} indices")
+        for n, i in zip(nodes, idx):
+            if not (is_ir(i) or (isinstance(i, int) and not isinstance(i, bool))):
+                raise self.error(n, f"an index must be an integer expression, got {_show(i)}")
+        return tuple(as_expr(i) for i in idx)
+
+    def alloc(self, name: str, kind: str, call: ast.Call) -> Alloc:
+        scope = _ALLOC_SCOPES[kind]
+        args = [self.eval(a) for a in call.args]
+        kw = {k.arg: self.eval(k.value) for k in call.keywords}
+        if scope == "var":
+            if len(args) != 1 or kw:
+                raise self.error(call, "T.alloc_var(dtype) takes one dtype")
+            shape, dtype = (1,), args[0]
+        else:
+            if "shape" in kw:
+                args.insert(0, kw.pop("shape"))
+            if "dtype" in kw:
+                args.append(kw.pop("dtype"))
+            if len(args) != 2 or kw:
+                raise self.error(call, f"T.{kind}(shape, dtype) takes a shape and a dtype")
+            shape, dtype = args
+            shape = tuple(shape) if isinstance(shape, (tuple, list)) else (shape,)
+            for s in shape:
+                if not isinstance(s, int) or isinstance(s, bool) or s <= 0:
+                    raise self.error(call.args[0] if call.args else call,
+                                     f"tile shapes must be positive constant ints, got {_show(s)}")
+        dt = self.dtype(dtype, call.args[-1] if call.args else call)
+        buf = Buffer(self.fresh_buffer_name(name), tuple(shape), dt, scope)
+        self.bind(name, buf)
+        return Alloc(buf, None, self.loc(call))
+
+    def stmt_For(self, s):
+        if s.orelse:
+            raise self.error(s, "for/else is not supported in a kernel")
+        it = s.iter
+        names = self.target_names(s.target, s)
+        if isinstance(it, ast.Call):
+            fn = self.eval_callee(it.func)
+            if isinstance(fn, _Marker) and fn.name in _LOOPS:
+                return [self.ir_loop(_LOOPS[fn.name], names, it, s)]
+            if fn is range:
+                return [self.range_loop(names, it, s)]
+        value = self.eval(it)
+        if isinstance(value, (list, tuple)) and not is_ir(value):
+            out = []
+            for v in value:  # a Python loop: unrolled at trace time
+                if len(names) == 1:
+                    self.bind(names[0], v)
+                else:
+                    for n, x in zip(names, v):
+                        self.bind(n, x)
+                out.extend(self.body(s.body))
+            return out
+        raise self.error(it, "a kernel loop iterates over T.Parallel, T.Pipelined, T.serial, "
+                             "T.unroll, range or a Python list")
+
+    def ir_loop(self, kind: str, names, call: ast.Call, s) -> For:
+        extents = [self.eval(a) for a in call.args]
+        stages = 0
+        for kw in call.keywords:
+            if kind == "pipelined" and kw.arg == "num_stages":
+                stages = self.eval(kw.value)
+                if not isinstance(stages, int) or stages < 1:
+                    raise self.error(kw.value, "num_stages must be a constant int >= 1")
+            else:
+                raise self.error(kw, f"unexpected argument '{kw.arg}'")
+        if kind == "pipelined" and stages == 0:
+            stages = 1
+        if kind != "parallel" and len(extents) != 1:
+            raise self.error(call, f"this loop takes one extent, got {len(extents)}")
+        if not extents:
+            raise self.error(call, "a loop needs an extent")
+        for a, e in zip(call.args, extents):
+            if kind == "parallel" and not (isinstance(e, int) and e > 0):
+                raise self.error(a, f"T.Parallel extents must be positive constant ints, got {_show(e)}")
+            if not (is_ir(e) or isinstance(e, int)):
+                raise self.error(a, f"a loop extent must be an integer expression, got {_show(e)}")
+        if len(names) != len(extents):
+            raise self.error(s.target, f"expected {len(extents)} loop variables, got {len(names)}")
+        self.scopes.append({n: Var(n) for n in names})
+        body = self.body(s.body)
+        self.scopes.pop()
+        if kind == "parallel":
+            for b in body:
+                if not isinstance(b, Store):
+                    raise self.error(s, "a T.Parallel body holds element assignments only")
+        return For(names, tuple(as_expr(e) for e in extents), kind, tuple(body), stages, self.loc(s))
+
+    def range_loop(self, names, call: ast.Call, s) -> For:
+        args = [self.eval(a) for a in call.args]
+        if len(names) != 1 or not 1 <= len(args) <= 3 or call.keywords:
+            raise self.error(call, "range(stop), range(start, stop) or range(start, stop, step)")
+        start, stop, step = (0, args[0], 1) if len(args) == 1 else (args + [1])[:3]
+        if not isinstance(step, int) or step <= 0:
+            raise self.error(call, "range step must be a positive constant int")
+        extent = binop("//", binop("+", binop("-", stop, start), step - 1), step)
+        name = names[0]
+        self.scopes.append({name: binop("+", binop("*", Var(name), step), start)})
+        body = self.body(s.body)
+        self.scopes.pop()
+        return For((name,), (as_expr(extent),), "serial", tuple(body), 0, self.loc(s))
+
+    def stmt_If(self, s):
+        cond = self.eval(s.test)
+        if not is_ir(cond):  # trace-time condition: pick the branch now
+            return self.body(s.body if cond else s.orelse)
+        self.scopes.append({})
+        then = self.body(s.body)
+        self.scopes[-1] = {}
+        other = self.body(s.orelse)
+        self.scopes.pop()
+        return [If(cond, tuple(then), tuple(other), self.loc(s))]
+
+    def stmt_With(self, s):
+        call = s.items[0].context_expr
+        if self.is_call_to(call, "Scope"):
+            args = [self.eval(a) for a in call.args]
+            if len(args) != 1 or args[0] not in ("C", "V"):
+                raise self.error(call, 'T.Scope takes "C" (cube core) or "V" (vector cores)')
+            self.scopes.append({})
+            body = self.body(s.body)
+            self.scopes.pop()
+            return [Scope(args[0], tuple(body), self.loc(s))]
+        if self.is_call_to(call, "Kernel"):
+            raise self.error(s, "a kernel has one `with T.Kernel(...)` block")
+        raise self.error(s, "expected `with T.Kernel(...)` or `with T.Scope(...)`")
+
+    def stmt_Return(self, s):
+        raise self.error(s, "a kernel writes its outputs to parameters; `return` is not supported")
+
+    # ------------------------------------------------------------------------- tile operations
+
+    def call_stmt(self, call: ast.Call) -> list:
+        fn = self.eval_callee(call.func)
+        if isinstance(fn, T_module.Macro):
+            return self.inline_macro(fn, call)
+        if not isinstance(fn, _Marker):
+            raise self.error(call, "expected a T. operation or a T.macro call")
+        handler = getattr(self, "op_" + fn.name, None)
+        if fn.name.startswith("reduce_"):
+            return [self.op_reduce(fn.name[len("reduce_"):], call)]
+        if handler is None:
+            raise self.error(call, f"T.{fn.name} is not a statement")
+        return [handler(call)]
+
+    def args(self, call, names, defaults=None):
+        """Bind positional and keyword arguments of `call` to `names` (AST nodes, not values)."""
+        defaults = defaults or {}
+        bound = {}
+        if len(call.args) > len(names):
+            raise self.error(call, f"expected at most {len(names)} arguments, got {len(call.args)}")
+        for n, a in zip(names, call.args):
+            bound[n] = a
+        for kw in call.keywords:
+            if kw.arg not in names:
+                raise self.error(kw, f"unexpected argument '{kw.arg}'; expected {', '.join(names)}")
+            bound[kw.arg] = kw.value
+        for n in names:
+            if n not in bound and n not in defaults:
+                raise self.error(call, f"missing argument '{n}'")
+        return bound
+
+    def op_copy(self, call) -> Copy:
+        a = self.args(call, ["src", "dst"])
+        src, dst = self.region(a["src"]), self.region(a["dst"])
+        src_r, dst_r = self.complete(src, dst, a["src"]), self.complete(dst, src, a["dst"])
+        return Copy(src_r, dst_r, self.loc(call))
+
+    def op_gemm(self, call) -> Gemm:
+        names = ["A", "B", "C", "transpose_A", "transpose_B", "clear_accum", "policy", "k_pack"]
+        a = self.args(call, names, {n: None for n in names[3:]})
+        regs = [self.full_region(a[n]) for n in "ABC"]
+        flags = [self.bool_arg(a.get(n), False) for n in names[3:6]]
+        return Gemm(*regs, *flags, loc=self.loc(call))
+
+    def op_clear(self, call) -> Fill:
+        a = self.args(call, ["buffer"])
+        r = self.full_region(a["buffer"])
+        zero = const(0) if r.buffer.dtype == "int32" else const(0.0)
+        return Fill(r, zero, self.loc(call))
+
+    def op_fill(self, call) -> Fill:
+        a = self.args(call, ["buffer", "value"])
+        value = self.eval(a["value"])
+        if not (is_ir(value) or isinstance(value, (int, float))):
+            raise self.error(a["value"], f"fill value must be a number or expression, got {_show(value)}")
+        if isinstance(value, int) and not isinstance(value, bool):
+            r0 = self.full_region(a["buffer"])
+            value = value if r0.buffer.dtype == "int32" else float(value)
+        return Fill(self.full_region(a["buffer"]), as_expr(value), self.loc(call))
+
+    def op_reduce(self, kind, call) -> Reduce:
+        a = self.args(call, ["buffer", "out", "dim", "clear"], {"dim": None, "clear": None})
+        src, dst = self.full_region(a["buffer"]), self.full_region(a["out"])
+        dim = self.eval(a["dim"]) if "dim" in a else -1
+        if not isinstance(dim, int):
+            raise self.error(a["dim"], "dim must be a constant int")
+        rank = len(src.extent)
+        if not -rank <= dim < rank:
+            raise self.error(a.get("dim", call), f"dim {dim} is out of range for a {rank}-D buffer")
+        clear = self.bool_arg(a.get("clear"), True)
+        return Reduce(kind, src, dst, dim % rank, clear, self.loc(call))
+
+    def op_set_flag(self, call):
+        return self.flag(call, SetFlag)
+
+    def op_wait_flag(self, call):
+        return self.flag(call, WaitFlag)
+
+    def flag(self, call, cls):
+        a = self.args(call, ["src", "dst", "event"])
+        return cls(self.pipe(a["src"]), self.pipe(a["dst"]), self.int_arg(a["event"]), self.loc(call))
+
+    def op_pipe_barrier(self, call):
+        a = self.args(call, ["pipe"])
+        return PipeBarrier(self.pipe(a["pipe"]), self.loc(call))
+
+    def op_set_cross_flag(self, call):
+        a = self.args(call, ["pipe", "flag"])
+        return SetCrossFlag(self.pipe(a["pipe"]), self.int_arg(a["flag"]), self.loc(call))
+
+    def op_wait_cross_flag(self, call):
+        if len(call.args) == 1 and not call.keywords:
+            return WaitCrossFlag("S", self.int_arg(call.args[0]), self.loc(call))
+        a = self.args(call, ["pipe", "flag"])
+        return WaitCrossFlag(self.pipe(a["pipe"]), self.int_arg(a["flag"]), self.loc(call))
+
+    def pipe(self, node) -> str:
+        v = self.eval(node)
+        name = v.upper() if isinstance(v, str) else None
+        if name not in PIPES:
+            raise self.error(node, f"unknown pipe {_show(v)}; expected one of {', '.join(PIPES)}")
+        return name
+
+    def int_arg(self, node) -> int:
+        v = self.eval(node)
+        if not isinstance(v, int) or isinstance(v, bool):
+            raise self.error(node, f"expected a constant int, got {_show(v)}")
+        return v
+
+    def bool_arg(self, node, default: bool) -> bool:
+        if node is None:
+            return default
+        v = self.eval(node)
+        if not isinstance(v, bool):
+            raise self.error(node, f"expected True or False, got {_show(v)}")
+        return v
+
+    def kwarg_bool(self, call, name, default):
+        for kw in call.keywords:
+            if kw.arg == name:
+                return self.bool_arg(kw.value, default)
+        return default
+
+    def inline_macro(self, macro, call) -> list:
+        sub = KernelBuilder(macro.fn)
+        sub.buffer_names = self.buffer_names
+        sig = inspect.signature(macro.fn)
+        try:
+            bound = sig.bind(*[self.eval(a) for a in call.args],
+                             **{k.arg: self.eval(k.value) for k in call.keywords})
+        except TypeError as e:
+            raise self.error(call, f"macro {macro.fn.__name__}: {e}") from None
+        bound.apply_defaults()
+        sub.scopes = [*sub.scopes, dict(bound.arguments)]
+        fdef = sub.tree.body[0]
+        return sub.body([s for s in fdef.body if not _is_docstring(s)])
+
+    # ------------------------------------------------------------------------------- regions
+
+    def full_region(self, node) -> Region:
+        r = self.region(node)
+        if any(e is None for e in r[2]):
+            raise self.error(node, "expected a buffer or a sliced region of one")
+        return Region(r[0], r[1], tuple(r[2]))
+
+    def region(self, node):
+        """(buffer, starts, extents-with-None-for-points) of a buffer, A[i, j] or A[a:b, c:d]."""
+        if isinstance(node, ast.Subscript):
+            buf = self.eval(node.value)
+            if not isinstance(buf, Buffer):
+                raise self.error(node, f"expected a buffer region, got {_show(buf)}")
+            elts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+            if len(elts) != len(buf.shape):
+                raise self.error(node, f"'{buf.name}' has {len(buf.shape)} dimensions, "
+                                       f"got {len(elts)} indices")
+            points = not any(isinstance(e, ast.Slice) for e in elts)
+            starts, extents = [], []
+            for d, e in enumerate(elts):
+                if isinstance(e, ast.Slice):
+                    if e.step is not None:
+                        raise self.error(e, "region slices take no step")
+                    lo = self.eval(e.lower) if e.lower is not None else 0
+                    hi = self.eval(e.upper) if e.upper is not None else buf.shape[d]
+                    n = constant_difference(as_expr(hi), as_expr(lo))
+                    if n is None or n <= 0:
+                        raise self.error(e, "a region slice must have a constant positive extent")
+                    starts.append(as_expr(lo))
+                    extents.append(n)
+                else:
+                    v = self.eval(e)
+                    if not (is_ir(v) or isinstance(v, int)) or isinstance(v, bool):
+                        raise self.error(e, f"an index must be an integer expression, got {_show(v)}")
+                    starts.append(as_expr(v))
+                    extents.append(None if points else 1)
+            return buf, tuple(starts), extents
+        v = self.eval(node)
+        if not isinstance(v, Buffer):
+            raise self.error(node, f"expected a buffer or region, got {_show(v)}")
+        return v, tuple(const(0) for _ in v.shape), list(v.shape)
+
+    def complete(self, mine, other, node) -> Region:
+        """Fill a start-corner region's extents from the other side (aligned at trailing dims)."""
+        buf, starts, extents = mine
+        if all(e is not None for e in extents):
+            return Region(buf, starts, tuple(extents))
+        if any(e is None for e in other[2]):
+            raise self.error(node, "one side of T.copy must give its extent (a buffer or a slice)")
+        src_ext = [e for e in other[2]]
+        while len(src_ext) > len(extents) and src_ext[0] == 1:
+            src_ext.pop(0)
+        if len(src_ext) > len(extents):
+            raise self.error(node, f"a {len(other[2])}-D tile does not fit a {len(extents)}-D region")
+        full = [1] * (len(extents) - len(src_ext)) + src_ext
+        return Region(buf, starts, tuple(full))
+
+    # ---------------------------------------------------------------------------- expressions
+
+    def is_call_to(self, node, name: str) -> bool:
+        if not isinstance(node, ast.Call):
+            return False
+        try:
+            fn = self.eval_callee(node.func)
+        except CompileError:
+            return False
+        return isinstance(fn, _Marker) and fn.name == name
+
+    def eval_callee(self, node):
+        return self.eval(node)
+
+    def eval(self, node):
+        method = getattr(self, "expr_" + type(node).__name__, None)
+        if method is None:
+            raise self.error(node, f"unsupported Python expression in a kernel: {type(node).__name__}")
+        return method(node)
+
+    def expr_Constant(self, n):
+        return n.value
+
+    def expr_Name(self, n):
+        v = self.lookup(n.id, n)
+        if isinstance(v, Buffer) and v.scope == "var":
+            return Load(v, (const(0),))
+        return self.wrap(v)
+
+    def wrap(self, v):
+        if v is T_module:
+            return _LanguageNamespace()
+        tl_name = getattr(v, "_tl_name", None)
+        if tl_name is not None:
+            return _Marker(tl_name)
+        return v
+
+    def expr_Attribute(self, n):
+        base = self.eval(n.value)
+        if isinstance(base, _LanguageNamespace):
+            if n.attr in T_module.KERNEL_NAMES:
+                return _Marker(n.attr)
+            if hasattr(T_module, n.attr) and not n.attr.startswith("_"):
+                return getattr(T_module, n.attr)
+            if dtypes.canonical(n.attr):
+                return n.attr  # T.float16 and friends
+            raise self.error(n, f"unknown name T.{n.attr}; see docs/language.md for the T. names")
+        if isinstance(base, Buffer):
+            if n.attr in ("shape", "dtype"):
+                return getattr(base, n.attr)
+            raise self.error(n, f"buffers have .shape and .dtype, not .{n.attr}")
+        if is_ir(base) or isinstance(base, _Marker):
+            raise self.error(n, f"unsupported attribute .{n.attr}")
+        try:
+            return self.wrap(getattr(base, n.attr))
+        except AttributeError:
+            raise self.error(n, f"{_show(base)} has no attribute '{n.attr}'") from None
+
+    def expr_Tuple(self, n):
+        return tuple(self.eval(e) for e in n.elts)
+
+    expr_List = expr_Tuple
+
+    def expr_BinOp(self, n):
+        op = _BINOPS.get(type(n.op))
+        if op is None:
+            raise self.error(n, f"unsupported operator {type(n.op).__name__}")
+        a, b = self.eval(n.left), self.eval(n.right)
+        return self.arith(op, a, b, n)
+
+    def arith(self, op, a, b, n):
+        for v in (a, b):
+            if isinstance(v, Buffer):
+                raise self.error(n, f"'{v.name}' is a buffer; index it (e.g. {v.name}[i, j]) in arithmetic")
+        if not is_ir(a) and not is_ir(b):
+            try:
+                return binop(op, a, b)
+            except Exception as e:  # trace-time Python arithmetic failed
+                raise self.error(n, f"{type(e).__name__}: {e}") from None
+        for v in (a, b):
+            if not (is_ir(v) or isinstance(v, (int, float))):
+                raise self.error(n, f"cannot use {_show(v)} in kernel arithmetic")
+        return binop(op, a, b)
+
+    def expr_UnaryOp(self, n):
+        v = self.eval(n.operand)
+        if isinstance(n.op, ast.USub):
+            return -v if not is_ir(v) else Call("neg", (v,))
+        if isinstance(n.op, ast.UAdd):
+            return v
+        if isinstance(n.op, ast.Not):
+            return (not v) if not is_ir(v) else Call("not", (v,))
+        raise self.error(n, f"unsupported operator {type(n.op).__name__}")
+
+    def expr_Compare(self, n):
+        result, left = None, self.eval(n.left)
+        for op, comp in zip(n.ops, n.comparators):
+            sym = _CMPOPS.get(type(op))
+            if sym is None:
+                raise self.error(n, f"unsupported comparison {type(op).__name__}")
+            right = self.eval(comp)
+            term = self.arith(sym, left, right, n)
+            result = term if result is None else binop("and", result, term)
+            left = right
+        return result
+
+    def expr_BoolOp(self, n):
+        op = "and" if isinstance(n.op, ast.And) else "or"
+        values = [self.eval(v) for v in n.values]
+        out = values[0]
+        for v in values[1:]:
+            out = binop(op, out, v)
+        return out
+
+    def expr_Subscript(self, n):
+        base = self.eval(n.value)
+        if isinstance(base, Buffer):
+            return Load(base, self.indices(n, base))
+        if is_ir(base):
+            raise self.error(n, "cannot index an expression")
+        key = self.eval(n.slice)
+        try:
+            return base[key]
+        except Exception as e:
+            raise self.error(n, f"{type(e).__name__}: {e}") from None
+
+    def expr_Slice(self, n):
+        raise self.error(n, "slices select regions in T.copy arguments only")
+
+    def expr_Call(self, n):
+        fn = self.eval(n.func)
+        if isinstance(fn, _Marker):
+            return self.intrinsic(fn.name, n)
+        if fn in (max, min) and n.args and not n.keywords:
+            args = [self.eval(a) for a in n.args]
+            if any(is_ir(a) for a in args):
+                return self.minmax(fn.__name__, args, n)
+            return fn(*args)
+        if fn is T_module.ceildiv:
+            args = [self.eval(a) for a in n.args]
+            if len(args) == 2 and any(is_ir(a) for a in args):
+                return Call("ceildiv", (as_expr(args[0]), as_expr(args[1])))
+        if isinstance(fn, T_module.Macro):
+            raise self.error(n, "a T.macro call is a statement, not a value")
+        if not callable(fn):
+            raise self.error(n, f"{_show(fn)} is not callable")
+        args = [self.eval(a) for a in n.args]
+        kwargs = {k.arg: self.eval(k.value) for k in n.keywords}
+        if any(is_ir(a) or isinstance(a, Buffer) for a in [*args, *kwargs.values()]):
+            raise self.error(n, f"cannot call Python function {getattr(fn, '__name__', fn)!s} on "
+                                "kernel values; use T. math functions")
+        try:
+            return fn(*args, **kwargs)
+        except Exception as e:  # a trace-time Python helper failed
+            raise self.error(n, f"{type(e).__name__}: {e}") from None
+
+    def minmax(self, name, args, n):
+        out = as_expr(args[0])
+        for a in args[1:]:
+            out = Call(name, (out, as_expr(a)))
+        return out
+
+    def intrinsic(self, name: str, n: ast.Call):
+        if name in _MATH:
+            if len(n.args) != 1 or n.keywords:
+                raise self.error(n, f"T.{name}(x) takes one argument")
+            return Call(name, (as_expr(self.value_arg(n.args[0])),))
+        if name in ("max", "min"):
+            if len(n.args) != 2 or n.keywords:
+                raise self.error(n, f"T.{name}(a, b) takes two arguments")
+            return self.minmax(name, [self.value_arg(a) for a in n.args], n)
+        if name == "cast":
+            if len(n.args) != 2:
+                raise self.error(n, "T.cast(value, dtype) takes a value and a dtype")
+            v = self.value_arg(n.args[0])
+            return Cast(self.dtype(self.eval(n.args[1]), n.args[1]), as_expr(v))
+        if name in ("alloc_shared", "alloc_fragment", "alloc_var") or name.startswith("alloc_"):
+            raise self.error(n, f"T.{name} must be assigned to a name: X = T.{name}(...)")
+        raise self.error(n, f"T.{name} is not a value; it cannot be used in an expression")
+
+    def value_arg(self, node):
+        v = self.eval(node)
+        if isinstance(v, Buffer):
+            raise self.error(node, f"'{v.name}' is a buffer; index it to use its elements")
+        if not (is_ir(v) or isinstance(v, (int, float))):
+            raise self.error(node, f"expected a number or an expression, got {_show(v)}")
+        return v
+
+
+class _LanguageNamespace:
+    """The `T` module as seen inside a kernel."""
+
+
+def _is_docstring(s) -> bool:
+    return isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant) and isinstance(s.value.value, str)
+
+
+def _show(v) -> str:
+    if isinstance(v, Buffer):
+        return f"buffer '{v.name}'"
+    if is_ir(v):
+        from ..ir.printer import print_expr
+        return f"'{print_expr(v)}' (not a constant)"
+    if isinstance(v, _Marker):
+        return f"T.{v.name}"
+    return repr(v)

@@ -1,0 +1,87 @@
+"""Structural invariants every stage must keep; run between passes in tests.
+
+A failure here is a compiler bug (not a user error), so it raises `IRVerificationError` naming the
+stage that broke the invariant.
+"""
+from __future__ import annotations
+
+from .nodes import (
+    Alloc, BinOp, Buffer, Call, Cast, Const, For, If, Kernel, Load, Region, Scope, Store, Var,
+    BIN_OPS, CALL_FNS, LOOP_KINDS, SCOPES, TILE_OPS, SYNC_OPS, body_fields, walk_own,
+)
+from .dtypes import DTYPES
+
+
+class IRVerificationError(AssertionError):
+    pass
+
+
+def verify_kernel(kernel: Kernel, stage: str = "?") -> None:
+    _Verifier(kernel, stage).run()
+
+
+class _Verifier:
+    def __init__(self, kernel: Kernel, stage: str):
+        self.kernel = kernel
+        self.stage = stage
+
+    def fail(self, msg: str, node=None):
+        where = f" at {node.loc}" if getattr(node, "loc", None) is not None else ""
+        raise IRVerificationError(f"IR invalid after '{self.stage}'{where}: {msg}")
+
+    def run(self):
+        k = self.kernel
+        buffers = {}
+        for b in k.params:
+            self.buffer(b, k)
+            if b.scope != "global":
+                self.fail(f"parameter {b.name} must be global")
+            buffers[b.name] = b
+        if len(k.grid_vars) != (2 if k.is_npu else len(k.grid)):
+            self.fail("grid variables do not match the grid")
+        self.body(k.body, buffers, set(k.grid_vars))
+
+    def buffer(self, b: Buffer, node):
+        if b.dtype not in DTYPES or b.scope not in SCOPES:
+            self.fail(f"buffer {b.name}: bad dtype/scope {b.dtype}/{b.scope}", node)
+        if not all(isinstance(s, int) and s > 0 for s in b.shape):
+            self.fail(f"buffer {b.name}: shape {b.shape} must be positive ints", node)
+
+    def body(self, stmts, buffers: dict, names: set):
+        if not isinstance(stmts, tuple):
+            self.fail("a statement list must be a tuple")
+        buffers = dict(buffers)
+        for s in stmts:
+            if isinstance(s, Alloc):
+                self.buffer(s.buffer, s)
+                if s.buffer.name in buffers and buffers[s.buffer.name] != s.buffer:
+                    self.fail(f"buffer name {s.buffer.name} declared twice", s)
+                buffers[s.buffer.name] = s.buffer
+                continue
+            if not isinstance(s, (*TILE_OPS, *SYNC_OPS, Store, For, If, Scope)):
+                self.fail(f"not a statement: {type(s).__name__}", s)
+            inner = set(names)
+            if isinstance(s, For):
+                if s.kind not in LOOP_KINDS or len(s.vars) != len(s.extents):
+                    self.fail("malformed loop", s)
+                inner |= set(s.vars)
+            for node in walk_own(s):
+                self.node(node, buffers, names, s)
+            for f in body_fields(s):
+                self.body(getattr(s, f), buffers, inner)
+
+    def node(self, node, buffers, names, stmt):
+        if isinstance(node, (Region, Load, Store)):
+            b = node.buffer
+            if buffers.get(b.name) != b:
+                self.fail(f"buffer {b.name} used but not declared (or declared differently)", stmt)
+        if isinstance(node, Region) and not (len(node.start) == len(node.extent) == len(node.buffer.shape)):
+            self.fail(f"region rank mismatch on {node.buffer.name}", stmt)
+        if isinstance(node, Var) and node.name not in names:
+            self.fail(f"variable {node.name} is not bound", stmt)
+        if isinstance(node, BinOp) and node.op not in BIN_OPS:
+            self.fail(f"unknown operator {node.op}", stmt)
+        if isinstance(node, Call) and node.fn not in CALL_FNS:
+            self.fail(f"unknown function {node.fn}", stmt)
+        if isinstance(node, (Const, Cast)) and node.dtype not in DTYPES:
+            self.fail(f"unknown dtype {node.dtype}", stmt)

@@ -1,0 +1,64 @@
+"""Every TILELANG_MINI_* environment variable is read here, and nowhere else.
+
+Values are read when asked for (not at import), so a process can change them between compiles.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+DEFAULT_TARGET = "numpy"
+DEFAULT_CHIP = "ascend910b"
+
+
+def _get(name: str, default: str | None = None) -> str | None:
+    value = os.environ.get(name)
+    return default if value is None or value == "" else value
+
+
+def default_target() -> str:
+    """TILELANG_MINI_TARGET: the backend `jit` uses when none is given (numpy | llvm)."""
+    return _get("TILELANG_MINI_TARGET", DEFAULT_TARGET)
+
+
+def default_chip() -> str:
+    """TILELANG_MINI_CHIP: the chip preset `jit` uses when none is given."""
+    return _get("TILELANG_MINI_CHIP", DEFAULT_CHIP)
+
+
+def print_after() -> tuple[str, ...]:
+    """TILELANG_MINI_PRINT_AFTER: comma-separated pass names, or `all`, printed to stderr."""
+    value = _get("TILELANG_MINI_PRINT_AFTER", "")
+    return tuple(v.strip() for v in value.split(",") if v.strip())
+
+
+def verify_ir() -> bool:
+    """TILELANG_MINI_VERIFY=1 runs the IR verifier after every pass (always on in tests)."""
+    return _get("TILELANG_MINI_VERIFY", "0") not in ("0", "false", "no")
+
+
+def time_passes() -> bool:
+    """TILELANG_MINI_TIME_PASSES=1 prints how long each pass took."""
+    return _get("TILELANG_MINI_TIME_PASSES", "0") not in ("0", "false", "no")
+
+
+def num_threads() -> int:
+    """TILELANG_MINI_NUM_THREADS: worker threads of the llvm backend (default: all cores)."""
+    value = _get("TILELANG_MINI_NUM_THREADS")
+    if value is None:
+        return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(1, int(value))
+
+
+def cache_enabled() -> bool:
+    """TILELANG_MINI_CACHE=0 turns the on-disk cache of compiled code off."""
+    return _get("TILELANG_MINI_CACHE", "1") not in ("0", "false", "no")
+
+
+def cache_dir() -> Path:
+    """TILELANG_MINI_CACHE_DIR, else $XDG_CACHE_HOME/tilelang_mini, else ~/.cache/tilelang_mini."""
+    value = _get("TILELANG_MINI_CACHE_DIR")
+    if value:
+        return Path(value)
+    base = _get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "tilelang_mini"

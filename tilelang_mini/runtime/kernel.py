@@ -1,0 +1,148 @@
+"""JITKernel: a compiled kernel, called with NumPy arrays; `compile`, `compile_ir` and `jit`."""
+from __future__ import annotations
+
+import functools
+
+from ..errors import CompileError
+from ..ir.nodes import Kernel
+from ..transform.pipeline import Compilation, Options, STAGES, run_pipeline
+from . import config
+from .arguments import allocate_outputs, check_inputs
+from .backends import get_backend
+from .errors import user_facing
+
+
+class JITKernel:
+    """A kernel compiled for one target and chip.
+
+    Calling it with the input arrays returns the outputs (a tuple when there are several)."""
+
+    def __init__(self, prim_func, compilation: Compilation, out_idx: tuple[int, ...],
+                 options: Options):
+        self.prim_func = prim_func
+        self.compilation = compilation
+        self.options = options
+        self.ir: Kernel = compilation.final
+        n = len(self.ir.params)
+        self.out_idx = tuple(sorted(i % n for i in out_idx))
+        self.inputs = [b for i, b in enumerate(self.ir.params) if i not in self.out_idx]
+        self.outputs = [self.ir.params[i] for i in self.out_idx]
+        self.backend = get_backend(options.target)
+        self.artifact = self.backend.lower(self.ir, {"chip": options.chip})
+
+    @property
+    def target(self) -> str:
+        return self.options.target
+
+    @property
+    def chip(self) -> str:
+        return self.options.chip
+
+    @user_facing
+    def __call__(self, *args):
+        inputs = check_inputs(self.ir, self.inputs, args)
+        outputs = allocate_outputs(self.outputs)
+        full, ins, outs = [], iter(inputs), iter(outputs)
+        for i in range(len(self.ir.params)):
+            full.append(next(outs) if i in self.out_idx else next(ins))
+        self.backend.run(self.artifact, full)
+        return outputs[0] if len(outputs) == 1 else tuple(outputs)
+
+    def get_ir(self, stage: str = "frontend") -> str:
+        """The IR text after `stage` ("frontend" or a pass name)."""
+        from ..ir.printer import print_ir
+        if stage not in self.compilation.stages:
+            raise ValueError(f"unknown stage {stage!r}; stages: {', '.join(self.compilation.stages)}")
+        return print_ir(self.compilation.stages[stage])
+
+    def ir_graph(self, stage: str | None = None):
+        """networkx DiGraph of the tile ops after `stage` (default: the final IR) and their
+        data dependencies (RAW/WAR/WAW edges carrying the buffer)."""
+        from ..ir.graph import ir_graph
+        return ir_graph(self.compilation.stages[stage] if stage else self.ir)
+
+    def __repr__(self) -> str:
+        return f"<JITKernel {self.ir.name} target={self.target} chip={self.chip}>"
+
+
+def _normalize_out_idx(out_idx, nparams: int) -> tuple[int, ...]:
+    if out_idx is None:
+        return ()
+    idx = (out_idx,) if isinstance(out_idx, int) else tuple(out_idx)
+    for i in idx:
+        if not isinstance(i, int) or not -nparams <= i < nparams:
+            raise CompileError(f"out_idx {i!r} is not a parameter index of a kernel with "
+                               f"{nparams} parameters")
+    return idx
+
+
+@user_facing
+def compile(prim_func, out_idx=None, target: str | None = None, chip: str | None = None) -> JITKernel:  # noqa: A001
+    """Compile a `T.prim_func` for `target` ("numpy" or "llvm") and `chip`."""
+    from ..frontend import PrimFunc
+    if not isinstance(prim_func, PrimFunc):
+        raise CompileError(f"compile() takes a T.prim_func, got {type(prim_func).__name__}")
+    options = Options(chip=chip or config.default_chip(), target=target or config.default_target())
+    return _compile_ir(prim_func, prim_func.ir, out_idx, options)
+
+
+@user_facing
+def compile_ir(text: str, out_idx=None, target: str | None = None, chip: str | None = None,
+               filename: str = "<ir>") -> JITKernel:
+    """Compile IR text (as printed after any stage, possibly edited by hand)."""
+    from ..ir.parser import parse_ir
+    options = Options(chip=chip or config.default_chip(), target=target or config.default_target())
+    return _compile_ir(None, parse_ir(text, filename), out_idx, options)
+
+
+def _compile_ir(prim_func, kernel: Kernel, out_idx, options: Options) -> JITKernel:
+    idx = _normalize_out_idx(out_idx, len(kernel.params))
+    _check_chip(options.chip)
+    return JITKernel(prim_func, run_pipeline(kernel, options), idx, options)
+
+
+def _check_chip(chip: str) -> None:
+    from ..arch import CHIPS
+    if chip not in CHIPS:
+        raise CompileError(f"unknown chip {chip!r}; available chips: {', '.join(CHIPS)}")
+
+
+class JITFactory:
+    """`@tilelang_mini.jit(...)` applied to a factory that returns a T.prim_func.
+
+    Calling it compiles the kernel for those arguments, memoised per (arguments, target, chip)."""
+
+    def __init__(self, factory, out_idx, target, chip):
+        self.factory = factory
+        self.out_idx = out_idx
+        self.target = target
+        self.chip = chip
+        self._cache: dict = {}
+        functools.update_wrapper(self, factory)
+
+    @user_facing
+    def __call__(self, *args, **kwargs) -> JITKernel:
+        target = self.target or config.default_target()
+        chip = self.chip or config.default_chip()
+        key = (args, tuple(sorted(kwargs.items())), target, chip)
+        try:
+            return self._cache[key]
+        except (KeyError, TypeError):
+            pass
+        prim = self.factory(*args, **kwargs)
+        kernel = compile(prim, out_idx=self.out_idx, target=target, chip=chip)
+        try:
+            self._cache[key] = kernel
+        except TypeError:  # unhashable arguments: compile every time
+            pass
+        return kernel
+
+
+def jit(fn=None, *, out_idx=None, target: str | None = None, chip: str | None = None):
+    """Decorate a kernel factory: `@jit(out_idx=[-1])` or bare `@jit`."""
+    def wrap(factory):
+        return JITFactory(factory, out_idx, target, chip)
+    return wrap(fn) if fn is not None else wrap
+
+
+__all__ = ["JITKernel", "JITFactory", "compile", "compile_ir", "jit", "STAGES"]

@@ -1,0 +1,78 @@
+"""The one ordered list of passes from frontend Tile IR to lowered IR, and its driver.
+
+Each pass is a pure function `(Kernel, Options) -> Kernel`. The driver records the IR after every
+stage (so `kernel.get_ir(stage)` can show it), can stop after a pass, print after passes
+(TILELANG_MINI_PRINT_AFTER=all or a list of names), verify between passes and time each one.
+"""
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import dataclass, field
+
+from ..ir.nodes import Kernel
+from ..runtime import config
+from .check import check
+
+
+@dataclass(frozen=True)
+class Options:
+    """What a compile is for: the chip preset and the target backend."""
+
+    chip: str = config.DEFAULT_CHIP
+    target: str = config.DEFAULT_TARGET
+
+
+# name, pass, why. The order is the lowering order; each step's why is one line.
+PASSES = (
+    ("check", lambda k, o: check(k), "reject wrong shapes, dtypes and indices at the kernel line"),
+)
+
+STAGES = ("frontend",) + tuple(name for name, _, _ in PASSES)
+
+
+@dataclass
+class Compilation:
+    """The IR after each stage, in order, and the seconds each pass took."""
+
+    stages: dict[str, Kernel] = field(default_factory=dict)
+    seconds: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def final(self) -> Kernel:
+        return list(self.stages.values())[-1]
+
+
+def run_pipeline(kernel: Kernel, options: Options = Options(), *, stop_after: str | None = None,
+                 print_after: tuple[str, ...] | None = None, verify: bool | None = None) -> Compilation:
+    from ..ir.printer import print_ir
+    from ..ir.verifier import verify_kernel
+
+    print_after = config.print_after() if print_after is None else print_after
+    verify = config.verify_ir() if verify is None else verify
+    if stop_after is not None and stop_after not in STAGES:
+        raise ValueError(f"unknown stage {stop_after!r}; stages are {', '.join(STAGES)}")
+    out = Compilation({"frontend": kernel})
+    if "all" in print_after or "frontend" in print_after:
+        _show("frontend", print_ir(kernel))
+    for name, run, _why in PASSES:
+        if stop_after == "frontend":
+            break
+        start = time.perf_counter()
+        kernel = run(kernel, options)
+        out.seconds[name] = time.perf_counter() - start
+        out.stages[name] = kernel
+        if verify:
+            verify_kernel(kernel, name)
+        if "all" in print_after or name in print_after:
+            _show(name, print_ir(kernel))
+        if name == stop_after:
+            break
+    if config.time_passes():
+        for name, s in out.seconds.items():
+            print(f"[tilelang_mini] {name:14s} {s * 1e3:8.2f} ms", file=sys.stderr)
+    return out
+
+
+def _show(stage: str, text: str) -> None:
+    print(f"# ---- IR after {stage} ----\n{text}", file=sys.stderr)
