@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..errors import CompileError
+from .costs import COSTS_910B, COSTS_950, Costs
 
 KIB = 1024
 
@@ -25,6 +26,7 @@ class Chip:
     cross_flag_pending: int             # pending sets a cross-core flag counter holds
     clock_ghz: float
     peak_bf16_tflops: float
+    costs: Costs
 
     def capacity_of(self, scope: str) -> int:
         return dict(self.capacity)[scope]
@@ -41,6 +43,7 @@ ASCEND910B = Chip(
               ("UB", 192 * KIB)),
     alignment=_ALIGN, direct_l0c_to_ub=False, direct_ub_to_l1=False,
     event_ids=8, cross_flags=11, cross_flag_pending=15, clock_ghz=1.8, peak_bf16_tflops=350.0,
+    costs=COSTS_910B,
 )
 
 ASCEND950 = Chip(
@@ -49,6 +52,7 @@ ASCEND950 = Chip(
               ("UB", 248 * KIB)),
     alignment=_ALIGN, direct_l0c_to_ub=True, direct_ub_to_l1=True,
     event_ids=8, cross_flags=16, cross_flag_pending=15, clock_ghz=1.65, peak_bf16_tflops=432.0,
+    costs=COSTS_950,
 )
 
 CHIPS = {c.name: c for c in (ASCEND910B, ASCEND950)}

@@ -1,0 +1,66 @@
+"""Per-pipe cost of each instruction class: cycles = latency + work / throughput.
+
+The figures are the model's, set from public data: the cube does a 16x16x16 fp16/bf16 MAC block
+per cycle (fp8 twice that, fp32 a quarter); MTE/FIX throughputs are per-core shares of the chip's
+memory bandwidth and on-chip path widths; the vector unit processes 256 bytes per cycle.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class PipeCost:
+    latency: int           # cycles before the first byte/result
+    bytes_per_cycle: float  # sustained throughput
+
+
+@dataclass(frozen=True)
+class Costs:
+    mte2: PipeCost          # GM -> L1 / UB
+    mte1: PipeCost          # L1 -> L0A / L0B
+    fix: PipeCost           # L0C -> GM / L1 / UB (with cast)
+    mte3: PipeCost          # UB -> GM / L1
+    vector: PipeCost        # UB -> UB vector work, bytes of the widest operand
+    mmad_latency: int       # cycles before an MMAD's first block
+    cube_macs_per_cycle: int  # fp16/bf16 multiply-accumulates per cycle (16*16*16)
+    flag_cycles: int        # set_flag / wait_flag / pipe_barrier issue cost
+    cross_flag_latency: int  # cycles for a cross-core flag to reach the other core
+    scalar_cycles: int      # one scalar instruction
+
+
+CUBE_RATE = {"float16": 1.0, "bfloat16": 1.0, "float8_e4m3fn": 2.0, "float8_e5m2": 2.0,
+             "float32": 0.25, "int32": 0.25}
+
+
+def mmad_cycles(costs: Costs, m: int, n: int, k: int, dtype: str) -> int:
+    """Cycles of one MMAD of an (m x k) by (k x n) tile: 16x16x16 fractal blocks per cycle."""
+    blocks = math.ceil(m / 16) * math.ceil(n / 16) * math.ceil(k / 16)
+    per_cycle = costs.cube_macs_per_cycle / 4096 * CUBE_RATE.get(dtype, 1.0)
+    return costs.mmad_latency + math.ceil(blocks / per_cycle)
+
+
+def transfer_cycles(pipe: PipeCost, nbytes: int) -> int:
+    return pipe.latency + math.ceil(nbytes / pipe.bytes_per_cycle)
+
+
+COSTS_910B = Costs(
+    mte2=PipeCost(latency=100, bytes_per_cycle=64.0),
+    mte1=PipeCost(latency=16, bytes_per_cycle=256.0),
+    fix=PipeCost(latency=32, bytes_per_cycle=128.0),
+    mte3=PipeCost(latency=64, bytes_per_cycle=64.0),
+    vector=PipeCost(latency=8, bytes_per_cycle=256.0),
+    mmad_latency=8, cube_macs_per_cycle=4096, flag_cycles=1, cross_flag_latency=64,
+    scalar_cycles=1,
+)
+
+COSTS_950 = Costs(
+    mte2=PipeCost(latency=100, bytes_per_cycle=128.0),
+    mte1=PipeCost(latency=16, bytes_per_cycle=512.0),
+    fix=PipeCost(latency=32, bytes_per_cycle=256.0),
+    mte3=PipeCost(latency=64, bytes_per_cycle=128.0),
+    vector=PipeCost(latency=8, bytes_per_cycle=256.0),
+    mmad_latency=8, cube_macs_per_cycle=8192, flag_cycles=1, cross_flag_latency=48,
+    scalar_cycles=1,
+)
