@@ -75,7 +75,11 @@ def _expr(e) -> tuple[str, int]:
         return f"cast({_expr(e.value)[0]}, {_dtype(e.dtype)})", _ATOM
     if isinstance(e, Call):
         if e.fn == "neg":
-            return "-" + _wrap(e.args[0], _PREC["neg"]), _PREC["neg"]
+            arg = e.args[0]
+            literal = isinstance(arg, Const) and not isinstance(arg.value, bool)
+            if literal and not _const(arg).startswith("-"):  # `-3` would read back as Const(-3)
+                return f"-({_const(arg)})", _PREC["neg"]
+            return "-" + _wrap(arg, _PREC["neg"]), _PREC["neg"]
         if e.fn == "not":
             return "not " + _wrap(e.args[0], _PREC["not"]), _PREC["not"]
         return f"{e.fn}({', '.join(_expr(a)[0] for a in e.args)})", _ATOM
@@ -132,7 +136,8 @@ class _Printer:
         t = lambda: self.tag(s, core)  # noqa: E731
         if isinstance(s, Alloc):
             b = s.buffer
-            args = [_dtype(b.dtype)] if b.scope == "var" else [_shape(b.shape), _dtype(b.dtype)]
+            bare = b.scope == "var" and b.shape == (1,)  # `alloc_var("dtype")` is one element
+            args = [_dtype(b.dtype)] if bare else [_shape(b.shape), _dtype(b.dtype)]
             if s.offset is not None:
                 args.append(f"offset={s.offset}")
             self.emit(d, f"{b.name} = {ALLOC_NAMES[b.scope]}({', '.join(args)})", s.loc)

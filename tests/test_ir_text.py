@@ -1,0 +1,328 @@
+"""The IR text format: print_ir / parse_ir round trips, locations, and located parse errors."""
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tilelang_mini.errors import CompileError
+from tilelang_mini.ir import parse_ir, print_ir
+from tilelang_mini.ir.dtypes import DTYPES
+from tilelang_mini.ir.nodes import (
+    BIN_OPS, BINARY_FNS, NO_LOC, UNARY_FNS, Alloc, BinOp, Buffer, Call, Cast, Const, Copy, Fill,
+    For, Gemm, If, Kernel, Load, Loc, PipeBarrier, Reduce, Region, Scope, SetCrossFlag, SetFlag,
+    Store, Var, WaitCrossFlag, WaitFlag, walk,
+)
+
+A = Buffer("A", (1024, 512), "float16")
+B = Buffer("B", (512,), "float32")
+C = Buffer("C", (1024, 512), "float32")
+X = Buffer("X", (64, 64), "float32", "fragment")
+
+
+def L(line, col=9):
+    return Loc("gemm.py", line, col)
+
+
+def c(v):
+    """A literal as the parser builds it."""
+    if isinstance(v, bool):
+        return Const(v, "bool")
+    return Const(v, "float32") if isinstance(v, float) else Const(v, "int32")
+
+
+def v(name):
+    return Var(name)
+
+
+def kernel(body, params=(A, B, C), grid=(8, 4), grid_vars=("bx", "by"), is_npu=False):
+    return Kernel("k", params, grid, grid_vars, tuple(body), is_npu, Loc("gemm.py", 3, 1))
+
+
+def dev_kernel():
+    """Developer-mode IR: shared/fragment/var allocs, tile ops, every loop kind, if/else."""
+    As = Buffer("A_s", (128, 64), "float16", "shared")
+    Bs = Buffer("B_s", (64,), "float32", "shared")
+    Cf = Buffer("C_f", (128, 64), "float32", "fragment")
+    m = Buffer("m", (1,), "float32", "var")
+    w = Buffer("ws", (128, 64), "float32", "workspace")
+    k = v("k")
+    return kernel([
+        Alloc(As, loc=L(5)), Alloc(Bs, loc=L(6)), Alloc(Cf, loc=L(7)), Alloc(m, loc=L(8)),
+        Alloc(w, offset=4096, loc=L(9)),
+        Fill(Region.full(Cf), c(0.0), loc=L(10)),
+        For(("k",), (c(8),), "pipelined", (
+            Copy(Region(A, (BinOp("*", v("by"), c(128)), BinOp("*", k, c(64))), (128, 64)),
+                 Region.full(As), loc=L(12, 13)),
+            Copy(Region(B, (BinOp("*", k, c(64)),), (64,)), Region.full(Bs), loc=L(13, 13)),
+            Gemm(Region.full(As), Region(As, (c(0), c(0)), (128, 64)), Region.full(Cf),
+                 transpose_b=True, loc=L(14, 13)),
+        ), num_stages=3, loc=L(11)),
+        For(("i", "j"), (c(128), c(64)), "parallel", (
+            Store(Cf, (v("i"), v("j")),
+                  BinOp("*", Load(Cf, (v("i"), v("j"))), Call("exp", (Load(Bs, (v("j"),)),))),
+                  loc=L(16, 13)),
+        ), loc=L(15)),
+        Reduce("sum", Region.full(Cf), Region(Bs, (c(0),), (64,)), 1, loc=L(17)),
+        Reduce("absmax", Region.full(Cf), Region.full(Bs), 0, clear=False, loc=L(18)),
+        For(("t",), (Call("ceildiv", (v("n"), c(4))),), "serial", (
+            If(BinOp("<", v("t"), c(2)),
+               (Store(m, (c(0),), Cast("float32", v("t")), loc=L(21, 17)),),
+               (Store(m, (c(0),), c(-math.inf), loc=L(23, 17)),), loc=L(20, 13)),
+            If(BinOp("==", v("t"), c(0)), (), loc=L(24, 13)),
+        ), loc=L(19)),
+        For(("u",), (c(4),), "unroll", (), loc=L(25)),
+        Copy(Region.full(Cf), Region(C, (BinOp("*", v("by"), c(128)), c(0)), (128, 64)), loc=L(26)),
+    ])
+
+
+def lowered_kernel():
+    """Lowered per-core IR: chip scopes, Scope blocks, flags and barriers, no locations at all."""
+    l1 = Buffer("A_l1", (128, 64), "float16", "L1")
+    l0a = Buffer("A_l0a", (128, 64), "float16", "L0A")
+    l0b = Buffer("B_l0b", (64, 64), "float16", "L0B")
+    l0c = Buffer("C_l0c", (128, 64), "float32", "L0C")
+    ub = Buffer("C_ub", (64, 64), "float32", "UB")
+    return Kernel("k_npu", (A, C), (24,), ("cid", "vid"), (
+        Scope("C", (
+            Alloc(l1, 0), Alloc(l0a, 0), Alloc(l0b, 0), Alloc(l0c, 0),
+            Copy(Region(A, (BinOp("*", v("cid"), c(128)), c(0)), (128, 64)), Region.full(l1)),
+            SetFlag("MTE2", "MTE1", 0), WaitFlag("MTE2", "MTE1", 0),
+            Copy(Region.full(l1), Region.full(l0a)),
+            SetFlag("MTE1", "M", 1), WaitFlag("MTE1", "M", 1),
+            Gemm(Region.full(l0a), Region.full(l0b), Region.full(l0c), True, True, True),
+            PipeBarrier("M"), SetCrossFlag("FIX", 1),
+        )),
+        Scope("V", (
+            Alloc(ub, 65536), WaitCrossFlag("V", 1),
+            Copy(Region(C, (BinOp("+", BinOp("*", v("cid"), c(128)), BinOp("*", v("vid"), c(64))),
+                            c(0)), (64, 64)), Region.full(ub)),
+            PipeBarrier("V"), SetFlag("V", "MTE3", 7), WaitFlag("V", "MTE3", 7), PipeBarrier("S"),
+        )),
+    ), is_npu=True)
+
+
+def store_kernel(expr):
+    return kernel([Alloc(X), For(("i", "j"), (c(64), c(64)), "parallel",
+                                 (Store(X, (v("i"), v("j")), expr),))])
+
+
+def roundtrip(k):
+    text = print_ir(k)
+    back = parse_ir(text)
+    assert back == k
+    assert print_ir(back) == text
+    return back
+
+
+# ------------------------------------------------------------------------------------ round trips
+
+
+def test_dev_kernel_round_trips_with_locs():
+    k = dev_kernel()
+    back = roundtrip(k)
+    assert back.loc == k.loc
+    locs = [(s.loc) for s in walk(back) if hasattr(s, "loc") and not isinstance(s, Kernel)]
+    want = [(s.loc) for s in walk(k) if hasattr(s, "loc") and not isinstance(s, Kernel)]
+    assert locs == want and all(loc.file == "gemm.py" and loc.line for loc in locs)
+
+
+def test_lowered_kernel_round_trips_without_locs():
+    k = lowered_kernel()
+    back = roundtrip(k)
+    assert back.is_npu and back.loc == NO_LOC
+    assert all(s.loc == NO_LOC for s in walk(back) if hasattr(s, "loc"))
+
+
+def test_pipe_tags_are_ignored():
+    k = lowered_kernel()
+    tagged = print_ir(k, pipe_of=lambda s, core: "MTE2")
+    assert "# C.MTE2" in tagged and "# V" in tagged
+    assert parse_ir(tagged) == k
+    assert print_ir(parse_ir(tagged), pipe_of=lambda s, core: "MTE2") == tagged
+
+
+def test_text_round_trips_and_hand_edits():
+    text = print_ir(dev_kernel())
+    assert print_ir(parse_ir(text)) == text
+    # comments on their own line, blank lines, a missing final newline, a trailing free comment
+    lines = text.splitlines()
+    edited = "# generated by hand\n" + "\n".join(lines[:4]) + "\n\n        # note\n" + \
+        "\n".join(lines[4:]).replace("  # 26:9", "")
+    k = parse_ir(edited)
+    assert k == dev_kernel()
+    assert k.body[0].loc == L(5) and k.body[-1].loc == NO_LOC
+
+
+def test_alloc_var_and_aliases():
+    text = ('@prim_func(source="x.py")\n'
+            'def f(A: Tensor((16,), "fp16")):\n'
+            '    with Kernel(1) as (bx):\n'
+            '        s = alloc_var("float", offset=0)  # 2:3\n'
+            '        t = alloc_var((), "bf16")\n'
+            '        A[s[0]] = cast(t[], "half")\n')
+    k = parse_ir(text)
+    s, t = k.body[0].buffer, k.body[1].buffer
+    assert (s.shape, s.dtype, s.scope, k.body[0].offset) == ((1,), "float32", "var", 0)
+    assert (t.shape, t.dtype) == ((), "bfloat16") and k.params[0].dtype == "float16"
+    assert k.body[0].loc == Loc("x.py", 2, 3)
+    assert parse_ir(print_ir(k)) == k
+
+
+def test_scoping_most_recent_declaration_wins():
+    text = ('@prim_func(source="x.py")\n'
+            'def f(A: Tensor((16, 16), "float32")):\n'
+            '    with Kernel(1) as (bx):\n'
+            '        for i in serial(2):\n'
+            '            A = alloc_ub((8,), "float16")\n'
+            '        A[3] = 1\n')
+    k = parse_ir(text)
+    assert k.body[1].buffer.scope == "UB" and k.body[1].buffer.shape == (8,)
+
+
+# ------------------------------------------------------------------------------------ expressions
+
+a, b, cc = v("a"), v("b"), v("c")
+PRECEDENCE = [
+    ("a - (b - c)", BinOp("-", a, BinOp("-", b, cc))),
+    ("a - b - c", BinOp("-", BinOp("-", a, b), cc)),
+    ("(a + b) * c", BinOp("*", BinOp("+", a, b), cc)),
+    ("a + b * c", BinOp("+", a, BinOp("*", b, cc))),
+    ("a // b % c", BinOp("%", BinOp("//", a, b), cc)),
+    ("a / (b * c)", BinOp("/", a, BinOp("*", b, cc))),
+    ("-(a + b)", Call("neg", (BinOp("+", a, b),))),
+    ("-a * b", BinOp("*", Call("neg", (a,)), b)),
+    ("a < b and b <= c or not a", BinOp("or", BinOp("and", BinOp("<", a, b), BinOp("<=", b, cc)),
+                                        Call("not", (a,)))),
+    ("a and (b or c)", BinOp("and", a, BinOp("or", b, cc))),
+    ("not a == b", Call("not", (BinOp("==", a, b),))),
+    ("(not a) == b", BinOp("==", Call("not", (a,)), b)),
+    ("(a < b) != (b > c)", BinOp("!=", BinOp("<", a, b), BinOp(">", b, cc))),
+    ("(a >= b) < c", BinOp("<", BinOp(">=", a, b), cc)),
+    ("-3", c(-3)),
+    ("-(3)", Call("neg", (c(3),))),
+    ("--3", Call("neg", (c(-3),))),
+    ("a - -3", BinOp("-", a, c(-3))),
+    ("-2.5 * a", BinOp("*", c(-2.5), a)),
+    ("1e-05", c(1e-05)),
+    ("1e+20", c(1e20)),
+    ("inf", c(math.inf)),
+    ("-inf", c(-math.inf)),
+    ("-(inf)", Call("neg", (c(math.inf),))),
+    ("True and not False", BinOp("and", c(True), Call("not", (c(False),)))),
+    ("-True", Call("neg", (c(True),))),
+    ('max(a, cast(b, "float16")) + exp2(-c)',
+     BinOp("+", Call("max", (a, Cast("float16", b))), Call("exp2", (Call("neg", (cc,)),)))),
+    ("X[a + 1, ceildiv(b, 2)]", Load(X, (BinOp("+", a, c(1)), Call("ceildiv", (b, c(2)))))),
+]
+
+
+@pytest.mark.parametrize("text, expr", PRECEDENCE, ids=[t for t, _ in PRECEDENCE])
+def test_precedence_and_literals(text, expr):
+    k = store_kernel(expr)
+    printed = print_ir(k)
+    assert f"X[i, j] = {text}\n" in printed
+    assert parse_ir(printed) == k
+
+
+def test_nan_round_trips_as_text():
+    k = store_kernel(BinOp("+", a, c(math.nan)))
+    text = print_ir(k)
+    back = parse_ir(text)
+    assert math.isnan(back.body[1].body[0].value.b.value) and print_ir(back) == text
+
+
+_NAMES = st.sampled_from(["i", "j", "bx", "n_1", "tile", "x9"])
+_LEAVES = st.one_of(
+    st.integers(-(2 ** 40), 2 ** 40).map(c),
+    st.floats(allow_nan=False).map(c),
+    st.booleans().map(c),
+    _NAMES.map(Var),
+)
+
+
+def _nodes(child):
+    return st.one_of(
+        st.builds(BinOp, st.sampled_from(BIN_OPS), child, child),
+        st.builds(lambda f, x: Call(f, (x,)), st.sampled_from(UNARY_FNS), child),
+        st.builds(lambda f, x, y: Call(f, (x, y)), st.sampled_from(BINARY_FNS), child, child),
+        st.builds(Cast, st.sampled_from(DTYPES), child),
+        st.builds(lambda x, y: Load(X, (x, y)), child, child),
+    )
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.recursive(_LEAVES, _nodes, max_leaves=12))
+def test_random_expressions_round_trip(expr):
+    k = store_kernel(expr)
+    text = print_ir(k)
+    assert parse_ir(text) == k, text
+    assert print_ir(parse_ir(text)) == text
+
+
+# ----------------------------------------------------------------------------------------- errors
+
+HEAD = ('@prim_func(source="k.py")\n'
+        'def k(A: Tensor((256, 128), "float16")):  # 1:1\n'
+        '    with Kernel(4) as (bx):  # 1:1\n')
+
+ERRORS = [
+    ("        copy(A, Q)\n", 4, 17, "unknown buffer 'Q'"),
+    ("        fill(A, Q[0, 1])\n", 4, 17, "unknown buffer 'Q'"),
+    ("        A[0] = 1\n", 4, 9, "expected 2 index"),
+    ("        fill(A, A[0, 1, 2])\n", 4, 17, "expected 2 index"),
+    ("        copy(A[0 +: 4], A)\n", 4, 14, "2 'start +: extent'"),
+    ('        x = alloc_shared((4,), "f13")\n', 4, 32, "unknown dtype"),
+    ('        fill(A, cast(1, "q"))\n', 4, 25, "unknown dtype"),
+    ("        set_flag(MTE2, QQ, 0)\n", 4, 24, "unknown pipe"),
+    ("        pipe_barrier(2)\n", 4, 22, "unknown pipe"),
+    ('        with Scope("X"):\n            pass\n', 4, 20, "unknown core scope"),
+    ("        for i in loop(4):\n            pass\n", 4, 18, "unknown loop kind"),
+    ("        foo(A)\n", 4, 9, "unknown statement 'foo'"),
+    ("        fill(A, expo(1))\n", 4, 17, "unknown function 'expo'"),
+    ("        fill(A, exp(1, 2))\n", 4, 17, "takes 1"),
+    ("        gemm(A, A, A, transpose_C=True)\n", 4, 23, "transpose_A="),
+    ("        reduce_sum(A, A)\n", 4, 9, "dim=N"),
+    ("        copy(A, A))\n", 4, 19, "expected a comment or end of line"),
+    ("        fill(A, 1 +)\n", 4, 20, "expected an expression"),
+    ("        fill(A, 1 $ 2)\n", 4, 19, "unexpected character '$'"),
+    ("        fill(A, a < b < c)\n", 4, 23, "unexpected '<'"),
+    ("        copy(A, A\n        fill(A, 0)\n", 4, 13, "'(' is never closed"),
+    ("        for i in serial(4):\n        pass\n", 5, 9, "expected an indented block"),
+    ("        for i in serial(4):\n            pass\n          pass\n", 6, 11,
+     "inconsistent indentation"),
+    ('        x = alloc_L1("float32")\n', 4, 22, "needs a shape"),
+    ("        copy(A, A) extra\n", 4, 20, "unexpected 'extra'"),
+    ("        fill(A, 1.5.2)\n", 4, 20, "unexpected"),
+]
+
+
+@pytest.mark.parametrize("body, line, col, words", ERRORS, ids=[e[0].strip() for e in ERRORS])
+def test_errors_are_located(body, line, col, words):
+    with pytest.raises(CompileError) as info:
+        parse_ir(HEAD + body, "bad.ir")
+    err = info.value
+    assert (err.loc.file, err.loc.line, err.loc.col) == ("bad.ir", line, col), str(err)
+    text = str(err)
+    assert words in text
+    assert f"bad.ir:{line}:{col}: " in text and "^" in text
+    for word in ("Traceback", "lark", "Lark", "Token(", "Unexpected", "VisitError", "_NEWLINE",
+                 "RPAR", "$END"):
+        assert word not in text, text
+    assert err.__cause__ is None and err.__suppress_context__
+
+
+def test_header_errors():
+    with pytest.raises(CompileError) as info:
+        parse_ir('@prim_func(source="k.py")\ndef k(A: Tensor((4,), "f99")):\n'
+                 '    with Kernel(1) as (bx):\n        pass\n')
+    assert (info.value.loc.line, info.value.loc.col) == (2, 23)
+    with pytest.raises(CompileError) as info:
+        parse_ir("def k():\n    pass\n")
+    assert (info.value.loc.line, info.value.loc.col) == (1, 1)
+    assert "expected '@'" in str(info.value)
+    with pytest.raises(CompileError) as info:
+        parse_ir(HEAD)
+    assert "end of the text" in str(info.value) and "indented block" in str(info.value)
