@@ -5,6 +5,8 @@
 import tilelang_mini
 import tilelang_mini.language as T
 
+DEFAULT_ARGS = (1000, 520, 300)  # M, N, K: what `tilelang-mini ir` builds, and main's shape
+
 
 @tilelang_mini.jit(out_idx=[-1])
 def matmul(M, N, K, block_M=128, block_N=128, block_K=64, num_stages=2, dtype="float16",
@@ -34,7 +36,7 @@ def reference(a, b):
 
 def main(argv=None):
     from _common import example_args, make_inputs, report, timed, verify
-    args = example_args(__doc__, argv, dtype="float16", shape=(1000, 520, 300))
+    args = example_args(__doc__, argv, dtype="float16", shape=DEFAULT_ARGS)
     M, N, K = args.shape
     a, b = make_inputs(args.seed, [(M, K), (K, N)], args.dtype)
     kernel = tilelang_mini.compile(matmul(M, N, K, dtype=args.dtype).prim_func, out_idx=[-1],
