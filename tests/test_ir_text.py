@@ -136,12 +136,14 @@ def test_lowered_kernel_round_trips_without_locs():
     assert all(s.loc == NO_LOC for s in walk(back) if hasattr(s, "loc"))
 
 
-def test_pipe_tags_are_ignored():
+def test_pipe_tags_are_derived_and_ignored_when_read():
     k = lowered_kernel()
-    tagged = print_ir(k, pipe_of=lambda s, core: "MTE2")
-    assert "# C.MTE2" in tagged and "# V" in tagged
+    tagged = print_ir(k)
+    assert "# C.MTE2" in tagged
     assert parse_ir(tagged) == k
-    assert print_ir(parse_ir(tagged), pipe_of=lambda s, core: "MTE2") == tagged
+    assert print_ir(parse_ir(tagged)) == tagged
+    edited = tagged.replace("# C.MTE2", "# V.V")  # a wrong tag is not trusted
+    assert print_ir(parse_ir(edited)) == tagged
 
 
 def test_text_round_trips_and_hand_edits():

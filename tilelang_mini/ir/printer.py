@@ -25,8 +25,9 @@ _PREC = {"or": 1, "and": 2, "not": 3, "<": 4, "<=": 4, ">": 4, ">=": 4, "==": 4,
 _ATOM = 9
 
 
-def print_ir(kernel: Kernel, pipe_of=None) -> str:
-    """The text of `kernel`. `pipe_of(stmt, core)` may name each instruction's pipe for the tags."""
+def print_ir(kernel: Kernel) -> str:
+    """The text of `kernel`; lowered instructions are tagged `CORE.PIPE` (derived, not parsed)."""
+    from ..schedule.pipes import pipe_of  # late import: schedule builds on ir
     return _Printer(pipe_of).kernel(kernel)
 
 
@@ -39,6 +40,16 @@ def print_region(r: Region) -> str:
         return r.buffer.name
     dims = ", ".join(f"{_expr(s)[0]} +: {n}" for s, n in zip(r.start, r.extent))
     return f"{r.buffer.name}[{dims}]"
+
+
+def _display_path(path: str) -> str:
+    """Paths under the working directory print relative to it (stable golden files)."""
+    import os
+    try:
+        rel = os.path.relpath(path)
+    except ValueError:
+        return path
+    return path if rel.startswith("..") or not os.path.isabs(path) else rel
 
 
 def _dtype(d: str) -> str:
@@ -103,7 +114,7 @@ class _Printer:
         self.lines: list[str] = []
 
     def kernel(self, k: Kernel) -> str:
-        self.lines = [f'@prim_func(source="{k.loc.file}")']
+        self.lines = [f'@prim_func(source="{_display_path(k.loc.file)}")']
         params = ", ".join(f"{b.name}: Tensor({_shape(b.shape)}, {_dtype(b.dtype)})" for b in k.params)
         self.emit(0, f"def {k.name}({params}):", k.loc)
         grid = ", ".join(str(g) for g in k.grid)

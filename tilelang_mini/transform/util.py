@@ -1,0 +1,105 @@
+"""Small rewriting helpers shared by the passes."""
+from __future__ import annotations
+
+from dataclasses import replace
+
+from ..ir.nodes import (
+    Alloc, Buffer, Copy, Fill, For, Gemm, If, Kernel, Load, Reduce, Region, Scope, Store, Var,
+    body_fields, transform, walk_own,
+)
+
+
+def substitute(node, mapping: dict):
+    """Replace variables by expressions (`mapping`: name -> Expr) everywhere below `node`."""
+    if not mapping:
+        return node
+
+    def rw(n):
+        if isinstance(n, Var) and n.name in mapping:
+            return mapping[n.name]
+        return n
+    return transform(node, rw)
+
+
+def rebuffer(node, mapping: dict):
+    """Replace buffers (`mapping`: name -> Buffer) everywhere below `node`."""
+    if not mapping:
+        return node
+
+    def rw(n):
+        if isinstance(n, Buffer) and n.name in mapping:
+            return mapping[n.name]
+        return n
+    return transform(node, rw)
+
+
+def map_bodies(stmt, fn):
+    """Apply `fn(list_of_stmts) -> list_of_stmts` to every statement list of `stmt`."""
+    changes = {f: tuple(fn(list(getattr(stmt, f)))) for f in body_fields(stmt)}
+    return replace(stmt, **changes) if changes else stmt
+
+
+def buffers_read(stmt) -> list[Buffer]:
+    """Buffers a (non-structured) statement reads."""
+    if isinstance(stmt, Copy):
+        return [stmt.src.buffer] + _loads(stmt.src)
+    if isinstance(stmt, Gemm):
+        return [stmt.a.buffer, stmt.b.buffer] + ([] if stmt.clear_accum else [stmt.c.buffer])
+    if isinstance(stmt, Reduce):
+        return [stmt.src.buffer] + ([] if stmt.clear else [stmt.dst.buffer])
+    if isinstance(stmt, Fill):
+        return _loads(stmt.value)
+    if isinstance(stmt, Store):
+        return _loads(stmt)
+    if isinstance(stmt, For) and stmt.kind == "parallel":
+        out = []
+        for s in stmt.body:
+            out += _loads(s)
+        return out
+    return []
+
+
+def buffers_written(stmt) -> list[Buffer]:
+    if isinstance(stmt, Copy):
+        return [stmt.dst.buffer]
+    if isinstance(stmt, Gemm):
+        return [stmt.c.buffer]
+    if isinstance(stmt, (Reduce, Fill)):
+        return [stmt.dst.buffer]
+    if isinstance(stmt, Store):
+        return [stmt.buffer]
+    if isinstance(stmt, For) and stmt.kind == "parallel":
+        return [s.buffer for s in stmt.body if isinstance(s, Store)]
+    return []
+
+
+def _loads(node) -> list[Buffer]:
+    return [n.buffer for n in walk_own(node) if isinstance(n, Load)]
+
+
+def all_allocs(body) -> list[Alloc]:
+    out = []
+    for s in body:
+        if isinstance(s, Alloc):
+            out.append(s)
+        for f in body_fields(s):
+            out += all_allocs(getattr(s, f))
+    return out
+
+
+def strip_allocs(body) -> list:
+    """`body` without Alloc statements (at any depth)."""
+    out = []
+    for s in body:
+        if isinstance(s, Alloc):
+            continue
+        out.append(map_bodies(s, strip_allocs))
+    return out
+
+
+def with_body(kernel: Kernel, body) -> Kernel:
+    return replace(kernel, body=tuple(body))
+
+
+__all__ = ["substitute", "rebuffer", "map_bodies", "buffers_read", "buffers_written",
+           "all_allocs", "strip_allocs", "with_body", "Region", "If", "Scope"]
