@@ -1,0 +1,347 @@
+"""Mistaken kernels: each gives a CompileError located at the offending line of this file, with
+the source line and a caret, and without compiler paths, tracebacks or internal names.
+
+The offending line of each kernel carries a marker comment `# ERR:<tag>`; `line_of(tag)` finds it.
+"""
+# No `from __future__ import annotations`: kernels need their T.Tensor annotations as objects.
+import math
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import tilelang_mini
+import tilelang_mini.language as T
+from tilelang_mini import ArgumentError, CompileError
+
+THIS = Path(__file__).resolve()
+SOURCE = THIS.read_text().splitlines()
+INTERNAL = ("tilelang_mini/", "Traceback", "KernelBuilder", "_Marker", "_LanguageNamespace",
+            "Buffer(", "Region(", "Const(", "BinOp(", "Load(", "Var(", "Call(", "NoneType",
+            "ast.", "frontend", "<lambda>")
+
+
+def line_of(tag: str) -> int:
+    hits = [i + 1 for i, line in enumerate(SOURCE) if line.rstrip().endswith(f"# ERR:{tag}")]
+    assert len(hits) == 1, f"marker ERR:{tag} must be on exactly one line, found {hits}"
+    return hits[0]
+
+
+def check_located(err: CompileError, tag: str, *fragments: str) -> None:
+    text = str(err)
+    line = line_of(tag)
+    assert err.loc.line == line, text
+    assert Path(err.loc.file).resolve() == THIS
+    lines = text.splitlines()
+    assert lines[0].startswith(f"{err.loc.file}:{line}:{err.loc.col}: "), text
+    # the offending source line, then a caret under the column
+    assert lines[1].strip() == SOURCE[line - 1].strip(), text
+    assert lines[2].strip() == "^" and lines[2].index("^") == 4 + err.loc.col - 1, text
+    for f in fragments:
+        assert f in text, f"{f!r} not in:\n{text}"
+    for bad in INTERNAL:
+        assert bad not in text, f"{bad!r} in:\n{text}"
+
+
+def parse_error(make) -> CompileError:
+    """The error of building the kernel (at T.prim_func) or compiling it (the check pass)."""
+    with pytest.raises(CompileError) as info:
+        tilelang_mini.compile(make(), out_idx=[-1])
+    return info.value
+
+
+# ------------------------------------------------------------------------------ names and calls
+
+
+def test_unknown_T_name():
+    def make():
+        @T.prim_func
+        def k(X: T.Tensor((8,), "float32"), Y: T.Tensor((8,), "float32")):
+            with T.Kernel(1) as bx:
+                t = T.alloc_fragment((8,), "float32")
+                T.frobnicate(t)  # ERR:unknown_name
+        return k
+    check_located(parse_error(make), "unknown_name", "unknown name T.frobnicate",
+                  "docs/language.md")
+
+
+def test_undefined_python_name():
+    def make():
+        @T.prim_func
+        def k(X: T.Tensor((8,), "float32"), Y: T.Tensor((8,), "float32")):
+            with T.Kernel(1) as bx:
+                T.copy(X, not_defined_anywhere)  # ERR:undefined
+        return k
+    check_located(parse_error(make), "undefined", "'not_defined_anywhere' is not defined")
+
+
+def test_python_function_on_kernel_values():
+    def make():
+        @T.prim_func
+        def k(X: T.Tensor((8,), "float32"), Y: T.Tensor((8,), "float32")):
+            with T.Kernel(1) as bx:
+                t = T.alloc_fragment((8,), "float32")
+                for i in T.Parallel(8):
+                    t[i] = math.exp(X[i])  # ERR:python_fn
+        return k
+    check_located(parse_error(make), "python_fn", "exp", "T. math functions")
+
+
+def test_tile_op_argument_errors():
+    def missing():
+        @T.prim_func
+        def k(X: T.Tensor((8,), "float32"), Y: T.Tensor((8,), "float32")):
+            with T.Kernel(1) as bx:
+                T.copy(X)  # ERR:missing_arg
+        return k
+
+    def unexpected():
+        @T.prim_func
+        def k(X: T.Tensor((8, 8), "float32"), Y: T.Tensor((8, 8), "float32")):
+            with T.Kernel(1) as bx:
+                a = T.alloc_shared((8, 8), "float32")
+                c = T.alloc_fragment((8, 8), "float32")
+                T.gemm(a, a, c, transpose_C=True)  # ERR:unexpected_kw
+        return k
+
+    def bad_dim():
+        @T.prim_func
+        def k(X: T.Tensor((8, 8), "float32"), Y: T.Tensor((8,), "float32")):
+            with T.Kernel(1) as bx:
+                a = T.alloc_fragment((8, 8), "float32")
+                s = T.alloc_fragment((8,), "float32")
+                T.reduce_sum(a, s, dim=2)  # ERR:bad_dim
+        return k
+
+    check_located(parse_error(missing), "missing_arg", "missing argument 'dst'")
+    check_located(parse_error(unexpected), "unexpected_kw", "unexpected argument 'transpose_C'")
+    check_located(parse_error(bad_dim), "bad_dim", "dim 2 is out of range")
+
+
+# ------------------------------------------------------------------------------ shapes and dtypes
+
+
+def test_mismatched_copy_shapes():
+    def make():
+        @T.prim_func
+        def k(X: T.Tensor((16, 16), "float32"), Y: T.Tensor((16, 16), "float32")):
+            with T.Kernel(1) as bx:
+                t = T.alloc_shared((8, 8), "float32")
+                T.copy(X[0:8, 0:4], t)  # ERR:copy_shapes
+        return k
+    check_located(parse_error(make), "copy_shapes", "copy shapes differ", "(8, 4)", "(8, 8)")
+
+
+def test_mismatched_gemm_shapes():
+    def make():
+        @T.prim_func
+        def k(X: T.Tensor((16, 16), "float16"), Y: T.Tensor((16, 16), "float32")):
+            with T.Kernel(1) as bx:
+                a = T.alloc_shared((16, 8), "float16")
+                b = T.alloc_shared((16, 16), "float16")
+                c = T.alloc_fragment((16, 16), "float32")
+                T.gemm(a, b, c)  # ERR:gemm_shapes
+        return k
+    check_located(parse_error(make), "gemm_shapes", "gemm shapes do not match", "A 16x8",
+                  "B 16x16")
+
+
+def test_unsupported_dtype_of_tile():
+    def make():
+        @T.prim_func
+        def k(X: T.Tensor((8,), "float32"), Y: T.Tensor((8,), "float32")):
+            with T.Kernel(1) as bx:
+                t = T.alloc_shared((8,), "float64")  # ERR:dtype_tile
+        return k
+    check_located(parse_error(make), "dtype_tile", "unsupported dtype 'float64'", "bfloat16")
+
+
+def test_unsupported_dtype_of_parameter():
+    def make():
+        @T.prim_func
+        def k(X: T.Tensor((8,), "int8"),  # ERR:dtype_param
+              Y: T.Tensor((8,), "float32")):
+            with T.Kernel(1) as bx:
+                T.copy(X, Y)
+        return k
+    check_located(parse_error(make), "dtype_param", "unsupported dtype 'int8'")
+
+
+def test_non_constant_tile_shape():
+    def make():
+        @T.prim_func
+        def k(X: T.Tensor((8, 8), "float32"), Y: T.Tensor((8, 8), "float32")):
+            with T.Kernel(2) as bx:
+                t = T.alloc_shared((bx + 1, 8), "float32")  # ERR:tile_shape
+        return k
+    check_located(parse_error(make), "tile_shape", "tile shapes must be positive constant ints",
+                  "bx + 1")
+
+
+def test_non_constant_parallel_extent():
+    def make():
+        @T.prim_func
+        def k(X: T.Tensor((8,), "float32"), Y: T.Tensor((8,), "float32")):
+            with T.Kernel(2) as bx:
+                t = T.alloc_fragment((8,), "float32")
+                for i in T.Parallel(bx * 4):  # ERR:parallel_extent
+                    t[i] = 0.0
+        return k
+    check_located(parse_error(make), "parallel_extent", "T.Parallel extents must be positive "
+                  "constant ints")
+
+
+# -------------------------------------------------------------------------- indices out of range
+
+
+def test_constant_index_outside_tensor():
+    def make():
+        @T.prim_func
+        def k(X: T.Tensor((16, 16), "float32"), Y: T.Tensor((16, 16), "float32")):
+            with T.Kernel(1) as bx:
+                t = T.alloc_shared((8, 8), "float32")
+                T.copy(X[100, 0], t)  # ERR:index_outside
+        return k
+    check_located(parse_error(make), "index_outside", "index 100 in dim 0 is outside 'X'",
+                  "(16, 16)")
+
+
+def test_constant_index_outside_tile():
+    def make():
+        @T.prim_func
+        def k(X: T.Tensor((8,), "float32"), Y: T.Tensor((8,), "float32")):
+            with T.Kernel(1) as bx:
+                t = T.alloc_fragment((8,), "float32")
+                t[8] = 1.0  # ERR:store_outside
+        return k
+    check_located(parse_error(make), "store_outside", "index 8 in dim 0 is outside 't'")
+
+
+def test_wrong_number_of_indices():
+    def make():
+        @T.prim_func
+        def k(X: T.Tensor((8, 8), "float32"), Y: T.Tensor((8, 8), "float32")):
+            with T.Kernel(1) as bx:
+                t = T.alloc_fragment((8, 8), "float32")
+                t[0] = 1.0  # ERR:rank
+        return k
+    check_located(parse_error(make), "rank", "'t' has 2 dimensions, got 1 indices")
+
+
+# ------------------------------------------------------------------- unsupported Python constructs
+
+
+def test_while_loop():
+    def make():
+        @T.prim_func
+        def k(X: T.Tensor((8,), "float32"), Y: T.Tensor((8,), "float32")):
+            with T.Kernel(1) as bx:
+                while True:  # ERR:while
+                    pass
+        return k
+    check_located(parse_error(make), "while", "unsupported Python construct", "While")
+
+
+def test_try():
+    def make():
+        @T.prim_func
+        def k(X: T.Tensor((8,), "float32"), Y: T.Tensor((8,), "float32")):
+            with T.Kernel(1) as bx:
+                try:  # ERR:try
+                    T.copy(X, Y)
+                except Exception:
+                    pass
+        return k
+    check_located(parse_error(make), "try", "unsupported Python construct", "Try")
+
+
+def test_lambda():
+    def make():
+        @T.prim_func
+        def k(X: T.Tensor((8,), "float32"), Y: T.Tensor((8,), "float32")):
+            with T.Kernel(1) as bx:
+                f = lambda v: v + 1  # noqa: E731 # ERR:lambda
+        return k
+    err = parse_error(make)
+    check_located(err, "lambda", "unsupported Python expression", "Lambda")
+
+
+def test_return():
+    def make():
+        @T.prim_func
+        def k(X: T.Tensor((8,), "float32"), Y: T.Tensor((8,), "float32")):
+            with T.Kernel(1) as bx:
+                T.copy(X, Y)
+                return Y  # ERR:return
+        return k
+    check_located(parse_error(make), "return", "`return` is not supported")
+
+
+def test_other_with_block():
+    def make():
+        @T.prim_func
+        def k(X: T.Tensor((8,), "float32"), Y: T.Tensor((8,), "float32")):
+            with T.Kernel(1) as bx:
+                with open("x") as f:  # ERR:with_open
+                    pass
+        return k
+    check_located(parse_error(make), "with_open", "expected `with T.Kernel(...)`")
+
+
+def test_list_comprehension():
+    def make():
+        @T.prim_func
+        def k(X: T.Tensor((8,), "float32"), Y: T.Tensor((8,), "float32")):
+            with T.Kernel(1) as bx:
+                xs = [i for i in range(3)]  # ERR:listcomp
+        return k
+    check_located(parse_error(make), "listcomp", "unsupported Python expression", "ListComp")
+
+
+def test_statement_outside_kernel_block():
+    def make():
+        @T.prim_func
+        def k(X: T.Tensor((8,), "float32"), Y: T.Tensor((8,), "float32")):
+            T.copy(X, Y)  # ERR:outside_block
+        return k
+    check_located(parse_error(make), "outside_block", "inside `with T.Kernel(...)")
+
+
+# ---------------------------------------------------------------------- arguments of a kernel call
+
+
+def _copy_kernel():
+    @T.prim_func
+    def k(X: T.Tensor((4, 8), "float32"), Y: T.Tensor((4, 8), "float32")):  # ERR:call_args
+        with T.Kernel(1) as bx:
+            T.copy(X, Y)
+    return tilelang_mini.compile(k, out_idx=[-1])
+
+
+@pytest.mark.parametrize("args,fragments", [
+    ((), ("takes 1 input(s) (X), got 0",)),
+    ((np.zeros((4, 8), np.float32),) * 2, ("takes 1 input(s)", "got 2")),
+    ((np.zeros((8, 4), np.float32),), ("argument 'X'", "shape (8, 4); expected (4, 8)")),
+    ((np.zeros((4, 8), np.float64),), ("argument 'X'", "dtype float64; expected float32")),
+    (([[0.0] * 8] * 4,), ("argument 'X'", "must be a NumPy array, got list")),
+], ids=["number", "too_many", "shape", "dtype", "type"])
+def test_wrong_call_arguments(args, fragments):
+    kernel = _copy_kernel()
+    with pytest.raises(ArgumentError) as info:
+        kernel(*args)
+    check_located(info.value, "call_args", *fragments)
+
+
+def test_located_error_has_no_compiler_frames_in_message():
+    def make():
+        @T.prim_func
+        def k(X: T.Tensor((8,), "float32"), Y: T.Tensor((8,), "float32")):
+            with T.Kernel(1) as bx:
+                T.frobnicate(X)  # ERR:frames
+        return k
+    with pytest.raises(CompileError) as info:
+        make()
+    text = str(info.value)
+    assert not re.search(r"File \".*tilelang_mini", text)
+    check_located(info.value, "frames")
