@@ -1,0 +1,574 @@
+"""Pipe-level simulator of lowered IR: the executable form of docs/machine_model.md.
+
+`simulate_kernel` runs each block's three core programs (C, V0, V1; `streams.py`) on in-order
+pipe queues with the chip's costs, executes each instruction's data effect (by the NumPy
+interpreter) at its simulated completion, in completion-time order (ties: the order the
+instructions started), and checks synchronisation:
+
+* happens-before is tracked with vector clocks, one component per (core, pipe) thread. A non-V
+  pipe is a chain. A V data instruction does not advance its thread's component, so two V
+  instructions are ordered only through a later `pipe_barrier(V)`, `set_flag(V, ..)` or
+  `set_cross_flag(V, ..)`, which take the next V epoch and so follow every earlier V instruction.
+  A wait joins the clock of the set it consumes; a scalar wait (pipe S) joins into the core's
+  dispatch clock, stamped on every instruction dispatched after it.
+* each buffer instance (global/workspace: per block; L1/L0*: the AIC's; UB: each AIV's) keeps
+  the accesses not yet known to be ordered before every later access: an access is dropped when a
+  later ordered access covers its box (a write covers anything, a read covers reads), and, when
+  the history grows, when it happens before the current clock of every thread that can still
+  access the buffer.
+* `RaceError` / `DeadlockError` / `SyncError` as the contract says.
+
+`run_ordered` executes the core programs as coroutines in program order, switching core only at
+an unsatisfied cross-core wait; local flags and barriers are no-ops there.
+
+Cycles of the launch (`SimReport.cycles`): blocks are dealt round-robin to the chip's AIC cores
+(block b on core b % aic_cores); a core runs its blocks one after another; the makespan is the
+busiest core's total. When only some blocks are simulated, each block that was not simulated is
+counted with the mean cycles of the simulated ones, and `SimReport.estimated` says so.
+
+Known simplifications: the scalar unit dispatches without cost (only S instructions and scalar
+waits take time); if conditions are evaluated at dispatch, so one reading data that a pipe writes
+later sees the value at dispatch time; `var` scalars are not race-checked.
+"""
+from __future__ import annotations
+
+import heapq
+from collections import defaultdict, deque
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+import numpy as np
+
+from backends.numpy.interpreter import check_args
+from ..errors import CompileError, DeadlockError, RaceError, SyncError
+from ..ir.graph import accesses, print_ir_line
+from ..ir.nodes import (
+    PIPES, Kernel, Scope, SetCrossFlag, SetFlag, WaitCrossFlag, WaitFlag,
+    walk_statements,
+)
+from .streams import (
+    CORE_NAMES, SYNC_TYPES, block_envs, cached, check_sync_ids, core_stream, execute_effect,
+    instr_accesses, instr_cost, instr_pipe, written_buffers,
+)
+
+NPIPES = len(PIPES)
+NTHREADS = len(CORE_NAMES) * NPIPES
+ZERO = (0,) * NTHREADS
+GM_SCOPES = ("global", "workspace")
+
+
+class SimEvent(NamedTuple):
+    core: str    # "C", "V0", "V1" (prefixed "b<block>." when several blocks were simulated)
+    pipe: str
+    start: int
+    end: int
+    label: str   # IR text of the instruction
+    loc: str     # file:line:col
+
+
+@dataclass
+class SimReport:
+    cycles: int
+    block_cycles: dict
+    pipe_busy: dict                 # "MTE2" -> busy cycles summed over cores and blocks
+    core_pipe_busy: dict            # "C.MTE2" / "V0.V" -> busy cycles summed over blocks
+    events: list = field(default_factory=list)
+    instructions: int = 0
+    blocks: tuple = ()              # the simulated blocks
+    estimated: bool = False         # cycles include blocks counted at the mean of the simulated
+
+
+def _join(a, b):
+    if a is b:
+        return a
+    return tuple(map(max, a, b))
+
+
+_LABEL_CACHE: dict[int, tuple] = {}
+
+
+def _label(stmt) -> str:  # noqa: N802
+    hit = _LABEL_CACHE.get(id(stmt))
+    if hit is None or hit[0] is not stmt:
+        hit = (stmt, print_ir_line(stmt))
+        _LABEL_CACHE[id(stmt)] = hit
+    return hit[1]
+
+
+def _where(core: str, di) -> str:
+    return f"{core}.{di.pipe} `{_label(di.stmt)}` ({di.stmt.loc})"
+
+
+# --------------------------------------------------------------------------------- static info
+
+
+def _check_kernel(kernel: Kernel) -> None:
+    if not kernel.is_npu or len(kernel.grid) != 1 or len(kernel.grid_vars) != 2:
+        raise CompileError("the simulator runs lowered kernels: is_npu=True with grid (n,) "
+                           "and variables (cid, vid)", kernel.loc)
+
+
+def _static_threads(kernel: Kernel) -> dict:
+    """buffer name -> set of (core kind, pipe) whose instructions may access it."""
+    out = defaultdict(set)
+    for s in walk_statements(kernel.body):
+        if isinstance(s, Scope):
+            for x in walk_statements(s.body):
+                if isinstance(x, SYNC_TYPES) or not hasattr(x, "loc"):
+                    continue
+                try:
+                    pipe = instr_pipe(x)
+                except CompileError:
+                    continue
+                r, w = accesses(x)
+                for name in r | w:
+                    out[name].add((s.core, pipe))
+    return out
+
+
+# ------------------------------------------------------------------------------- block model
+
+
+class _Pipe:
+    __slots__ = ("core", "name", "tid", "queue", "busy", "free", "B", "count", "is_v")
+
+    def __init__(self, core, name, tid):
+        self.core = core
+        self.name = name
+        self.tid = tid
+        self.queue = deque()
+        self.busy = False
+        self.free = 0
+        self.B = ZERO
+        self.count = 0
+        self.is_v = name == "V"
+
+
+class _Core:
+    __slots__ = ("idx", "name", "kind", "gen", "xenv", "pipes", "D", "t_s", "blocked", "done")
+
+    def __init__(self, idx, kernel, xenv, wenv):
+        self.idx = idx
+        self.name = CORE_NAMES[idx]
+        self.kind = self.name[0]
+        self.gen = core_stream(kernel.body, self.kind, wenv)
+        self.xenv = xenv
+        self.pipes = {p: _Pipe(self, p, idx * NPIPES + i) for i, p in enumerate(PIPES)}
+        self.D = ZERO
+        self.t_s = 0
+        self.blocked = None
+        self.done = False
+
+    def idle(self) -> bool:
+        return self.done and all(not p.busy and not p.queue for p in self.pipes.values())
+
+
+class _Hist:
+    __slots__ = ("items", "limit", "threads")
+
+    def __init__(self, threads):
+        self.items = []
+        self.limit = 64
+        self.threads = threads
+
+
+class _Block:
+    def __init__(self, sim, block: int):
+        self.sim = sim
+        self.block = block
+        kernel = sim.kernel
+        xenvs, wenvs = block_envs(sim.bufs, kernel, block)
+        self.cores = [_Core(i, kernel, xenvs[i], wenvs[i]) for i in range(3)]
+        self.heap = []
+        self.seq = 0
+        self.dirty = set()
+        self.flags = {}
+        self.pending = [defaultdict(deque) for _ in range(3)]   # receiver core -> flag -> sets
+        self.half = [defaultdict(deque) for _ in range(2)]      # AIV sets not yet paired
+        self.hist = {}
+        self.events = []
+        self.busy = defaultdict(int)
+        self.ninstr = 0
+        self.end = 0
+
+    # ---- scalar unit
+    def advance(self, core: _Core) -> None:
+        chip = self.sim.chip
+        while not core.done and core.blocked is None:
+            try:
+                di = next(core.gen)
+            except StopIteration:
+                core.done = True
+                break
+            check_sync_ids(di.stmt, chip)
+            di.dispatch = core.t_s
+            di.dclock = core.D
+            p = core.pipes[di.pipe]
+            p.queue.append(di)
+            self.dirty.add(p)
+            self.ninstr += 1
+            if di.pipe == "S":
+                core.blocked = di
+
+    # ---- issue
+    def try_start(self, p: _Pipe, now: int) -> None:
+        if p.busy or not p.queue:
+            return
+        di = p.queue[0]
+        t = max(now, p.free, di.dispatch)
+        st = di.stmt
+        core = p.core
+        if isinstance(st, WaitFlag):
+            key = (core.idx, st.src, st.dst, st.event)
+            f = self.flags.pop(key, None)
+            if f is None:
+                return
+            t = max(t, f[0])
+            di.wclock = f[1]
+        elif isinstance(st, WaitCrossFlag):
+            q = self.pending[core.idx].get(st.flag)
+            if not q:
+                return
+            if q[0][0] > now:  # still in flight: look again when it arrives
+                self.seq += 1
+                heapq.heappush(self.heap, (q[0][0], self.seq, p, None))
+                return
+            arrival, clk = q.popleft()
+            di.wclock = clk
+        p.queue.popleft()
+        p.busy = True
+        di.start = t
+        di.end = t + cached(st, lambda s: instr_cost(s, instr_pipe(s), self.sim.chip.costs),
+                              self.sim.chip.costs)
+        self.seq += 1
+        heapq.heappush(self.heap, (di.end, self.seq, p, di))
+
+    # ---- completion
+    def complete(self, p: _Pipe, di, t: int) -> None:
+        core = p.core
+        st = di.stmt
+        p.busy = False
+        p.free = t
+        clk = _join(p.B, di.dclock)
+        if di.wclock is not None:
+            clk = _join(clk, di.wclock)
+        p.count += 1
+        epoch = p.count
+        is_sync = isinstance(st, SYNC_TYPES)
+        if not p.is_v or (is_sync and not isinstance(st, (WaitFlag, WaitCrossFlag))):
+            tid = p.tid
+            clk = clk[:tid] + (epoch,) + clk[tid + 1:]
+        p.B = clk
+        if p.name == "S":  # the scalar unit waited for it: later dispatches follow it
+            core.D = _join(core.D, clk)
+        if not is_sync:
+            if p.name != "S" and self.sim.check:
+                self.check_access(core, p, di, epoch, clk)
+            env = core.xenv
+            env.vars = di.vars
+            execute_effect(st, env)
+        elif isinstance(st, SetFlag):
+            key = (core.idx, st.src, st.dst, st.event)
+            old = self.flags.get(key)
+            if old is not None:
+                raise SyncError(
+                    f"set_flag({st.src}, {st.dst}, {st.event}) on {core.name} while the flag is "
+                    f"still set by {_where(core.name, old[2])}, not yet waited for "
+                    f"(block {self.block})", st.loc)
+            self.flags[key] = (t, clk, di)
+            self.dirty.add(core.pipes[st.dst])
+        elif isinstance(st, SetCrossFlag):
+            self.cross_set(core, st, t, clk)
+        self.events.append((core.name, p.name, di.start, t, st))
+        self.busy[(core.name, p.name)] += t - di.start
+        if t > self.end:
+            self.end = t
+        self.dirty.add(p)
+        if core.blocked is di:
+            core.blocked = None
+            core.t_s = t
+            self.advance(core)
+
+    def cross_set(self, core: _Core, st, t: int, clk) -> None:
+        chip = self.sim.chip
+        arrival = t + chip.costs.cross_flag_latency
+        limit = chip.cross_flag_pending
+
+        def push(q, item, who):
+            if len(q) >= limit:
+                raise SyncError(f"more than {limit} pending sets on cross-core flag {st.flag} "
+                                f"of {who} (block {self.block})", st.loc)
+            q.append(item)
+
+        if core.kind == "C":
+            for v in (1, 2):
+                push(self.pending[v][st.flag], (arrival, clk), CORE_NAMES[v])
+                self.dirty.update(self.cores[v].pipes.values())
+            return
+        vid = core.idx - 1
+        push(self.half[vid][st.flag], (arrival, clk), core.name)
+        h0, h1 = self.half[0][st.flag], self.half[1][st.flag]
+        if h0 and h1:
+            a0, c0 = h0.popleft()
+            a1, c1 = h1.popleft()
+            push(self.pending[0][st.flag], (max(a0, a1), _join(c0, c1)), "C")
+            self.dirty.update(self.cores[0].pipes.values())
+
+    # ---- races
+    def check_access(self, core: _Core, p: _Pipe, di, epoch: int, clk) -> None:
+        tracked = self.sim.tracked
+        for buf, box, w in instr_accesses(di.stmt, di.vars, core.xenv.bufs):
+            if buf.name not in tracked:
+                continue
+            if buf.scope in GM_SCOPES:
+                key = ("G", buf.name)
+            else:
+                key = (core.name, buf.name)
+            h = self.hist.get(key)
+            if h is None:
+                h = self.hist[key] = _Hist(self.sim.threads_of(buf, key[0]))
+            self.access(h, key, buf, box, w, p.tid, epoch, clk, core, di)
+
+    def access(self, h, key, buf, box, w, tid, epoch, clk, core, di) -> None:
+        keep = []
+        n = len(box)
+        for a in h.items:
+            if a[4] is di:  # the instruction's own other operand
+                keep.append(a)
+                continue
+            a_tid, a_ep, a_box, a_w = a[0], a[1], a[2], a[3]
+            overlap = True
+            covers = True
+            for i in range(0, n, 2):
+                lo, hi, alo, ahi = box[i], box[i + 1], a_box[i], a_box[i + 1]
+                if lo >= ahi or alo >= hi:
+                    overlap = False
+                    break
+                if lo > alo or hi < ahi:
+                    covers = False
+            if overlap:
+                if a_ep <= clk[a_tid]:
+                    if covers and (w or not a_w):
+                        continue
+                elif w or a_w:
+                    self.race(buf, key, a, (tid, epoch, box, w, di, core.name))
+            keep.append(a)
+        keep.append((tid, epoch, box, w, di, core.name))
+        if len(keep) > h.limit:
+            keep = self.prune(keep, h.threads)
+            h.limit = max(64, 2 * len(keep))
+        h.items = keep
+
+    def prune(self, items, threads):
+        front = None
+        for c, pname in threads:
+            core = self.cores[c]
+            if core.idle():
+                continue
+            b = core.pipes[pname].B
+            front = b if front is None else tuple(map(min, front, b))
+        if front is None:
+            return []
+        return [a for a in items if a[1] > front[a[0]]]
+
+    def race(self, buf, key, a, b) -> None:
+        def desc(x):
+            kind = "writes" if x[3] else "reads"
+            return f"{x[5]}.{x[4].pipe} `{_label(x[4].stmt)}` at {x[4].stmt.loc} {kind} it"
+        where = "workspace " if buf.scope == "workspace" else ""
+        owner = "" if key[0] == "G" else f" of {key[0]}"
+        box = ", ".join(f"{a[2][i]}:{a[2][i + 1]}" for i in range(0, len(a[2]), 2))
+        raise RaceError(
+            f"data race on {where}{buf.scope} buffer {buf.name}{owner} in block {self.block}: "
+            f"{desc(a)} (elements [{box}]) and {desc(b)}, and no flag or barrier orders them",
+            b[4].stmt.loc)
+
+    # ---- main loop
+    def run(self) -> int:
+        for core in self.cores:
+            self.advance(core)
+        now = 0
+        heap = self.heap
+        while True:
+            dirty, self.dirty = self.dirty, set()
+            for p in sorted(dirty, key=lambda p: p.tid):
+                self.try_start(p, now)
+            if not heap:
+                if self.dirty:
+                    continue
+                break
+            now, _, p, di = heapq.heappop(heap)
+            if di is None:  # a cross-core set arrives
+                self.dirty.add(p)
+            else:
+                self.complete(p, di, now)
+        self.finish()
+        return self.end
+
+    def finish(self) -> None:
+        # blocked waits, the one stuck the longest first: the root of a wait chain blocks first
+        # a wait whose set is nowhere in the queues is a root cause: name it first
+        queued = set()
+        for core in self.cores:
+            for p in core.pipes.values():
+                for di in p.queue:
+                    st = di.stmt
+                    if isinstance(st, SetFlag):
+                        queued.add((core.idx, st.src, st.dst, st.event))
+                    elif isinstance(st, SetCrossFlag):
+                        queued.update((c, st.flag) for c in ((1, 2) if core.idx == 0 else (0,)))
+
+        def blocked_on_queued(core, di):
+            st = di.stmt
+            if isinstance(st, WaitFlag):
+                return (core.idx, st.src, st.dst, st.event) in queued
+            return (core.idx, st.flag) in queued
+
+        stuck = sorted(((blocked_on_queued(core, p.queue[0]), max(p.free, p.queue[0].dispatch),
+                         p.tid, core, p)
+                        for core in self.cores for p in core.pipes.values() if p.queue),
+                       key=lambda x: x[:3])
+        stuck = [x[1:] for x in stuck]
+        if stuck:
+            parts = [f"{core.name}.{p.name} waits at `{_label(p.queue[0].stmt)}` "
+                     f"({p.queue[0].stmt.loc}) since cycle {t}" for t, _, core, p in stuck]
+            raise DeadlockError(f"deadlock in block {self.block}: pipes have work left and none "
+                                f"can progress; " + "; ".join(parts),
+                                stuck[0][3].queue[0].stmt.loc)
+        if self.flags:
+            (t, _, di) = next(iter(self.flags.values()))
+            st = di.stmt
+            raise SyncError(f"flag ({st.src}, {st.dst}, {st.event}) of "
+                            f"{CORE_NAMES[next(iter(self.flags))[0]]} is still set when block "
+                            f"{self.block} ends: set_flag without a matching wait_flag", st.loc)
+
+
+class _Sim:
+    def __init__(self, kernel, args, chip, check):
+        _check_kernel(kernel)
+        self.kernel = kernel
+        self.chip = chip
+        self.check = check
+        self.bufs = check_args(kernel, args)
+        self.static = _static_threads(kernel)
+        self.tracked = written_buffers(kernel.body, "C") | written_buffers(kernel.body, "V")
+        self._threads = {}
+
+    def threads_of(self, buf, owner: str):
+        key = (buf.name, owner)
+        t = self._threads.get(key)
+        if t is None:
+            users = self.static.get(buf.name, ())
+            if owner == "G":
+                cores = range(3)
+            else:
+                cores = (CORE_NAMES.index(owner),)
+            t = tuple((c, pipe) for c in cores for kind, pipe in users if CORE_NAMES[c][0] == kind)
+            self._threads[key] = t
+        return t
+
+
+def simulate_kernel(kernel: Kernel, args: list, chip, *, check: bool = True,
+                    blocks=None) -> SimReport:
+    """Simulate the blocks of a lowered kernel on `chip`; outputs are written into `args`."""
+    sim = _Sim(kernel, args, chip, check)
+    n = kernel.grid[0]
+    todo = list(range(n)) if blocks is None else sorted(set(int(b) for b in blocks))
+    for b in todo:
+        if not 0 <= b < n:
+            raise CompileError(f"block {b} is outside the grid of {n} blocks", kernel.loc)
+    block_cycles, events = {}, []
+    core_busy, pipe_busy = defaultdict(int), {p: 0 for p in PIPES}
+    ninstr = 0
+    with np.errstate(all="ignore"):
+        for b in todo:
+            blk = _Block(sim, b)
+            block_cycles[b] = blk.run()
+            ninstr += blk.ninstr
+            prefix = f"b{b}." if len(todo) > 1 else ""
+            for core, pipe, s, e, st in blk.events:
+                events.append(SimEvent(prefix + core, pipe, s, e, _label(st), str(st.loc)))
+            for (core, pipe), c in blk.busy.items():
+                core_busy[f"{core}.{pipe}"] += c
+                pipe_busy[pipe] += c
+    mean = -(-sum(block_cycles.values()) // len(block_cycles)) if block_cycles else 0
+    per_core = [0] * max(1, chip.aic_cores)
+    for b in range(n):
+        per_core[b % len(per_core)] += block_cycles.get(b, mean)
+    return SimReport(cycles=max(per_core), block_cycles=block_cycles, pipe_busy=pipe_busy,
+                     core_pipe_busy=dict(core_busy), events=events, instructions=ninstr,
+                     blocks=tuple(todo), estimated=len(todo) < n)
+
+
+# ---------------------------------------------------------------------------- ordered executor
+
+
+def run_ordered(kernel: Kernel, args: list) -> None:
+    """Execute each block's core programs in program order as coroutines, switching core only at
+    an unsatisfied cross-core wait; DeadlockError when every unfinished core is stuck."""
+    _check_kernel(kernel)
+    bufs = check_args(kernel, args)
+    with np.errstate(all="ignore"):
+        for b in range(kernel.grid[0]):
+            _run_block_ordered(kernel, bufs, b)
+
+
+def _run_block_ordered(kernel, bufs, block):
+    xenvs, wenvs = block_envs(bufs, kernel, block)
+    gens = [core_stream(kernel.body, CORE_NAMES[i][0], wenvs[i]) for i in range(3)]
+    pending = [defaultdict(int) for _ in range(3)]
+    half = [defaultdict(int) for _ in range(2)]
+    waiting = [None, None, None]
+    done = [False, False, False]
+
+    def step(i):
+        """Run core i until it finishes or blocks; True when it made progress."""
+        progressed = False
+        w = waiting[i]
+        if w is not None:
+            if pending[i][w.flag] <= 0:
+                return False
+            pending[i][w.flag] -= 1
+            waiting[i] = None
+            progressed = True
+        env = wenvs[i]
+        for di in gens[i]:
+            progressed = True
+            st = di.stmt
+            if isinstance(st, WaitCrossFlag):
+                if pending[i][st.flag] > 0:
+                    pending[i][st.flag] -= 1
+                    continue
+                waiting[i] = st
+                return True
+            if isinstance(st, SetCrossFlag):
+                if i == 0:
+                    pending[1][st.flag] += 1
+                    pending[2][st.flag] += 1
+                else:
+                    half[i - 1][st.flag] += 1
+                    if half[0][st.flag] and half[1][st.flag]:
+                        half[0][st.flag] -= 1
+                        half[1][st.flag] -= 1
+                        pending[0][st.flag] += 1
+                continue
+            if not isinstance(st, SYNC_TYPES):
+                execute_effect(st, env)
+        done[i] = True
+        return True
+
+    cur = 0
+    while not all(done):
+        progressed = False
+        for k in range(3):
+            i = (cur + k) % 3
+            if not done[i] and step(i):
+                progressed = True
+                cur = i
+                break
+        if not progressed:
+            stuck = [f"{CORE_NAMES[i]} waits at `{_label(waiting[i])}` ({waiting[i].loc})"
+                     for i in range(3) if waiting[i] is not None]
+            first = next(w for w in waiting if w is not None)
+            raise DeadlockError(f"deadlock in block {block} (ordered run): every unfinished core "
+                                f"waits for a cross-core flag: " + "; ".join(stuck), first.loc)

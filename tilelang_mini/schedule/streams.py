@@ -1,0 +1,334 @@
+"""Core programs of a lowered kernel as dynamic instruction streams (docs/machine_model.md).
+
+The program of a core is the kernel body with the other core's `Scope` blocks removed and its own
+inlined. `core_stream` walks it the way the core's scalar unit does: it evaluates loop extents and
+if conditions in the core's env, executes `Alloc`s on the spot and yields one `DynInstr` per
+pipe instruction, with a snapshot of the loop variables (so the instruction can execute later, at
+its simulated completion). The consumer must handle an S-pipe instruction (a store to an
+`alloc_var` scalar, a scalar wait) before resuming the generator: the scalar unit is synchronous
+with its own S work, and later if conditions may read the scalars it stores.
+
+`block_envs` builds the envs of one block: per core an execution env (the interpreter's) and a
+walker env sharing its buffers but with its own variables.
+"""
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+
+from backends.numpy.interpreter import _Ctx, lower_stmt, new_block
+from backends.numpy.ops import Env, Fault, as_index, compile_expr, execute
+from ..errors import CompileError, SyncError
+from ..ir import dtypes
+from ..ir.nodes import (
+    Alloc, Const, Copy, Fill, For, Gemm, If, Load, PipeBarrier, Reduce, Region, Scope,
+    SetCrossFlag, SetFlag, Store, WaitCrossFlag, WaitFlag, walk_own, walk_statements,
+)
+from .pipes import pipe_of
+
+CORE_NAMES = ("C", "V0", "V1")
+SYNC_TYPES = (SetFlag, WaitFlag, PipeBarrier, SetCrossFlag, WaitCrossFlag)
+DATA_TYPES = (Copy, Gemm, Fill, Reduce, Store, For)
+
+
+class DynInstr:
+    """One dynamic instruction: the statement, its pipe, the loop variables when dispatched."""
+
+    __slots__ = ("stmt", "pipe", "vars", "dispatch", "dclock", "wclock", "start", "end", "seq")
+
+    def __init__(self, stmt, pipe: str, vars: dict):
+        self.stmt = stmt
+        self.pipe = pipe
+        self.vars = vars
+        self.dispatch = 0
+        self.dclock = None
+        self.wclock = None
+        self.start = self.end = 0
+        self.seq = 0
+
+
+# ----------------------------------------------------------------------------- per-stmt caches
+
+_FN_CACHE: dict[int, tuple] = {}
+
+
+def cached(node, make, tag=""):
+    """`make(node)`, memoised per (tag, node object); the entry keeps the node alive."""
+    key = (tag, id(node))
+    hit = _FN_CACHE.get(key)
+    if hit is None or hit[0] is not node:
+        hit = (node, make(node))
+        _FN_CACHE[key] = hit
+    return hit[1]
+
+
+def _expr_fn(e):
+    return cached(e, lambda x: compile_expr(x)[0], "expr")
+
+
+def instr_pipe(stmt) -> str:
+    """The pipe a statement is dispatched to (sync ops: the pipe that executes them)."""
+    if isinstance(stmt, SetFlag):
+        return stmt.src
+    if isinstance(stmt, WaitFlag):
+        return stmt.dst
+    if isinstance(stmt, (PipeBarrier, SetCrossFlag, WaitCrossFlag)):
+        return stmt.pipe
+    p = pipe_of(stmt)
+    if p is None:
+        raise CompileError(f"{type(stmt).__name__} is not a lowered pipe instruction (its buffer "
+                           f"scopes map to no pipe); the simulator runs lowered IR only", stmt.loc)
+    return p
+
+
+def execute_effect(stmt, env: Env) -> None:
+    """The data effect of one instruction, by the NumPy interpreter's own code."""
+    if isinstance(stmt, For):
+        fn = cached(stmt, lambda s: lower_stmt(s, _Ctx()), "lower")
+        fn(env)
+    elif not isinstance(stmt, SYNC_TYPES):
+        execute(stmt, env)
+
+
+# ------------------------------------------------------------------------------------ the walk
+
+
+def block_envs(bufs: dict, kernel, block: int):
+    """(execution envs, walker envs) of the cores C, V0, V1 of one block."""
+    cid, vid = kernel.grid_vars
+    top = new_block(bufs, {cid: block, vid: 0}, True)
+    _, c, v0, v1 = top.block
+    v1.vars[vid] = 1
+    xenvs = (c, v0, v1)
+    wenvs = tuple(Env(dict(e.vars), e.bufs, e.core, e.block) for e in xenvs)
+    return xenvs, wenvs
+
+
+def core_stream(body, kind: str, env: Env):
+    """Yield the DynInstrs of the program of a core of kind "C" or "V", walking with `env`."""
+    yield from _walk(body, kind, env, False)
+
+
+def _walk(body, kind, env, in_scope):
+    for s in body:
+        if isinstance(s, Scope):
+            if s.core not in ("C", "V"):
+                raise CompileError(f"unknown core {s.core!r}", s.loc)
+            if in_scope:
+                raise CompileError(f"Scope({s.core!r}) nested in another Scope", s.loc)
+            if s.core == kind:
+                yield from _walk(s.body, kind, env, True)
+        elif isinstance(s, For) and s.kind != "parallel":
+            yield from _walk_for(s, kind, env, in_scope)
+        elif isinstance(s, If):
+            try:
+                c = _expr_fn(s.cond)(env)
+            except Fault as e:
+                raise CompileError(str(e), s.loc) from None
+            if isinstance(c, np.ndarray) and c.ndim:
+                raise CompileError("an if condition must be a scalar", s.loc)
+            yield from _walk(s.then_body if c else s.else_body, kind, env, in_scope)
+        elif isinstance(s, Alloc):
+            execute(s, env)
+        else:
+            pipe = instr_pipe(s)
+            if not in_scope and pipe != "S":
+                raise CompileError(f"{type(s).__name__} outside a Scope: lowered IR puts every "
+                                   f"pipe instruction in Scope(\"C\") or Scope(\"V\")", s.loc)
+            yield DynInstr(s, pipe, dict(env.vars))
+
+
+def _walk_for(s: For, kind, env, in_scope):
+    try:
+        exts = [as_index(_expr_fn(e)(env), "a loop extent") for e in s.extents]
+    except Fault as e:
+        raise CompileError(str(e), s.loc) from None
+    vs = env.vars
+    if len(s.vars) == 1:
+        name = s.vars[0]
+        for i in range(exts[0]):
+            vs[name] = i
+            yield from _walk(s.body, kind, env, in_scope)
+        return
+    for idx in itertools.product(*(range(n) for n in exts)):
+        for name, i in zip(s.vars, idx):
+            vs[name] = i
+        yield from _walk(s.body, kind, env, in_scope)
+
+
+# ---------------------------------------------------------------------------------- accesses
+
+
+def _starts_fn(r: Region):
+    if all(isinstance(x, Const) for x in r.start):
+        st = tuple(int(x.value) for x in r.start)
+        return lambda env: st
+    fns = [_expr_fn(x) for x in r.start]
+    return lambda env: tuple(as_index(f(env), "a region start") for f in fns)
+
+
+def region_box(r: Region, env):
+    """The element box [(lo, hi), ...] of a region, clipped to its buffer; None when empty."""
+    st = cached(r, _starts_fn, "starts")(env)
+    box = []
+    for a, e, n in zip(st, r.extent, r.buffer.shape):
+        lo, hi = max(a, 0), min(a + e, n)
+        if hi <= lo:
+            return None
+        box.append(lo)
+        box.append(hi)
+    return tuple(box)
+
+
+def _index_box(buf, indices, env):
+    box = []
+    for x, n in zip(indices, buf.shape):
+        v = _expr_fn(x)(env)
+        if isinstance(v, np.ndarray):
+            if not v.size:
+                return None
+            lo, hi = int(v.min()), int(v.max()) + 1
+        else:
+            lo = int(v)
+            hi = lo + 1
+        lo, hi = max(lo, 0), min(hi, n)
+        if hi <= lo:
+            return None
+        box.append(lo)
+        box.append(hi)
+    return tuple(box)
+
+
+def _parallel_vars(s: For, vars: dict) -> dict:
+    env_vars = dict(vars)
+    exts = [int(e.value) if isinstance(e, Const) else as_index(_expr_fn(e)(Env(vars, {})), "extent")
+            for e in s.extents]
+    nd = len(exts)
+    for d, (name, n) in enumerate(zip(s.vars, exts)):
+        env_vars[name] = np.arange(n, dtype=np.int64).reshape((1,) * d + (n,) + (1,) * (nd - d - 1))
+    return env_vars
+
+
+def _loads(node):
+    return [n for n in walk_own(node) if isinstance(n, Load)]
+
+
+def instr_accesses(stmt, vars: dict, bufs: dict):
+    """[(buffer, box, is_write)] of a data instruction (scalar `var` buffers left out)."""
+    env = Env(vars, bufs)
+    out = []
+
+    def add_region(r, w):
+        box = region_box(r, env)
+        if box is not None:
+            out.append((r.buffer, box, w))
+
+    def add_loads(node, e):
+        for ld in cached(node, _loads, "loads"):
+            if ld.buffer.scope != "var":
+                box = _index_box(ld.buffer, ld.indices, e)
+                if box is not None:
+                    out.append((ld.buffer, box, False))
+
+    if isinstance(stmt, Copy):
+        add_region(stmt.src, False)
+        add_region(stmt.dst, True)
+    elif isinstance(stmt, Gemm):
+        add_region(stmt.a, False)
+        add_region(stmt.b, False)
+        add_region(stmt.c, True)
+    elif isinstance(stmt, Fill):
+        add_region(stmt.dst, True)
+        add_loads(stmt.value, env)
+    elif isinstance(stmt, Reduce):
+        add_region(stmt.src, False)
+        add_region(stmt.dst, True)
+    elif isinstance(stmt, (Store, For)):
+        stores = [stmt] if isinstance(stmt, Store) else [
+            x for x in walk_statements(stmt.body) if isinstance(x, Store)]
+        e = env if isinstance(stmt, Store) else Env(_parallel_vars(stmt, vars), bufs)
+        for st in stores:
+            if st.buffer.scope != "var":
+                box = _index_box(st.buffer, st.indices, e)
+                if box is not None:
+                    out.append((st.buffer, box, True))
+            add_loads(st, e)
+    return out
+
+
+def written_buffers(body, kind: str) -> set:
+    """Names of the buffers written by the pipe instructions of a core kind's Scopes (static)."""
+    out = set()
+    for s in walk_statements(body):
+        if isinstance(s, Scope) and s.core == kind:
+            for x in walk_statements(s.body):
+                if isinstance(x, (Copy, Fill, Reduce)):
+                    out.add(x.dst.buffer.name)
+                elif isinstance(x, Gemm):
+                    out.add(x.c.buffer.name)
+                elif isinstance(x, Store):
+                    out.add(x.buffer.name)
+    return out
+
+
+# ---------------------------------------------------------------------------------------- cost
+
+
+def _bytes(r: Region) -> int:
+    n = 1
+    for e in r.extent:
+        n *= e
+    return n * dtypes.itemsize(r.buffer.dtype)
+
+
+def _mat(r: Region):
+    ext = [e for e in r.extent]
+    while len(ext) > 2 and ext[0] == 1:
+        ext.pop(0)
+    return (ext[0], ext[1]) if len(ext) == 2 else (1, ext[0])
+
+
+def instr_cost(stmt, pipe: str, costs) -> int:
+    """Cycles of one instruction on its pipe (arch/costs.py)."""
+    from ..arch.costs import mmad_cycles, transfer_cycles
+    if isinstance(stmt, SYNC_TYPES):
+        return costs.flag_cycles
+    if pipe == "S":
+        return costs.scalar_cycles
+    if isinstance(stmt, Gemm):
+        m, k = _mat(stmt.a)
+        k2, n = _mat(stmt.b)
+        if stmt.transpose_a:
+            m, k = k, m
+        if stmt.transpose_b:
+            n = k2
+        return mmad_cycles(costs, m, n, k, stmt.a.buffer.dtype)
+    if isinstance(stmt, Copy) and pipe in ("MTE2", "MTE1", "FIX", "MTE3"):
+        pc = {"MTE2": costs.mte2, "MTE1": costs.mte1, "FIX": costs.fix, "MTE3": costs.mte3}[pipe]
+        return transfer_cycles(pc, max(_bytes(stmt.src), _bytes(stmt.dst)))
+    # V work (and fills on the other pipes): bytes of the largest operand at the vector rate
+    if isinstance(stmt, (Copy, Reduce)):
+        nbytes = max(_bytes(stmt.src), _bytes(stmt.dst))
+    elif isinstance(stmt, Fill):
+        nbytes = _bytes(stmt.dst)
+    elif isinstance(stmt, For):
+        n = 1
+        for e in stmt.extents:
+            n *= int(e.value) if isinstance(e, Const) else 1
+        sizes = [dtypes.itemsize(x.buffer.dtype) for st in stmt.body for x in walk_own(st)
+                 if isinstance(x, (Store, Load)) and x.buffer.scope != "var"]
+        nbytes = n * max(sizes or [4])
+    else:  # a single Store on V
+        nbytes = dtypes.itemsize(stmt.buffer.dtype)
+    return transfer_cycles(costs.vector, nbytes)
+
+
+def check_sync_ids(stmt, chip) -> None:
+    if isinstance(stmt, (SetFlag, WaitFlag)):
+        if not 0 <= stmt.event < chip.event_ids:
+            raise SyncError(f"event id {stmt.event} outside 0..{chip.event_ids - 1}", stmt.loc)
+    elif isinstance(stmt, (SetCrossFlag, WaitCrossFlag)):
+        if not 0 <= stmt.flag < chip.cross_flags:
+            raise SyncError(f"cross-core flag id {stmt.flag} outside 0..{chip.cross_flags - 1} "
+                            f"on {chip.name}", stmt.loc)
