@@ -8,11 +8,18 @@ from __future__ import annotations
 
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
+from ..arch import get_chip
 from ..ir.nodes import Kernel
 from ..runtime import config
 from .check import check
+from .infer_scopes import infer_scopes
+from .insert_sync import insert_sync
+from .legalize import legalize
+from .pipeline_stages import pipeline
+from .plan_memory import plan_memory
+from .split_cores import is_expert, split_cores
 
 
 @dataclass(frozen=True)
@@ -21,11 +28,24 @@ class Options:
 
     chip: str = config.DEFAULT_CHIP
     target: str = config.DEFAULT_TARGET
+    expert: bool = False  # the kernel places its own scopes and flags (set by run_pipeline)
 
 
 # name, pass, why. The order is the lowering order; each step's why is one line.
 PASSES = (
     ("check", lambda k, o: check(k), "reject wrong shapes, dtypes and indices at the kernel line"),
+    ("infer_scopes", lambda k, o: k if o.expert else infer_scopes(k),
+     "shared/fragment -> L1, L0C or UB by use; one version per scope a buffer needs"),
+    ("legalize", lambda k, o: k if o.expert else legalize(k, get_chip(o.chip)),
+     "one pipe per copy (GM workspace where the chip has no path); gemm -> L0 loads + MMADs"),
+    ("split_cores", lambda k, o: k if o.expert else split_cores(k),
+     "cube program and vector program (rows split by vid) in Scope blocks"),
+    ("pipeline", lambda k, o: k if o.expert else pipeline(k),
+     "Pipelined(num_stages): buffer versions so transfers overlap compute"),
+    ("plan_memory", lambda k, o: plan_memory(k, get_chip(o.chip)),
+     "aligned offsets with reuse; overflow is an error at the allocation"),
+    ("insert_sync", lambda k, o: k if o.expert else insert_sync(k, get_chip(o.chip)),
+     "flags between pipes and cores: sets early, waits late, none redundant"),
 )
 
 STAGES = ("frontend",) + tuple(name for name, _, _ in PASSES)
@@ -52,6 +72,7 @@ def run_pipeline(kernel: Kernel, options: Options = Options(), *, stop_after: st
     verify = config.verify_ir() if verify is None else verify
     if stop_after is not None and stop_after not in STAGES:
         raise ValueError(f"unknown stage {stop_after!r}; stages are {', '.join(STAGES)}")
+    options = replace(options, expert=is_expert(kernel))
     out = Compilation({"frontend": kernel})
     if "all" in print_after or "frontend" in print_after:
         _show("frontend", print_ir(kernel))

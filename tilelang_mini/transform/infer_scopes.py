@@ -1,0 +1,226 @@
+"""infer_scopes: developer-mode buffers (shared/fragment) get chip scopes from how they are used.
+
+A gemm operand lives in L1, a gemm accumulator in L0C, anything the vector unit touches in UB. A
+buffer used in several ways gets one version per scope, and the values flow between them with
+explicit copies (the cube/vector hand-offs that legalize then routes and split_cores separates):
+
+    A_s = alloc_shared((64, 32), "bfloat16")       A_s = alloc_L1((64, 32), "bfloat16")
+    copy(A[...], A_s)                               A_s_ub = alloc_ub((64, 32), "bfloat16")
+    gemm(A_s, B_s, C_f)                     ->      copy(A[...], A_s)
+    for i, j in Parallel(64, 32):                   copy(A[...], A_s_ub)
+        sq[i, j] = A_s[i, j] * A_s[i, j]            gemm(A_s, B_s, C_f)        # C_f: L0C
+                                                    for i, j in Parallel(64, 32):
+                                                        sq[i, j] = A_s_ub[i, j] * A_s_ub[i, j]
+
+An accumulator that the vector unit also updates (flash attention's output) stays in UB; each
+`gemm(A, B, O)` then computes into the L0C version with clear_accum and is added on the vector unit.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+from ..errors import CompileError
+from ..ir.nodes import (
+    Alloc, BinOp, Buffer, Const, Copy, Fill, For, Gemm, If, Kernel, Load, Reduce, Region, Scope, Store,
+    Var, walk_statements,
+)
+from .util import buffers_read, buffers_written, rebuffer
+
+DEV = ("shared", "fragment")
+ORDER = ("L0C", "L1", "UB")
+SUFFIX = {"L0C": "_l0c", "L1": "_l1", "UB": "_ub"}
+# Logical paths between chip scopes (legalize routes those the chip lacks through GM).
+PATHS = {("L0C", "UB"), ("L0C", "L1"), ("UB", "L1"), ("UB", "UB")}
+
+
+def infer_scopes(kernel: Kernel) -> Kernel:
+    dev = {}
+    for s in walk_statements(kernel.body):
+        if isinstance(s, Alloc) and s.buffer.scope in DEV:
+            dev[s.buffer.name] = s.buffer
+    if not dev:
+        return kernel
+    homes = _homes(kernel, dev)
+    versions = {}
+    for name, buf in dev.items():
+        hs = homes[name]
+        versions[name] = {h: replace(buf, name=name if i == 0 else name + SUFFIX[h], scope=h)
+                          for i, h in enumerate(hs)}
+    rewriter = _Rewriter(versions)
+    body, _ = rewriter.block(list(kernel.body), {n: frozenset() for n in dev})
+    extra = [Alloc(b, None, kernel.loc) for b in rewriter.extra.values()]
+    return replace(kernel, body=tuple(extra + body))
+
+
+def _homes(kernel: Kernel, dev: dict) -> dict:
+    """Scopes each developer buffer needs, from its uses."""
+    need = {n: set() for n in dev}
+
+    def add(buf, scope):
+        if buf.name in need and buf.scope in DEV:
+            need[buf.name].add(scope)
+
+    for s in walk_statements(kernel.body):
+        if isinstance(s, Gemm):
+            add(s.a.buffer, "L1")
+            add(s.b.buffer, "L1")
+            add(s.c.buffer, "L0C")
+        elif isinstance(s, (Reduce, Store)) or (isinstance(s, For) and s.kind == "parallel"):
+            for b in buffers_read(s) + buffers_written(s):
+                add(b, "UB")
+    for name, hs in need.items():
+        if not hs:  # only copied and filled: a staging buffer of the vector unit
+            hs.add("UB")
+    return {n: tuple(h for h in ORDER if h in hs) for n, hs in need.items()}
+
+
+class _Rewriter:
+    def __init__(self, versions: dict):
+        self.versions = versions
+        self.extra: dict[str, Buffer] = {}
+
+    def v(self, buf: Buffer, scope: str) -> Buffer:
+        return self.versions[buf.name][scope]
+
+    def homes(self, buf: Buffer):
+        return tuple(self.versions[buf.name])
+
+    def is_dev(self, buf: Buffer) -> bool:
+        return buf.scope in DEV and buf.name in self.versions
+
+    # -------------------------------------------------------------------------------- blocks
+
+    def block(self, stmts, state):
+        out = []
+        for s in stmts:
+            new, state = self.stmt(s, state)
+            out += new
+        return out, state
+
+    def stmt(self, s, state):
+        if isinstance(s, Alloc) and self.is_dev(s.buffer):
+            return [Alloc(b, None, s.loc) for b in self.versions[s.buffer.name].values()], state
+        if isinstance(s, For) and s.kind != "parallel":
+            _, end = self.block(list(s.body), state)
+            head = {n: state[n] & end[n] for n in state}
+            body, end = self.block(list(s.body), head)
+            return [replace(s, body=tuple(body))], end
+        if isinstance(s, If):
+            then, st1 = self.block(list(s.then_body), state)
+            other, st2 = self.block(list(s.else_body), state)
+            return [replace(s, then_body=tuple(then), else_body=tuple(other))], {
+                n: st1[n] & st2[n] for n in state}
+        if isinstance(s, Scope):
+            body, state = self.block(list(s.body), state)
+            return [replace(s, body=tuple(body))], state
+        if isinstance(s, Copy):
+            return self.copy(s, dict(state))
+        if isinstance(s, Gemm):
+            return self.gemm(s, dict(state))
+        if isinstance(s, Fill) and self.is_dev(s.dst.buffer):
+            b = s.dst.buffer
+            targets = [h for h in self.homes(b) if h != "L1"] or ["L1"]
+            state = dict(state)
+            state[b.name] = frozenset(targets)
+            return [replace(s, dst=replace(s.dst, buffer=self.v(b, h))) for h in targets], state
+        # Everything else runs on the vector unit: its buffers in UB.
+        state = dict(state)
+        pre = []
+        for b in buffers_read(s):
+            if self.is_dev(b):
+                pre += self.ensure(b, "UB", state, s)
+        for b in buffers_written(s):
+            if self.is_dev(b):
+                state[b.name] = frozenset({"UB"})
+        mapping = {b.name: self.v(b, "UB") for b in buffers_read(s) + buffers_written(s)
+                   if self.is_dev(b)}
+        return pre + [rebuffer(s, mapping)], state
+
+    # ------------------------------------------------------------------------------ value flow
+
+    def ensure(self, buf: Buffer, scope: str, state, stmt) -> list:
+        """Copies that make `buf`'s current value available in `scope`."""
+        valid = state[buf.name]
+        if scope in valid:
+            return []
+        if scope not in self.versions[buf.name]:
+            raise CompileError(f"internal: '{buf.name}' has no {scope} version", stmt.loc)
+        for src in ORDER:
+            if src in valid and (src, scope) in PATHS:
+                state[buf.name] = valid | {scope}
+                return [Copy(Region.full(self.v(buf, src)), Region.full(self.v(buf, scope)), stmt.loc)]
+        have = ", ".join(sorted(valid)) or "nowhere (never written)"
+        raise CompileError(f"'{buf.name}' is needed in {scope} but its value is in {have}, and the "
+                           f"chip has no path from there; copy it from global memory instead",
+                           stmt.loc)
+
+    def copy(self, s: Copy, state):
+        src, dst = s.src.buffer, s.dst.buffer
+        pre = []
+        if self.is_dev(dst):
+            targets = [h for h in self.homes(dst) if h != "L0C"]
+            if not targets:
+                raise CompileError(f"'{dst.name}' is a gemm accumulator; it cannot be the "
+                                   "destination of a copy", s.loc)
+        else:
+            targets = [None]
+        out = []
+        for t in targets:
+            if self.is_dev(src):
+                want = _source_scope(state[src.name], t)
+                if want is None:
+                    pre += self.ensure(src, "UB", state, s)
+                    want = "UB"
+                new_src = replace(s.src, buffer=self.v(src, want))
+            else:
+                new_src = s.src
+            new_dst = replace(s.dst, buffer=self.v(dst, t)) if t else s.dst
+            out.append(replace(s, src=new_src, dst=new_dst))
+        if self.is_dev(dst):
+            state[dst.name] = frozenset(targets)
+        return pre + out, state
+
+    def gemm(self, s: Gemm, state):
+        pre = []
+        for b in (s.a.buffer, s.b.buffer):
+            if self.is_dev(b):
+                pre += self.ensure(b, "L1", state, s)
+        a = replace(s.a, buffer=self.v(s.a.buffer, "L1")) if self.is_dev(s.a.buffer) else s.a
+        b = replace(s.b, buffer=self.v(s.b.buffer, "L1")) if self.is_dev(s.b.buffer) else s.b
+        c = s.c.buffer
+        if not self.is_dev(c):
+            return pre + [replace(s, a=a, b=b)], state
+        c_l0c = self.v(c, "L0C")
+        if s.clear_accum or "L0C" in state[c.name] or "UB" not in self.homes(c):
+            state[c.name] = frozenset({"L0C"})
+            return pre + [replace(s, a=a, b=b, c=replace(s.c, buffer=c_l0c))], state
+        # The accumulator's value lives in UB: compute the product alone, add it on the vector unit.
+        c_ub = self.v(c, "UB")
+        part = self.part_buffer(c_ub)
+        gemm = replace(s, a=a, b=b, c=replace(s.c, buffer=c_l0c), clear_accum=True)
+        move = Copy(Region.full(c_l0c), Region.full(part), s.loc)
+        names = tuple(f"i{d}" for d in range(len(c_ub.shape)))
+        idx = tuple(Var(n) for n in names)
+        add = For(names, tuple(Const(e) for e in c_ub.shape), "parallel",
+                  (Store(c_ub, idx, BinOp("+", Load(c_ub, idx), Load(part, idx)), s.loc),), 0, s.loc)
+        state[c.name] = frozenset({"UB"})
+        return pre + [gemm, move, add], state
+
+    def part_buffer(self, c_ub: Buffer) -> Buffer:
+        name = c_ub.name + "_part"
+        if name not in self.extra:
+            self.extra[name] = replace(c_ub, name=name)
+        return self.extra[name]
+
+
+def _source_scope(valid, target):
+    """A scope holding the value from which `target` (None = global memory) can be written."""
+    for src in ORDER:
+        if src not in valid:
+            continue
+        if target is None and src in ("L0C", "UB"):
+            return src
+        if target is not None and (src, target) in PATHS:
+            return src
+    return None
+

@@ -1,0 +1,394 @@
+"""insert_sync: the flags that order dependent instructions of different pipes and cores.
+
+For each instruction, every earlier instruction that touches the same bytes (one of them writing)
+on another pipe must happen before it. Unless that order already follows (in-order pipes and the
+flags placed so far, tracked with vector clocks), a channel is added: `set_flag` right after the
+producer (as early as possible), `wait_flag` right before the consumer (as late as possible);
+`pipe_barrier(V)` between dependent vector instructions; `set_cross_flag`/`wait_cross_flag`
+between the cube and the vector cores. A dependency that crosses a loop's back edge gets its
+flag primed before the loop and drained after it:
+
+    for k_o in serial(4):                      set_flag(M, MTE2, 0)
+        copy(A[...], A_s)       # MTE2         for k_o in serial(4):
+        gemm(A_s, ...)          # M      ->        wait_flag(M, MTE2, 0)
+                                                   copy(A[...], A_s)
+                                                   set_flag(MTE2, M, 1)
+                                                   wait_flag(MTE2, M, 1)
+                                                   gemm(A_s, ...)
+                                                   set_flag(M, MTE2, 0)
+                                               wait_flag(M, MTE2, 0)
+
+Each channel has its own event id (0-7 per pipe pair).
+The analysis runs on the program unrolled twice per loop (once where the trip count is one).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from ..arch import Chip
+from ..errors import CompileError
+from ..ir import dtypes
+from ..ir.nodes import (
+    Alloc, Const, For, If, Kernel, Load, PipeBarrier, Region, Scope, SetCrossFlag, SetFlag,
+    Store, WaitCrossFlag, WaitFlag, walk_own,
+)
+from ..schedule.pipes import pipe_of
+
+# ---------------------------------------------------------------------------- the program tree
+
+
+@dataclass(eq=False)
+class Instr:
+    stmt: object
+    core: str
+    pipe: str
+    before: list = field(default_factory=list)
+    after: list = field(default_factory=list)
+
+
+@dataclass(eq=False)
+class Block:
+    """A loop or an if: control flow every core runs; `bodies` are lists of items."""
+    stmt: object
+    bodies: list
+    before: list = field(default_factory=list)
+    after: list = field(default_factory=list)
+
+
+def _tree(stmts, core=None) -> list:
+    items = []
+    for s in stmts:
+        if isinstance(s, Scope):
+            items += _tree(s.body, s.core)
+        elif isinstance(s, Alloc):
+            items.append(s)
+        elif isinstance(s, For) and s.kind != "parallel":
+            items.append(Block(s, [_tree(s.body, core)]))
+        elif isinstance(s, If):
+            items.append(Block(s, [_tree(s.then_body, core), _tree(s.else_body, core)]))
+        else:
+            pipe = pipe_of(s, core)
+            if pipe is None or core is None:
+                raise CompileError("internal: instruction without a core or pipe after "
+                                   "split_cores", s.loc)
+            items.append(Instr(s, core, pipe))
+    return items
+
+
+# ------------------------------------------------------------------------------------ accesses
+
+
+def _accesses(instr: Instr, offsets: dict) -> list:
+    """(memory key, box or None, is_write) for each buffer the instruction touches."""
+    s, out = instr.stmt, []
+
+    def add(region_or_buf, write):
+        if isinstance(region_or_buf, Region):
+            buf, box = region_or_buf.buffer, _box(region_or_buf)
+        else:
+            buf, box = region_or_buf, None
+        out.append((_mem(buf, instr.core, offsets), box, write))
+
+    from ..ir.nodes import Copy, Fill, Gemm, Reduce
+    if isinstance(s, Copy):
+        add(s.src, False)
+        add(s.dst, True)
+    elif isinstance(s, Gemm):
+        add(s.a, False)
+        add(s.b, False)
+        if not s.clear_accum:
+            add(s.c, False)
+        add(s.c, True)
+    elif isinstance(s, Fill):
+        add(s.dst, True)
+    elif isinstance(s, Reduce):
+        add(s.src, False)
+        if not s.clear:
+            add(s.dst, False)
+        add(s.dst, True)
+    else:  # a Parallel map or a scalar store
+        stores = s.body if isinstance(s, For) else (s,)
+        for st in stores:
+            for n in walk_own(st):
+                if isinstance(n, Load):
+                    add(n.buffer, False)
+            add(st.buffer, True)
+    return out
+
+
+def _mem(buf, core, offsets):
+    """Memory identity: on-chip buffers by scope and byte range (so aliases conflict)."""
+    if buf.scope in ("global", "workspace"):
+        return ("GM", buf.name, None)
+    owner = "V" if buf.scope in ("UB", "var") else "C"
+    if buf.name in offsets:
+        start = offsets[buf.name]
+        return (owner, buf.scope, (start, start + buf.numel * dtypes.itemsize(buf.dtype)), buf.name)
+    return (owner, buf.scope, None, buf.name)
+
+
+def _box(r: Region):
+    if all(isinstance(s, Const) for s in r.start):
+        return tuple((s.value, s.value + n) for s, n in zip(r.start, r.extent))
+    return None
+
+
+def _conflict(x, y) -> bool:
+    (mx, bx, wx), (my, by, wy) = x, y
+    if not (wx or wy):
+        return False
+    if mx[0] == "GM" or my[0] == "GM":
+        if mx != my:
+            return False
+        return bx is None or by is None or all(a0 < b1 and b0 < a1 for (a0, a1), (b0, b1) in zip(bx, by))
+    if mx[:2] != my[:2]:
+        return False
+    if mx[3] == my[3]:
+        return bx is None or by is None or all(a0 < b1 and b0 < a1 for (a0, a1), (b0, b1) in zip(bx, by))
+    if mx[2] is None or my[2] is None:
+        return False
+    return mx[2][0] < my[2][1] and my[2][0] < mx[2][1]
+
+
+# ----------------------------------------------------------------------------------- channels
+
+
+@dataclass(eq=False)
+class Channel:
+    kind: str                 # "flag" | "cross" | "barrier"
+    src: tuple                # (core, pipe)
+    dst: tuple
+    set_at: object            # item the set follows
+    wait_at: object           # item the wait precedes
+    primed: object = None     # loop Block whose back edge the channel crosses
+    last_set: dict | None = None
+    loc: object = None
+    event: int = -1
+
+
+@dataclass
+class Occ:
+    index: int
+    item: Instr
+    ancestors: tuple          # ((Block, iteration), ...)
+
+
+def insert_sync(kernel: Kernel, chip: Chip) -> Kernel:
+    if not kernel.is_npu:
+        return kernel
+    allocs = [s for s in kernel.body if isinstance(s, Alloc)]
+    offsets = {a.buffer.name: a.offset for a in allocs if a.offset is not None}
+    tree = _tree([s for s in kernel.body if not isinstance(s, Alloc)])
+    channels = _Analysis(offsets).run(tree)
+    _assign_events(channels, chip, kernel)
+    body = _render(tree, channels)
+    return replace(kernel, body=tuple(allocs + body))
+
+
+class _Analysis:
+    def __init__(self, offsets):
+        self.offsets = offsets
+        self.known: dict = {}      # pipe -> {pipe: index known to happen before its next instr}
+        self.cur: dict = {}        # pipe -> vector clock right after its latest instruction
+        self.history: list = []    # (occ, accesses)
+        self.channels: list[Channel] = []
+        self.by_wait: dict = {}    # id(item) -> channels waiting before it
+        self.exit_vc: dict = {}    # id(block) -> {pipe: vc at its latest exit}
+        self.count = 0
+        self.vc_of: list = []      # occurrence index -> vector clock of its pipe right after it
+
+    def run(self, tree):
+        self.walk(tree, ())
+        return self.channels
+
+    def walk(self, items, ancestors):
+        for it in items:
+            if isinstance(it, Alloc):
+                continue
+            if isinstance(it, Instr):
+                self.visit(Occ(self.count, it, ancestors))
+                self.count += 1
+                continue
+            for ch in self.channels:  # flags primed before this loop are set now
+                if ch.primed is it:
+                    ch.last_set = dict(self.cur.get(ch.src, {}))
+            stmt = it.stmt
+            if isinstance(stmt, For):
+                ext = stmt.extents[0]
+                trips = min(ext.value, 2) if isinstance(ext, Const) else 2
+                for t in range(trips):
+                    self.walk(it.bodies[0], ancestors + ((it, t),))
+            else:
+                for branch, body in enumerate(it.bodies):
+                    self.walk(body, ancestors + ((it, ("branch", branch)),))
+            self.exit_vc[id(it)] = {p: dict(v) for p, v in self.cur.items()}
+            for ch in self.channels:
+                if ch.set_at is it:
+                    ch.last_set = dict(self.exit_vc[id(it)].get(ch.src, {}))
+
+    def visit(self, occ: Occ):
+        item = occ.item
+        q = (item.core, item.pipe)
+        known = self.known.setdefault(q, {})
+        for ch in self.by_wait.get(id(item), []):  # flags already placed before this instruction
+            self.apply(ch, known)
+        acc = _accesses(item, self.offsets)
+        needed: dict = {}
+        for prev, pacc, _ in self.history:
+            p = (prev.item.core, prev.item.pipe)
+            if p == q and item.pipe != "V":
+                continue
+            if known.get(p, -1) >= prev.index or _exclusive(prev, occ):
+                continue
+            if any(_conflict(x, y) for x in pacc for y in acc):
+                if prev.index > needed.get(p, (-1,))[0]:
+                    needed[p] = (prev.index, prev)
+        for p, (_, prev) in needed.items():
+            ch = self.channel(prev, occ, p, q)
+            self.apply(ch, known, snapshot=self.snapshot(prev, occ, ch))
+        vc = dict(known)
+        vc[q] = occ.index
+        self.history.append((occ, acc, vc))
+        self.vc_of.append(vc)
+        self.cur[q] = vc
+        if item.pipe != "V":
+            known[q] = occ.index
+        for ch in self.channels:
+            if ch.set_at is item:
+                ch.last_set = dict(vc)
+
+    def snapshot(self, prev: Occ, occ: Occ, ch: Channel) -> dict:
+        if ch.kind == "barrier":
+            return {ch.src: prev.index}
+        if isinstance(ch.set_at, Instr):
+            return dict(self.vc_of[prev.index])
+        return dict(self.exit_vc.get(id(ch.set_at), {}).get(ch.src, {ch.src: prev.index}))
+
+    def apply(self, ch: Channel, known: dict, snapshot=None):
+        vc = snapshot if snapshot is not None else ch.last_set
+        if ch.kind == "barrier":
+            vc = {ch.src: self.cur.get(ch.src, {}).get(ch.src, -1)}
+        if not vc:
+            return
+        for p, i in vc.items():
+            if i > known.get(p, -1):
+                known[p] = i
+
+    def channel(self, prev: Occ, occ: Occ, p, q) -> Channel:
+        if p == q:  # two vector instructions: a barrier right before the later one
+            kind, set_at, wait_at, primed = "barrier", None, occ.item, None
+        else:
+            kind = "flag" if p[0] == q[0] else "cross"
+            set_at, wait_at, primed = _placement(prev, occ)
+        for ch in self.channels:
+            if (ch.kind, ch.src, ch.dst, ch.set_at, ch.wait_at, ch.primed) == (
+                    kind, p, q, set_at, wait_at, primed):
+                return ch
+        ch = Channel(kind, p, q, set_at, wait_at, primed, loc=prev.item.stmt.loc)
+        self.channels.append(ch)
+        self.by_wait.setdefault(id(wait_at), []).append(ch)
+        return ch
+
+
+def _exclusive(a: Occ, b: Occ) -> bool:
+    """a and b sit in different branches of the same if: never both run."""
+    for (ia, ta), (ib, tb) in zip(a.ancestors, b.ancestors):
+        if ia is not ib:
+            return False
+        if ta != tb:
+            return isinstance(ta, tuple)
+    return False
+
+
+def _placement(a: Occ, b: Occ):
+    """Where the set (after) and the wait (before) go, and the loop to prime, if any."""
+    d = 0
+    while (d < len(a.ancestors) and d < len(b.ancestors)
+           and a.ancestors[d] == b.ancestors[d]):
+        d += 1
+    primed = None
+    if (d < len(a.ancestors) and d < len(b.ancestors)
+            and a.ancestors[d][0] is b.ancestors[d][0]):  # same loop, earlier iteration
+        primed = a.ancestors[d][0]
+        d += 1
+    set_at = a.ancestors[d][0] if d < len(a.ancestors) else a.item
+    wait_at = b.ancestors[d][0] if d < len(b.ancestors) else b.item
+    return set_at, wait_at, primed
+
+
+# ------------------------------------------------------------------------------ event ids
+
+
+def _assign_events(channels, chip: Chip, kernel):
+    """Each channel of a pipe pair gets its own event id. Sharing an id is only safe when the
+    first wait is known to happen before the second set, and a pipe running ahead (exactly
+    what the flags allow) would otherwise set a flag that is still set."""
+    counts: dict = {}
+    for ch in channels:
+        if ch.kind == "barrier":
+            continue
+        key = (ch.src[0], ch.src[1], ch.dst[1]) if ch.kind == "flag" else "cross"
+        limit = chip.event_ids if key != "cross" else chip.cross_flags
+        ch.event = counts.get(key, 0)
+        counts[key] = ch.event + 1
+        if ch.event >= limit:
+            what = "cross-core flags" if key == "cross" else f"event ids for {key[1]} -> {key[2]}"
+            raise CompileError(f"the kernel needs more than {limit} {what} on {chip.name}; "
+                               f"use fewer stages or fewer buffers per stage",
+                               ch.loc or kernel.loc)
+
+
+# ------------------------------------------------------------------------------- rendering
+
+
+def _render(tree, channels) -> list:
+    for ch in channels:
+        loc = ch.loc
+        if ch.kind == "barrier":
+            ch.wait_at.before.append((ch.dst[0], PipeBarrier(ch.dst[1], loc)))
+            continue
+        if ch.kind == "flag":
+            set_ = SetFlag(ch.src[1], ch.dst[1], ch.event, loc)
+            wait = WaitFlag(ch.src[1], ch.dst[1], ch.event, loc)
+        else:
+            set_ = SetCrossFlag(ch.src[1], ch.event, loc)
+            wait = WaitCrossFlag(ch.dst[1], ch.event, loc)
+        ch.set_at.after.append((ch.src[0], set_))
+        ch.wait_at.before.append((ch.dst[0], wait))
+        if ch.primed is not None:
+            ch.primed.before.append((ch.src[0], set_))
+            ch.primed.after.append((ch.dst[0], wait))
+    return _emit(tree)
+
+
+def _emit(items) -> list:
+    flat: list = []  # (core or None, stmt)
+    for it in items:
+        if isinstance(it, Alloc):
+            flat.append((None, it))
+            continue
+        flat += it.before
+        if isinstance(it, Instr):
+            flat.append((it.core, it.stmt))
+        else:
+            s = it.stmt
+            if isinstance(s, For):
+                s = replace(s, body=tuple(_emit(it.bodies[0])))
+            else:
+                s = replace(s, then_body=tuple(_emit(it.bodies[0])),
+                            else_body=tuple(_emit(it.bodies[1])))
+            flat.append((None, s))
+        flat += it.after
+    out, run, core = [], [], None
+    for c, s in flat:
+        if c != core and run:
+            out.append(Scope(core, tuple(run), run[0].loc))
+            run = []
+        core = c
+        if c is None:
+            out.append(s)
+        else:
+            run.append(s)
+    if run:
+        out.append(Scope(core, tuple(run), run[0].loc))
+    return out

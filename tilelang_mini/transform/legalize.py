@@ -1,0 +1,173 @@
+"""legalize: every copy gets a path the chip has, and gemm on L1 operands becomes L0 loads + MMADs.
+
+Allocations move to the top of the kernel. A copy the chip cannot do directly goes through a
+per-block GM workspace (ascend910b has no L0C->UB or UB->L1 path):
+
+    copy(S, S_ub)                  ->   copy(S, S_ws)         # C.FIX   L0C -> GM
+                                        copy(S_ws, S_ub)      # V.MTE2  GM -> UB
+
+A gemm on L1 operands loads K chunks that fit L0A/L0B (MTE1) and runs one MMAD each (M):
+
+    gemm(A_s, B_s, C_f)            ->   copy(A_s[0 +: 128, 0 +: 64], A_s_l0a)   # C.MTE1
+                                        copy(B_s[0 +: 64, 0 +: 128], B_s_l0b)   # C.MTE1
+                                        gemm(A_s_l0a, B_s_l0b, C_f)             # C.M
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+from ..arch import Chip
+from ..errors import CompileError
+from ..ir import dtypes
+from ..ir.nodes import Alloc, BinOp, Buffer, Const, Copy, For, Gemm, Kernel, Region, Var
+from ..schedule.pipes import copy_pipe
+from .util import all_allocs, map_bodies, strip_allocs
+
+ALIGN_K = 16
+
+
+def legalize(kernel: Kernel, chip: Chip) -> Kernel:
+    state = _Legalizer(chip, {a.buffer.name for a in all_allocs(kernel.body)} |
+                       {p.name for p in kernel.params})
+    body = state.block(strip_allocs(kernel.body))
+    allocs = [replace(a, offset=a.offset) for a in all_allocs(kernel.body)]
+    return replace(kernel, body=tuple(allocs + state.new_allocs + body))
+
+
+class _Legalizer:
+    def __init__(self, chip: Chip, names: set):
+        self.chip = chip
+        self.names = names
+        self.new_allocs: list[Alloc] = []
+        self.l0: dict = {}
+
+    def fresh(self, base: str, shape, dtype: str, scope: str, loc) -> Buffer:
+        name, n = base, 0
+        while name in self.names:
+            n += 1
+            name = f"{base}{n}"
+        self.names.add(name)
+        buf = Buffer(name, tuple(shape), dtype, scope)
+        self.new_allocs.append(Alloc(buf, None, loc))
+        return buf
+
+    def block(self, stmts) -> list:
+        out = []
+        for s in stmts:
+            if isinstance(s, Copy):
+                out += self.copy(s)
+            elif isinstance(s, Gemm):
+                out += self.gemm(s)
+            else:
+                out.append(map_bodies(s, self.block))
+        return out
+
+    def copy(self, s: Copy) -> list:
+        src, dst = s.src.buffer.scope, s.dst.buffer.scope
+        if copy_pipe(src, dst) is not None and self.direct(src, dst):
+            return [s]
+        if (src, dst) in (("L0C", "UB"), ("UB", "L1")):
+            ws = self.fresh(f"{s.dst.buffer.name}_ws", s.src.extent, s.dst.buffer.dtype,
+                            "workspace", s.loc)
+            return [Copy(s.src, Region.full(ws), s.loc), Copy(Region.full(ws), s.dst, s.loc)]
+        raise CompileError(f"no copy path from {src} to {dst} on {self.chip.name}: "
+                           f"'{s.src.buffer.name}' -> '{s.dst.buffer.name}'", s.loc)
+
+    def direct(self, src: str, dst: str) -> bool:
+        if (src, dst) == ("L0C", "UB"):
+            return self.chip.direct_l0c_to_ub
+        if (src, dst) == ("UB", "L1"):
+            return self.chip.direct_ub_to_l1
+        return True
+
+    def gemm(self, s: Gemm) -> list:
+        scopes = (s.a.buffer.scope, s.b.buffer.scope, s.c.buffer.scope)
+        if scopes == ("L0A", "L0B", "L0C"):
+            return [s]
+        if scopes != ("L1", "L1", "L0C"):
+            raise CompileError(f"gemm operands must be in L1, L1 and L0C (or L0A, L0B, L0C); "
+                               f"got {', '.join(scopes)}", s.loc)
+        a_ext, b_ext = _two_d(s.a), _two_d(s.b)
+        m, k = (a_ext[1], a_ext[0]) if s.transpose_a else a_ext
+        n = b_ext[0] if s.transpose_b else b_ext[1]
+        dt = s.a.buffer.dtype
+        kc = self.k_chunk(m, n, k, dt, s)
+        a_shape = (kc, m) if s.transpose_a else (m, kc)
+        b_shape = (n, kc) if s.transpose_b else (kc, n)
+        key = (s.a.buffer.name, s.b.buffer.name, a_shape, b_shape)
+        if key not in self.l0:
+            self.l0[key] = (self.fresh(f"{s.a.buffer.name}_l0a", a_shape, dt, "L0A", s.loc),
+                            self.fresh(f"{s.b.buffer.name}_l0b", b_shape, s.b.buffer.dtype, "L0B", s.loc))
+        a0, b0 = self.l0[key]
+        chunks = -(-k // kc)
+
+        def step(kk, width, clear):
+            a_off = (1 if not s.transpose_a else 0)
+            b_off = (0 if not s.transpose_b else 1)
+            ar = _shift(s.a, a_off, kk, width)
+            br = _shift(s.b, b_off, kk, width)
+            a_dst = Region(a0, (Const(0), Const(0)), _with(a_shape, a_off, width))
+            b_dst = Region(b0, (Const(0), Const(0)), _with(b_shape, b_off, width))
+            return [Copy(ar, a_dst, s.loc), Copy(br, b_dst, s.loc),
+                    replace(s, a=a_dst, b=b_dst, clear_accum=clear)]
+
+        full, tail = divmod(k, kc)
+        out = []
+        if full == 1 or (full >= 1 and s.clear_accum):
+            out += step(Const(0), kc, s.clear_accum)
+            first = 1
+        else:
+            first = 0
+        if full - first == 1:
+            out += step(Const(first * kc), kc, False)
+        elif full - first > 1:
+            kk = Var(self.loop_var())
+            start = BinOp("*", BinOp("+", kk, Const(first)), Const(kc)) if first else BinOp("*", kk, Const(kc))
+            out.append(For((kk.name,), (Const(full - first),), "serial", tuple(step(start, kc, False)),
+                           0, s.loc))
+        if tail:
+            out += step(Const(full * kc), tail, s.clear_accum and full == 0)
+        assert chunks == full + (1 if tail else 0)
+        return out
+
+    def loop_var(self) -> str:
+        name, n = "kc", 0
+        while name in self.names:
+            n += 1
+            name = f"kc{n}"
+        self.names.add(name)
+        return name
+
+    def k_chunk(self, m: int, n: int, k: int, dtype: str, s) -> int:
+        """The largest K chunk (multiple of 16, or all of K) whose L0A and L0B tiles fit twice
+        (so the pipeline pass can double-buffer them)."""
+        size = dtypes.itemsize(dtype)
+        cap_a, cap_b = self.chip.capacity_of("L0A") // 2, self.chip.capacity_of("L0B") // 2
+        if m * k * size <= cap_a and n * k * size <= cap_b:
+            return k
+        kc = min(cap_a // (m * size), cap_b // (n * size)) // ALIGN_K * ALIGN_K
+        if kc <= 0:
+            raise CompileError(f"gemm tile {m}x{n} is too large for L0A/L0B on {self.chip.name} "
+                               f"({self.chip.capacity_of('L0A') // 1024} KiB each): even a K chunk "
+                               f"of {ALIGN_K} does not fit twice; use smaller block_M/block_N", s.loc)
+        return kc
+
+
+def _two_d(r: Region):
+    ext = r.extent if len(r.extent) == 2 else tuple(e for e in r.extent if e != 1)
+    if len(ext) != 2:
+        raise CompileError("gemm operands must be 2-D tiles", None)
+    return ext
+
+
+def _shift(r: Region, dim: int, offset, width: int) -> Region:
+    start = list(r.start)
+    start[dim] = offset if isinstance(start[dim], Const) and start[dim].value == 0 else (
+        start[dim] if isinstance(offset, Const) and offset.value == 0 else BinOp("+", start[dim], offset))
+    return Region(r.buffer, tuple(start), _with(r.extent, dim, width))
+
+
+def _with(shape, dim: int, value: int):
+    out = list(shape)
+    out[dim] = value
+    return tuple(out)

@@ -1,0 +1,133 @@
+"""pipeline: `T.Pipelined(n, num_stages=s)` gives each buffer the loop body fills afresh in every
+iteration s versions, and unrolls the loop by s so iteration i uses version i % s; the remaining
+n % s iterations follow as an epilogue. With its own buffers (and, from insert_sync, its own
+flags), the load of iteration i+1 runs on MTE2 while the cube computes iteration i:
+
+    for k in Pipelined(4, num_stages=2):          for k_o in serial(2):
+        copy(A[k * 64 ...], A_s)           ->         copy(A[(k_o * 2) * 64 ...], A_s)
+        gemm(A_s, ...)                                gemm(A_s, ...)
+                                                      copy(A[(k_o * 2 + 1) * 64 ...], A_s_1)
+                                                      gemm(A_s_1, ...)
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+from ..ir.nodes import Alloc, BinOp, Const, For, Kernel, Var, walk_statements
+from .util import buffers_read, buffers_written, map_bodies, rebuffer, substitute
+
+STAGED_SCOPES = ("L1", "L0A", "L0B", "L0C", "UB", "workspace")
+
+
+def pipeline(kernel: Kernel) -> Kernel:
+    names = {s.buffer.name for s in walk_statements(kernel.body) if isinstance(s, Alloc)}
+    names |= {p.name for p in kernel.params}
+    allocs: list[Alloc] = []
+
+    def block(stmts):
+        out = []
+        for s in stmts:
+            s = map_bodies(s, block)
+            if isinstance(s, For) and s.kind == "pipelined":
+                out += _expand(s, names, allocs)
+            else:
+                out.append(s)
+        return out
+
+    body = block(list(kernel.body))
+    n_top = 0
+    while n_top < len(body) and isinstance(body[n_top], Alloc):
+        n_top += 1
+    return replace(kernel, body=tuple(body[:n_top] + allocs + body[n_top:]))
+
+
+def _expand(loop: For, names: set, allocs: list) -> list:
+    stages, extent = loop.num_stages, loop.extents[0]
+    serial = replace(loop, kind="serial", num_stages=0)
+    if stages <= 1 or not isinstance(extent, Const) or extent.value < 2:
+        return [serial]
+    n = extent.value
+    staged = _private_buffers(loop.body)
+    if not staged:
+        return [serial]
+    versions = [{}]
+    for j in range(1, stages):
+        mapping = {}
+        for b in staged:
+            name = _fresh(f"{b.name}_{j}", names)
+            mapping[b.name] = replace(b, name=name)
+            allocs.append(Alloc(mapping[b.name], None, loop.loc))
+        versions.append(mapping)
+    var = loop.vars[0]
+    outer = _fresh(f"{var}_o", names)
+    body = []
+    for j in range(stages):
+        k = BinOp("+", BinOp("*", Var(outer), Const(stages)), Const(j)) if j else BinOp(
+            "*", Var(outer), Const(stages))
+        body += [rebuffer(substitute(s, {var: k}), versions[j]) for s in loop.body]
+    out = []
+    full = n // stages
+    if full:
+        out.append(For((outer,), (Const(full),), "serial", tuple(body), 0, loop.loc))
+    for j in range(n % stages):
+        k = Const(full * stages + j)
+        out += [rebuffer(substitute(s, {var: k}), versions[j]) for s in loop.body]
+    return out
+
+
+def _private_buffers(body) -> list:
+    """On-chip buffers each iteration writes in full before reading (no value crosses iterations)."""
+    written_full, read_first, seen = {}, set(), set()
+    for s in _instructions(body):
+        for b in buffers_read(s):
+            if b.name not in written_full and b.scope in STAGED_SCOPES:
+                read_first.add(b.name)
+        for region in _write_regions(s):
+            b = region.buffer
+            if b.scope in STAGED_SCOPES and b.name not in read_first:
+                if region.is_full or region.extent == b.shape:
+                    written_full.setdefault(b.name, b)
+                elif b.name not in written_full:
+                    read_first.add(b.name)
+        seen |= {b.name for b in buffers_written(s)}
+    return [b for n, b in written_full.items() if n not in read_first]
+
+
+def _write_regions(s):
+    from ..ir.nodes import Copy, Fill, Gemm, Reduce, Region, Store
+    if isinstance(s, Copy):
+        return [s.dst]
+    if isinstance(s, Gemm):
+        return [s.c] if s.clear_accum else []
+    if isinstance(s, (Fill, Reduce)):
+        return [s.dst]
+    if isinstance(s, For) and s.kind == "parallel":
+        return [Region.full(st.buffer) if _covers(s, st) else Region(st.buffer, (), ())
+                for st in s.body if isinstance(st, Store)]
+    return []
+
+
+def _covers(loop: For, store) -> bool:
+    """A map store writes the whole buffer: indexed by the loop variables over its full shape."""
+    return (tuple(store.indices) == tuple(Var(v) for v in loop.vars)
+            and tuple(e.value for e in loop.extents if isinstance(e, Const)) == store.buffer.shape)
+
+
+def _instructions(body):
+    for s in body:
+        if isinstance(s, For) and s.kind == "parallel":
+            yield s
+        elif hasattr(s, "body") or hasattr(s, "then_body"):
+            for f in ("body", "then_body", "else_body"):
+                yield from _instructions(getattr(s, f, ()))
+        else:
+            yield s
+
+
+def _fresh(name: str, names: set) -> str:
+    base, n = name, 1
+    while name in names:
+        n += 1
+        name = f"{base}{n}"
+    names.add(name)
+    return name

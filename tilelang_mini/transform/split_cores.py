@@ -1,0 +1,230 @@
+"""split_cores: one program for the cube core (AIC) and one for the vector cores (AIV).
+
+The grid becomes `Kernel(blocks, is_npu=True) as (cid, vid)` (block variables are recomputed
+from cid) and each run of instructions is wrapped in the Scope of the core whose pipes run it
+(MTE2->L1, MTE1, M, FIX on the AIC; MTE2->UB, V, MTE3, S on the AIVs). Vector work on tiles
+whose first dimension is the block's rows is split between the two AIVs by `vid`; vector work
+that cannot be split runs on AIV 0 alone (`if vid == 0`):
+
+    with Kernel(4, 2) as (bx, by):             with Kernel(8, is_npu=True) as (cid, vid):
+        copy(A[by * 64 +: 64, 0 +: 32], A_s)        with Scope("C"):
+        gemm(...)                          ->           copy(A[cid // 4 * 64 +: 64, 0 +: 32], A_s)
+        copy(X[by * 64 +: 64, 0 +: 32], X_ub)           ...
+        ...                                         with Scope("V"):
+                                                        copy(X[cid // 4 * 64 + vid * 32 +: 32, 0 +: 32], X_ub)
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+from ..ir.nodes import (
+    Alloc, BinOp, Const, Copy, Fill, For, If, Kernel, Load, Reduce, Region, Scope, Store, Var,
+    SYNC_OPS, TILE_OPS, transform, walk_statements,
+)
+from ..schedule.pipes import pipe_of
+from .util import substitute
+
+CUBE_PIPES = ("MTE1", "M", "FIX")
+
+
+def is_expert(kernel: Kernel) -> bool:
+    """Expert-mode kernels place their own Scopes and flags; the compiler only checks them."""
+    return any(isinstance(s, (Scope, *SYNC_OPS)) for s in walk_statements(kernel.body))
+
+
+def core_of(stmt) -> str | None:
+    pipe = pipe_of(stmt)
+    if pipe is None:
+        return None
+    if pipe in CUBE_PIPES:
+        return "C"
+    if pipe == "MTE2":
+        return "C" if stmt.dst.buffer.scope == "L1" else "V"
+    return "V"
+
+
+def split_cores(kernel: Kernel) -> Kernel:
+    if kernel.is_npu:
+        return kernel
+    blocks = 1
+    for g in kernel.grid:
+        blocks *= g
+    cid = Var("cid")
+    mapping, stride = {}, 1
+    for name, g in zip(kernel.grid_vars, kernel.grid):
+        e = cid if stride == 1 else BinOp("//", cid, Const(stride))
+        mapping[name] = e if stride * g == blocks else BinOp("%", e, Const(g))
+        stride *= g
+    body = [substitute(s, mapping) for s in kernel.body]
+    rows = _row_split(body)
+    body = _wrap(body, rows)
+    return replace(kernel, grid=(blocks,), grid_vars=("cid", "vid"), is_npu=True, body=tuple(body))
+
+
+def _wrap(stmts, rows) -> list:
+    """Group consecutive instructions of one core into Scope blocks."""
+    out, run, run_core = [], [], None
+
+    def flush():
+        nonlocal run, run_core
+        if run:
+            out.append(Scope(run_core, tuple(run), run[0].loc))
+        run, run_core = [], None
+
+    for s in stmts:
+        core = core_of(s) if isinstance(s, (*TILE_OPS, Store)) or (
+            isinstance(s, For) and s.kind == "parallel") else None
+        if core is None:
+            flush()
+            if isinstance(s, Alloc):
+                out.append(_split_alloc(s, rows))
+            elif isinstance(s, For):
+                out.append(replace(s, body=tuple(_wrap(list(s.body), rows))))
+            elif isinstance(s, If):
+                out.append(replace(s, then_body=tuple(_wrap(list(s.then_body), rows)),
+                                   else_body=tuple(_wrap(list(s.else_body), rows))))
+            else:
+                out.append(s)
+            continue
+        if core != run_core:
+            flush()
+            run_core = core
+        if core == "V":
+            s = _split_vector(s, rows)
+        run.append(s)
+    flush()
+    return out
+
+
+# ------------------------------------------------------------------------- vector row split
+
+VID = Var("vid")
+
+
+def _row_split(body):
+    """The row count R of the vector tiles if the vector work splits in two halves by rows, else
+    None. UB buffers whose first dimension is R are split; the others must only be read."""
+    ub = {s.buffer.name: s.buffer for s in walk_statements(body)
+          if isinstance(s, Alloc) and s.buffer.scope == "UB"}
+    if not ub:
+        return None
+    dims = [b.shape[0] for b in ub.values() if len(b.shape) == 2] or [b.shape[0] for b in ub.values()]
+    rows = max(set(dims), key=dims.count)
+    if rows % 2:
+        return None
+    split = {n for n, b in ub.items() if b.shape[0] == rows}
+    for s in walk_statements(body):
+        if not (isinstance(s, (*TILE_OPS, Store)) or (isinstance(s, For) and s.kind == "parallel")):
+            continue
+        if core_of(s) != "V" or not _splittable(s, split, rows):
+            return None
+    return rows, frozenset(split)
+
+
+def _splittable(s, split, rows) -> bool:
+    if isinstance(s, Copy):
+        a, b = s.src.buffer.name in split, s.dst.buffer.name in split
+        if not (a or b):
+            return s.dst.buffer.scope in ("UB", "var")
+        region = s.src if a else s.dst
+        other = s.dst if a else s.src
+        return region.extent[0] == rows and other.extent[:1] == (rows,) and (
+            a == b or other.buffer.scope not in ("UB",))
+    if isinstance(s, Fill):
+        return s.dst.buffer.name not in split or s.dst.extent[0] == rows
+    if isinstance(s, Reduce):
+        a, b = s.src.buffer.name in split, s.dst.buffer.name in split
+        return a == b and (not a or (s.dim != 0 and s.src.extent[0] == rows))
+    if isinstance(s, For):
+        writes = {st.buffer.name for st in s.body}
+        if not writes & split:
+            return not writes - {b.name for b in _var_buffers(s)}
+        return s.extents[0] == Const(rows) and writes <= split and _rows_indexed(s, split)
+    return False
+
+
+def _var_buffers(s):
+    return [st.buffer for st in s.body if st.buffer.scope == "var"]
+
+
+def _rows_indexed(loop: For, split) -> bool:
+    """Every access of a split buffer in the map indexes dim 0 with the map's first variable."""
+    row = loop.vars[0]
+    ok = True
+
+    def check(n):
+        nonlocal ok
+        if isinstance(n, (Load, Store)) and n.buffer.name in split:
+            if n.indices[0] != Var(row):
+                ok = False
+        return n
+    for st in loop.body:
+        transform(st, check)
+        if st.indices[0] != Var(row):
+            ok = False
+    return ok
+
+
+def _split_alloc(a: Alloc, rows):
+    if rows is None or a.buffer.name not in rows[1]:
+        return a
+    shape = (rows[0] // 2,) + a.buffer.shape[1:]
+    return replace(a, buffer=replace(a.buffer, shape=shape))
+
+
+def _half(rows, split):
+    """Buffer rewriting for the split: split buffers get half the rows."""
+    half = rows // 2
+
+    def rw(n):
+        from ..ir.nodes import Buffer
+        if isinstance(n, Buffer) and n.name in split and n.scope == "UB":
+            return replace(n, shape=(half,) + n.shape[1:])
+        return n
+    return rw
+
+
+def _split_vector(s, rows):
+    if rows is None:
+        return If(BinOp("==", VID, Const(0)), (s,), (), s.loc)
+    n, split = rows
+    half = n // 2
+    s = transform(s, _half(n, split))
+    offset = BinOp("*", VID, Const(half))
+    if isinstance(s, Copy):
+        src_split, dst_split = s.src.buffer.name in split, s.dst.buffer.name in split
+        src = _rows(s.src, half, None if src_split else offset)
+        dst = _rows(s.dst, half, None if dst_split else offset)
+        if not (src_split or dst_split):
+            return If(BinOp("==", VID, Const(0)), (s,), (), s.loc)
+        return replace(s, src=src, dst=dst)
+    if isinstance(s, (Fill, Reduce)):
+        if isinstance(s, Fill) and s.dst.buffer.name in split:
+            return replace(s, dst=_rows(s.dst, half, None))
+        if isinstance(s, Reduce) and s.src.buffer.name in split:
+            return replace(s, src=_rows(s.src, half, None), dst=_rows(s.dst, half, None))
+        return s
+    if isinstance(s, For):
+        if not any(st.buffer.name in split for st in s.body):
+            return s
+        row = s.vars[0]
+
+        def shift(n):
+            if isinstance(n, Load) and n.buffer.name not in split and Var(row) in n.indices:
+                idx = tuple(BinOp("+", i, offset) if i == Var(row) else i for i in n.indices)
+                return replace(n, indices=idx)
+            return n
+        body = tuple(transform(st, shift) for st in s.body)
+        return replace(s, extents=(Const(half),) + s.extents[1:], body=body)
+    return s
+
+
+def _rows(r: Region, half: int, offset):
+    """Region `r` restricted to this AIV's rows (offset by vid * half when `offset` is given)."""
+    if offset is None:
+        start0 = r.start[0]
+    elif isinstance(r.start[0], Const) and r.start[0].value == 0:
+        start0 = offset
+    else:
+        start0 = BinOp("+", r.start[0], offset)
+    return Region(r.buffer, (start0,) + r.start[1:], (half,) + r.extent[1:])
