@@ -21,7 +21,9 @@ import numpy as np
 
 from tilelang_mini.errors import ArgumentError, CompileError
 from tilelang_mini.ir import dtypes
-from tilelang_mini.ir.nodes import CORES, Const, For, If, Kernel, Scope, walk
+from tilelang_mini.ir.nodes import (
+    CORES, Const, For, If, Kernel, Scope, SetCrossFlag, WaitCrossFlag, walk,
+)
 
 from . import ops
 from .ops import Env, Fault, as_index, compile_expr, located, lower_instruction
@@ -32,6 +34,7 @@ class NumpyArtifact:
     kernel: Kernel
     body: Callable[[Env], None]
     has_scopes: bool
+    cross_core: bool = False
 
 
 class _Ctx:
@@ -234,13 +237,21 @@ class NumpyBackend:
         if kernel.is_npu:
             ctx.vid_name = kernel.grid_vars[1]
         body = lower_body(kernel.body, ctx)
-        has_scopes = any(isinstance(n, Scope) for s in kernel.body for n in walk(s))
-        return NumpyArtifact(kernel, body, has_scopes)
+        nodes = [n for s in kernel.body for n in walk(s)]
+        has_scopes = any(isinstance(n, Scope) for n in nodes)
+        cross = any(isinstance(n, (SetCrossFlag, WaitCrossFlag)) for n in nodes)
+        return NumpyArtifact(kernel, body, has_scopes, cross)
 
     def run(self, artifact: NumpyArtifact, args: list[np.ndarray]) -> None:
         k = artifact.kernel
         bufs = check_args(k, args)
         body, cores = artifact.body, artifact.has_scopes
+        if artifact.cross_core:
+            # Program order may not respect cross-core flags (expert kernels): run the core
+            # programs as coroutines that switch at an unsatisfied cross-core wait.
+            from tilelang_mini.schedule.simulator import run_ordered
+            run_ordered(k, args)
+            return
         with np.errstate(all="ignore"):
             if k.is_npu:
                 cid, vid = k.grid_vars

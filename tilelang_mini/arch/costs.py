@@ -46,7 +46,7 @@ def transfer_cycles(pipe: PipeCost, nbytes: int) -> int:
 
 
 COSTS_910B = Costs(
-    mte2=PipeCost(latency=100, bytes_per_cycle=64.0),
+    mte2=PipeCost(latency=100, bytes_per_cycle=128.0),
     mte1=PipeCost(latency=16, bytes_per_cycle=256.0),
     fix=PipeCost(latency=32, bytes_per_cycle=128.0),
     mte3=PipeCost(latency=64, bytes_per_cycle=64.0),
@@ -56,7 +56,7 @@ COSTS_910B = Costs(
 )
 
 COSTS_950 = Costs(
-    mte2=PipeCost(latency=100, bytes_per_cycle=128.0),
+    mte2=PipeCost(latency=100, bytes_per_cycle=256.0),
     mte1=PipeCost(latency=16, bytes_per_cycle=512.0),
     fix=PipeCost(latency=32, bytes_per_cycle=256.0),
     mte3=PipeCost(latency=64, bytes_per_cycle=128.0),

@@ -42,11 +42,32 @@ class JITKernel:
     def __call__(self, *args):
         inputs = check_inputs(self.ir, self.inputs, args)
         outputs = allocate_outputs(self.outputs)
+        self.backend.run(self.artifact, self._full_args(inputs, outputs))
+        return outputs[0] if len(outputs) == 1 else tuple(outputs)
+
+    @user_facing
+    def simulate(self, *args, blocks=None, chip: str | None = None):
+        """Run on the pipe-level simulator: `(outputs, report)`. Raises RaceError, DeadlockError
+        or SyncError when the lowered code is not correctly synchronised. `blocks` limits the
+        simulation to some block ids (the others count at the simulated blocks' mean)."""
+        from ..arch import get_chip
+        from ..schedule.simulator import simulate_kernel
+        inputs = check_inputs(self.ir, self.inputs, args)
+        outputs = allocate_outputs(self.outputs)
+        report = simulate_kernel(self.ir, self._full_args(inputs, outputs),
+                                 get_chip(chip or self.chip), blocks=blocks)
+        return (outputs[0] if len(outputs) == 1 else tuple(outputs)), report
+
+    def _full_args(self, inputs, outputs) -> list:
         full, ins, outs = [], iter(inputs), iter(outputs)
         for i in range(len(self.ir.params)):
             full.append(next(outs) if i in self.out_idx else next(ins))
-        self.backend.run(self.artifact, full)
-        return outputs[0] if len(outputs) == 1 else tuple(outputs)
+        return full
+
+    def get_kernel_source(self) -> str:
+        """The generated code: LLVM IR for target="llvm", the lowered IR text otherwise."""
+        source = getattr(self.artifact, "llvm_ir", None)
+        return source if source is not None else self.get_ir(list(self.compilation.stages)[-1])
 
     def get_ir(self, stage: str = "frontend") -> str:
         """The IR text after `stage` ("frontend" or a pass name)."""

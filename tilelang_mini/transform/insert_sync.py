@@ -44,6 +44,7 @@ class Instr:
     pipe: str
     before: list = field(default_factory=list)
     after: list = field(default_factory=list)
+    parent: list | None = None
 
 
 @dataclass(eq=False)
@@ -53,6 +54,7 @@ class Block:
     bodies: list
     before: list = field(default_factory=list)
     after: list = field(default_factory=list)
+    parent: list | None = None
 
 
 def _tree(stmts, core=None) -> list:
@@ -72,6 +74,9 @@ def _tree(stmts, core=None) -> list:
                 raise CompileError("internal: instruction without a core or pipe after "
                                    "split_cores", s.loc)
             items.append(Instr(s, core, pipe))
+    for it in items:
+        if not isinstance(it, Alloc):
+            it.parent = items
     return items
 
 
@@ -180,14 +185,18 @@ def insert_sync(kernel: Kernel, chip: Chip) -> Kernel:
     offsets = {a.buffer.name: a.offset for a in allocs if a.offset is not None}
     tree = _tree([s for s in kernel.body if not isinstance(s, Alloc)])
     channels = _Analysis(offsets).run(tree)
+    if not _fits(channels, chip):  # out of event ids: one flag per group of adjacent producers
+        tree = _tree([s for s in kernel.body if not isinstance(s, Alloc)])
+        channels = _Analysis(offsets, coalesce=True).run(tree)
     _assign_events(channels, chip, kernel)
     body = _render(tree, channels)
     return replace(kernel, body=tuple(allocs + body))
 
 
 class _Analysis:
-    def __init__(self, offsets):
+    def __init__(self, offsets, coalesce=False):
         self.offsets = offsets
+        self.coalesce = coalesce
         self.known: dict = {}      # pipe -> {pipe: index known to happen before its next instr}
         self.cur: dict = {}        # pipe -> vector clock right after its latest instruction
         self.history: list = []    # (occ, accesses)
@@ -280,6 +289,8 @@ class _Analysis:
         else:
             kind = "flag" if p[0] == q[0] else "cross"
             set_at, wait_at, primed = _placement(prev, occ)
+            if self.coalesce:
+                set_at = _last_producer(set_at, wait_at, prev.item)
         for ch in self.channels:
             if (ch.kind, ch.src, ch.dst, ch.set_at, ch.wait_at, ch.primed) == (
                     kind, p, q, set_at, wait_at, primed):
@@ -298,6 +309,29 @@ def _exclusive(a: Occ, b: Occ) -> bool:
         if ta != tb:
             return isinstance(ta, tuple)
     return False
+
+
+def _last_producer(set_at, wait_at, producer: Instr):
+    """The last instruction on the producer's pipe between `set_at` and `wait_at`, when both sit
+    in one list: a single set there covers every producer in between."""
+    siblings = getattr(set_at, "parent", None)
+    if siblings is None or getattr(wait_at, "parent", None) is not siblings:
+        return set_at
+    i = next(n for n, x in enumerate(siblings) if x is set_at)
+    j = next(n for n, x in enumerate(siblings) if x is wait_at)
+    for x in reversed(siblings[i:j]):
+        if isinstance(x, Instr) and (x.core, x.pipe) == (producer.core, producer.pipe):
+            return x
+    return set_at
+
+
+def _fits(channels, chip: Chip) -> bool:
+    counts: dict = {}
+    for ch in channels:
+        if ch.kind == "flag":
+            key = (ch.src, ch.dst)
+            counts[key] = counts.get(key, 0) + 1
+    return all(n <= chip.event_ids for n in counts.values())
 
 
 def _placement(a: Occ, b: Occ):

@@ -1,5 +1,6 @@
 """pipeline: `T.Pipelined(n, num_stages=s)` gives each buffer the loop body fills afresh in every
-iteration s versions, and unrolls the loop by s so iteration i uses version i % s; the remaining
+iteration s versions (L0 buffers at most two), and unrolls the loop by s so iteration i uses
+version i % s; the remaining
 n % s iterations follow as an epilogue. With its own buffers (and, from insert_sync, its own
 flags), the load of iteration i+1 runs on MTE2 while the cube computes iteration i:
 
@@ -17,6 +18,7 @@ from ..ir.nodes import Alloc, BinOp, Const, For, Kernel, Var, walk_statements
 from .util import buffers_read, buffers_written, map_bodies, rebuffer, substitute
 
 STAGED_SCOPES = ("L1", "L0A", "L0B", "L0C", "UB", "workspace")
+L0_SCOPES = ("L0A", "L0B", "L0C")
 
 
 def pipeline(kernel: Kernel) -> Kernel:
@@ -54,6 +56,9 @@ def _expand(loop: For, names: set, allocs: list) -> list:
     for j in range(1, stages):
         mapping = {}
         for b in staged:
+            if b.scope in L0_SCOPES and j >= 2:  # two L0 versions suffice (legalize sizes for two)
+                mapping[b.name] = versions[j % 2].get(b.name, b)
+                continue
             name = _fresh(f"{b.name}_{j}", names)
             mapping[b.name] = replace(b, name=name)
             allocs.append(Alloc(mapping[b.name], None, loop.loc))
