@@ -21,7 +21,9 @@ from tilelang_mini.ir.nodes import (
 )
 
 F32 = np.float32
-ON_CHIP_SHARED = ("global", "workspace")  # scopes shared by every core of a block
+# Scopes with one instance per block: GM, and the AIC's buffers (which the AIVs can write on chips
+# with a UB -> L1 path). UB and scalars are per core.
+ON_CHIP_SHARED = ("global", "workspace", "L1", "L0A", "L0B", "L0C")
 
 
 class Fault(Exception):

@@ -155,6 +155,8 @@ class _Rewriter:
                            stmt.loc)
 
     def copy(self, s: Copy, state):
+        """A copy into a buffer with several versions writes one (UB when the value comes from
+        on-chip, since the vector unit can convert) and moves it to the others without casts."""
         src, dst = s.src.buffer, s.dst.buffer
         pre = []
         if self.is_dev(dst):
@@ -162,6 +164,8 @@ class _Rewriter:
             if not targets:
                 raise CompileError(f"'{dst.name}' is a gemm accumulator; it cannot be the "
                                    "destination of a copy", s.loc)
+            if self.is_dev(src) and "UB" in targets and len(targets) > 1:
+                targets = ["UB"]
         else:
             targets = [None]
         out = []

@@ -1,7 +1,8 @@
 """legalize: every copy gets a path the chip has, and gemm on L1 operands becomes L0 loads + MMADs.
 
 Allocations move to the top of the kernel. A copy the chip cannot do directly goes through a
-per-block GM workspace (ascend910b has no L0C->UB or UB->L1 path):
+per-block GM workspace (ascend910b has no L0C->UB or UB->L1 path), and a converting copy on a
+pipe that cannot convert (only V and FIX can) is staged through UB and cast on the vector unit:
 
     copy(S, S_ub)                  ->   copy(S, S_ws)         # C.FIX   L0C -> GM
                                         copy(S_ws, S_ub)      # V.MTE2  GM -> UB
@@ -24,6 +25,7 @@ from ..schedule.pipes import copy_pipe
 from .util import all_allocs, map_bodies, strip_allocs
 
 ALIGN_K = 16
+CASTING_PIPES = ("V", "FIX")  # the pipes that can convert dtypes on the way
 
 
 def legalize(kernel: Kernel, chip: Chip) -> Kernel:
@@ -64,7 +66,10 @@ class _Legalizer:
 
     def copy(self, s: Copy) -> list:
         src, dst = s.src.buffer.scope, s.dst.buffer.scope
-        if copy_pipe(src, dst) is not None and self.direct(src, dst):
+        pipe = copy_pipe(src, dst)
+        if s.src.buffer.dtype != s.dst.buffer.dtype and pipe not in CASTING_PIPES:
+            return self.cast_on_vector(s)
+        if pipe is not None and self.direct(src, dst):
             return [s]
         if (src, dst) in (("L0C", "UB"), ("UB", "L1")):
             ws = self.fresh(f"{s.dst.buffer.name}_ws", s.src.extent, s.dst.buffer.dtype,
@@ -72,6 +77,21 @@ class _Legalizer:
             return [Copy(s.src, Region.full(ws), s.loc), Copy(Region.full(ws), s.dst, s.loc)]
         raise CompileError(f"no copy path from {src} to {dst} on {self.chip.name}: "
                            f"'{s.src.buffer.name}' -> '{s.dst.buffer.name}'", s.loc)
+
+    def cast_on_vector(self, s: Copy) -> list:
+        """Only the vector unit and FixPipe convert dtypes: stage the data through UB."""
+        src, dst = s.src.buffer, s.dst.buffer
+        out = []
+        region = s.src
+        if src.scope != "UB":
+            raw = self.fresh(f"{src.name}_ub", s.src.extent, src.dtype, "UB", s.loc)
+            out += self.copy(Copy(s.src, Region.full(raw), s.loc))
+            region = Region.full(raw)
+        if dst.scope == "UB":
+            return out + [Copy(region, s.dst, s.loc)]
+        cast = self.fresh(f"{dst.name}_cast", s.src.extent, dst.dtype, "UB", s.loc)
+        out.append(Copy(region, Region.full(cast), s.loc))
+        return out + self.copy(Copy(Region.full(cast), s.dst, s.loc))
 
     def direct(self, src: str, dst: str) -> bool:
         if (src, dst) == ("L0C", "UB"):

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ..ir.nodes import Alloc, BinOp, Const, For, Kernel, Var, walk_statements
-from .util import buffers_read, buffers_written, map_bodies, rebuffer, substitute
+from .util import buffers_read, buffers_written, leaf_instructions, map_bodies, rebuffer, substitute
 
 STAGED_SCOPES = ("L1", "L0A", "L0B", "L0C", "UB", "workspace")
 L0_SCOPES = ("L0A", "L0B", "L0C")
@@ -83,7 +83,7 @@ def _expand(loop: For, names: set, allocs: list) -> list:
 def _private_buffers(body) -> list:
     """On-chip buffers each iteration writes in full before reading (no value crosses iterations)."""
     written_full, read_first, seen = {}, set(), set()
-    for s in _instructions(body):
+    for s in leaf_instructions(body):
         for b in buffers_read(s):
             if b.name not in written_full and b.scope in STAGED_SCOPES:
                 read_first.add(b.name)
@@ -116,17 +116,6 @@ def _covers(loop: For, store) -> bool:
     """A map store writes the whole buffer: indexed by the loop variables over its full shape."""
     return (tuple(store.indices) == tuple(Var(v) for v in loop.vars)
             and tuple(e.value for e in loop.extents if isinstance(e, Const)) == store.buffer.shape)
-
-
-def _instructions(body):
-    for s in body:
-        if isinstance(s, For) and s.kind == "parallel":
-            yield s
-        elif hasattr(s, "body") or hasattr(s, "then_body"):
-            for f in ("body", "then_body", "else_body"):
-                yield from _instructions(getattr(s, f, ()))
-        else:
-            yield s
 
 
 def _fresh(name: str, names: set) -> str:

@@ -22,7 +22,7 @@ from ..ir.nodes import (
     SYNC_OPS, TILE_OPS, transform, walk_statements,
 )
 from ..schedule.pipes import pipe_of
-from .util import substitute
+from .util import leaf_instructions, substitute
 
 CUBE_PIPES = ("MTE1", "M", "FIX")
 
@@ -113,10 +113,8 @@ def _row_split(body):
     if rows % 2:
         return None
     split = {n for n, b in ub.items() if b.shape[0] == rows}
-    for s in walk_statements(body):
-        if not (isinstance(s, (*TILE_OPS, Store)) or (isinstance(s, For) and s.kind == "parallel")):
-            continue
-        if core_of(s) != "V" or not _splittable(s, split, rows):
+    for s in leaf_instructions(body):
+        if core_of(s) == "V" and not _splittable(s, split, rows):
             return None
     return rows, frozenset(split)
 

@@ -73,6 +73,19 @@ def buffers_written(stmt) -> list[Buffer]:
     return []
 
 
+def leaf_instructions(body):
+    """Tile instructions (tile ops, Parallel maps, scalar stores) in program order; control flow
+    and Scope blocks are entered, Parallel maps are not."""
+    for s in body:
+        if isinstance(s, For) and s.kind == "parallel":
+            yield s
+        elif body_fields(s):
+            for f in body_fields(s):
+                yield from leaf_instructions(getattr(s, f))
+        elif not isinstance(s, Alloc):
+            yield s
+
+
 def _loads(node) -> list[Buffer]:
     return [n.buffer for n in walk_own(node) if isinstance(n, Load)]
 
