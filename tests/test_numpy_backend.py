@@ -318,6 +318,7 @@ def test_npu_kernel_cube_and_two_vector_cores():
     Cnt = Buffer("Cnt", (n * 2,), "int32")
     W = Buffer("W", (M, N), "float32", "workspace")
     a_l0, b_l0 = Buffer("a", (M, K), "float16", "L0A"), Buffer("b", (K, N), "float16", "L0B")
+    a_l1, b_l1 = Buffer("a1", (M, K), "float16", "L1"), Buffer("b1", (K, N), "float16", "L1")
     acc = Buffer("acc", (M, N), "float32", "L0C")
     u = Buffer("u", (M // 2, N), "float32", "UB")
     cnt = Buffer("cnt", (1,), "int32", "UB")
@@ -327,10 +328,13 @@ def test_npu_kernel_cube_and_two_vector_cores():
     body = [
         Alloc(W), Alloc(cnt),
         Scope("C", (
-            Alloc(a_l0), Alloc(b_l0), Alloc(acc),
-            Copy(reg(A, (mul(cid, c(M)), 0), (M, K)), full(a_l0)),
-            SetFlag("MTE2", "M", 0), WaitFlag("MTE2", "M", 0),
-            Copy(full(B), full(b_l0)),
+            Alloc(a_l1), Alloc(b_l1), Alloc(a_l0), Alloc(b_l0), Alloc(acc),
+            Copy(reg(A, (mul(cid, c(M)), 0), (M, K)), full(a_l1)),
+            Copy(full(B), full(b_l1)),
+            SetFlag("MTE2", "MTE1", 0), WaitFlag("MTE2", "MTE1", 0),
+            Copy(full(a_l1), full(a_l0)),
+            Copy(full(b_l1), full(b_l0)),
+            SetFlag("MTE1", "M", 0), WaitFlag("MTE1", "M", 0),
             Gemm(full(a_l0), full(b_l0), full(acc), clear_accum=True),
             Copy(full(acc), full(W)),
             SetCrossFlag("FIX", 1),

@@ -3,12 +3,14 @@
     GM -> L1, GM -> UB           MTE2        L1 -> L0A, L0B       MTE1
     L0A x L0B -> L0C (gemm)      M           L0C -> GM, L1, UB    FIX
     UB -> GM, UB -> L1           MTE3        UB -> UB, UB maps    V
+    scalar stores, maps on GM    S (the scalar unit, element by element)
 """
 from __future__ import annotations
 
 from ..ir.nodes import Copy, Fill, For, Gemm, Reduce, Store, Load, walk_own
 
 GM = ("global", "workspace")
+SCALAR_SCOPES = {"var", "UB", "global", "workspace"}
 
 COPY_PIPES = {
     ("GM", "L1"): "MTE2", ("GM", "UB"): "MTE2",
@@ -40,11 +42,12 @@ def pipe_of(stmt, core=None) -> str | None:
         return FILL_PIPES.get(stmt.dst.buffer.scope)
     if isinstance(stmt, Reduce):
         return "V" if stmt.src.buffer.scope == "UB" and stmt.dst.buffer.scope == "UB" else None
-    if isinstance(stmt, For) and stmt.kind == "parallel":
-        scopes = {n.buffer.scope for s in stmt.body for n in walk_own(s) if isinstance(n, (Store, Load))}
-        return "V" if scopes and scopes <= {"UB", "var"} and "UB" in scopes else (
-            "S" if scopes == {"var"} else None)
-    if isinstance(stmt, Store):
-        scopes = {n.buffer.scope for n in walk_own(stmt) if isinstance(n, (Store, Load))}
-        return "S" if scopes <= {"var"} else ("V" if scopes <= {"UB", "var"} else None)
+    if isinstance(stmt, (For, Store)) and (isinstance(stmt, Store) or stmt.kind == "parallel"):
+        stores = stmt.body if isinstance(stmt, For) else (stmt,)
+        scopes = {n.buffer.scope for s in stores for n in walk_own(s) if isinstance(n, (Store, Load))}
+        if isinstance(stmt, For) and scopes and scopes <= {"UB", "var"} and "UB" in scopes:
+            return "V"
+        if scopes <= SCALAR_SCOPES:  # the scalar unit reaches registers, UB and GM
+            return "S"
+        return None
     return None

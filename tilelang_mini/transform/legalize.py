@@ -71,6 +71,9 @@ class _Legalizer:
             return self.cast_on_vector(s)
         if pipe is not None and self.direct(src, dst):
             return [s]
+        if src in ("global", "workspace") and dst in ("global", "workspace"):
+            tmp = self.fresh(f"{s.dst.buffer.name}_ub", s.src.extent, s.src.buffer.dtype, "UB", s.loc)
+            return [Copy(s.src, Region.full(tmp), s.loc)] + self.copy(Copy(Region.full(tmp), s.dst, s.loc))
         if (src, dst) in (("L0C", "UB"), ("UB", "L1")):
             ws = self.fresh(f"{s.dst.buffer.name}_ws", s.src.extent, s.dst.buffer.dtype,
                             "workspace", s.loc)

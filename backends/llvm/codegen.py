@@ -1,0 +1,727 @@
+"""Tile IR -> llvmlite.ir module: control flow, expressions, stores and Parallel maps.
+
+The module exports `tlm_kernel(void **args, i64 block_begin, i64 block_end, void *scratch)`
+returning 0, or 1 + the index of the runtime error (`KernelGen.errors`) that stopped it. It runs
+grid blocks `[block_begin, block_end)` in order: each block zeroes its on-chip buffers (the
+front of the scratch arena) and runs the body. Semantics follow backends/numpy exactly:
+Scope("C") bodies run once, Scope("V") bodies once per vid (0, 1) with their own buffers; sync
+instructions are no-ops; a Parallel loop is an elementwise map evaluated statement by statement
+over the whole iteration space, vectorised along its innermost variable (VL lanes, masked tail).
+Tile ops live in codegen_ops.py (Copy, Fill, Reduce) and microkernel.py (Gemm).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import llvmlite.ir as ir
+
+from tilelang_mini.errors import CompileError
+from tilelang_mini.ir.nodes import (
+    CORES, Alloc, BinOp, Call, Cast, Const, Copy, Fill, For, Gemm, If, Kernel, Load, Reduce,
+    Scope, Store, Var, walk,
+)
+
+from . import vecmath as vm
+from .irutil import F32, I1, I8, I32, I64, PTR, VL, Emitter, const, elem_type, is_vec, vty
+from .layout import plan_buffers
+
+SYNC_NAMES = ("SetFlag", "WaitFlag", "PipeBarrier", "SetCrossFlag", "WaitCrossFlag")
+
+
+@dataclass
+class Val:
+    v: object        # ir.Value, scalar or <VL x T>
+    kind: str        # int (i64) | float (f32) | bool (i1)
+
+    @property
+    def vec(self) -> bool:
+        return is_vec(self.v)
+
+
+class _Par:
+    """The Parallel loop being emitted."""
+
+    def __init__(self, names, extents):
+        self.names = names
+        self.extents = extents      # i64 scalar values
+        self.mask = None            # <VL x i1> of the active lanes (set inside the lane loop)
+
+
+def _is_sync(s) -> bool:
+    return type(s).__name__ in SYNC_NAMES
+
+
+class KernelGen:
+    def __init__(self, kernel: Kernel, features: dict):
+        self.kernel = kernel
+        self.features = features
+        self.bf16 = bool(features.get("bf16"))
+        if kernel.is_npu:
+            if len(kernel.grid) != 1 or len(kernel.grid_vars) != 2:
+                raise CompileError("an is_npu kernel has grid (n,) and variables (cid, vid)",
+                                   kernel.loc)
+        elif len(kernel.grid) != len(kernel.grid_vars):
+            raise CompileError(f"grid has {len(kernel.grid)} extents but "
+                               f"{len(kernel.grid_vars)} variables", kernel.loc)
+        self.plan = plan_buffers(kernel, self.bf16)
+        self.module = ir.Module(name=kernel.name)
+        fnty = ir.FunctionType(I32, [PTR, I64, I64, PTR])
+        self.fn = ir.Function(self.module, fnty, "tlm_kernel")
+        self.e = Emitter(self.module, self.fn)
+        self.errors: list = []
+        self.temp_bytes = 0
+        self.vars: dict = {}
+        self.ranges: dict = {}
+        self.ctx = "top"
+        self.vid = None
+        self.vid_name = kernel.grid_vars[1] if kernel.is_npu else "vid"
+        self.par: _Par | None = None
+        self.stmt = None
+        self.helpers: dict = {}
+
+    # --------------------------------------------------------------------------- driver
+    def generate(self) -> ir.Module:
+        e, b, k = self.e, self.e.b, self.kernel
+        args, begin, end, scratch = self.fn.args
+        self.scratch = scratch
+        self.params = [e.load(PTR, e.gep(args, 8 * i), 8) for i in range(len(k.params))]
+        with e.loop(begin, end, name="block") as blk:
+            if self.plan.zero_bytes:
+                e.memset0(scratch, self.plan.zero_bytes)
+            if k.is_npu:
+                cid, vid = k.grid_vars
+                self.bind(cid, blk, (0, k.grid[0] - 1))
+                self.bind(vid, ir.Constant(I64, 0), (0, 0))
+            else:
+                rest = blk
+                for name, n in reversed(list(zip(k.grid_vars, k.grid))):
+                    self.bind(name, b.srem(rest, ir.Constant(I64, n)) if n > 1
+                              else ir.Constant(I64, 0), (0, n - 1))
+                    rest = b.sdiv(rest, ir.Constant(I64, n)) if n > 1 else rest
+            self.body(k.body)
+        b.ret(ir.Constant(I32, 0))
+        return self.module
+
+    def bind(self, name, value, rng=None):
+        self.vars[name] = Val(value, "int")
+        self.ranges[name] = rng
+
+    def error(self, message: str) -> int:
+        loc = getattr(self.stmt, "loc", None)
+        self.errors.append((message, loc))
+        return len(self.errors)
+
+    def fail(self, message: str, stmt=None):
+        loc = getattr(stmt if stmt is not None else self.stmt, "loc", None)
+        return CompileError(message, loc)
+
+    def temp(self, nbytes: int):
+        """Pointer to `nbytes` of per-statement temporary arena space (64-byte aligned)."""
+        self.temp_bytes = max(self.temp_bytes, (nbytes + 63) // 64 * 64)
+        return self.e.gep(self.scratch, self.plan.zero_bytes)
+
+    # ------------------------------------------------------------------------ statements
+    def body(self, stmts):
+        for s in stmts:
+            self.statement(s)
+
+    def statement(self, s):
+        prev, self.stmt = self.stmt, s
+        try:
+            if _is_sync(s) or isinstance(s, Alloc):
+                return
+            if isinstance(s, For):
+                self.for_(s)
+            elif isinstance(s, If):
+                self.if_(s)
+            elif isinstance(s, Scope):
+                self.scope(s)
+            elif isinstance(s, Store):
+                self.store_scalar(s)
+            elif isinstance(s, (Copy, Fill, Reduce, Gemm)):
+                if self.par is not None:
+                    raise self.fail(f"{type(s).__name__} inside a Parallel loop is not supported")
+                from . import codegen_ops, microkernel
+                if isinstance(s, Gemm):
+                    microkernel.gemm(self, s)
+                else:
+                    getattr(codegen_ops, type(s).__name__.lower())(self, s)
+            else:
+                raise self.fail(f"the llvm backend cannot execute {type(s).__name__}")
+        except CompileError as err:
+            if err.loc.line or not getattr(s, "loc", None) or not s.loc.line:
+                raise
+            raise CompileError(err.message, s.loc) from None
+        finally:
+            self.stmt = prev
+
+    def for_(self, s: For):
+        if s.kind not in ("serial", "parallel", "pipelined", "unroll"):
+            raise self.fail(f"unknown loop kind {s.kind!r}")
+        if len(s.vars) != len(s.extents):
+            raise self.fail(f"loop has {len(s.vars)} variables but {len(s.extents)} extents")
+        exts, rngs = [], []
+        for x in s.extents:
+            v = self.scalar_int(x, "a loop extent")
+            exts.append(v)
+            rngs.append((0, int(x.value) - 1) if isinstance(x, Const) and x.value > 0 else None)
+        if s.kind == "parallel":
+            if self.par is not None:
+                raise self.fail("nested Parallel loops are not supported; bind all the "
+                                "variables in one loop (`for i, j in T.Parallel(m, n)`)")
+            saved = {n: (self.vars.get(n), self.ranges.get(n)) for n in s.vars}
+            for n, r in zip(s.vars, rngs):
+                self.ranges[n] = r
+            self.par = _Par(s.vars, exts)
+            try:
+                self.par_body(s.body)
+            finally:
+                self.par = None
+                self._restore(saved)
+            return
+        saved = {n: (self.vars.get(n), self.ranges.get(n)) for n in s.vars}
+        self._nest(list(zip(s.vars, exts, rngs)), lambda: self.body_in_context(s.body))
+        self._restore(saved)
+
+    def _restore(self, saved):
+        for n, (v, r) in saved.items():
+            if v is None:
+                self.vars.pop(n, None)
+            else:
+                self.vars[n] = v
+            self.ranges[n] = r
+
+    def _nest(self, loops, inner):
+        if not loops:
+            inner()
+            return
+        (name, ext, rng), rest = loops[0], loops[1:]
+        with self.e.loop(0, ext, name=name) as i:
+            self.bind(name, i, rng)
+            self._nest(rest, inner)
+
+    def body_in_context(self, stmts):
+        if self.par is not None:
+            self.par_body(stmts)
+        else:
+            self.body(stmts)
+
+    def if_(self, s: If):
+        c = self.expr(s.cond)
+        if c.vec:
+            raise self.fail("an If whose condition depends on Parallel loop variables is not "
+                            "supported (use a select-style expression instead)")
+        cond = vm.to_bool(self.e, c.v, c.kind)
+        b = self.e.b
+        if s.else_body:
+            with b.if_else(cond) as (then, other):
+                with then:
+                    self.body_in_context(s.then_body)
+                with other:
+                    self.body_in_context(s.else_body)
+        else:
+            with b.if_then(cond):
+                self.body_in_context(s.then_body)
+
+    def scope(self, s: Scope):
+        if s.core not in CORES:
+            raise self.fail(f"unknown core {s.core!r} (expected one of {CORES})")
+        if self.ctx != "top":
+            raise self.fail(f"Scope({s.core!r}) nested in Scope({self.ctx!r})")
+        if self.par is not None:
+            raise self.fail(f"Scope({s.core!r}) inside a Parallel loop")
+        saved = (self.vars.get(self.vid_name), self.ranges.get(self.vid_name))
+        self.ctx = s.core
+        try:
+            if s.core == "C":
+                self.body(s.body)
+            else:
+                with self.e.loop(0, 2, name="vid") as vid:
+                    self.vid = vid
+                    self.bind(self.vid_name, vid, (0, 1))
+                    self.body(s.body)
+        finally:
+            self.ctx = "top"
+            self.vid = None
+            self._restore({self.vid_name: saved})
+
+    # --------------------------------------------------------------------------- buffers
+    def info(self, buf):
+        info = self.plan.infos.get(buf.name)
+        if info is None:
+            raise self.fail(f"buffer {buf.name!r} is used before it is allocated")
+        return info
+
+    def buf_ptr(self, info):
+        if info.param is not None:
+            return self.params[info.param]
+        off = info.slots.get(self.ctx)
+        if off is None:
+            raise self.fail(f"buffer {info.name!r} is not available in this core's program")
+        p = self.e.gep(self.scratch, off)
+        if self.ctx == "V" and info.buf.scope != "workspace":
+            size = (info.nbytes + 63) // 64 * 64
+            p = self.e.gep(p, self.e.b.mul(self.vid, ir.Constant(I64, size)))
+        return p
+
+    # ------------------------------------------------------------------------ intervals
+    def interval(self, x):
+        """(lo, hi) bounds of an integer expression, or None when unknown."""
+        if isinstance(x, Const):
+            if isinstance(x.value, bool) or not isinstance(x.value, int):
+                return None
+            return (x.value, x.value)
+        if isinstance(x, Var):
+            return self.ranges.get(x.name)
+        if isinstance(x, BinOp) and x.op in ("+", "-", "*", "//", "%"):
+            a, c = self.interval(x.a), self.interval(x.b)
+            if a is None or c is None:
+                return None
+            if x.op == "+":
+                return (a[0] + c[0], a[1] + c[1])
+            if x.op == "-":
+                return (a[0] - c[1], a[1] - c[0])
+            if x.op == "*":
+                ps = [p * q for p in a for q in c]
+                return (min(ps), max(ps))
+            if c[0] != c[1] or c[0] <= 0:
+                return None
+            d = c[0]
+            if x.op == "//":
+                return (a[0] // d, a[1] // d)
+            return (a[0], a[1]) if a[0] >= 0 and a[1] < d else (0, d - 1)
+        if isinstance(x, Call) and x.fn in ("max", "min") and len(x.args) == 2:
+            a, c = self.interval(x.args[0]), self.interval(x.args[1])
+            if a is None or c is None:
+                return None
+            f = max if x.fn == "max" else min
+            return (f(a[0], c[0]), f(a[1], c[1]))
+        return None
+
+    # ----------------------------------------------------------------------- expressions
+    def scalar_int(self, x, what: str):
+        v = self.expr(x)
+        if v.vec:
+            raise self.fail(f"{what} must be a scalar integer (does it depend on a Parallel "
+                            f"loop variable?)")
+        if v.kind == "float":
+            raise self.fail(f"{what} must be an integer")
+        return vm.to_int(self.e, v.v, v.kind)
+
+    def expr(self, x) -> Val:
+        b, e = self.e.b, self.e
+        if isinstance(x, Const):
+            kind = vm.kind_of(x.dtype) if x.dtype in vm.FLOATS or x.dtype in ("int32", "bool") \
+                else "int"
+            if kind == "float":
+                return Val(ir.Constant(F32, float(x.value)), "float")
+            if kind == "bool":
+                return Val(ir.Constant(I1, int(bool(x.value))), "bool")
+            return Val(ir.Constant(I64, int(x.value)), "int")
+        if isinstance(x, Var):
+            v = self.vars.get(x.name)
+            if v is None:
+                raise self.fail(f"variable {x.name!r} is not bound here")
+            return v
+        if isinstance(x, Load):
+            return self.load(x)
+        if isinstance(x, Cast):
+            return self.cast(x)
+        if isinstance(x, BinOp):
+            return self.binop(x)
+        if isinstance(x, Call):
+            return self.call(x)
+        raise self.fail(f"not an expression: {x!r}")
+
+    def load(self, x: Load) -> Val:
+        info = self.info(x.buffer)
+        if info.layout != "row":
+            raise self.fail(f"internal: packed buffer {info.name} read elementwise")
+        flat = self.flat_index(info, x.indices)
+        raw = self.access(info, flat, None)
+        return Val(vm.decode(self.e, raw, info.storage), vm.kind_of(info.dtype))
+
+    def flat_index(self, info, indices):
+        """i64 element offset (scalar or vector) after bounds checks of every index."""
+        shape = info.shape
+        if len(indices) != len(shape):
+            raise self.fail(f"{info.name} has {len(shape)} dimension(s) but is indexed with "
+                            f"{len(indices)}")
+        e, b = self.e, self.e.b
+        terms = []
+        for d, (ix, n, st) in enumerate(zip(indices, shape, info.strides)):
+            v = self.expr(ix)
+            if v.kind == "float":
+                raise self.fail(f"index {d} of {info.name} is not an integer")
+            iv = vm.to_int(e, v.v, v.kind)
+            rng = self.interval(ix)
+            if rng is None or rng[0] < 0 or rng[1] >= n:
+                bad = b.or_(b.icmp_signed("<", iv, const(iv.type, 0)),
+                            b.icmp_signed(">=", iv, const(iv.type, n)))
+                if is_vec(bad) and self.par is not None and self.par.mask is not None:
+                    bad = b.and_(bad, self.par.mask)
+                e.error_if(bad, self.error(f"index out of bounds for dimension {d} of "
+                                           f"{info.name}{list(shape)}"))
+            contig = st == 1 and getattr(iv, "_tlm_contig", False)
+            terms.append((b.mul(iv, const(iv.type, st)) if st != 1 else iv, contig))
+        vec_terms = [t for t in terms if is_vec(t[0])]
+        contig = len(vec_terms) == 1 and vec_terms[0][1]
+        flat = None
+        for t, _ in terms:
+            if flat is None:
+                flat = t
+            else:
+                flat, t = e.match(flat, t)
+                flat = b.add(flat, t)
+        if contig:
+            flat._tlm_contig = True
+        if flat is None:
+            flat = ir.Constant(I64, 0)
+        return flat
+
+    def access(self, info, flat, value):
+        """Load (value None) or store raw storage bits at element offset(s) `flat`."""
+        e, b = self.e, self.e.b
+        from .irutil import STORAGE
+        rt, size = STORAGE[info.storage]
+        base = self.buf_ptr(info)
+        if not is_vec(flat):
+            ptr = e.gep(base, b.mul(flat, ir.Constant(I64, size)) if size != 1 else flat)
+            if value is None:
+                return e.load(rt, ptr)
+            if is_vec(value):
+                raise self.fail("internal: vector value at a scalar address")
+            e.store(value, ptr)
+            return None
+        mask = self.par.mask
+        vt = vty(rt, flat.type.count)
+        if self._contiguous(flat):
+            first = b.extract_element(flat, ir.Constant(I32, 0))
+            ptr = e.gep(base, b.mul(first, ir.Constant(I64, size)) if size != 1 else first)
+            if value is None:
+                return e.masked_load(vt, ptr, mask)
+            e.masked_store(e.splat(value, flat.type.count), ptr, mask)
+            return None
+        offs = b.mul(flat, const(flat.type, size)) if size != 1 else flat
+        if value is None:
+            return e.gather(vt, base, offs, mask)
+        e.scatter(e.splat(value, flat.type.count), base, offs, mask)
+        return None
+
+    def _contiguous(self, flat) -> bool:
+        return getattr(flat, "_tlm_contig", False)
+
+    def binop(self, x: BinOp) -> Val:
+        e, b = self.e, self.e.b
+        op = x.op
+        va, vb = self.expr(x.a), self.expr(x.b)
+        if op in ("and", "or"):
+            p, q = e.match(vm.to_bool(e, va.v, va.kind), vm.to_bool(e, vb.v, vb.kind))
+            return Val(b.and_(p, q) if op == "and" else b.or_(p, q), "bool")
+        if op == "/":
+            p, q = e.match(vm.to_float(e, va.v, va.kind), vm.to_float(e, vb.v, vb.kind))
+            return Val(b.fdiv(p, q), "float")
+        kind = "float" if "float" in (va.kind, vb.kind) else "int"
+        if kind == "float":
+            p, q = e.match(vm.to_float(e, va.v, va.kind), vm.to_float(e, vb.v, vb.kind))
+        else:
+            p, q = e.match(vm.to_int(e, va.v, va.kind), vm.to_int(e, vb.v, vb.kind))
+        contig = self._lane_affine(x, va, vb, p)
+        if op in ("<", "<=", ">", ">=", "==", "!="):
+            if kind == "float":
+                r = b.fcmp_unordered("!=", p, q) if op == "!=" else b.fcmp_ordered(op, p, q)
+            else:
+                r = b.icmp_signed(op, p, q)
+            return Val(r, "bool")
+        if kind == "float":
+            if op == "//":
+                return Val(vm.floordiv_f(e, p, q), "float")
+            if op == "%":
+                return Val(vm.mod_f(e, p, q), "float")
+            fn = {"+": b.fadd, "-": b.fsub, "*": b.fmul}.get(op)
+            if fn is None:
+                raise self.fail(f"unknown binary operator {op!r}")
+            return Val(fn(p, q), "float")
+        if op in ("//", "%"):
+            return Val(self.int_divmod(p, q, op, x.b), "int")
+        fn = {"+": b.add, "-": b.sub, "*": b.mul}.get(op)
+        if fn is None:
+            raise self.fail(f"unknown binary operator {op!r}")
+        r = fn(p, q)
+        if contig is not None:
+            r._tlm_contig = contig
+        return Val(r, "int")
+
+    def _lane_affine(self, x, va, vb, p):
+        """Track offsets that are `uniform + lane` (contiguous vector accesses)."""
+        if not is_vec(p) or x.op not in ("+", "-", "*"):
+            return None
+        ca, cb = getattr(va.v, "_tlm_contig", None), getattr(vb.v, "_tlm_contig", None)
+        ua, ub = not va.vec, not vb.vec
+        if x.op == "+" and ((ca and ub) or (cb and ua)):
+            return True
+        if x.op == "-" and ca and ub:
+            return True
+        if x.op == "*":
+            if ca and isinstance(x.b, Const) and x.b.value == 1:
+                return True
+            if cb and isinstance(x.a, Const) and x.a.value == 1:
+                return True
+        return None
+
+    def int_divmod(self, p, q, op, qx):
+        e, b = self.e, self.e.b
+        if not (isinstance(qx, Const) and isinstance(qx.value, int) and qx.value != 0):
+            zero = b.icmp_signed("==", q, const(q.type, 0))
+            if is_vec(zero) and self.par is not None and self.par.mask is not None:
+                zero = b.and_(zero, self.par.mask)
+            e.error_if(zero, self.error(f"integer division by zero in '{op}'"))
+            q = b.select(b.icmp_signed("==", q, const(q.type, 0)), const(q.type, 1), q)
+        quo = b.sdiv(p, q)
+        rem = b.srem(p, q)
+        # floor semantics: adjust when the remainder is nonzero and signs differ
+        adj = b.and_(b.icmp_signed("!=", rem, const(rem.type, 0)),
+                     b.icmp_signed("<", b.xor(rem, q), const(rem.type, 0)))
+        if op == "//":
+            return b.sub(quo, b.zext(adj, quo.type))
+        return b.select(adj, b.add(rem, q), rem)
+
+    def call(self, x: Call) -> Val:
+        e, b = self.e, self.e.b
+        fn = x.fn
+        want = 2 if fn in ("max", "min", "ceildiv") else 1
+        if len(x.args) != want:
+            raise self.fail(f"{fn}() takes {want} argument(s), got {len(x.args)}")
+        vals = [self.expr(a) for a in x.args]
+        if fn in ("exp", "exp2", "log", "sqrt", "rsqrt"):
+            (v,) = vals
+            f = vm.to_float(e, v.v, v.kind)
+            return Val(getattr(vm, fn)(e, f), "float")
+        if fn in ("abs", "neg"):
+            (v,) = vals
+            val, kind = v.v, v.kind
+            if kind == "bool":
+                val, kind = vm.to_int(e, val, kind), "int"
+            if kind == "float":
+                return Val(e.unary("fabs", val) if fn == "abs" else b.fneg(val), "float")
+            if fn == "neg":
+                return Val(b.neg(val), "int")
+            return Val(b.select(b.icmp_signed("<", val, const(val.type, 0)), b.neg(val), val),
+                       "int")
+        if fn == "not":
+            (v,) = vals
+            return Val(b.not_(vm.to_bool(e, v.v, v.kind)), "bool")
+        va, vb = vals
+        if fn == "ceildiv":
+            if "float" in (va.kind, vb.kind):
+                raise self.fail("ceildiv takes integers")
+            p, q = e.match(vm.to_int(e, va.v, va.kind), vm.to_int(e, vb.v, vb.kind))
+            return Val(b.neg(self.int_divmod(b.neg(p), q, "//", x.args[1])), "int")
+        if fn not in ("max", "min"):
+            raise self.fail(f"unknown function {fn!r}")
+        if "float" in (va.kind, vb.kind):
+            p, q = vm.to_float(e, va.v, va.kind), vm.to_float(e, vb.v, vb.kind)
+            return Val((vm.fmax if fn == "max" else vm.fmin)(e, p, q), "float")
+        p, q = vm.to_int(e, va.v, va.kind), vm.to_int(e, vb.v, vb.kind)
+        return Val(e.smax(p, q) if fn == "max" else e.smin(p, q), "int")
+
+    def cast(self, x: Cast) -> Val:
+        e = self.e
+        v = self.expr(x.value)
+        if x.dtype not in vm.FLOATS and x.dtype not in ("int32", "bool"):
+            raise self.fail(f"unknown dtype {x.dtype!r}")
+        if x.dtype == "float32":
+            return Val(vm.to_float(e, v.v, v.kind), "float")
+        if x.dtype in vm.FLOATS:
+            return Val(vm.round_to(e, vm.to_float(e, v.v, v.kind), x.dtype), "float")
+        if x.dtype == "int32":
+            b = e.b
+            if v.kind == "float":
+                r = b.sext(b.fptosi(v.v, _like(v.v, I32)), _like(v.v, I64))
+            elif v.kind == "bool":
+                r = b.zext(v.v, _like(v.v, I64))
+            else:
+                r = b.sext(b.trunc(v.v, _like(v.v, I32)), _like(v.v, I64))
+            return Val(r, "int")
+        return Val(vm.to_bool(e, v.v, v.kind), "bool")
+
+    # --------------------------------------------------------------------------- stores
+    def store_value(self, info, flat, v: Val):
+        raw = vm.encode(self.e, v.v, v.kind, info.dtype, info.storage)
+        self.access(info, flat, raw)
+
+    def store_scalar(self, s: Store):
+        if self.par is not None:
+            raise self.fail("internal: store in a Parallel body outside a map")
+        info = self.info(s.buffer)
+        if info.layout != "row":
+            raise self.fail(f"internal: packed buffer {info.name} written elementwise")
+        flat = self.flat_index(info, s.indices)
+        self.store_value(info, flat, self.expr(s.value))
+
+    # ---------------------------------------------------------------------- parallel maps
+    def par_body(self, stmts):
+        group: list = []
+        for s in stmts:
+            if isinstance(s, Store):
+                if group and not _fusable(group, s):
+                    self.store_group(group)
+                    group = []
+                group.append(s)
+                continue
+            if group:
+                self.store_group(group)
+                group = []
+            if _is_sync(s) or isinstance(s, Alloc):
+                continue
+            if isinstance(s, (If, For, Store)):
+                self.statement(s)
+            elif isinstance(s, Scope):
+                raise self.fail(f"Scope({s.core!r}) inside a Parallel loop", s)
+            else:
+                raise self.fail(f"{type(s).__name__} inside a Parallel loop is not supported", s)
+        if group:
+            self.store_group(group)
+
+    def store_group(self, stores):
+        par = self.par
+        for s in stores:
+            self._check_map_store(s)
+        hazard = len(stores) == 1 and _self_hazard(stores[0])
+        names, exts = list(par.names), list(par.extents)
+        outer = list(zip(names[:-1], exts[:-1], [self.ranges.get(n) for n in names[:-1]]))
+        inner_name, inner_ext = names[-1], exts[-1]
+        prev = self.stmt
+
+        def lanes(fn):
+            with self.e.loop(0, inner_ext, VL, name=inner_name) as j0:
+                b = self.e.b
+                lane = b.add(self.e.splat(j0), self.e.iota())
+                lane._tlm_contig = True
+                par.mask = b.icmp_signed("<", lane, self.e.splat(inner_ext))
+                self.vars[inner_name] = Val(lane, "int")
+                fn(j0)
+                par.mask = None
+
+        saved = {n: (self.vars.get(n), self.ranges.get(n)) for n in names}
+        try:
+            if not hazard:
+                def emit(j0):
+                    for s in stores:
+                        self.stmt = s
+                        info = self.info(s.buffer)
+                        flat = self.flat_index(info, s.indices)
+                        self.store_value(info, flat, self.expr(s.value))
+                self._nest(outer, lambda: lanes(emit))
+            else:
+                self._hazard_store(stores[0], outer, lanes)
+        finally:
+            self.stmt = prev
+            self._restore(saved)
+
+    def _hazard_store(self, s, outer, lanes):
+        """A store whose value reads its own target elsewhere: evaluate every element into a
+        temporary first (NumPy evaluates the whole right-hand side before assigning)."""
+        par = self.par
+        total = 1
+        for x in par.extents:
+            if not isinstance(x, ir.Constant):
+                raise self.fail("a Parallel map that reads the buffer it writes needs constant "
+                                "extents in the llvm backend")
+            total *= int(x.constant)
+        inner = int(par.extents[-1].constant)
+        self.stmt = s
+        val_kind = [None]
+        tmp = self.temp(total * 8)
+        e = self.e
+
+        def row_offset():
+            b = e.b
+            off = ir.Constant(I64, 0)
+            for n, x in zip(par.names[:-1], par.extents[:-1]):
+                off = b.add(b.mul(off, x), self.vars[n].v)
+            return b.mul(off, ir.Constant(I64, inner))
+
+        def phase1(j0):
+            v = self.expr(s.value)
+            val_kind[0] = v.kind
+            raw, t = self._tmp_raw(v)
+            ptr = e.gep(tmp, e.b.mul(e.b.add(row_offset(), j0), ir.Constant(I64, 8)))
+            e.masked_store(e.splat(raw), ptr, par.mask)
+
+        def phase2(j0):
+            kind = val_kind[0]
+            t = {"float": F32, "int": I64, "bool": I8}[kind]
+            ptr = e.gep(tmp, e.b.mul(e.b.add(row_offset(), j0), ir.Constant(I64, 8)))
+            raw = e.masked_load(vty(t), ptr, par.mask)
+            v = raw if kind != "bool" else e.b.icmp_unsigned("!=", raw, const(raw.type, 0))
+            info = self.info(s.buffer)
+            flat = self.flat_index(info, s.indices)
+            self.store_value(info, flat, Val(v, kind))
+
+        self._nest(outer, lambda: lanes(phase1))
+        self._nest(outer, lambda: lanes(phase2))
+
+    def _tmp_raw(self, v: Val):
+        if v.kind == "bool":
+            return self.e.b.zext(v.v, _like(v.v, I8)), I8
+        return v.v, elem_type(v.v.type)
+
+    def _check_map_store(self, s: Store):
+        used = _vars_in(s.indices)
+        for n in self.par.names:
+            if n in _vars_in((s.value,)) and n not in used:
+                raise self.fail(f"value of the store to {s.buffer.name} depends on Parallel "
+                                f"variable {n!r}, which its indices do not use (that would be a "
+                                f"reduction)", s)
+        for x in s.indices:
+            for n in walk(x):
+                if isinstance(n, Load) and n.buffer.name == s.buffer.name:
+                    raise self.fail(f"the indices of a store to {s.buffer.name} read "
+                                    f"{s.buffer.name}", s)
+
+
+def _like(v, elem):
+    from .irutil import like
+    return like(v.type, elem)
+
+
+def _vars_in(exprs) -> set:
+    out = set()
+    for x in exprs:
+        for n in walk(x):
+            if isinstance(n, Var):
+                out.add(n.name)
+    return out
+
+
+def _loads(x):
+    return [n for n in walk(x) if isinstance(n, Load)]
+
+
+def _self_hazard(s: Store) -> bool:
+    return any(ld.buffer.name == s.buffer.name and ld.indices != s.indices
+               for ld in _loads(s.value))
+
+
+def _fusable(group, s: Store) -> bool:
+    """Can `s` run lane-chunk by lane-chunk together with the earlier stores of `group`?"""
+    if _self_hazard(s) or any(_self_hazard(g) for g in group):
+        return False
+    for g in group:
+        if g.buffer.name == s.buffer.name and g.indices != s.indices:
+            return False
+        for ld in _loads(s.value) + [n for x in s.indices for n in _loads(x)]:
+            if ld.buffer.name == g.buffer.name and ld.indices != g.indices:
+                return False
+        for ld in _loads(g.value) + [n for x in g.indices for n in _loads(x)]:
+            if ld.buffer.name == s.buffer.name and ld.indices != s.indices:
+                return False
+    return True
+
+
+def build(kernel: Kernel, features: dict):
+    """Generate the module; returns (module, KernelGen) (errors, temp sizes, plan)."""
+    gen = KernelGen(kernel, features)
+    gen.generate()
+    return gen.module, gen

@@ -1,0 +1,404 @@
+"""Tile ops Copy, Fill and Reduce as explicit vector loops (VL lanes, masked tails).
+
+Copy clips at the source bounds (zero padding) and at the destination bounds, converts dtypes
+and may reshape between extent-1 dimensions, exactly as backends/numpy/ops.py. A copy into a
+packed B tile (layout.py) writes the GEMM micro-panels directly.
+"""
+from __future__ import annotations
+
+import llvmlite.ir as ir
+
+from tilelang_mini.errors import CompileError
+
+from . import vecmath as vm
+from .irutil import F32, I1, I32, I64, STORAGE, VL, const, vty
+from .layout import NR
+
+# -------------------------------------------------------------------------------- regions
+
+
+def squeezed(ext) -> tuple:
+    return tuple(n for n in ext if n != 1)
+
+
+def check_reshape(src_ext, dst_ext, stmt, what: str) -> None:
+    n_src = n_dst = 1
+    for n in src_ext:
+        n_src *= n
+    for n in dst_ext:
+        n_dst *= n
+    if n_src != n_dst or squeezed(src_ext) != squeezed(dst_ext):
+        raise CompileError(f"{what}: shapes {list(src_ext)} and {list(dst_ext)} do not match "
+                           f"(they must be equal after dropping extent-1 dimensions)", stmt.loc)
+
+
+def starts_of(g, r):
+    nd = len(r.buffer.shape)
+    if len(r.start) != nd or len(r.extent) != nd:
+        raise g.fail(f"region of {r.buffer.name} has {len(r.start)} starts and "
+                     f"{len(r.extent)} extents for a {nd}-d buffer")
+    return [g.scalar_int(s, f"a start of the region of {r.buffer.name}") for s in r.start]
+
+
+def check_in_bounds(g, r, starts):
+    """Runtime error unless the region lies inside its buffer (tile ops other than copy)."""
+    e, b = g.e, g.e.b
+    for d, (sx, sv, n, ext) in enumerate(zip(r.start, starts, r.buffer.shape, r.extent)):
+        rng = g.interval(sx)
+        if rng is not None and rng[0] >= 0 and rng[1] + ext <= n:
+            continue
+        bad = b.or_(b.icmp_signed("<", sv, ir.Constant(I64, 0)),
+                    b.icmp_signed(">", sv, ir.Constant(I64, n - ext)))
+        e.error_if(bad, g.error(f"region out of bounds for dimension {d} of "
+                                f"{r.buffer.name}{list(r.buffer.shape)}"))
+
+
+def base_offset(g, info, starts):
+    b = g.e.b
+    off = ir.Constant(I64, 0)
+    for sv, st in zip(starts, info.strides):
+        off = b.add(off, b.mul(sv, ir.Constant(I64, st)))
+    return off
+
+
+def elem_ptr(g, info, base, off):
+    """Pointer to element offset `off` (i64 scalar) of a row-major buffer at `base`."""
+    size = STORAGE[info.storage][1]
+    return g.e.gep(base, g.e.b.mul(off, ir.Constant(I64, size)) if size != 1 else off)
+
+
+def vload(g, info, base, off, stride, mask):
+    """VL raw elements at element offsets off + lane * stride (masked)."""
+    e, b = g.e, g.e.b
+    rt, size = STORAGE[info.storage]
+    if stride == 1:
+        return e.masked_load(vty(rt), elem_ptr(g, info, base, off), mask,
+                             ir.Constant(vty(rt), None))
+    offs = b.mul(b.add(e.splat(off), b.mul(e.iota(), const(vty(I64), stride))),
+                 const(vty(I64), size))
+    return e.gather(vty(rt), base, offs, mask, ir.Constant(vty(rt), None))
+
+
+def vstore(g, info, base, off, stride, raw, mask):
+    e, b = g.e, g.e.b
+    size = STORAGE[info.storage][1]
+    if stride == 1:
+        e.masked_store(raw, elem_ptr(g, info, base, off), mask)
+        return
+    offs = b.mul(b.add(e.splat(off), b.mul(e.iota(), const(vty(I64), stride))),
+                 const(vty(I64), size))
+    e.scatter(raw, base, offs, mask)
+
+
+def lane_mask(g, t0, lo, hi):
+    """Lanes t0 + i with lo <= t0 + i < hi."""
+    e, b = g.e, g.e.b
+    t = b.add(e.splat(t0), e.iota())
+    return b.and_(b.icmp_signed(">=", t, e.splat(lo)), b.icmp_signed("<", t, e.splat(hi)))
+
+
+def _valid_range(g, start, ext, n):
+    """[lo, hi) of the tile offsets whose element start + t lies inside [0, n)."""
+    e, b = g.e, g.e.b
+    lo = e.clamp(b.neg(start), ir.Constant(I64, 0), ir.Constant(I64, ext))
+    hi = e.clamp(b.sub(ir.Constant(I64, n), start), ir.Constant(I64, 0), ir.Constant(I64, ext))
+    return lo, hi
+
+
+def _inside(g, t, lo, hi):
+    b = g.e.b
+    return b.and_(b.icmp_signed(">=", t, lo), b.icmp_signed("<", t, hi))
+
+
+# ----------------------------------------------------------------------------------- copy
+
+
+def copy(g, s):
+    src, dst = s.src, s.dst
+    check_reshape(src.extent, dst.extent, s, "copy")
+    si, di = g.info(src.buffer), g.info(dst.buffer)
+    if si.layout != "row":
+        raise g.fail(f"internal: copy from packed buffer {si.name}")
+    ss, ds = starts_of(g, src), starts_of(g, dst)
+    e, b = g.e, g.e.b
+    s_rng = [_valid_range(g, a, x, n) for a, x, n in zip(ss, src.extent, src.buffer.shape)]
+    d_rng = [_valid_range(g, a, x, n) for a, x, n in zip(ds, dst.extent, dst.buffer.shape)]
+    s_dims = [d for d, x in enumerate(src.extent) if x != 1]
+    d_dims = [d for d, x in enumerate(dst.extent) if x != 1]
+    true = ir.Constant(I1, 1)
+    s_ok1, d_ok1 = true, true
+    for d, x in enumerate(src.extent):
+        if x == 1:
+            s_ok1 = b.and_(s_ok1, b.icmp_signed("<", *s_rng[d]))
+    for d, x in enumerate(dst.extent):
+        if x == 1:
+            d_ok1 = b.and_(d_ok1, b.icmp_signed("<", *d_rng[d]))
+    sbase, dbase = g.buf_ptr(si), g.buf_ptr(di)
+    s_off0, d_off0 = base_offset(g, si, ss), base_offset(g, di, ds)
+    kind = vm.kind_of(si.dtype)
+    exact = si.dtype if si.dtype in vm.FLOATS else None
+
+    def convert(raw):
+        return vm.encode(e, vm.decode(e, raw, si.storage), kind, di.dtype, di.storage, exact)
+
+    if di.layout != "row":
+        return _copy_packed(g, s, si, di, sbase, dbase, s_off0, s_rng, s_dims, s_ok1, kind,
+                            exact)
+    if not s_dims:  # a single element
+        _copy_single(g, si, di, sbase, dbase, s_off0, d_off0, s_ok1, d_ok1, convert)
+        return
+    exts = [src.extent[d] for d in s_dims]
+    outer = len(exts) - 1
+
+    def nest(q, s_ok, d_ok, s_off, d_off):
+        if q == outer:
+            ls, ld = s_dims[-1], d_dims[-1]
+            with b.if_then(d_ok):
+                dlo, dhi = d_rng[ld]
+                zero = ir.Constant(I64, 0)
+                slo = b.select(s_ok, s_rng[ls][0], zero)
+                shi = b.select(s_ok, s_rng[ls][1], zero)
+                sst, dst_ = si.strides[ls], di.strides[ld]
+                with e.loop(dlo, dhi, VL, name="cp") as t0:
+                    dmask = lane_mask(g, t0, dlo, dhi)
+                    smask = b.and_(dmask, lane_mask(g, t0, slo, shi))
+                    raw = vload(g, si, sbase, b.add(s_off, b.mul(t0, ir.Constant(I64, sst))),
+                                sst, smask)
+                    vstore(g, di, dbase, b.add(d_off, b.mul(t0, ir.Constant(I64, dst_))), dst_,
+                           convert(raw), dmask)
+            return
+        sd, dd = s_dims[q], d_dims[q]
+        with e.loop(0, exts[q], name=f"cp{q}") as t:
+            nest(q + 1, b.and_(s_ok, _inside(g, t, *s_rng[sd])),
+                 b.and_(d_ok, _inside(g, t, *d_rng[dd])),
+                 b.add(s_off, b.mul(t, ir.Constant(I64, si.strides[sd]))),
+                 b.add(d_off, b.mul(t, ir.Constant(I64, di.strides[dd]))))
+
+    nest(0, s_ok1, d_ok1, s_off0, d_off0)
+
+
+def _copy_single(g, si, di, sbase, dbase, s_off, d_off, s_ok, d_ok, convert):
+    e, b = g.e, g.e.b
+    m1 = ir.VectorType(I1, VL)
+    lane0 = ir.Constant(m1, [1] + [0] * (VL - 1))
+    none = ir.Constant(m1, [0] * VL)
+    smask = b.select(b.and_(s_ok, d_ok), lane0, none)
+    dmask = b.select(d_ok, lane0, none)
+    raw = vload(g, si, sbase, s_off, 1, smask)
+    vstore(g, di, dbase, d_off, 1, convert(raw), dmask)
+
+
+def _copy_packed(g, s, si, di, sbase, dbase, s_off0, s_rng, s_dims, s_ok1, kind, exact):
+    """Copy into a packed B tile (K, N): micro-panels [N/NR][K][NR] of float32, or the VNNI
+    bf16 pair layout [N/NR][K/2][NR][2]. Columns past N are written as zeros."""
+    e, b = g.e, g.e.b
+    K, N = di.shape
+    if len(s_dims) != 2:
+        raise g.fail("internal: packed copy needs a 2-d source")
+    sk, sn = s_dims
+    vnni = di.layout == "packB_vnni"
+    npan = -(-N // NR)
+    kp_total = -(-K // 2)
+    zero = ir.Constant(I64, 0)
+
+    def row(k):
+        """(ok, slo, shi, src offset) of source row k."""
+        ok = b.and_(s_ok1, _inside(g, k, *s_rng[sk]))
+        slo = b.select(ok, s_rng[sn][0], zero)
+        shi = b.select(ok, s_rng[sn][1], zero)
+        return slo, shi, b.add(s_off0, b.mul(k, ir.Constant(I64, si.strides[sk])))
+
+    def values(slo, shi, off, c0):
+        mask = lane_mask(g, c0, slo, shi)
+        raw = vload(g, si, sbase, b.add(off, b.mul(c0, ir.Constant(I64, si.strides[sn]))),
+                    si.strides[sn], mask)
+        return vm.decode(e, raw, si.storage)
+
+    if not vnni:
+        with e.loop(0, K, name="pk") as k:
+            slo, shi, off = row(k)
+            with e.loop(0, npan, name="pj") as jp:
+                for v in range(NR // VL):
+                    c0 = b.add(b.mul(jp, ir.Constant(I64, NR)), ir.Constant(I64, v * VL))
+                    f = vm.encode(e, values(slo, shi, off, c0), kind, di.dtype, "float32", exact)
+                    pos = b.add(b.mul(b.add(b.mul(jp, ir.Constant(I64, K)), k),
+                                      ir.Constant(I64, NR)), ir.Constant(I64, v * VL))
+                    e.store(f, e.gep(dbase, b.mul(pos, ir.Constant(I64, 4))), 4)
+        return
+    with e.loop(0, kp_total, name="pk") as kp:
+        k0 = b.mul(kp, ir.Constant(I64, 2))
+        k1 = b.add(k0, ir.Constant(I64, 1))
+        r0 = row(k0)
+        slo1, shi1, off1 = row(k1)
+        has1 = b.icmp_signed("<", k1, ir.Constant(I64, K))
+        r1 = (b.select(has1, slo1, zero), b.select(has1, shi1, zero), off1)
+        with e.loop(0, npan, name="pj") as jp:
+            for v in range(NR // VL):
+                c0 = b.add(b.mul(jp, ir.Constant(I64, NR)), ir.Constant(I64, v * VL))
+                h0 = vm.encode(e, values(*r0, c0), kind, "bfloat16", "bfloat16", exact)
+                h1 = vm.encode(e, values(*r1, c0), kind, "bfloat16", "bfloat16", exact)
+                pair = b.shuffle_vector(h0, h1, ir.Constant(vty(I32, 2 * VL),
+                                                            [x for i in range(VL)
+                                                             for x in (i, i + VL)]))
+                pos = b.add(b.mul(b.add(b.mul(jp, ir.Constant(I64, kp_total)), kp),
+                                  ir.Constant(I64, NR)), ir.Constant(I64, v * VL))
+                e.store(pair, e.gep(dbase, b.mul(pos, ir.Constant(I64, 4))), 4)
+
+
+# ----------------------------------------------------------------------------------- fill
+
+
+def fill(g, s):
+    r = s.dst
+    info = g.info(r.buffer)
+    if info.layout != "row":
+        raise g.fail(f"internal: fill of packed buffer {info.name}")
+    starts = starts_of(g, r)
+    check_in_bounds(g, r, starts)
+    v = g.expr(s.value)
+    if v.vec:
+        raise g.fail("fill value must not depend on Parallel loop variables")
+    e, b = g.e, g.e.b
+    raw = e.splat(vm.encode(e, v.v, v.kind, info.dtype, info.storage))
+    base = g.buf_ptr(info)
+    off0 = base_offset(g, info, starts)
+    shape, ext = r.buffer.shape, r.extent
+    if not ext:
+        ext, shape = (1,), (1,)
+    # collapse the trailing dimensions the region covers completely into one contiguous run
+    k = len(ext) - 1
+    while k > 0 and ext[k] == shape[k]:
+        k -= 1
+    run = 1
+    for n in ext[k:]:
+        run *= n
+    strides = info.strides or (1,)
+
+    def nest(q, off):
+        if q == k:
+            with e.loop(0, run, VL, name="fl") as t0:
+                mask = lane_mask(g, t0, ir.Constant(I64, 0), ir.Constant(I64, run))
+                e.masked_store(raw, elem_ptr(g, info, base, b.add(off, t0)), mask)
+            return
+        with e.loop(0, ext[q], name=f"fl{q}") as t:
+            nest(q + 1, b.add(off, b.mul(t, ir.Constant(I64, strides[q]))))
+
+    nest(0, off0)
+
+
+# --------------------------------------------------------------------------------- reduce
+
+_IDENT = {"sum": 0.0, "abssum": 0.0, "max": float("-inf"), "absmax": float("-inf"),
+          "min": float("inf")}
+
+
+def _combine(e, kind, a, c):
+    if kind in ("sum", "abssum"):
+        return e.b.fadd(a, c)
+    if kind in ("max", "absmax"):
+        return vm.fmax(e, a, c)
+    return vm.fmin(e, a, c)
+
+
+def hreduce(e, kind, v):
+    n = v.type.count
+    while n > 1:
+        h = n // 2
+        lo = e.b.shuffle_vector(v, v, ir.Constant(vty(I32, h), list(range(h))))
+        hi = e.b.shuffle_vector(v, v, ir.Constant(vty(I32, h), list(range(h, n))))
+        v = _combine(e, kind, lo, hi)
+        n = h
+    return e.b.extract_element(v, ir.Constant(I32, 0))
+
+
+def reduce(g, s):
+    if s.kind not in _IDENT:
+        raise g.fail(f"unknown reduction {s.kind!r}")
+    ndim = len(s.src.extent)
+    if not -ndim <= s.dim < ndim:
+        raise g.fail(f"reduce dim {s.dim} out of range for a {ndim}-d source")
+    dim = s.dim % ndim
+    src_ext = s.src.extent
+    out_ext = src_ext[:dim] + src_ext[dim + 1:]
+    check_reshape(out_ext, s.dst.extent, s, f"reduce_{s.kind} result")
+    si, di = g.info(s.src.buffer), g.info(s.dst.buffer)
+    if si.layout != "row" or di.layout != "row":
+        raise g.fail("internal: reduce of a packed buffer")
+    ss, ds = starts_of(g, s.src), starts_of(g, s.dst)
+    check_in_bounds(g, s.src, ss)
+    check_in_bounds(g, s.dst, ds)
+    e, b = g.e, g.e.b
+    sbase, dbase = g.buf_ptr(si), g.buf_ptr(di)
+    s_off0, d_off0 = base_offset(g, si, ss), base_offset(g, di, ds)
+    out_dims = [q for q in range(ndim) if q != dim]
+    d_dims = [d for d, x in enumerate(s.dst.extent) if x != 1]
+    dmap, it = {}, iter(d_dims)
+    for q in out_dims:  # source dim -> dst stride (0 for extent-1 dims)
+        dmap[q] = di.strides[next(it)] if src_ext[q] != 1 else 0
+    kind = s.kind
+    skind = vm.kind_of(si.dtype)
+    ident = const(vty(F32), _IDENT[kind])
+
+    def value(raw, mask):
+        f = vm.to_float(e, vm.decode(e, raw, si.storage), skind)
+        if kind.startswith("abs"):
+            f = e.unary("fabs", f)
+        return b.select(mask, f, ident)
+
+    def finish(r, d_off, dstride, mask):
+        """Combine with the old dst value (clear=False) and store; r is a VL vector."""
+        if not s.clear:
+            old = vload(g, di, dbase, d_off, dstride, mask)
+            r = _combine(e, kind, vm.to_float(e, vm.decode(e, old, di.storage),
+                                              vm.kind_of(di.dtype)), r)
+        raw = vm.encode(e, r, "float", di.dtype, di.storage)
+        vstore(g, di, dbase, d_off, dstride, raw, mask)
+
+    m1 = ir.VectorType(I1, VL)
+    lane0 = ir.Constant(m1, [1] + [0] * (VL - 1))
+    last = ndim - 1
+    if dim == last:
+        loops = list(range(last))
+
+        def nest_a(i, s_off, d_off):
+            if i == len(loops):
+                acc = e.alloca(vty(F32))
+                e.store(ident, acc, 4)
+                n = src_ext[dim]
+                with e.loop(0, n, VL, name="rd") as t0:
+                    mask = lane_mask(g, t0, ir.Constant(I64, 0), ir.Constant(I64, n))
+                    raw = vload(g, si, sbase, b.add(s_off, t0), 1, mask)
+                    e.store(_combine(e, kind, e.load(vty(F32), acc, 4), value(raw, mask)), acc, 4)
+                r = hreduce(e, kind, e.load(vty(F32), acc, 4))
+                finish(e.splat(r), d_off, 1, lane0)
+                return
+            q = loops[i]
+            with e.loop(0, src_ext[q], name=f"ro{q}") as t:
+                nest_a(i + 1, b.add(s_off, b.mul(t, ir.Constant(I64, si.strides[q]))),
+                       b.add(d_off, b.mul(t, ir.Constant(I64, dmap[q]))))
+
+        nest_a(0, s_off0, d_off0)
+        return
+    loops = [q for q in range(last) if q != dim]
+    n_last = src_ext[last]
+    dstride = dmap[last] if dmap[last] else 1
+
+    def nest_b(i, s_off, d_off):
+        if i == len(loops):
+            with e.loop(0, n_last, VL, name="rl") as t0:
+                mask = lane_mask(g, t0, ir.Constant(I64, 0), ir.Constant(I64, n_last))
+                acc = e.alloca(vty(F32))
+                e.store(ident, acc, 4)
+                with e.loop(0, src_ext[dim], name="rr") as r:
+                    off = b.add(b.add(s_off, t0), b.mul(r, ir.Constant(I64, si.strides[dim])))
+                    raw = vload(g, si, sbase, off, 1, mask)
+                    e.store(_combine(e, kind, e.load(vty(F32), acc, 4), value(raw, mask)), acc, 4)
+                finish(e.load(vty(F32), acc, 4),
+                       b.add(d_off, b.mul(t0, ir.Constant(I64, dstride))), dstride, mask)
+            return
+        q = loops[i]
+        with e.loop(0, src_ext[q], name=f"ro{q}") as t:
+            nest_b(i + 1, b.add(s_off, b.mul(t, ir.Constant(I64, si.strides[q]))),
+                   b.add(d_off, b.mul(t, ir.Constant(I64, dmap[q]))))
+
+    nest_b(0, s_off0, d_off0)

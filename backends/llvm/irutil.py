@@ -1,0 +1,233 @@
+"""llvmlite.ir helpers shared by the code generators: types, constants, loops, vector memory ops.
+
+Every value is either a scalar or a `<VL x T>` vector; helpers that take a value work for both.
+All memory accesses carry an explicit alignment (the element size): tiles are not 64-byte
+aligned, and LLVM would otherwise assume the ABI alignment of the vector type.
+"""
+from __future__ import annotations
+
+from contextlib import contextmanager
+
+import llvmlite.ir as ir
+
+VL = 16  # lanes of a float32 vector (one zmm register)
+
+I1, I8, I16, I32, I64 = (ir.IntType(n) for n in (1, 8, 16, 32, 64))
+F32, F16 = ir.FloatType(), ir.HalfType()
+PTR = ir.PointerType()
+
+# storage dtype -> (LLVM element type of the raw bits, bytes)
+STORAGE = {
+    "float32": (F32, 4), "float16": (I16, 2), "bfloat16": (I16, 2),
+    "float8_e4m3fn": (I8, 1), "float8_e5m2": (I8, 1), "int32": (I32, 4), "bool": (I8, 1),
+}
+
+
+def vty(t, n: int = VL) -> ir.VectorType:
+    return ir.VectorType(t, n)
+
+
+def is_vec(v) -> bool:
+    return isinstance(v.type, ir.VectorType)
+
+
+def elem_type(t):
+    return t.element if isinstance(t, ir.VectorType) else t
+
+
+def like(t, elem):
+    """The type with `t`'s shape (scalar or vector) and element type `elem`."""
+    return ir.VectorType(elem, t.count) if isinstance(t, ir.VectorType) else elem
+
+
+def const(t, value):
+    if isinstance(t, ir.VectorType):
+        return ir.Constant(t, [value] * t.count)
+    return ir.Constant(t, value)
+
+
+def _mangle(t) -> str:
+    if isinstance(t, ir.VectorType):
+        return f"v{t.count}{_mangle(t.element)}"
+    if isinstance(t, ir.FloatType):
+        return "f32"
+    if isinstance(t, ir.HalfType):
+        return "f16"
+    if isinstance(t, ir.IntType):
+        return f"i{t.width}"
+    if isinstance(t, ir.PointerType):
+        return "p0"
+    raise TypeError(t)
+
+
+class Emitter:
+    """An IRBuilder plus the helpers; one per generated function."""
+
+    def __init__(self, module: ir.Module, fn: ir.Function):
+        self.module = module
+        self.fn = fn
+        self.entry = fn.append_basic_block("entry")
+        self.b = ir.IRBuilder(self.entry)
+
+    # ------------------------------------------------------------------------ declarations
+    def declare(self, name: str, ret, args) -> ir.Function:
+        fn = self.module.globals.get(name)
+        if fn is None:
+            fn = ir.Function(self.module, ir.FunctionType(ret, args), name)
+        return fn
+
+    def intr(self, base: str, ret, args, overload=None):
+        """Call intrinsic `llvm.<base>.<mangled overload types>`."""
+        types = overload if overload is not None else [ret]
+        name = "llvm." + base + "".join("." + _mangle(t) for t in types)
+        fn = self.declare(name, ret, [a.type for a in args])
+        return self.b.call(fn, args)
+
+    def unary(self, base: str, x):
+        return self.intr(base, x.type, [x])
+
+    # --------------------------------------------------------------------------- values
+    def splat(self, v, n: int = VL):
+        if is_vec(v):
+            return v
+        if isinstance(v, ir.Constant):
+            return ir.Constant(vty(v.type, n), [v.constant] * n)
+        b = self.b
+        undef = ir.Constant(vty(v.type, n), ir.Undefined)
+        ins = b.insert_element(undef, v, ir.Constant(I32, 0))
+        return b.shuffle_vector(ins, undef, ir.Constant(vty(I32, n), [0] * n))
+
+    def match(self, a, bv):
+        """Broadcast a scalar operand when the other one is a vector."""
+        if is_vec(a) and not is_vec(bv):
+            return a, self.splat(bv, a.type.count)
+        if is_vec(bv) and not is_vec(a):
+            return self.splat(a, bv.type.count), bv
+        return a, bv
+
+    @staticmethod
+    def iota(n: int = VL, t=I64):
+        return ir.Constant(vty(t, n), list(range(n)))
+
+    def i64(self, v):
+        """Widen/narrow an integer (scalar or vector) to i64 elements."""
+        w = elem_type(v.type).width
+        if w == 64:
+            return v
+        t = like(v.type, I64)
+        return self.b.sext(v, t) if w > 1 else self.b.zext(v, t)
+
+    def smin(self, a, c):
+        a, c = self.match(a, c)
+        return self.b.select(self.b.icmp_signed("<", a, c), a, c)
+
+    def smax(self, a, c):
+        a, c = self.match(a, c)
+        return self.b.select(self.b.icmp_signed(">", a, c), a, c)
+
+    def clamp(self, x, lo, hi):
+        return self.smin(self.smax(x, lo), hi)
+
+    def reduce_or(self, m):
+        """i1 that is true when any lane of the i1 vector `m` is set."""
+        if not is_vec(m):
+            return m
+        n = m.type.count
+        bits = self.b.bitcast(m, ir.IntType(n))
+        return self.b.icmp_unsigned("!=", bits, ir.Constant(ir.IntType(n), 0))
+
+    # --------------------------------------------------------------------------- memory
+    def gep(self, ptr, byte_offset):
+        if isinstance(byte_offset, int):
+            if byte_offset == 0:
+                return ptr
+            byte_offset = ir.Constant(I64, byte_offset)
+        return self.b.gep(ptr, [byte_offset], source_etype=I8)
+
+    def load(self, t, ptr, align: int | None = None):
+        return self.b.load(ptr, typ=t, align=align or _size(elem_type(t)))
+
+    def store(self, v, ptr, align: int | None = None):
+        self.b.store(v, ptr, align=align or _size(elem_type(v.type)))
+
+    def masked_load(self, t, ptr, mask, passthru=None):
+        if passthru is None:
+            passthru = ir.Constant(t, None)
+        align = ir.Constant(I32, _size(t.element))
+        return self.intr("masked.load", t, [ptr, align, mask, passthru], [t, PTR])
+
+    def masked_store(self, v, ptr, mask):
+        align = ir.Constant(I32, _size(v.type.element))
+        self.intr("masked.store", ir.VoidType(), [v, ptr, align, mask], [v.type, PTR])
+
+    def ptr_vec(self, base, byte_offsets):
+        return self.b.gep(base, [byte_offsets], source_etype=I8)
+
+    def gather(self, t, base, byte_offsets, mask, passthru=None):
+        if passthru is None:
+            passthru = ir.Constant(t, None)
+        ptrs = self.ptr_vec(base, byte_offsets)
+        align = ir.Constant(I32, _size(t.element))
+        return self.intr("masked.gather", t, [ptrs, align, mask, passthru], [t, ptrs.type])
+
+    def scatter(self, v, base, byte_offsets, mask):
+        ptrs = self.ptr_vec(base, byte_offsets)
+        align = ir.Constant(I32, _size(v.type.element))
+        self.intr("masked.scatter", ir.VoidType(), [v, ptrs, align, mask], [v.type, ptrs.type])
+
+    def memset0(self, ptr, nbytes):
+        if isinstance(nbytes, int):
+            nbytes = ir.Constant(I64, nbytes)
+        self.intr("memset", ir.VoidType(), [ptr, ir.Constant(I8, 0), nbytes,
+                                            ir.Constant(I1, 0)], [PTR, I64])
+
+    def alloca(self, t):
+        with self.b.goto_block(self.entry):
+            self.b.position_at_start(self.entry)
+            return self.b.alloca(t)
+
+    # ----------------------------------------------------------------------- control flow
+    @contextmanager
+    def loop(self, start, stop, step=1, name="i"):
+        """`for i in range(start, stop, step)` (i64, step > 0); yields the induction phi."""
+        b = self.b
+        if isinstance(start, int):
+            start = ir.Constant(I64, start)
+        if isinstance(stop, int):
+            stop = ir.Constant(I64, stop)
+        pre = b.block
+        header = self.fn.append_basic_block(name + ".head")
+        body = self.fn.append_basic_block(name + ".body")
+        after = self.fn.append_basic_block(name + ".end")
+        b.branch(header)
+        b.position_at_end(header)
+        phi = b.phi(I64, name)
+        phi.add_incoming(start, pre)
+        b.cbranch(b.icmp_signed("<", phi, stop), body, after)
+        b.position_at_end(body)
+        yield phi
+        nxt = b.add(phi, ir.Constant(I64, step))
+        phi.add_incoming(nxt, b.block)
+        b.branch(header)
+        b.position_at_end(after)
+
+    @contextmanager
+    def if_then(self, cond):
+        with self.b.if_then(cond):
+            yield
+
+    def error_if(self, cond, code: int):
+        """Return `code` from the kernel function when `cond` (i1 or i1 vector) holds."""
+        cond = self.reduce_or(cond)
+        with self.b.if_then(cond, likely=False):
+            self.b.ret(ir.Constant(I32, code))
+
+
+def _size(t) -> int:
+    if isinstance(t, ir.FloatType):
+        return 4
+    if isinstance(t, ir.HalfType):
+        return 2
+    if isinstance(t, ir.PointerType):
+        return 8
+    return max(1, t.width // 8)

@@ -1,0 +1,187 @@
+"""Buffer planning: where every buffer lives in the per-worker scratch arena and in which layout.
+
+* `global` buffers are the kernel parameters (row-major, their dtype).
+* `workspace` buffers: one copy per block, shared by the block's cores.
+* on-chip buffers (shared/fragment/var/L1/L0*/UB): one copy per core context that references
+  them: "top" (code outside any Scope), "C", and "V" (two copies, indexed by vid).
+* on-chip float16/float8 buffers are stored widened to float32 (they always hold values of
+  their dtype, so this is exact): tile ops and the GEMM micro-kernel read them without
+  conversion. bfloat16 stays bfloat16 when the host has avx512_bf16 (pairs feed vdpbf16ps),
+  else it is widened too.
+* a buffer used only as the destination of whole-buffer copies and as the (non-transposed)
+  B operand of gemms is kept packed in micro-panels of NR columns: the copy into the tile is
+  the packing step of the BLIS-style GEMM. With avx512_bf16 and bfloat16 operands the panels
+  are in the VNNI pair layout `[N/NR][K/2][NR][2]`.
+
+The arena is `zero_bytes` (zeroed at the start of every grid block) followed by temporaries.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from tilelang_mini.errors import CompileError
+from tilelang_mini.ir.nodes import (
+    Alloc, Copy, Fill, For, Gemm, If, Kernel, Load, Reduce, Region, Scope, Store, walk, walk_own,
+)
+
+NR = 32  # columns of a micro-panel (two float32 vectors)
+MR = 8   # rows of the micro-kernel
+ALIGN = 64
+
+ON_CHIP_SHARED = ("global", "workspace")
+_WIDEN = ("float16", "float8_e4m3fn", "float8_e5m2")
+
+
+def _align(n: int) -> int:
+    return (n + ALIGN - 1) // ALIGN * ALIGN
+
+
+@dataclass
+class BufInfo:
+    buf: object
+    storage: str
+    layout: str = "row"          # row | packB | packB_vnni
+    nbytes: int = 0
+    slots: dict = field(default_factory=dict)   # ctx -> arena offset (bytes)
+    param: int | None = None
+
+    @property
+    def name(self):
+        return self.buf.name
+
+    @property
+    def dtype(self):
+        return self.buf.dtype
+
+    @property
+    def shape(self):
+        return self.buf.shape
+
+    @property
+    def strides(self) -> tuple[int, ...]:
+        out, acc = [], 1
+        for n in reversed(self.buf.shape):
+            out.append(acc)
+            acc *= n
+        return tuple(reversed(out))
+
+    @property
+    def esize(self) -> int:
+        from .irutil import STORAGE
+        return STORAGE[self.storage][1]
+
+
+@dataclass
+class Plan:
+    infos: dict
+    zero_bytes: int
+    has_scopes: bool
+
+
+def storage_of(buf, bf16: bool) -> str:
+    if buf.scope in ON_CHIP_SHARED:
+        return buf.dtype
+    if buf.dtype in _WIDEN or (buf.dtype == "bfloat16" and not bf16):
+        return "float32"
+    return buf.dtype
+
+
+def plan_buffers(kernel: Kernel, bf16: bool) -> Plan:
+    params = {p.name: p for p in kernel.params}
+    allocs: dict = {}
+    ctxs: dict = {}
+    uses: dict = {}
+
+    def note(name, ctx, use):
+        ctxs.setdefault(name, set()).add(ctx)
+        uses.setdefault(name, []).append(use)
+
+    def visit(stmts, ctx):
+        for s in stmts:
+            if isinstance(s, Alloc):
+                b = s.buffer
+                old = allocs.get(b.name) or params.get(b.name)
+                if old is not None and old != b:
+                    raise CompileError(f"buffer {b.name!r} is declared twice with different "
+                                       f"shape, dtype or scope", s.loc)
+                allocs[b.name] = b
+                continue
+            if isinstance(s, Scope):
+                visit(s.body, s.core)
+                continue
+            for n in walk_own(s):
+                if isinstance(n, Load):
+                    note(n.buffer.name, ctx, ("load",))
+            if isinstance(s, Store):
+                note(s.buffer.name, ctx, ("store",))
+            elif isinstance(s, Copy):
+                note(s.src.buffer.name, ctx, ("copy_src",))
+                note(s.dst.buffer.name, ctx, ("copy_dst", s.dst.is_full))
+            elif isinstance(s, Gemm):
+                note(s.a.buffer.name, ctx, ("gemm_a",))
+                note(s.b.buffer.name, ctx, ("gemm_b", s.b.is_full, s.transpose_b,
+                                            s.a.buffer.dtype))
+                note(s.c.buffer.name, ctx, ("gemm_c",))
+            elif isinstance(s, (Fill, Reduce)):
+                for n in walk_own(s):
+                    if isinstance(n, Region):
+                        note(n.buffer.name, ctx, ("tile",))
+            for name in ("body", "then_body", "else_body"):
+                if isinstance(s, (For, If)) and hasattr(s, name):
+                    visit(getattr(s, name), ctx)
+
+    visit(kernel.body, "top")
+    has_scopes = any(isinstance(n, Scope) for s in kernel.body for n in walk(s))
+
+    infos: dict = {}
+    for i, p in enumerate(kernel.params):
+        infos[p.name] = BufInfo(p, p.dtype, param=i)
+    offset = 0
+    for name, buf in allocs.items():
+        if name in params:
+            continue
+        info = BufInfo(buf, storage_of(buf, bf16))
+        info.layout = _layout(buf, uses.get(name, []), bf16)
+        info.nbytes = _nbytes(info)
+        size = _align(info.nbytes)
+        if buf.scope == "workspace":
+            info.slots = {c: offset for c in ("top", "C", "V")}
+            offset += size
+        else:
+            for ctx in sorted(ctxs.get(name, ())):
+                info.slots[ctx] = offset
+                offset += size * (2 if ctx == "V" else 1)
+        infos[name] = info
+    return Plan(infos, offset, has_scopes)
+
+
+def _layout(buf, uses, bf16: bool) -> str:
+    if buf.scope in ON_CHIP_SHARED or len(buf.shape) != 2 or min(buf.shape) < 2 or buf.dtype not in (
+            "float32", "float16", "bfloat16", "float8_e4m3fn", "float8_e5m2"):
+        return "row"
+    gemm = [u for u in uses if u[0] == "gemm_b"]
+    if not gemm:
+        return "row"
+    for u in uses:
+        if u[0] == "copy_dst" and u[1]:
+            continue
+        if u[0] == "gemm_b" and u[1] and not u[2]:
+            continue
+        return "row"
+    if bf16 and buf.dtype == "bfloat16" and all(u[3] == "bfloat16" for u in gemm):
+        return "packB_vnni"
+    return "packB"
+
+
+def _nbytes(info: BufInfo) -> int:
+    shape = info.buf.shape
+    if info.layout == "packB":
+        k, n = shape
+        return -(-n // NR) * k * NR * 4
+    if info.layout == "packB_vnni":
+        k, n = shape
+        return -(-n // NR) * (-(-k // 2)) * NR * 4
+    total = 1
+    for d in shape:
+        total *= d
+    return total * info.esize
