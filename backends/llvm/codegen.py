@@ -78,6 +78,7 @@ class KernelGen:
         self.par: _Par | None = None
         self.stmt = None
         self.helpers: dict = {}
+        self.needs_dpbf16 = False
 
     # --------------------------------------------------------------------------- driver
     def generate(self) -> ir.Module:
@@ -160,6 +161,9 @@ class KernelGen:
             raise self.fail(f"unknown loop kind {s.kind!r}")
         if len(s.vars) != len(s.extents):
             raise self.fail(f"loop has {len(s.vars)} variables but {len(s.extents)} extents")
+        if self.par is not None and _vars_in(s.extents) & set(self.par.names):
+            raise self.fail("a loop extent must be a scalar integer; it depends on a Parallel "
+                            "loop variable")
         exts, rngs = [], []
         for x in s.extents:
             v = self.scalar_int(x, "a loop extent")
@@ -207,8 +211,9 @@ class KernelGen:
             self.body(stmts)
 
     def if_(self, s: If):
-        c = self.expr(s.cond)
-        if c.vec:
+        par_dep = self.par is not None and _vars_in((s.cond,)) & set(self.par.names)
+        c = None if par_dep else self.expr(s.cond)
+        if par_dep or c.vec:
             raise self.fail("an If whose condition depends on Parallel loop variables is not "
                             "supported (use a select-style expression instead)")
         cond = vm.to_bool(self.e, c.v, c.kind)

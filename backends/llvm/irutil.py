@@ -161,7 +161,10 @@ class Emitter:
         self.intr("masked.store", ir.VoidType(), [v, ptr, align, mask], [v.type, PTR])
 
     def ptr_vec(self, base, byte_offsets):
-        return self.b.gep(base, [byte_offsets], source_etype=I8)
+        """<n x ptr> = base + byte_offsets (a GEP with a vector index)."""
+        g = self.b.gep(base, [byte_offsets], source_etype=I8)
+        g.type = ir.VectorType(PTR, byte_offsets.type.count)  # llvmlite infers a scalar ptr
+        return g
 
     def gather(self, t, base, byte_offsets, mask, passthru=None):
         if passthru is None:

@@ -1,0 +1,354 @@
+"""Gemm on tiles: a BLIS-style register-blocked micro-kernel.
+
+C (M x N, float32) += A (M x K) @ B (K x N), accumulated in float32 (transposes and clear_accum
+as backends/numpy). The micro-kernel keeps an MR x NR (8 x 32) block of C in 16 `<16 x float>`
+accumulators and streams K:
+
+* f32 path: per k, two vector loads of a B micro-panel row, MR broadcasts of A (scalar loads
+  at constant displacements: any row/column stride works, so row-major or transposed A tiles
+  are read in place) and 2*MR FMAs. float16/float8 on-chip tiles are stored widened to float32
+  (layout.py), so they use this path without conversions.
+* bf16 path (host with avx512_bf16, both operands bfloat16): `vdpbf16ps` on K pairs; A pairs
+  are adjacent bf16 values of a row, B is in the VNNI pair layout.
+
+B micro-panels come packed from the copy into the tile (layout.py), or are read in place (f32
+row-major B), or are packed here into the scratch arena (anything else). A is packed here only
+when it is not float32 (f32 path) or not row-major bf16 with even K (bf16 path). C is updated in
+place when it is float32, else through a float32 temporary (rounded back to C's dtype after).
+The K loop is unrolled by 4 (f32) / 2 (bf16 pairs); tile tails use masked loads and stores and
+separate micro-kernels for the last rows.
+"""
+from __future__ import annotations
+
+import llvmlite.ir as ir
+
+from tilelang_mini.errors import CompileError
+
+from . import vecmath as vm
+from .codegen_ops import base_offset, check_in_bounds, elem_ptr, lane_mask, starts_of, vload, vstore
+from .irutil import F32, I1, I16, I32, I64, PTR, VL, Emitter, const, vty
+from .layout import MR, NR
+
+UNROLL = 4
+DPBF16 = "tlm_dpbf16"
+
+DPBF16_IR = r"""
+define linkonce_odr <16 x float> @tlm_dpbf16(<16 x float> %acc, <16 x i32> %a, <16 x i32> %b) alwaysinline {
+  %a1 = bitcast <16 x i32> %a to <32 x bfloat>
+  %b1 = bitcast <16 x i32> %b to <32 x bfloat>
+  %r = call <16 x float> @llvm.x86.avx512bf16.dpbf16ps.512(<16 x float> %acc, <32 x bfloat> %a1, <32 x bfloat> %b1)
+  ret <16 x float> %r
+}
+declare <16 x float> @llvm.x86.avx512bf16.dpbf16ps.512(<16 x float>, <32 x bfloat>, <32 x bfloat>)
+"""
+
+
+def matrix_ext(r, stmt, what):
+    ext = list(r.extent)
+    while len(ext) > 2 and ext[0] == 1:
+        ext.pop(0)
+    if len(ext) != 2:
+        raise CompileError(f"gemm operand {what} ({r.buffer.name}) must be a 2-d tile "
+                           f"(leading extent-1 dims allowed), got extent {list(r.extent)}",
+                           stmt.loc)
+    return ext[0], ext[1]
+
+
+def _mstrides(info):
+    st = info.strides
+    return st[-2], st[-1]
+
+
+def gemm(g, s):
+    am, ak = matrix_ext(s.a, s, "A")
+    bk, bn = matrix_ext(s.b, s, "B")
+    cm, cn = matrix_ext(s.c, s, "C")
+    if s.transpose_a:
+        am, ak = ak, am
+    if s.transpose_b:
+        bk, bn = bn, bk
+    if ak != bk or (am, bn) != (cm, cn):
+        raise CompileError(f"gemm shapes do not agree: A is ({am}, {ak}), B is ({bk}, {bn}), "
+                           f"C is ({cm}, {cn})", s.loc)
+    M, N, K = cm, cn, ak
+    ai, bi, ci = g.info(s.a.buffer), g.info(s.b.buffer), g.info(s.c.buffer)
+    if ai.layout != "row" or ci.layout != "row":
+        raise g.fail("internal: packed gemm operand A or C")
+    sa, sb, sc = starts_of(g, s.a), starts_of(g, s.b), starts_of(g, s.c)
+    for r, st in ((s.a, sa), (s.b, sb), (s.c, sc)):
+        check_in_bounds(g, r, st)
+    e, b = g.e, g.e.b
+    bf16 = g.bf16 and s.a.buffer.dtype == "bfloat16" and s.b.buffer.dtype == "bfloat16"
+    if bi.layout == "packB_vnni" and not bf16 or bi.layout == "packB" and bf16:
+        raise g.fail("internal: packed B layout does not match the gemm mode")
+    KP = -(-K // 2)
+    npan = -(-N // NR)
+
+    # ---- temporaries: [A pack][B pack][C]
+    a_r, a_c = _mstrides(ai)
+    a_rs, a_cs = (a_c, a_r) if s.transpose_a else (a_r, a_c)
+    b_r, b_c = _mstrides(bi) if bi.layout == "row" else (0, 0)
+    b_rs, b_cs = (b_c, b_r) if s.transpose_b else (b_r, b_c)
+    a_direct = (ai.storage == "float32") if not bf16 else (
+        ai.storage == "bfloat16" and a_cs == 1 and K % 2 == 0)
+    b_direct = bi.layout != "row" or (not bf16 and bi.storage == "float32" and b_cs == 1)
+    same = s.c.buffer.name in (s.a.buffer.name, s.b.buffer.name)
+    c_direct = ci.storage == "float32" and ci.dtype == "float32" and not same
+    sizes = [0 if a_direct else (M * KP * 4 if bf16 else M * K * 4),
+             0 if b_direct else npan * (KP if bf16 else K) * NR * 4,
+             0 if c_direct else M * N * 4]
+    offs, total = [], 0
+    for n in sizes:
+        offs.append(total)
+        total += (n + 63) // 64 * 64
+    tmp = g.temp(total) if total else None
+
+    abase = elem_ptr(g, ai, g.buf_ptr(ai), base_offset(g, ai, sa))
+    bbase = g.buf_ptr(bi) if bi.layout != "row" else elem_ptr(g, bi, g.buf_ptr(bi),
+                                                              base_offset(g, bi, sb))
+    cbase = elem_ptr(g, ci, g.buf_ptr(ci), base_offset(g, ci, sc))
+
+    # ---- A
+    if a_direct:
+        esz = 2 if bf16 else 4
+        a_ptr, a_rs_b, a_cs_b = abase, a_rs * esz, a_cs * esz
+    else:
+        a_ptr = e.gep(tmp, offs[0])
+        _pack_a(g, ai, abase, a_rs, a_cs, M, K, a_ptr, bf16)
+        a_rs_b, a_cs_b = (KP * 4, 2) if bf16 else (K * 4, 4)
+    # ---- B: (panel pointer function, row stride bytes, masked loads)
+    if bi.layout == "packB":
+        pan_b, ldb_b, bmask = bi.shape[0] * NR * 4, NR * 4, False
+        b_ptr = bbase
+    elif bi.layout == "packB_vnni":
+        pan_b, ldb_b, bmask = KP * NR * 4, NR * 4, False
+        b_ptr = bbase
+    elif b_direct:
+        pan_b, ldb_b, bmask = NR * 4, b_rs * 4, True
+        b_ptr = bbase
+    else:
+        b_ptr = e.gep(tmp, offs[1])
+        _pack_b(g, bi, bbase, b_rs, b_cs, K, N, b_ptr, bf16)
+        pan_b, ldb_b, bmask = (KP if bf16 else K) * NR * 4, NR * 4, False
+    # ---- C
+    zero = s.clear_accum
+    if c_direct:
+        c_ptr, ldc_b = cbase, ci.strides[-2] * 4
+    else:
+        c_ptr, ldc_b = e.gep(tmp, offs[2]), N * 4
+        if not zero:
+            _c_in(g, ci, cbase, ci.strides[-2], M, N, c_ptr)
+    steps = KP if bf16 else K
+
+    def panel(jp, ncols):
+        bp = e.gep(b_ptr, b.mul(jp, ir.Constant(I64, pan_b)))
+        cp = e.gep(c_ptr, b.mul(jp, ir.Constant(I64, NR * 4)))
+        common = (bf16, ncols, steps, a_rs_b, a_cs_b, ldb_b, ldc_b, zero, bmask)
+        if M // MR:
+            fn = _microkernel(g, (MR,) + common)
+            with e.loop(0, M // MR, name="mi") as ip:
+                b.call(fn, [e.gep(a_ptr, b.mul(ip, ir.Constant(I64, MR * a_rs_b))), bp,
+                            e.gep(cp, b.mul(ip, ir.Constant(I64, MR * ldc_b)))])
+        if M % MR:
+            fn = _microkernel(g, (M % MR,) + common)
+            m0 = M // MR * MR
+            b.call(fn, [e.gep(a_ptr, m0 * a_rs_b), bp, e.gep(cp, m0 * ldc_b)])
+
+    if N // NR:
+        with e.loop(0, N // NR, name="nj") as jp:
+            panel(jp, NR)
+    if N % NR:
+        panel(ir.Constant(I64, N // NR), N % NR)
+    if not c_direct:
+        _c_out(g, ci, cbase, ci.strides[-2], M, N, c_ptr)
+
+
+def _microkernel(g, key):
+    fn = g.helpers.get(key)
+    if fn is not None:
+        return fn
+    mr, bf16, ncols, steps, a_rs_b, a_cs_b, ldb_b, ldc_b, zero, bmask = key
+    name = f"tlm_mk{len(g.helpers)}"
+    fn = ir.Function(g.module, ir.FunctionType(ir.VoidType(), [PTR, PTR, PTR]), name)
+    fn.linkage = "internal"
+    g.helpers[key] = fn
+    e = Emitter(g.module, fn)
+    b = e.b
+    a, bp, c = fn.args
+    nvec = -(-ncols // VL)
+    masks = []
+    for v in range(nvec):
+        n = min(VL, ncols - v * VL)
+        masks.append(None if n == VL else ir.Constant(vty(I1), [1] * n + [0] * (VL - n)))
+    fv = vty(F32)
+    zero_v = ir.Constant(fv, None)
+
+    def cptr(r, v):
+        return e.gep(c, r * ldc_b + v * VL * 4)
+
+    init = []
+    for r in range(mr):
+        for v in range(nvec):
+            if zero:
+                init.append(zero_v)
+            elif masks[v] is None:
+                init.append(e.load(fv, cptr(r, v), 4))
+            else:
+                init.append(e.masked_load(fv, cptr(r, v), masks[v], zero_v))
+    if bf16:
+        g.needs_dpbf16 = True
+        dp = e.declare(DPBF16, fv, [fv, vty(I32), vty(I32)])
+
+    def step(acc, kvar, u):
+        """One k (or k pair) step at k = kvar + u; returns the new accumulators."""
+        kb = b.add(kvar, ir.Constant(I64, u)) if u else kvar
+        boff = b.mul(kb, ir.Constant(I64, ldb_b))
+        bt = vty(I32) if bf16 else fv
+        bv = []
+        for v in range(nvec):
+            p = e.gep(bp, b.add(boff, ir.Constant(I64, v * VL * 4)))
+            if bmask and masks[v] is not None:
+                bv.append(e.masked_load(bt, p, masks[v], ir.Constant(bt, None)))
+            else:
+                bv.append(e.load(bt, p, 4))
+        aoff = b.mul(kb, ir.Constant(I64, 4 if bf16 else a_cs_b))
+        out = list(acc)
+        for r in range(mr):
+            p = e.gep(a, b.add(aoff, ir.Constant(I64, r * a_rs_b)))
+            av = e.splat(e.load(I32 if bf16 else F32, p, 2 if bf16 else 4))
+            for v in range(nvec):
+                i = r * nvec + v
+                if bf16:
+                    out[i] = b.call(dp, [out[i], av, bv[v]])
+                else:
+                    out[i] = e.intr("fma", fv, [av, bv[v], out[i]])
+        return out
+
+    unroll = 2 if bf16 else UNROLL
+    main = steps // unroll * unroll
+    acc = init
+    if main:
+        pre = b.block
+        loop = fn.append_basic_block("k")
+        after = fn.append_basic_block("k.end")
+        b.branch(loop)
+        b.position_at_end(loop)
+        kphi = b.phi(I64, "k")
+        kphi.add_incoming(ir.Constant(I64, 0), pre)
+        phis = []
+        for x in acc:
+            p = b.phi(fv)
+            p.add_incoming(x, pre)
+            phis.append(p)
+        cur = phis
+        for u in range(unroll):
+            cur = step(cur, kphi, u)
+        nxt = b.add(kphi, ir.Constant(I64, unroll))
+        for p, x in zip(phis, cur):
+            p.add_incoming(x, b.block)
+        kphi.add_incoming(nxt, b.block)
+        b.cbranch(b.icmp_signed("<", nxt, ir.Constant(I64, main)), loop, after)
+        b.position_at_end(after)
+        acc = cur
+    for kk in range(main, steps):
+        acc = step(acc, ir.Constant(I64, kk), 0)
+    for r in range(mr):
+        for v in range(nvec):
+            x = acc[r * nvec + v]
+            if masks[v] is None:
+                e.store(x, cptr(r, v), 4)
+            else:
+                e.masked_store(x, cptr(r, v), masks[v])
+    b.ret_void()
+    return fn
+
+
+# ------------------------------------------------------------------------------- packing
+
+
+def _pack_a(g, ai, abase, rs, cs, M, K, dst, bf16):
+    """A (M x K, any storage/strides) -> float32 rows of K, or bf16 rows of 2*ceil(K/2)."""
+    e, b = g.e, g.e.b
+    kk = 2 * (-(-K // 2)) if bf16 else K
+    zero = ir.Constant(I64, 0)
+    with e.loop(0, M, name="pa") as i:
+        row = b.mul(i, ir.Constant(I64, rs))
+        with e.loop(0, kk, VL, name="pak") as k0:
+            mask = lane_mask(g, k0, zero, ir.Constant(I64, K))
+            raw = vload(g, ai, abase, b.add(row, b.mul(k0, ir.Constant(I64, cs))), cs, mask)
+            f = vm.to_float(e, vm.decode(e, raw, ai.storage), vm.kind_of(ai.dtype))
+            out = b.add(b.mul(i, ir.Constant(I64, kk)), k0)
+            if bf16:
+                v = vm.encode_float(e, f, "bfloat16")
+                e.masked_store(v, e.gep(dst, b.mul(out, ir.Constant(I64, 2))),
+                               lane_mask(g, k0, zero, ir.Constant(I64, kk)))
+            else:
+                e.masked_store(f, e.gep(dst, b.mul(out, ir.Constant(I64, 4))), mask)
+
+
+def _pack_b(g, bi, bbase, rs, cs, K, N, dst, bf16):
+    """B (K x N, any storage/strides) -> micro-panels (float32 or VNNI bf16 pairs)."""
+    e, b = g.e, g.e.b
+    npan = -(-N // NR)
+    KP = -(-K // 2)
+    zero = ir.Constant(I64, 0)
+
+    def values(k, c0, valid):
+        mask = b.and_(lane_mask(g, c0, zero, ir.Constant(I64, N)), e.splat(valid))
+        raw = vload(g, bi, bbase, b.add(b.mul(k, ir.Constant(I64, rs)),
+                                        b.mul(c0, ir.Constant(I64, cs))), cs, mask)
+        return vm.to_float(e, vm.decode(e, raw, bi.storage), vm.kind_of(bi.dtype))
+
+    true = ir.Constant(I1, 1)
+    if not bf16:
+        with e.loop(0, K, name="pb") as k:
+            with e.loop(0, npan, name="pbj") as jp:
+                for v in range(NR // VL):
+                    c0 = b.add(b.mul(jp, ir.Constant(I64, NR)), ir.Constant(I64, v * VL))
+                    pos = b.add(b.mul(b.add(b.mul(jp, ir.Constant(I64, K)), k),
+                                      ir.Constant(I64, NR)), ir.Constant(I64, v * VL))
+                    e.store(values(k, c0, true), e.gep(dst, b.mul(pos, ir.Constant(I64, 4))), 4)
+        return
+    with e.loop(0, KP, name="pb") as kp:
+        k0 = b.mul(kp, ir.Constant(I64, 2))
+        k1 = b.add(k0, ir.Constant(I64, 1))
+        has1 = b.icmp_signed("<", k1, ir.Constant(I64, K))
+        k1 = b.select(has1, k1, k0)
+        with e.loop(0, npan, name="pbj") as jp:
+            for v in range(NR // VL):
+                c0 = b.add(b.mul(jp, ir.Constant(I64, NR)), ir.Constant(I64, v * VL))
+                h0 = vm.encode_float(e, values(k0, c0, true), "bfloat16")
+                h1 = vm.encode_float(e, values(k1, c0, has1), "bfloat16")
+                pair = b.shuffle_vector(h0, h1, ir.Constant(vty(I32, 2 * VL),
+                                                            [x for i in range(VL)
+                                                             for x in (i, i + VL)]))
+                pos = b.add(b.mul(b.add(b.mul(jp, ir.Constant(I64, KP)), kp),
+                                  ir.Constant(I64, NR)), ir.Constant(I64, v * VL))
+                e.store(pair, e.gep(dst, b.mul(pos, ir.Constant(I64, 4))), 4)
+
+
+def _c_in(g, ci, cbase, ldc, M, N, tmp):
+    e, b = g.e, g.e.b
+    zero = ir.Constant(I64, 0)
+    with e.loop(0, M, name="ci") as i:
+        with e.loop(0, N, VL, name="cij") as j0:
+            mask = lane_mask(g, j0, zero, ir.Constant(I64, N))
+            raw = vload(g, ci, cbase, b.add(b.mul(i, ir.Constant(I64, ldc)), j0), 1, mask)
+            f = vm.to_float(e, vm.decode(e, raw, ci.storage), vm.kind_of(ci.dtype))
+            pos = b.add(b.mul(i, ir.Constant(I64, N)), j0)
+            e.masked_store(f, e.gep(tmp, b.mul(pos, ir.Constant(I64, 4))), mask)
+
+
+def _c_out(g, ci, cbase, ldc, M, N, tmp):
+    e, b = g.e, g.e.b
+    zero = ir.Constant(I64, 0)
+    with e.loop(0, M, name="co") as i:
+        with e.loop(0, N, VL, name="coj") as j0:
+            mask = lane_mask(g, j0, zero, ir.Constant(I64, N))
+            pos = b.add(b.mul(i, ir.Constant(I64, N)), j0)
+            f = e.masked_load(vty(F32), e.gep(tmp, b.mul(pos, ir.Constant(I64, 4))), mask)
+            raw = vm.encode(e, f, "float", ci.dtype, ci.storage)
+            vstore(g, ci, cbase, b.add(b.mul(i, ir.Constant(I64, ldc)), j0), 1, raw, mask)
+
+
+__all__ = ["gemm", "DPBF16_IR", "DPBF16", "I16", "const"]
