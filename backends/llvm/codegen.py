@@ -23,7 +23,7 @@ from tilelang_mini.ir.nodes import (
 
 from . import vecmath as vm
 from .irutil import F32, I1, I8, I32, I64, PTR, VL, Emitter, const, elem_type, is_vec, vty
-from .layout import plan_buffers
+from .layout import PER_BLOCK, plan_buffers
 
 SYNC_NAMES = ("SetFlag", "WaitFlag", "PipeBarrier", "SetCrossFlag", "WaitCrossFlag")
 
@@ -264,7 +264,7 @@ class KernelGen:
         if off is None:
             raise self.fail(f"buffer {info.name!r} is not available in this core's program")
         p = self.e.gep(self.scratch, off)
-        if self.ctx == "V" and info.buf.scope != "workspace":
+        if self.ctx == "V" and info.buf.scope not in PER_BLOCK:
             size = (info.nbytes + 63) // 64 * 64
             p = self.e.gep(p, self.e.b.mul(self.vid, ir.Constant(I64, size)))
         return p

@@ -2,7 +2,8 @@
 
 * `global` buffers are the kernel parameters (row-major, their dtype).
 * `workspace` buffers: one copy per block, shared by the block's cores.
-* on-chip buffers (shared/fragment/var/L1/L0*/UB): one copy per core context that references
+* L1/L0A/L0B/L0C buffers: one copy per block (the AIC's, shared with the AIVs).
+* other on-chip buffers (shared/fragment/var/UB): one copy per core context that references
   them: "top" (code outside any Scope), "C", and "V" (two copies, indexed by vid).
 * on-chip float16/float8 buffers are stored widened to float32 (they always hold values of
   their dtype, so this is exact): tile ops and the GEMM micro-kernel read them without
@@ -29,6 +30,9 @@ MR = 8   # rows of the micro-kernel
 ALIGN = 64
 
 ON_CHIP_SHARED = ("global", "workspace")
+# one instance per block, shared by its cores (as backends/numpy/ops.py): GM scratch and the
+# AIC's buffers (which the AIVs can write on chips with a UB -> L1 path)
+PER_BLOCK = ("workspace", "L1", "L0A", "L0B", "L0C")
 _WIDEN = ("float16", "float8_e4m3fn", "float8_e5m2")
 
 
@@ -144,7 +148,7 @@ def plan_buffers(kernel: Kernel, bf16: bool) -> Plan:
         info.layout = _layout(buf, uses.get(name, []), bf16)
         info.nbytes = _nbytes(info)
         size = _align(info.nbytes)
-        if buf.scope == "workspace":
+        if buf.scope in PER_BLOCK:
             info.slots = {c: offset for c in ("top", "C", "V")}
             offset += size
         else:
