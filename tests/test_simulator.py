@@ -279,12 +279,12 @@ def test_gemm_clean_and_correct():
 
 
 # (set, wait, the lines the error names). Without MTE1 -> M the M pipe runs ahead of MTE1: its
-# second set_flag(M, MTE1) lands on a flag MTE1 has not consumed yet before MTE1 writes L0A,
-# so the first violation in simulated time is the double set. Without M -> FIX the FIX copy
-# reads C_L0 right after the fill, before any gemm finished.
+# MMAD reads L0A while MTE1 writes it (its second set_flag(M, MTE1) also lands on a flag not yet
+# consumed; the simulator reports the race, the cause, before that symptom). Without M -> FIX
+# the FIX copy reads C_L0 right after the fill, before any gemm finished.
 PAIRS = [("SET_L1_FULL", "WAIT_L1_FULL", RaceError, ("L1_WRITE", "L1_READ")),
          ("SET_L1_FREE", "WAIT_L1_FREE", RaceError, ("L1_READ", "L1_WRITE")),
-         ("SET_L0_FULL", "WAIT_L0_FULL", SyncError, ("SET_L0_FREE", "PRESET_L0")),
+         ("SET_L0_FULL", "WAIT_L0_FULL", RaceError, ("L1_READ", "MMAD")),
          ("SET_L0_FREE", "WAIT_L0_FREE", RaceError, ("MMAD", "L1_READ")),
          ("SET_C_FULL", "WAIT_C_FULL", RaceError, ("FIX_OUT",))]
 

@@ -393,6 +393,39 @@ def _alloc(s: Alloc):
 
 
 def _copy(s: Copy):
+    if s.src.buffer.scope == "L0C" and s.dst.buffer.scope == "UB":
+        return _dual_copy(s)
+    return _plain_copy(s)
+
+
+def _dual_copy(s: Copy):
+    """FixPipe L0C -> UB delivers to both vector cores of the block: each gets its half of the
+    rows when the UB tile has half the rows of the source (dual destination), else all of it."""
+    half = s.dst.extent[0]
+    split = s.src.extent[0] == 2 * half
+    parts = []
+    for v in range(2):
+        src = s.src
+        if split:
+            start0 = src.start[0] if v == 0 else BinOp("+", src.start[0], Const(half))
+            src = Region(src.buffer, (start0,) + src.start[1:], (half,) + src.extent[1:])
+        parts.append(_plain_copy(Copy(src, s.dst, s.loc)))
+    whole = parts[0] if not split else None
+
+    def copy(env):
+        if env.block is None or env.core != "C":
+            if whole is None:
+                raise Fault("a dual-destination copy runs on the cube core of an NPU block")
+            whole(env)
+            return
+        for v, part in enumerate(parts):
+            venv = env.block[2 + v]
+            part(Env(env.vars, venv.bufs, "V", env.block))
+
+    return copy
+
+
+def _plain_copy(s: Copy):
     src, dst = s.src, s.dst
     check_reshape(src.extent, dst.extent, s, "copy")
     s_starts, d_starts = compile_starts(src), compile_starts(dst)

@@ -175,7 +175,12 @@ class _Printer:
                 ext += f", num_stages={s.num_stages}"
             names = ", ".join(s.vars)
             self.emit(d, f"for {names} in {LOOP_NAMES[s.kind]}({ext}):", s.loc, t())
-            self.body(d + 1, s.body, core)
+            if s.kind == "parallel":  # the map's element stores are part of the loop's pipe
+                pipe_of, self.pipe_of = self.pipe_of, None
+                self.body(d + 1, s.body, core)
+                self.pipe_of = pipe_of
+            else:
+                self.body(d + 1, s.body, core)
         elif isinstance(s, If):
             self.emit(d, f"if {print_expr(s.cond)}:", s.loc)
             self.body(d + 1, s.then_body, core)

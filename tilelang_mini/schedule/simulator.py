@@ -41,6 +41,7 @@ import numpy as np
 
 from backends.numpy.interpreter import check_args
 from ..errors import CompileError, DeadlockError, RaceError, SyncError
+from ..ir.nodes import PipeBarrier
 from ..ir.graph import accesses, print_ir_line
 from ..ir.nodes import (
     PIPES, Kernel, Scope, SetCrossFlag, SetFlag, WaitCrossFlag, WaitFlag,
@@ -183,6 +184,7 @@ class _Block:
         self.seq = 0
         self.dirty = set()
         self.flags = {}
+        self.deferred = None  # a SyncError raised when the block ends (see complete)
         self.pending = [defaultdict(deque) for _ in range(3)]   # receiver core -> flag -> sets
         self.half = [defaultdict(deque) for _ in range(2)]      # AIV sets not yet paired
         self.hist = {}
@@ -255,9 +257,13 @@ class _Block:
         p.count += 1
         epoch = p.count
         is_sync = isinstance(st, SYNC_TYPES)
-        if not p.is_v or (is_sync and not isinstance(st, (WaitFlag, WaitCrossFlag))):
-            tid = p.tid
-            clk = clk[:tid] + (epoch,) + clk[tid + 1:]
+        tid = p.tid
+        # What a flag set here publishes: every earlier instruction of this pipe is done.
+        flag_clk = clk[:tid] + (epoch,) + clk[tid + 1:]
+        # Later instructions of an in-order pipe follow the earlier ones; on V only a
+        # pipe_barrier orders vector instructions among themselves (a set_flag does not).
+        if not p.is_v or isinstance(st, PipeBarrier):
+            clk = flag_clk
         p.B = clk
         if p.name == "S":  # the scalar unit waited for it: later dispatches follow it
             core.D = _join(core.D, clk)
@@ -271,14 +277,18 @@ class _Block:
             key = (core.idx, st.src, st.dst, st.event)
             old = self.flags.get(key)
             if old is not None:
-                raise SyncError(
-                    f"set_flag({st.src}, {st.dst}, {st.event}) on {core.name} while the flag is "
-                    f"still set by {_where(core.name, old[2])}, not yet waited for "
-                    f"(block {self.block})", st.loc)
-            self.flags[key] = (t, clk, di)
+                # Reported when the block ends unless a race shows the cause first: a double
+                # set is usually the symptom of a pipe that ran ahead for want of a wait.
+                if self.deferred is None:
+                    self.deferred = SyncError(
+                        f"set_flag({st.src}, {st.dst}, {st.event}) on {core.name} while the flag "
+                        f"is still set by {_where(core.name, old[2])}, not yet waited for "
+                        f"(block {self.block})", st.loc)
+            else:
+                self.flags[key] = (t, flag_clk, di)
             self.dirty.add(core.pipes[st.dst])
         elif isinstance(st, SetCrossFlag):
-            self.cross_set(core, st, t, clk)
+            self.cross_set(core, st, t, flag_clk)
         self.events.append((core.name, p.name, di.start, t, st))
         self.busy[(core.name, p.name)] += t - di.start
         if t > self.end:
@@ -320,14 +330,11 @@ class _Block:
         for buf, box, w in instr_accesses(di.stmt, di.vars, core.xenv.bufs):
             if buf.name not in tracked:
                 continue
-            if buf.scope in GM_SCOPES:
-                key = ("G", buf.name)
-            else:
-                key = (core.name, buf.name)
-            h = self.hist.get(key)
-            if h is None:
-                h = self.hist[key] = _Hist(self.sim.threads_of(buf, key[0]))
-            self.access(h, key, buf, box, w, p.tid, epoch, clk, core, di)
+            for key, owner in _instances(buf, core.name):
+                h = self.hist.get(key)
+                if h is None:
+                    h = self.hist[key] = _Hist(self.sim.threads_of(buf, owner))
+                self.access(h, key, buf, box, w, p.tid, epoch, clk, core, di)
 
     def access(self, h, key, buf, box, w, tid, epoch, clk, core, di) -> None:
         keep = []
@@ -406,6 +413,8 @@ class _Block:
         return self.end
 
     def finish(self) -> None:
+        if self.deferred is not None:
+            raise self.deferred
         # blocked waits, the one stuck the longest first: the root of a wait chain blocks first
         # a wait whose set is nowhere in the queues is a root cause: name it first
         queued = set()
@@ -441,6 +450,20 @@ class _Block:
             raise SyncError(f"flag ({st.src}, {st.dst}, {st.event}) of "
                             f"{CORE_NAMES[next(iter(self.flags))[0]]} is still set when block "
                             f"{self.block} ends: set_flag without a matching wait_flag", st.loc)
+
+
+def _instances(buf, core: str):
+    """(history key, owner for threads_of) of the buffer instances an access of `core` touches:
+    GM and the AIC's buffers are one per block (AIVs write L1 on chips with UB -> L1); UB is per
+    AIV, and the cube's FixPipe writes both AIVs' UB (dual destination)."""
+    if buf.scope in GM_SCOPES or buf.scope in AIC_SCOPES:
+        return ((("G", buf.name), "G"),)
+    if core == "C":
+        return (((name, buf.name), name) for name in ("V0", "V1"))
+    return (((core, buf.name), core),)
+
+
+AIC_SCOPES = ("L1", "L0A", "L0B", "L0C")
 
 
 class _Sim:

@@ -252,7 +252,10 @@ class _Analysis:
             if any(_conflict(x, y) for x in pacc for y in acc):
                 if prev.index > needed.get(p, (-1,))[0]:
                     needed[p] = (prev.index, prev)
-        for p, (_, prev) in needed.items():
+        # Latest producers first: the order one of them establishes may cover the others.
+        for p, (index, prev) in sorted(needed.items(), key=lambda x: -x[1][0]):
+            if known.get(p, -1) >= index:
+                continue
             ch = self.channel(prev, occ, p, q)
             self.apply(ch, known, snapshot=self.snapshot(prev, occ, ch))
         vc = dict(known)

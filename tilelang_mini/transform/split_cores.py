@@ -91,6 +91,8 @@ def _wrap(stmts, rows) -> list:
             run_core = core
         if core == "V":
             s = _split_vector(s, rows)
+        elif rows is not None:
+            s = _split_cube(s, rows)
         run.append(s)
     flush()
     return out
@@ -116,7 +118,19 @@ def _row_split(body):
     for s in leaf_instructions(body):
         if core_of(s) == "V" and not _splittable(s, split, rows):
             return None
+        if core_of(s) == "C" and not _cube_splittable(s, split, rows):
+            return None
     return rows, frozenset(split)
+
+
+def _cube_splittable(s, split, rows) -> bool:
+    """A cube instruction may touch a split buffer only as FixPipe's destination, whole rows."""
+    from .util import buffers_read, buffers_written
+    touched = {b.name for b in buffers_read(s) + buffers_written(s)} & split
+    if not touched:
+        return True
+    return (isinstance(s, Copy) and touched == {s.dst.buffer.name}
+            and s.dst.extent[0] == rows and s.src.extent[0] == rows)
 
 
 def _splittable(s, split, rows) -> bool:
@@ -214,6 +228,16 @@ def _split_vector(s, rows):
             return n
         body = tuple(transform(st, shift) for st in s.body)
         return replace(s, extents=(Const(half),) + s.extents[1:], body=body)
+    return s
+
+
+def _split_cube(s, rows):
+    """A cube instruction that writes a split UB buffer (FixPipe L0C -> UB on chips with the
+    path) delivers half the rows to each AIV: its destination is the halved buffer."""
+    n, split = rows
+    s = transform(s, _half(n, split))
+    if isinstance(s, Copy) and s.dst.buffer.name in split:
+        return replace(s, dst=_rows(s.dst, n // 2, None))
     return s
 
 
