@@ -61,6 +61,6 @@ COSTS_950 = Costs(
     fix=PipeCost(latency=32, bytes_per_cycle=256.0),
     mte3=PipeCost(latency=64, bytes_per_cycle=128.0),
     vector=PipeCost(latency=8, bytes_per_cycle=256.0),
-    mmad_latency=8, cube_macs_per_cycle=8192, flag_cycles=1, cross_flag_latency=48,
+    mmad_latency=8, cube_macs_per_cycle=4096, flag_cycles=1, cross_flag_latency=48,
     scalar_cycles=1,
 )
