@@ -11,11 +11,13 @@ from .ir.nodes import NO_LOC, Loc
 class TileLangMiniError(Exception):
     """Base of every error tilelang_mini raises on purpose."""
 
-    def __init__(self, message: str, loc: Loc | None = None, source_line: str | None = None):
+    def __init__(self, message: str, loc: Loc | None = None, source_line: str | None = None,
+                 notes: str = ""):
         self.message = message
         self.loc = loc if loc is not None else NO_LOC
         self.source_line = source_line
-        super().__init__(self._format())
+        self.notes = notes
+        super().__init__(self._format() + (f"\n{notes}" if notes else ""))
 
     def _format(self) -> str:
         if self.loc is NO_LOC or not self.loc.line:

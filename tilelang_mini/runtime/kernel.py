@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import functools
+import inspect
 
 from ..errors import CompileError
 from ..ir.nodes import Kernel
@@ -145,7 +146,12 @@ class JITFactory:
     def __call__(self, *args, **kwargs) -> JITKernel:
         target = self.target or config.default_target()
         chip = self.chip or config.default_chip()
-        key = (args, tuple(sorted(kwargs.items())), target, chip)
+        try:  # one key however the arguments are spelled (positional, keyword, defaulted)
+            bound = inspect.signature(self.factory).bind(*args, **kwargs)
+            bound.apply_defaults()
+            key = (tuple(bound.arguments.items()), target, chip)
+        except TypeError:
+            key = (args, tuple(sorted(kwargs.items())), target, chip)
         try:
             return self._cache[key]
         except (KeyError, TypeError):

@@ -29,7 +29,7 @@ def check(kernel: Kernel) -> Kernel:
         first = errors[0]
         if len(errors) > 1:
             rest = "\n".join(f"  also {e.loc}: {e.message}" for e in errors[1:])
-            raise CompileError(f"{first.message}\n{rest}", first.loc)
+            raise CompileError(first.message, first.loc, notes=rest)
         raise first
     return kernel
 
