@@ -139,10 +139,13 @@ class KernelBuilder:
         return Kernel(fdef.name, params, grid, names, tuple(body_ir), is_npu, self.loc(fdef))
 
     def params(self, fdef: ast.FunctionDef) -> tuple[Buffer, ...]:
+        annotations = getattr(self.fn, "__annotations__", {})
         out = []
         for arg in fdef.args.args:
-            # Evaluated from the source, so `from __future__ import annotations` works too.
-            ann = self.eval(arg.annotation) if arg.annotation is not None else None
+            ann = annotations.get(arg.arg)
+            if isinstance(ann, str) and arg.annotation is not None:
+                # `from __future__ import annotations`: evaluate the source in the kernel's scope
+                ann = self.eval(arg.annotation)
             if not isinstance(ann, T_module.TensorType):
                 raise self.error(arg, f"parameter '{arg.arg}' needs a T.Tensor(shape, dtype) annotation")
             where = arg.annotation or arg
