@@ -150,3 +150,110 @@ def softmax(M, N, blk_m=16, dtype="float32"):
             T.copy(x, Y[bx * blk_m, 0])
 
     return main
+
+
+@out_idx(-1)
+def flash_attention(BH, S, D, block_M=32, block_N=32, dtype="float16", num_stages=1):
+    """O = softmax(Q @ K^T / sqrt(D)) @ V (TileLang's example_mha_fwd): Q, K, V (BH, S, D),
+    O float32. Keys past S in the last block (zero-padded loads) are masked by a map that
+    subtracts 1e30 where `k * block_N + j >= S`."""
+    scale = 1.0 / D ** 0.5
+    masked = S % block_N != 0
+
+    @T.prim_func
+    def main(Q: T.Tensor((BH, S, D), dtype), K: T.Tensor((BH, S, D), dtype),
+             V: T.Tensor((BH, S, D), dtype), O: T.Tensor((BH, S, D), "float32")):
+        with T.Kernel(T.ceildiv(S, block_M), BH) as (bx, by):
+            Q_s = T.alloc_shared((block_M, D), dtype)
+            K_s = T.alloc_shared((block_N, D), dtype)
+            V_s = T.alloc_shared((block_N, D), dtype)
+            acc_s = T.alloc_fragment((block_M, block_N), "float32")
+            acc_s_cast = T.alloc_fragment((block_M, block_N), dtype)
+            acc_o = T.alloc_fragment((block_M, D), "float32")
+            m = T.alloc_fragment((block_M,), "float32")
+            m_prev = T.alloc_fragment((block_M,), "float32")
+            scale_i = T.alloc_fragment((block_M,), "float32")
+            row_sum = T.alloc_fragment((block_M,), "float32")
+            logsum = T.alloc_fragment((block_M,), "float32")
+            T.copy(Q[by, bx * block_M:(bx + 1) * block_M, :], Q_s)
+            T.fill(acc_o, 0.0)
+            T.fill(logsum, 0.0)
+            T.fill(m, -1e30)
+            for k in T.Pipelined(T.ceildiv(S, block_N), num_stages=num_stages):
+                T.copy(K[by, k * block_N:(k + 1) * block_N, :], K_s)
+                T.gemm(Q_s, K_s, acc_s, transpose_B=True, clear_accum=True)
+                if masked:
+                    for i, j in T.Parallel(block_M, block_N):
+                        acc_s[i, j] = acc_s[i, j] - T.cast(k * block_N + j >= S, "float32") * 1e30
+                T.copy(m, m_prev)
+                T.fill(m, -1e30)
+                T.reduce_max(acc_s, m, dim=1, clear=False)
+                for i in T.Parallel(block_M):
+                    scale_i[i] = T.exp(m_prev[i] * scale - m[i] * scale)
+                for i, j in T.Parallel(block_M, D):
+                    acc_o[i, j] *= scale_i[i]
+                for i, j in T.Parallel(block_M, block_N):
+                    acc_s[i, j] = T.exp(acc_s[i, j] * scale - m[i] * scale)
+                T.reduce_sum(acc_s, row_sum, dim=1)
+                for i in T.Parallel(block_M):
+                    logsum[i] = logsum[i] * scale_i[i] + row_sum[i]
+                T.copy(acc_s, acc_s_cast)
+                T.copy(V[by, k * block_N:(k + 1) * block_N, :], V_s)
+                T.gemm(acc_s_cast, V_s, acc_o)
+            for i, j in T.Parallel(block_M, D):
+                acc_o[i, j] /= logsum[i]
+            T.copy(acc_o, O[by, bx * block_M:(bx + 1) * block_M, :])
+
+    return main
+
+
+@out_idx(-1)
+def gemm_expert(M, N, K, bm=64, bn=64, bk=32, dtype="float16"):
+    """Expert mode: C = A @ B on the cube core with two ping-pong L1/L0 buffer sets and
+    hand-placed flags (MTE2->MTE1, MTE1->M, the WAR channels M->MTE1 and MTE1->MTE2 primed
+    before the K loop and drained after it, M->FIX). M, N, K multiples of bm, bn, 2 * bk."""
+    assert M % bm == 0 and N % bn == 0 and K % (2 * bk) == 0
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), dtype), B: T.Tensor((K, N), dtype),
+             C: T.Tensor((M, N), "float32")):
+        nbn = N // bn  # in the body, so that N is in the closure the annotations are read from
+        with T.Kernel((M // bm) * nbn, is_npu=True) as (cid, vid):
+            A_L1_0 = T.alloc_L1((bm, bk), dtype)
+            A_L1_1 = T.alloc_L1((bm, bk), dtype)
+            B_L1_0 = T.alloc_L1((bk, bn), dtype)
+            B_L1_1 = T.alloc_L1((bk, bn), dtype)
+            A_L0_0 = T.alloc_L0A((bm, bk), dtype)
+            A_L0_1 = T.alloc_L0A((bm, bk), dtype)
+            B_L0_0 = T.alloc_L0B((bk, bn), dtype)
+            B_L0_1 = T.alloc_L0B((bk, bn), dtype)
+            C_L0 = T.alloc_L0C((bm, bn), "float32")
+            sets = ((0, A_L1_0, B_L1_0, A_L0_0, B_L0_0), (1, A_L1_1, B_L1_1, A_L0_1, B_L0_1))
+            with T.Scope("C"):
+                for s in [0, 1]:
+                    T.set_flag("MTE1", "MTE2", s)
+                    T.set_flag("M", "MTE1", s)
+                T.clear(C_L0)
+                for ko in T.serial(K // bk // 2):
+                    for s, a_l1, b_l1, a_l0, b_l0 in sets:
+                        T.wait_flag("MTE1", "MTE2", s)
+                        T.copy(A[cid // nbn * bm, (ko * 2 + s) * bk], a_l1)
+                        T.copy(B[(ko * 2 + s) * bk, cid % nbn * bn], b_l1)
+                        T.set_flag("MTE2", "MTE1", s)
+                        T.wait_flag("MTE2", "MTE1", s)
+                        T.wait_flag("M", "MTE1", s)
+                        T.copy(a_l1, a_l0)
+                        T.copy(b_l1, b_l0)
+                        T.set_flag("MTE1", "MTE2", s)
+                        T.set_flag("MTE1", "M", s)
+                        T.wait_flag("MTE1", "M", s)
+                        T.gemm(a_l0, b_l0, C_L0)
+                        T.set_flag("M", "MTE1", s)
+                T.set_flag("M", "FIX", 0)
+                T.wait_flag("M", "FIX", 0)
+                T.copy(C_L0, C[cid // nbn * bm, cid % nbn * bn])
+                for s in [0, 1]:
+                    T.wait_flag("MTE1", "MTE2", s)
+                    T.wait_flag("M", "MTE1", s)
+
+    return main
