@@ -27,12 +27,11 @@ def gemm_expert(M, N, K, bm=128, bn=128, bk=64, dtype="float16"):
     if M % bm or N % bn or K % (2 * bk):
         raise ValueError(f"gemm_expert needs M % {bm} == N % {bn} == K % {2 * bk} == 0, "
                          f"got M={M} N={N} K={K}")
+    nbn = N // bn
+
     @T.prim_func
     def main(A: T.Tensor((M, K), dtype), B: T.Tensor((K, N), dtype),
              C: T.Tensor((M, N), "float32")):
-        # M, N, K appear in the body too: the frontend resolves the annotations from the
-        # closure, which holds only the names the body uses.
-        nbn = N // bn
         with T.Kernel((M // bm) * nbn, is_npu=True) as (cid, vid):
             A_L1_0 = T.alloc_L1((bm, bk), dtype)
             A_L1_1 = T.alloc_L1((bm, bk), dtype)

@@ -213,11 +213,11 @@ def gemm_expert(M, N, K, bm=64, bn=64, bk=32, dtype="float16"):
     hand-placed flags (MTE2->MTE1, MTE1->M, the WAR channels M->MTE1 and MTE1->MTE2 primed
     before the K loop and drained after it, M->FIX). M, N, K multiples of bm, bn, 2 * bk."""
     assert M % bm == 0 and N % bn == 0 and K % (2 * bk) == 0
+    nbn = N // bn
 
     @T.prim_func
     def main(A: T.Tensor((M, K), dtype), B: T.Tensor((K, N), dtype),
              C: T.Tensor((M, N), "float32")):
-        nbn = N // bn  # in the body, so that N is in the closure the annotations are read from
         with T.Kernel((M // bm) * nbn, is_npu=True) as (cid, vid):
             A_L1_0 = T.alloc_L1((bm, bk), dtype)
             A_L1_1 = T.alloc_L1((bm, bk), dtype)
