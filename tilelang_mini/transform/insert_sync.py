@@ -205,6 +205,7 @@ class _Analysis:
         self.exit_vc: dict = {}    # id(block) -> {pipe: vc at its latest exit}
         self.count = 0
         self.vc_of: list = []      # occurrence index -> vector clock of its pipe right after it
+        self.last_occ: dict = {}   # id(instr) -> index of its latest occurrence
 
     def run(self, tree):
         self.walk(tree, ())
@@ -262,6 +263,7 @@ class _Analysis:
         vc[q] = occ.index
         self.history.append((occ, acc, vc))
         self.vc_of.append(vc)
+        self.last_occ[id(item)] = occ.index
         self.cur[q] = vc
         if item.pipe != "V":
             known[q] = occ.index
@@ -272,8 +274,8 @@ class _Analysis:
     def snapshot(self, prev: Occ, occ: Occ, ch: Channel) -> dict:
         if ch.kind == "barrier":
             return {ch.src: prev.index}
-        if isinstance(ch.set_at, Instr):
-            return dict(self.vc_of[prev.index])
+        if isinstance(ch.set_at, Instr):  # its latest run: `prev` itself, or a later producer
+            return dict(self.vc_of[self.last_occ.get(id(ch.set_at), prev.index)])
         return dict(self.exit_vc.get(id(ch.set_at), {}).get(ch.src, {ch.src: prev.index}))
 
     def apply(self, ch: Channel, known: dict, snapshot=None):
