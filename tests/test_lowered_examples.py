@@ -78,24 +78,8 @@ CASES = {
                     ref_gemm, "float32"),
 }
 
-# Known bug (see the report of this test's author): on ascend950, calling the kernel runs the
-# ordered executor (`run_ordered`, tilelang_mini/schedule/simulator.py: the cores as coroutines,
-# each executing its own Allocs). The AIC's dual-destination FixPipe copy L0C -> UB
-# (backends/numpy/ops.py `_dual_copy`) writes into the AIVs' buffers, and when the AIC gets there
-# before the AIVs ran their Allocs it fails: "buffer 'acc_s_ub' is used before it is allocated".
-# `kernel.simulate` runs the same IR correctly.
-KNOWN = {("flash_attention", "ascend950")}
-XFAIL_950 = pytest.mark.xfail(reason="ordered run: dual-destination L0C -> UB copy before the "
-                              "AIVs allocated the UB buffer", strict=False)
-
-
-def params(known=frozenset()):
-    out = []
-    for name in CASES:
-        for chip in CHIPS:
-            marks = [XFAIL_950] if (name, chip) in known else []
-            out.append(pytest.param(name, chip, marks=marks, id=f"{name}-{chip}"))
-    return out
+def params():
+    return [pytest.param(name, chip, id=f"{name}-{chip}") for name in CASES for chip in CHIPS]
 
 
 _BUILT = {}
@@ -131,7 +115,7 @@ def test_simulates_clean_and_matches_numpy(name, chip):
     check_close(as_list(out), ref(*xs), tol, scale=args[1] if name == "softmax" else 1.0)
 
 
-@pytest.mark.parametrize("name, chip", params(KNOWN))
+@pytest.mark.parametrize("name, chip", params())
 def test_compile_ir_round_trip(name, chip):
     factory, args, kw, inputs, ref, tol = CASES[name]
     kernel = build(name, chip)

@@ -403,6 +403,8 @@ def _dual_copy(s: Copy):
     rows when the UB tile has half the rows of the source (dual destination), else all of it."""
     half = s.dst.extent[0]
     split = s.src.extent[0] == 2 * half
+    d_name, d_shape = s.dst.buffer.name, s.dst.buffer.shape
+    d_dt = dtypes.to_numpy(s.dst.buffer.dtype)
     parts = []
     for v in range(2):
         src = s.src
@@ -420,6 +422,8 @@ def _dual_copy(s: Copy):
             return
         for v, part in enumerate(parts):
             venv = env.block[2 + v]
+            if d_name not in venv.bufs:  # the AIV has not reached its Alloc yet
+                venv.bufs[d_name] = np.zeros(d_shape, d_dt)
             part(Env(env.vars, venv.bufs, "V", env.block))
 
     return copy
