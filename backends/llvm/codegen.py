@@ -79,6 +79,8 @@ class KernelGen:
         self.stmt = None
         self.helpers: dict = {}
         self.needs_dpbf16 = False
+        self.loops: list = []  # enclosing serial loop variables, outermost first
+        self.prefetch: list = []  # GM rows to prefetch, spread over the next gemm
 
     # --------------------------------------------------------------------------- driver
     def generate(self) -> ir.Module:
@@ -123,13 +125,18 @@ class KernelGen:
 
     # ------------------------------------------------------------------------ statements
     def body(self, stmts):
+        saved, self.prefetch = self.prefetch, []
         for s in stmts:
             self.statement(s)
+        if self.prefetch:
+            from .codegen_ops import flush_prefetch
+            flush_prefetch(self, self.prefetch)
+        self.prefetch = saved
 
     def statement(self, s):
         prev, self.stmt = self.stmt, s
         try:
-            if _is_sync(s) or isinstance(s, Alloc):
+            if _is_sync(s) or isinstance(s, Alloc) or id(s) in self.plan.skip:
                 return
             if isinstance(s, For):
                 self.for_(s)
@@ -184,7 +191,11 @@ class KernelGen:
                 self._restore(saved)
             return
         saved = {n: (self.vars.get(n), self.ranges.get(n)) for n in s.vars}
-        self._nest(list(zip(s.vars, exts, rngs)), lambda: self.body_in_context(s.body))
+        self.loops.extend(s.vars)
+        try:
+            self._nest(list(zip(s.vars, exts, rngs)), lambda: self.body_in_context(s.body))
+        finally:
+            del self.loops[-len(s.vars):]
         self._restore(saved)
 
     def _restore(self, saved):

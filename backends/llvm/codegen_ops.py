@@ -11,7 +11,7 @@ import llvmlite.ir as ir
 from tilelang_mini.errors import CompileError
 
 from . import vecmath as vm
-from .irutil import F32, I1, I32, I64, STORAGE, VL, const, vty
+from .irutil import F32, I1, I32, I64, PTR, STORAGE, VL, const, vty
 from .layout import NR
 
 # -------------------------------------------------------------------------------- regions
@@ -91,10 +91,33 @@ def vstore(g, info, base, off, stride, raw, mask):
 
 
 def lane_mask(g, t0, lo, hi):
-    """Lanes t0 + i with lo <= t0 + i < hi."""
+    """Lanes t0 + i with lo <= t0 + i < hi (the bounds clamped to a lane index in i32)."""
     e, b = g.e, g.e.b
-    t = b.add(e.splat(t0), e.iota())
-    return b.and_(b.icmp_signed(">=", t, e.splat(lo)), b.icmp_signed("<", t, e.splat(hi)))
+    lim_lo, lim_hi = ir.Constant(I64, -1), ir.Constant(I64, VL)
+    a = b.trunc(e.clamp(b.sub(lo, t0), lim_lo, lim_hi), I32)
+    z = b.trunc(e.clamp(b.sub(hi, t0), lim_lo, lim_hi), I32)
+    lane = e.iota(VL, I32)
+    return b.and_(b.icmp_signed(">=", lane, e.splat(a)), b.icmp_signed("<", lane, e.splat(z)))
+
+
+def const_mask(n: int):
+    """Constant mask of the first n lanes (None when all VL lanes)."""
+    if n >= VL:
+        return None
+    return ir.Constant(ir.VectorType(I1, VL), [1] * n + [0] * (VL - n))
+
+
+def all_in_bounds(g, r, starts):
+    """i1: the region lies inside its buffer (constant true when the intervals prove it)."""
+    b = g.e.b
+    ok = ir.Constant(I1, 1)
+    for sx, sv, n, ext in zip(r.start, starts, r.buffer.shape, r.extent):
+        rng = g.interval(sx)
+        if rng is not None and rng[0] >= 0 and rng[1] + ext <= n:
+            continue
+        ok = b.and_(ok, b.and_(b.icmp_signed(">=", sv, ir.Constant(I64, 0)),
+                               b.icmp_signed("<=", sv, ir.Constant(I64, n - ext))))
+    return ok
 
 
 def _valid_range(g, start, ext, n):
@@ -141,6 +164,34 @@ def copy(g, s):
     def convert(raw):
         return vm.encode(e, vm.decode(e, raw, si.storage), kind, di.dtype, di.storage, exact)
 
+    if si.param is not None and s_dims:
+        _prefetch_next(g, src, si, s_dims)
+
+    fast = None
+    if s_dims and si.strides[s_dims[-1]] == 1 and (di.layout != "row" or
+                                                    di.strides[d_dims[-1]] == 1):
+        ok_s, ok_d = all_in_bounds(g, src, ss), all_in_bounds(g, dst, ds)
+        static = [isinstance(x, ir.Constant) for x in (ok_s, ok_d)]
+        fast = ok_d if static[0] else ok_s if static[1] else b.and_(ok_s, ok_d)
+        if all(static):
+            _copy_fast(g, s, si, di, sbase, dbase, s_off0, d_off0, s_dims, d_dims, convert)
+            return
+    if fast is not None:
+        with b.if_else(fast) as (then, other):
+            with then:
+                _copy_fast(g, s, si, di, sbase, dbase, s_off0, d_off0, s_dims, d_dims, convert)
+            with other:
+                _copy_general(g, s, si, di, sbase, dbase, s_off0, d_off0, s_dims, d_dims,
+                              s_rng, d_rng, s_ok1, d_ok1, convert, kind, exact)
+        return
+    _copy_general(g, s, si, di, sbase, dbase, s_off0, d_off0, s_dims, d_dims, s_rng, d_rng,
+                  s_ok1, d_ok1, convert, kind, exact)
+
+
+def _copy_general(g, s, si, di, sbase, dbase, s_off0, d_off0, s_dims, d_dims, s_rng, d_rng,
+                  s_ok1, d_ok1, convert, kind, exact):
+    e, b = g.e, g.e.b
+    src = s.src
     if di.layout != "row":
         return _copy_packed(g, s, si, di, sbase, dbase, s_off0, s_rng, s_dims, s_ok1, kind,
                             exact)
@@ -175,6 +226,184 @@ def copy(g, s):
                  b.add(d_off, b.mul(t, ir.Constant(I64, di.strides[dd]))))
 
     nest(0, s_ok1, d_ok1, s_off0, d_off0)
+
+
+def _prefetch_next(g, r, info, dims):
+    """Prefetch (into L2) the region this copy reads in the next iteration of the innermost
+    enclosing serial loop its start depends on: GM tiles arrive while the current one is
+    computed on."""
+    from .codegen import Val, _vars_in
+    used = _vars_in(r.start)
+    var = next((v for v in reversed(g.loops) if v in used), None)
+    if var is None:
+        return
+    e, b = g.e, g.e.b
+    old = g.vars[var]
+    g.vars[var] = Val(b.add(old.v, ir.Constant(I64, 1)), "int")
+    try:
+        starts = [g.scalar_int(x, "a region start") for x in r.start]
+    finally:
+        g.vars[var] = old
+    base = elem_ptr(g, info, g.buf_ptr(info), base_offset(g, info, starts))
+    esz = STORAGE[info.storage][1]
+    lines = -(-r.extent[dims[-1]] * esz // 64) + 1
+    if lines > 64:
+        return
+    if len(dims) == 2:  # rows are prefetched a few at a time by the next gemm
+        g.prefetch.append((base, r.extent[dims[0]], info.strides[dims[0]] * esz, lines))
+        return
+
+    def nest(k, ptr):
+        if k == len(dims) - 1:
+            prefetch_lines(g, ptr, lines)
+            return
+        d = dims[k]
+        with e.loop(0, r.extent[d], name=f"pf{k}") as t:
+            nest(k + 1, e.gep(ptr, b.mul(t, ir.Constant(I64, info.strides[d] * esz))))
+
+    nest(0, base)
+
+
+def prefetch_lines(g, ptr, lines):
+    e = g.e
+    for i in range(lines):
+        e.intr("prefetch", ir.VoidType(), [e.gep(ptr, i * 64), ir.Constant(I32, 0),
+                                           ir.Constant(I32, 2), ir.Constant(I32, 1)], [PTR])
+
+
+def prefetch_rows(g, desc, first, count):
+    """Prefetch rows [first, first + count) (first: i64) of a pending 2-d descriptor."""
+    base, nrows, stride, lines = desc
+    b = g.e.b
+    for i in range(count):
+        row = b.add(first, ir.Constant(I64, i))
+        prefetch_lines(g, g.e.gep(base, b.mul(row, ir.Constant(I64, stride))), lines)
+
+
+def flush_prefetch(g, pending):
+    """Prefetch every row of the descriptors no gemm consumed."""
+    for desc in pending:
+        with g.e.loop(0, desc[1], name="pfr") as row:
+            prefetch_rows(g, desc, row, 1)
+
+
+def _identity(si, di) -> bool:
+    """Raw bits can be copied unchanged."""
+    if si.storage != di.storage:
+        return False
+    if si.dtype == di.dtype:
+        return True
+    return si.dtype in vm.FLOATS and di.dtype in vm.FLOATS and vm.exact_in(si.dtype, di.dtype)
+
+
+def _copy_fast(g, s, si, di, sbase, dbase, s_off0, d_off0, s_dims, d_dims, convert):
+    """Copy of a region inside both buffers, contiguous along the last dimension: no clipping,
+    constant trip counts, contiguous runs merged, memcpy when no conversion is needed."""
+    e, b = g.e, g.e.b
+    exts = [s.src.extent[d] for d in s_dims]
+    if di.layout != "row":
+        return _copy_packed_fast(g, s, si, di, sbase, dbase, s_off0, s_dims, convert)
+    run, q = exts[-1], len(exts) - 1
+    while q > 0 and si.strides[s_dims[q - 1]] == run and di.strides[d_dims[q - 1]] == run:
+        q -= 1
+        run *= exts[q]
+    ident = _identity(si, di)
+    ssz, dsz = STORAGE[si.storage][1], STORAGE[di.storage][1]
+    rt = STORAGE[si.storage][0]
+
+    def move(s_off, d_off):
+        sp, dp = elem_ptr(g, si, sbase, s_off), elem_ptr(g, di, dbase, d_off)
+        if ident:
+            e.memcpy(dp, sp, run * ssz)
+            return
+        nfull = run // VL
+
+        def chunk(c, mask):
+            so = b.mul(c, ir.Constant(I64, VL * ssz)) if not isinstance(c, int) else c * VL * ssz
+            do = b.mul(c, ir.Constant(I64, VL * dsz)) if not isinstance(c, int) else c * VL * dsz
+            if mask is None:
+                raw = e.load(vty(rt), e.gep(sp, so))
+                e.store(convert(raw), e.gep(dp, do))
+            else:
+                raw = e.masked_load(vty(rt), e.gep(sp, so), mask, ir.Constant(vty(rt), None))
+                e.masked_store(convert(raw), e.gep(dp, do), mask)
+
+        if nfull <= 8:
+            for c in range(nfull):
+                chunk(c, None)
+        else:
+            with e.loop(0, nfull, name="cf") as c:
+                chunk(c, None)
+        if run % VL:
+            chunk(nfull, const_mask(run % VL))
+
+    def nest(k, s_off, d_off):
+        if k == q:
+            move(s_off, d_off)
+            return
+        with e.loop(0, exts[k], name=f"cf{k}") as t:
+            nest(k + 1, b.add(s_off, b.mul(t, ir.Constant(I64, si.strides[s_dims[k]]))),
+                 b.add(d_off, b.mul(t, ir.Constant(I64, di.strides[d_dims[k]]))))
+
+    nest(0, s_off0, d_off0)
+
+
+def _copy_packed_fast(g, s, si, di, sbase, dbase, s_off0, s_dims, convert_unused):
+    """In-bounds copy into a packed B tile: unmasked loads, constant tail masks."""
+    e, b = g.e, g.e.b
+    K, N = di.shape
+    sk, sn = s_dims
+    vnni = di.layout == "packB_vnni"
+    npan = -(-N // NR)
+    kp_total = -(-K // 2)
+    rt = STORAGE[si.storage][0]
+    kind = vm.kind_of(si.dtype)
+    exact = si.dtype if si.dtype in vm.FLOATS else None
+    zero_f = ir.Constant(vty(F32), None)
+
+    def values(row_off, col):
+        n = min(VL, N - col)
+        if n <= 0:
+            return zero_f
+        p = elem_ptr(g, si, sbase, b.add(row_off, ir.Constant(I64, col)))
+        raw = e.load(vty(rt), p) if n == VL else e.masked_load(vty(rt), p, const_mask(n),
+                                                              ir.Constant(vty(rt), None))
+        return vm.decode(e, raw, si.storage)
+
+    def row_off(k):
+        return b.add(s_off0, b.mul(k, ir.Constant(I64, si.strides[sk])))
+
+    if not vnni:
+        with e.loop(0, K, name="pk") as k:
+            ro = row_off(k)
+            for jp in range(npan):
+                for v in range(NR // VL):
+                    f = vm.encode(e, values(ro, jp * NR + v * VL), kind, di.dtype, "float32",
+                                  exact)
+                    pos = b.add(b.mul(ir.Constant(I64, jp * K), ir.Constant(I64, NR)),
+                                b.add(b.mul(k, ir.Constant(I64, NR)), ir.Constant(I64, v * VL)))
+                    e.store(f, e.gep(dbase, b.mul(pos, ir.Constant(I64, 4))), 4)
+        return
+    shuffle = ir.Constant(vty(I32, 2 * VL), [x for i in range(VL) for x in (i, i + VL)])
+
+    def pair_rows(kp, last):
+        k0 = b.mul(kp, ir.Constant(I64, 2))
+        r0, r1 = row_off(k0), row_off(b.add(k0, ir.Constant(I64, 1)))
+        for jp in range(npan):
+            for v in range(NR // VL):
+                col = jp * NR + v * VL
+                h0 = vm.encode(e, values(r0, col), kind, "bfloat16", "bfloat16", exact)
+                h1 = vm.encode(e, zero_f if last else values(r1, col), kind, "bfloat16",
+                               "bfloat16", exact)
+                pos = b.add(b.mul(ir.Constant(I64, jp * kp_total + 0), ir.Constant(I64, NR)),
+                            b.add(b.mul(kp, ir.Constant(I64, NR)), ir.Constant(I64, v * VL)))
+                e.store(b.shuffle_vector(h0, h1, shuffle),
+                        e.gep(dbase, b.mul(pos, ir.Constant(I64, 4))), 4)
+
+    with e.loop(0, K // 2, name="pk") as kp:
+        pair_rows(kp, False)
+    if K % 2:
+        pair_rows(ir.Constant(I64, K // 2), True)
 
 
 def _copy_single(g, si, di, sbase, dbase, s_off, d_off, s_ok, d_ok, convert):

@@ -184,6 +184,12 @@ class Emitter:
         self.intr("memset", ir.VoidType(), [ptr, ir.Constant(I8, 0), nbytes,
                                             ir.Constant(I1, 0)], [PTR, I64])
 
+    def memcpy(self, dst, src, nbytes):
+        if isinstance(nbytes, int):
+            nbytes = ir.Constant(I64, nbytes)
+        self.intr("memcpy", ir.VoidType(), [dst, src, nbytes, ir.Constant(I1, 0)],
+                  [PTR, PTR, I64])
+
     def alloca(self, t):
         with self.b.goto_block(self.entry):
             self.b.position_at_start(self.entry)

@@ -80,6 +80,86 @@ class Plan:
     infos: dict
     zero_bytes: int
     has_scopes: bool
+    skip: frozenset = frozenset()   # ids of copies removed by forwarding
+
+
+# ---------------------------------------------------------------------------- forwarding
+
+
+def _writes(s) -> set:
+    """Names of the buffers statement `s` (and its nested statements) writes."""
+    out = set()
+    for n in walk(s):
+        if isinstance(n, Copy):
+            out.add(n.dst.buffer.name)
+        elif isinstance(n, Store):
+            out.add(n.buffer.name)
+        elif isinstance(n, (Fill, Reduce)):
+            out.add(n.dst.buffer.name)
+        elif isinstance(n, Gemm):
+            out.add(n.c.buffer.name)
+    return out
+
+
+def _mentions(s) -> set:
+    return {n.buffer.name for n in walk(s) if isinstance(n, (Region, Load, Store, Alloc))}
+
+
+def find_forwards(kernel: Kernel) -> tuple[dict, set]:
+    """Copies `copy(X, Y)` of a whole on-chip buffer into another of the same shape and dtype
+    (the L1 -> L0A/L0B loads of lowered code) whose result can be read from X directly: Y is
+    written by nothing else, every use of Y follows the copy in the same statement list, and
+    nothing writes X between the copy and the last use of Y. Returns ({Y: X}, {id(copy)})."""
+    refs: dict = {}
+    writers: dict = {}
+    for s in kernel.body:
+        for n in walk(s):
+            if isinstance(n, (Region, Load, Store)):
+                refs[n.buffer.name] = refs.get(n.buffer.name, 0) + 1
+    for st in _all_statements(kernel.body):
+        if not hasattr(st, "body") and not hasattr(st, "then_body"):
+            for name in _writes(st):
+                writers[name] = writers.get(name, 0) + 1
+    alias: dict = {}
+    skip: set = set()
+
+    def scan(stmts):
+        for i, s in enumerate(stmts):
+            for f in ("body", "then_body", "else_body"):
+                if hasattr(s, f):
+                    scan(getattr(s, f))
+            if not isinstance(s, Copy) or not s.src.is_full or not s.dst.is_full:
+                continue
+            x, y = s.src.buffer, s.dst.buffer
+            if (x.scope not in PER_BLOCK[1:] or y.scope not in PER_BLOCK[1:] or x.shape != y.shape
+                    or x.dtype != y.dtype or x.name == y.name or writers.get(y.name) != 1
+                    or x.name in alias or y.name in alias.values() or y.name in alias):
+                continue
+            later = stmts[i + 1:]
+            seen, last = 0, -1
+            for j, t in enumerate(later):
+                c = sum(1 for n in walk(t) if isinstance(n, (Region, Load, Store))
+                        and n.buffer.name == y.name)
+                if c:
+                    seen += c
+                    last = j
+            if seen + 1 != refs.get(y.name, 0) or last < 0:
+                continue  # Y is used somewhere else too
+            if any(x.name in _writes(t) for t in later[:last + 1]):
+                continue
+            alias[y.name] = x.name
+            skip.add(id(s))
+
+    scan(kernel.body)
+    return alias, skip
+
+
+def _all_statements(stmts):
+    for s in stmts:
+        yield s
+        for f in ("body", "then_body", "else_body"):
+            if hasattr(s, f):
+                yield from _all_statements(getattr(s, f))
 
 
 def storage_of(buf, bf16: bool) -> str:
@@ -96,7 +176,12 @@ def plan_buffers(kernel: Kernel, bf16: bool) -> Plan:
     ctxs: dict = {}
     uses: dict = {}
 
+    alias, skip = find_forwards(kernel)
+
     def note(name, ctx, use):
+        if use[0] == "skip":
+            return
+        name = alias.get(name, name)
         ctxs.setdefault(name, set()).add(ctx)
         uses.setdefault(name, []).append(use)
 
@@ -118,6 +203,8 @@ def plan_buffers(kernel: Kernel, bf16: bool) -> Plan:
                     note(n.buffer.name, ctx, ("load",))
             if isinstance(s, Store):
                 note(s.buffer.name, ctx, ("store",))
+            elif isinstance(s, Copy) and id(s) in skip:
+                pass
             elif isinstance(s, Copy):
                 note(s.src.buffer.name, ctx, ("copy_src",))
                 note(s.dst.buffer.name, ctx, ("copy_dst", s.dst.is_full))
@@ -142,7 +229,7 @@ def plan_buffers(kernel: Kernel, bf16: bool) -> Plan:
         infos[p.name] = BufInfo(p, p.dtype, param=i)
     offset = 0
     for name, buf in allocs.items():
-        if name in params:
+        if name in params or name in alias:
             continue
         info = BufInfo(buf, storage_of(buf, bf16))
         info.layout = _layout(buf, uses.get(name, []), bf16)
@@ -156,7 +243,10 @@ def plan_buffers(kernel: Kernel, bf16: bool) -> Plan:
                 info.slots[ctx] = offset
                 offset += size * (2 if ctx == "V" else 1)
         infos[name] = info
-    return Plan(infos, offset, has_scopes)
+    for y, x in alias.items():
+        if x in infos:
+            infos[y] = infos[x]
+    return Plan(infos, offset, has_scopes, frozenset(skip))
 
 
 def _layout(buf, uses, bf16: bool) -> str:

@@ -139,6 +139,18 @@ def gemm(g, s):
         if not zero:
             _c_in(g, ci, cbase, ci.strides[-2], M, N, c_ptr)
     steps = KP if bf16 else K
+    pending, g.prefetch = g.prefetch, []
+    calls = (N // NR) * (M // MR)
+    if calls == 0 and pending:
+        from .codegen_ops import flush_prefetch
+        flush_prefetch(g, pending)
+        pending = []
+
+    def prefetch(call_index):
+        from .codegen_ops import prefetch_rows
+        for desc in pending:
+            per = -(-desc[1] // calls)
+            prefetch_rows(g, desc, b.mul(call_index, ir.Constant(I64, per)), per)
 
     def panel(jp, ncols):
         bp = e.gep(b_ptr, b.mul(jp, ir.Constant(I64, pan_b)))
@@ -147,6 +159,8 @@ def gemm(g, s):
         if M // MR:
             fn = _microkernel(g, (MR,) + common)
             with e.loop(0, M // MR, name="mi") as ip:
+                if pending and ncols == NR:
+                    prefetch(b.add(b.mul(jp, ir.Constant(I64, M // MR)), ip))
                 b.call(fn, [e.gep(a_ptr, b.mul(ip, ir.Constant(I64, MR * a_rs_b))), bp,
                             e.gep(cp, b.mul(ip, ir.Constant(I64, MR * ldc_b)))])
         if M % MR:
