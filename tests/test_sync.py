@@ -36,6 +36,8 @@ CASES = {
     "prenorm": (lambda: kernels.prenorm(96, 24, 128), [-2, -1],
                 lambda: [rand((96, 128), "bfloat16"), rand((24, 128), "float32", 1)]),
     "rmsnorm": (lambda: kernels.rmsnorm(64, 96), [-1], lambda: [rand((64, 96))]),
+    "flash_attention": (lambda: kernels.flash_attention(1, 80, 32, num_stages=2), [-1],
+                        lambda: [rand((1, 80, 32), "float16", i) for i in range(3)]),
     "softmax": (lambda: kernels.softmax(64, 96), [-1], lambda: [rand((64, 96))]),
 }
 
