@@ -1,0 +1,640 @@
+"""The LLVM-JIT backend against float64 NumPy references, the NumPy interpreter and ml_dtypes.
+
+Kernels are built with the IR node constructors (and, for the lowered NPU path, through the
+DSL and the full pass pipeline)."""
+# No `from __future__ import annotations`: the frontend reads T.Tensor annotations as objects.
+import ml_dtypes
+import numpy as np
+import pytest
+
+import tilelang_mini
+import tilelang_mini.language as T
+from backends.llvm import BACKEND, STATS
+from backends.numpy import BACKEND as NUMPY
+from tilelang_mini.errors import ArgumentError, CompileError
+from tilelang_mini.ir import dtypes
+from tilelang_mini.ir.nodes import (
+    Alloc, BinOp, Buffer, Call, Cast, Const, Copy, Fill, For, Gemm, If, Kernel, Load, Loc,
+    PipeBarrier, Reduce, Region, Scope, SetCrossFlag, SetFlag, Store, Var, WaitCrossFlag, WaitFlag,
+)
+
+RNG = np.random.default_rng(1)
+
+
+@pytest.fixture(autouse=True)
+def _private_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("TILELANG_MINI_CACHE_DIR", str(tmp_path / "cache"))
+
+
+def c(v, dtype=None):
+    if dtype is None:
+        dtype = "float32" if isinstance(v, float) else "int32"
+    return Const(v, dtype)
+
+
+def v(name):
+    return Var(name)
+
+
+def add(a, b):
+    return BinOp("+", a, b)
+
+
+def mul(a, b):
+    return BinOp("*", a, b)
+
+
+def reg(buf, starts, extents):
+    return Region(buf, tuple(c(s) if isinstance(s, int) else s for s in starts), tuple(extents))
+
+
+def full(buf):
+    return Region.full(buf)
+
+
+def kernel(params, body, grid=(1,), grid_vars=("bx",), is_npu=False):
+    return Kernel("k", tuple(params), tuple(grid), tuple(grid_vars), tuple(body), is_npu)
+
+
+def run(k, *args, options=None):
+    BACKEND.run(BACKEND.lower(k, options or {}), list(args))
+
+
+def run_both(k, *args, options=None):
+    """Run on llvm (in place) and on the interpreter (on copies); return the interpreter's."""
+    ref = [a.copy() for a in args]
+    NUMPY.run(NUMPY.lower(k, {}), ref)
+    run(k, *args, options=options)
+    return ref
+
+
+def rand(shape, dtype, lo=-1.0, hi=1.0):
+    return RNG.uniform(lo, hi, shape).astype(dtypes.to_numpy(dtype))
+
+
+def close(actual, expected, dtype):
+    rtol, atol = dtypes.tolerance(dtype)
+    np.testing.assert_allclose(np.asarray(actual, np.float64), np.asarray(expected, np.float64),
+                               rtol=rtol, atol=atol)
+
+
+def ceildiv(a, b):
+    return -(-a // b)
+
+
+# -------------------------------------------------------------------------------------- gemm
+
+
+def tiled_gemm(M, N, K, in_dtype, bm=32, bn=32, bk=16, ta=False, tb=False, scope="shared"):
+    A = Buffer("A", (K, M) if ta else (M, K), in_dtype)
+    B = Buffer("B", (N, K) if tb else (K, N), in_dtype)
+    C = Buffer("C", (M, N), "float32")
+    A_s = Buffer("A_s", (bk, bm) if ta else (bm, bk), in_dtype, scope)
+    B_s = Buffer("B_s", (bn, bk) if tb else (bk, bn), in_dtype, scope)
+    C_l = Buffer("C_l", (bm, bn), "float32", "fragment")
+    row, col, kk = mul(v("by"), c(bm)), mul(v("bx"), c(bn)), mul(v("k"), c(bk))
+    a_src = reg(A, (kk, row), (bk, bm)) if ta else reg(A, (row, kk), (bm, bk))
+    b_src = reg(B, (col, kk), (bn, bk)) if tb else reg(B, (kk, col), (bk, bn))
+    body = [
+        Alloc(A_s), Alloc(B_s), Alloc(C_l),
+        Fill(full(C_l), c(0.0)),
+        For(("k",), (c(ceildiv(K, bk)),), "pipelined", (
+            Copy(a_src, full(A_s)),
+            Copy(b_src, full(B_s)),
+            Gemm(full(A_s), full(B_s), full(C_l), transpose_a=ta, transpose_b=tb),
+        ), num_stages=2),
+        Copy(full(C_l), reg(C, (row, col), (bm, bn))),
+    ]
+    return kernel((A, B, C), body, (ceildiv(N, bn), ceildiv(M, bm)), ("bx", "by"))
+
+
+@pytest.mark.parametrize("no_dot", [False, True])
+@pytest.mark.parametrize("in_dtype", ["float32", "float16", "bfloat16", "float8_e4m3fn",
+                                      "float8_e5m2"])
+def test_tiled_gemm_tail_tiles(in_dtype, no_dot):
+    if no_dot and in_dtype != "bfloat16":
+        pytest.skip("the bf16 dot-product switch only matters for bfloat16")
+    M, N, K = 70, 45, 33
+    a, b = rand((M, K), in_dtype), rand((K, N), in_dtype)
+    out = np.full((M, N), 7.0, np.float32)
+    ref = run_both(tiled_gemm(M, N, K, in_dtype), a, b, out,
+                   options={"llvm_disable_bf16": no_dot})
+    close(out, a.astype(np.float64) @ b.astype(np.float64), "float32")
+    close(out, ref[2], "float32")
+
+
+@pytest.mark.parametrize("ta,tb", [(True, False), (False, True), (True, True)])
+@pytest.mark.parametrize("in_dtype", ["float32", "bfloat16"])
+def test_gemm_transposes(ta, tb, in_dtype):
+    M, N, K = 40, 36, 20
+    a = rand((K, M) if ta else (M, K), in_dtype)
+    b = rand((N, K) if tb else (K, N), in_dtype)
+    out = np.zeros((M, N), np.float32)
+    run(tiled_gemm(M, N, K, in_dtype, ta=ta, tb=tb), a, b, out)
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    close(out, (a64.T if ta else a64) @ (b64.T if tb else b64), "float32")
+
+
+@pytest.mark.parametrize("clear", [True, False])
+def test_gemm_clear_accum_bf16_accumulator_global_operands(clear):
+    A, B = Buffer("A", (8, 4), "float32"), Buffer("B", (4, 6), "float32")
+    C = Buffer("C", (8, 6), "bfloat16")
+    acc = Buffer("acc", (8, 6), "bfloat16", "fragment")
+    k = kernel((A, B, C), [
+        Alloc(acc), Copy(full(C), full(acc)),
+        Gemm(full(A), full(B), full(acc), clear_accum=clear),
+        Copy(full(acc), full(C)),
+    ])
+    a, b, cc = rand((8, 4), "float32"), rand((4, 6), "float32"), rand((8, 6), "bfloat16")
+    out = cc.copy()
+    run(k, a, b, out)
+    ref = a.astype(np.float64) @ b + (0 if clear else cc.astype(np.float64))
+    close(out, ref, "bfloat16")
+
+
+def test_big_gemm_tiles_match_numpy():
+    # 128x128x64 tiles (full micro-panels) with an odd tail in every dimension
+    M, N, K = 200, 150, 130
+    for dt in ("float32", "bfloat16"):
+        a, b = rand((M, K), dt), rand((K, N), dt)
+        out = np.zeros((M, N), np.float32)
+        run(tiled_gemm(M, N, K, dt, bm=128, bn=128, bk=64), a, b, out)
+        close(out, a.astype(np.float64) @ b.astype(np.float64), "float32")
+
+
+def dsl_gemm(M, N, K, dtype, block_M=64, block_N=64, block_K=32):
+    @T.prim_func
+    def main(A: T.Tensor((M, K), dtype), B: T.Tensor((K, N), dtype),
+             C: T.Tensor((M, N), "float32")):
+        with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M)) as (bx, by):
+            A_s = T.alloc_shared((block_M, block_K), dtype)
+            B_s = T.alloc_shared((block_K, block_N), dtype)
+            C_f = T.alloc_fragment((block_M, block_N), "float32")
+            T.clear(C_f)
+            for k in T.Pipelined(T.ceildiv(K, block_K), num_stages=2):
+                T.copy(A[by * block_M, k * block_K], A_s)
+                T.copy(B[k * block_K, bx * block_N], B_s)
+                T.gemm(A_s, B_s, C_f)
+            T.copy(C_f, C[by * block_M, bx * block_N])
+
+    return main
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16", "float8_e4m3fn"])
+def test_lowered_npu_gemm_through_the_pipeline(dtype):
+    M, N, K = 70, 45, 33
+    a, b = rand((M, K), dtype), rand((K, N), dtype)
+    kl = tilelang_mini.compile(dsl_gemm(M, N, K, dtype), out_idx=[-1], target="llvm")
+    kn = tilelang_mini.compile(dsl_gemm(M, N, K, dtype), out_idx=[-1], target="numpy")
+    assert kl.ir.is_npu
+    out = kl(a, b)
+    close(out, a.astype(np.float64) @ b.astype(np.float64), "float32")
+    close(out, kn(a, b), "float32")
+    src = kl.get_kernel_source()
+    assert "tlm_kernel" in src and "<16 x float>" in src
+
+
+# -------------------------------------------------------------------------------------- copy
+
+
+def test_copy_clips_pads_and_casts():
+    X = Buffer("X", (5, 7), "float32")
+    Y = Buffer("Y", (6, 6), "bfloat16")
+    Tt = Buffer("T", (4, 4), "float16", "shared")
+    k = kernel((X, Y), [
+        Alloc(Tt),
+        Copy(reg(X, (-2, 4), (4, 4)), full(Tt)),
+        Copy(full(Tt), reg(Y, (3, 3), (4, 4))),
+    ])
+    x = rand((5, 7), "float32", -100, 100)
+    y = np.full((6, 6), 9, ml_dtypes.bfloat16)
+    ref = run_both(k, x, y)
+    np.testing.assert_array_equal(y.astype(np.float64), ref[1].astype(np.float64))
+
+
+@pytest.mark.parametrize("start", [(0, 0), (-3, 5), (10, -7), (30, 0)])
+def test_copy_into_packed_tile_with_clipping(start):
+    # B_s is only copied into and used as a gemm B operand: it is kept in packed panels
+    A, B = Buffer("A", (16, 40), "float32"), Buffer("B", (33, 37), "float16")
+    C = Buffer("C", (16, 37), "float32")
+    A_s = Buffer("A_s", (16, 40), "float32", "shared")
+    B_s = Buffer("B_s", (40, 37), "float16", "shared")
+    k = kernel((A, B, C), [
+        Alloc(A_s), Alloc(B_s), Copy(full(A), full(A_s)),
+        Copy(reg(B, start, (40, 37)), full(B_s)),
+        Gemm(full(A_s), full(B_s), full(C), clear_accum=True),
+    ])
+    a, b = rand((16, 40), "float32"), rand((33, 37), "float16")
+    out = np.zeros((16, 37), np.float32)
+    ref = run_both(k, a, b, out)
+    close(out, ref[2], "float32")
+
+
+def test_copy_reshapes_strided_and_outside():
+    X = Buffer("X", (3, 8), "float32")
+    Y = Buffer("Y", (8, 2), "float16")
+    k = kernel((X, Y), [
+        Copy(reg(X, (1, 0), (1, 8)), reg(Y, (0, 1), (8, 1))),
+        Copy(reg(X, (5, 0), (1, 8)), reg(Y, (0, 0), (8, 1))),
+    ])
+    x = rand((3, 8), "float32")
+    y = np.ones((8, 2), np.float16)
+    run(k, x, y)
+    np.testing.assert_array_equal(y[:, 1], x[1].astype(np.float16))
+    np.testing.assert_array_equal(y[:, 0], 0)
+
+
+def test_copy_forwarding_is_not_applied_when_the_source_changes():
+    X, Y = Buffer("X", (8, 8), "float32"), Buffer("Y", (8, 8), "float32")
+    a1, a0 = Buffer("a1", (8, 8), "float32", "L1"), Buffer("a0", (8, 8), "float32", "L0A")
+    k = kernel((X, Y), [
+        Alloc(a1), Alloc(a0), Copy(full(X), full(a1)), Copy(full(a1), full(a0)),
+        Fill(full(a1), c(5.0)),
+        Copy(full(a0), full(Y)),
+    ])
+    x = rand((8, 8), "float32")
+    y = np.zeros((8, 8), np.float32)
+    run(k, x, y)
+    np.testing.assert_array_equal(y, x)
+
+
+# ------------------------------------------------------------------------------ conversions
+
+
+def _convert(values, dst, via=None):
+    """values (1-d) -> dst through a copy kernel (optionally through an on-chip `via` tile)."""
+    n = values.size
+    X = Buffer("X", (n,), dtypes.canonical(values.dtype))
+    Y = Buffer("Y", (n,), dst)
+    body = [Copy(full(X), full(Y))]
+    if via is not None:
+        tile = Buffer("t", (n,), via, "shared")
+        body = [Alloc(tile), Copy(full(X), full(tile)), Copy(full(tile), full(Y))]
+    out = np.zeros(n, dtypes.to_numpy(dst))
+    run(kernel((X, Y), body), values, out)
+    return out
+
+
+def _same_bits_or_nan(got, want):
+    g64, w64 = got.astype(np.float64), want.astype(np.float64)
+    nan = np.isnan(w64)
+    np.testing.assert_array_equal(np.isnan(g64), nan)
+    gi = got.view(np.uint8 if got.itemsize == 1 else np.uint16)
+    wi = want.view(gi.dtype)
+    np.testing.assert_array_equal(gi[~nan], wi[~nan])
+
+
+def _f32_patterns():
+    rng = np.random.default_rng(5)
+    bits = [rng.integers(0, 2 ** 32, 1 << 19, dtype=np.uint64).astype(np.uint32),
+            (np.arange(1 << 16, dtype=np.uint32) << 16),               # every bf16 value
+            (np.arange(1 << 16, dtype=np.uint32) << 16) | 0x8000,      # exact ties
+            (np.arange(1 << 16, dtype=np.uint32) << 16) | 0x8001,
+            (np.arange(1 << 16, dtype=np.uint32) << 16) | 0x7FFF,
+            np.array([0x7F800000, 0xFF800000, 0x7FC00000, 0xFFC00001, 0, 0x80000000, 1,
+                      0x80000001, 0x007FFFFF], np.uint32)]
+    return np.concatenate(bits).view(np.float32)
+
+
+@pytest.mark.parametrize("dst", ["bfloat16", "float8_e4m3fn", "float8_e5m2", "float16"])
+def test_float32_to_low_precision_matches_ml_dtypes(dst):
+    x = _f32_patterns()
+    with np.errstate(all="ignore"):
+        want = x.astype(dtypes.to_numpy(dst))
+    _same_bits_or_nan(_convert(x, dst), want)
+
+
+@pytest.mark.parametrize("src", ["bfloat16", "float16", "float8_e4m3fn", "float8_e5m2"])
+def test_low_precision_decoding_is_exact(src):
+    bits = np.arange(1 << (8 * dtypes.itemsize(src)), dtype=np.uint64)
+    x = bits.astype(np.uint8 if dtypes.itemsize(src) == 1 else np.uint16).view(
+        dtypes.to_numpy(src))
+    got = _convert(x, "float32")
+    want = x.astype(np.float32)
+    nan = np.isnan(want)
+    np.testing.assert_array_equal(np.isnan(got), nan)
+    np.testing.assert_array_equal(got[~nan].view(np.uint32), want[~nan].view(np.uint32))
+
+
+@pytest.mark.parametrize("via", ["float8_e4m3fn", "float8_e5m2", "bfloat16", "float16"])
+def test_widened_on_chip_tiles_round_like_their_dtype(via):
+    x = _f32_patterns()[-200000:]
+    with np.errstate(all="ignore"):
+        want = x.astype(dtypes.to_numpy(via)).astype(np.float32)
+    got = _convert(x, "float32", via=via)
+    nan = np.isnan(want)
+    np.testing.assert_array_equal(np.isnan(got), nan)
+    np.testing.assert_array_equal(got[~nan], want[~nan])
+
+
+def test_fp8_to_bf16_and_int_conversions():
+    x = np.arange(256, dtype=np.uint8).view(ml_dtypes.float8_e4m3fn)
+    _same_bits_or_nan(_convert(x, "bfloat16"), x.astype(ml_dtypes.bfloat16))
+    f = np.array([-3.7, -0.5, 0.0, 2.9, 1e5, 123456.7], np.float32)
+    np.testing.assert_array_equal(_convert(f, "int32"), f.astype(np.int32))
+    i = np.array([-70000, -1, 0, 7, 1 << 24, (1 << 24) + 1], np.int32)
+    np.testing.assert_array_equal(_convert(i, "float32"), i.astype(np.float32))
+
+
+# ------------------------------------------------------------------------------ fill, reduce
+
+
+def test_fill_casts_to_dtype():
+    Y = Buffer("Y", (4, 5), "bfloat16")
+    Z = Buffer("Z", (3,), "int32")
+    k = kernel((Y, Z), [Fill(reg(Y, (1, 2), (2, 3)), c(1.00390625)), Fill(full(Z), c(-7))])
+    y, z = np.full((4, 5), 3, ml_dtypes.bfloat16), np.zeros(3, np.int32)
+    run(k, y, z)
+    ref = np.full((4, 5), 3.0)
+    ref[1:3, 2:5] = 1.0
+    np.testing.assert_array_equal(y.astype(np.float64), ref)
+    np.testing.assert_array_equal(z, [-7, -7, -7])
+
+
+_REF = {"sum": lambda x, d: x.sum(d), "max": lambda x, d: x.max(d), "min": lambda x, d: x.min(d),
+        "abssum": lambda x, d: np.abs(x).sum(d), "absmax": lambda x, d: np.abs(x).max(d)}
+_COMB = {"sum": np.add, "abssum": np.add, "max": np.maximum, "absmax": np.maximum,
+         "min": np.minimum}
+
+
+@pytest.mark.parametrize("kind", list(_REF))
+@pytest.mark.parametrize("clear", [True, False])
+@pytest.mark.parametrize("dim,keep", [(1, False), (0, False), (1, True)])
+def test_reduce(kind, clear, dim, keep):
+    X = Buffer("X", (6, 37), "float16")
+    rows = 6 if dim == 1 else 37
+    D = Buffer("D", (rows, 1) if keep else (rows,), "float32")
+    k = kernel((X, D), [Reduce(kind, full(X), full(D), dim, clear)])
+    x, d = rand((6, 37), "float16", -4, 4), rand(D.shape, "float32", -4, 4)
+    out = d.copy()
+    run(k, x, out)
+    ref = _REF[kind](x.astype(np.float64), dim).reshape(D.shape)
+    if not clear:
+        ref = _COMB[kind](d.astype(np.float64), ref)
+    close(out, ref, "float32")
+
+
+def test_reduce_3d_middle_dim_and_nan():
+    X = Buffer("X", (3, 5, 20), "float32")
+    D = Buffer("D", (3, 20), "float32")
+    M = Buffer("M", (3, 5), "float32")
+    k = kernel((X, D, M), [Reduce("sum", full(X), full(D), 1),
+                           Reduce("max", full(X), full(M), -1)])
+    x = rand((3, 5, 20), "float32")
+    x[1, 2, 3] = np.nan
+    d, m = np.zeros((3, 20), np.float32), np.zeros((3, 5), np.float32)
+    ref = run_both(k, x, d, m)
+    close(d, ref[1], "float32")
+    np.testing.assert_array_equal(np.isnan(m), np.isnan(ref[2]))
+    close(np.nan_to_num(m), np.nan_to_num(ref[2]), "float32")
+
+
+# ---------------------------------------------------------------------------------- parallel
+
+
+def _map(fn, x: np.ndarray) -> np.ndarray:
+    n = x.size
+    X, Y = Buffer("X", (n,), "float32"), Buffer("Y", (n,), "float32")
+    i = v("i")
+    k = kernel((X, Y), [For(("i",), (c(n),), "parallel", (
+        Store(Y, (i,), Call(fn, (Load(X, (i,)),))),))])
+    y = np.zeros(n, np.float32)
+    run(k, x, y)
+    return y
+
+
+_SPECIAL = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1e-45, 1e-40, 1.17e-38, -1.0, 88.7,
+                     89.0, -103.0, -120.0, 128.0, -150.0, 1.0, 2.0, 0.5], np.float32)
+
+
+@pytest.mark.parametrize("fn,ref,lo,hi", [
+    ("exp", np.exp, -100.0, 88.0), ("exp2", np.exp2, -140.0, 127.0),
+    ("log", np.log, 1e-30, 1e30), ("sqrt", np.sqrt, 0.0, 1e6),
+    ("rsqrt", lambda x: np.float32(1) / np.sqrt(x), 1e-6, 1e6),
+])
+def test_vector_math_accuracy(fn, ref, lo, hi):
+    rng = np.random.default_rng(3)
+    if fn == "log":
+        x = np.exp(rng.uniform(np.log(lo), np.log(hi), 20000)).astype(np.float32)
+    else:
+        x = rng.uniform(lo, hi, 20000).astype(np.float32)
+    x = np.concatenate([x, rng.uniform(-2, 2, 5000).astype(np.float32), _SPECIAL])
+    got = _map(fn, x)
+    with np.errstate(all="ignore"):
+        want = ref(x.astype(np.float32))
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    ok = ~np.isnan(want)
+    np.testing.assert_allclose(got[ok], want[ok], rtol=4e-7, atol=1e-44)
+
+
+def test_parallel_elementwise_map_exp_rsqrt_casts():
+    X = Buffer("X", (16, 40), "float16")
+    Y = Buffer("Y", (16, 40), "bfloat16")
+    i, j = v("i"), v("j")
+    x_ij, x_i0 = Load(X, (i, j)), Load(X, (i, c(0)))
+    value = mul(Cast("float16", Call("max", (Call("exp", (BinOp("-", x_ij, x_i0),)),
+                                             Call("rsqrt", (add(mul(x_ij, x_ij), c(1.0)),))))),
+                c(2.0))
+    k = kernel((X, Y), [For(("i", "j"), (c(16), c(40)), "parallel", (Store(Y, (i, j), value),))])
+    x = rand((16, 40), "float16", -2, 2)
+    y = np.zeros((16, 40), ml_dtypes.bfloat16)
+    ref = run_both(k, x, y)
+    np.testing.assert_array_equal(y.astype(np.float32), ref[1].astype(np.float32))
+
+
+def test_parallel_index_arithmetic_int_ops_and_transposed_access():
+    Y, Z = Buffer("Y", (37,), "int32"), Buffer("Z", (37,), "float32")
+    W, X = Buffer("W", (5, 7), "float32"), Buffer("X", (7, 5), "float32")
+    i = v("i")
+    iv = add(add(BinOp("//", BinOp("-", i, c(9)), c(3)), mul(BinOp("%", BinOp("-", i, c(9)),
+                                                                  c(3)), c(10))),
+             Call("ceildiv", (i, c(4))))
+    a, b = v("a"), v("b")
+    k = kernel((Y, Z, W, X), [
+        For(("i",), (c(37),), "parallel", (Store(Y, (i,), iv), Store(Z, (i,), BinOp("/", i, c(4))))),
+        For(("a", "b"), (c(5), c(7)), "parallel", (Store(W, (a, b), Load(X, (b, a))),)),
+    ])
+    y, z, w = np.zeros(37, np.int32), np.zeros(37, np.float32), np.zeros((5, 7), np.float32)
+    x = rand((7, 5), "float32")
+    run(k, y, z, w, x)
+    n = np.arange(37)
+    np.testing.assert_array_equal(y, (n - 9) // 3 + (n - 9) % 3 * 10 + -(-n // 4))
+    np.testing.assert_array_equal(z, n / 4)
+    np.testing.assert_array_equal(w, x.T)
+
+
+def test_parallel_map_reading_its_own_target_shifted():
+    # NumPy evaluates the whole right-hand side first: Y[i] = Y[i - 1] shifts by one
+    Y = Buffer("Y", (40,), "float32")
+    i = v("i")
+    k = kernel((Y,), [For(("i",), (c(39),), "parallel", (
+        Store(Y, (add(i, c(1)),), Load(Y, (i,))),))])
+    y = np.arange(40, dtype=np.float32)
+    run(k, y)
+    np.testing.assert_array_equal(y, np.r_[0, np.arange(39)].astype(np.float32))
+
+
+def test_alloc_var_accumulator_serial_loop_and_if():
+    X = Buffer("X", (3, 5), "float16")
+    Y = Buffer("Y", (3,), "float32")
+    s = Buffer("s", (1,), "float32", "var")
+    k_, bx = v("k"), v("bx")
+    acc = Load(s, (c(0),))
+    k = kernel((X, Y), [
+        Alloc(s),
+        Store(s, (c(0),), c(0.0)),
+        For(("k",), (c(5),), "serial", (
+            If(BinOp("!=", k_, c(2)),
+               (Store(s, (c(0),), add(acc, mul(Load(X, (bx, k_)), Load(X, (bx, k_))))),),
+               (PipeBarrier("V"),)),
+        )),
+        Store(Y, (bx,), Call("sqrt", (acc,))),
+    ], grid=(3,))
+    x = rand((3, 5), "float16")
+    y = np.zeros(3, np.float32)
+    run(k, x, y)
+    xf = x.astype(np.float64)
+    close(y, np.sqrt((xf ** 2).sum(1) - xf[:, 2] ** 2), "float32")
+
+
+# ------------------------------------------------------------------------------------ is_npu
+
+
+def test_npu_kernel_cube_and_two_vector_cores():
+    n, M, N, K = 2, 16, 8, 4
+    A, B = Buffer("A", (n * M, K), "float16"), Buffer("B", (K, N), "float16")
+    O = Buffer("O", (n * M, N), "float32")
+    Cnt = Buffer("Cnt", (n * 2,), "int32")
+    W = Buffer("W", (M, N), "float32", "workspace")
+    a_l0, b_l0 = Buffer("a", (M, K), "float16", "L0A"), Buffer("b", (K, N), "float16", "L0B")
+    acc = Buffer("acc", (M, N), "float32", "L0C")
+    u = Buffer("u", (M // 2, N), "float32", "UB")
+    cnt = Buffer("cnt", (1,), "int32", "UB")
+    cid, vid = v("cid"), v("vid")
+    half = mul(vid, c(M // 2))
+    i, j = v("i"), v("j")
+    body = [
+        Alloc(W), Alloc(cnt),
+        Scope("C", (
+            Alloc(a_l0), Alloc(b_l0), Alloc(acc),
+            Copy(reg(A, (mul(cid, c(M)), 0), (M, K)), full(a_l0)),
+            SetFlag("MTE2", "M", 0), WaitFlag("MTE2", "M", 0),
+            Copy(full(B), full(b_l0)),
+            Gemm(full(a_l0), full(b_l0), full(acc), clear_accum=True),
+            Copy(full(acc), full(W)),
+            SetCrossFlag("FIX", 1),
+        )),
+        Scope("V", (
+            WaitCrossFlag("V", 1),
+            Alloc(u),
+            Copy(reg(W, (half, 0), (M // 2, N)), full(u)),
+            For(("i", "j"), (c(M // 2), c(N)), "parallel", (
+                Store(u, (i, j), add(mul(Load(u, (i, j)), c(2.0)), Cast("float32", vid))),)),
+            Copy(full(u), reg(O, (add(mul(cid, c(M)), half), 0), (M // 2, N))),
+            Store(cnt, (c(0),), add(Load(cnt, (c(0),)), c(1))),
+            Store(Cnt, (add(mul(cid, c(2)), vid),), Load(cnt, (c(0),))),
+        )),
+    ]
+    k = kernel((A, B, O, Cnt), body, grid=(n,), grid_vars=("cid", "vid"), is_npu=True)
+    a, b = rand((n * M, K), "float16"), rand((K, N), "float16")
+    o, cn = np.zeros((n * M, N), np.float32), np.zeros(n * 2, np.int32)
+    run(k, a, b, o, cn)
+    ref = (a.astype(np.float64) @ b.astype(np.float64)) * 2
+    ref[np.arange(n * M) % M >= M // 2] += 1
+    close(o, ref, "float32")
+    np.testing.assert_array_equal(cn, 1)
+
+
+# ------------------------------------------------------------------------ errors, arguments
+
+
+def test_runtime_errors_are_located():
+    Y = Buffer("Y", (4,), "float32")
+    loc = Loc("my_kernel.py", 12, 9)
+    k = kernel((Y,), [Store(Y, (add(v("bx"), c(3)),), c(1.0), loc=loc)], grid=(2,))
+    with pytest.raises(CompileError) as err:
+        run(k, np.zeros(4, np.float32))
+    assert err.value.loc == loc and "out of bounds" in err.value.message
+    X = Buffer("X", (4, 4), "float32")
+    loc2 = Loc("k.py", 9, 5)
+    k = kernel((X,), [Fill(reg(X, (v("bx"), 0), (4, 4)), c(1.0), loc=loc2)], grid=(2,))
+    with pytest.raises(CompileError) as err:
+        run(k, np.zeros((4, 4), np.float32))
+    assert err.value.loc == loc2
+
+
+def test_unsupported_constructs_fail_at_lower_time():
+    Y = Buffer("Y", (4, 4), "float32")
+    inner = For(("j",), (c(4),), "parallel", (Store(Y, (v("i"), v("j")), c(1.0)),))
+    with pytest.raises(CompileError, match="nested Parallel"):
+        BACKEND.lower(kernel((Y,), [For(("i",), (c(4),), "parallel", (inner,))]), {})
+    body = (If(BinOp("<", v("i"), c(2)), (Store(Y, (v("i"), c(0)), c(1.0)),)),)
+    with pytest.raises(CompileError, match="Parallel"):
+        BACKEND.lower(kernel((Y,), [For(("i",), (c(4),), "parallel", body)]), {})
+    with pytest.raises(CompileError, match="nope"):
+        BACKEND.lower(kernel((Y,), [Store(Y, (v("nope"), c(0)), c(1.0))]), {})
+
+
+def test_argument_errors():
+    X = Buffer("X", (4,), "float32")
+    art = BACKEND.lower(kernel((X,), [Fill(full(X), c(1.0))]), {})
+    with pytest.raises(ArgumentError):
+        BACKEND.run(art, [np.zeros(4, np.float16)])
+    with pytest.raises(ArgumentError):
+        BACKEND.run(art, [np.zeros(5, np.float32)])
+    with pytest.raises(ArgumentError):
+        BACKEND.run(art, [np.zeros(8, np.float32)[::2]])
+    with pytest.raises(ArgumentError):
+        BACKEND.run(art, [])
+
+
+# ------------------------------------------------------------------------- cache, threads
+
+
+def test_disk_cache_hit_and_truncated_entry_recompiles(tmp_path):
+    k = tiled_gemm(40, 40, 20, "float16")
+    first = BACKEND.lower(k, {"chip": "ascend910b"})
+    assert not first.from_cache
+    hits = STATS["cache_hits"]
+    second = BACKEND.lower(k, {"chip": "ascend910b"})
+    assert second.from_cache and STATS["cache_hits"] == hits + 1
+    assert second.llvm_ir == first.llvm_ir
+    entries = list((tmp_path / "cache" / "llvm").glob("*.bin"))
+    assert len(entries) == 1
+    data = entries[0].read_bytes()
+    entries[0].write_bytes(data[: len(data) // 2])
+    corrupt = STATS["cache_corrupt"]
+    third = BACKEND.lower(k, {"chip": "ascend910b"})
+    assert not third.from_cache and STATS["cache_corrupt"] == corrupt + 1
+    assert entries[0].read_bytes() == data  # rewritten
+    a, b = rand((40, 20), "float16"), rand((20, 40), "float16")
+    for art in (first, second, third):
+        out = np.zeros((40, 40), np.float32)
+        BACKEND.run(art, [a, b, out])
+        close(out, a.astype(np.float64) @ b.astype(np.float64), "float32")
+    other = BACKEND.lower(k, {"chip": "ascend950"})  # the chip is part of the key
+    assert not other.from_cache
+
+
+def test_cache_can_be_disabled(tmp_path, monkeypatch):
+    monkeypatch.setenv("TILELANG_MINI_CACHE", "0")
+    k = tiled_gemm(8, 8, 8, "float32")
+    BACKEND.lower(k, {})
+    assert not BACKEND.lower(k, {}).from_cache
+    assert not (tmp_path / "cache").exists()
+
+
+def test_multithreaded_run_equals_single_threaded(monkeypatch):
+    M, N, K = 300, 260, 70
+    k = tiled_gemm(M, N, K, "bfloat16")
+    art = BACKEND.lower(k, {})
+    a, b = rand((M, K), "bfloat16"), rand((K, N), "bfloat16")
+    outs = []
+    for n in ("1", "2", "3"):
+        monkeypatch.setenv("TILELANG_MINI_NUM_THREADS", n)
+        out = np.zeros((M, N), np.float32)
+        BACKEND.run(art, [a, b, out])
+        outs.append(out)
+    np.testing.assert_array_equal(outs[0], outs[1])
+    np.testing.assert_array_equal(outs[0], outs[2])
+    close(outs[0], a.astype(np.float64) @ b.astype(np.float64), "float32")
