@@ -18,7 +18,8 @@ flag primed before the loop and drained after it:
                                                    set_flag(M, MTE2, 0)
                                                wait_flag(M, MTE2, 0)
 
-Each channel has its own event id (0-7 per pipe pair).
+Channels share an event id (0-7 per pipe pair) only where the recorded run proves each wait
+happens before the next set of that id.
 The analysis runs on the program unrolled twice per loop (once where the trip count is one).
 """
 from __future__ import annotations
@@ -169,6 +170,8 @@ class Channel:
     last_set: dict | None = None
     loc: object = None
     event: int = -1
+    sets: list | None = None   # (trace position, vector clock of the src pipe) per dynamic set
+    waits: list | None = None  # trace position of the first instruction after each dynamic wait
 
 
 @dataclass
@@ -185,10 +188,12 @@ def insert_sync(kernel: Kernel, chip: Chip) -> Kernel:
     offsets = {a.buffer.name: a.offset for a in allocs if a.offset is not None}
     tree = _tree([s for s in kernel.body if not isinstance(s, Alloc)])
     channels = _Analysis(offsets).run(tree)
-    if not _fits(channels, chip):  # out of event ids: one flag per group of adjacent producers
+    try:
+        _assign_events(channels, chip, kernel)
+    except CompileError:  # out of ids: one flag per group of adjacent producers, and try again
         tree = _tree([s for s in kernel.body if not isinstance(s, Alloc)])
         channels = _Analysis(offsets, coalesce=True).run(tree)
-    _assign_events(channels, chip, kernel)
+        _assign_events(channels, chip, kernel)
     body = _render(tree, channels)
     return replace(kernel, body=tuple(allocs + body))
 
@@ -197,11 +202,14 @@ class _Analysis:
     def __init__(self, offsets, coalesce=False):
         self.offsets = offsets
         self.coalesce = coalesce
+        self.channels: list[Channel] = []
+        self.by_wait: dict = {}    # id(item) -> channels waiting before it
+        self.reset()
+
+    def reset(self):
         self.known: dict = {}      # pipe -> {pipe: index known to happen before its next instr}
         self.cur: dict = {}        # pipe -> vector clock right after its latest instruction
         self.history: list = []    # (occ, accesses)
-        self.channels: list[Channel] = []
-        self.by_wait: dict = {}    # id(item) -> channels waiting before it
         self.exit_vc: dict = {}    # id(block) -> {pipe: vc at its latest exit}
         self.count = 0
         self.vc_of: list = []      # occurrence index -> vector clock of its pipe right after it
@@ -209,7 +217,21 @@ class _Analysis:
 
     def run(self, tree):
         self.walk(tree, ())
+        # Replay with every channel in place from the start, recording when each flag is set
+        # and waited for: the event ids are assigned from that record.
+        self.reset()
+        for ch in self.channels:
+            ch.last_set, ch.sets, ch.waits = None, [], []
+        self.walk(tree, ())
         return self.channels
+
+    def record_set(self, ch: Channel, vc: dict):
+        if ch.sets is not None:
+            ch.sets.append((self.count, dict(vc)))
+
+    def record_wait(self, ch: Channel, position: int):
+        if ch.waits is not None:
+            ch.waits.append(position)
 
     def walk(self, items, ancestors):
         for it in items:
@@ -219,9 +241,13 @@ class _Analysis:
                 self.visit(Occ(self.count, it, ancestors))
                 self.count += 1
                 continue
+            for ch in self.by_wait.get(id(it), []):  # waits hoisted before this block
+                self.apply(ch, self.known.setdefault(ch.dst, {}))
+                self.record_wait(ch, self.count)
             for ch in self.channels:  # flags primed before this loop are set now
                 if ch.primed is it:
                     ch.last_set = dict(self.cur.get(ch.src, {}))
+                    self.record_set(ch, ch.last_set)
             stmt = it.stmt
             if isinstance(stmt, For):
                 ext = stmt.extents[0]
@@ -235,6 +261,9 @@ class _Analysis:
             for ch in self.channels:
                 if ch.set_at is it:
                     ch.last_set = dict(self.exit_vc[id(it)].get(ch.src, {}))
+                    self.record_set(ch, ch.last_set)
+                if ch.primed is it:  # the drain after the loop
+                    self.record_wait(ch, self.count)
 
     def visit(self, occ: Occ):
         item = occ.item
@@ -242,6 +271,7 @@ class _Analysis:
         known = self.known.setdefault(q, {})
         for ch in self.by_wait.get(id(item), []):  # flags already placed before this instruction
             self.apply(ch, known)
+            self.record_wait(ch, occ.index)
         acc = _accesses(item, self.offsets)
         needed: dict = {}
         for prev, pacc, _ in self.history:
@@ -270,6 +300,7 @@ class _Analysis:
         for ch in self.channels:
             if ch.set_at is item:
                 ch.last_set = dict(vc)
+                self.record_set(ch, vc)
 
     def snapshot(self, prev: Occ, occ: Occ, ch: Channel) -> dict:
         if ch.kind == "barrier":
@@ -297,13 +328,23 @@ class _Analysis:
             if self.coalesce:
                 set_at = _last_producer(set_at, wait_at, prev.item)
         for ch in self.channels:
-            if (ch.kind, ch.src, ch.dst, ch.set_at, ch.wait_at, ch.primed) == (
-                    kind, p, q, set_at, wait_at, primed):
+            if (ch.kind, ch.src, ch.dst, ch.wait_at, ch.primed) != (kind, p, q, wait_at, primed):
+                continue
+            if ch.set_at is set_at:
+                return ch
+            if kind != "barrier" and getattr(ch.set_at, "parent", 0) is getattr(set_at, "parent", 1):
+                # One wait point, two sets on one pipe in one list: the later set covers both.
+                if _position(set_at) > _position(ch.set_at):
+                    ch.set_at = set_at
                 return ch
         ch = Channel(kind, p, q, set_at, wait_at, primed, loc=prev.item.stmt.loc)
         self.channels.append(ch)
         self.by_wait.setdefault(id(wait_at), []).append(ch)
         return ch
+
+
+def _position(item) -> int:
+    return next(n for n, x in enumerate(item.parent) if x is item)
 
 
 def _exclusive(a: Occ, b: Occ) -> bool:
@@ -330,15 +371,6 @@ def _last_producer(set_at, wait_at, producer: Instr):
     return set_at
 
 
-def _fits(channels, chip: Chip) -> bool:
-    counts: dict = {}
-    for ch in channels:
-        if ch.kind == "flag":
-            key = (ch.src, ch.dst)
-            counts[key] = counts.get(key, 0) + 1
-    return all(n <= chip.event_ids for n in counts.values())
-
-
 def _placement(a: Occ, b: Occ):
     """Where the set (after) and the wait (before) go, and the loop to prime, if any."""
     d = 0
@@ -359,22 +391,51 @@ def _placement(a: Occ, b: Occ):
 
 
 def _assign_events(channels, chip: Chip, kernel):
-    """Each channel of a pipe pair gets its own event id. Sharing an id is only safe when the
-    first wait is known to happen before the second set, and a pipe running ahead (exactly
-    what the flags allow) would otherwise set a flag that is still set."""
-    counts: dict = {}
+    """Event ids per pipe pair (cross-core flag ids per block). Two channels share an id only if,
+    in the recorded run, their sets and waits alternate, each wait pairs with the set of its own
+    channel, and every wait happens before the next set of that id: a pipe that runs ahead
+    could otherwise set a flag that is still set."""
+    groups: dict = {}
     for ch in channels:
         if ch.kind == "barrier":
             continue
         key = (ch.src[0], ch.src[1], ch.dst[1]) if ch.kind == "flag" else "cross"
+        groups.setdefault(key, []).append(ch)
+    for key, chans in groups.items():
         limit = chip.event_ids if key != "cross" else chip.cross_flags
-        ch.event = counts.get(key, 0)
-        counts[key] = ch.event + 1
-        if ch.event >= limit:
-            what = "cross-core flags" if key == "cross" else f"event ids for {key[1]} -> {key[2]}"
-            raise CompileError(f"the kernel needs more than {limit} {what} on {chip.name}; "
-                               f"use fewer stages or fewer buffers per stage",
-                               ch.loc or kernel.loc)
+        ids: list[list[Channel]] = []
+        for ch in chans:
+            shared = key != "cross" and next(
+                (i for i, members in enumerate(ids) if _can_share(members + [ch])), None)
+            if shared is None or shared is False:
+                if len(ids) >= limit:
+                    what = ("cross-core flags" if key == "cross"
+                            else f"event ids for {key[1]} -> {key[2]}")
+                    raise CompileError(f"the kernel needs more than {limit} {what} live at once "
+                                       f"on {chip.name}; use fewer stages or smaller loops",
+                                       ch.loc or kernel.loc)
+                ids.append([ch])
+                ch.event = len(ids) - 1
+            else:
+                ids[shared].append(ch)
+                ch.event = shared
+
+
+def _can_share(members) -> bool:
+    if any(ch.sets is None or ch.waits is None or len(ch.sets) != len(ch.waits)
+           for ch in members):
+        return False
+    dst = members[0].dst
+    sets = sorted((pos, n, vc) for n, ch in enumerate(members) for pos, vc in ch.sets)
+    waits = sorted((pos, n) for n, ch in enumerate(members) for pos in ch.waits)
+    for k, ((s_pos, s_ch, _), (w_pos, w_ch)) in enumerate(zip(sets, waits)):
+        if s_ch != w_ch or w_pos < s_pos:
+            return False
+        if k + 1 < len(sets):
+            next_vc = sets[k + 1][2]
+            if next_vc.get(dst, -1) < w_pos:  # the wait is not known to precede the next set
+                return False
+    return True
 
 
 # ------------------------------------------------------------------------------- rendering

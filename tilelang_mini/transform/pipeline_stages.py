@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ..ir.nodes import Alloc, BinOp, Const, For, Kernel, Var, walk_statements
+from ..ir.nodes import Alloc, BinOp, Const, For, Kernel, Scope, Var, body_fields, walk_statements
 from .util import buffers_read, buffers_written, leaf_instructions, map_bodies, rebuffer, substitute
 
 STAGED_SCOPES = ("L1", "L0A", "L0B", "L0C", "UB", "workspace")
@@ -65,6 +65,9 @@ def _expand(loop: For, names: set, allocs: list) -> list:
         versions.append(mapping)
     var = loop.vars[0]
     outer = _fresh(f"{var}_o", names)
+    rotated = _rotate(loop, n, stages, versions, outer)
+    if rotated is not None:
+        return rotated
     body = []
     for j in range(stages):
         k = BinOp("+", BinOp("*", Var(outer), Const(stages)), Const(j)) if j else BinOp(
@@ -77,6 +80,111 @@ def _expand(loop: For, names: set, allocs: list) -> list:
     for j in range(n % stages):
         k = Const(full * stages + j)
         out += [rebuffer(substitute(s, {var: k}), versions[j]) for s in loop.body]
+    return out
+
+
+# ----------------------------------------------------------------- cross-core software pipeline
+
+
+def _rotate(loop: For, n: int, stages: int, versions: list, outer: str):
+    """A loop whose cube work waits on vector work of the same iteration (the cube -> vector ->
+    cube round trip of attention) is rotated: the cube work that needs no vector result of its
+    iteration (F) runs one iteration ahead of the rest (B):
+
+        F(0); for i in 0..n-2: F(i+1); B(i); B(n-1)
+
+    so the cube computes F(i+1) while the vector cores work on iteration i. None when the loop
+    has no such round trip or moving F(i+1) ahead of B(i) would break a dependency."""
+    items = _items(loop.body)
+    if any(core is None for core, _ in items):
+        return None
+    deps = _dependents(items)
+    front = [core == "C" and not deps[i] for i, (core, _) in enumerate(items)]
+    if not any(front) or not any(core == "C" and not f for (core, _), f in zip(items, front)):
+        return None
+    var = loop.vars[0]
+
+    def part(i_expr, version: dict, want: bool):
+        return [(core, rebuffer(substitute(st, {var: i_expr}), version))
+                for (core, st), f in zip(items, front) if f == want]
+
+    for j in range(stages):  # F(i+1) may pass B(i) only if they touch no common buffer
+        f_next = part(Var(var), versions[(j + 1) % stages], True)
+        b_now = part(Var(var), versions[j], False)
+        for _, a in f_next:
+            for _, b in b_now:
+                if _conflict(a, b):
+                    return None
+
+    def at(i):
+        return i if isinstance(i, Const) else i
+
+    seq = part(Const(0), versions[0], True)
+    groups, rest = divmod(n - 1, stages)
+    if groups:
+        body = []
+        for j in range(stages):
+            i = BinOp("+", BinOp("*", Var(outer), Const(stages)), Const(j)) if j else BinOp(
+                "*", Var(outer), Const(stages))
+            i1 = BinOp("+", BinOp("*", Var(outer), Const(stages)), Const(j + 1))
+            body += part(i1, versions[(j + 1) % stages], True) + part(i, versions[j], False)
+        seq.append((None, For((outer,), (Const(groups),), "serial", tuple(_scopes(body)), 0,
+                              loop.loc)))
+    for j in range(rest):
+        i = groups * stages + j
+        seq += part(Const(i + 1), versions[(i + 1) % stages], True)
+        seq += part(Const(i), versions[i % stages], False)
+    seq += part(Const(n - 1), versions[(n - 1) % stages], False)
+    return _scopes(seq)
+
+
+def _items(body) -> list:
+    """The loop body as (core, statement): Scope blocks opened; other control flow has core None."""
+    out = []
+    for st in body:
+        if isinstance(st, Scope):
+            out += [(st.core, x) for x in st.body]
+        else:
+            out.append((None, st))
+    return out
+
+
+def _touches(st):
+    reads, writes = set(), set()
+    for x in [st] if not body_fields(st) else leaf_instructions([st]):
+        reads |= {b.name for b in buffers_read(x)}
+        writes |= {b.name for b in buffers_written(x)}
+    return reads, writes
+
+
+def _conflict(a, b) -> bool:
+    ra, wa = _touches(a)
+    rb, wb = _touches(b)
+    return bool(wa & (rb | wb) or wb & ra)
+
+
+def _dependents(items) -> list:
+    """For each item: does it depend, within the iteration, on vector work (directly or not)?"""
+    out = []
+    for j, (core, st) in enumerate(items):
+        dep = core != "C" or any(out[i] and _conflict(items[i][1], st) for i in range(j))
+        out.append(dep)
+    return out
+
+
+def _scopes(items) -> list:
+    out, run, core = [], [], None
+    for c, st in items:
+        if (c != core or c is None) and run:
+            out.append(Scope(core, tuple(run), run[0].loc))
+            run = []
+        core = c
+        if c is None:
+            out.append(st)
+        else:
+            run.append(st)
+    if run:
+        out.append(Scope(core, tuple(run), run[0].loc))
     return out
 
 
