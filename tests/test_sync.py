@@ -124,3 +124,16 @@ def test_double_buffering_overlaps_transfers_with_the_cube():
         _, report = kernel.simulate(a, b)
         cycles[stages] = report.cycles
     assert cycles[2] < cycles[1], cycles
+
+
+def test_attention_becomes_a_cross_core_pipeline():
+    """Two stages rotate the cube's QK^T of the next block ahead of the softmax round trip."""
+    q, k, v = (rand((1, 256, 64), "float16", i) for i in range(3))
+    cycles = {}
+    for stages in (1, 2):
+        kernel = tilelang_mini.compile(
+            kernels.flash_attention(1, 256, 64, block_M=64, block_N=64, num_stages=stages),
+            out_idx=[-1], chip="ascend910b")
+        out, report = kernel.simulate(q, k, v)
+        cycles[stages] = report.cycles
+    assert cycles[2] < cycles[1], cycles

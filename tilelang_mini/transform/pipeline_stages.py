@@ -9,6 +9,11 @@ flags), the load of iteration i+1 runs on MTE2 while the cube computes iteration
         gemm(A_s, ...)                                gemm(A_s, ...)
                                                       copy(A[(k_o * 2 + 1) * 64 ...], A_s_1)
                                                       gemm(A_s_1, ...)
+
+A loop whose cube work waits on vector work of its own iteration (attention's QK^T -> softmax ->
+PV) is also rotated into a cross-core software pipeline, the cube running one iteration ahead:
+
+    for k in Pipelined(n, 2):  F(k); B(k)   ->   F(0); for k_o: F(2k_o+1); B(2k_o); F(2k_o+2); B(2k_o+1); ...; B(n-1)
 """
 from __future__ import annotations
 
