@@ -22,8 +22,9 @@ from tilelang_mini.ir.nodes import (
 )
 
 from . import vecmath as vm
-from .irutil import F32, I1, I8, I32, I64, PTR, VL, Emitter, const, elem_type, is_vec, vty
+from .irutil import F32, I1, I32, I64, PTR, VL, Emitter, const, is_vec, vty
 from .layout import PER_BLOCK, plan_buffers
+from .parallel import ParallelMaps, _vars_in
 
 SYNC_NAMES = ("SetFlag", "WaitFlag", "PipeBarrier", "SetCrossFlag", "WaitCrossFlag")
 
@@ -38,7 +39,7 @@ class Val:
         return is_vec(self.v)
 
 
-class _Par:
+class _Par:  # noqa: D101
     """The Parallel loop being emitted."""
 
     def __init__(self, names, extents):
@@ -51,7 +52,9 @@ def _is_sync(s) -> bool:
     return type(s).__name__ in SYNC_NAMES
 
 
-class KernelGen:
+class KernelGen(ParallelMaps):
+    Val = Val
+
     def __init__(self, kernel: Kernel, features: dict):
         self.kernel = kernel
         self.features = features
@@ -129,7 +132,7 @@ class KernelGen:
         for s in stmts:
             self.statement(s)
         if self.prefetch:
-            from .codegen_ops import flush_prefetch
+            from .packing import flush_prefetch
             flush_prefetch(self, self.prefetch)
         self.prefetch = saved
 
@@ -575,165 +578,9 @@ class KernelGen:
         flat = self.flat_index(info, s.indices)
         self.store_value(info, flat, self.expr(s.value))
 
-    # ---------------------------------------------------------------------- parallel maps
-    def par_body(self, stmts):
-        group: list = []
-        for s in stmts:
-            if isinstance(s, Store):
-                if group and not _fusable(group, s):
-                    self.store_group(group)
-                    group = []
-                group.append(s)
-                continue
-            if group:
-                self.store_group(group)
-                group = []
-            if _is_sync(s) or isinstance(s, Alloc):
-                continue
-            if isinstance(s, (If, For, Store)):
-                self.statement(s)
-            elif isinstance(s, Scope):
-                raise self.fail(f"Scope({s.core!r}) inside a Parallel loop", s)
-            else:
-                raise self.fail(f"{type(s).__name__} inside a Parallel loop is not supported", s)
-        if group:
-            self.store_group(group)
-
-    def store_group(self, stores):
-        par = self.par
-        for s in stores:
-            self._check_map_store(s)
-        hazard = len(stores) == 1 and _self_hazard(stores[0])
-        names, exts = list(par.names), list(par.extents)
-        outer = list(zip(names[:-1], exts[:-1], [self.ranges.get(n) for n in names[:-1]]))
-        inner_name, inner_ext = names[-1], exts[-1]
-        prev = self.stmt
-
-        def lanes(fn):
-            with self.e.loop(0, inner_ext, VL, name=inner_name) as j0:
-                b = self.e.b
-                lane = b.add(self.e.splat(j0), self.e.iota())
-                lane._tlm_contig = True
-                par.mask = b.icmp_signed("<", lane, self.e.splat(inner_ext))
-                self.vars[inner_name] = Val(lane, "int")
-                fn(j0)
-                par.mask = None
-
-        saved = {n: (self.vars.get(n), self.ranges.get(n)) for n in names}
-        try:
-            if not hazard:
-                def emit(j0):
-                    for s in stores:
-                        self.stmt = s
-                        info = self.info(s.buffer)
-                        flat = self.flat_index(info, s.indices)
-                        self.store_value(info, flat, self.expr(s.value))
-                self._nest(outer, lambda: lanes(emit))
-            else:
-                self._hazard_store(stores[0], outer, lanes)
-        finally:
-            self.stmt = prev
-            self._restore(saved)
-
-    def _hazard_store(self, s, outer, lanes):
-        """A store whose value reads its own target elsewhere: evaluate every element into a
-        temporary first (NumPy evaluates the whole right-hand side before assigning)."""
-        par = self.par
-        total = 1
-        for x in par.extents:
-            if not isinstance(x, ir.Constant):
-                raise self.fail("a Parallel map that reads the buffer it writes needs constant "
-                                "extents in the llvm backend")
-            total *= int(x.constant)
-        inner = int(par.extents[-1].constant)
-        self.stmt = s
-        val_kind = [None]
-        tmp = self.temp(total * 8)
-        e = self.e
-
-        def row_offset():
-            b = e.b
-            off = ir.Constant(I64, 0)
-            for n, x in zip(par.names[:-1], par.extents[:-1]):
-                off = b.add(b.mul(off, x), self.vars[n].v)
-            return b.mul(off, ir.Constant(I64, inner))
-
-        def phase1(j0):
-            v = self.expr(s.value)
-            val_kind[0] = v.kind
-            raw, t = self._tmp_raw(v)
-            ptr = e.gep(tmp, e.b.mul(e.b.add(row_offset(), j0), ir.Constant(I64, 8)))
-            e.masked_store(e.splat(raw), ptr, par.mask)
-
-        def phase2(j0):
-            kind = val_kind[0]
-            t = {"float": F32, "int": I64, "bool": I8}[kind]
-            ptr = e.gep(tmp, e.b.mul(e.b.add(row_offset(), j0), ir.Constant(I64, 8)))
-            raw = e.masked_load(vty(t), ptr, par.mask)
-            v = raw if kind != "bool" else e.b.icmp_unsigned("!=", raw, const(raw.type, 0))
-            info = self.info(s.buffer)
-            flat = self.flat_index(info, s.indices)
-            self.store_value(info, flat, Val(v, kind))
-
-        self._nest(outer, lambda: lanes(phase1))
-        self._nest(outer, lambda: lanes(phase2))
-
-    def _tmp_raw(self, v: Val):
-        if v.kind == "bool":
-            return self.e.b.zext(v.v, _like(v.v, I8)), I8
-        return v.v, elem_type(v.v.type)
-
-    def _check_map_store(self, s: Store):
-        used = _vars_in(s.indices)
-        for n in self.par.names:
-            if n in _vars_in((s.value,)) and n not in used:
-                raise self.fail(f"value of the store to {s.buffer.name} depends on Parallel "
-                                f"variable {n!r}, which its indices do not use (that would be a "
-                                f"reduction)", s)
-        for x in s.indices:
-            for n in walk(x):
-                if isinstance(n, Load) and n.buffer.name == s.buffer.name:
-                    raise self.fail(f"the indices of a store to {s.buffer.name} read "
-                                    f"{s.buffer.name}", s)
-
-
 def _like(v, elem):
     from .irutil import like
     return like(v.type, elem)
-
-
-def _vars_in(exprs) -> set:
-    out = set()
-    for x in exprs:
-        for n in walk(x):
-            if isinstance(n, Var):
-                out.add(n.name)
-    return out
-
-
-def _loads(x):
-    return [n for n in walk(x) if isinstance(n, Load)]
-
-
-def _self_hazard(s: Store) -> bool:
-    return any(ld.buffer.name == s.buffer.name and ld.indices != s.indices
-               for ld in _loads(s.value))
-
-
-def _fusable(group, s: Store) -> bool:
-    """Can `s` run lane-chunk by lane-chunk together with the earlier stores of `group`?"""
-    if _self_hazard(s) or any(_self_hazard(g) for g in group):
-        return False
-    for g in group:
-        if g.buffer.name == s.buffer.name and g.indices != s.indices:
-            return False
-        for ld in _loads(s.value) + [n for x in s.indices for n in _loads(x)]:
-            if ld.buffer.name == g.buffer.name and ld.indices != g.indices:
-                return False
-        for ld in _loads(g.value) + [n for x in g.indices for n in _loads(x)]:
-            if ld.buffer.name == s.buffer.name and ld.indices != s.indices:
-                return False
-    return True
 
 
 def build(kernel: Kernel, features: dict):

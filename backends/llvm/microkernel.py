@@ -26,7 +26,7 @@ from tilelang_mini.errors import CompileError
 
 from . import vecmath as vm
 from .codegen_ops import base_offset, check_in_bounds, elem_ptr, lane_mask, starts_of, vload, vstore
-from .irutil import F32, I1, I16, I32, I64, PTR, VL, Emitter, const, vty
+from .irutil import F32, I1, I32, I64, PTR, VL, Emitter, vty
 from .layout import MR, NR
 
 UNROLL = 4
@@ -142,12 +142,12 @@ def gemm(g, s):
     pending, g.prefetch = g.prefetch, []
     calls = (N // NR) * (M // MR)
     if calls == 0 and pending:
-        from .codegen_ops import flush_prefetch
+        from .packing import flush_prefetch
         flush_prefetch(g, pending)
         pending = []
 
     def prefetch(call_index):
-        from .codegen_ops import prefetch_rows
+        from .packing import prefetch_rows
         for desc in pending:
             per = -(-desc[1] // calls)
             prefetch_rows(g, desc, b.mul(call_index, ir.Constant(I64, per)), per)
@@ -365,4 +365,4 @@ def _c_out(g, ci, cbase, ldc, M, N, tmp):
             vstore(g, ci, cbase, b.add(b.mul(i, ir.Constant(I64, ldc)), j0), 1, raw, mask)
 
 
-__all__ = ["gemm", "DPBF16_IR", "DPBF16", "I16", "const"]
+__all__ = ["gemm", "DPBF16_IR", "DPBF16"]

@@ -12,9 +12,7 @@ from __future__ import annotations
 
 import math
 
-import llvmlite.ir as ir
-
-from .irutil import F16, F32, I1, I8, I16, I32, I64, STORAGE, Emitter, const, elem_type, like
+from .irutil import F16, F32, I8, I16, I32, I64, STORAGE, Emitter, const, elem_type, like
 
 # value sets: a <= b when every value of dtype a is exactly a value of dtype b
 _SUBSET = {
@@ -340,4 +338,4 @@ def raw_type(storage: str):
 
 __all__ = ["fmax", "fmin", "exp", "exp2", "log", "sqrt", "rsqrt", "floordiv_f", "mod_f", "decode",
            "encode", "encode_float", "round_to", "to_float", "to_int", "to_bool", "kind_of",
-           "exact_in", "raw_type", "I1"]
+           "exact_in", "raw_type"]

@@ -1,0 +1,190 @@
+"""Copies into packed GEMM B tiles (micro-panels, layout.py) and software prefetch of GM tiles.
+
+A copy into a packed tile writes panels `[N/NR][K][NR]` of float32 (or VNNI bf16 pairs
+`[N/NR][K/2][NR][2]`), zero-padding columns past N and the odd K row: it is the packing step of
+the BLIS-style GEMM. A copy from GM inside a serial loop prefetches (into L2) the tile it will
+read in the next iteration; the rows are handed to the next gemm, which spreads the prefetches
+over its micro-kernel calls (a burst of prefetches would stall on the miss buffers).
+"""
+from __future__ import annotations
+
+import llvmlite.ir as ir
+
+from . import vecmath as vm
+from .codegen_ops import _inside, base_offset, const_mask, elem_ptr, lane_mask, vload
+from .irutil import F32, I32, I64, PTR, STORAGE, VL, vty
+from .layout import NR
+
+
+def _copy_packed(g, s, si, di, sbase, dbase, s_off0, s_rng, s_dims, s_ok1, kind, exact):
+    """Copy into a packed B tile (K, N): micro-panels [N/NR][K][NR] of float32, or the VNNI
+    bf16 pair layout [N/NR][K/2][NR][2]. Columns past N are written as zeros."""
+    e, b = g.e, g.e.b
+    K, N = di.shape
+    if len(s_dims) != 2:
+        raise g.fail("internal: packed copy needs a 2-d source")
+    sk, sn = s_dims
+    vnni = di.layout == "packB_vnni"
+    npan = -(-N // NR)
+    kp_total = -(-K // 2)
+    zero = ir.Constant(I64, 0)
+
+    def row(k):
+        """(ok, slo, shi, src offset) of source row k."""
+        ok = b.and_(s_ok1, _inside(g, k, *s_rng[sk]))
+        slo = b.select(ok, s_rng[sn][0], zero)
+        shi = b.select(ok, s_rng[sn][1], zero)
+        return slo, shi, b.add(s_off0, b.mul(k, ir.Constant(I64, si.strides[sk])))
+
+    def values(slo, shi, off, c0):
+        mask = lane_mask(g, c0, slo, shi)
+        raw = vload(g, si, sbase, b.add(off, b.mul(c0, ir.Constant(I64, si.strides[sn]))),
+                    si.strides[sn], mask)
+        return vm.decode(e, raw, si.storage)
+
+    if not vnni:
+        with e.loop(0, K, name="pk") as k:
+            slo, shi, off = row(k)
+            with e.loop(0, npan, name="pj") as jp:
+                for v in range(NR // VL):
+                    c0 = b.add(b.mul(jp, ir.Constant(I64, NR)), ir.Constant(I64, v * VL))
+                    f = vm.encode(e, values(slo, shi, off, c0), kind, di.dtype, "float32", exact)
+                    pos = b.add(b.mul(b.add(b.mul(jp, ir.Constant(I64, K)), k),
+                                      ir.Constant(I64, NR)), ir.Constant(I64, v * VL))
+                    e.store(f, e.gep(dbase, b.mul(pos, ir.Constant(I64, 4))), 4)
+        return
+    with e.loop(0, kp_total, name="pk") as kp:
+        k0 = b.mul(kp, ir.Constant(I64, 2))
+        k1 = b.add(k0, ir.Constant(I64, 1))
+        r0 = row(k0)
+        slo1, shi1, off1 = row(k1)
+        has1 = b.icmp_signed("<", k1, ir.Constant(I64, K))
+        r1 = (b.select(has1, slo1, zero), b.select(has1, shi1, zero), off1)
+        with e.loop(0, npan, name="pj") as jp:
+            for v in range(NR // VL):
+                c0 = b.add(b.mul(jp, ir.Constant(I64, NR)), ir.Constant(I64, v * VL))
+                h0 = vm.encode(e, values(*r0, c0), kind, "bfloat16", "bfloat16", exact)
+                h1 = vm.encode(e, values(*r1, c0), kind, "bfloat16", "bfloat16", exact)
+                pair = b.shuffle_vector(h0, h1, ir.Constant(vty(I32, 2 * VL),
+                                                            [x for i in range(VL)
+                                                             for x in (i, i + VL)]))
+                pos = b.add(b.mul(b.add(b.mul(jp, ir.Constant(I64, kp_total)), kp),
+                                  ir.Constant(I64, NR)), ir.Constant(I64, v * VL))
+                e.store(pair, e.gep(dbase, b.mul(pos, ir.Constant(I64, 4))), 4)
+
+
+def _copy_packed_fast(g, s, si, di, sbase, dbase, s_off0, s_dims, convert_unused):
+    """In-bounds copy into a packed B tile: unmasked loads, constant tail masks."""
+    e, b = g.e, g.e.b
+    K, N = di.shape
+    sk, sn = s_dims
+    vnni = di.layout == "packB_vnni"
+    npan = -(-N // NR)
+    kp_total = -(-K // 2)
+    rt = STORAGE[si.storage][0]
+    kind = vm.kind_of(si.dtype)
+    exact = si.dtype if si.dtype in vm.FLOATS else None
+    zero_f = ir.Constant(vty(F32), None)
+
+    def values(row_off, col):
+        n = min(VL, N - col)
+        if n <= 0:
+            return zero_f
+        p = elem_ptr(g, si, sbase, b.add(row_off, ir.Constant(I64, col)))
+        raw = e.load(vty(rt), p) if n == VL else e.masked_load(vty(rt), p, const_mask(n),
+                                                              ir.Constant(vty(rt), None))
+        return vm.decode(e, raw, si.storage)
+
+    def row_off(k):
+        return b.add(s_off0, b.mul(k, ir.Constant(I64, si.strides[sk])))
+
+    if not vnni:
+        with e.loop(0, K, name="pk") as k:
+            ro = row_off(k)
+            for jp in range(npan):
+                for v in range(NR // VL):
+                    f = vm.encode(e, values(ro, jp * NR + v * VL), kind, di.dtype, "float32",
+                                  exact)
+                    pos = b.add(b.mul(ir.Constant(I64, jp * K), ir.Constant(I64, NR)),
+                                b.add(b.mul(k, ir.Constant(I64, NR)), ir.Constant(I64, v * VL)))
+                    e.store(f, e.gep(dbase, b.mul(pos, ir.Constant(I64, 4))), 4)
+        return
+    shuffle = ir.Constant(vty(I32, 2 * VL), [x for i in range(VL) for x in (i, i + VL)])
+
+    def pair_rows(kp, last):
+        k0 = b.mul(kp, ir.Constant(I64, 2))
+        r0, r1 = row_off(k0), row_off(b.add(k0, ir.Constant(I64, 1)))
+        for jp in range(npan):
+            for v in range(NR // VL):
+                col = jp * NR + v * VL
+                h0 = vm.encode(e, values(r0, col), kind, "bfloat16", "bfloat16", exact)
+                h1 = vm.encode(e, zero_f if last else values(r1, col), kind, "bfloat16",
+                               "bfloat16", exact)
+                pos = b.add(b.mul(ir.Constant(I64, jp * kp_total + 0), ir.Constant(I64, NR)),
+                            b.add(b.mul(kp, ir.Constant(I64, NR)), ir.Constant(I64, v * VL)))
+                e.store(b.shuffle_vector(h0, h1, shuffle),
+                        e.gep(dbase, b.mul(pos, ir.Constant(I64, 4))), 4)
+
+    with e.loop(0, K // 2, name="pk") as kp:
+        pair_rows(kp, False)
+    if K % 2:
+        pair_rows(ir.Constant(I64, K // 2), True)
+
+
+def _prefetch_next(g, r, info, dims):
+    """Prefetch (into L2) the region this copy reads in the next iteration of the innermost
+    enclosing serial loop its start depends on: GM tiles arrive while the current one is
+    computed on."""
+    from .codegen import Val, _vars_in
+    used = _vars_in(r.start)
+    var = next((v for v in reversed(g.loops) if v in used), None)
+    if var is None:
+        return
+    e, b = g.e, g.e.b
+    old = g.vars[var]
+    g.vars[var] = Val(b.add(old.v, ir.Constant(I64, 1)), "int")
+    try:
+        starts = [g.scalar_int(x, "a region start") for x in r.start]
+    finally:
+        g.vars[var] = old
+    base = elem_ptr(g, info, g.buf_ptr(info), base_offset(g, info, starts))
+    esz = STORAGE[info.storage][1]
+    lines = -(-r.extent[dims[-1]] * esz // 64) + 1
+    if lines > 64:
+        return
+    if len(dims) == 2:  # rows are prefetched a few at a time by the next gemm
+        g.prefetch.append((base, r.extent[dims[0]], info.strides[dims[0]] * esz, lines))
+        return
+
+    def nest(k, ptr):
+        if k == len(dims) - 1:
+            prefetch_lines(g, ptr, lines)
+            return
+        d = dims[k]
+        with e.loop(0, r.extent[d], name=f"pf{k}") as t:
+            nest(k + 1, e.gep(ptr, b.mul(t, ir.Constant(I64, info.strides[d] * esz))))
+
+    nest(0, base)
+
+
+def prefetch_lines(g, ptr, lines):
+    e = g.e
+    for i in range(lines):
+        e.intr("prefetch", ir.VoidType(), [e.gep(ptr, i * 64), ir.Constant(I32, 0),
+                                           ir.Constant(I32, 2), ir.Constant(I32, 1)], [PTR])
+
+
+def prefetch_rows(g, desc, first, count):
+    """Prefetch rows [first, first + count) (first: i64) of a pending 2-d descriptor."""
+    base, nrows, stride, lines = desc
+    b = g.e.b
+    for i in range(count):
+        row = b.add(first, ir.Constant(I64, i))
+        prefetch_lines(g, g.e.gep(base, b.mul(row, ir.Constant(I64, stride))), lines)
+
+
+def flush_prefetch(g, pending):
+    """Prefetch every row of the descriptors no gemm consumed."""
+    for desc in pending:
+        with g.e.loop(0, desc[1], name="pfr") as row:
+            prefetch_rows(g, desc, row, 1)
