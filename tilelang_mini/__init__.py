@@ -4,6 +4,7 @@ from .errors import (  # noqa: F401
     TileLangMiniError,
 )
 from .runtime.kernel import JITKernel, compile, compile_ir, jit  # noqa: F401
+from .autotune import AutotuneResult, autotune  # noqa: F401,E402
 
 __version__ = "0.1.0"
 

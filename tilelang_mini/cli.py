@@ -4,6 +4,9 @@
     tilelang-mini ir FILE [--kernel NAME] [--after PASS|all] [--format text|dot]
                           [--target T] [--chip C] [--args N ...]
                                           print a kernel's IR (or its dependency graph as DOT)
+    tilelang-mini trace FILE [--kernel NAME] [--chip C] [--args N ...] -o trace.json
+                          [--png gantt.png] [--roofline roofline.png]
+                                          estimate a kernel and write its pipe timeline
 
 Each subcommand is one function `cmd_<name>(args) -> exit status` plus one function that adds
 its options, registered in the one table `COMMANDS`; add a subcommand by adding a row.
@@ -122,7 +125,7 @@ def cmd_run(args) -> int:
     path = _source_file(args.file)
     start = time.perf_counter()
     status = 0
-    with _script_context(path, list(args.args)):
+    with _script_context(path, list(args.args)), _recording_kernels() as kernels:
         try:
             runpy.run_path(str(path), run_name="__main__")
         except SystemExit as e:
@@ -130,7 +133,42 @@ def cmd_run(args) -> int:
     seconds = time.perf_counter() - start
     verdict = "ok" if status == 0 else f"FAILED (exit status {status})"
     print(f"[tilelang-mini] {args.file}: {verdict}; total wall time {seconds:.2f} s")
+    if status == 0:
+        _print_estimates(kernels)
     return status
+
+
+@contextmanager
+def _recording_kernels():
+    """Collect the kernels compiled while an example runs (for the performance summary)."""
+    from .runtime import kernel as kmod
+    seen: list = []
+    original = kmod._compile_ir
+
+    def recording(*a, **kw):
+        k = original(*a, **kw)
+        seen.append(k)
+        return k
+
+    kmod._compile_ir = recording
+    try:
+        yield seen
+    finally:
+        kmod._compile_ir = original
+
+
+def _print_estimates(kernels, limit: int = 3) -> None:
+    """The performance model's one-screen summary of the last kernels the example compiled."""
+    unique, names = [], set()
+    for k in reversed(kernels):  # the last kernel compiled under each name is the one that ran
+        if k.ir.name not in names:
+            names.add(k.ir.name)
+            unique.append(k)
+    for k in reversed(unique[:limit]):
+        try:
+            print(k.estimate().summary())
+        except TileLangMiniError as e:
+            print(f"[tilelang-mini] no estimate for {k.ir.name}: {str(e).splitlines()[0]}")
 
 
 def _exit_status(code) -> int:
@@ -181,6 +219,37 @@ def cmd_ir(args) -> int:
     return 0
 
 
+# --------------------------------------------------------------------------------------- trace
+
+
+def _add_trace(p: argparse.ArgumentParser) -> None:
+    p.add_argument("file", help="a Python file defining @tilelang_mini.jit factories or T.prim_funcs")
+    p.add_argument("--kernel", help="which kernel (its Python name); default: the first")
+    p.add_argument("--chip", help="ascend910b | ascend950 (default: TILELANG_MINI_CHIP)")
+    p.add_argument("--args", type=int, nargs="+", help="factory arguments (default: DEFAULT_ARGS)")
+    p.add_argument("-o", "--output", default="trace.json",
+                   help="Chrome-trace JSON to write (open in ui.perfetto.dev or chrome://tracing)")
+    p.add_argument("--png", help="also write a Gantt chart of the pipes (needs matplotlib)")
+    p.add_argument("--roofline", help="also write the roofline plot (needs matplotlib)")
+
+
+def cmd_trace(args) -> int:
+    kernel = build_kernel(args.file, args.kernel, "numpy", args.chip, args.args)
+    est = kernel.estimate()
+    est.to_perfetto(args.output)
+    print(est.summary())
+    print(f"[tilelang-mini] wrote {args.output} ({len(est.events)} instructions of "
+          f"{len(est.simulated)} simulated block(s)); open it in https://ui.perfetto.dev")
+    for path, write in ((args.png, est.to_png), (args.roofline, est.roofline_png)):
+        if path:
+            try:
+                write(path)
+            except ImportError as e:
+                raise UsageError(str(e)) from None
+            print(f"[tilelang-mini] wrote {path}")
+    return 0
+
+
 # ------------------------------------------------------------------------------------- the table
 
 
@@ -195,6 +264,9 @@ COMMANDS: dict[str, Command] = {
     "run": Command("run an example file as __main__ and report its status and wall time",
                    _add_run, cmd_run),
     "ir": Command("print a kernel's IR after a stage (or all), as text or DOT", _add_ir, cmd_ir),
+    "trace": Command("estimate a kernel on a chip and write its pipe timeline (Chrome-trace "
+                     "JSON for Perfetto; PNG Gantt and roofline with the plot extra)",
+                     _add_trace, cmd_trace),
 }
 
 

@@ -28,6 +28,7 @@ class Costs:
     flag_cycles: int        # set_flag / wait_flag / pipe_barrier issue cost
     cross_flag_latency: int  # cycles for a cross-core flag to reach the other core
     scalar_cycles: int      # one scalar instruction
+    gm_tbps: float = 0.0    # chip-wide off-chip (HBM) bandwidth, TB/s: the roofline's memory roof
 
 
 CUBE_RATE = {"float16": 1.0, "bfloat16": 1.0, "float8_e4m3fn": 2.0, "float8_e5m2": 2.0,
@@ -53,14 +54,23 @@ COSTS_910B = Costs(
     vector=PipeCost(latency=8, bytes_per_cycle=256.0),
     mmad_latency=8, cube_macs_per_cycle=4096, flag_cycles=1, cross_flag_latency=64,
     scalar_cycles=1,
+    gm_tbps=1.6,  # HBM2e of the Atlas 800T A2 / 910B: 1.6 TB/s (public spec sheet)
 )
 
+# ascend950: calibrated against DeepGEMM-Ascend's published GEMMs on the 950DT
+# (docs/performance_model.md). The model charges a transfer's latency serially, once per
+# instruction, so `latency` is the part of the DMA latency the engine does not hide behind the
+# previous transfer. The published fp8 GEMM (1117.6 us, 99.6% of the cube's peak) shows MTE2
+# keeping up with a 256-cycle 128x256x64 fp8 MMAD while loading its 24 KiB of operands; with a
+# 100-cycle MTE2 latency the model made that GEMM MTE2-bound (1318 us, +18%); 64 cycles (the
+# MTE3 figure) leaves MTE2 at 224 of the 264 cycles per step. bf16 is cube-bound either way.
 COSTS_950 = Costs(
-    mte2=PipeCost(latency=100, bytes_per_cycle=256.0),
+    mte2=PipeCost(latency=64, bytes_per_cycle=256.0),
     mte1=PipeCost(latency=16, bytes_per_cycle=512.0),
     fix=PipeCost(latency=32, bytes_per_cycle=256.0),
     mte3=PipeCost(latency=64, bytes_per_cycle=128.0),
     vector=PipeCost(latency=8, bytes_per_cycle=256.0),
     mmad_latency=8, cube_macs_per_cycle=4096, flag_cycles=1, cross_flag_latency=48,
     scalar_cycles=1,
+    gm_tbps=4.0,  # 950DT: HiZQ 2.0, 144 GB at about 4 TB/s (Huawei Connect 2025 roadmap)
 )

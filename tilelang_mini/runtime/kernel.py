@@ -59,6 +59,15 @@ class JITKernel:
                                  get_chip(chip or self.chip), blocks=blocks)
         return (outputs[0] if len(outputs) == 1 else tuple(outputs)), report
 
+    @user_facing
+    def estimate(self, chip: str | None = None):
+        """The performance model's estimate of a full launch on `chip` (default: the kernel's):
+        an `Estimate` with time_us, cycles, tflops, pipe_busy, bottleneck, peak_fraction and
+        the roofline. Needs no input data (docs/performance_model.md)."""
+        from ..arch import get_chip
+        from ..schedule.estimate import estimate_kernel
+        return estimate_kernel(self.ir, get_chip(chip or self.chip))
+
     def _full_args(self, inputs, outputs) -> list:
         full, ins, outs = [], iter(inputs), iter(outputs)
         for i in range(len(self.ir.params)):

@@ -77,6 +77,14 @@ class SimReport:
     instructions: int = 0
     blocks: tuple = ()              # the simulated blocks
     estimated: bool = False         # cycles include blocks counted at the mean of the simulated
+    aic_cores: int = 1              # the chip's: where each block ran (block b on core b % n)
+    clock_ghz: float = 1.0
+
+    def to_perfetto(self, path) -> None:
+        """Write the simulated blocks as Chrome-trace JSON (Perfetto, chrome://tracing): one
+        track per pipe per core, each block placed on its AIC after the blocks before it."""
+        from .timeline import report_to_perfetto
+        report_to_perfetto(self, path)
 
 
 def _join(a, b):
@@ -267,7 +275,7 @@ class _Block:
         p.B = clk
         if p.name == "S":  # the scalar unit waited for it: later dispatches follow it
             core.D = _join(core.D, clk)
-        if not is_sync:
+        if not is_sync and (self.sim.data or p.name == "S"):
             if p.name != "S" and self.sim.check:
                 self.check_access(core, p, di, epoch, clk)
             env = core.xenv
@@ -467,11 +475,14 @@ AIC_SCOPES = ("L1", "L0A", "L0B", "L0C")
 
 
 class _Sim:
-    def __init__(self, kernel, args, chip, check):
+    def __init__(self, kernel, args, chip, check, data=True):
         _check_kernel(kernel)
         self.kernel = kernel
         self.chip = chip
-        self.check = check
+        self.data = data
+        self.check = check and data
+        if args is None and not data:
+            args = zero_args(kernel)
         self.bufs = check_args(kernel, args)
         self.static = _static_threads(kernel)
         self.tracked = written_buffers(kernel.body, "C") | written_buffers(kernel.body, "V")
@@ -491,10 +502,21 @@ class _Sim:
         return t
 
 
-def simulate_kernel(kernel: Kernel, args: list, chip, *, check: bool = True,
-                    blocks=None) -> SimReport:
-    """Simulate the blocks of a lowered kernel on `chip`; outputs are written into `args`."""
-    sim = _Sim(kernel, args, chip, check)
+def zero_args(kernel: Kernel) -> list:
+    """Zero-filled arguments of a kernel (np.zeros: pages are only touched when written)."""
+    from ..ir import dtypes
+    return [np.zeros(p.shape, dtypes.to_numpy(p.dtype)) for p in kernel.params]
+
+
+def simulate_kernel(kernel: Kernel, args: list | None, chip, *, check: bool = True,
+                    blocks=None, data: bool = True) -> SimReport:
+    """Simulate the blocks of a lowered kernel on `chip`; outputs are written into `args`.
+
+    `data=False` is the timing-only mode of the performance model (`schedule/estimate.py`): no
+    data effects (only the scalar unit's own stores run, since later control flow may read
+    them), no race checks; `args` may be None (zero-filled arguments). Cycles are the same as
+    with data whenever control flow does not depend on the data."""
+    sim = _Sim(kernel, args, chip, check, data)
     n = kernel.grid[0]
     todo = list(range(n)) if blocks is None else sorted(set(int(b) for b in blocks))
     for b in todo:
@@ -520,7 +542,8 @@ def simulate_kernel(kernel: Kernel, args: list, chip, *, check: bool = True,
         per_core[b % len(per_core)] += block_cycles.get(b, mean)
     return SimReport(cycles=max(per_core), block_cycles=block_cycles, pipe_busy=pipe_busy,
                      core_pipe_busy=dict(core_busy), events=events, instructions=ninstr,
-                     blocks=tuple(todo), estimated=len(todo) < n)
+                     blocks=tuple(todo), estimated=len(todo) < n, aic_cores=len(per_core),
+                     clock_ghz=chip.clock_ghz)
 
 
 # ---------------------------------------------------------------------------- ordered executor

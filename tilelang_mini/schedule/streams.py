@@ -294,8 +294,13 @@ def instr_cost(stmt, pipe: str, costs) -> int:
     from ..arch.costs import mmad_cycles, transfer_cycles
     if isinstance(stmt, SYNC_TYPES):
         return costs.flag_cycles
-    if pipe == "S":
-        return costs.scalar_cycles
+    if pipe == "S":  # the scalar unit goes element by element
+        n = 1
+        if isinstance(stmt, For):
+            for e in stmt.extents:
+                n *= int(e.value) if isinstance(e, Const) else 1
+            n *= len(stmt.body)
+        return costs.scalar_cycles * n
     if isinstance(stmt, Gemm):
         m, k = _mat(stmt.a)
         k2, n = _mat(stmt.b)

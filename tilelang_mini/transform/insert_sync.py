@@ -262,7 +262,8 @@ class _Analysis:
                 if ch.set_at is it:
                     ch.last_set = dict(self.exit_vc[id(it)].get(ch.src, {}))
                     self.record_set(ch, ch.last_set)
-                if ch.primed is it:  # the drain after the loop
+                if ch.primed is it:  # the drain after the loop: its consumer knows the last set
+                    self.apply(ch, self.known.setdefault(ch.dst, {}))
                     self.record_wait(ch, self.count)
 
     def visit(self, occ: Occ):

@@ -1,0 +1,243 @@
+"""Model-driven autotuning: search tile sizes and stages by the estimate or by measurement.
+
+    result = tilelang_mini.autotune(matmul, [dict(block_M=128, block_N=256, num_stages=2), ...],
+                                    by="estimate", chip="ascend950", args=(4096, 7168, 16384))
+    result.best.config, result.best.time_us, print(result.table())
+
+* `by="estimate"`: compile each configuration (numpy target, no code generation) and take the
+  performance model's estimate of the launch on `chip` (`JITKernel.estimate`): no data, a
+  fraction of a second per configuration.
+* `by="measure"`: compile for the llvm backend and time the median of `repeat` runs on random
+  inputs (after `warmup` runs).
+
+Configurations that do not compile (a tile that does not fit the chip's L1/L0/UB, an alignment
+error: a CompileError from the memory planner) are recorded as skipped, with the message. The
+factory's default configuration is evaluated too (unless one of `configs` is it), so the best
+configuration is never worse than the default by the same measure. Long searches draw a progress
+line on stderr.
+"""
+from __future__ import annotations
+
+import inspect
+import itertools
+import sys
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .errors import TileLangMiniError
+
+BY = ("estimate", "measure")
+
+
+@dataclass
+class TuneEntry:
+    config: dict
+    status: str                     # "ok" or "skipped"
+    time_us: float | None = None    # the figure: estimated or measured (median) time
+    tflops: float | None = None
+    reason: str = ""                # why it was skipped
+    default: bool = False           # the factory's default configuration
+    kernel: object = field(default=None, repr=False)
+    estimate: object = field(default=None, repr=False)
+
+    def label(self) -> str:
+        cfg = ", ".join(f"{k}={v}" for k, v in self.config.items()) or "(defaults)"
+        return cfg + (" [default]" if self.default and self.config else "")
+
+
+@dataclass
+class AutotuneResult:
+    by: str
+    chip: str
+    entries: list                   # every configuration, in search order
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> list:
+        return [e for e in self.entries if e.status == "ok"]
+
+    @property
+    def skipped(self) -> list:
+        return [e for e in self.entries if e.status == "skipped"]
+
+    @property
+    def best(self) -> TuneEntry:
+        return min(self.ok, key=lambda e: e.time_us)
+
+    @property
+    def best_config(self) -> dict:
+        return dict(self.best.config)
+
+    @property
+    def best_kernel(self):
+        return self.best.kernel
+
+    @property
+    def default(self) -> TuneEntry | None:
+        return next((e for e in self.entries if e.default), None)
+
+    def table(self) -> str:
+        what = "estimated" if self.by == "estimate" else "measured (median)"
+        lines = [f"autotune by {self.by} on {self.chip}: {len(self.ok)} ran, "
+                 f"{len(self.skipped)} skipped, {self.seconds:.1f} s"]
+        best = self.best if self.ok else None
+        for e in sorted(self.entries, key=lambda e: (e.status != "ok", e.time_us or 0.0)):
+            mark = "*" if e is best else " "
+            if e.status == "ok":
+                tf = f"  {e.tflops:7.1f} TFLOP/s" if e.tflops else ""
+                lines.append(f" {mark} {e.time_us:12.1f} us{tf}  {e.label()}")
+            else:
+                lines.append(f"   {'skipped':>15}  {e.label()}: {e.reason}")
+        lines.append(f"(time: {what}; * best)")
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.table()
+
+
+def _expand(configs) -> list[dict]:
+    if isinstance(configs, dict):   # {name: [values]}: the grid
+        names = list(configs)
+        return [dict(zip(names, vals)) for vals in itertools.product(*(configs[n] for n in names))]
+    out = []
+    for c in configs:
+        if not isinstance(c, dict):
+            raise TypeError(f"autotune configs are dicts of factory keyword arguments, got {c!r}")
+        out.append(dict(c))
+    return out
+
+
+def _defaults(fn) -> dict:
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return {}
+    return {k: p.default for k, p in sig.parameters.items() if p.default is not p.empty}
+
+
+class _Progress:
+    """`[autotune] [#####-----] 5/10 best 123.4 us` on stderr, redrawn in place. With
+    enabled=None it appears once the search has run for a second."""
+
+    def __init__(self, total: int, enabled):
+        self.total = total
+        self.enabled = enabled
+        self.start = time.perf_counter()
+        self.drawn = False
+
+    def update(self, done: int, best) -> None:
+        elapsed = time.perf_counter() - self.start
+        if self.enabled is False or (self.enabled is None and (elapsed < 1.0 or self.total < 2)):
+            return
+        width = 24
+        fill = width * done // max(1, self.total)
+        b = f"best {best:.1f} us" if best is not None else "best -"
+        sys.stderr.write(f"\r[autotune] [{'#' * fill}{'-' * (width - fill)}] {done}/{self.total} "
+                         f"{b}  {elapsed:.1f} s ")
+        sys.stderr.flush()
+        self.drawn = True
+
+    def close(self) -> None:
+        if self.drawn:
+            sys.stderr.write("\n")
+            sys.stderr.flush()
+
+
+def _random_inputs(kernel, seed: int) -> list:
+    from .ir import dtypes
+    rng = np.random.default_rng(seed)
+    out = []
+    for b in kernel.inputs:
+        dt = dtypes.to_numpy(b.dtype)
+        if np.issubdtype(dt, np.integer):
+            out.append(rng.integers(0, 8, size=b.shape).astype(dt))
+        elif dt == np.bool_:
+            out.append(rng.integers(0, 2, size=b.shape).astype(dt))
+        else:
+            out.append(rng.standard_normal(b.shape).astype(np.float32).astype(dt))
+    return out
+
+
+def _measure(kernel, repeat: int, warmup: int, seed: int) -> float:
+    inputs = _random_inputs(kernel, seed)
+    for _ in range(warmup):
+        kernel(*inputs)
+    times = []
+    for _ in range(max(1, repeat)):
+        t = time.perf_counter()
+        kernel(*inputs)
+        times.append(time.perf_counter() - t)
+    return float(np.median(times)) * 1e6
+
+
+def autotune(factory, configs, by: str = "estimate", chip: str | None = None, *, args=(),
+             kwargs=None, out_idx=None, repeat: int = 5, warmup: int = 1, seed: int = 0,
+             include_default: bool = True, progress=None) -> AutotuneResult:
+    """Search `configs` (a list of dicts of the factory's keyword arguments, or a dict of
+    lists: their product) for the fastest kernel, by the estimate or by measurement.
+
+    `factory` is a `@tilelang_mini.jit` factory or a function returning a `T.prim_func`;
+    `args`/`kwargs` are the arguments every configuration shares (e.g. the problem shape);
+    `out_idx` is taken from the jit factory unless given. Returns an `AutotuneResult` listing
+    every configuration with its figure (time_us) or the reason it was skipped."""
+    from .runtime import config as rt_config
+    from .runtime.kernel import JITFactory, JITKernel, compile as tl_compile
+    if by not in BY:
+        raise ValueError(f"autotune by={by!r}: use 'estimate' or 'measure'")
+    chip = chip or rt_config.default_chip()
+    target = "numpy" if by == "estimate" else "llvm"
+    kwargs = dict(kwargs or {})
+    if isinstance(factory, JITFactory):
+        fn, out_idx = factory.factory, (out_idx if out_idx is not None else factory.out_idx)
+    else:
+        fn = factory
+    todo = _expand(configs)
+    defaults = _defaults(fn)
+    is_default = [all(k in defaults and defaults[k] == v for k, v in c.items()) for c in todo]
+    if include_default and not any(is_default):
+        todo.insert(0, {})
+        is_default.insert(0, True)
+
+    entries: list[TuneEntry] = []
+    bar = _Progress(len(todo), progress)
+    start = time.perf_counter()
+    best = None
+    try:
+        for i, (cfg, dflt) in enumerate(zip(todo, is_default)):
+            entry = TuneEntry(config=cfg, status="skipped", default=dflt)
+            try:
+                built = fn(*args, **kwargs, **cfg)
+                if isinstance(built, JITKernel):
+                    kernel = built
+                else:
+                    kernel = tl_compile(built, out_idx=out_idx, target=target, chip=chip)
+                entry.kernel = kernel
+                est = kernel.estimate(chip) if by == "estimate" else None
+                if est is not None:
+                    entry.estimate = est
+                    entry.time_us = est.time_us
+                    entry.tflops = est.tflops or None
+                else:
+                    entry.time_us = _measure(kernel, repeat, warmup, seed)
+                entry.status = "ok"
+            except TileLangMiniError as e:
+                entry.reason = str(e).splitlines()[0] if str(e) else type(e).__name__
+            except (TypeError, ValueError) as e:
+                entry.reason = f"{type(e).__name__}: {e}"
+            entries.append(entry)
+            if entry.status == "ok" and (best is None or entry.time_us < best):
+                best = entry.time_us
+            bar.update(i + 1, best)
+    finally:
+        bar.close()
+    result = AutotuneResult(by=by, chip=chip, entries=entries,
+                            seconds=time.perf_counter() - start)
+    if not result.ok:
+        reasons = "; ".join(f"{e.label()}: {e.reason}" for e in entries)
+        raise TileLangMiniError(f"autotune: no configuration compiled ({reasons})")
+    return result
+
+
+__all__ = ["autotune", "AutotuneResult", "TuneEntry"]

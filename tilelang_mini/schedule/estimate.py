@@ -1,0 +1,344 @@
+"""The performance model: a data-free estimate of a whole launch (docs/performance_model.md).
+
+`estimate_kernel(kernel_ir, chip)` runs the pipe-level simulator (`simulator.py`) in its
+timing-only mode (`data=False`: no data effects, no race checks, zero-filled arguments) on one
+representative block of each *block class* and extrapolates to the launch:
+
+* Block classes. The cost of an instruction depends only on the statement (tile extents and
+  dtypes, `streams.instr_cost`), never on where its regions start or how they are clipped, so two
+  blocks whose cores walk the same instruction sequence take the same cycles. The sequence of a
+  block is fixed by the values of its control flow (loop extents, if conditions), and only
+  control flow that reads the block id `cid` (or data) can differ between blocks. A block's
+  signature is the list of values of its control expressions, evaluated by a walk that enters a
+  loop only when the loop body holds block-dependent control flow. Blocks with equal signatures
+  form a class; one block per class is simulated. When control flow reads data (a `Load`, e.g. a
+  scalar the kernel stored), every block is simulated.
+* The launch: blocks are dealt round-robin to the chip's AIC cores (block b on core
+  b % aic_cores, in waves); a core runs its blocks one after another; the launch takes the
+  busiest core's total, exactly as `simulate_kernel` counts it, so the estimate equals the full
+  simulation (tests/test_estimate.py checks that).
+* Busy fractions: the busy cycles of a pipe summed over every block, over (launch cycles x cores
+  x units running that pipe): the AIC for MTE1/M/FIX, both AIVs for V/MTE3 (MTE2 and S on each
+  core kind that uses them).
+* Peak and roofline: FLOPs are the cube's (2*m*n*k per MMAD, tile padding included); the peak is
+  the chip's bf16 peak scaled by the cube rate of each MMAD's dtype (fp8 twice, fp32 a quarter);
+  arithmetic intensity is FLOPs per compulsory off-chip byte (every kernel argument moved once)
+  against the compute roof and the chip's HBM bandwidth (`Costs.gm_tbps`).
+"""
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from ..arch.costs import CUBE_RATE
+from ..errors import CompileError
+from ..ir import dtypes
+from ..ir.nodes import PIPES, Copy, For, Gemm, If, Kernel, Load, Scope, Var, walk, walk_statements
+from .streams import CORE_NAMES, _expr_fn, _mat, block_envs, core_stream
+
+GM_SCOPES = ("global", "workspace")
+
+
+@dataclass
+class Estimate:
+    """The estimate of one launch of a kernel on a chip (see the module docstring)."""
+
+    kernel: str
+    chip: str
+    cycles: int
+    time_us: float
+    tflops: float
+    pipe_busy: dict                 # pipe -> busy fraction over the launch
+    bottleneck: str                 # the busiest pipe
+    peak_fraction: float            # achieved FLOP/s over the chip's peak for these MMADs
+    flops: int = 0
+    peak_tflops: float = 0.0        # the cube's peak for this kernel's dtypes
+    core_pipe_busy: dict = field(default_factory=dict)   # "C.M" -> busy fraction
+    blocks: int = 0
+    waves: int = 0
+    aic_cores: int = 1
+    clock_ghz: float = 1.0
+    block_cycles: dict = field(default_factory=dict)     # every block -> cycles
+    classes: list = field(default_factory=list)          # [(representative, n blocks, cycles)]
+    gm_bytes: int = 0               # compulsory off-chip bytes: every argument once
+    traffic_bytes: int = 0          # bytes the kernel's instructions move to/from GM
+    intensity: float = 0.0          # FLOP per compulsory byte
+    bandwidth_tbps: float = 0.0     # the memory roof
+    attainable_tflops: float = 0.0  # min(compute roof, intensity x memory roof)
+    bound: str = ""                 # "compute" or "memory" (by the roofline)
+    memory_floor_us: float = 0.0    # compulsory bytes at the HBM bandwidth: no launch is faster
+    events: list = field(default_factory=list)           # SimEvents of the simulated blocks
+    simulated: tuple = ()           # the simulated (representative) blocks
+    instructions: int = 0           # dynamic instructions of the launch
+    wall_s: float = 0.0             # how long the estimate took
+
+    @property
+    def time_s(self) -> float:
+        return self.time_us * 1e-6
+
+    def block_offsets(self) -> dict:
+        """block -> (AIC core, start cycle) of every block of the launch."""
+        return _offsets(self.blocks, self.aic_cores, self.block_cycles.get)
+
+    def summary(self) -> str:
+        """A few lines: cycles and time, the bottleneck, busy % per pipe, the roofline."""
+        lines = [
+            f"estimate of {self.kernel} on {self.chip}: {self.cycles} cycles = "
+            f"{self.time_us:.1f} us ({self.blocks} blocks over {self.aic_cores} AIC cores, "
+            f"{self.waves} wave{'s' if self.waves != 1 else ''}); bottleneck {self.bottleneck}",
+            "  busy: " + "  ".join(f"{p} {100 * self.pipe_busy.get(p, 0.0):.0f}%" for p in PIPES),
+        ]
+        if self.flops:
+            lines.append(f"  cube: {self.tflops:.1f} TFLOP/s = {100 * self.peak_fraction:.1f}% of "
+                         f"the {self.peak_tflops:.0f} TFLOP/s peak")
+        lines.append("  " + self.roofline_text())
+        if self.time_us < self.memory_floor_us:
+            lines.append(f"  note: below the {self.memory_floor_us:.1f} us HBM floor: the model's "
+                         f"per-core MTE rates are not capped by the chip's {self.bandwidth_tbps:g}"
+                         f" TB/s (expect at least the floor)")
+        return "\n".join(lines)
+
+    def roofline_text(self) -> str:
+        bw = f"{self.bandwidth_tbps:g} TB/s" if self.bandwidth_tbps else "unknown bandwidth"
+        if not self.flops:
+            gbs = self.gm_bytes / self.time_s / 1e12 if self.time_s else 0.0
+            frac = f" = {100 * gbs / self.bandwidth_tbps:.0f}% of the roof" \
+                if self.bandwidth_tbps else ""
+            return (f"roofline: no cube work; {self.gm_bytes / 1e6:.2f} MB off-chip at "
+                    f"{gbs:.2f} TB/s{frac} ({bw} memory roof)")
+        ridge = self.peak_tflops / self.bandwidth_tbps if self.bandwidth_tbps else 0.0
+        return (f"roofline: {self.intensity:.1f} FLOP/B (ridge {ridge:.0f} FLOP/B: "
+                f"{self.peak_tflops:.0f} TFLOP/s / {bw}) -> {self.bound}-bound, attainable "
+                f"{self.attainable_tflops:.0f} TFLOP/s, achieved {self.tflops:.1f}")
+
+    def __str__(self) -> str:
+        return self.summary()
+
+    def to_perfetto(self, path) -> None:
+        """Chrome-trace JSON of the simulated blocks at their place in the launch."""
+        from .timeline import estimate_to_perfetto
+        estimate_to_perfetto(self, path)
+
+    def to_png(self, path, max_blocks: int = 2) -> None:
+        """Gantt chart of the pipes of the simulated blocks (needs matplotlib: the plot extra)."""
+        from .timeline import gantt_png
+        gantt_png(self, path, max_blocks=max_blocks)
+
+    def roofline_png(self, path) -> None:
+        """The roofline plot of this kernel on its chip (needs matplotlib: the plot extra)."""
+        from .timeline import roofline_png
+        roofline_png(self, path)
+
+
+# ------------------------------------------------------------------------------ block classes
+
+
+def _offsets(nblocks: int, ncores: int, cycles_of) -> dict:
+    out, t = {}, [0] * max(1, ncores)
+    for b in range(nblocks):
+        c = b % len(t)
+        out[b] = (c, t[c])
+        t[c] += cycles_of(b) or 0
+    return out
+
+
+def _reads_data(e) -> bool:
+    return any(isinstance(n, Load) for n in walk(e))
+
+
+def _control_exprs(s):
+    if isinstance(s, For):
+        return s.extents
+    if isinstance(s, If):
+        return (s.cond,)
+    return ()
+
+
+class _Signatures:
+    """Control-flow signatures of the blocks of a lowered kernel (module docstring)."""
+
+    def __init__(self, kernel: Kernel):
+        self.kernel = kernel
+        self.cid, self.vid = kernel.grid_vars
+        self.data_dependent = False
+        self._dep: dict[int, bool] = {}
+        for s in walk_statements(kernel.body):
+            for e in _control_exprs(s):
+                if _reads_data(e):
+                    self.data_dependent = True
+
+    def _expr_dep(self, e) -> bool:
+        return any(isinstance(n, Var) and n.name == self.cid for n in walk(e)) or _reads_data(e)
+
+    def body_dep(self, body) -> bool:
+        """Does the statement list hold control flow that depends on the block?"""
+        key = id(body)
+        hit = self._dep.get(key)
+        if hit is None:
+            hit = any(self._expr_dep(e)
+                      for s in walk_statements(body)
+                      if not (isinstance(s, For) and s.kind == "parallel")
+                      for e in _control_exprs(s))
+            self._dep[key] = hit
+        return hit
+
+    def of(self, block: int):
+        from backends.numpy.ops import Env
+        out = []
+        for kind, vid in (("C", 0), ("V", 0), ("V", 1)):
+            env = Env({self.cid: block, self.vid: vid}, {})
+            self._walk(self.kernel.body, kind, env, out)
+            out.append("|")
+        return tuple(out)
+
+    def _walk(self, body, kind, env, out):
+        if not self.body_dep(body):
+            return
+        for s in body:
+            if isinstance(s, Scope):
+                if s.core == kind:
+                    self._walk(s.body, kind, env, out)
+            elif isinstance(s, For) and s.kind != "parallel":
+                exts = tuple(int(_expr_fn(e)(env)) for e in s.extents)
+                out.append(exts)
+                if not self.body_dep(s.body):
+                    continue
+                for idx in _product(exts):
+                    for name, i in zip(s.vars, idx):
+                        env.vars[name] = i
+                    self._walk(s.body, kind, env, out)
+            elif isinstance(s, If):
+                c = bool(_expr_fn(s.cond)(env))
+                out.append(c)
+                self._walk(s.then_body if c else s.else_body, kind, env, out)
+
+
+def _product(exts):
+    import itertools
+    return itertools.product(*(range(n) for n in exts))
+
+
+def block_classes(kernel: Kernel) -> dict:
+    """representative block -> the blocks that take the same cycles (all blocks when control
+    flow reads data: each its own class)."""
+    n = kernel.grid[0]
+    sig = _Signatures(kernel)
+    if sig.data_dependent:
+        return {b: [b] for b in range(n)}
+    if not sig.body_dep(kernel.body):
+        return {0: list(range(n))} if n else {}
+    first: dict = {}
+    classes: dict = defaultdict(list)
+    for b in range(n):
+        rep = first.setdefault(sig.of(b), b)
+        classes[rep].append(b)
+    return dict(classes)
+
+
+# -------------------------------------------------------------------------------- block stats
+
+
+def _block_stats(kernel: Kernel, bufs: dict, block: int):
+    """(cube flops, peak-time weight, GM traffic bytes) of one block's instruction streams."""
+    flops, ideal, traffic = 0, 0.0, 0
+    xenvs, wenvs = block_envs(bufs, kernel, block)
+    for i, name in enumerate(CORE_NAMES):
+        for di in core_stream(kernel.body, name[0], wenvs[i]):
+            st = di.stmt
+            if isinstance(st, Gemm):
+                m, k = _mat(st.a)
+                k2, n = _mat(st.b)
+                if st.transpose_a:
+                    m, k = k, m
+                if st.transpose_b:
+                    n = k2
+                f = 2 * m * n * k
+                flops += f
+                ideal += f / CUBE_RATE.get(st.a.buffer.dtype, 1.0)
+            elif isinstance(st, Copy):
+                src, dst = st.src.buffer.scope, st.dst.buffer.scope
+                if (src in GM_SCOPES) != (dst in GM_SCOPES):
+                    r = st.src if src in GM_SCOPES else st.dst
+                    nb = dtypes.itemsize(r.buffer.dtype)
+                    for e in r.extent:
+                        nb *= e
+                    traffic += nb
+    return flops, ideal, traffic
+
+
+# ----------------------------------------------------------------------------------- estimate
+
+
+def estimate_kernel(kernel: Kernel, chip) -> Estimate:
+    """Estimate a launch of the lowered kernel `kernel` on `chip` (an arch.Chip) without data."""
+    from .simulator import simulate_kernel, zero_args
+    if not kernel.is_npu or len(kernel.grid) != 1:
+        raise CompileError("estimate() needs a lowered kernel (is_npu=True, grid (n,))",
+                           kernel.loc)
+    t0 = time.perf_counter()
+    n = kernel.grid[0]
+    classes = block_classes(kernel)
+    args = zero_args(kernel)
+    from backends.numpy.interpreter import check_args
+    bufs = check_args(kernel, args)
+    cls_of, cyc, busy, events, instr = {}, {}, {}, [], 0
+    flops = ideal = traffic = 0
+    ninstr = 0
+    for rep, members in classes.items():
+        r = simulate_kernel(kernel, args, chip, check=False, blocks=[rep], data=False)
+        cyc[rep] = r.block_cycles[rep]
+        busy[rep] = r.core_pipe_busy
+        instr = r.instructions
+        ninstr += instr * len(members)
+        for ev in r.events:
+            events.append(ev._replace(core=f"b{rep}.{ev.core}"))
+        f, i, t = _block_stats(kernel, bufs, rep)
+        flops += f * len(members)
+        ideal += i * len(members)
+        traffic += t * len(members)
+        for b in members:
+            cls_of[b] = rep
+    block_cycles = {b: cyc[cls_of[b]] for b in range(n)}
+    ncores = max(1, chip.aic_cores)
+    per_core = [0] * ncores
+    for b in range(n):
+        per_core[b % ncores] += block_cycles[b]
+    cycles = max(per_core) if n else 0
+    seconds = cycles / (chip.clock_ghz * 1e9)
+
+    core_busy = defaultdict(int)
+    for rep, members in classes.items():
+        for key, c in busy[rep].items():
+            core_busy[key] += c * len(members)
+    units = defaultdict(set)
+    for key, c in core_busy.items():
+        if c:
+            core, pipe = key.split(".")
+            units[pipe].add(core)
+    denom = cycles * ncores
+    pipe_busy = {p: (sum(c for k, c in core_busy.items() if k.endswith("." + p))
+                     / (denom * max(1, len(units[p]))) if denom else 0.0) for p in PIPES}
+    core_frac = {k: (c / denom if denom else 0.0) for k, c in sorted(core_busy.items())}
+    bottleneck = max(PIPES, key=lambda p: pipe_busy[p])
+
+    tflops = flops / seconds / 1e12 if seconds else 0.0
+    peak_s = ideal / (chip.peak_bf16_tflops * 1e12)   # the MMADs at the cube's peak
+    peak_tflops = flops / peak_s / 1e12 if peak_s else chip.peak_bf16_tflops
+    peak_fraction = peak_s / seconds if seconds else 0.0
+    gm_bytes = sum(p.numel * dtypes.itemsize(p.dtype) for p in kernel.params)
+    bw = getattr(chip.costs, "gm_tbps", 0.0)
+    intensity = flops / gm_bytes if gm_bytes else 0.0
+    attainable = min(peak_tflops, intensity * bw) if bw else peak_tflops
+    bound = "memory" if bw and intensity * bw < peak_tflops else "compute"
+    return Estimate(
+        kernel=kernel.name, chip=chip.name, cycles=cycles, time_us=seconds * 1e6,
+        tflops=tflops, pipe_busy=pipe_busy, bottleneck=bottleneck, peak_fraction=peak_fraction,
+        flops=flops, peak_tflops=peak_tflops, core_pipe_busy=core_frac, blocks=n,
+        waves=-(-n // ncores), aic_cores=ncores, clock_ghz=chip.clock_ghz,
+        block_cycles=block_cycles,
+        classes=[(rep, len(m), cyc[rep]) for rep, m in classes.items()],
+        gm_bytes=gm_bytes, traffic_bytes=traffic, intensity=intensity, bandwidth_tbps=bw,
+        attainable_tflops=attainable, bound=bound,
+        memory_floor_us=gm_bytes / (bw * 1e12) * 1e6 if bw else 0.0, events=events, simulated=tuple(classes),
+        instructions=ninstr, wall_s=time.perf_counter() - t0)
