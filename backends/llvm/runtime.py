@@ -182,10 +182,16 @@ def lower(kernel: Kernel, options: dict | None = None) -> LLVMArtifact:
         raise
     except RecursionError:
         raise CompileError("kernel too deeply nested for the llvm backend", kernel.loc) from None
+    except Exception as err:  # a construct the code generator does not handle
+        raise CompileError(f"the llvm backend cannot compile this kernel "
+                           f"({type(err).__name__}: {err})", kernel.loc) from err
     text = str(module)
     with _LOCK:
-        obj = _compile_module(text, gen.needs_dpbf16, t)
-        engine, cfunc, ref = _load_object(obj, t)
+        try:
+            obj = _compile_module(text, gen.needs_dpbf16, t)
+            engine, cfunc, ref = _load_object(obj, t)
+        except RuntimeError as err:  # LLVM rejected the module
+            raise CompileError(f"LLVM failed to compile the kernel: {err}", kernel.loc) from err
         STATS["compiles"] += 1
     scratch = gen.plan.zero_bytes + gen.temp_bytes
     errors = list(gen.errors)
