@@ -184,7 +184,8 @@ class _Signatures:
         return hit
 
     def of(self, block: int):
-        from backends.numpy.ops import Env
+        from .spec import semantics
+        Env = semantics.Env
         out = []
         for kind, vid in (("C", 0), ("V", 0), ("V", 1)):
             env = Env({self.cid: block, self.vid: vid}, {})
@@ -280,8 +281,8 @@ def estimate_kernel(kernel: Kernel, chip) -> Estimate:
     n = kernel.grid[0]
     classes = block_classes(kernel)
     args = zero_args(kernel)
-    from backends.numpy.interpreter import check_args
-    bufs = check_args(kernel, args)
+    from .spec import semantics
+    bufs = semantics.check_args(kernel, args)
     cls_of, cyc, busy, events, instr = {}, {}, {}, [], 0
     flops = ideal = traffic = 0
     ninstr = 0

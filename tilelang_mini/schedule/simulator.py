@@ -39,9 +39,9 @@ from typing import NamedTuple
 
 import numpy as np
 
-from backends.numpy.interpreter import check_args
 from ..errors import CompileError, DeadlockError, RaceError, SyncError
 from ..ir.nodes import PipeBarrier
+from .spec import semantics
 from ..ir.graph import accesses, print_ir_line
 from ..ir.nodes import (
     PIPES, Kernel, Scope, SetCrossFlag, SetFlag, WaitCrossFlag, WaitFlag,
@@ -483,7 +483,7 @@ class _Sim:
         self.check = check and data
         if args is None and not data:
             args = zero_args(kernel)
-        self.bufs = check_args(kernel, args)
+        self.bufs = semantics.check_args(kernel, args)
         self.static = _static_threads(kernel)
         self.tracked = written_buffers(kernel.body, "C") | written_buffers(kernel.body, "V")
         self._threads = {}
@@ -553,7 +553,7 @@ def run_ordered(kernel: Kernel, args: list) -> None:
     """Execute each block's core programs in program order as coroutines, switching core only at
     an unsatisfied cross-core wait; DeadlockError when every unfinished core is stuck."""
     _check_kernel(kernel)
-    bufs = check_args(kernel, args)
+    bufs = semantics.check_args(kernel, args)
     with np.errstate(all="ignore"):
         for b in range(kernel.grid[0]):
             _run_block_ordered(kernel, bufs, b)

@@ -17,9 +17,8 @@ import itertools
 
 import numpy as np
 
-from backends.numpy.interpreter import _Ctx, lower_stmt, new_block
-from backends.numpy.ops import Env, Fault, as_index, compile_expr, execute
 from ..errors import CompileError, SyncError
+from .spec import semantics
 from ..ir import dtypes
 from ..ir.nodes import (
     Alloc, Const, Copy, Fill, For, Gemm, If, Load, PipeBarrier, Reduce, Region, Scope,
@@ -30,6 +29,11 @@ from .pipes import pipe_of
 CORE_NAMES = ("C", "V0", "V1")
 SYNC_TYPES = (SetFlag, WaitFlag, PipeBarrier, SetCrossFlag, WaitCrossFlag)
 DATA_TYPES = (Copy, Gemm, Fill, Reduce, Store, For)
+
+
+_Ctx, lower_stmt, new_block = semantics._Ctx, semantics.lower_stmt, semantics.new_block
+Env, Fault, as_index = semantics.Env, semantics.Fault, semantics.as_index
+compile_expr, execute = semantics.compile_expr, semantics.execute
 
 
 class DynInstr:
