@@ -61,6 +61,16 @@ def report(kernel, seconds, ok, args) -> int:
     return 0 if ok else 1
 
 
+def simulate_and_verify(kernel, inputs, check) -> bool:
+    """Run the pipe-level simulator (raises on a race, deadlock or flag misuse), check its
+    outputs and print the cycles and the busy pipes."""
+    out, rep = kernel.simulate(*inputs)
+    busy = ", ".join(f"{p} {c}" for p, c in sorted(rep.pipe_busy.items()) if c)
+    print(f"simulate: clean, {rep.cycles} cycles, {rep.instructions} instructions; "
+          f"busy cycles: {busy}")
+    return check(out)
+
+
 def schedule_summary(kernel) -> str:
     from tilelang_mini.schedule.summary import summarize
     return summarize(kernel)

@@ -88,7 +88,7 @@ def reference(q, k, v):
 
 def main(argv=None):
     import sys
-    from _common import example_args, make_inputs, report, timed, verify
+    from _common import example_args, make_inputs, report, simulate_and_verify, timed, verify
     argv = list(sys.argv[1:] if argv is None else argv)
     simulate = "--no-simulate" not in argv
     argv = [a for a in argv if a != "--no-simulate"]
@@ -105,16 +105,6 @@ def main(argv=None):
         ok &= simulate_and_verify(kernel, (q, k, v), lambda out: verify("O (simulated)", out, want,
                                                                          args.dtype))
     return report(kernel, seconds, ok, args)
-
-
-def simulate_and_verify(kernel, inputs, check) -> bool:
-    """Run the pipe-level simulator (raises on a race, deadlock or flag misuse), check its
-    outputs and print the cycles and the busy pipes."""
-    out, rep = kernel.simulate(*inputs)
-    busy = ", ".join(f"{p} {c}" for p, c in sorted(rep.pipe_busy.items()) if c)
-    print(f"simulate: clean, {rep.cycles} cycles, {rep.instructions} instructions; "
-          f"busy cycles: {busy}")
-    return check(out)
 
 
 if __name__ == "__main__":

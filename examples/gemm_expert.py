@@ -84,7 +84,7 @@ def reference(a, b):
 
 def main(argv=None):
     import sys
-    from _common import example_args, make_inputs, report, timed, verify
+    from _common import example_args, make_inputs, report, simulate_and_verify, timed, verify
     argv = list(sys.argv[1:] if argv is None else argv)
     simulate = "--no-simulate" not in argv
     argv = [a for a in argv if a != "--no-simulate"]
@@ -101,16 +101,6 @@ def main(argv=None):
                                   lambda out: verify("C (simulated)", out, want, "float32",
                                                      reduce_len=K))
     return report(kernel, seconds, ok, args)
-
-
-def simulate_and_verify(kernel, inputs, check) -> bool:
-    """Run the pipe-level simulator (raises on a race, deadlock or flag misuse), check its
-    outputs and print the cycles and the busy pipes."""
-    out, rep = kernel.simulate(*inputs)
-    busy = ", ".join(f"{p} {c}" for p, c in sorted(rep.pipe_busy.items()) if c)
-    print(f"simulate: clean, {rep.cycles} cycles, {rep.instructions} instructions; "
-          f"busy cycles: {busy}")
-    return check(out)
 
 
 if __name__ == "__main__":
