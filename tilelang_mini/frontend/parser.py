@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import difflib
 import inspect
 import textwrap
 
@@ -666,7 +667,10 @@ class KernelBuilder:
                 return getattr(T_module, n.attr)
             if dtypes.canonical(n.attr):
                 return n.attr  # T.float16 and friends
-            raise self.error(n, f"unknown name T.{n.attr}; see docs/language.md for the T. names")
+            close = difflib.get_close_matches(n.attr, [*T_module.__all__, *dtypes.DTYPES], n=1)
+            hint = f"did you mean T.{close[0]}? " if close else ""
+            raise self.error(n, f"unknown name T.{n.attr}; {hint}see docs/language.md for the "
+                                "T. names")
         if isinstance(base, Buffer):
             if n.attr in ("shape", "dtype"):
                 return getattr(base, n.attr)
