@@ -29,8 +29,9 @@ def _run(cmd, **kw):
 
 
 @pytest.mark.parametrize("name", example_names())
-def test_example_verifies(name):
-    r = _run([sys.executable, str(EXAMPLES / f"{name}.py"), *SMALL.get(name, [])], cwd=ROOT)
+def test_example_verifies(name, target):
+    r = _run([sys.executable, str(EXAMPLES / f"{name}.py"), *SMALL.get(name, []),
+              "--target", target], cwd=ROOT)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "verified" in r.stdout and "FAILED" not in r.stdout, r.stdout
 

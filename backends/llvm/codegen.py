@@ -18,12 +18,12 @@ import llvmlite.ir as ir
 from tilelang_mini.errors import CompileError
 from tilelang_mini.ir.nodes import (
     CORES, Alloc, BinOp, Call, Cast, Const, Copy, Fill, For, Gemm, If, Kernel, Load, Reduce,
-    Scope, Store, Var, walk,
+    Region, Scope, Store, Var, walk,
 )
 
 from . import vecmath as vm
 from .irutil import F32, I1, I32, I64, PTR, VL, Emitter, const, is_vec, vty
-from .layout import PER_BLOCK, plan_buffers
+from .layout import PER_BLOCK, is_dual_copy, plan_buffers
 from .parallel import ParallelMaps, _vars_in
 
 SYNC_NAMES = ("SetFlag", "WaitFlag", "PipeBarrier", "SetCrossFlag", "WaitCrossFlag")
@@ -153,7 +153,9 @@ class KernelGen(ParallelMaps):
                 if self.par is not None:
                     raise self.fail(f"{type(s).__name__} inside a Parallel loop is not supported")
                 from . import codegen_ops, microkernel
-                if isinstance(s, Gemm):
+                if isinstance(s, Copy) and self.ctx == "C" and is_dual_copy(s):
+                    self.dual_copy(s)
+                elif isinstance(s, Gemm):
                     microkernel.gemm(self, s)
                 else:
                     getattr(codegen_ops, type(s).__name__.lower())(self, s)
@@ -261,6 +263,28 @@ class KernelGen(ParallelMaps):
                     self.body(s.body)
         finally:
             self.ctx = "top"
+            self.vid = None
+            self._restore({self.vid_name: saved})
+
+    def dual_copy(self, s: Copy):
+        """FixPipe L0C -> UB feeds both AIVs (as backends/numpy/ops.py `_dual_copy`): AIV v gets
+        rows [v * h, (v + 1) * h) of the source when the UB tile has h = half the rows."""
+        from . import codegen_ops
+        half = s.dst.extent[0]
+        split = s.src.extent[0] == 2 * half
+        saved = (self.vars.get(self.vid_name), self.ranges.get(self.vid_name))
+        self.ctx = "V"
+        try:
+            with self.e.loop(0, 2, name="vid") as vid:
+                self.vid = vid
+                self.bind(self.vid_name, vid, (0, 1))
+                src = s.src
+                if split:
+                    start0 = BinOp("+", src.start[0], BinOp("*", Var(self.vid_name), Const(half)))
+                    src = Region(src.buffer, (start0,) + src.start[1:], (half,) + src.extent[1:])
+                codegen_ops.copy(self, Copy(src, s.dst, s.loc))
+        finally:
+            self.ctx = "C"
             self.vid = None
             self._restore({self.vid_name: saved})
 

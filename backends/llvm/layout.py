@@ -36,6 +36,11 @@ PER_BLOCK = ("workspace", "L1", "L0A", "L0B", "L0C")
 _WIDEN = ("float16", "float8_e4m3fn", "float8_e5m2")
 
 
+def is_dual_copy(s) -> bool:
+    """L0C -> UB from the cube: each AIV's UB receives its half of the rows (or all of them)."""
+    return s.src.buffer.scope == "L0C" and s.dst.buffer.scope == "UB"
+
+
 def _align(n: int) -> int:
     return (n + ALIGN - 1) // ALIGN * ALIGN
 
@@ -207,7 +212,8 @@ def plan_buffers(kernel: Kernel, bf16: bool) -> Plan:
                 pass
             elif isinstance(s, Copy):
                 note(s.src.buffer.name, ctx, ("copy_src",))
-                note(s.dst.buffer.name, ctx, ("copy_dst", s.dst.is_full))
+                dual = ctx == "C" and is_dual_copy(s)  # FixPipe writes the AIVs' UB
+                note(s.dst.buffer.name, "V" if dual else ctx, ("copy_dst", s.dst.is_full))
             elif isinstance(s, Gemm):
                 note(s.a.buffer.name, ctx, ("gemm_a",))
                 note(s.b.buffer.name, ctx, ("gemm_b", s.b.is_full, s.transpose_b,

@@ -462,7 +462,22 @@ def _render(tree, channels) -> list:
     return _emit(tree)
 
 
-def _emit(items) -> list:
+def _cores(items) -> set:
+    """The cores that run anything in `items` (instructions and the sync placed around them)."""
+    out = set()
+    for it in items:
+        if isinstance(it, Alloc):
+            continue
+        out |= {core for core, _ in it.before + it.after}
+        if isinstance(it, Instr):
+            out.add(it.core)
+        else:
+            for body in it.bodies:
+                out |= _cores(body)
+    return out
+
+
+def _emit(items, in_scope=False) -> list:
     flat: list = []  # (core or None, stmt)
     for it in items:
         if isinstance(it, Alloc):
@@ -472,14 +487,21 @@ def _emit(items) -> list:
         if isinstance(it, Instr):
             flat.append((it.core, it.stmt))
         else:
+            # Control flow that only one core runs goes inside that core's Scope: its
+            # condition may read `vid`, which only means something on a vector core.
+            cores = _cores([replace(it, before=[], after=[])])
+            core = next(iter(cores)) if len(cores) == 1 and not in_scope else None
+            inner = in_scope or core is not None
             s = it.stmt
             if isinstance(s, For):
-                s = replace(s, body=tuple(_emit(it.bodies[0])))
+                s = replace(s, body=tuple(_emit(it.bodies[0], inner)))
             else:
-                s = replace(s, then_body=tuple(_emit(it.bodies[0])),
-                            else_body=tuple(_emit(it.bodies[1])))
-            flat.append((None, s))
+                s = replace(s, then_body=tuple(_emit(it.bodies[0], inner)),
+                            else_body=tuple(_emit(it.bodies[1], inner)))
+            flat.append((core, s))
         flat += it.after
+    if in_scope:
+        return [s for _, s in flat]
     out, run, core = [], [], None
     for c, s in flat:
         if c != core and run:

@@ -140,7 +140,7 @@ def _splittable(s, split, rows) -> bool:
             return s.dst.buffer.scope in ("UB", "var")
         region = s.src if a else s.dst
         other = s.dst if a else s.src
-        return region.extent[0] == rows and other.extent[:1] == (rows,) and (
+        return region.extent[0] == rows and _row_dim(other, rows) is not None and (
             a == b or other.buffer.scope not in ("UB",))
     if isinstance(s, Fill):
         return s.dst.buffer.name not in split or s.dst.extent[0] == rows
@@ -241,12 +241,24 @@ def _split_cube(s, rows):
     return s
 
 
+def _row_dim(r: Region, rows: int):
+    """The dimension of `r` that holds the tile's rows: the first one not of extent 1."""
+    for d, e in enumerate(r.extent):
+        if e == rows:
+            return d
+        if e != 1:
+            return None
+    return None
+
+
 def _rows(r: Region, half: int, offset):
     """Region `r` restricted to this AIV's rows (offset by vid * half when `offset` is given)."""
+    d = 0 if offset is None else _row_dim(r, 2 * half)
     if offset is None:
-        start0 = r.start[0]
-    elif isinstance(r.start[0], Const) and r.start[0].value == 0:
-        start0 = offset
+        start = r.start[d]
+    elif isinstance(r.start[d], Const) and r.start[d].value == 0:
+        start = offset
     else:
-        start0 = BinOp("+", r.start[0], offset)
-    return Region(r.buffer, (start0,) + r.start[1:], (half,) + r.extent[1:])
+        start = BinOp("+", r.start[d], offset)
+    return Region(r.buffer, r.start[:d] + (start,) + r.start[d + 1:],
+                  r.extent[:d] + (half,) + r.extent[d + 1:])

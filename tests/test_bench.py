@@ -1,0 +1,46 @@
+"""Smoke test of benchmarks/bench.py: its whole path on tiny shapes, in this process.
+
+No timing is asserted (tests never time anything, design.md section 7): only that every group
+runs, every measured kernel verifies against NumPy and the ratios and compile times come out.
+"""
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import sys
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parent.parent / "benchmarks" / "bench.py"
+
+
+def _bench_module():
+    spec = importlib.util.spec_from_file_location("_tlm_bench", BENCH)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_bench_tiny_in_process(tmp_path, capsys):
+    bench = _bench_module()
+    out = tmp_path / "bench.json"
+    status = bench.bench(cfg=bench.TINY, isolate=False, json_path=str(out))
+    text = capsys.readouterr().out
+    assert status == 0, text
+    result = json.loads(out.read_text())
+    assert not result["errors"]
+    rows = {r["key"]: r for r in result["rows"]}
+    for key in ("gemm_fp32_64", "gemm_bf16_64", "threads_128", "rmsnorm_bw", "prenorm_bw"):
+        r = rows[key]
+        assert r["verified"] is True and r["verdict"] in ("PASS", "MISS"), r
+        assert math.isfinite(r["ratio"]) and r["ratio"] > 0, r
+        assert r["max_err"] is not None and r["target"].startswith(">=")
+    for key in ("cold_compile", "cache_hit"):
+        r = rows[key]
+        assert r["verified"] is True and r["verdict"] in ("PASS", "MISS"), r
+        assert r["data"]["seconds"] > 0
+    assert all(s["cache_hits"] == 1 for s in rows["cache_hit"]["data"]["stats"])
+    assert "IN-PROCESS" in text and "NumPy BLAS" in text
+    for r in rows.values():
+        assert r["name"] in text
