@@ -23,7 +23,7 @@ DEFAULT_ARGS = (2, 200, 64)  # BH, S, D: S is not a multiple of the blocks (mask
 
 @tilelang_mini.jit(out_idx=[-1])
 def flash_attention(batch_heads, seq_len, dim, block_M=64, block_N=64, dtype="float16",
-                    num_stages=1):
+                    num_stages=2):
     BH, S, D = batch_heads, seq_len, dim
     scale = 1.0 / math.sqrt(D)
     accum = "float32"
