@@ -44,3 +44,12 @@ def test_bench_tiny_in_process(tmp_path, capsys):
     assert "IN-PROCESS" in text and "NumPy BLAS" in text
     for r in rows.values():
         assert r["name"] in text
+
+
+def test_cli_ir_after_llvm(capsys):
+    from tilelang_mini.cli import main
+    gemm = str(BENCH.parent.parent / "examples" / "gemm.py")
+    assert main(["ir", gemm, "--after", "llvm", "--args", "64", "64", "64"]) == 0
+    assert 'define i32 @"tlm_kernel"' in capsys.readouterr().out
+    assert main(["ir", gemm, "--after", "llvm", "--target", "numpy"]) == 1
+    assert "--after llvm needs --target llvm" in capsys.readouterr().err

@@ -1,12 +1,15 @@
 """`tilelang-mini`: the command line.
 
     tilelang-mini run FILE [args...]      run an example as __main__, report status and wall time
-    tilelang-mini ir FILE [--kernel NAME] [--after PASS|all] [--format text|dot]
+    tilelang-mini ir FILE [--kernel NAME] [--after PASS|all|llvm] [--format text|dot]
                           [--target T] [--chip C] [--args N ...]
-                                          print a kernel's IR (or its dependency graph as DOT)
+                                          print a kernel's IR (or its dependency graph as DOT,
+                                          or with --after llvm the generated LLVM IR)
     tilelang-mini trace FILE [--kernel NAME] [--chip C] [--args N ...] -o trace.json
                           [--png gantt.png] [--roofline roofline.png]
                                           estimate a kernel and write its pipe timeline
+    tilelang-mini bench [--quick] [--json PATH] [--repeats N] [--in-process]
+                                          benchmarks/bench.py: llvm vs NumPy, threads, compile
 
 Each subcommand is one function `cmd_<name>(args) -> exit status` plus one function that adds
 its options, registered in the one table `COMMANDS`; add a subcommand by adding a row.
@@ -187,7 +190,8 @@ def _add_ir(p: argparse.ArgumentParser) -> None:
     p.add_argument("file", help="a Python file defining @tilelang_mini.jit factories or T.prim_funcs")
     p.add_argument("--kernel", help="which kernel (its Python name); default: the first")
     p.add_argument("--after", default="final",
-                   help="stage: frontend, a pass name, 'final' (default) or 'all'")
+                   help="stage: frontend, a pass name, 'final' (default), 'all', or 'llvm' "
+                        "(the LLVM IR the llvm target generates; implies --target llvm)")
     p.add_argument("--format", choices=("text", "dot"), default="text",
                    help="IR text, or the dependency graph as Graphviz DOT")
     p.add_argument("--target", help="numpy | llvm (default: TILELANG_MINI_TARGET or numpy)")
@@ -196,6 +200,8 @@ def _add_ir(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_ir(args) -> int:
+    if args.after == "llvm":
+        return _print_llvm_ir(args)
     kernel = build_kernel(args.file, args.kernel, args.target, args.chip, args.args)
     stages = list(kernel.compilation.stages)
     if args.after == "all":
@@ -205,7 +211,8 @@ def cmd_ir(args) -> int:
     elif args.after in stages:
         chosen = [args.after]
     else:
-        raise UsageError(f"unknown stage {args.after!r}; stages: {', '.join(stages)}, final, all")
+        raise UsageError(f"unknown stage {args.after!r}; stages: {', '.join(stages)}, final, "
+                         f"all, llvm")
     for stage in chosen:
         if args.format == "dot":
             from .ir.graph import to_dot
@@ -216,6 +223,18 @@ def cmd_ir(args) -> int:
             if len(chosen) > 1:
                 print(f"# ---- IR after {stage} ----")
             print(kernel.get_ir(stage), end="")
+    return 0
+
+
+def _print_llvm_ir(args) -> int:
+    """`ir --after llvm`: the LLVM IR (before optimisation) of the kernel compiled for llvm."""
+    if args.target not in (None, "llvm"):
+        raise UsageError(f"--after llvm needs --target llvm, not {args.target!r}")
+    if args.format == "dot":
+        raise UsageError("--after llvm prints LLVM IR text; --format dot is for the tile IR stages")
+    kernel = build_kernel(args.file, args.kernel, "llvm", args.chip, args.args)
+    source = kernel.get_kernel_source()
+    print(source, end="" if source.endswith("\n") else "\n")
     return 0
 
 
@@ -250,6 +269,33 @@ def cmd_trace(args) -> int:
     return 0
 
 
+# --------------------------------------------------------------------------------------- bench
+
+
+def _bench_script() -> Path:
+    """benchmarks/bench.py of the source checkout this package runs from."""
+    path = Path(__file__).resolve().parent.parent / "benchmarks" / "bench.py"
+    if not path.is_file():
+        raise UsageError(f"{path} not found: `bench` runs from a source checkout "
+                         f"(pip install -e .)")
+    return path
+
+
+def _add_bench(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--quick", action="store_true",
+                   help="smaller shapes (GEMM 512^3 and 1024^3) and fewer repeats: a smoke run")
+    p.add_argument("--json", metavar="PATH", help="also write the results as JSON to PATH")
+    p.add_argument("--repeats", type=int, help="timed runs per measurement (default 7, quick 3)")
+    p.add_argument("--in-process", action="store_true",
+                   help="no subprocesses: the environment is not cleaned, no compile is cold")
+
+
+def cmd_bench(args) -> int:
+    bench = load_module(_bench_script())
+    return bench.bench(quick=args.quick, json_path=args.json, repeats=args.repeats,
+                       isolate=not args.in_process)
+
+
 # ------------------------------------------------------------------------------------- the table
 
 
@@ -267,6 +313,9 @@ COMMANDS: dict[str, Command] = {
     "trace": Command("estimate a kernel on a chip and write its pipe timeline (Chrome-trace "
                      "JSON for Perfetto; PNG Gantt and roofline with the plot extra)",
                      _add_trace, cmd_trace),
+    "bench": Command("measure the llvm target against NumPy (GEMM fp32/bf16, threads, "
+                     "rmsnorm/prenorm bandwidth, compile and cache-hit time): "
+                     "benchmarks/bench.py", _add_bench, cmd_bench),
 }
 
 
