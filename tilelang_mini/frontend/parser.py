@@ -15,11 +15,10 @@ import textwrap
 from .. import language as T_module
 from ..errors import CompileError
 from ..ir import dtypes
-from ..ir.nodes import (
-    Alloc, Buffer, Call, Cast, Copy, Fill, For, Gemm, If, Kernel, Load, Loc, PipeBarrier,
-    Reduce, Region, Scope, SetCrossFlag, SetFlag, Store, Var, WaitCrossFlag, WaitFlag, PIPES,
-)
-from .exprs import as_expr, binop, const, constant_difference, is_ir
+from ..ir.nodes import Alloc, Buffer, Call, Cast, For, If, Kernel, Load, Loc, Scope, Store, Var
+from .common import LanguageNamespace, Marker, is_docstring, show
+from .exprs import as_expr, binop, const, is_ir
+from .tile_ops import TileOps
 
 _BINOPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//",
            ast.Mod: "%"}
@@ -47,18 +46,11 @@ class PrimFunc:
         return f"<PrimFunc {self.ir.name}>"
 
 
-class _Marker:
-    """What a `T.name` evaluates to inside a kernel."""
-
-    def __init__(self, name: str):
-        self.name = name
-
-
 def parse_prim_func(fn) -> PrimFunc:
     return PrimFunc(fn, KernelBuilder(fn).build())
 
 
-class KernelBuilder:
+class KernelBuilder(TileOps):
     def __init__(self, fn, file: str | None = None):
         self.fn = fn
         self.file = file or inspect.getsourcefile(fn) or "<unknown>"
@@ -123,7 +115,7 @@ class KernelBuilder:
         if not isinstance(fdef, ast.FunctionDef):
             raise self.error(fdef, "T.prim_func decorates a function definition")
         params = self.params(fdef)
-        body = [s for s in fdef.body if not _is_docstring(s)]
+        body = [s for s in fdef.body if not is_docstring(s)]
         kernel_stmt = None
         for stmt in body:
             if isinstance(stmt, ast.With) and self.is_call_to(stmt.items[0].context_expr, "Kernel"):
@@ -181,7 +173,7 @@ class KernelBuilder:
         for a in call.args:
             v = self.eval(a)
             if not isinstance(v, int) or isinstance(v, bool) or v <= 0:
-                raise self.error(a, f"grid extents must be positive constant ints, got {_show(v)}")
+                raise self.error(a, f"grid extents must be positive constant ints, got {show(v)}")
             grid.append(v)
         if not 1 <= len(grid) <= 3:
             raise self.error(call, "T.Kernel takes a 1-3 D grid")
@@ -223,7 +215,7 @@ class KernelBuilder:
         return []
 
     def stmt_Expr(self, s):
-        if _is_docstring(s):
+        if is_docstring(s):
             return []
         if not isinstance(s.value, ast.Call):
             raise self.error(s, "this expression has no effect; expected a call of a T. operation")
@@ -238,7 +230,7 @@ class KernelBuilder:
         target = s.targets[0]
         if isinstance(target, ast.Name) and isinstance(s.value, ast.Call):
             fn = self.eval_callee(s.value.func)
-            if isinstance(fn, _Marker) and fn.name in _ALLOC_SCOPES:
+            if isinstance(fn, Marker) and fn.name in _ALLOC_SCOPES:
                 return [self.alloc(target.id, fn.name, s.value)]
         if isinstance(target, ast.Subscript):
             return [self.store(target, self.eval(s.value), s)]
@@ -297,7 +289,7 @@ class KernelBuilder:
             raise self.error(sub, f"'{buf.name}' has {len(buf.shape)} dimensions, got {len(idx)} indices")
         for n, i in zip(nodes, idx):
             if not (is_ir(i) or (isinstance(i, int) and not isinstance(i, bool))):
-                raise self.error(n, f"an index must be an integer expression, got {_show(i)}")
+                raise self.error(n, f"an index must be an integer expression, got {show(i)}")
         return tuple(as_expr(i) for i in idx)
 
     def alloc(self, name: str, kind: str, call: ast.Call) -> Alloc:
@@ -320,7 +312,7 @@ class KernelBuilder:
             for s in shape:
                 if not isinstance(s, int) or isinstance(s, bool) or s <= 0:
                     raise self.error(call.args[0] if call.args else call,
-                                     f"tile shapes must be positive constant ints, got {_show(s)}")
+                                     f"tile shapes must be positive constant ints, got {show(s)}")
         dt = self.dtype(dtype, call.args[-1] if call.args else call)
         buf = Buffer(self.fresh_buffer_name(name), tuple(shape), dt, scope)
         self.bind(name, buf)
@@ -333,7 +325,7 @@ class KernelBuilder:
         names = self.target_names(s.target, s)
         if isinstance(it, ast.Call):
             fn = self.eval_callee(it.func)
-            if isinstance(fn, _Marker) and fn.name in _LOOPS:
+            if isinstance(fn, Marker) and fn.name in _LOOPS:
                 return [self.ir_loop(_LOOPS[fn.name], names, it, s)]
             if fn is range:
                 return [self.range_loop(names, it, s)]
@@ -369,9 +361,9 @@ class KernelBuilder:
             raise self.error(call, "a loop needs an extent")
         for a, e in zip(call.args, extents):
             if kind == "parallel" and not (isinstance(e, int) and e > 0):
-                raise self.error(a, f"T.Parallel extents must be positive constant ints, got {_show(e)}")
+                raise self.error(a, f"T.Parallel extents must be positive constant ints, got {show(e)}")
             if not (is_ir(e) or isinstance(e, int)):
-                raise self.error(a, f"a loop extent must be an integer expression, got {_show(e)}")
+                raise self.error(a, f"a loop extent must be an integer expression, got {show(e)}")
         if len(names) != len(extents):
             raise self.error(s.target, f"expected {len(extents)} loop variables, got {len(names)}")
         self.scopes.append({n: Var(n) for n in names})
@@ -425,202 +417,6 @@ class KernelBuilder:
     def stmt_Return(self, s):
         raise self.error(s, "a kernel writes its outputs to parameters; `return` is not supported")
 
-    # ------------------------------------------------------------------------- tile operations
-
-    def call_stmt(self, call: ast.Call) -> list:
-        fn = self.eval_callee(call.func)
-        if isinstance(fn, T_module.Macro):
-            return self.inline_macro(fn, call)
-        if not isinstance(fn, _Marker):
-            raise self.error(call, "expected a T. operation or a T.macro call")
-        handler = getattr(self, "op_" + fn.name, None)
-        if fn.name.startswith("reduce_"):
-            return [self.op_reduce(fn.name[len("reduce_"):], call)]
-        if handler is None:
-            raise self.error(call, f"T.{fn.name} is not a statement")
-        return [handler(call)]
-
-    def args(self, call, names, defaults=None):
-        """Bind positional and keyword arguments of `call` to `names` (AST nodes, not values)."""
-        defaults = defaults or {}
-        bound = {}
-        if len(call.args) > len(names):
-            raise self.error(call, f"expected at most {len(names)} arguments, got {len(call.args)}")
-        for n, a in zip(names, call.args):
-            bound[n] = a
-        for kw in call.keywords:
-            if kw.arg not in names:
-                raise self.error(kw, f"unexpected argument '{kw.arg}'; expected {', '.join(names)}")
-            bound[kw.arg] = kw.value
-        for n in names:
-            if n not in bound and n not in defaults:
-                raise self.error(call, f"missing argument '{n}'")
-        return bound
-
-    def op_copy(self, call) -> Copy:
-        a = self.args(call, ["src", "dst"])
-        src, dst = self.region(a["src"]), self.region(a["dst"])
-        src_r, dst_r = self.complete(src, dst, a["src"]), self.complete(dst, src, a["dst"])
-        return Copy(src_r, dst_r, self.loc(call))
-
-    def op_gemm(self, call) -> Gemm:
-        names = ["A", "B", "C", "transpose_A", "transpose_B", "clear_accum", "policy", "k_pack"]
-        a = self.args(call, names, {n: None for n in names[3:]})
-        regs = [self.full_region(a[n]) for n in "ABC"]
-        flags = [self.bool_arg(a.get(n), False) for n in names[3:6]]
-        return Gemm(*regs, *flags, loc=self.loc(call))
-
-    def op_clear(self, call) -> Fill:
-        a = self.args(call, ["buffer"])
-        r = self.full_region(a["buffer"])
-        zero = const(0) if r.buffer.dtype == "int32" else const(0.0)
-        return Fill(r, zero, self.loc(call))
-
-    def op_fill(self, call) -> Fill:
-        a = self.args(call, ["buffer", "value"])
-        value = self.eval(a["value"])
-        if not (is_ir(value) or isinstance(value, (int, float))):
-            raise self.error(a["value"], f"fill value must be a number or expression, got {_show(value)}")
-        if isinstance(value, int) and not isinstance(value, bool):
-            r0 = self.full_region(a["buffer"])
-            value = value if r0.buffer.dtype == "int32" else float(value)
-        return Fill(self.full_region(a["buffer"]), as_expr(value), self.loc(call))
-
-    def op_reduce(self, kind, call) -> Reduce:
-        a = self.args(call, ["buffer", "out", "dim", "clear"], {"dim": None, "clear": None})
-        src, dst = self.full_region(a["buffer"]), self.full_region(a["out"])
-        dim = self.eval(a["dim"]) if "dim" in a else -1
-        if not isinstance(dim, int):
-            raise self.error(a["dim"], "dim must be a constant int")
-        rank = len(src.extent)
-        if not -rank <= dim < rank:
-            raise self.error(a.get("dim", call), f"dim {dim} is out of range for a {rank}-D buffer")
-        clear = self.bool_arg(a.get("clear"), True)
-        return Reduce(kind, src, dst, dim % rank, clear, self.loc(call))
-
-    def op_set_flag(self, call):
-        return self.flag(call, SetFlag)
-
-    def op_wait_flag(self, call):
-        return self.flag(call, WaitFlag)
-
-    def flag(self, call, cls):
-        a = self.args(call, ["src", "dst", "event"])
-        return cls(self.pipe(a["src"]), self.pipe(a["dst"]), self.int_arg(a["event"]), self.loc(call))
-
-    def op_pipe_barrier(self, call):
-        a = self.args(call, ["pipe"])
-        return PipeBarrier(self.pipe(a["pipe"]), self.loc(call))
-
-    def op_set_cross_flag(self, call):
-        a = self.args(call, ["pipe", "flag"])
-        return SetCrossFlag(self.pipe(a["pipe"]), self.int_arg(a["flag"]), self.loc(call))
-
-    def op_wait_cross_flag(self, call):
-        if len(call.args) == 1 and not call.keywords:
-            return WaitCrossFlag("S", self.int_arg(call.args[0]), self.loc(call))
-        a = self.args(call, ["pipe", "flag"])
-        return WaitCrossFlag(self.pipe(a["pipe"]), self.int_arg(a["flag"]), self.loc(call))
-
-    def pipe(self, node) -> str:
-        v = self.eval(node)
-        name = v.upper() if isinstance(v, str) else None
-        if name not in PIPES:
-            raise self.error(node, f"unknown pipe {_show(v)}; expected one of {', '.join(PIPES)}")
-        return name
-
-    def int_arg(self, node) -> int:
-        v = self.eval(node)
-        if not isinstance(v, int) or isinstance(v, bool):
-            raise self.error(node, f"expected a constant int, got {_show(v)}")
-        return v
-
-    def bool_arg(self, node, default: bool) -> bool:
-        if node is None:
-            return default
-        v = self.eval(node)
-        if not isinstance(v, bool):
-            raise self.error(node, f"expected True or False, got {_show(v)}")
-        return v
-
-    def kwarg_bool(self, call, name, default):
-        for kw in call.keywords:
-            if kw.arg == name:
-                return self.bool_arg(kw.value, default)
-        return default
-
-    def inline_macro(self, macro, call) -> list:
-        sub = KernelBuilder(macro.fn)
-        sub.buffer_names = self.buffer_names
-        sig = inspect.signature(macro.fn)
-        try:
-            bound = sig.bind(*[self.eval(a) for a in call.args],
-                             **{k.arg: self.eval(k.value) for k in call.keywords})
-        except TypeError as e:
-            raise self.error(call, f"macro {macro.fn.__name__}: {e}") from None
-        bound.apply_defaults()
-        sub.scopes = [*sub.scopes, dict(bound.arguments)]
-        fdef = sub.tree.body[0]
-        return sub.body([s for s in fdef.body if not _is_docstring(s)])
-
-    # ------------------------------------------------------------------------------- regions
-
-    def full_region(self, node) -> Region:
-        r = self.region(node)
-        if any(e is None for e in r[2]):
-            raise self.error(node, "expected a buffer or a sliced region of one")
-        return Region(r[0], r[1], tuple(r[2]))
-
-    def region(self, node):
-        """(buffer, starts, extents-with-None-for-points) of a buffer, A[i, j] or A[a:b, c:d]."""
-        if isinstance(node, ast.Subscript):
-            buf = self.eval(node.value)
-            if not isinstance(buf, Buffer):
-                raise self.error(node, f"expected a buffer region, got {_show(buf)}")
-            elts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
-            if len(elts) != len(buf.shape):
-                raise self.error(node, f"'{buf.name}' has {len(buf.shape)} dimensions, "
-                                       f"got {len(elts)} indices")
-            points = not any(isinstance(e, ast.Slice) for e in elts)
-            starts, extents = [], []
-            for d, e in enumerate(elts):
-                if isinstance(e, ast.Slice):
-                    if e.step is not None:
-                        raise self.error(e, "region slices take no step")
-                    lo = self.eval(e.lower) if e.lower is not None else 0
-                    hi = self.eval(e.upper) if e.upper is not None else buf.shape[d]
-                    n = constant_difference(as_expr(hi), as_expr(lo))
-                    if n is None or n <= 0:
-                        raise self.error(e, "a region slice must have a constant positive extent")
-                    starts.append(as_expr(lo))
-                    extents.append(n)
-                else:
-                    v = self.eval(e)
-                    if not (is_ir(v) or isinstance(v, int)) or isinstance(v, bool):
-                        raise self.error(e, f"an index must be an integer expression, got {_show(v)}")
-                    starts.append(as_expr(v))
-                    extents.append(None if points else 1)
-            return buf, tuple(starts), extents
-        v = self.eval(node)
-        if not isinstance(v, Buffer):
-            raise self.error(node, f"expected a buffer or region, got {_show(v)}")
-        return v, tuple(const(0) for _ in v.shape), list(v.shape)
-
-    def complete(self, mine, other, node) -> Region:
-        """Fill a start-corner region's extents from the other side (aligned at trailing dims)."""
-        buf, starts, extents = mine
-        if all(e is not None for e in extents):
-            return Region(buf, starts, tuple(extents))
-        if any(e is None for e in other[2]):
-            raise self.error(node, "one side of T.copy must give its extent (a buffer or a slice)")
-        src_ext = [e for e in other[2]]
-        while len(src_ext) > len(extents) and src_ext[0] == 1:
-            src_ext.pop(0)
-        if len(src_ext) > len(extents):
-            raise self.error(node, f"a {len(other[2])}-D tile does not fit a {len(extents)}-D region")
-        full = [1] * (len(extents) - len(src_ext)) + src_ext
-        return Region(buf, starts, tuple(full))
-
     # ---------------------------------------------------------------------------- expressions
 
     def is_call_to(self, node, name: str) -> bool:
@@ -630,7 +426,7 @@ class KernelBuilder:
             fn = self.eval_callee(node.func)
         except CompileError:
             return False
-        return isinstance(fn, _Marker) and fn.name == name
+        return isinstance(fn, Marker) and fn.name == name
 
     def eval_callee(self, node):
         return self.eval(node)
@@ -652,17 +448,17 @@ class KernelBuilder:
 
     def wrap(self, v):
         if v is T_module:
-            return _LanguageNamespace()
+            return LanguageNamespace()
         tl_name = getattr(v, "_tl_name", None)
         if tl_name is not None:
-            return _Marker(tl_name)
+            return Marker(tl_name)
         return v
 
     def expr_Attribute(self, n):
         base = self.eval(n.value)
-        if isinstance(base, _LanguageNamespace):
+        if isinstance(base, LanguageNamespace):
             if n.attr in T_module.KERNEL_NAMES:
-                return _Marker(n.attr)
+                return Marker(n.attr)
             if hasattr(T_module, n.attr) and not n.attr.startswith("_"):
                 return getattr(T_module, n.attr)
             if dtypes.canonical(n.attr):
@@ -675,12 +471,12 @@ class KernelBuilder:
             if n.attr in ("shape", "dtype"):
                 return getattr(base, n.attr)
             raise self.error(n, f"buffers have .shape and .dtype, not .{n.attr}")
-        if is_ir(base) or isinstance(base, _Marker):
+        if is_ir(base) or isinstance(base, Marker):
             raise self.error(n, f"unsupported attribute .{n.attr}")
         try:
             return self.wrap(getattr(base, n.attr))
         except AttributeError:
-            raise self.error(n, f"{_show(base)} has no attribute '{n.attr}'") from None
+            raise self.error(n, f"{show(base)} has no attribute '{n.attr}'") from None
 
     def expr_Tuple(self, n):
         return tuple(self.eval(e) for e in n.elts)
@@ -705,7 +501,7 @@ class KernelBuilder:
                 raise self.error(n, f"{type(e).__name__}: {e}") from None
         for v in (a, b):
             if not (is_ir(v) or isinstance(v, (int, float))):
-                raise self.error(n, f"cannot use {_show(v)} in kernel arithmetic")
+                raise self.error(n, f"cannot use {show(v)} in kernel arithmetic")
         return binop(op, a, b)
 
     def expr_UnaryOp(self, n):
@@ -755,7 +551,7 @@ class KernelBuilder:
 
     def expr_Call(self, n):
         fn = self.eval(n.func)
-        if isinstance(fn, _Marker):
+        if isinstance(fn, Marker):
             return self.intrinsic(fn.name, n)
         if fn in (max, min) and n.args and not n.keywords:
             args = [self.eval(a) for a in n.args]
@@ -769,7 +565,7 @@ class KernelBuilder:
         if isinstance(fn, T_module.Macro):
             raise self.error(n, "a T.macro call is a statement, not a value")
         if not callable(fn):
-            raise self.error(n, f"{_show(fn)} is not callable")
+            raise self.error(n, f"{show(fn)} is not callable")
         args = [self.eval(a) for a in n.args]
         kwargs = {k.arg: self.eval(k.value) for k in n.keywords}
         if any(is_ir(a) or isinstance(a, Buffer) for a in [*args, *kwargs.values()]):
@@ -809,24 +605,5 @@ class KernelBuilder:
         if isinstance(v, Buffer):
             raise self.error(node, f"'{v.name}' is a buffer; index it to use its elements")
         if not (is_ir(v) or isinstance(v, (int, float))):
-            raise self.error(node, f"expected a number or an expression, got {_show(v)}")
+            raise self.error(node, f"expected a number or an expression, got {show(v)}")
         return v
-
-
-class _LanguageNamespace:
-    """The `T` module as seen inside a kernel."""
-
-
-def _is_docstring(s) -> bool:
-    return isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant) and isinstance(s.value.value, str)
-
-
-def _show(v) -> str:
-    if isinstance(v, Buffer):
-        return f"buffer '{v.name}'"
-    if is_ir(v):
-        from ..ir.printer import print_expr
-        return f"'{print_expr(v)}' (not a constant)"
-    if isinstance(v, _Marker):
-        return f"T.{v.name}"
-    return repr(v)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import networkx as nx
 
 from .nodes import (
-    Copy, Fill, For, Gemm, Kernel, Load, Reduce, Region, Scope, Store, SYNC_OPS, walk_own,
+    Copy, Fill, For, Gemm, Kernel, Load, Reduce, Scope, Store, SYNC_OPS, walk_own,
     walk_statements,
 )
 

@@ -6,7 +6,7 @@ also show `CORE.PIPE` there, which is derived, not stored.
 from __future__ import annotations
 
 from .nodes import (
-    Alloc, BinOp, Buffer, Call, Cast, Const, Copy, Fill, For, Gemm, If, Kernel, Load, PipeBarrier,
+    Alloc, BinOp, Call, Cast, Const, Copy, Fill, For, Gemm, If, Kernel, Load, PipeBarrier,
     Reduce, Region, Scope, SetCrossFlag, SetFlag, Store, Var, WaitCrossFlag, WaitFlag,
 )
 

@@ -31,7 +31,7 @@ from ..errors import CompileError
 from ..ir import dtypes
 from ..ir.nodes import (
     Alloc, Const, For, If, Kernel, Load, PipeBarrier, Region, Scope, SetCrossFlag, SetFlag,
-    Store, WaitCrossFlag, WaitFlag, walk_own,
+    WaitCrossFlag, WaitFlag, walk_own,
 )
 from ..schedule.pipes import pipe_of
 

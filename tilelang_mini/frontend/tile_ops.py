@@ -1,0 +1,212 @@
+"""Tile operations and their buffer regions, as the frontend parses them (a KernelBuilder part):
+T.copy / T.gemm / T.fill / T.clear / T.reduce_*, flags and barriers, T.macro calls."""
+from __future__ import annotations
+
+import ast
+import inspect
+
+from .. import language as T_module
+from ..ir.nodes import (
+    Buffer, Copy, Fill, Gemm, PipeBarrier, Reduce, Region, SetCrossFlag, SetFlag, WaitCrossFlag,
+    WaitFlag, PIPES,
+)
+from .common import Marker, is_docstring, show
+from .exprs import as_expr, const, constant_difference, is_ir
+
+
+class TileOps:
+    # ------------------------------------------------------------------------- tile operations
+
+    def call_stmt(self, call: ast.Call) -> list:
+        fn = self.eval_callee(call.func)
+        if isinstance(fn, T_module.Macro):
+            return self.inline_macro(fn, call)
+        if not isinstance(fn, Marker):
+            raise self.error(call, "expected a T. operation or a T.macro call")
+        handler = getattr(self, "op_" + fn.name, None)
+        if fn.name.startswith("reduce_"):
+            return [self.op_reduce(fn.name[len("reduce_"):], call)]
+        if handler is None:
+            raise self.error(call, f"T.{fn.name} is not a statement")
+        return [handler(call)]
+
+    def args(self, call, names, defaults=None):
+        """Bind positional and keyword arguments of `call` to `names` (AST nodes, not values)."""
+        defaults = defaults or {}
+        bound = {}
+        if len(call.args) > len(names):
+            raise self.error(call, f"expected at most {len(names)} arguments, got {len(call.args)}")
+        for n, a in zip(names, call.args):
+            bound[n] = a
+        for kw in call.keywords:
+            if kw.arg not in names:
+                raise self.error(kw, f"unexpected argument '{kw.arg}'; expected {', '.join(names)}")
+            bound[kw.arg] = kw.value
+        for n in names:
+            if n not in bound and n not in defaults:
+                raise self.error(call, f"missing argument '{n}'")
+        return bound
+
+    def op_copy(self, call) -> Copy:
+        a = self.args(call, ["src", "dst"])
+        src, dst = self.region(a["src"]), self.region(a["dst"])
+        src_r, dst_r = self.complete(src, dst, a["src"]), self.complete(dst, src, a["dst"])
+        return Copy(src_r, dst_r, self.loc(call))
+
+    def op_gemm(self, call) -> Gemm:
+        names = ["A", "B", "C", "transpose_A", "transpose_B", "clear_accum", "policy", "k_pack"]
+        a = self.args(call, names, {n: None for n in names[3:]})
+        regs = [self.full_region(a[n]) for n in "ABC"]
+        flags = [self.bool_arg(a.get(n), False) for n in names[3:6]]
+        return Gemm(*regs, *flags, loc=self.loc(call))
+
+    def op_clear(self, call) -> Fill:
+        a = self.args(call, ["buffer"])
+        r = self.full_region(a["buffer"])
+        zero = const(0) if r.buffer.dtype == "int32" else const(0.0)
+        return Fill(r, zero, self.loc(call))
+
+    def op_fill(self, call) -> Fill:
+        a = self.args(call, ["buffer", "value"])
+        value = self.eval(a["value"])
+        if not (is_ir(value) or isinstance(value, (int, float))):
+            raise self.error(a["value"], f"fill value must be a number or expression, got {show(value)}")
+        if isinstance(value, int) and not isinstance(value, bool):
+            r0 = self.full_region(a["buffer"])
+            value = value if r0.buffer.dtype == "int32" else float(value)
+        return Fill(self.full_region(a["buffer"]), as_expr(value), self.loc(call))
+
+    def op_reduce(self, kind, call) -> Reduce:
+        a = self.args(call, ["buffer", "out", "dim", "clear"], {"dim": None, "clear": None})
+        src, dst = self.full_region(a["buffer"]), self.full_region(a["out"])
+        dim = self.eval(a["dim"]) if "dim" in a else -1
+        if not isinstance(dim, int):
+            raise self.error(a["dim"], "dim must be a constant int")
+        rank = len(src.extent)
+        if not -rank <= dim < rank:
+            raise self.error(a.get("dim", call), f"dim {dim} is out of range for a {rank}-D buffer")
+        clear = self.bool_arg(a.get("clear"), True)
+        return Reduce(kind, src, dst, dim % rank, clear, self.loc(call))
+
+    def op_set_flag(self, call):
+        return self.flag(call, SetFlag)
+
+    def op_wait_flag(self, call):
+        return self.flag(call, WaitFlag)
+
+    def flag(self, call, cls):
+        a = self.args(call, ["src", "dst", "event"])
+        return cls(self.pipe(a["src"]), self.pipe(a["dst"]), self.int_arg(a["event"]), self.loc(call))
+
+    def op_pipe_barrier(self, call):
+        a = self.args(call, ["pipe"])
+        return PipeBarrier(self.pipe(a["pipe"]), self.loc(call))
+
+    def op_set_cross_flag(self, call):
+        a = self.args(call, ["pipe", "flag"])
+        return SetCrossFlag(self.pipe(a["pipe"]), self.int_arg(a["flag"]), self.loc(call))
+
+    def op_wait_cross_flag(self, call):
+        if len(call.args) == 1 and not call.keywords:
+            return WaitCrossFlag("S", self.int_arg(call.args[0]), self.loc(call))
+        a = self.args(call, ["pipe", "flag"])
+        return WaitCrossFlag(self.pipe(a["pipe"]), self.int_arg(a["flag"]), self.loc(call))
+
+    def pipe(self, node) -> str:
+        v = self.eval(node)
+        name = v.upper() if isinstance(v, str) else None
+        if name not in PIPES:
+            raise self.error(node, f"unknown pipe {show(v)}; expected one of {', '.join(PIPES)}")
+        return name
+
+    def int_arg(self, node) -> int:
+        v = self.eval(node)
+        if not isinstance(v, int) or isinstance(v, bool):
+            raise self.error(node, f"expected a constant int, got {show(v)}")
+        return v
+
+    def bool_arg(self, node, default: bool) -> bool:
+        if node is None:
+            return default
+        v = self.eval(node)
+        if not isinstance(v, bool):
+            raise self.error(node, f"expected True or False, got {show(v)}")
+        return v
+
+    def kwarg_bool(self, call, name, default):
+        for kw in call.keywords:
+            if kw.arg == name:
+                return self.bool_arg(kw.value, default)
+        return default
+
+    def inline_macro(self, macro, call) -> list:
+        sub = type(self)(macro.fn)  # the macro's own source, sharing this kernel's names
+        sub.buffer_names = self.buffer_names
+        sig = inspect.signature(macro.fn)
+        try:
+            bound = sig.bind(*[self.eval(a) for a in call.args],
+                             **{k.arg: self.eval(k.value) for k in call.keywords})
+        except TypeError as e:
+            raise self.error(call, f"macro {macro.fn.__name__}: {e}") from None
+        bound.apply_defaults()
+        sub.scopes = [*sub.scopes, dict(bound.arguments)]
+        fdef = sub.tree.body[0]
+        return sub.body([s for s in fdef.body if not is_docstring(s)])
+
+    # ------------------------------------------------------------------------------- regions
+
+    def full_region(self, node) -> Region:
+        r = self.region(node)
+        if any(e is None for e in r[2]):
+            raise self.error(node, "expected a buffer or a sliced region of one")
+        return Region(r[0], r[1], tuple(r[2]))
+
+    def region(self, node):
+        """(buffer, starts, extents-with-None-for-points) of a buffer, A[i, j] or A[a:b, c:d]."""
+        if isinstance(node, ast.Subscript):
+            buf = self.eval(node.value)
+            if not isinstance(buf, Buffer):
+                raise self.error(node, f"expected a buffer region, got {show(buf)}")
+            elts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+            if len(elts) != len(buf.shape):
+                raise self.error(node, f"'{buf.name}' has {len(buf.shape)} dimensions, "
+                                       f"got {len(elts)} indices")
+            points = not any(isinstance(e, ast.Slice) for e in elts)
+            starts, extents = [], []
+            for d, e in enumerate(elts):
+                if isinstance(e, ast.Slice):
+                    if e.step is not None:
+                        raise self.error(e, "region slices take no step")
+                    lo = self.eval(e.lower) if e.lower is not None else 0
+                    hi = self.eval(e.upper) if e.upper is not None else buf.shape[d]
+                    n = constant_difference(as_expr(hi), as_expr(lo))
+                    if n is None or n <= 0:
+                        raise self.error(e, "a region slice must have a constant positive extent")
+                    starts.append(as_expr(lo))
+                    extents.append(n)
+                else:
+                    v = self.eval(e)
+                    if not (is_ir(v) or isinstance(v, int)) or isinstance(v, bool):
+                        raise self.error(e, f"an index must be an integer expression, got {show(v)}")
+                    starts.append(as_expr(v))
+                    extents.append(None if points else 1)
+            return buf, tuple(starts), extents
+        v = self.eval(node)
+        if not isinstance(v, Buffer):
+            raise self.error(node, f"expected a buffer or region, got {show(v)}")
+        return v, tuple(const(0) for _ in v.shape), list(v.shape)
+
+    def complete(self, mine, other, node) -> Region:
+        """Fill a start-corner region's extents from the other side (aligned at trailing dims)."""
+        buf, starts, extents = mine
+        if all(e is not None for e in extents):
+            return Region(buf, starts, tuple(extents))
+        if any(e is None for e in other[2]):
+            raise self.error(node, "one side of T.copy must give its extent (a buffer or a slice)")
+        src_ext = [e for e in other[2]]
+        while len(src_ext) > len(extents) and src_ext[0] == 1:
+            src_ext.pop(0)
+        if len(src_ext) > len(extents):
+            raise self.error(node, f"a {len(other[2])}-D tile does not fit a {len(extents)}-D region")
+        full = [1] * (len(extents) - len(src_ext)) + src_ext
+        return Region(buf, starts, tuple(full))
