@@ -23,6 +23,7 @@ import zlib
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
+import llvmlite.binding as llvm  # loading this backend loads LLVM (not the first compile)
 import numpy as np
 
 from tilelang_mini.errors import ArgumentError, CompileError

@@ -31,8 +31,6 @@ Buffer = Tensor  # TileLang also spells parameters `T.Buffer`
 @user_facing
 def prim_func(fn):
     """Parse a kernel function into Tile IR; returns a `PrimFunc` (errors are located)."""
-    from ..frontend import parse_prim_func
-
     return parse_prim_func(fn)
 
 
@@ -85,5 +83,7 @@ for _name in KERNEL_NAMES:
     globals()[_name] = _kernel_only(_name)
 
 del _name
+
+from ..frontend import parse_prim_func  # noqa: E402 (the frontend reads the names above)
 
 __all__ = ["Tensor", "Buffer", "TensorType", "prim_func", "macro", "Macro", "ceildiv", *KERNEL_NAMES]

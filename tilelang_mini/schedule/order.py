@@ -15,9 +15,6 @@ from ..ir.nodes import (
     Const, For, If, Kernel, Scope, SetCrossFlag, WaitCrossFlag, walk,
 )
 
-from .spec import semantics  # noqa: E402
-
-Env, compile_expr = semantics.Env, semantics.compile_expr
 STEP_LIMIT = 200_000  # statements walked before giving up (the check then passes)
 
 
@@ -30,16 +27,18 @@ def check_program_order(kernel: Kernel) -> None:
     if not kernel.is_npu or not any(isinstance(n, (SetCrossFlag, WaitCrossFlag))
                                     for n in walk(kernel)):
         return
+    from .spec import semantics  # the expression evaluator of the executable semantics
     cid, vid = kernel.grid_vars
-    walker = _Walker()
+    walker = _Walker(semantics.Env, semantics.compile_expr)
     try:
-        walker.body(kernel.body, Env({cid: 0, vid: 0}, {}), None, vid)
+        walker.body(kernel.body, walker.Env({cid: 0, vid: 0}, {}), None, vid)
     except _Stop:
         pass
 
 
 class _Walker:
-    def __init__(self):
+    def __init__(self, env_type, compile_expr):
+        self.Env, self.compile_expr = env_type, compile_expr
         self.steps = 0
         self.cube = Counter()             # sets pending for the AIC, per flag
         self.vec = [Counter(), Counter()]  # sets pending for each AIV
@@ -56,18 +55,19 @@ class _Walker:
                     self.body(s.body, env, "C", vid_name)
                 else:
                     for v in (0, 1):
-                        self.body(s.body, Env({**env.vars, vid_name: v}, {}), ("V", v), vid_name)
+                        venv = self.Env({**env.vars, vid_name: v}, {})
+                        self.body(s.body, venv, ("V", v), vid_name)
             elif isinstance(s, For) and s.kind != "parallel":
                 extent = s.extents[0]
                 if not isinstance(extent, Const):
-                    extent_fn, _ = compile_expr(extent)
+                    extent_fn, _ = self.compile_expr(extent)
                     n = int(extent_fn(env))
                 else:
                     n = int(extent.value)
                 for i in range(n):
-                    self.body(s.body, Env({**env.vars, s.vars[0]: i}, {}), core, vid_name)
+                    self.body(s.body, self.Env({**env.vars, s.vars[0]: i}, {}), core, vid_name)
             elif isinstance(s, If):
-                cond, _ = compile_expr(s.cond)
+                cond, _ = self.compile_expr(s.cond)
                 try:
                     taken = bool(cond(env))
                 except Exception:  # depends on data: cannot tell statically
