@@ -258,6 +258,65 @@ def test_copy_forwarding_is_not_applied_when_the_source_changes():
     np.testing.assert_array_equal(y, x)
 
 
+def test_blocks_see_zeroed_buffers_only_where_they_read_before_writing():
+    # X: half written then read whole (zeroed each block); Y: a clipped copy (rows past the
+    # source are zeros, no stale rows of the previous block); S: a full Parallel map; Z: written
+    # in one branch of an If only (zeroed)
+    A, O = Buffer("A", (5, 16), "float32"), Buffer("O", (3, 4, 4, 16), "float32")
+    X, Y = Buffer("X", (4, 16), "float32", "shared"), Buffer("Y", (4, 16), "float32", "shared")
+    S, Z = Buffer("S", (4, 16), "float32", "shared"), Buffer("Z", (4, 16), "float32", "shared")
+    bx, i, j = v("bx"), v("i"), v("j")
+    k = kernel((A, O), [
+        Alloc(X), Alloc(Y), Alloc(S), Alloc(Z),
+        Copy(reg(A, (bx, 0), (2, 16)), reg(X, (0, 0), (2, 16))),
+        Copy(reg(A, (mul(bx, c(2)), 0), (4, 16)), full(Y)),
+        For(("i", "j"), (c(4), c(16)), "parallel", (
+            Store(S, (i, j), mul(Load(Y, (i, j)), Load(X, (i, j)))),)),
+        If(BinOp("==", bx, c(1)), (Fill(full(Z), c(3.0)),)),
+        Copy(full(X), reg(O, (bx, 0, 0, 0), (1, 1, 4, 16))),
+        Copy(full(Y), reg(O, (bx, 1, 0, 0), (1, 1, 4, 16))),
+        Copy(full(S), reg(O, (bx, 2, 0, 0), (1, 1, 4, 16))),
+        Copy(full(Z), reg(O, (bx, 3, 0, 0), (1, 1, 4, 16))),
+    ], grid=(3,))
+    a = rand((5, 16), "float32")
+    o = np.full((3, 4, 4, 16), 7.0, np.float32)
+    ref = run_both(k, a, o)
+    np.testing.assert_array_equal(o, ref[1])
+    assert not o[2, 1, 1:].any() and not o[2, 3].any() and o[1, 3].all()
+
+
+@pytest.mark.parametrize("mid,last", [("bfloat16", "float32"), ("float32", "float16"),
+                                      ("float16", "float32")])
+def test_staged_copy_chains_keep_their_rounding(mid, last):
+    # copy(X, t); copy(t, Y) is fused into copy(X, Y) only when that rounds the same way
+    X, Y = Buffer("X", (3, 40), "float32"), Buffer("Y", (3, 40), last)
+    t, u = Buffer("t", (2, 40), mid, "shared"), Buffer("u", (2, 40), last, "shared")
+    k = kernel((X, Y), [
+        Alloc(t), Alloc(u), Copy(reg(X, (v("bx"), 0), (2, 40)), full(t)), SetFlag("MTE2", "V", 0),
+        Copy(full(t), full(u)), Copy(full(u), reg(Y, (v("bx"), 0), (2, 40))),
+    ], grid=(2,))
+    x = rand((3, 40), "float32", -3, 3)
+    y = np.zeros((3, 40), dtypes.to_numpy(last))
+    ref = run_both(k, x, y)
+    np.testing.assert_array_equal(y.astype(np.float64), ref[1].astype(np.float64))
+
+
+@pytest.mark.parametrize("offset", [0, 4, 1])
+def test_large_outputs_are_streamed(offset):
+    # >= 8 MiB float32 GM output: non-temporal stores after a masked head up to a 64-byte
+    # boundary (offset 4), or plain stores when the rows are not even 4-byte aligned (offset 1)
+    M, N = 1030, 2050
+    X, Y = Buffer("X", (M, N), "float32"), Buffer("Y", (M, N), "float32")
+    t = Buffer("t", (2, N), "float32", "shared")
+    k = kernel((X, Y), [Alloc(t), Copy(reg(X, (mul(v("bx"), c(2)), 0), (2, N)), full(t)),
+                        Copy(full(t), reg(Y, (mul(v("bx"), c(2)), 0), (2, N)))], grid=(M // 2,))
+    x = rand((M, N), "float32")
+    raw = np.zeros(M * N * 4 + 64, np.uint8)
+    y = np.frombuffer(raw, np.float32, M * N, offset).reshape(M, N)
+    run(k, x, y)
+    np.testing.assert_array_equal(y, x)
+
+
 # ------------------------------------------------------------------------------ conversions
 
 

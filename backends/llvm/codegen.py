@@ -11,6 +11,7 @@ Tile ops live in codegen_ops.py (Copy, Fill, Reduce) and microkernel.py (Gemm).
 """
 from __future__ import annotations
 
+import platform
 from dataclasses import dataclass
 
 import llvmlite.ir as ir
@@ -22,6 +23,7 @@ from tilelang_mini.ir.nodes import (
 )
 
 from . import vecmath as vm
+from .dataflow import fuse_copy_chains
 from .irutil import F32, I1, I32, I64, PTR, VL, Emitter, const, is_vec, vty
 from .layout import PER_BLOCK, is_dual_copy, plan_buffers
 from .parallel import ParallelMaps, _vars_in
@@ -66,6 +68,7 @@ class KernelGen(ParallelMaps):
         elif len(kernel.grid) != len(kernel.grid_vars):
             raise CompileError(f"grid has {len(kernel.grid)} extents but "
                                f"{len(kernel.grid_vars)} variables", kernel.loc)
+        kernel = self.kernel = fuse_copy_chains(kernel)
         self.plan = plan_buffers(kernel, self.bf16)
         self.module = ir.Module(name=kernel.name)
         fnty = ir.FunctionType(I32, [PTR, I64, I64, PTR])
@@ -84,6 +87,8 @@ class KernelGen(ParallelMaps):
         self.needs_dpbf16 = False
         self.loops: list = []  # enclosing serial loop variables, outermost first
         self.prefetch: list = []  # GM rows to prefetch, spread over the next gemm
+        self.nt_ok = platform.machine().lower() in ("x86_64", "amd64")
+        self.nt_used = False      # non-temporal stores emitted: fence them before returning
 
     # --------------------------------------------------------------------------- driver
     def generate(self) -> ir.Module:
@@ -105,6 +110,8 @@ class KernelGen(ParallelMaps):
                               else ir.Constant(I64, 0), (0, n - 1))
                     rest = b.sdiv(rest, ir.Constant(I64, n)) if n > 1 else rest
             self.body(k.body)
+        if self.nt_used:
+            e.intr("x86.sse.sfence", ir.VoidType(), [], [])
         b.ret(ir.Constant(I32, 0))
         return self.module
 
@@ -124,7 +131,7 @@ class KernelGen(ParallelMaps):
     def temp(self, nbytes: int):
         """Pointer to `nbytes` of per-statement temporary arena space (64-byte aligned)."""
         self.temp_bytes = max(self.temp_bytes, (nbytes + 63) // 64 * 64)
-        return self.e.gep(self.scratch, self.plan.zero_bytes)
+        return self.e.gep(self.scratch, self.plan.arena_bytes)
 
     # ------------------------------------------------------------------------ statements
     def body(self, stmts):

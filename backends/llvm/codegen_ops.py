@@ -205,17 +205,22 @@ def _copy_general(g, s, si, di, sbase, dbase, s_off0, d_off0, s_dims, d_dims, s_
             ls, ld = s_dims[-1], d_dims[-1]
             with b.if_then(d_ok):
                 dlo, dhi = d_rng[ld]
-                zero = ir.Constant(I64, 0)
-                slo = b.select(s_ok, s_rng[ls][0], zero)
-                shi = b.select(s_ok, s_rng[ls][1], zero)
                 sst, dst_ = si.strides[ls], di.strides[ld]
-                with e.loop(dlo, dhi, VL, name="cp") as t0:
-                    dmask = lane_mask(g, t0, dlo, dhi)
-                    smask = b.and_(dmask, lane_mask(g, t0, slo, shi))
+                # [dlo, a) zeros, [a, z) copied, [z, dhi) zeros; a row outside the source is
+                # all zeros and issues no load (a masked load of an unmapped page is slow)
+                a = e.clamp(e.smax(s_rng[ls][0], dlo), dlo, dhi)
+                a = b.select(s_ok, a, dlo)
+                z = b.select(s_ok, e.clamp(e.smin(s_rng[ls][1], dhi), a, dhi), a)
+                _zero_run(g, di, dbase, d_off, dst_, dlo, a)
+
+                def move(t0, mask):
                     raw = vload(g, si, sbase, b.add(s_off, b.mul(t0, ir.Constant(I64, sst))),
-                                sst, smask)
+                                sst, mask if mask is not None else _ALL)
                     vstore(g, di, dbase, b.add(d_off, b.mul(t0, ir.Constant(I64, dst_))), dst_,
-                           convert(raw), dmask)
+                           convert(raw), mask if mask is not None else _ALL)
+
+                _runs(g, a, z, move)
+                _zero_run(g, di, dbase, d_off, dst_, z, dhi)
             return
         sd, dd = s_dims[q], d_dims[q]
         with e.loop(0, exts[q], name=f"cp{q}") as t:
@@ -225,6 +230,29 @@ def _copy_general(g, s, si, di, sbase, dbase, s_off0, d_off0, s_dims, d_dims, s_
                  b.add(d_off, b.mul(t, ir.Constant(I64, di.strides[dd]))))
 
     nest(0, s_ok1, d_ok1, s_off0, d_off0)
+
+
+_ALL = ir.Constant(ir.VectorType(I1, VL), [1] * VL)
+
+
+def _runs(g, lo, hi, fn):
+    """fn(t0, mask) over [lo, hi) (hi >= lo): whole vectors unmasked (mask None), then one
+    masked tail."""
+    e, b = g.e, g.e.b
+    end = b.add(lo, b.and_(b.sub(hi, lo), ir.Constant(I64, -VL)))
+    with e.loop(lo, end, VL, name="cpv") as t0:
+        fn(t0, None)
+    with b.if_then(b.icmp_signed("<", end, hi)):
+        fn(end, lane_mask(g, end, lo, hi))
+
+
+def _zero_run(g, info, base, off, stride, lo, hi):
+    """Zeros (the raw bits of 0 in every storage) at tile offsets [lo, hi) of a row."""
+    e, b = g.e, g.e.b
+    zero = ir.Constant(vty(STORAGE[info.storage][0]), None)
+    with e.loop(lo, hi, VL, name="cpz") as t0:
+        vstore(g, info, base, b.add(off, b.mul(t0, ir.Constant(I64, stride))), stride, zero,
+               lane_mask(g, t0, lo, hi))
 
 
 def _identity(si, di) -> bool:
@@ -251,8 +279,13 @@ def _copy_fast(g, s, si, di, sbase, dbase, s_off0, d_off0, s_dims, d_dims, conve
     ssz, dsz = STORAGE[si.storage][1], STORAGE[di.storage][1]
     rt = STORAGE[si.storage][0]
 
+    stream = _streams(g, di, run)
+
     def move(s_off, d_off):
         sp, dp = elem_ptr(g, si, sbase, s_off), elem_ptr(g, di, dbase, d_off)
+        if stream:
+            _stream_run(g, si, sp, dp, run, convert)
+            return
         if ident:
             e.memcpy(dp, sp, run * ssz)
             return
@@ -286,6 +319,53 @@ def _copy_fast(g, s, si, di, sbase, dbase, s_off0, d_off0, s_dims, d_dims, conve
                  b.add(d_off, b.mul(t, ir.Constant(I64, di.strides[d_dims[k]]))))
 
     nest(0, s_off0, d_off0)
+
+
+STREAM_MIN_BYTES = 8 << 20  # GM outputs at least this large bypass the caches
+
+
+def _streams(g, info, run) -> bool:
+    """Write a GM tensor with non-temporal stores: a large float32/int32 output written in
+    runs of whole cache lines (x86 only), which NumPy's copy of the same bytes also does."""
+    return (g.nt_ok and info.param is not None and info.esize == 4 and run >= 4 * VL
+            and info.buf.numel * 4 >= STREAM_MIN_BYTES)
+
+
+def _stream_run(g, si, sp, dp, run, convert):
+    """`run` elements to a 4-byte GM destination: a masked head up to a 64-byte boundary,
+    non-temporal aligned vectors, a masked tail (plain stores when dp is not 4-aligned)."""
+    e, b = g.e, g.e.b
+    rt, ssz = STORAGE[si.storage]
+    g.nt_used = True
+    addr = b.ptrtoint(dp, I64)
+    n = ir.Constant(I64, run)
+    head = b.lshr(b.and_(b.sub(ir.Constant(I64, 0), addr), ir.Constant(I64, 63)),
+                  ir.Constant(I64, 2))
+    head = b.select(b.icmp_unsigned("==", b.and_(addr, ir.Constant(I64, 3)),
+                                    ir.Constant(I64, 0)), head, n)
+    head = e.smin(head, n)
+    zero = ir.Constant(I64, 0)
+
+    def chunk(t0, mask, nt=False):
+        sq = e.gep(sp, b.mul(t0, ir.Constant(I64, ssz)))
+        dq = e.gep(dp, b.mul(t0, ir.Constant(I64, 4)))
+        if mask is None:
+            val = convert(e.load(vty(rt), sq))
+            if nt:
+                e.store_nt(val, dq)
+            else:
+                e.store(val, dq)
+            return
+        raw = e.masked_load(vty(rt), sq, mask, ir.Constant(vty(rt), None))
+        e.masked_store(convert(raw), dq, mask)
+
+    with e.loop(zero, head, VL, name="sth") as t0:  # unaligned rows: the whole run
+        chunk(t0, lane_mask(g, t0, zero, head))
+    end = b.add(head, b.and_(b.sub(n, head), ir.Constant(I64, -VL)))
+    with e.loop(head, end, VL, name="stm") as t0:
+        chunk(t0, None, True)
+    with b.if_then(b.icmp_signed("<", end, n)):
+        chunk(end, lane_mask(g, end, end, n))
 
 
 def _copy_single(g, si, di, sbase, dbase, s_off, d_off, s_ok, d_ok, convert):

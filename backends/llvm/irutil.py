@@ -150,6 +150,11 @@ class Emitter:
     def store(self, v, ptr, align: int | None = None):
         self.b.store(v, ptr, align=align or _size(elem_type(v.type)))
 
+    def store_nt(self, v, ptr):
+        """Non-temporal store of a whole vector (`ptr` aligned to its size)."""
+        st = self.b.store(v, ptr, align=_size(v.type.element) * v.type.count)
+        st.set_metadata("nontemporal", self.module.add_metadata([ir.Constant(I32, 1)]))
+
     def masked_load(self, t, ptr, mask, passthru=None):
         if passthru is None:
             passthru = ir.Constant(t, None)

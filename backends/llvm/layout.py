@@ -14,7 +14,9 @@
   the packing step of the BLIS-style GEMM. With avx512_bf16 and bfloat16 operands the panels
   are in the VNNI pair layout `[N/NR][K/2][NR][2]`.
 
-The arena is `zero_bytes` (zeroed at the start of every grid block) followed by temporaries.
+The arena holds first the buffers a block may read before writing them completely
+(`zero_bytes`, zeroed at the start of every grid block: dataflow.py), then the other buffers
+(up to `arena_bytes`), then temporaries.
 """
 from __future__ import annotations
 
@@ -24,6 +26,8 @@ from tilelang_mini.errors import CompileError
 from tilelang_mini.ir.nodes import (
     Alloc, Copy, Fill, For, Gemm, If, Kernel, Load, Reduce, Region, Scope, Store, walk, walk_own,
 )
+
+from .dataflow import zeroed_buffers
 
 NR = 32  # columns of a micro-panel (two float32 vectors)
 MR = 8   # rows of the micro-kernel
@@ -86,6 +90,7 @@ class Plan:
     zero_bytes: int
     has_scopes: bool
     skip: frozenset = frozenset()   # ids of copies removed by forwarding
+    arena_bytes: int = 0            # all buffers: the zeroed ones first, then the others
 
 
 # ---------------------------------------------------------------------------- forwarding
@@ -233,8 +238,14 @@ def plan_buffers(kernel: Kernel, bf16: bool) -> Plan:
     infos: dict = {}
     for i, p in enumerate(kernel.params):
         infos[p.name] = BufInfo(p, p.dtype, param=i)
+    zeroed = zeroed_buffers(kernel, alias, skip, PER_BLOCK)
     offset = 0
-    for name, buf in allocs.items():
+    order = [n for n in allocs if n in zeroed] + [n for n in allocs if n not in zeroed]
+    zero_bytes = None
+    for name in order:
+        buf = allocs[name]
+        if zero_bytes is None and name not in zeroed:
+            zero_bytes = offset
         if name in params or name in alias:
             continue
         info = BufInfo(buf, storage_of(buf, bf16))
@@ -252,7 +263,8 @@ def plan_buffers(kernel: Kernel, bf16: bool) -> Plan:
     for y, x in alias.items():
         if x in infos:
             infos[y] = infos[x]
-    return Plan(infos, offset, has_scopes, frozenset(skip))
+    return Plan(infos, offset if zero_bytes is None else zero_bytes, has_scopes,
+                frozenset(skip), offset)
 
 
 def _layout(buf, uses, bf16: bool) -> str:

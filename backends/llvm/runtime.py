@@ -31,7 +31,7 @@ from tilelang_mini.ir import dtypes
 from tilelang_mini.ir.nodes import Kernel, Loc
 from tilelang_mini.runtime import config
 
-BACKEND_VERSION = "tlm-llvm-1"
+BACKEND_VERSION = "tlm-llvm-2"
 MAGIC = b"TLMLLVM1"
 FN_NAME = "tlm_kernel"
 STATS = {"compiles": 0, "cache_hits": 0, "cache_stores": 0, "cache_corrupt": 0}
@@ -194,7 +194,7 @@ def lower(kernel: Kernel, options: dict | None = None) -> LLVMArtifact:
         except RuntimeError as err:  # LLVM rejected the module
             raise CompileError(f"LLVM failed to compile the kernel: {err}", kernel.loc) from err
         STATS["compiles"] += 1
-    scratch = gen.plan.zero_bytes + gen.temp_bytes
+    scratch = gen.plan.arena_bytes + gen.temp_bytes
     errors = list(gen.errors)
     ir_z = zlib.compress(text.encode(), 1)
     if path is not None:

@@ -1,0 +1,204 @@
+"""Program-order analyses of a kernel body for the buffer plan (layout.py).
+
+`zeroed_buffers`: the on-chip buffers a block may read before it has written them completely.
+Only those need the zeroing every grid block starts with (the NumPy interpreter allocates them
+zeroed); a buffer whose first use is a whole-buffer write (a copy, fill, clearing reduce or
+gemm, or a Parallel map storing every element) is left as it is.
+"""
+from __future__ import annotations
+
+from tilelang_mini.ir.nodes import (
+    Copy, Fill, For, Gemm, If, Load, Reduce, Region, Scope, Store, Var, walk, walk_own,
+)
+
+SYNC_NAMES = ("SetFlag", "WaitFlag", "PipeBarrier", "SetCrossFlag", "WaitCrossFlag")
+
+
+def _const_positive(x) -> bool:
+    return type(x).__name__ == "Const" and isinstance(x.value, int) and x.value > 0
+
+
+def zeroed_buffers(kernel, alias: dict, skip, per_block) -> set:
+    """Names (after forwarding `alias`) of the allocated buffers that must start zeroed."""
+    params = {p.name for p in kernel.params}
+    need: set = set()
+
+    def key(buf, ctx):
+        name = alias.get(buf.name, buf.name)
+        return name, ("block" if buf.scope in per_block else ctx)
+
+    def read(buf, ctx, defined):
+        if buf.name in params:
+            return
+        k = key(buf, ctx)
+        if k not in defined:
+            need.add(k[0])
+
+    def loads(node, ctx, defined):
+        for n in walk_own(node) if isinstance(node, Fill) else walk(node):
+            if isinstance(n, Load):
+                read(n.buffer, ctx, defined)
+
+    def region_reads(r: Region, ctx, defined):
+        for x in r.start:
+            loads(x, ctx, defined)
+        read(r.buffer, ctx, defined)
+
+    def starts(r: Region, ctx, defined):
+        for x in r.start:
+            loads(x, ctx, defined)
+
+    def full_map_store(s: Store, loop: For) -> bool:
+        return (len(s.indices) == len(loop.vars) == len(s.buffer.shape)
+                and all(isinstance(ix, Var) and ix.name == n
+                        for ix, n in zip(s.indices, loop.vars))
+                and all(_const_positive(x) and x.value == n
+                        for x, n in zip(loop.extents, s.buffer.shape)))
+
+    def visit(stmts, ctx, defined: set) -> set:
+        for s in stmts:
+            name = type(s).__name__
+            if name in SYNC_NAMES or name == "Alloc":
+                continue
+            if isinstance(s, Scope):
+                defined = visit(s.body, s.core, defined)
+            elif isinstance(s, For):
+                for x in s.extents:
+                    loads(x, ctx, defined)
+                if s.kind == "parallel":
+                    for t in s.body:
+                        for n in walk(t):
+                            if isinstance(n, Load):
+                                read(n.buffer, ctx, defined)
+                        if isinstance(t, Store) and full_map_store(t, s):
+                            defined = defined | {key(t.buffer, ctx)}
+                    continue
+                inner = visit(s.body, ctx, set(defined))
+                if all(_const_positive(x) for x in s.extents):
+                    defined = inner
+            elif isinstance(s, If):
+                loads(s.cond, ctx, defined)
+                d1 = visit(s.then_body, ctx, set(defined))
+                d2 = visit(s.else_body, ctx, set(defined))
+                defined = d1 & d2
+            elif isinstance(s, Copy):
+                if id(s) in skip:
+                    continue
+                region_reads(s.src, ctx, defined)
+                starts(s.dst, ctx, defined)
+                dual = ctx == "C" and s.src.buffer.scope == "L0C" and s.dst.buffer.scope == "UB"
+                if s.dst.is_full:
+                    defined = defined | {key(s.dst.buffer, "V" if dual else ctx)}
+            elif isinstance(s, Fill):
+                loads(s, ctx, defined)
+                if s.dst.is_full:
+                    defined = defined | {key(s.dst.buffer, ctx)}
+            elif isinstance(s, Reduce):
+                region_reads(s.src, ctx, defined)
+                if s.clear:
+                    starts(s.dst, ctx, defined)
+                else:
+                    region_reads(s.dst, ctx, defined)
+                if s.clear and s.dst.is_full:
+                    defined = defined | {key(s.dst.buffer, ctx)}
+            elif isinstance(s, Gemm):
+                region_reads(s.a, ctx, defined)
+                region_reads(s.b, ctx, defined)
+                if s.clear_accum:
+                    starts(s.c, ctx, defined)
+                else:
+                    region_reads(s.c, ctx, defined)
+                if s.clear_accum and s.c.is_full:
+                    defined = defined | {key(s.c.buffer, ctx)}
+            else:  # Store and anything else: reads only
+                for n in walk(s):
+                    if isinstance(n, Load):
+                        read(n.buffer, ctx, defined)
+        return defined
+
+    visit(kernel.body, "top", set())
+    return need
+
+
+# ------------------------------------------------------------------------- copy chains
+
+
+def _body_fields(s):
+    if isinstance(s, If):
+        return ("then_body", "else_body")
+    if isinstance(s, (For, Scope)):
+        return ("body",)
+    return ()
+
+
+def _composes(s_dtype: str, x_dtype: str, y_dtype: str) -> bool:
+    """copy S -> X -> Y gives what copy S -> Y gives: the first conversion is exact, or the
+    second is the identity."""
+    from .vecmath import FLOATS, exact_in
+    if s_dtype == x_dtype or x_dtype == y_dtype:
+        return True
+    return s_dtype in FLOATS and x_dtype in FLOATS and exact_in(s_dtype, x_dtype)
+
+
+def fuse_copy_chains(kernel):
+    """Rewrite `copy(S, X); copy(X, Y)` (only sync instructions between them, X a whole
+    on-chip staging buffer used nowhere else) into `copy(S, Y)`: the lowered GM -> UB -> UB
+    staging of a casting copy moves the data once instead of twice."""
+    from dataclasses import replace
+    refs: dict = {}
+    for s in kernel.body:
+        for n in walk(s):
+            if isinstance(n, (Region, Load, Store)):
+                refs[n.buffer.name] = refs.get(n.buffer.name, 0) + 1
+    params = {p.name for p in kernel.params}
+
+    def pairs(stmts):
+        out = []
+        for i, s in enumerate(stmts):
+            if not isinstance(s, Copy) or not s.dst.is_full:
+                continue
+            x = s.dst.buffer
+            if x.name in params or "L0C" in (x.scope, s.src.buffer.scope):
+                continue
+            j = i + 1
+            while j < len(stmts) and type(stmts[j]).__name__ in SYNC_NAMES:
+                j += 1
+            if j == len(stmts):
+                continue
+            t = stmts[j]
+            if (isinstance(t, Copy) and t.src.is_full and t.src.buffer == x
+                    and t.dst.buffer.name != x.name and t.src.buffer.name != s.src.buffer.name
+                    and _composes(s.src.buffer.dtype, x.dtype, t.dst.buffer.dtype)):
+                out.append((i, j, x.name))
+        return out
+
+    found: dict = {}
+
+    def scan(stmts):
+        for i, j, name in pairs(stmts):
+            found[name] = found.get(name, 0) + 1
+        for s in stmts:
+            for f in _body_fields(s):
+                scan(getattr(s, f))
+
+    scan(kernel.body)
+    ok = {n for n, c in found.items() if refs.get(n) == 2 * c}
+    if not ok:
+        return kernel
+
+    def rewrite(stmts):
+        stmts = list(stmts)
+        drop = set()
+        for i, j, name in pairs(stmts):
+            if name in ok and i not in drop:
+                stmts[i] = Copy(stmts[i].src, stmts[j].dst, stmts[i].loc)
+                drop.add(j)
+        out = []
+        for k, s in enumerate(stmts):
+            if k in drop:
+                continue
+            fields = {f: rewrite(getattr(s, f)) for f in _body_fields(s)}
+            out.append(replace(s, **fields) if fields else s)
+        return tuple(out)
+
+    return replace(kernel, body=rewrite(kernel.body))
