@@ -433,6 +433,28 @@ def test_reduce(kind, clear, dim, keep):
     close(out, ref, "float32")
 
 
+@pytest.mark.parametrize("kind,dtype,n", [("sum", "float16", 70), ("absmax", "float32", 300),
+                                          ("sum", "float32", 16)])
+def test_map_fused_with_the_reduce_of_its_tile(kind, dtype, n):
+    # sq is only written by the map and reduced: the map's values (rounded to sq's dtype)
+    # feed the reduction directly; ss accumulates (clear=False)
+    X, O = Buffer("X", (3, n), "float32"), Buffer("O", (3,), "float32")
+    sq, ss = Buffer("sq", (3, n), dtype, "fragment"), Buffer("ss", (3,), "float32", "fragment")
+    i, j = v("i"), v("j")
+    k = kernel((X, O), [
+        Alloc(sq), Alloc(ss), Fill(full(ss), c(0.5)),
+        For(("i", "j"), (c(3), c(n)), "parallel", (
+            Store(sq, (i, j), BinOp("-", mul(Load(X, (i, j)), Load(X, (i, j))), c(0.3))),)),
+        PipeBarrier("V"),
+        Reduce(kind, full(sq), full(ss), 1, clear=False),
+        Copy(full(ss), full(O)),
+    ])
+    x = rand((3, n), "float32", -2, 2)
+    o = np.zeros(3, np.float32)
+    ref = run_both(k, x, o)
+    close(o, ref[1], "float32")
+
+
 def test_reduce_3d_middle_dim_and_nan():
     X = Buffer("X", (3, 5, 20), "float32")
     D = Buffer("D", (3, 20), "float32")

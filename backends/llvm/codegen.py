@@ -23,7 +23,7 @@ from tilelang_mini.ir.nodes import (
 )
 
 from . import vecmath as vm
-from .dataflow import fuse_copy_chains
+from .dataflow import fuse_copy_chains, map_reduce_pairs
 from .irutil import F32, I1, I32, I64, PTR, VL, Emitter, const, is_vec, vty
 from .layout import PER_BLOCK, is_dual_copy, plan_buffers
 from .parallel import ParallelMaps, _vars_in
@@ -70,6 +70,8 @@ class KernelGen(ParallelMaps):
                                f"{len(kernel.grid_vars)} variables", kernel.loc)
         kernel = self.kernel = fuse_copy_chains(kernel)
         self.plan = plan_buffers(kernel, self.bf16)
+        self.fused = map_reduce_pairs(kernel)       # {id(map): reduce} (reduce.py)
+        self.fused_away = {id(r) for r in self.fused.values()}
         self.module = ir.Module(name=kernel.name)
         fnty = ir.FunctionType(I32, [PTR, I64, I64, PTR])
         self.fn = ir.Function(self.module, fnty, "tlm_kernel")
@@ -146,9 +148,12 @@ class KernelGen(ParallelMaps):
     def statement(self, s):
         prev, self.stmt = self.stmt, s
         try:
-            if _is_sync(s) or isinstance(s, Alloc) or id(s) in self.plan.skip:
+            if (_is_sync(s) or isinstance(s, Alloc) or id(s) in self.plan.skip
+                    or id(s) in self.fused_away):
                 return
-            if isinstance(s, For):
+            if id(s) in self.fused and self.par is None:
+                self.map_reduce(s, self.fused[id(s)])
+            elif isinstance(s, For):
                 self.for_(s)
             elif isinstance(s, If):
                 self.if_(s)

@@ -48,13 +48,6 @@ def zeroed_buffers(kernel, alias: dict, skip, per_block) -> set:
         for x in r.start:
             loads(x, ctx, defined)
 
-    def full_map_store(s: Store, loop: For) -> bool:
-        return (len(s.indices) == len(loop.vars) == len(s.buffer.shape)
-                and all(isinstance(ix, Var) and ix.name == n
-                        for ix, n in zip(s.indices, loop.vars))
-                and all(_const_positive(x) and x.value == n
-                        for x, n in zip(loop.extents, s.buffer.shape)))
-
     def visit(stmts, ctx, defined: set) -> set:
         for s in stmts:
             name = type(s).__name__
@@ -202,3 +195,48 @@ def fuse_copy_chains(kernel):
         return tuple(out)
 
     return replace(kernel, body=rewrite(kernel.body))
+
+
+# ------------------------------------------------------------------------ map + reduce
+
+
+def full_map_store(s, loop) -> bool:
+    """Store `s` of Parallel loop `loop` writes every element of its buffer exactly once."""
+    return (isinstance(s, Store) and len(s.indices) == len(loop.vars) == len(s.buffer.shape)
+            and all(isinstance(ix, Var) and ix.name == n for ix, n in zip(s.indices, loop.vars))
+            and all(_const_positive(x) and x.value == n
+                    for x, n in zip(loop.extents, s.buffer.shape)))
+
+
+def map_reduce_pairs(kernel) -> dict:
+    """{id(map): reduce} for a Parallel map whose only statement fills a tile X that the next
+    statement (sync instructions aside) reduces along its last dimension, X being used nowhere
+    else: the reduction consumes the map's values directly (reduce.py)."""
+    refs: dict = {}
+    for s in kernel.body:
+        for n in walk(s):
+            if isinstance(n, (Region, Load, Store)):
+                refs[n.buffer.name] = refs.get(n.buffer.name, 0) + 1
+    params = {p.name for p in kernel.params}
+    out: dict = {}
+
+    def scan(stmts):
+        for i, s in enumerate(stmts):
+            for f in _body_fields(s):
+                scan(getattr(s, f))
+            if not (isinstance(s, For) and s.kind == "parallel" and len(s.body) == 1
+                    and full_map_store(s.body[0], s)):
+                continue
+            x = s.body[0].buffer
+            j = i + 1
+            while j < len(stmts) and type(stmts[j]).__name__ in SYNC_NAMES:
+                j += 1
+            if j == len(stmts) or x.name in params or refs.get(x.name) != 2:
+                continue
+            r = stmts[j]
+            if (isinstance(r, Reduce) and r.src.buffer == x and r.src.is_full
+                    and r.dim % len(x.shape) == len(x.shape) - 1 and r.dst.buffer.name != x.name):
+                out[id(s)] = r
+
+    scan(kernel.body)
+    return out

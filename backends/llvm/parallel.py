@@ -124,6 +124,47 @@ class ParallelMaps:
         self._nest(outer, lambda: lanes(phase1))
         self._nest(outer, lambda: lanes(phase2))
 
+    def map_reduce(self, loop, red):
+        """A Parallel map filling tile X fused with the reduction of X along its last dim
+        (dataflow.map_reduce_pairs): the map's values, rounded to X's dtype, feed the
+        reduction's accumulators; X is never written."""
+        from . import vecmath as vm
+        from .reduce import reduce
+        st = loop.body[0]
+        info = self.info(st.buffer)
+        names = list(loop.vars)
+        exts = [self.scalar_int(x, "a loop extent") for x in loop.extents]
+        saved = {n: (self.vars.get(n), self.ranges.get(n)) for n in names}
+        for n, x in zip(names, loop.extents):
+            self.ranges[n] = (0, int(x.value) - 1)
+        from .codegen import _Par
+        par = self.par = _Par(names, exts)
+        e = self.e
+        every = ir.Constant(ir.VectorType(ir.IntType(1), VL), [1] * VL)
+
+        def producer(idx, t0, mask):
+            b = e.b
+            for n, i in zip(names[:-1], idx):
+                self.vars[n] = self.Val(i, "int")
+            lane = b.add(e.splat(t0), e.iota())
+            lane._tlm_contig = True
+            self.vars[names[-1]] = self.Val(lane, "int")
+            par.mask = every if mask is None else mask
+            self.stmt = st
+            v = self.expr(st.value)
+            return e.splat(vm.encode(e, v.v, v.kind, info.dtype, info.storage))
+
+        prev = self.stmt
+        try:
+            self.stmt = st
+            self._check_map_store(st)
+            self.stmt = red
+            reduce(self, red, producer)
+        finally:
+            self.par = None
+            self.stmt = prev
+            self._restore(saved)
+
     def _tmp_raw(self, v):
         if v.kind == "bool":
             return self.e.b.zext(v.v, like(v.v.type, I8)), I8
