@@ -317,6 +317,32 @@ def test_large_outputs_are_streamed(offset):
     np.testing.assert_array_equal(y, x)
 
 
+def test_copy_forwarding_through_workspace_with_several_writers():
+    # W -> a1 -> a0 is read in place in the loop (a1's Fill comes after the last read of a0);
+    # b0, read after the loop too, keeps its own copy
+    X, Y = Buffer("X", (24, 8), "float32"), Buffer("Y", (4, 24, 8), "float32")
+    W = Buffer("W", (8, 8), "float32", "workspace")
+    a1, a0 = Buffer("a1", (8, 8), "float32", "L1"), Buffer("a0", (8, 8), "float32", "L0A")
+    b0 = Buffer("b0", (8, 8), "float32", "L0B")
+    row = mul(v("k"), c(8))
+    k = kernel((X, Y), [
+        Alloc(W), Alloc(a1), Alloc(a0), Alloc(b0),
+        For(("k",), (c(3),), "serial", (
+            Copy(reg(X, (row, 0), (8, 8)), full(W)), Copy(full(W), full(a1)),
+            Copy(full(a1), full(a0)), Copy(full(a1), full(b0)),
+            Copy(full(a0), reg(Y, (0, row, 0), (1, 8, 8))),
+            Copy(full(b0), reg(Y, (1, row, 0), (1, 8, 8))),
+            Fill(full(a1), c(5.0)), Copy(full(a1), reg(Y, (2, row, 0), (1, 8, 8))),
+        )),
+        Copy(full(b0), reg(Y, (3, 0, 0), (1, 8, 8))),
+    ])
+    x = rand((24, 8), "float32")
+    y = np.zeros((4, 24, 8), np.float32)
+    ref = run_both(k, x, y)
+    np.testing.assert_array_equal(y, ref[1])
+    np.testing.assert_array_equal(y[0], x)
+
+
 # ------------------------------------------------------------------------------ conversions
 
 

@@ -23,9 +23,9 @@ from tilelang_mini.ir.nodes import (
 )
 
 from . import vecmath as vm
-from .dataflow import fuse_copy_chains, map_reduce_pairs
+from .dataflow import forward_copies, fuse_copy_chains, map_reduce_pairs
 from .irutil import F32, I1, I32, I64, PTR, VL, Emitter, const, is_vec, vty
-from .layout import PER_BLOCK, is_dual_copy, plan_buffers
+from .layout import PER_BLOCK, is_dual_copy, plan_buffers, storage_of
 from .parallel import ParallelMaps, _vars_in
 
 SYNC_NAMES = ("SetFlag", "WaitFlag", "PipeBarrier", "SetCrossFlag", "WaitCrossFlag")
@@ -68,7 +68,9 @@ class KernelGen(ParallelMaps):
         elif len(kernel.grid) != len(kernel.grid_vars):
             raise CompileError(f"grid has {len(kernel.grid)} extents but "
                                f"{len(kernel.grid_vars)} variables", kernel.loc)
-        kernel = self.kernel = fuse_copy_chains(kernel)
+        kernel = forward_copies(fuse_copy_chains(kernel), PER_BLOCK,
+                                lambda buf: storage_of(buf, self.bf16))
+        self.kernel = kernel
         self.plan = plan_buffers(kernel, self.bf16)
         self.fused = map_reduce_pairs(kernel)       # {id(map): reduce} (reduce.py)
         self.fused_away = {id(r) for r in self.fused.values()}

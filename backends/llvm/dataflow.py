@@ -240,3 +240,105 @@ def map_reduce_pairs(kernel) -> dict:
 
     scan(kernel.body)
     return out
+
+
+# ---------------------------------------------------------------------------- forwarding
+
+
+def _writes(s) -> set:
+    out = set()
+    for n in walk(s):
+        if isinstance(n, Copy):
+            out.add(n.dst.buffer.name)
+        elif isinstance(n, Store):
+            out.add(n.buffer.name)
+        elif isinstance(n, (Fill, Reduce)):
+            out.add(n.dst.buffer.name)
+        elif isinstance(n, Gemm):
+            out.add(n.c.buffer.name)
+    return out
+
+
+def _reads_of(s, name) -> int:
+    return sum(1 for n in walk(s) if isinstance(n, (Region, Load)) and n.buffer.name == name
+               and not (isinstance(s, Copy) and n is s.dst))
+
+
+def _find_forward(kernel, per_block, storage_of):
+    """One buffer Y whose every write is a whole-buffer copy from the same buffer X (both
+    per-block on-chip or workspace buffers of the same shape, dtype and storage) and whose
+    every read follows such a copy in the same statement list, X unchanged in between:
+    (Y, X, ids of those copies), or None."""
+    refs: dict = {}
+    writers: dict = {}
+    for s in kernel.body:
+        for n in walk(s):
+            if isinstance(n, (Region, Load, Store)):
+                refs[n.buffer.name] = refs.get(n.buffer.name, 0) + 1
+    lists = []
+
+    def collect(stmts):
+        lists.append(stmts)
+        for s in stmts:
+            if not _body_fields(s):
+                for name in _writes(s):
+                    writers.setdefault(name, []).append(s)
+            for f in _body_fields(s):
+                collect(getattr(s, f))
+
+    collect(kernel.body)
+    for yname, ws in writers.items():
+        w0 = ws[0]
+        if not isinstance(w0, Copy):
+            continue
+        x, y = w0.src.buffer, w0.dst.buffer
+        if (x.scope not in per_block or y.scope not in per_block or x.name == y.name
+                or x.shape != y.shape or x.dtype != y.dtype or storage_of(x) != storage_of(y)
+                or not all(isinstance(w, Copy) and w.src.is_full and w.dst.is_full
+                           and w.src.buffer == x for w in ws)):
+            continue
+        ids = {id(w) for w in ws}
+        seen, ok = 0, True
+        for stmts in lists:
+            for i, s in enumerate(stmts):
+                if id(s) not in ids:
+                    continue
+                last = -1
+                for j in range(i + 1, len(stmts)):
+                    if id(stmts[j]) in ids or yname in _writes(stmts[j]):
+                        break
+                    c = _reads_of(stmts[j], yname)
+                    if c:
+                        seen += c
+                        last = j
+                if any(x.name in _writes(t) for t in stmts[i + 1:last + 1]):
+                    ok = False
+        if ok and seen + len(ws) == refs.get(yname, 0):
+            return y, x, ids
+    return None
+
+
+def forward_copies(kernel, per_block, storage_of):
+    """Read the source of whole-buffer copies between on-chip buffers in place (the lowered
+    workspace -> L1 -> L0A/L0B staging), buffer by buffer, until none is left."""
+    from dataclasses import replace
+
+    from tilelang_mini.ir.nodes import Buffer, transform
+    for _ in range(64):
+        found = _find_forward(kernel, per_block, storage_of)
+        if found is None:
+            break
+        y, x, ids = found
+
+        def drop(stmts):
+            out = []
+            for s in stmts:
+                if id(s) in ids:
+                    continue
+                fields = {f: drop(getattr(s, f)) for f in _body_fields(s)}
+                out.append(replace(s, **fields) if fields else s)
+            return tuple(out)
+
+        kernel = replace(kernel, body=drop(kernel.body))
+        kernel = transform(kernel, lambda n: x if isinstance(n, Buffer) and n == y else n)
+    return kernel
