@@ -124,15 +124,39 @@ def test_tiled_gemm_tail_tiles(in_dtype, no_dot):
 
 
 @pytest.mark.parametrize("ta,tb", [(True, False), (False, True), (True, True)])
-@pytest.mark.parametrize("in_dtype", ["float32", "bfloat16"])
+@pytest.mark.parametrize("in_dtype", ["float32", "bfloat16", "float16"])
 def test_gemm_transposes(ta, tb, in_dtype):
-    M, N, K = 40, 36, 20
+    M, N, K = 40, 36, 45  # B^T tiles are transposed in 16 x 16 blocks: K and N tails
     a = rand((K, M) if ta else (M, K), in_dtype)
     b = rand((N, K) if tb else (K, N), in_dtype)
     out = np.zeros((M, N), np.float32)
-    run(tiled_gemm(M, N, K, in_dtype, ta=ta, tb=tb), a, b, out)
+    run(tiled_gemm(M, N, K, in_dtype, bn=48, bk=37, ta=ta, tb=tb), a, b, out)
     a64, b64 = a.astype(np.float64), b.astype(np.float64)
     close(out, (a64.T if ta else a64) @ (b64.T if tb else b64), "float32")
+
+
+@pytest.mark.parametrize("n", [24, 20, 9])
+def test_gemm_computes_only_the_columns_its_copies_keep(n):
+    # C_l is 32 wide but its copy to D keeps n columns: the gemm computes n (a 16-wide and a
+    # half-width vector for 24 and 20); a column's value never depends on another's
+    M, K = 20, 30
+    A, B, D = Buffer("A", (M, K), "float32"), Buffer("B", (n, K), "float32"), \
+        Buffer("D", (M, n), "float32")
+    A_s, B_s = Buffer("A_s", (32, 32), "float32", "shared"), \
+        Buffer("B_s", (32, 32), "float32", "shared")
+    C_l = Buffer("C_l", (32, 32), "float32", "fragment")
+    k = kernel((A, B, D), [
+        Alloc(A_s), Alloc(B_s), Alloc(C_l), Fill(full(C_l), c(0.0)),
+        Copy(reg(A, (0, 0), (32, 32)), full(A_s)), Copy(reg(B, (0, 0), (32, 32)), full(B_s)),
+        Gemm(full(A_s), full(B_s), full(C_l), transpose_b=True),
+        Gemm(full(A_s), full(B_s), full(C_l), transpose_b=True),
+        Copy(full(C_l), reg(D, (0, 0), (32, 32))),
+    ])
+    a, b = rand((M, K), "float32"), rand((n, K), "float32")
+    d = np.zeros((M, n), np.float32)
+    ref = run_both(k, a, b, d)
+    close(d, 2 * a.astype(np.float64) @ b.astype(np.float64).T, "float32")
+    close(d, ref[2], "float32")
 
 
 @pytest.mark.parametrize("clear", [True, False])

@@ -23,7 +23,7 @@ from tilelang_mini.ir.nodes import (
 )
 
 from . import vecmath as vm
-from .dataflow import forward_copies, fuse_copy_chains, map_reduce_pairs
+from .dataflow import forward_copies, fuse_copy_chains, live_columns, map_reduce_pairs
 from .irutil import F32, I1, I32, I64, PTR, VL, Emitter, const, is_vec, vty
 from .layout import PER_BLOCK, is_dual_copy, plan_buffers, storage_of
 from .parallel import ParallelMaps, _vars_in
@@ -74,6 +74,7 @@ class KernelGen(ParallelMaps):
         self.plan = plan_buffers(kernel, self.bf16)
         self.fused = map_reduce_pairs(kernel)       # {id(map): reduce} (reduce.py)
         self.fused_away = {id(r) for r in self.fused.values()}
+        self.live = live_columns(kernel)             # {C: columns a gemm must compute}
         self.module = ir.Module(name=kernel.name)
         fnty = ir.FunctionType(I32, [PTR, I64, I64, PTR])
         self.fn = ir.Function(self.module, fnty, "tlm_kernel")

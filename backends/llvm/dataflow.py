@@ -342,3 +342,71 @@ def forward_copies(kernel, per_block, storage_of):
         kernel = replace(kernel, body=drop(kernel.body))
         kernel = transform(kernel, lambda n: x if isinstance(n, Buffer) and n == y else n)
     return kernel
+
+
+# -------------------------------------------------------------------------- live columns
+
+
+def live_columns(kernel) -> dict:
+    """{C: n} for 2-d accumulator tiles whose columns >= n can never be observed: C is only
+    filled, accumulated into by gemms (column j of C depends on column j only) and copied
+    whole into destinations whose bounds (statically) drop those columns. A gemm into C then
+    computes n columns (the lowered prenorm: D_f is 32 wide, D has 24 columns)."""
+    live: dict = {}
+    bad: set = set()
+    params = {p.name for p in kernel.params}
+
+    def use(name, n):
+        live[name] = max(live.get(name, 0), n)
+
+    for s in walk_statements_all(kernel.body):
+        own = list(walk_own(s))
+        if isinstance(s, Gemm):
+            c = s.c.buffer
+            if len(c.shape) == 2 and s.c.is_full and c.name not in (
+                    s.a.buffer.name, s.b.buffer.name):
+                use(c.name, 0)
+                own = [n for n in own if n is not s.c]
+        elif isinstance(s, Fill) and s.dst.is_full:
+            own = [n for n in own if n is not s.dst]
+        elif isinstance(s, Copy) and s.src.is_full and len(s.src.buffer.shape) == 2:
+            n = _landing_columns(s)
+            if n is not None:
+                use(s.src.buffer.name, n)
+                own = [n for n in own if n is not s.src]
+        for n in own:
+            if isinstance(n, (Region, Load, Store)):
+                bad.add(n.buffer.name)
+    return {k: n for k, n in live.items()
+            if k not in bad and k not in params and 0 < n < _shape_of(kernel, k)[1]}
+
+
+def _landing_columns(s):
+    """Columns [0, n) of the whole-tile source of copy `s` that land inside the destination
+    (its last dimension a constant start >= 0), or None."""
+    src, dst = s.src, s.dst
+    if src.extent[1] == 1:
+        return None
+    dims = [d for d, x in enumerate(dst.extent) if x != 1]
+    if not dims or dst.extent[dims[-1]] != src.extent[1]:
+        return None
+    d = dims[-1]
+    st = dst.start[d]
+    if type(st).__name__ != "Const" or not isinstance(st.value, int) or st.value < 0:
+        return None
+    return max(0, min(src.extent[1], dst.buffer.shape[d] - st.value))
+
+
+def _shape_of(kernel, name):
+    for s in walk_statements_all(kernel.body):
+        for n in walk_own(s):
+            if isinstance(n, (Region, Load, Store)) and n.buffer.name == name:
+                return n.buffer.shape
+    return (0, 0)
+
+
+def walk_statements_all(stmts):
+    for s in stmts:
+        yield s
+        for f in _body_fields(s):
+            yield from walk_statements_all(getattr(s, f))

@@ -71,6 +71,9 @@ def gemm(g, s):
         raise CompileError(f"gemm shapes do not agree: A is ({am}, {ak}), B is ({bk}, {bn}), "
                            f"C is ({cm}, {cn})", s.loc)
     M, N, K = cm, cn, ak
+    live = g.live.get(s.c.buffer.name) if s.c.is_full else None
+    if live is not None and live < N:  # columns of C nothing can observe (dataflow.py)
+        N = live
     ai, bi, ci = g.info(s.a.buffer), g.info(s.b.buffer), g.info(s.c.buffer)
     if ai.layout != "row" or ci.layout != "row":
         raise g.fail("internal: packed gemm operand A or C")
@@ -139,10 +142,10 @@ def gemm(g, s):
         if not zero:
             _c_in(g, ci, cbase, ci.strides[-2], M, N, c_ptr)
     steps = KP if bf16 else K
+    from .packing import flush_prefetch
     pending, g.prefetch = g.prefetch, []
-    calls = (N // NR) * (M // MR)
+    calls = npan * (M // MR)
     if calls == 0 and pending:
-        from .packing import flush_prefetch
         flush_prefetch(g, pending)
         pending = []
 
@@ -159,7 +162,7 @@ def gemm(g, s):
         if M // MR:
             fn = _microkernel(g, (MR,) + common)
             with e.loop(0, M // MR, name="mi") as ip:
-                if pending and ncols == NR:
+                if pending:
                     prefetch(b.add(b.mul(jp, ir.Constant(I64, M // MR)), ip))
                 b.call(fn, [e.gep(a_ptr, b.mul(ip, ir.Constant(I64, MR * a_rs_b))), bp,
                             e.gep(cp, b.mul(ip, ir.Constant(I64, MR * ldc_b)))])
@@ -190,12 +193,14 @@ def _microkernel(g, key):
     b = e.b
     a, bp, c = fn.args
     nvec = -(-ncols // VL)
+    # f32: a last vector of at most 8 columns is a half-width (ymm) vector, half the FMA work
+    widths = [VL if bf16 or ncols - v * VL > VL // 2 else VL // 2 for v in range(nvec)]
     masks = []
-    for v in range(nvec):
-        n = min(VL, ncols - v * VL)
-        masks.append(None if n == VL else ir.Constant(vty(I1), [1] * n + [0] * (VL - n)))
+    for v, w in enumerate(widths):
+        n = min(w, ncols - v * VL)
+        masks.append(None if n == w else ir.Constant(vty(I1, w), [1] * n + [0] * (w - n)))
     fv = vty(F32)
-    zero_v = ir.Constant(fv, None)
+    fvs = [vty(F32, w) for w in widths]
 
     def cptr(r, v):
         return e.gep(c, r * ldc_b + v * VL * 4)
@@ -203,12 +208,13 @@ def _microkernel(g, key):
     init = []
     for r in range(mr):
         for v in range(nvec):
+            zero_v = ir.Constant(fvs[v], None)
             if zero:
                 init.append(zero_v)
             elif masks[v] is None:
-                init.append(e.load(fv, cptr(r, v), 4))
+                init.append(e.load(fvs[v], cptr(r, v), 4))
             else:
-                init.append(e.masked_load(fv, cptr(r, v), masks[v], zero_v))
+                init.append(e.masked_load(fvs[v], cptr(r, v), masks[v], zero_v))
     if bf16:
         g.needs_dpbf16 = True
         dp = e.declare(DPBF16, fv, [fv, vty(I32), vty(I32)])
@@ -217,9 +223,9 @@ def _microkernel(g, key):
         """One k (or k pair) step at k = kvar + u; returns the new accumulators."""
         kb = b.add(kvar, ir.Constant(I64, u)) if u else kvar
         boff = b.mul(kb, ir.Constant(I64, ldb_b))
-        bt = vty(I32) if bf16 else fv
         bv = []
         for v in range(nvec):
+            bt = vty(I32) if bf16 else fvs[v]
             p = e.gep(bp, b.add(boff, ir.Constant(I64, v * VL * 4)))
             if bmask and masks[v] is not None:
                 bv.append(e.masked_load(bt, p, masks[v], ir.Constant(bt, None)))
@@ -229,13 +235,14 @@ def _microkernel(g, key):
         out = list(acc)
         for r in range(mr):
             p = e.gep(a, b.add(aoff, ir.Constant(I64, r * a_rs_b)))
-            av = e.splat(e.load(I32 if bf16 else F32, p, 2 if bf16 else 4))
+            a1 = e.load(I32 if bf16 else F32, p, 2 if bf16 else 4)
+            av = {w: e.splat(a1, w) for w in set(widths)}
             for v in range(nvec):
                 i = r * nvec + v
                 if bf16:
-                    out[i] = b.call(dp, [out[i], av, bv[v]])
+                    out[i] = b.call(dp, [out[i], av[VL], bv[v]])
                 else:
-                    out[i] = e.intr("fma", fv, [av, bv[v], out[i]])
+                    out[i] = e.intr("fma", fvs[v], [av[widths[v]], bv[v], out[i]])
         return out
 
     unroll = 2 if bf16 else UNROLL
@@ -251,7 +258,7 @@ def _microkernel(g, key):
         kphi.add_incoming(ir.Constant(I64, 0), pre)
         phis = []
         for x in acc:
-            p = b.phi(fv)
+            p = b.phi(x.type)
             p.add_incoming(x, pre)
             phis.append(p)
         cur = phis
@@ -314,6 +321,8 @@ def _pack_b(g, bi, bbase, rs, cs, K, N, dst, bf16):
         return vm.to_float(e, vm.decode(e, raw, bi.storage), vm.kind_of(bi.dtype))
 
     true = ir.Constant(I1, 1)
+    if not bf16 and rs == 1 and cs != 1:
+        return _pack_bt(g, bi, bbase, cs, K, N, dst)
     if not bf16:
         with e.loop(0, K, name="pb") as k:
             with e.loop(0, npan, name="pbj") as jp:
@@ -339,6 +348,55 @@ def _pack_b(g, bi, bbase, rs, cs, K, N, dst, bf16):
                 pos = b.add(b.mul(b.add(b.mul(jp, ir.Constant(I64, KP)), kp),
                                   ir.Constant(I64, NR)), ir.Constant(I64, v * VL))
                 e.store(pair, e.gep(dst, b.mul(pos, ir.Constant(I64, 4))), 4)
+
+
+def transpose16(b, rows):
+    """Transpose a 16 x 16 block held as 16 vectors (rows[r][c] -> out[c][r]): four rounds
+    exchanging the off-diagonal h x h blocks of row pairs (r, r + h), h = 8, 4, 2, 1."""
+    rows = list(rows)
+    h = VL // 2
+    while h:
+        lo = ir.Constant(vty(I32), [i if not i & h else VL + i - h for i in range(VL)])
+        hi = ir.Constant(vty(I32), [i + h if not i & h else VL + i for i in range(VL)])
+        for r in range(VL):
+            if not r & h:
+                a, c = rows[r], rows[r + h]
+                rows[r], rows[r + h] = b.shuffle_vector(a, c, lo), b.shuffle_vector(a, c, hi)
+        h //= 2
+    return rows
+
+
+def _pack_bt(g, bi, bbase, cs, K, N, dst):
+    """float32 micro-panels of a B whose K dimension is contiguous (a transposed operand):
+    16 x 16 blocks loaded as rows of K and transposed in registers (no gathers)."""
+    e, b = g.e, g.e.b
+    npan = -(-N // NR)
+    zero = ir.Constant(vty(F32), None)
+    kind = vm.kind_of(bi.dtype)
+
+    def block(k0, nk):
+        kmask = None if nk == VL else ir.Constant(vty(I1), [1] * nk + [0] * (VL - nk))
+        for n0 in range(0, npan * NR, VL):
+            rows = []
+            for r in range(VL):
+                if n0 + r >= N:
+                    rows.append(zero)
+                    continue
+                off = b.add(ir.Constant(I64, (n0 + r) * cs), k0)
+                raw = vload(g, bi, bbase, off, 1, kmask or ir.Constant(vty(I1), [1] * VL))
+                rows.append(vm.to_float(e, vm.decode(e, raw, bi.storage), kind))
+            cols = transpose16(b, rows)
+            jp, lane = divmod(n0, NR)
+            for c in range(nk):
+                pos = b.add(b.mul(b.add(k0, ir.Constant(I64, jp * K + c)), ir.Constant(I64, NR)),
+                            ir.Constant(I64, lane))
+                e.store(cols[c], e.gep(dst, b.mul(pos, ir.Constant(I64, 4))), 4)
+
+    if K // VL:
+        with e.loop(0, K // VL * VL, VL, name="pbt") as k0:
+            block(k0, VL)
+    if K % VL:
+        block(ir.Constant(I64, K // VL * VL), K % VL)
 
 
 def _c_in(g, ci, cbase, ldc, M, N, tmp):
