@@ -23,7 +23,7 @@ from tilelang_mini.ir.nodes import (
 )
 
 from . import vecmath as vm
-from .dataflow import forward_copies, fuse_copy_chains, live_columns, map_reduce_pairs
+from .dataflow import forward_copies, interval, fuse_copy_chains, live_columns, map_reduce_pairs
 from .irutil import F32, I1, I32, I64, PTR, VL, Emitter, const, is_vec, vty
 from .layout import PER_BLOCK, is_dual_copy, plan_buffers, storage_of
 from .parallel import ParallelMaps, _vars_in
@@ -325,36 +325,7 @@ class KernelGen(ParallelMaps):
     # ------------------------------------------------------------------------ intervals
     def interval(self, x):
         """(lo, hi) bounds of an integer expression, or None when unknown."""
-        if isinstance(x, Const):
-            if isinstance(x.value, bool) or not isinstance(x.value, int):
-                return None
-            return (x.value, x.value)
-        if isinstance(x, Var):
-            return self.ranges.get(x.name)
-        if isinstance(x, BinOp) and x.op in ("+", "-", "*", "//", "%"):
-            a, c = self.interval(x.a), self.interval(x.b)
-            if a is None or c is None:
-                return None
-            if x.op == "+":
-                return (a[0] + c[0], a[1] + c[1])
-            if x.op == "-":
-                return (a[0] - c[1], a[1] - c[0])
-            if x.op == "*":
-                ps = [p * q for p in a for q in c]
-                return (min(ps), max(ps))
-            if c[0] != c[1] or c[0] <= 0:
-                return None
-            d = c[0]
-            if x.op == "//":
-                return (a[0] // d, a[1] // d)
-            return (a[0], a[1]) if a[0] >= 0 and a[1] < d else (0, d - 1)
-        if isinstance(x, Call) and x.fn in ("max", "min") and len(x.args) == 2:
-            a, c = self.interval(x.args[0]), self.interval(x.args[1])
-            if a is None or c is None:
-                return None
-            f = max if x.fn == "max" else min
-            return (f(a[0], c[0]), f(a[1], c[1]))
-        return None
+        return interval(self.ranges, x)
 
     # ----------------------------------------------------------------------- expressions
     def scalar_int(self, x, what: str):

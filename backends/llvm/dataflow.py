@@ -8,7 +8,7 @@ gemm, or a Parallel map storing every element) is left as it is.
 from __future__ import annotations
 
 from tilelang_mini.ir.nodes import (
-    Copy, Fill, For, Gemm, If, Load, Reduce, Region, Scope, Store, Var, walk, walk_own,
+    BinOp, Call, Const, Copy, Fill, For, Gemm, If, Load, Reduce, Region, Scope, Store, Var, walk, walk_own,
 )
 
 SYNC_NAMES = ("SetFlag", "WaitFlag", "PipeBarrier", "SetCrossFlag", "WaitCrossFlag")
@@ -410,3 +410,37 @@ def walk_statements_all(stmts):
         yield s
         for f in _body_fields(s):
             yield from walk_statements_all(getattr(s, f))
+
+
+def interval(ranges, x):
+    """(lo, hi) bounds of an integer expression under variable ranges, or None."""
+    if isinstance(x, Const):
+        if isinstance(x.value, bool) or not isinstance(x.value, int):
+            return None
+        return (x.value, x.value)
+    if isinstance(x, Var):
+        return ranges.get(x.name)
+    if isinstance(x, BinOp) and x.op in ("+", "-", "*", "//", "%"):
+        a, c = interval(ranges, x.a), interval(ranges, x.b)
+        if a is None or c is None:
+            return None
+        if x.op == "+":
+            return (a[0] + c[0], a[1] + c[1])
+        if x.op == "-":
+            return (a[0] - c[1], a[1] - c[0])
+        if x.op == "*":
+            ps = [p * q for p in a for q in c]
+            return (min(ps), max(ps))
+        if c[0] != c[1] or c[0] <= 0:
+            return None
+        d = c[0]
+        if x.op == "//":
+            return (a[0] // d, a[1] // d)
+        return (a[0], a[1]) if a[0] >= 0 and a[1] < d else (0, d - 1)
+    if isinstance(x, Call) and x.fn in ("max", "min") and len(x.args) == 2:
+        a, c = interval(ranges, x.args[0]), interval(ranges, x.args[1])
+        if a is None or c is None:
+            return None
+        f = max if x.fn == "max" else min
+        return (f(a[0], c[0]), f(a[1], c[1]))
+    return None
