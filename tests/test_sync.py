@@ -131,7 +131,27 @@ CASES = {
     "if_serial": (lambda: if_serial(64, 32), [-1], lambda: [rand((64, 32))]),
     "gm_map": (lambda: gm_map(50), [-1], lambda: [rand((50,))]),
     "softmax_f16": (lambda: softmax_f16(40, 32), [-1], lambda: [rand((40, 32), "float16")]),
+    "reuse": (lambda: reuse(16, 32), [-2, -1], lambda: [rand((16, 32))]),
 }
+
+
+def reuse(M, N):
+    """Two phases whose UB tiles plan_memory places on the same bytes."""
+    @T.prim_func
+    def main(X: T.Tensor((M, N), "float32"), Y: T.Tensor((M, N), "float32"),
+             Z: T.Tensor((M, N), "float32")):
+        with T.Kernel(1) as bx:
+            a = T.alloc_shared((M, N), "float32")
+            b = T.alloc_shared((M, N), "float32")
+            T.copy(X, a)
+            for i, j in T.Parallel(M, N):
+                a[i, j] = a[i, j] * 2.0
+            T.copy(a, Y)
+            T.copy(Y, b)
+            for i, j in T.Parallel(M, N):
+                b[i, j] = b[i, j] + 1.0
+            T.copy(b, Z)
+    return main
 
 
 SINGLE_PIPE = {"gm_map"}  # one scalar loop: nothing to order

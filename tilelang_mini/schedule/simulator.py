@@ -40,13 +40,12 @@ from typing import NamedTuple
 import numpy as np
 
 from ..errors import CompileError, DeadlockError, RaceError, SyncError
-from ..ir.nodes import PipeBarrier
-from .spec import semantics
 from ..ir.graph import accesses, print_ir_line
 from ..ir.nodes import (
-    PIPES, Kernel, Scope, SetCrossFlag, SetFlag, WaitCrossFlag, WaitFlag,
+    PIPES, Alloc, Kernel, PipeBarrier, Scope, SetCrossFlag, SetFlag, WaitCrossFlag, WaitFlag,
     walk_statements,
 )
+from .spec import semantics
 from .streams import (
     CORE_NAMES, SYNC_TYPES, block_envs, cached, check_sync_ids, core_stream, execute_effect,
     instr_accesses, instr_cost, instr_pipe, written_buffers,
@@ -338,11 +337,15 @@ class _Block:
         for buf, box, w in instr_accesses(di.stmt, di.vars, core.xenv.bufs):
             if buf.name not in tracked:
                 continue
-            for key, owner in _instances(buf, core.name):
-                h = self.hist.get(key)
-                if h is None:
-                    h = self.hist[key] = _Hist(self.sim.threads_of(buf, owner))
-                self.access(h, key, buf, box, w, p.tid, epoch, clk, core, di)
+            # The buffer itself, then the buffers plan_memory placed on some of its bytes
+            # (conservatively all of theirs): reusing memory needs the same ordering.
+            views = [(buf, box)] + [(y, _full_box(y)) for y in self.sim.aliases.get(buf.name, ())]
+            for b, bx in views:
+                for key, owner in _instances(b, core.name):
+                    h = self.hist.get(key)
+                    if h is None:
+                        h = self.hist[key] = _Hist(self.sim.threads_of(b, owner))
+                    self.access(h, key, b, bx, w, p.tid, epoch, clk, core, di)
 
     def access(self, h, key, buf, box, w, tid, epoch, clk, core, di) -> None:
         keep = []
@@ -393,10 +396,13 @@ class _Block:
         where = "workspace " if buf.scope == "workspace" else ""
         owner = "" if key[0] == "G" else f" of {key[0]}"
         box = ", ".join(f"{a[2][i]}:{a[2][i + 1]}" for i in range(0, len(a[2]), 2))
+        shared = self.sim.aliases.get(buf.name)
+        alias = (f" (plan_memory placed {', '.join(x.name for x in shared)} on bytes of "
+                 f"{buf.name}: an access to either counts)") if shared else ""
         raise RaceError(
             f"data race on {where}{buf.scope} buffer {buf.name}{owner} in block {self.block}: "
-            f"{desc(a)} (elements [{box}]) and {desc(b)}, and no flag or barrier orders them",
-            b[4].stmt.loc)
+            f"{desc(a)} (elements [{box}]) and {desc(b)}, and no flag or barrier orders them"
+            f"{alias}", b[4].stmt.loc)
 
     # ---- main loop
     def run(self) -> int:
@@ -474,6 +480,24 @@ def _instances(buf, core: str):
 AIC_SCOPES = ("L1", "L0A", "L0B", "L0C")
 
 
+def _aliases(kernel) -> dict:
+    """name -> the on-chip buffers of the same scope whose planned bytes overlap its own."""
+    from ..ir import dtypes
+    placed = [(s.buffer, s.offset, s.offset + s.buffer.numel * dtypes.itemsize(s.buffer.dtype))
+              for s in walk_statements(kernel.body)
+              if isinstance(s, Alloc) and s.offset is not None]
+    out: dict = {}
+    for b, lo, hi in placed:
+        for c, lo2, hi2 in placed:
+            if c.name != b.name and c.scope == b.scope and lo < hi2 and lo2 < hi:
+                out.setdefault(b.name, []).append(c)
+    return out
+
+
+def _full_box(buf) -> tuple:
+    return tuple(v for n in buf.shape for v in (0, n))
+
+
 class _Sim:
     def __init__(self, kernel, args, chip, check, data=True):
         _check_kernel(kernel)
@@ -486,6 +510,8 @@ class _Sim:
         self.bufs = semantics.check_args(kernel, args)
         self.static = _static_threads(kernel)
         self.tracked = written_buffers(kernel.body, "C") | written_buffers(kernel.body, "V")
+        self.aliases = _aliases(kernel)
+        self.tracked |= {y.name for x in list(self.tracked) for y in self.aliases.get(x, ())}
         self._threads = {}
 
     def threads_of(self, buf, owner: str):
