@@ -34,6 +34,7 @@ from ..ir.nodes import (
     WaitCrossFlag, WaitFlag, walk_own,
 )
 from ..schedule.pipes import pipe_of
+from .util import group_scopes
 
 # ---------------------------------------------------------------------------- the program tree
 
@@ -502,16 +503,4 @@ def _emit(items, in_scope=False) -> list:
         flat += it.after
     if in_scope:
         return [s for _, s in flat]
-    out, run, core = [], [], None
-    for c, s in flat:
-        if c != core and run:
-            out.append(Scope(core, tuple(run), run[0].loc))
-            run = []
-        core = c
-        if c is None:
-            out.append(s)
-        else:
-            run.append(s)
-    if run:
-        out.append(Scope(core, tuple(run), run[0].loc))
-    return out
+    return group_scopes(flat)

@@ -20,7 +20,10 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ..ir.nodes import Alloc, BinOp, Const, For, Kernel, Scope, Var, body_fields, walk_statements
-from .util import buffers_read, buffers_written, leaf_instructions, map_bodies, rebuffer, substitute
+from .util import (
+    buffers_read, buffers_written, group_scopes, leaf_instructions, map_bodies, rebuffer,
+    substitute,
+)
 
 STAGED_SCOPES = ("L1", "L0A", "L0B", "L0C", "UB", "workspace")
 L0_SCOPES = ("L0A", "L0B", "L0C")
@@ -133,14 +136,14 @@ def _rotate(loop: For, n: int, stages: int, versions: list, outer: str):
                 "*", Var(outer), Const(stages))
             i1 = BinOp("+", BinOp("*", Var(outer), Const(stages)), Const(j + 1))
             body += part(i1, versions[(j + 1) % stages], True) + part(i, versions[j], False)
-        seq.append((None, For((outer,), (Const(groups),), "serial", tuple(_scopes(body)), 0,
+        seq.append((None, For((outer,), (Const(groups),), "serial", tuple(group_scopes(body)), 0,
                               loop.loc)))
     for j in range(rest):
         i = groups * stages + j
         seq += part(Const(i + 1), versions[(i + 1) % stages], True)
         seq += part(Const(i), versions[i % stages], False)
     seq += part(Const(n - 1), versions[(n - 1) % stages], False)
-    return _scopes(seq)
+    return group_scopes(seq)
 
 
 def _items(body) -> list:
@@ -174,22 +177,6 @@ def _dependents(items) -> list:
     for j, (core, st) in enumerate(items):
         dep = core != "C" or any(out[i] and _conflict(items[i][1], st) for i in range(j))
         out.append(dep)
-    return out
-
-
-def _scopes(items) -> list:
-    out, run, core = [], [], None
-    for c, st in items:
-        if (c != core or c is None) and run:
-            out.append(Scope(core, tuple(run), run[0].loc))
-            run = []
-        core = c
-        if c is None:
-            out.append(st)
-        else:
-            run.append(st)
-    if run:
-        out.append(Scope(core, tuple(run), run[0].loc))
     return out
 
 

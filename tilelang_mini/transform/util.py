@@ -110,6 +110,23 @@ def strip_allocs(body) -> list:
     return out
 
 
+def group_scopes(items) -> list:
+    """[(core or None, stmt)] -> statements, each run of one core's statements in its Scope."""
+    out, run, core = [], [], None
+    for c, st in items:
+        if c != core and run:
+            out.append(Scope(core, tuple(run), run[0].loc))
+            run = []
+        core = c
+        if c is None:
+            out.append(st)
+        else:
+            run.append(st)
+    if run:
+        out.append(Scope(core, tuple(run), run[0].loc))
+    return out
+
+
 def with_body(kernel: Kernel, body) -> Kernel:
     return replace(kernel, body=tuple(body))
 
