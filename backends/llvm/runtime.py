@@ -26,12 +26,12 @@ from dataclasses import dataclass, field
 import llvmlite.binding as llvm  # loading this backend loads LLVM (not the first compile)
 import numpy as np
 
-from tilelang_mini.errors import ArgumentError, CompileError
-from tilelang_mini.ir import dtypes
+from tilelang_mini.errors import CompileError
 from tilelang_mini.ir.nodes import Kernel, Loc
 from tilelang_mini.runtime import config
+from tilelang_mini.runtime.arguments import check_arrays
 
-BACKEND_VERSION = "tlm-llvm-5"
+BACKEND_VERSION = "tlm-llvm-6"
 MAGIC = b"TLMLLVM1"
 FN_NAME = "tlm_kernel"
 STATS = {"compiles": 0, "cache_hits": 0, "cache_stores": 0, "cache_corrupt": 0}
@@ -56,7 +56,6 @@ class HostTarget:
 
     def new_machine(self):
         """A fresh target machine (an MCJIT engine takes ownership of the one it is given)."""
-        import llvmlite.binding as llvm
         return llvm.Target.from_triple(self.triple).create_target_machine(
             cpu=self.cpu, features=self.features, opt=3, reloc="default",
             codemodel="jitdefault")
@@ -66,7 +65,6 @@ def host_target() -> HostTarget:
     global _TARGET
     with _LOCK:
         if _TARGET is None:
-            import llvmlite.binding as llvm
             llvm.initialize_native_target()
             llvm.initialize_native_asmprinter()
             triple = llvm.get_process_triple()
@@ -122,7 +120,6 @@ def _cache_key(text: str, chip: str, t: HostTarget, feats: dict) -> str:
 
 
 def _compile_module(module_text: str, needs_dpbf16: bool, t: HostTarget) -> bytes:
-    import llvmlite.binding as llvm
     from .microkernel import DPBF16_IR
     mod = llvm.parse_assembly(module_text)
     mod.triple = t.triple
@@ -142,7 +139,6 @@ def _compile_module(module_text: str, needs_dpbf16: bool, t: HostTarget) -> byte
 
 
 def _load_object(obj: bytes, t: HostTarget):
-    import llvmlite.binding as llvm
     engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), t.new_machine())
     ref = llvm.ObjectFileRef.from_data(obj)
     engine.add_object_file(ref)
@@ -272,23 +268,8 @@ def _pool(n: int) -> ThreadPoolExecutor:
 
 
 def check_args(kernel: Kernel, args) -> list:
-    params = kernel.params
-    if len(args) != len(params):
-        raise ArgumentError(f"{kernel.name} takes {len(params)} argument(s) "
-                            f"({', '.join(p.name for p in params)}), got {len(args)}", kernel.loc)
-    for p, a in zip(params, args):
-        if not isinstance(a, np.ndarray):
-            raise ArgumentError(f"argument {p.name} must be a numpy array, got "
-                                f"{type(a).__name__}", kernel.loc)
-        if tuple(a.shape) != tuple(p.shape):
-            raise ArgumentError(f"argument {p.name} has shape {tuple(a.shape)}, expected "
-                                f"{tuple(p.shape)}", kernel.loc)
-        if dtypes.canonical(a.dtype) != p.dtype:
-            raise ArgumentError(f"argument {p.name} has dtype {a.dtype}, expected {p.dtype}",
-                                kernel.loc)
-        if not a.flags.c_contiguous:
-            raise ArgumentError(f"argument {p.name} must be C-contiguous", kernel.loc)
-    return list(args)
+    """The arrays, checked again before native code touches them (C-contiguous, as compiled)."""
+    return check_arrays(kernel, args, contiguous=True)
 
 
 def run(artifact: LLVMArtifact, args) -> None:

@@ -19,8 +19,8 @@ from typing import Callable
 
 import numpy as np
 
-from tilelang_mini.errors import ArgumentError, CompileError
-from tilelang_mini.ir import dtypes
+from tilelang_mini.errors import CompileError
+from tilelang_mini.runtime.arguments import check_arrays
 from tilelang_mini.ir.nodes import (
     CORES, Const, For, If, Kernel, Scope, SetCrossFlag, WaitCrossFlag, walk,
 )
@@ -203,23 +203,9 @@ def new_block(bufs: dict, grid_vals: dict, with_cores: bool) -> Env:
 
 
 def check_args(kernel: Kernel, args) -> dict:
-    params = kernel.params
-    if len(args) != len(params):
-        raise ArgumentError(f"{kernel.name} takes {len(params)} argument(s) "
-                            f"({', '.join(p.name for p in params)}), got {len(args)}", kernel.loc)
-    bufs = {}
-    for p, a in zip(params, args):
-        if not isinstance(a, np.ndarray):
-            raise ArgumentError(f"argument {p.name} must be a numpy array, got "
-                                f"{type(a).__name__}", kernel.loc)
-        if tuple(a.shape) != tuple(p.shape):
-            raise ArgumentError(f"argument {p.name} has shape {tuple(a.shape)}, expected "
-                                f"{tuple(p.shape)}", kernel.loc)
-        if a.dtype != dtypes.to_numpy(p.dtype):
-            raise ArgumentError(f"argument {p.name} has dtype {a.dtype}, expected {p.dtype}",
-                                kernel.loc)
-        bufs[p.name] = a
-    return bufs
+    """Every parameter's array by name (ArgumentError on a wrong number, type, shape, dtype)."""
+    arrays = check_arrays(kernel, args)
+    return {p.name: a for p, a in zip(kernel.params, arrays)}
 
 
 class NumpyBackend:
