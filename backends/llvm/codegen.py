@@ -24,9 +24,10 @@ from tilelang_mini.ir.nodes import (
 
 from . import vecmath as vm
 from .dataflow import forward_copies, interval, fuse_copy_chains, live_columns, map_reduce_pairs
-from .irutil import F32, I1, I32, I64, PTR, VL, Emitter, const, is_vec, vty
+from .irutil import F32, I1, I32, I64, PTR, VL, Emitter, const, is_vec, like, vty
 from .layout import PER_BLOCK, is_dual_copy, plan_buffers, storage_of
 from .parallel import ParallelMaps, _vars_in
+from .rowfuse import RowRun, row_runs
 
 SYNC_NAMES = ("SetFlag", "WaitFlag", "PipeBarrier", "SetCrossFlag", "WaitCrossFlag")
 
@@ -141,8 +142,11 @@ class KernelGen(ParallelMaps):
     # ------------------------------------------------------------------------ statements
     def body(self, stmts):
         saved, self.prefetch = self.prefetch, []
-        for s in stmts:
-            self.statement(s)
+        for s in row_runs(self, stmts):
+            if isinstance(s, RowRun):
+                s.emit(self)
+            else:
+                self.statement(s)
         if self.prefetch:
             from .packing import flush_prefetch
             flush_prefetch(self, self.prefetch)
@@ -566,11 +570,11 @@ class KernelGen(ParallelMaps):
         if x.dtype == "int32":
             b = e.b
             if v.kind == "float":
-                r = b.sext(b.fptosi(v.v, _like(v.v, I32)), _like(v.v, I64))
+                r = b.sext(b.fptosi(v.v, like(v.v.type, I32)), like(v.v.type, I64))
             elif v.kind == "bool":
-                r = b.zext(v.v, _like(v.v, I64))
+                r = b.zext(v.v, like(v.v.type, I64))
             else:
-                r = b.sext(b.trunc(v.v, _like(v.v, I32)), _like(v.v, I64))
+                r = b.sext(b.trunc(v.v, like(v.v.type, I32)), like(v.v.type, I64))
             return Val(r, "int")
         return Val(vm.to_bool(e, v.v, v.kind), "bool")
 
@@ -587,10 +591,6 @@ class KernelGen(ParallelMaps):
             raise self.fail(f"internal: packed buffer {info.name} written elementwise")
         flat = self.flat_index(info, s.indices)
         self.store_value(info, flat, self.expr(s.value))
-
-def _like(v, elem):
-    from .irutil import like
-    return like(v.type, elem)
 
 
 def build(kernel: Kernel, features: dict):

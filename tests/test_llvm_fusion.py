@@ -1,0 +1,183 @@
+"""Row interleaving of row-local vector-core tile ops (backends/llvm/rowfuse.py): which runs
+are fused, and that fused kernels compute what the NumPy interpreter computes."""
+# No `from __future__ import annotations`: the frontend reads T.Tensor annotations as objects.
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import tilelang_mini
+from backends.llvm import BACKEND, rowfuse
+from backends.numpy import BACKEND as NUMPY
+from tilelang_mini.ir.nodes import (
+    Alloc, BinOp, Buffer, Call, Const, Copy, Fill, For, Kernel, Load, PipeBarrier, Reduce, Region,
+    Scope, SetFlag, Store, Var, WaitFlag,
+)
+
+RNG = np.random.default_rng(7)
+
+
+@pytest.fixture(autouse=True)
+def _private_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("TILELANG_MINI_CACHE_DIR", str(tmp_path / "cache"))
+
+
+@pytest.fixture
+def runs(monkeypatch):
+    """The statement counts of the RowRuns emitted (one list per compile)."""
+    seen: list = []
+    emit = rowfuse.RowRun.emit
+
+    def spy(self, g):
+        seen.append(len([s for s in self.stmts if id(s) not in g.fused_away]))
+        return emit(self, g)
+
+    monkeypatch.setattr(rowfuse.RowRun, "emit", spy)
+    return seen
+
+
+def c(x):
+    return Const(x, "float32" if isinstance(x, float) else "int32")
+
+
+def v(name):
+    return Var(name)
+
+
+def add(a, b):
+    return BinOp("+", a, b)
+
+
+def mul(a, b):
+    return BinOp("*", a, b)
+
+
+def reg(buf, starts, extents):
+    return Region(buf, tuple(c(s) if isinstance(s, int) else s for s in starts), tuple(extents))
+
+
+def full(buf):
+    return Region.full(buf)
+
+
+def npu_kernel(params, body, blocks):
+    return Kernel("k", tuple(params), (blocks,), ("cid", "vid"), tuple(body), True)
+
+
+def check(k, *args):
+    """Run on llvm and on the interpreter; llvm's outputs must match."""
+    ref = [a.copy() for a in args]
+    NUMPY.run(NUMPY.lower(k, {}), ref)
+    BACKEND.run(BACKEND.lower(k, {}), list(args))
+    for got, want in zip(args, ref):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+R, N = 4, 40   # rows per vector core, columns (not a multiple of the vector length)
+
+
+def _tiles(dtype="float32"):
+    return (Buffer("x", (R, N), dtype, "UB"), Buffer("e", (R, N), "float32", "UB"),
+            Buffer("s", (R,), "float32", "UB"), Buffer("t", (R, 1), "float32", "UB"))
+
+
+def _rows(M):
+    return add(mul(v("cid"), c(2 * R)), mul(v("vid"), c(R)))
+
+
+def test_softmax_like_run_is_fused_and_matches_numpy(runs):
+    M = 3 * 2 * R - 3   # the last block's rows are clipped at the tensor's end
+    X, Y = Buffer("X", (M, N), "float32"), Buffer("Y", (M, N), "float32")
+    S = Buffer("S", (M,), "float32")
+    x, e, s, t = _tiles()
+    i, j = v("i"), v("j")
+    body = [Alloc(x), Alloc(e), Alloc(s), Alloc(t), Scope("V", (
+        Copy(reg(X, (_rows(M), 0), (R, N)), full(x)),
+        SetFlag("MTE2", "V", 0), WaitFlag("MTE2", "V", 0),
+        Reduce("max", full(x), full(s), 1),
+        PipeBarrier("V"),
+        For(("i", "j"), (c(R), c(N)), "parallel", (
+            Store(e, (i, j), Call("exp", (BinOp("-", Load(x, (i, j)), Load(s, (i,))),))),)),
+        Fill(full(t), c(0.5)),
+        Reduce("sum", full(e), full(t), -1, clear=False),
+        For(("i",), (c(R),), "parallel", (
+            Store(s, (i,), BinOp("/", c(1.0), Load(t, (i, c(0))))),
+            Store(t, (i, c(0)), mul(Load(s, (i,)), c(2.0))))),
+        For(("i", "j"), (c(R), c(N)), "parallel", (
+            Store(e, (i, j), mul(Load(e, (i, BinOp("-", c(N - 1), j))), Load(s, (i,)))),)),
+        Copy(full(e), reg(Y, (_rows(M), 0), (R, N))),
+        Copy(reg(t, (0, 0), (R, 1)), reg(S, (_rows(M),), (R,))),
+    ))]
+    k = npu_kernel((X, Y, S), body, 3)
+    check(k, RNG.standard_normal((M, N)).astype(np.float32), np.zeros((M, N), np.float32),
+          np.zeros(M, np.float32))
+    assert runs == [8]   # everything after the copy-in (which stays a whole-tile copy)
+
+
+def test_cross_row_reads_split_the_run(runs):
+    X, Y = Buffer("X", (2 * R, N), "float32"), Buffer("Y", (2 * R, N), "float32")
+    x, e, s, _ = _tiles()
+    i, j = v("i"), v("j")
+    nxt = BinOp("%", add(i, c(1)), c(R))
+    body = [Alloc(x), Alloc(e), Alloc(s), Scope("V", (
+        Copy(reg(X, (_rows(0), 0), (R, N)), full(x)),
+        For(("i", "j"), (c(R), c(N)), "parallel", (Store(e, (i, j), mul(Load(x, (i, j)), c(3.0))),)),
+        Reduce("sum", full(e), full(s), 1),
+        # reads row i + 1 of e, which the run writes: a new run starts here
+        For(("i", "j"), (c(R), c(N)), "parallel", (
+            Store(x, (i, j), add(Load(e, (nxt, j)), Load(s, (i,)))),)),
+        Copy(full(x), reg(Y, (_rows(0), 0), (R, N))),
+    ))]
+    k = npu_kernel((X, Y), body, 1)
+    check(k, RNG.standard_normal((2 * R, N)).astype(np.float32), np.zeros((2 * R, N), np.float32))
+    assert runs == [2, 2]
+
+
+def test_overlapping_writes_of_one_tensor_are_not_interleaved(runs):
+    M = 2 * R + 1
+    X, Y = Buffer("X", (M, N), "float32"), Buffer("Y", (M, N), "float32")
+    x, e, _, _ = _tiles()
+    i, j = v("i"), v("j")
+    body = [Alloc(x), Alloc(e), Scope("V", (
+        Copy(reg(X, (_rows(M), 0), (R, N)), full(x)),
+        For(("i", "j"), (c(R), c(N)), "parallel", (Store(e, (i, j), add(Load(x, (i, j)), c(1.0))),)),
+        Copy(full(x), reg(Y, (_rows(M), 0), (R, N))),
+        Copy(full(e), reg(Y, (add(_rows(M), c(1)), 0), (R, N))),   # overlaps rows of the first
+    ))]
+    k = npu_kernel((X, Y), body, 1)
+    check(k, RNG.standard_normal((M, N)).astype(np.float32), np.zeros((M, N), np.float32))
+    assert runs == [2]   # the map and the first copy-out; the second copy-out after them
+
+
+def test_rows_of_other_tiles_and_gm_reads_are_not_row_local(runs):
+    X, Y = Buffer("X", (2 * R, N), "float32"), Buffer("Y", (2 * R, N), "float32")
+    big = Buffer("big", (2 * R, N), "float32", "UB")
+    x, _, s, _ = _tiles()
+    i, j = v("i"), v("j")
+    body = [Alloc(x), Alloc(big), Alloc(s), Scope("V", (
+        Copy(reg(X, (_rows(0), 0), (R, N)), full(x)),
+        Fill(full(big), c(2.0)),
+        # a map over R rows of a tile of 2R rows and one reading GM: "any" accesses
+        For(("i", "j"), (c(R), c(N)), "parallel", (
+            Store(big, (add(i, c(R)), j), add(Load(x, (i, j)), Load(X, (i, j)))),)),
+        Reduce("sum", full(x), full(s), 1),
+        Copy(reg(big, (R, 0), (R, N)), reg(Y, (_rows(0), 0), (R, N))),
+    ))]
+    k = npu_kernel((X, Y), body, 1)
+    check(k, RNG.standard_normal((2 * R, N)).astype(np.float32), np.zeros((2 * R, N), np.float32))
+    assert runs == [2]   # only the reduce and the copy-out (which reads big, not written there)
+
+
+@pytest.mark.parametrize("example, shape", [("rmsnorm", (37, 300)), ("softmax", (37, 300))])
+def test_lowered_examples_are_fused_and_match_numpy(runs, example, shape):
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
+    mod = __import__(example)
+    factory = getattr(mod, {"rmsnorm": "rms_norm", "softmax": "softmax"}[example]).factory
+    x = RNG.standard_normal(shape).astype(np.float32)
+    outs = []
+    for target in ("llvm", "numpy"):
+        kern = tilelang_mini.compile(factory(*shape, blk_m=8), out_idx=[-1], target=target)
+        outs.append(kern(x))
+    np.testing.assert_allclose(outs[0], outs[1], rtol=1e-5, atol=1e-6)
+    assert len(runs) == 1 and runs[0] >= 4
