@@ -14,9 +14,11 @@ from backends.numpy import BACKEND as NUMPY
 from tilelang_mini.errors import ArgumentError, CompileError
 from tilelang_mini.ir import dtypes
 from tilelang_mini.ir.nodes import (
-    Alloc, BinOp, Buffer, Call, Cast, Const, Copy, Fill, For, Gemm, If, Kernel, Load, Loc,
-    PipeBarrier, Reduce, Region, Scope, SetCrossFlag, SetFlag, Store, Var, WaitCrossFlag, WaitFlag,
+    Alloc, BinOp, Buffer, Call, Cast, Copy, Fill, For, Gemm, If, Load, Loc, PipeBarrier, Reduce,
+    Scope, SetCrossFlag, SetFlag, Store, WaitCrossFlag, WaitFlag,
 )
+
+from irbuild import add, c, ceildiv, close, full, kernel, mul, reg, v  # noqa: E402
 
 RNG = np.random.default_rng(1)
 
@@ -26,34 +28,18 @@ def _private_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("TILELANG_MINI_CACHE_DIR", str(tmp_path / "cache"))
 
 
-def c(v, dtype=None):
-    if dtype is None:
-        dtype = "float32" if isinstance(v, float) else "int32"
-    return Const(v, dtype)
 
 
-def v(name):
-    return Var(name)
 
 
-def add(a, b):
-    return BinOp("+", a, b)
 
 
-def mul(a, b):
-    return BinOp("*", a, b)
 
 
-def reg(buf, starts, extents):
-    return Region(buf, tuple(c(s) if isinstance(s, int) else s for s in starts), tuple(extents))
 
 
-def full(buf):
-    return Region.full(buf)
 
 
-def kernel(params, body, grid=(1,), grid_vars=("bx",), is_npu=False):
-    return Kernel("k", tuple(params), tuple(grid), tuple(grid_vars), tuple(body), is_npu)
 
 
 def run(k, *args, options=None):
@@ -72,14 +58,8 @@ def rand(shape, dtype, lo=-1.0, hi=1.0):
     return RNG.uniform(lo, hi, shape).astype(dtypes.to_numpy(dtype))
 
 
-def close(actual, expected, dtype):
-    rtol, atol = dtypes.tolerance(dtype)
-    np.testing.assert_allclose(np.asarray(actual, np.float64), np.asarray(expected, np.float64),
-                               rtol=rtol, atol=atol)
 
 
-def ceildiv(a, b):
-    return -(-a // b)
 
 
 # -------------------------------------------------------------------------------------- gemm
