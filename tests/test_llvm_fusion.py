@@ -181,3 +181,102 @@ def test_lowered_examples_are_fused_and_match_numpy(runs, example, shape):
         outs.append(kern(x))
     np.testing.assert_allclose(outs[0], outs[1], rtol=1e-5, atol=1e-6)
     assert len(runs) == 1 and runs[0] >= 4
+
+
+# ------------------------------------------------------- one pass per pair (rowpass.py)
+
+
+@pytest.fixture
+def pairs(monkeypatch):
+    """The pairs emitted as one pass over a row: "in" (copy-in + map + reduce), "out"."""
+    from backends.llvm import rowpass
+    seen: list = []
+    cin, cout = rowpass.copy_in_map_reduce, rowpass.map_copy_out
+
+    def spy_in(*a):
+        seen.append("in")
+        return cin(*a)
+
+    def spy_out(*a):
+        seen.append("out")
+        return cout(*a)
+
+    monkeypatch.setattr(rowpass, "copy_in_map_reduce", spy_in)
+    monkeypatch.setattr(rowpass, "map_copy_out", spy_out)
+    return seen
+
+
+def _rms_body(M, X, Y, x, e, s, tail=(), own=True):
+    """copy-in, square (fused with its row sum), rsqrt, scale, copy-out."""
+    i, j = v("i"), v("j")
+    xij = Load(x, (i, j)) if own else Load(x, (i, BinOp("-", c(N - 1), j)))
+    return [Alloc(x), Alloc(e), Alloc(s), Scope("V", (
+        Copy(reg(X, (_rows(M), 0), (R, N)), full(x)),
+        SetFlag("MTE2", "V", 0), WaitFlag("MTE2", "V", 0),
+        For(("i", "j"), (c(R), c(N)), "parallel", (Store(e, (i, j), mul(xij, xij)),)),
+        Reduce("sum", full(e), full(s), 1),
+        For(("i",), (c(R),), "parallel", (
+            Store(s, (i,), Call("rsqrt", (add(BinOp("/", Load(s, (i,)), c(float(N))),
+                                              c(1e-6)),))),)),
+        For(("i", "j"), (c(R), c(N)), "parallel", (
+            Store(x, (i, j), mul(Load(x, (i, j)), Load(s, (i,)))),)),
+        PipeBarrier("V"),
+        Copy(full(x), reg(Y, (_rows(M), 0), (R, N))),
+    ) + tuple(tail))]
+
+
+@pytest.mark.parametrize("M", [3 * 2 * R, 3 * 2 * R - 3])   # rows clipped at the end, or not
+def test_copy_in_and_copy_out_pairs_are_one_pass(runs, pairs, M):
+    X, Y = Buffer("X", (M, N), "float32"), Buffer("Y", (M, N), "float32")
+    x, e, s, _ = _tiles()
+    k = npu_kernel((X, Y), _rms_body(M, X, Y, x, e, s), 3)
+    check(k, RNG.standard_normal((M, N)).astype(np.float32), np.zeros((M, N), np.float32))
+    assert runs == [5] and sorted(set(pairs)) == ["in", "out"]   # the copy-in joins the run
+
+
+def test_float16_tensors_pair_with_conversions(pairs):
+    M = 2 * 2 * R - 1
+    X, Y = Buffer("X", (M, N), "float16"), Buffer("Y", (M, N), "float16")
+    x, e, s, _ = _tiles()
+    k = npu_kernel((X, Y), _rms_body(M, X, Y, x, e, s), 2)
+    ref = [RNG.standard_normal((M, N)).astype(np.float16), np.zeros((M, N), np.float16)]
+    got = [a.copy() for a in ref]
+    NUMPY.run(NUMPY.lower(k, {}), ref)
+    BACKEND.run(BACKEND.lower(k, {}), got)
+    np.testing.assert_array_equal(got[1], ref[1])
+    assert sorted(set(pairs)) == ["in", "out"]
+
+
+def test_tile_read_after_the_copy_out_keeps_the_two_passes(pairs):
+    M = 2 * R
+    X, Y, Z = (Buffer(n, (M, N), "float32") for n in ("X", "Y", "Z"))
+    x, e, s, _ = _tiles()
+    # the scaled tile is copied out a second time: the map must still write it
+    k = npu_kernel((X, Y, Z), _rms_body(M, X, Y, x, e, s, tail=(
+        Copy(full(x), reg(Z, (add(mul(v("cid"), c(2 * R)), mul(v("vid"), c(R))), 0), (R, N))),
+    )), 1)
+    check(k, RNG.standard_normal((M, N)).astype(np.float32), np.zeros((M, N), np.float32),
+          np.zeros((M, N), np.float32))
+    assert pairs and set(pairs) == {"in"}
+
+
+def test_map_reading_other_columns_of_the_copied_tile_is_not_paired(pairs):
+    M = 2 * R
+    X, Y = Buffer("X", (M, N), "float32"), Buffer("Y", (M, N), "float32")
+    x, e, s, _ = _tiles()
+    k = npu_kernel((X, Y), _rms_body(M, X, Y, x, e, s, own=False), 1)
+    check(k, RNG.standard_normal((M, N)).astype(np.float32), np.zeros((M, N), np.float32))
+    assert pairs and set(pairs) == {"out"}
+
+
+def test_copied_tile_in_a_loop_is_not_dead_after_the_copy_out(pairs):
+    M = 2 * R
+    X, Y = Buffer("X", (M, N), "float32"), Buffer("Y", (M, N), "float32")
+    x, e, s, _ = _tiles()
+    body = _rms_body(M, X, Y, x, e, s)
+    scope = body[-1]
+    # the whole V body twice in a serial loop: the second pass reads what the first left
+    body[-1] = Scope("V", (For(("it",), (c(2),), "serial", scope.body[:1] + scope.body[3:]),))
+    k = npu_kernel((X, Y), body, 1)
+    check(k, RNG.standard_normal((M, N)).astype(np.float32), np.zeros((M, N), np.float32))
+    assert "out" not in pairs

@@ -279,12 +279,17 @@ def _copy_fast(g, s, si, di, sbase, dbase, s_off0, d_off0, s_dims, d_dims, conve
     ssz, dsz = STORAGE[si.storage][1], STORAGE[di.storage][1]
     rt = STORAGE[si.storage][0]
 
-    stream = _streams(g, di, run)
+    stream = streams(g, di, run)
 
     def move(s_off, d_off):
         sp, dp = elem_ptr(g, si, sbase, s_off), elem_ptr(g, di, dbase, d_off)
         if stream:
-            _stream_run(g, si, sp, dp, run, convert)
+            def value(t0, mask):
+                sq = e.gep(sp, b.mul(t0, ir.Constant(I64, ssz)))
+                if mask is None:
+                    return convert(e.load(vty(rt), sq))
+                return convert(e.masked_load(vty(rt), sq, mask, ir.Constant(vty(rt), None)))
+            stream_run(g, dp, run, value)
             return
         if ident:
             e.memcpy(dp, sp, run * ssz)
@@ -324,18 +329,18 @@ def _copy_fast(g, s, si, di, sbase, dbase, s_off0, d_off0, s_dims, d_dims, conve
 STREAM_MIN_BYTES = 8 << 20  # GM outputs at least this large bypass the caches
 
 
-def _streams(g, info, run) -> bool:
+def streams(g, info, run) -> bool:
     """Write a GM tensor with non-temporal stores: a large float32/int32 output written in
     runs of whole cache lines (x86 only), which NumPy's copy of the same bytes also does."""
     return (g.nt_ok and info.param is not None and info.esize == 4 and run >= 4 * VL
             and info.buf.numel * 4 >= STREAM_MIN_BYTES)
 
 
-def _stream_run(g, si, sp, dp, run, convert):
-    """`run` elements to a 4-byte GM destination: a masked head up to a 64-byte boundary,
+def stream_run(g, dp, run, value):
+    """`run` elements to a 4-byte GM destination at dp, value(t0, mask) -> the raw vector of
+    elements t0 + lane (mask None: all VL lanes): a masked head up to a 64-byte boundary,
     non-temporal aligned vectors, a masked tail (plain stores when dp is not 4-aligned)."""
     e, b = g.e, g.e.b
-    rt, ssz = STORAGE[si.storage]
     g.nt_used = True
     addr = b.ptrtoint(dp, I64)
     n = ir.Constant(I64, run)
@@ -347,17 +352,14 @@ def _stream_run(g, si, sp, dp, run, convert):
     zero = ir.Constant(I64, 0)
 
     def chunk(t0, mask, nt=False):
-        sq = e.gep(sp, b.mul(t0, ir.Constant(I64, ssz)))
         dq = e.gep(dp, b.mul(t0, ir.Constant(I64, 4)))
-        if mask is None:
-            val = convert(e.load(vty(rt), sq))
-            if nt:
-                e.store_nt(val, dq)
-            else:
-                e.store(val, dq)
-            return
-        raw = e.masked_load(vty(rt), sq, mask, ir.Constant(vty(rt), None))
-        e.masked_store(convert(raw), dq, mask)
+        val = value(t0, mask)
+        if mask is not None:
+            e.masked_store(val, dq, mask)
+        elif nt:
+            e.store_nt(val, dq)
+        else:
+            e.store(val, dq)
 
     with e.loop(zero, head, VL, name="sth") as t0:  # unaligned rows: the whole run
         chunk(t0, lane_mask(g, t0, zero, head))

@@ -91,6 +91,7 @@ class Plan:
     has_scopes: bool
     skip: frozenset = frozenset()   # ids of copies removed by forwarding
     arena_bytes: int = 0            # all buffers: the zeroed ones first, then the others
+    zeroed: frozenset = frozenset()  # names of the buffers a block may read before writing
 
 
 # ---------------------------------------------------------------------------- forwarding
@@ -264,7 +265,7 @@ def plan_buffers(kernel: Kernel, bf16: bool) -> Plan:
         if x in infos:
             infos[y] = infos[x]
     return Plan(infos, offset if zero_bytes is None else zero_bytes, has_scopes,
-                frozenset(skip), offset)
+                frozenset(skip), offset, frozenset(zeroed))
 
 
 def _layout(buf, uses, bf16: bool) -> str:

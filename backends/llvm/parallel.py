@@ -124,10 +124,11 @@ class ParallelMaps:
         self._nest(outer, lambda: lanes(phase1))
         self._nest(outer, lambda: lanes(phase2))
 
-    def map_reduce(self, loop, red):
+    def map_reduce(self, loop, red, before=None):
         """A Parallel map filling tile X fused with the reduction of X along its last dim
         (dataflow.map_reduce_pairs): the map's values, rounded to X's dtype, feed the
-        reduction's accumulators; X is never written."""
+        reduction's accumulators; X is never written. before(t0, mask), if given, is emitted
+        ahead of each vector of values (rowpass.py: the copy-in of what the map reads)."""
         from . import vecmath as vm
         from .reduce import reduce
         st = loop.body[0]
@@ -144,6 +145,8 @@ class ParallelMaps:
 
         def producer(idx, t0, mask):
             b = e.b
+            if before is not None:
+                before(t0, mask)
             for n, i in zip(names[:-1], idx):
                 self.vars[n] = self.Val(i, "int")
             lane = b.add(e.splat(t0), e.iota())

@@ -12,6 +12,9 @@ Row-local statements (R >= 2):
   row by row). Copies from GM stay whole-tile copies before the run: one long contiguous read
   keeps the memory busier than a row at a time between computations (measured: copying rmsnorm's
   8 KB rows in inside the run made it ~0.9 ms slower, keeping the tile copy ~0.8 ms faster).
+  Except a copy from GM whose tile the next statement, a map fused with its reduction, reads:
+  it joins the run and is read in the map's pass over the row (rowpass.py), as a copy-out is
+  written in the pass of the map producing its tile when nothing reads the tile afterwards.
 * Reduce along the last dim of a 2-d tile rows [0, R) into per-row values (dst rows [0, R)).
 * Fill of rows [0, R) of a tile.
 * Parallel map `for i, ... in T.Parallel(R, ...)` of Stores only: restricted to row r, i is
@@ -51,8 +54,19 @@ class _Acc:
 class RowRun:
     """Statements emitted row by row in one loop over `rows` rows."""
 
-    def __init__(self, rows: int, stmts: list):
+    def __init__(self, rows: int, stmts: list, g=None):
         self.rows, self.stmts = rows, stmts
+        # {id(map): copy} of the pairs emitted as one pass over a row (rowpass.py)
+        self.copy_in, self.copy_out = {}, {}
+        if g is not None:
+            from .rowpass import copy_in_pairs, copy_out_of
+            for k, s in enumerate(stmts[:-1]):
+                t = stmts[k + 1]
+                if isinstance(s, Copy) and copy_in_pairs(g, [s, t]):
+                    self.copy_in[id(t)] = s
+                elif copy_out_of(g, s, t):
+                    self.copy_out[id(s)] = t
+        self.paired = {id(c) for c in (*self.copy_in.values(), *self.copy_out.values())}
 
     def emit(self, g):
         from . import codegen_ops
@@ -62,14 +76,13 @@ class RowRun:
             with g.e.loop(0, self.rows, name="row") as r:
                 g.bind(ROW, r, (0, self.rows - 1))
                 for s in self.stmts:
-                    if id(s) in g.fused_away or id(s) in g.plan.skip:
+                    if id(s) in g.fused_away or id(s) in g.plan.skip or id(s) in self.paired:
                         continue
                     g.stmt = s
                     if isinstance(s, For):
                         self._map(g, s, r)
                     elif isinstance(s, Copy):
-                        codegen_ops.copy(g, Copy(_restrict(s.src, _first(s.src.extent)),
-                                                 _restrict(s.dst, _first(s.dst.extent)), s.loc))
+                        codegen_ops.copy(g, _restrict_copy(s))
                     elif isinstance(s, Reduce):
                         codegen_ops.reduce(g, _restrict_reduce(s))
                     else:
@@ -83,7 +96,14 @@ class RowRun:
         saved = {i: (g.vars.get(i), g.ranges.get(i))}
         g.bind(i, r, (0, self.rows - 1))
         try:
-            if id(s) in g.fused:
+            from . import rowpass
+            if id(s) in self.copy_in:
+                cp = self.copy_in[id(s)]
+                rowpass.copy_in_map_reduce(g, _restrict_copy(cp), _restrict_map(s),
+                                           _restrict_reduce(g.fused[id(s)]))
+            elif id(s) in self.copy_out:
+                rowpass.map_copy_out(g, _restrict_map(s), _restrict_copy(self.copy_out[id(s)]))
+            elif id(s) in g.fused:
                 g.map_reduce(_restrict_map(s), _restrict_reduce(g.fused[id(s)]))
             elif len(s.vars) > 1:
                 g.statement(_restrict_map(s))
@@ -99,16 +119,23 @@ def row_runs(g, stmts):
     (Scope("V") bodies only)."""
     if g.ctx != "V" or g.par is not None:
         return stmts
+    from .rowpass import copy_in_pairs
+    ins = copy_in_pairs(g, stmts)   # GM -> tile copies read in one pass with their map
     out: list = []
     cur: list = []
     accs: list = []
 
     def flush():
         run = list(cur)
-        # a map whose reduction (the next statement) is outside the run runs as usual
+        # a map whose reduction (the next statement) is outside the run runs as usual, and
+        # so does a copy-in whose map is not the next statement of the run
         for k, s in enumerate(run):
             red = g.fused.get(id(s))
-            if red is not None and not any(t is red for t in run[k + 1:]):
+            if id(s) in ins:
+                ok = k + 1 < len(run) and run[k + 1] is ins[id(s)]
+            else:
+                ok = red is None or any(t is red for t in run[k + 1:])
+            if not ok:
                 out.extend(_plain(g, run[:k], accs))
                 out.extend(run[k:])
                 return
@@ -119,7 +146,7 @@ def row_runs(g, stmts):
             if not cur:
                 out.append(s)
             continue        # no-ops: dropped inside a run
-        acc = _classify(g, s)
+        acc = _classify(g, s, id(s) in ins)
         if acc is not None and _valid(accs + [acc]):
             cur.append(s)
             accs.append(acc)
@@ -137,7 +164,7 @@ def _plain(g, run, accs):
     work = [s for s in run if id(s) not in g.fused_away and id(s) not in g.plan.skip]
     if len(work) < 2:
         return run
-    return [RowRun(accs[0].rows, run)]
+    return [RowRun(accs[0].rows, run, g)]
 
 
 def _valid(accs) -> bool:
@@ -192,8 +219,9 @@ def _start_reads(acc, *regions):
             acc.reads |= {n.buffer.name for n in walk(x) if isinstance(n, Load)}
 
 
-def _classify(g, s):
-    """_Acc of a row-local statement, or None."""
+def _classify(g, s, copy_in=False):
+    """_Acc of a row-local statement, or None; copy_in: a copy from GM read in one pass with
+    the map after it (rowpass.py)."""
     if isinstance(s, Copy):
         src, dst = s.src, s.dst
         ds, dd = _first(src.extent), _first(dst.extent)
@@ -204,9 +232,9 @@ def _classify(g, s):
         acc = _Acc(src.extent[ds])
         _start_reads(acc, src, dst)
         ks, kd = _kind(g, src.buffer), _kind(g, dst.buffer)
-        if ks is None or kd is None or ks == "gm":
+        if ks is None or kd is None or (ks == "gm" and not copy_in):
             return None
-        if _row_region(g, src, acc.rows):
+        if ks != "gm" and _row_region(g, src, acc.rows):
             acc.row.add(src.buffer.name)
         else:
             acc.reads.add(src.buffer.name)
@@ -283,6 +311,11 @@ def _restrict(r: Region, d: int) -> Region:
     ext = list(r.extent)
     ext[d] = 1
     return Region(r.buffer, tuple(start), tuple(ext))
+
+
+def _restrict_copy(s: Copy) -> Copy:
+    return Copy(_restrict(s.src, _first(s.src.extent)), _restrict(s.dst, _first(s.dst.extent)),
+                s.loc)
 
 
 def _restrict_reduce(s: Reduce) -> Reduce:

@@ -31,7 +31,7 @@ from tilelang_mini.ir.nodes import Kernel, Loc
 from tilelang_mini.runtime import config
 from tilelang_mini.runtime.arguments import check_arrays
 
-BACKEND_VERSION = "tlm-llvm-7"
+BACKEND_VERSION = "tlm-llvm-8"
 MAGIC = b"TLMLLVM1"
 FN_NAME = "tlm_kernel"
 STATS = {"compiles": 0, "cache_hits": 0, "cache_stores": 0, "cache_corrupt": 0}
