@@ -132,6 +132,15 @@ CASES = {
     "gm_map": (lambda: gm_map(50), [-1], lambda: [rand((50,))]),
     "softmax_f16": (lambda: softmax_f16(40, 32), [-1], lambda: [rand((40, 32), "float16")]),
     "reuse": (lambda: reuse(16, 32), [-2, -1], lambda: [rand((16, 32))]),
+    "batched_gemm": (lambda: batched_gemm(2, 40, 50, 70), [-1],
+                     lambda: [rand((2, 40, 70), "float16"), rand((2, 70, 50), "float16", 1)]),
+    "two_gemms": (lambda: two_gemms(64, 32, 32), [-1],
+                  lambda: [rand((64, 32), "float16"), rand((32, 32), "float16", 1),
+                           rand((32, 32), "float16", 2)]),
+    "row_mean_bf16": (lambda: row_mean_bf16(40, 100), [-1], lambda: [rand((40, 100))]),
+    "scalar_then_vector": (lambda: scalar_then_vector(64), [-1], lambda: [rand((64,))]),
+    "gemm_fp32_to_fp16": (lambda: gemm_fp32_to_fp16(50, 60, 40), [-1],
+                          lambda: [rand((50, 40)), rand((40, 60), "float32", 1)]),
 }
 
 
@@ -151,6 +160,82 @@ def reuse(M, N):
             for i, j in T.Parallel(M, N):
                 b[i, j] = b[i, j] + 1.0
             T.copy(b, Z)
+    return main
+
+
+def batched_gemm(B_, M, N, K, bm=32, bn=32, bk=32):
+    @T.prim_func
+    def main(A: T.Tensor((B_, M, K), "float16"), Bm: T.Tensor((B_, K, N), "float16"), C: T.Tensor((B_, M, N), "float32")):
+        with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm), B_) as (bx, by, bz):
+            A_s = T.alloc_shared((bm, bk), "float16")
+            B_s = T.alloc_shared((bk, bn), "float16")
+            C_f = T.alloc_fragment((bm, bn), "float32")
+            T.clear(C_f)
+            for k in T.Pipelined(T.ceildiv(K, bk), num_stages=2):
+                T.copy(A[bz, by * bm:(by + 1) * bm, k * bk:(k + 1) * bk], A_s)
+                T.copy(Bm[bz, k * bk:(k + 1) * bk, bx * bn:(bx + 1) * bn], B_s)
+                T.gemm(A_s, B_s, C_f)
+            T.copy(C_f, C[bz, by * bm:(by + 1) * bm, bx * bn:(bx + 1) * bn])
+    return main
+def two_gemms(M, N, K, bm=32):
+    @T.prim_func
+    def main(A: T.Tensor((M, K), "float16"), B1: T.Tensor((K, N), "float16"), B2: T.Tensor((K, N), "float16"), C: T.Tensor((M, N), "float32")):
+        with T.Kernel(T.ceildiv(M, bm)) as bx:
+            A_s = T.alloc_shared((bm, K), "float16")
+            B1_s = T.alloc_shared((K, N), "float16")
+            B2_s = T.alloc_shared((K, N), "float16")
+            X = T.alloc_fragment((bm, N), "float32")
+            Y = T.alloc_fragment((bm, N), "float32")
+            T.copy(A[bx * bm, 0], A_s)
+            T.copy(B1, B1_s)
+            T.copy(B2, B2_s)
+            T.gemm(A_s, B1_s, X, clear_accum=True)
+            T.gemm(A_s, B2_s, Y, clear_accum=True)
+            for i, j in T.Parallel(bm, N):
+                X[i, j] = X[i, j] * T.max(Y[i, j], 0.0)
+            T.copy(X, C[bx * bm, 0])
+    return main
+def row_mean_bf16(M, N, bm=16, bn=32):
+    @T.prim_func
+    def main(X: T.Tensor((M, N), "float32"), Y: T.Tensor((M,), "bfloat16")):
+        with T.Kernel(T.ceildiv(M, bm)) as bx:
+            x = T.alloc_fragment((bm, bn), "float32")
+            s = T.alloc_fragment((bm,), "float32")
+            T.clear(s)
+            for c in T.serial(T.ceildiv(N, bn)):
+                T.copy(X[bx * bm, c * bn], x)
+                T.reduce_sum(x, s, dim=1, clear=False)
+            for i in T.Parallel(bm):
+                s[i] = s[i] / N
+            T.copy(s, Y[bx * bm])
+    return main
+def scalar_then_vector(N):
+    @T.prim_func
+    def main(X: T.Tensor((N,), "float32"), Y: T.Tensor((N,), "float32")):
+        with T.Kernel(1) as bx:
+            x = T.alloc_fragment((N,), "float32")
+            acc = T.alloc_var("float32")
+            T.copy(X, x)
+            acc = 0.0
+            for i in T.serial(N):
+                acc = acc + T.abs(x[i])
+            for i in T.Parallel(N):
+                x[i] = T.log(T.exp2(x[i]) + 1.0) / acc
+            T.copy(x, Y)
+    return main
+def gemm_fp32_to_fp16(M, N, K, bm=32, bn=32, bk=16):
+    @T.prim_func
+    def main(A: T.Tensor((M, K), "float32"), B: T.Tensor((K, N), "float32"), C: T.Tensor((M, N), "float16")):
+        with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm)) as (bx, by):
+            A_s = T.alloc_shared((bm, bk), "float32")
+            B_s = T.alloc_shared((bk, bn), "float32")
+            C_f = T.alloc_fragment((bm, bn), "float32")
+            T.clear(C_f)
+            for k in T.Pipelined(T.ceildiv(K, bk), num_stages=3):
+                T.copy(A[by * bm, k * bk], A_s)
+                T.copy(B[k * bk, bx * bn], B_s)
+                T.gemm(A_s, B_s, C_f)
+            T.copy(C_f, C[by * bm, bx * bn])
     return main
 
 

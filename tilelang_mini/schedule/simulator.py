@@ -275,7 +275,7 @@ class _Block:
         if p.name == "S":  # the scalar unit waited for it: later dispatches follow it
             core.D = _join(core.D, clk)
         if not is_sync and (self.sim.data or p.name == "S"):
-            if p.name != "S" and self.sim.check:
+            if self.sim.check:  # scalar accesses of UB and GM too (var registers are not memory)
                 self.check_access(core, p, di, epoch, clk)
             env = core.xenv
             env.vars = di.vars

@@ -199,12 +199,17 @@ def insert_sync(kernel: Kernel, chip: Chip) -> Kernel:
     return replace(kernel, body=tuple(allocs + body))
 
 
+class _Uncovered(Exception):
+    pass
+
+
 class _Analysis:
     def __init__(self, offsets, coalesce=False):
         self.offsets = offsets
         self.coalesce = coalesce
         self.channels: list[Channel] = []
         self.by_wait: dict = {}    # id(item) -> channels waiting before it
+        self.frozen = False        # replaying: a dependency no channel covers raises _Uncovered
         self.reset()
 
     def reset(self):
@@ -218,13 +223,33 @@ class _Analysis:
 
     def run(self, tree):
         self.walk(tree, ())
-        # Replay with every channel in place from the start, recording when each flag is set
-        # and waited for: the event ids are assigned from that record.
+        # A channel placed early may be covered by ones placed later (a flag round trip that
+        # also orders two vector instructions): drop each channel the others make redundant.
+        for ch in reversed(list(self.channels)):
+            at = self.channels.index(ch)
+            self.channels.remove(ch)
+            self.by_wait[id(ch.wait_at)].remove(ch)
+            if not self.replay(tree):
+                self.channels.insert(at, ch)
+                self.by_wait[id(ch.wait_at)].append(ch)
+        # The final replay records when each flag is set and waited for (for the event ids).
+        if not self.replay(tree):
+            raise AssertionError("insert_sync: the channels no longer cover the dependencies")
+        return self.channels
+
+    def replay(self, tree) -> bool:
+        """Walk again with the channels fixed: True when they cover every dependency."""
         self.reset()
         for ch in self.channels:
             ch.last_set, ch.sets, ch.waits = None, [], []
-        self.walk(tree, ())
-        return self.channels
+        self.frozen = True
+        try:
+            self.walk(tree, ())
+            return True
+        except _Uncovered:
+            return False
+        finally:
+            self.frozen = False
 
     def record_set(self, ch: Channel, vc: dict):
         if ch.sets is not None:
@@ -274,11 +299,18 @@ class _Analysis:
         for ch in self.by_wait.get(id(item), []):  # flags already placed before this instruction
             self.apply(ch, known)
             self.record_wait(ch, occ.index)
+        scalar = self.cur.get((item.core, "S"))
+        if scalar and q[1] != "S":  # dispatched after the core's last scalar instruction finished
+            for p, i in scalar.items():
+                if i > known.get(p, -1):
+                    known[p] = i
         acc = _accesses(item, self.offsets)
         needed: dict = {}
         for prev, pacc, _ in self.history:
             p = (prev.item.core, prev.item.pipe)
             if p == q and item.pipe != "V":
+                continue
+            if p[1] == "S" and p[0] == q[0]:  # the scalar unit finishes it before dispatching on
                 continue
             if known.get(p, -1) >= prev.index or _exclusive(prev, occ):
                 continue
@@ -289,6 +321,8 @@ class _Analysis:
         for p, (index, prev) in sorted(needed.items(), key=lambda x: -x[1][0]):
             if known.get(p, -1) >= index:
                 continue
+            if self.frozen:
+                raise _Uncovered
             ch = self.channel(prev, occ, p, q)
             self.apply(ch, known, snapshot=self.snapshot(prev, occ, ch))
         vc = dict(known)
