@@ -1,0 +1,1 @@
+"""The passes, one per file, and pipeline.py: their one ordered list."""
