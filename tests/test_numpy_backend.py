@@ -98,7 +98,7 @@ def test_gemm_transposes(ta, tb, in_dtype, target):
 
 
 @pytest.mark.parametrize("clear", [True, False])
-def test_gemm_clear_accum_and_bf16_accumulator(clear):
+def test_gemm_clear_accum_and_bf16_accumulator(clear, target):
     A, B = Buffer("A", (8, 4), "float32"), Buffer("B", (4, 6), "float32")
     C = Buffer("C", (8, 6), "bfloat16")
     acc = Buffer("acc", (8, 6), "bfloat16", "fragment")
@@ -109,7 +109,7 @@ def test_gemm_clear_accum_and_bf16_accumulator(clear):
     ])
     a, b, cc = rand((8, 4), "float32"), rand((4, 6), "float32"), rand((8, 6), "bfloat16")
     out = cc.copy()
-    run(k, a, b, out)
+    run(k, a, b, out, target=target)
     ref = a.astype(np.float64) @ b + (0 if clear else cc.astype(np.float64))
     close(out, ref, "bfloat16")
 

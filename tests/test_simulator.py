@@ -12,6 +12,8 @@ import numpy as np
 import pytest
 
 import tilelang_mini.language as T
+
+import kernels
 from tilelang_mini.arch import get_chip
 from tilelang_mini.errors import DeadlockError, RaceError, SyncError
 from tilelang_mini.ir.nodes import (
@@ -75,51 +77,9 @@ def cube_gemm(M, N, K, bm=64, bn=64, bk=32):
 
 
 def cube_gemm_db(M, N, K, bm=64, bn=64, bk=32):
-    """The same GEMM double-buffered: two L1/L0 sets, event ids 0/1 ping-pong."""
-    nbn = N // bn
-
-    @T.prim_func
-    def gemm2(A: T.Tensor((M, K), "float16"), B: T.Tensor((K, N), "float16"),
-              C: T.Tensor((M, N), "float32")):
-        with T.Kernel((M // bm) * nbn, is_npu=True) as (cid, vid):
-            A_L1a = T.alloc_L1((bm, bk), "float16")
-            A_L1b = T.alloc_L1((bm, bk), "float16")
-            B_L1a = T.alloc_L1((bk, bn), "float16")
-            B_L1b = T.alloc_L1((bk, bn), "float16")
-            A_L0a = T.alloc_L0A((bm, bk), "float16")
-            A_L0b = T.alloc_L0A((bm, bk), "float16")
-            B_L0a = T.alloc_L0B((bk, bn), "float16")
-            B_L0b = T.alloc_L0B((bk, bn), "float16")
-            C_L0 = T.alloc_L0C((bm, bn), "float32")
-            stages = ((0, A_L1a, B_L1a, A_L0a, B_L0a), (1, A_L1b, B_L1b, A_L0b, B_L0b))
-            with T.Scope("C"):
-                for s in [0, 1]:
-                    T.set_flag("MTE1", "MTE2", s)
-                    T.set_flag("M", "MTE1", s)
-                T.clear(C_L0)
-                for ko in T.serial(K // bk // 2):
-                    for s, a1, b1, a0, b0 in stages:
-                        T.wait_flag("MTE1", "MTE2", s)
-                        T.copy(A[cid // nbn * bm, (ko * 2 + s) * bk], a1)
-                        T.copy(B[(ko * 2 + s) * bk, cid % nbn * bn], b1)
-                        T.set_flag("MTE2", "MTE1", s)
-                        T.wait_flag("MTE2", "MTE1", s)
-                        T.wait_flag("M", "MTE1", s)
-                        T.copy(a1, a0)
-                        T.copy(b1, b0)
-                        T.set_flag("MTE1", "MTE2", s)
-                        T.set_flag("MTE1", "M", s)
-                        T.wait_flag("MTE1", "M", s)
-                        T.gemm(a0, b0, C_L0)
-                        T.set_flag("M", "MTE1", s)
-                T.set_flag("M", "FIX", 0)
-                T.wait_flag("M", "FIX", 0)
-                T.copy(C_L0, C[cid // nbn * bm, cid % nbn * bn])
-                for s in [0, 1]:
-                    T.wait_flag("MTE1", "MTE2", s)
-                    T.wait_flag("M", "MTE1", s)
-
-    return gemm2.ir
+    """The same GEMM double-buffered: two L1/L0 sets, event ids 0/1 ping-pong (the expert
+    kernel of tests/kernels.py)."""
+    return kernels.gemm_expert(M, N, K, bm=bm, bn=bn, bk=bk).ir
 
 
 def vector_kernel(R, W, barrier: bool, split: int = 1):
