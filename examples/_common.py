@@ -72,5 +72,5 @@ def simulate_and_verify(kernel, inputs, check) -> bool:
 
 
 def schedule_summary(kernel) -> str:
-    from tilelang_mini.schedule.summary import summarize
+    from tilelang_mini.report.summary import summarize
     return summarize(kernel)

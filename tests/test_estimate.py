@@ -13,8 +13,8 @@ import tilelang_mini
 import tilelang_mini.language as T
 from tilelang_mini.arch import get_chip
 from tilelang_mini.ir.nodes import PIPES
-from tilelang_mini.schedule.estimate import block_classes, estimate_kernel
-from tilelang_mini.schedule.simulator import simulate_kernel
+from tilelang_mini.sim.estimate import block_classes, estimate_kernel
+from tilelang_mini.sim.simulator import simulate_kernel
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "examples"))

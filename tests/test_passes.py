@@ -12,7 +12,7 @@ from tilelang_mini.ir.nodes import (
     Alloc, Copy, For, Gemm, If, Scope, SetCrossFlag, SetFlag, WaitFlag, walk, walk_statements,
 )
 from tilelang_mini.ir.printer import print_ir
-from tilelang_mini.schedule.pipes import pipe_of
+from tilelang_mini.ir.pipes import pipe_of
 from tilelang_mini.transform.pipeline import PASSES, STAGES, Options, run_pipeline
 
 import kernels

@@ -19,7 +19,7 @@ from tilelang_mini.errors import DeadlockError, RaceError, SyncError
 from tilelang_mini.ir.nodes import (
     Buffer, For, If, Kernel, Scope, SetFlag, WaitFlag, transform,
 )
-from tilelang_mini.schedule.simulator import run_ordered, simulate_kernel
+from tilelang_mini.sim.simulator import run_ordered, simulate_kernel
 
 CHIP = get_chip("ascend910b")
 SRC = Path(__file__).read_text().splitlines()

@@ -323,7 +323,7 @@ class LLVMBackend:
     def lower(self, kernel: Kernel, options: dict | None = None) -> LLVMArtifact:
         # Blocks run their cores in program order here: reject an order that breaks a
         # cross-core flag (possible only in hand-written kernels) instead of computing wrongly.
-        from tilelang_mini.schedule.order import check_program_order
+        from tilelang_mini.semantics.order import check_program_order
         check_program_order(kernel)
         return lower(kernel, options)
 

@@ -45,7 +45,7 @@ def _expr_reads(e) -> set[str]:
 def ir_graph(kernel: Kernel) -> nx.DiGraph:
     """Nodes are numbered in program order with attributes `op` (text), `kind`, `loc`, `core`
     and, for lowered IR, `pipe`; edges carry `kind` (RAW/WAR/WAW) and `buffer`."""
-    from ..schedule.pipes import pipe_of  # late: schedule builds on ir
+    from .pipes import pipe_of
     g = nx.DiGraph(name=kernel.name)
     last_write: dict[str, int] = {}
     reads_since: dict[str, list[int]] = {}

@@ -27,7 +27,7 @@ _ATOM = 9
 
 def print_ir(kernel: Kernel) -> str:
     """The text of `kernel`; lowered instructions are tagged `CORE.PIPE` (derived, not parsed)."""
-    from ..schedule.pipes import pipe_of  # late import: schedule builds on ir
+    from .pipes import pipe_of
     return _Printer(pipe_of).kernel(kernel)
 
 

@@ -52,7 +52,7 @@ class JITKernel:
         or SyncError when the lowered code is not correctly synchronised. `blocks` limits the
         simulation to some block ids (the others count at the simulated blocks' mean)."""
         from ..arch import get_chip
-        from ..schedule.simulator import simulate_kernel
+        from ..sim.simulator import simulate_kernel
         inputs = check_inputs(self.ir, self.inputs, args)
         outputs = allocate_outputs(self.outputs)
         report = simulate_kernel(self.ir, self._full_args(inputs, outputs),
@@ -65,7 +65,7 @@ class JITKernel:
         an `Estimate` with time_us, cycles, tflops, pipe_busy, bottleneck, peak_fraction and
         the roofline. Needs no input data (docs/performance_model.md)."""
         from ..arch import get_chip
-        from ..schedule.estimate import estimate_kernel
+        from ..sim.estimate import estimate_kernel
         return estimate_kernel(self.ir, get_chip(chip or self.chip))
 
     def _full_args(self, inputs, outputs) -> list:

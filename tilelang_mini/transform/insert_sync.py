@@ -33,7 +33,7 @@ from ..ir.nodes import (
     Alloc, Const, For, If, Kernel, Load, PipeBarrier, Region, Scope, SetCrossFlag, SetFlag,
     WaitCrossFlag, WaitFlag, walk_own,
 )
-from ..schedule.pipes import pipe_of
+from ..ir.pipes import pipe_of
 from .util import group_scopes
 
 # ---------------------------------------------------------------------------- the program tree

@@ -21,7 +21,7 @@ from ..arch import Chip
 from ..errors import CompileError
 from ..ir import dtypes
 from ..ir.nodes import Alloc, BinOp, Buffer, Const, Copy, For, Gemm, Kernel, Region, Var
-from ..schedule.pipes import copy_pipe
+from ..ir.pipes import copy_pipe
 from .util import all_allocs, map_bodies, strip_allocs
 
 ALIGN_K = 16

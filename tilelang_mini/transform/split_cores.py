@@ -21,7 +21,7 @@ from ..ir.nodes import (
     Alloc, BinOp, Const, Copy, Fill, For, If, Kernel, Load, Reduce, Region, Scope, Store, Var,
     SYNC_OPS, TILE_OPS, transform, walk_statements,
 )
-from ..schedule.pipes import pipe_of
+from ..ir.pipes import pipe_of
 from .util import leaf_instructions, substitute
 
 CUBE_PIPES = ("MTE1", "M", "FIX")

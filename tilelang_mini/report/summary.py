@@ -7,7 +7,7 @@ from collections import Counter
 from ..arch import get_chip
 from ..ir import dtypes
 from ..ir.nodes import Alloc, For, SYNC_OPS, walk_statements
-from .pipes import pipe_of
+from ..ir.pipes import pipe_of
 
 
 def summarize(kernel) -> str:

@@ -117,17 +117,17 @@ class Estimate:
 
     def to_perfetto(self, path) -> None:
         """Chrome-trace JSON of the simulated blocks at their place in the launch."""
-        from .timeline import estimate_to_perfetto
+        from ..report.timeline import estimate_to_perfetto
         estimate_to_perfetto(self, path)
 
     def to_png(self, path, max_blocks: int = 2) -> None:
         """Gantt chart of the pipes of the simulated blocks (needs matplotlib: the plot extra)."""
-        from .timeline import gantt_png
+        from ..report.timeline import gantt_png
         gantt_png(self, path, max_blocks=max_blocks)
 
     def roofline_png(self, path) -> None:
         """The roofline plot of this kernel on its chip (needs matplotlib: the plot extra)."""
-        from .timeline import roofline_png
+        from ..report.timeline import roofline_png
         roofline_png(self, path)
 
 
@@ -184,7 +184,7 @@ class _Signatures:
         return hit
 
     def of(self, block: int):
-        from .spec import semantics
+        from .. import semantics
         Env = semantics.Env
         out = []
         for kind, vid in (("C", 0), ("V", 0), ("V", 1)):
@@ -281,7 +281,7 @@ def estimate_kernel(kernel: Kernel, chip) -> Estimate:
     n = kernel.grid[0]
     classes = block_classes(kernel)
     args = zero_args(kernel)
-    from .spec import semantics
+    from .. import semantics
     bufs = semantics.check_args(kernel, args)
     cls_of, cyc, busy, events, instr = {}, {}, {}, [], 0
     flops = ideal = traffic = 0

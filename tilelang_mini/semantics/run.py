@@ -235,7 +235,7 @@ class NumpyBackend:
         if artifact.cross_core:
             # Program order may not respect cross-core flags (expert kernels): run the core
             # programs as coroutines that switch at an unsatisfied cross-core wait.
-            from tilelang_mini.schedule.simulator import run_ordered
+            from tilelang_mini.sim.simulator import run_ordered
             run_ordered(k, args)
             return
         with np.errstate(all="ignore"):

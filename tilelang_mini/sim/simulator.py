@@ -45,7 +45,7 @@ from ..ir.nodes import (
     PIPES, Alloc, Kernel, PipeBarrier, Scope, SetCrossFlag, SetFlag, WaitCrossFlag, WaitFlag,
     walk_statements,
 )
-from .spec import semantics
+from .. import semantics
 from .streams import (
     CORE_NAMES, SYNC_TYPES, block_envs, cached, check_sync_ids, core_stream, execute_effect,
     instr_accesses, instr_cost, instr_pipe, written_buffers,
@@ -82,7 +82,7 @@ class SimReport:
     def to_perfetto(self, path) -> None:
         """Write the simulated blocks as Chrome-trace JSON (Perfetto, chrome://tracing): one
         track per pipe per core, each block placed on its AIC after the blocks before it."""
-        from .timeline import report_to_perfetto
+        from ..report.timeline import report_to_perfetto
         report_to_perfetto(self, path)
 
 

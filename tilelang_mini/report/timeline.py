@@ -72,7 +72,7 @@ def _write(path, trace: dict) -> None:
 
 def report_to_perfetto(report, path) -> None:
     """SimReport -> Chrome-trace JSON at `path`."""
-    from .estimate import _offsets
+    from ..sim.estimate import _offsets
     blocks = report.blocks or tuple(report.block_cycles)
     n = (max(blocks) + 1) if blocks else 0
     mean = (sum(report.block_cycles.values()) // len(report.block_cycles)

@@ -18,13 +18,13 @@ import itertools
 import numpy as np
 
 from ..errors import CompileError, SyncError
-from .spec import semantics
+from .. import semantics
 from ..ir import dtypes
 from ..ir.nodes import (
     Alloc, Const, Copy, Fill, For, Gemm, If, Load, PipeBarrier, Reduce, Region, Scope,
     SetCrossFlag, SetFlag, Store, WaitCrossFlag, WaitFlag, walk_own, walk_statements,
 )
-from .pipes import pipe_of
+from ..ir.pipes import pipe_of
 
 CORE_NAMES = ("C", "V0", "V1")
 SYNC_TYPES = (SetFlag, WaitFlag, PipeBarrier, SetCrossFlag, WaitCrossFlag)

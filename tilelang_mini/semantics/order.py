@@ -27,7 +27,7 @@ def check_program_order(kernel: Kernel) -> None:
     if not kernel.is_npu or not any(isinstance(n, (SetCrossFlag, WaitCrossFlag))
                                     for n in walk(kernel)):
         return
-    from .spec import semantics  # the expression evaluator of the executable semantics
+    from .. import semantics  # the executable semantics (the core)
     cid, vid = kernel.grid_vars
     walker = _Walker(semantics.Env, semantics.compile_expr)
     try:

@@ -1,0 +1,1 @@
+"""Reports on compiled and simulated kernels: schedule summaries, timelines and plots."""
