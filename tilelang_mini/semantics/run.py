@@ -1,7 +1,7 @@
-"""The NumPy interpreter: the executable specification of the tile IR's semantics.
+"""The ordered run: the control flow of the executable specification of the tile IR.
 
-`lower` turns the kernel into a tree of closures once: control flow (For, If, Scope, the grid) is
-handled here, single instructions by `ops.lower_instruction` (one handler per node type), so `run`
+`lower_kernel` turns the kernel into a tree of closures once: control flow (For, If, Scope, the grid) is
+handled here, single instructions by `ops.lower_instruction` (one handler per node type), so `run_grid`
 never dispatches on node types per grid block.
 
 Execution model:
@@ -14,7 +14,6 @@ Execution model:
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
@@ -27,14 +26,6 @@ from tilelang_mini.ir.nodes import (
 
 from . import ops
 from .ops import Env, Fault, as_index, compile_expr, located, lower_instruction
-
-
-@dataclass(frozen=True)
-class NumpyArtifact:
-    kernel: Kernel
-    body: Callable[[Env], None]
-    has_scopes: bool
-    cross_core: bool = False
 
 
 class _Ctx:
@@ -208,48 +199,42 @@ def check_args(kernel: Kernel, args) -> dict:
     return {p.name: a for p, a in zip(kernel.params, arrays)}
 
 
-class NumpyBackend:
-    name = "numpy"
+def lower_kernel(kernel: Kernel) -> Callable[[Env], None]:
+    """The kernel body as one closure run once per grid block (`run_grid`)."""
+    if kernel.is_npu:
+        if len(kernel.grid) != 1 or len(kernel.grid_vars) != 2:
+            raise CompileError("an is_npu kernel has grid (n,) and variables (cid, vid)",
+                               kernel.loc)
+    elif len(kernel.grid) != len(kernel.grid_vars):
+        raise CompileError(f"grid has {len(kernel.grid)} extents but "
+                           f"{len(kernel.grid_vars)} variables", kernel.loc)
+    ctx = _Ctx()
+    if kernel.is_npu:
+        ctx.vid_name = kernel.grid_vars[1]
+    return lower_body(kernel.body, ctx)
 
-    def lower(self, kernel: Kernel, options: dict | None = None) -> NumpyArtifact:
-        if kernel.is_npu:
-            if len(kernel.grid) != 1 or len(kernel.grid_vars) != 2:
-                raise CompileError("an is_npu kernel has grid (n,) and variables (cid, vid)",
-                                   kernel.loc)
-        elif len(kernel.grid) != len(kernel.grid_vars):
-            raise CompileError(f"grid has {len(kernel.grid)} extents but "
-                               f"{len(kernel.grid_vars)} variables", kernel.loc)
-        ctx = _Ctx()
-        if kernel.is_npu:
-            ctx.vid_name = kernel.grid_vars[1]
-        body = lower_body(kernel.body, ctx)
-        nodes = [n for s in kernel.body for n in walk(s)]
-        has_scopes = any(isinstance(n, Scope) for n in nodes)
-        cross = any(isinstance(n, (SetCrossFlag, WaitCrossFlag)) for n in nodes)
-        return NumpyArtifact(kernel, body, has_scopes, cross)
 
-    def run(self, artifact: NumpyArtifact, args: list[np.ndarray]) -> None:
-        k = artifact.kernel
-        bufs = check_args(k, args)
-        body, cores = artifact.body, artifact.has_scopes
-        if artifact.cross_core:
-            # Program order may not respect cross-core flags (expert kernels): run the core
-            # programs as coroutines that switch at an unsatisfied cross-core wait.
-            from tilelang_mini.sim.simulator import run_ordered
-            run_ordered(k, args)
+def kernel_traits(kernel: Kernel) -> tuple[bool, bool]:
+    """(has Scope blocks, has cross-core flags)."""
+    nodes = [n for s in kernel.body for n in walk(s)]
+    has_scopes = any(isinstance(n, Scope) for n in nodes)
+    cross = any(isinstance(n, (SetCrossFlag, WaitCrossFlag)) for n in nodes)
+    return has_scopes, cross
+
+
+def run_grid(kernel: Kernel, body: Callable[[Env], None], has_scopes: bool, args) -> None:
+    """Run every grid block of `kernel` in program order (its cores one after the other)."""
+    bufs = check_args(kernel, args)
+    with np.errstate(all="ignore"):
+        if kernel.is_npu:
+            cid, vid = kernel.grid_vars
+            for c in range(kernel.grid[0]):
+                body(new_block(bufs, {cid: c, vid: 0}, has_scopes))
             return
-        with np.errstate(all="ignore"):
-            if k.is_npu:
-                cid, vid = k.grid_vars
-                for c in range(k.grid[0]):
-                    body(new_block(bufs, {cid: c, vid: 0}, cores))
-                return
-            names = k.grid_vars
-            for idx in itertools.product(*(range(n) for n in k.grid)):
-                body(new_block(bufs, dict(zip(names, idx)), cores))
+        names = kernel.grid_vars
+        for idx in itertools.product(*(range(n) for n in kernel.grid)):
+            body(new_block(bufs, dict(zip(names, idx)), has_scopes))
 
 
-BACKEND = NumpyBackend()
-
-__all__ = ["BACKEND", "NumpyBackend", "NumpyArtifact", "Env", "Fault", "new_block", "check_args",
-           "lower_body", "lower_stmt"]
+__all__ = ["Env", "Fault", "new_block", "check_args", "lower_body", "lower_stmt", "lower_kernel",
+           "kernel_traits", "run_grid"]

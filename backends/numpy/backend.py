@@ -1,0 +1,41 @@
+"""The numpy target: `lower` prepares the kernel's closures once, `run` runs its grid in program
+order, or, when cores hand data over through cross-core flags, as coroutines (sim.run_ordered)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from tilelang_mini.ir.nodes import Kernel
+from tilelang_mini.semantics.ops import Env
+from tilelang_mini.semantics.run import kernel_traits, lower_kernel, run_grid
+
+
+@dataclass(frozen=True)
+class NumpyArtifact:
+    kernel: Kernel
+    body: Callable[[Env], None]
+    has_scopes: bool
+    cross_core: bool = False
+
+
+class NumpyBackend:
+    name = "numpy"
+
+    def lower(self, kernel: Kernel, options: dict | None = None) -> NumpyArtifact:
+        body = lower_kernel(kernel)
+        has_scopes, cross = kernel_traits(kernel)
+        return NumpyArtifact(kernel, body, has_scopes, cross)
+
+    def run(self, artifact: NumpyArtifact, args: list[np.ndarray]) -> None:
+        if artifact.cross_core:
+            # Program order may not respect cross-core flags (expert kernels): run the core
+            # programs as coroutines that switch at an unsatisfied cross-core wait.
+            from tilelang_mini.sim.simulator import run_ordered
+            run_ordered(artifact.kernel, args)
+            return
+        run_grid(artifact.kernel, artifact.body, artifact.has_scopes, args)
+
+
+BACKEND = NumpyBackend()
