@@ -29,6 +29,8 @@ class Costs:
     cross_flag_latency: int  # cycles for a cross-core flag to reach the other core
     scalar_cycles: int      # one scalar instruction
     gm_tbps: float = 0.0    # chip-wide off-chip (HBM) bandwidth, TB/s: the roofline's memory roof
+    l2_bytes: int = 0       # L2 capacity shared by all cores (0: no L2 modelled)
+    l2_tbps: float = 0.0    # chip-wide L2 bandwidth, TB/s: every GM transfer crosses it
 
 
 CUBE_RATE = {"float16": 1.0, "bfloat16": 1.0, "float8_e4m3fn": 2.0, "float8_e5m2": 2.0,
@@ -55,6 +57,10 @@ COSTS_910B = Costs(
     mmad_latency=8, cube_macs_per_cycle=4096, flag_cycles=1, cross_flag_latency=64,
     scalar_cycles=1,
     gm_tbps=1.6,  # HBM2e of the Atlas 800T A2 / 910B: 1.6 TB/s (public spec sheet)
+    # L2: "A2/A3 about 201 MB" (tilelang-ascend performance notes) = 192 MiB. Bandwidth: the
+    # 1024-bit NoC port per core of the Da Vinci SoC (Hot Chips 2019) = 128 B/cycle, over 24
+    # cores at 1.8 GHz = 5.5 TB/s, the sum of the cores' MTE2 rates in this preset.
+    l2_bytes=192 * 1024 * 1024, l2_tbps=5.5,
 )
 
 # ascend950: calibrated against DeepGEMM-Ascend's published GEMMs on the 950DT
@@ -73,4 +79,7 @@ COSTS_950 = Costs(
     mmad_latency=8, cube_macs_per_cycle=4096, flag_cycles=1, cross_flag_latency=48,
     scalar_cycles=1,
     gm_tbps=4.0,  # 950DT: HiZQ 2.0, 144 GB at about 4 TB/s (Huawei Connect 2025 roadmap)
+    # L2: no published 950 figures. Capacity: the A2/A3's 192 MiB. Bandwidth: 2.5x the HBM
+    # (the 910B ratio above is 3.4x; the lower figure is the cautious one): 10 TB/s.
+    l2_bytes=192 * 1024 * 1024, l2_tbps=10.0,
 )

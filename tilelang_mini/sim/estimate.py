@@ -27,6 +27,7 @@ representative block of each *block class* and extrapolates to the launch:
 """
 from __future__ import annotations
 
+import math
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -35,6 +36,7 @@ from ..arch.costs import CUBE_RATE
 from ..errors import CompileError
 from ..ir import dtypes
 from ..ir.nodes import PIPES, Copy, For, Gemm, If, Kernel, Load, Scope, Var, walk, walk_statements
+from .memory import memory_traffic
 from .streams import CORE_NAMES, _expr_fn, _mat, block_envs, core_stream
 
 GM_SCOPES = ("global", "workspace")
@@ -62,7 +64,10 @@ class Estimate:
     block_cycles: dict = field(default_factory=dict)     # every block -> cycles
     classes: list = field(default_factory=list)          # [(representative, n blocks, cycles)]
     gm_bytes: int = 0               # compulsory off-chip bytes: every argument once
-    traffic_bytes: int = 0          # bytes the kernel's instructions move to/from GM
+    traffic_bytes: int = 0          # bytes the kernel's instructions move to/from GM (via L2)
+    hbm_bytes: int = 0              # bytes the L2 model sends to/from HBM (>= gm_bytes)
+    l2_tbps: float = 0.0            # the L2 roof
+    core_cycles: int = 0            # the pipe model's cycles, before the chip-wide roofs
     intensity: float = 0.0          # FLOP per compulsory byte
     bandwidth_tbps: float = 0.0     # the memory roof
     attainable_tflops: float = 0.0  # min(compute roof, intensity x memory roof)
@@ -93,10 +98,11 @@ class Estimate:
             lines.append(f"  cube: {self.tflops:.1f} TFLOP/s = {100 * self.peak_fraction:.1f}% of "
                          f"the {self.peak_tflops:.0f} TFLOP/s peak")
         lines.append("  " + self.roofline_text())
-        if self.time_us < self.memory_floor_us:
-            lines.append(f"  note: below the {self.memory_floor_us:.1f} us HBM floor: the model's "
-                         f"per-core MTE rates are not capped by the chip's {self.bandwidth_tbps:g}"
-                         f" TB/s (expect at least the floor)")
+        if self.cycles > self.core_cycles:
+            lines.append(f"  memory: {self.hbm_bytes / 1e6:.2f} MB at the HBM ({self.bandwidth_tbps:g}"
+                         f" TB/s), {self.traffic_bytes / 1e6:.2f} MB through the L2 "
+                         f"({self.l2_tbps:g} TB/s) bound the launch; the pipes alone take "
+                         f"{self.core_cycles} cycles")
         return "\n".join(lines)
 
     def roofline_text(self) -> str:
@@ -241,8 +247,10 @@ def block_classes(kernel: Kernel) -> dict:
 
 
 def _block_stats(kernel: Kernel, bufs: dict, block: int):
-    """(cube flops, peak-time weight, GM traffic bytes) of one block's instruction streams."""
-    flops, ideal, traffic = 0, 0.0, 0
+    """(cube flops, peak-time weight, {GM buffer: (bytes read, bytes written)}) of one block's
+    instruction streams."""
+    flops, ideal = 0, 0.0
+    moved = defaultdict(lambda: [0, 0])
     xenvs, wenvs = block_envs(bufs, kernel, block)
     for i, name in enumerate(CORE_NAMES):
         for di in core_stream(kernel.body, name[0], wenvs[i]):
@@ -264,8 +272,8 @@ def _block_stats(kernel: Kernel, bufs: dict, block: int):
                     nb = dtypes.itemsize(r.buffer.dtype)
                     for e in r.extent:
                         nb *= e
-                    traffic += nb
-    return flops, ideal, traffic
+                    moved[r.buffer.name][dst in GM_SCOPES] += nb
+    return flops, ideal, {k: tuple(v) for k, v in moved.items()}
 
 
 # ----------------------------------------------------------------------------------- estimate
@@ -286,6 +294,7 @@ def estimate_kernel(kernel: Kernel, chip) -> Estimate:
     cls_of, cyc, busy, events, instr = {}, {}, {}, [], 0
     flops = ideal = traffic = 0
     ninstr = 0
+    moved = {}
     for rep, members in classes.items():
         r = simulate_kernel(kernel, args, chip, check=False, blocks=[rep], data=False)
         cyc[rep] = r.block_cycles[rep]
@@ -294,10 +303,10 @@ def estimate_kernel(kernel: Kernel, chip) -> Estimate:
         ninstr += instr * len(members)
         for ev in r.events:
             events.append(ev._replace(core=f"b{rep}.{ev.core}"))
-        f, i, t = _block_stats(kernel, bufs, rep)
+        f, i, moved[rep] = _block_stats(kernel, bufs, rep)
         flops += f * len(members)
         ideal += i * len(members)
-        traffic += t * len(members)
+        traffic += sum(rd + wr for rd, wr in moved[rep].values()) * len(members)
         for b in members:
             cls_of[b] = rep
     block_cycles = {b: cyc[cls_of[b]] for b in range(n)}
@@ -305,8 +314,21 @@ def estimate_kernel(kernel: Kernel, chip) -> Estimate:
     per_core = [0] * ncores
     for b in range(n):
         per_core[b % ncores] += block_cycles[b]
-    cycles = max(per_core) if n else 0
-    seconds = cycles / (chip.clock_ghz * 1e9)
+    core_cycles = max(per_core) if n else 0
+
+    # the chip-wide roofs: GM traffic through the L2, misses and compulsory bytes at the HBM
+    costs = chip.costs
+    bw = getattr(costs, "gm_tbps", 0.0)
+    l2_bw = getattr(costs, "l2_tbps", 0.0)
+    gm_bytes = sum(p.numel * dtypes.itemsize(p.dtype) for p in kernel.params)
+    mem = memory_traffic(kernel, bufs, cls_of, moved, ncores,
+                         getattr(costs, "l2_bytes", 0), _expr_fn, semantics.Env)
+    hz = chip.clock_ghz * 1e9
+    hbm_bytes = max(mem.hbm_bytes, gm_bytes)
+    hbm_cycles = math.ceil(hbm_bytes / (bw * 1e12) * hz) if bw else 0
+    l2_cycles = math.ceil(mem.l2_bytes / (l2_bw * 1e12) * hz) if l2_bw else 0
+    cycles = max(core_cycles, hbm_cycles, l2_cycles) if n else 0
+    seconds = cycles / hz
 
     core_busy = defaultdict(int)
     for rep, members in classes.items():
@@ -322,13 +344,13 @@ def estimate_kernel(kernel: Kernel, chip) -> Estimate:
                      / (denom * max(1, len(units[p]))) if denom else 0.0) for p in PIPES}
     core_frac = {k: (c / denom if denom else 0.0) for k, c in sorted(core_busy.items())}
     bottleneck = max(PIPES, key=lambda p: pipe_busy[p])
+    if cycles > core_cycles:
+        bottleneck = "HBM" if hbm_cycles >= l2_cycles else "L2"
 
     tflops = flops / seconds / 1e12 if seconds else 0.0
     peak_s = ideal / (chip.peak_bf16_tflops * 1e12)   # the MMADs at the cube's peak
     peak_tflops = flops / peak_s / 1e12 if peak_s else chip.peak_bf16_tflops
     peak_fraction = peak_s / seconds if seconds else 0.0
-    gm_bytes = sum(p.numel * dtypes.itemsize(p.dtype) for p in kernel.params)
-    bw = getattr(chip.costs, "gm_tbps", 0.0)
     intensity = flops / gm_bytes if gm_bytes else 0.0
     attainable = min(peak_tflops, intensity * bw) if bw else peak_tflops
     bound = "memory" if bw and intensity * bw < peak_tflops else "compute"
@@ -339,7 +361,8 @@ def estimate_kernel(kernel: Kernel, chip) -> Estimate:
         waves=-(-n // ncores), aic_cores=ncores, clock_ghz=chip.clock_ghz,
         block_cycles=block_cycles,
         classes=[(rep, len(m), cyc[rep]) for rep, m in classes.items()],
-        gm_bytes=gm_bytes, traffic_bytes=traffic, intensity=intensity, bandwidth_tbps=bw,
+        gm_bytes=gm_bytes, traffic_bytes=traffic, hbm_bytes=hbm_bytes, l2_tbps=l2_bw,
+        core_cycles=core_cycles, intensity=intensity, bandwidth_tbps=bw,
         attainable_tflops=attainable, bound=bound,
         memory_floor_us=gm_bytes / (bw * 1e12) * 1e6 if bw else 0.0, events=events, simulated=tuple(classes),
         instructions=ninstr, wall_s=time.perf_counter() - t0)
