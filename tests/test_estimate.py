@@ -254,3 +254,81 @@ def test_cli_trace_and_run_summary(tmp_path, capsys):
                  "--shape", "128", "128", "64"]) == 0
     text = capsys.readouterr().out
     assert "total wall time" in text and "cycles" in text and "bottleneck" in text
+
+
+# ------------------------------------------------------------------ memory hierarchy and roofs
+
+
+def _example_factories():
+    """(name, JITFactory, its DEFAULT_ARGS) of every example that defines both."""
+    import importlib
+    out = []
+    for path in sorted((ROOT / "examples").glob("[a-z]*.py")):
+        mod = importlib.import_module(path.stem)
+        for obj in vars(mod).values():
+            if isinstance(obj, tilelang_mini.runtime.kernel.JITFactory) and \
+                    obj.factory.__module__ == mod.__name__ and hasattr(mod, "DEFAULT_ARGS"):
+                out.append((path.stem, obj, tuple(mod.DEFAULT_ARGS)))
+    return out
+
+
+def _check_roofs(est):
+    """The estimate is never faster than any roof: compute, HBM (compulsory bytes), L2."""
+    chip = get_chip(est.chip)
+    floor_s = est.gm_bytes / (chip.costs.gm_tbps * 1e12)
+    assert est.time_s >= floor_s * (1 - 1e-9)
+    assert est.hbm_bytes >= est.gm_bytes
+    if est.flops:
+        assert est.time_s >= est.flops / (est.peak_tflops * 1e12) * (1 - 1e-9)
+        assert est.tflops <= est.attainable_tflops * (1 + 1e-9)
+    assert est.time_s >= est.traffic_bytes / (chip.costs.l2_tbps * 1e12) * (1 - 1e-9)
+    for pt in est.roofline_points():   # the roofline plot's data: no point above its roof
+        assert pt.tflops <= pt.roof_tflops * (1 + 1e-9), pt
+
+
+@pytest.mark.parametrize("chip_name", ["ascend910b", "ascend950"])
+def test_every_example_is_under_its_roofs(chip_name):
+    found = _example_factories()
+    assert {name for name, _, _ in found} >= {"gemm", "prenorm", "rmsnorm", "softmax",
+                                                "flash_attention", "matmul_add"}
+    for name, factory, shape in found:
+        prim = factory.factory(*shape)
+        k = tilelang_mini.compile(prim, out_idx=factory.out_idx, chip=chip_name)
+        _check_roofs(k.estimate())
+
+
+def test_gemm_1024_on_950_stays_under_the_memory_roofs():
+    est = gemm_kernel(1024, 1024, 1024, dtype="bfloat16").estimate()
+    _check_roofs(est)
+    hbm, l2 = est.roofline_points()
+    assert hbm.level == "HBM" and l2.level == "L2"
+    # every operand fits the L2: the HBM sees each argument once
+    assert est.hbm_bytes == est.gm_bytes == 1024 * 1024 * (2 + 2 + 4)
+    assert est.traffic_bytes > est.gm_bytes       # blocks re-read panels, served by the L2
+
+
+def test_memory_bound_gemv_is_estimated_at_the_hbm_roof():
+    for chip_name in ("ascend910b", "ascend950"):
+        k = gemm_kernel(16, 8192, 8192, chip=chip_name, block_M=16)
+        est = k.estimate()
+        _check_roofs(est)
+        chip = get_chip(chip_name)
+        assert est.bound == "memory" and est.bottleneck == "HBM"
+        # the pipes alone would be faster than the HBM allows
+        assert est.core_cycles < est.cycles
+        assert est.time_s == pytest.approx(est.hbm_bytes / (chip.costs.gm_tbps * 1e12), rel=0.01)
+
+
+def test_small_l2_sends_reread_panels_to_the_hbm():
+    import dataclasses
+    from tilelang_mini.sim.estimate import estimate_kernel
+    k = gemm_kernel(2048, 2048, 2048, dtype="bfloat16")
+    chip = get_chip("ascend950")
+    big = estimate_kernel(k.ir, chip)
+    tiny = dataclasses.replace(chip, costs=dataclasses.replace(chip.costs, l2_bytes=1 << 20))
+    small = estimate_kernel(k.ir, tiny)
+    assert big.hbm_bytes == big.gm_bytes
+    # 1 MiB holds no 128 x 2048 bf16 panel (512 KiB each: A and B of a block): what a wave
+    # reads again was evicted by the wave before, yet never more than the blocks move
+    assert big.gm_bytes < small.hbm_bytes <= small.traffic_bytes
+    _check_roofs(small)

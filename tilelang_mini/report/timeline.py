@@ -147,23 +147,22 @@ def roofline_png(est, path) -> None:
     import numpy as np
     peak, bw = est.peak_tflops, est.bandwidth_tbps or 1.0
     ridge = peak / bw
-    ai = max(est.intensity, 1e-3)
-    lo, hi = min(ai, ridge) / 20, max(ai, ridge) * 20
+    points = est.roofline_points()
+    xs = [max(pt.intensity, 1e-3) for pt in points] or [ridge]
+    lo, hi = min(xs + [ridge]) / 20, max(xs + [ridge]) * 20
     x = np.geomspace(lo, hi, 200)
     fig, ax = plt.subplots(figsize=(7, 5))
-    ax.loglog(x, np.minimum(peak, x * bw), color="black", label="roofline")
     ax.axhline(peak, color="gray", ls=":", lw=0.8)
-    ax.axvline(ridge, color="gray", ls=":", lw=0.8)
-    if est.flops:
-        ax.plot([ai], [est.tflops], "o", color="#e15759",
-                label=f"{est.kernel}: {est.tflops:.1f} TFLOP/s at {est.intensity:.1f} FLOP/B")
-    else:
+    styles = {"HBM": ("o", "#e15759", "-"), "L2": ("s", "#4e79a7", "--")}
+    for pt in points:
+        marker, color, ls = styles[pt.level]
+        ax.loglog(x, np.minimum(peak, x * pt.bandwidth_tbps), color=color, ls=ls, lw=1,
+                  label=f"{pt.level} roof: {pt.bandwidth_tbps:g} TB/s")
+        ax.plot([max(pt.intensity, 1e-3)], [max(pt.tflops, 1e-6)], marker, color=color,
+                label=f"{pt.label}: {pt.tflops:.1f} TFLOP/s at {pt.intensity:.1f} FLOP/B")
+    if not est.flops:
         ax.text(0.03, 0.95, f"{est.kernel}: no cube work; " + est.roofline_text(),
                 transform=ax.transAxes, fontsize=7, va="top", wrap=True)
-    if est.traffic_bytes and est.flops:
-        ai2 = est.flops / est.traffic_bytes
-        ax.plot([ai2], [max(est.tflops, 1e-6)], "s", mfc="none", color="#4e79a7",
-                label=f"as moved by the kernel: {ai2:.1f} FLOP/B")
     ax.set_xlabel("arithmetic intensity (FLOP per off-chip byte)")
     ax.set_ylabel("TFLOP/s")
     ax.set_title(f"roofline on {est.chip}: {peak:.0f} TFLOP/s, {bw:g} TB/s "

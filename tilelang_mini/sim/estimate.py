@@ -31,6 +31,7 @@ import math
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from ..arch.costs import CUBE_RATE
 from ..errors import CompileError
@@ -40,6 +41,15 @@ from .memory import memory_traffic
 from .streams import CORE_NAMES, _expr_fn, _mat, block_envs, core_stream
 
 GM_SCOPES = ("global", "workspace")
+
+
+class RooflinePoint(NamedTuple):
+    level: str              # "HBM" or "L2"
+    label: str
+    intensity: float        # FLOP per byte at this level
+    tflops: float           # achieved (the estimate)
+    bandwidth_tbps: float
+    roof_tflops: float      # min(peak, intensity x bandwidth)
 
 
 @dataclass
@@ -120,6 +130,20 @@ class Estimate:
 
     def __str__(self) -> str:
         return self.summary()
+
+    def roofline_points(self) -> list:
+        """The kernel on each roof of the hierarchy: its FLOPs per HBM byte (the L2 model's
+        misses, at least every argument once) against the HBM roof, and per byte its
+        instructions move (through the L2) against the L2 roof. The model's time is at least
+        each memory time, so no point is above its roof."""
+        out = []
+        for level, nbytes, bw in (("HBM", self.hbm_bytes, self.bandwidth_tbps),
+                                  ("L2", self.traffic_bytes, self.l2_tbps)):
+            if nbytes and bw:
+                ai = self.flops / nbytes
+                out.append(RooflinePoint(level, f"{self.kernel} per {level} byte", ai, self.tflops,
+                                         bw, min(self.peak_tflops, ai * bw)))
+        return out
 
     def to_perfetto(self, path) -> None:
         """Chrome-trace JSON of the simulated blocks at their place in the launch."""
