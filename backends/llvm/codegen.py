@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import llvmlite.ir as ir
 
 from tilelang_mini.errors import CompileError
+from tilelang_mini.ir.analysis import SYNC_OPS
 from tilelang_mini.ir.nodes import (
     CORES, Alloc, BinOp, Call, Cast, Const, Copy, Fill, For, Gemm, If, Kernel, Load, Reduce,
     Region, Scope, Store, Var, walk,
@@ -29,7 +30,6 @@ from .layout import PER_BLOCK, is_dual_copy, plan_buffers, storage_of
 from .parallel import ParallelMaps, _vars_in
 from .rowfuse import RowRun, row_runs
 
-SYNC_NAMES = ("SetFlag", "WaitFlag", "PipeBarrier", "SetCrossFlag", "WaitCrossFlag")
 
 
 @dataclass
@@ -52,7 +52,7 @@ class _Par:  # noqa: D101
 
 
 def _is_sync(s) -> bool:
-    return type(s).__name__ in SYNC_NAMES
+    return isinstance(s, SYNC_OPS)
 
 
 class KernelGen(ParallelMaps):

@@ -7,11 +7,12 @@ gemm, or a Parallel map storing every element) is left as it is.
 """
 from __future__ import annotations
 
+from tilelang_mini.ir.analysis import SYNC_OPS, written_names
 from tilelang_mini.ir.nodes import (
-    BinOp, Call, Const, Copy, Fill, For, Gemm, If, Load, Reduce, Region, Scope, Store, Var, walk, walk_own,
+    Alloc, BinOp, Call, Const, Copy, Fill, For, Gemm, If, Load, Reduce, Region, Scope, Store, Var,
+    body_fields, walk, walk_own, walk_statements,
 )
 
-SYNC_NAMES = ("SetFlag", "WaitFlag", "PipeBarrier", "SetCrossFlag", "WaitCrossFlag")
 
 
 def _const_positive(x) -> bool:
@@ -50,8 +51,7 @@ def zeroed_buffers(kernel, alias: dict, skip, per_block) -> set:
 
     def visit(stmts, ctx, defined: set) -> set:
         for s in stmts:
-            name = type(s).__name__
-            if name in SYNC_NAMES or name == "Alloc":
+            if isinstance(s, (*SYNC_OPS, Alloc)):
                 continue
             if isinstance(s, Scope):
                 defined = visit(s.body, s.core, defined)
@@ -116,14 +116,6 @@ def zeroed_buffers(kernel, alias: dict, skip, per_block) -> set:
 # ------------------------------------------------------------------------- copy chains
 
 
-def _body_fields(s):
-    if isinstance(s, If):
-        return ("then_body", "else_body")
-    if isinstance(s, (For, Scope)):
-        return ("body",)
-    return ()
-
-
 def _composes(s_dtype: str, x_dtype: str, y_dtype: str) -> bool:
     """copy S -> X -> Y gives what copy S -> Y gives: the first conversion is exact, or the
     second is the identity."""
@@ -154,7 +146,7 @@ def fuse_copy_chains(kernel):
             if x.name in params or "L0C" in (x.scope, s.src.buffer.scope):
                 continue
             j = i + 1
-            while j < len(stmts) and type(stmts[j]).__name__ in SYNC_NAMES:
+            while j < len(stmts) and isinstance(stmts[j], SYNC_OPS):
                 j += 1
             if j == len(stmts):
                 continue
@@ -171,7 +163,7 @@ def fuse_copy_chains(kernel):
         for i, j, name in pairs(stmts):
             found[name] = found.get(name, 0) + 1
         for s in stmts:
-            for f in _body_fields(s):
+            for f in body_fields(s):
                 scan(getattr(s, f))
 
     scan(kernel.body)
@@ -190,7 +182,7 @@ def fuse_copy_chains(kernel):
         for k, s in enumerate(stmts):
             if k in drop:
                 continue
-            fields = {f: rewrite(getattr(s, f)) for f in _body_fields(s)}
+            fields = {f: rewrite(getattr(s, f)) for f in body_fields(s)}
             out.append(replace(s, **fields) if fields else s)
         return tuple(out)
 
@@ -222,14 +214,14 @@ def map_reduce_pairs(kernel) -> dict:
 
     def scan(stmts):
         for i, s in enumerate(stmts):
-            for f in _body_fields(s):
+            for f in body_fields(s):
                 scan(getattr(s, f))
             if not (isinstance(s, For) and s.kind == "parallel" and len(s.body) == 1
                     and full_map_store(s.body[0], s)):
                 continue
             x = s.body[0].buffer
             j = i + 1
-            while j < len(stmts) and type(stmts[j]).__name__ in SYNC_NAMES:
+            while j < len(stmts) and isinstance(stmts[j], SYNC_OPS):
                 j += 1
             if j == len(stmts) or x.name in params or refs.get(x.name) != 2:
                 continue
@@ -243,20 +235,6 @@ def map_reduce_pairs(kernel) -> dict:
 
 
 # ---------------------------------------------------------------------------- forwarding
-
-
-def _writes(s) -> set:
-    out = set()
-    for n in walk(s):
-        if isinstance(n, Copy):
-            out.add(n.dst.buffer.name)
-        elif isinstance(n, Store):
-            out.add(n.buffer.name)
-        elif isinstance(n, (Fill, Reduce)):
-            out.add(n.dst.buffer.name)
-        elif isinstance(n, Gemm):
-            out.add(n.c.buffer.name)
-    return out
 
 
 def _reads_of(s, name) -> int:
@@ -280,10 +258,10 @@ def _find_forward(kernel, per_block, storage_of):
     def collect(stmts):
         lists.append(stmts)
         for s in stmts:
-            if not _body_fields(s):
-                for name in _writes(s):
+            if not body_fields(s):
+                for name in written_names(s):
                     writers.setdefault(name, []).append(s)
-            for f in _body_fields(s):
+            for f in body_fields(s):
                 collect(getattr(s, f))
 
     collect(kernel.body)
@@ -305,13 +283,13 @@ def _find_forward(kernel, per_block, storage_of):
                     continue
                 last = -1
                 for j in range(i + 1, len(stmts)):
-                    if id(stmts[j]) in ids or yname in _writes(stmts[j]):
+                    if id(stmts[j]) in ids or yname in written_names(stmts[j]):
                         break
                     c = _reads_of(stmts[j], yname)
                     if c:
                         seen += c
                         last = j
-                if any(x.name in _writes(t) for t in stmts[i + 1:last + 1]):
+                if any(x.name in written_names(t) for t in stmts[i + 1:last + 1]):
                     ok = False
         if ok and seen + len(ws) == refs.get(yname, 0):
             return y, x, ids
@@ -335,7 +313,7 @@ def forward_copies(kernel, per_block, storage_of):
             for s in stmts:
                 if id(s) in ids:
                     continue
-                fields = {f: drop(getattr(s, f)) for f in _body_fields(s)}
+                fields = {f: drop(getattr(s, f)) for f in body_fields(s)}
                 out.append(replace(s, **fields) if fields else s)
             return tuple(out)
 
@@ -359,7 +337,7 @@ def live_columns(kernel) -> dict:
     def use(name, n):
         live[name] = max(live.get(name, 0), n)
 
-    for s in walk_statements_all(kernel.body):
+    for s in walk_statements(kernel.body):
         own = list(walk_own(s))
         if isinstance(s, Gemm):
             c = s.c.buffer
@@ -398,18 +376,11 @@ def _landing_columns(s):
 
 
 def _shape_of(kernel, name):
-    for s in walk_statements_all(kernel.body):
+    for s in walk_statements(kernel.body):
         for n in walk_own(s):
             if isinstance(n, (Region, Load, Store)) and n.buffer.name == name:
                 return n.buffer.shape
     return (0, 0)
-
-
-def walk_statements_all(stmts):
-    for s in stmts:
-        yield s
-        for f in _body_fields(s):
-            yield from walk_statements_all(getattr(s, f))
 
 
 def interval(ranges, x):

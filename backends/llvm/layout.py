@@ -23,8 +23,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from tilelang_mini.errors import CompileError
+from tilelang_mini.ir.analysis import AIC_SCOPES, GM_SCOPES, written_names
 from tilelang_mini.ir.nodes import (
     Alloc, Copy, Fill, For, Gemm, If, Kernel, Load, Reduce, Region, Scope, Store, walk, walk_own,
+    walk_statements,
 )
 
 from .dataflow import zeroed_buffers
@@ -33,10 +35,9 @@ NR = 32  # columns of a micro-panel (two float32 vectors)
 MR = 8   # rows of the micro-kernel
 ALIGN = 64
 
-ON_CHIP_SHARED = ("global", "workspace")
-# one instance per block, shared by its cores (as backends/numpy/ops.py): GM scratch and the
-# AIC's buffers (which the AIVs can write on chips with a UB -> L1 path)
-PER_BLOCK = ("workspace", "L1", "L0A", "L0B", "L0C")
+# one instance per block, shared by its cores (analysis.BLOCK_SCOPES but the kernel parameters):
+# GM scratch and the AIC's buffers (which the AIVs can write on chips with a UB -> L1 path)
+PER_BLOCK = ("workspace",) + AIC_SCOPES
 _WIDEN = ("float16", "float8_e4m3fn", "float8_e5m2")
 
 
@@ -97,21 +98,6 @@ class Plan:
 # ---------------------------------------------------------------------------- forwarding
 
 
-def _writes(s) -> set:
-    """Names of the buffers statement `s` (and its nested statements) writes."""
-    out = set()
-    for n in walk(s):
-        if isinstance(n, Copy):
-            out.add(n.dst.buffer.name)
-        elif isinstance(n, Store):
-            out.add(n.buffer.name)
-        elif isinstance(n, (Fill, Reduce)):
-            out.add(n.dst.buffer.name)
-        elif isinstance(n, Gemm):
-            out.add(n.c.buffer.name)
-    return out
-
-
 def _mentions(s) -> set:
     return {n.buffer.name for n in walk(s) if isinstance(n, (Region, Load, Store, Alloc))}
 
@@ -127,9 +113,9 @@ def find_forwards(kernel: Kernel) -> tuple[dict, set]:
         for n in walk(s):
             if isinstance(n, (Region, Load, Store)):
                 refs[n.buffer.name] = refs.get(n.buffer.name, 0) + 1
-    for st in _all_statements(kernel.body):
+    for st in walk_statements(kernel.body):
         if not hasattr(st, "body") and not hasattr(st, "then_body"):
-            for name in _writes(st):
+            for name in written_names(st):
                 writers[name] = writers.get(name, 0) + 1
     alias: dict = {}
     skip: set = set()
@@ -156,7 +142,7 @@ def find_forwards(kernel: Kernel) -> tuple[dict, set]:
                     last = j
             if seen + 1 != refs.get(y.name, 0) or last < 0:
                 continue  # Y is used somewhere else too
-            if any(x.name in _writes(t) for t in later[:last + 1]):
+            if any(x.name in written_names(t) for t in later[:last + 1]):
                 continue
             alias[y.name] = x.name
             skip.add(id(s))
@@ -165,16 +151,8 @@ def find_forwards(kernel: Kernel) -> tuple[dict, set]:
     return alias, skip
 
 
-def _all_statements(stmts):
-    for s in stmts:
-        yield s
-        for f in ("body", "then_body", "else_body"):
-            if hasattr(s, f):
-                yield from _all_statements(getattr(s, f))
-
-
 def storage_of(buf, bf16: bool) -> str:
-    if buf.scope in ON_CHIP_SHARED:
+    if buf.scope in GM_SCOPES:
         return buf.dtype
     if buf.dtype in _WIDEN or (buf.dtype == "bfloat16" and not bf16):
         return "float32"
@@ -269,7 +247,7 @@ def plan_buffers(kernel: Kernel, bf16: bool) -> Plan:
 
 
 def _layout(buf, uses, bf16: bool) -> str:
-    if buf.scope in ON_CHIP_SHARED or len(buf.shape) != 2 or min(buf.shape) < 2 or buf.dtype not in (
+    if buf.scope in GM_SCOPES or len(buf.shape) != 2 or min(buf.shape) < 2 or buf.dtype not in (
             "float32", "float16", "bfloat16", "float8_e4m3fn", "float8_e5m2"):
         return "row"
     gemm = [u for u in uses if u[0] == "gemm_b"]

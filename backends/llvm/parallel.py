@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import llvmlite.ir as ir
 
+from tilelang_mini.ir.analysis import SYNC_OPS
 from tilelang_mini.ir.nodes import Alloc, For, If, Load, Scope, Store, Var, walk
 
 from .irutil import F32, I8, I64, VL, const, elem_type, like, vty
 
-SYNC_NAMES = ("SetFlag", "WaitFlag", "PipeBarrier", "SetCrossFlag", "WaitCrossFlag")
 
 
 class ParallelMaps:
@@ -34,7 +34,7 @@ class ParallelMaps:
             if group:
                 self.store_group(group)
                 group = []
-            if type(s).__name__ in SYNC_NAMES or isinstance(s, Alloc):
+            if isinstance(s, (*SYNC_OPS, Alloc)):
                 continue
             if isinstance(s, (If, For, Store)):
                 self.statement(s)

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+from tilelang_mini.ir.analysis import SYNC_OPS
 from tilelang_mini.ir.nodes import (
     BinOp, Const, Copy, Fill, For, Load, Reduce, Region, Store, Var, walk,
 )
@@ -39,7 +40,6 @@ from tilelang_mini.ir.nodes import (
 from .layout import PER_BLOCK
 
 ROW = "__row"   # the row loop variable (a name no kernel uses)
-SYNC_NAMES = ("SetFlag", "WaitFlag", "PipeBarrier", "SetCrossFlag", "WaitCrossFlag")
 
 
 @dataclass
@@ -142,7 +142,7 @@ def row_runs(g, stmts):
         out.extend(_plain(g, run, accs))
 
     for s in stmts:
-        if type(s).__name__ in SYNC_NAMES:
+        if isinstance(s, SYNC_OPS):
             if not cur:
                 out.append(s)
             continue        # no-ops: dropped inside a run

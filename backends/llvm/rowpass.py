@@ -21,13 +21,13 @@ from __future__ import annotations
 
 import llvmlite.ir as ir
 
-from tilelang_mini.ir.nodes import Copy, For, Load, Region, Store, Var, walk
+from tilelang_mini.ir.analysis import SYNC_OPS
+from tilelang_mini.ir.nodes import Copy, For, Load, Region, Store, Var, body_fields, walk
 
 from . import vecmath as vm
 from .dataflow import full_map_store
 from .irutil import I1, I64, STORAGE, VL, vty
 
-SYNC_NAMES = ("SetFlag", "WaitFlag", "PipeBarrier", "SetCrossFlag", "WaitCrossFlag")
 _ALL = ir.Constant(ir.VectorType(I1, VL), [1] * VL)
 
 
@@ -77,7 +77,7 @@ def copy_in_pairs(g, stmts) -> dict:
         if shape is None or not _gm_rows(g, cp.src, *shape):
             continue
         j = k + 1
-        while j < len(stmts) and type(stmts[j]).__name__ in SYNC_NAMES:
+        while j < len(stmts) and isinstance(stmts[j], SYNC_OPS):
             j += 1
         m = stmts[j] if j < len(stmts) else None
         st = _map_store(m)
@@ -111,7 +111,6 @@ def dead_after(g, cp, name) -> bool:
     """Nothing can read tile `name` (or a buffer sharing its storage) after statement `cp`:
     no later statement in program order references it, `cp` is in no loop, and every block
     writes the tile completely before reading it (it is not zeroed, dataflow.py)."""
-    from .dataflow import _body_fields
     info = g.plan.infos.get(name)
     names = {n for n, i in g.plan.infos.items() if i is info}
     if names & g.plan.zeroed:
@@ -127,7 +126,7 @@ def dead_after(g, cp, name) -> bool:
             if s is cp:
                 found = True
             else:
-                inner = [find(getattr(s, f)) for f in _body_fields(s)]
+                inner = [find(getattr(s, f)) for f in body_fields(s)]
                 found = next((r for r in inner if r is not None), None)
                 if found is None:
                     continue

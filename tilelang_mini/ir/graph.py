@@ -4,43 +4,8 @@ from __future__ import annotations
 
 import networkx as nx
 
-from .nodes import (
-    Copy, Fill, For, Gemm, Kernel, Load, Reduce, Scope, Store, SYNC_OPS, walk_own,
-    walk_statements,
-)
-
-_OPS = (Copy, Gemm, Fill, Reduce)
-
-
-def accesses(stmt) -> tuple[set[str], set[str]]:
-    """(buffers read, buffers written) by a tile op or a Parallel map."""
-    if isinstance(stmt, Copy):
-        return {stmt.src.buffer.name}, {stmt.dst.buffer.name}
-    if isinstance(stmt, Gemm):
-        reads = {stmt.a.buffer.name, stmt.b.buffer.name}
-        if not stmt.clear_accum:
-            reads.add(stmt.c.buffer.name)
-        return reads, {stmt.c.buffer.name}
-    if isinstance(stmt, Fill):
-        return _expr_reads(stmt.value), {stmt.dst.buffer.name}
-    if isinstance(stmt, Reduce):
-        reads = {stmt.src.buffer.name} | (set() if stmt.clear else {stmt.dst.buffer.name})
-        return reads, {stmt.dst.buffer.name}
-    if isinstance(stmt, (For, Store)):
-        reads, writes = set(), set()
-        for s in ([stmt] if isinstance(stmt, Store) else walk_statements(stmt.body)):
-            if isinstance(s, Store):
-                writes.add(s.buffer.name)
-                for n in walk_own(s):
-                    if isinstance(n, Load):
-                        reads.add(n.buffer.name)
-        return reads, writes
-    return set(), set()
-
-
-def _expr_reads(e) -> set[str]:
-    return {n.buffer.name for n in walk_own(e) if isinstance(n, Load)} if hasattr(e, "__dataclass_fields__") else set()
-
+from .analysis import accesses, core_instructions
+from .nodes import Kernel
 
 def ir_graph(kernel: Kernel) -> nx.DiGraph:
     """Nodes are numbered in program order with attributes `op` (text), `kind`, `loc`, `core`
@@ -49,7 +14,7 @@ def ir_graph(kernel: Kernel) -> nx.DiGraph:
     g = nx.DiGraph(name=kernel.name)
     last_write: dict[str, int] = {}
     reads_since: dict[str, list[int]] = {}
-    for idx, (stmt, core) in enumerate(_ops(kernel.body, None)):
+    for idx, (stmt, core) in enumerate(core_instructions(kernel.body)):
         text = print_ir_line(stmt)
         g.add_node(idx, op=text, kind=type(stmt).__name__, loc=str(stmt.loc), core=core,
                    pipe=pipe_of(stmt, core))
@@ -78,18 +43,6 @@ def _edge(g, a, b, kind, buf):
         g[a][b]["kind"] += "," + kind if kind not in g[a][b]["kind"] else ""
         return
     g.add_edge(a, b, kind=kind, buffer=buf)
-
-
-def _ops(body, core):
-    for s in body:
-        if isinstance(s, Scope):
-            yield from _ops(s.body, s.core)
-        elif isinstance(s, (*_OPS, Store, *SYNC_OPS)) or (isinstance(s, For) and s.kind == "parallel"):
-            yield s, core
-        elif hasattr(s, "body") or hasattr(s, "then_body"):
-            for f in ("body", "then_body", "else_body"):
-                if hasattr(s, f):
-                    yield from _ops(getattr(s, f), core)
 
 
 def print_ir_line(stmt) -> str:

@@ -7,10 +7,10 @@
 """
 from __future__ import annotations
 
-from ..ir.nodes import Copy, Fill, For, Gemm, Reduce, Store, Load, walk_own
+from .analysis import GM_SCOPES
+from .nodes import Copy, Fill, For, Gemm, Reduce, Store, Load, walk_own
 
-GM = ("global", "workspace")
-SCALAR_SCOPES = {"var", "UB", "global", "workspace"}
+SCALAR_SCOPES = {"var", "UB", *GM_SCOPES}
 
 COPY_PIPES = {
     ("GM", "L1"): "MTE2", ("GM", "UB"): "MTE2",
@@ -23,7 +23,7 @@ FILL_PIPES = {"L0C": "M", "UB": "V", "L1": "MTE2", "L0A": "MTE1", "L0B": "MTE1",
 
 
 def _space(scope: str) -> str:
-    return "GM" if scope in GM else scope
+    return "GM" if scope in GM_SCOPES else scope
 
 
 def copy_pipe(src_scope: str, dst_scope: str) -> str | None:

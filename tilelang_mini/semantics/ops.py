@@ -15,15 +15,14 @@ import numpy as np
 
 from tilelang_mini.errors import CompileError
 from tilelang_mini.ir import dtypes
+from tilelang_mini.ir.analysis import BLOCK_SCOPES, SYNC_OPS
 from tilelang_mini.ir.nodes import (
-    Alloc, BinOp, Buffer, Call, Cast, Const, Copy, Fill, Gemm, Load, PipeBarrier, Reduce, Region,
-    SetCrossFlag, SetFlag, Store, Var, WaitCrossFlag, WaitFlag,
+    Alloc, BinOp, Buffer, Call, Cast, Const, Copy, Fill, Gemm, Load, Reduce, Region, Store, Var,
 )
 
 F32 = np.float32
-# Scopes with one instance per block: GM, and the AIC's buffers (which the AIVs can write on chips
-# with a UB -> L1 path). UB and scalars are per core.
-ON_CHIP_SHARED = ("global", "workspace", "L1", "L0A", "L0B", "L0C")
+# Scopes with one instance per block (BLOCK_SCOPES): GM, and the AIC's buffers (which the AIVs can
+# write on chips with a UB -> L1 path). UB and scalars are per core.
 
 
 class Fault(Exception):
@@ -375,7 +374,7 @@ def _alloc(s: Alloc):
 
     def alloc(env):
         # First execution in a block allocates zeros; later executions keep the buffer.
-        if scope in ON_CHIP_SHARED:
+        if scope in BLOCK_SCOPES:
             targets = env.block or (env,)
             arr = next((e.bufs[name] for e in targets if name in e.bufs), None)
             if arr is None:
@@ -578,9 +577,8 @@ def _nop(s):
 
 INSTR_HANDLERS = {
     Alloc: _alloc, Copy: _copy, Gemm: _gemm, Fill: _fill, Reduce: _reduce, Store: _store,
-    SetFlag: _nop, WaitFlag: _nop, PipeBarrier: _nop, SetCrossFlag: _nop, WaitCrossFlag: _nop,
+    **dict.fromkeys(SYNC_OPS, _nop),
 }
-SYNC_TYPES = (SetFlag, WaitFlag, PipeBarrier, SetCrossFlag, WaitCrossFlag)
 
 
 def lower_instruction(stmt):

@@ -1,8 +1,8 @@
 """The ordered run: the control flow of the executable specification of the tile IR.
 
 `lower_kernel` turns the kernel into a tree of closures once: control flow (For, If, Scope, the grid) is
-handled here, single instructions by `ops.lower_instruction` (one handler per node type), so `run_grid`
-never dispatches on node types per grid block.
+handled here, single instructions by `ops.lower_instruction` (one handler per node type), so
+`run_grid` never dispatches on node types per grid block.
 
 Execution model:
 - every grid block runs the body with fresh on-chip buffers (zeros, allocated when their Alloc
@@ -20,11 +20,11 @@ import numpy as np
 
 from tilelang_mini.errors import CompileError
 from tilelang_mini.runtime.arguments import check_arrays
+from tilelang_mini.ir.analysis import SYNC_OPS
 from tilelang_mini.ir.nodes import (
     CORES, Const, For, If, Kernel, Scope, SetCrossFlag, WaitCrossFlag, walk,
 )
 
-from . import ops
 from .ops import Env, Fault, as_index, compile_expr, located, lower_instruction
 
 
@@ -39,7 +39,7 @@ class _Ctx:
 
 
 def lower_body(stmts, ctx: _Ctx) -> Callable[[Env], None]:
-    fns = [lower_stmt(s, ctx) for s in stmts if not isinstance(s, ops.SYNC_TYPES)]
+    fns = [lower_stmt(s, ctx) for s in stmts if not isinstance(s, SYNC_OPS)]
     if not fns:
         return lambda env: None
     if len(fns) == 1:

@@ -36,11 +36,10 @@ from typing import NamedTuple
 from ..arch.costs import CUBE_RATE
 from ..errors import CompileError
 from ..ir import dtypes
+from ..ir.analysis import GM_SCOPES
 from ..ir.nodes import PIPES, Copy, For, Gemm, If, Kernel, Load, Scope, Var, walk, walk_statements
 from .memory import memory_traffic
 from .streams import CORE_NAMES, _expr_fn, _mat, block_envs, core_stream
-
-GM_SCOPES = ("global", "workspace")
 
 
 class RooflinePoint(NamedTuple):

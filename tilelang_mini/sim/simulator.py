@@ -40,21 +40,21 @@ from typing import NamedTuple
 import numpy as np
 
 from ..errors import CompileError, DeadlockError, RaceError, SyncError
-from ..ir.graph import accesses, print_ir_line
+from ..ir.analysis import AIC_SCOPES, GM_SCOPES, SYNC_OPS, accesses
+from ..ir.graph import print_ir_line
 from ..ir.nodes import (
     PIPES, Alloc, Kernel, PipeBarrier, Scope, SetCrossFlag, SetFlag, WaitCrossFlag, WaitFlag,
     walk_statements,
 )
 from .. import semantics
 from .streams import (
-    CORE_NAMES, SYNC_TYPES, block_envs, cached, check_sync_ids, core_stream, execute_effect,
+    CORE_NAMES, block_envs, cached, check_sync_ids, core_stream, execute_effect,
     instr_accesses, instr_cost, instr_pipe, written_buffers,
 )
 
 NPIPES = len(PIPES)
 NTHREADS = len(CORE_NAMES) * NPIPES
 ZERO = (0,) * NTHREADS
-GM_SCOPES = ("global", "workspace")
 
 
 class SimEvent(NamedTuple):
@@ -122,7 +122,7 @@ def _static_threads(kernel: Kernel) -> dict:
     for s in walk_statements(kernel.body):
         if isinstance(s, Scope):
             for x in walk_statements(s.body):
-                if isinstance(x, SYNC_TYPES) or not hasattr(x, "loc"):
+                if isinstance(x, SYNC_OPS) or not hasattr(x, "loc"):
                     continue
                 try:
                     pipe = instr_pipe(x)
@@ -263,7 +263,7 @@ class _Block:
             clk = _join(clk, di.wclock)
         p.count += 1
         epoch = p.count
-        is_sync = isinstance(st, SYNC_TYPES)
+        is_sync = isinstance(st, SYNC_OPS)
         tid = p.tid
         # What a flag set here publishes: every earlier instruction of this pipe is done.
         flag_clk = clk[:tid] + (epoch,) + clk[tid + 1:]
@@ -477,9 +477,6 @@ def _instances(buf, core: str):
     return (((core, buf.name), core),)
 
 
-AIC_SCOPES = ("L1", "L0A", "L0B", "L0C")
-
-
 def _aliases(kernel) -> dict:
     """name -> the on-chip buffers of the same scope whose planned bytes overlap its own."""
     from ..ir import dtypes
@@ -624,7 +621,7 @@ def _run_block_ordered(kernel, bufs, block):
                         half[1][st.flag] -= 1
                         pending[0][st.flag] += 1
                 continue
-            if not isinstance(st, SYNC_TYPES):
+            if not isinstance(st, SYNC_OPS):
                 execute_effect(st, env)
         done[i] = True
         return True

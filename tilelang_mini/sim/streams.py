@@ -20,6 +20,7 @@ import numpy as np
 from ..errors import CompileError, SyncError
 from .. import semantics
 from ..ir import dtypes
+from ..ir.analysis import SYNC_OPS, is_map, operands, written_names
 from ..ir.nodes import (
     Alloc, Const, Copy, Fill, For, Gemm, If, Load, PipeBarrier, Reduce, Region, Scope,
     SetCrossFlag, SetFlag, Store, WaitCrossFlag, WaitFlag, walk_own, walk_statements,
@@ -27,7 +28,6 @@ from ..ir.nodes import (
 from ..ir.pipes import pipe_of
 
 CORE_NAMES = ("C", "V0", "V1")
-SYNC_TYPES = (SetFlag, WaitFlag, PipeBarrier, SetCrossFlag, WaitCrossFlag)
 DATA_TYPES = (Copy, Gemm, Fill, Reduce, Store, For)
 
 
@@ -91,7 +91,7 @@ def execute_effect(stmt, env: Env) -> None:
     if isinstance(stmt, For):
         fn = cached(stmt, lambda s: lower_stmt(s, _Ctx()), "lower")
         fn(env)
-    elif not isinstance(stmt, SYNC_TYPES):
+    elif not isinstance(stmt, SYNC_OPS):
         execute(stmt, env)
 
 
@@ -214,50 +214,20 @@ def _parallel_vars(s: For, vars: dict) -> dict:
     return env_vars
 
 
-def _loads(node):
-    return [n for n in walk_own(node) if isinstance(n, Load)]
-
-
 def instr_accesses(stmt, vars: dict, bufs: dict):
     """[(buffer, box, is_write)] of a data instruction (scalar `var` buffers left out)."""
     env = Env(vars, bufs)
+    e = Env(_parallel_vars(stmt, vars), bufs) if is_map(stmt) else env
     out = []
-
-    def add_region(r, w):
-        box = region_box(r, env)
+    for node, w in cached(stmt, lambda s: operands(s, accumulate=False), "operands"):
+        if isinstance(node, Region):
+            box = region_box(node, env)
+        elif node.buffer.scope != "var":
+            box = _index_box(node.buffer, node.indices, e)
+        else:
+            continue
         if box is not None:
-            out.append((r.buffer, box, w))
-
-    def add_loads(node, e):
-        for ld in cached(node, _loads, "loads"):
-            if ld.buffer.scope != "var":
-                box = _index_box(ld.buffer, ld.indices, e)
-                if box is not None:
-                    out.append((ld.buffer, box, False))
-
-    if isinstance(stmt, Copy):
-        add_region(stmt.src, False)
-        add_region(stmt.dst, True)
-    elif isinstance(stmt, Gemm):
-        add_region(stmt.a, False)
-        add_region(stmt.b, False)
-        add_region(stmt.c, True)
-    elif isinstance(stmt, Fill):
-        add_region(stmt.dst, True)
-        add_loads(stmt.value, env)
-    elif isinstance(stmt, Reduce):
-        add_region(stmt.src, False)
-        add_region(stmt.dst, True)
-    elif isinstance(stmt, (Store, For)):
-        stores = [stmt] if isinstance(stmt, Store) else [
-            x for x in walk_statements(stmt.body) if isinstance(x, Store)]
-        e = env if isinstance(stmt, Store) else Env(_parallel_vars(stmt, vars), bufs)
-        for st in stores:
-            if st.buffer.scope != "var":
-                box = _index_box(st.buffer, st.indices, e)
-                if box is not None:
-                    out.append((st.buffer, box, True))
-            add_loads(st, e)
+            out.append((node.buffer, box, w))
     return out
 
 
@@ -266,13 +236,7 @@ def written_buffers(body, kind: str) -> set:
     out = set()
     for s in walk_statements(body):
         if isinstance(s, Scope) and s.core == kind:
-            for x in walk_statements(s.body):
-                if isinstance(x, (Copy, Fill, Reduce)):
-                    out.add(x.dst.buffer.name)
-                elif isinstance(x, Gemm):
-                    out.add(x.c.buffer.name)
-                elif isinstance(x, Store):
-                    out.add(x.buffer.name)
+            out |= written_names(s)
     return out
 
 
@@ -296,7 +260,7 @@ def _mat(r: Region):
 def instr_cost(stmt, pipe: str, costs) -> int:
     """Cycles of one instruction on its pipe (arch/costs.py)."""
     from ..arch.costs import mmad_cycles, transfer_cycles
-    if isinstance(stmt, SYNC_TYPES):
+    if isinstance(stmt, SYNC_OPS):
         return costs.flag_cycles
     if pipe == "S":  # the scalar unit goes element by element
         n = 1

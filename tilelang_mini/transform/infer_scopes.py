@@ -24,7 +24,8 @@ from ..ir.nodes import (
     Alloc, BinOp, Buffer, Const, Copy, Fill, For, Gemm, If, Kernel, Load, Reduce, Region, Scope, Store,
     Var, walk_statements,
 )
-from .util import buffers_read, buffers_written, rebuffer
+from ..ir import analysis
+from .util import rebuffer
 
 DEV = ("shared", "fragment")
 ORDER = ("L0C", "L1", "UB")
@@ -66,7 +67,7 @@ def _homes(kernel: Kernel, dev: dict) -> dict:
             add(s.b.buffer, "L1")
             add(s.c.buffer, "L0C")
         elif isinstance(s, (Reduce, Store)) or (isinstance(s, For) and s.kind == "parallel"):
-            for b in buffers_read(s) + buffers_written(s):
+            for b in analysis.reads(s) + analysis.writes(s):
                 add(b, "UB")
     for name, hs in need.items():
         if not hs:  # only copied and filled: a staging buffer of the vector unit
@@ -126,13 +127,13 @@ class _Rewriter:
         # Everything else runs on the vector unit: its buffers in UB.
         state = dict(state)
         pre = []
-        for b in buffers_read(s):
+        for b in analysis.reads(s):
             if self.is_dev(b):
                 pre += self.ensure(b, "UB", state, s)
-        for b in buffers_written(s):
+        for b in analysis.writes(s):
             if self.is_dev(b):
                 state[b.name] = frozenset({"UB"})
-        mapping = {b.name: self.v(b, "UB") for b in buffers_read(s) + buffers_written(s)
+        mapping = {b.name: self.v(b, "UB") for b in analysis.reads(s) + analysis.writes(s)
                    if self.is_dev(b)}
         return pre + [rebuffer(s, mapping)], state
 

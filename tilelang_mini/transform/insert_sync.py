@@ -30,9 +30,10 @@ from ..arch import Chip
 from ..errors import CompileError
 from ..ir import dtypes
 from ..ir.nodes import (
-    Alloc, Const, For, If, Kernel, Load, PipeBarrier, Region, Scope, SetCrossFlag, SetFlag,
-    WaitCrossFlag, WaitFlag, walk_own,
+    Alloc, Const, For, If, Kernel, PipeBarrier, Region, Scope, SetCrossFlag, SetFlag,
+    WaitCrossFlag, WaitFlag,
 )
+from ..ir.analysis import GM_SCOPES, boxes_overlap, operands, static_box
 from ..ir.pipes import pipe_of
 from .util import group_scopes
 
@@ -87,57 +88,22 @@ def _tree(stmts, core=None) -> list:
 
 def _accesses(instr: Instr, offsets: dict) -> list:
     """(memory key, box or None, is_write) for each buffer the instruction touches."""
-    s, out = instr.stmt, []
-
-    def add(region_or_buf, write):
-        if isinstance(region_or_buf, Region):
-            buf, box = region_or_buf.buffer, _box(region_or_buf)
-        else:
-            buf, box = region_or_buf, None
-        out.append((_mem(buf, instr.core, offsets), box, write))
-
-    from ..ir.nodes import Copy, Fill, Gemm, Reduce
-    if isinstance(s, Copy):
-        add(s.src, False)
-        add(s.dst, True)
-    elif isinstance(s, Gemm):
-        add(s.a, False)
-        add(s.b, False)
-        if not s.clear_accum:
-            add(s.c, False)
-        add(s.c, True)
-    elif isinstance(s, Fill):
-        add(s.dst, True)
-    elif isinstance(s, Reduce):
-        add(s.src, False)
-        if not s.clear:
-            add(s.dst, False)
-        add(s.dst, True)
-    else:  # a Parallel map or a scalar store
-        stores = s.body if isinstance(s, For) else (s,)
-        for st in stores:
-            for n in walk_own(st):
-                if isinstance(n, Load):
-                    add(n.buffer, False)
-            add(st.buffer, True)
+    out = []
+    for node, write in operands(instr.stmt):
+        box = static_box(node) if isinstance(node, Region) else None
+        out.append((_mem(node.buffer, instr.core, offsets), box, write))
     return out
 
 
 def _mem(buf, core, offsets):
     """Memory identity: on-chip buffers by scope and byte range (so aliases conflict)."""
-    if buf.scope in ("global", "workspace"):
+    if buf.scope in GM_SCOPES:
         return ("GM", buf.name, None)
     owner = "V" if buf.scope in ("UB", "var") else "C"
     if buf.name in offsets:
         start = offsets[buf.name]
         return (owner, buf.scope, (start, start + buf.numel * dtypes.itemsize(buf.dtype)), buf.name)
     return (owner, buf.scope, None, buf.name)
-
-
-def _box(r: Region):
-    if all(isinstance(s, Const) for s in r.start):
-        return tuple((s.value, s.value + n) for s, n in zip(r.start, r.extent))
-    return None
 
 
 def _conflict(x, y) -> bool:
@@ -147,11 +113,11 @@ def _conflict(x, y) -> bool:
     if mx[0] == "GM" or my[0] == "GM":
         if mx != my:
             return False
-        return bx is None or by is None or all(a0 < b1 and b0 < a1 for (a0, a1), (b0, b1) in zip(bx, by))
+        return boxes_overlap(bx, by)
     if mx[:2] != my[:2]:
         return False
     if mx[3] == my[3]:
-        return bx is None or by is None or all(a0 < b1 and b0 < a1 for (a0, a1), (b0, b1) in zip(bx, by))
+        return boxes_overlap(bx, by)
     if mx[2] is None or my[2] is None:
         return False
     return mx[2][0] < my[2][1] and my[2][0] < mx[2][1]

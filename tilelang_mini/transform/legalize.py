@@ -20,6 +20,7 @@ from dataclasses import replace
 from ..arch import Chip
 from ..errors import CompileError
 from ..ir import dtypes
+from ..ir.analysis import GM_SCOPES
 from ..ir.nodes import Alloc, BinOp, Buffer, Const, Copy, For, Gemm, Kernel, Region, Var
 from ..ir.pipes import copy_pipe
 from .util import all_allocs, map_bodies, strip_allocs
@@ -71,7 +72,7 @@ class _Legalizer:
             return self.cast_on_vector(s)
         if pipe is not None and self.direct(src, dst):
             return [s]
-        if src in ("global", "workspace") and dst in ("global", "workspace"):
+        if src in GM_SCOPES and dst in GM_SCOPES:
             tmp = self.fresh(f"{s.dst.buffer.name}_ub", s.src.extent, s.src.buffer.dtype, "UB", s.loc)
             return [Copy(s.src, Region.full(tmp), s.loc)] + self.copy(Copy(Region.full(tmp), s.dst, s.loc))
         if (src, dst) in (("L0C", "UB"), ("UB", "L1")):

@@ -20,8 +20,9 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ..ir.nodes import Alloc, BinOp, Const, For, Kernel, Scope, Var, body_fields, walk_statements
+from ..ir import analysis
 from .util import (
-    buffers_read, buffers_written, group_scopes, leaf_instructions, map_bodies, rebuffer,
+    group_scopes, map_bodies, rebuffer,
     substitute,
 )
 
@@ -159,9 +160,9 @@ def _items(body) -> list:
 
 def _touches(st):
     reads, writes = set(), set()
-    for x in [st] if not body_fields(st) else leaf_instructions([st]):
-        reads |= {b.name for b in buffers_read(x)}
-        writes |= {b.name for b in buffers_written(x)}
+    for x in [st] if not body_fields(st) else analysis.instructions([st]):
+        reads |= {b.name for b in analysis.reads(x)}
+        writes |= {b.name for b in analysis.writes(x)}
     return reads, writes
 
 
@@ -183,8 +184,8 @@ def _dependents(items) -> list:
 def _private_buffers(body) -> list:
     """On-chip buffers each iteration writes in full before reading (no value crosses iterations)."""
     written_full, read_first, seen = {}, set(), set()
-    for s in leaf_instructions(body):
-        for b in buffers_read(s):
+    for s in analysis.instructions(body):
+        for b in analysis.reads(s):
             if b.name not in written_full and b.scope in STAGED_SCOPES:
                 read_first.add(b.name)
         for region in _write_regions(s):
@@ -194,7 +195,7 @@ def _private_buffers(body) -> list:
                     written_full.setdefault(b.name, b)
                 elif b.name not in written_full:
                     read_first.add(b.name)
-        seen |= {b.name for b in buffers_written(s)}
+        seen |= {b.name for b in analysis.writes(s)}
     return [b for n, b in written_full.items() if n not in read_first]
 
 

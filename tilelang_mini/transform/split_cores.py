@@ -22,7 +22,8 @@ from ..ir.nodes import (
     SYNC_OPS, TILE_OPS, transform, walk_statements,
 )
 from ..ir.pipes import pipe_of
-from .util import leaf_instructions, substitute
+from ..ir import analysis
+from .util import substitute
 
 CUBE_PIPES = ("MTE1", "M", "FIX")
 
@@ -115,7 +116,7 @@ def _row_split(body):
     if rows % 2:
         return None
     split = {n for n, b in ub.items() if b.shape[0] == rows}
-    for s in leaf_instructions(body):
+    for s in analysis.instructions(body):
         if core_of(s) == "V" and not _splittable(s, split, rows):
             return None
         if core_of(s) == "C" and not _cube_splittable(s, split, rows):
@@ -125,8 +126,7 @@ def _row_split(body):
 
 def _cube_splittable(s, split, rows) -> bool:
     """A cube instruction may touch a split buffer only as FixPipe's destination, whole rows."""
-    from .util import buffers_read, buffers_written
-    touched = {b.name for b in buffers_read(s) + buffers_written(s)} & split
+    touched = {b.name for b in analysis.reads(s) + analysis.writes(s)} & split
     if not touched:
         return True
     return (isinstance(s, Copy) and touched == {s.dst.buffer.name}

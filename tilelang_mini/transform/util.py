@@ -4,8 +4,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ..ir.nodes import (
-    Alloc, Buffer, Copy, Fill, For, Gemm, If, Kernel, Load, Reduce, Region, Scope, Store, Var,
-    body_fields, transform, walk_own,
+    Alloc, Buffer, If, Kernel, Region, Scope, Var, body_fields, transform,
 )
 
 
@@ -37,57 +36,6 @@ def map_bodies(stmt, fn):
     """Apply `fn(list_of_stmts) -> list_of_stmts` to every statement list of `stmt`."""
     changes = {f: tuple(fn(list(getattr(stmt, f)))) for f in body_fields(stmt)}
     return replace(stmt, **changes) if changes else stmt
-
-
-def buffers_read(stmt) -> list[Buffer]:
-    """Buffers a (non-structured) statement reads."""
-    if isinstance(stmt, Copy):
-        return [stmt.src.buffer] + _loads(stmt.src)
-    if isinstance(stmt, Gemm):
-        return [stmt.a.buffer, stmt.b.buffer] + ([] if stmt.clear_accum else [stmt.c.buffer])
-    if isinstance(stmt, Reduce):
-        return [stmt.src.buffer] + ([] if stmt.clear else [stmt.dst.buffer])
-    if isinstance(stmt, Fill):
-        return _loads(stmt.value)
-    if isinstance(stmt, Store):
-        return _loads(stmt)
-    if isinstance(stmt, For) and stmt.kind == "parallel":
-        out = []
-        for s in stmt.body:
-            out += _loads(s)
-        return out
-    return []
-
-
-def buffers_written(stmt) -> list[Buffer]:
-    if isinstance(stmt, Copy):
-        return [stmt.dst.buffer]
-    if isinstance(stmt, Gemm):
-        return [stmt.c.buffer]
-    if isinstance(stmt, (Reduce, Fill)):
-        return [stmt.dst.buffer]
-    if isinstance(stmt, Store):
-        return [stmt.buffer]
-    if isinstance(stmt, For) and stmt.kind == "parallel":
-        return [s.buffer for s in stmt.body if isinstance(s, Store)]
-    return []
-
-
-def leaf_instructions(body):
-    """Tile instructions (tile ops, Parallel maps, scalar stores) in program order; control flow
-    and Scope blocks are entered, Parallel maps are not."""
-    for s in body:
-        if isinstance(s, For) and s.kind == "parallel":
-            yield s
-        elif body_fields(s):
-            for f in body_fields(s):
-                yield from leaf_instructions(getattr(s, f))
-        elif not isinstance(s, Alloc):
-            yield s
-
-
-def _loads(node) -> list[Buffer]:
-    return [n.buffer for n in walk_own(node) if isinstance(n, Load)]
 
 
 def all_allocs(body) -> list[Alloc]:
@@ -131,5 +79,4 @@ def with_body(kernel: Kernel, body) -> Kernel:
     return replace(kernel, body=tuple(body))
 
 
-__all__ = ["substitute", "rebuffer", "map_bodies", "buffers_read", "buffers_written",
-           "all_allocs", "strip_allocs", "with_body", "Region", "If", "Scope"]
+__all__ = ["substitute", "rebuffer", "map_bodies", "all_allocs", "strip_allocs", "with_body", "Region", "If", "Scope"]

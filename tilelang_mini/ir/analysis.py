@@ -1,0 +1,140 @@
+"""What every pass, the simulator and the backends ask of an instruction, written once.
+
+Op groups and scope groups (import these; never write a second list of sync ops or GM scopes):
+
+    SYNC_OPS     set_flag, wait_flag, pipe_barrier, set_cross_flag, wait_cross_flag
+    TILE_OPS     copy, gemm, fill, reduce
+    GM_SCOPES    global, workspace                one instance per launch / per block, off chip
+    AIC_SCOPES   L1, L0A, L0B, L0C                the cube core's buffers
+    BLOCK_SCOPES GM_SCOPES + AIC_SCOPES           one instance per block (UB and var: per core)
+
+An *instruction* is a tile op, a scalar Store, a Parallel map (`For` of kind "parallel", taken
+whole) or a sync op. Its *operands* are the regions, loads and stores it touches, each with its
+direction; `reads`/`writes` are the buffers behind them (a region's start expressions are reads
+too: an index loaded from a buffer reads it). A gemm without clear_accum and a reduce without
+clear read their destination as well as writing it.
+
+    copy(A[i, 0 +: 32], A_s)     operands: (A[i, 0 +: 32], read), (A_s, write)
+    gemm(A_s, B_s, C_f)          operands: (A_s, read), (B_s, read), (C_f, read), (C_f, write)
+"""
+from __future__ import annotations
+
+from .nodes import (
+    GLOBAL_SCOPES, SYNC_OPS, TILE_OPS, Alloc, Buffer, Const, Copy, Fill, For, Gemm, Load, Reduce,
+    Region, Scope, Store, body_fields, walk, walk_own, walk_statements,
+)
+
+GM_SCOPES = GLOBAL_SCOPES
+AIC_SCOPES = ("L1", "L0A", "L0B", "L0C")
+BLOCK_SCOPES = GM_SCOPES + AIC_SCOPES
+
+__all__ = ["SYNC_OPS", "TILE_OPS", "GM_SCOPES", "AIC_SCOPES", "BLOCK_SCOPES", "is_map",
+           "is_sync", "core_instructions", "instructions", "loads", "map_stores", "operands", "reads", "writes",
+           "accesses", "written_names", "static_box", "boxes_overlap"]
+
+
+def is_map(s) -> bool:
+    """A Parallel loop: an elementwise map, one instruction."""
+    return isinstance(s, For) and s.kind == "parallel"
+
+
+def is_sync(s) -> bool:
+    return isinstance(s, SYNC_OPS)
+
+
+def core_instructions(body, core: str | None = None):
+    """(instruction, core) in program order: Scope blocks, serial loops and ifs are entered
+    (core: the enclosing Scope's, or `core`), Parallel maps are not; Allocs are skipped."""
+    for s in body:
+        if is_map(s):
+            yield s, core
+        elif isinstance(s, Scope):
+            yield from core_instructions(s.body, s.core)
+        elif body_fields(s):
+            for f in body_fields(s):
+                yield from core_instructions(getattr(s, f), core)
+        elif not isinstance(s, Alloc):
+            yield s, core
+
+
+def instructions(body):
+    """The instructions of `body` in program order (as `core_instructions`, without the core)."""
+    return (s for s, _ in core_instructions(body))
+
+
+def loads(node) -> list[Load]:
+    """The Load nodes of `node` (an expression, region or statement, not its nested statements)."""
+    if not hasattr(node, "__dataclass_fields__"):
+        return []
+    return [n for n in walk_own(node) if isinstance(n, Load)]
+
+
+def map_stores(stmt) -> list[Store]:
+    """The Stores of a scalar Store or a Parallel map (at any depth of its body)."""
+    if isinstance(stmt, Store):
+        return [stmt]
+    if is_map(stmt):
+        return [s for s in walk_statements(stmt.body) if isinstance(s, Store)]
+    return []
+
+
+def operands(stmt, accumulate: bool = True) -> list[tuple]:
+    """[(Region | Load | Store, is_write)] of an instruction, reads before writes. With
+    `accumulate=False` an accumulating gemm/reduce lists its destination as a write only."""
+    if isinstance(stmt, Copy):
+        return [(stmt.src, False), (stmt.dst, True)]
+    if isinstance(stmt, Gemm):
+        acc = [] if stmt.clear_accum or not accumulate else [(stmt.c, False)]
+        return [(stmt.a, False), (stmt.b, False), *acc, (stmt.c, True)]
+    if isinstance(stmt, Reduce):
+        acc = [] if stmt.clear or not accumulate else [(stmt.dst, False)]
+        return [(stmt.src, False), *acc, (stmt.dst, True)]
+    if isinstance(stmt, Fill):
+        return [(ld, False) for ld in loads(stmt.value)] + [(stmt.dst, True)]
+    out = []
+    for st in map_stores(stmt):
+        out += [(ld, False) for ld in loads(st)]
+        out.append((st, True))
+    return out
+
+
+def reads(stmt) -> list[Buffer]:
+    """Buffers an instruction reads (operands, and loads in its regions' start indices)."""
+    out = []
+    for node, write in operands(stmt):
+        if isinstance(node, Region):
+            out += [ld.buffer for ld in loads(node)]
+        if not write:
+            out.append(node.buffer)
+    return out
+
+
+def writes(stmt) -> list[Buffer]:
+    """Buffers an instruction writes."""
+    return [node.buffer for node, write in operands(stmt) if write]
+
+
+def accesses(stmt) -> tuple[set[str], set[str]]:
+    """(names of the buffers read, names of the buffers written) by an instruction."""
+    return {b.name for b in reads(stmt)}, {b.name for b in writes(stmt)}
+
+
+def written_names(stmt) -> set[str]:
+    """Names of the buffers `stmt` and every statement nested in it write."""
+    out = set()
+    for n in walk(stmt):
+        if isinstance(n, (*TILE_OPS, Store)):
+            out |= {b.name for b in writes(n)}
+    return out
+
+
+def static_box(r: Region):
+    """((lo, hi), ...) per dimension when every start is a constant, else None."""
+    if all(isinstance(s, Const) for s in r.start):
+        return tuple((s.value, s.value + n) for s, n in zip(r.start, r.extent))
+    return None
+
+
+def boxes_overlap(a, b) -> bool:
+    """Do two boxes overlap? None is an unknown box and overlaps everything."""
+    return a is None or b is None or all(a0 < b1 and b0 < a1 for (a0, a1), (b0, b1) in zip(a, b))
