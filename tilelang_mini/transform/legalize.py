@@ -26,6 +26,7 @@ from ..ir.pipes import copy_pipe
 from .util import all_allocs, map_bodies, strip_allocs
 
 ALIGN_K = 16
+FP8_DTYPES = ("float8_e4m3fn", "float8_e5m2")  # cube operands only chips with fp8_cube take
 CASTING_PIPES = ("V", "FIX")  # the pipes that can convert dtypes on the way
 
 
@@ -105,6 +106,10 @@ class _Legalizer:
         return True
 
     def gemm(self, s: Gemm) -> list:
+        if s.a.buffer.dtype in FP8_DTYPES and not self.chip.fp8_cube:
+            raise CompileError(f"gemm on {s.a.buffer.dtype} operands: the cube of {self.chip.name} "
+                               "has no FP8; widen the tiles to bfloat16 first (T.copy to a "
+                               "bfloat16 tile) or compile for a chip with FP8 (ascend950)", s.loc)
         scopes = (s.a.buffer.scope, s.b.buffer.scope, s.c.buffer.scope)
         if scopes == ("L0A", "L0B", "L0C"):
             return [s]

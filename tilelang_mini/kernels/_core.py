@@ -1,0 +1,175 @@
+"""What every library function shares: array conversion, compiled-kernel cache, launches.
+
+A library function is written as a *plan*: `plan(ctx, *args, **kwargs) -> Plan`, which converts
+the arguments, compiles (memoised) the tile kernels the call needs for `ctx.target`/`ctx.chip`
+and lists the launches, each a JITKernel with the full list of its parameter arrays. Outputs are
+parameters like any other, so the kernels write them in place (as DeepGEMM / FlashMLA do).
+
+`LibraryFunction` turns a plan into the public callable `f(*args)`, plus
+`f.kernels(*args)` (the JITKernels it would launch) and `f.estimate(*args, chip=...)` (the
+performance model's estimate of the whole call: the sum of its launches).
+"""
+from __future__ import annotations
+
+import functools
+import threading
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..ir import dtypes
+from ..runtime import config
+
+DEFAULT_TARGET = "llvm"  # the library runs on the fast target unless told otherwise
+
+_CACHE: dict = {}
+_LOCK = threading.Lock()
+
+
+@dataclass(frozen=True)
+class Context:
+    target: str
+    chip: str
+
+    def compile(self, factory, *args):
+        """`factory(*args)` (a T.prim_func) compiled for this context, memoised."""
+        key = (factory.__module__, factory.__qualname__, args, self.target, self.chip)
+        with _LOCK:
+            kernel = _CACHE.get(key)
+        if kernel is None:
+            from ..runtime.kernel import compile as tl_compile
+            kernel = tl_compile(factory(*args), target=self.target, chip=self.chip)
+            with _LOCK:
+                _CACHE[key] = kernel
+        return kernel
+
+
+@dataclass
+class Plan:
+    """The launches of one call, in order, the value it returns, and copy-backs of outputs
+    that were not C-contiguous arrays of the kernel's dtype."""
+
+    launches: list = field(default_factory=list)
+    result: object = None
+    writeback: list = field(default_factory=list)
+
+    def launch(self, kernel, *arrays):
+        self.launches.append((kernel, arrays))
+
+
+@dataclass
+class CallEstimate:
+    """The estimate of a whole library call: the sum of its launches on one chip."""
+
+    chip: str
+    kernels: list  # (kernel name, Estimate)
+
+    @property
+    def time_us(self) -> float:
+        return sum(e.time_us for _, e in self.kernels)
+
+    def __repr__(self) -> str:
+        parts = ", ".join(f"{n} {e.time_us:.2f} us" for n, e in self.kernels)
+        return f"<CallEstimate {self.time_us:.2f} us on {self.chip}: {parts}>"
+
+
+class LibraryFunction:
+    """A public library function: call it, list its kernels, or estimate it."""
+
+    def __init__(self, plan):
+        self.plan = plan
+        functools.update_wrapper(self, plan)
+
+    def _context(self, target=None, chip=None) -> Context:
+        return Context(target or DEFAULT_TARGET, chip or config.default_chip())
+
+    def __call__(self, *args, target=None, chip=None, **kwargs):
+        plan = self.plan(self._context(target, chip), *args, **kwargs)
+        for kernel, arrays in plan.launches:
+            kernel(*arrays)
+        for dst, src in plan.writeback:
+            dst[...] = from_numpy_like(src, dst)
+        return plan.result
+
+    def kernels(self, *args, target=None, chip=None, **kwargs) -> list:
+        """The compiled JITKernels this call launches, in order (for get_ir and simulate)."""
+        plan = self.plan(self._context(target, chip), *args, **kwargs)
+        return [k for k, _ in plan.launches]
+
+    def launches(self, *args, target=None, chip=None, **kwargs) -> list:
+        """(JITKernel, arrays) per launch: `kernel.simulate(*arrays)` replays one launch."""
+        return self.plan(self._context(target, chip), *args, **kwargs).launches
+
+    def estimate(self, *args, chip=None, **kwargs) -> CallEstimate:
+        """The estimate of the whole call on `chip` (the arrays may be np.empty)."""
+        ctx = self._context("numpy", chip)
+        plan = self.plan(ctx, *args, **kwargs)
+        return CallEstimate(ctx.chip, [(k.ir.name, k.estimate()) for k, _ in plan.launches])
+
+
+def library_function(plan) -> LibraryFunction:
+    return LibraryFunction(plan)
+
+
+# ----------------------------------------------------------------------------- arrays
+
+
+def to_numpy(x, name: str = "argument"):
+    """A NumPy view of `x` (NumPy array, or torch CPU tensor: bf16/fp8 viewed through ml_dtypes)."""
+    if isinstance(x, np.ndarray):
+        return x
+    mod = type(x).__module__
+    if mod.startswith("torch"):
+        import torch
+        if x.device.type != "cpu":
+            raise TypeError(f"{name}: only CPU torch tensors are supported, got {x.device}")
+        special = {torch.bfloat16: ("int16", "bfloat16")}
+        for tname, npname in (("float8_e4m3fn", "float8_e4m3fn"), ("float8_e5m2", "float8_e5m2")):
+            if hasattr(torch, tname):
+                special[getattr(torch, tname)] = ("uint8", npname)
+        if x.dtype in special:
+            raw, npname = special[x.dtype]
+            return x.view(getattr(torch, raw)).numpy().view(dtypes.to_numpy(npname))
+        return x.numpy()
+    if np.isscalar(x) or isinstance(x, (list, tuple)):
+        return np.asarray(x)
+    raise TypeError(f"{name}: expected a NumPy array or a torch CPU tensor, got {type(x).__name__}")
+
+
+def from_numpy_like(src: np.ndarray, dst: np.ndarray) -> np.ndarray:
+    return src.astype(dst.dtype, copy=False)
+
+
+def dtype_of(a: np.ndarray) -> str:
+    d = dtypes.canonical(a.dtype)
+    if d is None:
+        raise TypeError(f"unsupported dtype {a.dtype}")
+    return d
+
+
+def as_input(x, dtype: str | None = None, name: str = "argument") -> np.ndarray:
+    """A C-contiguous NumPy array for a kernel input (cast to `dtype` if given)."""
+    a = to_numpy(x, name)
+    if dtype is not None and dtypes.canonical(a.dtype) != dtype:
+        a = a.astype(dtypes.to_numpy(dtype))
+    return np.ascontiguousarray(a)
+
+
+def as_output(plan: Plan, x, name: str = "output", dtype: str | None = None) -> np.ndarray:
+    """The array a kernel writes for output `x`: `x` itself when it is C-contiguous (and of
+    `dtype`), else a contiguous copy that the call copies back into `x` at the end."""
+    a = to_numpy(x, name)
+    if a.flags.c_contiguous and (dtype is None or dtypes.canonical(a.dtype) == dtype):
+        return a
+    work = np.ascontiguousarray(a.astype(dtypes.to_numpy(dtype)) if dtype else a)
+    plan.writeback.append((a, work))
+    return work
+
+
+def check_shape(a: np.ndarray, shape, name: str) -> None:
+    if tuple(a.shape) != tuple(shape):
+        raise ValueError(f"{name} has shape {tuple(a.shape)}; expected {tuple(shape)}")
+
+
+def ceil_div(a: int, b: int) -> int:
+    return -(-a // b)

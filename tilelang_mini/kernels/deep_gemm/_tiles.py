@@ -1,0 +1,205 @@
+"""The tile kernels behind DeepGEMM's dense and grouped GEMMs.
+
+One kernel shape serves every layout: a (block_M x block_N) output tile per block, a K loop that
+loads the A and B tiles in their stored layout (K-major or MN-major, i.e. `transpose_A` /
+`transpose_B` on the cube), and an epilogue that adds C and casts to D's dtype.
+
+FP8 (block-scaled) GEMMs run the K loop in steps of the scale granularity (128): each step's
+partial product `P = A_k @ B_k` comes out of the cube (L0C) and the vector unit folds it in,
+`acc += P * sfa[m, k] * sfb[n, k]`. On a chip whose cube has no FP8 (ascend910b) the FP8 tiles
+are widened to bfloat16 on the vector unit first (exact: every e4m3 value is a bfloat16).
+
+Grouped forms read their group of each block from a tensor at run time (contiguous layout: the
+group of the block's first row; masked layout: the block's group and that group's row count), and
+store only the rows that belong to a group (rows marked -1 and rows past masked_m are left as
+they were).
+"""
+import tilelang_mini.language as T
+
+SF_GRAN = 128  # DeepGEMM's (1, 128, 128) recipe: one scale per 128 K values (and 128 N rows of B)
+
+
+def fp8_cube(chip: str) -> bool:
+    from ...arch import get_chip
+    return get_chip(chip).fp8_cube
+
+
+def gemm_kernel(M, N, K, a_t, b_t, in_dtype, out_dtype, c_mode, sf_mode, cube_fp8,
+                block_M=128, block_N=128, block_K=64, groups=0, grouping=None):
+    """D[M,N] (= C +) A @ B for one layout.
+
+    a_t/b_t: A stored [K,M] / B stored [K,N] (MN-major) instead of [M,K] / [N,K].
+    c_mode: None, "separate" (a C parameter) or "inplace" (D holds C on entry).
+    sf_mode: None (bf16), "block" (sfb [ceil(N/128), ceil(K/128)]) or "channel" (sfb [N, ...]).
+    groups/grouping: 0/None dense; G/"contiguous" (B [G,N,K], layout [M]); G/"masked"
+    (A [G,M,K], B [G,N,K], D [G,M,N], masked_m [G])."""
+    scaled = sf_mode is not None
+    with_c = c_mode is not None
+    if scaled:
+        block_K = SF_GRAN
+        block_N = SF_GRAN if sf_mode == "block" else block_N
+    KB = T.ceildiv(K, SF_GRAN)
+    NB = T.ceildiv(N, SF_GRAN)
+    mma_dtype = in_dtype if (not scaled or cube_fp8) else "bfloat16"
+    widen = mma_dtype != in_dtype
+    if widen:  # the widened copies and the fp32 partial share UB with the fp8 stages
+        block_M = min(block_M, 64)
+    stages = 1 if widen else 2
+    a_tile = (block_K, block_M) if a_t else (block_M, block_K)
+    b_tile = (block_K, block_N) if b_t else (block_N, block_K)
+    sfb_rows = NB if sf_mode == "block" else N
+    masked = grouping == "masked"
+    grouped = grouping is not None
+    contiguous = grouping == "contiguous"
+    G = max(groups, 1)
+    a_shape = ((G, M, K) if masked else ((K, M) if a_t else (M, K)))
+    b_shape = (((G, N, K) if groups else ((K, N) if b_t else (N, K))))
+    d_shape = (G, M, N) if masked else (M, N)
+    sfa_shape = (G, M, KB) if masked else (M, KB)
+    sfb_shape = (G, sfb_rows, KB) if groups else (sfb_rows, KB)
+    info_shape = (M,) if contiguous else (G,)
+    grid_z = G if masked else 1
+
+    @T.macro
+    def load_tiles(A, B, A_s, B_s, g, bx, by, k):
+        if masked:
+            T.copy(A[g, by * block_M:(by + 1) * block_M, k * block_K:(k + 1) * block_K], A_s)
+        elif a_t:
+            T.copy(A[k * block_K, by * block_M], A_s)
+        else:
+            T.copy(A[by * block_M, k * block_K], A_s)
+        if groups:
+            T.copy(B[g, bx * block_N:(bx + 1) * block_N, k * block_K:(k + 1) * block_K], B_s)
+        elif b_t:
+            T.copy(B[k * block_K, bx * block_N], B_s)
+        else:
+            T.copy(B[bx * block_N, k * block_K], B_s)
+
+    @T.macro
+    def mainloop(A, B, SFA, SFB, acc, g, bx, by):
+        A_s = T.alloc_shared(a_tile, in_dtype)
+        B_s = T.alloc_shared(b_tile, in_dtype)
+        if not scaled:
+            T.clear(acc)
+            for k in T.Pipelined(T.ceildiv(K, block_K), num_stages=2):
+                load_tiles(A, B, A_s, B_s, g, bx, by, k)
+                T.gemm(A_s, B_s, acc, transpose_A=a_t, transpose_B=not b_t)
+        else:
+            P = T.alloc_fragment((block_M, block_N), "float32")
+            sa = T.alloc_fragment((block_M, 1), "float32")
+            A_w = T.alloc_shared(a_tile, mma_dtype)
+            B_w = T.alloc_shared(b_tile, mma_dtype)
+            sb = T.alloc_fragment((block_N, 1), "float32")
+            s_b = T.alloc_var("float32")
+            T.clear(acc)
+            for k in T.Pipelined(T.ceildiv(K, block_K), num_stages=stages):
+                load_tiles(A, B, A_s, B_s, g, bx, by, k)
+                if masked:
+                    T.copy(SFA[g, by * block_M:(by + 1) * block_M, k:k + 1], sa)
+                else:
+                    T.copy(SFA[by * block_M:(by + 1) * block_M, k:k + 1], sa)
+                if sf_mode == "block" and groups:
+                    s_b = SFB[g, bx, k]   # one scale for the whole tile: a scalar
+                elif sf_mode == "block":
+                    s_b = SFB[bx, k]
+                elif groups:
+                    T.copy(SFB[g, bx * block_N:(bx + 1) * block_N, k:k + 1], sb)
+                else:
+                    T.copy(SFB[bx * block_N:(bx + 1) * block_N, k:k + 1], sb)
+                if widen:
+                    T.copy(A_s, A_w)                      # fp8 -> bf16 on the vector unit
+                    T.copy(B_s, B_w)
+                    T.gemm(A_w, B_w, P, transpose_A=a_t, transpose_B=not b_t, clear_accum=True)
+                else:
+                    T.gemm(A_s, B_s, P, transpose_A=a_t, transpose_B=not b_t, clear_accum=True)
+                if sf_mode == "block":
+                    for i, j in T.Parallel(block_M, block_N):
+                        acc[i, j] = acc[i, j] + P[i, j] * (sa[i, 0] * s_b)
+                else:
+                    for i, j in T.Parallel(block_M, block_N):
+                        acc[i, j] = acc[i, j] + P[i, j] * (sa[i, 0] * sb[j, 0])
+
+    @T.macro
+    def epilogue(C, D, INFO, acc, g, bx, by):
+        out = T.alloc_fragment((block_M, block_N), out_dtype)
+        if with_c:
+            c_f = T.alloc_fragment((block_M, block_N), "float32")
+            T.copy(C[by * block_M, bx * block_N], c_f)
+            for i, j in T.Parallel(block_M, block_N):
+                out[i, j] = c_f[i, j] + acc[i, j]
+        else:
+            T.copy(acc, out)
+        if contiguous:
+            for i in T.serial(block_M):
+                if by * block_M + i < M:
+                    if INFO[by * block_M + i] >= 0:
+                        T.copy(out[i:i + 1, :], D[by * block_M + i, bx * block_N])
+        elif masked:
+            for i in T.serial(block_M):
+                if by * block_M + i < INFO[g]:
+                    T.copy(out[i:i + 1, :], D[g, by * block_M + i, bx * block_N:(bx + 1) * block_N])
+        else:
+            T.copy(out, D[by * block_M, bx * block_N])
+
+    @T.macro
+    def body(A, B, SFA, SFB, C, D, INFO, bx, by, bz):
+        acc = T.alloc_fragment((block_M, block_N), "float32")
+        if contiguous:
+            g = INFO[by * block_M]
+            if g >= 0:
+                mainloop(A, B, SFA, SFB, acc, g, bx, by)
+                epilogue(C, D, INFO, acc, g, bx, by)
+        elif masked:
+            if by * block_M < INFO[bz]:
+                mainloop(A, B, SFA, SFB, acc, bz, bx, by)
+                epilogue(C, D, INFO, acc, bz, bx, by)
+        else:
+            mainloop(A, B, SFA, SFB, acc, 0, bx, by)
+            epilogue(C, D, INFO, acc, 0, bx, by)
+
+    grid_x, grid_y = T.ceildiv(N, block_N), T.ceildiv(M, block_M)
+    if grouped and scaled:
+        @T.prim_func
+        def fp8_grouped_gemm(A: T.Tensor(a_shape, in_dtype), SFA: T.Tensor(sfa_shape, "float32"),
+                             B: T.Tensor(b_shape, in_dtype), SFB: T.Tensor(sfb_shape, "float32"),
+                             D: T.Tensor(d_shape, out_dtype), INFO: T.Tensor(info_shape, "int32")):
+            with T.Kernel(grid_x, grid_y, grid_z) as (bx, by, bz):
+                body(A, B, SFA, SFB, D, D, INFO, bx, by, bz)
+        return fp8_grouped_gemm
+    if grouped:
+        @T.prim_func
+        def bf16_grouped_gemm(A: T.Tensor(a_shape, in_dtype), B: T.Tensor(b_shape, in_dtype),
+                              D: T.Tensor(d_shape, out_dtype), INFO: T.Tensor(info_shape, "int32")):
+            with T.Kernel(grid_x, grid_y, grid_z) as (bx, by, bz):
+                body(A, B, A, B, D, D, INFO, bx, by, bz)
+        return bf16_grouped_gemm
+    if scaled and c_mode == "separate":
+        @T.prim_func
+        def fp8_gemm_c(A: T.Tensor(a_shape, in_dtype), SFA: T.Tensor(sfa_shape, "float32"),
+                       B: T.Tensor(b_shape, in_dtype), SFB: T.Tensor(sfb_shape, "float32"),
+                       C: T.Tensor((M, N), "float32"), D: T.Tensor((M, N), out_dtype)):
+            with T.Kernel(grid_x, grid_y) as (bx, by):
+                body(A, B, SFA, SFB, C, D, D, bx, by, 0)
+        return fp8_gemm_c
+    if scaled:
+        @T.prim_func
+        def fp8_gemm(A: T.Tensor(a_shape, in_dtype), SFA: T.Tensor(sfa_shape, "float32"),
+                     B: T.Tensor(b_shape, in_dtype), SFB: T.Tensor(sfb_shape, "float32"),
+                     D: T.Tensor((M, N), out_dtype)):
+            with T.Kernel(grid_x, grid_y) as (bx, by):
+                body(A, B, SFA, SFB, D, D, D, bx, by, 0)
+        return fp8_gemm
+    if c_mode == "separate":
+        @T.prim_func
+        def bf16_gemm_c(A: T.Tensor(a_shape, in_dtype), B: T.Tensor(b_shape, in_dtype),
+                        C: T.Tensor((M, N), "float32"), D: T.Tensor((M, N), out_dtype)):
+            with T.Kernel(grid_x, grid_y) as (bx, by):
+                body(A, B, A, B, C, D, D, bx, by, 0)
+        return bf16_gemm_c
+
+    @T.prim_func
+    def bf16_gemm(A: T.Tensor(a_shape, in_dtype), B: T.Tensor(b_shape, in_dtype),
+                  D: T.Tensor((M, N), out_dtype)):
+        with T.Kernel(grid_x, grid_y) as (bx, by):
+            body(A, B, A, B, D, D, D, bx, by, 0)
+    return bf16_gemm

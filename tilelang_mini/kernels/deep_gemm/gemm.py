@@ -1,0 +1,191 @@
+"""DeepGEMM's dense and grouped GEMM API: `D = C + A @ B` with DeepGEMM's layouts.
+
+Layout letters (DeepGEMM's): the first is A, the second B; `n` for A and `t` for B mean K-major
+(A stored [M, K], B stored [N, K]); the other letter means MN-major (A stored [K, M], B [K, N]).
+D is [M, N] (N-major), bfloat16 or float32; C, when given, is float32 [M, N] and may be D itself.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .._core import (Plan, as_input, as_output, ceil_div, check_shape, dtype_of, library_function,
+                     to_numpy)
+from ._tiles import SF_GRAN, fp8_cube, gemm_kernel
+
+MK_ALIGNMENT = 128  # rows of a group in the contiguous layout are padded to this (one M block)
+
+LAYOUTS = {"nt": (False, False), "nn": (False, True), "tn": (True, True), "tt": (True, False)}
+
+
+def get_mk_alignment_for_contiguous_layout() -> int:
+    """Rows of each group in an m-grouped contiguous layout are padded to a multiple of this
+    (one block_M: every M block then belongs to a single group)."""
+    return MK_ALIGNMENT
+
+
+def _same_memory(x, y) -> bool:
+    return x is y or (x is not None and y is not None and np.shares_memory(to_numpy(x), to_numpy(y)))
+
+
+def _mnk(a, b, layout):
+    a_t, b_t = LAYOUTS[layout]
+    M, K = (a.shape[1], a.shape[0]) if a_t else a.shape
+    N, K2 = (b.shape[1], b.shape[0]) if b_t else b.shape
+    if K != K2:
+        raise ValueError(f"gemm_{layout}: A and B disagree on K ({K} and {K2}); A {a.shape}, "
+                         f"B {b.shape}")
+    return M, N, K
+
+
+def _c_mode(plan, c, d, M, N):
+    if c is None:
+        return None, ()
+    if _same_memory(c, d):
+        return "inplace", ()
+    c_arr = as_input(c, "float32", "c")
+    check_shape(c_arr, (M, N), "c")
+    return "separate", (c_arr,)
+
+
+def _dense(ctx, layout, a, b, d, c, scaled):
+    plan = Plan()
+    if scaled:
+        (a, sfa), (b, sfb) = a, b
+    a_arr, b_arr = to_numpy(a, "a"), to_numpy(b, "b")
+    in_dtype = "float8_e4m3fn" if scaled else "bfloat16"
+    a_arr, b_arr = as_input(a_arr, in_dtype, "a"), as_input(b_arr, in_dtype, "b")
+    M, N, K = _mnk(a_arr, b_arr, layout)
+    d_arr = to_numpy(d, "d")
+    out_dtype = dtype_of(d_arr)
+    if out_dtype not in ("bfloat16", "float32"):
+        raise ValueError(f"d must be bfloat16 or float32, got {d_arr.dtype}")
+    check_shape(d_arr, (M, N), "d")
+    c_mode, c_args = _c_mode(plan, c, d, M, N)
+    d_arr = as_output(plan, d_arr, "d")
+    a_t, b_t = LAYOUTS[layout]
+    if not scaled:
+        kernel = ctx.compile(gemm_kernel, M, N, K, a_t, b_t, "bfloat16", out_dtype, c_mode, None,
+                             False)
+        plan.launch(kernel, a_arr, b_arr, *c_args, d_arr)
+        return plan
+    sfa_arr, sfb_arr = as_input(sfa, "float32", "sfa"), as_input(sfb, "float32", "sfb")
+    KB = ceil_div(K, SF_GRAN)
+    check_shape(sfa_arr, (M, KB), "sfa")
+    if sfb_arr.shape == (ceil_div(N, SF_GRAN), KB):
+        sf_mode = "block"
+    elif sfb_arr.shape == (N, KB):
+        sf_mode = "channel"
+    else:
+        raise ValueError(f"sfb has shape {sfb_arr.shape}; expected ({ceil_div(N, SF_GRAN)}, {KB}) "
+                         f"(recipe 1,128,128) or ({N}, {KB}) (recipe 1,1,128)")
+    kernel = ctx.compile(gemm_kernel, M, N, K, a_t, b_t, "float8_e4m3fn", out_dtype, c_mode,
+                         sf_mode, fp8_cube(ctx.chip))
+    plan.launch(kernel, a_arr, sfa_arr, b_arr, sfb_arr, *c_args, d_arr)
+    return plan
+
+
+def _make_dense(layout, scaled):
+    kind = "fp8" if scaled else "bf16"
+
+    def plan(ctx, a, b, d, c=None, recipe=None, **_ignored):
+        if recipe is not None and tuple(recipe)[1:] not in ((128, 128), (1, 128)):
+            raise ValueError(f"recipe {recipe!r} is not supported: (1, 128, 128) or (1, 1, 128)")
+        return _dense(ctx, layout, a, b, d, c, scaled)
+
+    a_t, b_t = LAYOUTS[layout]
+    plan.__name__ = plan.__qualname__ = f"{kind}_gemm_{layout}"
+    plan.__doc__ = (f"D = C + A @ B on {'FP8 e4m3 operands with fp32 block scales' if scaled else 'bfloat16 operands'}"
+                    f"; A stored {'[K, M]' if a_t else '[M, K]'}, B stored {'[K, N]' if b_t else '[N, K]'}"
+                    f"{'; a = (A, sfa [M, ceil(K/128)]), b = (B, sfb [ceil(N/128), ceil(K/128)] or [N, ceil(K/128)])' if scaled else ''}"
+                    "; d (bfloat16 or float32 [M, N]) is written in place; c (float32, may be d).")
+    return library_function(plan)
+
+
+bf16_gemm_nt = _make_dense("nt", False)
+bf16_gemm_nn = _make_dense("nn", False)
+bf16_gemm_tn = _make_dense("tn", False)
+bf16_gemm_tt = _make_dense("tt", False)
+fp8_gemm_nt = _make_dense("nt", True)
+fp8_gemm_nn = _make_dense("nn", True)
+fp8_gemm_tn = _make_dense("tn", True)
+fp8_gemm_tt = _make_dense("tt", True)
+fp8_fp4_gemm_nt, fp8_fp4_gemm_nn = fp8_gemm_nt, fp8_gemm_nn
+fp8_fp4_gemm_tn, fp8_fp4_gemm_tt = fp8_gemm_tn, fp8_gemm_tt
+
+
+# ----------------------------------------------------------------------------- grouped (MoE)
+
+
+def _grouped(ctx, a, b, d, info, grouping, scaled):
+    plan = Plan()
+    if scaled:
+        (a, sfa), (b, sfb) = a, b
+    in_dtype = "float8_e4m3fn" if scaled else "bfloat16"
+    a_arr, b_arr = as_input(a, in_dtype, "a"), as_input(b, in_dtype, "b")
+    info_arr = as_input(info, "int32", "grouped_layout" if grouping == "contiguous" else "masked_m")
+    G, N, K = b_arr.shape
+    d_arr = to_numpy(d, "d")
+    out_dtype = dtype_of(d_arr)
+    if grouping == "contiguous":
+        M = a_arr.shape[0]
+        check_shape(a_arr, (M, K), "a")
+        check_shape(info_arr, (M,), "grouped_layout")
+        check_shape(d_arr, (M, N), "d")
+    else:
+        M = a_arr.shape[1]
+        check_shape(a_arr, (G, M, K), "a")
+        check_shape(info_arr, (G,), "masked_m")
+        check_shape(d_arr, (G, M, N), "d")
+    d_arr = as_output(plan, d_arr, "d")
+    if not scaled:
+        kernel = ctx.compile(gemm_kernel, M, N, K, False, False, "bfloat16", out_dtype, None, None,
+                             False, 128, 128, 64, G, grouping)
+        plan.launch(kernel, a_arr, b_arr, d_arr, info_arr)
+        return plan
+    KB = ceil_div(K, SF_GRAN)
+    sfa_arr, sfb_arr = as_input(sfa, "float32", "sfa"), as_input(sfb, "float32", "sfb")
+    check_shape(sfa_arr, (M, KB) if grouping == "contiguous" else (G, M, KB), "sfa")
+    if sfb_arr.shape == (G, ceil_div(N, SF_GRAN), KB):
+        sf_mode = "block"
+    elif sfb_arr.shape == (G, N, KB):
+        sf_mode = "channel"
+    else:
+        raise ValueError(f"sfb has shape {sfb_arr.shape}; expected ({G}, {ceil_div(N, SF_GRAN)}, "
+                         f"{KB}) or ({G}, {N}, {KB})")
+    kernel = ctx.compile(gemm_kernel, M, N, K, False, False, "float8_e4m3fn", out_dtype, None,
+                         sf_mode, fp8_cube(ctx.chip), 128, 128, 64, G, grouping)
+    plan.launch(kernel, a_arr, sfa_arr, b_arr, sfb_arr, d_arr, info_arr)
+    return plan
+
+
+@library_function
+def m_grouped_bf16_gemm_nt_contiguous(ctx, a, b, d, grouped_layout, **_ignored):
+    """MoE forward: rows of A [M, K] belong to the group in grouped_layout [M] (int32; -1 marks
+    padding rows, which are left untouched); D[m] = A[m] @ B[group(m)].T with B [G, N, K]."""
+    return _grouped(ctx, a, b, d, grouped_layout, "contiguous", False)
+
+
+@library_function
+def m_grouped_fp8_gemm_nt_contiguous(ctx, a, b, d, grouped_layout, recipe=None, **_ignored):
+    """The FP8 form of m_grouped_bf16_gemm_nt_contiguous: a = (A, sfa [M, ceil(K/128)]),
+    b = (B [G, N, K], sfb [G, ceil(N/128), ceil(K/128)])."""
+    return _grouped(ctx, a, b, d, grouped_layout, "contiguous", True)
+
+
+@library_function
+def m_grouped_bf16_gemm_nt_masked(ctx, a, b, d, masked_m, expected_m=None, **_ignored):
+    """MoE decode: D[g, :masked_m[g]] = A[g, :masked_m[g]] @ B[g].T; A [G, maxM, K],
+    B [G, N, K], D [G, maxM, N]; rows past masked_m[g] are left untouched."""
+    return _grouped(ctx, a, b, d, masked_m, "masked", False)
+
+
+@library_function
+def m_grouped_fp8_gemm_nt_masked(ctx, a, b, d, masked_m, expected_m=None, recipe=None,
+                                 **_ignored):
+    """The FP8 form of m_grouped_bf16_gemm_nt_masked: a = (A, sfa [G, maxM, ceil(K/128)]),
+    b = (B, sfb [G, ceil(N/128), ceil(K/128)])."""
+    return _grouped(ctx, a, b, d, masked_m, "masked", True)
+
+
+m_grouped_fp8_fp4_gemm_nt_contiguous = m_grouped_fp8_gemm_nt_contiguous
+m_grouped_fp8_fp4_gemm_nt_masked = m_grouped_fp8_gemm_nt_masked
