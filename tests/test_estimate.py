@@ -25,7 +25,7 @@ PUBLISHED = {"bfloat16": 2229.9, "float8_e4m3fn": 1117.6}   # DeepGEMM-Ascend on
 
 
 def gemm_kernel(M, N, K, chip="ascend950", **kw):
-    return tilelang_mini.compile(matmul(M, N, K, **kw).prim_func, out_idx=[-1], chip=chip)
+    return tilelang_mini.compile(matmul.factory(M, N, K, **kw), out_idx=[-1], chip=chip)
 
 
 def ragged_gemm(M=128, N=128, bm=64, bn=64, bk=32):
