@@ -61,7 +61,10 @@ class _Walker:
                 extent = s.extents[0]
                 if not isinstance(extent, Const):
                     extent_fn, _ = self.compile_expr(extent)
-                    n = int(extent_fn(env))
+                    try:
+                        n = int(extent_fn(env))
+                    except Exception:  # read from a tensor: cannot tell statically
+                        raise _Stop from None
                 else:
                     n = int(extent.value)
                 for i in range(n):

@@ -57,8 +57,27 @@ def _region_problems(r: Region, role: str):
             yield f"{role} extent {n} in dim {d} exceeds '{b.name}' of shape {b.shape}"
 
 
+INT_MIN, INT_MAX = -(1 << 63), (1 << 63) - 1   # integer arithmetic is 64-bit on every target
+FLOAT32_MAX = 3.4028234663852886e38
+
+
+def _literal_problems(c: Const):
+    """A literal the targets cannot represent: they would wrap or overflow differently."""
+    v = c.value
+    if isinstance(v, bool):
+        return
+    if isinstance(v, int) and not INT_MIN <= v <= INT_MAX:
+        yield (f"integer literal {v} is out of range: integers are computed in 64 bits "
+               f"({INT_MIN} to {INT_MAX})")
+    elif isinstance(v, float) and c.dtype == "float32" and abs(v) != float("inf") \
+            and abs(v) > FLOAT32_MAX:
+        yield f"float literal {v!r} overflows float32 (largest finite value {FLOAT32_MAX:.8g})"
+
+
 def _problems(node):
-    if isinstance(node, Copy):
+    if isinstance(node, Const):
+        yield from _literal_problems(node)
+    elif isinstance(node, Copy):
         yield from _region_problems(node.src, "source")
         yield from _region_problems(node.dst, "destination")
         dual = (node.src.buffer.scope, node.dst.buffer.scope) == ("L0C", "UB") and (

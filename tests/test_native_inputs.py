@@ -1,0 +1,110 @@
+"""Inputs the compiler was not written against give the same answer or the same located error on
+every target: literals out of range, loop bounds and copy offsets read from tensors at run time,
+hand-edited IR indexing outside its buffers."""
+# No `from __future__ import annotations`: the frontend reads T.Tensor annotations as objects.
+import numpy as np
+import pytest
+
+import tilelang_mini
+import tilelang_mini.language as T
+from tilelang_mini.errors import CompileError
+
+
+@pytest.fixture(autouse=True)
+def _private_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("TILELANG_MINI_CACHE_DIR", str(tmp_path / "cache"))
+
+
+ADD_LITERAL = '''
+@prim_func(source="edited.py")
+def main(A: Tensor((4,), "float32"), B: Tensor((4,), "float32")):  # 1:1
+    with Kernel(1) as (bx):  # 2:5
+        for i in Parallel(4):  # 3:9
+            B[i] = A[i] + LITERAL  # 4:13
+'''
+
+
+def add_literal_kernel():
+    @T.prim_func
+    def main(A: T.Tensor((4,), "float32"), B: T.Tensor((4,), "float32")):
+        with T.Kernel(1) as bx:
+            for i in T.Parallel(4):
+                B[i] = A[i] + 99999999999999999999  # the literal's line
+    return main
+
+
+def test_integer_literal_beyond_64_bits_is_a_located_error(target):
+    with pytest.raises(CompileError) as info:
+        tilelang_mini.compile(add_literal_kernel(), out_idx=[-1], target=target)
+    err = info.value
+    assert "integer literal 99999999999999999999 is out of range" in err.message
+    assert err.loc.file == __file__
+    assert "the literal's line" in str(err)
+
+
+@pytest.mark.parametrize("literal,message", [
+    ("18446744073709551616", "integer literal 18446744073709551616 is out of range"),
+    ("-9223372036854775809", "integer literal -9223372036854775809 is out of range"),
+    ("1e39", r"float literal 1e\+39 overflows float32"),
+])
+def test_out_of_range_literals_in_ir_text(literal, message, target):
+    with pytest.raises(CompileError, match=message) as info:
+        tilelang_mini.compile_ir(ADD_LITERAL.replace("LITERAL", literal), out_idx=[-1],
+                                 target=target)
+    assert info.value.loc.line == 4
+
+
+@pytest.mark.parametrize("literal,value", [("9223372036854775807", 9223372036854775807.0),
+                                           ("3000000000", 3e9), ("-inf", -np.inf)])
+def test_literals_in_range_agree_on_every_target(literal, value, target):
+    k = tilelang_mini.compile_ir(ADD_LITERAL.replace("LITERAL", literal), out_idx=[-1],
+                                 target=target)
+    x = np.arange(4, dtype=np.float32)
+    np.testing.assert_array_equal(k(x), (x.astype(np.float64) + value).astype(np.float32))
+
+
+# ------------------------------------------------------------- bounds read from tensors
+
+
+def ranged_gemm(M, N, K, bk, G):
+    """Per block bx: C[bx] = 2 * A[R[bx] : R[bx] + M, k-range] @ B[k-range], the K range
+    [KS[bx] // bk, ceil(KE[bx] / bk)) in tiles of bk, the row offset R[bx] read from a tensor
+    (a cube loop with data-dependent bounds feeding a vector epilogue)."""
+    @T.prim_func
+    def main(A: T.Tensor((2 * M, K), "float16"), B: T.Tensor((K, N), "float16"),
+             R: T.Tensor((G,), "int32"), KS: T.Tensor((G,), "int32"),
+             KE: T.Tensor((G,), "int32"), C: T.Tensor((G * M, N), "float32")):
+        with T.Kernel(G) as bx:
+            a = T.alloc_shared((M, bk), "float16")
+            b = T.alloc_shared((bk, N), "float16")
+            c = T.alloc_fragment((M, N), "float32")
+            d = T.alloc_fragment((M, N), "float32")
+            T.clear(c)
+            for k in range(KS[bx] // bk, T.ceildiv(KE[bx], bk)):
+                T.copy(A[R[bx], k * bk], a)
+                T.copy(B[k * bk, 0], b)
+                T.gemm(a, b, c)
+            for i, j in T.Parallel(M, N):
+                d[i, j] = c[i, j] * 2.0
+            T.copy(d, C[bx * M, 0])
+    return main
+
+
+def test_loop_bounds_and_copy_offsets_read_from_tensors(target):
+    M, N, K, bk, G = 32, 32, 128, 32, 4
+    rng = np.random.default_rng(0)
+    a = rng.uniform(-1, 1, (2 * M, K)).astype(np.float16)
+    b = rng.uniform(-1, 1, (K, N)).astype(np.float16)
+    r = np.array([0, 5, 32, 17], np.int32)
+    ks = np.array([0, 32, 64, 100], np.int32)
+    ke = np.array([32, 128, 70, 100], np.int32)   # the last range is empty
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    ref = np.zeros((G * M, N))
+    for g in range(G):
+        lo, hi = ks[g] // bk * bk, -(-ke[g] // bk) * bk
+        ref[g * M:(g + 1) * M] = 2 * a64[r[g]:r[g] + M, lo:hi] @ b64[lo:hi]
+    k = tilelang_mini.compile(ranged_gemm(M, N, K, bk, G), out_idx=[-1], target=target)
+    np.testing.assert_allclose(k(a, b, r, ks, ke), ref, rtol=1e-4, atol=1e-4)
+    if target == "numpy":
+        out, _ = k.simulate(a, b, r, ks, ke)
+        np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4)
