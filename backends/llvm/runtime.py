@@ -245,7 +245,8 @@ def _cache_write(path, meta, ir_z: bytes, obj: bytes) -> None:
 # ------------------------------------------------------------------------------- running
 
 _TLS = threading.local()
-_POOL: list = [None, 0]
+_POOL: list = [None, 0]     # the worker pool and its size
+_POOL_LOCK = threading.Lock()
 
 
 def _arena(nbytes: int) -> tuple[np.ndarray, int]:
@@ -258,13 +259,27 @@ def _arena(nbytes: int) -> tuple[np.ndarray, int]:
 
 
 def _pool(n: int) -> ThreadPoolExecutor:
-    with _LOCK:
-        if _POOL[0] is None or _POOL[1] != n:
-            if _POOL[0] is not None:
-                _POOL[0].shutdown(wait=False)
+    """A pool of at least `n` workers. A pool is never shut down while it may be in use: when a
+    larger one is needed the old one is only dropped (its idle workers exit when it is
+    collected), so changing TILELANG_MINI_NUM_THREADS while other threads call kernels is safe."""
+    with _POOL_LOCK:
+        if _POOL[0] is None or _POOL[1] < n:
             _POOL[0] = ThreadPoolExecutor(max_workers=n, thread_name_prefix="tlm-llvm")
             _POOL[1] = n
         return _POOL[0]
+
+
+def _after_fork_in_child() -> None:
+    """A forked child has only the forking thread: the parent's pool has no workers there
+    (submitting to it would wait forever) and a lock another thread held stays held."""
+    global _LOCK, _POOL_LOCK
+    _LOCK = threading.RLock()
+    _POOL_LOCK = threading.Lock()
+    _POOL[0], _POOL[1] = None, 0
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def check_args(kernel: Kernel, args) -> list:
