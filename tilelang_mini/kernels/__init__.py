@@ -6,4 +6,4 @@ the original does, runs on the llvm target by default (`target="numpy"` on reque
 the preset) and offers `f.kernels(*args)` (the compiled JITKernels, for get_ir / simulate) and
 `f.estimate(*args, chip=...)` (the performance model's estimate of the whole call).
 """
-from . import deep_gemm, mhc  # noqa: F401
+from . import deep_gemm, flash_mla, mhc  # noqa: F401

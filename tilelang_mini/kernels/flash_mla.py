@@ -1,0 +1,201 @@
+"""FlashMLA's decode API on tile kernels: `get_mla_metadata` and `flash_mla_with_kvcache`.
+
+q [B, s_q, h_q, d] (d = 576: 512 latent + 64 rope), a paged KV cache k_cache
+[num_blocks, 64, 1, d] addressed through block_table [B, max_blocks] (int32), cache_seqlens [B]
+(int32, read at run time). V is the first head_dim_v (512) columns of each cached row.
+Returns out [B, s_q, h_q, head_dim_v] bfloat16 and lse [B, h_q, s_q] float32; a query with no
+key to attend (sequence length 0, or causally empty) gets out 0 and lse +inf, as FlashMLA.
+
+Two kernels, as FlashMLA: the split kernel (block = batch b, split s, query position and a block
+of heads) runs the online softmax over its share of b's pages (pages read through the block
+table; the share and the key mask come from cache_seqlens and num_splits at run time) and writes
+a normalised partial output with its log-sum-exp; the combine kernel merges the splits of each
+row with weights exp(lse_s - lse).
+"""
+import math
+
+import numpy as np
+
+import tilelang_mini.language as T
+
+from ._core import Plan, as_input, ceil_div, check_shape, library_function
+
+PAGE = 64
+NEG = -1e30
+
+
+def mla_split_kernel(B, SQ, HQ, D, DV, NB, MAXB, S, scale, causal, block_H=32):
+    block_H = min(block_H, HQ)
+    HB = T.ceildiv(HQ, block_H)
+
+    @T.prim_func
+    def mla_decode_split(Q: T.Tensor((B, SQ, HQ, D), "bfloat16"),
+                         KC: T.Tensor((NB, PAGE, D), "bfloat16"),
+                         BT: T.Tensor((B, MAXB), "int32"), SL: T.Tensor((B,), "int32"),
+                         NS: T.Tensor((B + 1,), "int32"),
+                         OP: T.Tensor((B, S, SQ, HQ, DV), "float32"),
+                         LP: T.Tensor((B, S, SQ, HQ), "float32")):
+        with T.Kernel(HB * SQ, S, B) as (bh, s, b):
+            q_s = T.alloc_shared((block_H, D), "bfloat16")
+            k_s = T.alloc_shared((PAGE, D), "bfloat16")
+            v_s = T.alloc_shared((PAGE, DV), "bfloat16")
+            acc_s = T.alloc_fragment((block_H, PAGE), "float32")
+            p_s = T.alloc_fragment((block_H, PAGE), "bfloat16")
+            acc_o = T.alloc_fragment((block_H, DV), "float32")
+            m = T.alloc_fragment((block_H,), "float32")
+            m_prev = T.alloc_fragment((block_H,), "float32")
+            alpha = T.alloc_fragment((block_H,), "float32")
+            l_sum = T.alloc_fragment((block_H,), "float32")
+            row_sum = T.alloc_fragment((block_H,), "float32")
+            lse = T.alloc_fragment((block_H,), "float32")
+            seqlen = SL[b]
+            nsplit = NS[b + 1] - NS[b]
+            per = T.ceildiv(T.ceildiv(seqlen, PAGE), T.max(nsplit, 1))
+            sq = bh // HB
+            h0 = (bh % HB) * block_H
+            T.copy(Q[b, sq, h0, 0], q_s)
+            T.fill(acc_o, 0.0)
+            T.fill(l_sum, 0.0)
+            T.fill(m, NEG)
+            if s < nsplit:
+                for it in T.serial(MAXB):
+                    if it < per and s * per + it < T.ceildiv(seqlen, PAGE):
+                        page = s * per + it
+                        T.copy(KC[BT[b, page], 0, 0], k_s)
+                        T.copy(KC[BT[b, page], 0:PAGE, 0:DV], v_s)
+                        T.gemm(q_s, k_s, acc_s, transpose_B=True, clear_accum=True)
+                        # keys past the sequence (and, when causal, past the query) drop out
+                        if causal:
+                            for i, j in T.Parallel(block_H, PAGE):
+                                acc_s[i, j] = acc_s[i, j] * scale - T.cast(
+                                    page * PAGE + j >= seqlen - SQ + sq + 1, "float32") * 1e30
+                        else:
+                            for i, j in T.Parallel(block_H, PAGE):
+                                acc_s[i, j] = acc_s[i, j] * scale - T.cast(
+                                    page * PAGE + j >= seqlen, "float32") * 1e30
+                        T.copy(m, m_prev)
+                        T.reduce_max(acc_s, m, dim=1, clear=False)
+                        for i in T.Parallel(block_H):
+                            alpha[i] = T.exp(m_prev[i] - m[i])
+                        for i, j in T.Parallel(block_H, DV):
+                            acc_o[i, j] = acc_o[i, j] * alpha[i]
+                        for i, j in T.Parallel(block_H, PAGE):
+                            acc_s[i, j] = T.exp(acc_s[i, j] - m[i])
+                        T.reduce_sum(acc_s, row_sum, dim=1)
+                        for i in T.Parallel(block_H):
+                            l_sum[i] = l_sum[i] * alpha[i] + row_sum[i]
+                        T.copy(acc_s, p_s)
+                        T.gemm(p_s, v_s, acc_o)
+            for i, j in T.Parallel(block_H, DV):
+                acc_o[i, j] = acc_o[i, j] / T.max(l_sum[i], 1e-30)
+            for i in T.Parallel(block_H):
+                lse[i] = m[i] + T.log(l_sum[i])     # -inf for a split without keys
+            T.copy(acc_o, OP[b, s, sq, h0, 0])
+            T.copy(lse, LP[b, s, sq, h0])
+
+    return mla_decode_split
+
+
+def mla_combine_kernel(B, SQ, HQ, DV, S, block_H=32):
+    block_H = min(block_H, HQ)
+    HB = T.ceildiv(HQ, block_H)
+
+    @T.prim_func
+    def mla_decode_combine(OP: T.Tensor((B, S, SQ, HQ, DV), "float32"),
+                           LP: T.Tensor((B, S, SQ, HQ), "float32"),
+                           O: T.Tensor((B, SQ, HQ, DV), "bfloat16"),
+                           LSE: T.Tensor((B, HQ, SQ), "float32")):
+        with T.Kernel(HB * SQ, B) as (bh, b):
+            o_s = T.alloc_fragment((block_H, DV), "float32")
+            acc = T.alloc_fragment((block_H, DV), "float32")
+            l_s = T.alloc_fragment((block_H,), "float32")
+            top = T.alloc_fragment((block_H,), "float32")
+            w = T.alloc_fragment((block_H,), "float32")
+            total = T.alloc_fragment((block_H,), "float32")
+            valid = T.alloc_fragment((block_H,), "float32")
+            lse = T.alloc_fragment((block_H, 1), "float32")
+            sq = bh // HB
+            h0 = (bh % HB) * block_H
+            T.fill(top, NEG)
+            for s in T.serial(S):
+                T.copy(LP[b, s, sq, h0], l_s)
+                for i in T.Parallel(block_H):
+                    top[i] = T.max(top[i], l_s[i])
+            # a row without any key: out 0, lse +inf (log(0) = -inf, negated)
+            for i in T.Parallel(block_H):
+                valid[i] = T.cast(top[i] > -1e29, "float32")
+            T.fill(acc, 0.0)
+            T.fill(total, 0.0)
+            for s in T.serial(S):
+                T.copy(LP[b, s, sq, h0], l_s)
+                T.copy(OP[b, s, sq, h0, 0], o_s)
+                for i in T.Parallel(block_H):
+                    w[i] = T.exp(l_s[i] - top[i])
+                for i in T.Parallel(block_H):
+                    total[i] = total[i] + w[i]
+                for i, j in T.Parallel(block_H, DV):
+                    acc[i, j] = acc[i, j] + w[i] * o_s[i, j]
+            for i, j in T.Parallel(block_H, 1):
+                lse[i, j] = (top[i] + T.log(T.max(total[i], 1e-30))) * valid[i] - T.log(valid[i])
+            for i, j in T.Parallel(block_H, DV):
+                acc[i, j] = acc[i, j] / T.max(total[i], 1e-30) * valid[i]
+            T.copy(acc, O[b, sq, h0, 0])                       # rounds to bfloat16
+            T.copy(lse, LSE[b, h0, sq])
+
+    return mla_decode_combine
+
+
+def get_mla_metadata(cache_seqlens, num_heads_per_head_k, num_heads_k, num_parts=None):
+    """(tile_scheduler_metadata [num_parts, 8] int32, num_splits [B + 1] int32).
+
+    Each batch's pages are split so that every part (cube core) gets about the same number of
+    pages: batch b gets ceil(pages_b / per_part) splits (at least one). num_splits is the running
+    sum (splits of b = num_splits[b+1] - num_splits[b]); row p of the metadata holds
+    (first batch, first split, last batch, last split + 1) of the (batch, split) work items part p
+    runs, in order, then zeros."""
+    seqlens = np.asarray(as_input(cache_seqlens, "int32", "cache_seqlens")).reshape(-1)
+    parts = int(num_parts or 24)
+    pages = [ceil_div(int(s), PAGE) for s in seqlens]
+    per_part = max(1, ceil_div(sum(pages) + len(pages), parts))
+    splits = [max(1, ceil_div(p, per_part)) for p in pages]
+    num_splits = np.zeros(len(pages) + 1, np.int32)
+    num_splits[1:] = np.cumsum(splits)
+    items = [(b, s) for b, n in enumerate(splits) for s in range(n)]
+    meta = np.zeros((parts, 8), np.int32)
+    per_items = ceil_div(len(items), parts) if items else 0
+    for p in range(parts):
+        chunk = items[p * per_items:(p + 1) * per_items]
+        if chunk:
+            meta[p, :4] = (chunk[0][0], chunk[0][1], chunk[-1][0], chunk[-1][1] + 1)
+    return meta, num_splits
+
+
+@library_function
+def flash_mla_with_kvcache(ctx, q, k_cache, block_table, cache_seqlens, head_dim_v,
+                           tile_scheduler_metadata, num_splits, softmax_scale=None, causal=False):
+    """-> (out [B, s_q, h_q, head_dim_v] bf16, lse [B, h_q, s_q] f32); see the module doc."""
+    plan = Plan()
+    q_arr = as_input(q, "bfloat16", "q")
+    B, SQ, HQ, D = q_arr.shape
+    kc = as_input(k_cache, "bfloat16", "k_cache")
+    if kc.ndim != 4 or kc.shape[1] != PAGE or kc.shape[2] != 1 or kc.shape[3] != D:
+        raise ValueError(f"k_cache must be [num_blocks, {PAGE}, 1, {D}], got {kc.shape}")
+    NB = kc.shape[0]
+    bt = as_input(block_table, "int32", "block_table")
+    MAXB = bt.shape[1]
+    check_shape(bt, (B, MAXB), "block_table")
+    sl = as_input(cache_seqlens, "int32", "cache_seqlens").reshape(B)
+    ns = as_input(num_splits, "int32", "num_splits").reshape(-1)
+    check_shape(ns, (B + 1,), "num_splits")
+    S = max(1, int(np.max(ns[1:] - ns[:-1])) if B else 1)  # the grid's split extent
+    DV = int(head_dim_v)
+    scale = float(softmax_scale) if softmax_scale is not None else 1.0 / math.sqrt(D)
+    op = np.empty((B, S, SQ, HQ, DV), np.float32)  # split partials (a workspace)
+    lp = np.empty((B, S, SQ, HQ), np.float32)
+    out = np.empty((B, SQ, HQ, DV), q_arr.dtype)
+    lse = np.empty((B, HQ, SQ), np.float32)
+    split = ctx.compile(mla_split_kernel, B, SQ, HQ, D, DV, NB, MAXB, S, scale, bool(causal))
+    plan.launch(split, q_arr, kc.reshape(NB, PAGE, D), bt, sl, ns, op, lp)
+    plan.launch(ctx.compile(mla_combine_kernel, B, SQ, HQ, DV, S), op, lp, out, lse)
+    plan.result = (out, lse)
+    return plan
