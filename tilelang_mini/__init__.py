@@ -3,10 +3,27 @@ from .errors import (  # noqa: F401
     ArgumentError, CompileError, DeadlockError, RaceError, SimulationError, SyncError,
     TileLangMiniError,
 )
-from .runtime.kernel import JITKernel, compile, compile_ir, jit  # noqa: F401
+from .runtime.kernel import JITKernel, PassConfigKey, compile, compile_ir, jit  # noqa: F401
 from .autotune import AutotuneResult, autotune  # noqa: F401,E402
 
 __version__ = "0.1.0"
+
+
+class cache:  # noqa: N801 (TileLang's `tilelang.cache.clear_cache()`)
+    """TileLang's kernel-cache controls; compiled kernels here are cached per process and on
+    disk under a key that already covers the source, so these are no-ops."""
+
+    @staticmethod
+    def clear_cache():
+        return None
+
+
+def disable_cache():
+    return None
+
+
+def enable_cache():
+    return None
 
 
 def parse_ir(text: str, filename: str = "<ir>"):

@@ -19,7 +19,7 @@ import llvmlite.ir as ir
 from tilelang_mini.errors import CompileError
 from tilelang_mini.ir.analysis import SYNC_OPS
 from tilelang_mini.ir.nodes import (
-    CORES, Alloc, BinOp, Call, Cast, Const, Copy, Fill, For, Gemm, If, Kernel, Load, Reduce,
+    CORES, call_arity, Alloc, BinOp, Call, Cast, Const, Copy, Fill, For, Gemm, If, Kernel, Load, Reduce,
     Region, Scope, Store, Var, walk,
 )
 
@@ -522,10 +522,12 @@ class KernelGen(ParallelMaps):
     def call(self, x: Call) -> Val:
         e, b = self.e, self.e.b
         fn = x.fn
-        want = 2 if fn in ("max", "min", "ceildiv") else 1
+        want = call_arity(fn)
         if len(x.args) != want:
             raise self.fail(f"{fn}() takes {want} argument(s), got {len(x.args)}")
         vals = [self.expr(a) for a in x.args]
+        if fn == "select":
+            return self.select(*vals)
         if fn in ("exp", "exp2", "log", "sqrt", "rsqrt"):
             (v,) = vals
             f = vm.to_float(e, v.v, v.kind)
@@ -557,6 +559,23 @@ class KernelGen(ParallelMaps):
             return Val((vm.fmax if fn == "max" else vm.fmin)(e, p, q), "float")
         p, q = vm.to_int(e, va.v, va.kind), vm.to_int(e, vb.v, vb.kind)
         return Val(e.smax(p, q) if fn == "max" else e.smin(p, q), "int")
+
+    def select(self, vc: Val, va: Val, vb: Val) -> Val:
+        """select(cond, a, b): operands promoted as in arithmetic; vector lanes pick per lane."""
+        e, b = self.e, self.e.b
+        if va.kind == vb.kind == "bool":
+            p, q, kind = va.v, vb.v, "bool"
+        elif "float" in (va.kind, vb.kind):
+            p, q, kind = vm.to_float(e, va.v, va.kind), vm.to_float(e, vb.v, vb.kind), "float"
+        else:
+            p, q, kind = vm.to_int(e, va.v, va.kind), vm.to_int(e, vb.v, vb.kind), "int"
+        c = vm.to_bool(e, vc.v, vc.kind)
+        p, q = e.match(p, q)
+        if is_vec(p) and not is_vec(c):
+            c = e.splat(c, p.type.count)
+        elif is_vec(c) and not is_vec(p):
+            p, q = e.splat(p, c.type.count), e.splat(q, c.type.count)
+        return Val(b.select(c, p, q), kind)
 
     def cast(self, x: Cast) -> Val:
         e = self.e

@@ -16,17 +16,22 @@ from .. import language as T_module
 from ..errors import CompileError
 from ..ir import dtypes
 from ..ir.nodes import Alloc, Buffer, Call, Cast, For, If, Kernel, Load, Loc, Scope, Store, Var
+from ..language.symbols import SymExpr, Symbol, has_symbols, resolve
 from .common import LanguageNamespace, Marker, is_docstring, show
+from .dialect import Dialect, power, select
+from .eager import Eager
 from .exprs import as_expr, binop, const, is_ir
 from .tile_ops import TileOps
+from .tile_ascend import TileAscend
 
 _BINOPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//",
-           ast.Mod: "%"}
+           ast.Mod: "%", ast.Pow: "**"}
 _CMPOPS = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==", ast.NotEq: "!="}
 _ALLOC_SCOPES = {"alloc_shared": "shared", "alloc_fragment": "fragment", "alloc_var": "var",
                  "alloc_L1": "L1", "alloc_L0A": "L0A", "alloc_L0B": "L0B", "alloc_L0C": "L0C",
-                 "alloc_ub": "UB"}
-_LOOPS = {"Parallel": "parallel", "Pipelined": "pipelined", "serial": "serial", "unroll": "unroll"}
+                 "alloc_ub": "UB", "alloc_UB": "UB", "alloc_local": "fragment"}
+_LOOPS = {"Parallel": "parallel", "Pipelined": "pipelined", "serial": "serial", "Serial": "serial",
+          "unroll": "unroll"}
 _MATH = {"exp", "exp2", "log", "sqrt", "rsqrt", "abs"}
 
 
@@ -46,12 +51,41 @@ class PrimFunc:
         return f"<PrimFunc {self.ir.name}>"
 
 
-def parse_prim_func(fn) -> PrimFunc:
+class SymbolicPrimFunc:
+    """A kernel whose tensor shapes hold `T.dynamic`/`T.symbolic` symbols: parsed once per
+    distinct binding of the symbols (`specialize`), which `compile` does on each call."""
+
+    def __init__(self, fn, symbols):
+        self.fn = fn
+        self.symbols = symbols
+        self.__name__ = fn.__name__
+        self._cache: dict = {}
+
+    def specialize(self, values: dict) -> PrimFunc:
+        key = tuple(sorted(values.items()))
+        if key not in self._cache:
+            self._cache[key] = PrimFunc(self.fn, KernelBuilder(self.fn, symbols=values).build())
+        return self._cache[key]
+
+    def __repr__(self) -> str:
+        names = ", ".join(sorted(s.name for s in self.symbols))
+        return f"<SymbolicPrimFunc {self.__name__} ({names})>"
+
+
+def parse_prim_func(fn):
+    symbols = set()
+    for ann in getattr(fn, "__annotations__", {}).values():
+        if isinstance(ann, T_module.TensorType):
+            for d in ann.shape:
+                if isinstance(d, SymExpr):
+                    symbols |= d.symbols()
+    if symbols:
+        return SymbolicPrimFunc(fn, symbols)
     return PrimFunc(fn, KernelBuilder(fn).build())
 
 
-class KernelBuilder(TileOps):
-    def __init__(self, fn, file: str | None = None):
+class KernelBuilder(TileOps, Dialect, TileAscend, Eager):
+    def __init__(self, fn, file: str | None = None, symbols: dict | None = None, eager=None):
         self.fn = fn
         self.file = file or inspect.getsourcefile(fn) or "<unknown>"
         lines, first = inspect.getsourcelines(fn)
@@ -71,6 +105,10 @@ class KernelBuilder(TileOps):
                     pass
         self.scopes: list[dict] = [closure, {}]
         self.buffer_names: set[str] = set()
+        self.symbols: dict = dict(symbols or {})  # shape symbol name -> int
+        self.eager = eager  # an EagerCall when the function is a TileLang eager jit function
+        self.parallel_depth = 0
+        self.n_fresh = 0
 
     # ----------------------------------------------------------------------------------- errors
 
@@ -116,24 +154,38 @@ class KernelBuilder(TileOps):
             raise self.error(fdef, "T.prim_func decorates a function definition")
         params = self.params(fdef)
         body = [s for s in fdef.body if not is_docstring(s)]
-        kernel_stmt = None
+        kernel_stmt, returned = None, None
         for stmt in body:
             if isinstance(stmt, ast.With) and self.is_call_to(stmt.items[0].context_expr, "Kernel"):
                 if kernel_stmt is not None:
-                    raise self.error(stmt, "a kernel has one `with T.Kernel(...)` block")
+                    raise self.error(stmt, "one `with T.Kernel(...)` block per kernel: several "
+                                           "launches in one function are not supported; write "
+                                           "one kernel per launch")
                 kernel_stmt = stmt
-            elif kernel_stmt is None and isinstance(stmt, ast.Assign):
-                self.assign(stmt)  # trace-time set-up before the kernel block
+            elif kernel_stmt is None and self.eager is not None and self.eager_stmt(stmt):
+                pass  # T.empty outputs, tensor annotations of an eager jit function
+            elif kernel_stmt is not None and isinstance(stmt, ast.Return) and self.eager:
+                returned = stmt
+            elif kernel_stmt is None and isinstance(stmt, (ast.Assign, ast.AugAssign, ast.If,
+                                                           ast.Assert, ast.For, ast.Expr,
+                                                           ast.AnnAssign, ast.Pass)):
+                if self.stmt(stmt):  # trace-time set-up before the kernel block
+                    raise self.error(stmt, "expected the kernel body inside `with T.Kernel(...) "
+                                           "as ...:` (only trace-time Python comes before it)")
             else:
                 raise self.error(stmt, "expected the kernel body inside `with T.Kernel(...) as ...:`")
         if kernel_stmt is None:
             raise self.error(fdef, "expected a `with T.Kernel(grid...) as (bx, ...):` block")
         grid, names, is_npu, body_ir = self.kernel_block(kernel_stmt)
+        if self.eager is not None:
+            params = self.eager_params(returned, fdef)
         return Kernel(fdef.name, params, grid, names, tuple(body_ir), is_npu, self.loc(fdef))
 
     def params(self, fdef: ast.FunctionDef) -> tuple[Buffer, ...]:
         annotations = getattr(self.fn, "__annotations__", {})
         out = []
+        if self.eager is not None:
+            return self.eager_signature(fdef, annotations)
         for arg in fdef.args.args:
             ann = annotations.get(arg.arg)
             if isinstance(ann, str) and arg.annotation is not None:
@@ -141,20 +193,45 @@ class KernelBuilder(TileOps):
                 ann = self.eval(arg.annotation)
             if not isinstance(ann, T_module.TensorType):
                 raise self.error(arg, f"parameter '{arg.arg}' needs a T.Tensor(shape, dtype) annotation")
-            where = arg.annotation or arg
-            shape = []
-            for s in ann.shape:
-                if not isinstance(s, int) or isinstance(s, bool) or s <= 0:
-                    raise self.error(where, f"tensor shapes must be positive constant ints, got {s!r}")
-                shape.append(s)
-            dtype = self.dtype(ann.dtype, where)
-            self.buffer_names.add(arg.arg)
-            buf = Buffer(arg.arg, tuple(shape), dtype, "global")
-            self.bind(arg.arg, buf)
-            out.append(buf)
+            out.append(self.tensor_param(arg.arg, ann, arg.annotation or arg))
         if fdef.args.vararg or fdef.args.kwarg or fdef.args.kwonlyargs:
             raise self.error(fdef, "kernel parameters are plain positional T.Tensor arguments")
         return tuple(out)
+
+    def tensor_param(self, name, ann, where, actual=None) -> Buffer:
+        """The global buffer of a T.Tensor annotation; with `actual` (shape, dtype) of the
+        argument, unbound shape symbols in the annotation are bound from it."""
+        dims = list(ann.shape)
+        if actual is not None:
+            if len(actual[0]) != len(dims):
+                raise self.error(where, f"'{name}' is annotated with {len(dims)} dimensions but "
+                                        f"the argument has shape {tuple(actual[0])}")
+            for d, n in zip(dims, actual[0]):
+                if isinstance(d, Symbol) and d.name not in self.symbols:
+                    self.symbols[d.name] = int(n)
+        shape = []
+        for s in dims:
+            s = self.resolved(s, where)
+            if not isinstance(s, int) or isinstance(s, bool) or s <= 0:
+                raise self.error(where, f"tensor shapes must be positive constant ints, got {s!r}")
+            shape.append(s)
+        if actual is not None and tuple(actual[0]) != tuple(shape):
+            raise self.error(where, f"'{name}' is annotated with shape {tuple(shape)} but the "
+                                    f"argument has shape {tuple(actual[0])}")
+        dtype = self.dtype(ann.dtype, where)
+        self.buffer_names.add(name)
+        buf = Buffer(name, tuple(shape), dtype, "global")
+        self.bind(name, buf)
+        return buf
+
+    def resolved(self, v, node):
+        """`v` with its shape symbols evaluated; an unbound one is a located error."""
+        if not has_symbols(v):
+            return v
+        try:
+            return resolve(v, self.symbols)
+        except TypeError as e:
+            raise self.error(node, str(e)) from None
 
     def dtype(self, value, node) -> str:
         name = dtypes.canonical(value)
@@ -167,11 +244,11 @@ class KernelBuilder(TileOps):
         call = stmt.items[0].context_expr
         is_npu = self.kwarg_bool(call, "is_npu", False)
         for kw in call.keywords:
-            if kw.arg not in ("is_npu", "threads"):
+            if kw.arg not in ("is_npu", "threads", "prelude", "is_cpu"):
                 raise self.error(kw, f"T.Kernel has no argument '{kw.arg}'")
         grid = []
         for a in call.args:
-            v = self.eval(a)
+            v = self.resolved(self.eval(a), a)
             if not isinstance(v, int) or isinstance(v, bool) or v <= 0:
                 raise self.error(a, f"grid extents must be positive constant ints, got {show(v)}")
             grid.append(v)
@@ -180,6 +257,8 @@ class KernelBuilder(TileOps):
         if is_npu and len(grid) != 1:
             raise self.error(call, "T.Kernel(n, is_npu=True) takes one block count")
         names = self.target_names(stmt.items[0].optional_vars, stmt)
+        if is_npu and len(names) == 1:  # tilelang-ascend's `as (cid)` (threads=2): vid is implicit
+            names = (names[0], self.fresh_var("vid"))
         want = 2 if is_npu else len(grid)
         if len(names) != want:
             what = "(cid, vid)" if is_npu else f"{want} block variables"
@@ -188,6 +267,10 @@ class KernelBuilder(TileOps):
         body = self.body(stmt.body)
         self.scopes.pop()
         return tuple(grid), names, is_npu, body
+
+    def fresh_var(self, base: str) -> str:
+        self.n_fresh += 1
+        return f"{base}_{self.n_fresh}"
 
     def target_names(self, target, node) -> tuple[str, ...]:
         if target is None:
@@ -231,7 +314,12 @@ class KernelBuilder(TileOps):
         if isinstance(target, ast.Name) and isinstance(s.value, ast.Call):
             fn = self.eval_callee(s.value.func)
             if isinstance(fn, Marker) and fn.name in _ALLOC_SCOPES:
-                return [self.alloc(target.id, fn.name, s.value)]
+                out = self.alloc(target.id, fn.name, s.value)
+                return out if isinstance(out, list) else [out]
+            if isinstance(fn, Marker) and fn.name == "empty":
+                raise self.error(s.value, "T.empty creates the outputs of an eager @jit function "
+                                          "(before `with T.Kernel`); inside a kernel allocate "
+                                          "tiles with T.alloc_shared/T.alloc_fragment")
         if isinstance(target, ast.Subscript):
             return [self.store(target, self.eval(s.value), s)]
         if isinstance(target, ast.Name):
@@ -296,9 +384,14 @@ class KernelBuilder(TileOps):
         scope = _ALLOC_SCOPES[kind]
         args = [self.eval(a) for a in call.args]
         kw = {k.arg: self.eval(k.value) for k in call.keywords}
+        kw.pop("scope", None)  # TileLang's memory-scope strings ("shared.dyn", "local.var")
+        init = None
         if scope == "var":
+            init = kw.pop("init", args.pop(1) if len(args) == 2 else None)
+            if "dtype" in kw:
+                args.append(kw.pop("dtype"))
             if len(args) != 1 or kw:
-                raise self.error(call, "T.alloc_var(dtype) takes one dtype")
+                raise self.error(call, "T.alloc_var(dtype, init=value) takes one dtype")
             shape, dtype = (1,), args[0]
         else:
             if "shape" in kw:
@@ -309,6 +402,7 @@ class KernelBuilder(TileOps):
                 raise self.error(call, f"T.{kind}(shape, dtype) takes a shape and a dtype")
             shape, dtype = args
             shape = tuple(shape) if isinstance(shape, (tuple, list)) else (shape,)
+            shape = tuple(self.resolved(d, call) for d in shape)
             for s in shape:
                 if not isinstance(s, int) or isinstance(s, bool) or s <= 0:
                     raise self.error(call.args[0] if call.args else call,
@@ -316,7 +410,12 @@ class KernelBuilder(TileOps):
         dt = self.dtype(dtype, call.args[-1] if call.args else call)
         buf = Buffer(self.fresh_buffer_name(name), tuple(shape), dt, scope)
         self.bind(name, buf)
-        return Alloc(buf, None, self.loc(call))
+        alloc = Alloc(buf, None, self.loc(call))
+        if init is None:
+            return alloc
+        if not (is_ir(init) or isinstance(init, (int, float))):
+            raise self.error(call, f"init must be a number or an expression, got {show(init)}")
+        return [alloc, Store(buf, (const(0),), as_expr(init), self.loc(call))]
 
     def stmt_For(self, s):
         if s.orelse:
@@ -325,6 +424,14 @@ class KernelBuilder(TileOps):
         names = self.target_names(s.target, s)
         if isinstance(it, ast.Call):
             fn = self.eval_callee(it.func)
+            if isinstance(fn, Marker) and fn.name in ("serial", "Serial", "unroll"):
+                out = self.serial_loop(names, it, s, fn.name)
+                if out is not None:
+                    return out
+            if isinstance(fn, Marker) and fn.name == "grid":
+                return self.grid_loop(names, it, s)
+            if isinstance(fn, Marker) and fn.name == "vectorized":
+                return self.vectorized_loop(names, it, s)
             if isinstance(fn, Marker) and fn.name in _LOOPS:
                 return [self.ir_loop(_LOOPS[fn.name], names, it, s)]
             if fn is range:
@@ -344,13 +451,20 @@ class KernelBuilder(TileOps):
                              "T.unroll, range or a Python list")
 
     def ir_loop(self, kind: str, names, call: ast.Call, s) -> For:
-        extents = [self.eval(a) for a in call.args]
+        extents = [self.resolved(self.eval(a), a) for a in call.args]
         stages = 0
         for kw in call.keywords:
             if kind == "pipelined" and kw.arg == "num_stages":
                 stages = self.eval(kw.value)
-                if not isinstance(stages, int) or stages < 1:
-                    raise self.error(kw.value, "num_stages must be a constant int >= 1")
+                if not isinstance(stages, int) or stages < 0:
+                    raise self.error(kw.value, "num_stages must be a constant int >= 0")
+                stages = max(stages, 1)
+            elif kind == "pipelined" and kw.arg in ("order", "stage", "group", "sync"):
+                pass  # TileLang's GPU warp-specialisation schedule: a hint here
+            elif kind in ("serial", "unroll") and kw.arg in ("unroll_factor", "annotations"):
+                pass
+            elif kind == "parallel" and kw.arg in ("coalesced_width", "loop_layout"):
+                pass
             else:
                 raise self.error(kw, f"unexpected argument '{kw.arg}'")
         if kind == "pipelined" and stages == 0:
@@ -367,7 +481,11 @@ class KernelBuilder(TileOps):
         if len(names) != len(extents):
             raise self.error(s.target, f"expected {len(extents)} loop variables, got {len(names)}")
         self.scopes.append({n: Var(n) for n in names})
-        body = self.body(s.body)
+        self.parallel_depth += kind == "parallel"
+        try:
+            body = self.body(s.body)
+        finally:
+            self.parallel_depth -= kind == "parallel"
         self.scopes.pop()
         if kind == "parallel":
             for b in body:
@@ -390,15 +508,38 @@ class KernelBuilder(TileOps):
         return For((name,), (as_expr(extent),), "serial", tuple(body), 0, self.loc(s))
 
     def stmt_If(self, s):
-        cond = self.eval(s.test)
+        cond = self.resolved(self.eval(s.test), s.test)
         if not is_ir(cond):  # trace-time condition: pick the branch now
             return self.body(s.body if cond else s.orelse)
+        if isinstance(cond, Load) and cond.buffer.dtype != "bool":
+            cond = binop("!=", cond, const(0.0 if dtypes.is_float(cond.buffer.dtype) else 0))
         self.scopes.append({})
         then = self.body(s.body)
         self.scopes[-1] = {}
         other = self.body(s.orelse)
         self.scopes.pop()
+        if self.parallel_depth:
+            return self.parallel_if(cond, then, other, s)
         return [If(cond, tuple(then), tuple(other), self.loc(s))]
+
+    def stmt_Assert(self, s):
+        cond = self.resolved(self.eval(s.test), s.test)
+        if is_ir(cond):
+            raise self.error(s, "assert checks trace-time values; this condition depends on "
+                                "kernel values")
+        if not cond:
+            msg = self.eval(s.msg) if s.msg is not None else "assertion failed"
+            raise self.error(s, f"assert failed: {msg}")
+        return []
+
+    def stmt_AnnAssign(self, s):
+        if s.value is None:
+            raise self.error(s, "a bare annotation declares a tensor parameter of an eager @jit "
+                                "function, before `with T.Kernel`")
+        if not isinstance(s.target, ast.Name):
+            raise self.error(s.target, "expected a plain name")
+        return self.assign(ast.Assign(targets=[s.target], value=s.value, lineno=s.lineno,
+                                      col_offset=s.col_offset))
 
     def stmt_With(self, s):
         call = s.items[0].context_expr
@@ -407,7 +548,11 @@ class KernelBuilder(TileOps):
             if len(args) != 1 or args[0] not in ("C", "V"):
                 raise self.error(call, 'T.Scope takes "C" (cube core) or "V" (vector cores)')
             self.scopes.append({})
-            body = self.body(s.body)
+            self.scope_core = args[0]
+            try:
+                body = self.body(s.body)
+            finally:
+                self.scope_core = None
             self.scopes.pop()
             return [Scope(args[0], tuple(body), self.loc(s))]
         if self.is_call_to(call, "Kernel"):
@@ -415,6 +560,9 @@ class KernelBuilder(TileOps):
         raise self.error(s, "expected `with T.Kernel(...)` or `with T.Scope(...)`")
 
     def stmt_Return(self, s):
+        if getattr(self, "inline_result", None) is not None:
+            self.inline_result.append(self.eval(s.value) if s.value is not None else None)
+            return []
         raise self.error(s, "a kernel writes its outputs to parameters; `return` is not supported")
 
     # ---------------------------------------------------------------------------- expressions
@@ -449,6 +597,8 @@ class KernelBuilder(TileOps):
     def wrap(self, v):
         if v is T_module:
             return LanguageNamespace()
+        if isinstance(v, SymExpr) and all(x.name in self.symbols for x in v.symbols()):
+            return v.evaluate(self.symbols)
         tl_name = getattr(v, "_tl_name", None)
         if tl_name is not None:
             return Marker(tl_name)
@@ -463,13 +613,17 @@ class KernelBuilder(TileOps):
                 return getattr(T_module, n.attr)
             if dtypes.canonical(n.attr):
                 return n.attr  # T.float16 and friends
+            self.unknown_name(n.attr, n)
             close = difflib.get_close_matches(n.attr, [*T_module.__all__, *dtypes.DTYPES], n=1)
             hint = f"did you mean T.{close[0]}? " if close else ""
             raise self.error(n, f"unknown name T.{n.attr}; {hint}see docs/language.md for the "
                                 "T. names")
         if isinstance(base, Buffer):
             if n.attr in ("shape", "dtype"):
-                return getattr(base, n.attr)
+                return T_module.dtype(base.dtype) if n.attr == "dtype" else base.shape
+            if n.attr in ("data", "access_ptr", "scope"):
+                raise self.error(n, f".{n.attr} of a buffer is GPU pointer plumbing; pass the "
+                                    "buffer or a region of it (A[i:i+n, :]) instead")
             raise self.error(n, f"buffers have .shape and .dtype, not .{n.attr}")
         if is_ir(base) or isinstance(base, Marker):
             raise self.error(n, f"unsupported attribute .{n.attr}")
@@ -488,13 +642,32 @@ class KernelBuilder(TileOps):
         if op is None:
             raise self.error(n, f"unsupported operator {type(n.op).__name__}")
         a, b = self.eval(n.left), self.eval(n.right)
+        if op == "**":
+            if isinstance(a, Buffer) or isinstance(b, Buffer):
+                return self.arith("*", a, b, n)  # the buffer error
+            if not is_ir(a) and not is_ir(b):
+                return self.arith(op, a, b, n)
+            return power(a, b)
         return self.arith(op, a, b, n)
 
+    def expr_IfExp(self, n):
+        cond = self.resolved(self.eval(n.test), n.test)
+        if not is_ir(cond):  # trace-time: evaluate only the branch taken, as Python does
+            return self.eval(n.body if cond else n.orelse)
+        return select(cond, self.value_arg(n.body), self.value_arg(n.orelse))
+
     def arith(self, op, a, b, n):
+        if (is_ir(a) or is_ir(b)) and (isinstance(a, SymExpr) or isinstance(b, SymExpr)):
+            a, b = self.resolved(a, n), self.resolved(b, n)
         for v in (a, b):
             if isinstance(v, Buffer):
                 raise self.error(n, f"'{v.name}' is a buffer; index it (e.g. {v.name}[i, j]) in arithmetic")
         if not is_ir(a) and not is_ir(b):
+            if op == "**":
+                try:
+                    return a ** b
+                except Exception as e:  # trace-time Python arithmetic failed
+                    raise self.error(n, f"{type(e).__name__}: {e}") from None
             try:
                 return binop(op, a, b)
             except Exception as e:  # trace-time Python arithmetic failed
@@ -553,6 +726,8 @@ class KernelBuilder(TileOps):
         fn = self.eval(n.func)
         if isinstance(fn, Marker):
             return self.intrinsic(fn.name, n)
+        if isinstance(fn, T_module.dtype):
+            return self.dtype_call(fn, n)
         if fn in (max, min) and n.args and not n.keywords:
             args = [self.eval(a) for a in n.args]
             if any(is_ir(a) for a in args):
@@ -563,12 +738,14 @@ class KernelBuilder(TileOps):
             if len(args) == 2 and any(is_ir(a) for a in args):
                 return Call("ceildiv", (as_expr(args[0]), as_expr(args[1])))
         if isinstance(fn, T_module.Macro):
-            raise self.error(n, "a T.macro call is a statement, not a value")
+            return self.inline_value(fn.fn, n)
         if not callable(fn):
             raise self.error(n, f"{show(fn)} is not callable")
         args = [self.eval(a) for a in n.args]
         kwargs = {k.arg: self.eval(k.value) for k in n.keywords}
         if any(is_ir(a) or isinstance(a, Buffer) for a in [*args, *kwargs.values()]):
+            if self.is_python_function(fn):  # a helper on kernel values: inlined like T.macro
+                return self.inline_value(fn, n)
             raise self.error(n, f"cannot call Python function {getattr(fn, '__name__', fn)!s} on "
                                 "kernel values; use T. math functions")
         try:
@@ -583,15 +760,24 @@ class KernelBuilder(TileOps):
         return out
 
     def intrinsic(self, name: str, n: ast.Call):
+        value = self.dialect_intrinsic(name, n)
+        if value is not None:
+            return value
         if name in _MATH:
             if len(n.args) != 1 or n.keywords:
                 raise self.error(n, f"T.{name}(x) takes one argument")
             return Call(name, (as_expr(self.value_arg(n.args[0])),))
         if name in ("max", "min"):
-            if len(n.args) != 2 or n.keywords:
+            if len(n.args) < 2 or n.keywords:
                 raise self.error(n, f"T.{name}(a, b) takes two arguments")
-            return self.minmax(name, [self.value_arg(a) for a in n.args], n)
+            args = [self.value_arg(a) for a in n.args]
+            if not any(is_ir(a) for a in args):
+                return (max if name == "max" else min)(args)
+            return self.minmax(name, args, n)
         if name == "cast":
+            if len(n.args) == 1 and len(n.keywords) == 1 and n.keywords[0].arg == "dtype":
+                n = ast.Call(func=n.func, args=[n.args[0], n.keywords[0].value], keywords=[],
+                             lineno=n.lineno, col_offset=n.col_offset)
             if len(n.args) != 2:
                 raise self.error(n, "T.cast(value, dtype) takes a value and a dtype")
             v = self.value_arg(n.args[0])
@@ -601,7 +787,7 @@ class KernelBuilder(TileOps):
         raise self.error(n, f"T.{name} is not a value; it cannot be used in an expression")
 
     def value_arg(self, node):
-        v = self.eval(node)
+        v = self.resolved(self.eval(node), node)
         if isinstance(v, Buffer):
             raise self.error(node, f"'{v.name}' is a buffer; index it to use its elements")
         if not (is_ir(v) or isinstance(v, (int, float))):

@@ -10,6 +10,7 @@ from ..ir.nodes import (
     Buffer, Copy, Fill, Gemm, PipeBarrier, Reduce, Region, SetCrossFlag, SetFlag, WaitCrossFlag,
     WaitFlag, PIPES,
 )
+from ..language.hints import HINT_NAMES
 from .common import Marker, is_docstring, show
 from .exprs import as_expr, const, constant_difference, is_ir
 
@@ -21,14 +22,21 @@ class TileOps:
         fn = self.eval_callee(call.func)
         if isinstance(fn, T_module.Macro):
             return self.inline_macro(fn, call)
+        if not isinstance(fn, Marker) and self.is_python_function(fn):
+            return self.inline_function(fn, call)[0]  # a plain helper: inlined like T.macro
         if not isinstance(fn, Marker):
             raise self.error(call, "expected a T. operation or a T.macro call")
+        if fn.name in HINT_NAMES:
+            return self.hint_stmt(fn.name, call)
+        if fn.name.startswith("tile."):
+            return self.tile_op(fn.name[len("tile."):], call)
         handler = getattr(self, "op_" + fn.name, None)
         if fn.name.startswith("reduce_"):
             return [self.op_reduce(fn.name[len("reduce_"):], call)]
         if handler is None:
             raise self.error(call, f"T.{fn.name} is not a statement")
-        return [handler(call)]
+        out = handler(call)
+        return out if isinstance(out, list) else [out]
 
     def args(self, call, names, defaults=None):
         """Bind positional and keyword arguments of `call` to `names` (AST nodes, not values)."""
@@ -48,17 +56,22 @@ class TileOps:
         return bound
 
     def op_copy(self, call) -> Copy:
-        a = self.args(call, ["src", "dst"])
+        names = ["src", "dst", "pad_value", "transpose", "disable_tma", "coalesced_width",
+                 "eviction_policy", "annotations", "loop_layout", "src_coord", "dst_coord"]
+        a = self.args(call, names, {n: None for n in names[2:]})
+        if "pad_value" in a:
+            pad = self.eval(a["pad_value"])
+            if pad != 0:
+                raise self.error(a["pad_value"], "T.copy pads clipped elements with zeros; for "
+                                                 f"pad_value={pad!r} fill the tile first and copy "
+                                                 "the valid part as a region")
+        if "transpose" in a and self.eval(a["transpose"]):
+            raise self.error(a["transpose"], "T.copy(transpose=True) is not supported; use "
+                                             "T.gemm(transpose_A/transpose_B=True) or a T.Parallel "
+                                             "map with swapped indices")
         src, dst = self.region(a["src"]), self.region(a["dst"])
         src_r, dst_r = self.complete(src, dst, a["src"]), self.complete(dst, src, a["dst"])
         return Copy(src_r, dst_r, self.loc(call))
-
-    def op_gemm(self, call) -> Gemm:
-        names = ["A", "B", "C", "transpose_A", "transpose_B", "clear_accum", "policy", "k_pack"]
-        a = self.args(call, names, {n: None for n in names[3:]})
-        regs = [self.full_region(a[n]) for n in "ABC"]
-        flags = [self.bool_arg(a.get(n), False) for n in names[3:6]]
-        return Gemm(*regs, *flags, loc=self.loc(call))
 
     def op_clear(self, call) -> Fill:
         a = self.args(call, ["buffer"])
@@ -140,18 +153,49 @@ class TileOps:
         return default
 
     def inline_macro(self, macro, call) -> list:
-        sub = type(self)(macro.fn)  # the macro's own source, sharing this kernel's names
+        return self.inline_function(macro.fn, call)[0]
+
+    @staticmethod
+    def is_python_function(fn) -> bool:
+        """A user's Python function whose source can be inlined into the kernel."""
+        if not inspect.isfunction(fn) or fn.__module__ is None:
+            return False
+        module = fn.__module__
+        return not (module.startswith("tilelang_mini") or module.startswith("numpy"))
+
+    def inline_function(self, fn, call) -> tuple[list, object]:
+        """Inline a T.macro or a plain Python helper at `call`: (statements, returned value).
+        Its source is parsed with this kernel's names; the arguments are bound as values."""
+        try:
+            sub = type(self)(fn, symbols=self.symbols)  # the function's own source
+        except (OSError, TypeError, SyntaxError):
+            raise self.error(call, f"cannot read the source of {fn.__name__} to inline it; "
+                                   "define it in a file (or decorate it with T.macro)") from None
         sub.buffer_names = self.buffer_names
-        sig = inspect.signature(macro.fn)
+        sub.parallel_depth = self.parallel_depth
+        sub.n_fresh = self.n_fresh + 1000
+        sig = inspect.signature(fn)
         try:
             bound = sig.bind(*[self.eval(a) for a in call.args],
                              **{k.arg: self.eval(k.value) for k in call.keywords})
         except TypeError as e:
-            raise self.error(call, f"macro {macro.fn.__name__}: {e}") from None
+            raise self.error(call, f"{fn.__name__}: {e}") from None
         bound.apply_defaults()
         sub.scopes = [*sub.scopes, dict(bound.arguments)]
+        sub.inline_result = []
         fdef = sub.tree.body[0]
-        return sub.body([s for s in fdef.body if not is_docstring(s)])
+        if not isinstance(fdef, ast.FunctionDef):
+            raise self.error(call, f"cannot inline {fn.__name__}: not a function definition")
+        stmts = sub.body([s for s in fdef.body if not is_docstring(s)])
+        self.n_fresh = sub.n_fresh
+        return stmts, (sub.inline_result[0] if sub.inline_result else None)
+
+    def inline_value(self, fn, n):
+        stmts, value = self.inline_function(fn, n)
+        if stmts:
+            raise self.error(n, f"{fn.__name__} issues kernel operations; call it as a "
+                                "statement, not inside an expression")
+        return value
 
     # ------------------------------------------------------------------------------- regions
 

@@ -87,7 +87,12 @@ class BinOp:
 # Intrinsic calls usable in expressions.
 UNARY_FNS = ("exp", "exp2", "log", "sqrt", "rsqrt", "abs", "neg", "not")
 BINARY_FNS = ("max", "min", "ceildiv")
-CALL_FNS = UNARY_FNS + BINARY_FNS
+TERNARY_FNS = ("select",)  # select(cond, a, b): a where cond holds, else b (T.if_then_else)
+CALL_FNS = UNARY_FNS + BINARY_FNS + TERNARY_FNS
+
+
+def call_arity(fn: str) -> int:
+    return 3 if fn in TERNARY_FNS else 2 if fn in BINARY_FNS else 1
 
 
 @dataclass(frozen=True)

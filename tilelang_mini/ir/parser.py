@@ -19,7 +19,7 @@ from .. import errors  # a module, not its names: errors.py imports ir.nodes (a 
 from .dtypes import canonical
 from .nodes import (
     BIN_OPS, CALL_FNS, CORES, NO_LOC, PIPES, REDUCE_KINDS, Alloc, BinOp, Buffer, Call, Cast, Const,
-    Copy, Fill, For, Gemm, If, Kernel, Load, Loc, PipeBarrier, Reduce, Region, Scope, SetCrossFlag,
+    call_arity, Copy, Fill, For, Gemm, If, Kernel, Load, Loc, PipeBarrier, Reduce, Region, Scope, SetCrossFlag,
     SetFlag, Store, Var, WaitCrossFlag, WaitFlag,
 )
 from .printer import ALLOC_NAMES, LOOP_NAMES
@@ -493,7 +493,7 @@ class _ToIR(Transformer):
             if len(args) != 2 or not isinstance(args[1], Token) or isinstance(args[0], Token):
                 self.err('cast takes an expression and a dtype: cast(x, "float16")', fn)
             return Cast(self.dtype(args[1]), args[0])
-        arity = 2 if name in ("max", "min", "ceildiv") else 1
+        arity = call_arity(name)
         if len(args) != arity or any(isinstance(x, Token) for x in args):
             self.err(f"{name} takes {arity} expression argument(s), found {len(args)}", fn)
         return Call(name, tuple(args))

@@ -1,36 +1,63 @@
 """`import tilelang_mini.language as T`: the names of the DSL.
 
 Kernels are parsed from their Python source, not traced, so most names here are markers that the
-frontend recognises; calling one outside a kernel is an error. `prim_func`, `macro`, `Tensor` and
-`ceildiv` do run in plain Python (decoration, annotations, trace-time arithmetic).
+frontend recognises; calling one outside a kernel is an error. Plain Python values work anywhere:
+`prim_func`, `macro`, `Tensor`, `ceildiv`, the dtypes (`T.float16` is the string "float16"),
+`T.infinity`/`T.max_value`/`T.min_value`, `T.const`/`T.dynamic` symbols and the GPU hint enums.
 """
 from __future__ import annotations
 
 from ..ir.dtypes import canonical
 from ..runtime.errors import user_facing
+from .dtypes import (  # noqa: F401
+    DTYPE_NAMES, dtype, infinity, max_value, min_value,
+)
+from . import dtypes as _dtypes
+from .symbols import Symbol, const, dynamic, symbolic  # noqa: F401
+
+for _spelling in DTYPE_NAMES:  # T.float16, T.float32, T.bfloat16, T.int32, T.uint8, T.float, ...
+    globals()[_spelling] = getattr(_dtypes, _spelling)
+from . import hints as _hints
+from .hints import GemmWarpPolicy, HINT_NAMES  # noqa: F401
 
 
 class TensorType:
-    """The annotation `T.Tensor(shape, dtype)` of a kernel parameter."""
+    """The annotation `T.Tensor(shape, dtype)` (or `T.Tensor[shape, dtype]`) of a parameter."""
 
-    def __init__(self, shape, dtype="float32"):
+    def __init__(self, shape, dtype="float32", data=None):
         self.shape = tuple(shape) if isinstance(shape, (tuple, list)) else (shape,)
         self.dtype = dtype
+        self.data = data
 
     def __repr__(self) -> str:
         return f"Tensor({self.shape}, {self.dtype!r})"
 
 
-def Tensor(shape, dtype="float32") -> TensorType:  # noqa: N802 (TileLang's spelling)
-    return TensorType(shape, dtype)
+class _TensorSpelling:
+    """`T.Tensor((M, K), dtype)` and TileLang's subscript spelling `T.Tensor[(M, K), dtype]`."""
+
+    def __call__(self, shape, dtype="float32", data=None) -> TensorType:
+        return TensorType(shape, dtype, data)
+
+    def __getitem__(self, key) -> TensorType:
+        if isinstance(key, tuple) and len(key) == 2 and not isinstance(key[1], (int, Symbol)):
+            return TensorType(key[0], key[1])
+        return TensorType(key, "float32")
 
 
+Tensor = _TensorSpelling()  # noqa: N816 (TileLang's spelling)
 Buffer = Tensor  # TileLang also spells parameters `T.Buffer`
+StridedTensor = Tensor
+SharedBuffer = Tensor
+FragmentBuffer = Tensor
 
 
 @user_facing
-def prim_func(fn):
-    """Parse a kernel function into Tile IR; returns a `PrimFunc` (errors are located)."""
+def prim_func(fn=None, **_attrs):
+    """Parse a kernel function into Tile IR; returns a `PrimFunc` (errors are located).
+    A function whose tensor shapes hold `T.dynamic`/`T.symbolic` symbols is parsed per call."""
+    if fn is None:  # `@T.prim_func(private=True)` and similar spellings
+        return prim_func
     return parse_prim_func(fn)
 
 
@@ -46,7 +73,9 @@ class Macro:
         raise RuntimeError(f"macro {self.fn.__name__} can only be called inside a T.prim_func")
 
 
-def macro(fn) -> Macro:
+def macro(fn=None, **_attrs) -> Macro:
+    if fn is None:
+        return macro
     return Macro(fn)
 
 
@@ -62,11 +91,17 @@ def dtype_name(d) -> str | None:
 # Names that only mean something inside a kernel: the frontend dispatches on them by name.
 KERNEL_NAMES = (
     "Kernel", "alloc_shared", "alloc_fragment", "alloc_var", "alloc_L1", "alloc_L0A", "alloc_L0B",
-    "alloc_L0C", "alloc_ub", "copy", "gemm", "clear", "fill", "Parallel", "Pipelined", "serial",
-    "unroll", "reduce_sum", "reduce_max", "reduce_min", "reduce_abssum", "reduce_absmax", "exp",
+    "alloc_L0C", "alloc_ub", "alloc_local", "alloc_UB", "copy", "gemm", "clear", "fill",
+    "Parallel", "Pipelined", "serial", "Serial", "unroll", "vectorized", "grid",
+    "reduce_sum", "reduce_max", "reduce_min", "reduce_abssum", "reduce_absmax", "exp",
     "exp2", "log", "sqrt", "rsqrt", "abs", "max", "min", "cast", "Scope", "set_flag", "wait_flag",
     "pipe_barrier", "set_cross_flag", "wait_cross_flag",
-)
+    # expressions TileLang kernels use (the frontend spells them with the IR's operations)
+    "if_then_else", "Select", "Cast", "clamp", "log2", "log10", "sigmoid", "tanh", "erf",
+    "floordiv", "floormod", "truncdiv", "truncmod", "pow", "round", "floor", "ceil",
+    "shift_left", "shift_right", "bitwise_and", "bitwise_or", "bitwise_xor",
+    "empty", "gemm_v0", "barrier_all", "sync_all", "mma",
+) + HINT_NAMES
 
 
 def _kernel_only(name: str):
@@ -84,6 +119,9 @@ for _name in KERNEL_NAMES:
 
 del _name
 
+from . import tile  # noqa: E402  (T.tile.* : tilelang-ascend's vector operations)
 from ..frontend import parse_prim_func  # noqa: E402 (the frontend reads the names above)
 
-__all__ = ["Tensor", "Buffer", "TensorType", "prim_func", "macro", "Macro", "ceildiv", *KERNEL_NAMES]
+__all__ = ["Tensor", "Buffer", "TensorType", "prim_func", "macro", "Macro", "ceildiv", "dtype",
+           "infinity", "max_value", "min_value", "const", "dynamic", "symbolic", "Symbol",
+           "GemmWarpPolicy", "tile", *DTYPE_NAMES, *KERNEL_NAMES]

@@ -108,13 +108,29 @@ def _normalize_out_idx(out_idx, nparams: int) -> tuple[int, ...]:
 
 
 @user_facing
-def compile(prim_func, out_idx=None, target: str | None = None, chip: str | None = None) -> JITKernel:  # noqa: A001
+def compile(prim_func, out_idx=None, target: str | None = None, chip: str | None = None,  # noqa: A001
+            **tilelang_options) -> JITKernel:
     """Compile a `T.prim_func` for `target` ("numpy" or "llvm") and `chip`."""
     from ..frontend import PrimFunc
+    from ..frontend.parser import SymbolicPrimFunc
+    target = _our_target(target)
+    if isinstance(prim_func, SymbolicPrimFunc):
+        from .eager import SymbolicKernel
+        return SymbolicKernel(prim_func, out_idx, target, chip)
     if not isinstance(prim_func, PrimFunc):
         raise CompileError(f"compile() takes a T.prim_func, got {type(prim_func).__name__}")
     options = Options(chip=chip or config.default_chip(), target=target or config.default_target())
     return _compile_ir(prim_func, prim_func.ir, out_idx, options)
+
+
+# TileLang's target strings name GPU back ends; a kernel here runs on "numpy" or "llvm".
+def _our_target(target):
+    if target is None or target in ("numpy", "llvm"):
+        return target
+    from .backends import available_targets
+    if target in available_targets():
+        return target
+    return None  # "cuda", "hip", "npu", "auto", ...: the default target (documented)
 
 
 @user_facing
@@ -153,7 +169,7 @@ class JITFactory:
 
     @user_facing
     def __call__(self, *args, **kwargs) -> JITKernel:
-        target = self.target or config.default_target()
+        target = _our_target(self.target) or config.default_target()
         chip = self.chip or config.default_chip()
         try:  # one key however the arguments are spelled (positional, keyword, defaulted)
             bound = inspect.signature(self.factory).bind(*args, **kwargs)
@@ -174,11 +190,34 @@ class JITFactory:
         return kernel
 
 
-def jit(fn=None, *, out_idx=None, target: str | None = None, chip: str | None = None):
-    """Decorate a kernel factory: `@jit(out_idx=[-1])` or bare `@jit`."""
+def jit(fn=None, *, out_idx=None, target: str | None = None, chip: str | None = None,
+        pass_configs=None, execution_backend=None, verbose=False, compile_flags=None,
+        debug_root_path=None, **_ignored):
+    """Decorate a kernel factory (`@jit(out_idx=[-1])` or bare `@jit`) or a TileLang eager
+    kernel function (its body holds `with T.Kernel`; see runtime/eager.py).
+
+    TileLang's other keywords are accepted: `target` is honoured when it names a backend here
+    ("numpy", "llvm") and otherwise means the default; `pass_configs`, `execution_backend`,
+    `compile_flags`, `debug_root_path` and `verbose` configure TileLang's GPU toolchain and are
+    ignored (the lowering here has no such switches; docs/tilelang_compat.md)."""
     def wrap(factory):
+        from .eager import EagerJIT, is_eager_function
+        if is_eager_function(factory):
+            return EagerJIT(factory, _our_target(target), chip)
         return JITFactory(factory, out_idx, target, chip)
     return wrap(fn) if fn is not None else wrap
 
 
-__all__ = ["JITKernel", "JITFactory", "compile", "compile_ir", "jit", "STAGES"]
+class _PassConfigKeys(type):
+    def __getattr__(cls, name):
+        if name.startswith("TL_") or name.startswith("TIR_"):
+            return name
+        raise AttributeError(name)
+
+
+class PassConfigKey(metaclass=_PassConfigKeys):
+    """TileLang's pass-configuration keys (`PassConfigKey.TL_DISABLE_TMA_LOWER`, ...): each is
+    its own name; the configurations they select are GPU toolchain switches, ignored here."""
+
+
+__all__ = ["JITKernel", "JITFactory", "PassConfigKey", "compile", "compile_ir", "jit", "STAGES"]

@@ -18,6 +18,7 @@ from tilelang_mini.ir import dtypes
 from tilelang_mini.ir.analysis import BLOCK_SCOPES, SYNC_OPS
 from tilelang_mini.ir.nodes import (
     Alloc, BinOp, Buffer, Call, Cast, Const, Copy, Fill, Gemm, Load, Reduce, Region, Store, Var,
+    call_arity,
 )
 
 F32 = np.float32
@@ -253,9 +254,11 @@ def _ceildiv(a, b):
 def _call(e: Call):
     fns = [compile_expr(a) for a in e.args]
     fn = e.fn
-    want = 2 if fn in ("max", "min", "ceildiv") else 1
+    want = call_arity(fn)
     if len(fns) != want:
         raise CompileError(f"{fn}() takes {want} argument(s), got {len(fns)}")
+    if fn == "select":
+        return _select(fns)
     if fn in _FLOAT_FNS:
         (fa, ka), = fns
         if ka != "float":
@@ -280,6 +283,26 @@ def _call(e: Call):
     fa, fb, kind = _promote(fa, ka, fb, kb)
     pick = _max if fn == "max" else _min
     return (lambda env: pick(fa(env), fb(env))), kind
+
+
+def _select(fns):
+    """select(cond, a, b): both sides promoted as in arithmetic, then picked per element."""
+    (fc, _), (fa, ka), (fb, kb) = fns
+    if "bool" in (ka, kb) and ka != kb:
+        fa, ka = ((lambda env, f=fa: to_int(f(env))), "int") if ka == "bool" else (fa, ka)
+        fb, kb = ((lambda env, f=fb: to_int(f(env))), "int") if kb == "bool" else (fb, kb)
+    if ka == kb == "bool":
+        kind = "bool"
+    else:
+        fa, fb, kind = _promote(fa, ka, fb, kb)
+
+    def select(env):
+        c, a, b = fc(env), fa(env), fb(env)
+        if isinstance(c, np.ndarray) or isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+            return np.where(c, a, b)
+        return a if c else b
+
+    return select, kind
 
 
 def _cast(e: Cast):

@@ -183,13 +183,18 @@ def _dependents(items) -> list:
 
 def _private_buffers(body) -> list:
     """On-chip buffers each iteration writes in full before reading (no value crosses iterations)."""
+    from ..ir.nodes import If
     written_full, read_first, seen = {}, set(), set()
+    conditional = {id(x) for st in walk_statements(body) if isinstance(st, If)
+                   for x in analysis.instructions([*st.then_body, *st.else_body])}
     for s in analysis.instructions(body):
         for b in analysis.reads(s):
             if b.name not in written_full and b.scope in STAGED_SCOPES:
                 read_first.add(b.name)
         for region in _write_regions(s):
             b = region.buffer
+            if id(s) in conditional:  # a write under an `if` may not happen: not a full write
+                continue
             if b.scope in STAGED_SCOPES and b.name not in read_first:
                 if region.is_full or region.extent == b.shape:
                     written_full.setdefault(b.name, b)

@@ -1,0 +1,263 @@
+"""The upstream dialect's expressions and statements (a KernelBuilder part): TileLang's math and
+select functions, dtype constructors, loop spellings, GPU hints and GPU-only errors.
+
+New functions are spelled with the IR's operations where they have an exact or float32-accurate
+form, so that every backend runs them the same way:
+
+    T.if_then_else(c, a, b)  -> select(c, a, b)         (loads in a or b read clamped indices)
+    T.clamp(x, lo, hi)       -> min(max(x, lo), hi)
+    T.sigmoid(x)             -> 1.0 / (1.0 + exp(-x))
+    T.log2(x)                -> log(x) * 1.4426950408889634
+    T.erf(x)                 -> Abramowitz-Stegun 7.1.26 (|error| < 1.5e-7) with the sign by select
+    T.float32(x), T.Cast(dtype, x) -> cast(x, "float32")
+"""
+from __future__ import annotations
+
+import ast
+import math
+
+from .. import language as T_module
+from ..ir.nodes import BinOp, Call, Cast, Const, For, Load, Store, Var
+from ..language.hints import GPU_ONLY, HINT_NAMES
+from .common import show
+from .exprs import as_expr, binop, const, is_ir
+
+_LN2_INV = 1.0 / math.log(2.0)
+_LN10_INV = 1.0 / math.log(10.0)
+
+
+def _f(v):
+    return Const(float(v), "float32")
+
+
+def _call(fn, *args):
+    return Call(fn, tuple(as_expr(a) for a in args))
+
+
+def sigmoid(x):
+    return binop("/", 1.0, binop("+", 1.0, _call("exp", _call("neg", x))))
+
+
+def tanh(x):
+    # 1 - 2 / (exp(2x) + 1): exact limits at +-inf, no cancellation for large |x|
+    return binop("-", 1.0, binop("/", 2.0, binop("+", _call("exp", binop("*", 2.0, x)), 1.0)))
+
+
+def erf(x):
+    ax = _call("abs", x)
+    t = binop("/", 1.0, binop("+", 1.0, binop("*", 0.3275911, ax)))
+    poly = _f(1.061405429)
+    for c in (-1.453152027, 1.421413741, -0.284496736, 0.254829592):
+        poly = binop("+", binop("*", poly, t), c)
+    poly = binop("*", poly, t)
+    y = binop("-", 1.0, binop("*", poly, _call("exp", _call("neg", binop("*", ax, ax)))))
+    return _call("select", binop("<", x, 0.0), _call("neg", y), y)
+
+
+def clamp_loads(e):
+    """`e` with every load's indices clamped into its buffer (the unselected side of a select
+    is evaluated too, and TileLang guards out-of-range reads with if_then_else)."""
+    if isinstance(e, Load):
+        idx = []
+        for i, n in zip(e.indices, e.buffer.shape):
+            i = clamp_loads(i)
+            if not (isinstance(i, Const) and 0 <= i.value < n):
+                i = _call("min", _call("max", i, 0), n - 1)
+            idx.append(i)
+        return Load(e.buffer, tuple(idx))
+    if isinstance(e, BinOp):
+        return BinOp(e.op, clamp_loads(e.a), clamp_loads(e.b))
+    if isinstance(e, Call):
+        return Call(e.fn, tuple(clamp_loads(a) for a in e.args))
+    if isinstance(e, Cast):
+        return Cast(e.dtype, clamp_loads(e.value))
+    return e
+
+
+def select(c, a, b):
+    """a if c else b: at trace time when c is a Python value, else an IR select."""
+    if not is_ir(c):
+        return a if c else b
+    if isinstance(a, bool) or isinstance(b, bool):
+        a, b = as_expr(a), as_expr(b)
+    return _call("select", c, clamp_loads(as_expr(a)), clamp_loads(as_expr(b)))
+
+
+def power(a, b):
+    """a ** b: a product for small integer exponents, else exp2(b * log2(a))."""
+    if not is_ir(a) and not is_ir(b):
+        return a ** b
+    if isinstance(b, int) and not isinstance(b, bool) and 0 <= b <= 8:
+        out = 1.0 if b == 0 else a
+        for _ in range(b - 1):
+            out = binop("*", out, a)
+        return out
+    if isinstance(b, (int, float)) and b == 0.5:
+        return _call("sqrt", a)
+    return _call("exp2", binop("*", b, binop("*", _call("log", a), _LN2_INV)))
+
+
+class Dialect:
+    """Upstream names the KernelBuilder dispatches here (see `intrinsic` and `call_stmt`)."""
+
+    # ------------------------------------------------------------------------------ expressions
+
+    def dialect_intrinsic(self, name: str, n: ast.Call):
+        """The value of `T.name(...)` for the upstream expression functions, or None."""
+        if name in ("if_then_else", "Select"):
+            c, a, b = self.values(n, 3, name)
+            return select(c, a, b)
+        if name == "Cast":
+            if len(n.args) != 2:
+                raise self.error(n, "T.Cast(dtype, value) takes a dtype and a value")
+            dt = self.dtype(self.eval(n.args[0]), n.args[0])
+            return Cast(dt, as_expr(self.value_arg(n.args[1])))
+        if name == "clamp":
+            x, lo, hi = self.values(n, 3, name)
+            return self.minmax("min", [self.minmax("max", [x, lo], n), hi], n)
+        unary = {"log2": lambda x: binop("*", _call("log", x), _LN2_INV),
+                 "log10": lambda x: binop("*", _call("log", x), _LN10_INV),
+                 "sigmoid": sigmoid, "tanh": tanh, "erf": erf,
+                 "floor": lambda x: binop("//", x, 1.0),
+                 "ceil": lambda x: _call("neg", binop("//", _call("neg", x), 1.0))}
+        if name in unary:
+            (x,) = self.values(n, 1, name)
+            if not is_ir(x):
+                x = float(x)
+                py = {"log2": math.log2, "log10": math.log10, "tanh": math.tanh, "erf": math.erf,
+                      "sigmoid": lambda v: 1.0 / (1.0 + math.exp(-v)), "floor": math.floor,
+                      "ceil": math.ceil}[name]
+                return py(x)
+            return unary[name](x)
+        if name in ("floordiv", "floormod", "truncdiv", "truncmod"):
+            a, b = self.values(n, 2, name)
+            if name.startswith("trunc"):
+                raise self.error(n, f"T.{name} rounds toward zero; write T.floordiv/T.floormod "
+                                    "(or // and %) for the floor-rounded forms")
+            return self.arith("//" if name == "floordiv" else "%", a, b, n)
+        if name == "pow":
+            a, b = self.values(n, 2, name)
+            return power(a, b)
+        if name in ("shift_left", "shift_right", "bitwise_and", "bitwise_or", "bitwise_xor"):
+            raise self.error(n, f"T.{name}: integer bit operations are not supported yet; write "
+                                "the arithmetic form (x * 2**k, x // 2**k) where it applies")
+        if name == "round":
+            raise self.error(n, "T.round is not supported; write T.floor(x + 0.5) for "
+                                "ties-away rounding of non-negative values")
+        return None
+
+    def values(self, n: ast.Call, count: int, name: str) -> list:
+        if len(n.args) != count or n.keywords:
+            raise self.error(n, f"T.{name} takes {count} argument(s)")
+        return [self.value_arg(a) for a in n.args]
+
+    def dtype_call(self, dt: str, n: ast.Call):
+        """`T.float32(x)`: a conversion (a Python number stays a number of that kind)."""
+        if len(n.args) != 1 or n.keywords:
+            raise self.error(n, f"T.{dt}(x) converts one value")
+        name = self.dtype(dt, n.func)
+        v = self.value_arg(n.args[0])
+        if not is_ir(v):
+            return int(v) if name == "int32" else bool(v) if name == "bool" else float(v)
+        return Cast(name, as_expr(v))
+
+    def gpu_only(self, name: str, node):
+        advice = GPU_ONLY[name]
+        return self.error(node, f"T.{name} is GPU-only and has no meaning on the Ascend machine "
+                                f"model; write {advice}")
+
+    # ------------------------------------------------------------------------------ statements
+
+    def hint_stmt(self, name: str, call: ast.Call) -> list:
+        """GPU scheduling hints: the arguments are evaluated (so misspellings still fail) and
+        the statement is dropped (docs/tilelang_compat.md)."""
+        for a in call.args:
+            if not isinstance(a, ast.Dict):
+                self.eval_quiet(a)
+        return []
+
+    def eval_quiet(self, node):
+        try:
+            return self.eval(node)
+        except Exception:  # noqa: BLE001 (a hint's argument need not be a kernel value)
+            return None
+
+    def parallel_if(self, cond, then, other, s) -> list:
+        """`if c: x[i] = a else: x[i] = b` inside T.Parallel: stores of selects."""
+        out = []
+        for st in [*then, *other]:
+            if not isinstance(st, Store):
+                raise self.error(s, "an `if` inside T.Parallel holds element assignments only")
+        if len(then) == len(other) and all(
+                a.buffer == b.buffer and a.indices == b.indices for a, b in zip(then, other)):
+            return [Store(a.buffer, a.indices, select(cond, a.value, b.value), a.loc)
+                    for a, b in zip(then, other)]
+        for body, c in ((then, cond), (other, _call("not", cond))):
+            for st in body:
+                if not isinstance(st, Store):
+                    raise self.error(s, "an `if` inside T.Parallel holds element assignments only")
+                old = Load(st.buffer, st.indices)
+                out.append(Store(st.buffer, st.indices, select(c, st.value, old), st.loc))
+        return out
+
+    def serial_loop(self, names, call: ast.Call, s, kind="serial") -> list:
+        """T.serial(stop) / T.serial(start, stop[, step]) / T.unroll(...) with kwargs."""
+        args = [self.eval(a) for a in call.args]
+        kw = {k.arg: k for k in call.keywords}
+        for k in kw:
+            if k not in ("step", "unroll_factor", "annotations", "explicit"):
+                raise self.error(kw[k], f"unexpected argument '{k}'")
+        if "step" in kw:
+            args.append(self.eval(kw["step"].value))
+        if len(args) == 1:
+            return None  # the ordinary one-extent loop
+        if len(names) != 1 or not 2 <= len(args) <= 3:
+            raise self.error(call, f"T.{kind}(stop) or T.{kind}(start, stop[, step])")
+        start, stop, step = (args + [1])[:3]
+        if not isinstance(step, int) or isinstance(step, bool) or step == 0:
+            raise self.error(call, "the loop step must be a nonzero constant int")
+        if step > 0:
+            extent = binop("//", binop("+", binop("-", stop, start), step - 1), step)
+        else:
+            extent = binop("//", binop("+", binop("-", start, stop), -step - 1), -step)
+        if not is_ir(extent) and extent <= 0:
+            return []
+        name = names[0]
+        self.scopes.append({name: binop("+", binop("*", Var(name), step), start)})
+        body = self.body(s.body)
+        self.scopes.pop()
+        return [For((name,), (as_expr(extent),), "serial", tuple(body), 0, self.loc(s))]
+
+    def grid_loop(self, names, call: ast.Call, s) -> list:
+        """T.grid(a, b, ...): nested serial loops."""
+        extents = [self.eval(a) for a in call.args]
+        if len(names) != len(extents) or not extents:
+            raise self.error(s.target, f"expected {len(extents)} loop variables, got {len(names)}")
+        self.scopes.append({n: Var(n) for n in names})
+        body = self.body(s.body)
+        self.scopes.pop()
+        for name, e in reversed(list(zip(names, extents))):
+            if not (is_ir(e) or isinstance(e, int)):
+                raise self.error(call, f"a loop extent must be an integer expression, got {show(e)}")
+            body = [For((name,), (as_expr(e),), "serial", tuple(body), 0, self.loc(s))]
+        return body
+
+    def vectorized_loop(self, names, call: ast.Call, s) -> list:
+        """T.vectorized(n): an elementwise map when its body is element stores, else serial."""
+        extents = [self.eval(a) for a in call.args]
+        if len(extents) != 1 or len(names) != 1:
+            raise self.error(call, "T.vectorized(n) takes one extent and one loop variable")
+        self.scopes.append({names[0]: Var(names[0])})
+        body = self.body(s.body)
+        self.scopes.pop()
+        kind = "parallel" if body and all(isinstance(b, Store) for b in body) and \
+            isinstance(extents[0], int) else "serial"
+        return [For(tuple(names), (as_expr(extents[0]),), kind, tuple(body), 0, self.loc(s))]
+
+    def unknown_name(self, attr: str, node):
+        if attr in GPU_ONLY:
+            raise self.gpu_only(attr, node)
+        return None
+
+
+__all__ = ["Dialect", "select", "clamp_loads", "HINT_NAMES", "T_module", "const"]

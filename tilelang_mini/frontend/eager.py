@@ -1,0 +1,111 @@
+"""TileLang's eager jit functions (a KernelBuilder part): the jit-decorated function is the kernel.
+
+    @tilelang_mini.jit
+    def add(A, B, block=64):
+        M, N = T.const("M, N")            # shape symbols, bound from the tensors passed
+        A: T.Tensor((M, N), T.float32)    # tensor parameters, annotated in the body (or signature)
+        B: T.Tensor((M, N), T.float32)
+        C = T.empty((M, N), T.float32)    # an output, created here and returned
+        with T.Kernel(T.ceildiv(M, block)) as bx:
+            ...
+        return C
+
+The kernel's parameters are the tensor arguments (signature order), then the outputs (return
+order); every other argument is a trace-time value.
+"""
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+
+from .. import language as T_module
+from ..ir.nodes import Buffer
+from .common import Marker
+
+
+@dataclass
+class EagerCall:
+    """What one eager call binds: tensor parameters -> (shape, dtype) of the argument (None when
+    compiled ahead with `f.compile(M=...)`), and the trace-time values of the other parameters."""
+
+    tensors: dict
+    scalars: dict
+    inputs: list = field(default_factory=list)    # filled by the builder: input buffer names
+    outputs: list = field(default_factory=list)   # output buffer names, in return order
+
+
+class Eager:
+    def eager_signature(self, fdef: ast.FunctionDef, annotations: dict) -> tuple:
+        self.eager_bufs: dict = {}
+        self.eager_empty: dict = {}
+        for arg in [*fdef.args.args, *fdef.args.kwonlyargs]:
+            name = arg.arg
+            if name in self.eager.tensors:
+                ann = annotations.get(name)
+                if isinstance(ann, str) and arg.annotation is not None:
+                    ann = self.eval(arg.annotation)
+                if isinstance(ann, T_module.TensorType):
+                    self.eager_bufs[name] = self.tensor_param(name, ann, arg.annotation or arg,
+                                                              self.eager.tensors[name])
+            elif name in self.eager.scalars:
+                self.bind(name, self.eager.scalars[name])
+        return ()
+
+    def eager_stmt(self, stmt) -> bool:
+        """Handle a statement before `with T.Kernel` that only eager functions have."""
+        if isinstance(stmt, ast.AnnAssign) and stmt.value is None and \
+                isinstance(stmt.target, ast.Name):
+            name = stmt.target.id
+            if name not in self.eager.tensors:
+                raise self.error(stmt, f"'{name}' is not a tensor argument of this function")
+            ann = self.eval(stmt.annotation)
+            if not isinstance(ann, T_module.TensorType):
+                raise self.error(stmt.annotation, "expected a T.Tensor(shape, dtype) annotation")
+            self.eager_bufs[name] = self.tensor_param(name, ann, stmt.annotation,
+                                                      self.eager.tensors[name])
+            return True
+        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and \
+                isinstance(stmt.targets[0], ast.Name) and isinstance(stmt.value, ast.Call):
+            fn = self.eval_callee(stmt.value.func)
+            if isinstance(fn, Marker) and fn.name == "empty":
+                self.eager_output(stmt.targets[0].id, stmt.value)
+                return True
+        return False
+
+    def eager_output(self, name: str, call: ast.Call) -> None:
+        args = [self.eval(a) for a in call.args]
+        kw = {k.arg: self.eval(k.value) for k in call.keywords}
+        shape = kw.pop("shape", args[0] if args else None)
+        dtype = kw.pop("dtype", args[1] if len(args) > 1 else "float32")
+        shape = tuple(shape) if isinstance(shape, (tuple, list)) else (shape,)
+        shape = tuple(self.resolved(d, call) for d in shape)
+        for d in shape:
+            if not isinstance(d, int) or isinstance(d, bool) or d <= 0:
+                raise self.error(call, f"T.empty shapes must be positive ints, got {d!r}")
+        self.buffer_names.add(name)
+        buf = Buffer(name, shape, self.dtype(dtype, call), "global")
+        self.eager_empty[name] = buf
+        self.bind(name, buf)
+
+    def eager_params(self, returned, fdef) -> tuple:
+        inputs = []
+        for name in self.eager.tensors:
+            if name not in self.eager_bufs:
+                raise self.error(fdef, f"tensor argument '{name}' needs an annotation: "
+                                       f"`{name}: T.Tensor((M, N), dtype)`")
+            inputs.append(self.eager_bufs[name])
+        outputs = []
+        if returned is not None and returned.value is not None:
+            value = self.eval(returned.value)
+            values = value if isinstance(value, tuple) else (value,)
+            for v in values:
+                if not isinstance(v, Buffer) or v.name not in self.eager_empty:
+                    raise self.error(returned, "an eager @jit function returns the T.empty "
+                                               "tensors it created")
+                outputs.append(v)
+        for name, buf in self.eager_empty.items():
+            if buf not in outputs:
+                raise self.error(fdef, f"T.empty tensor '{name}' is not returned")
+        self.eager.inputs = [b.name for b in inputs]
+        self.eager.outputs = [b.name for b in outputs]
+        return tuple(inputs + outputs)

@@ -1,0 +1,336 @@
+"""tilelang-ascend's own statements (a KernelBuilder part): the `T.tile.*` vector operations,
+`T.gemm_v0`/`T.mma`, `T.barrier_all`, and GEMMs whose accumulator clear is decided at run time.
+
+A `T.tile` operation on a tile or a region (`acc[h_i, :]`) is an elementwise map over the
+destination's extent, the shape TileLang's own `T.Parallel` maps take:
+
+    T.tile.add(c, a[r, :], 1.0)    ->   for t0 in parallel(64):  c[t0] = a[r, t0] + 1.0
+    T.tile.broadcast(d, s)         ->   for t0, t1 in parallel(16, 64):  d[t0, t1] = s[t0]
+"""
+from __future__ import annotations
+
+import ast
+
+from ..ir.nodes import Buffer, Call, Cast, Const, For, Gemm, If, Load, SetFlag, Store, WaitFlag
+from ..ir import dtypes
+from .common import show
+from .dialect import select, sigmoid, tanh
+from .exprs import as_expr, binop, const, is_ir
+
+_BINARY = {"add": "+", "sub": "-", "mul": "*", "div": "/"}
+_CMP = {"EQ": "==", "NE": "!=", "GT": ">", "GE": ">=", "LT": "<", "LE": "<="}
+_UNARY = {
+    "exp": lambda x: Call("exp", (x,)), "ln": lambda x: Call("log", (x,)),
+    "abs": lambda x: Call("abs", (x,)), "sqrt": lambda x: Call("sqrt", (x,)),
+    "rsqrt": lambda x: Call("rsqrt", (x,)), "relu": lambda x: Call("max", (x, Const(0.0, "float32"))),
+    "reciprocal": lambda x: binop("/", 1.0, x), "sigmoid": sigmoid, "tanh": tanh,
+    "silu": lambda x: binop("*", x, sigmoid(x)),
+}
+# The cores' pipes a full barrier orders (T.barrier_all inside a T.Scope).
+_CORE_PIPES = {"C": ("MTE2", "MTE1", "M", "FIX"), "V": ("MTE2", "V", "MTE3")}
+BARRIER_EVENT = 7  # the event id T.barrier_all uses on each pipe pair (set and waited at once)
+_UNSUPPORTED = {
+    "gather": "index with a loaded index inside T.Parallel (dst[i] = src[idx[i]])",
+    "gather_mask": "T.Parallel with T.if_then_else", "gatherb": "T.Parallel with loaded indices",
+    "sort": "the kernel library's sort/top-k (tilelang_mini.kernels)",
+    "topk": "the kernel library's top-k (tilelang_mini.kernels)",
+    "merge_sort": "the kernel library's sort (tilelang_mini.kernels)",
+    "sort32": "the kernel library's sort", "init_sort_buf": "the kernel library's sort",
+    "transpose": "T.Parallel with swapped indices (d[i, j] = s[j, i])",
+    "atomic_add": "per-block partial results and a second reduction",
+    "brcb": "T.tile.broadcast", "wholereducemax": "T.reduce_max",
+    "wholereducemin": "T.reduce_min", "wholereducesum": "T.reduce_sum",
+    "block_reduce_max": "T.reduce_max", "block_reduce_min": "T.reduce_min",
+    "block_reduce_sum": "T.reduce_sum", "bitwise_and": "integer arithmetic",
+    "bitwise_or": "integer arithmetic", "bitwise_xor": "integer arithmetic",
+    "bitwise_not": "integer arithmetic", "bitwise_lshift": "multiplication by 2**k",
+    "bitwise_rshift": "floor division by 2**k", "round": "T.tile.cast with a rounding mode",
+    "sin": "no replacement yet", "cos": "no replacement yet", "gelu": "T.tile.mul/exp spelled out",
+}
+
+
+class TileAscend:
+    # ----------------------------------------------------------------------------- T.tile.*
+
+    def tile_op(self, name: str, call: ast.Call) -> list:
+        if name in _UNSUPPORTED:
+            raise self.error(call, f"T.tile.{name} is not supported; write {_UNSUPPORTED[name]}")
+        a = call.args
+        kw = {k.arg: k.value for k in call.keywords}
+        if name in _BINARY or name in ("max", "min", "adds", "muls", "maxs", "mins"):
+            self.nargs(call, 3, name)
+            op = {"adds": "add", "muls": "mul", "maxs": "max", "mins": "min"}.get(name, name)
+            return self.tile_map(a[0], [a[1], a[2]], lambda x, y: self.tile_binary(op, x, y, call),
+                                 call, scalar_last=True)
+        if name in _UNARY:
+            self.nargs(call, 2, name)
+            return self.tile_map(a[0], [a[1]], _UNARY[name], call)
+        if name in ("fill", "clear"):
+            value = 0 if name == "clear" else self.value_arg(a[1])
+            return self.tile_map(a[0], [], lambda: value, call)
+        if name == "cast":
+            mode = self.eval(a[2]) if len(a) > 2 else kw and self.eval(kw.get("mode")) or "CAST_NONE"
+            return self.tile_map(a[0], [a[1]], lambda x: self.rounded(x, mode, a[0], call), call)
+        if name == "axpy":  # dst = dst + src * alpha
+            self.nargs(call, 3, name)
+            alpha = self.value_arg(a[2])
+            return self.tile_map(a[0], [a[0], a[1]], lambda d, x: binop("+", d, binop("*", x, alpha)),
+                                 call)
+        if name == "mul_add_dst":  # dst = src0 * src1 + dst
+            return self.tile_map(a[0], [a[0], a[1], a[2]],
+                                 lambda d, x, y: binop("+", binop("*", x, y), d), call)
+        if name == "leaky_relu":
+            alpha = self.value_arg(a[2])
+            return self.tile_map(a[0], [a[1]], lambda x: select(
+                binop(">=", x, 0.0), x, binop("*", x, alpha)), call)
+        if name in ("clamp", "clamp_max", "clamp_min"):
+            lo = self.value_arg(a[2]) if name in ("clamp", "clamp_min") else None
+            hi = self.value_arg(a[3] if name == "clamp" else a[2]) if name != "clamp_min" else None
+
+            def clamp(x):
+                x = Call("max", (x, as_expr(lo))) if lo is not None else x
+                return Call("min", (x, as_expr(hi))) if hi is not None else x
+            return self.tile_map(a[0], [a[1]], clamp, call)
+        if name == "compare":  # dst (bool mask) = src0 <mode> src1
+            mode = self.eval(a[3] if len(a) > 3 else kw["mode"])
+            if mode not in _CMP:
+                raise self.error(call, f"compare mode must be one of {', '.join(_CMP)}, got {mode!r}")
+            return self.tile_map(a[0], [a[1], a[2]], lambda x, y: binop(_CMP[mode], x, y), call,
+                                 scalar_last=True)
+        if name == "select":  # dst = mask ? src0 : src1
+            return self.tile_map(a[0], [a[1], a[2], a[3]], lambda m, x, y: select(
+                binop("!=", m, 0) if not self.is_bool(m) else m, x, y), call, scalar_last=True)
+        if name in ("createvecindex", "arith_progression"):
+            first = self.value_arg(a[1])
+            step = self.value_arg(a[2]) if name == "arith_progression" else 1
+            return self.tile_index(a[0], first, step, call)
+        if name == "broadcast":
+            return self.tile_broadcast(a[0], a[1], self.eval(kw["axis"]) if "axis" in kw else None,
+                                       call)
+        if name in ("row_expand_mul", "row_expand_sub", "row_expand_div"):
+            op = {"row_expand_mul": "*", "row_expand_sub": "-", "row_expand_div": "/"}[name]
+            return self.tile_row_expand(a[0], a[1], a[2], op, call)
+        raise self.error(call, f"T.tile.{name} is not supported")
+
+    def nargs(self, call, n, name):
+        if len(call.args) < n:
+            raise self.error(call, f"T.tile.{name} takes {n} arguments, got {len(call.args)}")
+
+    @staticmethod
+    def is_bool(e) -> bool:
+        return isinstance(e, Load) and e.buffer.dtype == "bool" or \
+            hasattr(e, "op") and e.op in ("<", "<=", ">", ">=", "==", "!=")
+
+    def tile_binary(self, op, x, y, call):
+        if op in _BINARY:
+            return binop(_BINARY[op], x, y)
+        return Call(op, (as_expr(x), as_expr(y)))
+
+    def rounded(self, x, mode, node, call):
+        """T.tile.cast's rounding modes (the store converts to the destination dtype)."""
+        dst = self.region(node)[0]
+        if mode in ("CAST_NONE", "CAST_ODD") or dtypes.is_float(dst.dtype) and mode == "CAST_RINT":
+            return x
+        floor = binop("//", x, 1.0)
+        if mode == "CAST_FLOOR":
+            r = floor
+        elif mode == "CAST_CEIL":
+            r = Call("neg", (binop("//", Call("neg", (as_expr(x),)), 1.0),))
+        elif mode == "CAST_TRUNC":
+            r = Cast("int32", as_expr(x))
+        elif mode == "CAST_ROUND":  # half away from zero
+            up = binop("//", binop("+", Call("abs", (as_expr(x),)), 0.5), 1.0)
+            r = select(binop("<", x, 0.0), Call("neg", (as_expr(up),)), up)
+        elif mode == "CAST_RINT":  # half to even
+            r0 = binop("//", binop("+", x, 0.5), 1.0)
+            tie = binop("and", binop("==", binop("-", r0, x), 0.5),
+                        binop("!=", binop("%", r0, 2.0), 0.0))
+            r = select(tie, binop("-", r0, 1.0), r0)
+        else:
+            raise self.error(call, f"unknown cast mode {mode!r}")
+        return r
+
+    def tile_operand(self, node, extent, call, scalar_ok):
+        """A source of a tile map: (function of the loop indices), checking its extent."""
+        if scalar_ok and not self.is_region_node(node):
+            v = self.value_arg(node)
+            return lambda idx: v
+        buf, starts, ext = self.region(node)
+        dims = [d for d, e in enumerate(ext) if e is None or e != 1] if any(
+            e is not None for e in ext) else list(range(len(ext)))
+        ext = [buf.shape[d] if e is None else e for d, e in enumerate(ext)]
+        shape = [ext[d] for d in dims]
+        if shape != list(extent):
+            if self.numel(shape) == self.numel(extent) and len(shape) == 1 and len(extent) > 1:
+                return self.flat_operand(buf, starts, dims[0], extent)
+            raise self.error(node, f"this operand's extent {tuple(shape)} differs from the "
+                                   f"destination's {tuple(extent)}")
+
+        def at(idx):
+            full = list(starts)
+            for d, i in zip(dims, idx):
+                full[d] = binop("+", starts[d], i)
+            return Load(buf, tuple(as_expr(i) for i in full))
+        return at
+
+    def flat_operand(self, buf, starts, dim, extent):
+        def at(idx):
+            flat, stride = 0, 1
+            for i, e in reversed(list(zip(idx, extent))):
+                flat = binop("+", flat, binop("*", i, stride))
+                stride *= e
+            full = list(starts)
+            full[dim] = binop("+", starts[dim], flat)
+            return Load(buf, tuple(as_expr(i) for i in full))
+        return at
+
+    @staticmethod
+    def numel(shape):
+        n = 1
+        for s in shape:
+            n *= s
+        return n
+
+    def is_region_node(self, node) -> bool:
+        if isinstance(node, ast.Subscript):
+            elts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+            base = self.eval(node.value)
+            return isinstance(base, Buffer) and any(isinstance(e, ast.Slice) for e in elts)
+        return isinstance(self.eval(node), Buffer)
+
+    def tile_dst(self, node):
+        buf, starts, ext = self.region(node)
+        if all(e is None for e in ext):
+            raise self.error(node, "the destination of a T.tile operation is a tile or a sliced "
+                                   "region (acc[i, :]), not one element")
+        dims = [d for d, e in enumerate(ext) if e != 1] or [len(ext) - 1]
+        return buf, starts, [ext[d] for d in dims], dims
+
+    def tile_map(self, dst_node, src_nodes, fn, call, scalar_last=False) -> list:
+        buf, starts, extent, dims = self.tile_dst(dst_node)
+        names = tuple(self.fresh_var("t") for _ in extent)
+        idx = [const(0)] * 0 + [self.var(n) for n in names]
+        srcs = [self.tile_operand(n, extent, call, scalar_last and k == len(src_nodes) - 1)
+                for k, n in enumerate(src_nodes)]
+        value = fn(*[s(idx) for s in srcs])
+        full = list(starts)
+        for d, i in zip(dims, idx):
+            full[d] = binop("+", starts[d], i)
+        store = Store(buf, tuple(as_expr(i) for i in full), as_expr(value), self.loc(call))
+        return [For(names, tuple(const(e) for e in extent), "parallel", (store,), 0, self.loc(call))]
+
+    @staticmethod
+    def var(name):
+        from ..ir.nodes import Var
+        return Var(name)
+
+    def tile_index(self, dst_node, first, step, call) -> list:
+        buf, starts, extent, dims = self.tile_dst(dst_node)
+        names = tuple(self.fresh_var("t") for _ in extent)
+        idx = [self.var(n) for n in names]
+        flat, stride = 0, 1
+        for i, e in reversed(list(zip(idx, extent))):
+            flat = binop("+", flat, binop("*", i, stride))
+            stride *= e
+        full = list(starts)
+        for d, i in zip(dims, idx):
+            full[d] = binop("+", starts[d], i)
+        value = binop("+", first, binop("*", flat, step))
+        store = Store(buf, tuple(as_expr(i) for i in full), as_expr(value), self.loc(call))
+        return [For(names, tuple(const(e) for e in extent), "parallel", (store,), 0, self.loc(call))]
+
+    def tile_broadcast(self, dst_node, src_node, axis, call) -> list:
+        """dst[m, n] from src: a row vector (axis 0: src[j]) or a column (axis 1: src[i])."""
+        buf, starts, extent, dims = self.tile_dst(dst_node)
+        sbuf, sstarts, sext = self.region(src_node)
+        sext = [sbuf.shape[d] if e is None else e for d, e in enumerate(sext)]
+        sdims = [d for d, e in enumerate(sext) if e != 1] or [len(sext) - 1]
+        n_src = self.numel([sext[d] for d in sdims])
+        if len(extent) != 2:
+            return self.tile_map(dst_node, [src_node], lambda x: x, call)
+        m, n = extent
+        if axis is None:
+            axis = 0 if n_src == n and (n_src != m or len(sext) == 1 or sext[0] == 1) else 1
+        if (axis == 0 and n_src != n) or (axis == 1 and n_src != m):
+            raise self.error(call, f"cannot broadcast {n_src} elements over a {m}x{n} tile "
+                                   f"along axis {axis}")
+        names = (self.fresh_var("t"), self.fresh_var("t"))
+        i, j = self.var(names[0]), self.var(names[1])
+        k = j if axis == 0 else i
+        sfull = list(sstarts)
+        sfull[sdims[-1]] = binop("+", sstarts[sdims[-1]], k)
+        full = list(starts)
+        full[dims[0]], full[dims[1]] = binop("+", starts[dims[0]], i), binop("+", starts[dims[1]], j)
+        store = Store(buf, tuple(as_expr(x) for x in full), Load(sbuf, tuple(as_expr(x) for x in sfull)),
+                      self.loc(call))
+        return [For(names, (const(m), const(n)), "parallel", (store,), 0, self.loc(call))]
+
+    def tile_row_expand(self, dst_node, src_node, row_node, op, call) -> list:
+        """dst[i, j] = src[i, j] op row[i] (one value per row)."""
+        buf, starts, extent, dims = self.tile_dst(dst_node)
+        if len(extent) != 2:
+            raise self.error(call, "row_expand operations take 2-D tiles")
+        src = self.tile_operand(src_node, extent, call, False)
+        rbuf, rstarts, rext = self.region(row_node)
+        rdims = [d for d, e in enumerate(rext) if e is None or e != 1] or [len(rext) - 1]
+        names = (self.fresh_var("t"), self.fresh_var("t"))
+        i, j = self.var(names[0]), self.var(names[1])
+        rfull = list(rstarts)
+        rfull[rdims[0]] = binop("+", rstarts[rdims[0]], i)
+        value = binop(op, src([i, j]), Load(rbuf, tuple(as_expr(x) for x in rfull)))
+        full = list(starts)
+        full[dims[0]], full[dims[1]] = binop("+", starts[dims[0]], i), binop("+", starts[dims[1]], j)
+        store = Store(buf, tuple(as_expr(x) for x in full), as_expr(value), self.loc(call))
+        return [For(names, tuple(const(e) for e in extent), "parallel", (store,), 0, self.loc(call))]
+
+    # ------------------------------------------------------------------------------ GEMMs
+
+    def gemm_with(self, call, names, flag_names) -> list:
+        """A GEMM whose clear flag may be a run-time condition (`init=(k == 0)`): one GEMM per
+        branch of an if, so each GEMM keeps a constant flag."""
+        a = self.args(call, names, {n: None for n in names[3:]})
+        regs = [self.full_region(a[n]) for n in "ABC"]
+        trans = [self.bool_arg(a.get(n), False) for n in flag_names[:2]]
+        clear_node = a.get(flag_names[2])
+        clear = False if clear_node is None else self.resolved(self.eval(clear_node), clear_node)
+        loc = self.loc(call)
+        if is_ir(clear):
+            return [If(clear, (Gemm(*regs, *trans, True, loc=loc),),
+                       (Gemm(*regs, *trans, False, loc=loc),), loc)]
+        if not isinstance(clear, (bool, int)) or isinstance(clear, float):
+            raise self.error(clear_node, f"expected a boolean, got {show(clear)}")
+        return [Gemm(*regs, *trans, bool(clear), loc=loc)]
+
+    def op_gemm(self, call) -> list:
+        names = ["A", "B", "C", "transpose_A", "transpose_B", "clear_accum", "policy", "k_pack",
+                 "wg_wait", "mbar", "use_2cta"]
+        return self.gemm_with(call, names, names[3:6])
+
+    def op_gemm_v0(self, call) -> list:
+        names = ["A", "B", "C", "transpose_A", "transpose_B", "init"]
+        return self.gemm_with(call, names, names[3:6])
+
+    def op_mma(self, call) -> list:
+        names = ["A", "B", "C", "init", "transpose_A", "transpose_B"]
+        return self.gemm_with(call, names, ["transpose_A", "transpose_B", "init"])
+
+    # ---------------------------------------------------------------------------- barriers
+
+    def op_barrier_all(self, call) -> list:
+        """A full barrier of the enclosing T.Scope's pipes: each pipe waits for every other's
+        earlier work (set_flag/wait_flag pairs, event 7). Outside a scope the compiler
+        synchronises, so it is nothing."""
+        core = getattr(self, "scope_core", None)
+        if core is None:
+            return []
+        loc = self.loc(call)
+        out = []
+        pipes = _CORE_PIPES[core]
+        for src in pipes:
+            for dst in pipes:
+                if src != dst:
+                    out.append(SetFlag(src, dst, BARRIER_EVENT, loc))
+                    out.append(WaitFlag(src, dst, BARRIER_EVENT, loc))
+        return out
+
+    op_sync_all = op_barrier_all

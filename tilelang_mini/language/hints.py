@@ -1,0 +1,58 @@
+"""GPU scheduling hints TileLang kernels carry: accepted, and meaningless on this machine.
+
+`T.use_swizzle(...)`, `T.annotate_layout(...)`, `T.func_attr(...)`, `T.no_set_max_nreg()`, ... are
+statements the frontend accepts and drops (docs/tilelang_compat.md lists them); `policy=` and
+`threads=` arguments likewise. `T.GemmWarpPolicy` is a plain enum so that factory code using it runs.
+"""
+from __future__ import annotations
+
+import enum
+
+
+class GemmWarpPolicy(enum.IntEnum):
+    """How TileLang splits a GEMM tile over GPU warps; the cube unit has no warps (ignored)."""
+
+    Square = 0
+    FullRow = 1
+    FullCol = 2
+
+
+# Statements that are GPU hints: accepted and ignored inside kernels.
+HINT_NAMES = (
+    "use_swizzle", "annotate_layout", "func_attr", "no_set_max_nreg", "set_max_nreg",
+    "disable_warp_group_reg_alloc", "sync_threads", "annotate_address", "assume",
+    "annotate_l2_hit_ratio", "annotate_safe_value", "annotate_restrict_buffers",
+)
+
+# GPU-only constructs whose meaning this machine cannot reproduce: name -> what to write instead.
+GPU_ONLY = {
+    "alloc_barrier": "Ascend pipes synchronise with flags: leave sync to the compiler (developer "
+                     "mode) or write T.set_flag/T.wait_flag in T.Scope blocks (expert mode)",
+    "mbarrier_wait_parity": "T.wait_flag(src_pipe, dst_pipe, id) (expert mode) or nothing "
+                            "(developer mode inserts the sync)",
+    "mbarrier_arrive": "T.set_flag(src_pipe, dst_pipe, id) (expert mode) or nothing",
+    "barrier_wait": "T.wait_flag / T.wait_cross_flag (expert mode) or nothing",
+    "barrier_arrive": "T.set_flag / T.set_cross_flag (expert mode) or nothing",
+    "tma_copy": "T.copy (the MTE2 pipe moves GM tiles)",
+    "alloc_tmem": "T.alloc_fragment or T.alloc_L0C for the accumulator",
+    "tcgen05_gemm": "T.gemm", "tcgen05_mma_arrive": "nothing (the cube unit is synchronous)",
+    "wgmma_gemm": "T.gemm", "wait_wgmma": "nothing (the cube unit is synchronous)",
+    "get_thread_binding": "T.Parallel over the tile (there are no GPU threads; vector cores "
+                          "work on whole tiles)",
+    "thread_binding": "T.Parallel over the tile", "get_block_binding": "the T.Kernel variables",
+    "alloc_cluster_barrier": "T.set_cross_flag/T.wait_cross_flag between cube and vector cores",
+    "ClusterKernel": "T.Kernel", "block_rank_in_cluster": "the T.Kernel variables",
+    "ptx_cp_async": "T.copy", "cp_async_barrier_noinc": "nothing",
+    "fence_proxy_async": "nothing", "call_extern": "T. operations",
+    "import_source": "T. operations", "tvm_thread_allreduce": "T.reduce_sum / T.reduce_max",
+    "dp4a": "T.gemm on int8 tiles", "PersistentTileScheduler": "a T.serial loop over tiles "
+    "inside T.Kernel(n_cores, is_npu=True)",
+    "ws": "T.Scope('C')/T.Scope('V') (expert mode)", "annotate_ws_schedule": "T.Scope blocks",
+    "WSSchedule": "T.Scope blocks", "WSRole": "T.Scope blocks", "WSPipeline": "T.Pipelined",
+    "access_ptr": "buffer regions (A[i:i+n, :]) in T.copy",
+    "shmem_put_nbi": "host-side communication", "shmem_ub_put_nbi": "host-side communication",
+    "shmem_get_nbi": "host-side communication", "shmem_ub_get_nbi": "host-side communication",
+    "printf": "kernel.simulate(...) or the numpy target to inspect values",
+    "dump_tensor": "kernel.simulate(...) or the numpy target to inspect values",
+    "print": "the numpy target to inspect values",
+}

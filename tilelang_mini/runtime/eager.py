@@ -1,0 +1,220 @@
+"""TileLang's eager jit style and symbolic shapes at run time.
+
+* `EagerJIT`: `@jit` on a function whose body holds `with T.Kernel` (docs/tilelang_compat.md).
+  `f(a, b, ...)` binds the shape symbols from the arrays, compiles once per distinct
+  (shapes, dtypes, other arguments) signature (memoised) and returns the outputs;
+  `f.compile(M=..., N=..., **args)` compiles ahead and returns the `JITKernel`.
+* `SymbolicKernel`: a `T.prim_func` whose tensor shapes hold `T.dynamic`/`T.symbolic` symbols,
+  compiled: each call binds the symbols from the input shapes and runs the kernel specialised for
+  them (memoised per binding). `specialize(**values)` gives the `JITKernel` for given values.
+"""
+from __future__ import annotations
+
+import ast
+import inspect
+import textwrap
+
+import numpy as np
+
+from ..errors import ArgumentError, CompileError
+from .errors import user_facing
+
+
+def is_array(v) -> bool:
+    """An argument that is a tensor (NumPy array, torch tensor, anything with shape and dtype)."""
+    return hasattr(v, "shape") and hasattr(v, "dtype") and len(getattr(v, "shape", ())) > 0
+
+
+def to_numpy(v):
+    """A NumPy view of an array argument (torch CPU tensors through DLPack or `.numpy()`)."""
+    if isinstance(v, np.ndarray):
+        return v
+    if type(v).__module__.startswith("torch"):
+        t = v.detach()
+        if t.device.type != "cpu":
+            raise ArgumentError(f"torch tensors must be on the CPU, got device {t.device}")
+        try:
+            return t.numpy()
+        except TypeError:  # bfloat16 and other dtypes NumPy does not know: reinterpret bits
+            import ml_dtypes
+            name = str(t.dtype).replace("torch.", "")
+            if name == "bfloat16":
+                import torch
+                return t.view(torch.int16).numpy().view(ml_dtypes.bfloat16)
+            raise
+    return np.asarray(v)
+
+
+def from_numpy(out, like):
+    """Return outputs as torch tensors when the caller passed torch tensors."""
+    if like is None:
+        return out
+    import torch
+    if out.dtype.name == "bfloat16":
+        return torch.from_numpy(out.view(np.int16)).view(torch.bfloat16)
+    return torch.from_numpy(out)
+
+
+def _dtype_of(v) -> str:
+    if type(v).__module__.startswith("torch"):
+        return str(v.dtype).replace("torch.", "")
+    return np.dtype(v.dtype).name
+
+
+def is_eager_function(fn) -> bool:
+    """Whether `fn`'s body holds `with T.Kernel(...)` itself (an eager jit function) rather than
+    returning a `T.prim_func` (a factory)."""
+    try:
+        src = textwrap.dedent(inspect.getsource(fn))
+        tree = ast.parse(src)
+    except (OSError, TypeError, SyntaxError):
+        return False
+    fdef = tree.body[0] if tree.body else None
+    if not isinstance(fdef, ast.FunctionDef):
+        return False
+    for stmt in fdef.body:
+        if isinstance(stmt, ast.With):
+            call = stmt.items[0].context_expr
+            if isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and \
+                    call.func.attr == "Kernel":
+                return True
+    return False
+
+
+class EagerJIT:
+    """`@tilelang_mini.jit` on an eager kernel function."""
+
+    def __init__(self, fn, target, chip):
+        import functools
+        self.fn = fn
+        self.target = target
+        self.chip = chip
+        self.signature = inspect.signature(fn)
+        self._cache: dict = {}
+        functools.update_wrapper(self, fn)
+
+    def _kernel(self, tensors: dict, scalars: dict, symbols: dict):
+        from ..frontend.eager import EagerCall
+        from ..frontend.parser import KernelBuilder, PrimFunc
+        from . import config
+        from .kernel import compile as tl_compile
+        target = self.target or config.default_target()
+        chip = self.chip or config.default_chip()
+        try:
+            key = (tuple(tensors.items()), tuple(sorted(scalars.items(), key=str)),
+                   tuple(sorted(symbols.items())), target, chip)
+            hash(key)
+        except TypeError:
+            key = None
+        if key is not None and key in self._cache:
+            return self._cache[key]
+        call = EagerCall(tensors, scalars)
+        ir = KernelBuilder(self.fn, symbols=symbols, eager=call).build()
+        n_in = len(call.inputs)
+        kernel = tl_compile(PrimFunc(self.fn, ir), out_idx=list(range(n_in, len(ir.params))),
+                            target=target, chip=chip)
+        kernel.eager_inputs = call.inputs
+        if key is not None:
+            self._cache[key] = kernel
+        return kernel
+
+    @user_facing
+    def __call__(self, *args, **kwargs):
+        try:
+            bound = self.signature.bind(*args, **kwargs)
+        except TypeError as e:
+            raise ArgumentError(f"{self.fn.__name__}: {e}") from None
+        bound.apply_defaults()
+        tensors, scalars, arrays, like = {}, {}, {}, None
+        for name, v in bound.arguments.items():
+            if is_array(v):
+                tensors[name] = (tuple(int(d) for d in v.shape), _dtype_of(v))
+                arrays[name] = to_numpy(v)
+                if like is None and type(v).__module__.startswith("torch"):
+                    like = v
+            else:
+                scalars[name] = v
+        kernel = self._kernel(tensors, scalars, {})
+        out = kernel(*[arrays[n] for n in kernel.eager_inputs])
+        if like is not None:
+            return tuple(from_numpy(o, like) for o in out) if isinstance(out, tuple) \
+                else from_numpy(out, like)
+        return out
+
+    @user_facing
+    def compile(self, **kwargs):
+        """Compile ahead: shape symbols and trace-time arguments by name; parameters without a
+        value or a default are the tensors. Returns the `JITKernel` (inputs -> outputs)."""
+        params = self.signature.parameters
+        tensors, scalars, symbols = {}, {}, {}
+        for name, value in kwargs.items():
+            if name in params:
+                scalars[name] = value
+            else:
+                symbols[name] = value
+        for name, p in params.items():
+            if name not in scalars:
+                if p.default is p.empty:
+                    tensors[name] = None
+                else:
+                    scalars[name] = p.default
+        return self._kernel(tensors, scalars, symbols)
+
+    def __repr__(self) -> str:
+        return f"<eager jit {self.fn.__name__}>"
+
+
+class SymbolicKernel:
+    """A compiled kernel with symbolic tensor shapes: specialised per call."""
+
+    def __init__(self, prim, out_idx, target, chip):
+        self.prim = prim
+        self.out_idx = out_idx
+        self.target = target
+        self.chip = chip
+        self._kernels: dict = {}
+        anns = getattr(prim.fn, "__annotations__", {})
+        names = list(inspect.signature(prim.fn).parameters)
+        n = len(names)
+        outs = {i % n for i in (out_idx or ())}
+        self.input_types = [anns.get(p) for i, p in enumerate(names) if i not in outs]
+
+    def bind(self, args) -> dict:
+        from ..language.symbols import Symbol
+        values: dict = {}
+        if len(args) != len(self.input_types):
+            raise ArgumentError(f"{self.prim.__name__} takes {len(self.input_types)} input "
+                                f"arrays, got {len(args)}")
+        for i, (ann, a) in enumerate(zip(self.input_types, args)):
+            shape = getattr(a, "shape", None)
+            if shape is None or len(shape) != len(ann.shape):
+                raise ArgumentError(f"input {i}: expected a {len(ann.shape)}-D array, got "
+                                    f"{'shape ' + str(tuple(shape)) if shape is not None else type(a).__name__}")
+            for d, n in zip(ann.shape, shape):
+                if isinstance(d, Symbol):
+                    if values.setdefault(d.name, int(n)) != int(n):
+                        raise ArgumentError(f"shape symbol {d.name} is {values[d.name]} by an "
+                                            f"earlier input but {n} by input {i}")
+        return values
+
+    def specialize(self, **values):
+        from .kernel import compile as tl_compile
+        key = tuple(sorted(values.items()))
+        if key not in self._kernels:
+            self._kernels[key] = tl_compile(self.prim.specialize(values), out_idx=self.out_idx,
+                                            target=self.target, chip=self.chip)
+        return self._kernels[key]
+
+    @user_facing
+    def __call__(self, *args):
+        return self.specialize(**self.bind(args))(*args)
+
+    @user_facing
+    def simulate(self, *args, **kwargs):
+        return self.specialize(**self.bind(args)).simulate(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"<SymbolicKernel {self.prim.__name__}>"
+
+
+__all__ = ["EagerJIT", "SymbolicKernel", "is_eager_function", "is_array", "CompileError"]
