@@ -172,9 +172,41 @@ def _measure(kernel, repeat: int, warmup: int, seed: int) -> float:
     return float(np.median(times)) * 1e6
 
 
-def autotune(factory, configs, by: str = "estimate", chip: str | None = None, *, args=(),
+class AutoTuned:
+    """TileLang's decorator form, `@autotune(configs=..., warmup=..., rep=...)` above `@jit`:
+    calling it with the shared arguments tunes (memoised per arguments) and returns the best
+    configuration's kernel, compiled for the default target, with `.config` and `.latency`
+    (milliseconds: estimated or measured) and `.autotune_result`."""
+
+    def __init__(self, factory, configs, by, chip, repeat, warmup):
+        self.factory, self.configs, self.by, self.chip = factory, configs, by, chip
+        self.repeat, self.warmup = repeat, warmup
+        self._cache: dict = {}
+
+    def __call__(self, *args, **kwargs):
+        names = {k for c in _expand(self.configs) for k in c}
+        if names and names <= set(kwargs):  # every tuned argument given: no search
+            return self.factory(*args, **kwargs)
+        key = (args, tuple(sorted(kwargs.items())))
+        if key not in self._cache:
+            result = autotune(self.factory, self.configs, by=self.by, chip=self.chip, args=args,
+                              kwargs=kwargs, repeat=self.repeat, warmup=self.warmup)
+            kernel = self.factory(*args, **kwargs, **result.best_config)
+            if not hasattr(kernel, "estimate"):
+                from .runtime.kernel import compile as tl_compile
+                kernel = tl_compile(kernel)
+            kernel.config = {**_defaults(getattr(self.factory, "factory", self.factory)),
+                             **result.best_config}
+            kernel.latency = result.best.time_us / 1e3
+            kernel.autotune_result = result
+            self._cache[key] = kernel
+        return self._cache[key]
+
+
+def autotune(factory=None, configs=None, by: str = "estimate", chip: str | None = None, *, args=(),
              kwargs=None, out_idx=None, repeat: int = 5, warmup: int = 1, seed: int = 0,
-             include_default: bool = True, progress=None) -> AutotuneResult:
+             include_default: bool = True, progress=None, rep: int | None = None,
+             **tilelang_options) -> AutotuneResult:
     """Search `configs` (a list of dicts of the factory's keyword arguments, or a dict of
     lists: their product) for the fastest kernel, by the estimate or by measurement.
 
@@ -184,6 +216,13 @@ def autotune(factory, configs, by: str = "estimate", chip: str | None = None, *,
     every configuration with its figure (time_us) or the reason it was skipped."""
     from .runtime import config as rt_config
     from .runtime.kernel import JITFactory, JITKernel, compile as tl_compile
+    repeat = rep if rep is not None else repeat
+    if factory is None or (configs is None and not callable(factory)):
+        # decorator form; TileLang's timeout/skip_check/... options have no meaning here
+        cfgs = configs if configs is not None else factory
+        return lambda f: AutoTuned(f, cfgs, by, chip, repeat, warmup)
+    if configs is None:
+        raise TypeError("autotune needs configs (a list of dicts or a dict of lists)")
     if by not in BY:
         raise ValueError(f"autotune by={by!r}: use 'estimate' or 'measure'")
     chip = chip or rt_config.default_chip()
@@ -240,4 +279,4 @@ def autotune(factory, configs, by: str = "estimate", chip: str | None = None, *,
     return result
 
 
-__all__ = ["autotune", "AutotuneResult", "TuneEntry"]
+__all__ = ["autotune", "AutoTuned", "AutotuneResult", "TuneEntry"]

@@ -1,0 +1,132 @@
+"""Both jit styles of TileLang: factories returning a T.prim_func and eager functions whose body
+is the kernel (T.const symbols, T.empty outputs, f(a, b) and f.compile(M=...)), symbolic shapes
+(T.dynamic / T.symbolic), TileLang's jit keywords and autotune decorator."""
+import numpy as np
+import pytest
+
+import tilelang_mini
+import tilelang_mini.language as T
+from tilelang_mini import CompileError
+from tilelang_mini.ir.parser import parse_ir
+from tilelang_mini.ir.printer import print_ir
+
+from util import close, f64, rand
+
+
+@tilelang_mini.jit
+def eager_gemm(A, B, block_M=32, block_N=32, block_K=16, dtype=T.float16, accum_dtype=T.float32):
+    M, N, K = T.const("M, N, K")
+    A: T.Tensor((M, K), dtype)
+    B: T.Tensor((K, N), dtype)
+    C = T.empty((M, N), accum_dtype)
+    with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=128) as (bx, by):
+        a_s = T.alloc_shared((block_M, block_K), dtype)
+        b_s = T.alloc_shared((block_K, block_N), dtype)
+        c_f = T.alloc_fragment((block_M, block_N), accum_dtype)
+        T.clear(c_f)
+        for k in T.Pipelined(T.ceildiv(K, block_K), num_stages=2):
+            T.copy(A[by * block_M, k * block_K], a_s)
+            T.copy(B[k * block_K, bx * block_N], b_s)
+            T.gemm(a_s, b_s, c_f)
+        T.copy(c_f, C[by * block_M, bx * block_N])
+    return C
+
+
+@tilelang_mini.jit
+def eager_rowstats(X, blk=8):
+    M, N = T.const("M, N")
+    X: T.Tensor((M, N), T.float32)
+    S = T.empty((M,), T.float32)
+    Amax = T.empty((M,), T.float32)
+    with T.Kernel(T.ceildiv(M, blk)) as bx:
+        x = T.alloc_fragment((blk, N), T.float32)
+        s = T.alloc_fragment((blk,), T.float32)
+        m = T.alloc_fragment((blk,), T.float32)
+        T.copy(X[bx * blk, 0], x)
+        T.reduce_sum(x, s, dim=1)
+        T.reduce_absmax(x, m, dim=1)
+        T.copy(s, S[bx * blk])
+        T.copy(m, Amax[bx * blk])
+    return S, Amax
+
+
+def test_eager_call_binds_shapes_and_memoises(target, monkeypatch):
+    monkeypatch.setenv("TILELANG_MINI_TARGET", target)
+    a, b = rand((64, 48), "float16", 1), rand((48, 32), "float16", 2)
+    close(eager_gemm(a, b), f64(a) @ f64(b), reduce_len=48)
+    n = len(eager_gemm._cache)
+    close(eager_gemm(a, b), f64(a) @ f64(b), reduce_len=48)
+    assert len(eager_gemm._cache) == n  # same signature: the compiled kernel is reused
+    a2 = rand((32, 48), "float16", 3)
+    close(eager_gemm(a2, b), f64(a2) @ f64(b), reduce_len=48)
+    assert len(eager_gemm._cache) == n + 1
+
+
+def test_eager_compile_ahead_and_several_outputs(target):
+    k = eager_rowstats.compile(M=24, N=40)
+    x = rand((24, 40), seed=4)
+    s, m = k(x)
+    close(s, f64(x).sum(1), reduce_len=40)
+    close(m, np.abs(f64(x)).max(1))
+    assert parse_ir(print_ir(k.ir)) == k.ir
+
+
+def test_eager_shape_mismatch_is_located():
+    @tilelang_mini.jit
+    def bad(A, B):
+        M, N = T.const("M, N")
+        A: T.Tensor((M, N), T.float32)
+        B: T.Tensor((N, M), T.float32)
+        C = T.empty((M, N), T.float32)
+        with T.Kernel(1) as bx:
+            T.copy(A, C)
+        return C
+
+    with pytest.raises(CompileError) as info:
+        bad(np.zeros((4, 8), np.float32), np.zeros((4, 8), np.float32))
+    assert "annotated with shape (8, 4)" in str(info.value)
+
+
+def symbolic_add(block_M=16, dtype="float32"):
+    M = T.dynamic("M")
+    N = 32
+
+    @T.prim_func
+    def main(X: T.Tensor((M, N), dtype), Y: T.Tensor((M, N), dtype)):
+        with T.Kernel(T.ceildiv(M, block_M), is_npu=False) as bx:
+            t = T.alloc_fragment((block_M, N), dtype)
+            T.copy(X[bx * block_M, 0], t)
+            for i, j in T.Parallel(block_M, N):
+                t[i, j] = t[i, j] + 1.0
+            T.copy(t, Y[bx * block_M, 0])
+    return main
+
+
+def test_symbolic_shapes_specialise_per_call(target):
+    kernel = tilelang_mini.jit(out_idx=[-1], target=target, pass_configs={
+        tilelang_mini.PassConfigKey.TL_DISABLE_TMA_LOWER: True}, execution_backend="cython",
+        verbose=False)(symbolic_add)()
+    for m in (40, 16, 7):  # tails handled by the clipped copies
+        x = rand((m, 32), seed=m)
+        close(kernel(x), f64(x) + 1)
+    assert len(kernel._kernels) == 3
+
+
+def test_autotune_decorator_form():
+    @tilelang_mini.autotune(configs=[{"block_M": 8}, {"block_M": 16}], warmup=1, rep=2)
+    @tilelang_mini.jit(out_idx=[-1])
+    def add_one(M, N, block_M=32):
+        @T.prim_func
+        def main(X: T.Tensor((M, N), "float32"), Y: T.Tensor((M, N), "float32")):
+            with T.Kernel(T.ceildiv(M, block_M)) as bx:
+                t = T.alloc_fragment((block_M, N), "float32")
+                T.copy(X[bx * block_M, 0], t)
+                for i, j in T.Parallel(block_M, N):
+                    t[i, j] = t[i, j] + 1.0
+                T.copy(t, Y[bx * block_M, 0])
+        return main
+
+    kernel = add_one(64, 32)
+    assert kernel.config["block_M"] in (8, 16, 32) and kernel.latency > 0
+    x = rand((64, 32), seed=9)
+    close(kernel(x), f64(x) + 1)
