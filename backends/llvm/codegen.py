@@ -24,7 +24,9 @@ from tilelang_mini.ir.nodes import (
 )
 
 from . import vecmath as vm
-from .dataflow import forward_copies, interval, fuse_copy_chains, live_columns, map_reduce_pairs
+from .dataflow import (
+    forward_copies, fuse_copy_chains, interval, live_columns, live_landings, map_reduce_pairs,
+)
 from .irutil import F32, I1, I32, I64, PTR, VL, Emitter, const, is_vec, like, vty
 from .layout import PER_BLOCK, is_dual_copy, plan_buffers, storage_of
 from .parallel import ParallelMaps, _vars_in
@@ -76,6 +78,7 @@ class KernelGen(ParallelMaps):
         self.fused = map_reduce_pairs(kernel)       # {id(map): reduce} (reduce.py)
         self.fused_away = {id(r) for r in self.fused.values()}
         self.live = live_columns(kernel)             # {C: columns a gemm must compute}
+        self.landings = live_landings(kernel)        # {C: column bounds known at run time}
         self.module = ir.Module(name=kernel.name)
         fnty = ir.FunctionType(I32, [PTR, I64, I64, PTR])
         self.fn = ir.Function(self.module, fnty, "tlm_kernel")

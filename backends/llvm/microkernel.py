@@ -171,13 +171,70 @@ def gemm(g, s):
             m0 = M // MR * MR
             b.call(fn, [e.gep(a_ptr, m0 * a_rs_b), bp, e.gep(cp, m0 * ldc_b)])
 
-    if N // NR:
-        with e.loop(0, N // NR, name="nj") as jp:
+    nv = _valid_columns(g, s, N)
+    if nv is None:
+        if N // NR:
+            with e.loop(0, N // NR, name="nj") as jp:
+                panel(jp, NR)
+        if N % NR:
+            panel(ir.Constant(I64, N // NR), N % NR)
+    else:  # stop at the block's valid columns: whole panels, then a narrow one
+        full = b.sdiv(nv, ir.Constant(I64, NR))
+        with e.loop(0, full, name="nj") as jp:
             panel(jp, NR)
-    if N % NR:
-        panel(ir.Constant(I64, N // NR), N % NR)
+        rem = b.sub(nv, b.mul(full, ir.Constant(I64, NR)))
+        with e.if_then(b.icmp_signed(">", rem, ir.Constant(I64, 0))):
+            _narrow_panel(g, panel, full, rem, N)
     if not c_direct:
         _c_out(g, ci, cbase, ci.strides[-2], M, N, c_ptr)
+
+
+NARROW = (8, 16, 24)  # the narrow micro-kernels' widths (columns) below a whole panel
+
+
+def _narrow_panel(g, panel, jp, rem, N):
+    """Panel jp holding the last `rem` (1..NR-1, i64) valid columns: the narrowest of the
+    8/16/24-column micro-kernels that covers them and stays inside C, else the whole panel (or
+    the tile's static tail)."""
+    b = g.e.b
+    base = b.mul(jp, ir.Constant(I64, NR))
+
+    def choose(i):
+        if i == len(NARROW):
+            if N % NR:
+                with b.if_else(b.icmp_signed("<", jp, ir.Constant(I64, N // NR))) as (whole, tail):
+                    with whole:
+                        panel(jp, NR)
+                    with tail:
+                        panel(jp, N % NR)
+            else:
+                panel(jp, NR)
+            return
+        w = NARROW[i]
+        fits = b.and_(b.icmp_signed("<=", rem, ir.Constant(I64, w)),
+                      b.icmp_signed("<=", b.add(base, ir.Constant(I64, w)), ir.Constant(I64, N)))
+        with b.if_else(fits) as (yes, no):
+            with yes:
+                panel(jp, w)
+            with no:
+                choose(i + 1)
+
+    choose(0)
+
+
+def _valid_columns(g, s, N):
+    """The columns of C this block's observers can see (an i64 in [0, N]), when the copies out
+    of C land at column starts known from the grid variables (dataflow.live_landings); else
+    None. Columns past them are never computed: a GEMM's last block column stops at N."""
+    marks = g.landings.get(s.c.buffer.name) if s.c.is_full else None
+    if not marks:
+        return None
+    b = g.e.b
+    nv = ir.Constant(I64, 0)
+    for start, cols in marks:
+        x = b.sub(ir.Constant(I64, cols), g.scalar_int(start, "a column start"))
+        nv = b.select(b.icmp_signed(">", x, nv), x, nv)
+    return b.select(b.icmp_signed("<", nv, ir.Constant(I64, N)), nv, ir.Constant(I64, N))
 
 
 def _microkernel(g, key):
