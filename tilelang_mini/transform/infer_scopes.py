@@ -22,7 +22,7 @@ from dataclasses import replace
 from ..errors import CompileError
 from ..ir.nodes import (
     Alloc, BinOp, Buffer, Const, Copy, Fill, For, Gemm, If, Kernel, Load, Reduce, Region, Scope, Store,
-    Var, walk_statements,
+    Var, walk, walk_own, walk_statements,
 )
 from ..ir import analysis
 from .util import rebuffer
@@ -62,6 +62,10 @@ def _homes(kernel: Kernel, dev: dict) -> dict:
             need[buf.name].add(scope)
 
     for s in walk_statements(kernel.body):
+        if isinstance(s, If) or (isinstance(s, For) and s.kind != "parallel"):
+            for n in walk_own(s):  # a condition or loop bound reads the tile on the AIV
+                if isinstance(n, Load):
+                    add(n.buffer, "UB")
         if isinstance(s, Gemm):
             add(s.a.buffer, "L1")
             add(s.b.buffer, "L1")
@@ -102,14 +106,16 @@ class _Rewriter:
         if isinstance(s, Alloc) and self.is_dev(s.buffer):
             return [Alloc(b, None, s.loc) for b in self.versions[s.buffer.name].values()], state
         if isinstance(s, For) and s.kind != "parallel":
+            pre, s, state = self.own_reads(s, "extents", state)
             _, end = self.block(list(s.body), state)
             head = {n: state[n] & end[n] for n in state}
             body, end = self.block(list(s.body), head)
-            return [replace(s, body=tuple(body))], end
+            return pre + [replace(s, body=tuple(body))], end
         if isinstance(s, If):
+            pre, s, state = self.own_reads(s, "cond", state)
             then, st1 = self.block(list(s.then_body), state)
             other, st2 = self.block(list(s.else_body), state)
-            return [replace(s, then_body=tuple(then), else_body=tuple(other))], {
+            return pre + [replace(s, then_body=tuple(then), else_body=tuple(other))], {
                 n: st1[n] & st2[n] for n in state}
         if isinstance(s, Scope):
             body, state = self.block(list(s.body), state)
@@ -124,10 +130,12 @@ class _Rewriter:
             state = dict(state)
             state[b.name] = frozenset(targets)
             return [replace(s, dst=replace(s.dst, buffer=self.v(b, h))) for h in targets], state
-        # Everything else runs on the vector unit: its buffers in UB.
+        # Everything else runs on the vector unit: its buffers in UB. A map that reads what an
+        # earlier statement of its own body wrote (`a[i] = ...; b[i] = a[i] + 1`) needs no
+        # earlier value of it.
         state = dict(state)
         pre = []
-        for b in analysis.reads(s):
+        for b in _reads_before_writes(s):
             if self.is_dev(b):
                 pre += self.ensure(b, "UB", state, s)
         for b in analysis.writes(s):
@@ -136,6 +144,23 @@ class _Rewriter:
         mapping = {b.name: self.v(b, "UB") for b in analysis.reads(s) + analysis.writes(s)
                    if self.is_dev(b)}
         return pre + [rebuffer(s, mapping)], state
+
+    def own_reads(self, s, field: str, state):
+        """A loop's extents or an if's condition read tiles on the scalar unit of the vector
+        core: their UB versions, made valid first."""
+        state = dict(state)
+        exprs = getattr(s, field)
+        exprs = exprs if isinstance(exprs, tuple) else (exprs,)
+        bufs = [n.buffer for e in exprs for n in walk(e)
+                if isinstance(n, Load) and self.is_dev(n.buffer)]
+        if not bufs:
+            return [], s, state
+        pre = []
+        for b in bufs:
+            pre += self.ensure(b, "UB", state, s)
+        mapping = {b.name: self.v(b, "UB") for b in bufs}
+        new = tuple(rebuffer(e, mapping) for e in exprs)
+        return pre, replace(s, **{field: new if field == "extents" else new[0]}), state
 
     # ------------------------------------------------------------------------------ value flow
 
@@ -229,3 +254,14 @@ def _source_scope(valid, target):
             return src
     return None
 
+
+
+def _reads_before_writes(s) -> list:
+    """Buffers `s` reads before writing them; in a map, statement by statement."""
+    if not analysis.is_map(s):
+        return analysis.reads(s)
+    out, written = [], set()
+    for st in analysis.map_stores(s):
+        out += [b for b in analysis.reads(st) if b.name not in written]
+        written |= {b.name for b in analysis.writes(st)}
+    return out

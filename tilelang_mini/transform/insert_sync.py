@@ -31,7 +31,7 @@ from ..errors import CompileError
 from ..ir import dtypes
 from ..ir.nodes import (
     Alloc, Const, For, If, Kernel, PipeBarrier, Region, Scope, SetCrossFlag, SetFlag,
-    WaitCrossFlag, WaitFlag,
+    WaitCrossFlag, WaitFlag, Load, walk_own,
 )
 from ..ir.analysis import GM_SCOPES, boxes_overlap, operands, static_box
 from ..ir.pipes import pipe_of
@@ -48,6 +48,7 @@ class Instr:
     before: list = field(default_factory=list)
     after: list = field(default_factory=list)
     parent: list | None = None
+    probe: bool = False       # the scalar unit reading a condition or loop bound (no statement)
 
 
 @dataclass(eq=False)
@@ -68,9 +69,11 @@ def _tree(stmts, core=None) -> list:
         elif isinstance(s, Alloc):
             items.append(s)
         elif isinstance(s, For) and s.kind != "parallel":
-            items.append(Block(s, [_tree(s.body, core)]))
+            block = Block(s, [_tree(s.body, core)])
+            items += _probes(s, block, core) + [block]
         elif isinstance(s, If):
-            items.append(Block(s, [_tree(s.then_body, core), _tree(s.else_body, core)]))
+            block = Block(s, [_tree(s.then_body, core), _tree(s.else_body, core)])
+            items += _probes(s, block, core) + [block]
         else:
             pipe = pipe_of(s, core)
             if pipe is None or core is None:
@@ -83,12 +86,49 @@ def _tree(stmts, core=None) -> list:
     return items
 
 
+def _probes(s, block: Block, core) -> list:
+    """An if condition or loop bound that reads buffers is evaluated by the scalar unit of each
+    core that runs the block: a reading instruction on its S pipe right before the block, so
+    that the data it reads is synchronised like any other read."""
+    loads = [n.buffer for n in walk_own(s) if isinstance(n, Load)]
+    if not loads:
+        return []
+    if core is not None:
+        cores = {core}
+    else:
+        cores = set()
+        for b in loads:  # a tile is read on its core; GM and scalars on each core inside
+            if b.scope == "UB":
+                cores.add("V")
+            elif b.scope not in ("global", "workspace", "var"):
+                cores.add("C")
+        if any(b.scope in ("global", "workspace", "var") for b in loads):
+            cores |= _instr_cores(block.bodies)
+    return [Instr(s, c, "S", probe=True) for c in sorted(cores)]
+
+
+def _instr_cores(bodies) -> set:
+    out = set()
+    for body in bodies:
+        for it in body:
+            if isinstance(it, Instr):
+                out.add(it.core)
+            elif isinstance(it, Block):
+                out |= _instr_cores(it.bodies)
+    return out
+
+
 # ------------------------------------------------------------------------------------ accesses
 
 
 def _accesses(instr: Instr, offsets: dict) -> list:
     """(memory key, box or None, is_write) for each buffer the instruction touches."""
     out = []
+    if instr.probe:  # a condition or loop bound: the loads in it
+        for n in walk_own(instr.stmt):
+            if isinstance(n, Load):
+                out.append((_mem(n.buffer, instr.core, offsets), None, False))
+        return out
     for node, write in operands(instr.stmt):
         box = static_box(node) if isinstance(node, Region) else None
         out.append((_mem(node.buffer, instr.core, offsets), box, write))
@@ -99,7 +139,7 @@ def _mem(buf, core, offsets):
     """Memory identity: on-chip buffers by scope and byte range (so aliases conflict)."""
     if buf.scope in GM_SCOPES:
         return ("GM", buf.name, None)
-    owner = "V" if buf.scope in ("UB", "var") else "C"
+    owner = core if buf.scope == "var" else "V" if buf.scope == "UB" else "C"  # var: per core
     if buf.name in offsets:
         start = offsets[buf.name]
         return (owner, buf.scope, (start, start + buf.numel * dtypes.itemsize(buf.dtype)), buf.name)
@@ -471,7 +511,8 @@ def _cores(items) -> set:
             continue
         out |= {core for core, _ in it.before + it.after}
         if isinstance(it, Instr):
-            out.add(it.core)
+            if not it.probe:
+                out.add(it.core)
         else:
             for body in it.bodies:
                 out |= _cores(body)
@@ -486,7 +527,8 @@ def _emit(items, in_scope=False) -> list:
             continue
         flat += it.before
         if isinstance(it, Instr):
-            flat.append((it.core, it.stmt))
+            if not it.probe:
+                flat.append((it.core, it.stmt))
         else:
             # Control flow that only one core runs goes inside that core's Scope: its
             # condition may read `vid`, which only means something on a vector core.

@@ -19,11 +19,12 @@ from dataclasses import replace
 
 from ..ir.nodes import (
     Alloc, BinOp, Const, Copy, Fill, For, If, Kernel, Load, Reduce, Region, Scope, Store, Var,
-    SYNC_OPS, TILE_OPS, transform, walk_statements,
+    SYNC_OPS, TILE_OPS, transform, walk, walk_own, walk_statements,
 )
 from ..ir.pipes import pipe_of
 from ..ir import analysis
 from .util import substitute
+from ..errors import CompileError
 
 CUBE_PIPES = ("MTE1", "M", "FIX")
 
@@ -58,12 +59,13 @@ def split_cores(kernel: Kernel) -> Kernel:
         stride *= g
     body = [substitute(s, mapping) for s in kernel.body]
     rows = _row_split(body)
-    body = _wrap(body, rows)
+    body = _wrap(body, rows, _cube_scalars(body))
     return replace(kernel, grid=(blocks,), grid_vars=("cid", "vid"), is_npu=True, body=tuple(body))
 
 
-def _wrap(stmts, rows) -> list:
-    """Group consecutive instructions of one core into Scope blocks."""
+def _wrap(stmts, rows, cube_vars=frozenset()) -> list:
+    """Group consecutive instructions of one core into Scope blocks. A scalar the cube reads
+    (`cube_vars`) is computed by the cube core too: each core loads it itself."""
     out, run, run_core = [], [], None
 
     def flush():
@@ -80,13 +82,16 @@ def _wrap(stmts, rows) -> list:
             if isinstance(s, Alloc):
                 out.append(_split_alloc(s, rows))
             elif isinstance(s, For):
-                out.append(replace(s, body=tuple(_wrap(list(s.body), rows))))
+                out.append(replace(s, body=tuple(_wrap(list(s.body), rows, cube_vars))))
             elif isinstance(s, If):
-                out.append(replace(s, then_body=tuple(_wrap(list(s.then_body), rows)),
-                                   else_body=tuple(_wrap(list(s.else_body), rows))))
+                out.append(replace(s, then_body=tuple(_wrap(list(s.then_body), rows, cube_vars)),
+                                   else_body=tuple(_wrap(list(s.else_body), rows, cube_vars))))
             else:
                 out.append(s)
             continue
+        if isinstance(s, Store) and s.buffer.scope == "var" and s.buffer.name in cube_vars:
+            flush()
+            out.append(Scope("C", (s,), s.loc))
         if core != run_core:
             flush()
             run_core = core
@@ -97,6 +102,57 @@ def _wrap(stmts, rows) -> list:
         run.append(s)
     flush()
     return out
+
+
+# ------------------------------------------------------------------------- scalars of the cube
+
+
+def _portable(store: Store) -> bool:
+    """A scalar store any core can execute itself: it reads only GM, scalars and constants."""
+    return store.buffer.scope == "var" and all(
+        n.buffer.scope in ("global", "workspace", "var")
+        for n in walk_own(store) if isinstance(n, Load))
+
+
+def _cube_scalars(body) -> frozenset:
+    """Scalars (alloc_var) the cube core reads: in its instructions, or in the condition or bound
+    of control flow around cube work; and the scalars those are computed from. Each must be
+    computable on the cube (from GM, other such scalars and constants): the cube has no access
+    to the vector cores' registers or UB, so a scalar computed from UB data is rejected here."""
+    need, stores = set(), {}
+
+    def var_loads(node):
+        return {n.buffer.name for n in walk_own(node) if isinstance(n, Load)
+                and n.buffer.scope == "var"}
+
+    def visit(stmts):
+        for st in stmts:
+            if isinstance(st, Store) and st.buffer.scope == "var":
+                stores.setdefault(st.buffer.name, []).append(st)
+            if isinstance(st, (If, For)) and not (isinstance(st, For) and st.kind == "parallel"):
+                if any(core_of(x) == "C" for x in analysis.instructions([st])):
+                    need.update(var_loads(st))
+                for f in ("then_body", "else_body") if isinstance(st, If) else ("body",):
+                    visit(getattr(st, f))
+            elif core_of(st) == "C":
+                for n in walk(st):
+                    if isinstance(n, Load) and n.buffer.scope == "var":
+                        need.add(n.buffer.name)
+    visit(body)
+    todo = list(need)
+    while todo:
+        name = todo.pop()
+        for st in stores.get(name, []):
+            if not _portable(st):
+                raise CompileError(
+                    f"the scalar '{name}' is read by the cube core (a gemm or a cube copy, or "
+                    f"the if/loop around one), but is computed here from on-chip vector data; "
+                    f"the cube core cannot read it. Compute it from global memory (each core "
+                    f"then loads it itself), or move the value through a global tensor", st.loc)
+            for dep in var_loads(st) - need:
+                need.add(dep)
+                todo.append(dep)
+    return frozenset(need)
 
 
 # ------------------------------------------------------------------------- vector row split
@@ -134,6 +190,8 @@ def _cube_splittable(s, split, rows) -> bool:
 
 
 def _splittable(s, split, rows) -> bool:
+    if isinstance(s, Store) and _portable(s):
+        return True  # each AIV computes the scalar itself
     if isinstance(s, Copy):
         a, b = s.src.buffer.name in split, s.dst.buffer.name in split
         if not (a or b):
@@ -197,6 +255,8 @@ def _half(rows, split):
 
 
 def _split_vector(s, rows):
+    if isinstance(s, Store) and _portable(s):
+        return s  # a scalar from GM: every AIV loads its own
     if rows is None:
         return If(BinOp("==", VID, Const(0)), (s,), (), s.loc)
     n, split = rows
@@ -205,10 +265,12 @@ def _split_vector(s, rows):
     offset = BinOp("*", VID, Const(half))
     if isinstance(s, Copy):
         src_split, dst_split = s.src.buffer.name in split, s.dst.buffer.name in split
+        if not (src_split or dst_split):
+            # A tile that is not split (a scale, a bias, a (1,) value): each AIV has its own UB
+            # and needs all of it, so both load it (_splittable admits only UB destinations).
+            return s
         src = _rows(s.src, half, None if src_split else offset)
         dst = _rows(s.dst, half, None if dst_split else offset)
-        if not (src_split or dst_split):
-            return If(BinOp("==", VID, Const(0)), (s,), (), s.loc)
         return replace(s, src=src, dst=dst)
     if isinstance(s, (Fill, Reduce)):
         if isinstance(s, Fill) and s.dst.buffer.name in split:
@@ -219,12 +281,17 @@ def _split_vector(s, rows):
     if isinstance(s, For):
         if not any(st.buffer.name in split for st in s.body):
             return s
-        row = s.vars[0]
+        # The map runs over this AIV's half of the rows: its row variable `i` stands for the
+        # block row `i + vid * half` everywhere (values, conditions, index expressions, other
+        # buffers), except as the row index of a split buffer, whose rows are the half's own.
+        row = Var(s.vars[0])
+        moved = BinOp("+", row, offset)
 
         def shift(n):
-            if isinstance(n, Load) and n.buffer.name not in split and Var(row) in n.indices:
-                idx = tuple(BinOp("+", i, offset) if i == Var(row) else i for i in n.indices)
-                return replace(n, indices=idx)
+            if n == row:
+                return moved
+            if isinstance(n, (Load, Store)) and n.buffer.name in split and n.indices[0] == moved:
+                return replace(n, indices=(row,) + tuple(n.indices[1:]))
             return n
         body = tuple(transform(st, shift) for st in s.body)
         return replace(s, extents=(Const(half),) + s.extents[1:], body=body)
