@@ -421,7 +421,7 @@ def _var_ranges(kernel) -> dict:
     else:
         out = {v: (0, max(0, n - 1)) for v, n in zip(kernel.grid_vars, kernel.grid)}
     bad = set()
-    for s in walk_statements_all(kernel.body):
+    for s in walk_statements(kernel.body):
         if type(s).__name__ != "For":
             continue
         for v, e in zip(s.vars, s.extents):
