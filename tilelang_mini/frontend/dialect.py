@@ -17,6 +17,7 @@ import ast
 import math
 
 from .. import language as T_module
+from ..ir import dtypes
 from ..ir.nodes import BinOp, Call, Cast, Const, For, Load, Store, Var
 from ..language.hints import GPU_ONLY, HINT_NAMES
 from .common import show
@@ -253,6 +254,31 @@ class Dialect:
         kind = "parallel" if body and all(isinstance(b, Store) for b in body) and \
             isinstance(extents[0], int) else "serial"
         return [For(tuple(names), (as_expr(extents[0]),), kind, tuple(body), 0, self.loc(s))]
+
+    def stmt_Assert(self, s):
+        cond = self.resolved(self.eval(s.test), s.test)
+        if is_ir(cond):
+            raise self.error(s, "assert checks trace-time values; this condition depends on "
+                                "kernel values")
+        if not cond:
+            msg = self.eval(s.msg) if s.msg is not None else "assertion failed"
+            raise self.error(s, f"assert failed: {msg}")
+        return []
+
+    def stmt_AnnAssign(self, s):
+        if s.value is None:
+            raise self.error(s, "a bare annotation declares a tensor parameter of an eager @jit "
+                                "function, before `with T.Kernel`")
+        if not isinstance(s.target, ast.Name):
+            raise self.error(s.target, "expected a plain name")
+        return self.assign(ast.Assign(targets=[s.target], value=s.value, lineno=s.lineno,
+                                      col_offset=s.col_offset))
+
+    def expr_IfExp(self, n):
+        cond = self.resolved(self.eval(n.test), n.test)
+        if not is_ir(cond):  # trace-time: evaluate only the branch taken, as Python does
+            return self.eval(n.body if cond else n.orelse)
+        return select(cond, self.value_arg(n.body), self.value_arg(n.orelse))
 
     def unknown_name(self, attr: str, node):
         if attr in GPU_ONLY:

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 from .. import language as T_module
 from ..ir.nodes import Buffer
+from ..language.symbols import Symbol, has_symbols, resolve
 from .common import Marker
 
 
@@ -34,7 +35,64 @@ class EagerCall:
     outputs: list = field(default_factory=list)   # output buffer names, in return order
 
 
+class SymbolicPrimFunc:
+    """A kernel whose tensor shapes hold `T.dynamic`/`T.symbolic` symbols: parsed once per
+    distinct binding of the symbols (`specialize`), which `compile` does on each call."""
+
+    def __init__(self, fn, symbols):
+        self.fn = fn
+        self.symbols = symbols
+        self.__name__ = fn.__name__
+        self._cache: dict = {}
+
+    def specialize(self, values: dict) -> PrimFunc:
+        key = tuple(sorted(values.items()))
+        if key not in self._cache:
+            from .parser import KernelBuilder, PrimFunc
+            self._cache[key] = PrimFunc(self.fn, KernelBuilder(self.fn, symbols=values).build())
+        return self._cache[key]
+
+    def __repr__(self) -> str:
+        names = ", ".join(sorted(s.name for s in self.symbols))
+        return f"<SymbolicPrimFunc {self.__name__} ({names})>"
+
+
 class Eager:
+    def tensor_param(self, name, ann, where, actual=None) -> Buffer:
+        """The global buffer of a T.Tensor annotation; with `actual` (shape, dtype) of the
+        argument, unbound shape symbols in the annotation are bound from it."""
+        dims = list(ann.shape)
+        if actual is not None:
+            if len(actual[0]) != len(dims):
+                raise self.error(where, f"'{name}' is annotated with {len(dims)} dimensions but "
+                                        f"the argument has shape {tuple(actual[0])}")
+            for d, n in zip(dims, actual[0]):
+                if isinstance(d, Symbol) and d.name not in self.symbols:
+                    self.symbols[d.name] = int(n)
+        shape = []
+        for s in dims:
+            s = self.resolved(s, where)
+            if not isinstance(s, int) or isinstance(s, bool) or s <= 0:
+                raise self.error(where, f"tensor shapes must be positive constant ints, got {s!r}")
+            shape.append(s)
+        if actual is not None and tuple(actual[0]) != tuple(shape):
+            raise self.error(where, f"'{name}' is annotated with shape {tuple(shape)} but the "
+                                    f"argument has shape {tuple(actual[0])}")
+        dtype = self.dtype(ann.dtype, where)
+        self.buffer_names.add(name)
+        buf = Buffer(name, tuple(shape), dtype, "global")
+        self.bind(name, buf)
+        return buf
+
+    def resolved(self, v, node):
+        """`v` with its shape symbols evaluated; an unbound one is a located error."""
+        if not has_symbols(v):
+            return v
+        try:
+            return resolve(v, self.symbols)
+        except TypeError as e:
+            raise self.error(node, str(e)) from None
+
     def eager_signature(self, fdef: ast.FunctionDef, annotations: dict) -> tuple:
         self.eager_bufs: dict = {}
         self.eager_empty: dict = {}

@@ -16,10 +16,10 @@ from .. import language as T_module
 from ..errors import CompileError
 from ..ir import dtypes
 from ..ir.nodes import Alloc, Buffer, Call, Cast, For, If, Kernel, Load, Loc, Scope, Store, Var
-from ..language.symbols import SymExpr, Symbol, has_symbols, resolve
+from ..language.symbols import SymExpr
 from .common import LanguageNamespace, Marker, is_docstring, show
 from .dialect import Dialect, power, select
-from .eager import Eager
+from .eager import Eager, SymbolicPrimFunc
 from .exprs import as_expr, binop, const, is_ir
 from .tile_ops import TileOps
 from .tile_ascend import TileAscend
@@ -49,27 +49,6 @@ class PrimFunc:
 
     def __repr__(self) -> str:
         return f"<PrimFunc {self.ir.name}>"
-
-
-class SymbolicPrimFunc:
-    """A kernel whose tensor shapes hold `T.dynamic`/`T.symbolic` symbols: parsed once per
-    distinct binding of the symbols (`specialize`), which `compile` does on each call."""
-
-    def __init__(self, fn, symbols):
-        self.fn = fn
-        self.symbols = symbols
-        self.__name__ = fn.__name__
-        self._cache: dict = {}
-
-    def specialize(self, values: dict) -> PrimFunc:
-        key = tuple(sorted(values.items()))
-        if key not in self._cache:
-            self._cache[key] = PrimFunc(self.fn, KernelBuilder(self.fn, symbols=values).build())
-        return self._cache[key]
-
-    def __repr__(self) -> str:
-        names = ", ".join(sorted(s.name for s in self.symbols))
-        return f"<SymbolicPrimFunc {self.__name__} ({names})>"
 
 
 def parse_prim_func(fn):
@@ -197,41 +176,6 @@ class KernelBuilder(TileOps, Dialect, TileAscend, Eager):
         if fdef.args.vararg or fdef.args.kwarg or fdef.args.kwonlyargs:
             raise self.error(fdef, "kernel parameters are plain positional T.Tensor arguments")
         return tuple(out)
-
-    def tensor_param(self, name, ann, where, actual=None) -> Buffer:
-        """The global buffer of a T.Tensor annotation; with `actual` (shape, dtype) of the
-        argument, unbound shape symbols in the annotation are bound from it."""
-        dims = list(ann.shape)
-        if actual is not None:
-            if len(actual[0]) != len(dims):
-                raise self.error(where, f"'{name}' is annotated with {len(dims)} dimensions but "
-                                        f"the argument has shape {tuple(actual[0])}")
-            for d, n in zip(dims, actual[0]):
-                if isinstance(d, Symbol) and d.name not in self.symbols:
-                    self.symbols[d.name] = int(n)
-        shape = []
-        for s in dims:
-            s = self.resolved(s, where)
-            if not isinstance(s, int) or isinstance(s, bool) or s <= 0:
-                raise self.error(where, f"tensor shapes must be positive constant ints, got {s!r}")
-            shape.append(s)
-        if actual is not None and tuple(actual[0]) != tuple(shape):
-            raise self.error(where, f"'{name}' is annotated with shape {tuple(shape)} but the "
-                                    f"argument has shape {tuple(actual[0])}")
-        dtype = self.dtype(ann.dtype, where)
-        self.buffer_names.add(name)
-        buf = Buffer(name, tuple(shape), dtype, "global")
-        self.bind(name, buf)
-        return buf
-
-    def resolved(self, v, node):
-        """`v` with its shape symbols evaluated; an unbound one is a located error."""
-        if not has_symbols(v):
-            return v
-        try:
-            return resolve(v, self.symbols)
-        except TypeError as e:
-            raise self.error(node, str(e)) from None
 
     def dtype(self, value, node) -> str:
         name = dtypes.canonical(value)
@@ -522,25 +466,6 @@ class KernelBuilder(TileOps, Dialect, TileAscend, Eager):
             return self.parallel_if(cond, then, other, s)
         return [If(cond, tuple(then), tuple(other), self.loc(s))]
 
-    def stmt_Assert(self, s):
-        cond = self.resolved(self.eval(s.test), s.test)
-        if is_ir(cond):
-            raise self.error(s, "assert checks trace-time values; this condition depends on "
-                                "kernel values")
-        if not cond:
-            msg = self.eval(s.msg) if s.msg is not None else "assertion failed"
-            raise self.error(s, f"assert failed: {msg}")
-        return []
-
-    def stmt_AnnAssign(self, s):
-        if s.value is None:
-            raise self.error(s, "a bare annotation declares a tensor parameter of an eager @jit "
-                                "function, before `with T.Kernel`")
-        if not isinstance(s.target, ast.Name):
-            raise self.error(s.target, "expected a plain name")
-        return self.assign(ast.Assign(targets=[s.target], value=s.value, lineno=s.lineno,
-                                      col_offset=s.col_offset))
-
     def stmt_With(self, s):
         call = s.items[0].context_expr
         if self.is_call_to(call, "Scope"):
@@ -649,12 +574,6 @@ class KernelBuilder(TileOps, Dialect, TileAscend, Eager):
                 return self.arith(op, a, b, n)
             return power(a, b)
         return self.arith(op, a, b, n)
-
-    def expr_IfExp(self, n):
-        cond = self.resolved(self.eval(n.test), n.test)
-        if not is_ir(cond):  # trace-time: evaluate only the branch taken, as Python does
-            return self.eval(n.body if cond else n.orelse)
-        return select(cond, self.value_arg(n.body), self.value_arg(n.orelse))
 
     def arith(self, op, a, b, n):
         if (is_ir(a) or is_ir(b)) and (isinstance(a, SymExpr) or isinstance(b, SymExpr)):
