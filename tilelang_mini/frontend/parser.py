@@ -208,9 +208,10 @@ class KernelBuilder(TileOps, Dialect, TileAscend, Eager):
             what = "(cid, vid)" if is_npu else f"{want} block variables"
             raise self.error(stmt, f"`as` must name {what}, got {len(names)}")
         self.scopes.append({n: Var(n) for n in names})
+        self.hoisted_allocs = {}
         body = self.body(stmt.body)
         self.scopes.pop()
-        return tuple(grid), names, is_npu, body
+        return tuple(grid), names, is_npu, list(self.hoisted_allocs.values()) + body
 
     def fresh_var(self, base: str) -> str:
         self.n_fresh += 1

@@ -29,6 +29,7 @@ _UNARY = {
 # The cores' pipes a full barrier orders (T.barrier_all inside a T.Scope).
 _CORE_PIPES = {"C": ("MTE2", "MTE1", "M", "FIX"), "V": ("MTE2", "V", "MTE3")}
 BARRIER_EVENT = 7  # the event id T.barrier_all uses on each pipe pair (set and waited at once)
+GEMM_EVENT = 6  # the event id of the L0 loads a gemm_v0 on L1 operands implies (expert mode)
 _UNSUPPORTED = {
     "gather": "index with a loaded index inside T.Parallel (dst[i] = src[idx[i]])",
     "gather_mask": "T.Parallel with T.if_then_else", "gatherb": "T.Parallel with loaded indices",
@@ -294,12 +295,41 @@ class TileAscend:
         clear_node = a.get(flag_names[2])
         clear = False if clear_node is None else self.resolved(self.eval(clear_node), clear_node)
         loc = self.loc(call)
+        pre, post = [], []
+        if getattr(self, "scope_core", None) == "C" and any(
+                r.buffer.scope == "L1" for r in regs[:2]):
+            pre, post, regs = self.expert_l0_loads(regs, loc)
         if is_ir(clear):
-            return [If(clear, (Gemm(*regs, *trans, True, loc=loc),),
-                       (Gemm(*regs, *trans, False, loc=loc),), loc)]
+            return pre + [If(clear, (Gemm(*regs, *trans, True, loc=loc),),
+                             (Gemm(*regs, *trans, False, loc=loc),), loc)] + post
         if not isinstance(clear, (bool, int)) or isinstance(clear, float):
             raise self.error(clear_node, f"expected a boolean, got {show(clear)}")
-        return [Gemm(*regs, *trans, bool(clear), loc=loc)]
+        return pre + [Gemm(*regs, *trans, bool(clear), loc=loc)] + post
+
+    def expert_l0_loads(self, regs, loc):
+        """tilelang-ascend's gemm_v0 on L1 operands in an expert T.Scope("C"): the MTE1 loads
+        into L0A/L0B it implies, ordered by their own flags (event GEMM_EVENT):
+
+            copy(A_L1, A_l0a); copy(B_L1, B_l0b); MTE1->M; gemm(A_l0a, B_l0b, C); M->MTE1
+        """
+        from ..ir.nodes import Alloc, Copy, Region
+        out_regs, pre = list(regs), []
+        for k, scope in ((0, "L0A"), (1, "L0B")):
+            r = regs[k]
+            if r.buffer.scope != "L1":
+                continue
+            shape = tuple(r.extent)
+            key = (scope, shape, r.buffer.dtype)
+            hoisted = self.hoisted_allocs
+            if key not in hoisted:
+                name = self.fresh_buffer_name(f"{r.buffer.name}_{scope.lower()}")
+                hoisted[key] = Alloc(Buffer(name, shape, r.buffer.dtype, scope), None, loc)
+            buf = hoisted[key].buffer
+            pre.append(Copy(r, Region.full(buf), loc))
+            out_regs[k] = Region.full(buf)
+        pre += [SetFlag("MTE1", "M", GEMM_EVENT, loc), WaitFlag("MTE1", "M", GEMM_EVENT, loc)]
+        post = [SetFlag("M", "MTE1", GEMM_EVENT, loc), WaitFlag("M", "MTE1", GEMM_EVENT, loc)]
+        return pre, post, out_regs
 
     def op_gemm(self, call) -> list:
         names = ["A", "B", "C", "transpose_A", "transpose_B", "clear_accum", "policy", "k_pack",

@@ -173,6 +173,8 @@ class TileOps:
                                    "define it in a file (or decorate it with T.macro)") from None
         sub.buffer_names = self.buffer_names
         sub.parallel_depth = self.parallel_depth
+        sub.scope_core = getattr(self, "scope_core", None)
+        sub.hoisted_allocs = getattr(self, "hoisted_allocs", {})
         sub.n_fresh = self.n_fresh + 1000
         sig = inspect.signature(fn)
         try:
