@@ -18,6 +18,17 @@ class cache:  # noqa: N801 (TileLang's `tilelang.cache.clear_cache()`)
         return None
 
 
+def _data_type():
+    from .language import dtype
+    return dtype
+
+
+def __getattr__(name):
+    if name == "DataType":  # TileLang's `from tilelang import DataType`
+        return _data_type()
+    raise AttributeError(f"module 'tilelang_mini' has no attribute {name!r}")
+
+
 def disable_cache():
     return None
 

@@ -19,7 +19,7 @@ import math
 from .. import language as T_module
 from ..ir import dtypes
 from ..ir.nodes import BinOp, Call, Cast, Const, For, Load, Store, Var
-from ..language.hints import GPU_ONLY, HINT_NAMES
+from ..language.hints import GPU_ONLY, HINT_NAMES, NOT_YET
 from .common import show
 from .exprs import as_expr, binop, const, is_ir
 
@@ -283,6 +283,8 @@ class Dialect:
     def unknown_name(self, attr: str, node):
         if attr in GPU_ONLY:
             raise self.gpu_only(attr, node)
+        if attr in NOT_YET:
+            raise self.error(node, f"T.{attr} is not supported yet; write {NOT_YET[attr]}")
         return None
 
 

@@ -67,7 +67,12 @@ class KernelBuilder(TileOps, Dialect, TileAscend, Eager):
     def __init__(self, fn, file: str | None = None, symbols: dict | None = None, eager=None):
         self.fn = fn
         self.file = file or inspect.getsourcefile(fn) or "<unknown>"
-        lines, first = inspect.getsourcelines(fn)
+        try:
+            lines, first = inspect.getsourcelines(fn)
+        except (OSError, TypeError):
+            raise CompileError(f"cannot read the source of {getattr(fn, '__name__', fn)!s}: "
+                               "kernels are parsed from their source, so define them in a "
+                               "file (not in an interactive prompt or exec string)") from None
         src = "".join(lines)
         dedented = textwrap.dedent(src)
         self.col_offset = len(lines[0]) - len(lines[0].lstrip()) if lines else 0

@@ -6,6 +6,7 @@ import ast
 import inspect
 
 from .. import language as T_module
+from ..errors import CompileError
 from ..ir.nodes import (
     Buffer, Copy, Fill, Gemm, PipeBarrier, Reduce, Region, SetCrossFlag, SetFlag, WaitCrossFlag,
     WaitFlag, PIPES,
@@ -168,7 +169,7 @@ class TileOps:
         Its source is parsed with this kernel's names; the arguments are bound as values."""
         try:
             sub = type(self)(fn, symbols=self.symbols)  # the function's own source
-        except (OSError, TypeError, SyntaxError):
+        except (CompileError, SyntaxError):
             raise self.error(call, f"cannot read the source of {fn.__name__} to inline it; "
                                    "define it in a file (or decorate it with T.macro)") from None
         sub.buffer_names = self.buffer_names

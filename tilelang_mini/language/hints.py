@@ -56,3 +56,20 @@ GPU_ONLY = {
     "dump_tensor": "kernel.simulate(...) or the numpy target to inspect values",
     "print": "the numpy target to inspect values",
 }
+
+# Portable TileLang features not supported yet: name -> what to write instead.
+NOT_YET = {
+    "atomic_add": "per-block partial results written to a GM tensor and a second kernel (or "
+                  "T.reduce_*) that sums them",
+    "atomic_max": "per-block partial results and a second reduction",
+    "cumsum": "a T.serial loop carrying the running sum in a T.alloc_var",
+    "im2col": "T.copy of the input window per kernel position",
+    "reshape": "a second buffer of the new shape filled by a T.Parallel map",
+    "view": "a second buffer of the new shape filled by a T.Parallel map",
+    "alloc_global": "an extra output tensor parameter used as workspace",
+    "reinterpret": "a T.Cast (value conversion) or a kernel parameter of the other dtype",
+    "reinterpretcast": "a T.Cast (value conversion) or a kernel parameter of the other dtype",
+    "comm_reducer": "T.reduce_sum / T.reduce_max", "evaluate": "a T. operation statement",
+    "attr": "nothing (TVM attributes have no meaning here)",
+    "Persistent": "a T.serial loop over tiles inside T.Kernel(n_cores, is_npu=True)",
+}

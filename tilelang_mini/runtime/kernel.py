@@ -74,6 +74,12 @@ class JITKernel:
             full.append(next(outs) if i in self.out_idx else next(ins))
         return full
 
+    def get_profiler(self, *args, **kwargs):
+        """TileLang's profiler: `do_bench()` times this kernel on random inputs (wall clock on
+        this CPU; `estimate()` predicts the NPU)."""
+        from ..profiler import Profiler
+        return Profiler(self)
+
     def get_kernel_source(self) -> str:
         """The generated code: LLVM IR for target="llvm", the lowered IR text otherwise."""
         source = getattr(self.artifact, "llvm_ir", None)
