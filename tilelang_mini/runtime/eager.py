@@ -135,11 +135,8 @@ class EagerJIT:
             else:
                 scalars[name] = v
         kernel = self._kernel(tensors, scalars, {})
-        out = kernel(*[arrays[n] for n in kernel.eager_inputs])
-        if like is not None:
-            return tuple(from_numpy(o, like) for o in out) if isinstance(out, tuple) \
-                else from_numpy(out, like)
-        return out
+        return kernel(*[arrays[n] if like is None else bound.arguments[n]
+                         for n in kernel.eager_inputs])
 
     @user_facing
     def compile(self, **kwargs):

@@ -41,9 +41,15 @@ class JITKernel:
 
     @user_facing
     def __call__(self, *args):
+        like = next((a for a in args if type(a).__module__.startswith("torch")), None)
+        if like is not None:  # torch CPU tensors in, torch tensors out (runtime/eager.py)
+            from .eager import from_numpy, to_numpy
+            args = tuple(to_numpy(a) for a in args)
         inputs = check_inputs(self.ir, self.inputs, args)
         outputs = allocate_outputs(self.outputs)
         self.backend.run(self.artifact, self._full_args(inputs, outputs))
+        if like is not None:
+            outputs = [from_numpy(o, like) for o in outputs]
         return outputs[0] if len(outputs) == 1 else tuple(outputs)
 
     @user_facing

@@ -308,3 +308,7 @@ no_grad = lambda: _types.SimpleNamespace(__enter__=lambda s: None, __exit__=lamb
 e = _math.e
 
 from . import nn  # noqa: E402
+
+
+def from_numpy(a):
+    return Tensor(a)
