@@ -18,6 +18,16 @@ if str(TESTS) not in sys.path:  # `import kernels` from the test files
 from tilelang_mini.runtime.backends import available_targets, get_backend  # noqa: E402
 
 
+def pytest_addoption(parser):
+    parser.addoption("--update-goldens", action="store_true", default=False,
+                     help="write the golden IR files under tests/golden/ instead of failing")
+
+
+def pytest_configure(config):
+    import goldens
+    goldens.UPDATE = config.getoption("--update-goldens")
+
+
 @pytest.fixture(params=available_targets())
 def target(request) -> str:
     """Every target in the backend registry (numpy and llvm)."""

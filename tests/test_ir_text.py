@@ -158,6 +158,16 @@ def test_text_round_trips_and_hand_edits():
     assert k.body[0].loc == L(5) and k.body[-1].loc == NO_LOC
 
 
+def test_str_of_a_parsed_kernel_is_its_ir_text():
+    for k in (dev_kernel(), lowered_kernel()):
+        text = print_ir(k)
+        parsed = parse_ir(text)
+        assert str(parsed) == text and str(k) == text
+        assert str(parsed).startswith("@prim_func(")  # not a dataclass dump
+        import tilelang_mini
+        assert str(tilelang_mini.parse_ir(text)) == text
+
+
 def test_alloc_var_and_aliases():
     text = ('@prim_func(source="x.py")\n'
             'def f(A: Tensor((16,), "fp16")):\n'

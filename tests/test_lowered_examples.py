@@ -1,5 +1,5 @@
-"""Every example kernel, lowered for both chips, on small shapes (tests do not import examples:
-the kernels are the factories of tests/kernels.py):
+"""Every example kernel, lowered for both chips, on small shapes (the examples' own kernels, as
+tests/kernels.py loads them):
 
 * the pipe-level simulator runs it clean (no RaceError / DeadlockError / SyncError) and its
   outputs match a float64 NumPy reference;

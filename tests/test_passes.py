@@ -1,6 +1,5 @@
-"""Each lowering pass: its rewrite on small kernels (before/after golden IR under tests/golden/,
-refreshed with UPDATE_GOLDEN=1) and the properties it must establish."""
-import os
+"""Each lowering pass: its rewrite on small kernels (before/after golden IR under tests/golden/;
+a missing one fails, `pytest --update-goldens` writes them) and the properties it must establish."""
 from pathlib import Path
 
 import pytest
@@ -16,9 +15,9 @@ from tilelang_mini.ir.pipes import pipe_of
 from tilelang_mini.transform.pipeline import PASSES, STAGES, Options, run_pipeline
 
 import kernels
+from goldens import check_golden as golden
 
 ROOT = Path(__file__).resolve().parent.parent
-GOLDEN = Path(__file__).parent / "golden"
 
 
 @pytest.fixture(autouse=True)
@@ -28,14 +27,6 @@ def _at_root(monkeypatch):
 
 def stages(prim, chip="ascend910b"):
     return run_pipeline(prim.ir, Options(chip=chip), verify=True).stages
-
-
-def golden(name: str, text: str) -> None:
-    path = GOLDEN / f"{name}.ir"
-    if os.environ.get("UPDATE_GOLDEN") or not path.exists():
-        path.parent.mkdir(exist_ok=True)
-        path.write_text(text)
-    assert text == path.read_text(), f"{path} differs (UPDATE_GOLDEN=1 refreshes it)"
 
 
 def before_after(name: str, prim, pass_name: str, chip="ascend910b"):
@@ -256,3 +247,15 @@ def test_every_stage_round_trips_through_text():
                 text = print_ir(k)
                 back = tilelang_mini.parse_ir(text)
                 assert back == k and print_ir(back) == text, (name, chip)
+
+
+def test_a_missing_or_different_golden_fails(tmp_path, monkeypatch):
+    import goldens
+    monkeypatch.setattr(goldens, "GOLDEN", tmp_path)
+    monkeypatch.setattr(goldens, "UPDATE", False)
+    with pytest.raises(AssertionError, match="missing"):
+        golden("absent", "kernel k():\n")
+    assert not (tmp_path / "absent.ir").exists()
+    (tmp_path / "stale.ir").write_text("kernel old():\n")
+    with pytest.raises(AssertionError, match="differs"):
+        golden("stale", "kernel k():\n")

@@ -303,6 +303,11 @@ class Kernel:
     is_npu: bool = False
     loc: Loc = _loc()
 
+    def __str__(self) -> str:
+        """The kernel's IR text (`print_ir`), which `parse_ir` reads back."""
+        from .printer import print_ir
+        return print_ir(self)
+
 
 Node = Union[Kernel, Stmt, Expr, Region, Buffer]
 
