@@ -34,13 +34,14 @@ def pipeline(kernel: Kernel) -> Kernel:
     names = {s.buffer.name for s in walk_statements(kernel.body) if isinstance(s, Alloc)}
     names |= {p.name for p in kernel.params}
     allocs: list[Alloc] = []
+    readers = _reader_counts(kernel.body)
 
     def block(stmts):
         out = []
         for s in stmts:
             s = map_bodies(s, block)
             if isinstance(s, For) and s.kind == "pipelined":
-                out += _expand(s, names, allocs)
+                out += _expand(s, names, allocs, readers)
             else:
                 out.append(s)
         return out
@@ -52,13 +53,25 @@ def pipeline(kernel: Kernel) -> Kernel:
     return replace(kernel, body=tuple(body[:n_top] + allocs + body[n_top:]))
 
 
-def _expand(loop: For, names: set, allocs: list) -> list:
+def _reader_counts(body) -> dict:
+    """Buffer name -> how many instructions of `body` read it."""
+    out: dict = {}
+    for s in analysis.instructions(body):
+        for name in {b.name for b in analysis.reads(s)}:
+            out[name] = out.get(name, 0) + 1
+    return out
+
+
+def _expand(loop: For, names: set, allocs: list, readers=None) -> list:
     stages, extent = loop.num_stages, loop.extents[0]
     serial = replace(loop, kind="serial", num_stages=0)
     if stages <= 1 or not isinstance(extent, Const) or extent.value < 2:
         return [serial]
     n = extent.value
     staged = _private_buffers(loop.body)
+    if readers is not None:  # a value read after the loop (or before it) has one home
+        inside = _reader_counts(loop.body)
+        staged = [b for b in staged if readers.get(b.name, 0) <= inside.get(b.name, 0)]
     if not staged:
         return [serial]
     versions = [{}]
@@ -86,10 +99,13 @@ def _expand(loop: For, names: set, allocs: list) -> list:
     full = n // stages
     if full:
         out.append(For((outer,), (Const(full),), "serial", tuple(body), 0, loop.loc))
+    tail = []
     for j in range(n % stages):
         k = Const(full * stages + j)
-        out += [rebuffer(substitute(s, {var: k}), versions[j]) for s in loop.body]
-    return out
+        tail += [rebuffer(substitute(s, {var: k}), versions[j]) for s in loop.body]
+    if not full:  # fewer iterations than stages: still one loop region (see _one_trip)
+        return [_one_trip(outer, tail, loop)]
+    return out + tail
 
 
 # ----------------------------------------------------------------- cross-core software pipeline
@@ -139,12 +155,25 @@ def _rotate(loop: For, n: int, stages: int, versions: list, outer: str):
             body += part(i1, versions[(j + 1) % stages], True) + part(i, versions[j], False)
         seq.append((None, For((outer,), (Const(groups),), "serial", tuple(group_scopes(body)), 0,
                               loop.loc)))
+    middle = []
     for j in range(rest):
         i = groups * stages + j
-        seq += part(Const(i + 1), versions[(i + 1) % stages], True)
-        seq += part(Const(i), versions[i % stages], False)
+        middle += part(Const(i + 1), versions[(i + 1) % stages], True)
+        middle += part(Const(i), versions[i % stages], False)
+    if groups or not middle:
+        seq += middle
+    else:  # no full group: the overlapped iterations stay one loop region (see _one_trip)
+        seq.append((None, _one_trip(outer, group_scopes(middle), loop)))
     seq += part(Const(n - 1), versions[(n - 1) % stages], False)
     return group_scopes(seq)
+
+
+def _one_trip(var: str, body, loop: For) -> For:
+    """`for var in serial(1)` around iterations that run overlapped but form no full group of
+    stages. The loop keeps them one region for plan_memory, whose liveness holds a buffer used
+    inside a loop for the whole loop: the stage versions, used together by concurrently running
+    pipes, then never share bytes (sharing would serialise the very overlap the stages buy)."""
+    return For((var,), (Const(1),), "serial", tuple(body), 0, loop.loc)
 
 
 def _items(body) -> list:

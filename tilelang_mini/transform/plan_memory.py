@@ -41,7 +41,36 @@ def plan_memory(kernel: Kernel, chip: Chip) -> Kernel:
             changes = {f: tuple(rw(getattr(s, f))) for f in body_fields(s)}
             out.append(replace(s, **changes) if changes else s)
         return out
-    return replace(kernel, body=tuple(rw(list(kernel.body))))
+    planned = replace(kernel, body=tuple(rw(list(kernel.body))))
+    check_plan(planned, {a.buffer.name for a in allocs if a.offset is None})
+    return planned
+
+
+def check_plan(kernel: Kernel, placed=None) -> None:
+    """No two buffers of one scope that are live at the same time share a byte (`placed`: the
+    names to check, default all). A failure is a compiler bug, reported as an internal error
+    naming both buffers, their bytes and their live ranges."""
+    live = _live_ranges(kernel.body)
+    allocs = [s for s in _walk(kernel.body) if isinstance(s, Alloc) and s.offset is not None
+              and s.buffer.scope in PLANNED and (placed is None or s.buffer.name in placed)]
+    by_scope: dict[str, list] = {}
+    for a in allocs:
+        by_scope.setdefault(a.buffer.scope, []).append(a)
+    for scope, mine in by_scope.items():
+        mine.sort(key=lambda a: a.offset)
+        for i, a in enumerate(mine):
+            a_end = a.offset + nbytes(a.buffer)
+            for b in mine[i + 1:]:
+                if b.offset >= a_end:
+                    break
+                la, lb = live.get(a.buffer.name), live.get(b.buffer.name)
+                if la is None or lb is None or la[1] < lb[0] or lb[1] < la[0]:
+                    continue
+                raise CompileError(
+                    f"internal: plan_memory placed '{a.buffer.name}' ({scope} bytes {a.offset}.."
+                    f"{a_end}) and '{b.buffer.name}' (bytes {b.offset}..{b.offset + nbytes(b.buffer)})"
+                    f" on shared bytes while both are live (program positions {la} and {lb})",
+                    b.loc)
 
 
 def _assign(allocs, live, scope: str, chip: Chip) -> dict:

@@ -46,21 +46,42 @@ def core_of(stmt) -> str | None:
 
 
 def split_cores(kernel: Kernel) -> Kernel:
+    """A grid kernel, or a developer-mode `Kernel(n, is_npu=True) as (cid, vid)` kernel (no
+    Scope of its own: the block's program, the compiler splits it), becomes per-core programs."""
     if kernel.is_npu:
-        return kernel
-    blocks = 1
-    for g in kernel.grid:
-        blocks *= g
-    cid = Var("cid")
-    mapping, stride = {}, 1
-    for name, g in zip(kernel.grid_vars, kernel.grid):
-        e = cid if stride == 1 else BinOp("//", cid, Const(stride))
-        mapping[name] = e if stride * g == blocks else BinOp("%", e, Const(g))
-        stride *= g
+        if is_expert(kernel):
+            return kernel
+        user_cid, user_vid = kernel.grid_vars
+        blocks = kernel.grid[0]
+        _reject_vid(kernel.body, user_vid)
+        mapping = {user_cid: Var("cid")} if user_cid != "cid" else {}
+    else:
+        blocks = 1
+        for g in kernel.grid:
+            blocks *= g
+        cid = Var("cid")
+        mapping, stride = {}, 1
+        for name, g in zip(kernel.grid_vars, kernel.grid):
+            e = cid if stride == 1 else BinOp("//", cid, Const(stride))
+            mapping[name] = e if stride * g == blocks else BinOp("%", e, Const(g))
+            stride *= g
     body = [substitute(s, mapping) for s in kernel.body]
     rows = _row_split(body)
     body = _wrap(body, rows, _cube_scalars(body))
     return replace(kernel, grid=(blocks,), grid_vars=("cid", "vid"), is_npu=True, body=tuple(body))
+
+
+def _reject_vid(body, vid: str) -> None:
+    """In a developer-mode is_npu kernel the compiler decides what each AIV does; code that
+    reads `vid` itself is per-core code, which needs T.Scope (expert mode)."""
+    for st in walk_statements(body):
+        for n in walk_own(st):
+            if isinstance(n, Var) and n.name == vid:
+                raise CompileError(
+                    f"'{vid}' (the vector core index) is used in a kernel without T.Scope: "
+                    f"without scopes the compiler splits the work between the cube and the two "
+                    f"vector cores itself; write per-core code inside T.Scope(\"C\") / "
+                    f"T.Scope(\"V\") blocks (expert mode), or drop '{vid}'", st.loc)
 
 
 def _wrap(stmts, rows, cube_vars=frozenset()) -> list:
