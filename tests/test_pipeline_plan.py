@@ -63,7 +63,7 @@ def test_stage_versions_of_a_short_pipelined_loop_never_share_bytes(chip, S, blo
     rotation): Q_s, P (acc_s_cast), V_s_1 and the other L1 tiles are all in use together."""
     prim = kernels.flash_attention(1, S, 64, block_M=32, block_N=block_N, num_stages=stages)
     lowered = tilelang_mini.compile(prim, out_idx=[-1], chip=chip).ir
-    together = {"Q_s", "K_s_1", "V_s_1", "acc_s_cast"}  # F(1) and B(0) run overlapped
+    together = {"Q_shared", "K_shared_1", "V_shared_1", "acc_s_cast"}  # F(1), B(0) overlap
     l1 = [a for a in allocs(lowered.body) if a.buffer.name in together]
     assert {a.buffer.name for a in l1} == together and all(a.buffer.scope == "L1" for a in l1)
     spans = sorted((a.offset, a.offset + nbytes(a.buffer), a.buffer.name) for a in l1)
@@ -76,15 +76,16 @@ def test_the_plan_check_rejects_live_buffers_on_shared_bytes():
                                    out_idx=[-1], chip="ascend910b").ir
     check_plan(kernel)  # the compiler's own plan passes
 
-    def move(body):  # put K_s on Q_s's bytes
-        q = next(a for a in allocs(kernel.body) if a.buffer.name == "Q_s")
+    def move(body):  # put K_shared on Q_shared's bytes
+        q = next(a for a in allocs(kernel.body) if a.buffer.name == "Q_shared")
         out = []
         for s in body:
-            if isinstance(s, Alloc) and s.buffer.name == "K_s":
+            if isinstance(s, Alloc) and s.buffer.name == "K_shared":
                 s = replace(s, offset=q.offset)
             out.append(s)
         return tuple(out)
     broken = replace(kernel, body=move(kernel.body))
     with pytest.raises(CompileError) as err:
         check_plan(broken)
-    assert "internal" in str(err.value) and "'Q_s'" in str(err.value) and "'K_s'" in str(err.value)
+    text = str(err.value)
+    assert "internal" in text and "'Q_shared'" in text and "'K_shared'" in text, text
