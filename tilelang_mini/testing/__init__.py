@@ -1,0 +1,1 @@
+"""Testing tools that ship with tilelang_mini: the differential fuzzer (`testing.fuzz`)."""

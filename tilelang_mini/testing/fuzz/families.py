@@ -1,0 +1,50 @@
+"""The families of generated kernels, by name, and how a case is made from `family:seed`."""
+from __future__ import annotations
+
+from .case import Case
+from .draw import RandomDraw
+from .gen_cube import gen_cube_vector, gen_gemm, gen_sparse_gemm, gen_vector_cube
+from .gen_invalid import gen_invalid
+from .gen_scalar import gen_dyn_bounds, gen_gather, gen_grouped_gemm
+from .gen_vector import gen_elementwise, gen_reduce, gen_rownorm
+from .mutate import STAGES
+
+VALID = {
+    "gemm": gen_gemm,
+    "elementwise": gen_elementwise,
+    "reduce": gen_reduce,
+    "rownorm": gen_rownorm,
+    "cube_vector": gen_cube_vector,
+    "vector_cube": gen_vector_cube,
+    "sparse_gemm": gen_sparse_gemm,
+    "gather": gen_gather,
+    "grouped_gemm": gen_grouped_gemm,
+    "dyn_bounds": gen_dyn_bounds,
+}
+# Relative frequencies in a random mix (the cheap families more often).
+WEIGHTS = {"gemm": 4, "elementwise": 4, "reduce": 3, "rownorm": 2, "cube_vector": 3,
+           "vector_cube": 2, "sparse_gemm": 1, "gather": 2, "grouped_gemm": 1, "dyn_bounds": 2,
+           "invalid": 3, "mutation": 4}
+FAMILIES = tuple(VALID) + ("invalid", "mutation")
+# Kernels whose IR is mutated: small, quick to compile and run.
+MUTATION_BASES = ("elementwise", "reduce", "gemm", "cube_vector", "rownorm")
+
+
+def generate(d, family: str, seed) -> Case:
+    """The case of `family` drawn from `d` (a Draw), labelled with `seed`."""
+    if family in VALID:
+        return VALID[family](d, seed)
+    if family == "invalid":
+        return gen_invalid(d, seed)
+    if family == "mutation":
+        base = generate(d, d.choice(MUTATION_BASES), seed)
+        base.features = sorted(set(base.features) | {f"base_{base.family}", "mutation"})
+        base.family = "mutation"
+        base.mutation = {"stage": d.choice(STAGES), "seed": f"{seed}:{d.int(0, 10 ** 6)}"}
+        return base
+    raise ValueError(f"unknown family {family!r}; families: {', '.join(FAMILIES)}")
+
+
+def make_case(family: str, seed) -> Case:
+    """The case `family:seed`, the same on every machine and run."""
+    return generate(RandomDraw(f"{family}:{seed}"), family, seed)

@@ -1,0 +1,337 @@
+"""Cube families: GEMMs (shapes with tails, tiles, stages, dtypes, transposes, accumulate
+flags), cube->vector epilogues and in-loop chains, vector->cube operand preparation, and GEMMs
+whose K blocks are skipped by a data-dependent `if` (block-sparse).
+"""
+from __future__ import annotations
+
+from .case import EPS, KERNEL_HEADER, Source, Tensor, tolerance
+from .gen_vector import _case, _sig
+
+IN_DTYPES = ["float32", "float16", "bfloat16", "float8_e4m3fn", "float8_e5m2"]
+
+
+def _gemm_shape(d):
+    def dim():
+        return d.weighted([d.int(1, 16), d.int(17, 130), d.int(131, 260)], [2, 6, 1])
+    return dim(), dim(), dim()
+
+
+def _operands(d, M, N, K, dt, tensors, feats):
+    """A and B (maybe stored transposed), their tiles and copies; returns the kernel lines."""
+    bm, bn, bk = d.choice([16, 32, 64, 128]), d.choice([16, 32, 64, 128]), d.choice([16, 32, 64])
+    ta, tb = d.boolean(0.3), d.boolean(0.4)
+    tensors.append(Tensor("A", [K, M] if ta else [M, K], dt))
+    tensors.append(Tensor("B", [N, K] if tb else [K, N], dt))
+    if ta:
+        feats.add("transpose_A")
+    if tb:
+        feats.add("transpose_B")
+    slices = d.boolean(0.3)
+    if slices:
+        feats.add("slice_copy")
+
+    def region(name, r, c, er, ec):
+        if slices:
+            return f"{name}[{r}:{r} + {er}, {c}:{c} + {ec}]"
+        return f"{name}[{r}, {c}]"
+
+    a_tile = (bk, bm) if ta else (bm, bk)
+    b_tile = (bn, bk) if tb else (bk, bn)
+    a_copy = (region("A", f"k * {bk}", f"by * {bm}", bk, bm) if ta
+              else region("A", f"by * {bm}", f"k * {bk}", bm, bk))
+    b_copy = (region("B", f"bx * {bn}", f"k * {bk}", bn, bk) if tb
+              else region("B", f"k * {bk}", f"bx * {bn}", bk, bn))
+    ref_a = (f"load(A, (k * {bk}, by * {bm}), {a_tile}).T" if ta
+             else f"load(A, (by * {bm}, k * {bk}), {a_tile})")
+    ref_b = (f"load(B, (bx * {bn}, k * {bk}), {b_tile}).T" if tb
+             else f"load(B, (k * {bk}, bx * {bn}), {b_tile})")
+    return dict(bm=bm, bn=bn, bk=bk, ta=ta, tb=tb, a_tile=a_tile, b_tile=b_tile, a_copy=a_copy,
+                b_copy=b_copy, ref_a=ref_a, ref_b=ref_b,
+                flags=(", transpose_A=True" if ta else "") + (", transpose_B=True" if tb else ""))
+
+
+def _loop(d, n, feats):
+    kind = d.weighted(["pipelined", "serial", "range"], [6, 2, 1])
+    if kind == "pipelined":
+        stages = d.int(1, 3)
+        feats.add(f"stages{stages}")
+        return f"T.Pipelined({n}, num_stages={stages})"
+    return f"T.serial({n})" if kind == "serial" else f"range({n})"
+
+
+def gen_gemm(d, seed, epilogue=False):
+    """C = op(A) @ op(B) (or only the last K block's product with clear_accum in the loop)."""
+    M, N, K = _gemm_shape(d)
+    dt = d.weighted(IN_DTYPES, [3, 3, 3, 1, 1])
+    out_dt = d.choice(["float32", "float32", "float16", "bfloat16"])
+    feats = {"gemm", f"in_{dt}", f"out_{out_dt}"}
+    tensors = []
+    o = _operands(d, M, N, K, dt, tensors, feats)
+    bm, bn, bk = o["bm"], o["bn"], o["bk"]
+    last_only = d.boolean(0.15)
+    init = d.choice(["clear", "fill"]) if not last_only else "none"
+    ep = None
+    if epilogue:
+        ep = d.choice(["bias_relu", "scale_cast", "add_d", "rowsum", "act"])
+        feats |= {"cube_vector", f"epilogue_{ep}"} | ({"rowvar_in_value"} if ep == "act" else set())
+        if ep == "add_d":
+            tensors.append(Tensor("D", [M, N], "float32"))
+        if ep == "bias_relu":
+            tensors.append(Tensor("Bias", [N], "float32"))
+            feats.add("unsplit_tile")  # a (bn,) tile beside row-split vector work
+        if ep == "rowsum":
+            tensors.append(Tensor("S", [-(-N // bn), M], "float32", output=True))
+    tensors.append(Tensor("C", [M, N], out_dt, output=True))
+    nk = f"T.ceildiv({K}, {bk})"
+    src = Source(KERNEL_HEADER)
+    src.add(0, _sig(tensors))
+    marks = {"kernel": src.add(1, f"with T.Kernel(T.ceildiv({N}, {bn}), T.ceildiv({M}, {bm})) as (bx, by):")}
+    marks["alloc_a"] = src.add(2, f'A_s = T.alloc_shared({o["a_tile"]}, "{dt}")')
+    marks["alloc_b"] = src.add(2, f'B_s = T.alloc_shared({o["b_tile"]}, "{dt}")')
+    marks["alloc_c"] = src.add(2, f'C_f = T.alloc_fragment(({bm}, {bn}), "float32")')
+    if init == "clear":
+        src.add(2, "T.clear(C_f)")
+    elif init == "fill":
+        src.add(2, "T.fill(C_f, 0.0)")
+    loop = _loop(d, nk, feats)
+    if last_only and ("stages2" in feats or "stages3" in feats):
+        feats.add("clear_accum_pipelined")
+    marks["loop"] = src.add(2, f"for k in {loop}:")
+    marks["copy_a"] = src.add(3, f"T.copy({o['a_copy']}, A_s)")
+    marks["copy_b"] = src.add(3, f"T.copy({o['b_copy']}, B_s)")
+    if last_only:
+        feats.add("clear_accum")
+        marks["gemm"] = src.add(3, f"T.gemm(A_s, B_s, C_f{o['flags']}, clear_accum=True)")
+    else:
+        marks["gemm"] = src.add(3, f"T.gemm(A_s, B_s, C_f{o['flags']})")
+    ref = Source()
+    ref.add(0, "def reference(" + ", ".join(t.name for t in tensors if not t.output) + "):")
+    ref.add(1, f"C = np.zeros(({M}, {N}))")
+    ref.add(1, f"Cs = np.zeros(({M}, {N}))")
+    if ep == "rowsum":
+        ref.add(1, f"S = np.zeros(({-(-N // bn)}, {M}))")
+    ref.add(1, f"for by in range(cdiv({M}, {bm})):")
+    ref.add(2, f"for bx in range(cdiv({N}, {bn})):")
+    ref.add(3, f"c = np.zeros(({bm}, {bn}))")
+    ref.add(3, f"s = np.zeros(({bm}, {bn}))")
+    ks = f"[cdiv({K}, {bk}) - 1]" if last_only else f"range(cdiv({K}, {bk}))"
+    ref.add(3, f"for k in {ks}:")
+    ref.add(4, f"a, b = {o['ref_a']}, {o['ref_b']}")
+    ref.add(4, "c = c + a @ b")
+    ref.add(4, "s = s + np.abs(a) @ np.abs(b)")
+    if ep:
+        src_lines, ref_lines = _epilogue(ep, bm, bn, d)
+        for line in src_lines:
+            src.add(2 + line[0], line[1])
+        for line in ref_lines:
+            ref.add(3, line)
+    marks["copy_c"] = src.add(2, f"T.copy(C_f, C[by * {bm}, bx * {bn}])")
+    ref.add(3, f"store(C, (by * {bm}, bx * {bn}), rnd(c, '{out_dt}'))")
+    ref.add(3, f"store(Cs, (by * {bm}, bx * {bn}), s)")
+    scaled = ep not in ("scale_cast", "act")  # else values no longer scale with |A| @ |B|
+    c_out = "(C, Cs)" if scaled else "C"
+    ref.add(1, f"return [{c_out}]" if ep != "rowsum" else f"return [S, {c_out}]")
+    tols = {"C": tolerance(out_dt, EPS["float32"], terms=K, slack=8.0)}
+    if ep == "rowsum":
+        tols["S"] = tolerance("float32", EPS["float32"], terms=K * bn, slack=16.0)
+    if ep == "scale_cast":  # the float16 round trip may round the other way
+        tols["C"] = tolerance(out_dt, EPS["float16"], terms=1, slack=2.0)
+    if ep == "act":
+        tols["C"] = tolerance(out_dt, EPS["float32"], terms=K, slack=32.0)
+    family = "cube_vector" if epilogue else "gemm"
+    return _case(family, seed, src, tensors, ref, tols, feats, marks)
+
+
+def _epilogue(ep, bm, bn, d):
+    """(kernel lines (extra indent, text), reference lines) of a vector epilogue on C_f."""
+    P = f"for i, j in T.Parallel({bm}, {bn}):"
+    if ep == "bias_relu":
+        return ([(0, f'bias = T.alloc_fragment(({bn},), "float32")'),
+                 (0, f"T.copy(Bias[bx * {bn}], bias)"), (0, P),
+                 (1, "C_f[i, j] = T.max(C_f[i, j] + bias[j], 0.0)")],
+                [f"c = np.maximum(c + load(Bias, (bx * {bn},), ({bn},))[None, :], 0.0)",
+                 "s = s + 1.0"])
+    if ep == "scale_cast":
+        c = d.choice([0.5, -0.125, 3.0])
+        return ([(0, f'h = T.alloc_fragment(({bm}, {bn}), "float16")'), (0, P),
+                 (1, f'h[i, j] = T.cast(C_f[i, j] * {c}, "float16")'), (0, P),
+                 (1, 'C_f[i, j] = T.cast(h[i, j], "float32") + 1.0')],
+                [f"c = rnd(c * {c}, 'float16') + 1.0"])
+    if ep == "add_d":
+        return ([(0, f'dd = T.alloc_fragment(({bm}, {bn}), "float32")'),
+                 (0, f"T.copy(D[by * {bm}, bx * {bn}], dd)"), (0, P),
+                 (1, "C_f[i, j] = C_f[i, j] + dd[i, j]")],
+                [f"c = c + load(D, (by * {bm}, bx * {bn}), ({bm}, {bn}))", "s = s + 1.0"])
+    if ep == "rowsum":
+        return ([(0, f'rs = T.alloc_fragment(({bm},), "float32")'),
+                 (0, "T.reduce_sum(C_f, rs, dim=1)"),
+                 (0, f"T.copy(rs, S[bx, by * {bm}])")],
+                [f"store(S, (bx, by * {bm}), c.sum(axis=1)[None, :])"])
+    # act: a smooth activation with the global row and column in the value
+    return ([(0, P),
+             (1, f'C_f[i, j] = T.exp(T.min(C_f[i, j], 4.0) * 0.25) + T.cast(by * {bm} + i, "float32") '
+                 f'* 0.001 - T.cast(bx * {bn} + j, "float32") * 0.002')],
+            [f"ii, jj = np.indices(({bm}, {bn}))",
+             f"c = np.exp(np.minimum(c, 4.0) * 0.25) + (by * {bm} + ii) * 0.001 - (bx * {bn} + jj) * 0.002"])
+
+
+def gen_cube_vector(d, seed):
+    """A GEMM then a vector epilogue (bias+relu, cast round trip, +D, row sums, activation),
+    or the flash-attention shape: per K block a cleared GEMM whose result the vector cores
+    transform and accumulate (a cross-core pipeline)."""
+    if d.boolean(0.6):
+        return gen_gemm(d, seed, epilogue=True)
+    M, N, K = _gemm_shape(d)
+    dt = d.weighted(IN_DTYPES[:3], [2, 3, 3])
+    feats = {"cube_vector", "cube_vector_loop", f"in_{dt}"}
+    tensors = []
+    o = _operands(d, M, N, K, dt, tensors, feats)
+    bm, bn, bk = o["bm"], o["bn"], o["bk"]
+    tensors.append(Tensor("C", [M, N], "float32", output=True))
+    act = d.choice(["exp", "square", "relu"])
+    feats.add(f"loop_act_{act}")
+    act_dsl = {"exp": "T.exp(T.min(S_f[i, j], 4.0) * 0.25)", "square": "S_f[i, j] * S_f[i, j]",
+               "relu": "T.max(S_f[i, j], 0.0)"}[act]
+    act_ref = {"exp": "np.exp(np.minimum(p, 4.0) * 0.25)", "square": "p * p",
+               "relu": "np.maximum(p, 0.0)"}[act]
+    src = Source(KERNEL_HEADER)
+    src.add(0, _sig(tensors))
+    src.add(1, f"with T.Kernel(T.ceildiv({N}, {bn}), T.ceildiv({M}, {bm})) as (bx, by):")
+    src.add(2, f'A_s = T.alloc_shared({o["a_tile"]}, "{dt}")')
+    src.add(2, f'B_s = T.alloc_shared({o["b_tile"]}, "{dt}")')
+    src.add(2, f'S_f = T.alloc_fragment(({bm}, {bn}), "float32")')
+    src.add(2, f'acc = T.alloc_fragment(({bm}, {bn}), "float32")')
+    src.add(2, "T.clear(acc)")
+    src.add(2, f"for k in {_loop(d, f'T.ceildiv({K}, {bk})', feats)}:")
+    src.add(3, f"T.copy({o['a_copy']}, A_s)")
+    src.add(3, f"T.copy({o['b_copy']}, B_s)")
+    src.add(3, f"T.gemm(A_s, B_s, S_f{o['flags']}, clear_accum=True)")
+    src.add(3, f"for i, j in T.Parallel({bm}, {bn}):")
+    src.add(4, f"acc[i, j] = acc[i, j] + {act_dsl}")
+    src.add(2, f"T.copy(acc, C[by * {bm}, bx * {bn}])")
+    ref = Source()
+    ref.add(0, "def reference(A, B):")
+    ref.add(1, f"C = np.zeros(({M}, {N}))")
+    ref.add(1, f"Cs = np.zeros(({M}, {N}))")
+    ref.add(1, f"for by in range(cdiv({M}, {bm})):")
+    ref.add(2, f"for bx in range(cdiv({N}, {bn})):")
+    ref.add(3, f"c = np.zeros(({bm}, {bn}))")
+    ref.add(3, f"s = np.zeros(({bm}, {bn}))")
+    ref.add(3, f"for k in range(cdiv({K}, {bk})):")
+    ref.add(4, f"a, b = {o['ref_a']}, {o['ref_b']}")
+    ref.add(4, "p = a @ b")
+    ref.add(4, f"c = c + {act_ref}")
+    ref.add(4, "q = np.abs(a) @ np.abs(b)")
+    ref.add(4, "s = s + (q * np.abs(p) * 2 + 1 if '" + act + "' == 'square' else q + 1)")
+    ref.add(3, f"store(C, (by * {bm}, bx * {bn}), c)")
+    ref.add(3, f"store(Cs, (by * {bm}, bx * {bn}), s)")
+    ref.add(1, "return [(C, Cs)]")
+    tol = tolerance("float32", EPS["float32"], terms=K, slack=16.0)
+    return _case("cube_vector", seed, src, tensors, ref, {"C": tol}, feats, {})
+
+
+def gen_vector_cube(d, seed):
+    """The vector cores prepare the A operand (scale, activation, cast to `dt`) in a shared
+    tile per K block, then the cube multiplies it with B."""
+    M, N, K = _gemm_shape(d)
+    dt = d.weighted(IN_DTYPES[:3], [2, 3, 3])
+    bm, bn, bk = d.choice([16, 32, 64]), d.choice([16, 32, 64, 128]), d.choice([16, 32, 64])
+    prep = d.choice(["copy_cast", "scale", "abs_sqrt", "rowvar"])
+    feats = {"vector_cube", f"prep_{prep}", f"in_{dt}"}
+    tensors = [Tensor("X", [M, K], "float32", -2.0, 2.0), Tensor("B", [K, N], dt),
+               Tensor("C", [M, N], "float32", output=True)]
+    src = Source(KERNEL_HEADER)
+    src.add(0, _sig(tensors))
+    src.add(1, f"with T.Kernel(T.ceildiv({N}, {bn}), T.ceildiv({M}, {bm})) as (bx, by):")
+    src.add(2, f'x = T.alloc_fragment(({bm}, {bk}), "float32")')
+    src.add(2, f'A_s = T.alloc_shared(({bm}, {bk}), "{dt}")')
+    src.add(2, f'B_s = T.alloc_shared(({bk}, {bn}), "{dt}")')
+    src.add(2, f'C_f = T.alloc_fragment(({bm}, {bn}), "float32")')
+    src.add(2, "T.clear(C_f)")
+    src.add(2, f"for k in {_loop(d, f'T.ceildiv({K}, {bk})', feats)}:")
+    src.add(3, f"T.copy(X[by * {bm}, k * {bk}], x)")
+    P = f"for i, j in T.Parallel({bm}, {bk}):"
+    if prep == "copy_cast":
+        src.add(3, "T.copy(x, A_s)")
+        rexpr = "x"
+    elif prep == "scale":
+        src.add(3, P)
+        src.add(4, f'A_s[i, j] = T.cast(x[i, j] * 0.5 - 0.25, "{dt}")')
+        rexpr = "x * 0.5 - 0.25"
+    elif prep == "abs_sqrt":
+        src.add(3, P)
+        src.add(4, f'A_s[i, j] = T.sqrt(T.abs(x[i, j]) + 0.25)')
+        rexpr = "np.sqrt(np.abs(x) + 0.25)"
+    else:
+        feats.add("rowvar_in_value")
+        src.add(3, P)
+        src.add(4, f'A_s[i, j] = x[i, j] + T.cast(by * {bm} + i, "float32") * 0.01')
+        rexpr = f"x + (by * {bm} + np.indices(({bm}, {bk}))[0]) * 0.01"
+    src.add(3, f"T.copy(B[k * {bk}, bx * {bn}], B_s)")
+    src.add(3, "T.gemm(A_s, B_s, C_f)")
+    src.add(2, f"T.copy(C_f, C[by * {bm}, bx * {bn}])")
+    ref = Source()
+    ref.add(0, "def reference(X, B):")
+    ref.add(1, f"C = np.zeros(({M}, {N}))")
+    ref.add(1, f"Cs = np.zeros(({M}, {N}))")
+    ref.add(1, f"for by in range(cdiv({M}, {bm})):")
+    ref.add(2, f"for bx in range(cdiv({N}, {bn})):")
+    ref.add(3, f"c = np.zeros(({bm}, {bn}))")
+    ref.add(3, f"s = np.zeros(({bm}, {bn}))")
+    ref.add(3, f"for k in range(cdiv({K}, {bk})):")
+    ref.add(4, f"x = load(X, (by * {bm}, k * {bk}), ({bm}, {bk}))")
+    # the prepared tile is zero where X was padded only for maps that keep 0 at 0; mirror it
+    ref.add(4, f"a = rnd({rexpr}, '{dt}')")
+    ref.add(4, f"b = load(B, (k * {bk}, bx * {bn}), ({bk}, {bn}))")
+    ref.add(4, "c = c + a @ b")
+    ref.add(4, "s = s + np.abs(a) @ np.abs(b) + 1")
+    ref.add(3, f"store(C, (by * {bm}, bx * {bn}), c)")
+    ref.add(3, f"store(Cs, (by * {bm}, bx * {bn}), s)")
+    ref.add(1, "return [(C, Cs)]")
+    tol = tolerance("float32", max(EPS["float32"], EPS[dt]), terms=K, slack=8.0)
+    return _case("vector_cube", seed, src, tensors, ref, {"C": tol}, feats, {})
+
+
+def gen_sparse_gemm(d, seed):
+    """Block-sparse GEMM: `if Mask[by, bx, k]:` around the copies and the gemm of a K block."""
+    M, N, K = _gemm_shape(d)
+    dt = d.weighted(IN_DTYPES[:3], [2, 3, 3])
+    feats = {"sparse_gemm", "data_dependent_if", f"in_{dt}"}
+    tensors = []
+    o = _operands(d, M, N, K, dt, tensors, feats)
+    bm, bn, bk = o["bm"], o["bn"], o["bk"]
+    gm, gn, nk = -(-M // bm), -(-N // bn), -(-K // bk)
+    tensors.append(Tensor("Mask", [gm, gn, nk], "int32", 0, 1))
+    tensors.append(Tensor("C", [M, N], "float32", output=True))
+    cond = d.choice(["Mask[by, bx, k]", "Mask[by, bx, k] > 0", "Mask[by, bx, k] == 1"])
+    src = Source(KERNEL_HEADER)
+    src.add(0, _sig(tensors))
+    src.add(1, f"with T.Kernel({gn}, {gm}) as (bx, by):")
+    src.add(2, f'A_s = T.alloc_shared({o["a_tile"]}, "{dt}")')
+    src.add(2, f'B_s = T.alloc_shared({o["b_tile"]}, "{dt}")')
+    src.add(2, f'C_f = T.alloc_fragment(({bm}, {bn}), "float32")')
+    src.add(2, "T.clear(C_f)")
+    src.add(2, f"for k in {_loop(d, nk, feats)}:")
+    src.add(3, f"if {cond}:")
+    src.add(4, f"T.copy({o['a_copy']}, A_s)")
+    src.add(4, f"T.copy({o['b_copy']}, B_s)")
+    src.add(4, f"T.gemm(A_s, B_s, C_f{o['flags']})")
+    src.add(2, f"T.copy(C_f, C[by * {bm}, bx * {bn}])")
+    ref = Source()
+    ref.add(0, "def reference(A, B, Mask):")
+    ref.add(1, f"C = np.zeros(({M}, {N}))")
+    ref.add(1, f"Cs = np.zeros(({M}, {N}))")
+    ref.add(1, f"for by in range({gm}):")
+    ref.add(2, f"for bx in range({gn}):")
+    ref.add(3, f"c = np.zeros(({bm}, {bn}))")
+    ref.add(3, f"s = np.zeros(({bm}, {bn}))")
+    ref.add(3, f"for k in range({nk}):")
+    ref.add(4, "if Mask[by, bx, k]:")
+    ref.add(5, f"a, b = {o['ref_a']}, {o['ref_b']}")
+    ref.add(5, "c = c + a @ b")
+    ref.add(5, "s = s + np.abs(a) @ np.abs(b)")
+    ref.add(3, f"store(C, (by * {bm}, bx * {bn}), c)")
+    ref.add(3, f"store(Cs, (by * {bm}, bx * {bn}), s)")
+    ref.add(1, "return [(C, Cs)]")
+    return _case("sparse_gemm", seed, src, tensors, ref,
+                 {"C": tolerance("float32", EPS["float32"], terms=K)}, feats, {})

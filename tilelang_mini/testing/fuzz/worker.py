@@ -1,0 +1,236 @@
+"""The fuzz worker: a separate process that runs cases and reports each step's outcome.
+
+Protocol (one JSON object per line): the runner writes `{"id": n, "case": {...}}` to stdin; the
+worker answers `{"id": n, "step": name}` before each step (so a crash or hang is blamed on the
+step that was running) and `{"id": n, "result": {step: [outcome, detail], ...}, "extra": {...}}`
+at the end. Anything the compiler prints goes to stderr, never into the protocol.
+
+Steps of a valid case: `numpy`, `llvm` (run on that target), `sim-910b`, `sim-950` (the
+simulator on each chip); an invalid kernel has one step, `compile`; an IR-mutation case runs
+the mutated text on the same four steps and compares them with each other.
+"""
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import re
+import sys
+import tempfile
+import traceback
+
+import numpy as np
+
+from .case import Case, compare, make_inputs, run_reference
+
+STEPS = ("numpy", "llvm", "sim-910b", "sim-950")
+CHIPS = {"sim-910b": "ascend910b", "sim-950": "ascend950"}
+
+
+class _Protocol:
+    def __init__(self):
+        fd = os.dup(1)
+        os.dup2(2, 1)  # prints (Python or native) during a case go to stderr
+        sys.stdout = sys.stderr
+        self.out = os.fdopen(fd, "w", buffering=1)
+
+    def send(self, **msg):
+        self.out.write(json.dumps(msg) + "\n")
+        self.out.flush()
+
+
+def classify(err: BaseException, kernel_file: str | None) -> tuple[str, str]:
+    """(outcome, detail) of an exception raised while compiling or running a case."""
+    from tilelang_mini.errors import CompileError, SimulationError, TileLangMiniError
+    name = type(err).__name__
+    msg = str(err).split("\n")[0][:700]
+    if not isinstance(err, TileLangMiniError):
+        tb = traceback.extract_tb(err.__traceback__)
+        where = f" at {os.path.basename(tb[-1].filename)}:{tb[-1].lineno}" if tb else ""
+        return "internal", f"{name}{where}: {msg}"
+    if "internal" in name.lower() or err.message.lower().startswith("internal"):
+        return "internal", f"{name}: {msg}"
+    if isinstance(err, SimulationError):
+        return "race", f"{name}: {msg}"
+    loc = err.loc
+    if not loc.line:
+        return "unlocated", f"{name}: {msg}"
+    if kernel_file and os.path.basename(loc.file) != os.path.basename(kernel_file):
+        return "unlocated", f"{name} located at {loc} (not the kernel file): {msg}"
+    if isinstance(err, CompileError):
+        return "rejected", f"{name} at line {loc.line}: {msg}"
+    return "fault", f"{name} at line {loc.line}: {msg}"
+
+
+def _load_kernel(case: Case, tmpdir: str):
+    safe = re.sub(r"\W", "_", f"{case.family}_{case.seed}")
+    path = os.path.join(tmpdir, f"fuzz_{safe}.py")
+    with open(path, "w") as f:
+        f.write(case.source)
+    spec = importlib.util.spec_from_file_location(f"fuzz_{safe}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.main, path
+
+
+def _check_outputs(case: Case, outs, want, scales, factor=1.0) -> tuple[str, str]:
+    outs = outs if isinstance(outs, tuple) else (outs,)
+    names = [t.name for t in case.tensors if t.output]
+    for name, got, w, s in zip(names, outs, want, scales):
+        rtol, atol = case.tol.get(name, (1e-4, 1e-4))
+        ok, why = compare(got, w, s, rtol * factor, atol * factor)
+        if not ok:
+            return "mismatch", f"{name}: {why}"
+    return "ok", ""
+
+
+def run_valid(case: Case, send, tmpdir) -> dict:
+    import tilelang_mini
+    from tilelang_mini.errors import CompileError
+    result = {}
+    try:
+        main, path = _load_kernel(case, tmpdir)
+    except CompileError as err:
+        return {s: classify(err, None) for s in STEPS}
+    except Exception as err:  # noqa: BLE001 - the outcome is what we report
+        return {s: classify(err, None) for s in STEPS}
+    inputs = make_inputs(case)
+    args = [inputs[t.name] for t in case.tensors if not t.output]
+    want, scales = run_reference(case, inputs)
+    compiled = {}
+    for step in STEPS:
+        send(step=step)
+        target = "llvm" if step == "llvm" else "numpy"
+        chip = CHIPS.get(step, "ascend910b")
+        try:
+            key = (target, chip)
+            if key not in compiled:
+                compiled[key] = tilelang_mini.compile(main, out_idx=case.out_idx, target=target,
+                                                      chip=chip)
+            kernel = compiled[key]
+            if step.startswith("sim"):
+                outs, _report = kernel.simulate(*[a.copy() for a in args])
+            else:
+                outs = kernel(*[a.copy() for a in args])
+            result[step] = _check_outputs(case, outs, want, scales)
+        except Exception as err:  # noqa: BLE001
+            result[step] = classify(err, path)
+    return result
+
+
+def run_invalid(case: Case, send, tmpdir) -> dict:
+    import tilelang_mini
+    from tilelang_mini.errors import CompileError
+    send(step="compile")
+    lines = case.expect_error["lines"]
+    try:
+        main, path = _load_kernel(case, tmpdir)
+        tilelang_mini.compile(main, out_idx=case.out_idx, target="numpy")
+    except CompileError as err:
+        outcome, detail = classify(err, None)
+        if outcome != "rejected":
+            return {"compile": (outcome, detail)}
+        if not err.loc.file.endswith(".py") or "fuzz_" not in os.path.basename(err.loc.file):
+            return {"compile": ("mislocated", f"error in {err.loc.file}, not the kernel: {detail}")}
+        if err.loc.line not in lines:
+            return {"compile": ("mislocated", f"expected line {lines[0]}: {detail}")}
+        return {"compile": ("ok", detail)}
+    except Exception as err:  # noqa: BLE001
+        return {"compile": classify(err, None)}
+    return {"compile": ("undiagnosed", f"{case.expect_error['what']} at line {lines[0]} compiled")}
+
+
+def run_mutation(case: Case, send, tmpdir) -> tuple[dict, dict]:
+    """Compile the base kernel, mutate its IR after `stage`, run the text on every step."""
+    import tilelang_mini
+    from tilelang_mini.errors import ArgumentError, TileLangMiniError
+    from .draw import RandomDraw
+    from .mutate import mutate
+    send(step="base")
+    try:
+        main, _ = _load_kernel(case, tmpdir)
+        base = tilelang_mini.compile(main, out_idx=case.out_idx, target="numpy")
+        text = base.get_ir(case.mutation["stage"])
+    except Exception as err:  # noqa: BLE001 - the valid families report these
+        return {"base": ("skipped", "base kernel: " + classify(err, None)[1])}, {}
+    mutated, what = mutate(text, RandomDraw(case.mutation["seed"]))
+    extra = {"mutation": what, "text": mutated}
+    inputs = make_inputs(case)
+    args = [inputs[t.name] for t in case.tensors if not t.output]
+    result, outputs = {}, {}
+    compiled = {}
+    for step in STEPS:
+        send(step=step)
+        target = "llvm" if step == "llvm" else "numpy"
+        chip = CHIPS.get(step, "ascend910b")
+        try:
+            key = (target, chip)
+            if key not in compiled:
+                compiled[key] = tilelang_mini.compile_ir(mutated, out_idx=case.out_idx,
+                                                         target=target, chip=chip)
+            kernel = compiled[key]
+            if step.startswith("sim"):
+                outs, _ = kernel.simulate(*[a.copy() for a in args])
+            else:
+                outs = kernel(*[a.copy() for a in args])
+            outputs[step] = outs if isinstance(outs, tuple) else (outs,)
+            result[step] = ("ran", "")
+        except ArgumentError as err:
+            result[step] = ("rejected", f"ArgumentError: {str(err).splitlines()[0][:200]}")
+        except TileLangMiniError as err:
+            result[step] = classify(err, None)  # located: in the IR text or the kernel file
+        except Exception as err:  # noqa: BLE001
+            result[step] = classify(err, None)
+    # The steps that ran must agree with each other (the first that ran is the yardstick).
+    ran = [s for s in STEPS if result[s][0] == "ran"]
+    for step in STEPS:
+        if result[step][0] != "ran":
+            continue
+        ref_step = ran[0]
+        outcome = ("ok", "")
+        if step != ref_step:
+            for name, got, want in zip([t.name for t in case.tensors if t.output],
+                                       outputs[step], outputs[ref_step]):
+                w = np.asarray(want).astype(np.float64)
+                rtol, atol = case.tol.get(name, (1e-4, 1e-4))
+                ok, why = compare(got, w, None, rtol * 4, atol * 4)
+                if not ok:
+                    outcome = ("mismatch", f"{name} differs from {ref_step}: {why}")
+                    break
+        result[step] = outcome
+    failed_to_run = [s for s in STEPS if result[s][0] in ("rejected", "fault")]
+    if ran and failed_to_run:  # one target ran what another rejected: they disagree
+        for s in failed_to_run:
+            if s.startswith("sim") and result[s][0] == "rejected":
+                continue  # the other chip may rightly not fit or not allow the lowered code
+            result[s] = ("mismatch", f"{', '.join(ran)} ran it, {s}: {result[s][1]}")
+    return result, extra
+
+
+def main() -> int:
+    proto = _Protocol()
+    os.environ.setdefault("TILELANG_MINI_VERIFY", "1")
+    tmpdir = tempfile.mkdtemp(prefix="tlm-fuzz-")
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), 1000))
+    for line in sys.stdin:
+        msg = json.loads(line)
+        case = Case.from_json(json.dumps(msg["case"]))
+        extra = {}
+        threads = "1" if case.mutation else msg.get("threads", "2")
+        os.environ["TILELANG_MINI_NUM_THREADS"] = threads
+        try:
+            if case.expect_error:
+                result = run_invalid(case, lambda **m: proto.send(id=msg["id"], **m), tmpdir)
+            elif case.mutation:
+                result, extra = run_mutation(case, lambda **m: proto.send(id=msg["id"], **m), tmpdir)
+            else:
+                result = run_valid(case, lambda **m: proto.send(id=msg["id"], **m), tmpdir)
+        except Exception as err:  # noqa: BLE001 - a bug of the fuzzer itself: say so
+            result = {"fuzzer": ("internal", "fuzzer error: " + "".join(
+                traceback.format_exception(type(err), err, err.__traceback__))[-1500:])}
+        proto.send(id=msg["id"], result={k: list(v) for k, v in result.items()}, extra=extra)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
