@@ -44,6 +44,9 @@ KNOWN_BUGS: tuple[KnownBug, ...] = (
     KnownBug("sim-alias-race", "sim.md#raceerror-between-the-two-aivs",
              steps=("sim-910b", "sim-950"), outcomes=("race",),
              detail="plan_memory placed .* an access to either counts"),
+    KnownBug("ir-check-gaps", "frontend.md#ir-text-that-check-lets-through",
+             families=("mutation",), outcomes=("internal",),
+             detail=r"IRVerificationError.*after 'check'"),
     KnownBug("ir-inf-extent", "frontend.md#ir-text-with-an-inf-or-nan-loop-extent",
              families=("mutation",), outcomes=("internal",), detail="OverflowError.*infinity|NaN"),
 )

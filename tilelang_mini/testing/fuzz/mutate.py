@@ -50,7 +50,7 @@ def mutate(text: str, d, op: str | None = None) -> tuple[str, str]:
         what = f"line {k + 1}: number {val} -> {new}"
     elif op == "name":
         k, m = _pick(lines, _NAME, d, k)
-        names = sorted(set(_NAME.findall(text)))
+        names = sorted(set(_NAME.findall(_code("\n".join(lines[1:])))))
         if m is None or not names:
             return mutate(text, d, "delete")
         new = d.choice(names + ["zz", "vid", "cid", "V", "M", "FIX"])
@@ -70,6 +70,11 @@ def mutate(text: str, d, op: str | None = None) -> tuple[str, str]:
     return "\n".join(lines) + "\n", what
 
 
+def _code(text: str) -> str:
+    """`text` without comments and string literals (file paths must not feed a mutation)."""
+    return "\n".join(re.sub(r'"[^"]*"', '""', line.split("#", 1)[0]) for line in text.split("\n"))
+
+
 def _num(text: str):
     try:
         return int(text)
@@ -84,7 +89,7 @@ def _pick(lines, pattern, d, start):
         i = (start + off) % n
         if i == 0:
             continue
-        code = lines[i].split("#", 1)[0]
+        code = _code(lines[i])
         found = list(pattern.finditer(code))
         if found:
             return i, d.choice(found)

@@ -1,0 +1,109 @@
+"""The fuzzer's own machinery: crashes and hangs in a worker are outcomes, a wrong number is a
+mismatch, a mistaken kernel must be diagnosed at its line, generated kernels parse, and the
+Hypothesis strategies produce valid and invalid kernels."""
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import HealthCheck, given, settings
+
+from tilelang_mini.testing.fuzz import make_case, run_cases
+from tilelang_mini.testing.fuzz.case import compare, make_inputs, run_reference
+from tilelang_mini.testing.fuzz.draw import RandomDraw
+from tilelang_mini.testing.fuzz.families import FAMILIES, VALID
+from tilelang_mini.testing.fuzz.mutate import OPS, mutate
+from tilelang_mini.testing.fuzz.strategies import invalid_cases, valid_cases
+
+SETTINGS = settings(max_examples=12, derandomize=True, deadline=None, database=None,
+                    suppress_health_check=list(HealthCheck))
+
+
+def _with_source(case, source):
+    case.source = source
+    return case
+
+
+def test_crash_and_hang_are_outcomes_and_the_worker_recovers():
+    crash = _with_source(make_case("elementwise", "m0"), "import os\nos.abort()\n")
+    hang = _with_source(make_case("elementwise", "m1"), "while True:\n    pass\n")
+    fine = make_case("reduce", "m2")
+    results = {r.case.seed: r for r in run_cases([crash, hang, fine], jobs=1, timeout=20)}
+    assert results["m0"].steps["frontend"][0] == "crash", results["m0"].steps
+    assert "abort" in results["m0"].steps["frontend"][1].lower() or "-6" in results["m0"].steps["frontend"][1]
+    assert results["m1"].steps["frontend"][0] == "hang", results["m1"].steps
+    assert results["m0"].failures() and results["m1"].failures()
+    assert all(o == "ok" for o, _ in results["m2"].steps.values()), results["m2"].steps
+
+
+def test_a_wrong_result_is_a_mismatch():
+    case = make_case("gemm", "m3")
+    inputs = make_inputs(case)
+    want, scales = run_reference(case, inputs)
+    rtol, atol = case.tol["C"]
+    assert compare(want[0], want[0], scales[0], rtol, atol)[0]
+    wrong = want[0].copy()
+    wrong.flat[wrong.size // 2] += 0.05 * max(1.0, np.abs(want[0]).max())
+    assert not compare(wrong, want[0], scales[0], rtol, atol)[0]
+
+
+def test_mistaken_kernel_must_be_diagnosed_at_its_line():
+    case = make_case("invalid", "m4")
+    (ok,) = run_cases([case], jobs=1, timeout=60)
+    assert ok.steps["compile"][0] == "ok", ok.steps
+    case.expect_error = dict(case.expect_error, lines=[1])  # claim another line
+    (moved,) = run_cases([case], jobs=1, timeout=60)
+    assert moved.steps["compile"][0] == "mislocated", moved.steps
+
+
+def test_every_family_generates_parseable_python():
+    for fam in FAMILIES:
+        for seed in range(5):
+            case = make_case(fam, f"p{seed}")
+            compile(case.source, f"{fam}:{seed}", "exec")
+            if case.reference:
+                compile(case.reference, f"ref {fam}:{seed}", "exec")
+
+
+def test_cases_are_replayable():
+    for fam in FAMILIES:
+        a, b = make_case(fam, 7), make_case(fam, 7)
+        assert a.to_json() == b.to_json()
+
+
+def test_mutation_changes_the_text():
+    text = "\n".join(["@prim_func()", "def main(A: Tensor((4, 8), \"float32\")):",
+                      "    with Kernel(2) as bx:", "        fill(A[bx * 2 +: 2, 0 +: 8], 1.0)"]) + "\n"
+    for i, op in enumerate(OPS):
+        new, what = mutate(text, RandomDraw(f"t{i}"), op)
+        assert new != text and what, op
+
+
+def _frontend(case, tmp_path):
+    import importlib.util
+    path = tmp_path / f"k_{abs(hash(case.seed))}.py"
+    path.write_text(case.source)
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.main
+
+
+@SETTINGS
+@given(case=valid_cases())
+def test_strategy_valid_kernels_parse(case, tmp_path_factory):
+    """The frontend parses a generated kernel, or names one of its lines (a KNOWN_BUGS entry
+    such as T.serial(start, stop) is judged by the runner, not here)."""
+    from tilelang_mini import CompileError
+    assert case.family in VALID
+    try:
+        prim = _frontend(case, tmp_path_factory.mktemp("v"))
+    except CompileError as err:
+        assert 1 <= err.loc.line <= case.source.count("\n"), str(err)
+        return
+    assert [p.name for p in prim.ir.params] == [t.name for t in case.tensors]
+
+
+@SETTINGS
+@given(case=invalid_cases())
+def test_strategy_invalid_kernels_name_a_line(case):
+    lines = case.source.count("\n")
+    assert all(1 <= n <= lines for n in case.expect_error["lines"])

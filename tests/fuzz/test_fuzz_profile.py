@@ -1,0 +1,37 @@
+"""The fuzzer's bounded CI profile: a fixed set of generated cases from every family, run on
+numpy, llvm and the simulator on both chips in worker processes, against independent float64
+references. Fails on any outcome that is not accepted and not a KNOWN_BUGS entry
+(tilelang_mini/testing/fuzz/known_bugs.py); prints the table and every known-bug match.
+
+The long profile is `python -m tilelang_mini.testing.fuzz --minutes N` (docs/testing.md)."""
+from __future__ import annotations
+
+from tilelang_mini.testing.fuzz import make_case, run_cases, summarize
+from tilelang_mini.testing.fuzz.runner import report_failure
+
+# Cases per family (seeds ci-0, ci-1, ...): about a minute on two cores.
+PROFILE = {"gemm": 8, "elementwise": 8, "reduce": 6, "rownorm": 5, "cube_vector": 6,
+           "vector_cube": 4, "sparse_gemm": 3, "gather": 4, "grouped_gemm": 3, "dyn_bounds": 4,
+           "invalid": 12, "mutation": 12}
+
+
+def test_fuzz_ci_profile():
+    cases = [make_case(fam, f"ci-{i}") for fam, n in PROFILE.items() for i in range(n)]
+    results = run_cases(cases, jobs=2, timeout=180)
+    print(summarize(results))
+    for r in results:
+        for step, outcome, bug, detail in r.known():
+            print(f"known bug {bug}: {r.case.family}:{r.case.seed} {step}: {outcome}: {detail[:160]}")
+    assert len(results) == len(cases)
+    failing = [r for r in results if r.failures()]
+    assert not failing, "\n\n".join(report_failure(r) for r in failing[:5])
+    # The profile checks something: in each family, cases ran and matched the reference (or,
+    # for invalid kernels, were diagnosed at their line) on every step, unless every case of
+    # the family hit a known bug; and most cases pass outright.
+    clean = [r for r in results if not r.known()
+             and all(o in ("ok", "rejected", "race", "fault") for o, _ in r.steps.values())]
+    for fam in PROFILE:
+        fam_results = [r for r in results if r.case.family == fam]
+        assert [r for r in clean if r.case.family == fam] or all(r.known() for r in fam_results), \
+            f"no {fam} case passed on every step: the profile would check nothing"
+    assert len([r for r in clean if all(o == "ok" for o, _ in r.steps.values())]) > len(cases) // 2
