@@ -184,12 +184,23 @@ class AutoTuned:
         self._cache: dict = {}
 
     def __call__(self, *args, **kwargs):
-        names = {k for c in _expand(self.configs) for k in c}
-        if names and names <= set(kwargs):  # every tuned argument given: no search
+        configs = self.configs
+        if callable(configs):  # TileLang also takes a function returning the configurations
+            try:
+                configs = configs(*args, **kwargs)
+            except TypeError:
+                configs = configs()
+        fn = getattr(self.factory, "factory", self.factory)
+        try:
+            given = set(inspect.signature(fn).bind_partial(*args, **kwargs).arguments)
+        except TypeError:
+            given = set(kwargs)
+        names = {k for c in _expand(configs) for k in c}
+        if names and names <= given:  # every tuned argument given: no search
             return self.factory(*args, **kwargs)
         key = (args, tuple(sorted(kwargs.items())))
         if key not in self._cache:
-            result = autotune(self.factory, self.configs, by=self.by, chip=self.chip, args=args,
+            result = autotune(self.factory, configs, by=self.by, chip=self.chip, args=args,
                               kwargs=kwargs, repeat=self.repeat, warmup=self.warmup)
             kernel = self.factory(*args, **kwargs, **result.best_config)
             if not hasattr(kernel, "estimate"):

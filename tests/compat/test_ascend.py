@@ -176,3 +176,42 @@ def test_expert_vector_scope_barrier_all(target):
     want = np.exp(f64(x)) + f64(x)
     close(kernel(x), want)
     close(kernel.simulate(x)[0], want)
+
+
+def cast_or_copy(dst, src, mode, count, need_cast):
+    """A helper in the upstream style: returns the T.tile op it issues."""
+    if need_cast:
+        return T.tile.cast(dst, src, mode, count)
+    return T.copy(src, dst)
+
+
+def test_runtime_flag_ids_slices_swizzle_helpers(target):
+    n_blocks = M // BM
+    rows = T.max(BM // 2, 1)  # T.max on Python numbers (factory code)
+
+    @T.prim_func
+    def main(X: T.Tensor((M, N), "float32"), Y: T.Tensor((M, N), "float16")):
+        with T.Kernel(n_blocks // 2, is_npu=True) as (cid, vid):
+            x = T.alloc_ub((rows, N), "float32")
+            y = T.alloc_ub((rows, N), "float16")
+            with T.Scope("V"):
+                for i in T.serial(2):
+                    blk = T.use_swizzle(cid * 2 + i, M, N, off=3)  # a tile-id remap
+                    r0 = blk // 1 * BM + vid * rows
+                    T.copy(X[r0:r0 + rows, :], x)
+                    T.set_flag("MTE2", "V", i % 2)
+                    T.wait_flag("MTE2", "V", i % 2)
+                    T.tile.mul(x, x, 2.0)
+                    T.pipe_barrier("V")
+                    cast_or_copy(y, x, "CAST_NONE", rows * N, True)
+                    T.set_flag("V", "MTE3", 0)
+                    T.wait_flag("V", "MTE3", 0)
+                    T.copy(y, Y[r0:r0 + rows, :])
+                    T.set_flag("MTE3", "MTE2", 0)
+                    T.wait_flag("MTE3", "MTE2", 0)
+
+    x = rand((M, N), seed=16)
+    kernel = tilelang.compile(main, out_idx=[-1], target=target)
+    want = 2 * f64(x)
+    close(kernel(x), want, "float16")
+    close(kernel.simulate(x)[0], want, "float16")

@@ -142,6 +142,10 @@ class Dialect:
         if name in ("shift_left", "shift_right", "bitwise_and", "bitwise_or", "bitwise_xor"):
             raise self.error(n, f"T.{name}: integer bit operations are not supported yet; write "
                                 "the arithmetic form (x * 2**k, x // 2**k) where it applies")
+        if name == "use_swizzle":  # tilelang-ascend's value form remaps a tile id: any
+            if n.args:                # bijection computes the same result; the identity is one
+                return self.value_arg(n.args[0])
+            raise self.error(n, "T.use_swizzle is a statement here (a GPU hint)")
         if name == "round":
             raise self.error(n, "T.round is not supported; write T.floor(x + 0.5) for "
                                 "ties-away rounding of non-negative values")

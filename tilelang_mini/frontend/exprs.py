@@ -59,8 +59,10 @@ def binop(op: str, a, b):
     return BinOp(op, a, b)
 
 
-def linear(e) -> tuple[dict, int] | None:
-    """e as ({var: coef}, const) when it is an affine integer expression, else None."""
+def linear(e, atoms: bool = False) -> tuple[dict, int] | None:
+    """e as ({var: coef}, const) when it is an affine integer expression, else None. With
+    `atoms`, a non-affine part (`x // 2`, `min(a, b)`, a load) counts as one opaque variable,
+    so that `(cid // n + 1) * 64 - cid // n * 64` is still the constant 64."""
     if isinstance(e, int) and not isinstance(e, bool):
         return {}, e
     if isinstance(e, Const) and e.dtype == "int32":
@@ -68,14 +70,14 @@ def linear(e) -> tuple[dict, int] | None:
     if isinstance(e, Var):
         return {e.name: 1}, 0
     if isinstance(e, BinOp) and e.op in ("+", "-", "*"):
-        la, lb = linear(e.a), linear(e.b)
+        la, lb = linear(e.a, atoms), linear(e.b, atoms)
         if la is None or lb is None:
             return None
         if e.op == "*":
             if not la[0]:
                 la, lb = lb, la
             if lb[0]:
-                return None
+                return ({e: 1}, 0) if atoms else None
             k = lb[1]
             return {v: c * k for v, c in la[0].items()}, la[1] * k
         sign = 1 if e.op == "+" else -1
@@ -83,12 +85,14 @@ def linear(e) -> tuple[dict, int] | None:
         for v, c in lb[0].items():
             coefs[v] = coefs.get(v, 0) + sign * c
         return {v: c for v, c in coefs.items() if c}, la[1] + sign * lb[1]
+    if atoms and isinstance(e, (BinOp, Call, Load, Cast)):
+        return {e: 1}, 0
     return None
 
 
 def constant_difference(stop, start) -> int | None:
     """stop - start when it does not depend on any variable (slice extents)."""
-    ls, lt = linear(stop), linear(start)
+    ls, lt = linear(stop, True), linear(start, True)
     if ls is None or lt is None:
         return None
     coefs = dict(ls[0])

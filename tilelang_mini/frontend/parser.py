@@ -236,6 +236,8 @@ class KernelBuilder(TileOps, Dialect, TileAscend, Eager):
         out = []
         for s in stmts:
             out.extend(self.stmt(s))
+            if getattr(self, "returned", False):  # an inlined helper returned (trace time)
+                break
         return out
 
     def stmt(self, s) -> list:
@@ -464,9 +466,11 @@ class KernelBuilder(TileOps, Dialect, TileAscend, Eager):
         if isinstance(cond, Load) and cond.buffer.dtype != "bool":
             cond = binop("!=", cond, const(0.0 if dtypes.is_float(cond.buffer.dtype) else 0))
         self.scopes.append({})
+        self.runtime_if_depth = getattr(self, "runtime_if_depth", 0) + 1
         then = self.body(s.body)
         self.scopes[-1] = {}
         other = self.body(s.orelse)
+        self.runtime_if_depth -= 1
         self.scopes.pop()
         if self.parallel_depth:
             return self.parallel_if(cond, then, other, s)
@@ -492,6 +496,11 @@ class KernelBuilder(TileOps, Dialect, TileAscend, Eager):
 
     def stmt_Return(self, s):
         if getattr(self, "inline_result", None) is not None:
+            if getattr(self, "runtime_if_depth", 0):
+                raise self.error(s, "`return` inside an `if` on kernel values; return after it")
+            self.returned = True
+            if isinstance(s.value, ast.Call) and self.is_statement_call(s.value):
+                return self.call_stmt(s.value)  # `return T.tile.cast(...)` in a helper
             self.inline_result.append(self.eval(s.value) if s.value is not None else None)
             return []
         raise self.error(s, "a kernel writes its outputs to parameters; `return` is not supported")
@@ -506,6 +515,16 @@ class KernelBuilder(TileOps, Dialect, TileAscend, Eager):
         except CompileError:
             return False
         return isinstance(fn, Marker) and fn.name == name
+
+    def is_statement_call(self, call: ast.Call) -> bool:
+        try:
+            fn = self.eval_callee(call.func)
+        except CompileError:
+            return False
+        if isinstance(fn, Marker):
+            name = fn.name
+            return name.startswith(("tile.", "reduce_")) or hasattr(self, "op_" + name)
+        return isinstance(fn, T_module.Macro)
 
     def eval_callee(self, node):
         return self.eval(node)

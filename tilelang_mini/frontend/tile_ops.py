@@ -110,7 +110,24 @@ class TileOps:
 
     def flag(self, call, cls):
         a = self.args(call, ["src", "dst", "event"])
-        return cls(self.pipe(a["src"]), self.pipe(a["dst"]), self.int_arg(a["event"]), self.loc(call))
+        src, dst, loc = self.pipe(a["src"]), self.pipe(a["dst"]), self.loc(call)
+        event = self.resolved(self.eval(a["event"]), a["event"])
+        if is_ir(event):
+            return self.flag_by_case(event, lambda e: cls(src, dst, e, loc), a["event"], loc)
+        return cls(src, dst, self.int_arg(a["event"]), loc)
+
+    def flag_by_case(self, event, make, node, loc):
+        """A flag whose event id is `x % k` at run time (ping-pong buffers): one flag per
+        possible id, chosen by an if chain (flag ids are constants in the IR)."""
+        from ..ir.nodes import BinOp, Const, If
+        if not (isinstance(event, BinOp) and event.op == "%" and isinstance(event.b, Const)
+                and isinstance(event.b.value, int) and 1 <= event.b.value <= 8):
+            raise self.error(node, f"a flag id must be a constant int or `expr % k` (k <= 8), "
+                                   f"got {show(event)}")
+        out = [make(event.b.value - 1)]
+        for k in range(event.b.value - 2, -1, -1):
+            out = [If(BinOp("==", event, Const(k)), (make(k),), tuple(out), loc)]
+        return out
 
     def op_pipe_barrier(self, call):
         a = self.args(call, ["pipe"])

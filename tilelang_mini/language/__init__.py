@@ -117,6 +117,31 @@ def _kernel_only(name: str):
 for _name in KERNEL_NAMES:
     globals()[_name] = _kernel_only(_name)
 
+
+def _numbers_too(name: str, fn):
+    """max/min/abs/... also work on plain Python numbers (factory code: `T.max(n, 1)`)."""
+    marker = globals()[name]
+
+    def both(*args, **kwargs):
+        if args and not kwargs and all(isinstance(a, (_builtins.int, _builtins.float))
+                                        for a in args):
+            return fn(*args)
+        return marker(*args, **kwargs)
+
+    both.__name__ = name
+    both._tl_name = name
+    globals()[name] = both
+
+
+import builtins as _builtins  # noqa: E402  (T.int / T.float are dtypes in this module)
+import math as _math  # noqa: E402
+
+for _name, _fn in {"max": _builtins.max, "min": _builtins.min, "abs": _builtins.abs, "exp": _math.exp, "exp2": lambda x: 2.0 ** x,
+                   "log": _math.log, "log2": _math.log2, "sqrt": _math.sqrt,
+                   "floordiv": lambda a, b: a // b, "floormod": lambda a, b: a % b,
+                   "clamp": lambda x, lo, hi: _builtins.min(_builtins.max(x, lo), hi)}.items():
+    _numbers_too(_name, _fn)
+
 del _name
 
 from . import tile  # noqa: E402  (T.tile.* : tilelang-ascend's vector operations)
