@@ -9,7 +9,7 @@ import pytest
 
 import tilelang_mini
 import tilelang_mini.language as T
-from backends.llvm import BACKEND, STATS
+from backends.llvm import BACKEND
 from backends.numpy import BACKEND as NUMPY
 from tilelang_mini.errors import ArgumentError, CompileError
 from tilelang_mini.ir import dtypes
@@ -589,40 +589,8 @@ def test_argument_errors():
         BACKEND.run(art, [])
 
 
-# ------------------------------------------------------------------------- cache, threads
-
-
-def test_disk_cache_hit_and_truncated_entry_recompiles(tmp_path):
-    k = tiled_gemm(40, 40, 20, "float16")
-    first = BACKEND.lower(k, {"chip": "ascend910b"})
-    assert not first.from_cache
-    hits = STATS["cache_hits"]
-    second = BACKEND.lower(k, {"chip": "ascend910b"})
-    assert second.from_cache and STATS["cache_hits"] == hits + 1
-    assert second.llvm_ir == first.llvm_ir
-    entries = list((tmp_path / "cache" / "llvm").glob("*.bin"))
-    assert len(entries) == 1
-    data = entries[0].read_bytes()
-    entries[0].write_bytes(data[: len(data) // 2])
-    corrupt = STATS["cache_corrupt"]
-    third = BACKEND.lower(k, {"chip": "ascend910b"})
-    assert not third.from_cache and STATS["cache_corrupt"] == corrupt + 1
-    assert entries[0].read_bytes() == data  # rewritten
-    a, b = rand((40, 20), "float16"), rand((20, 40), "float16")
-    for art in (first, second, third):
-        out = np.zeros((40, 40), np.float32)
-        BACKEND.run(art, [a, b, out])
-        close(out, a.astype(np.float64) @ b.astype(np.float64), "float32")
-    other = BACKEND.lower(k, {"chip": "ascend950"})  # the chip is part of the key
-    assert not other.from_cache
-
-
-def test_cache_can_be_disabled(tmp_path, monkeypatch):
-    monkeypatch.setenv("TILELANG_MINI_CACHE", "0")
-    k = tiled_gemm(8, 8, 8, "float32")
-    BACKEND.lower(k, {})
-    assert not BACKEND.lower(k, {}).from_cache
-    assert not (tmp_path / "cache").exists()
+# -------------------------------------------------------------------------------- threads
+# (the disk cache: tests/test_cache.py)
 
 
 def test_multithreaded_run_equals_single_threaded(monkeypatch):

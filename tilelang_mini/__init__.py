@@ -1,12 +1,37 @@
-"""tilelang_mini: a TileLang-compatible tile DSL and compiler for Ascend-class NPUs."""
+"""tilelang_mini: a TileLang-compatible tile DSL and compiler for Ascend-class NPUs.
+
+`import tilelang_mini` loads only the error classes and the IR nodes; the compiler (passes, IR
+parser), the backends (LLVM) and plotting load when first used, so importing the package costs
+about as much as importing NumPy (benchmarks/cache_hit.py measures both)."""
 from .errors import (  # noqa: F401
     ArgumentError, CompileError, DeadlockError, RaceError, SimulationError, SyncError,
     TileLangMiniError,
 )
-from .runtime.kernel import JITKernel, PassConfigKey, compile, compile_ir, jit  # noqa: F401
-from .autotune import AutotuneResult, autotune  # noqa: F401,E402
 
 __version__ = "0.1.0"
+
+_LAZY = {
+    "JITKernel": ".runtime.kernel", "compile": ".runtime.kernel", "compile_ir": ".runtime.kernel",
+    "jit": ".runtime.kernel", "PassConfigKey": ".runtime.kernel",
+    "AutotuneResult": ".autotune", "autotune": ".autotune",
+}
+
+__all__ = ["ArgumentError", "CompileError", "DeadlockError", "RaceError", "SimulationError",
+           "SyncError", "TileLangMiniError", "__version__", "parse_ir", *_LAZY]
+
+
+def __getattr__(name):
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))
 
 
 class cache:  # noqa: N801 (TileLang's `tilelang.cache.clear_cache()`)

@@ -1,11 +1,10 @@
-"""LLVM backend runtime: host target machine, optimisation, MCJIT loading, disk cache, threads.
+"""LLVM backend runtime: host target machine, optimisation, MCJIT loading, threads.
 
 `lower` generates the module (codegen.py), parses and verifies it, runs the new pass manager
-pipeline and emits an object file for the host (CPU name + features), which MCJIT loads. The
-object code is cached on disk under `config.cache_dir()/llvm/` (unless `config.cache_enabled()`
-is false), keyed by sha256 of the IR text, chip, backend version, triple, CPU name and
-features. Entries are written atomically (temp file + os.replace) and carry a sha256 checksum
-header; a corrupt or truncated entry is detected and recompiled.
+pipeline and emits an object file for the host (CPU name + features), which MCJIT loads.
+`dump`/`load` turn an artifact into a disk-cache entry and back, `cache_tag` is what the code
+depends on besides the kernel (backend version, triple, CPU name and features); the runtime
+looks entries up before any pass runs (tilelang_mini/runtime/cache.py).
 
 `run` checks the arguments, then calls `tlm_kernel(args, begin, end, scratch)` through ctypes
 (which releases the GIL) on `config.num_threads()` worker threads, each with its own scratch
@@ -14,14 +13,12 @@ arena, over chunks of the grid blocks.
 from __future__ import annotations
 
 import ctypes
-import hashlib
 import json
 import os
-import struct
 import threading
 import zlib
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import llvmlite.binding as llvm  # loading this backend loads LLVM (not the first compile)
 import numpy as np
@@ -32,9 +29,8 @@ from tilelang_mini.runtime import config
 from tilelang_mini.runtime.arguments import check_arrays
 
 BACKEND_VERSION = "tlm-llvm-8"
-MAGIC = b"TLMLLVM1"
 FN_NAME = "tlm_kernel"
-STATS = {"compiles": 0, "cache_hits": 0, "cache_stores": 0, "cache_corrupt": 0}
+STATS = {"compiles": 0, "cache_hits": 0, "cache_corrupt": 0}
 
 _LOCK = threading.RLock()
 _TARGET = None
@@ -88,7 +84,7 @@ def host_target() -> HostTarget:
 
 @dataclass
 class LLVMArtifact:
-    kernel: Kernel
+    kernel: Kernel          # the lowered kernel's header: params, grid (no body)
     errors: list
     scratch_bytes: int
     key: str
@@ -97,6 +93,7 @@ class LLVMArtifact:
     engine: object = field(repr=False, default=None)
     cfunc: object = field(repr=False, default=None)
     object_file: object = field(repr=False, default=None)
+    obj: bytes = field(repr=False, default=b"")
 
     @property
     def llvm_ir(self) -> str:
@@ -110,13 +107,17 @@ class LLVMArtifact:
 # ----------------------------------------------------------------------------- compiling
 
 
-def _cache_key(text: str, chip: str, t: HostTarget, feats: dict) -> str:
-    h = hashlib.sha256()
-    for part in (text, chip, BACKEND_VERSION, t.triple, t.cpu, t.features,
-                 json.dumps(feats, sort_keys=True)):
-        h.update(part.encode())
-        h.update(b"\0")
-    return h.hexdigest()
+def cache_tag(options: dict | None = None) -> str:
+    """What the compiled code depends on besides the kernel and the compiler: this backend's
+    code version, the host's target triple, CPU name and features, and the options."""
+    options = dict(options or {})
+    t = host_target()
+    return json.dumps([BACKEND_VERSION, t.triple, t.cpu, t.features, llvm.llvm_version_info,
+                       _features(t, options)], sort_keys=True, default=str)
+
+
+def _features(t: HostTarget, options: dict) -> dict:
+    return {"bf16": t.bf16 and not options.get("llvm_disable_bf16", False)}
 
 
 def _compile_module(module_text: str, needs_dpbf16: bool, t: HostTarget) -> bytes:
@@ -150,28 +151,11 @@ def _load_object(obj: bytes, t: HostTarget):
 
 
 def lower(kernel: Kernel, options: dict | None = None) -> LLVMArtifact:
-    from tilelang_mini.ir.printer import print_ir
+    """Generate, optimise and load the kernel's code (no disk cache here: the runtime looks
+    compiled kernels up before any pass runs, tilelang_mini/runtime/cache.py)."""
     options = dict(options or {})
     t = host_target()
-    feats = {"bf16": t.bf16 and not options.get("llvm_disable_bf16", False)}
-    key = _cache_key(print_ir(kernel), str(options.get("chip", "")), t, feats)
-    use_cache = config.cache_enabled()
-    path = config.cache_dir() / "llvm" / f"{key}.bin" if use_cache else None
-    if path is not None:
-        entry = _cache_read(path)
-        if entry is not None:
-            meta, ir_z, obj = entry
-            try:
-                with _LOCK:
-                    engine, cfunc, ref = _load_object(obj, t)
-            except Exception:  # an entry that does not load is recompiled
-                STATS["cache_corrupt"] += 1
-            else:
-                STATS["cache_hits"] += 1
-                errors = [(m, Loc(f, ln, c) if f is not None else None)
-                          for m, f, ln, c in meta["errors"]]
-                return LLVMArtifact(kernel, errors, meta["scratch_bytes"], key, True, ir_z,
-                                    engine, cfunc, ref)
+    feats = _features(t, options)
     from .codegen import build
     try:
         module, gen = build(kernel, feats)
@@ -191,55 +175,46 @@ def lower(kernel: Kernel, options: dict | None = None) -> LLVMArtifact:
             raise CompileError(f"LLVM failed to compile the kernel: {err}", kernel.loc) from err
         STATS["compiles"] += 1
     scratch = gen.plan.arena_bytes + gen.temp_bytes
-    errors = list(gen.errors)
-    ir_z = zlib.compress(text.encode(), 1)
-    if path is not None:
-        meta = {"scratch_bytes": scratch, "errors": [
-            (m, loc.file, loc.line, loc.col) if loc is not None else (m, None, 0, 0)
-            for m, loc in errors]}
-        _cache_write(path, meta, ir_z, obj)
-    return LLVMArtifact(kernel, errors, scratch, key, False, ir_z, engine, cfunc, ref)
+    return LLVMArtifact(_header(kernel), list(gen.errors), scratch, "", False,
+                        zlib.compress(text.encode(), 1), engine, cfunc, ref, obj)
 
 
-# --------------------------------------------------------------------------------- cache
+def _header(kernel: Kernel) -> Kernel:
+    """What running needs of a kernel: parameters, grid, name and location (no body)."""
+    return replace(kernel, body=())
 
 
-def _cache_read(path):
+def dump(artifact: LLVMArtifact) -> tuple[dict, list[bytes]]:
+    """The artifact as a cache entry: (meta, [llvm_ir_z, object code])."""
+    k = artifact.kernel
+    meta = {"scratch_bytes": artifact.scratch_bytes, "grid": list(k.grid),
+            "grid_vars": list(k.grid_vars), "is_npu": k.is_npu,
+            "errors": [(m, loc.file, loc.line, loc.col) if loc is not None else (m, None, 0, 0)
+                       for m, loc in artifact.errors]}
+    return meta, [artifact.llvm_ir_z, artifact.obj]
+
+
+def load(meta: dict, blobs: list[bytes], kernel: Kernel, key: str = "") -> LLVMArtifact | None:
+    """The artifact of a cache entry for `kernel` (its frontend IR), or None when the entry does
+    not describe a loadable kernel of this shape (then it is recompiled)."""
     try:
-        data = path.read_bytes()
-    except OSError:
-        return None
-    try:
-        if len(data) < 48 or data[:8] != MAGIC:
-            raise ValueError
-        digest, (n,) = data[8:40], struct.unpack("<Q", data[40:48])
-        payload = data[48:]
-        if len(payload) != n or hashlib.sha256(payload).digest() != digest:
-            raise ValueError
-        (ml,) = struct.unpack("<Q", payload[:8])
-        meta = json.loads(payload[8:8 + ml].decode())
-        (il,) = struct.unpack("<Q", payload[8 + ml:16 + ml])
-        ir_z = payload[16 + ml:16 + ml + il]
-        obj = payload[16 + ml + il:]
-        return meta, ir_z, obj
-    except (ValueError, KeyError, struct.error, UnicodeDecodeError):
+        ir_z, obj = blobs
+        grid = tuple(int(n) for n in meta["grid"])
+        grid_vars = tuple(str(v) for v in meta["grid_vars"])
+        header = replace(kernel, body=(), grid=grid, grid_vars=grid_vars,
+                         is_npu=bool(meta["is_npu"]))
+        errors = [(str(m), Loc(f, int(ln), int(c)) if f is not None else None)
+                  for m, f, ln, c in meta["errors"]]
+        scratch = int(meta["scratch_bytes"])
+        if scratch < 0 or len(grid) != len(grid_vars) - (1 if header.is_npu else 0):
+            return None
+        with _LOCK:
+            engine, cfunc, ref = _load_object(obj, host_target())
+    except Exception:  # noqa: BLE001 - a malformed entry is recompiled, never run
         STATS["cache_corrupt"] += 1
         return None
-
-
-def _cache_write(path, meta, ir_z: bytes, obj: bytes) -> None:
-    m = json.dumps(meta).encode()
-    payload = struct.pack("<Q", len(m)) + m + struct.pack("<Q", len(ir_z)) + ir_z + obj
-    data = MAGIC + hashlib.sha256(payload).digest() + struct.pack("<Q", len(payload)) + payload
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-        with open(tmp, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-        STATS["cache_stores"] += 1
-    except OSError:
-        pass  # a cache that cannot be written is not an error
+    STATS["cache_hits"] += 1
+    return LLVMArtifact(header, errors, scratch, key, True, ir_z, engine, cfunc, ref, obj)
 
 
 # ------------------------------------------------------------------------------- running
@@ -344,6 +319,11 @@ class LLVMBackend:
 
     def run(self, artifact: LLVMArtifact, args) -> None:
         run(artifact, args)
+
+    # the disk cache (tilelang_mini/runtime/cache.py) stores and loads artifacts through these
+    cache_tag = staticmethod(cache_tag)
+    dump = staticmethod(dump)
+    load = staticmethod(load)
 
 
 BACKEND = LLVMBackend()

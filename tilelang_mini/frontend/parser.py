@@ -63,22 +63,57 @@ def parse_prim_func(fn):
     return PrimFunc(fn, KernelBuilder(fn).build())
 
 
+def _source(fn, file: str):
+    """(lines, first line number, ast.Module) of `fn`'s definition, decorators included.
+
+    The block is read straight from the file's lines (from the code object's first line to the
+    last line indented deeper than it): `inspect.getsourcelines` tokenizes the whole block and
+    compiles tokenize's regular expressions first, tens of milliseconds in a fresh process,
+    which a compile that hits the disk cache cannot afford. Anything unusual (a line of a
+    multi-line string at a smaller indent) falls back to `inspect`."""
+    import linecache
+    all_lines = linecache.getlines(file, fn.__globals__)
+    first = fn.__code__.co_firstlineno
+    if 0 < first <= len(all_lines):
+        head = all_lines[first - 1]
+        indent = len(head) - len(head.lstrip())
+        end = first
+        while head.lstrip().startswith("@") and end < len(all_lines):  # decorators: to the def
+            head = all_lines[end]
+            end += 1
+        while end < len(all_lines):
+            line = all_lines[end]
+            if line.strip() and len(line) - len(line.lstrip()) <= indent \
+                    and not line.lstrip().startswith((")", "]", "}")):
+                break
+            end += 1
+        lines = all_lines[first - 1:end]
+        try:
+            tree = ast.parse(textwrap.dedent("".join(lines)))
+        except SyntaxError:
+            tree = None
+        if tree is not None and len(tree.body) == 1 and isinstance(
+                tree.body[0], (ast.FunctionDef, ast.AsyncFunctionDef)) \
+                and tree.body[0].name == fn.__code__.co_name:
+            return lines, first, tree
+    try:
+        lines, first = inspect.getsourcelines(fn)
+    except (OSError, TypeError):
+        raise CompileError(f"cannot read the source of {getattr(fn, '__name__', fn)!s}: "
+                           "kernels are parsed from their source, so define them in a "
+                           "file (not in an interactive prompt or exec string)") from None
+    return lines, first, ast.parse(textwrap.dedent("".join(lines)))
+
+
 class KernelBuilder(TileOps, Dialect, TileAscend, Eager):
     def __init__(self, fn, file: str | None = None, symbols: dict | None = None, eager=None):
         self.fn = fn
         self.file = file or inspect.getsourcefile(fn) or "<unknown>"
-        try:
-            lines, first = inspect.getsourcelines(fn)
-        except (OSError, TypeError):
-            raise CompileError(f"cannot read the source of {getattr(fn, '__name__', fn)!s}: "
-                               "kernels are parsed from their source, so define them in a "
-                               "file (not in an interactive prompt or exec string)") from None
+        lines, first, self.tree = _source(fn, self.file)
         src = "".join(lines)
-        dedented = textwrap.dedent(src)
         self.col_offset = len(lines[0]) - len(lines[0].lstrip()) if lines else 0
         self.line_offset = first - 1
         self.source_lines = src.splitlines()
-        self.tree = ast.parse(dedented)
         self.globals = fn.__globals__
         closure = {}
         if fn.__closure__:

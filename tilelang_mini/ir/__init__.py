@@ -1,4 +1,17 @@
-"""Tile IR: nodes, dtypes, printer, parser (`ir.parser.parse_ir`), verifier, dependency graph."""
+"""Tile IR: nodes, dtypes, printer, parser (`ir.parser.parse_ir`), verifier, dependency graph.
+
+The nodes load with the package; the printer and the parser (its lark grammar) when first used."""
 from .nodes import *  # noqa: F401,F403
-from .printer import print_expr, print_ir, print_region  # noqa: F401
-from .parser import parse_ir  # noqa: F401
+
+_LAZY = {"print_expr": ".printer", "print_ir": ".printer", "print_region": ".printer",
+         "parse_ir": ".parser"}
+
+
+def __getattr__(name):
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value

@@ -1,7 +1,21 @@
 """Call-time checks of a compiled kernel's arguments, before any backend code runs.
 
-`check_inputs` is what a JITKernel call checks (the inputs, converted to C-contiguous arrays);
-`check_arrays` is what each backend's `run` checks again (every parameter, as given)."""
+`prepare_args` is what a JITKernel call checks, for the parameters the caller passes:
+
+* a parameter the kernel only reads accepts a NumPy array of its dtype and shape in any layout
+  (non-contiguous, negative strides, misaligned or non-native byte order: copied to a C-contiguous
+  native array, never misread), a NumPy scalar, a 0-d array, a Python number or (nested) list
+  (converted when the values keep their meaning in the parameter's dtype: bools and integers to
+  an integer dtype, any real number to a float dtype), an object with `__dlpack__` or
+  `__array__` (a torch tensor on the CPU, for instance);
+* a parameter the kernel writes (an output passed in place) must be a writeable NumPy array of
+  its dtype and shape that shares no memory with another argument; one that is not C-contiguous
+  or not aligned runs on a contiguous copy that is written back after the call.
+
+`check_arrays` is what each backend's `run` checks again (every parameter, as given: NumPy arrays
+of the right dtype and shape, C-contiguous where the backend needs it).
+Every problem is an ArgumentError naming the kernel, the parameter and what was expected.
+"""
 from __future__ import annotations
 
 import numpy as np
@@ -11,21 +25,73 @@ from ..ir import dtypes
 from ..ir.nodes import Buffer, Kernel
 
 
+def written_params(kernel: Kernel) -> frozenset[str]:
+    """Names of the parameters some statement of `kernel` writes."""
+    from ..ir.analysis import written_names
+    names = {p.name for p in kernel.params}
+    out: set = set()
+    for s in kernel.body:
+        out |= written_names(s)
+    return frozenset(out & names)
+
+
+def prepare_args(kernel: Kernel, params: list[Buffer], args, written=frozenset()):
+    """(arrays to run with, write-backs [(caller's array, array run with)]) for `args` passed
+    for `params`, or an ArgumentError."""
+    _check_count(kernel, params, args, "input(s)")
+    arrays, back = [], []
+    for b, a in zip(params, args):
+        if b.name in written:
+            arr, tmp = _output(kernel, b, a)
+            if tmp is not arr:
+                back.append((arr, tmp))
+            arrays.append(tmp)
+        else:
+            arrays.append(_input(kernel, b, a))
+    for i, (b, a) in enumerate(zip(params, args)):
+        if b.name not in written:
+            continue
+        for j, (b2, a2) in enumerate(zip(params, args)):
+            if j != i and isinstance(a2, np.ndarray) and np.may_share_memory(a, a2):
+                raise ArgumentError(f"argument '{b.name}' of kernel '{kernel.name}' shares "
+                                    f"memory with argument '{b2.name}': an array the kernel "
+                                    f"writes must not overlap its other arguments", kernel.loc)
+    return arrays, back
+
+
+def write_back(back) -> None:
+    for arr, tmp in back:
+        np.copyto(arr, tmp)
+
+
 def check_inputs(kernel: Kernel, inputs: list[Buffer], args) -> list[np.ndarray]:
-    """The arguments as C-contiguous arrays, or an ArgumentError naming the parameter."""
-    _check_count(kernel, inputs, args, "input(s)")
-    return [np.ascontiguousarray(_check_array(kernel, b, a)) for b, a in zip(inputs, args)]
+    """The arguments as C-contiguous arrays (read-only parameters), or an ArgumentError."""
+    return prepare_args(kernel, inputs, args)[0]
 
 
 def check_arrays(kernel: Kernel, args, contiguous: bool = False) -> list[np.ndarray]:
     """All of a kernel's parameters, in order, as a backend receives them."""
     _check_count(kernel, kernel.params, args, "argument(s)")
-    out = [_check_array(kernel, b, a) for b, a in zip(kernel.params, args)]
-    for b, a in zip(kernel.params, out):
-        if contiguous and not a.flags.c_contiguous:
-            raise ArgumentError(f"argument '{b.name}' of kernel '{kernel.name}' must be "
-                                "C-contiguous", kernel.loc)
+    out = []
+    for b, a in zip(kernel.params, args):
+        if not isinstance(a, np.ndarray):
+            raise _err(kernel, b, f"must be a NumPy array, got {type(a).__name__}")
+        _check_dtype_shape(kernel, b, a)
+        if contiguous and not (a.flags.c_contiguous and a.flags.aligned):
+            raise _err(kernel, b, "must be C-contiguous and aligned")
+        out.append(a)
     return out
+
+
+def allocate_outputs(outputs: list[Buffer]) -> list[np.ndarray]:
+    return [np.zeros(b.shape, dtypes.to_numpy(b.dtype)) for b in outputs]
+
+
+# ---------------------------------------------------------------------------------- checks
+
+
+def _err(kernel: Kernel, b: Buffer, what: str) -> ArgumentError:
+    return ArgumentError(f"argument '{b.name}' of kernel '{kernel.name}' {what}", kernel.loc)
 
 
 def _check_count(kernel: Kernel, params, args, what: str) -> None:
@@ -35,18 +101,100 @@ def _check_count(kernel: Kernel, params, args, what: str) -> None:
                             f"got {len(args)}", kernel.loc)
 
 
-def _check_array(kernel: Kernel, b: Buffer, a) -> np.ndarray:
-    if not isinstance(a, np.ndarray):
-        raise ArgumentError(f"argument '{b.name}' of kernel '{kernel.name}' must be a NumPy "
-                            f"array, got {type(a).__name__}", kernel.loc)
+def _check_dtype_shape(kernel: Kernel, b: Buffer, a: np.ndarray) -> None:
     if dtypes.canonical(a.dtype) != b.dtype:
-        raise ArgumentError(f"argument '{b.name}' of kernel '{kernel.name}' has dtype "
-                            f"{a.dtype}; expected {b.dtype}", kernel.loc)
-    if tuple(a.shape) != b.shape:
-        raise ArgumentError(f"argument '{b.name}' of kernel '{kernel.name}' has shape "
-                            f"{tuple(a.shape)}; expected {b.shape}", kernel.loc)
-    return a
+        raise _err(kernel, b, f"has dtype {a.dtype}; expected {b.dtype}")
+    if tuple(a.shape) != tuple(b.shape):
+        raise _err(kernel, b, f"has shape {tuple(a.shape)}; expected {tuple(b.shape)}")
 
 
-def allocate_outputs(outputs: list[Buffer]) -> list[np.ndarray]:
-    return [np.zeros(b.shape, dtypes.to_numpy(b.dtype)) for b in outputs]
+def _as_array(kernel: Kernel, b: Buffer, a) -> np.ndarray:
+    """`a` as a NumPy array (no copy where it already is one), or an ArgumentError."""
+    if isinstance(a, np.ndarray):
+        return a
+    if isinstance(a, np.generic):
+        return np.asarray(a)
+    if hasattr(a, "__dlpack__"):
+        try:
+            return np.from_dlpack(a)
+        except Exception:  # noqa: BLE001 - e.g. a device tensor: try __array__ below
+            if not hasattr(a, "__array__"):
+                raise _err(kernel, b, f"({type(a).__name__}) cannot be read through DLPack "
+                                      f"on the CPU") from None
+    if hasattr(a, "__array__"):
+        try:
+            arr = np.asarray(a)
+        except Exception as err:  # noqa: BLE001 - a broken __array__
+            raise _err(kernel, b, f"({type(a).__name__}) failed to convert to a NumPy array: "
+                                  f"{type(err).__name__}: {err}") from None
+        if not isinstance(arr, np.ndarray):
+            raise _err(kernel, b, f"({type(a).__name__}).__array__ did not return an array")
+        return arr
+    if isinstance(a, (bool, int, float, list, tuple)):
+        return _from_python(kernel, b, a)
+    raise _err(kernel, b, f"must be a NumPy array (or a number, a list, an object with "
+                          f"__array__ or __dlpack__), got {type(a).__name__}")
+
+
+def _from_python(kernel: Kernel, b: Buffer, a) -> np.ndarray:
+    try:
+        arr = np.array(a)
+    except (ValueError, TypeError) as err:
+        raise _err(kernel, b, f"is a {type(a).__name__} that is not a regular array of numbers "
+                              f"({err})") from None
+    kind = arr.dtype.kind
+    ok = kind in "bi" if not dtypes.is_float(b.dtype) and b.dtype != "bool" else kind in "bif"
+    if b.dtype == "bool":
+        ok = kind == "b"
+    if not ok:
+        raise _err(kernel, b, f"is a {type(a).__name__} of {arr.dtype} values; expected "
+                              f"{b.dtype} values")
+    target = dtypes.to_numpy(b.dtype)
+    if kind in "i" and b.dtype == "int32":
+        info = np.iinfo(np.int32)
+        if arr.size and (arr.min() < info.min or arr.max() > info.max):
+            raise _err(kernel, b, "holds integers outside the int32 range")
+    return arr.astype(target)
+
+
+def _native(arr: np.ndarray) -> np.ndarray:
+    return arr if arr.dtype.isnative else arr.astype(arr.dtype.newbyteorder("="))
+
+
+def _input(kernel: Kernel, b: Buffer, a) -> np.ndarray:
+    arr = _native(_as_array(kernel, b, a))
+    _check_dtype_shape(kernel, b, arr)
+    if not (arr.flags.c_contiguous and arr.flags.aligned):
+        arr = np.array(arr, order="C", copy=True)
+    return arr
+
+
+def _output(kernel: Kernel, b: Buffer, a) -> tuple[np.ndarray, np.ndarray]:
+    """(the caller's array, the array the kernel writes): the same unless a copy is needed."""
+    if not isinstance(a, np.ndarray):
+        if hasattr(a, "__dlpack__") and not hasattr(a, "__array__") or _is_dlpack_tensor(a):
+            try:
+                a = np.from_dlpack(a)
+            except Exception:  # noqa: BLE001
+                raise _err(kernel, b, f"({type(a).__name__}) is written by the kernel and "
+                                      f"cannot be shared through DLPack on the CPU") from None
+        else:
+            raise _err(kernel, b, f"is written by the kernel, so it must be a writeable NumPy "
+                                  f"array (got {type(a).__name__}); or let the kernel allocate "
+                                  f"it with out_idx")
+    if not a.dtype.isnative:
+        raise _err(kernel, b, f"is written by the kernel and has non-native byte order "
+                              f"({a.dtype}); expected native {b.dtype}")
+    _check_dtype_shape(kernel, b, a)
+    if not a.flags.writeable:
+        raise _err(kernel, b, "is read-only, but the kernel writes it (pass a writeable "
+                              "array, or let the kernel allocate it with out_idx)")
+    if a.flags.c_contiguous and a.flags.aligned:
+        return a, a
+    return a, np.array(a, order="C", copy=True)
+
+
+def _is_dlpack_tensor(a) -> bool:
+    """A tensor type that shares memory through DLPack (np.asarray of it might copy)."""
+    return hasattr(a, "__dlpack__") and type(a).__module__.split(".")[0] in ("torch", "jax",
+                                                                            "cupy")

@@ -6,7 +6,6 @@ A backend is an object with `name`, `lower(kernel, options) -> artifact` and
 from __future__ import annotations
 
 from functools import lru_cache
-from importlib.metadata import entry_points
 
 from ..errors import CompileError
 
@@ -15,6 +14,7 @@ GROUP = "tilelang_mini.backends"
 
 @lru_cache(maxsize=None)
 def _registry() -> dict:
+    from importlib.metadata import entry_points  # ~50-90 ms to import: not at package import
     return {ep.name: ep for ep in entry_points(group=GROUP)}
 
 

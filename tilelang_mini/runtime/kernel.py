@@ -3,14 +3,26 @@ from __future__ import annotations
 
 import functools
 import inspect
+import sys
+from pathlib import Path
 
 from ..errors import CompileError
 from ..ir.nodes import Kernel
-from ..transform.pipeline import Compilation, Options, STAGES, run_pipeline
 from . import config
-from .arguments import allocate_outputs, check_inputs
+from .arguments import allocate_outputs, prepare_args, write_back, written_params
+from ..transform.options import Options
 from .backends import get_backend
 from .errors import user_facing
+
+# The pass pipeline (every pass, the IR parser's grammar) loads at the first compile, not when
+# the package is imported (`import tilelang_mini` stays about as cheap as `import numpy`).
+
+
+def __getattr__(name):
+    if name in ("Compilation", "STAGES", "run_pipeline"):
+        from ..transform import pipeline
+        return getattr(pipeline, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class JITKernel:
@@ -18,18 +30,45 @@ class JITKernel:
 
     Calling it with the input arrays returns the outputs (a tuple when there are several)."""
 
-    def __init__(self, prim_func, compilation: Compilation, out_idx: tuple[int, ...],
-                 options: Options):
+    def __init__(self, prim_func, frontend: Kernel, out_idx: tuple[int, ...], options: Options,
+                 compilation: Compilation | None = None, artifact=None):
         self.prim_func = prim_func
-        self.compilation = compilation
+        self.frontend = frontend
         self.options = options
-        self.ir: Kernel = compilation.final
-        n = len(self.ir.params)
+        self._compilation = compilation
+        self._written = None
+        n = len(frontend.params)
         self.out_idx = tuple(sorted(i % n for i in out_idx))
-        self.inputs = [b for i, b in enumerate(self.ir.params) if i not in self.out_idx]
-        self.outputs = [self.ir.params[i] for i in self.out_idx]
+        self.inputs = [b for i, b in enumerate(frontend.params) if i not in self.out_idx]
+        self.outputs = [frontend.params[i] for i in self.out_idx]
         self.backend = get_backend(options.target)
-        self.artifact = self.backend.lower(self.ir, {"chip": options.chip})
+        if artifact is None:
+            artifact = self.backend.lower(self.ir, {"chip": options.chip})
+        self.artifact = artifact
+
+    @property
+    def compilation(self) -> Compilation:
+        """The IR after every stage (run again when the kernel came from the disk cache)."""
+        if self._compilation is None:
+            from ..transform.pipeline import run_pipeline
+            self._compilation = run_pipeline(self.frontend, self.options)
+        return self._compilation
+
+    @property
+    def ir(self) -> Kernel:
+        """The lowered IR."""
+        return self.compilation.final
+
+    @property
+    def written(self) -> frozenset:
+        """Names of the parameters the kernel writes (outputs passed in place are checked)."""
+        if self._written is None:
+            self._written = written_params(self.frontend)
+        return self._written
+
+    @property
+    def from_cache(self) -> bool:
+        return bool(getattr(self.artifact, "from_cache", False))
 
     @property
     def target(self) -> str:
@@ -45,9 +84,10 @@ class JITKernel:
         if like is not None:  # torch CPU tensors in, torch tensors out (runtime/eager.py)
             from .eager import from_numpy, to_numpy
             args = tuple(to_numpy(a) for a in args)
-        inputs = check_inputs(self.ir, self.inputs, args)
+        inputs, back = prepare_args(self.frontend, self.inputs, args, self.written)
         outputs = allocate_outputs(self.outputs)
         self.backend.run(self.artifact, self._full_args(inputs, outputs))
+        write_back(back)
         if like is not None:
             outputs = [from_numpy(o, like) for o in outputs]
         return outputs[0] if len(outputs) == 1 else tuple(outputs)
@@ -59,10 +99,11 @@ class JITKernel:
         simulation to some block ids (the others count at the simulated blocks' mean)."""
         from ..arch import get_chip
         from ..sim.simulator import simulate_kernel
-        inputs = check_inputs(self.ir, self.inputs, args)
+        inputs, back = prepare_args(self.frontend, self.inputs, args, self.written)
         outputs = allocate_outputs(self.outputs)
         report = simulate_kernel(self.ir, self._full_args(inputs, outputs),
                                  get_chip(chip or self.chip), blocks=blocks)
+        write_back(back)
         return (outputs[0] if len(outputs) == 1 else tuple(outputs)), report
 
     @user_facing
@@ -76,7 +117,7 @@ class JITKernel:
 
     def _full_args(self, inputs, outputs) -> list:
         full, ins, outs = [], iter(inputs), iter(outputs)
-        for i in range(len(self.ir.params)):
+        for i in range(len(self.frontend.params)):
             full.append(next(outs) if i in self.out_idx else next(ins))
         return full
 
@@ -105,7 +146,7 @@ class JITKernel:
         return ir_graph(self.compilation.stages[stage] if stage else self.ir)
 
     def __repr__(self) -> str:
-        return f"<JITKernel {self.ir.name} target={self.target} chip={self.chip}>"
+        return f"<JITKernel {self.frontend.name} target={self.target} chip={self.chip}>"
 
 
 def _normalize_out_idx(out_idx, nparams: int) -> tuple[int, ...]:
@@ -157,7 +198,37 @@ def compile_ir(text: str, out_idx=None, target: str | None = None, chip: str | N
 def _compile_ir(prim_func, kernel: Kernel, out_idx, options: Options) -> JITKernel:
     idx = _normalize_out_idx(out_idx, len(kernel.params))
     _check_chip(options.chip)
-    return JITKernel(prim_func, run_pipeline(kernel, options), idx, options)
+    backend = get_backend(options.target)
+    compilation, artifact = _lower_cached(kernel, options, backend)
+    return JITKernel(prim_func, kernel, idx, options, compilation, artifact)
+
+
+def _lower_cached(kernel: Kernel, options: Options, backend):
+    """(compilation, artifact): from the disk cache when it holds this kernel (looked up before
+    any pass runs; the stages are then recomputed only if asked for), else compiled and stored.
+    Backends without `dump`/`load` (the numpy interpreter) are not cached."""
+    from . import cache
+    path = key = None
+    if (hasattr(backend, "dump") and config.cache_enabled() and not config.print_after()
+            and not config.time_passes()):
+        from ..ir.printer import print_ir
+        backend_root = Path(sys.modules[type(backend).__module__].__file__).parent
+        key = cache.cache_key(
+            ir=print_ir(kernel), chip=options.chip, target=options.target,
+            compiler=cache.compiler_fingerprint(Path(__file__).parents[1], backend_root),
+            backend=backend.cache_tag({"chip": options.chip}))
+        path = cache.entry_path(options.target, key)
+        entry = cache.read_entry(path, key)
+        if entry is not None:
+            artifact = backend.load(*entry, kernel, key)
+            if artifact is not None:
+                return None, artifact
+    from ..transform.pipeline import run_pipeline
+    compilation = run_pipeline(kernel, options)
+    artifact = backend.lower(compilation.final, {"chip": options.chip})
+    if key is not None:
+        cache.write_entry(path, key, *backend.dump(artifact))
+    return compilation, artifact
 
 
 def _check_chip(chip: str) -> None:

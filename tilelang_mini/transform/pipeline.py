@@ -14,6 +14,7 @@ from ..arch import get_chip
 from ..ir.nodes import Kernel
 from ..runtime import config
 from .check import check
+from .options import Options
 from .infer_scopes import infer_scopes
 from .insert_sync import insert_sync
 from .legalize import legalize
@@ -22,13 +23,6 @@ from .plan_memory import plan_memory
 from .split_cores import is_expert, split_cores
 
 
-@dataclass(frozen=True)
-class Options:
-    """What a compile is for: the chip preset and the target backend."""
-
-    chip: str = config.DEFAULT_CHIP
-    target: str = config.DEFAULT_TARGET
-    expert: bool = False  # the kernel places its own scopes and flags (set by run_pipeline)
 
 
 # name, pass, why. The order is the lowering order; each step's why is one line.

@@ -1,0 +1,209 @@
+"""Arguments of a compiled kernel on every target (tilelang_mini/runtime/arguments.py): any layout
+is read correctly, outputs passed in place are written correctly or rejected, and every mistake
+is a clear ArgumentError, never an internal error or a misread."""
+# No `from __future__ import annotations`: the frontend reads T.Tensor annotations as objects.
+import ml_dtypes
+import numpy as np
+import pytest
+
+import tilelang_mini
+import tilelang_mini.language as T
+from tilelang_mini.errors import ArgumentError
+
+M, N = 8, 16
+
+
+@pytest.fixture(autouse=True)
+def _private_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("TILELANG_MINI_CACHE_DIR", str(tmp_path / "cache"))
+
+
+def affine(dtype="float32"):
+    """B = 2 * A + 1 (rows in blocks of 4)."""
+    @T.prim_func
+    def main(A: T.Tensor((M, N), dtype), B: T.Tensor((M, N), dtype)):
+        with T.Kernel(T.ceildiv(M, 4)) as bx:
+            a = T.alloc_fragment((4, N), "float32")
+            T.copy(A[bx * 4, 0], a)
+            for i, j in T.Parallel(4, N):
+                a[i, j] = a[i, j] * 2.0 + 1.0
+            T.copy(a, B[bx * 4, 0])
+    return main
+
+
+def ref(x):
+    return (np.asarray(x, np.float64) * 2 + 1).astype(np.float32)
+
+
+def data(shape=(M, N)):
+    return np.arange(np.prod(shape), dtype=np.float32).reshape(shape) % 13 - 6
+
+
+@pytest.fixture
+def k_out(target):
+    return tilelang_mini.compile(affine(), out_idx=[-1], target=target)
+
+
+@pytest.fixture
+def k_inplace(target):
+    return tilelang_mini.compile(affine(), target=target)
+
+
+LAYOUTS = {
+    "transposed": lambda x: np.ascontiguousarray(x.T).T,
+    "strided": lambda x: np.repeat(x, 2, axis=1)[:, ::2],
+    "negative_strides": lambda x: np.ascontiguousarray(x[::-1, ::-1])[::-1, ::-1],
+    "fortran": lambda x: np.asfortranarray(x),
+    "misaligned": lambda x: np.frombuffer(b"\0" + x.tobytes(), np.float32, offset=1).reshape(x.shape),
+    "big_endian": lambda x: x.astype(">f4"),
+}
+
+
+@pytest.mark.parametrize("layout", list(LAYOUTS))
+def test_inputs_in_any_layout_are_read_correctly(layout, k_out):
+    x = data()
+    view = LAYOUTS[layout](x)
+    np.testing.assert_array_equal(view, x)
+    np.testing.assert_array_equal(k_out(view), ref(x))
+
+
+@pytest.mark.parametrize("layout", ["transposed", "strided", "negative_strides", "fortran"])
+def test_noncontiguous_output_in_place_is_written_back(layout, k_inplace):
+    x = data()
+    out = LAYOUTS[layout](np.zeros((M, N), np.float32))
+    assert not out.flags.c_contiguous
+    k_inplace(x, out)
+    np.testing.assert_array_equal(out, ref(x))
+
+
+def test_output_view_into_a_larger_array_is_written_in_place(k_inplace):
+    big = np.full((M, 2 * N), -7.0, np.float32)
+    k_inplace(data(), big[:, N:])
+    np.testing.assert_array_equal(big[:, N:], ref(data()))
+    assert (big[:, :N] == -7).all()
+
+
+def test_read_only_output_is_rejected(k_inplace):
+    out = np.zeros((M, N), np.float32)
+    out.flags.writeable = False
+    with pytest.raises(ArgumentError, match="'B' .* is read-only, but the kernel writes it"):
+        k_inplace(data(), out)
+    assert (out == 0).all()
+
+
+def test_output_overlapping_an_input_is_rejected(k_inplace):
+    x = data()
+    with pytest.raises(ArgumentError, match="shares memory with argument 'A'"):
+        k_inplace(x, x)
+
+
+def test_read_only_input_is_fine(k_out):
+    x = data()
+    x.flags.writeable = False
+    np.testing.assert_array_equal(k_out(x), ref(x))
+
+
+class ArrayLike:
+    """An object that is not an ndarray but converts to one (like a CPU torch tensor)."""
+
+    def __init__(self, a):
+        self.a = a
+
+    def __array__(self, dtype=None, copy=None):
+        return self.a if dtype is None else self.a.astype(dtype)
+
+
+class DLPackOnly:
+    def __init__(self, a):
+        self.a = a
+
+    def __dlpack__(self, **kw):
+        return self.a.__dlpack__(**kw)
+
+    def __dlpack_device__(self):
+        return self.a.__dlpack_device__()
+
+
+def test_objects_with_array_or_dlpack_as_inputs(k_out):
+    x = data()
+    np.testing.assert_array_equal(k_out(ArrayLike(x)), ref(x))
+    np.testing.assert_array_equal(k_out(DLPackOnly(x)), ref(x))
+    np.testing.assert_array_equal(k_out(ArrayLike(np.ascontiguousarray(x.T).T)), ref(x))
+
+
+def test_dlpack_output_is_written_in_place_and_array_like_output_is_rejected(k_inplace):
+    x = data()
+    out = np.zeros((M, N), np.float32)
+    k_inplace(x, DLPackOnly(out))
+    np.testing.assert_array_equal(out, ref(x))
+    with pytest.raises(ArgumentError, match="'B' .* must be a writeable NumPy array"):
+        k_inplace(x, ArrayLike(np.zeros((M, N), np.float32)))
+
+
+def test_python_lists_and_numbers(k_out, target):
+    x = data()
+    np.testing.assert_array_equal(k_out(x.tolist()), ref(x))
+    np.testing.assert_array_equal(k_out(x.astype(int).tolist()), ref(x.astype(int)))
+    with pytest.raises(ArgumentError, match="has shape"):
+        k_out([1.0, 2.0])
+    with pytest.raises(ArgumentError, match="not a regular array"):
+        k_out([[1.0, 2.0], [3.0]])
+    with pytest.raises(ArgumentError, match="expected float32 values"):
+        k_out([["a"] * N] * M)
+    with pytest.raises(ArgumentError, match="has shape"):
+        k_out(3.0)
+
+
+def scalar_times(target):
+    @T.prim_func
+    def main(S: T.Tensor((), "float32"), I: T.Tensor((2,), "int32"), B: T.Tensor((4,), "float32")):
+        with T.Kernel(1) as bx:
+            for i in T.Parallel(4):
+                B[i] = S[()] * 2.0 + I[0] - I[1]
+    return tilelang_mini.compile(main, out_idx=[-1], target=target)
+
+
+def test_zero_d_arrays_numpy_scalars_python_numbers(target):
+    k = scalar_times(target)
+    want = np.full(4, 3.5 * 2 + 7 - 2, np.float32)
+    for s in (3.5, np.float32(3.5), np.array(3.5, np.float32), ArrayLike(np.array(3.5, np.float32))):
+        np.testing.assert_array_equal(k(s, [7, 2]), want)
+    with pytest.raises(ArgumentError, match="expected int32 values"):
+        k(3.5, [7.5, 2])
+    with pytest.raises(ArgumentError, match="outside the int32 range"):
+        k(3.5, [2 ** 40, 2])
+    with pytest.raises(ArgumentError, match="has dtype int64; expected int32"):
+        k(3.5, np.array([7, 2]))
+
+
+@pytest.mark.parametrize("bad,message", [
+    (None, "must be a NumPy array .* got NoneType"),
+    (object(), "must be a NumPy array .* got object"),
+    ("text", "must be a NumPy array .* got str"),
+    (np.zeros((M, N), np.float64), "has dtype float64; expected float32"),
+    (np.zeros((M, N + 1), np.float32), r"has shape \(8, 17\); expected \(8, 16\)"),
+    (np.zeros((0, N), np.float32), r"has shape \(0, 16\); expected \(8, 16\)"),
+    (np.zeros((M, N), ml_dtypes.bfloat16), "has dtype bfloat16; expected float32"),
+])
+def test_wrong_arguments_are_argument_errors_naming_the_parameter(bad, message, k_out):
+    with pytest.raises(ArgumentError, match=message) as info:
+        k_out(bad)
+    text = str(info.value)
+    assert "'A' of kernel 'main'" in text
+    assert "Traceback" not in text and "tilelang_mini/" not in text
+
+
+def test_wrong_number_of_arguments(k_out, k_inplace):
+    with pytest.raises(ArgumentError, match=r"takes 1 input\(s\) \(A\), got 2"):
+        k_out(data(), data())
+    with pytest.raises(ArgumentError, match=r"takes 2 input\(s\) \(A, B\), got 1"):
+        k_inplace(data())
+
+
+def test_simulate_checks_and_writes_back_the_same_way(target):
+    if target != "numpy":
+        pytest.skip("simulate runs the same semantics whatever the target")
+    k = tilelang_mini.compile(affine(), target=target)
+    out = np.zeros((N, M), np.float32).T
+    k.simulate(LAYOUTS["negative_strides"](data()), out)
+    np.testing.assert_array_equal(out, ref(data()))
