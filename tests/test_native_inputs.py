@@ -108,3 +108,47 @@ def test_loop_bounds_and_copy_offsets_read_from_tensors(target):
     if target == "numpy":
         out, _ = k.simulate(a, b, r, ks, ke)
         np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4)
+
+
+def grouped_gemm_guarded_epilogue(M, N, K, G, bm=16, bn=32, bk=32):
+    """MoE block: expert g = MI[by * bm] (-1: none); the K loop and a vector epilogue reading
+    W[g] both under `if g >= 0` (code outside the cores' Scopes reading a per-core scalar)."""
+    @T.prim_func
+    def main(A: T.Tensor((M, K), "float16"), B: T.Tensor((G, K, N), "float16"),
+             MI: T.Tensor((M,), "int32"), W: T.Tensor((G,), "float32"),
+             C: T.Tensor((M, N), "float32")):
+        with T.Kernel(N // bn, M // bm) as (bx, by):
+            A_s = T.alloc_shared((bm, bk), "float16")
+            B_s = T.alloc_shared((bk, bn), "float16")
+            C_f = T.alloc_fragment((bm, bn), "float32")
+            g = T.alloc_var("int32")
+            g = MI[by * bm]
+            T.clear(C_f)
+            if g >= 0:
+                for k in T.Pipelined(K // bk, num_stages=2):
+                    T.copy(A[by * bm, k * bk], A_s)
+                    T.copy(B[g, k * bk, bx * bn], B_s)
+                    T.gemm(A_s, B_s, C_f)
+                for i, j in T.Parallel(bm, bn):
+                    C_f[i, j] = C_f[i, j] * W[g] + 1.0
+            T.copy(C_f, C[by * bm, bx * bn])
+    return main
+
+
+def test_control_flow_outside_the_cores_reads_their_scalar(target):
+    M, N, K, G = 64, 64, 64, 3
+    rng = np.random.default_rng(1)
+    a = rng.standard_normal((M, K)).astype(np.float16)
+    b = rng.standard_normal((G, K, N)).astype(np.float16)
+    mi = np.repeat(np.array([0, -1, 2, 1], np.int32), 16)
+    w = np.array([1.5, 2.0, -1.0], np.float32)
+    ref = np.zeros((M, N))
+    for r in range(0, M, 16):
+        g = mi[r]
+        if g >= 0:
+            ref[r:r + 16] = a[r:r + 16].astype(np.float64) @ b[g].astype(np.float64) * w[g] + 1
+    k = tilelang_mini.compile(grouped_gemm_guarded_epilogue(M, N, K, G), out_idx=[-1],
+                              target=target)
+    np.testing.assert_allclose(k(a, b, mi, w), ref, rtol=1e-4, atol=1e-4)
+    if target == "numpy":
+        np.testing.assert_allclose(k.simulate(a, b, mi, w)[0], ref, rtol=1e-4, atol=1e-4)

@@ -320,7 +320,8 @@ class KernelGen(ParallelMaps):
     def buf_ptr(self, info):
         if info.param is not None:
             return self.params[info.param]
-        off = info.slots.get(self.ctx)
+        ctx = self.plan.top_source.get(info.name, "top") if self.ctx == "top" else self.ctx
+        off = info.slots.get(ctx)
         if off is None:
             raise self.fail(f"buffer {info.name!r} is not available in this core's program")
         p = self.e.gep(self.scratch, off)

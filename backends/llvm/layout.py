@@ -93,6 +93,9 @@ class Plan:
     skip: frozenset = frozenset()   # ids of copies removed by forwarding
     arena_bytes: int = 0            # all buffers: the zeroed ones first, then the others
     zeroed: frozenset = frozenset()  # names of the buffers a block may read before writing
+    # per-core buffers read by code outside the Scopes (an if condition, a loop bound) but
+    # written only inside them -> the core whose copy that code reads ("C", else "V": vid 0)
+    top_source: dict = field(default_factory=dict)
 
 
 # ---------------------------------------------------------------------------- forwarding
@@ -243,7 +246,38 @@ def plan_buffers(kernel: Kernel, bf16: bool) -> Plan:
         if x in infos:
             infos[y] = infos[x]
     return Plan(infos, offset if zero_bytes is None else zero_bytes, has_scopes,
-                frozenset(skip), offset, frozenset(zeroed))
+                frozenset(skip), offset, frozenset(zeroed), _top_sources(kernel, infos))
+
+
+def _top_sources(kernel: Kernel, infos: dict) -> dict:
+    """{buffer: core} for the per-core buffers that code outside any Scope reads but only the
+    cores write. Each core runs that control flow with its own copy (the numpy backend's
+    coroutines do); split_cores has every core that uses such a scalar load it itself, so the
+    copies agree and one core's copy stands for all (the cube's when it writes one)."""
+    writers: dict = {}
+
+    def visit(stmts, ctx):
+        for s in stmts:
+            if isinstance(s, Scope):
+                visit(s.body, s.core)
+            elif isinstance(s, (For, If)) and not (isinstance(s, For) and s.kind == "parallel"):
+                for f in ("body", "then_body", "else_body"):
+                    visit(getattr(s, f, ()) or (), ctx)
+            elif not isinstance(s, Alloc):
+                for n in written_names(s):
+                    writers.setdefault(n, set()).add(ctx)
+
+    visit(kernel.body, "top")
+    out = {}
+    for name, ctxs in writers.items():
+        info = infos.get(name)
+        if (info is None or info.param is not None or "top" in ctxs or "top" not in info.slots
+                or info.buf.scope in PER_BLOCK):
+            continue
+        core = "C" if "C" in ctxs and "C" in info.slots else "V" if "V" in info.slots else None
+        if core is not None:
+            out[name] = core
+    return out
 
 
 def _layout(buf, uses, bf16: bool) -> str:
