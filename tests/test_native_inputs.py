@@ -152,3 +152,28 @@ def test_control_flow_outside_the_cores_reads_their_scalar(target):
     np.testing.assert_allclose(k(a, b, mi, w), ref, rtol=1e-4, atol=1e-4)
     # simulate: insert_sync leaves the untaken-if path unsynchronised here (a RaceError between
     # the fill and the copy-out of C_f_ub; /work/notes/findings/transform.md, for xform)
+
+
+def guarded_gather(R, C, n_idx):
+    """Rows IDX[i] of X for i < N[0] (the only i where IDX[i] exists): Y[i] = X[IDX[i]]."""
+    @T.prim_func
+    def main(X: T.Tensor((R, C), "float32"), IDX: T.Tensor((n_idx,), "int32"),
+             N: T.Tensor((1,), "int32"), Y: T.Tensor((R, C), "float32")):
+        with T.Kernel(1) as bx:
+            t = T.alloc_fragment((1, C), "float32")
+            for i in T.serial(R):
+                if i < N[0]:
+                    T.copy(X[IDX[i], 0], t)
+                    T.copy(t, Y[i, 0])
+    return main
+
+
+def test_a_guarded_index_load_is_not_evaluated_outside_its_guard(target):
+    """The llvm GEMM path prefetched the next iteration's rows, loading IDX[i + 1] whatever
+    the guard said (an out-of-bounds error on a valid kernel)."""
+    x = np.arange(4 * 64, dtype=np.float32).reshape(4, 64)
+    idx, n = np.array([3, 1], np.int32), np.array([2], np.int32)
+    k = tilelang_mini.compile(guarded_gather(4, 64, 2), out_idx=[-1], target=target)
+    ref = np.zeros((4, 64), np.float32)
+    ref[:2] = x[idx]
+    np.testing.assert_array_equal(k(x, idx, n), ref)

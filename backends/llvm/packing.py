@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import llvmlite.ir as ir
 
+from tilelang_mini.ir.nodes import Load, walk
+
 from . import vecmath as vm
 from .codegen_ops import _inside, base_offset, const_mask, elem_ptr, lane_mask, vload
 from .irutil import F32, I32, I64, PTR, STORAGE, VL, vty
@@ -138,8 +140,8 @@ def _prefetch_next(g, r, info, dims):
     from .codegen import Val, _vars_in
     used = _vars_in(r.start)
     var = next((v for v in reversed(g.loops) if v in used), None)
-    if var is None:
-        return
+    if var is None or any(isinstance(n, Load) for x in r.start for n in walk(x)):
+        return  # a start read from a tensor: the next iteration's index may not exist
     e, b = g.e, g.e.b
     old = g.vars[var]
     g.vars[var] = Val(b.add(old.v, ir.Constant(I64, 1)), "int")
