@@ -324,7 +324,7 @@ def _copy_kernel():
     ((np.zeros((4, 8), np.float32),) * 2, ("takes 1 input(s)", "got 2")),
     ((np.zeros((8, 4), np.float32),), ("argument 'X'", "shape (8, 4); expected (4, 8)")),
     ((np.zeros((4, 8), np.float64),), ("argument 'X'", "dtype float64; expected float32")),
-    (([[0.0] * 8] * 4,), ("argument 'X'", "must be a NumPy array, got list")),
+    (("text",), ("argument 'X'", "must be a NumPy array", "got str")),
 ], ids=["number", "too_many", "shape", "dtype", "type"])
 def test_wrong_call_arguments(args, fragments):
     kernel = _copy_kernel()

@@ -327,3 +327,4 @@ class LLVMBackend:
 
 
 BACKEND = LLVMBackend()
+host_target()  # loading the backend sets LLVM up for the host (process set-up, not a compile)

@@ -10,7 +10,9 @@ from ..errors import CompileError
 from ..ir.nodes import Kernel
 from . import config
 from .arguments import allocate_outputs, prepare_args, write_back, written_params
+from ..ir.printer import print_ir
 from ..transform.options import Options
+from . import cache
 from .backends import get_backend
 from .errors import user_facing
 
@@ -207,11 +209,9 @@ def _lower_cached(kernel: Kernel, options: Options, backend):
     """(compilation, artifact): from the disk cache when it holds this kernel (looked up before
     any pass runs; the stages are then recomputed only if asked for), else compiled and stored.
     Backends without `dump`/`load` (the numpy interpreter) are not cached."""
-    from . import cache
     path = key = None
     if (hasattr(backend, "dump") and config.cache_enabled() and not config.print_after()
             and not config.time_passes()):
-        from ..ir.printer import print_ir
         backend_root = Path(sys.modules[type(backend).__module__].__file__).parent
         key = cache.cache_key(
             ir=print_ir(kernel), chip=options.chip, target=options.target,
