@@ -7,7 +7,7 @@ import pytest
 
 import tilelang_mini
 import tilelang_mini.language as T
-from tilelang_mini.errors import CompileError
+from tilelang_mini.errors import CompileError, TileLangMiniError
 
 
 @pytest.fixture(autouse=True)
@@ -177,3 +177,27 @@ def test_a_guarded_index_load_is_not_evaluated_outside_its_guard(target):
     ref = np.zeros((4, 64), np.float32)
     ref[:2] = x[idx]
     np.testing.assert_array_equal(k(x, idx, n), ref)
+
+
+# --------------------------------------------------------- indices outside their buffers
+
+EDITED = '''
+@prim_func(source="edited.py")
+def main(A: Tensor((4,), "float32"), I: Tensor((1,), "int32"), B: Tensor((4,), "float32")):  # 1:1
+    with Kernel(1) as (bx):  # 2:5
+        for i in Parallel(4):  # 3:9
+            B[i] = A[INDEX]  # 4:13
+'''
+
+
+@pytest.mark.parametrize("index", ["i + 1", "i - 1", "I[0] + i"])
+def test_edited_ir_indexing_outside_a_buffer_is_a_located_error(index, target):
+    """Hand-edited IR reading past its buffer: a located error when it runs, on every target
+    (the llvm code checks every index it cannot prove in range), never a wild read."""
+    k = tilelang_mini.compile_ir(EDITED.replace("INDEX", index), out_idx=[-1], target=target)
+    a = np.arange(4, dtype=np.float32)
+    if index == "I[0] + i":
+        np.testing.assert_array_equal(k(a, np.array([0], np.int32)), a)   # in range: runs
+    with pytest.raises(TileLangMiniError) as info:
+        k(a, np.array([2], np.int32))
+    assert info.value.loc.line == 4 and "out of bounds" in info.value.message
