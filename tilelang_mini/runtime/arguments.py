@@ -77,8 +77,8 @@ def check_arrays(kernel: Kernel, args, contiguous: bool = False) -> list[np.ndar
         if not isinstance(a, np.ndarray):
             raise _err(kernel, b, f"must be a NumPy array, got {type(a).__name__}")
         _check_dtype_shape(kernel, b, a)
-        if contiguous and not (a.flags.c_contiguous and a.flags.aligned):
-            raise _err(kernel, b, "must be C-contiguous and aligned")
+        if contiguous and not a.flags.c_contiguous:
+            raise _err(kernel, b, "must be C-contiguous")
         out.append(a)
     return out
 
