@@ -21,6 +21,8 @@ __all__ = ["ArgumentError", "CompileError", "DeadlockError", "RaceError", "Simul
 
 
 def __getattr__(name):
+    if name == "DataType":  # TileLang's `from tilelang import DataType`
+        return _data_type()
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
@@ -31,7 +33,7 @@ def __getattr__(name):
 
 
 def __dir__():
-    return sorted(set(globals()) | set(_LAZY))
+    return sorted(set(globals()) | set(_LAZY) | {"DataType"})
 
 
 class cache:  # noqa: N801 (TileLang's `tilelang.cache.clear_cache()`)
@@ -46,12 +48,6 @@ class cache:  # noqa: N801 (TileLang's `tilelang.cache.clear_cache()`)
 def _data_type():
     from .language import dtype
     return dtype
-
-
-def __getattr__(name):
-    if name == "DataType":  # TileLang's `from tilelang import DataType`
-        return _data_type()
-    raise AttributeError(f"module 'tilelang_mini' has no attribute {name!r}")
 
 
 def disable_cache():
