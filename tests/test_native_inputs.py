@@ -80,7 +80,7 @@ def ranged_gemm(M, N, K, bk, G):
             c = T.alloc_fragment((M, N), "float32")
             d = T.alloc_fragment((M, N), "float32")
             T.clear(c)
-            for k in range(KS[bx] // bk, T.ceildiv(KE[bx], bk)):
+            for k in T.serial(KS[bx] // bk, T.ceildiv(KE[bx], bk)):
                 T.copy(A[R[bx], k * bk], a)
                 T.copy(B[k * bk, 0], b)
                 T.gemm(a, b, c)
