@@ -109,13 +109,15 @@ class JITKernel:
         return (outputs[0] if len(outputs) == 1 else tuple(outputs)), report
 
     @user_facing
-    def estimate(self, chip: str | None = None):
+    def estimate(self, chip: str | None = None, args=None):
         """The performance model's estimate of a full launch on `chip` (default: the kernel's):
         an `Estimate` with time_us, cycles, tflops, pipe_busy, bottleneck, peak_fraction and
-        the roofline. Needs no input data (docs/performance_model.md)."""
+        the roofline. Needs no input data (docs/performance_model.md); `args` (every parameter,
+        in order) are read where control flow reads data, e.g. a grouped GEMM's group ids."""
         from ..arch import get_chip
         from ..sim.estimate import estimate_kernel
-        return estimate_kernel(self.ir, get_chip(chip or self.chip))
+        return estimate_kernel(self.ir, get_chip(chip or self.chip),
+                               None if args is None else list(args))
 
     def _full_args(self, inputs, outputs) -> list:
         full, ins, outs = [], iter(inputs), iter(outputs)

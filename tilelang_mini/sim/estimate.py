@@ -1,18 +1,13 @@
 """The performance model: a data-free estimate of a whole launch (docs/performance_model.md).
 
-`estimate_kernel(kernel_ir, chip)` runs the pipe-level simulator (`simulator.py`) in its
-timing-only mode (`data=False`: no data effects, no race checks, zero-filled arguments) on one
-representative block of each *block class* and extrapolates to the launch:
+`estimate_kernel(kernel_ir, chip)` simulates one representative block of each *block class*
+with the timing-only engine (`timing.py`: the simulator's machine without data effects or race
+checks, on compiled instruction streams; zero-filled arguments unless given) and extrapolates
+to the launch:
 
-* Block classes. The cost of an instruction depends only on the statement (tile extents and
-  dtypes, `streams.instr_cost`), never on where its regions start or how they are clipped, so two
-  blocks whose cores walk the same instruction sequence take the same cycles. The sequence of a
-  block is fixed by the values of its control flow (loop extents, if conditions), and only
-  control flow that reads the block id `cid` (or data) can differ between blocks. A block's
-  signature is the list of values of its control expressions, evaluated by a walk that enters a
-  loop only when the loop body holds block-dependent control flow. Blocks with equal signatures
-  form a class; one block per class is simulated. When control flow reads data (a `Load`, e.g. a
-  scalar the kernel stored), every block is simulated.
+* Block classes (`classes.py`): blocks whose cores take the same control path (loop trip
+  counts, if outcomes) run the same instructions, so take the same cycles; the blocks are
+  partitioned along the control path all at once, data-dependent control flow included.
 * The launch: blocks are dealt round-robin to the chip's AIC cores (block b on core
   b % aic_cores, in waves); a core runs its blocks one after another; the launch takes the
   busiest core's total, exactly as `simulate_kernel` counts it, so the estimate equals the full
@@ -33,13 +28,16 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+import numpy as np
+
 from ..arch.costs import CUBE_RATE
 from ..errors import CompileError
 from ..ir import dtypes
 from ..ir.analysis import GM_SCOPES
-from ..ir.nodes import PIPES, Copy, For, Gemm, If, Kernel, Load, Scope, Var, walk, walk_statements
+from ..ir.nodes import PIPES, Copy, Gemm, Kernel, Store, walk_statements
+from .classes import block_classes  # noqa: F401 (re-exported: tests, autotune)
 from .memory import memory_traffic
-from .streams import CORE_NAMES, _expr_fn, _mat, block_envs, core_stream
+from .streams import _expr_fn, _mat
 
 
 class RooflinePoint(NamedTuple):
@@ -172,161 +170,87 @@ def _offsets(nblocks: int, ncores: int, cycles_of) -> dict:
     return out
 
 
-def _reads_data(e) -> bool:
-    return any(isinstance(n, Load) for n in walk(e))
-
-
-def _control_exprs(s):
-    if isinstance(s, For):
-        return s.extents
-    if isinstance(s, If):
-        return (s.cond,)
-    return ()
-
-
-class _Signatures:
-    """Control-flow signatures of the blocks of a lowered kernel (module docstring)."""
-
-    def __init__(self, kernel: Kernel):
-        self.kernel = kernel
-        self.cid, self.vid = kernel.grid_vars
-        self.data_dependent = False
-        self._dep: dict[int, bool] = {}
-        for s in walk_statements(kernel.body):
-            for e in _control_exprs(s):
-                if _reads_data(e):
-                    self.data_dependent = True
-
-    def _expr_dep(self, e) -> bool:
-        return any(isinstance(n, Var) and n.name == self.cid for n in walk(e)) or _reads_data(e)
-
-    def body_dep(self, body) -> bool:
-        """Does the statement list hold control flow that depends on the block?"""
-        key = id(body)
-        hit = self._dep.get(key)
-        if hit is None:
-            hit = any(self._expr_dep(e)
-                      for s in walk_statements(body)
-                      if not (isinstance(s, For) and s.kind == "parallel")
-                      for e in _control_exprs(s))
-            self._dep[key] = hit
-        return hit
-
-    def of(self, block: int):
-        from .. import semantics
-        Env = semantics.Env
-        out = []
-        for kind, vid in (("C", 0), ("V", 0), ("V", 1)):
-            env = Env({self.cid: block, self.vid: vid}, {})
-            self._walk(self.kernel.body, kind, env, out)
-            out.append("|")
-        return tuple(out)
-
-    def _walk(self, body, kind, env, out):
-        if not self.body_dep(body):
-            return
-        for s in body:
-            if isinstance(s, Scope):
-                if s.core == kind:
-                    self._walk(s.body, kind, env, out)
-            elif isinstance(s, For) and s.kind != "parallel":
-                exts = tuple(int(_expr_fn(e)(env)) for e in s.extents)
-                out.append(exts)
-                if not self.body_dep(s.body):
-                    continue
-                for idx in _product(exts):
-                    for name, i in zip(s.vars, idx):
-                        env.vars[name] = i
-                    self._walk(s.body, kind, env, out)
-            elif isinstance(s, If):
-                c = bool(_expr_fn(s.cond)(env))
-                out.append(c)
-                self._walk(s.then_body if c else s.else_body, kind, env, out)
-
-
-def _product(exts):
-    import itertools
-    return itertools.product(*(range(n) for n in exts))
-
-
-def block_classes(kernel: Kernel) -> dict:
-    """representative block -> the blocks that take the same cycles (all blocks when control
-    flow reads data: each its own class)."""
-    n = kernel.grid[0]
-    sig = _Signatures(kernel)
-    if sig.data_dependent:
-        return {b: [b] for b in range(n)}
-    if not sig.body_dep(kernel.body):
-        return {0: list(range(n))} if n else {}
-    first: dict = {}
-    classes: dict = defaultdict(list)
-    for b in range(n):
-        rep = first.setdefault(sig.of(b), b)
-        classes[rep].append(b)
-    return dict(classes)
-
-
 # -------------------------------------------------------------------------------- block stats
 
 
-def _block_stats(kernel: Kernel, bufs: dict, block: int):
+def _stmt_stats(st):
+    """(cube flops, peak-time weight, (GM buffer, is write, bytes) or None) of one statement."""
+    if isinstance(st, Gemm):
+        m, k = _mat(st.a)
+        k2, n = _mat(st.b)
+        if st.transpose_a:
+            m, k = k, m
+        if st.transpose_b:
+            n = k2
+        f = 2 * m * n * k
+        return f, f / CUBE_RATE.get(st.a.buffer.dtype, 1.0), None
+    if isinstance(st, Copy):
+        src, dst = st.src.buffer.scope, st.dst.buffer.scope
+        if (src in GM_SCOPES) != (dst in GM_SCOPES):
+            r = st.src if src in GM_SCOPES else st.dst
+            nb = dtypes.itemsize(r.buffer.dtype)
+            for e in r.extent:
+                nb *= e
+            return 0, 0.0, (r.buffer.name, dst in GM_SCOPES, nb)
+    return 0, 0.0, None
+
+
+def _stream_stats(streams):
     """(cube flops, peak-time weight, {GM buffer: (bytes read, bytes written)}) of one block's
-    instruction streams."""
+    expanded instruction streams (timing.TimingModel.streams)."""
     flops, ideal = 0, 0.0
     moved = defaultdict(lambda: [0, 0])
-    xenvs, wenvs = block_envs(bufs, kernel, block)
-    for i, name in enumerate(CORE_NAMES):
-        for di in core_stream(kernel.body, name[0], wenvs[i]):
-            st = di.stmt
-            if isinstance(st, Gemm):
-                m, k = _mat(st.a)
-                k2, n = _mat(st.b)
-                if st.transpose_a:
-                    m, k = k, m
-                if st.transpose_b:
-                    n = k2
-                f = 2 * m * n * k
-                flops += f
-                ideal += f / CUBE_RATE.get(st.a.buffer.dtype, 1.0)
-            elif isinstance(st, Copy):
-                src, dst = st.src.buffer.scope, st.dst.buffer.scope
-                if (src in GM_SCOPES) != (dst in GM_SCOPES):
-                    r = st.src if src in GM_SCOPES else st.dst
-                    nb = dtypes.itemsize(r.buffer.dtype)
-                    for e in r.extent:
-                        nb *= e
-                    moved[r.buffer.name][dst in GM_SCOPES] += nb
+    count: dict = defaultdict(int)
+    for stream in streams:
+        for op in stream:
+            count[id(op[4])] += 1
+    stmts = {id(op[4]): op[4] for stream in streams for op in stream}
+    for key, n in count.items():
+        f, i, mv = _stmt_stats(stmts[key])
+        flops += f * n
+        ideal += i * n
+        if mv is not None:
+            moved[mv[0]][mv[1]] += mv[2] * n
     return flops, ideal, {k: tuple(v) for k, v in moved.items()}
 
 
 # ----------------------------------------------------------------------------------- estimate
 
 
-def estimate_kernel(kernel: Kernel, chip) -> Estimate:
-    """Estimate a launch of the lowered kernel `kernel` on `chip` (an arch.Chip) without data."""
-    from .simulator import simulate_kernel, zero_args
+def estimate_kernel(kernel: Kernel, chip, args: list | None = None) -> Estimate:
+    """Estimate a launch of the lowered kernel `kernel` on `chip` (an arch.Chip). `args`: the
+    kernel's arrays, read only where control flow reads data (a grouped GEMM's group ids);
+    zero-filled when None. They are not modified."""
+    from .simulator import SimEvent, _label, zero_args
+    from .timing import TimingModel
     if not kernel.is_npu or len(kernel.grid) != 1:
         raise CompileError("estimate() needs a lowered kernel (is_npu=True, grid (n,))",
                            kernel.loc)
     t0 = time.perf_counter()
     n = kernel.grid[0]
-    classes = block_classes(kernel)
-    args = zero_args(kernel)
     from .. import semantics
+    if args is None:
+        args = zero_args(kernel)
+    else:  # the scalar unit's own stores run: on copies of what they write
+        stored = {x.buffer.name for x in walk_statements(kernel.body) if isinstance(x, Store)}
+        args = [np.array(a, copy=True) if p.name in stored else a
+                for p, a in zip(kernel.params, list(args))]
     bufs = semantics.check_args(kernel, args)
+    model = TimingModel(kernel, chip, bufs)
+    classes = block_classes(kernel, model)
     cls_of, cyc, busy, events, instr = {}, {}, {}, [], 0
     flops = ideal = traffic = 0
     ninstr = 0
     moved = {}
     for rep, members in classes.items():
-        r = simulate_kernel(kernel, args, chip, check=False, blocks=[rep], data=False)
-        cyc[rep] = r.block_cycles[rep]
-        busy[rep] = r.core_pipe_busy
-        instr = r.instructions
-        ninstr += instr * len(members)
-        for ev in r.events:
-            events.append(ev._replace(core=f"b{rep}.{ev.core}"))
-        f, i, moved[rep] = _block_stats(kernel, bufs, rep)
+        streams = model.streams(rep)
+        r = model.time_streams(rep, streams, events=True)
+        cyc[rep] = r.cycles
+        busy[rep] = {f"{c}.{p}": v for (c, p), v in r.busy.items()}
+        ninstr += r.instructions * len(members)
+        for core, pipe, s0, s1, st in r.events:
+            events.append(SimEvent(f"b{rep}.{core}", pipe, s0, s1, _label(st), str(st.loc)))
+        f, i, moved[rep] = _stream_stats(streams)
         flops += f * len(members)
         ideal += i * len(members)
         traffic += sum(rd + wr for rd, wr in moved[rep].values()) * len(members)

@@ -25,6 +25,8 @@ import itertools
 from collections import OrderedDict, defaultdict
 from dataclasses import dataclass
 
+import numpy as np
+
 from ..ir import dtypes
 from ..ir.nodes import BinOp, Copy, For, If, Load, Scope, Var, walk
 
@@ -93,7 +95,8 @@ def _monotone(e, loop_vars: set) -> bool:
 
 
 class _Footprints:
-    """Per block: the bounding box of each site's regions (module docstring)."""
+    """Per block: the bounding box of each site's regions (module docstring). All blocks are
+    evaluated at once (`cid` an array of block ids) when the expressions allow it."""
 
     def __init__(self, kernel, bufs, expr_fn, env_type):
         self.kernel = kernel
@@ -102,14 +105,103 @@ class _Footprints:
         self.fn = expr_fn
         self.Env = env_type
         self.cid, self.vid = kernel.grid_vars
+        self.info = []
+        for site in self.sites:
+            loop_vars = {v for f in site.loops for v in f.vars}
+            # a condition on loop variables or data: taken (a larger footprint, never smaller)
+            conds = tuple((c.cond, then) for c, then in site.conds
+                          if not (_names(c.cond) & loop_vars) and _monotone(c.cond, set()))
+            exact = tuple(_monotone(x, loop_vars) for x in site.region.start)
+            self.info.append((site, conds, exact))
+
+    def all_boxes(self, n: int) -> list:
+        """[{(buffer name, is write): box}] of blocks 0..n-1."""
+        try:
+            with np.errstate(all="ignore"):
+                return self._all_vector(n)
+        except Exception:  # noqa: BLE001 - expressions NumPy cannot evaluate for all blocks
+            return [self.boxes(b) for b in range(n)]
+
+    def _vals(self, e, vars, n):
+        v = np.asarray(self.fn(e)(self.Env(vars, self.bufs)))
+        if v.ndim == 0:
+            v = np.broadcast_to(v, (n,))
+        if v.shape != (n,):
+            raise ValueError("not one value per block")
+        return v
+
+    def _all_vector(self, n: int) -> list:
+        blocks = np.arange(n, dtype=np.int64)
+        hull: dict = {}
+        for site, conds, exact in self.info:
+            r = site.region
+            shape = r.buffer.shape
+            for vid in ((0, 1) if site.core == "V" else (0,)):
+                base = {self.cid: blocks, self.vid: vid}
+                valid = np.ones(n, bool)
+                for cond, then in conds:
+                    valid &= self._vals(cond, base, n).astype(bool) == then
+                lo = [np.full(n, np.iinfo(np.int64).max) for _ in shape]
+                hi = [np.full(n, np.iinfo(np.int64).min) for _ in shape]
+                seen = np.zeros(n, bool)
+                for vars, ok in self._corners_vec(site.loops, dict(base), np.ones(n, bool), n):
+                    seen |= ok
+                    for d, (st, e, size) in enumerate(zip(r.start, r.extent, shape)):
+                        if exact[d]:
+                            a = self._vals(st, vars, n).astype(np.int64)
+                            b = a + e
+                        else:
+                            a, b = 0, size
+                        lo[d] = np.where(ok, np.minimum(lo[d], a), lo[d])
+                        hi[d] = np.where(ok, np.maximum(hi[d], b), hi[d])
+                valid &= seen
+                for d, size in enumerate(shape):
+                    lo[d] = np.maximum(lo[d], 0)
+                    hi[d] = np.minimum(hi[d], size)
+                    valid &= hi[d] > lo[d]
+                key = (r.buffer.name, site.write)
+                old = hull.get(key)
+                if old is not None:
+                    ovalid, olo, ohi = old
+                    lo = [np.where(ovalid, np.where(valid, np.minimum(x, y), y), x)
+                          for x, y in zip(lo, olo)]
+                    hi = [np.where(ovalid, np.where(valid, np.maximum(x, y), y), x)
+                          for x, y in zip(hi, ohi)]
+                    valid = valid | ovalid
+                hull[key] = (valid, lo, hi)
+        out = [{} for _ in range(n)]
+        for key, (valid, lo, hi) in hull.items():
+            cols = [c.tolist() for pair in zip(lo, hi) for c in pair]
+            for b in np.nonzero(valid)[0].tolist():
+                out[b][key] = tuple(c[b] for c in cols)
+        return out
+
+    def _corners_vec(self, loops, vars, ok, n):
+        """(vars, blocks for which the corner exists) of the loop nest's corner assignments."""
+        if not loops:
+            yield vars, ok
+            return
+        f, rest = loops[0], loops[1:]
+        exts = [self._vals(e, vars, n).astype(np.int64) for e in f.extents]
+        inner_ok = ok.copy()
+        for x in exts:
+            inner_ok &= x > 0
+        if not inner_ok.any():
+            return
+        lasts = [np.maximum(x - 1, 0) for x in exts]
+        for pick in itertools.product((0, 1), repeat=len(exts)):
+            inner = dict(vars)
+            for name, p, last in zip(f.vars, pick, lasts):
+                inner[name] = last if p else 0
+            yield from self._corners_vec(rest, inner, inner_ok, n)
 
     def boxes(self, block: int) -> dict:
         """{(buffer name, is write): box} of one block: the hull of the footprints of its sites
         on that buffer (a pipelined loop's prologue and steady state read one panel)."""
         out: dict = {}
-        for site in self.sites:
+        for site, conds, exact in self.info:
             for vid in ((0, 1) if site.core == "V" else (0,)):
-                box = self._box(site, {self.cid: block, self.vid: vid})
+                box = self._box(site, conds, exact, {self.cid: block, self.vid: vid})
                 if box is None:
                     continue
                 key = (site.region.buffer.name, site.write)
@@ -123,17 +215,12 @@ class _Footprints:
     def _eval(self, e, vars):
         return int(self.fn(e)(self.Env(vars, self.bufs)))
 
-    def _box(self, site, base):
-        loop_vars = {v for f in site.loops for v in f.vars}
-        # a condition on loop variables or data: taken (a larger footprint, never a smaller one)
-        for cond, then in site.conds:
-            if _names(cond.cond) & loop_vars or not _monotone(cond.cond, set()):
-                continue
-            if bool(self._eval(cond.cond, base)) != then:
+    def _box(self, site, conds, exact, base):
+        for cond, then in conds:
+            if bool(self._eval(cond, base)) != then:
                 return None
         r = site.region
         shape = r.buffer.shape
-        exact = [_monotone(s, loop_vars) for s in r.start]
         lo = [None] * len(shape)
         hi = [None] * len(shape)
         for vars in self._corners(site.loops, dict(base)):
@@ -193,6 +280,7 @@ def memory_traffic(kernel, bufs, class_of: dict, buffer_traffic: dict, ncores: i
     resident = 0
     written = set()
     n = kernel.grid[0]
+    boxes = fp.all_boxes(n)
     for w0 in range(0, n, max(1, ncores)):
         wave_reads: dict = {}
         wave_writes: dict = {}
@@ -204,7 +292,7 @@ def memory_traffic(kernel, bufs, class_of: dict, buffer_traffic: dict, ncores: i
                 out.l2_bytes += rd + wr
                 cap_r[name] += rd
                 cap_w[name] += wr
-            for (name, write), box in fp.boxes(b).items():
+            for (name, write), box in boxes[b].items():
                 (wave_writes if write else wave_reads)[(name, box)] = True
         miss_r: dict = defaultdict(int)
         for key in wave_reads:
