@@ -144,20 +144,10 @@ def cmd_run(args) -> int:
 @contextmanager
 def _recording_kernels():
     """Collect the kernels compiled while an example runs (for the performance summary)."""
-    from .runtime import kernel as kmod
+    from .runtime.kernel import observe_compiles
     seen: list = []
-    original = kmod._compile_ir
-
-    def recording(*a, **kw):
-        k = original(*a, **kw)
-        seen.append(k)
-        return k
-
-    kmod._compile_ir = recording
-    try:
+    with observe_compiles(seen.append):
         yield seen
-    finally:
-        kmod._compile_ir = original
 
 
 def _print_estimates(kernels, limit: int = 3) -> None:

@@ -6,6 +6,7 @@ call signatures and ranks, and turns every mistake into a located `CompileError`
 """
 from __future__ import annotations
 
+import functools
 import math
 import re
 from dataclasses import dataclass, replace
@@ -36,31 +37,39 @@ def parse_ir(text: str, filename: str = "<ir>") -> Kernel:
     """The Kernel that `text` (as printed by `print_ir`) describes; CompileError if it is wrong."""
     lines = text.split("\n")
     source = text if text.endswith("\n") else text + "\n"
+    indenter = _Indenter()  # this parse's indentation levels and open brackets
     try:
-        tree = _lark().parse(source)
+        tree = _parse_tree(source, indenter)
         return _ToIR(filename, lines).transform(tree)
     except VisitError as e:  # raised inside the transformer: a CompileError (or a bug) of ours
         raise e.orig_exc.with_traceback(None) from None
     except _IndentError as e:
         raise _error(e.message, filename, lines, e.line, e.col) from None
     except UnexpectedInput as e:
-        raise _syntax_error(e, filename, lines) from None
+        raise _syntax_error(e, filename, lines, indenter.open_brackets) from None
     except LarkError as e:  # anything else lark may raise: never let its classes escape
         raise _error(f"cannot read the IR text ({e})", filename, lines, 1, 1) from None
 
 
 # ------------------------------------------------------------------------------- lark plumbing
 
-_PARSER: Lark | None = None
 
-
+@functools.lru_cache(maxsize=None)
 def _lark() -> Lark:
-    global _PARSER
-    if _PARSER is None:
-        grammar = (Path(__file__).with_name("grammar.lark")).read_text()
-        _PARSER = Lark(grammar, parser="lalr", lexer="basic", postlex=_Indenter(),
-                       propagate_positions=True, maybe_placeholders=True)
-    return _PARSER
+    """The grammar's tables, built once and only read afterwards (no per-parse state: each
+    parse has its own `_Indenter` and interactive parser, so threads may parse at once)."""
+    grammar = (Path(__file__).with_name("grammar.lark")).read_text()
+    return Lark(grammar, parser="lalr", lexer="basic", propagate_positions=True,
+                maybe_placeholders=True)
+
+
+def _parse_tree(source: str, indenter: "_Indenter"):
+    parser = _lark()
+    state = parser.parse_interactive()
+    token = None
+    for token in indenter.process(parser.lex(source)):
+        state.feed_token(token)
+    return state.feed_eof(token)
 
 
 class _IndentError(Exception):
@@ -70,7 +79,8 @@ class _IndentError(Exception):
 
 
 class _Indenter(Indenter):
-    open_brackets: list = []
+    """Indentation to _INDENT/_DEDENT tokens, one instance per parse."""
+
     NL_type = "_NEWLINE"
     OPEN_PAREN_types = ["LPAR", "LSQB"]
     CLOSE_PAREN_types = ["RPAR", "RSQB"]
@@ -96,8 +106,12 @@ class _Indenter(Indenter):
             raise _IndentError(f"inconsistent indentation: expected {self.indent_level[-1]} "
                                f"spaces, found {indent}", token.end_line, token.end_column)
 
-    def process(self, stream):
+    def __init__(self):
+        super().__init__()
         self.open_brackets: list[Token] = []
+
+    def process(self, stream):
+        self.open_brackets = []
         return super().process(stream)
 
     def _process(self, stream):
@@ -158,7 +172,7 @@ def _expected(names) -> str:
     return ", ".join(items[:-1]) + " or " + items[-1]
 
 
-def _syntax_error(e: UnexpectedInput, filename, lines) -> errors.CompileError:
+def _syntax_error(e: UnexpectedInput, filename, lines, opened) -> errors.CompileError:
     if isinstance(e, UnexpectedToken):
         tok = e.token
         at_end = tok.type == "$END" or tok.type == "_DEDENT" and not "".join(
@@ -181,7 +195,6 @@ def _syntax_error(e: UnexpectedInput, filename, lines) -> errors.CompileError:
         line, col = e.line, e.column
         char = lines[line - 1][col - 1:col] if line <= len(lines) else ""  # UnexpectedCharacters
         message = f"unexpected character '{char}'" if char.strip() else "unexpected input"
-    opened = _lark().options.postlex.open_brackets
     if opened and opened[-1].line < line:  # the real mistake is the bracket left open
         b = opened[-1]
         message = f"'{b}' is never closed ({message} at {line}:{col})"

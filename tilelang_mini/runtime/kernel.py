@@ -1,6 +1,7 @@
 """JITKernel: a compiled kernel, called with NumPy arrays; `compile`, `compile_ir` and `jit`."""
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import sys
@@ -204,7 +205,10 @@ def _compile_ir(prim_func, kernel: Kernel, out_idx, options: Options) -> JITKern
     _check_chip(options.chip)
     backend = get_backend(options.target)
     compilation, artifact = _lower_cached(kernel, options, backend)
-    return JITKernel(prim_func, kernel, idx, options, compilation, artifact)
+    compiled = JITKernel(prim_func, kernel, idx, options, compilation, artifact)
+    for observer in tuple(_OBSERVERS):
+        observer(compiled)
+    return compiled
 
 
 def _lower_cached(kernel: Kernel, options: Options, backend):
@@ -231,6 +235,20 @@ def _lower_cached(kernel: Kernel, options: Options, backend):
     if key is not None:
         cache.write_entry(path, key, *backend.dump(artifact))
     return compilation, artifact
+
+
+_OBSERVERS: list = []
+
+
+@contextlib.contextmanager
+def observe_compiles(callback):
+    """Call `callback(kernel)` with every JITKernel compiled inside the `with` block (the CLI's
+    `run` collects what an example compiled this way)."""
+    _OBSERVERS.append(callback)
+    try:
+        yield
+    finally:
+        _OBSERVERS.remove(callback)
 
 
 def _check_chip(chip: str) -> None:
