@@ -44,7 +44,7 @@ SCRIPT = textwrap.dedent("""
 
     rng = np.random.default_rng(0)
     for factory, args in ((kernels.gemm, (64, 64, 32)), (kernels.gemm_expert, (128, 128, 64))):
-        lowered = run_pipeline(factory(*args).ir, Options(chip="ascend910b")).final
+        lowered = run_pipeline(factory(*args).ir, Options(chip="ascend910b"), verify=True).final
         M, N, K = args
         dtype = lowered.params[0].dtype
         a = rng.standard_normal((M, K)).astype(dtype)

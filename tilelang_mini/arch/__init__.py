@@ -1,2 +1,2 @@
 """Chip presets (frozen data): buffers, alignment, pipes, copy paths, sync limits, costs."""
-from .presets import CHIPS, Chip, get_chip  # noqa: F401
+from .presets import CHIPS, DEFAULT_CHIP, Chip, get_chip  # noqa: F401

@@ -57,6 +57,7 @@ ASCEND950 = Chip(
 )
 
 CHIPS = {c.name: c for c in (ASCEND910B, ASCEND950)}
+DEFAULT_CHIP = ASCEND910B.name  # a compile that names no chip (TILELANG_MINI_CHIP overrides)
 
 
 def get_chip(name: str) -> Chip:

@@ -7,8 +7,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-DEFAULT_TARGET = "numpy"
-DEFAULT_CHIP = "ascend910b"
+from ..arch.presets import DEFAULT_CHIP
+from ..transform.options import DEFAULT_TARGET
 
 
 def _get(name: str, default: str | None = None) -> str | None:

@@ -53,8 +53,7 @@ class JITKernel:
     def compilation(self) -> Compilation:
         """The IR after every stage (run again when the kernel came from the disk cache)."""
         if self._compilation is None:
-            from ..transform.pipeline import run_pipeline
-            self._compilation = run_pipeline(self.frontend, self.options)
+            self._compilation = _run_passes(self.frontend, self.options)
         return self._compilation
 
     @property
@@ -229,12 +228,18 @@ def _lower_cached(kernel: Kernel, options: Options, backend):
             artifact = backend.load(*entry, kernel, key)
             if artifact is not None:
                 return None, artifact
-    from ..transform.pipeline import run_pipeline
-    compilation = run_pipeline(kernel, options)
+    compilation = _run_passes(kernel, options)
     artifact = backend.lower(compilation.final, {"chip": options.chip})
     if key is not None:
         cache.write_entry(path, key, *backend.dump(artifact))
     return compilation, artifact
+
+
+def _run_passes(kernel: Kernel, options: Options):
+    """The pass list, with the driver's choices from the environment (runtime/config.py)."""
+    from ..transform.pipeline import run_pipeline
+    return run_pipeline(kernel, options, print_after=config.print_after(),
+                        verify=config.verify_ir(), time_passes=config.time_passes())
 
 
 _OBSERVERS: list = []

@@ -2,7 +2,8 @@
 
 Each pass is a pure function `(Kernel, Options) -> Kernel`. The driver records the IR after every
 stage (so `kernel.get_ir(stage)` can show it), can stop after a pass, print after passes
-(TILELANG_MINI_PRINT_AFTER=all or a list of names), verify between passes and time each one.
+(`print_after`: names or "all"), verify between passes and time each one; its caller passes those
+choices in (runtime/kernel.py reads them from runtime/config.py, the one reader of the environment).
 """
 from __future__ import annotations
 
@@ -12,7 +13,6 @@ from dataclasses import dataclass, field, replace
 
 from ..arch import get_chip
 from ..ir.nodes import Kernel
-from ..runtime import config
 from .check import check
 from .options import Options
 from .infer_scopes import infer_scopes
@@ -21,8 +21,6 @@ from .legalize import legalize
 from .pipeline_stages import pipeline
 from .plan_memory import plan_memory
 from .split_cores import is_expert, split_cores
-
-
 
 
 # name, pass, why. The order is the lowering order; each step's why is one line.
@@ -58,12 +56,11 @@ class Compilation:
 
 
 def run_pipeline(kernel: Kernel, options: Options = Options(), *, stop_after: str | None = None,
-                 print_after: tuple[str, ...] | None = None, verify: bool | None = None) -> Compilation:
+                 print_after: tuple[str, ...] = (), verify: bool = False,
+                 time_passes: bool = False) -> Compilation:
     from ..ir.printer import print_ir
     from ..ir.verifier import verify_kernel
 
-    print_after = config.print_after() if print_after is None else print_after
-    verify = config.verify_ir() if verify is None else verify
     if stop_after is not None and stop_after not in STAGES:
         raise ValueError(f"unknown stage {stop_after!r}; stages are {', '.join(STAGES)}")
     options = replace(options, expert=is_expert(kernel))
@@ -83,7 +80,7 @@ def run_pipeline(kernel: Kernel, options: Options = Options(), *, stop_after: st
             _show(name, print_ir(kernel))
         if name == stop_after:
             break
-    if config.time_passes():
+    if time_passes:
         for name, s in out.seconds.items():
             print(f"[tilelang_mini] {name:14s} {s * 1e3:8.2f} ms", file=sys.stderr)
     return out

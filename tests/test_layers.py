@@ -1,0 +1,86 @@
+"""The layering of the compiler, read from its import statements: nothing under tilelang_mini/
+imports a backend except runtime/ (which runs kernels); ir/ imports nothing above it; transform/
+receives its options instead of reading the environment; only runtime/config.py reads
+TILELANG_MINI_* variables."""
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PKG = ROOT / "tilelang_mini"
+
+
+def _modules():
+    for path in sorted(PKG.rglob("*.py")):
+        yield path.relative_to(ROOT), ast.parse(path.read_text(), str(path))
+
+
+def _imports(rel: Path, tree) -> set[str]:
+    """Absolute names of the modules `tree` imports (relative imports resolved)."""
+    package = list(rel.with_suffix("").parts[:-1]) if rel.name != "__init__.py" \
+        else list(rel.parent.parts)
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = package[:len(package) - node.level + 1] if node.level else []
+            mod = ".".join(base + ([node.module] if node.module else []))
+            out.add(mod)
+            out |= {f"{mod}.{a.name}" for a in node.names}
+    return out
+
+
+MODULES = list(_modules())
+
+
+def _where(rel: Path) -> str:
+    return rel.parts[1] if len(rel.parts) > 2 else rel.stem
+
+
+@pytest.mark.parametrize("rel, tree", MODULES, ids=[str(m[0]) for m in MODULES])
+def test_layering(rel, tree):
+    imports = _imports(rel, tree)
+    folder = _where(rel)
+    if folder != "runtime":
+        assert not any(m == "backends" or m.startswith("backends.") for m in imports), rel
+    if folder == "ir":
+        above = {m for m in imports if m.startswith("tilelang_mini.")
+                 and not m.startswith(("tilelang_mini.ir", "tilelang_mini.errors"))}
+        assert not above, (rel, above)
+    if folder in ("transform", "ir", "sim", "semantics", "report", "arch", "frontend"):
+        assert not any(m.startswith("tilelang_mini.runtime.config") for m in imports), rel
+
+
+def _reads_environment(tree) -> bool:
+    """`os.environ[...]` read, `os.environ.get(...)` or `os.getenv(...)` (setting variables for a
+    child process, or copying the environment to pass it on, is not reading one)."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load) \
+                and ast.unparse(node.value) == "os.environ":
+            return True
+        if isinstance(node, ast.Call) and ast.unparse(node.func) in ("os.environ.get", "os.getenv"):
+            return True
+    return False
+
+
+def test_only_the_config_module_reads_the_environment():
+    readers = [str(rel) for rel, tree in MODULES if _reads_environment(tree)]
+    assert readers == ["tilelang_mini/runtime/config.py"], readers
+
+
+def test_the_driver_passes_the_pipeline_its_choices(monkeypatch, capsys):
+    import kernels
+    import tilelang_mini
+    from tilelang_mini.transform.pipeline import Options, run_pipeline
+
+    monkeypatch.setenv("TILELANG_MINI_PRINT_AFTER", "legalize")
+    prim = kernels.softmax(16, 16)
+    run_pipeline(prim.ir, Options())  # the pass list reads no environment variable
+    assert "IR after" not in capsys.readouterr().err
+    run_pipeline(prim.ir, Options(), print_after=("check",))
+    assert "# ---- IR after check ----" in capsys.readouterr().err
+    tilelang_mini.compile(prim, out_idx=[-1], target="numpy")  # runtime reads it, passes it in
+    err = capsys.readouterr().err
+    assert "# ---- IR after legalize ----" in err and "IR after check" not in err
