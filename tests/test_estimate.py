@@ -1,4 +1,4 @@
-"""The performance model (schedule/estimate.py), timelines (schedule/timeline.py), autotuning
+"""The performance model (sim/estimate.py), timelines (report/timeline.py), autotuning
 (autotune.py) and the `trace` / `run` CLI summaries."""
 
 import json

@@ -1,4 +1,4 @@
-"""The pipe-level simulator (tilelang_mini/schedule/simulator.py) on expert-mode kernels.
+"""The pipe-level simulator (tilelang_mini/sim/simulator.py) on expert-mode kernels.
 
 Kernels are written in the DSL already lowered: Scope("C") / Scope("V") blocks, chip buffers and
 hand-placed flags. Mutants drop sync instructions to check that the simulator finds the races,

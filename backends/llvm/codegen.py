@@ -289,7 +289,7 @@ class KernelGen(ParallelMaps):
             self._restore({self.vid_name: saved})
 
     def dual_copy(self, s: Copy):
-        """FixPipe L0C -> UB feeds both AIVs (as backends/numpy/ops.py `_dual_copy`): AIV v gets
+        """FixPipe L0C -> UB feeds both AIVs (as tilelang_mini/semantics/ops.py `_dual_copy`): AIV v gets
         rows [v * h, (v + 1) * h) of the source when the UB tile has h = half the rows."""
         from . import codegen_ops
         half = s.dst.extent[0]

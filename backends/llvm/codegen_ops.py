@@ -1,7 +1,7 @@
 """Tile ops Copy, Fill and Reduce as explicit vector loops (VL lanes, masked tails).
 
 Copy clips at the source bounds (zero padding) and at the destination bounds, converts dtypes
-and may reshape between extent-1 dimensions, exactly as backends/numpy/ops.py. A copy into a
+and may reshape between extent-1 dimensions, exactly as tilelang_mini/semantics/ops.py. A copy into a
 packed B tile (layout.py) writes the GEMM micro-panels directly.
 """
 from __future__ import annotations

@@ -535,7 +535,7 @@ def simulate_kernel(kernel: Kernel, args: list | None, chip, *, check: bool = Tr
                     blocks=None, data: bool = True) -> SimReport:
     """Simulate the blocks of a lowered kernel on `chip`; outputs are written into `args`.
 
-    `data=False` is the timing-only mode of the performance model (`schedule/estimate.py`): no
+    `data=False` is the timing-only mode of the performance model (`sim/estimate.py`): no
     data effects (only the scalar unit's own stores run, since later control flow may read
     them), no race checks; `args` may be None (zero-filled arguments). Cycles are the same as
     with data whenever control flow does not depend on the data."""
