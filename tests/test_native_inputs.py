@@ -201,3 +201,22 @@ def test_edited_ir_indexing_outside_a_buffer_is_a_located_error(index, target):
     with pytest.raises(TileLangMiniError) as info:
         k(a, np.array([2], np.int32))
     assert info.value.loc.line == 4 and "out of bounds" in info.value.message
+
+
+HUGE_MAP = '''
+@prim_func(source="edited.py")
+def main(A: Tensor((4,), "float32"), B: Tensor((4,), "float32")):  # 1:1
+    with Kernel(1) as (bx):  # 2:5
+        for i in Parallel(4):  # 3:9
+            B[i] = A[i]  # 4:13
+        for i in Parallel(2000000000000):  # 5:9
+            B[i % 4] = B[3 - i % 4] + 1.0  # 6:13
+'''
+
+
+def test_llvm_scratch_beyond_memory_is_a_located_error():
+    """A map that reads what it writes needs a temporary of its whole extent: 16 TB here."""
+    k = tilelang_mini.compile_ir(HUGE_MAP, out_idx=[-1], target="llvm")
+    with pytest.raises(CompileError, match="bytes of scratch memory") as info:
+        k(np.ones(4, np.float32))
+    assert info.value.loc.file == "edited.py"

@@ -224,10 +224,14 @@ _POOL: list = [None, 0]     # the worker pool and its size
 _POOL_LOCK = threading.Lock()
 
 
-def _arena(nbytes: int) -> tuple[np.ndarray, int]:
+def _arena(nbytes: int, loc=None) -> tuple[np.ndarray, int]:
     buf = getattr(_TLS, "arena", None)
     if buf is None or buf.nbytes < nbytes + 64:
-        buf = np.empty(max(nbytes, 64) + 64, np.uint8)
+        try:
+            buf = np.empty(max(nbytes, 64) + 64, np.uint8)
+        except (MemoryError, ValueError):
+            raise CompileError(f"the kernel needs {nbytes} bytes of scratch memory per worker "
+                               f"thread, more than this machine can allocate", loc) from None
         _TLS.arena = buf
     addr = buf.ctypes.data
     return buf, (addr + 63) // 64 * 64
@@ -274,7 +278,7 @@ def run(artifact: LLVMArtifact, args) -> None:
     threads = max(1, min(config.num_threads(), nblocks))
     fn, size = artifact.cfunc, artifact.scratch_bytes
     if threads == 1:
-        _, scratch = _arena(size)
+        _, scratch = _arena(size, k.loc)
         code = fn(ptrs, 0, nblocks, scratch)
     else:
         chunk = max(1, nblocks // (threads * 4))
@@ -282,7 +286,7 @@ def run(artifact: LLVMArtifact, args) -> None:
         lock = threading.Lock()
 
         def worker():
-            _, scratch = _arena(size)
+            _, scratch = _arena(size, k.loc)
             while True:
                 with lock:
                     lo = state["next"]
