@@ -219,7 +219,7 @@ def _lower_cached(kernel: Kernel, options: Options, backend):
             and not config.time_passes()):
         backend_root = Path(sys.modules[type(backend).__module__].__file__).parent
         key = cache.cache_key(
-            ir=print_ir(kernel), chip=options.chip, target=options.target,
+            ir=print_ir(kernel), options=repr(options),
             compiler=cache.compiler_fingerprint(Path(__file__).parents[1], backend_root),
             backend=backend.cache_tag({"chip": options.chip}))
         path = cache.entry_path(options.target, key)
