@@ -65,14 +65,29 @@ class Config:
     repeats: int = 7
     warmup: int = 1
     compile_runs: int = 5               # fresh processes per compile row (median)
+    # issue-12 rows (benchmarks/i12.py)
+    skinny_mk: tuple[int, int] = (4096, 8192)
+    skinny_n: tuple[int, ...] = (8, 16, 24, 32, 64, 136, 200, 256)
+    interp_gemm: tuple[int, ...] = (256, 512)
+    interp_rms: tuple[tuple[int, int, int], ...] = ((512, 512, 8), (4096, 4096, 2))
+    sim_blocks: int = 4
+    grouped: tuple[int, int, int, int] = (32, 32768, 4096, 7168)   # G, M, N, K
+    import_runs: int = 5
+    unroll: tuple[int, int] = (16, 64)                 # insert_sync/split_cores scaling steps
+    compile_examples: tuple[str, ...] = ()             # () = every example
 
 
 FULL = Config("full", gemm=(1024, 2048), threads=2048, rmsnorm=(16384, 2048, 8),
               prenorm=(4096, 24, 8192), compile=1024, repeats=7, compile_runs=5)
 QUICK = Config("quick", gemm=(512, 1024), threads=1024, rmsnorm=(4096, 2048, 8),
-               prenorm=(1024, 24, 4096), compile=1024, repeats=3, compile_runs=3)
+               prenorm=(1024, 24, 4096), compile=1024, repeats=3, compile_runs=3,
+               skinny_mk=(1024, 4096), skinny_n=(8, 24, 136, 256), interp_rms=((512, 512, 8),),
+               grouped=(8, 8192, 4096, 7168), import_runs=3)
 TINY = Config("tiny", gemm=(64,), threads=128, rmsnorm=(64, 256, 8), prenorm=(64, 24, 256),
-              compile=64, repeats=1, warmup=0, compile_runs=1)  # the smoke test's shapes
+              compile=64, repeats=1, warmup=0, compile_runs=1,  # the smoke test's shapes
+              skinny_mk=(64, 128), skinny_n=(8, 24), interp_gemm=(64,),
+              interp_rms=((64, 64, 8),), sim_blocks=1, grouped=(2, 256, 256, 128),
+              import_runs=1, unroll=(2, 8), compile_examples=("gemm", "rmsnorm"))
 
 
 @dataclass
@@ -332,6 +347,8 @@ def work_compile(p: dict) -> dict:
 
 WORKERS = {"gemm": work_gemm, "threads": work_threads, "bandwidth": work_bandwidth,
            "compile": work_compile}
+import i12  # noqa: E402 - the issue-12 rows, beside this file
+WORKERS.update({name: (lambda p, f=f: f(p, Row)) for name, f in i12.WORKERS.items()})
 
 
 # ------------------------------------------------------------------------------ driver
@@ -426,7 +443,11 @@ def run(cfg: Config, isolate: bool = True, repeats: int | None = None, log=print
     """Measure everything; return {"config", "environment", "info", "rows", "errors"}."""
     params = {"gemm": list(cfg.gemm), "threads": cfg.threads, "rmsnorm": list(cfg.rmsnorm),
               "prenorm": list(cfg.prenorm), "compile": cfg.compile,
-              "repeats": repeats or cfg.repeats, "warmup": cfg.warmup}
+              "repeats": repeats or cfg.repeats, "warmup": cfg.warmup,
+              **{k: getattr(cfg, k) for k in ("skinny_mk", "skinny_n", "interp_gemm",
+                                              "interp_rms", "sim_blocks", "grouped",
+                                              "import_runs", "compile_runs", "unroll",
+                                              "compile_examples")}}
     scrubbed = {k: os.environ.get(k) for k in SCRUBBED}
     result = {"config": {**asdict(cfg), "repeats": params["repeats"], "isolated": isolate},
               "environment": {"scrubbed": scrubbed, "python": sys.version.split()[0],
@@ -434,7 +455,9 @@ def run(cfg: Config, isolate: bool = True, repeats: int | None = None, log=print
               "info": {}, "rows": [], "errors": []}
     single = _worker_env(OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
     every = _worker_env(OPENBLAS_NUM_THREADS=None, OMP_NUM_THREADS=None, MKL_NUM_THREADS=None)
-    groups = [("gemm", single), ("threads", every), ("bandwidth", single), ("compile", None)]
+    groups = [("gemm", single), ("threads", every), ("bandwidth", single), ("compile", None),
+              ("skinny", single), ("interp", single), ("sim", single), ("estimate", single),
+              ("compile_all", single), ("import", single)]
     result["environment"]["loadavg_before"] = _loadavg()
     for name, env in groups:
         log(f"[bench] measuring {name} ...")

@@ -28,6 +28,7 @@ cycles (the estimate's block classes for kernels whose control flow reads data).
 """
 from __future__ import annotations
 
+import gc
 import heapq
 from collections import defaultdict, deque
 
@@ -225,7 +226,15 @@ class TimingModel:
         return self.time_streams(block, self.streams(block), events)
 
     def time_streams(self, block: int, streams: list, events: bool = False) -> "BlockTiming":
-        return _run_block(self, block, streams, events)
+        # the loop allocates a small list per instruction and frees it soon: the cyclic
+        # collector's passes over a large process would cost more than the simulation
+        enabled = gc.isenabled()
+        gc.disable()
+        try:
+            return _run_block(self, block, streams, events)
+        finally:
+            if enabled:
+                gc.enable()
 
 
 # ----------------------------------------------------------------------------------- engine

@@ -1,0 +1,377 @@
+"""The issue-12 rows of benchmarks/bench.py: skinny GEMM and prenorm on llvm, the numpy
+interpreter against direct NumPy (and the Triton interpreter when installed), the simulator and
+the estimate, compile time of every example and of the sync/split passes, import time.
+
+Each worker runs in its own process like bench.py's (OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE
+removed) and returns rows; every row is a ratio against its peer measured in the same run."""
+from __future__ import annotations
+
+import os
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import asdict
+
+from measure import _check, _env, _examples, _interleaved, _ms, _numpy_threads, _runner
+
+
+def _row(Row, key, name, value, baseline, ratio, target, ok, **kw):
+    """A Row whose verdict is PASS when `ok` (None: information only)."""
+    verdict = "-" if ok is None else ("PASS" if ok else "MISS")
+    if kw.get("verified") is False:
+        verdict = "WRONG"
+    return asdict(Row(key, name, value, baseline, ratio, target, verdict, **kw))
+
+
+# ------------------------------------------------------------------------- skinny GEMM / prenorm
+
+
+def fma_roof_gflops() -> float:
+    """One thread's fp32 FMA peak, measured: 16 independent <16 x float> FMA chains in a loop
+    (registers only), JIT-compiled with the host CPU's features like the llvm backend."""
+    import ctypes
+    import llvmlite.binding as llvm
+    import llvmlite.ir as ir
+    from backends.llvm.runtime import host_target
+    f32, i64 = ir.FloatType(), ir.IntType(64)
+    vec = ir.VectorType(f32, 16)
+    mod = ir.Module("roof")
+    mod.triple = llvm.get_process_triple()
+    fn = ir.Function(mod, ir.FunctionType(f32, [i64]), "roof")
+    entry, loop, done = (fn.append_basic_block(n) for n in ("entry", "loop", "done"))
+    b = ir.IRBuilder(entry)
+    fma = ir.Function(mod, ir.FunctionType(vec, [vec, vec, vec]), "llvm.fma.v16f32")
+    one = ir.Constant(vec, [1.0001] * 16)
+    b.branch(loop)
+    b.position_at_end(loop)
+    i = b.phi(i64)
+    i.add_incoming(ir.Constant(i64, 0), entry)
+    accs = []
+    for k in range(16):
+        p = b.phi(vec)
+        p.add_incoming(ir.Constant(vec, [float(k)] * 16), entry)
+        accs.append(p)
+    new = [b.call(fma, [a, one, one]) for a in accs]
+    for p, x in zip(accs, new):
+        p.add_incoming(x, loop)
+    nxt = b.add(i, ir.Constant(i64, 1))
+    i.add_incoming(nxt, loop)
+    b.cbranch(b.icmp_signed("<", nxt, fn.args[0]), loop, done)
+    b.position_at_end(done)
+    total = new[0]
+    for x in new[1:]:
+        total = b.fadd(total, x)
+    b.ret(b.extract_element(total, ir.Constant(ir.IntType(32), 0)))
+    ht = host_target()
+    target = llvm.Target.from_triple(mod.triple).create_target_machine(
+        cpu=ht.cpu, features=ht.features, opt=2)
+    m = llvm.parse_assembly(str(mod))
+    engine = llvm.create_mcjit_compiler(m, target)
+    engine.finalize_object()
+    roof = ctypes.CFUNCTYPE(ctypes.c_float, ctypes.c_int64)(engine.get_function_address("roof"))
+    n = 2_000_000
+    roof(1000)
+    best = min(_timed(lambda: roof(n)) for _ in range(5))
+    return n * 16 * 16 * 2 / best / 1e9
+
+
+def _timed(f):
+    t = time.perf_counter()
+    f()
+    return time.perf_counter() - t
+
+
+def work_skinny(p: dict, Row) -> dict:
+    """fp32 GEMM M x N x K for small N through llvm (the example's default tiles) against NumPy,
+    one thread each; prenorm against the fp32 FMA roof and against a NumPy composition."""
+    _examples()
+    import numpy as np
+    import tilelang_mini
+    from gemm import matmul
+    from prenorm import hc_prenorm, reference as prenorm_reference
+    from tilelang_mini.ir import dtypes
+    rows = []
+    M, K = p["skinny_mk"]
+    rng = np.random.default_rng(5)
+    a = rng.standard_normal((M, K), dtype=np.float32)
+    worst = None
+    with _env(TILELANG_MINI_NUM_THREADS="1"), _numpy_threads(1):
+        roof = fma_roof_gflops()
+        for n in p["skinny_n"]:
+            b = rng.standard_normal((K, n), dtype=np.float32)
+            c, cn = np.empty((M, n), np.float32), np.empty((M, n), np.float32)
+            k = tilelang_mini.compile(matmul.factory(M, n, K, dtype="float32"), out_idx=[-1],
+                                      target="llvm")
+            run = _runner(k, [a, b, c])
+            run()
+            err, ok = _check(c, a.astype(np.float64) @ b.astype(np.float64), "float32", K)
+            med, _ = _interleaved({"llvm": run, "numpy": lambda: np.matmul(a, b, out=cn)},
+                                  p["repeats"], p["warmup"])
+            ratio = med["numpy"] / med["llvm"]
+            worst = ratio if worst is None else min(worst, ratio)
+            rows.append(_row(Row, f"skinny_{n}", f"skinny GEMM fp32 {M}x{n}x{K}, 1 thread",
+                             _ms(med["llvm"]), f"{_ms(med['numpy'])} numpy", ratio, ">= 0.9x",
+                             ratio >= 0.9, max_err=err, verified=ok))
+        Mp, Np, Kp = p["prenorm"]
+        ap = rng.standard_normal((Mp, Kp)).astype(dtypes.to_numpy("bfloat16"))
+        bp = rng.standard_normal((Np, Kp), dtype=np.float32)
+        d, ss = np.empty((Mp, Np), np.float32), np.empty((Mp,), np.float32)
+        k = tilelang_mini.compile(hc_prenorm.factory(Mp, Np, Kp), out_idx=[-2, -1],
+                                  target="llvm")
+        run = _runner(k, [ap, bp, d, ss])
+        run()
+        want_d, want_s = prenorm_reference(ap, bp)
+        (e1, o1), (e2, o2) = _check(d, want_d, "float32", Kp), _check(ss, want_s, "float32", Kp)
+
+        def numpy_prenorm():
+            a32 = ap.astype(np.float32)
+            return a32 @ bp.T, np.einsum("ij,ij->i", a32, a32)
+
+        med, _ = _interleaved({"llvm": run, "numpy": numpy_prenorm}, p["repeats"], p["warmup"])
+    roof_s = 2.0 * Mp * Np * Kp / (roof * 1e9)
+    rows.append(_row(Row, "prenorm_roof", f"prenorm {Mp}x{Np}x{Kp}, 1 thread, vs FMA roof",
+                     _ms(med["llvm"]), f"{_ms(roof_s)} at the measured {roof:.0f} GF/s roof",
+                     roof_s / med["llvm"], ">= 0.67x (1.5x of roof)",
+                     med["llvm"] <= 1.5 * roof_s, max_err=max(e1, e2), verified=o1 and o2,
+                     data={"seconds": med["llvm"], "roof_gflops": roof}))
+    rows.append(_row(Row, "prenorm_numpy", f"prenorm {Mp}x{Np}x{Kp}, 1 thread, vs NumPy",
+                     _ms(med["llvm"]), f"{_ms(med['numpy'])} a32 @ B.T + einsum",
+                     med["numpy"] / med["llvm"], ">= 4x", med["numpy"] / med["llvm"] >= 4))
+    return {"rows": rows, "info": {"fma_roof_gflops": roof}}
+
+
+# ------------------------------------------------------------------------------ interpreter
+
+
+def work_interp(p: dict, Row) -> dict:
+    """The numpy target (the executable spec) against the same computation in direct NumPy,
+    and against the Triton interpreter when triton is installed."""
+    _examples()
+    import numpy as np
+    import tilelang_mini
+    from gemm import matmul
+    from rmsnorm import rms_norm, reference as rms_reference
+    rows = []
+    rng = np.random.default_rng(9)
+    cases = []
+    for n in p["interp_gemm"]:
+        a = rng.standard_normal((n, n), dtype=np.float32)
+        b = rng.standard_normal((n, n), dtype=np.float32)
+        k = tilelang_mini.compile(matmul.factory(n, n, n, dtype="float32"), out_idx=[-1],
+                                  target="numpy")
+        cases.append((f"interp_gemm_{n}", f"interpreter GEMM fp32 {n}^3", k, [a, b],
+                      lambda a=a, b=b: a @ b, lambda o, a=a, b=b: _check(
+                          o, a.astype(np.float64) @ b.astype(np.float64), "float32", n)))
+    for m, n, blk in p["interp_rms"]:
+        x = rng.standard_normal((m, n), dtype=np.float32)
+        k = tilelang_mini.compile(rms_norm.factory(m, n, blk_m=blk), out_idx=[-1],
+                                  target="numpy")
+
+        def direct(x=x):
+            return x / np.sqrt(np.mean(x * x, axis=1, keepdims=True) + 1e-6)
+        cases.append((f"interp_rms_{m}x{n}", f"interpreter RMSNorm fp32 {m}x{n} (blk_m {blk})",
+                      k, [x], direct, lambda o, x=x: _check(o, rms_reference(x), "float32")))
+    for key, name, k, args, direct, check in cases:
+        out = k(*args)
+        err, ok = check(out)
+        med, _ = _interleaved({"interp": lambda: k(*args), "numpy": direct},
+                              p["repeats"], p["warmup"])
+        ratio = med["numpy"] / med["interp"]
+        rows.append(_row(Row, key, name, _ms(med["interp"]), f"{_ms(med['numpy'])} direct NumPy",
+                         ratio, ">= 0.2x (within 5x)", ratio >= 0.2, max_err=err, verified=ok))
+    try:
+        import triton  # noqa: F401
+        note = "triton is installed but the Triton-interpreter comparison is not implemented"
+    except ImportError:
+        note = "skipped: triton is not installed (the Triton-interpreter comparison needs it)"
+    rows.append(_row(Row, "interp_triton", "interpreter vs the Triton interpreter", "-", note,
+                     None, "(info)", None))
+    return {"rows": rows, "info": {}}
+
+
+# ------------------------------------------------------------------------ simulator, estimate
+
+
+def work_sim(p: dict, Row) -> dict:
+    """Simulated instructions per second (CPU time): the estimate's timing engine and the
+    simulator's own timing-only mode on the same blocks; a DeepGEMM-sized grouped GEMM
+    estimate (wall time, peak memory of this process)."""
+    _examples()
+    import resource
+    import numpy as np
+    import tilelang_mini
+    from gemm import matmul
+    from tilelang_mini import semantics
+    from tilelang_mini.arch import get_chip
+    from tilelang_mini.ir import dtypes
+    from tilelang_mini.kernels import deep_gemm
+    from tilelang_mini.sim.simulator import simulate_kernel, zero_args
+    from tilelang_mini.sim.timing import TimingModel
+    rows = []
+    chip = get_chip("ascend950")
+    k = tilelang_mini.compile(matmul.factory(4096, 7168, 16384, block_N=256, dtype="bfloat16"),
+                              out_idx=[-1], chip="ascend950")
+    model = TimingModel(k.ir, chip, semantics.check_args(k.ir, zero_args(k.ir)))
+    blocks = list(range(p["sim_blocks"]))
+    model.time_block(0)                                                  # warm-up, both sides
+    simulate_kernel(k.ir, None, chip, check=False, blocks=[0], data=False)
+    t = time.process_time()
+    n_new = sum(model.time_block(b).instructions for b in blocks)
+    new = n_new / (time.process_time() - t)
+    t = time.process_time()
+    r = simulate_kernel(k.ir, None, chip, check=False, blocks=blocks, data=False)
+    old = r.instructions / (time.process_time() - t)
+    rows.append(_row(Row, "sim_rate", "timing simulation, GEMM blocks (CPU time)",
+                     f"{new / 1e3:.0f}k instr/s", f"{old / 1e3:.0f}k instr/s simulate(data=False)",
+                     new / old, ">= 300k instr/s", new >= 300e3))
+    G, M, N, K = p["grouped"]
+    bf = dtypes.to_numpy("bfloat16")
+    a, b = np.empty((M, K), bf), np.empty((G, N, K), bf)
+    d, lay = np.empty((M, N), bf), np.repeat(np.arange(G, dtype=np.int32), M // G)
+    t = time.perf_counter()
+    e = deep_gemm.m_grouped_bf16_gemm_nt_contiguous.estimate(a, b, d, lay, chip="ascend950")
+    wall = time.perf_counter() - t
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6   # GB (kB on Linux)
+    est = e.kernels[0][1]
+    rows.append(_row(Row, "sim_grouped", f"estimate grouped GEMM G={G} {M}x{N}x{K} "
+                     f"({est.blocks} blocks)", f"{wall:.2f} s, {rss:.2f} GB peak",
+                     f"{est.instructions / 1e6:.1f} M instructions in the launch", 10.0 / wall,
+                     "< 10 s and < 2 GB", wall < 10 and rss < 2))
+    return {"rows": rows, "info": {}}
+
+
+def work_estimate(p: dict, Row) -> dict:
+    """The 950 calibration, the roofs of every example on both chips, a GEMV at its roof."""
+    _examples()
+    import importlib
+    from pathlib import Path
+    import tilelang_mini
+    from gemm import matmul
+    rows = []
+    for dtype, published in (("bfloat16", 2229.9), ("float8_e4m3fn", 1117.6)):
+        k = tilelang_mini.compile(matmul.factory(4096, 7168, 16384, block_M=128, block_N=256,
+                                                 block_K=64, num_stages=2, dtype=dtype),
+                                  out_idx=[-1], chip="ascend950")
+        est = k.estimate()
+        rows.append(_row(Row, f"calib_{dtype}", f"estimate 950 GEMM 4096x7168x16384 {dtype}",
+                         f"{est.time_us:.1f} us", f"{published} us published",
+                         published / est.time_us, "within 10%",
+                         abs(est.time_us / published - 1) <= 0.10))
+    worst, count = None, 0
+    for path in sorted(Path(__file__).resolve().parent.parent.glob("examples/[a-z]*.py")):
+        mod = importlib.import_module(path.stem)
+        for obj in vars(mod).values():
+            if type(obj).__name__ == "JITFactory" and hasattr(mod, "DEFAULT_ARGS") \
+                    and obj.factory.__module__ == mod.__name__:
+                for chip in ("ascend910b", "ascend950"):
+                    k = tilelang_mini.compile(obj.factory(*mod.DEFAULT_ARGS), out_idx=obj.out_idx,
+                                              chip=chip)
+                    est = k.estimate()
+                    count += 1
+                    for pt in est.roofline_points():
+                        frac = pt.tflops / pt.roof_tflops if pt.roof_tflops else 0.0
+                        worst = frac if worst is None else max(worst, frac)
+                    floor = est.gm_bytes / (est.bandwidth_tbps * 1e12)
+                    worst = max(worst or 0.0, floor / est.time_s)
+    rows.append(_row(Row, "roofs", f"roofline: {count} example estimates (both chips)",
+                     f"highest point at {worst:.2f} of its roof", "HBM and L2 roofs, HBM floor",
+                     worst, "<= 1.00", worst <= 1.0 + 1e-9))
+    k = tilelang_mini.compile(matmul.factory(16, 8192, 8192, block_M=16, dtype="float16"),
+                              out_idx=[-1], chip="ascend950")
+    est = k.estimate()
+    floor_us = est.hbm_bytes / (est.bandwidth_tbps * 1e12) * 1e6
+    rows.append(_row(Row, "gemv_roof", "estimate GEMV 16x8192x8192 fp16 on 950",
+                     f"{est.time_us:.1f} us ({est.bottleneck})", f"{floor_us:.1f} us HBM roof",
+                     floor_us / est.time_us, "at the roof (>= 0.95x)",
+                     floor_us / est.time_us >= 0.95))
+    return {"rows": rows, "info": {}}
+
+
+# ------------------------------------------------------------------------------ compile, import
+
+
+def _unrolled(n):
+    import tilelang_mini.language as T
+    steps = list(range(n))
+    shape = (n * 32, 64)
+
+    @T.prim_func
+    def unrolled(A: T.Tensor(shape, "float32"), B: T.Tensor(shape, "float32")):
+        with T.Kernel(2) as bx:
+            s = T.alloc_shared((32, shape[1]), "float32")
+            t = T.alloc_fragment((32, shape[1]), "float32")
+            for i in steps:
+                T.copy(A[i * 32, 0], s)
+                for r, c in T.Parallel(32, 64):
+                    t[r, c] = s[r, c] * 2.0 + bx
+                T.copy(t, B[i * 32, 0])
+    return unrolled
+
+
+def work_compile_all(p: dict, Row) -> dict:
+    """Compile (cache off) of every example at its default shape through llvm, after one warm-up
+    compile (imports and LLVM loaded); insert_sync and split_cores on an unrolled kernel of 16
+    and 64 steps (4x the statements: linear is 4x the time)."""
+    _examples()
+    import importlib
+    from pathlib import Path
+    import tilelang_mini
+    from tilelang_mini.runtime.kernel import compile as tl_compile
+    rows = []
+    with _env(TILELANG_MINI_CACHE="0"):
+        from gemm import matmul
+        tl_compile(matmul.factory(64, 64, 64), out_idx=[-1], target="llvm")   # warm-up
+        for path in sorted(Path(__file__).resolve().parent.parent.glob("examples/[a-z]*.py")):
+            if p["compile_examples"] and path.stem not in p["compile_examples"]:
+                continue
+            mod = importlib.import_module(path.stem)
+            for obj in vars(mod).values():
+                if type(obj).__name__ == "JITFactory" and hasattr(mod, "DEFAULT_ARGS") \
+                        and obj.factory.__module__ == mod.__name__:
+                    ts = []
+                    for _ in range(p["compile_runs"]):
+                        prim = obj.factory(*mod.DEFAULT_ARGS)
+                        t = time.perf_counter()
+                        tl_compile(prim, out_idx=obj.out_idx, target="llvm")
+                        ts.append(time.perf_counter() - t)
+                    s = statistics.median(ts)
+                    rows.append(_row(Row, f"compile_{path.stem}", f"cold compile {path.stem} "
+                                     f"{tuple(mod.DEFAULT_ARGS)} llvm", _ms(s), "0.5 s",
+                                     0.5 / s, "< 0.5 s", s < 0.5))
+        from tilelang_mini.transform.pipeline import run_pipeline
+        secs = {}
+        small, big = p["unroll"]
+        for n in (small, big):
+            c = run_pipeline(_unrolled(n).ir, verify=False)
+            secs[n] = c.seconds
+    more = big / small
+    for name in ("split_cores", "insert_sync"):
+        a, b = secs[small].get(name, 0.0), secs[big].get(name, 0.0)
+        growth = b / a if a else float("inf")
+        rows.append(_row(Row, f"scale_{name}", f"{name}: {big} vs {small} unrolled steps",
+                         f"{_ms(b)} / {_ms(a)}", f"{more:.1f}x the statements", more / growth,
+                         f"<= {1.25 * more:.1f}x the time (linear)", growth <= 1.25 * more))
+    return {"rows": rows, "info": {}}
+
+
+def work_import(p: dict, Row) -> dict:
+    """`python -c "import tilelang_mini"` against `import numpy`, fresh processes, medians."""
+    env = dict(os.environ)
+
+    def run(stmt):
+        ts = []
+        for _ in range(p["import_runs"]):
+            t = time.perf_counter()
+            subprocess.run([sys.executable, "-c", stmt], env=env, check=True)
+            ts.append(time.perf_counter() - t)
+        return statistics.median(ts)
+
+    t_np, t_tl = run("import numpy"), run("import tilelang_mini")
+    return {"rows": [_row(Row, "import", "python -c 'import tilelang_mini'", _ms(t_tl),
+                          f"{_ms(t_np)} import numpy", t_np / t_tl, ">= 0.77x (<= 1.3x numpy)",
+                          t_tl <= 1.3 * t_np)], "info": {}}
+
+
+WORKERS = {"skinny": work_skinny, "interp": work_interp, "sim": work_sim,
+           "estimate": work_estimate, "compile_all": work_compile_all, "import": work_import}
