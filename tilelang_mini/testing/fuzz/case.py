@@ -44,6 +44,7 @@ class Case:
     features: list = field(default_factory=list)   # tags the KNOWN_BUGS table matches
     expect_error: dict | None = None  # invalid kernels: {"line": n, "what": "..."}
     mutation: dict | None = None      # IR-mutation cases: {"stage", "seed"}
+    call: dict | None = None          # `args` family: {"kind", "index"} (badargs.py)
     marks: dict = field(default_factory=dict)  # notable statement -> line (for invalid kernels)
 
     @property
@@ -65,8 +66,8 @@ class Case:
         if self.reference:
             parts.append("# reference (float64 NumPy)\n" + self.reference)
         if self.mutation:
-            parts.append(f"# IR after {self.mutation['stage']}, mutated ({self.mutation['op']}):\n"
-                         + self.mutation["text"])
+            parts.append(f"# the IR after {self.mutation['stage']} is mutated with seed "
+                         f"{self.mutation['seed']} (the run prints the mutated text)")
         return "\n".join(parts)
 
 

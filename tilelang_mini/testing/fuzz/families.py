@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from .case import Case
 from .draw import RandomDraw
+from .gen_control import gen_control
 from .gen_cube import gen_cube_vector, gen_gemm, gen_sparse_gemm, gen_vector_cube
 from .gen_invalid import gen_invalid
 from .gen_scalar import gen_dyn_bounds, gen_gather, gen_grouped_gemm
@@ -20,12 +21,13 @@ VALID = {
     "gather": gen_gather,
     "grouped_gemm": gen_grouped_gemm,
     "dyn_bounds": gen_dyn_bounds,
+    "control": gen_control,
 }
 # Relative frequencies in a random mix (the cheap families more often).
 WEIGHTS = {"gemm": 4, "elementwise": 4, "reduce": 3, "rownorm": 2, "cube_vector": 3,
            "vector_cube": 2, "sparse_gemm": 1, "gather": 2, "grouped_gemm": 1, "dyn_bounds": 2,
-           "invalid": 3, "mutation": 4}
-FAMILIES = tuple(VALID) + ("invalid", "mutation")
+           "control": 2, "invalid": 3, "mutation": 4, "args": 2}
+FAMILIES = tuple(VALID) + ("invalid", "mutation", "args")
 # Kernels whose IR is mutated: small, quick to compile and run.
 MUTATION_BASES = ("elementwise", "reduce", "gemm", "cube_vector", "rownorm")
 
@@ -41,6 +43,15 @@ def generate(d, family: str, seed) -> Case:
         base.features = sorted(set(base.features) | {f"base_{base.family}", "mutation"})
         base.family = "mutation"
         base.mutation = {"stage": d.choice(STAGES), "seed": f"{seed}:{d.int(0, 10 ** 6)}"}
+        return base
+    if family == "args":
+        from .badargs import KINDS
+        base = generate(d, d.choice(("elementwise", "reduce", "gemm", "gather")), seed)
+        n_in = len([t for t in base.tensors if not t.output])
+        base.call = {"kind": d.choice(KINDS), "index": d.int(0, n_in - 1)}
+        base.features = sorted(set(base.features) | {f"base_{base.family}", "args",
+                                                     f"args_{base.call['kind']}"})
+        base.family = "args"
         return base
     raise ValueError(f"unknown family {family!r}; families: {', '.join(FAMILIES)}")
 

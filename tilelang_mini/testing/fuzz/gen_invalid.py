@@ -14,7 +14,7 @@ from .gen_vector import gen_elementwise, gen_reduce
 
 KINDS = ["bad_dtype", "unknown_T", "wrong_args", "const_index_oob", "undefined_name",
          "shape_mismatch", "reduce_dim", "parallel_extent", "param_dtype", "index_rank",
-         "gemm_dtype", "alloc_nonconst"]
+         "gemm_dtype", "alloc_nonconst", "big_int_literal"]
 
 
 def _indent(line: str) -> str:
@@ -29,7 +29,7 @@ def gen_invalid(d, seed):
             "shape_mismatch": d.choice([gen_gemm, gen_reduce]), "reduce_dim": gen_reduce,
             "parallel_extent": gen_elementwise, "param_dtype": gen_reduce,
             "index_rank": gen_elementwise, "gemm_dtype": gen_gemm,
-            "alloc_nonconst": gen_reduce}[kind](d, seed)
+            "alloc_nonconst": gen_reduce, "big_int_literal": gen_elementwise}[kind](d, seed)
     lines = base.source.rstrip("\n").split("\n")
     m = base.marks
     also: list[int] = []
@@ -98,6 +98,9 @@ def gen_invalid(d, seed):
         cur = re.search(r'"(\w+)"\)$', lines[m["alloc_b"] - 1]).group(1)
         other = "float16" if cur != "float16" else "float32"
         also = [sub("alloc_b", r'"\w+"\)$', f'"{other}")')]
+    elif kind == "big_int_literal":  # beyond 64 bits: a located error, never a wrapped value
+        idx = "i, j" if two_d else "i"
+        line = insert_after("map", f"o[{idx}] = x[{idx}] + {d.choice(['99999999999999999999', '-18446744073709551617'])}")
     else:  # alloc_nonconst
         line = sub("alloc_x", r"\((\d+), ", "(bx + 1, ")
     base.family = "invalid"

@@ -104,6 +104,11 @@ def run_valid(case: Case, send, tmpdir) -> dict:
     inputs = make_inputs(case)
     args = [inputs[t.name] for t in case.tensors if not t.output]
     want, scales = run_reference(case, inputs)
+    must_reject = False
+    if case.call:
+        from .badargs import MUST_REJECT, bad_args
+        args = bad_args(case.call["kind"], args, case.call["index"])
+        must_reject = case.call["kind"] in MUST_REJECT
     compiled = {}
     result.pop("frontend", None)
     for step in STEPS:
@@ -117,13 +122,33 @@ def run_valid(case: Case, send, tmpdir) -> dict:
                                                       chip=chip)
             kernel = compiled[key]
             if step.startswith("sim"):
-                outs, _report = kernel.simulate(*[a.copy() for a in args])
+                outs, _report = kernel.simulate(*_copies(args))
             else:
-                outs = kernel(*[a.copy() for a in args])
+                outs = kernel(*_copies(args))
             result[step] = _check_outputs(case, outs, want, scales)
+            if must_reject:
+                result[step] = ("undiagnosed", f"{case.call['kind']} argument {case.call['index']}"
+                                f" accepted ({result[step][0]})")
         except Exception as err:  # noqa: BLE001
-            result[step] = classify(err, path)
+            from tilelang_mini.errors import ArgumentError
+            if case.call and isinstance(err, ArgumentError):
+                result[step] = ("rejected", f"ArgumentError: {str(err).splitlines()[0][:300]}")
+            else:
+                result[step] = classify(err, path)
     return result
+
+
+def _copies(args):
+    """Fresh copies of array arguments that keep their layout (a kernel may write into them)."""
+    out = []
+    for a in args:
+        if isinstance(a, np.ndarray) and a.flags.writeable:
+            b = np.empty_like(a)  # keeps C/Fortran order; views get a fresh contiguous copy
+            b[...] = a
+            out.append(a if not a.flags.c_contiguous and not a.flags.f_contiguous else b)
+        else:
+            out.append(a)
+    return out
 
 
 def run_invalid(case: Case, send, tmpdir) -> dict:
@@ -164,9 +189,19 @@ def run_mutation(case: Case, send, tmpdir) -> tuple[dict, dict]:
         return {"base": ("skipped", "base kernel: " + classify(err, None)[1])}, {}
     mutated, what = mutate(text, RandomDraw(case.mutation["seed"]))
     extra = {"mutation": what, "text": mutated}
+    send(info=extra)  # before running it: a crash or hang still shows what was run
     inputs = make_inputs(case)
     args = [inputs[t.name] for t in case.tensors if not t.output]
     result, outputs = {}, {}
+    # The unmutated text first: parse_ir(print_ir(ir)) compiles and computes the reference.
+    send(step="roundtrip")
+    try:
+        want, scales = run_reference(case, inputs)
+        again = tilelang_mini.compile_ir(text, out_idx=case.out_idx, target="numpy",
+                                         chip=base_chip(case))
+        result["roundtrip"] = _check_outputs(case, again(*_copies(args)), want, scales)
+    except Exception as err:  # noqa: BLE001
+        result["roundtrip"] = classify(err, None)
     compiled = {}
     for step in STEPS:
         send(step=step)
@@ -191,7 +226,7 @@ def run_mutation(case: Case, send, tmpdir) -> tuple[dict, dict]:
         except Exception as err:  # noqa: BLE001
             result[step] = classify(err, None)
     # The steps that ran must agree with each other (the first that ran is the yardstick).
-    ran = [s for s in STEPS if result[s][0] == "ran"]
+    ran = [s for s in STEPS if result[s][0] == "ran"]  # (roundtrip is judged on its own)
     for step in STEPS:
         if result[step][0] != "ran":
             continue
@@ -216,7 +251,19 @@ def run_mutation(case: Case, send, tmpdir) -> tuple[dict, dict]:
     return result, extra
 
 
+def _limit_memory(gib: float = 6.0) -> None:
+    """Cap the address space: a kernel asking for tens of GiB gets a MemoryError (an outcome)
+    instead of swapping the machine."""
+    try:
+        import resource
+        limit = int(gib * 2 ** 30)
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    except (ImportError, ValueError, OSError):
+        pass
+
+
 def main() -> int:
+    _limit_memory()
     proto = _Protocol()
     os.environ.setdefault("TILELANG_MINI_VERIFY", "1")
     tmpdir = tempfile.mkdtemp(prefix="tlm-fuzz-")
