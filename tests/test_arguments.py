@@ -207,3 +207,9 @@ def test_simulate_checks_and_writes_back_the_same_way(target):
     out = np.zeros((N, M), np.float32).T
     k.simulate(LAYOUTS["negative_strides"](data()), out)
     np.testing.assert_array_equal(out, ref(data()))
+
+
+def test_output_sharing_memory_with_an_input_given_through_dlpack_is_rejected(k_inplace):
+    x = data()
+    with pytest.raises(ArgumentError, match="shares memory with argument 'A'"):
+        k_inplace(DLPackOnly(x), x)

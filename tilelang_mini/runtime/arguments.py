@@ -39,20 +39,23 @@ def prepare_args(kernel: Kernel, params: list[Buffer], args, written=frozenset()
     """(arrays to run with, write-backs [(caller's array, array run with)]) for `args` passed
     for `params`, or an ArgumentError."""
     _check_count(kernel, params, args, "input(s)")
-    arrays, back = [], []
+    arrays, back, given = [], [], []
     for b, a in zip(params, args):
         if b.name in written:
             arr, tmp = _output(kernel, b, a)
             if tmp is not arr:
                 back.append((arr, tmp))
             arrays.append(tmp)
+            given.append(arr)
         else:
-            arrays.append(_input(kernel, b, a))
-    for i, (b, a) in enumerate(zip(params, args)):
+            src = _as_array(kernel, b, a)
+            arrays.append(_input(kernel, b, src))
+            given.append(src)
+    for i, (b, a) in enumerate(zip(params, given)):
         if b.name not in written:
             continue
-        for j, (b2, a2) in enumerate(zip(params, args)):
-            if j != i and isinstance(a2, np.ndarray) and np.may_share_memory(a, a2):
+        for j, (b2, a2) in enumerate(zip(params, given)):
+            if j != i and a2 is not None and np.may_share_memory(a, a2):
                 raise ArgumentError(f"argument '{b.name}' of kernel '{kernel.name}' shares "
                                     f"memory with argument '{b2.name}': an array the kernel "
                                     f"writes must not overlap its other arguments", kernel.loc)
