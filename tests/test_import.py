@@ -1,0 +1,31 @@
+"""Start-up: `import tilelang_mini` (and the DSL, and `jit`) load no heavy dependency until it is
+needed: LLVM when the llvm target is first used, networkx for graphs, matplotlib for plots, the
+lark grammar for IR text (times are measured in benchmarks/cache_hit.py, not here)."""
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+HEAVY = ("llvmlite", "networkx", "matplotlib", "lark")
+
+
+def loaded_after(code: str) -> set:
+    probe = (f"{code}\nimport sys\nprint(' '.join(sorted({{m.split('.')[0] for m in sys.modules}} "
+             f"& set({HEAVY!r}))))")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    r = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120,
+                       env=env)
+    assert r.returncode == 0, r.stderr
+    return set(r.stdout.split())
+
+
+def test_importing_the_package_and_the_language_loads_nothing_heavy():
+    assert loaded_after("import tilelang_mini") == set()
+    assert loaded_after("import tilelang_mini\nimport tilelang_mini.language as T\n"
+                        "tilelang_mini.jit, tilelang_mini.compile") == set()
+
+
+def test_the_llvm_target_loads_llvm_when_used():
+    assert "llvmlite" in loaded_after(
+        "from tilelang_mini.runtime.backends import get_backend\nget_backend('llvm')")
