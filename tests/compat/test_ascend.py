@@ -215,3 +215,45 @@ def test_runtime_flag_ids_slices_swizzle_helpers(target):
     want = 2 * f64(x)
     close(kernel(x), want, "float16")
     close(kernel.simulate(x)[0], want, "float16")
+
+
+@tilelang.jit(out_idx=[-1])
+def dev_gemm_bias_silu(M, N, K, block_M=32, block_N=32, block_K=32, dtype="float16"):
+    """tilelang-ascend developer mode: one launch of blocks, the vector half spelled with vid."""
+    n_num = N // block_N
+    half = block_M // 2
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), dtype), B: T.Tensor((K, N), dtype),
+             D: T.Tensor((M, N), "float32"), C: T.Tensor((M, N), "float32")):
+        with T.Kernel((M // block_M) * n_num, is_npu=True) as (cid, vid):
+            bx = cid // n_num
+            by = cid % n_num
+            a_l1 = T.alloc_L1((block_M, block_K), dtype)
+            b_l1 = T.alloc_L1((block_K, block_N), dtype)
+            acc = T.alloc_L0C((block_M, block_N), "float32")
+            c_ub = T.alloc_ub((half, block_N), "float32")
+            d_ub = T.alloc_ub((half, block_N), "float32")
+            for k in T.serial(T.ceildiv(K, block_K)):
+                T.copy(A[bx * block_M, k * block_K], a_l1)
+                T.copy(B[k * block_K, by * block_N], b_l1)
+                T.gemm_v0(a_l1, b_l1, acc, init=(k == 0))
+            T.copy(acc[vid * half:vid * half + half, :], c_ub)
+            T.copy(D[bx * block_M + vid * half, by * block_N], d_ub)
+            T.tile.add(c_ub, c_ub, d_ub)
+            T.tile.silu(c_ub, c_ub)
+            T.copy(c_ub, C[bx * block_M + vid * half, by * block_N])
+    return main
+
+
+def test_developer_mode_with_vid(target):
+    Mx, Nx, Kx = 64, 64, 96
+    kernel = tilelang.compile(dev_gemm_bias_silu(Mx, Nx, Kx).prim_func, out_idx=[-1],
+                              target=target)
+    a, b = rand((Mx, Kx), "float16", 17), rand((Kx, Nx), "float16", 18)
+    d = rand((Mx, Nx), seed=19)
+    z = f64(a) @ f64(b) + f64(d)
+    want = z / (1 + np.exp(-z))
+    close(kernel(a, b, d), want, reduce_len=Kx)
+    if target == "numpy":
+        close(kernel.simulate(a, b, d)[0], want, reduce_len=Kx)

@@ -247,6 +247,8 @@ class KernelBuilder(TileOps, Dialect, TileAscend, Eager):
         if len(names) != want:
             what = "(cid, vid)" if is_npu else f"{want} block variables"
             raise self.error(stmt, f"`as` must name {what}, got {len(names)}")
+        if is_npu and self.uses_vid_without_scope(stmt, names[1]):
+            return self.vid_as_blocks(stmt, grid[0], names)
         self.scopes.append({n: Var(n) for n in names})
         self.hoisted_allocs = {}
         body = self.body(stmt.body)

@@ -364,3 +364,30 @@ class TileAscend:
         return out
 
     op_sync_all = op_barrier_all
+
+    # ------------------------------------------------------------------ developer-mode vid
+
+    def uses_vid_without_scope(self, stmt: ast.With, vid: str) -> bool:
+        """A developer-mode is_npu kernel (no T.Scope) whose body reads `vid` itself."""
+        names = {n.id for n in ast.walk(stmt) if isinstance(n, ast.Name)}
+        scoped = any(isinstance(n, ast.Attribute) and n.attr == "Scope" for n in ast.walk(stmt))
+        return vid in names and not scoped
+
+    def vid_as_blocks(self, stmt: ast.With, n: int, names):
+        """tilelang-ascend developer mode with the vector-core index spelled out: each of the
+        n blocks' two halves (vid = 0, 1) becomes a block of its own, so the compiler's own
+        cube/vector split applies unchanged:
+
+            with Kernel(n, is_npu=True) as (cid, vid):  ->  with Kernel(2 * n) as (b,):
+                ... cid ... vid ...                           ... b // 2 ... b % 2 ...
+
+        Work that does not depend on vid (a block's GEMM) runs in both halves: the same values,
+        written twice."""
+        from ..ir.nodes import Var
+        blk = self.fresh_var("blk")
+        b = Var(blk)
+        self.scopes.append({names[0]: binop("//", b, 2), names[1]: binop("%", b, 2)})
+        self.hoisted_allocs = {}
+        body = self.body(stmt.body)
+        self.scopes.pop()
+        return (2 * n,), (blk,), False, list(self.hoisted_allocs.values()) + body
