@@ -86,11 +86,17 @@ try:
 except SystemExit as e:
     result["status"] = "ran" if not e.code else "host"
     result["error"] = "SystemExit %r" % (e.code,)
-except tilelang_mini.CompileError as e:
+except tilelang_mini.TileLangMiniError as e:
     text = str(e)
     first = text.splitlines()[0] if text else type(e).__name__
-    internal = "internal" in first.lower()
+    import re as _re
+    internal = "internal" in first.lower() or not _re.search(r":\d+:\d+: ", text)
+    if isinstance(e, (tilelang_mini.RaceError, tilelang_mini.DeadlockError,
+                      tilelang_mini.SyncError)):
+        internal = True  # the compiler's sync (or the simulator) is wrong: a defect
     result["status"] = "internal" if internal else "located"
+    if isinstance(e, tilelang_mini.ArgumentError):
+        result["status"] = "host"
     result["error"] = first
 except BaseException as e:
     tb = traceback.extract_tb(e.__traceback__)

@@ -172,6 +172,17 @@ def _measure(kernel, repeat: int, warmup: int, seed: int) -> float:
     return float(np.median(times)) * 1e6
 
 
+def _call_configs(fn, args, kwargs):
+    """configs=f: TileLang calls f(key_args, key_kwargs); simpler ones take the arguments."""
+    for call in (lambda: fn(args, kwargs), lambda: fn(args), lambda: fn(*args, **kwargs), fn):
+        try:
+            return call()
+        except TypeError:
+            continue
+    raise TypeError(f"autotune configs function {getattr(fn, '__name__', fn)} could not be "
+                    "called with the kernel's arguments")
+
+
 class AutoTuned:
     """TileLang's decorator form, `@autotune(configs=..., warmup=..., rep=...)` above `@jit`:
     calling it with the shared arguments tunes (memoised per arguments) and returns the best
@@ -186,10 +197,7 @@ class AutoTuned:
     def __call__(self, *args, **kwargs):
         configs = self.configs
         if callable(configs):  # TileLang also takes a function returning the configurations
-            try:
-                configs = configs(*args, **kwargs)
-            except TypeError:
-                configs = configs()
+            configs = _call_configs(configs, args, kwargs)
         fn = getattr(self.factory, "factory", self.factory)
         try:
             given = set(inspect.signature(fn).bind_partial(*args, **kwargs).arguments)
