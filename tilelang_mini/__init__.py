@@ -23,6 +23,9 @@ __all__ = ["ArgumentError", "CompileError", "DeadlockError", "RaceError", "Simul
 def __getattr__(name):
     if name == "DataType":  # TileLang's `from tilelang import DataType`
         return _data_type()
+    if name == "TensorSupplyType":
+        from .utils.tensor import TensorSupplyType
+        return TensorSupplyType
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -23,6 +23,11 @@ def do_bench(fn, warmup: int = 3, rep: int = 10, _n_warmup=None, _n_repeat=None,
     return times[len(times) // 2] * 1e3
 
 
+def _random_inputs(kernel, seed):
+    from .autotune import _random_inputs as inputs
+    return inputs(kernel, seed)
+
+
 class Profiler:
     """`kernel.get_profiler()`: times the kernel on random inputs of its parameter shapes."""
 
@@ -30,7 +35,6 @@ class Profiler:
         self.kernel = kernel
 
     def do_bench(self, func=None, warmup: int = 3, rep: int = 10, **_ignored) -> float:
-        from .autotune import _random_inputs
         if func is not None:
             inputs = _random_inputs(self.kernel, 0)
             return do_bench(lambda: func(*inputs), warmup, rep)

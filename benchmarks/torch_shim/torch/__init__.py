@@ -328,3 +328,15 @@ def _copy_(self, src):
 
 
 Tensor.copy_ = _copy_
+
+
+relu = lambda x: Tensor(_np.maximum(x, 0))  # noqa: E731
+Tensor.softmax = lambda self, dim=-1, dtype=None: softmax(self, dim, dtype)
+Tensor.exp = lambda self: exp(self)
+Tensor.sum = lambda self, dim=None, keepdim=False, dtype=None, **k: sum(self, dim, keepdim, dtype)
+Tensor.max = lambda self, dim=None, keepdim=False, **k: (Tensor(_np.max(_np.asarray(self), axis=k.get("axis", dim), keepdims=keepdim or k.get("keepdims", False))) if dim is None or "axis" in k else max(self, dim, keepdim))
+Tensor.mean = lambda self, dim=None, keepdim=False, **k: Tensor(_np.mean(_f32(self), axis=k.get("axis", dim), keepdims=keepdim or k.get("keepdims", False)).astype(self.dtype))
+Tensor.pow = lambda self, p: Tensor(_np.power(_f32(self), p).astype(self.dtype))
+Tensor.clamp = lambda self, min=None, max=None: Tensor(_np.clip(self, min, max))  # noqa: A002
+Tensor.sqrt = lambda self: sqrt(self)
+Tensor.abs = lambda self: Tensor(_np.abs(self))

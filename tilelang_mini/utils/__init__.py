@@ -1,0 +1,1 @@
+"""Host-side helpers under TileLang's import paths (`tilelang.utils.tensor`)."""
