@@ -206,6 +206,11 @@ class AutoTuned:
         names = {k for c in _expand(configs) for k in c}
         if names and names <= given:  # every tuned argument given: no search
             return self.factory(*args, **kwargs)
+        from .runtime.eager import EagerJIT
+        if isinstance(self.factory, EagerJIT):  # tune, then run the best kernel on the arrays
+            kernel = self._eager_best(configs, lambda target=None, **c: self.factory.kernel_for(
+                *args, target=target, **{**kwargs, **c}))
+            return kernel(*self._eager_args)
         key = (args, tuple(sorted(kwargs.items())))
         if key not in self._cache:
             result = autotune(self.factory, configs, by=self.by, chip=self.chip, args=args,
@@ -220,6 +225,41 @@ class AutoTuned:
             kernel.autotune_result = result
             self._cache[key] = kernel
         return self._cache[key]
+
+
+def _eager_tune(self, configs, make):
+    """Compile each configuration of an eager jit function for the estimate (numpy target),
+    take the fastest, compile it for the default target; `.config`/`.latency` as above."""
+    best = None
+    reasons = []
+    for cfg in [{}] + _expand(configs):
+        try:
+            kernel, call_args = make(target="numpy", **cfg)
+            t = kernel.estimate(self.chip).time_us
+        except (TileLangMiniError, TypeError, ValueError) as e:
+            reasons.append(f"{cfg}: {str(e).splitlines()[0] if str(e) else type(e).__name__}")
+            continue
+        if best is None or t < best[0]:
+            best = (t, cfg)
+    if best is None:
+        raise TileLangMiniError("autotune: no configuration compiled (" + "; ".join(reasons) + ")")
+    kernel, self._eager_args = make(**best[1])
+    kernel.config = dict(best[1])
+    kernel.latency = best[0] / 1e3
+    return kernel
+
+
+AutoTuned._eager_best = _eager_tune
+
+
+def _autotuned_compile(self, **kwargs):
+    """`f.compile(M=..., ...)` on an autotuned eager function: the best configuration's kernel."""
+    configs = self.configs() if callable(self.configs) else self.configs
+    return self._eager_best(configs, lambda target=None, **c: (
+        self.factory.compile(target=target, **{**kwargs, **c}), []))
+
+
+AutoTuned.compile = _autotuned_compile
 
 
 def autotune(factory=None, configs=None, by: str = "estimate", chip: str | None = None, *, args=(),

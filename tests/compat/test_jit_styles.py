@@ -130,3 +130,27 @@ def test_autotune_decorator_form():
     assert kernel.config["block_M"] in (8, 16, 32) and kernel.latency > 0
     x = rand((64, 32), seed=9)
     close(kernel(x), f64(x) + 1)
+
+
+def test_autotune_eager_function(target, monkeypatch):
+    monkeypatch.setenv("TILELANG_MINI_TARGET", target)
+
+    @tilelang_mini.autotune(configs=[{"blk": 8}, {"blk": 32}])
+    @tilelang_mini.jit
+    def row_max(X, blk=16):
+        M, N = T.const("M, N")
+        X: T.Tensor((M, N), T.float32)
+        Y = T.empty((M,), T.float32)
+        with T.Kernel(T.ceildiv(M, blk)) as bx:
+            t = T.alloc_fragment((blk, N), T.float32)
+            r = T.alloc_fragment((blk,), T.float32)
+            T.copy(X[bx * blk, 0], t)
+            T.reduce_max(t, r, dim=1)
+            T.copy(r, Y[bx * blk])
+        return Y
+
+    x = rand((64, 40), seed=21)
+    close(row_max(x), f64(x).max(1))
+    k = row_max.compile(M=64, N=40)
+    assert k.config.get("blk", 16) in (8, 16, 32)
+    close(k(x), f64(x).max(1))

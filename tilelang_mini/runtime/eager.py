@@ -93,12 +93,12 @@ class EagerJIT:
         self._cache: dict = {}
         functools.update_wrapper(self, fn)
 
-    def _kernel(self, tensors: dict, scalars: dict, symbols: dict):
+    def _kernel(self, tensors: dict, scalars: dict, symbols: dict, target=None):
         from ..frontend.eager import EagerCall
         from ..frontend.parser import KernelBuilder, PrimFunc
         from . import config
         from .kernel import compile as tl_compile
-        target = self.target or config.default_target()
+        target = target or self.target or config.default_target()
         chip = self.chip or config.default_chip()
         try:
             key = (tuple(tensors.items()), tuple(sorted(scalars.items(), key=str)),
@@ -120,6 +120,11 @@ class EagerJIT:
 
     @user_facing
     def __call__(self, *args, **kwargs):
+        kernel, call_args = self.kernel_for(*args, **kwargs)
+        return kernel(*call_args)
+
+    def kernel_for(self, *args, target=None, **kwargs):
+        """(compiled kernel, its arguments) for a call, without running it."""
         try:
             bound = self.signature.bind(*args, **kwargs)
         except TypeError as e:
@@ -134,12 +139,12 @@ class EagerJIT:
                     like = v
             else:
                 scalars[name] = v
-        kernel = self._kernel(tensors, scalars, {})
-        return kernel(*[arrays[n] if like is None else bound.arguments[n]
-                         for n in kernel.eager_inputs])
+        kernel = self._kernel(tensors, scalars, {}, target)
+        return kernel, [arrays[n] if like is None else bound.arguments[n]
+                        for n in kernel.eager_inputs]
 
     @user_facing
-    def compile(self, **kwargs):
+    def compile(self, target=None, **kwargs):
         """Compile ahead: shape symbols and trace-time arguments by name; parameters without a
         value or a default are the tensors. Returns the `JITKernel` (inputs -> outputs)."""
         params = self.signature.parameters
@@ -155,7 +160,7 @@ class EagerJIT:
                     tensors[name] = None
                 else:
                     scalars[name] = p.default
-        return self._kernel(tensors, scalars, symbols)
+        return self._kernel(tensors, scalars, symbols, target)
 
     def __repr__(self) -> str:
         return f"<eager jit {self.fn.__name__}>"
