@@ -75,6 +75,7 @@ _orig = _k._compile_ir
 def _counting(*a, **kw):
     out = _orig(*a, **kw)
     result["compiled"] += 1
+    print("@@COMPILED@@", flush=True)
     return out
 _k._compile_ir = _counting
 os.chdir({workdir!r})
