@@ -200,3 +200,22 @@ def main(X: T.Tensor((16, 16), "float32")):
         T.prim_func(ns["main"])
     err = info.value
     assert fragment in str(err) and err.loc.line == 6
+
+
+@pytest.mark.parametrize("dim,reverse", [(1, False), (0, True)])
+def test_cumsum(target, dim, reverse):
+    @T.prim_func
+    def main(X: T.Tensor((M, N), "float32"), Y: T.Tensor((M, N), "float32")):
+        with T.Kernel(M // BM) as bx:
+            t = T.alloc_fragment((BM, N), "float32")
+            c = T.alloc_fragment((BM, N), "float32")
+            T.copy(X[bx * BM, 0], t)
+            T.cumsum(t, c, dim=dim, reverse=reverse)
+            T.copy(c, Y[bx * BM, 0])
+
+    x = rand((M, N), seed=7)
+    blocks = f64(x).reshape(M // BM, BM, N)
+    ax = 1 + dim
+    want = np.flip(np.cumsum(np.flip(blocks, ax), ax), ax) if reverse else np.cumsum(blocks, ax)
+    close(tilelang_mini.compile(main, out_idx=[-1], target=target)(x), want.reshape(M, N),
+          reduce_len=N)

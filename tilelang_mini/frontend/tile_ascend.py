@@ -365,6 +365,55 @@ class TileAscend:
 
     op_sync_all = op_barrier_all
 
+    # ------------------------------------------------------------------------- cumsum
+
+    def op_cumsum(self, call) -> list:
+        """T.cumsum(src, dst=None, dim=0, reverse=False): dst = src (a map, unless in place),
+        then a serial loop along `dim` whose body maps over the other dimensions:
+
+            for t in serial(n - 1):  for i in parallel(m):  dst[i, t + 1] += dst[i, t]
+        """
+        a = self.args(call, ["src", "dst", "dim", "reverse"], {"dst": None, "dim": None,
+                                                               "reverse": None})
+        src = self.full_region(a["src"])
+        dst = self.full_region(a["dst"]) if "dst" in a else src
+        dim = self.int_arg(a["dim"]) if "dim" in a else 0
+        reverse = self.bool_arg(a.get("reverse"), False)
+        rank = len(src.extent)
+        if not -rank <= dim < rank or src.extent != dst.extent:
+            raise self.error(call, f"T.cumsum takes src and dst of one shape and a dim in range, "
+                                   f"got {src.extent}, {dst.extent}, dim={dim}")
+        dim %= rank
+        from ..ir.nodes import Var
+        loc = self.loc(call)
+        out = []
+        if dst != src:
+            names = tuple(self.fresh_var("t") for _ in range(rank))
+            idx = [Var(v) for v in names]
+            store = Store(dst.buffer, tuple(as_expr(binop("+", dst.start[d], idx[d]))
+                                            for d in range(rank)),
+                          Load(src.buffer, tuple(as_expr(binop("+", src.start[d], idx[d]))
+                                                 for d in range(rank))), loc)
+            out.append(For(names, tuple(const(e) for e in src.extent), "parallel", (store,), 0,
+                           loc))
+        n = src.extent[dim]
+        if n < 2:
+            return out
+        t = Var(self.fresh_var("t"))
+        pos = binop("-", n - 2, t) if reverse else binop("+", t, 1)
+        prev = binop("+", pos, 1) if reverse else t
+        others = [d for d in range(rank) if d != dim]
+        names = tuple(self.fresh_var("t") for _ in others)
+
+        def at(p):
+            return Load(dst.buffer, tuple(as_expr(binop("+", dst.start[d], p if d == dim else
+                                                        Var(names[others.index(d)])))
+                                          for d in range(rank)))
+        store = Store(dst.buffer, at(pos).indices, as_expr(binop("+", at(pos), at(prev))), loc)
+        inner = (For(names, tuple(const(src.extent[d]) for d in others), "parallel", (store,), 0,
+                     loc),) if others else (store,)
+        return out + [For((t.name,), (const(n - 1),), "serial", inner, 0, loc)]
+
     # ------------------------------------------------------------------ developer-mode vid
 
     def uses_vid_without_scope(self, stmt: ast.With, vid: str) -> bool:

@@ -62,7 +62,6 @@ NOT_YET = {
     "atomic_add": "per-block partial results written to a GM tensor and a second kernel (or "
                   "T.reduce_*) that sums them",
     "atomic_max": "per-block partial results and a second reduction",
-    "cumsum": "a T.serial loop carrying the running sum in a T.alloc_var",
     "im2col": "T.copy of the input window per kernel position",
     "reshape": "a second buffer of the new shape filled by a T.Parallel map",
     "view": "a second buffer of the new shape filled by a T.Parallel map",
