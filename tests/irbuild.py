@@ -42,3 +42,16 @@ def close(actual, expected, dtype):
 
 def ceildiv(a, b):
     return -(-a // b)
+
+
+def compile_unchecked(text, out_idx, chip="ascend910b"):
+    """IR text of an expert kernel compiled for numpy without the static check of its flags
+    (check_sync), so that the simulator can be shown what the check rejects."""
+    import tilelang_mini
+    from tilelang_mini.runtime.kernel import JITKernel, _normalize_out_idx
+    from tilelang_mini.transform.pipeline import Options, run_pipeline
+    kernel = tilelang_mini.parse_ir(text)
+    options = Options(chip=chip, target="numpy")
+    compilation = run_pipeline(kernel, options, stop_after="plan_memory")
+    return JITKernel(None, kernel, _normalize_out_idx(out_idx, len(kernel.params)), options,
+                     compilation=compilation)

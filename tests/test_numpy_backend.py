@@ -8,6 +8,8 @@ import ml_dtypes
 import numpy as np
 import pytest
 
+from tilelang_mini.errors import KernelRuntimeError
+
 from backends.numpy import BACKEND, Env, execute
 from tilelang_mini.runtime.backends import get_backend
 from tilelang_mini.errors import ArgumentError, CompileError
@@ -352,7 +354,7 @@ def test_out_of_bounds_store_is_located():
     Y = Buffer("Y", (4,), "float32")
     loc = Loc("my_kernel.py", 12, 9)
     k = kernel((Y,), [Store(Y, (c(4),), c(1.0), loc=loc)])
-    with pytest.raises(CompileError) as err:
+    with pytest.raises(KernelRuntimeError) as err:
         run(k, np.zeros(4, np.float32))
     assert err.value.loc == loc
     assert "out of bounds" in err.value.message and "Y" in err.value.message
@@ -364,11 +366,11 @@ def test_out_of_bounds_in_parallel_and_negative_load():
     loc1, loc2 = Loc("k.py", 3, 1), Loc("k.py", 4, 1)
     over = kernel((X, Y), [For(("i",), (c(5),), "parallel", (
         Store(Y, (v("i"),), Load(X, (v("i"),)), loc=loc1),))])
-    with pytest.raises(CompileError) as err:
+    with pytest.raises(KernelRuntimeError) as err:
         run(over, np.zeros(4, np.float32), np.zeros(5, np.float32))
     assert err.value.loc == loc1 and "out of bounds" in err.value.message
     neg = kernel((X, Y), [Store(Y, (c(0),), Load(X, (c(-1),)), loc=loc2)])
-    with pytest.raises(CompileError) as err:
+    with pytest.raises(KernelRuntimeError) as err:
         run(neg, np.zeros(4, np.float32), np.zeros(5, np.float32))
     assert err.value.loc == loc2
 
@@ -377,7 +379,7 @@ def test_tile_op_region_out_of_bounds_is_located():
     X = Buffer("X", (4, 4), "float32")
     loc = Loc("k.py", 9, 5)
     k = kernel((X,), [Fill(reg(X, (v("bx"), 0), (4, 4)), c(1.0), loc=loc)], grid=(2,))
-    with pytest.raises(CompileError) as err:
+    with pytest.raises(KernelRuntimeError) as err:
         run(k, np.zeros((4, 4), np.float32))
     assert err.value.loc == loc
 
@@ -414,10 +416,10 @@ def test_bad_extent_and_unbound_variable_are_located():
     loc1, loc2 = Loc("k.py", 5, 3), Loc("k.py", 6, 3)
     inner = For(("k",), (v("i"),), "serial", (), loc=loc1)  # extent is an array in a map
     k = kernel((Y,), [For(("i",), (c(4),), "parallel", (inner,))])
-    with pytest.raises(CompileError) as err:
+    with pytest.raises(KernelRuntimeError) as err:
         run(k, np.zeros(4, np.float32))
     assert err.value.loc == loc1 and "extent" in err.value.message
     k = kernel((Y,), [Store(Y, (v("nope"),), c(1.0), loc=loc2)])
-    with pytest.raises(CompileError) as err:
+    with pytest.raises(KernelRuntimeError) as err:
         run(k, np.zeros(4, np.float32))
     assert err.value.loc == loc2 and "nope" in err.value.message

@@ -18,6 +18,8 @@ def cube_waits_first():
             with T.Scope("V"):
                 x = T.alloc_ub((8, 16), "float32")
                 T.copy(X[vid * 8, 0], x)
+                T.set_flag("MTE2", "MTE3", 0)
+                T.wait_flag("MTE2", "MTE3", 0)
                 T.copy(x, Y[vid * 8, 0])
                 T.set_cross_flag("MTE3", 0)
     return k

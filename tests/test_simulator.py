@@ -434,7 +434,12 @@ def test_buffers_sharing_bytes_race_through_either_name():
         '            set_flag(V, MTE3, 0)',
         '            wait_flag(V, MTE3, 0)',
         '            copy(b, Y)', ""])
-    kernel = tilelang_mini.compile_ir(src, out_idx=[-1])
+    with pytest.raises(tilelang_mini.CompileError) as err:  # rejected at compile time ...
+        tilelang_mini.compile_ir(src, out_idx=[-1])
+    msg = str(err.value)
+    assert "alias.py:10:1" in msg and "alias.py:12:1" in msg and "common bytes" in msg
+    from irbuild import compile_unchecked
+    kernel = compile_unchecked(src, [-1])  # ... and by the simulator
     with pytest.raises(RaceError) as err:
         kernel.simulate(np.ones((8, 16), np.float32))
     msg = str(err.value)

@@ -4,8 +4,8 @@
 parser), the backends (LLVM) and plotting load when first used, so importing the package costs
 about as much as importing NumPy (benchmarks/cache_hit.py measures both)."""
 from .errors import (  # noqa: F401
-    ArgumentError, CompileError, DeadlockError, RaceError, SimulationError, SyncError,
-    TileLangMiniError,
+    ArgumentError, CompileError, DeadlockError, InternalCompilerError, KernelRuntimeError,
+    RaceError, SimulationError, SyncError, TileLangMiniError,
 )
 
 __version__ = "0.1.0"

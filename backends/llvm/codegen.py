@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import llvmlite.ir as ir
 
-from tilelang_mini.errors import CompileError
+from tilelang_mini.errors import CompileError, InternalCompilerError, internal_error
 from tilelang_mini.ir.analysis import SYNC_OPS
 from tilelang_mini.ir.nodes import (
     CORES, call_arity, Alloc, BinOp, Call, Cast, Const, Copy, Fill, For, Gemm, If, Kernel, Load, Reduce,
@@ -135,6 +135,9 @@ class KernelGen(ParallelMaps):
 
     def fail(self, message: str, stmt=None):
         loc = getattr(stmt if stmt is not None else self.stmt, "loc", None)
+        if message.startswith("internal: "):  # a case the code generator should not meet
+            return InternalCompilerError(message[len("internal: "):], loc,
+                                         stage="the llvm code generator")
         return CompileError(message, loc)
 
     def temp(self, nbytes: int):
@@ -183,10 +186,14 @@ class KernelGen(ParallelMaps):
                     getattr(codegen_ops, type(s).__name__.lower())(self, s)
             else:
                 raise self.fail(f"the llvm backend cannot execute {type(s).__name__}")
-        except CompileError as err:
+        except (CompileError, InternalCompilerError) as err:
             if err.loc.line or not getattr(s, "loc", None) or not s.loc.line:
                 raise
-            raise CompileError(err.message, s.loc) from None
+            raise err.at(s.loc) from None
+        except Exception as err:  # noqa: BLE001 -- a generator bug: located at this statement
+            if not getattr(s, "loc", None) or not s.loc.line:
+                raise
+            raise internal_error(err, "the llvm code generator", s.loc) from err
         finally:
             self.stmt = prev
 

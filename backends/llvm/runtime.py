@@ -23,7 +23,9 @@ from dataclasses import dataclass, field, replace
 import llvmlite.binding as llvm  # loading this backend loads LLVM (not the first compile)
 import numpy as np
 
-from tilelang_mini.errors import CompileError
+from tilelang_mini.errors import (
+    CompileError, InternalCompilerError, KernelRuntimeError, internal_error,
+)
 from tilelang_mini.ir.nodes import Kernel, Loc
 from tilelang_mini.runtime import config
 from tilelang_mini.runtime.arguments import check_arrays
@@ -163,16 +165,16 @@ def lower(kernel: Kernel, options: dict | None = None) -> LLVMArtifact:
         raise
     except RecursionError:
         raise CompileError("kernel too deeply nested for the llvm backend", kernel.loc) from None
-    except Exception as err:  # a construct the code generator does not handle
-        raise CompileError(f"the llvm backend cannot compile this kernel "
-                           f"({type(err).__name__}: {err})", kernel.loc) from err
+    except Exception as err:  # a bug of the code generator, not of the kernel
+        raise internal_error(err, "the llvm code generator", kernel.loc) from err
     text = str(module)
     with _LOCK:
         try:
             obj = _compile_module(text, gen.needs_dpbf16, t)
             engine, cfunc, ref = _load_object(obj, t)
-        except RuntimeError as err:  # LLVM rejected the module
-            raise CompileError(f"LLVM failed to compile the kernel: {err}", kernel.loc) from err
+        except RuntimeError as err:  # LLVM rejected the module we generated: our bug
+            raise InternalCompilerError(f"LLVM rejected the generated module: {err}",
+                                        kernel.loc, stage="the llvm code generator") from err
         STATS["compiles"] += 1
     scratch = gen.plan.arena_bytes + gen.temp_bytes
     return LLVMArtifact(_header(kernel), list(gen.errors), scratch, "", False,
@@ -308,7 +310,7 @@ def run(artifact: LLVMArtifact, args) -> None:
         code = state["code"]
     if code:
         message, loc = artifact.errors[code - 1]
-        raise CompileError(message, loc)
+        raise KernelRuntimeError(message, loc)
 
 
 class LLVMBackend:

@@ -60,7 +60,14 @@ def parse_prim_func(fn):
                     symbols |= d.symbols()
     if symbols:
         return SymbolicPrimFunc(fn, symbols)
-    return PrimFunc(fn, KernelBuilder(fn).build())
+    builder = KernelBuilder(fn)
+    try:
+        return PrimFunc(fn, builder.build())
+    except RecursionError as err:  # the innermost statement that was being read says where
+        where = getattr(err, "tlm_where", None) or (builder.loc(builder.tree.body[0]), None)
+        raise CompileError("the kernel nests too deeply to read (an expression or T.macro "
+                           "calls hundreds of levels deep); split the expression with "
+                           "intermediate variables", *where) from None
 
 
 def _source(fn, file: str):
@@ -281,7 +288,18 @@ class KernelBuilder(TileOps, Dialect, TileAscend, Eager):
         method = getattr(self, "stmt_" + type(s).__name__, None)
         if method is None:
             raise self.error(s, f"unsupported Python construct in a kernel: {type(s).__name__}")
-        return method(s)
+        try:
+            return method(s)
+        except RecursionError as err:  # reported by parse_prim_func at the innermost statement
+            if getattr(err, "tlm_where", None) is None:
+                try:
+                    loc = self.loc(s)
+                    idx = loc.line - self.line_offset - 1
+                    line = self.source_lines[idx] if 0 <= idx < len(self.source_lines) else None
+                    err.tlm_where = (loc, line)
+                except RecursionError:  # too close to the limit here: an outer statement says
+                    pass
+            raise
 
     def stmt_Pass(self, s):
         return []

@@ -16,6 +16,9 @@ from .common import Marker, is_docstring, show
 from .exprs import as_expr, const, constant_difference, is_ir
 
 
+MAX_MACRO_DEPTH = 32  # nested T.macro expansions (each inlines the macro's source)
+
+
 class TileOps:
     # ------------------------------------------------------------------------- tile operations
 
@@ -184,11 +187,18 @@ class TileOps:
     def inline_function(self, fn, call) -> tuple[list, object]:
         """Inline a T.macro or a plain Python helper at `call`: (statements, returned value).
         Its source is parsed with this kernel's names; the arguments are bound as values."""
+        depth = getattr(self, "macro_depth", 0) + 1
+        if depth > MAX_MACRO_DEPTH:
+            raise self.error(call, f"{fn.__name__} is inlined more than {MAX_MACRO_DEPTH} "
+                                   f"levels deep: a T.macro or helper that calls itself "
+                                   f"(directly or through others) needs a trace-time condition "
+                                   f"that ends the recursion")
         try:
             sub = type(self)(fn, symbols=self.symbols)  # the function's own source
         except (CompileError, SyntaxError):
             raise self.error(call, f"cannot read the source of {fn.__name__} to inline it; "
                                    "define it in a file (or decorate it with T.macro)") from None
+        sub.macro_depth = depth
         sub.buffer_names = self.buffer_names
         sub.parallel_depth = self.parallel_depth
         sub.scope_core = getattr(self, "scope_core", None)

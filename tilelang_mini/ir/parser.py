@@ -49,6 +49,15 @@ def parse_ir(text: str, filename: str = "<ir>") -> Kernel:
         raise _syntax_error(e, filename, lines, indenter.open_brackets) from None
     except LarkError as e:  # anything else lark may raise: never let its classes escape
         raise _error(f"cannot read the IR text ({e})", filename, lines, 1, 1) from None
+    except RecursionError:  # lark builds trees recursively: the most nested line is the cause
+        line = max(range(len(lines)), key=lambda i: _nesting(lines[i])) + 1
+        raise _error("this line nests too deeply to read (an expression hundreds of levels "
+                     "deep); split it up", filename, lines, line, 1) from None
+
+
+def _nesting(line: str) -> int:
+    """Operators and brackets on a line: a proxy for how deeply its expression nests."""
+    return sum(line.count(c) for c in "+-*/%(<>=&|")
 
 
 # ------------------------------------------------------------------------------- lark plumbing
@@ -372,6 +381,10 @@ class _ToIR(Transformer):
         if len(extents) != len(names):
             self.err(f"{len(names)} loop variable(s) but {len(extents)} extent(s)", kind_tok)
         stages = self.const_int(kws["num_stages"]) if "num_stages" in kws else 0
+        for e in extents:
+            v = e.value
+            if isinstance(v, Const) and (type(v.value) is not int or v.value < 0):
+                self.err(f"a loop extent must be a non-negative integer, got {v.value!r}", e)
         return For(names, tuple(self.expr(e) for e in extents), kind, body, stages,
                    self.loc(_comment))
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import functools
 
-from ..errors import TileLangMiniError
+from ..errors import TileLangMiniError, internal_error
 
 
 def user_facing(fn):
@@ -17,3 +17,12 @@ def user_facing(fn):
             raise err.with_traceback(None) from None
 
     return wrapper
+
+
+def guarded(stage: str, loc, fn, *args, **kwargs):
+    """`fn(*args, **kwargs)`; an exception that is not one of ours becomes an
+    InternalCompilerError naming `stage` (a RecursionError: a CompileError at `loc`)."""
+    try:
+        return fn(*args, **kwargs)
+    except Exception as err:  # noqa: BLE001 -- classified by internal_error
+        raise internal_error(err, stage, loc) from err

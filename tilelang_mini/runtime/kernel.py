@@ -15,7 +15,7 @@ from ..ir.printer import print_ir
 from ..transform.options import Options
 from . import cache
 from .backends import get_backend
-from .errors import user_facing
+from .errors import guarded, user_facing
 
 # The pass pipeline (every pass, the IR parser's grammar) loads at the first compile, not when
 # the package is imported (`import tilelang_mini` stays about as cheap as `import numpy`).
@@ -46,7 +46,8 @@ class JITKernel:
         self.outputs = [frontend.params[i] for i in self.out_idx]
         self.backend = get_backend(options.target)
         if artifact is None:
-            artifact = self.backend.lower(self.ir, {"chip": options.chip})
+            artifact = guarded(f"the {options.target} code generator", self.ir.loc,
+                               self.backend.lower, self.ir, {"chip": options.chip})
         self.artifact = artifact
 
     @property
@@ -88,7 +89,8 @@ class JITKernel:
             args = tuple(to_numpy(a) for a in args)
         inputs, back = prepare_args(self.frontend, self.inputs, args, self.written)
         outputs = allocate_outputs(self.outputs)
-        self.backend.run(self.artifact, self._full_args(inputs, outputs))
+        guarded(f"the {self.target} backend's run", self.frontend.loc,
+                self.backend.run, self.artifact, self._full_args(inputs, outputs))
         write_back(back)
         if like is not None:
             outputs = [from_numpy(o, like) for o in outputs]
@@ -103,8 +105,9 @@ class JITKernel:
         from ..sim.simulator import simulate_kernel
         inputs, back = prepare_args(self.frontend, self.inputs, args, self.written)
         outputs = allocate_outputs(self.outputs)
-        report = simulate_kernel(self.ir, self._full_args(inputs, outputs),
-                                 get_chip(chip or self.chip), blocks=blocks)
+        report = guarded("the simulator", self.frontend.loc, simulate_kernel, self.ir,
+                         self._full_args(inputs, outputs), get_chip(chip or self.chip),
+                         blocks=blocks)
         write_back(back)
         return (outputs[0] if len(outputs) == 1 else tuple(outputs)), report
 
@@ -116,8 +119,8 @@ class JITKernel:
         in order) are read where control flow reads data, e.g. a grouped GEMM's group ids."""
         from ..arch import get_chip
         from ..sim.estimate import estimate_kernel
-        return estimate_kernel(self.ir, get_chip(chip or self.chip),
-                               None if args is None else list(args))
+        return guarded("the estimate", self.frontend.loc, estimate_kernel, self.ir,
+                       get_chip(chip or self.chip), None if args is None else list(args))
 
     def _full_args(self, inputs, outputs) -> list:
         full, ins, outs = [], iter(inputs), iter(outputs)
@@ -229,7 +232,8 @@ def _lower_cached(kernel: Kernel, options: Options, backend):
             if artifact is not None:
                 return None, artifact
     compilation = _run_passes(kernel, options)
-    artifact = backend.lower(compilation.final, {"chip": options.chip})
+    artifact = guarded(f"the {options.target} code generator", kernel.loc, backend.lower,
+                       compilation.final, {"chip": options.chip})
     if key is not None:
         cache.write_entry(path, key, *backend.dump(artifact))
     return compilation, artifact

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tilelang_mini.errors import CompileError
+from tilelang_mini.errors import CompileError, KernelRuntimeError
 from tilelang_mini.ir import dtypes
 from tilelang_mini.ir.analysis import BLOCK_SCOPES, SYNC_OPS
 from tilelang_mini.ir.nodes import (
@@ -46,7 +46,7 @@ class Env:
 
 
 def located(fn, stmt):
-    """Wrap `fn(env)` so runtime faults become a CompileError at `stmt.loc`."""
+    """Wrap `fn(env)` so runtime faults become a KernelRuntimeError at `stmt.loc`."""
     loc = stmt.loc
     what = type(stmt).__name__
 
@@ -54,9 +54,9 @@ def located(fn, stmt):
         try:
             fn(env)
         except Fault as e:
-            raise CompileError(str(e), loc) from None
+            raise KernelRuntimeError(str(e), loc) from None
         except (IndexError, ValueError, ZeroDivisionError, OverflowError) as e:
-            raise CompileError(f"{what} failed at run time: {e}", loc) from None
+            raise KernelRuntimeError(f"{what} failed at run time: {e}", loc) from None
 
     return run
 

@@ -1,29 +1,53 @@
-"""check: shapes, dtypes, regions and constant indices of every tile op -> located errors.
+"""check: shapes, dtypes, regions and constant indices of every tile op, and the limits of the
+chip being compiled for (event ids, cross-core flags, the bytes of each buffer scope, the
+elements of a Parallel loop) -> located errors.
 
-The IR is unchanged (`check(k) is k`); every problem found is reported, the first with its
+The IR is unchanged (`check(k, chip) is k`); every problem found is reported, the first with its
 source line and caret, the rest listed after it:
 
     copy(A[0 +: 64, 0 +: 32], A_s)      # A_s is (64, 64)
     -> gemm.py:14:13: copy shapes differ: source (64, 32), destination (64, 64)
+    set_cross_flag(MTE3, 13)           # on ascend910b
+    -> k.py:9:17: cross-core flag id 13 is out of range on ascend910b; expected 0-10
 """
 from __future__ import annotations
 
+from dataclasses import fields
+
+from ..arch import Chip, get_chip
 from ..errors import CompileError
 from ..ir import dtypes
 from ..ir.nodes import (
-    Alloc, Const, Copy, Fill, For, Gemm, If, Kernel, Load, PipeBarrier, Reduce, Region, Scope,
+    Loc, body_fields, Alloc, Const, Copy, Fill, For, Gemm, If, Kernel, Load, PipeBarrier, Reduce, Region, Scope,
     SetCrossFlag, SetFlag, Store, WaitCrossFlag, WaitFlag, walk_own, walk_statements,
 )
 
-MAX_EVENT_ID = 7
-MAX_CROSS_FLAG = 15
+# Deeper expressions are rejected here, before any recursive pass meets them.
+MAX_EXPR_DEPTH = 128
+
+# A developer-mode tile may be split or staged by the lowering passes (plan_memory reports
+# what does not fit after them); here it only has to fit the largest on-chip scope.
+_DEV_SCOPES = ("shared", "fragment")
 
 
-def check(kernel: Kernel) -> Kernel:
+def check(kernel: Kernel, chip: Chip | str | None = None) -> Kernel:
+    """Located CompileErrors for what is wrong in `kernel` on `chip` (default: the default
+    chip preset)."""
+    if not isinstance(chip, Chip):
+        from ..runtime import config
+        chip = get_chip(chip or config.DEFAULT_CHIP)
     errors: list[CompileError] = []
     for stmt in walk_statements(kernel.body):
+        depth = expr_depth(stmt)
+        if depth > MAX_EXPR_DEPTH:
+            errors.append(CompileError(
+                f"an expression nested {depth} levels deep; the compiler takes at most "
+                f"{MAX_EXPR_DEPTH} (split it with intermediate tiles or variables)", stmt.loc))
+            continue
         for node in walk_own(stmt):
             for message in _problems(node):
+                errors.append(CompileError(message, stmt.loc))
+            for message in _chip_problems(node, chip):
                 errors.append(CompileError(message, stmt.loc))
     if errors:
         first = errors[0]
@@ -32,6 +56,38 @@ def check(kernel: Kernel) -> Kernel:
             raise CompileError(first.message, first.loc, notes=rest)
         raise first
     return kernel
+
+
+def expr_depth(stmt) -> int:
+    """How deeply the expressions `stmt` holds nest (its nested statements not included);
+    iterative, so any depth is measured."""
+    skip = set(body_fields(stmt))
+    best = 0
+    stack = [(getattr(stmt, f.name), 0) for f in fields(stmt)
+             if f.name != "loc" and f.name not in skip]
+    while stack:
+        value, d = stack.pop()
+        if isinstance(value, tuple):
+            stack.extend((v, d) for v in value)
+        elif hasattr(value, "__dataclass_fields__") and not isinstance(value, Loc):
+            best = max(best, d + 1)
+            stack.extend((getattr(value, f.name), d + 1) for f in fields(value) if f.name != "loc")
+    return best
+
+
+def deepest_statement(kernel: Kernel):
+    """The statement holding the most deeply nested expression (where a RecursionError most
+    likely came from), or None."""
+    best, where = 0, None
+    stack = list(kernel.body)
+    while stack:
+        s = stack.pop()
+        d = expr_depth(s)
+        if d > best:
+            best, where = d, s
+        for name in body_fields(s):
+            stack.extend(getattr(s, name))
+    return where
 
 
 def _squeeze(extent) -> tuple[int, ...]:
@@ -128,24 +184,57 @@ def _problems(node):
         if node.buffer.dtype not in dtypes.DTYPES:
             yield f"unsupported dtype {node.buffer.dtype}"
     elif isinstance(node, (SetFlag, WaitFlag)):
-        if not 0 <= node.event <= MAX_EVENT_ID:
-            yield f"event id {node.event} is out of range; expected 0-{MAX_EVENT_ID}"
         if node.src == node.dst:
             yield f"a flag orders two different pipes; use pipe_barrier({node.src}) within one"
-    elif isinstance(node, (SetCrossFlag, WaitCrossFlag)):
-        if not 0 <= node.flag <= MAX_CROSS_FLAG:
-            yield f"cross-core flag id {node.flag} is out of range; expected 0-{MAX_CROSS_FLAG}"
     elif isinstance(node, Scope):
         for inner in walk_statements(node.body):
             if isinstance(inner, Scope):
                 yield "T.Scope blocks do not nest"
                 break
-    elif isinstance(node, For) and node.kind == "parallel":
-        for s in node.body:
-            if not isinstance(s, Store):
-                yield "a Parallel loop body holds element assignments only"
+    elif isinstance(node, For):
+        for e in node.extents:
+            if isinstance(e, Const) and (type(e.value) is not int or e.value < 0):
+                yield (f"a loop extent must be a non-negative integer, got {e.value!r}")
+        if node.kind == "parallel":
+            for s in node.body:
+                if not isinstance(s, Store):
+                    yield "a Parallel loop body holds element assignments only"
     elif isinstance(node, (If, PipeBarrier)):
         return
+
+
+def _chip_problems(node, chip: Chip):
+    """What does not fit `chip`: flag ids, buffer bytes, Parallel loop sizes."""
+    if isinstance(node, (SetFlag, WaitFlag)):
+        if not 0 <= node.event < chip.event_ids:
+            yield (f"event id {node.event} is out of range on {chip.name}; expected "
+                   f"0-{chip.event_ids - 1}")
+    elif isinstance(node, (SetCrossFlag, WaitCrossFlag)):
+        if not 0 <= node.flag < chip.cross_flags:
+            yield (f"cross-core flag id {node.flag} is out of range on {chip.name}; expected "
+                   f"0-{chip.cross_flags - 1}")
+    elif isinstance(node, Alloc):
+        b = node.buffer
+        if b.dtype not in dtypes.DTYPES:
+            return
+        size = b.numel * dtypes.itemsize(b.dtype)
+        if b.scope in _DEV_SCOPES:
+            homes = (max(chip.capacity, key=lambda x: x[1])[0],)
+        else:
+            homes = (b.scope,) if b.scope in dict(chip.capacity) else ()
+        if homes and all(size > chip.capacity_of(h) for h in homes):
+            room = " or ".join(f"{h} holds {chip.capacity_of(h)}" for h in homes)
+            yield (f"'{b.name}' {b.shape} {b.dtype} takes {size} bytes; on {chip.name} {room} "
+                   f"bytes; use a smaller tile")
+    elif isinstance(node, For) and node.kind == "parallel":
+        n = 1
+        for e in node.extents:
+            n *= e.value if isinstance(e, Const) and isinstance(e.value, int) else 1
+        most = max(c for _, c in chip.capacity)
+        if n > most:
+            yield (f"T.Parallel over {n} elements is larger than any tile on {chip.name} (the "
+                   f"largest buffer, {max(chip.capacity, key=lambda x: x[1])[0]}, holds {most} "
+                   f"bytes); a Parallel loop works on a tile, so tile the loop")
 
 
 def _squeeze_to_2d(extent):

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ..errors import CompileError
+from ..errors import CompileError, InternalCompilerError
 from ..ir.nodes import (
     Alloc, BinOp, Buffer, Const, Copy, Fill, For, Gemm, If, Kernel, Load, Reduce, Region, Scope, Store,
     Var, walk, walk_own, walk_statements,
@@ -170,7 +170,8 @@ class _Rewriter:
         if scope in valid:
             return []
         if scope not in self.versions[buf.name]:
-            raise CompileError(f"internal: '{buf.name}' has no {scope} version", stmt.loc)
+            raise InternalCompilerError(f"'{buf.name}' has no {scope} version", stmt.loc,
+                                            stage="infer_scopes")
         for src in ORDER:
             if src in valid and (src, scope) in PATHS:
                 state[buf.name] = valid | {scope}

@@ -28,140 +28,13 @@ from dataclasses import dataclass, field, replace
 
 from ..arch import Chip
 from ..errors import CompileError
-from ..ir import dtypes
-from ..ir.nodes import (
-    Alloc, Const, For, If, Kernel, PipeBarrier, Region, Scope, SetCrossFlag, SetFlag,
-    WaitCrossFlag, WaitFlag, Load, walk_own,
+from ..ir.happens_before import (
+    HappensBefore, Instr, Occ, accesses as _accesses, build_tree as _tree, join,
 )
-from ..ir.analysis import GM_SCOPES, boxes_overlap, operands, static_box
-from ..ir.pipes import pipe_of
+from ..ir.nodes import (
+    Alloc, Const, For, Kernel, PipeBarrier, SetCrossFlag, SetFlag, WaitCrossFlag, WaitFlag,
+)
 from .util import group_scopes
-
-# ---------------------------------------------------------------------------- the program tree
-
-
-@dataclass(eq=False)
-class Instr:
-    stmt: object
-    core: str
-    pipe: str
-    before: list = field(default_factory=list)
-    after: list = field(default_factory=list)
-    parent: list | None = None
-    probe: bool = False       # the scalar unit reading a condition or loop bound (no statement)
-
-
-@dataclass(eq=False)
-class Block:
-    """A loop or an if: control flow every core runs; `bodies` are lists of items."""
-    stmt: object
-    bodies: list
-    before: list = field(default_factory=list)
-    after: list = field(default_factory=list)
-    parent: list | None = None
-
-
-def _tree(stmts, core=None) -> list:
-    items = []
-    for s in stmts:
-        if isinstance(s, Scope):
-            items += _tree(s.body, s.core)
-        elif isinstance(s, Alloc):
-            items.append(s)
-        elif isinstance(s, For) and s.kind != "parallel":
-            block = Block(s, [_tree(s.body, core)])
-            items += _probes(s, block, core) + [block]
-        elif isinstance(s, If):
-            block = Block(s, [_tree(s.then_body, core), _tree(s.else_body, core)])
-            items += _probes(s, block, core) + [block]
-        else:
-            pipe = pipe_of(s, core)
-            if pipe is None or core is None:
-                raise CompileError("internal: instruction without a core or pipe after "
-                                   "split_cores", s.loc)
-            items.append(Instr(s, core, pipe))
-    for it in items:
-        if not isinstance(it, Alloc):
-            it.parent = items
-    return items
-
-
-def _probes(s, block: Block, core) -> list:
-    """An if condition or loop bound that reads buffers is evaluated by the scalar unit of each
-    core that runs the block: a reading instruction on its S pipe right before the block, so
-    that the data it reads is synchronised like any other read."""
-    loads = [n.buffer for n in walk_own(s) if isinstance(n, Load)]
-    if not loads:
-        return []
-    if core is not None:
-        cores = {core}
-    else:
-        cores = set()
-        for b in loads:  # a tile is read on its core; GM and scalars on each core inside
-            if b.scope == "UB":
-                cores.add("V")
-            elif b.scope not in ("global", "workspace", "var"):
-                cores.add("C")
-        if any(b.scope in ("global", "workspace", "var") for b in loads):
-            cores |= _instr_cores(block.bodies)
-    return [Instr(s, c, "S", probe=True) for c in sorted(cores)]
-
-
-def _instr_cores(bodies) -> set:
-    out = set()
-    for body in bodies:
-        for it in body:
-            if isinstance(it, Instr):
-                out.add(it.core)
-            elif isinstance(it, Block):
-                out |= _instr_cores(it.bodies)
-    return out
-
-
-# ------------------------------------------------------------------------------------ accesses
-
-
-def _accesses(instr: Instr, offsets: dict) -> list:
-    """(memory key, box or None, is_write) for each buffer the instruction touches."""
-    out = []
-    if instr.probe:  # a condition or loop bound: the loads in it
-        for n in walk_own(instr.stmt):
-            if isinstance(n, Load):
-                out.append((_mem(n.buffer, instr.core, offsets), None, False))
-        return out
-    for node, write in operands(instr.stmt):
-        box = static_box(node) if isinstance(node, Region) else None
-        out.append((_mem(node.buffer, instr.core, offsets), box, write))
-    return out
-
-
-def _mem(buf, core, offsets):
-    """Memory identity: on-chip buffers by scope and byte range (so aliases conflict)."""
-    if buf.scope in GM_SCOPES:
-        return ("GM", buf.name, None)
-    owner = core if buf.scope == "var" else "V" if buf.scope == "UB" else "C"  # var: per core
-    if buf.name in offsets:
-        start = offsets[buf.name]
-        return (owner, buf.scope, (start, start + buf.numel * dtypes.itemsize(buf.dtype)), buf.name)
-    return (owner, buf.scope, None, buf.name)
-
-
-def _conflict(x, y) -> bool:
-    (mx, bx, wx), (my, by, wy) = x, y
-    if not (wx or wy):
-        return False
-    if mx[0] == "GM" or my[0] == "GM":
-        if mx != my:
-            return False
-        return boxes_overlap(bx, by)
-    if mx[:2] != my[:2]:
-        return False
-    if mx[3] == my[3]:
-        return boxes_overlap(bx, by)
-    if mx[2] is None or my[2] is None:
-        return False
-    return mx[2][0] < my[2][1] and my[2][0] < mx[2][1]
-
 
 # ----------------------------------------------------------------------------------- channels
 
@@ -179,13 +52,6 @@ class Channel:
     event: int = -1
     sets: list | None = None   # (trace position, vector clock of the src pipe) per dynamic set
     waits: list | None = None  # trace position of the first instruction after each dynamic wait
-
-
-@dataclass
-class Occ:
-    index: int
-    item: Instr
-    ancestors: tuple          # ((Block, iteration), ...)
 
 
 def insert_sync(kernel: Kernel, chip: Chip) -> Kernel:
@@ -209,7 +75,7 @@ class _Uncovered(Exception):
     pass
 
 
-class _Analysis:
+class _Analysis(HappensBefore):
     def __init__(self, offsets, coalesce=False):
         self.offsets = offsets
         self.coalesce = coalesce
@@ -219,13 +85,8 @@ class _Analysis:
         self.reset()
 
     def reset(self):
-        self.known: dict = {}      # pipe -> {pipe: index known to happen before its next instr}
-        self.cur: dict = {}        # pipe -> vector clock right after its latest instruction
-        self.history: list = []    # (occ, accesses)
+        super().reset()
         self.exit_vc: dict = {}    # id(block) -> {pipe: vc at its latest exit}
-        self.count = 0
-        self.vc_of: list = []      # occurrence index -> vector clock of its pipe right after it
-        self.last_occ: dict = {}   # id(instr) -> index of its latest occurrence
 
     def run(self, tree):
         self.walk(tree, ())
@@ -305,24 +166,9 @@ class _Analysis:
         for ch in self.by_wait.get(id(item), []):  # flags already placed before this instruction
             self.apply(ch, known)
             self.record_wait(ch, occ.index)
-        scalar = self.cur.get((item.core, "S"))
-        if scalar and q[1] != "S":  # dispatched after the core's last scalar instruction finished
-            for p, i in scalar.items():
-                if i > known.get(p, -1):
-                    known[p] = i
+        known = self.arrive(occ)
         acc = _accesses(item, self.offsets)
-        needed: dict = {}
-        for prev, pacc, _ in self.history:
-            p = (prev.item.core, prev.item.pipe)
-            if p == q and item.pipe != "V":
-                continue
-            if p[1] == "S" and p[0] == q[0]:  # the scalar unit finishes it before dispatching on
-                continue
-            if known.get(p, -1) >= prev.index or _exclusive(prev, occ):
-                continue
-            if any(_conflict(x, y) for x in pacc for y in acc):
-                if prev.index > needed.get(p, (-1,))[0]:
-                    needed[p] = (prev.index, prev)
+        needed = self.unordered(occ, acc, known)
         # Latest producers first: the order one of them establishes may cover the others.
         for p, (index, prev) in sorted(needed.items(), key=lambda x: -x[1][0]):
             if known.get(p, -1) >= index:
@@ -331,14 +177,7 @@ class _Analysis:
                 raise _Uncovered
             ch = self.channel(prev, occ, p, q)
             self.apply(ch, known, snapshot=self.snapshot(prev, occ, ch))
-        vc = dict(known)
-        vc[q] = occ.index
-        self.history.append((occ, acc, vc))
-        self.vc_of.append(vc)
-        self.last_occ[id(item)] = occ.index
-        self.cur[q] = vc
-        if item.pipe != "V":
-            known[q] = occ.index
+        vc = self.record(occ, acc, known)
         for ch in self.channels:
             if ch.set_at is item:
                 ch.last_set = dict(vc)
@@ -355,11 +194,8 @@ class _Analysis:
         vc = snapshot if snapshot is not None else ch.last_set
         if ch.kind == "barrier":
             vc = {ch.src: self.cur.get(ch.src, {}).get(ch.src, -1)}
-        if not vc:
-            return
-        for p, i in vc.items():
-            if i > known.get(p, -1):
-                known[p] = i
+        if vc:
+            join(known, vc)
 
     def channel(self, prev: Occ, occ: Occ, p, q) -> Channel:
         if p == q:  # two vector instructions: a barrier right before the later one
@@ -387,16 +223,6 @@ class _Analysis:
 
 def _position(item) -> int:
     return next(n for n, x in enumerate(item.parent) if x is item)
-
-
-def _exclusive(a: Occ, b: Occ) -> bool:
-    """a and b sit in different branches of the same if: never both run."""
-    for (ia, ta), (ib, tb) in zip(a.ancestors, b.ancestors):
-        if ia is not ib:
-            return False
-        if ta != tb:
-            return isinstance(ta, tuple)
-    return False
 
 
 def _last_producer(set_at, wait_at, producer: Instr):

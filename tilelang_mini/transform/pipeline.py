@@ -12,8 +12,10 @@ import time
 from dataclasses import dataclass, field, replace
 
 from ..arch import get_chip
+from ..errors import internal_error
 from ..ir.nodes import Kernel
 from .check import check
+from .check_sync import check_sync
 from .options import Options
 from .infer_scopes import infer_scopes
 from .insert_sync import insert_sync
@@ -25,7 +27,8 @@ from .split_cores import is_expert, split_cores
 
 # name, pass, why. The order is the lowering order; each step's why is one line.
 PASSES = (
-    ("check", lambda k, o: check(k), "reject wrong shapes, dtypes and indices at the kernel line"),
+    ("check", lambda k, o: check(k, get_chip(o.chip)),
+     "reject wrong shapes, dtypes, indices and what exceeds the chip at the kernel line"),
     ("infer_scopes", lambda k, o: k if o.expert else infer_scopes(k),
      "shared/fragment -> L1, L0C or UB by use; one version per scope a buffer needs"),
     ("legalize", lambda k, o: k if o.expert else legalize(k, get_chip(o.chip)),
@@ -36,8 +39,9 @@ PASSES = (
      "Pipelined(num_stages): buffer versions so transfers overlap compute"),
     ("plan_memory", lambda k, o: plan_memory(k, get_chip(o.chip)),
      "aligned offsets with reuse; overflow is an error at the allocation"),
-    ("insert_sync", lambda k, o: k if o.expert else insert_sync(k, get_chip(o.chip)),
-     "flags between pipes and cores: sets early, waits late, none redundant"),
+    ("insert_sync", lambda k, o: (check_sync if o.expert else insert_sync)(k, get_chip(o.chip)),
+     "flags between pipes and cores: sets early, waits late, none redundant (expert kernels: "
+     "their own flags proved enough by the same happens-before analysis)"),
 )
 
 STAGES = ("frontend",) + tuple(name for name, _, _ in PASSES)
@@ -71,11 +75,11 @@ def run_pipeline(kernel: Kernel, options: Options = Options(), *, stop_after: st
         if stop_after == "frontend":
             break
         start = time.perf_counter()
-        kernel = run(kernel, options)
+        kernel = run_pass(name, run, kernel, options)
         out.seconds[name] = time.perf_counter() - start
         out.stages[name] = kernel
         if verify:
-            verify_kernel(kernel, name)
+            run_pass(name, lambda k, o: verify_kernel(k, name), kernel, options)
         if "all" in print_after or name in print_after:
             _show(name, print_ir(kernel))
         if name == stop_after:
@@ -84,6 +88,19 @@ def run_pipeline(kernel: Kernel, options: Options = Options(), *, stop_after: st
         for name, s in out.seconds.items():
             print(f"[tilelang_mini] {name:14s} {s * 1e3:8.2f} ms", file=sys.stderr)
     return out
+
+
+def run_pass(name: str, fn, kernel: Kernel, options: Options):
+    """`fn(kernel, options)`; an exception that is not one of ours becomes an
+    InternalCompilerError naming the pass (a RecursionError: a located CompileError)."""
+    try:
+        return fn(kernel, options)
+    except Exception as err:  # noqa: BLE001 -- classified by internal_error
+        loc = kernel.loc
+        if isinstance(err, RecursionError):  # most likely the deepest expression's statement
+            from .check import deepest_statement
+            loc = getattr(deepest_statement(kernel), "loc", None) or loc
+        raise internal_error(err, f"the '{name}' pass", loc) from err
 
 
 def _show(stage: str, text: str) -> None:

@@ -1,0 +1,319 @@
+"""Static verification of expert kernels at compile time (check_sync): scope/pipe legality and the
+happens-before analysis insert_sync uses, run on the kernel's own flags. A kernel the hardware
+would run wrongly does not compile; every correct expert kernel does (no false alarms)."""
+# No `from __future__ import annotations`: kernels need their T.Tensor annotations as objects.
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import kernels
+import tilelang_mini
+import tilelang_mini.language as T
+from irbuild import compile_unchecked
+from tilelang_mini import CompileError, DeadlockError, RaceError, SimulationError, SyncError
+from tilelang_mini.ir.printer import print_ir
+
+THIS = Path(__file__).resolve()
+SOURCE = THIS.read_text().splitlines()
+CHIPS = ["ascend910b", "ascend950"]
+
+
+def line_of(tag: str) -> int:
+    hits = [i + 1 for i, line in enumerate(SOURCE) if line.rstrip().endswith(f"# AT:{tag}")]
+    assert len(hits) == 1, tag
+    return hits[0]
+
+
+def rejected(prim, *tags, chip="ascend910b", target="numpy", either=False) -> CompileError:
+    """The CompileError of compiling `prim`: located at the first tag's line, naming the lines
+    of the others, without compiler frames."""
+    with pytest.raises(CompileError) as info:
+        tilelang_mini.compile(prim, out_idx=[-1], chip=chip, target=target)
+    err = info.value
+    text = str(err)
+    assert Path(err.loc.file).resolve() == THIS, text
+    if either:  # two unordered instructions: the message is located at one, names the other
+        assert err.loc.line in [line_of(t) for t in tags], text
+    else:
+        assert err.loc.line == line_of(tags[0]), text
+    assert text.splitlines()[2].strip() == "^", text
+    for tag in tags:
+        assert f"{THIS}:{line_of(tag)}:" in text or f":{line_of(tag)}:" in text, (tag, text)
+    assert "Traceback" not in text and "tilelang_mini/" not in text
+    return err
+
+
+def simulate_unchecked(prim, args, chip="ascend910b"):
+    from tilelang_mini.runtime.kernel import JITKernel
+    from tilelang_mini.transform.pipeline import Options, run_pipeline
+    options = Options(chip=chip, target="numpy")
+    compilation = run_pipeline(prim.ir, options, stop_after="plan_memory")
+    kernel = JITKernel(prim, prim.ir, (len(prim.ir.params) - 1,), options,
+                       compilation=compilation)
+    return kernel.simulate(*args)
+
+
+# ---------------------------------------------------------------------- correct kernels compile
+
+
+@pytest.mark.parametrize("chip", CHIPS)
+def test_expert_gemm_compiles_and_is_correct(chip, target):
+    M, N, K = 128, 128, 256
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((M, K)).astype(np.float16)
+    b = rng.standard_normal((K, N)).astype(np.float16)
+    prim = kernels.gemm_expert(M, N, K)
+    c = tilelang_mini.compile(prim, out_idx=[-1], chip=chip, target=target)(a, b)
+    want = a.astype(np.float64) @ b.astype(np.float64)
+    np.testing.assert_allclose(c, want, rtol=2e-3, atol=2e-3 * np.sqrt(K))
+
+
+@pytest.mark.parametrize("chip", CHIPS)
+@pytest.mark.parametrize("name", ["gemm", "matmul_add", "prenorm", "rmsnorm", "softmax",
+                                  "flash_attention"])
+def test_the_compilers_own_sync_passes_the_check(name, chip):
+    """The lowered IR of every example kernel (insert_sync's flags) is a hand-synchronised kernel
+    the check accepts: recompiling its text runs check_sync on it."""
+    shapes = {"gemm": (64, 64, 64), "matmul_add": (64, 64, 64), "prenorm": (64, 64, 64),
+              "rmsnorm": (64, 64), "softmax": (64, 64), "flash_attention": (1, 128, 64)}
+    shapes["prenorm"] = (64, 32, 64)
+    prim = getattr(kernels, name)(*shapes[name])
+    lowered = tilelang_mini.compile(prim, out_idx=[-1], chip=chip)
+    text = print_ir(lowered.ir)
+    tilelang_mini.compile_ir(text, out_idx=[-1], chip=chip)  # no CompileError
+
+
+# ------------------------------------------------------------------------------------- legality
+
+
+def gemm_from_l1():
+    @T.prim_func
+    def k(A: T.Tensor((16, 16), "float16"), B: T.Tensor((16, 16), "float16"),
+          C: T.Tensor((16, 16), "float32")):
+        with T.Kernel(1, is_npu=True) as (cid, vid):
+            a = T.alloc_L1((16, 16), "float16")
+            b = T.alloc_L1((16, 16), "float16")
+            c = T.alloc_L0C((16, 16), "float32")
+            with T.Scope("C"):
+                T.copy(A, a)  # AT:l1_load
+                T.copy(B, b)
+                T.set_flag("MTE2", "M", 0)
+                T.wait_flag("MTE2", "M", 0)
+                T.gemm(a, b, c)  # AT:gemm_l1
+                T.set_flag("M", "FIX", 0)
+                T.wait_flag("M", "FIX", 0)
+                T.copy(c, C)
+    return k
+
+
+def test_a_gemm_on_l1_loads_l0_behind_the_users_flags():
+    """T.gemm on L1 tiles in a cube scope loads L0A/L0B itself (MTE1): flags ordering the L1
+    loads before the gemm (MTE2 -> M) no longer order them before those L0 loads."""
+    err = rejected(gemm_from_l1(), "gemm_l1", "l1_load", either=True)
+    assert "race on a" in err.message and "MTE1" in err.message and "MTE2" in err.message
+
+
+def gemm_from_ub():
+    @T.prim_func
+    def k(A: T.Tensor((16, 16), "float16"), B: T.Tensor((16, 16), "float16"),
+          C: T.Tensor((16, 16), "float32")):
+        with T.Kernel(1, is_npu=True) as (cid, vid):
+            a = T.alloc_ub((16, 16), "float16")
+            b = T.alloc_ub((16, 16), "float16")
+            c = T.alloc_L0C((16, 16), "float32")
+            with T.Scope("C"):
+                T.gemm(a, b, c)  # AT:gemm_ub
+                T.set_flag("M", "FIX", 0)
+                T.wait_flag("M", "FIX", 0)
+                T.copy(c, C)
+    return k
+
+
+def test_a_cube_gemm_must_read_l0a_l0b():
+    err = rejected(gemm_from_ub(), "gemm_ub")
+    assert "L0A" in err.message and "L0B" in err.message and "'a' in UB" in err.message
+
+
+def bad_copy(kind):
+    @T.prim_func
+    def k(A: T.Tensor((16, 16), "float16"), C: T.Tensor((16, 16), "float16")):
+        with T.Kernel(1, is_npu=True) as (cid, vid):
+            l1 = T.alloc_L1((16, 16), "float16")
+            l0a = T.alloc_L0A((16, 16), "float16")
+            ub = T.alloc_ub((16, 16), "float16")
+            with T.Scope("C"):
+                if kind == "gm_l0a":
+                    T.copy(A, l0a)  # AT:gm_l0a
+                if kind == "l1_gm":
+                    T.copy(A, l1)
+                    T.set_flag("MTE2", "MTE3", 0)
+                    T.wait_flag("MTE2", "MTE3", 0)
+                    T.copy(l1, C)  # AT:l1_gm
+                if kind == "ub_in_cube":
+                    T.copy(A, ub)  # AT:ub_in_cube
+            with T.Scope("V"):
+                if kind == "l1_in_vector":
+                    T.copy(A, l1)  # AT:l1_in_vector
+    return k
+
+
+@pytest.mark.parametrize("kind,fragment", [
+    ("gm_l0a", "no copy path GM -> L0A"), ("l1_gm", "no copy path L1 -> GM"),
+    ("ub_in_cube", "T.Scope(\"C\")"), ("l1_in_vector", "T.Scope(\"V\")"),
+])
+def test_impossible_copies_and_tiles_of_the_other_core(kind, fragment):
+    err = rejected(bad_copy(kind), kind)
+    assert fragment in err.message, err.message
+
+
+def l0c_to_ub():
+    @T.prim_func
+    def k(A: T.Tensor((16, 16), "float16"), B: T.Tensor((16, 16), "float16"),
+          C: T.Tensor((16, 16), "float32")):
+        with T.Kernel(1, is_npu=True) as (cid, vid):
+            c = T.alloc_L0C((16, 16), "float32")
+            u = T.alloc_ub((16, 16), "float32")
+            with T.Scope("C"):
+                T.fill(c, 1.0)
+                T.set_flag("M", "FIX", 0)
+                T.wait_flag("M", "FIX", 0)
+                T.copy(c, u)  # AT:l0c_ub
+    return k
+
+
+def test_l0c_to_ub_exists_only_where_the_chip_has_it():
+    err = rejected(l0c_to_ub(), "l0c_ub", chip="ascend910b")
+    assert "no direct L0C -> UB" in err.message
+
+
+# ------------------------------------------------------------------------------ synchronisation
+
+
+def copy_through_ub(sync: str):
+    """GM -> UB -> GM on one vector core with the flag between MTE2 and MTE3 spelled by `sync`."""
+    @T.prim_func
+    def k(X: T.Tensor((16, 16), "float32"), Y: T.Tensor((16, 16), "float32")):
+        with T.Kernel(1, is_npu=True) as (cid, vid):
+            with T.Scope("V"):
+                x = T.alloc_ub((8, 16), "float32")
+                T.copy(X[vid * 8, 0], x)  # AT:load
+                if sync == "ok" or sync == "twice" or sync == "left_set":
+                    T.set_flag("MTE2", "MTE3", 0)  # AT:set
+                if sync == "twice":
+                    T.set_flag("MTE2", "MTE3", 0)  # AT:set2
+                if sync == "ok" or sync == "twice" or sync == "wait_only" or sync == "left_set":
+                    T.wait_flag("MTE2", "MTE3", 0)  # AT:wait
+                T.copy(x, Y[vid * 8, 0])  # AT:store
+                if sync == "left_set":
+                    T.set_flag("MTE3", "MTE2", 1)  # AT:leftover
+    return k
+
+
+def test_a_correct_flag_compiles(target):
+    x = np.arange(256, dtype=np.float32).reshape(16, 16)
+    y = tilelang_mini.compile(copy_through_ub("ok"), out_idx=[-1], target=target)(x)
+    np.testing.assert_array_equal(y, x)
+
+
+def test_a_missing_flag_is_a_race_naming_both_instructions():
+    err = rejected(copy_through_ub("none"), "store", "load")
+    assert "race on x" in err.message and "MTE2" in err.message and "MTE3" in err.message
+    x = np.zeros((16, 16), np.float32)
+    with pytest.raises(RaceError):  # the simulator agrees
+        simulate_unchecked(copy_through_ub("none"), (x,))
+
+
+def test_a_flag_set_twice_before_its_wait():
+    err = rejected(copy_through_ub("twice"), "set2", "set")
+    assert "still set" in err.message
+    with pytest.raises(SyncError):
+        simulate_unchecked(copy_through_ub("twice"), (np.zeros((16, 16), np.float32),))
+
+
+def test_a_wait_without_a_set():
+    err = rejected(copy_through_ub("wait_only"), "wait")
+    assert "never satisfied" in err.message
+    with pytest.raises(DeadlockError):
+        simulate_unchecked(copy_through_ub("wait_only"), (np.zeros((16, 16), np.float32),))
+
+
+def test_a_flag_left_set_at_the_end():
+    err = rejected(copy_through_ub("left_set"), "leftover")
+    assert "still set when the kernel ends" in err.message
+    with pytest.raises((SyncError, RaceError)):
+        simulate_unchecked(copy_through_ub("left_set"), (np.zeros((16, 16), np.float32),))
+
+
+def cross_deadlock():
+    @T.prim_func
+    def k(X: T.Tensor((16, 16), "float32"), Y: T.Tensor((16, 16), "float32")):
+        with T.Kernel(1, is_npu=True) as (cid, vid):
+            with T.Scope("C"):
+                T.wait_cross_flag("FIX", 1)  # AT:cwait
+                T.set_cross_flag("FIX", 0)  # (in order behind the wait on FIX)
+            with T.Scope("V"):
+                x = T.alloc_ub((8, 16), "float32")
+                T.wait_cross_flag("MTE2", 0)  # AT:vwait
+                T.copy(X[vid * 8, 0], x)
+                T.set_flag("MTE2", "MTE3", 0)
+                T.wait_flag("MTE2", "MTE3", 0)
+                T.copy(x, Y[vid * 8, 0])
+                T.set_cross_flag("MTE3", 1)
+    return k
+
+
+def test_a_cross_core_deadlock_names_both_waits():
+    err = rejected(cross_deadlock(), "cwait", "vwait", either=True)
+    assert "deadlock" in err.message
+    with pytest.raises(DeadlockError):
+        simulate_unchecked(cross_deadlock(), (np.zeros((16, 16), np.float32),))
+
+
+def cube_to_vector(with_flag: bool):
+    """The cube writes a GM workspace row block that the vector cores read back."""
+    @T.prim_func
+    def k(A: T.Tensor((16, 16), "float16"), B: T.Tensor((16, 16), "float16"),
+          W: T.Tensor((16, 16), "float32"), Y: T.Tensor((16, 16), "float32")):
+        with T.Kernel(1, is_npu=True) as (cid, vid):
+            a1 = T.alloc_L1((16, 16), "float16")
+            b1 = T.alloc_L1((16, 16), "float16")
+            a0 = T.alloc_L0A((16, 16), "float16")
+            b0 = T.alloc_L0B((16, 16), "float16")
+            c0 = T.alloc_L0C((16, 16), "float32")
+            with T.Scope("C"):
+                T.copy(A, a1)
+                T.copy(B, b1)
+                T.set_flag("MTE2", "MTE1", 0)
+                T.wait_flag("MTE2", "MTE1", 0)
+                T.copy(a1, a0)
+                T.copy(b1, b0)
+                T.set_flag("MTE1", "M", 0)
+                T.wait_flag("MTE1", "M", 0)
+                T.gemm(a0, b0, c0, clear_accum=True)
+                T.set_flag("M", "FIX", 0)
+                T.wait_flag("M", "FIX", 0)
+                T.copy(c0, W)  # AT:fixout
+                if with_flag:
+                    T.set_cross_flag("FIX", 2)
+            with T.Scope("V"):
+                u = T.alloc_ub((8, 16), "float32")
+                if with_flag:
+                    T.wait_cross_flag("MTE2", 2)
+                T.copy(W[vid * 8, 0], u)  # AT:vread
+                T.set_flag("MTE2", "MTE3", 0)
+                T.wait_flag("MTE2", "MTE3", 0)
+                T.copy(u, Y[vid * 8, 0])
+    return k
+
+
+def test_a_cross_core_handoff_needs_its_flag(target):
+    rng = np.random.default_rng(1)
+    a = rng.standard_normal((16, 16)).astype(np.float16)
+    b = rng.standard_normal((16, 16)).astype(np.float16)
+    want = a.astype(np.float64) @ b.astype(np.float64)
+    k = tilelang_mini.compile(cube_to_vector(True), out_idx=[-1], target=target)
+    w = np.zeros((16, 16), np.float32)
+    np.testing.assert_allclose(k(a, b, w), want, rtol=1e-3, atol=1e-3)
+    err = rejected(cube_to_vector(False), "vread", "fixout", either=True)
+    assert "race on W" in err.message and "set_cross_flag/wait_cross_flag" in err.message

@@ -1,0 +1,117 @@
+"""Errors say who is at fault: CompileError (the kernel), KernelRuntimeError (a fault while
+running), InternalCompilerError (a compiler bug: names the stage, asks for a report)."""
+# No `from __future__ import annotations`: kernels need their T.Tensor annotations as objects.
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import tilelang_mini
+import tilelang_mini.language as T
+from tilelang_mini import (
+    CompileError, InternalCompilerError, KernelRuntimeError, TileLangMiniError,
+)
+
+THIS = Path(__file__).resolve()
+SOURCE = THIS.read_text().splitlines()
+
+
+def line_of(tag: str) -> int:
+    hits = [i + 1 for i, line in enumerate(SOURCE) if line.rstrip().endswith(f"# AT:{tag}")]
+    assert len(hits) == 1
+    return hits[0]
+
+
+def _fill_kernel():
+    @T.prim_func
+    def k(X: T.Tensor((16,), "float32"), Y: T.Tensor((16,), "float32")):  # AT:def
+        with T.Kernel(1) as bx:
+            t = T.alloc_fragment((16,), "float32")
+            T.copy(X, t)
+            T.fill(t, 2.0)  # AT:fill
+            T.copy(t, Y)
+    return k
+
+
+def _oob_kernel():
+    @T.prim_func
+    def k(X: T.Tensor((8,), "float32"), I: T.Tensor((2,), "int32"),
+          Y: T.Tensor((8,), "float32")):
+        with T.Kernel(1) as bx:
+            t = T.alloc_fragment((8,), "float32")
+            T.copy(X, t)
+            j = I[0]
+            t[j] = 1.0  # AT:oob
+            T.copy(t, Y)
+    return k
+
+
+def test_the_classes_are_distinct():
+    assert not issubclass(InternalCompilerError, CompileError)
+    assert not issubclass(KernelRuntimeError, CompileError)
+    assert not issubclass(CompileError, (InternalCompilerError, KernelRuntimeError))
+    for cls in (CompileError, InternalCompilerError, KernelRuntimeError):
+        assert issubclass(cls, TileLangMiniError)
+
+
+def test_a_codegen_bug_is_an_internal_error(monkeypatch):
+    """A KeyError raised inside the llvm code generator is the compiler's bug, not the user's."""
+    from backends.llvm import codegen_ops
+
+    def broken(g, s):
+        raise KeyError("no such layout")
+
+    monkeypatch.setattr(codegen_ops, "fill", broken)
+    monkeypatch.setenv("TILELANG_MINI_CACHE", "0")
+    with pytest.raises(InternalCompilerError) as info:
+        tilelang_mini.compile(_fill_kernel(), out_idx=[-1], target="llvm")
+    err = info.value
+    assert not isinstance(err, CompileError)
+    text = str(err)
+    assert "internal compiler error" in text and "please report" in text
+    assert "llvm code generator" in text and "KeyError" in text
+    # at the statement being emitted, or at the kernel when it was emitted as part of a group
+    assert Path(err.loc.file).resolve() == THIS and line_of("def") <= err.loc.line <= line_of("fill") + 1
+    assert "Traceback" not in text
+
+
+def test_a_pass_bug_is_an_internal_error_naming_the_pass(monkeypatch):
+    from tilelang_mini.transform import pipeline
+
+    def broken(kernel, chip):
+        raise ValueError("offset went negative")
+
+    monkeypatch.setattr(pipeline, "plan_memory", broken)
+    with pytest.raises(InternalCompilerError) as info:
+        tilelang_mini.compile(_fill_kernel(), out_idx=[-1], target="numpy")
+    text = str(info.value)
+    assert "'plan_memory' pass" in text and "please report" in text
+    assert "ValueError: offset went negative" in text
+    assert info.value.stage == "the 'plan_memory' pass"
+
+
+def test_an_ir_the_verifier_rejects_after_a_pass_is_an_internal_error(monkeypatch):
+    from tilelang_mini.transform import pipeline
+    from tilelang_mini.ir.nodes import Kernel
+    from dataclasses import replace
+
+    def broken(kernel, chip):  # a pass that drops the allocations it should place
+        return replace(kernel, body=tuple(s for s in kernel.body
+                                          if type(s).__name__ != "Alloc"))
+
+    monkeypatch.setattr(pipeline, "plan_memory", broken)
+    with pytest.raises(InternalCompilerError) as info:
+        tilelang_mini.compile(_fill_kernel(), out_idx=[-1], target="numpy")
+    assert "plan_memory" in str(info.value)
+    assert isinstance(Kernel, type)
+
+
+def test_a_fault_while_running_is_a_runtime_error(target):
+    kernel = tilelang_mini.compile(_oob_kernel(), out_idx=[-1], target=target)  # compiles
+    with pytest.raises(KernelRuntimeError) as info:
+        kernel(np.zeros(8, np.float32), np.array([9, 0], np.int32))
+    err = info.value
+    assert not isinstance(err, CompileError)
+    assert err.loc.line == line_of("oob") and Path(err.loc.file).resolve() == THIS
+    assert "out of bounds" in err.message
+    assert "Traceback" not in str(err)

@@ -1,0 +1,252 @@
+"""What exceeds the chip or the compiler is a located CompileError at compile time: flag ids and
+buffer bytes of the chip compiled for, Parallel loops larger than any tile, expressions and
+macro expansions nested too deeply, loop extents that are not integers (in IR text too)."""
+# No `from __future__ import annotations`: kernels need their T.Tensor annotations as objects.
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import tilelang_mini
+import tilelang_mini.language as T
+from tilelang_mini import CompileError
+from tilelang_mini.arch import CHIPS
+
+THIS = Path(__file__).resolve()
+SOURCE = THIS.read_text().splitlines()
+
+
+def line_of(tag: str) -> int:
+    hits = [i + 1 for i, line in enumerate(SOURCE) if line.rstrip().endswith(f"# AT:{tag}")]
+    assert len(hits) == 1
+    return hits[0]
+
+
+def located(err, tag):
+    assert Path(err.loc.file).resolve() == THIS, str(err)
+    assert err.loc.line == line_of(tag), str(err)
+    text = str(err).splitlines()
+    assert text[1].strip() == SOURCE[err.loc.line - 1].strip() and text[2].strip() == "^"
+    assert "Traceback" not in str(err) and "tilelang_mini/" not in str(err)
+
+
+def cross_flag_kernel(flag):
+    @T.prim_func
+    def k(X: T.Tensor((16, 16), "float32"), Y: T.Tensor((16, 16), "float32")):
+        with T.Kernel(1, is_npu=True) as (cid, vid):
+            with T.Scope("V"):
+                x = T.alloc_ub((8, 16), "float32")
+                T.copy(X[vid * 8, 0], x)
+                T.set_flag("MTE2", "MTE3", 0)
+                T.wait_flag("MTE2", "MTE3", 0)
+                T.copy(x, Y[vid * 8, 0])
+                T.set_cross_flag("MTE3", flag)  # AT:cross
+            with T.Scope("C"):
+                T.wait_cross_flag("MTE3", flag)
+    return k
+
+
+@pytest.mark.parametrize("chip", sorted(CHIPS))
+def test_cross_flag_ids_follow_the_chip(chip, target):
+    limit = CHIPS[chip].cross_flags
+    x = np.arange(256, dtype=np.float32).reshape(16, 16)
+    ok = tilelang_mini.compile(cross_flag_kernel(limit - 1), out_idx=[-1], target=target,
+                               chip=chip)
+    np.testing.assert_array_equal(ok(x), x)
+    with pytest.raises(CompileError) as info:
+        tilelang_mini.compile(cross_flag_kernel(limit), out_idx=[-1], target=target, chip=chip)
+    located(info.value, "cross")
+    assert f"cross-core flag id {limit} is out of range on {chip}" in info.value.message
+    assert f"0-{limit - 1}" in info.value.message
+
+
+def test_910b_has_eleven_cross_flags():
+    assert CHIPS["ascend910b"].cross_flags == 11  # design section 5: ids 0-10
+    with pytest.raises(CompileError) as info:
+        tilelang_mini.compile(cross_flag_kernel(13), out_idx=[-1], chip="ascend910b")
+    located(info.value, "cross")
+
+
+def event_kernel(event):
+    @T.prim_func
+    def k(X: T.Tensor((16, 16), "float32"), Y: T.Tensor((16, 16), "float32")):
+        with T.Kernel(1, is_npu=True) as (cid, vid):
+            with T.Scope("V"):
+                x = T.alloc_ub((8, 16), "float32")
+                T.copy(X[vid * 8, 0], x)
+                T.set_flag("MTE2", "MTE3", event)  # AT:event
+                T.wait_flag("MTE2", "MTE3", event)
+                T.copy(x, Y[vid * 8, 0])
+    return k
+
+
+def test_event_ids_follow_the_chip():
+    for chip in CHIPS.values():
+        tilelang_mini.compile(event_kernel(chip.event_ids - 1), out_idx=[-1], chip=chip.name)
+        with pytest.raises(CompileError) as info:
+            tilelang_mini.compile(event_kernel(chip.event_ids), out_idx=[-1], chip=chip.name)
+        located(info.value, "event")
+        assert f"0-{chip.event_ids - 1}" in info.value.message
+
+
+def test_a_buffer_larger_than_its_scope_is_located_at_check():
+    @T.prim_func
+    def k(X: T.Tensor((16, 16), "float32"), Y: T.Tensor((16, 16), "float32")):
+        with T.Kernel(1, is_npu=True) as (cid, vid):
+            with T.Scope("V"):
+                x = T.alloc_ub((256, 256), "float32")  # AT:ub
+                T.copy(X[vid * 8, 0], x[0:8, 0:16])
+                T.set_flag("MTE2", "MTE3", 0)
+                T.wait_flag("MTE2", "MTE3", 0)
+                T.copy(x[0:8, 0:16], Y[vid * 8, 0])
+    for chip in CHIPS.values():
+        with pytest.raises(CompileError) as info:
+            from tilelang_mini.transform.check import check
+            check(k.ir, chip)
+        located(info.value, "ub")
+        assert f"UB holds {chip.capacity_of('UB')}" in info.value.message
+
+
+def test_a_huge_parallel_extent_is_a_compile_error(target):
+    N = 2 ** 31
+
+    @T.prim_func
+    def k(X: T.Tensor((8,), "float32"), Y: T.Tensor((8,), "float32")):
+        with T.Kernel(1) as bx:
+            t = T.alloc_fragment((8,), "float32")
+            T.copy(X, t)
+            for i in T.Parallel(N):  # AT:huge
+                Y[i % 8] = t[i % 8]
+    with pytest.raises(CompileError) as info:
+        tilelang_mini.compile(k, out_idx=[-1], target=target)
+    located(info.value, "huge")
+    assert "2147483648" in info.value.message and "tile" in info.value.message
+
+
+def test_a_huge_tile_is_a_compile_error():
+    N = 2 ** 31
+
+    @T.prim_func
+    def k(X: T.Tensor((8,), "float32"), Y: T.Tensor((8,), "float32")):
+        with T.Kernel(1) as bx:
+            t = T.alloc_fragment((N,), "float32")  # AT:hugetile
+            T.copy(X, t[0:8])
+            T.copy(t[0:8], Y)
+    for chip in CHIPS.values():
+        with pytest.raises(CompileError) as info:
+            tilelang_mini.compile(k, out_idx=[-1], chip=chip.name)
+        located(info.value, "hugetile")
+
+
+# ----------------------------------------------------------------------- deep and recursive
+
+
+DEEP_SOURCE = """
+import tilelang_mini.language as T
+
+
+@T.prim_func
+def k(X: T.Tensor((8,), "float32"), Y: T.Tensor((8,), "float32")):
+    with T.Kernel(1) as bx:
+        t = T.alloc_fragment((8,), "float32")
+        T.copy(X, t)
+        for i in T.Parallel(8):
+            t[i] = t[i]EXPR
+        T.copy(t, Y)
+"""
+
+
+def deep_kernel(tmp_path, depth):
+    """A kernel file whose line 11 holds an expression `depth` additions deep."""
+    import importlib.util
+    path = tmp_path / f"deep_{depth}.py"
+    path.write_text(DEEP_SOURCE.replace("EXPR", " + 0.5" * depth))
+    spec = importlib.util.spec_from_file_location(f"deep_{depth}", path)
+    module = importlib.util.module_from_spec(spec)
+    try:
+        spec.loader.exec_module(module)
+    except CompileError as err:  # T.prim_func reads the kernel when the module runs
+        return path, err
+    return path, module.k
+
+
+@pytest.mark.parametrize("depth", [200, 900])
+def test_a_deep_expression_is_a_located_error(tmp_path, depth, target):
+    path, k = deep_kernel(tmp_path, depth)
+    if not isinstance(k, CompileError):
+        with pytest.raises(CompileError) as info:
+            tilelang_mini.compile(k, out_idx=[-1], target=target)
+        k = info.value
+    assert (Path(k.loc.file), k.loc.line) == (path, 11), str(k)
+    assert "deep" in k.message and "Traceback" not in str(k)
+
+
+def test_a_moderately_deep_expression_compiles(tmp_path, target):
+    _, k = deep_kernel(tmp_path, 60)
+    x = np.arange(8, dtype=np.float32)
+    y = tilelang_mini.compile(k, out_idx=[-1], target=target)(x)
+    np.testing.assert_allclose(y, x.astype(np.float64) + 30.0, rtol=1e-6)
+
+
+@T.macro
+def forever(t):
+    forever(t)  # AT:recmacro
+
+
+@T.macro
+def countdown(t, n):
+    if n > 0:
+        countdown(t, n - 1)
+    else:
+        T.fill(t, 3.0)
+
+
+def test_a_recursive_macro_is_a_located_error():
+    with pytest.raises(CompileError) as info:
+        @T.prim_func
+        def k(X: T.Tensor((8,), "float32"), Y: T.Tensor((8,), "float32")):
+            with T.Kernel(1) as bx:
+                t = T.alloc_fragment((8,), "float32")
+                forever(t)
+                T.copy(t, Y)
+    located(info.value, "recmacro")
+    assert "forever" in info.value.message and "recursion" in info.value.message
+
+
+def test_a_macro_recursion_with_an_end_compiles(target):
+    @T.prim_func
+    def k(X: T.Tensor((8,), "float32"), Y: T.Tensor((8,), "float32")):
+        with T.Kernel(1) as bx:
+            t = T.alloc_fragment((8,), "float32")
+            countdown(t, 10)
+            T.copy(t, Y)
+    y = tilelang_mini.compile(k, out_idx=[-1], target=target)(np.zeros(8, np.float32))
+    np.testing.assert_array_equal(y, np.full(8, 3.0, np.float32))
+
+
+IR_TEXT = '''@prim_func(source="k.py")
+def k(X: Tensor((8,), "float32"), Y: Tensor((8,), "float32")):
+    with Kernel(1) as (bx):
+        t = alloc_fragment((8,), "float32")
+        copy(X, t)
+        for i in serial(EXTENT):
+            t[i] = EXPR
+        copy(t, Y)
+'''
+
+
+@pytest.mark.parametrize("extent", ["inf", "nan", "-inf", "1e400", "4.5"])
+def test_a_non_integer_loop_extent_in_ir_text_is_located(extent):
+    text = IR_TEXT.replace("EXTENT", extent).replace("EXPR", "t[i] + 1.0")
+    with pytest.raises(CompileError) as info:
+        tilelang_mini.compile_ir(text, out_idx=[-1], filename="edited.ir")
+    err = info.value
+    assert (err.loc.file, err.loc.line) == ("edited.ir", 6), str(err)
+    assert "loop extent must be a non-negative integer" in err.message
+
+
+def test_a_deep_expression_in_ir_text_is_located():
+    text = IR_TEXT.replace("EXTENT", "4").replace("EXPR", "t[i]" + " + 0.5" * 3000)
+    with pytest.raises(CompileError) as info:
+        tilelang_mini.compile_ir(text, out_idx=[-1], filename="edited.ir")
+    assert (info.value.loc.file, info.value.loc.line) == ("edited.ir", 7)

@@ -1,0 +1,268 @@
+"""Happens-before of lowered instructions: the one analysis `insert_sync` (which adds the flags a
+kernel needs) and `check_sync` (which proves a hand-synchronised kernel's flags enough) share.
+
+The program is a tree of items: an `Instr` (one instruction on one (core, pipe)) or a `Block`
+(a serial loop or an if, whose bodies every core runs). A walk visits dynamic occurrences
+(`Occ`, numbered in walk order) and keeps, per (core, pipe) thread, a vector clock `known`:
+thread -> index of its latest occurrence known to have finished before the thread's next
+instruction starts. The rules of the machine model (docs/machine_model.md):
+
+* a pipe other than V runs its instructions in order; V instructions are ordered among
+  themselves only by `pipe_barrier(V)` or a flag set on V (which follows every earlier V one);
+* the scalar unit (S) finishes its own instructions before it dispatches the next ones, so what
+  it did happens before everything the core dispatches later;
+* instructions in different branches of one if never both run.
+
+`HappensBefore.unordered(occ, accesses, known)` names, per thread, the latest earlier occurrence
+whose accesses conflict with `occ`'s (overlapping bytes, one a write) and that `known` does not
+order before it: what a flag must cover (insert_sync) or a race (check_sync).
+
+    copy(A[0, 0], A_s)   # C.MTE2, occurrence 0
+    gemm(A_s, ...)       # C.M, occurrence 1: unordered -> {(C, MTE2): (0, occ 0)}
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..errors import InternalCompilerError
+from . import dtypes
+from .analysis import GM_SCOPES, boxes_overlap, operands, static_box
+from .nodes import (
+    Alloc, For, If, Load, PipeBarrier, Region, Scope, SetCrossFlag, SetFlag, WaitCrossFlag,
+    WaitFlag, walk_own,
+)
+from .pipes import pipe_of
+
+__all__ = ["Instr", "Block", "Occ", "build_tree", "sync_pipe", "accesses", "conflict",
+           "exclusive", "HappensBefore"]
+
+# ---------------------------------------------------------------------------- the program tree
+
+
+@dataclass(eq=False)
+class Instr:
+    stmt: object
+    core: str
+    pipe: str
+    before: list = field(default_factory=list)
+    after: list = field(default_factory=list)
+    parent: list | None = None
+    probe: bool = False       # the scalar unit reading a condition or loop bound (no statement)
+
+
+@dataclass(eq=False)
+class Block:
+    """A loop or an if: control flow every core runs; `bodies` are lists of items."""
+    stmt: object
+    bodies: list
+    before: list = field(default_factory=list)
+    after: list = field(default_factory=list)
+    parent: list | None = None
+
+
+def sync_pipe(s) -> str | None:
+    """The pipe that executes a sync op (a set on its source pipe, a wait on its destination)."""
+    if isinstance(s, SetFlag):
+        return s.src
+    if isinstance(s, WaitFlag):
+        return s.dst
+    if isinstance(s, (PipeBarrier, SetCrossFlag, WaitCrossFlag)):
+        return s.pipe
+    return None
+
+
+def build_tree(stmts, core=None, *, stage: str = "insert_sync", on_missing=None) -> list:
+    """Items of `stmts` (Allocs kept as they are). An instruction without a core or a pipe is a
+    compiler bug after split_cores, unless `on_missing(stmt, core)` handles it (check_sync
+    reports the user's mistake)."""
+    items = []
+    for s in stmts:
+        if isinstance(s, Scope):
+            items += build_tree(s.body, s.core, stage=stage, on_missing=on_missing)
+        elif isinstance(s, Alloc):
+            items.append(s)
+        elif isinstance(s, For) and s.kind != "parallel":
+            block = Block(s, [build_tree(s.body, core, stage=stage, on_missing=on_missing)])
+            items += _probes(s, block, core) + [block]
+        elif isinstance(s, If):
+            block = Block(s, [build_tree(s.then_body, core, stage=stage, on_missing=on_missing),
+                              build_tree(s.else_body, core, stage=stage, on_missing=on_missing)])
+            items += _probes(s, block, core) + [block]
+        else:
+            pipe = sync_pipe(s) or pipe_of(s, core)
+            if pipe is None or core is None:
+                if on_missing is None:
+                    raise InternalCompilerError("an instruction without a core or pipe after "
+                                                "split_cores", s.loc, stage=stage)
+                on_missing(s, core)
+                continue
+            items.append(Instr(s, core, pipe))
+    for it in items:
+        if not isinstance(it, Alloc):
+            it.parent = items
+    return items
+
+
+def _probes(s, block: Block, core) -> list:
+    """An if condition or loop bound that reads buffers is evaluated by the scalar unit of each
+    core that runs the block: a reading instruction on its S pipe right before the block, so
+    that the data it reads is synchronised like any other read."""
+    loads = [n.buffer for n in walk_own(s) if isinstance(n, Load)]
+    if not loads:
+        return []
+    if core is not None:
+        cores = {core}
+    else:
+        cores = set()
+        for b in loads:  # a tile is read on its core; GM and scalars on each core inside
+            if b.scope == "UB":
+                cores.add("V")
+            elif b.scope not in ("global", "workspace", "var"):
+                cores.add("C")
+        if any(b.scope in ("global", "workspace", "var") for b in loads):
+            cores |= _instr_cores(block.bodies)
+    return [Instr(s, c, "S", probe=True) for c in sorted(cores)]
+
+
+def _instr_cores(bodies) -> set:
+    out = set()
+    for body in bodies:
+        for it in body:
+            if isinstance(it, Instr):
+                out.add(it.core)
+            elif isinstance(it, Block):
+                out |= _instr_cores(it.bodies)
+    return out
+
+
+@dataclass
+class Occ:
+    index: int
+    item: Instr
+    ancestors: tuple          # ((Block, iteration or ("branch", n)), ...)
+
+
+def exclusive(a: Occ, b: Occ) -> bool:
+    """a and b sit in different branches of the same if: never both run."""
+    for (ia, ta), (ib, tb) in zip(a.ancestors, b.ancestors):
+        if ia is not ib:
+            return False
+        if ta != tb:
+            return isinstance(ta, tuple)
+    return False
+
+
+# ------------------------------------------------------------------------------------ accesses
+
+
+def accesses(instr: Instr, offsets: dict, box=static_box) -> list:
+    """(memory key, box or None, is_write) for each operand of the instruction; `box(region)`
+    gives its element box ((lo, hi), ...) or None when unknown (then it overlaps everything)."""
+    out = []
+    if instr.probe:  # a condition or loop bound: the loads in it
+        for n in walk_own(instr.stmt):
+            if isinstance(n, Load):
+                out.append((_mem(n.buffer, instr.core, offsets), None, False))
+        return out
+    for node, write in operands(instr.stmt):
+        b = box(node) if isinstance(node, Region) else None
+        out.append((_mem(node.buffer, instr.core, offsets), b, write))
+    return out
+
+
+def _mem(buf, core, offsets):
+    """Memory identity: on-chip buffers by scope and byte range (so aliases conflict)."""
+    if buf.scope in GM_SCOPES:
+        return ("GM", buf.name, None)
+    owner = core if buf.scope == "var" else "V" if buf.scope == "UB" else "C"  # var: per core
+    if buf.name in offsets:
+        start = offsets[buf.name]
+        return (owner, buf.scope, (start, start + buf.numel * dtypes.itemsize(buf.dtype)), buf.name)
+    return (owner, buf.scope, None, buf.name)
+
+
+def conflict(x, y) -> bool:
+    """Two accesses touch common memory and one writes."""
+    (mx, bx, wx), (my, by, wy) = x, y
+    if not (wx or wy):
+        return False
+    if mx[0] == "GM" or my[0] == "GM":
+        if mx != my:
+            return False
+        return boxes_overlap(bx, by)
+    if mx[:2] != my[:2]:
+        return False
+    if mx[3] == my[3]:
+        return boxes_overlap(bx, by)
+    if mx[2] is None or my[2] is None:
+        return False
+    return mx[2][0] < my[2][1] and my[2][0] < mx[2][1]
+
+
+# ------------------------------------------------------------------------- the vector clocks
+
+
+class HappensBefore:
+    """Vector clocks of a walk over occurrences; subclasses decide where order comes from
+    (insert_sync: the channels it places; check_sync: the kernel's own flags)."""
+
+    def reset(self):
+        self.known: dict = {}      # thread -> {thread: index known to happen before its next}
+        self.cur: dict = {}        # thread -> vector clock right after its latest instruction
+        self.history: list = []    # (occ, accesses, vc)
+        self.count = 0
+        self.vc_of: list = []      # occurrence index -> vector clock of its thread right after it
+        self.last_occ: dict = {}   # id(instr) -> index of its latest occurrence
+
+    def arrive(self, occ: Occ, scalar: dict | None = None) -> dict:
+        """The clock of `occ`'s thread as it is dispatched: what the core's scalar unit did
+        before it is done (the scalar unit finishes its own work before dispatching on).
+        `scalar`: the clock of the core's last scalar instruction before `occ` (default: the
+        latest one walked, right when instructions are walked in program order)."""
+        q = (occ.item.core, occ.item.pipe)
+        known = self.known.setdefault(q, {})
+        if scalar is None:
+            scalar = self.cur.get((q[0], "S"))
+        if scalar and q[1] != "S":
+            join(known, scalar)
+        return known
+
+    def unordered(self, occ: Occ, acc: list, known: dict) -> dict:
+        """thread -> (index, occ) of the latest earlier occurrence on that thread that conflicts
+        with `occ` and is not known to happen before it."""
+        item = occ.item
+        q = (item.core, item.pipe)
+        needed: dict = {}
+        for prev, pacc, _ in self.history:
+            p = (prev.item.core, prev.item.pipe)
+            if p == q and item.pipe != "V":
+                continue
+            if p[1] == "S" and p[0] == q[0]:  # the scalar unit finishes it before dispatching on
+                continue
+            if known.get(p, -1) >= prev.index or exclusive(prev, occ):
+                continue
+            if any(conflict(x, y) for x in pacc for y in acc):
+                if prev.index > needed.get(p, (-1,))[0]:
+                    needed[p] = (prev.index, prev)
+        return needed
+
+    def record(self, occ: Occ, acc: list, known: dict) -> dict:
+        """Enter `occ` into the history; its thread's clock after it."""
+        item = occ.item
+        q = (item.core, item.pipe)
+        vc = dict(known)
+        vc[q] = occ.index
+        self.history.append((occ, acc, vc))
+        self.vc_of.append(vc)
+        self.last_occ[id(item)] = occ.index
+        self.cur[q] = vc
+        if item.pipe != "V":
+            known[q] = occ.index
+        return vc
+
+
+def join(known: dict, vc: dict) -> None:
+    """known := max(known, vc), component-wise."""
+    for p, i in vc.items():
+        if i > known.get(p, -1):
+            known[p] = i

@@ -1,0 +1,410 @@
+"""check_sync: an expert (hand-synchronised) kernel is legal and its flags are enough, or a
+located CompileError says what the hardware would do wrong. The IR is unchanged.
+
+Legality, per instruction in its `T.Scope`: a cube `gemm` reads L0A and L0B and writes L0C; a copy
+takes one of the chip's paths (no GM -> L0A, no L1 -> GM; L0C -> UB and UB -> L1 only on chips
+with those paths) on the core that owns it; a tile is used only in its own core's scope (L1/L0*
+on the cube, UB on the vector cores); every pipe instruction sits in a Scope.
+
+Synchronisation, by the happens-before analysis insert_sync uses (`ir/happens_before.py`), run
+on the kernel's own flags: each core's program is walked in order (loops unrolled, fully when
+small; ifs whose condition is known at the walk taken as the hardware would take them), a
+`wait_flag` joins the vector clock of the `set_flag` it consumes, a cross-core wait the clock of
+the matching cross-core set. Rejected, naming both instructions and their lines:
+
+    copy(A[...], A_L1)        # C.MTE2
+    copy(A_L1, A_L0)          # C.MTE1   -> race: MTE1 reads A_L1 that MTE2 writes, no flag orders them
+
+* a race: two accesses to overlapping bytes (planned offsets included), one a write, on
+  different pipes (or two V instructions without a pipe_barrier), not ordered by flags;
+* a deadlock: a wait no set can satisfy (both cores waiting, or a wait never set);
+* a flag misuse: a set while the flag is still set (or not ordered after the wait that consumed
+  the previous set), a wait reached before its set in program order, a flag set at the end.
+"""
+from __future__ import annotations
+
+from collections import deque
+
+from ..arch import Chip
+from ..errors import CompileError
+from ..ir.analysis import AIC_SCOPES, GM_SCOPES, SYNC_OPS
+from ..ir.happens_before import (
+    Block, HappensBefore, Instr, Occ, accesses, build_tree, conflict, join,
+)
+from ..ir.nodes import (
+    Alloc, Const, Copy, For, Gemm, If, Kernel, PipeBarrier, Region, Scope, SetCrossFlag, SetFlag,
+    WaitCrossFlag, WaitFlag, walk_statements,
+)
+from ..ir.pipes import COPY_PIPES, pipe_of
+from ..ir.graph import print_ir_line
+
+CUBE_PIPES = ("MTE1", "M", "FIX")
+VECTOR_PIPES = ("V", "MTE3")
+FULL_UNROLL_BUDGET = 4000   # occurrences walked with loops fully unrolled; else two trips each
+MAX_SCENARIOS = 8           # branch choices tried for data-dependent ifs holding flags
+
+
+def check_sync(kernel: Kernel, chip: Chip) -> Kernel:
+    if not kernel.is_npu or len(kernel.grid_vars) != 2:
+        return kernel
+    check_legal(kernel, chip)
+    allocs = [s for s in kernel.body if isinstance(s, Alloc)]
+    offsets = {a.buffer.name: a.offset for a in allocs if a.offset is not None}
+    tree = build_tree([s for s in kernel.body if not isinstance(s, Alloc)])
+    ifs = [it for it in _blocks(tree) if isinstance(it.stmt, If) and _has_sync(it)]
+    for n in range(min(2 ** len(ifs), MAX_SCENARIOS)):
+        choice = {id(it.stmt): bool(n >> k & 1) for k, it in enumerate(ifs)}
+        _Verifier(kernel, offsets, chip, choice).run(tree)
+    return kernel
+
+
+# ------------------------------------------------------------------------------------ legality
+
+
+def _where(s) -> str:
+    return f"`{print_ir_line(s)}` ({s.loc})"
+
+
+def check_legal(kernel: Kernel, chip: Chip) -> None:
+    errors: list[CompileError] = []
+
+    def bad(message, s):
+        errors.append(CompileError(message, s.loc))
+
+    def visit(body, core):
+        for s in body:
+            if isinstance(s, Scope):
+                visit(s.body, s.core)
+            elif isinstance(s, (For, If)) and not (isinstance(s, For) and s.kind == "parallel"):
+                for name in ("body", "then_body", "else_body"):
+                    if hasattr(s, name):
+                        visit(getattr(s, name), core)
+            elif not isinstance(s, (Alloc, *SYNC_OPS)):
+                for m in _illegal(s, core, chip):
+                    bad(m, s)
+
+    visit(kernel.body, None)
+    if errors:
+        first = errors[0]
+        rest = "\n".join(f"  also {e.loc}: {e.message}" for e in errors[1:])
+        raise CompileError(first.message, first.loc, notes=rest)
+
+
+def _illegal(s, core, chip: Chip):
+    pipe = pipe_of(s, core)
+    if isinstance(s, Gemm):
+        ops = (s.a.buffer, s.b.buffer, s.c.buffer)
+        if tuple(b.scope for b in ops) != ("L0A", "L0B", "L0C"):
+            got = ", ".join(f"{r} '{b.name}' in {b.scope}" for r, b in zip("ABC", ops))
+            yield (f"a cube gemm reads A from L0A and B from L0B and accumulates C in L0C; got "
+                   f"{got} (copy L1 tiles to L0A/L0B with T.copy first)")
+            return
+    if isinstance(s, Copy):
+        src, dst = s.src.buffer.scope, s.dst.buffer.scope
+        space = ["GM" if x in GM_SCOPES else x for x in (src, dst)]
+        if pipe is None:
+            paths = ", ".join(f"{a}->{b}" for a, b in COPY_PIPES)
+            yield f"no copy path {space[0]} -> {space[1]} on the chip; the paths are {paths}"
+            return
+        if tuple(space) == ("L0C", "UB") and not chip.direct_l0c_to_ub:
+            yield (f"{chip.name} has no direct L0C -> UB path; copy L0C to a GM workspace "
+                   f"(FIX) and GM to UB on the vector core (MTE2)")
+        if tuple(space) == ("UB", "L1") and not chip.direct_ub_to_l1:
+            yield (f"{chip.name} has no direct UB -> L1 path; copy UB to a GM workspace (MTE3) "
+                   f"and GM to L1 on the cube core (MTE2)")
+    if core is None:
+        if pipe != "S":
+            yield ("in an is_npu kernel with T.Scope blocks every tile operation sits in "
+                   "T.Scope(\"C\") or T.Scope(\"V\")")
+        return
+    if pipe is None:
+        yield (f"no pipe of the {'cube' if core == 'C' else 'vector'} core runs this "
+               f"{type(s).__name__.lower()} (its buffers' scopes have no such unit)")
+        return
+    own = "C" if pipe in CUBE_PIPES else "V" if pipe in VECTOR_PIPES else None
+    if pipe == "MTE2" and isinstance(s, Copy):
+        own = "C" if s.dst.buffer.scope == "L1" else "V"
+    if own is not None and own != core:
+        yield (f"this runs on the {'cube' if own == 'C' else 'vector'} core's {pipe} pipe but "
+               f"sits in T.Scope(\"{core}\")")
+        return
+    for b in _buffers(s):
+        if core == "V" and b.scope in AIC_SCOPES and not (
+                chip.direct_ub_to_l1 and isinstance(s, Copy) and s.dst.buffer is b
+                and b.scope == "L1"):
+            yield f"'{b.name}' is a cube-core {b.scope} tile, used in T.Scope(\"V\")"
+        elif core == "C" and b.scope == "UB" and not (
+                chip.direct_l0c_to_ub and isinstance(s, Copy) and s.dst.buffer is b):
+            yield f"'{b.name}' is a vector-core UB tile, used in T.Scope(\"C\")"
+
+
+def _buffers(s):
+    from ..ir.analysis import operands
+    seen = []
+    for node, _ in operands(s):
+        if node.buffer not in seen:
+            seen.append(node.buffer)
+    return seen
+
+
+# ------------------------------------------------------------------------------ synchronisation
+
+
+def _blocks(items):
+    for it in items:
+        if isinstance(it, Block):
+            yield it
+            for body in it.bodies:
+                yield from _blocks(body)
+
+
+def _has_sync(item) -> bool:
+    if isinstance(item, Instr):
+        return isinstance(item.stmt, SYNC_OPS)
+    if isinstance(item, Block):
+        return any(_has_sync(x) for body in item.bodies for x in body)
+    return False
+
+
+class _Budget(Exception):
+    pass
+
+
+class _Verifier(HappensBefore):
+    def __init__(self, kernel, offsets, chip, choice):
+        from ..semantics.ops import Env, Fault, compile_expr
+        self.kernel, self.offsets, self.chip, self.choice = kernel, offsets, chip, choice
+        self.Env, self.Fault, self.compile_expr = Env, Fault, compile_expr
+        self.cid, self.vid = kernel.grid_vars
+        self.reset()
+
+    # ---- phase 1: each core's dynamic program (occurrences with their loop variables)
+    def streams(self, tree, cap):
+        out = {"C": [], "V": []}
+        self.walked = 0
+
+        def walk(items, ancestors, env):
+            for it in items:
+                if isinstance(it, Alloc):
+                    continue
+                if isinstance(it, Instr):
+                    self.walked += 1
+                    if cap is None and self.walked > FULL_UNROLL_BUDGET:
+                        raise _Budget
+                    out[it.core].append((it, ancestors, dict(env)))
+                    continue
+                s = it.stmt
+                if isinstance(s, For):
+                    n = self.value(s.extents[0], env)
+                    trips = 2 if n is None else n if cap is None else min(n, cap)
+                    for t in range(trips):
+                        env2 = dict(env)
+                        env2[s.vars[0]] = t if cap is not None or n is None else t
+                        walk(it.bodies[0], ancestors + ((it, t),), env2)
+                    continue
+                c = self.value(s.cond, env)
+                if c is None and id(s) in self.choice:  # data-dependent, with flags inside
+                    c = self.choice[id(s)]
+                if c is None:  # data-dependent, no flags: both branches, never both run
+                    for branch, body in enumerate(it.bodies):
+                        walk(body, ancestors + ((it, ("branch", branch)),), env)
+                else:
+                    walk(it.bodies[0 if c else 1], ancestors + ((it, ("branch", 0)),), env)
+
+        walk(tree, (), {self.cid: 0, self.vid: 0})
+        return out
+
+    def value(self, e, env):
+        """The value of an expression from loop variables and constants, or None."""
+        if isinstance(e, Const):
+            return e.value
+        try:
+            return int(self.compile_expr(e)[0](self.Env(env, {})))
+        except (self.Fault, TypeError, ValueError, OverflowError, ZeroDivisionError, KeyError):
+            return None
+
+    def box(self, env):
+        def region_box(r: Region):
+            out = []
+            for s, n in zip(r.start, r.extent):
+                v = self.value(s, env)
+                if v is None:
+                    return None
+                out.append((v, v + n))
+            return tuple(out)
+        return region_box
+
+    # ---- phase 2: run every pipe's queue in order; a wait nothing has set yet blocks its pipe
+    # only (the scalar unit dispatches on), a scalar instruction blocks what follows it
+    def run(self, tree):
+        try:
+            streams = self.streams(tree, None)
+        except _Budget:
+            streams = self.streams(tree, 2)
+        self.flags: dict = {}       # (core, src, dst, id) -> (clock, occ) of the pending set
+        self.last_wait: dict = {}   # (core, src, dst, id) -> occ of the last wait
+        self.cross = {"C": {}, "V": {}}  # receiver -> flag -> deque of (clock, occ)
+        self.last: dict = {}        # thread -> index of its latest occurrence
+        queues: dict = {}
+        prev_s: dict = {}           # (core, position) -> position of the last S before it
+        for c, stream in streams.items():
+            last_s = -1
+            for pos, (item, ancestors, env) in enumerate(stream):
+                queues.setdefault((c, item.pipe), deque()).append((pos, item, ancestors, env))
+                prev_s[(c, pos)] = last_s
+                if item.pipe == "S":
+                    last_s = pos
+        s_clock: dict = {}          # (core, position of an S instruction) -> its clock
+        while any(queues.values()):
+            progressed = False
+            for (c, pipe), queue in sorted(queues.items()):
+                while queue:
+                    pos, item, ancestors, env = queue[0]
+                    ps = prev_s[(c, pos)]
+                    if ps >= 0 and (c, ps) not in s_clock:
+                        break  # dispatched only after the scalar unit's earlier work
+                    occ = Occ(self.count, item, ancestors)
+                    if not self.step(occ, env, s_clock.get((c, ps))):
+                        break
+                    if pipe == "S":
+                        s_clock[(c, pos)] = self.vc_of[-1]
+                    self.count += 1
+                    queue.popleft()
+                    progressed = True
+            if not progressed:
+                self.deadlock(list(queues.values()))
+        for (c, src, dst, e), (_, occ) in self.flags.items():
+            raise CompileError(f"set_flag({src}, {dst}, {e}) is still set when the kernel ends: "
+                               f"no wait_flag consumes it", occ.item.stmt.loc)
+
+    def deadlock(self, queues):
+        """Nothing can proceed: name the waits whose set is nowhere left (the root causes),
+        else the cycle of waits whose sets are queued behind other waits."""
+        queued = set()
+        for queue in queues:
+            for _, it, _, _ in queue:
+                st = it.stmt
+                if isinstance(st, SetFlag):
+                    queued.add((it.core, st.src, st.dst, st.event))
+                elif isinstance(st, SetCrossFlag):
+                    queued.add(("V" if it.core == "C" else "C", st.flag))
+        waits = [q[0][1] for q in queues if q and isinstance(q[0][1].stmt, (WaitFlag,
+                                                                            WaitCrossFlag))]
+
+        def key(it):
+            st = it.stmt
+            if isinstance(st, WaitFlag):
+                return (it.core, st.src, st.dst, st.event)
+            return (it.core, st.flag)
+
+        roots = [it for it in waits if key(it) not in queued]
+        local = [it for it in roots if isinstance(it.stmt, WaitFlag)]
+        if local:
+            s = local[0].stmt
+            raise CompileError(
+                f"wait_flag({s.src}, {s.dst}, {s.event}) on {local[0].core} is never satisfied: "
+                f"no set_flag({s.src}, {s.dst}, {s.event}) is left to set it, so the {s.dst} "
+                f"pipe would wait forever", s.loc)
+        if roots:
+            parts = [f"{it.core}.{it.pipe} waits at {_where(it.stmt)}" for it in roots]
+            raise CompileError("deadlock: no set_cross_flag is left to release "
+                               + "; ".join(parts), roots[0].stmt.loc)
+        parts = [f"{it.core}.{it.pipe} waits at {_where(it.stmt)}" for it in waits]
+        raise CompileError("deadlock: each waiting pipe's set is queued behind another wait: "
+                           + "; ".join(parts), waits[0].stmt.loc)
+
+    def step(self, occ: Occ, env, scalar) -> bool:
+        """Process one occurrence; False (nothing done) when it is a wait nothing has set.
+        `scalar`: the clock of the core's last scalar instruction before it, if any."""
+        item, s = occ.item, occ.item.stmt
+        q = (item.core, item.pipe)
+        if isinstance(s, WaitCrossFlag):
+            pending = self.cross[item.core].get(s.flag)
+            if not pending:
+                return False
+            clock, _ = pending.popleft()
+            known = self.arrive(occ, scalar)
+            join(known, clock)
+            self.record(occ, [], known)
+            return True
+        if isinstance(s, WaitFlag):
+            key = (item.core, s.src, s.dst, s.event)
+            hit = self.flags.pop(key, None)
+            if hit is None:
+                return False
+            known = self.arrive(occ, scalar)
+            join(known, hit[0])
+            self.record(occ, [], known)
+            self.last_wait[key] = occ
+            return True
+        known = self.arrive(occ, scalar)
+        if isinstance(s, PipeBarrier):
+            if q in self.last:
+                known[q] = max(known.get(q, -1), self.last[q])
+            self.last[q] = occ.index
+            self.record(occ, [], known)
+            return True
+        if isinstance(s, (SetFlag, SetCrossFlag)):
+            vc = dict(known)
+            if q in self.last:  # a set follows every earlier instruction of its pipe (V too)
+                vc[q] = max(vc.get(q, -1), self.last[q])
+            if isinstance(s, SetFlag):
+                self.set_flag(occ, s, vc)
+            else:
+                self.set_cross(occ, s, vc)
+            self.last[q] = occ.index
+            self.record(occ, [], known)
+            return True
+        acc = accesses(item, self.offsets, box=self.box(env))
+        needed = self.unordered(occ, acc, known)
+        if needed:
+            index, prev = max(needed.values(), key=lambda x: x[0])
+            self.race(prev, occ, acc)
+        self.last[q] = occ.index
+        self.record(occ, acc, known)
+        return True
+
+    def set_flag(self, occ, s, vc):
+        key = (occ.item.core, s.src, s.dst, s.event)
+        if key in self.flags:
+            prev = self.flags[key][1].item.stmt
+            raise CompileError(
+                f"set_flag({s.src}, {s.dst}, {s.event}) while the flag is still set by "
+                f"{_where(prev)}, not yet waited for: a flag holds one set", s.loc)
+        last = self.last_wait.get(key)
+        if last is not None and vc.get((occ.item.core, s.dst), -1) < last.index:
+            raise CompileError(
+                f"set_flag({s.src}, {s.dst}, {s.event}) may run before "
+                f"{_where(last.item.stmt)} has consumed the previous set: nothing orders "
+                f"that wait before this set, so the {s.src} pipe can set the flag twice",
+                s.loc)
+        self.flags[key] = (vc, occ)
+
+    def set_cross(self, occ, s, vc):
+        to = "V" if occ.item.core == "C" else "C"
+        pending = self.cross[to].setdefault(s.flag, deque())
+        if len(pending) >= self.chip.cross_flag_pending:
+            raise CompileError(f"more than {self.chip.cross_flag_pending} sets of cross-core "
+                               f"flag {s.flag} pending at once (the counter holds "
+                               f"{self.chip.cross_flag_pending}): wait for them on the other "
+                               f"core before setting again", s.loc)
+        pending.append((vc, occ))
+
+    def race(self, prev: Occ, occ: Occ, acc):
+        pacc = next(a for o, a, _ in self.history if o is prev)
+        x, y = next((x, y) for x in pacc for y in acc if conflict(x, y))
+        name = x[0][1] if x[0][0] == "GM" else x[0][-1]
+        other = y[0][1] if y[0][0] == "GM" else y[0][-1]
+        what = name if name == other else f"{name} and {other} (plan_memory placed them on " \
+                                          f"common bytes)"
+
+        def desc(o, a):
+            return f"{o.item.core}.{o.item.pipe} {_where(o.item.stmt)} {'writes' if a[2] else 'reads'}"
+
+        hint = ("a pipe_barrier(V) between them" if prev.item.pipe == occ.item.pipe == "V"
+                else f"set_flag/wait_flag({prev.item.pipe}, {occ.item.pipe}, id)"
+                if prev.item.core == occ.item.core
+                else "set_cross_flag/wait_cross_flag")
+        raise CompileError(
+            f"race on {what}: {desc(prev, x)} and {desc(occ, y)} it, and no flag or barrier "
+            f"orders them (the pipes run concurrently); add {hint}", occ.item.stmt.loc)
