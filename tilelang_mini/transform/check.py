@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import fields
 
-from ..arch import Chip, get_chip
+from ..arch import DEFAULT_CHIP, Chip, get_chip
 from ..errors import CompileError
 from ..ir import dtypes
 from ..ir.nodes import (
@@ -34,8 +34,7 @@ def check(kernel: Kernel, chip: Chip | str | None = None) -> Kernel:
     """Located CompileErrors for what is wrong in `kernel` on `chip` (default: the default
     chip preset)."""
     if not isinstance(chip, Chip):
-        from ..runtime import config
-        chip = get_chip(chip or config.DEFAULT_CHIP)
+        chip = get_chip(chip or DEFAULT_CHIP)
     errors: list[CompileError] = []
     for stmt in walk_statements(kernel.body):
         depth = expr_depth(stmt)
