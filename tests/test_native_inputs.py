@@ -216,7 +216,9 @@ def main(A: Tensor((4,), "float32"), B: Tensor((4,), "float32")):  # 1:1
 
 def test_llvm_scratch_beyond_memory_is_a_located_error():
     """A map that reads what it writes needs a temporary of its whole extent: 16 TB here."""
-    k = tilelang_mini.compile_ir(HUGE_MAP, out_idx=[-1], target="llvm")
-    with pytest.raises(CompileError, match="bytes of scratch memory") as info:
+    # `check` rejects a Parallel map larger than any tile of the chip at compile time; the llvm
+    # runtime's own scratch check is the second line of defence
+    with pytest.raises(CompileError, match="bytes of scratch memory|larger than any tile") as info:
+        k = tilelang_mini.compile_ir(HUGE_MAP, out_idx=[-1], target="llvm")
         k(np.ones(4, np.float32))
     assert info.value.loc.file == "edited.py"
