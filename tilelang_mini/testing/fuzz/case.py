@@ -44,6 +44,7 @@ class Case:
     features: list = field(default_factory=list)   # tags the KNOWN_BUGS table matches
     expect_error: dict | None = None  # invalid kernels: {"line": n, "what": "..."}
     mutation: dict | None = None      # IR-mutation cases: {"stage", "seed"}
+    broken: str | None = None         # `expert_broken`: the synchronisation removed
     call: dict | None = None          # `args` family: {"kind", "index"} (badargs.py)
     marks: dict = field(default_factory=dict)  # notable statement -> line (for invalid kernels)
 

@@ -45,6 +45,8 @@ KNOWN_BUGS: tuple[KnownBug, ...] = (
     KnownBug("else-barrier", "transform.md#insert_sync-no-pipe_barrierv-in-the-else-branch",
              features=("if_block_index",), steps=("sim-910b", "sim-950"), outcomes=("race",),
              detail="RaceError"),
+    KnownBug("expert-late-check", "i8 item 3: static verification of expert kernels",
+             features=("expert_broken",), steps=("numpy", "llvm"), outcomes=("late",)),
     KnownBug("ir-check-gaps", "frontend.md#ir-text-that-check-lets-through",
              families=("mutation",), outcomes=("internal",),
              detail=r"IRVerificationError.*after '\w+'"),

@@ -33,6 +33,7 @@ ACCEPTED = {
     "invalid": {"ok"},
     "mutation": {"ok", "rejected", "race", "fault", "skipped"},
     "args": {"ok", "rejected"},
+    "broken": {"rejected", "race"},
 }
 
 
@@ -49,6 +50,8 @@ class CaseResult:
             return "invalid"
         if self.case.call:
             return "args"
+        if self.case.broken:
+            return "broken"
         return "mutation" if self.case.mutation else "valid"
 
     def judged(self) -> dict:
@@ -60,7 +63,7 @@ class CaseResult:
                 verdict = "pass"
             elif outcome == "hang" and self.kind == "mutation" and _huge(self.extra):
                 verdict = "pass"  # the edit asked for >= 2**20 blocks or iterations: slow, not hung
-            elif outcome == "rejected" and self.kind == "valid" and (
+            elif outcome == "rejected" and kind == "valid" and (
                     RESOURCE_LIMITS.search(detail)
                     or (step in CHIP_LIMITS and CHIP_LIMITS[step].search(detail))):
                 verdict = "pass"
@@ -268,7 +271,25 @@ def summarize(results: list[CaseResult]) -> str:
     table("target (runs)", step_rows)
     lines.append("(a case counts under its worst step; 'known' = matched a KNOWN_BUGS entry, "
                  "'fail' = a new failure; 'other' = fault/unlocated/mislocated/undiagnosed/skipped)")
+    lines.append("")
+    lines.append(known_summary(results))
     return "\n".join(lines)
+
+
+def known_summary(results: list[CaseResult]) -> str:
+    """Per KNOWN_BUGS entry: the cases it explained, and the cases that had its features (an
+    entry that explains none of many chances is probably fixed: try removing it)."""
+    from .known_bugs import KNOWN_BUGS
+    out = ["known bug                cases  chances  finding"]
+    for bug in KNOWN_BUGS:
+        hit = sum(1 for r in results if any(b == bug.id for _, _, b, _ in r.known()))
+        chances = sum(1 for r in results
+                      if (not bug.features or set(bug.features) & set(r.case.features))
+                      and (not bug.families or r.case.family in bug.families))
+        note = ("  (not seen: fixed?)" if chances >= 5 and hit == 0
+                and (bug.features or bug.families) else "")
+        out.append(f"{bug.id:24s} {hit:5d} {chances:8d}  {bug.finding}{note}")
+    return "\n".join(out)
 
 
 def report_failure(r: CaseResult, limit: int = 3000) -> str:

@@ -126,6 +126,11 @@ def run_valid(case: Case, send, tmpdir) -> dict:
             else:
                 outs = kernel(*_copies(args))
             result[step] = _check_outputs(case, outs, want, scales)
+            if case.broken and result[step][0] == "ok":
+                result[step] = (("undiagnosed", f"without {case.broken} the simulator found no race")
+                                if step.startswith("sim") else
+                                ("late", f"without {case.broken}: compiled and ran (program order "
+                                         "hides the race; only simulate reports it)"))
             if must_reject:
                 result[step] = ("undiagnosed", f"{case.call['kind']} argument {case.call['index']}"
                                 f" accepted ({result[step][0]})")
