@@ -8,6 +8,9 @@ from __future__ import annotations
 import random
 
 
+TRICKY = (1, 2, 3, 15, 16, 17, 31, 33, 47, 48, 49, 63, 65, 95, 97, 127, 129, 255, 257)
+
+
 class Draw:
     """Choices for a generator. Subclasses implement the four primitives."""
 
@@ -22,6 +25,14 @@ class Draw:
 
     def real(self, lo: float, hi: float) -> float:
         raise NotImplementedError
+
+    def dim(self, lo: int, hi: int, p: float = 0.3) -> int:
+        """A size in [lo, hi], often an awkward one (1, 2^k +- 1: tails of every tile and of
+        16-element vector runs)."""
+        tricky = [v for v in TRICKY if lo <= v <= hi]
+        if tricky and self.boolean(p):
+            return self.choice(tricky)
+        return self.int(lo, hi)
 
     def weighted(self, options, weights):
         """One of `options`, more likely the heavier (a small helper over `int`)."""

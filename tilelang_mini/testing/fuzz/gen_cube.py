@@ -12,7 +12,7 @@ IN_DTYPES = ["float32", "float16", "bfloat16", "float8_e4m3fn", "float8_e5m2"]
 
 def _gemm_shape(d):
     def dim():
-        return d.weighted([d.int(1, 16), d.int(17, 130), d.int(131, 260)], [2, 6, 1])
+        return d.weighted([d.dim(1, 16), d.dim(17, 130), d.dim(131, 260)], [2, 6, 1])
     return dim(), dim(), dim()
 
 

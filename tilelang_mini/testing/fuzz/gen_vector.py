@@ -23,8 +23,8 @@ def _tile_alloc(d) -> str:
 def gen_elementwise(d, seed) -> Case:
     """O = f(X, Y, bias) over a 1-D or 2-D grid of tiles, f a random expression tree."""
     two_d = d.boolean(0.7)
-    M = d.int(1, 150)
-    N = d.int(1, 150) if two_d else 1
+    M = d.dim(1, 150)
+    N = d.dim(1, 150) if two_d else 1
     bm = d.choice([8, 16, 32, 64]) if two_d else d.choice([16, 32, 64, 128])
     bn = d.choice([8, 16, 32, 64]) if two_d else 1
     in_dt, out_dt = d.choice(FLOATS), d.choice(FLOATS)
@@ -145,7 +145,7 @@ def gen_reduce(d, seed) -> Case:
     accumulation across a loop over column blocks (clear=False)."""
     kind = d.choice(list(_RED))
     three = d.boolean(0.2)
-    M, N = d.int(1, 130), d.int(1, 130)
+    M, N = d.dim(1, 130), d.dim(1, 130)
     bm, bn = d.choice([4, 8, 16, 32]), d.choice([8, 16, 32, 64])
     P = d.int(1, 4) if three else None
     in_dt = d.choice(FLOATS)
@@ -218,7 +218,7 @@ def gen_reduce(d, seed) -> Case:
 def gen_rownorm(d, seed) -> Case:
     """Whole-row kernels: softmax, rmsnorm, layernorm, logsumexp (one block = bm rows)."""
     kind = d.choice(["softmax", "rmsnorm", "layernorm", "logsumexp"])
-    M, N = d.int(1, 160), d.int(1, 160)
+    M, N = d.dim(1, 160), d.dim(1, 160)
     bm = d.choice([1, 2, 4, 8, 16, 32])
     in_dt, out_dt = d.choice(FLOATS), d.choice(FLOATS)
     feats = {"rownorm", f"rownorm_{kind}", f"in_{in_dt}", f"out_{out_dt}"}

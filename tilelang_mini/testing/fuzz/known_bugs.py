@@ -25,17 +25,6 @@ class KnownBug:
 
 
 KNOWN_BUGS: tuple[KnownBug, ...] = (
-    KnownBug("rowvar-split", "split_cores.md#row-variable-in-a-value",
-             features=("rowvar_in_value",), outcomes=("mismatch",)),
-    KnownBug("cross-core-scalar", "split_cores.md#scalar-read-from-gm-used-by-the-cube",
-             features=("cross_core_scalar",), outcomes=("mismatch", "internal", "race")),
-    KnownBug("parallel-raw", "transform.md#parallel-body-reads-what-it-wrote",
-             features=("parallel_raw",), outcomes=("rejected",), detail="never written"),
-    KnownBug("serial-two-arg", "frontend.md#tserialstart-stop",
-             features=("dyn_two_arg",), outcomes=("rejected",), detail="takes one extent"),
-    KnownBug("split-unsplit-tile", "the i8 issue: split_cores TypeError on a tile not row-split",
-             features=("unsplit_tile",), outcomes=("internal",),
-             detail=r"split_cores\.py.*NoneType"),
     KnownBug("sparse-gemm-sync", "the i8 issue: unbalanced flags around a data-dependent if",
              features=("data_dependent_if",), steps=("sim-910b", "sim-950"), outcomes=("race",),
              detail="SyncError"),
@@ -53,10 +42,8 @@ KNOWN_BUGS: tuple[KnownBug, ...] = (
     KnownBug("ir-duplicate-alloc", "transform.md#ir-text-with-a-buffer-declared-twice",
              families=("mutation",), outcomes=("internal",),
              detail=r"plan_memory placed '(\w+)' .* and '\1' .*on shared bytes"),
-    KnownBug("ir-nan-fault", "frontend.md#ir-text-that-check-lets-through",
-             families=("mutation",), outcomes=("internal",), detail=r"Fault at .*nan"),
     KnownBug("ir-inf-extent", "frontend.md#ir-text-with-an-inf-or-nan-loop-extent",
-             families=("mutation",), outcomes=("internal",), detail="OverflowError.*infinity|NaN"),
+             families=("mutation",), outcomes=("internal",), detail=r"OverflowError.*infinity|NaN|'float' object cannot be interpreted as an integer"),
 )
 
 
