@@ -177,12 +177,41 @@ def _mem(buf, core, offsets):
     owner = core if buf.scope == "var" else "V" if buf.scope == "UB" else "C"  # var: per core
     if buf.name in offsets:
         start = offsets[buf.name]
-        return (owner, buf.scope, (start, start + buf.numel * dtypes.itemsize(buf.dtype)), buf.name)
-    return (owner, buf.scope, None, buf.name)
+        return (owner, buf.scope, (start, start + buf.numel * dtypes.itemsize(buf.dtype)),
+                buf.name, buf)
+    return (owner, buf.scope, None, buf.name, buf)
 
 
-def conflict(x, y) -> bool:
-    """Two accesses touch common memory and one writes."""
+def byte_ranges(buf, offset: int, box: tuple, most: int = 64) -> list:
+    """Sorted [lo, hi) byte ranges of its scope that a flat element box (lo0, hi0, lo1, hi1, ...)
+    of `buf` placed at `offset` touches: one per row of a 2-D box narrower than the buffer (up
+    to `most` rows), one for whole rows, 1-D boxes or (as their hull) more dimensions."""
+    size = dtypes.itemsize(buf.dtype)
+    shape = buf.shape
+    if len(shape) == 1:
+        return [(offset + box[0] * size, offset + box[1] * size)]
+    if len(shape) == 2:
+        (r0, r1, c0, c1), pitch = box, shape[1] * size
+        if c0 == 0 and c1 == shape[1] or r1 - r0 > most:
+            return [(offset + r0 * pitch + c0 * size, offset + (r1 - 1) * pitch + c1 * size)]
+        return [(offset + r * pitch + c0 * size, offset + r * pitch + c1 * size)
+                for r in range(r0, r1)]
+    lo = hi = 0
+    stride = 1
+    for d in range(len(shape) - 1, -1, -1):  # the hull: first and last element, row-major
+        lo += box[2 * d] * stride
+        hi += (box[2 * d + 1] - 1) * stride
+        stride *= shape[d]
+    return [(offset + lo * size, offset + (hi + 1) * size)]
+
+
+def _ranges_overlap(a: list, b: list) -> bool:
+    return any(lo < hi2 and lo2 < hi for lo, hi in a for lo2, hi2 in b)
+
+
+def conflict(x, y, precise: bool = False) -> bool:
+    """Two accesses touch common memory and one writes. Buffers placed on common bytes conflict
+    on their whole placements, or (`precise`) on the bytes their boxes touch."""
     (mx, bx, wx), (my, by, wy) = x, y
     if not (wx or wy):
         return False
@@ -196,7 +225,13 @@ def conflict(x, y) -> bool:
         return boxes_overlap(bx, by)
     if mx[2] is None or my[2] is None:
         return False
-    return mx[2][0] < my[2][1] and my[2][0] < mx[2][1]
+    if not (mx[2][0] < my[2][1] and my[2][0] < mx[2][1]):
+        return False
+    if not precise or bx is None or by is None:
+        return True
+    flat = [tuple(v for r in b for v in r) for b in (bx, by)]
+    return _ranges_overlap(byte_ranges(mx[4], mx[2][0], flat[0]),
+                           byte_ranges(my[4], my[2][0], flat[1]))
 
 
 # ------------------------------------------------------------------------- the vector clocks
@@ -204,7 +239,10 @@ def conflict(x, y) -> bool:
 
 class HappensBefore:
     """Vector clocks of a walk over occurrences; subclasses decide where order comes from
-    (insert_sync: the channels it places; check_sync: the kernel's own flags)."""
+    (insert_sync: the channels it places; check_sync: the kernel's own flags). `precise`:
+    buffers placed on common bytes conflict only on the bytes their accesses touch."""
+
+    precise = False
 
     def reset(self):
         self.known: dict = {}      # thread -> {thread: index known to happen before its next}
@@ -241,7 +279,7 @@ class HappensBefore:
                 continue
             if known.get(p, -1) >= prev.index or exclusive(prev, occ):
                 continue
-            if any(conflict(x, y) for x in pacc for y in acc):
+            if any(conflict(x, y, self.precise) for x in pacc for y in acc):
                 if prev.index > needed.get(p, (-1,))[0]:
                     needed[p] = (prev.index, prev)
         return needed

@@ -47,6 +47,7 @@ from ..ir.nodes import (
     walk_statements,
 )
 from .. import semantics
+from .aliasing import alias_boxes, aliases, byte_ranges, placements
 from .streams import (
     CORE_NAMES, block_envs, cached, check_sync_ids, core_stream, execute_effect,
     instr_accesses, instr_cost, instr_pipe, written_buffers,
@@ -337,9 +338,15 @@ class _Block:
         for buf, box, w in instr_accesses(di.stmt, di.vars, core.xenv.bufs):
             if buf.name not in tracked:
                 continue
-            # The buffer itself, then the buffers plan_memory placed on some of its bytes
-            # (conservatively all of theirs): reusing memory needs the same ordering.
-            views = [(buf, box)] + [(y, _full_box(y)) for y in self.sim.aliases.get(buf.name, ())]
+            # The buffer itself, then the buffers plan_memory placed on some of its bytes, on
+            # the bytes this access touches (sim/aliasing.py): reusing memory needs ordering.
+            views = [(buf, box)]
+            shared = self.sim.aliases.get(buf.name)
+            if shared:
+                placed = self.sim.placed
+                ranges = byte_ranges(buf, placed[buf.name][1], box)
+                views += [(y, bx) for y in shared
+                          for bx in alias_boxes(ranges, y, placed[y.name][1])]
             for b, bx in views:
                 for key, owner in _instances(b, core.name):
                     h = self.hist.get(key)
@@ -398,7 +405,8 @@ class _Block:
         box = ", ".join(f"{a[2][i]}:{a[2][i + 1]}" for i in range(0, len(a[2]), 2))
         shared = self.sim.aliases.get(buf.name)
         alias = (f" (plan_memory placed {', '.join(x.name for x in shared)} on bytes of "
-                 f"{buf.name}: an access to either counts)") if shared else ""
+                 f"{buf.name}: an access through either name to common bytes counts)"
+                 ) if shared else ""
         raise RaceError(
             f"data race on {where}{buf.scope} buffer {buf.name}{owner} in block {self.block}: "
             f"{desc(a)} (elements [{box}]) and {desc(b)}, and no flag or barrier orders them"
@@ -477,24 +485,6 @@ def _instances(buf, core: str):
     return (((core, buf.name), core),)
 
 
-def _aliases(kernel) -> dict:
-    """name -> the on-chip buffers of the same scope whose planned bytes overlap its own."""
-    from ..ir import dtypes
-    placed = [(s.buffer, s.offset, s.offset + s.buffer.numel * dtypes.itemsize(s.buffer.dtype))
-              for s in walk_statements(kernel.body)
-              if isinstance(s, Alloc) and s.offset is not None]
-    out: dict = {}
-    for b, lo, hi in placed:
-        for c, lo2, hi2 in placed:
-            if c.name != b.name and c.scope == b.scope and lo < hi2 and lo2 < hi:
-                out.setdefault(b.name, []).append(c)
-    return out
-
-
-def _full_box(buf) -> tuple:
-    return tuple(v for n in buf.shape for v in (0, n))
-
-
 class _Sim:
     def __init__(self, kernel, args, chip, check, data=True):
         _check_kernel(kernel)
@@ -507,7 +497,8 @@ class _Sim:
         self.bufs = semantics.check_args(kernel, args)
         self.static = _static_threads(kernel)
         self.tracked = written_buffers(kernel.body, "C") | written_buffers(kernel.body, "V")
-        self.aliases = _aliases(kernel)
+        self.placed = placements(kernel)
+        self.aliases = aliases(self.placed)
         self.tracked |= {y.name for x in list(self.tracked) for y in self.aliases.get(x, ())}
         self._threads = {}
 

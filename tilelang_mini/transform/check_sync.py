@@ -171,6 +171,8 @@ class _Budget(Exception):
 
 
 class _Verifier(HappensBefore):
+    precise = True  # a race on buffers sharing bytes only where the accesses share bytes
+
     def __init__(self, kernel, offsets, chip, choice):
         from ..semantics.ops import Env, Fault, compile_expr
         self.kernel, self.offsets, self.chip, self.choice = kernel, offsets, chip, choice
@@ -392,9 +394,9 @@ class _Verifier(HappensBefore):
 
     def race(self, prev: Occ, occ: Occ, acc):
         pacc = next(a for o, a, _ in self.history if o is prev)
-        x, y = next((x, y) for x in pacc for y in acc if conflict(x, y))
-        name = x[0][1] if x[0][0] == "GM" else x[0][-1]
-        other = y[0][1] if y[0][0] == "GM" else y[0][-1]
+        x, y = next((x, y) for x in pacc for y in acc if conflict(x, y, True))
+        name = x[0][1] if x[0][0] == "GM" else x[0][3]
+        other = y[0][1] if y[0][0] == "GM" else y[0][3]
         what = name if name == other else f"{name} and {other} (plan_memory placed them on " \
                                           f"common bytes)"
 
