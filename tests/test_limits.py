@@ -250,3 +250,20 @@ def test_a_deep_expression_in_ir_text_is_located():
     with pytest.raises(CompileError) as info:
         tilelang_mini.compile_ir(text, out_idx=[-1], filename="edited.ir")
     assert (info.value.loc.file, info.value.loc.line) == ("edited.ir", 7)
+
+
+@pytest.mark.parametrize("start", ["nan", "1.5", "inf"])
+def test_a_non_integer_region_start_in_ir_text_is_located(start):
+    text = IR_TEXT.replace("EXTENT", "4").replace("EXPR", "t[i] + 1.0").replace(
+        "copy(X, t)", f"copy(X[{start} +: 8], t)  # 5:9")
+    with pytest.raises(CompileError) as info:
+        tilelang_mini.compile_ir(text, out_idx=[-1], filename="edited.ir")
+    assert info.value.loc.line == 5 and "must be an integer" in info.value.message
+
+
+def test_a_zero_sized_shape_in_ir_text_is_a_compile_error():
+    text = IR_TEXT.replace("EXTENT", "4").replace("EXPR", "t[i] + 1.0").replace(
+        't = alloc_fragment((8,), "float32")', 't = alloc_fragment((0,), "float32")  # 4:9')
+    with pytest.raises(CompileError) as info:
+        tilelang_mini.compile_ir(text, out_idx=[-1], filename="edited.ir")
+    assert "expected positive ints" in info.value.message

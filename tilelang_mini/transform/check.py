@@ -36,6 +36,10 @@ def check(kernel: Kernel, chip: Chip | str | None = None) -> Kernel:
     if not isinstance(chip, Chip):
         chip = get_chip(chip or DEFAULT_CHIP)
     errors: list[CompileError] = []
+    for p in kernel.params:
+        if any(type(n) is not int or n <= 0 for n in p.shape):
+            errors.append(CompileError(f"parameter '{p.name}' has shape {p.shape}; expected "
+                                       f"positive ints", kernel.loc))
     for stmt in walk_statements(kernel.body):
         depth = expr_depth(stmt)
         if depth > MAX_EXPR_DEPTH:
@@ -99,6 +103,9 @@ def _region_problems(r: Region, role: str):
         yield f"{role} region of '{b.name}' has rank {len(r.extent)}, the buffer {len(b.shape)}"
         return
     for d, (s, n) in enumerate(zip(r.start, r.extent)):
+        if isinstance(s, Const) and type(s.value) is not int:
+            yield f"{role} start {s.value!r} in dim {d} of '{b.name}' must be an integer"
+            continue
         if n <= 0:
             yield f"{role} region of '{b.name}' has extent {n} in dim {d}; expected > 0"
         if isinstance(s, Const):
@@ -182,6 +189,8 @@ def _problems(node):
     elif isinstance(node, Alloc):
         if node.buffer.dtype not in dtypes.DTYPES:
             yield f"unsupported dtype {node.buffer.dtype}"
+        if any(type(n) is not int or n <= 0 for n in node.buffer.shape):
+            yield f"'{node.buffer.name}' has shape {node.buffer.shape}; expected positive ints"
     elif isinstance(node, (SetFlag, WaitFlag)):
         if node.src == node.dst:
             yield f"a flag orders two different pipes; use pipe_barrier({node.src}) within one"

@@ -28,9 +28,6 @@ KNOWN_BUGS: tuple[KnownBug, ...] = (
     KnownBug("sparse-gemm-sync", "the i8 issue: unbalanced flags around a data-dependent if",
              features=("data_dependent_if",), steps=("sim-910b", "sim-950"), outcomes=("race",),
              detail="SyncError"),
-    KnownBug("sim-alias-race", "sim.md#raceerror-between-the-two-aivs",
-             steps=("sim-910b", "sim-950"), outcomes=("race",),
-             detail="plan_memory placed .* an access to either counts"),
     KnownBug("else-barrier", "transform.md#insert_sync-no-pipe_barrierv-in-the-else-branch",
              features=("if_block_index",), steps=("sim-910b", "sim-950"), outcomes=("race",),
              detail="RaceError"),
@@ -42,8 +39,6 @@ KNOWN_BUGS: tuple[KnownBug, ...] = (
     KnownBug("ir-duplicate-alloc", "transform.md#ir-text-with-a-buffer-declared-twice",
              families=("mutation",), outcomes=("internal",),
              detail=r"plan_memory placed '(\w+)' .* and '\1' .*on shared bytes"),
-    KnownBug("ir-inf-extent", "frontend.md#ir-text-with-an-inf-or-nan-loop-extent",
-             families=("mutation",), outcomes=("internal",), detail=r"OverflowError.*infinity|NaN|'float' object cannot be interpreted as an integer"),
 )
 
 
