@@ -197,6 +197,8 @@ def copy_through_ub(sync: str):
         with T.Kernel(1, is_npu=True) as (cid, vid):
             with T.Scope("V"):
                 x = T.alloc_ub((8, 16), "float32")
+                if sync == "none":
+                    T.pipe_barrier("V")  # the kernel places its own sync (none that helps)
                 T.copy(X[vid * 8, 0], x)  # AT:load
                 if sync == "ok" or sync == "twice" or sync == "left_set":
                     T.set_flag("MTE2", "MTE3", 0)  # AT:set
@@ -222,6 +224,17 @@ def test_a_missing_flag_is_a_race_naming_both_instructions():
     x = np.zeros((16, 16), np.float32)
     with pytest.raises(RaceError):  # the simulator agrees
         simulate_unchecked(copy_through_ub("none"), (x,))
+
+
+def test_a_scoped_kernel_without_any_flag_gets_them_from_insert_sync(target):
+    """Lowered IR printed before insert_sync (scopes, no flags) is completed, not rejected."""
+    prim = copy_through_ub("bare")
+    x = np.arange(256, dtype=np.float32).reshape(16, 16)
+    kernel = tilelang_mini.compile(prim, out_idx=[-1], target=target)
+    np.testing.assert_array_equal(kernel(x), x)
+    assert "set_flag(MTE2, MTE3" in kernel.get_ir("insert_sync")
+    y, _ = tilelang_mini.compile(prim, out_idx=[-1]).simulate(x)
+    np.testing.assert_array_equal(y, x)
 
 
 def test_a_flag_set_twice_before_its_wait():

@@ -44,6 +44,19 @@ FULL_UNROLL_BUDGET = 4000   # occurrences walked with loops fully unrolled; else
 MAX_SCENARIOS = 8           # branch choices tried for data-dependent ifs holding flags
 
 
+def sync_expert(kernel: Kernel, chip: Chip) -> Kernel:
+    """The insert_sync stage of a kernel that places its own scopes: its flags are checked
+    (check_sync); a lowered kernel with no flag at all (IR printed before insert_sync) gets
+    them from insert_sync, after the same legality check."""
+    from .insert_sync import insert_sync
+    if not kernel.is_npu or len(kernel.grid_vars) != 2:
+        return kernel
+    if any(isinstance(s, SYNC_OPS) for s in walk_statements(kernel.body)):
+        return check_sync(kernel, chip)
+    check_legal(kernel, chip)
+    return insert_sync(kernel, chip)
+
+
 def check_sync(kernel: Kernel, chip: Chip) -> Kernel:
     if not kernel.is_npu or len(kernel.grid_vars) != 2:
         return kernel

@@ -15,7 +15,7 @@ from ..arch import get_chip
 from ..errors import internal_error
 from ..ir.nodes import Kernel
 from .check import check
-from .check_sync import check_sync
+from .check_sync import sync_expert
 from .options import Options
 from .infer_scopes import infer_scopes
 from .insert_sync import insert_sync
@@ -39,7 +39,7 @@ PASSES = (
      "Pipelined(num_stages): buffer versions so transfers overlap compute"),
     ("plan_memory", lambda k, o: plan_memory(k, get_chip(o.chip)),
      "aligned offsets with reuse; overflow is an error at the allocation"),
-    ("insert_sync", lambda k, o: (check_sync if o.expert else insert_sync)(k, get_chip(o.chip)),
+    ("insert_sync", lambda k, o: (sync_expert if o.expert else insert_sync)(k, get_chip(o.chip)),
      "flags between pipes and cores: sets early, waits late, none redundant (expert kernels: "
      "their own flags proved enough by the same happens-before analysis)"),
 )
