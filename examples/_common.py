@@ -18,6 +18,8 @@ def example_args(doc, argv, dtype="float32", shape=(256, 256, 256)):
     p.add_argument("--shape", type=int, nargs="+", default=list(shape))
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--show-ir", default="final", help="stage whose IR to print, or 'none'")
+    p.add_argument("--no-simulate", dest="simulate", action="store_false",
+                   help="skip the pipe-level simulation (examples that simulate)")
     return p.parse_args(argv)
 
 
@@ -59,6 +61,17 @@ def report(kernel, seconds, ok, args) -> int:
     print(f"{kernel.ir.name}: target={kernel.target} chip={kernel.chip} ran in "
           f"{seconds * 1e3:.1f} ms: {'verified' if ok else 'FAILED verification'}")
     return 0 if ok else 1
+
+
+def run_and_verify(kernel, inputs, name, want, dtype, reduce_len=1, simulate=False):
+    """Run `kernel` on `inputs` and verify its output against `want`; with `simulate`, also on
+    the pipe-level simulator. Returns (verified, seconds of the run)."""
+    out, seconds = timed(kernel, *inputs)
+    ok = verify(name, out, want, dtype, reduce_len)
+    if simulate:
+        ok &= simulate_and_verify(kernel, inputs, lambda o: verify(f"{name} (simulated)", o, want,
+                                                                   dtype, reduce_len))
+    return ok, seconds
 
 
 def simulate_and_verify(kernel, inputs, check) -> bool:

@@ -87,23 +87,15 @@ def reference(q, k, v):
 
 
 def main(argv=None):
-    import sys
-    from _common import example_args, make_inputs, report, simulate_and_verify, timed, verify
-    argv = list(sys.argv[1:] if argv is None else argv)
-    simulate = "--no-simulate" not in argv
-    argv = [a for a in argv if a != "--no-simulate"]
+    from _common import example_args, make_inputs, report, run_and_verify
     args = example_args(__doc__, argv, dtype="float16", shape=DEFAULT_ARGS)
     BH, S, D = args.shape
     q, k, v = make_inputs(args.seed, [(BH, S, D)] * 3, args.dtype)
     kernel = tilelang_mini.compile(flash_attention.factory(BH, S, D, dtype=args.dtype),
                                    out_idx=[-1], target=args.target, chip=args.chip)
-    o, seconds = timed(kernel, q, k, v)
-    want = reference(q, k, v)
     # P is rounded to `dtype` before P @ V: compare with that dtype's tolerances.
-    ok = verify("O", o, want, args.dtype)
-    if simulate:
-        ok &= simulate_and_verify(kernel, (q, k, v), lambda out: verify("O (simulated)", out, want,
-                                                                         args.dtype))
+    ok, seconds = run_and_verify(kernel, (q, k, v), "O", reference(q, k, v), args.dtype,
+                                 simulate=args.simulate)
     return report(kernel, seconds, ok, args)
 
 

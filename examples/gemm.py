@@ -35,14 +35,13 @@ def reference(a, b):
 
 
 def main(argv=None):
-    from _common import example_args, make_inputs, report, timed, verify
+    from _common import example_args, make_inputs, report, run_and_verify
     args = example_args(__doc__, argv, dtype="float16", shape=DEFAULT_ARGS)
     M, N, K = args.shape
     a, b = make_inputs(args.seed, [(M, K), (K, N)], args.dtype)
     kernel = tilelang_mini.compile(matmul(M, N, K, dtype=args.dtype).prim_func, out_idx=[-1],
                                    target=args.target, chip=args.chip)
-    c, seconds = timed(kernel, a, b)
-    ok = verify("C", c, reference(a, b), "float32", reduce_len=K)
+    ok, seconds = run_and_verify(kernel, (a, b), "C", reference(a, b), "float32", reduce_len=K)
     return report(kernel, seconds, ok, args)
 
 

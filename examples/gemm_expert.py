@@ -83,23 +83,14 @@ def reference(a, b):
 
 
 def main(argv=None):
-    import sys
-    from _common import example_args, make_inputs, report, simulate_and_verify, timed, verify
-    argv = list(sys.argv[1:] if argv is None else argv)
-    simulate = "--no-simulate" not in argv
-    argv = [a for a in argv if a != "--no-simulate"]
+    from _common import example_args, make_inputs, report, run_and_verify
     args = example_args(__doc__, argv, dtype="float16", shape=DEFAULT_ARGS)
     M, N, K = args.shape
     a, b = make_inputs(args.seed, [(M, K), (K, N)], args.dtype)
     kernel = tilelang_mini.compile(gemm_expert.factory(M, N, K, dtype=args.dtype), out_idx=[-1],
                                    target=args.target, chip=args.chip)
-    c, seconds = timed(kernel, a, b)
-    want = reference(a, b)
-    ok = verify("C", c, want, "float32", reduce_len=K)
-    if simulate:
-        ok &= simulate_and_verify(kernel, (a, b),
-                                  lambda out: verify("C (simulated)", out, want, "float32",
-                                                     reduce_len=K))
+    ok, seconds = run_and_verify(kernel, (a, b), "C", reference(a, b), "float32", reduce_len=K,
+                                 simulate=args.simulate)
     return report(kernel, seconds, ok, args)
 
 

@@ -44,24 +44,15 @@ def reference(a, b, d):
 
 
 def main(argv=None):
-    import sys
-    from _common import example_args, make_inputs, report, simulate_and_verify, timed, verify
-    argv = list(sys.argv[1:] if argv is None else argv)
-    simulate = "--no-simulate" not in argv
-    argv = [a for a in argv if a != "--no-simulate"]
+    from _common import example_args, make_inputs, report, run_and_verify
     args = example_args(__doc__, argv, dtype="float16", shape=DEFAULT_ARGS)
     M, N, K = args.shape
     a, b = make_inputs(args.seed, [(M, K), (K, N)], args.dtype)
     (d,) = make_inputs(args.seed + 1, [(M, N)], "float32")
     kernel = tilelang_mini.compile(matmul_add.factory(M, N, K, dtype=args.dtype), out_idx=[-1],
                                    target=args.target, chip=args.chip)
-    c, seconds = timed(kernel, a, b, d)
-    want = reference(a, b, d)
-    ok = verify("C", c, want, "float32", reduce_len=K)
-    if simulate:
-        ok &= simulate_and_verify(kernel, (a, b, d),
-                                  lambda out: verify("C (simulated)", out, want, "float32",
-                                                     reduce_len=K))
+    ok, seconds = run_and_verify(kernel, (a, b, d), "C", reference(a, b, d), "float32",
+                                 reduce_len=K, simulate=args.simulate)
     return report(kernel, seconds, ok, args)
 
 

@@ -46,14 +46,13 @@ def reference(x, eps=EPS):
 
 
 def main(argv=None):
-    from _common import example_args, make_inputs, report, timed, verify
+    from _common import example_args, make_inputs, report, run_and_verify
     args = example_args(__doc__, argv, dtype="float32", shape=DEFAULT_ARGS)
     M, N = args.shape
     (x,) = make_inputs(args.seed, [(M, N)], args.dtype)
     kernel = tilelang_mini.compile(rms_norm.factory(M, N, dtype=args.dtype), out_idx=[-1],
                                    target=args.target, chip=args.chip)
-    y, seconds = timed(kernel, x)
-    ok = verify("B", y, reference(x), args.dtype)
+    ok, seconds = run_and_verify(kernel, (x,), "B", reference(x), args.dtype)
     return report(kernel, seconds, ok, args)
 
 

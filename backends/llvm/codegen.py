@@ -18,6 +18,7 @@ import llvmlite.ir as ir
 
 from tilelang_mini.errors import CompileError, InternalCompilerError, internal_error
 from tilelang_mini.ir.analysis import SYNC_OPS
+from tilelang_mini.ir.verifier import check_grid
 from tilelang_mini.ir.nodes import (
     CORES, call_arity, Alloc, BinOp, Call, Cast, Const, Copy, Fill, For, Gemm, If, Kernel, Load, Reduce,
     Region, Scope, Store, Var, walk,
@@ -64,13 +65,7 @@ class KernelGen(ParallelMaps):
         self.kernel = kernel
         self.features = features
         self.bf16 = bool(features.get("bf16"))
-        if kernel.is_npu:
-            if len(kernel.grid) != 1 or len(kernel.grid_vars) != 2:
-                raise CompileError("an is_npu kernel has grid (n,) and variables (cid, vid)",
-                                   kernel.loc)
-        elif len(kernel.grid) != len(kernel.grid_vars):
-            raise CompileError(f"grid has {len(kernel.grid)} extents but "
-                               f"{len(kernel.grid_vars)} variables", kernel.loc)
+        check_grid(kernel)
         kernel = forward_copies(fuse_copy_chains(kernel), PER_BLOCK,
                                 lambda buf: storage_of(buf, self.bf16))
         self.kernel = kernel

@@ -9,11 +9,24 @@ from .nodes import (
     Alloc, BinOp, Buffer, Call, Cast, Const, For, If, Kernel, Load, Region, Scope, Store, Var,
     BIN_OPS, CALL_FNS, LOOP_KINDS, SCOPES, TILE_OPS, SYNC_OPS, body_fields, walk_own,
 )
+from .. import errors  # a module, not its names: errors.py imports ir.nodes (a cycle)
 from .dtypes import DTYPES
 
 
 class IRVerificationError(AssertionError):
     pass
+
+
+def check_grid(kernel: Kernel) -> None:
+    """The grid a backend runs: (n,) with variables (cid, vid) for an is_npu kernel, else one
+    variable per extent (CompileError at the kernel otherwise)."""
+    if kernel.is_npu:
+        if len(kernel.grid) != 1 or len(kernel.grid_vars) != 2:
+            raise errors.CompileError("an is_npu kernel has grid (n,) and variables (cid, vid)",
+                                      kernel.loc)
+    elif len(kernel.grid) != len(kernel.grid_vars):
+        raise errors.CompileError(f"grid has {len(kernel.grid)} extents but "
+                                  f"{len(kernel.grid_vars)} variables", kernel.loc)
 
 
 def verify_kernel(kernel: Kernel, stage: str = "?") -> None:

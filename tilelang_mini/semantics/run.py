@@ -21,6 +21,7 @@ import numpy as np
 from tilelang_mini.errors import CompileError
 from tilelang_mini.runtime.arguments import check_arrays
 from tilelang_mini.ir.analysis import SYNC_OPS
+from tilelang_mini.ir.verifier import check_grid
 from tilelang_mini.ir.nodes import (
     CORES, Const, For, If, Kernel, Scope, SetCrossFlag, WaitCrossFlag, walk,
 )
@@ -201,13 +202,7 @@ def check_args(kernel: Kernel, args) -> dict:
 
 def lower_kernel(kernel: Kernel) -> Callable[[Env], None]:
     """The kernel body as one closure run once per grid block (`run_grid`)."""
-    if kernel.is_npu:
-        if len(kernel.grid) != 1 or len(kernel.grid_vars) != 2:
-            raise CompileError("an is_npu kernel has grid (n,) and variables (cid, vid)",
-                               kernel.loc)
-    elif len(kernel.grid) != len(kernel.grid_vars):
-        raise CompileError(f"grid has {len(kernel.grid)} extents but "
-                           f"{len(kernel.grid_vars)} variables", kernel.loc)
+    check_grid(kernel)
     ctx = _Ctx()
     if kernel.is_npu:
         ctx.vid_name = kernel.grid_vars[1]

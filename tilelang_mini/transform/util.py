@@ -10,26 +10,18 @@ from ..ir.nodes import (
 
 def substitute(node, mapping: dict):
     """Replace variables by expressions (`mapping`: name -> Expr) everywhere below `node`."""
-    if not mapping:
-        return node
-
-    def rw(n):
-        if isinstance(n, Var) and n.name in mapping:
-            return mapping[n.name]
-        return n
-    return transform(node, rw)
+    return _replace_named(node, mapping, Var)
 
 
 def rebuffer(node, mapping: dict):
     """Replace buffers (`mapping`: name -> Buffer) everywhere below `node`."""
+    return _replace_named(node, mapping, Buffer)
+
+
+def _replace_named(node, mapping: dict, kind):
     if not mapping:
         return node
-
-    def rw(n):
-        if isinstance(n, Buffer) and n.name in mapping:
-            return mapping[n.name]
-        return n
-    return transform(node, rw)
+    return transform(node, lambda n: mapping.get(n.name, n) if isinstance(n, kind) else n)
 
 
 def map_bodies(stmt, fn):
