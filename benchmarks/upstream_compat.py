@@ -49,12 +49,15 @@ def rewrite_imports(src: str) -> str:
     return src
 
 
-def example_files(repo: str) -> list[str]:
+SIBLINGS: dict = {}  # (repo, folder) -> the example folder's .py files (local imports)
+
+
+def example_files(repo: str, all_files: bool = False) -> list[str]:
     git = MIRROR / REPOS[repo] / "repo"
     out = subprocess.run(["git", "-C", str(git), "ls-tree", "-r", "--name-only", "HEAD"],
                          capture_output=True, text=True, check=True).stdout.split()
     return [p for p in out if p.startswith("examples/") and p.endswith(".py")
-            and not Path(p).name.startswith(("test_", "__init__"))]
+            and (all_files or not Path(p).name.startswith(("test_", "__init__")))]
 
 
 def show(repo: str, path: str) -> str:
@@ -118,6 +121,10 @@ print("@@RESULT@@" + json.dumps(result))
 def run_one(repo: str, path: str, timeout: float, target: str, workdir: Path) -> dict:
     src = rewrite_imports(show(repo, path))
     name = f"{repo}:{path}"
+    folder = str(Path(path).parent)
+    for sibling in SIBLINGS.setdefault((repo, folder), [p for p in example_files(repo, all_files=True)
+                                                        if str(Path(p).parent) == folder]):
+        (workdir / Path(sibling).name).write_text(rewrite_imports(show(repo, sibling)))
     local = workdir / Path(path).name
     local.write_text(src)
     child = CHILD.format(root=str(ROOT), shim=str(ROOT / "benchmarks" / "torch_shim"),
