@@ -30,6 +30,7 @@ _UNARY = {
 _CORE_PIPES = {"C": ("MTE2", "MTE1", "M", "FIX"), "V": ("MTE2", "V", "MTE3")}
 BARRIER_EVENT = 7  # the event id T.barrier_all uses on each pipe pair (set and waited at once)
 GEMM_EVENT = 6  # the event id of the L0 loads a gemm_v0 on L1 operands implies (expert mode)
+L0_TILE = 16 * 1024  # bytes of one implied L0A/L0B tile (a quarter of the 64 KiB L0A/L0B)
 _UNSUPPORTED = {
     "gather": "index with a loaded index inside T.Parallel (dst[i] = src[idx[i]])",
     "gather_mask": "T.Parallel with T.if_then_else", "gatherb": "T.Parallel with loaded indices",
@@ -295,41 +296,56 @@ class TileAscend:
         clear_node = a.get(flag_names[2])
         clear = False if clear_node is None else self.resolved(self.eval(clear_node), clear_node)
         loc = self.loc(call)
-        pre, post = [], []
-        if getattr(self, "scope_core", None) == "C" and any(
-                r.buffer.scope == "L1" for r in regs[:2]):
-            pre, post, regs = self.expert_l0_loads(regs, loc)
-        if is_ir(clear):
-            return pre + [If(clear, (Gemm(*regs, *trans, True, loc=loc),),
-                             (Gemm(*regs, *trans, False, loc=loc),), loc)] + post
-        if not isinstance(clear, (bool, int)) or isinstance(clear, float):
+        if not is_ir(clear) and (not isinstance(clear, (bool, int)) or isinstance(clear, float)):
             raise self.error(clear_node, f"expected a boolean, got {show(clear)}")
-        return pre + [Gemm(*regs, *trans, bool(clear), loc=loc)] + post
+        if getattr(self, "scope_core", None) == "C" and all(
+                r.buffer.scope == "L1" for r in regs[:2]):
+            return self.expert_l1_gemm(regs, trans, clear, loc)
+        return [self.gemm_clear(regs, trans, clear, loc)]
 
-    def expert_l0_loads(self, regs, loc):
+    @staticmethod
+    def gemm_clear(regs, trans, clear, loc):
+        if is_ir(clear):
+            return If(clear, (Gemm(*regs, *trans, True, loc=loc),),
+                      (Gemm(*regs, *trans, False, loc=loc),), loc)
+        return Gemm(*regs, *trans, bool(clear), loc=loc)
+
+    def expert_l1_gemm(self, regs, trans, clear, loc) -> list:
         """tilelang-ascend's gemm_v0 on L1 operands in an expert T.Scope("C"): the MTE1 loads
-        into L0A/L0B it implies, ordered by their own flags (event GEMM_EVENT):
+        into L0A/L0B it implies, K chunk by K chunk (each L0 tile at most L0_TILE bytes), each
+        ordered by its own flags (event GEMM_EVENT):
 
-            copy(A_L1, A_l0a); copy(B_L1, B_l0b); MTE1->M; gemm(A_l0a, B_l0b, C); M->MTE1
+            copy(A_L1[:, k0 +: kc], A_l0a); copy(B_L1[k0 +: kc, :], B_l0b); MTE1->M;
+            gemm(A_l0a, B_l0b, C, clear_accum=<first chunk and init>); M->MTE1
         """
         from ..ir.nodes import Alloc, Copy, Region
-        out_regs, pre = list(regs), []
-        for k, scope in ((0, "L0A"), (1, "L0B")):
-            r = regs[k]
-            if r.buffer.scope != "L1":
-                continue
-            shape = tuple(r.extent)
-            key = (scope, shape, r.buffer.dtype)
-            hoisted = self.hoisted_allocs
-            if key not in hoisted:
-                name = self.fresh_buffer_name(f"{r.buffer.name}_{scope.lower()}")
-                hoisted[key] = Alloc(Buffer(name, shape, r.buffer.dtype, scope), None, loc)
-            buf = hoisted[key].buffer
-            pre.append(Copy(r, Region.full(buf), loc))
-            out_regs[k] = Region.full(buf)
-        pre += [SetFlag("MTE1", "M", GEMM_EVENT, loc), WaitFlag("MTE1", "M", GEMM_EVENT, loc)]
-        post = [SetFlag("M", "MTE1", GEMM_EVENT, loc), WaitFlag("M", "MTE1", GEMM_EVENT, loc)]
-        return pre, post, out_regs
+        a, b, c = regs
+        kdim = (0 if trans[0] else 1, 1 if trans[1] else 0)  # the K dimension of A and of B
+        K = a.extent[kdim[0]]
+        size = [r.extent[1 - d] * dtypes.itemsize(r.buffer.dtype) for r, d in zip((a, b), kdim)]
+        kc = K
+        while kc > 16 and max(size) * kc > L0_TILE:
+            kc = max(16, (kc // 2 + 15) // 16 * 16)
+        out = []
+        for k0 in range(0, K, kc):
+            n = min(kc, K - k0)
+            l0 = []
+            for r, d, scope in ((a, kdim[0], "L0A"), (b, kdim[1], "L0B")):
+                start = tuple(binop("+", s, k0) if i == d else s for i, s in enumerate(r.start))
+                ext = tuple(n if i == d else e for i, e in enumerate(r.extent))
+                key = (scope, ext, r.buffer.dtype)
+                if key not in self.hoisted_allocs:
+                    name = self.fresh_buffer_name(f"{r.buffer.name}_{scope.lower()}")
+                    self.hoisted_allocs[key] = Alloc(Buffer(name, ext, r.buffer.dtype, scope),
+                                                     None, loc)
+                buf = self.hoisted_allocs[key].buffer
+                out.append(Copy(Region(r.buffer, tuple(as_expr(x) for x in start), ext),
+                                Region.full(buf), loc))
+                l0.append(Region.full(buf))
+            out += [SetFlag("MTE1", "M", GEMM_EVENT, loc), WaitFlag("MTE1", "M", GEMM_EVENT, loc)]
+            out.append(self.gemm_clear([*l0, c], trans, clear if k0 == 0 else False, loc))
+            out += [SetFlag("M", "MTE1", GEMM_EVENT, loc), WaitFlag("M", "MTE1", GEMM_EVENT, loc)]
+        return out
 
     def op_gemm(self, call) -> list:
         names = ["A", "B", "C", "transpose_A", "transpose_B", "clear_accum", "policy", "k_pack",
