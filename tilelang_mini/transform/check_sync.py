@@ -40,7 +40,7 @@ from ..ir.graph import print_ir_line
 
 CUBE_PIPES = ("MTE1", "M", "FIX")
 VECTOR_PIPES = ("V", "MTE3")
-FULL_UNROLL_BUDGET = 4000   # occurrences walked with loops fully unrolled; else two trips each
+FULL_UNROLL_BUDGET = 1000   # occurrences walked with loops fully unrolled; else two trips each
 MAX_SCENARIOS = 8           # branch choices tried for data-dependent ifs holding flags
 
 
