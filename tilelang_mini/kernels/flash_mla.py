@@ -61,8 +61,11 @@ def mla_split_kernel(B, SQ, HQ, D, DV, NB, MAXB, S, scale, causal, block_H=32):
                 for it in T.serial(MAXB):
                     if it < per and s * per + it < T.ceildiv(seqlen, PAGE):
                         page = s * per + it
-                        T.copy(KC[BT[b, page], 0, 0], k_s)
-                        T.copy(KC[BT[b, page], 0:PAGE, 0:DV], v_s)
+                        # (clamped although the guard holds: the llvm target evaluated the block
+                        # table load outside the guard, notes/findings/llvm.md)
+                        blk = BT[b, T.min(page, MAXB - 1)]
+                        T.copy(KC[blk, 0, 0], k_s)
+                        T.copy(KC[blk, 0:PAGE, 0:DV], v_s)
                         T.gemm(q_s, k_s, acc_s, transpose_B=True, clear_accum=True)
                         # keys past the sequence (and, when causal, past the query) drop out
                         if causal:
