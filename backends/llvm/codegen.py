@@ -20,7 +20,7 @@ from tilelang_mini.errors import CompileError, InternalCompilerError, internal_e
 from tilelang_mini.ir.analysis import SYNC_OPS
 from tilelang_mini.ir.verifier import check_grid
 from tilelang_mini.ir.nodes import (
-    CORES, call_arity, Alloc, BinOp, Call, Cast, Const, Copy, Fill, For, Gemm, If, Kernel, Load, Reduce,
+    BIT_FNS, CORES, call_arity, Alloc, BinOp, Call, Cast, Reinterpret, Const, Copy, Fill, For, Gemm, If, Kernel, Load, Reduce,
     Region, Scope, Store, Var, walk,
 )
 
@@ -28,7 +28,7 @@ from . import vecmath as vm
 from .dataflow import (
     forward_copies, fuse_copy_chains, interval, live_columns, live_landings, map_reduce_pairs,
 )
-from .irutil import F32, I1, I32, I64, PTR, VL, Emitter, const, is_vec, like, vty
+from .irutil import F32, I1, I32, I64, PTR, VL, Emitter, const, elem_type, is_vec, like, vty
 from .layout import PER_BLOCK, is_dual_copy, plan_buffers, storage_of
 from .parallel import ParallelMaps, _vars_in
 from .rowfuse import RowRun, row_runs
@@ -366,6 +366,8 @@ class KernelGen(ParallelMaps):
             return self.load(x)
         if isinstance(x, Cast):
             return self.cast(x)
+        if isinstance(x, Reinterpret):
+            return self.reinterpret(x)
         if isinstance(x, BinOp):
             return self.binop(x)
         if isinstance(x, Call):
@@ -552,6 +554,8 @@ class KernelGen(ParallelMaps):
         if fn == "not":
             (v,) = vals
             return Val(b.not_(vm.to_bool(e, v.v, v.kind)), "bool")
+        if fn in BIT_FNS:
+            return self.bitop(fn, vals)
         va, vb = vals
         if fn == "ceildiv":
             if "float" in (va.kind, vb.kind):
@@ -583,9 +587,39 @@ class KernelGen(ParallelMaps):
             p, q = e.splat(p, c.type.count), e.splat(q, c.type.count)
         return Val(b.select(c, p, q), kind)
 
+    def bitop(self, fn, vals) -> Val:
+        """Bit operations on i64 values (bools as 0/1); shifts are arithmetic on the value, which
+        a load sign- or zero-extended from its element type."""
+        e, b = self.e, self.e.b
+        if any(v.kind == "float" for v in vals):
+            raise self.fail(f"{fn} takes integers")
+        ints = [vm.to_int(e, v.v, v.kind) for v in vals]
+        if fn == "bitwise_not":
+            return Val(b.not_(ints[0]), "int")
+        p, q = e.match(*ints)
+        op = {"bitwise_and": b.and_, "bitwise_or": b.or_, "bitwise_xor": b.xor,
+              "shift_left": b.shl, "shift_right": b.ashr}[fn]
+        return Val(op(p, q), "int")
+
+    def reinterpret(self, x: Reinterpret) -> Val:
+        """The value as an element of x.source (its storage bits), read back as x.dtype."""
+        e, b = self.e, self.e.b
+        v = self.expr(x.value)
+        from .irutil import STORAGE
+        raw = vm.encode(e, v.v, v.kind, x.source, x.source)
+        bits_t = ir.IntType(STORAGE[x.source][1] * 8)
+        if isinstance(elem_type(raw.type), ir.FloatType):
+            raw = b.bitcast(raw, like(raw.type, bits_t))
+        dst_t = STORAGE[x.dtype][0]
+        if isinstance(dst_t, ir.FloatType):
+            raw = b.bitcast(raw, like(raw.type, dst_t))
+        return Val(vm.decode(e, raw, x.dtype), vm.kind_of(x.dtype))
+
     def cast(self, x: Cast) -> Val:
         e = self.e
         v = self.expr(x.value)
+        if x.dtype in vm.INT_STORAGE and x.dtype != "int32":
+            return Val(vm.decode(e, vm.encode(e, v.v, v.kind, x.dtype, x.dtype), x.dtype), "int")
         if x.dtype not in vm.FLOATS and x.dtype not in ("int32", "bool"):
             raise self.fail(f"unknown dtype {x.dtype!r}")
         if x.dtype == "float32":

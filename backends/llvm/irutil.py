@@ -21,7 +21,10 @@ PTR = ir.PointerType()
 STORAGE = {
     "float32": (F32, 4), "float16": (I16, 2), "bfloat16": (I16, 2),
     "float8_e4m3fn": (I8, 1), "float8_e5m2": (I8, 1), "int32": (I32, 4), "bool": (I8, 1),
+    "int8": (I8, 1), "uint8": (I8, 1), "int16": (I16, 2), "uint16": (I16, 2),
+    "uint32": (I32, 4), "int64": (I64, 8),
 }
+UNSIGNED = ("uint8", "uint16", "uint32")  # zero-extended when loaded (the others sign-extend)
 
 
 # LLVM's x86 backend (seen with LLVM 22) folds `masked.store(trunc <N x i32> to <N x i16|i8>)`

@@ -12,7 +12,10 @@ from __future__ import annotations
 
 import math
 
-from .irutil import F16, F32, I8, I16, I32, I64, STORAGE, Emitter, const, elem_type, like
+from .irutil import (F16, F32, I8, I16, I32, I64, STORAGE, UNSIGNED, Emitter, const, elem_type,
+                     like)
+
+INT_STORAGE = ("int8", "uint8", "int16", "uint16", "int32", "uint32", "int64")
 
 # value sets: a <= b when every value of dtype a is exactly a value of dtype b
 _SUBSET = {
@@ -204,8 +207,10 @@ def decode(e: Emitter, raw, storage: str):
                    const(like(t, F32), 2.0 ** 120))
         f = b.select(b.icmp_unsigned("==", mag, const(it, 0x7F)), const(like(t, F32), math.nan), f)
         return b.bitcast(b.or_(b.bitcast(f, it), sign), like(t, F32))
-    if storage == "int32":
-        return b.sext(raw, like(t, I64))
+    if storage in INT_STORAGE:
+        if elem_type(t).width == 64:
+            return raw
+        return (b.zext if storage in UNSIGNED else b.sext)(raw, like(t, I64))
     if storage == "bool":
         return b.icmp_unsigned("!=", raw, const(t, 0))
     raise ValueError(storage)
@@ -315,12 +320,16 @@ def encode(e: Emitter, v, kind: str, dtype: str, storage: str, exact_from: str |
         if exact_from is None or not exact_in(exact_from, dtype):
             f = round_to(e, f, dtype)
         return encode_float(e, f, storage)
-    if dtype == "int32":
+    if dtype in INT_STORAGE:
+        it = STORAGE[dtype][0]
         if kind == "float":
-            return b.fptosi(v, like(v.type, I32))
+            return b.trunc(b.fptosi(v, like(v.type, I64)), like(v.type, it)) if it.width < 64 \
+                else b.fptosi(v, like(v.type, it))
         if kind == "bool":
-            return b.zext(v, like(v.type, I32))
-        return b.trunc(v, like(v.type, I32)) if elem_type(v.type).width > 32 else v
+            return b.zext(v, like(v.type, it))
+        w = elem_type(v.type).width
+        return b.trunc(v, like(v.type, it)) if w > it.width else (
+            b.sext(v, like(v.type, it)) if w < it.width else v)
     if dtype == "bool":
         return b.zext(to_bool(e, v, kind), like(v.type, I8))
     raise ValueError(dtype)

@@ -18,10 +18,10 @@ import math
 
 from .. import language as T_module
 from ..ir import dtypes
-from ..ir.nodes import BinOp, Call, Cast, Const, For, Load, Store, Var
+from ..ir.nodes import BIT_BINARY_FNS, BinOp, Call, Cast, Const, For, Load, Store, Var
 from ..language.hints import GPU_ONLY, HINT_NAMES, NOT_YET
 from .common import show
-from .exprs import as_expr, binop, const, is_ir
+from .exprs import BIT_SYMBOLS, as_expr, binop, bit_not, const, is_ir, reinterpret
 
 _LN2_INV = 1.0 / math.log(2.0)
 _LN10_INV = 1.0 / math.log(10.0)
@@ -139,9 +139,19 @@ class Dialect:
         if name == "pow":
             a, b = self.values(n, 2, name)
             return power(a, b)
-        if name in ("shift_left", "shift_right", "bitwise_and", "bitwise_or", "bitwise_xor"):
-            raise self.error(n, f"T.{name}: integer bit operations are not supported yet; write "
-                                "the arithmetic form (x * 2**k, x // 2**k) where it applies")
+        if name in BIT_BINARY_FNS:
+            a, b = self.values(n, 2, name)
+            return self.arith(BIT_SYMBOLS[name], a, b, n)
+        if name == "bitwise_not":
+            (a,) = self.values(n, 1, name)
+            return bit_not(a, self, n)
+        if name == "reinterpret":
+            if len(n.args) != 2 or n.keywords:
+                raise self.error(n, 'T.reinterpret(value, dtype) takes a value and a dtype, e.g. '
+                                    'T.reinterpret(x, "int32")')
+            v = self.value_arg(n.args[0])
+            dt = self.dtype(self.eval(n.args[1]), n.args[1])
+            return reinterpret(as_expr(v), dt, self, n)
         if name == "use_swizzle":  # tilelang-ascend's value form remaps a tile id: any
             if n.args:                # bijection computes the same result; the identity is one
                 return self.value_arg(n.args[0])
@@ -163,7 +173,7 @@ class Dialect:
         name = self.dtype(dt, n.func)
         v = self.value_arg(n.args[0])
         if not is_ir(v):
-            return int(v) if name == "int32" else bool(v) if name == "bool" else float(v)
+            return int(v) if dtypes.is_int(name) else bool(v) if name == "bool" else float(v)
         return Cast(name, as_expr(v))
 
     def gpu_only(self, name: str, node):

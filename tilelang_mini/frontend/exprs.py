@@ -3,16 +3,23 @@ from __future__ import annotations
 
 import operator
 
-from ..ir.nodes import BinOp, Call, Const, Expr, Load, Cast, Var
+from ..ir import dtypes
+from ..ir.nodes import BinOp, Call, Const, Expr, Load, Cast, Reinterpret, Var
 
 _PY_OPS = {
     "+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv,
     "//": operator.floordiv, "%": operator.mod, "<": operator.lt, "<=": operator.le,
     ">": operator.gt, ">=": operator.ge, "==": operator.eq, "!=": operator.ne,
     "and": lambda a, b: a and b, "or": lambda a, b: a or b,
+    "&": operator.and_, "|": operator.or_, "^": operator.xor, "<<": operator.lshift,
+    ">>": operator.rshift,
 }
+# Python's bit operators and the IR calls they become (integers only).
+BIT_CALLS = {"&": "bitwise_and", "|": "bitwise_or", "^": "bitwise_xor", "<<": "shift_left",
+             ">>": "shift_right"}
+BIT_SYMBOLS = {v: k for k, v in BIT_CALLS.items()}
 
-IR_TYPES = (Const, Var, BinOp, Call, Cast, Load)
+IR_TYPES = (Const, Var, BinOp, Call, Cast, Reinterpret, Load)
 
 
 def is_ir(v) -> bool:
@@ -47,6 +54,8 @@ def binop(op: str, a, b):
     a, b = as_expr(a), as_expr(b)
     if isinstance(a, Const) and isinstance(b, Const):
         return const(_PY_OPS[op](a.value, b.value))
+    if op in BIT_CALLS:
+        return Call(BIT_CALLS[op], (a, b))
     # Identities that keep index arithmetic readable.
     if op in ("+", "-") and isinstance(b, Const) and b.value == 0 and b.dtype == "int32":
         return a
@@ -101,3 +110,52 @@ def constant_difference(stop, start) -> int | None:
     if any(coefs.values()):
         return None
     return ls[1] - lt[1]
+
+
+def bit_not(v, builder=None, node=None):
+    """~v: Python at trace time, else the IR call."""
+    if not is_ir(v):
+        if not isinstance(v, int) or isinstance(v, bool):
+            raise builder.error(node, "~ (bitwise_not) takes an integer")
+        return ~v
+    return Call("bitwise_not", (v,))
+
+
+_INT_OF_SIZE = {1: "int8", 2: "int16", 4: "int32", 8: "int64"}
+
+
+def static_dtype(e) -> str | None:
+    """The dtype an expression's value has before any store: its buffer's, its cast's; for
+    arithmetic, float32 when a float is involved, else int32; None when unknown."""
+    if isinstance(e, Load):
+        return e.buffer.dtype
+    if isinstance(e, (Cast, Reinterpret, Const)):
+        return e.dtype
+    if isinstance(e, Var):
+        return e.dtype
+    if isinstance(e, BinOp):
+        if e.op in ("<", "<=", ">", ">=", "==", "!=", "and", "or"):
+            return "bool"
+        kinds = {static_dtype(e.a), static_dtype(e.b)}
+        return "float32" if e.op == "/" or any(k and dtypes.is_float(k) for k in kinds) else "int32"
+    if isinstance(e, Call):
+        if e.fn in ("exp", "exp2", "log", "sqrt", "rsqrt"):
+            return "float32"
+        kinds = {static_dtype(a) for a in e.args}
+        return "float32" if any(k and dtypes.is_float(k) for k in kinds) else "int32"
+    return None
+
+
+def reinterpret(v: Expr, dtype: str, builder, node):
+    """T.reinterpret(v, dtype): v's bits as `dtype`. v's own dtype is its static one; an integer
+    expression counts as an integer of dtype's size (values are exact integers)."""
+    src = static_dtype(v)
+    size = dtypes.itemsize(dtype)
+    if src is not None and not dtypes.is_float(src) and src != "bool":
+        src = src if dtypes.itemsize(src) == size else _INT_OF_SIZE.get(size, src)
+    if src is None or src == "bool" or dtypes.itemsize(src) != size:
+        have = "a value of unknown dtype" if src is None else f"a {src} value"
+        raise builder.error(node, f"T.reinterpret to {dtype} ({size} bytes) needs a value of "
+                                  f"{size} bytes; got {have}: T.cast it to a {size}-byte dtype "
+                                  "first")
+    return Reinterpret(dtype, src, v)

@@ -20,11 +20,12 @@ from ..language.symbols import SymExpr
 from .common import LanguageNamespace, Marker, is_docstring, show
 from .dialect import Dialect, power, select
 from .eager import Eager, SymbolicPrimFunc
-from .exprs import as_expr, binop, const, is_ir
+from .exprs import as_expr, binop, bit_not, const, is_ir
 from .tile_ops import TileOps
 from .tile_ascend import TileAscend
 
-_BINOPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//",
+_BINOPS = {ast.BitAnd: "&", ast.BitOr: "|", ast.BitXor: "^", ast.LShift: "<<", ast.RShift: ">>",
+           ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//",
            ast.Mod: "%", ast.Pow: "**"}
 _CMPOPS = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==", ast.NotEq: "!="}
 _ALLOC_SCOPES = {"alloc_shared": "shared", "alloc_fragment": "fragment", "alloc_var": "var",
@@ -684,6 +685,8 @@ class KernelBuilder(TileOps, Dialect, TileAscend, Eager):
             return v
         if isinstance(n.op, ast.Not):
             return (not v) if not is_ir(v) else Call("not", (v,))
+        if isinstance(n.op, ast.Invert):
+            return bit_not(v, self, n)
         raise self.error(n, f"unsupported operator {type(n.op).__name__}")
 
     def expr_Compare(self, n):

@@ -7,6 +7,7 @@ import inspect
 
 from .. import language as T_module
 from ..errors import CompileError
+from ..ir import dtypes
 from ..ir.nodes import (
     Buffer, Copy, Fill, Gemm, PipeBarrier, Reduce, Region, SetCrossFlag, SetFlag, WaitCrossFlag,
     WaitFlag, PIPES,
@@ -80,7 +81,7 @@ class TileOps:
     def op_clear(self, call) -> Fill:
         a = self.args(call, ["buffer"])
         r = self.full_region(a["buffer"])
-        zero = const(0) if r.buffer.dtype == "int32" else const(0.0)
+        zero = const(0) if dtypes.is_int(r.buffer.dtype) else const(0.0)
         return Fill(r, zero, self.loc(call))
 
     def op_fill(self, call) -> Fill:
@@ -90,7 +91,7 @@ class TileOps:
             raise self.error(a["value"], f"fill value must be a number or expression, got {show(value)}")
         if isinstance(value, int) and not isinstance(value, bool):
             r0 = self.full_region(a["buffer"])
-            value = value if r0.buffer.dtype == "int32" else float(value)
+            value = value if dtypes.is_int(r0.buffer.dtype) else float(value)
         return Fill(self.full_region(a["buffer"]), as_expr(value), self.loc(call))
 
     def op_reduce(self, kind, call) -> Reduce:

@@ -10,7 +10,13 @@ _NUMPY = {
     "bfloat16": np.dtype(ml_dtypes.bfloat16),
     "float8_e4m3fn": np.dtype(ml_dtypes.float8_e4m3fn),
     "float8_e5m2": np.dtype(ml_dtypes.float8_e5m2),
+    "int8": np.dtype(np.int8),
+    "uint8": np.dtype(np.uint8),
+    "int16": np.dtype(np.int16),
+    "uint16": np.dtype(np.uint16),
     "int32": np.dtype(np.int32),
+    "uint32": np.dtype(np.uint32),
+    "int64": np.dtype(np.int64),
     "bool": np.dtype(np.bool_),
 }
 
@@ -23,6 +29,9 @@ ALIASES = {
 
 DTYPES = tuple(_NUMPY)
 FLOAT_DTYPES = ("float32", "float16", "bfloat16", "float8_e4m3fn", "float8_e5m2")
+# Integer dtypes: values compute as 64-bit integers and wrap to the element type when stored.
+INT_DTYPES = ("int8", "uint8", "int16", "uint16", "int32", "uint32", "int64")
+UNSIGNED_DTYPES = ("uint8", "uint16", "uint32")
 
 
 def canonical(name) -> str | None:
@@ -52,6 +61,10 @@ def is_float(name: str) -> bool:
     return name in FLOAT_DTYPES
 
 
+def is_int(name: str) -> bool:
+    return name in INT_DTYPES
+
+
 def tolerance(name: str) -> tuple[float, float]:
     """(rtol, atol) to compare a result stored in `name` against a float64 reference."""
     return {
@@ -60,6 +73,5 @@ def tolerance(name: str) -> tuple[float, float]:
         "bfloat16": (2e-2, 2e-2),
         "float8_e4m3fn": (1.3e-1, 1e-1),
         "float8_e5m2": (2.6e-1, 2e-1),
-        "int32": (0, 0),
         "bool": (0, 0),
-    }[name]
+    }.get(name, (0, 0))  # integer dtypes compare exactly

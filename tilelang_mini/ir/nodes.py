@@ -85,8 +85,13 @@ class BinOp:
 
 
 # Intrinsic calls usable in expressions.
-UNARY_FNS = ("exp", "exp2", "log", "sqrt", "rsqrt", "abs", "neg", "not")
-BINARY_FNS = ("max", "min", "ceildiv")
+# Bit operations take integers (values are 64-bit; a store wraps to the element type);
+# shift_right is arithmetic on signed and logical on unsigned element values.
+BIT_UNARY_FNS = ("bitwise_not",)
+BIT_BINARY_FNS = ("bitwise_and", "bitwise_or", "bitwise_xor", "shift_left", "shift_right")
+BIT_FNS = BIT_UNARY_FNS + BIT_BINARY_FNS
+UNARY_FNS = ("exp", "exp2", "log", "sqrt", "rsqrt", "abs", "neg", "not") + BIT_UNARY_FNS
+BINARY_FNS = ("max", "min", "ceildiv") + BIT_BINARY_FNS
 TERNARY_FNS = ("select",)  # select(cond, a, b): a where cond holds, else b (T.if_then_else)
 CALL_FNS = UNARY_FNS + BINARY_FNS + TERNARY_FNS
 
@@ -108,12 +113,21 @@ class Cast:
 
 
 @dataclass(frozen=True)
+class Reinterpret:
+    """The bits of `value` (of dtype `source`) read as `dtype` (same size): a bitcast."""
+
+    dtype: str
+    source: str
+    value: "Expr"
+
+
+@dataclass(frozen=True)
 class Load:
     buffer: Buffer
     indices: tuple["Expr", ...]
 
 
-Expr = Union[Const, Var, BinOp, Call, Cast, Load]
+Expr = Union[Const, Var, BinOp, Call, Cast, Reinterpret, Load]
 
 # ---------------------------------------------------------------------------------------- regions
 

@@ -20,7 +20,7 @@ from .. import errors  # a module, not its names: errors.py imports ir.nodes (a 
 from .dtypes import canonical
 from .nodes import (
     BIN_OPS, CALL_FNS, CORES, NO_LOC, PIPES, REDUCE_KINDS, Alloc, BinOp, Buffer, Call, Cast, Const,
-    call_arity, Copy, Fill, For, Gemm, If, Kernel, Load, Loc, PipeBarrier, Reduce, Region, Scope, SetCrossFlag,
+    call_arity, Reinterpret, Copy, Fill, For, Gemm, If, Kernel, Load, Loc, PipeBarrier, Reduce, Region, Scope, SetCrossFlag,
     SetFlag, Store, Var, WaitCrossFlag, WaitFlag,
 )
 from .printer import ALLOC_NAMES, LOOP_NAMES
@@ -29,7 +29,7 @@ __all__ = ["parse_ir"]
 
 _SCOPE_OF_ALLOC = {name: scope for scope, name in ALLOC_NAMES.items()}
 _KIND_OF_LOOP = {name: kind for kind, name in LOOP_NAMES.items()}
-_EXPR_FNS = tuple(f for f in CALL_FNS if f not in ("neg", "not")) + ("cast",)
+_EXPR_FNS = tuple(f for f in CALL_FNS if f not in ("neg", "not")) + ("cast", "reinterpret")
 _LOC_RE = re.compile(r"(\d+):(\d+)\s*$")
 
 
@@ -519,6 +519,12 @@ class _ToIR(Transformer):
             if len(args) != 2 or not isinstance(args[1], Token) or isinstance(args[0], Token):
                 self.err('cast takes an expression and a dtype: cast(x, "float16")', fn)
             return Cast(self.dtype(args[1]), args[0])
+        if name == "reinterpret":
+            if (len(args) != 3 or isinstance(args[0], Token) or not isinstance(args[1], Token)
+                    or not isinstance(args[2], Token)):
+                self.err('reinterpret takes an expression and two dtypes: '
+                         'reinterpret(x, "float32", "int32")', fn)
+            return Reinterpret(self.dtype(args[2]), self.dtype(args[1]), args[0])
         arity = call_arity(name)
         if len(args) != arity or any(isinstance(x, Token) for x in args):
             self.err(f"{name} takes {arity} expression argument(s), found {len(args)}", fn)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from .nodes import (
     Alloc, BinOp, Call, Cast, Const, Copy, Fill, For, Gemm, If, Kernel, Load, PipeBarrier,
+    Reinterpret,
     Reduce, Region, Scope, SetCrossFlag, SetFlag, Store, Var, WaitCrossFlag, WaitFlag,
 )
 
@@ -84,6 +85,9 @@ def _expr(e) -> tuple[str, int]:
         return f"{e.buffer.name}[{', '.join(_expr(i)[0] for i in e.indices)}]", _ATOM
     if isinstance(e, Cast):
         return f"cast({_expr(e.value)[0]}, {_dtype(e.dtype)})", _ATOM
+    if isinstance(e, Reinterpret):
+        return (f"reinterpret({_expr(e.value)[0]}, {_dtype(e.source)}, {_dtype(e.dtype)})",
+                _ATOM)
     if isinstance(e, Call):
         if e.fn == "neg":
             arg = e.args[0]

@@ -6,11 +6,12 @@ stage that broke the invariant.
 from __future__ import annotations
 
 from .nodes import (
-    Alloc, BinOp, Buffer, Call, Cast, Const, For, If, Kernel, Load, Region, Scope, Store, Var,
+    Alloc, BinOp, Buffer, Call, Cast, Const, For, If, Kernel, Load, Region, Reinterpret, Scope,
+    Store, Var,
     BIN_OPS, CALL_FNS, LOOP_KINDS, SCOPES, TILE_OPS, SYNC_OPS, body_fields, walk_own,
 )
 from .. import errors  # a module, not its names: errors.py imports ir.nodes (a cycle)
-from .dtypes import DTYPES
+from .dtypes import DTYPES, itemsize
 
 
 class IRVerificationError(AssertionError):
@@ -98,3 +99,8 @@ class _Verifier:
             self.fail(f"unknown function {node.fn}", stmt)
         if isinstance(node, (Const, Cast)) and node.dtype not in DTYPES:
             self.fail(f"unknown dtype {node.dtype}", stmt)
+        if isinstance(node, Reinterpret) and (
+                node.dtype not in DTYPES or node.source not in DTYPES
+                or itemsize(node.dtype) != itemsize(node.source)):
+            self.fail(f"reinterpret from {node.source} to {node.dtype}: not two dtypes of one size",
+                      stmt)

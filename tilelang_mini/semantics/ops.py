@@ -17,8 +17,8 @@ from tilelang_mini.errors import CompileError, KernelRuntimeError
 from tilelang_mini.ir import dtypes
 from tilelang_mini.ir.analysis import BLOCK_SCOPES, SYNC_OPS
 from tilelang_mini.ir.nodes import (
-    Alloc, BinOp, Buffer, Call, Cast, Const, Copy, Fill, Gemm, Load, Reduce, Region, Store, Var,
-    call_arity,
+    BIT_FNS, Alloc, BinOp, Buffer, Call, Cast, Const, Copy, Fill, Gemm, Load, Reduce, Region,
+    Reinterpret, Store, Var, call_arity,
 )
 
 F32 = np.float32
@@ -275,6 +275,8 @@ def _call(e: Call):
     if fn == "not":
         (fa, _), = fns
         return (lambda env: np.logical_not(fa(env))), "bool"
+    if fn in BIT_FNS:
+        return _bitop(fn, fns)
     (fa, ka), (fb, kb) = fns
     if fn == "ceildiv":
         if "float" in (ka, kb):
@@ -283,6 +285,42 @@ def _call(e: Call):
     fa, fb, kind = _promote(fa, ka, fb, kb)
     pick = _max if fn == "max" else _min
     return (lambda env: pick(fa(env), fb(env))), kind
+
+
+_BIT = {"bitwise_and": np.bitwise_and, "bitwise_or": np.bitwise_or, "bitwise_xor": np.bitwise_xor,
+        "shift_left": np.left_shift, "shift_right": np.right_shift}
+
+
+def _bitop(fn, fns):
+    """Bit operations on 64-bit integer values (booleans count as 0/1; floats are an error)."""
+    if any(k == "float" for _, k in fns):
+        raise CompileError(f"{fn} takes integers; reinterpret a float's bits first "
+                           "(T.reinterpret(x, \"int32\"))")
+    ints = [f if k == "int" else (lambda env, f=f: to_int(f(env))) for f, k in fns]
+    if fn == "bitwise_not":
+        (fa,) = ints
+
+        def bnot(env):
+            a = fa(env)
+            return ~a if type(a) is int else np.invert(np.asarray(a, np.int64))
+        return bnot, "int"
+    op = _BIT[fn]
+    fa, fb = ints
+
+    def bitop(env):
+        a, b = fa(env), fb(env)
+        if fn.startswith("shift"):
+            if np.any(np.asarray(b) < 0) or np.any(np.asarray(b) > 63):
+                raise Fault(f"{fn} by {b}: shift counts are 0..63")
+        if type(a) is int and type(b) is int:
+            return _int_result(op(np.int64(a), np.int64(b)))
+        return op(np.asarray(a, np.int64), np.asarray(b, np.int64))
+
+    return bitop, "int"
+
+
+def _int_result(v):
+    return int(v) if np.ndim(v) == 0 else v
 
 
 def _select(fns):
@@ -318,7 +356,8 @@ def _cast(e: Cast):
         return cast_low, kind
     if kind == "int":
         def cast_int(env):
-            a = np.asarray(fv(env)).astype(np.int32)
+            v = np.asarray(fv(env))
+            a = (v.astype(np.int64) if v.dtype.kind in "iub" else v).astype(dt)
             return a.astype(np.int64) if a.ndim else int(a)
         return cast_int, kind
 
@@ -329,7 +368,28 @@ def _cast(e: Cast):
     return cast_bool, kind
 
 
-EXPR_HANDLERS = {Const: _const, Var: _var, Load: _load, BinOp: _binop, Call: _call, Cast: _cast}
+def _reinterpret(e: Reinterpret):
+    """The value as an element of `source`, its bits read as `dtype` (NumPy's view)."""
+    fv, kv = compile_expr(e.value)
+    src, dst = dtypes.to_numpy(e.source), dtypes.to_numpy(e.dtype)
+    kind = kind_of(e.dtype)
+    if src.itemsize != dst.itemsize:
+        raise CompileError(f"reinterpret from {e.source} ({src.itemsize} bytes) to {e.dtype} "
+                           f"({dst.itemsize} bytes): the sizes differ")
+
+    def reinterpret(env):
+        v = np.asarray(fv(env))
+        bits = (v.astype(np.int64) if v.dtype.kind in "iub" else v).astype(src).view(dst)
+        out = bits.astype(F32) if kind == "float" else (
+            bits.astype(bool) if kind == "bool" else bits.astype(np.int64))
+        return out if out.ndim else (out[()] if kind == "float" else (
+            bool(out) if kind == "bool" else int(out)))
+
+    return reinterpret, kind
+
+
+EXPR_HANDLERS = {Const: _const, Var: _var, Load: _load, BinOp: _binop, Call: _call, Cast: _cast,
+                 Reinterpret: _reinterpret}
 
 
 def eval_expr(e, env):
@@ -589,6 +649,8 @@ def _store(s: Store):
                 raise Fault(f"value of shape {v.shape} does not fit the indexed elements of "
                             f"{name} (shape {target}); a Parallel loop variable that is not "
                             f"used in the indices would make this a reduction") from None
+        if arr.dtype.kind in "iu" and not isinstance(v, np.ndarray):
+            v = np.asarray(v, np.int64).astype(arr.dtype)  # wrap, as the element type does
         arr[idx] = v
 
     return store

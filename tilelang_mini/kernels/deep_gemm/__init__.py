@@ -1,6 +1,10 @@
 """DeepGEMM's Python API on tilelang_mini tile kernels (names and conventions as DeepGEMM's)."""
 from .hc import tf32_hc_prenorm_gemm  # noqa: F401
 from .mqa import fp8_mqa_logits  # noqa: F401
+from .quant import (  # noqa: F401
+    ceil_to_ue8m0, pack_ue8m0_to_int, per_block_cast_to_fp8, per_token_cast_to_fp4,
+    per_token_cast_to_fp8, transform_sf_into_required_layout, unpack_ue8m0_from_int,
+)
 from .gemm import (  # noqa: F401
     bf16_gemm_nn, bf16_gemm_nt, bf16_gemm_tn, bf16_gemm_tt, fp8_fp4_gemm_nn, fp8_fp4_gemm_nt,
     fp8_fp4_gemm_tn, fp8_fp4_gemm_tt, fp8_gemm_nn, fp8_gemm_nt, fp8_gemm_tn, fp8_gemm_tt,

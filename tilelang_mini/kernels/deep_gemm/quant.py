@@ -1,0 +1,325 @@
+"""DeepGEMM's quantisation and scale-layout helpers (deep_gemm.utils), as tile kernels.
+
+* per_token_cast_to_fp8(x [M, N], use_ue8m0, gran_k=128) -> (e4m3 [M, N], sf [M, ceil(N/g)])
+* per_block_cast_to_fp8(x [M, N], use_ue8m0, gran_k=128) -> (e4m3 [M, N], sf [ceil(M/g), ceil(N/g)])
+* per_token_cast_to_fp4(x [M, N], use_ue8m0, gran_k=128) -> (int8 [M, N/2], sf [M, ceil(N/g)]):
+  e2m1 codes (sign bit 3, magnitude index into {0, .5, 1, 1.5, 2, 3, 4, 6}), two per byte, the
+  even column in the low nibble
+* ceil_to_ue8m0(x) -> the power of two at or above |x| (exponent byte rounded up), float32
+* pack_ue8m0_to_int(sf [..., 4k]) -> int32 [..., k]: exponent bytes, little-endian
+* unpack_ue8m0_from_int(p [..., k]) -> float32 [..., 4k]
+* transform_sf_into_required_layout(sf, mn, k, recipe, ...) -> the fp32 [mn, ceil(k/g)] layout
+  this library's GEMMs read (packed UE8M0 ints are unpacked; per-block B scales broadcast per row
+  when asked for a (1, 1, 128) recipe)
+
+Scales: amax over the group (at least 1e-4) / 448 (6 for FP4); UE8M0 rounds a scale up to a
+power of two through its bits (T.reinterpret, shifts and masks).
+"""
+import numpy as np
+
+import tilelang_mini.language as T
+
+from .._core import Plan, as_input, ceil_div, library_function
+
+FP8_MAX = 448.0
+FP4_MAX = 6.0
+ROWS = 16
+
+
+@T.macro
+def ue8m0_ceil(s, n):
+    """s[i] = the power of two at or above s[i] (s positive float32)."""
+    for i in T.Parallel(n):
+        s[i] = T.reinterpret(T.min(T.max(((T.reinterpret(s[i], "int32") >> 23) & 255) + T.cast(
+            (T.reinterpret(s[i], "int32") & 0x7FFFFF) != 0, "int32"), 1), 254) << 23, "float32")
+
+
+def per_token_kernel(M, N, in_dtype, gran, ue8m0, fp4, block_M=ROWS):
+    KB = ceil_div(N, gran)
+    qmax = FP4_MAX if fp4 else FP8_MAX
+    half = gran // 2
+
+    @T.prim_func
+    def per_token_cast(X: T.Tensor((M, N), in_dtype), Q: T.Tensor((M, N), "float8_e4m3fn"),
+                       SF: T.Tensor((M, KB), "float32")):
+        with T.Kernel(T.ceildiv(M, block_M), KB) as (bx, kb):
+            x = T.alloc_fragment((block_M, gran), "float32")
+            amax = T.alloc_fragment((block_M,), "float32")
+            q = T.alloc_fragment((block_M, gran), "float8_e4m3fn")
+            T.copy(X[bx * block_M, kb * gran], x)
+            T.reduce_absmax(x, amax, dim=1)
+            for i in T.Parallel(block_M):
+                amax[i] = T.max(amax[i], 1e-4) / qmax
+            if ue8m0:
+                ue8m0_ceil(amax, block_M)
+            for i, j in T.Parallel(block_M, gran):
+                q[i, j] = T.cast(x[i, j] * (1.0 / amax[i]), "float8_e4m3fn")
+            T.copy(q, Q[bx * block_M, kb * gran])
+            T.copy(amax, SF[bx * block_M:(bx + 1) * block_M, kb])
+
+    @T.prim_func
+    def per_token_cast_fp4(X: T.Tensor((M, N), in_dtype), Q: T.Tensor((M, N // 2), "int8"),
+                           SF: T.Tensor((M, KB), "float32")):
+        with T.Kernel(T.ceildiv(M, block_M), KB) as (bx, kb):
+            x = T.alloc_fragment((block_M, gran), "float32")
+            code = T.alloc_fragment((block_M, gran), "int32")
+            amax = T.alloc_fragment((block_M,), "float32")
+            q = T.alloc_fragment((block_M, half), "int8")
+            T.copy(X[bx * block_M, kb * gran], x)
+            T.reduce_absmax(x, amax, dim=1)
+            for i in T.Parallel(block_M):
+                amax[i] = T.max(amax[i], 1e-4) / qmax
+            if ue8m0:
+                ue8m0_ceil(amax, block_M)
+            for i, j in T.Parallel(block_M, gran):
+                x[i, j] = x[i, j] * (1.0 / amax[i])
+            for i, j in T.Parallel(block_M, gran):  # the e2m1 code: how many midpoints |x| passes
+                code[i, j] = (T.cast(T.abs(x[i, j]) > 0.25, "int32")
+                              + T.cast(T.abs(x[i, j]) > 0.75, "int32")
+                              + T.cast(T.abs(x[i, j]) > 1.25, "int32")
+                              + T.cast(T.abs(x[i, j]) > 1.75, "int32")
+                              + T.cast(T.abs(x[i, j]) > 2.5, "int32")
+                              + T.cast(T.abs(x[i, j]) > 3.5, "int32")
+                              + T.cast(T.abs(x[i, j]) > 5.0, "int32"))
+            for i, j in T.Parallel(block_M, gran):  # the sign, unless the code is zero
+                code[i, j] = code[i, j] | (T.cast(x[i, j] < 0.0 and code[i, j] != 0, "int32") << 3)
+            for i, j in T.Parallel(block_M, half):
+                q[i, j] = (code[i, 2 * j] & 15) | ((code[i, 2 * j + 1] & 15) << 4)
+            T.copy(q, Q[bx * block_M, kb * half])
+            T.copy(amax, SF[bx * block_M:(bx + 1) * block_M, kb])
+
+    return per_token_cast_fp4 if fp4 else per_token_cast
+
+
+def per_block_kernel(M, N, in_dtype, gran, ue8m0):
+    MB, NB = ceil_div(M, gran), ceil_div(N, gran)
+
+    @T.prim_func
+    def per_block_cast(X: T.Tensor((M, N), in_dtype), Q: T.Tensor((M, N), "float8_e4m3fn"),
+                       SF: T.Tensor((MB, NB), "float32")):
+        with T.Kernel(NB, MB) as (bx, by):
+            x = T.alloc_fragment((gran, gran), "float32")
+            q = T.alloc_fragment((gran, gran), "float8_e4m3fn")
+            rmax = T.alloc_fragment((gran,), "float32")
+            amax = T.alloc_fragment((1,), "float32")
+            T.copy(X[by * gran, bx * gran], x)
+            T.reduce_absmax(x, rmax, dim=1)
+            T.reduce_max(rmax, amax, dim=0)
+            for i in T.Parallel(1):
+                amax[i] = T.max(amax[i], 1e-4) / FP8_MAX
+            if ue8m0:
+                ue8m0_ceil(amax, 1)
+            for i, j in T.Parallel(gran, gran):
+                q[i, j] = T.cast(x[i, j] * (1.0 / amax[0]), "float8_e4m3fn")
+            T.copy(q, Q[by * gran, bx * gran])
+            T.copy(amax, SF[by, bx:bx + 1])
+
+    return per_block_cast
+
+
+def ue8m0_kernel(M, N, block_M=ROWS):
+    @T.prim_func
+    def ceil_ue8m0(X: T.Tensor((M, N), "float32"), Y: T.Tensor((M, N), "float32")):
+        with T.Kernel(T.ceildiv(M, block_M)) as bx:
+            x = T.alloc_fragment((block_M, N), "float32")
+            T.copy(X[bx * block_M, 0], x)
+            for i, j in T.Parallel(block_M, N):
+                x[i, j] = T.reinterpret(T.min(T.max(((T.reinterpret(x[i, j], "int32") >> 23) & 255)
+                                                    + T.cast((T.reinterpret(x[i, j], "int32")
+                                                              & 0x7FFFFF) != 0, "int32"), 1),
+                                              254) << 23, "float32")
+            T.copy(x, Y[bx * block_M, 0])
+
+    return ceil_ue8m0
+
+
+def pack_kernel(M, N4, block_M=ROWS):
+    N = N4 // 4
+
+    @T.prim_func
+    def pack_ue8m0(X: T.Tensor((M, N4), "float32"), P: T.Tensor((M, N), "int32")):
+        with T.Kernel(T.ceildiv(M, block_M)) as bx:
+            x = T.alloc_fragment((block_M, N4), "float32")
+            p = T.alloc_fragment((block_M, N), "int32")
+            T.copy(X[bx * block_M, 0], x)
+            for i, j in T.Parallel(block_M, N):
+                p[i, j] = (((T.reinterpret(x[i, 4 * j], "int32") >> 23) & 255)
+                           | (((T.reinterpret(x[i, 4 * j + 1], "int32") >> 23) & 255) << 8)
+                           | (((T.reinterpret(x[i, 4 * j + 2], "int32") >> 23) & 255) << 16)
+                           | (((T.reinterpret(x[i, 4 * j + 3], "int32") >> 23) & 255) << 24))
+            T.copy(p, P[bx * block_M, 0])
+
+    return pack_ue8m0
+
+
+def unpack_kernel(M, N, block_M=ROWS):
+    @T.prim_func
+    def unpack_ue8m0(P: T.Tensor((M, N), "int32"), X: T.Tensor((M, 4 * N), "float32")):
+        with T.Kernel(T.ceildiv(M, block_M)) as bx:
+            p = T.alloc_fragment((block_M, N), "int32")
+            x = T.alloc_fragment((block_M, 4 * N), "float32")
+            T.copy(P[bx * block_M, 0], p)
+            for i, j in T.Parallel(block_M, 4 * N):
+                x[i, j] = T.reinterpret(((p[i, j // 4] >> (8 * (j % 4))) & 255) << 23, "float32")
+            T.copy(x, X[bx * block_M, 0])
+
+    return unpack_ue8m0
+
+
+def _rows2d(a):
+    return a.reshape(-1, a.shape[-1]) if a.ndim != 2 else a
+
+
+@library_function
+def per_token_cast_to_fp8(ctx, x, use_ue8m0=False, gran_k=128, use_packed_ue8m0=False):
+    """-> (x_fp8 [M, N] e4m3, sf [M, ceil(N/gran_k)] fp32, or packed int32 when asked)."""
+    plan = Plan()
+    xa = as_input(x, name="x")
+    if xa.dtype.name not in ("float32", "bfloat16"):
+        xa = xa.astype(np.float32)
+    M, N = xa.shape
+    q = np.empty((M, N), _fp8())
+    sf = np.empty((M, ceil_div(N, gran_k)), np.float32)
+    kernel = ctx.compile(per_token_kernel, M, N, _dt(xa), int(gran_k), bool(use_ue8m0), False)
+    plan.launch(kernel, xa, q, sf)
+    plan.result = (q, sf)
+    if use_packed_ue8m0:
+        _then_pack(ctx, plan, sf)
+    return plan
+
+
+@library_function
+def per_token_cast_to_fp4(ctx, x, use_ue8m0=False, gran_k=128, use_packed_ue8m0=False):
+    """-> (packed e2m1 int8 [M, N/2], sf [M, ceil(N/gran_k)] fp32, or packed int32)."""
+    plan = Plan()
+    xa = as_input(x, name="x")
+    if xa.dtype.name not in ("float32", "bfloat16"):
+        xa = xa.astype(np.float32)
+    M, N = xa.shape
+    if N % 2 or gran_k % 2:
+        raise ValueError(f"per_token_cast_to_fp4 packs two values per byte: N={N} must be even")
+    if N % gran_k:
+        padded = np.zeros((M, ceil_div(N, gran_k) * gran_k), xa.dtype)
+        padded[:, :N] = xa
+        xa = padded
+    q = np.empty((M, xa.shape[1] // 2), np.int8)
+    sf = np.empty((M, ceil_div(N, gran_k)), np.float32)
+    kernel = ctx.compile(per_token_kernel, M, xa.shape[1], _dt(xa), int(gran_k),
+                         bool(use_ue8m0), True)
+    plan.launch(kernel, xa, q, sf)
+    plan.result = (q[:, :N // 2], sf)
+    if use_packed_ue8m0:
+        _then_pack(ctx, plan, sf)
+    return plan
+
+
+@library_function
+def per_block_cast_to_fp8(ctx, x, use_ue8m0=False, gran_k=128):
+    """-> (x_fp8 [M, N] e4m3, sf [ceil(M/g), ceil(N/g)] fp32), one scale per g x g block."""
+    plan = Plan()
+    xa = as_input(x, name="x")
+    if xa.dtype.name not in ("float32", "bfloat16"):
+        xa = xa.astype(np.float32)
+    M, N = xa.shape
+    q = np.empty((M, N), _fp8())
+    sf = np.empty((ceil_div(M, gran_k), ceil_div(N, gran_k)), np.float32)
+    plan.launch(ctx.compile(per_block_kernel, M, N, _dt(xa), int(gran_k), bool(use_ue8m0)),
+                xa, q, sf)
+    plan.result = (q, sf)
+    return plan
+
+
+@library_function
+def ceil_to_ue8m0(ctx, x):
+    """The power of two at or above |x| (exponent rounded up, clamped to 2^-126..2^127)."""
+    plan = Plan()
+    xa = as_input(x, "float32", "x")
+    shape = xa.shape
+    flat = _rows2d(xa.reshape(1, -1) if xa.ndim < 2 else xa)
+    out = np.empty_like(flat)
+    plan.launch(ctx.compile(ue8m0_kernel, *flat.shape), flat, out)
+    plan.result = out.reshape(shape)
+    return plan
+
+
+@library_function
+def pack_ue8m0_to_int(ctx, x):
+    """sf [..., 4k] (powers of two) -> int32 [..., k]: the exponent bytes, four per int."""
+    plan = Plan()
+    xa = as_input(x, "float32", "x")
+    if xa.shape[-1] % 4:
+        raise ValueError(f"pack_ue8m0_to_int packs 4 scales per int: last dim {xa.shape[-1]}")
+    flat = _rows2d(xa.reshape(1, -1) if xa.ndim < 2 else xa)
+    out = np.empty((flat.shape[0], flat.shape[1] // 4), np.int32)
+    plan.launch(ctx.compile(pack_kernel, *flat.shape), flat, out)
+    plan.result = out.reshape(xa.shape[:-1] + (xa.shape[-1] // 4,))
+    return plan
+
+
+@library_function
+def unpack_ue8m0_from_int(ctx, packed):
+    """int32 [..., k] -> float32 [..., 4k]: each byte e becomes 2 ** (e - 127)."""
+    plan = Plan()
+    pa = as_input(packed, "int32", "packed")
+    flat = _rows2d(pa.reshape(1, -1) if pa.ndim < 2 else pa)
+    out = np.empty((flat.shape[0], flat.shape[1] * 4), np.float32)
+    plan.launch(ctx.compile(unpack_kernel, *flat.shape), flat, out)
+    plan.result = out.reshape(pa.shape[:-1] + (pa.shape[-1] * 4,))
+    return plan
+
+
+@library_function
+def transform_sf_into_required_layout(ctx, sf, mn, k, recipe=(1, 1, 128), num_groups=None,
+                                      is_sfa=False, **_ignored):
+    """Scales in the layout this library's FP8 GEMMs read: fp32 [(G,) mn, ceil(k/128)]. Packed
+    UE8M0 ints are unpacked (a kernel); (128, 128)-block scales are kept as blocks for the
+    (1, 128, 128) recipe and broadcast to rows for a (1, 1, 128) one (a kernel copy)."""
+    plan = Plan()
+    arr = as_input(sf, name="sf")
+    if arr.dtype == np.int32:
+        flat = _rows2d(arr.reshape(1, -1) if arr.ndim < 2 else arr)
+        out = np.empty((flat.shape[0], flat.shape[1] * 4), np.float32)
+        plan.launch(ctx.compile(unpack_kernel, *flat.shape), flat, out)
+        kb = ceil_div(k, 128)
+        plan.result = out.reshape(arr.shape[:-1] + (arr.shape[-1] * 4,))[..., :kb]
+        return plan
+    arr = arr.astype(np.float32, copy=False)
+    gran_mn = tuple(recipe)[0 if is_sfa else 1]
+    rows = arr.shape[-2]
+    if gran_mn == 1 and rows == ceil_div(mn, 128) and rows != mn:
+        plan.result = np.ascontiguousarray(np.repeat(arr, 128, axis=-2)[..., :mn, :])
+    else:
+        plan.result = np.ascontiguousarray(arr)
+    return plan
+
+
+def _then_pack(ctx, plan, sf):
+    kb = sf.shape[1]
+    padded = sf if kb % 4 == 0 else np.ones((sf.shape[0], ceil_div(kb, 4) * 4), np.float32)
+    out = np.empty((sf.shape[0], padded.shape[1] // 4), np.int32)
+    if padded is not sf:  # pad with 1.0 (2^0), as DeepGEMM does: the kernel copies the rest
+        plan.launch(ctx.compile(_pad_kernel, sf.shape[0], kb, padded.shape[1]), sf, padded)
+    plan.launch(ctx.compile(pack_kernel, *padded.shape), padded, out)
+    plan.result = (plan.result[0], out)
+
+
+def _pad_kernel(M, N, NP):
+    @T.prim_func
+    def pad_scales(X: T.Tensor((M, N), "float32"), Y: T.Tensor((M, NP), "float32")):
+        with T.Kernel(T.ceildiv(M, ROWS)) as bx:
+            y = T.alloc_fragment((ROWS, NP), "float32")
+            T.fill(y, 1.0)
+            T.copy(X[bx * ROWS, 0], y[:, 0:N])
+            T.copy(y, Y[bx * ROWS, 0])
+
+    return pad_scales
+
+
+def _fp8():
+    from ...ir import dtypes
+    return dtypes.to_numpy("float8_e4m3fn")
+
+
+def _dt(a) -> str:
+    from ...ir import dtypes
+    return dtypes.canonical(a.dtype)
