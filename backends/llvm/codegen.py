@@ -20,8 +20,8 @@ from tilelang_mini.errors import CompileError, InternalCompilerError, internal_e
 from tilelang_mini.ir.analysis import SYNC_OPS
 from tilelang_mini.ir.verifier import check_grid
 from tilelang_mini.ir.nodes import (
-    BIT_FNS, CORES, call_arity, Alloc, BinOp, Call, Cast, Reinterpret, Const, Copy, Fill, For, Gemm, If, Kernel, Load, Reduce,
-    Region, Scope, Store, Var, walk,
+    BIT_FNS, CORES, call_arity, Alloc, BinOp, Call, Cast, Reinterpret, Const, Copy, Fill, For,
+    Gemm, If, Kernel, Load, Reduce, Sort, Region, Scope, Store, Var, walk,
 )
 
 from . import vecmath as vm
@@ -169,6 +169,9 @@ class KernelGen(ParallelMaps):
                 self.scope(s)
             elif isinstance(s, Store):
                 self.store_scalar(s)
+            elif isinstance(s, Sort):
+                from .sort import sort
+                sort(self, s)
             elif isinstance(s, (Copy, Fill, Reduce, Gemm)):
                 if self.par is not None:
                     raise self.fail(f"{type(s).__name__} inside a Parallel loop is not supported")

@@ -25,7 +25,8 @@ from dataclasses import dataclass, field
 from tilelang_mini.errors import CompileError
 from tilelang_mini.ir.analysis import AIC_SCOPES, GM_SCOPES, written_names
 from tilelang_mini.ir.nodes import (
-    Alloc, Copy, Fill, For, Gemm, If, Kernel, Load, Reduce, Region, Scope, Store, walk, walk_own,
+    Alloc, Copy, Fill, For, Gemm, If, Kernel, Load, Reduce, Region, Scope, Sort, Store, walk,
+    walk_own,
     walk_statements,
 )
 
@@ -206,7 +207,7 @@ def plan_buffers(kernel: Kernel, bf16: bool) -> Plan:
                 note(s.b.buffer.name, ctx, ("gemm_b", s.b.is_full, s.transpose_b,
                                             s.a.buffer.dtype))
                 note(s.c.buffer.name, ctx, ("gemm_c",))
-            elif isinstance(s, (Fill, Reduce)):
+            elif isinstance(s, (Fill, Reduce, Sort)):
                 for n in walk_own(s):
                     if isinstance(n, Region):
                         note(n.buffer.name, ctx, ("tile",))

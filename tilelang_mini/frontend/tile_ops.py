@@ -9,7 +9,7 @@ from .. import language as T_module
 from ..errors import CompileError
 from ..ir import dtypes
 from ..ir.nodes import (
-    Buffer, Copy, Fill, Gemm, PipeBarrier, Reduce, Region, SetCrossFlag, SetFlag, WaitCrossFlag,
+    Buffer, Copy, Fill, Gemm, PipeBarrier, Reduce, Region, SetCrossFlag, Sort, SetFlag, WaitCrossFlag,
     WaitFlag, PIPES,
 )
 from ..language.hints import HINT_NAMES
@@ -105,6 +105,14 @@ class TileOps:
             raise self.error(a.get("dim", call), f"dim {dim} is out of range for a {rank}-D buffer")
         clear = self.bool_arg(a.get("clear"), True)
         return Reduce(kind, src, dst, dim % rank, clear, self.loc(call))
+
+    def op_sort(self, call) -> Sort:
+        """T.sort(values, indices, descending=True): sort each row of `values` (whole tiles) in
+        place, carrying `indices` along."""
+        a = self.args(call, ["values", "indices", "descending"], {"descending": None})
+        values, indices = self.full_region(a["values"]), self.full_region(a["indices"])
+        descending = self.bool_arg(a.get("descending"), True)
+        return Sort(values, indices, descending, self.loc(call))
 
     def op_set_flag(self, call):
         return self.flag(call, SetFlag)

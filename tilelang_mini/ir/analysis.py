@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from .nodes import (
     GLOBAL_SCOPES, SYNC_OPS, TILE_OPS, Alloc, Buffer, Const, Copy, Fill, For, Gemm, Load, Reduce,
+    Sort,
     Region, Scope, Store, body_fields, walk, walk_own, walk_statements,
 )
 
@@ -91,6 +92,9 @@ def operands(stmt, accumulate: bool = True) -> list[tuple]:
         return [(stmt.src, False), *acc, (stmt.dst, True)]
     if isinstance(stmt, Fill):
         return [(ld, False) for ld in loads(stmt.value)] + [(stmt.dst, True)]
+    if isinstance(stmt, Sort):
+        return [(stmt.values, False), (stmt.indices, False), (stmt.values, True),
+                (stmt.indices, True)]
     out = []
     for st in map_stores(stmt):
         out += [(ld, False) for ld in loads(st)]

@@ -210,6 +210,18 @@ class Reduce:
 
 
 @dataclass(frozen=True)
+class Sort:
+    """Sort every row (last dimension) of `values` in place, permuting `indices` the same way:
+    largest first when `descending`; equal values keep the smaller index first. The vector
+    unit's sort / merge-sort (two sorted halves merge by sorting the whole row)."""
+
+    values: Region
+    indices: Region
+    descending: bool = True
+    loc: Loc = _loc()
+
+
+@dataclass(frozen=True)
 class Store:
     """buffer[indices] = value; inside a Parallel loop this is the body of an elementwise map."""
 
@@ -296,9 +308,9 @@ class WaitCrossFlag:
     loc: Loc = _loc()
 
 
-Stmt = Union[Alloc, Copy, Gemm, Fill, Reduce, Store, For, If, Scope, SetFlag, WaitFlag,
+Stmt = Union[Alloc, Copy, Gemm, Fill, Reduce, Sort, Store, For, If, Scope, SetFlag, WaitFlag,
              PipeBarrier, SetCrossFlag, WaitCrossFlag]
-TILE_OPS = (Copy, Gemm, Fill, Reduce)
+TILE_OPS = (Copy, Gemm, Fill, Reduce, Sort)
 SYNC_OPS = (SetFlag, WaitFlag, PipeBarrier, SetCrossFlag, WaitCrossFlag)
 
 

@@ -20,7 +20,7 @@ from .. import errors  # a module, not its names: errors.py imports ir.nodes (a 
 from .dtypes import canonical
 from .nodes import (
     BIN_OPS, CALL_FNS, CORES, NO_LOC, PIPES, REDUCE_KINDS, Alloc, BinOp, Buffer, Call, Cast, Const,
-    call_arity, Reinterpret, Copy, Fill, For, Gemm, If, Kernel, Load, Loc, PipeBarrier, Reduce, Region, Scope, SetCrossFlag,
+    call_arity, Reinterpret, Sort, Copy, Fill, For, Gemm, If, Kernel, Load, Loc, PipeBarrier, Reduce, Region, Scope, SetCrossFlag,
     SetFlag, Store, Var, WaitCrossFlag, WaitFlag,
 )
 from .printer import ALLOC_NAMES, LOOP_NAMES
@@ -356,6 +356,10 @@ class _ToIR(Transformer):
             clear = self.const_bool(kws["clear"]) if "clear" in kws else True
             return Reduce(name[7:], self.as_region(src), self.as_region(dst),
                           self.const_int(kws["dim"], signed=True), clear)
+        if name == "sort":
+            (values, indices), kws = self.split(args, fn, {"descending"}, 2)
+            desc = self.const_bool(kws["descending"]) if "descending" in kws else True
+            return Sort(self.as_region(values), self.as_region(indices), desc)
         if name in ("set_flag", "wait_flag"):
             (src, dst, event), _ = self.split(args, fn, set(), 3)
             node = SetFlag if name == "set_flag" else WaitFlag

@@ -8,7 +8,7 @@
 from __future__ import annotations
 
 from .analysis import GM_SCOPES
-from .nodes import Copy, Fill, For, Gemm, Reduce, Store, Load, walk_own
+from .nodes import Copy, Fill, For, Gemm, Reduce, Sort, Store, Load, walk_own
 
 SCALAR_SCOPES = {"var", "UB", *GM_SCOPES}
 
@@ -42,6 +42,8 @@ def pipe_of(stmt, core=None) -> str | None:
         return FILL_PIPES.get(stmt.dst.buffer.scope)
     if isinstance(stmt, Reduce):
         return "V" if stmt.src.buffer.scope == "UB" and stmt.dst.buffer.scope == "UB" else None
+    if isinstance(stmt, Sort):
+        return "V" if stmt.values.buffer.scope == stmt.indices.buffer.scope == "UB" else None
     if isinstance(stmt, (For, Store)) and (isinstance(stmt, Store) or stmt.kind == "parallel"):
         stores = stmt.body if isinstance(stmt, For) else (stmt,)
         scopes = {n.buffer.scope for s in stores for n in walk_own(s) if isinstance(n, (Store, Load))}

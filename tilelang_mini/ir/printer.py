@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from .nodes import (
     Alloc, BinOp, Call, Cast, Const, Copy, Fill, For, Gemm, If, Kernel, Load, PipeBarrier,
-    Reinterpret,
+    Reinterpret, Sort,
     Reduce, Region, Scope, SetCrossFlag, SetFlag, Store, Var, WaitCrossFlag, WaitFlag,
 )
 
@@ -170,6 +170,10 @@ class _Printer:
             clear = "" if s.clear else ", clear=False"
             self.emit(d, f"reduce_{s.kind}({print_region(s.src)}, {print_region(s.dst)}, "
                          f"dim={s.dim}{clear})", s.loc, t())
+        elif isinstance(s, Sort):
+            order = "" if s.descending else ", descending=False"
+            self.emit(d, f"sort({print_region(s.values)}, {print_region(s.indices)}{order})",
+                      s.loc, t())
         elif isinstance(s, Store):
             idx = ", ".join(print_expr(i) for i in s.indices)
             self.emit(d, f"{s.buffer.name}[{idx}] = {print_expr(s.value)}", s.loc, t())

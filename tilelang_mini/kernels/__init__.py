@@ -7,3 +7,4 @@ the preset) and offers `f.kernels(*args)` (the compiled JITKernels, for get_ir /
 `f.estimate(*args, chip=...)` (the performance model's estimate of the whole call).
 """
 from . import deep_gemm, flash_mla, mhc  # noqa: F401
+from .topk import topk  # noqa: F401

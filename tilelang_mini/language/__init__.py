@@ -100,7 +100,7 @@ KERNEL_NAMES = (
     "if_then_else", "Select", "Cast", "clamp", "log2", "log10", "sigmoid", "tanh", "erf",
     "floordiv", "floormod", "truncdiv", "truncmod", "pow", "round", "floor", "ceil",
     "shift_left", "shift_right", "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not",
-    "reinterpret",
+    "reinterpret", "sort",
     "empty", "gemm_v0", "barrier_all", "sync_all", "mma", "cumsum",
 ) + HINT_NAMES
 

@@ -18,7 +18,7 @@ from tilelang_mini.ir import dtypes
 from tilelang_mini.ir.analysis import BLOCK_SCOPES, SYNC_OPS
 from tilelang_mini.ir.nodes import (
     BIT_FNS, Alloc, BinOp, Buffer, Call, Cast, Const, Copy, Fill, Gemm, Load, Reduce, Region,
-    Reinterpret, Store, Var, call_arity,
+    Reinterpret, Sort, Store, Var, call_arity,
 )
 
 F32 = np.float32
@@ -630,6 +630,24 @@ def _reduce(s: Reduce):
     return reduce
 
 
+def _sort(s: Sort):
+    """Each row of the values tile sorted (largest first when descending; ties by the smaller
+    index), its indices tile permuted alike."""
+    vname, iname = s.values.buffer.name, s.indices.buffer.name
+    desc = s.descending
+
+    def sort(env):
+        v, ix = _buffer(env, vname), _buffer(env, iname)
+        n = v.shape[-1]
+        vv, ii = v.reshape(-1, n), ix.reshape(-1, n)
+        for r in range(vv.shape[0]):
+            key = vv[r].astype(np.float64)
+            order = np.lexsort((ii[r], -key if desc else key))
+            vv[r], ii[r] = vv[r][order], ii[r][order]
+
+    return sort
+
+
 def _store(s: Store):
     buf = s.buffer
     name = buf.name
@@ -661,7 +679,8 @@ def _nop(s):
 
 
 INSTR_HANDLERS = {
-    Alloc: _alloc, Copy: _copy, Gemm: _gemm, Fill: _fill, Reduce: _reduce, Store: _store,
+    Alloc: _alloc, Copy: _copy, Gemm: _gemm, Fill: _fill, Reduce: _reduce, Sort: _sort,
+    Store: _store,
     **dict.fromkeys(SYNC_OPS, _nop),
 }
 

@@ -13,6 +13,8 @@ walker env sharing its buffers but with its own variables.
 """
 from __future__ import annotations
 
+import math
+
 import itertools
 
 import numpy as np
@@ -22,13 +24,13 @@ from .. import semantics
 from ..ir import dtypes
 from ..ir.analysis import SYNC_OPS, is_map, operands, written_names
 from ..ir.nodes import (
-    Alloc, Const, Copy, Fill, For, Gemm, If, Load, PipeBarrier, Reduce, Region, Scope,
+    Alloc, Const, Copy, Fill, For, Gemm, If, Load, PipeBarrier, Reduce, Region, Scope, Sort,
     SetCrossFlag, SetFlag, Store, WaitCrossFlag, WaitFlag, walk_own, walk_statements,
 )
 from ..ir.pipes import pipe_of
 
 CORE_NAMES = ("C", "V0", "V1")
-DATA_TYPES = (Copy, Gemm, Fill, Reduce, Store, For)
+DATA_TYPES = (Copy, Gemm, Fill, Reduce, Sort, Store, For)
 
 
 _Ctx, lower_stmt, new_block = semantics._Ctx, semantics.lower_stmt, semantics.new_block
@@ -281,7 +283,11 @@ def instr_cost(stmt, pipe: str, costs) -> int:
         pc = {"MTE2": costs.mte2, "MTE1": costs.mte1, "FIX": costs.fix, "MTE3": costs.mte3}[pipe]
         return transfer_cycles(pc, max(_bytes(stmt.src), _bytes(stmt.dst)))
     # V work (and fills on the other pipes): bytes of the largest operand at the vector rate
-    if isinstance(stmt, (Copy, Reduce)):
+    if isinstance(stmt, Sort):  # a merge sort: log2(n) passes over values and indices
+        n = stmt.values.extent[-1]
+        passes = max(1, math.ceil(math.log2(n))) if n > 1 else 1
+        nbytes = (_bytes(stmt.values) + _bytes(stmt.indices)) * passes
+    elif isinstance(stmt, (Copy, Reduce)):
         nbytes = max(_bytes(stmt.src), _bytes(stmt.dst))
     elif isinstance(stmt, Fill):
         nbytes = _bytes(stmt.dst)

@@ -18,7 +18,8 @@ from ..arch import DEFAULT_CHIP, Chip, get_chip
 from ..errors import CompileError
 from ..ir import dtypes
 from ..ir.nodes import (
-    Loc, body_fields, Alloc, Const, Copy, Fill, For, Gemm, If, Kernel, Load, PipeBarrier, Reduce, Region, Scope,
+    Loc, body_fields, Alloc, Const, Copy, Fill, For, Gemm, If, Kernel, Load, PipeBarrier, Reduce,
+    Region, Scope, Sort,
     SetCrossFlag, SetFlag, Store, WaitCrossFlag, WaitFlag, walk_own, walk_statements,
 )
 
@@ -179,6 +180,18 @@ def _problems(node):
         if node.dst.extent not in (want, keep) and _squeeze(node.dst.extent) != _squeeze(want):
             yield (f"reduce_{node.kind} over dim {node.dim} of {tuple(src)} gives {want}; the "
                    f"destination is {node.dst.extent}")
+    elif isinstance(node, Sort):
+        v, i = node.values.buffer, node.indices.buffer
+        if not (node.values.is_full and node.indices.is_full):
+            yield "sort takes whole tiles (values and indices), not regions"
+        elif v.shape != i.shape:
+            yield f"sort values {v.shape} and indices {i.shape} must have one shape"
+        if not (dtypes.is_float(v.dtype) or dtypes.is_int(v.dtype)):
+            yield f"sort values must be numbers, got {v.dtype}"
+        if i.dtype != "int32":
+            yield f"sort indices must be int32, got {i.dtype}"
+        if v.scope in ("global", "workspace") or i.scope in ("global", "workspace"):
+            yield "sort works on on-chip tiles; copy the data into a fragment first"
     elif isinstance(node, (Store, Load)):
         b = node.buffer
         if len(node.indices) != len(b.shape):

@@ -21,7 +21,8 @@ from dataclasses import replace
 
 from ..errors import CompileError, InternalCompilerError
 from ..ir.nodes import (
-    Alloc, BinOp, Buffer, Const, Copy, Fill, For, Gemm, If, Kernel, Load, Reduce, Region, Scope, Store,
+    Alloc, BinOp, Buffer, Const, Copy, Fill, For, Gemm, If, Kernel, Load, Reduce, Region, Scope,
+    Sort, Store,
     Var, walk, walk_own, walk_statements,
 )
 from ..ir import analysis
@@ -70,7 +71,7 @@ def _homes(kernel: Kernel, dev: dict) -> dict:
             add(s.a.buffer, "L1")
             add(s.b.buffer, "L1")
             add(s.c.buffer, "L0C")
-        elif isinstance(s, (Reduce, Store)) or (isinstance(s, For) and s.kind == "parallel"):
+        elif isinstance(s, (Reduce, Sort, Store)) or (isinstance(s, For) and s.kind == "parallel"):
             for b in analysis.reads(s) + analysis.writes(s):
                 add(b, "UB")
     for name, hs in need.items():

@@ -18,7 +18,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ..ir.nodes import (
-    Alloc, BinOp, Const, Copy, Fill, For, If, Kernel, Load, Reduce, Region, Scope, Store, Var,
+    Alloc, BinOp, Const, Copy, Fill, For, If, Kernel, Load, Reduce, Region, Scope, Sort, Store,
+    Var,
     SYNC_OPS, TILE_OPS, transform, walk, walk_own, walk_statements,
 )
 from ..ir.pipes import pipe_of
@@ -226,6 +227,9 @@ def _splittable(s, split, rows) -> bool:
     if isinstance(s, Reduce):
         a, b = s.src.buffer.name in split, s.dst.buffer.name in split
         return a == b and (not a or (s.dim != 0 and s.src.extent[0] == rows))
+    if isinstance(s, Sort):  # rows sort independently: each AIV sorts its half
+        a, b = s.values.buffer.name in split, s.indices.buffer.name in split
+        return a == b and (not a or (len(s.values.extent) > 1 and s.values.extent[0] == rows))
     if isinstance(s, For):
         writes = {st.buffer.name for st in s.body}
         if not writes & split:
@@ -298,6 +302,11 @@ def _split_vector(s, rows):
             return replace(s, dst=_rows(s.dst, half, None))
         if isinstance(s, Reduce) and s.src.buffer.name in split:
             return replace(s, src=_rows(s.src, half, None), dst=_rows(s.dst, half, None))
+        return s
+    if isinstance(s, Sort):
+        if s.values.buffer.name in split:
+            return replace(s, values=_rows(s.values, half, None),
+                           indices=_rows(s.indices, half, None))
         return s
     if isinstance(s, For):
         if not any(st.buffer.name in split for st in s.body):
