@@ -52,8 +52,13 @@ class Plan:
     launches: list = field(default_factory=list)
     result: object = None
     writeback: list = field(default_factory=list)
+    hints: dict = field(default_factory=dict)  # launch number -> arrays the estimate reads
 
-    def launch(self, kernel, *arrays):
+    def launch(self, kernel, *arrays, estimate_with=None):
+        """Launch `kernel` on `arrays`; `estimate_with` replaces them for the estimate (a hint
+        such as DeepGEMM's expected_m in place of the real row counts)."""
+        if estimate_with is not None:
+            self.hints[len(self.launches)] = estimate_with
         self.launches.append((kernel, arrays))
 
 
@@ -100,11 +105,23 @@ class LibraryFunction:
         """(JITKernel, arrays) per launch: `kernel.simulate(*arrays)` replays one launch."""
         return self.plan(self._context(target, chip), *args, **kwargs).launches
 
-    def estimate(self, *args, chip=None, **kwargs) -> CallEstimate:
-        """The estimate of the whole call on `chip` (the arrays may be np.empty)."""
+    def estimate(self, *args, chip=None, data=True, **kwargs) -> CallEstimate:
+        """The estimate of the whole call on `chip`. With `data` the model reads the arrays
+        where control flow depends on them (group ids, row counts, sequence lengths); arrays it
+        cannot use (np.empty garbage that faults) fall back to the data-free estimate."""
+        from ..errors import TileLangMiniError
         ctx = self._context("numpy", chip)
         plan = self.plan(ctx, *args, **kwargs)
-        return CallEstimate(ctx.chip, [(k.ir.name, k.estimate()) for k, _ in plan.launches])
+        out = []
+        for n, (k, arrays) in enumerate(plan.launches):
+            est = None
+            if data:
+                try:
+                    est = k.estimate(args=plan.hints.get(n, arrays))
+                except (TileLangMiniError, IndexError, ValueError):
+                    est = None
+            out.append((k.ir.name, est if est is not None else k.estimate()))
+        return CallEstimate(ctx.chip, out)
 
 
 def library_function(plan) -> LibraryFunction:

@@ -116,7 +116,7 @@ fp8_fp4_gemm_tn, fp8_fp4_gemm_tt = fp8_gemm_tn, fp8_gemm_tt
 # ----------------------------------------------------------------------------- grouped (MoE)
 
 
-def _grouped(ctx, a, b, d, info, grouping, scaled):
+def _grouped(ctx, a, b, d, info, grouping, scaled, expected_m=None):
     plan = Plan()
     if scaled:
         (a, sfa), (b, sfb) = a, b
@@ -140,7 +140,8 @@ def _grouped(ctx, a, b, d, info, grouping, scaled):
     if not scaled:
         kernel = ctx.compile(gemm_kernel, M, N, K, False, False, "bfloat16", out_dtype, None, None,
                              False, 128, 128, 64, G, grouping)
-        plan.launch(kernel, a_arr, b_arr, d_arr, info_arr)
+        plan.launch(kernel, a_arr, b_arr, d_arr, info_arr,
+                    estimate_with=_hint(expected_m, (a_arr, b_arr, d_arr), info_arr))
         return plan
     KB = ceil_div(K, SF_GRAN)
     sfa_arr, sfb_arr = as_input(sfa, "float32", "sfa"), as_input(sfb, "float32", "sfb")
@@ -154,8 +155,16 @@ def _grouped(ctx, a, b, d, info, grouping, scaled):
                          f"{KB}) or ({G}, {N}, {KB})")
     kernel = ctx.compile(gemm_kernel, M, N, K, False, False, "float8_e4m3fn", out_dtype, None,
                          sf_mode, fp8_cube(ctx.chip), 128, 128, 64, G, grouping)
-    plan.launch(kernel, a_arr, sfa_arr, b_arr, sfb_arr, d_arr, info_arr)
+    plan.launch(kernel, a_arr, sfa_arr, b_arr, sfb_arr, d_arr, info_arr,
+                estimate_with=_hint(expected_m, (a_arr, sfa_arr, b_arr, sfb_arr, d_arr), info_arr))
     return plan
+
+
+def _hint(expected_m, arrays, info):
+    """The masked GEMM's estimate with expected_m rows per group (DeepGEMM's hint)."""
+    if expected_m is None:
+        return None
+    return (*arrays, np.full(info.shape, int(expected_m), np.int32))
 
 
 @library_function
@@ -176,7 +185,7 @@ def m_grouped_fp8_gemm_nt_contiguous(ctx, a, b, d, grouped_layout, recipe=None, 
 def m_grouped_bf16_gemm_nt_masked(ctx, a, b, d, masked_m, expected_m=None, **_ignored):
     """MoE decode: D[g, :masked_m[g]] = A[g, :masked_m[g]] @ B[g].T; A [G, maxM, K],
     B [G, N, K], D [G, maxM, N]; rows past masked_m[g] are left untouched."""
-    return _grouped(ctx, a, b, d, masked_m, "masked", False)
+    return _grouped(ctx, a, b, d, masked_m, "masked", False, expected_m)
 
 
 @library_function
@@ -184,7 +193,7 @@ def m_grouped_fp8_gemm_nt_masked(ctx, a, b, d, masked_m, expected_m=None, recipe
                                  **_ignored):
     """The FP8 form of m_grouped_bf16_gemm_nt_masked: a = (A, sfa [G, maxM, ceil(K/128)]),
     b = (B, sfb [G, ceil(N/128), ceil(K/128)])."""
-    return _grouped(ctx, a, b, d, masked_m, "masked", True)
+    return _grouped(ctx, a, b, d, masked_m, "masked", True, expected_m)
 
 
 m_grouped_fp8_fp4_gemm_nt_contiguous = m_grouped_fp8_gemm_nt_contiguous
