@@ -158,3 +158,35 @@ def test_gemm_simulates_and_estimates():
     est = dg.bf16_gemm_nt.estimate(*big, chip="ascend950")
     assert abs(est.time_us - 2229.9) / 2229.9 < 0.10  # DeepGEMM-Ascend's published figure
     assert dg.bf16_gemm_nt.estimate(*big, chip="ascend910b").time_us > est.time_us
+
+
+@pytest.mark.parametrize("chip", ("ascend910b", "ascend950"))
+def test_k_grouped_fp8_gemm_tn_contiguous(target, chip):
+    r = rng(7)
+    ks = [256, 0, 128]  # an empty group
+    G, M, N = len(ks), 72, 40
+    a = r.standard_normal((sum(ks), M))
+    b = r.standard_normal((sum(ks), N))
+
+    def per_channel(x):  # one scale per 128 K rows and per column, group by group
+        kb = x.shape[0] // 128
+        v = x.reshape(kb, 128, -1)
+        sf = (np.maximum(np.abs(v).max(1), 1e-4) / 448).astype(np.float32)
+        return (v / sf[:, None, :]).reshape(x.shape).astype(FP8), sf
+
+    (qa, sa), (qb, sb) = per_channel(a), per_channel(b)
+    da = qa.astype(np.float64) * np.repeat(sa.astype(np.float64), 128, 0)
+    db = qb.astype(np.float64) * np.repeat(sb.astype(np.float64), 128, 0)
+    c = r.standard_normal((G, M, N)).astype(np.float32)
+    want = c.astype(np.float64).copy()
+    start = 0
+    for g, k in enumerate(ks):
+        want[g] += da[start:start + k].T @ db[start:start + k]
+        start += k
+    d = c.copy()
+    dg.k_grouped_fp8_gemm_tn_contiguous((qa, sa), (qb, sb), d, ks, np.array(ks, np.int32), d,
+                                        target=target, chip=chip)
+    close(d, want, "float32", scale=20)
+    d2 = np.empty((G, M, N), np.float32)
+    dg.k_grouped_fp8_gemm_tn_contiguous((qa, sa), (qb, sb), d2, ks, target=target, chip=chip)
+    close(d2, want - c, "float32", scale=20)
