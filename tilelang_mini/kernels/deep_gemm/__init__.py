@@ -1,6 +1,7 @@
 """DeepGEMM's Python API on tilelang_mini tile kernels (names and conventions as DeepGEMM's)."""
 from .hc import tf32_hc_prenorm_gemm  # noqa: F401
 from .kgrouped import k_grouped_fp8_gemm_tn_contiguous  # noqa: F401
+from .mega import bf16_mega_moe, fp8_mega_moe  # noqa: F401
 from .mqa import fp8_mqa_logits  # noqa: F401
 from .quant import (  # noqa: F401
     ceil_to_ue8m0, pack_ue8m0_to_int, per_block_cast_to_fp8, per_token_cast_to_fp4,
