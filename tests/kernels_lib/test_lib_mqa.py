@@ -36,3 +36,40 @@ def test_fp8_mqa_logits(target, chip):
         finite = np.isfinite(want)
         assert np.array_equal(np.isneginf(got), ~finite)
         close(got[finite], want[finite], "float32", scale=np.sqrt(D * H) * 4)
+
+
+def kv_cache_bytes(kv):
+    """DeepGEMM's paged FP8 KV layout: per block, the e4m3 rows then their fp32 scales."""
+    nb, bkv, _, d = kv.shape
+    sf = (np.maximum(np.abs(kv).max(-1, keepdims=True), 1e-4) / 448).astype(np.float32)
+    q = (kv / sf).astype(FP8)
+    out = np.empty((nb, bkv * (d + 4)), np.uint8)
+    out[:, :bkv * d] = q.reshape(nb, -1).view(np.uint8)
+    out[:, bkv * d:] = sf.reshape(nb, bkv).view(np.uint8)
+    return out.reshape(nb, bkv, 1, d + 4), q.astype(np.float64) * sf
+
+
+@pytest.mark.parametrize("chip", ("ascend910b", "ascend950"))
+def test_fp8_paged_mqa_logits(target, chip):
+    r = rng(31)
+    B, NN, H, D, BKV, MAXB, NB, L = 3, 2, 2, 32, 16, 4, 13, 60
+    lens = np.array([37, 2, 64], np.int32)  # a tail page, fewer keys than a page, a full table
+    kv, kv64 = kv_cache_bytes(r.standard_normal((NB, BKV, 1, D)))
+    q = (r.standard_normal((B, NN, H, D)) * 0.5).astype(FP8)
+    w = r.standard_normal((B * NN, H)).astype(np.float32)
+    bt = r.permutation(NB)[:B * MAXB].reshape(B, MAXB).astype(np.int32)
+    meta = dg.get_paged_mqa_logits_metadata(lens, BKV, 4)
+    got = dg.fp8_paged_mqa_logits(q, kv, w, lens, bt, meta, L, target=target, chip=chip)
+    want = np.full((B * NN, L), -np.inf)
+    for b in range(B):
+        keys = np.concatenate([kv64[bt[b, p], :, 0] for p in range(MAXB)])
+        for i in range(NN):
+            pos = lens[b] - NN + i
+            s = np.maximum(np.einsum("hd,td->ht", q[b, i].astype(np.float64), keys), 0)
+            logit = (s * w[b * NN + i, :, None]).sum(0)
+            n = min(pos + 1, L)
+            if n > 0:
+                want[b * NN + i, :n] = logit[:n]
+    finite = np.isfinite(want)
+    assert np.array_equal(np.isneginf(got), ~finite)
+    close(got[finite], want[finite], "float32", scale=np.sqrt(D * H) * 4)

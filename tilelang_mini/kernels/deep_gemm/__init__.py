@@ -3,6 +3,7 @@ from .hc import tf32_hc_prenorm_gemm  # noqa: F401
 from .kgrouped import k_grouped_fp8_gemm_tn_contiguous  # noqa: F401
 from .mega import bf16_mega_moe, fp8_mega_moe  # noqa: F401
 from .mqa import fp8_mqa_logits  # noqa: F401
+from .paged_mqa import fp8_paged_mqa_logits, get_paged_mqa_logits_metadata  # noqa: F401
 from .quant import (  # noqa: F401
     ceil_to_ue8m0, pack_ue8m0_to_int, per_block_cast_to_fp8, per_token_cast_to_fp4,
     per_token_cast_to_fp8, transform_sf_into_required_layout, unpack_ue8m0_from_int,

@@ -1,0 +1,122 @@
+"""DeepGEMM's paged MQA logits: `get_paged_mqa_logits_metadata` and `fp8_paged_mqa_logits`.
+
+q [B, next_n, H, D] e4m3; kv_cache [num_blocks, block_kv, 1, D + 4] uint8, each block holding
+its block_kv rows of e4m3 values (block_kv * D bytes) and then their fp32 scales (block_kv * 4
+bytes), as DeepGEMM's kv_cache_cast_to_fp8 lays them out; weights [B * next_n, H] fp32;
+context_lens [B]; block_table [B, max_blocks]. Query i of batch b sits at position
+`context_len - next_n + i`; logits [B * next_n, max_context_len]:
+
+    logits[b*next_n + i, t] = sum_h relu(q[b, i, h] . kv[t] * sf[t]) * weights[b*next_n + i, h]
+
+for t <= the query's position (< context_len), -inf elsewhere.
+
+One kernel: block (page p, batch b) reads its block-table entry and context length at run time,
+decodes the page's bytes in the kernel (T.reinterpret of uint8 as e4m3; the four scale bytes
+assembled with shifts into an int32 and reinterpreted as float32), and for each head folds
+`relu(score * sf) * w` into the page's logits. Pages past the context write -inf.
+"""
+import numpy as np
+
+import tilelang_mini.language as T
+
+from .._core import Plan, as_input, as_output, ceil_div, check_shape, library_function
+from ._tiles import fp8_cube
+
+NEG_INF = float("-inf")
+
+
+def paged_mqa_kernel(B, NN, H, D, NB, BKV, MAXB, L, cube_fp8):
+    mma = "float8_e4m3fn" if cube_fp8 else "bfloat16"
+    row_bytes = BKV * (D + 4)
+    rows = max(16, NN)
+
+    @T.prim_func
+    def fp8_paged_mqa_logits(Q: T.Tensor((B, NN, H, D), "float8_e4m3fn"),
+                             KV: T.Tensor((NB, row_bytes), "uint8"),
+                             W: T.Tensor((B * NN, H), "float32"),
+                             CL: T.Tensor((B,), "int32"), BT: T.Tensor((B, MAXB), "int32"),
+                             LOG: T.Tensor((B * NN, L), "float32")):
+        with T.Kernel(T.ceildiv(L, BKV), B) as (p, b):
+            raw = T.alloc_fragment((BKV * D,), "uint8")
+            sfb = T.alloc_fragment((BKV * 4,), "uint8")
+            kv = T.alloc_shared((BKV, D), mma)
+            sf = T.alloc_fragment((BKV,), "float32")
+            q8 = T.alloc_shared((rows, D), "float8_e4m3fn")
+            qw = T.alloc_shared((rows, D), mma)
+            s = T.alloc_fragment((rows, BKV), "float32")
+            w = T.alloc_fragment((rows, H), "float32")
+            acc = T.alloc_fragment((rows, BKV), "float32")
+            T.fill(acc, NEG_INF)
+            if p * BKV < CL[b]:
+                blk = BT[b, T.min(p, MAXB - 1)]
+                T.copy(KV[blk, 0:BKV * D], raw)             # the page's values ...
+                T.copy(KV[blk, BKV * D:BKV * (D + 4)], sfb)  # ... then their scales
+                for r, d in T.Parallel(BKV, D):
+                    kv[r, d] = T.reinterpret(raw[r * D + d], "float8_e4m3fn")
+                for r in T.Parallel(BKV):
+                    sf[r] = T.reinterpret(T.cast(sfb[4 * r], "int32")
+                                          | (T.cast(sfb[4 * r + 1], "int32") << 8)
+                                          | (T.cast(sfb[4 * r + 2], "int32") << 16)
+                                          | (T.cast(sfb[4 * r + 3], "int32") << 24), "float32")
+                T.copy(W[b * NN, 0], w)
+                T.clear(q8)
+                T.clear(acc)
+                for h in T.serial(H):
+                    T.copy(Q[b, 0:NN, h, :], q8[0:NN, :])
+                    if cube_fp8:
+                        T.gemm(q8, kv, s, transpose_B=True, clear_accum=True)
+                    else:
+                        T.copy(q8, qw)
+                        T.gemm(qw, kv, s, transpose_B=True, clear_accum=True)
+                    for i, j in T.Parallel(rows, BKV):
+                        acc[i, j] = acc[i, j] + T.max(s[i, j] * sf[j], 0.0) * w[i, h]
+                for i, j in T.Parallel(rows, BKV):  # keys past the query's position: -inf
+                    acc[i, j] = T.if_then_else(p * BKV + j <= CL[b] - NN + i, acc[i, j], NEG_INF)
+            T.copy(acc[0:NN, :], LOG[b * NN, p * BKV])
+
+    return fp8_paged_mqa_logits
+
+
+def get_paged_mqa_logits_metadata(context_lens, block_kv, num_sms=24):
+    """[num_sms + 1, 2] int32: the (batch, first page) where each SM's share of the pages starts,
+    pages split evenly over the SMs (the kernel itself reads context_lens at run time)."""
+    lens = np.asarray(context_lens).reshape(-1).astype(np.int64)
+    pages = [ceil_div(int(n), int(block_kv)) for n in lens]
+    total = sum(pages)
+    per = ceil_div(total, num_sms) if total else 0
+    meta = np.zeros((num_sms + 1, 2), np.int32)
+    starts = np.cumsum([0] + pages)
+    for s in range(num_sms + 1):
+        g = min(s * per, total)
+        bi = int(np.searchsorted(starts, g, side="right") - 1)
+        bi = min(bi, len(pages))
+        meta[s] = (bi, g - starts[min(bi, len(pages))]) if bi < len(pages) else (len(pages), 0)
+    return meta
+
+
+@library_function
+def fp8_paged_mqa_logits(ctx, q, kv_cache, weights, context_lens, block_table, schedule_meta,
+                         max_context_len, clean_logits=True, logits=None):
+    """-> logits [B * next_n, max_context_len] float32; see the module doc."""
+    plan = Plan()
+    qa = as_input(q, "float8_e4m3fn", "q")
+    B, NN, H, D = qa.shape
+    kv = as_input(kv_cache, "uint8", "kv_cache")
+    if kv.ndim != 4 or kv.shape[2] != 1 or kv.shape[3] != D + 4:
+        raise ValueError(f"kv_cache must be [num_blocks, block_kv, 1, {D + 4}] uint8, got "
+                         f"{kv.shape}")
+    NB, BKV = kv.shape[:2]
+    w = as_input(weights, "float32", "weights")
+    check_shape(w, (B * NN, H), "weights")
+    cl = as_input(context_lens, "int32", "context_lens").reshape(-1)
+    check_shape(cl, (B,), "context_lens")
+    bt = as_input(block_table, "int32", "block_table")
+    MAXB = bt.shape[1]
+    L = int(max_context_len)
+    out = np.empty((B * NN, L), np.float32) if logits is None else as_output(
+        plan, logits, "logits", "float32")
+    check_shape(out, (B * NN, L), "logits")
+    kernel = ctx.compile(paged_mqa_kernel, B, NN, H, D, NB, BKV, MAXB, L, fp8_cube(ctx.chip))
+    plan.launch(kernel, qa, kv.reshape(NB, BKV * (D + 4)), w, cl, bt, out)
+    plan.result = out if logits is None else logits
+    return plan
