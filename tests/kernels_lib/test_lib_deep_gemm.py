@@ -190,3 +190,18 @@ def test_k_grouped_fp8_gemm_tn_contiguous(target, chip):
     d2 = np.empty((G, M, N), np.float32)
     dg.k_grouped_fp8_gemm_tn_contiguous((qa, sa), (qb, sb), d2, ks, target=target, chip=chip)
     close(d2, want - c, "float32", scale=20)
+
+
+def test_fp8_fp4_gemm_with_fp4_weights(target):
+    r = rng(8)
+    M, N, K = 33, 72, 256
+    x, w = r.standard_normal((M, K)), r.standard_normal((N, K))
+    qa, sa = quant_per_token(x, ue8m0=True)
+    packed, sb = dg.per_token_cast_to_fp4(w.astype(np.float32), True, gran_k=32, target=target)
+    codes = np.stack([packed.view(np.uint8) & 15, packed.view(np.uint8) >> 4], -1).reshape(N, K)
+    table = np.array([0, 0.5, 1, 1.5, 2, 3, 4, 6])
+    vals = np.where(codes & 8, -1, 1) * table[codes & 7]
+    wb = vals * np.repeat(sb.astype(np.float64), 32, axis=1)
+    d = np.empty((M, N), np.float32)
+    dg.fp8_fp4_gemm_nt((qa, sa), (packed, sb), d, target=target)
+    close(d, dequant_per_token(qa, sa) @ wb.T, "float32", scale=np.sqrt(K) * 10)

@@ -47,7 +47,55 @@ def _c_mode(plan, c, d, M, N):
     return "separate", (c_arr,)
 
 
+def _packed_fp4(x) -> bool:
+    return to_numpy(x).dtype in (np.int8, np.uint8)
+
+
+def _dense_fp4(ctx, layout, a, b, d, c):
+    """An FP4 operand (packed e2m1 bytes, gran_k 32 scales): both operands dequantised to
+    bfloat16 tiles in the kernel (fp4.py); K-major A and B (the nt layout) only."""
+    if layout != "nt":
+        raise ValueError(f"FP4 operands take the nt layout (K-major A and B), not {layout}")
+    plan = Plan()
+    (a0, sfa), (b0, sfb) = a, b
+    a_fp4, b_fp4 = _packed_fp4(a0), _packed_fp4(b0)
+    a_arr = as_input(to_numpy(a0).view(np.int8) if a_fp4 else a0,
+                     "int8" if a_fp4 else "float8_e4m3fn", "a")
+    b_arr = as_input(to_numpy(b0).view(np.int8) if b_fp4 else b0,
+                     "int8" if b_fp4 else "float8_e4m3fn", "b")
+    M, K = a_arr.shape[0], a_arr.shape[1] * (2 if a_fp4 else 1)
+    N, KB = b_arr.shape[0], b_arr.shape[1] * (2 if b_fp4 else 1)
+    if K != KB:
+        raise ValueError(f"A and B disagree on K ({K} and {KB})")
+    sfa_arr, sfb_arr = as_input(sfa, "float32", "sfa"), as_input(sfb, "float32", "sfb")
+    grans = []
+    for name, sf, rows in (("sfa", sfa_arr, M), ("sfb", sfb_arr, N)):
+        gran = {ceil_div(K, 32): 32, ceil_div(K, 128): 128}.get(sf.shape[1]) \
+            if sf.ndim == 2 and sf.shape[0] == rows else None
+        if gran is None:
+            raise ValueError(f"{name} has shape {sf.shape}; expected ({rows}, ceil(K/32)) or "
+                             f"({rows}, ceil(K/128)) per-row scales")
+        grans.append(gran)
+    if K % 128:
+        raise ValueError(f"FP4 GEMMs take K a multiple of 128, got {K}")
+    d_arr = to_numpy(d, "d")
+    out_dtype = dtype_of(d_arr)
+    check_shape(d_arr, (M, N), "d")
+    separate = c is not None
+    c_arr = (as_input(c, "float32", "c"),) if separate and not _same_memory(c, d) else ()
+    d_arr = as_output(plan, d_arr, "d")
+    from .fp4 import dequant_gemm_kernel
+    kernel = ctx.compile(dequant_gemm_kernel, M, N, K, a_fp4, b_fp4, grans[0], grans[1],
+                         out_dtype, separate)
+    if separate:
+        c_arr = c_arr or (d_arr,)
+    plan.launch(kernel, a_arr, sfa_arr, b_arr, sfb_arr, *c_arr, d_arr)
+    return plan
+
+
 def _dense(ctx, layout, a, b, d, c, scaled):
+    if scaled and (_packed_fp4(a[0]) or _packed_fp4(b[0])):
+        return _dense_fp4(ctx, layout, a, b, d, c)
     plan = Plan()
     if scaled:
         (a, sfa), (b, sfb) = a, b

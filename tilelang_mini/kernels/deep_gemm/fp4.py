@@ -1,0 +1,85 @@
+"""FP4 (e2m1) operands for `fp8_fp4_gemm_nt`: DeepGEMM's packed layout, two codes per byte
+(the even K index in the low nibble), one scale per 32 K values (recipe gran_k = 32).
+
+Each operand tile is dequantised on the vector unit into a bfloat16 tile (code -> value by bit
+operations and selects, times its scale) and the cube runs a plain bfloat16 GEMM over all of K.
+With UE8M0 (power-of-two) scales, as DeepGEMM uses for FP4, `value * scale` is exact in
+bfloat16 (e2m1 and e4m3 values have at most 4 significant bits), so the result equals the
+block-scaled product; other fp32 scales round the dequantised operand to bfloat16.
+An FP8 operand in the same GEMM (scales per 128 K values) is dequantised the same way.
+"""
+import tilelang_mini.language as T
+
+
+def dequant_gemm_kernel(M, N, K, a_fp4, b_fp4, gran_a, gran_b, out_dtype, separate_c,
+                        block_M=64, block_N=128, block_K=128):
+    KA = K // 2 if a_fp4 else K
+    KB = K // 2 if b_fp4 else K
+    a_dt = "int8" if a_fp4 else "float8_e4m3fn"
+    b_dt = "int8" if b_fp4 else "float8_e4m3fn"
+    sa_cols, sb_cols = -(-K // gran_a), -(-K // gran_b)
+    ta, tb = block_K // 2 if a_fp4 else block_K, block_K // 2 if b_fp4 else block_K
+
+    @T.macro
+    def dequant(src, sf, dst, code, rows, fp4, gran):
+        if fp4:
+            for i, k in T.Parallel(rows, block_K):  # the nibble of K index k
+                code[i, k] = (T.cast(src[i, k // 2], "int32") >> ((k % 2) * 4)) & 15
+            for i, k in T.Parallel(rows, block_K):  # e2m1: sign bit 3; 0 .5 1 1.5 2 3 4 6
+                dst[i, k] = T.cast(
+                    T.if_then_else((code[i, k] & 8) != 0, -1.0, 1.0)
+                    * T.if_then_else((code[i, k] & 7) < 4, T.cast(code[i, k] & 7, "float32") * 0.5,
+                                     T.if_then_else((code[i, k] & 7) == 7, 6.0,
+                                                    T.cast((code[i, k] & 7) - 2, "float32")))
+                    * sf[i, k // gran], "bfloat16")
+        else:
+            for i, k in T.Parallel(rows, block_K):
+                dst[i, k] = T.cast(src[i, k] * sf[i, k // gran], "bfloat16")
+
+    @T.macro
+    def body(A, SFA, B, SFB, C, D, bx, by):
+        a_s = T.alloc_shared((block_M, ta), a_dt)
+        b_s = T.alloc_shared((block_N, tb), b_dt)
+        sa = T.alloc_fragment((block_M, block_K // gran_a), "float32")
+        sb = T.alloc_fragment((block_N, block_K // gran_b), "float32")
+        a_w = T.alloc_shared((block_M, block_K), "bfloat16")
+        b_w = T.alloc_shared((block_N, block_K), "bfloat16")
+        code_a = T.alloc_fragment((block_M, block_K), "int32")
+        code_b = T.alloc_fragment((block_N, block_K), "int32")
+        acc = T.alloc_fragment((block_M, block_N), "float32")
+        out = T.alloc_fragment((block_M, block_N), out_dtype)
+        T.clear(acc)
+        for k in T.serial(T.ceildiv(K, block_K)):
+            T.copy(A[by * block_M, k * ta], a_s)
+            T.copy(B[bx * block_N, k * tb], b_s)
+            T.copy(SFA[by * block_M, k * (block_K // gran_a)], sa)
+            T.copy(SFB[bx * block_N, k * (block_K // gran_b)], sb)
+            dequant(a_s, sa, a_w, code_a, block_M, a_fp4, gran_a)
+            dequant(b_s, sb, b_w, code_b, block_N, b_fp4, gran_b)
+            T.gemm(a_w, b_w, acc, transpose_B=True)
+        if separate_c:
+            c_f = T.alloc_fragment((block_M, block_N), "float32")
+            T.copy(C[by * block_M, bx * block_N], c_f)
+            for i, j in T.Parallel(block_M, block_N):
+                out[i, j] = c_f[i, j] + acc[i, j]
+        else:
+            T.copy(acc, out)
+        T.copy(out, D[by * block_M, bx * block_N])
+
+    gx, gy = T.ceildiv(N, block_N), T.ceildiv(M, block_M)
+    if separate_c:
+        @T.prim_func
+        def fp8_fp4_gemm_c(A: T.Tensor((M, KA), a_dt), SFA: T.Tensor((M, sa_cols), "float32"),
+                           B: T.Tensor((N, KB), b_dt), SFB: T.Tensor((N, sb_cols), "float32"),
+                           C: T.Tensor((M, N), "float32"), D: T.Tensor((M, N), out_dtype)):
+            with T.Kernel(gx, gy) as (bx, by):
+                body(A, SFA, B, SFB, C, D, bx, by)
+        return fp8_fp4_gemm_c
+
+    @T.prim_func
+    def fp8_fp4_gemm(A: T.Tensor((M, KA), a_dt), SFA: T.Tensor((M, sa_cols), "float32"),
+                     B: T.Tensor((N, KB), b_dt), SFB: T.Tensor((N, sb_cols), "float32"),
+                     D: T.Tensor((M, N), out_dtype)):
+        with T.Kernel(gx, gy) as (bx, by):
+            body(A, SFA, B, SFB, D, D, bx, by)
+    return fp8_fp4_gemm
