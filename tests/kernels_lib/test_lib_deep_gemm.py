@@ -16,23 +16,28 @@ def _store(x, layout, which):
     return np.ascontiguousarray(x.T) if mn_major else x
 
 
-@pytest.mark.parametrize("layout", LAYOUTS)
-def test_bf16_gemm_layouts(target, layout):
+# each layout with one of the epilogues: bf16 D, fp32 D + C, C accumulated in place, bf16 D + C
+@pytest.mark.parametrize("layout,out,c_mode", [("nt", BF16, None), ("nn", np.float32, "separate"),
+                                              ("tn", np.float32, "inplace"),
+                                              ("tt", BF16, "separate")])
+def test_bf16_gemm_layouts(target, layout, out, c_mode):
     r = rng(1)
     M, N, K = 77, 200, 300  # odd M, N not a multiple of the tile, K with a tail
     a, b = r.standard_normal((M, K)).astype(BF16), r.standard_normal((N, K)).astype(BF16)
     want = a.astype(np.float64) @ b.astype(np.float64).T
     fn = getattr(dg, f"bf16_gemm_{layout}")
-    d = np.full((M, N), np.nan, BF16)
-    fn(_store(a, layout, "a"), _store(b, layout, "b"), d, target=target)
-    close(d, want, "bfloat16")
     c = r.standard_normal((M, N)).astype(np.float32)
-    d32 = np.empty((M, N), np.float32)
-    fn(_store(a, layout, "a"), _store(b, layout, "b"), d32, c=c, target=target)
-    close(d32, want + c, "float32", scale=np.sqrt(K))
-    c0 = c.astype(np.float64)
-    fn(_store(a, layout, "a"), _store(b, layout, "b"), c, c=c, target=target)  # c is d
-    close(c, want + c0, "float32", scale=np.sqrt(K))
+    if c_mode == "inplace":
+        d = c.copy()
+        fn(_store(a, layout, "a"), _store(b, layout, "b"), d, c=d, target=target)
+    else:
+        d = np.full((M, N), np.nan, out)
+        fn(_store(a, layout, "a"), _store(b, layout, "b"), d,
+           c=c if c_mode else None, target=target)
+    if c_mode:
+        want = want + c
+    close(d, want, "bfloat16" if out is BF16 else "float32",
+          scale=None if out is BF16 else np.sqrt(K))
 
 
 @pytest.mark.parametrize("layout,chip", [("nt", "ascend910b"), ("tn", "ascend910b")] +
