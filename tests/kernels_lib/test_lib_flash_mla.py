@@ -77,3 +77,18 @@ def test_flash_mla_simulates():
     est = fm.flash_mla_with_kvcache.estimate(q, kc, bt, seqlens, DV, meta, splits,
                                              chip="ascend950")
     assert est.time_us > kc.nbytes * 100 / 128 / 4e12 * 1e6  # at least the keys read once
+
+
+def test_flash_mla_950_wide_head_blocks(target):
+    """On the 950 (256 KiB L0C) a block takes 64 heads; 70 heads leave a partial block."""
+    r = rng(22)
+    seqlens = np.array([150, 5], np.int32)
+    kc = r.standard_normal((NB, 64, 1, D)).astype(BF16)
+    bt = r.permutation(NB)[:2 * MAXB].reshape(2, MAXB).astype(np.int32)
+    q = r.standard_normal((2, 1, 70, D)).astype(BF16)
+    meta, splits = fm.get_mla_metadata(seqlens, 70, 1, num_parts=3)
+    out, lse = fm.flash_mla_with_kvcache(q, kc, bt, seqlens, DV, meta, splits, target=target,
+                                         chip="ascend950")
+    want_out, want_lse = mla_ref(q, kc, bt, seqlens, DV, False)
+    close(out, want_out, "bfloat16", scale=1)
+    close(lse, want_lse, "float32", scale=10)

@@ -197,7 +197,10 @@ def flash_mla_with_kvcache(ctx, q, k_cache, block_table, cache_seqlens, head_dim
     lp = np.empty((B, S, SQ, HQ), np.float32)
     out = np.empty((B, SQ, HQ, DV), q_arr.dtype)
     lse = np.empty((B, HQ, SQ), np.float32)
-    split = ctx.compile(mla_split_kernel, B, SQ, HQ, D, DV, NB, MAXB, S, scale, bool(causal))
+    from ..arch import get_chip
+    block_H = 64 if get_chip(ctx.chip).capacity_of("L0C") >= DV * 64 * 4 * 2 else 32  # acc_o fits
+    split = ctx.compile(mla_split_kernel, B, SQ, HQ, D, DV, NB, MAXB, S, scale, bool(causal),
+                        block_H)
     plan.launch(split, q_arr, kc.reshape(NB, PAGE, D), bt, sl, ns, op, lp)
     plan.launch(ctx.compile(mla_combine_kernel, B, SQ, HQ, DV, S), op, lp, out, lse)
     plan.result = (out, lse)
