@@ -1,6 +1,8 @@
 """Small constructors for building IR directly in tests (no frontend)."""
 from tilelang_mini.ir import dtypes
-from tilelang_mini.ir.nodes import BinOp, Const, Kernel, Region, Var
+from tilelang_mini.ir.nodes import (
+    Alloc, BinOp, Buffer, Const, Copy, Fill, For, Gemm, Kernel, Region, Var,
+)
 
 import numpy as np
 
@@ -42,6 +44,30 @@ def close(actual, expected, dtype):
 
 def ceildiv(a, b):
     return -(-a // b)
+
+
+def tiled_gemm(M, N, K, in_dtype, bm=32, bn=32, bk=16, ta=False, tb=False, scope="shared"):
+    """C = A @ B (either transposed) in bm x bn tiles, K in pipelined bk chunks; tails on every side."""
+    A = Buffer("A", (K, M) if ta else (M, K), in_dtype)
+    B = Buffer("B", (N, K) if tb else (K, N), in_dtype)
+    C = Buffer("C", (M, N), "float32")
+    A_s = Buffer("A_s", (bk, bm) if ta else (bm, bk), in_dtype, scope)
+    B_s = Buffer("B_s", (bn, bk) if tb else (bk, bn), in_dtype, scope)
+    C_l = Buffer("C_l", (bm, bn), "float32", "fragment")
+    row, col, kk = mul(v("by"), c(bm)), mul(v("bx"), c(bn)), mul(v("k"), c(bk))
+    a_src = reg(A, (kk, row), (bk, bm)) if ta else reg(A, (row, kk), (bm, bk))
+    b_src = reg(B, (col, kk), (bn, bk)) if tb else reg(B, (kk, col), (bk, bn))
+    body = [
+        Alloc(A_s), Alloc(B_s), Alloc(C_l),
+        Fill(full(C_l), c(0.0)),
+        For(("k",), (c(ceildiv(K, bk)),), "pipelined", (
+            Copy(a_src, full(A_s)),
+            Copy(b_src, full(B_s)),
+            Gemm(full(A_s), full(B_s), full(C_l), transpose_a=ta, transpose_b=tb),
+        ), num_stages=2),
+        Copy(full(C_l), reg(C, (row, col), (bm, bn))),
+    ]
+    return kernel((A, B, C), body, (ceildiv(N, bn), ceildiv(M, bm)), ("bx", "by"))
 
 
 def compile_unchecked(text, out_idx, chip="ascend910b"):

@@ -10,6 +10,7 @@ import pytest
 import tilelang_mini
 from backends.llvm import BACKEND, rowfuse
 from backends.numpy import BACKEND as NUMPY
+from irbuild import add, c, full, mul, reg, v
 from tilelang_mini.ir.nodes import (
     Alloc, BinOp, Buffer, Call, Const, Copy, Fill, For, Kernel, Load, PipeBarrier, Reduce, Region,
     Scope, SetFlag, Store, Var, WaitFlag,
@@ -35,30 +36,6 @@ def runs(monkeypatch):
 
     monkeypatch.setattr(rowfuse.RowRun, "emit", spy)
     return seen
-
-
-def c(x):
-    return Const(x, "float32" if isinstance(x, float) else "int32")
-
-
-def v(name):
-    return Var(name)
-
-
-def add(a, b):
-    return BinOp("+", a, b)
-
-
-def mul(a, b):
-    return BinOp("*", a, b)
-
-
-def reg(buf, starts, extents):
-    return Region(buf, tuple(c(s) if isinstance(s, int) else s for s in starts), tuple(extents))
-
-
-def full(buf):
-    return Region.full(buf)
 
 
 def npu_kernel(params, body, blocks):
