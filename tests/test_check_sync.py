@@ -8,21 +8,17 @@ import numpy as np
 import pytest
 
 import kernels
+from markers import Marked
 import tilelang_mini
 import tilelang_mini.language as T
 from irbuild import compile_unchecked
 from tilelang_mini import CompileError, DeadlockError, RaceError, SimulationError, SyncError
 from tilelang_mini.ir.printer import print_ir
 
-THIS = Path(__file__).resolve()
-SOURCE = THIS.read_text().splitlines()
+MARKED = Marked(__file__)
+THIS = MARKED.path
+line_of = MARKED.line_of
 CHIPS = ["ascend910b", "ascend950"]
-
-
-def line_of(tag: str) -> int:
-    hits = [i + 1 for i, line in enumerate(SOURCE) if line.rstrip().endswith(f"# AT:{tag}")]
-    assert len(hits) == 1, tag
-    return hits[0]
 
 
 def rejected(prim, *tags, chip="ascend910b", target="numpy", either=False) -> CompileError:

@@ -6,20 +6,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from markers import Marked
 import tilelang_mini
 import tilelang_mini.language as T
 from tilelang_mini import (
     CompileError, InternalCompilerError, KernelRuntimeError, TileLangMiniError,
 )
 
-THIS = Path(__file__).resolve()
-SOURCE = THIS.read_text().splitlines()
-
-
-def line_of(tag: str) -> int:
-    hits = [i + 1 for i, line in enumerate(SOURCE) if line.rstrip().endswith(f"# AT:{tag}")]
-    assert len(hits) == 1
-    return hits[0]
+MARKED = Marked(__file__)
+THIS = MARKED.path
+line_of = MARKED.line_of
 
 
 def _fill_kernel():

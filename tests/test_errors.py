@@ -11,21 +11,18 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from markers import Marked
 import tilelang_mini
 import tilelang_mini.language as T
 from tilelang_mini import ArgumentError, CompileError
 
-THIS = Path(__file__).resolve()
-SOURCE = THIS.read_text().splitlines()
+MARKED = Marked(__file__, prefix="ERR:")
+THIS = MARKED.path
+SOURCE = MARKED.lines
+line_of = MARKED.line_of
 INTERNAL = ("tilelang_mini/", "Traceback", "KernelBuilder", "_Marker", "_LanguageNamespace",
             "Buffer(", "Region(", "Const(", "BinOp(", "Load(", "Var(", "Call(", "NoneType",
             "ast.", "frontend", "<lambda>")
-
-
-def line_of(tag: str) -> int:
-    hits = [i + 1 for i, line in enumerate(SOURCE) if line.rstrip().endswith(f"# ERR:{tag}")]
-    assert len(hits) == 1, f"marker ERR:{tag} must be on exactly one line, found {hits}"
-    return hits[0]
 
 
 def check_located(err: CompileError, tag: str, *fragments: str) -> None:

@@ -7,27 +7,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from markers import Marked
 import tilelang_mini
 import tilelang_mini.language as T
 from tilelang_mini import CompileError
 from tilelang_mini.arch import CHIPS
 
-THIS = Path(__file__).resolve()
-SOURCE = THIS.read_text().splitlines()
-
-
-def line_of(tag: str) -> int:
-    hits = [i + 1 for i, line in enumerate(SOURCE) if line.rstrip().endswith(f"# AT:{tag}")]
-    assert len(hits) == 1
-    return hits[0]
-
-
-def located(err, tag):
-    assert Path(err.loc.file).resolve() == THIS, str(err)
-    assert err.loc.line == line_of(tag), str(err)
-    text = str(err).splitlines()
-    assert text[1].strip() == SOURCE[err.loc.line - 1].strip() and text[2].strip() == "^"
-    assert "Traceback" not in str(err) and "tilelang_mini/" not in str(err)
+MARKED = Marked(__file__)
+line_of, located = MARKED.line_of, MARKED.located
 
 
 def cross_flag_kernel(flag):

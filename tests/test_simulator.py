@@ -5,7 +5,6 @@ hand-placed flags. Mutants drop sync instructions to check that the simulator fi
 deadlocks and flag misuse, naming the kernel lines."""
 
 from dataclasses import replace
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -13,6 +12,7 @@ import pytest
 import tilelang_mini.language as T
 
 import kernels
+from markers import Marked
 from tilelang_mini.arch import get_chip
 from tilelang_mini.errors import DeadlockError, RaceError, SyncError
 from tilelang_mini.ir.nodes import (
@@ -21,15 +21,8 @@ from tilelang_mini.ir.nodes import (
 from tilelang_mini.sim.simulator import run_ordered, simulate_kernel
 
 CHIP = get_chip("ascend910b")
-SRC = Path(__file__).read_text().splitlines()
+line_of = Marked(__file__, prefix="").line_of
 RNG = np.random.default_rng(1)
-
-
-def line_of(marker: str) -> int:
-    """The source line carrying `# <marker>` in this file."""
-    hits = [i + 1 for i, s in enumerate(SRC) if s.rstrip().endswith("# " + marker)]
-    assert len(hits) == 1, marker
-    return hits[0]
 
 
 # ------------------------------------------------------------------------------ kernels
