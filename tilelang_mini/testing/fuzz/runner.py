@@ -13,6 +13,7 @@ import json
 import os
 import re
 import selectors
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -122,12 +123,14 @@ class _Worker:
         self.log.close()
 
 
-def _env():
+def _env(root: str):
+    """The workers' environment; their kernel files and compile cache live under `root`."""
     env = dict(os.environ)
+    env["TLM_FUZZ_TMP"] = root
     env.setdefault("TILELANG_MINI_VERIFY", "1")
     env["PYTHONFAULTHANDLER"] = "1"
     if "TILELANG_MINI_CACHE_DIR" not in env:
-        env["TILELANG_MINI_CACHE_DIR"] = tempfile.mkdtemp(prefix="tlm-fuzz-cache-")
+        env["TILELANG_MINI_CACHE_DIR"] = os.path.join(root, "cache")
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
     env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     return env
@@ -137,7 +140,8 @@ def run_cases(cases, jobs: int = 2, timeout: float = 120.0, threads: str = "2",
               deadline: float | None = None, on_result=None) -> list[CaseResult]:
     """Run `cases` (an iterable; consumed lazily) on `jobs` workers. `timeout` bounds each step;
     `deadline` (time.monotonic()) stops taking new cases. Returns the results in finishing order."""
-    env = _env()
+    root = tempfile.mkdtemp(prefix="tlm-fuzz-")
+    env = _env(root)
     it = iter(cases)
     results: list[CaseResult] = []
     sel = selectors.DefaultSelector()
@@ -218,6 +222,7 @@ def run_cases(cases, jobs: int = 2, timeout: float = 120.0, threads: str = "2",
             except OSError:
                 pass
             w.kill()
+        shutil.rmtree(root, ignore_errors=True)
     return results
 
 
