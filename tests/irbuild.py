@@ -1,7 +1,8 @@
 """Small constructors for building IR directly in tests (no frontend)."""
 from tilelang_mini.ir import dtypes
 from tilelang_mini.ir.nodes import (
-    Alloc, BinOp, Buffer, Const, Copy, Fill, For, Gemm, Kernel, Region, Var,
+    Alloc, BinOp, Buffer, Call, Cast, Const, Copy, Fill, For, Gemm, Kernel, Load, Region, Store,
+    Var,
 )
 
 import numpy as np
@@ -68,6 +69,20 @@ def tiled_gemm(M, N, K, in_dtype, bm=32, bn=32, bk=16, ta=False, tb=False, scope
         Copy(full(C_l), reg(C, (row, col), (bm, bn))),
     ]
     return kernel((A, B, C), body, (ceildiv(N, bn), ceildiv(M, bm)), ("bx", "by"))
+
+
+def exp_rsqrt_map(rows, cols):
+    """Y[i, j] = bf16(f16(max(exp(X[i, j] - X[i, 0]), rsqrt(X[i, j]^2 + 1))) * 2) over a
+    parallel loop: X float16 and Y bfloat16 (rows x cols)."""
+    X = Buffer("X", (rows, cols), "float16")
+    Y = Buffer("Y", (rows, cols), "bfloat16")
+    i, j = v("i"), v("j")
+    x_ij, x_i0 = Load(X, (i, j)), Load(X, (i, c(0)))
+    value = mul(Cast("float16", Call("max", (Call("exp", (BinOp("-", x_ij, x_i0),)),
+                                             Call("rsqrt", (add(mul(x_ij, x_ij), c(1.0)),))))),
+                c(2.0))
+    return kernel((X, Y), [For(("i", "j"), (c(rows), c(cols)), "parallel",
+                               (Store(Y, (i, j), value),))])
 
 
 def compile_unchecked(text, out_idx, chip="ascend910b"):

@@ -89,6 +89,38 @@ def gemm(M, N, K, block_M=32, block_N=32, block_K=16, dtype="float32", accum_dty
     return main
 
 
+@out_idx(-1)
+def grouped_gemm(M, N, K, G, bm=16, bn=32, bk=32, scaled=False, guarded_epilogue=False):
+    """MoE: the rows of block `by` use expert g = MI[by * bm] (-1: none), C = A @ B[g].
+    `scaled`: the vector cores then read the scalar too, C *= W[max(g, 0)] after the `if`;
+    `guarded_epilogue`: C = C * W[g] + 1 inside `if g >= 0`, with the K loop (code outside the
+    cores' Scopes reading a per-core scalar)."""
+    @T.prim_func
+    def main(A: T.Tensor((M, K), "float16"), B: T.Tensor((G, K, N), "float16"),
+             MI: T.Tensor((M,), "int32"), W: T.Tensor((G,), "float32"),
+             C: T.Tensor((M, N), "float32")):
+        with T.Kernel(N // bn, M // bm) as (bx, by):
+            A_s = T.alloc_shared((bm, bk), "float16")
+            B_s = T.alloc_shared((bk, bn), "float16")
+            C_f = T.alloc_fragment((bm, bn), "float32")
+            g = T.alloc_var("int32")
+            g = MI[by * bm]
+            T.clear(C_f)
+            if g >= 0:
+                for k in T.Pipelined(K // bk, num_stages=2):
+                    T.copy(A[by * bm, k * bk], A_s)
+                    T.copy(B[g, k * bk, bx * bn], B_s)
+                    T.gemm(A_s, B_s, C_f)
+                if guarded_epilogue:
+                    for i, j in T.Parallel(bm, bn):
+                        C_f[i, j] = C_f[i, j] * W[g] + 1.0
+            if scaled:
+                for i, j in T.Parallel(bm, bn):
+                    C_f[i, j] = C_f[i, j] * W[T.max(g, 0)]
+            T.copy(C_f, C[by * bm, bx * bn])
+    return main
+
+
 matmul_add = from_example("matmul_add", "matmul_add", block_M=32, block_N=32, block_K=32)
 prenorm = from_example("prenorm", "hc_prenorm", block_M=32, block_N=32, block_K=32)
 rmsnorm = from_example("rmsnorm", "rms_norm", blk_m=16)

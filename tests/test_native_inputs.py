@@ -7,6 +7,8 @@ import pytest
 
 import tilelang_mini
 import tilelang_mini.language as T
+
+import kernels
 from tilelang_mini.errors import CompileError, TileLangMiniError
 
 
@@ -110,31 +112,6 @@ def test_loop_bounds_and_copy_offsets_read_from_tensors(target):
         np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4)
 
 
-def grouped_gemm_guarded_epilogue(M, N, K, G, bm=16, bn=32, bk=32):
-    """MoE block: expert g = MI[by * bm] (-1: none); the K loop and a vector epilogue reading
-    W[g] both under `if g >= 0` (code outside the cores' Scopes reading a per-core scalar)."""
-    @T.prim_func
-    def main(A: T.Tensor((M, K), "float16"), B: T.Tensor((G, K, N), "float16"),
-             MI: T.Tensor((M,), "int32"), W: T.Tensor((G,), "float32"),
-             C: T.Tensor((M, N), "float32")):
-        with T.Kernel(N // bn, M // bm) as (bx, by):
-            A_s = T.alloc_shared((bm, bk), "float16")
-            B_s = T.alloc_shared((bk, bn), "float16")
-            C_f = T.alloc_fragment((bm, bn), "float32")
-            g = T.alloc_var("int32")
-            g = MI[by * bm]
-            T.clear(C_f)
-            if g >= 0:
-                for k in T.Pipelined(K // bk, num_stages=2):
-                    T.copy(A[by * bm, k * bk], A_s)
-                    T.copy(B[g, k * bk, bx * bn], B_s)
-                    T.gemm(A_s, B_s, C_f)
-                for i, j in T.Parallel(bm, bn):
-                    C_f[i, j] = C_f[i, j] * W[g] + 1.0
-            T.copy(C_f, C[by * bm, bx * bn])
-    return main
-
-
 def test_control_flow_outside_the_cores_reads_their_scalar(target):
     M, N, K, G = 64, 64, 64, 3
     rng = np.random.default_rng(1)
@@ -147,8 +124,7 @@ def test_control_flow_outside_the_cores_reads_their_scalar(target):
         g = mi[r]
         if g >= 0:
             ref[r:r + 16] = a[r:r + 16].astype(np.float64) @ b[g].astype(np.float64) * w[g] + 1
-    k = tilelang_mini.compile(grouped_gemm_guarded_epilogue(M, N, K, G), out_idx=[-1],
-                              target=target)
+    k = kernels.build(kernels.grouped_gemm, M, N, K, G, guarded_epilogue=True, target=target)
     np.testing.assert_allclose(k(a, b, mi, w), ref, rtol=1e-4, atol=1e-4)
     # simulate: insert_sync leaves the untaken-if path unsynchronised here (a RaceError between
     # the fill and the copy-out of C_f_ub; /work/notes/findings/transform.md, for xform)

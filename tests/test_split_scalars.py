@@ -8,6 +8,8 @@ import pytest
 
 import tilelang_mini
 import tilelang_mini.language as T
+
+import kernels
 from tilelang_mini import CompileError
 
 CHIPS = ["ascend910b", "ascend950"]
@@ -105,31 +107,6 @@ def test_block_scaled_gemm_with_a_scale_tile(target):
 # ------------------------------------------------------------------------- cross-core scalars
 
 
-def grouped_gemm(M, N, K, G, bm=16, bn=32, bk=32, epilogue=False):
-    """MoE: the rows of block `by` use expert MI[by * bm] (-1: no expert)."""
-    @T.prim_func
-    def main(A: T.Tensor((M, K), "float16"), B: T.Tensor((G, K, N), "float16"),
-             MI: T.Tensor((M,), "int32"), W: T.Tensor((G,), "float32"),
-             C: T.Tensor((M, N), "float32")):
-        with T.Kernel(N // bn, M // bm) as (bx, by):
-            A_s = T.alloc_shared((bm, bk), "float16")
-            B_s = T.alloc_shared((bk, bn), "float16")
-            C_f = T.alloc_fragment((bm, bn), "float32")
-            g = T.alloc_var("int32")
-            g = MI[by * bm]
-            T.clear(C_f)
-            if g >= 0:
-                for k in T.Pipelined(K // bk, num_stages=2):
-                    T.copy(A[by * bm, k * bk], A_s)
-                    T.copy(B[g, k * bk, bx * bn], B_s)
-                    T.gemm(A_s, B_s, C_f)
-            if epilogue:  # the vector cores read the scalar too
-                for i, j in T.Parallel(bm, bn):
-                    C_f[i, j] = C_f[i, j] * W[T.max(g, 0)]
-            T.copy(C_f, C[by * bm, bx * bn])
-    return main
-
-
 @pytest.mark.parametrize("epilogue", [False, True])
 def test_grouped_gemm_every_core_loads_the_expert_index(target, epilogue):
     M, N, K, G = 64, 32, 64, 3
@@ -141,7 +118,7 @@ def test_grouped_gemm_every_core_loads_the_expert_index(target, epilogue):
             ref[r] = a[r].astype(np.float64) @ b[mi[r]].astype(np.float64)
             if epilogue:
                 ref[r] *= w[mi[r]]
-    run_everywhere(grouped_gemm(M, N, K, G, epilogue=epilogue), [a, b, mi, w], ref, target,
+    run_everywhere(kernels.grouped_gemm(M, N, K, G, scaled=epilogue), [a, b, mi, w], ref, target,
                    tol=1e-3)
 
 
