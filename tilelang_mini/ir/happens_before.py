@@ -248,6 +248,7 @@ class HappensBefore:
         self.known: dict = {}      # thread -> {thread: index known to happen before its next}
         self.cur: dict = {}        # thread -> vector clock right after its latest instruction
         self.history: list = []    # (occ, accesses, vc)
+        self.by_mem: dict = {}     # memory (mem[:2]) -> {(thread, is write): [(index, occ, acc)]}
         self.count = 0
         self.vc_of: list = []      # occurrence index -> vector clock of its thread right after it
         self.last_occ: dict = {}   # id(instr) -> index of its latest occurrence
@@ -271,17 +272,25 @@ class HappensBefore:
         item = occ.item
         q = (item.core, item.pipe)
         needed: dict = {}
-        for prev, pacc, _ in self.history:
-            p = (prev.item.core, prev.item.pipe)
-            if p == q and item.pipe != "V":
-                continue
-            if p[1] == "S" and p[0] == q[0]:  # the scalar unit finishes it before dispatching on
-                continue
-            if known.get(p, -1) >= prev.index or exclusive(prev, occ):
-                continue
-            if any(conflict(x, y, self.precise) for x in pacc for y in acc):
-                if prev.index > needed.get(p, (-1,))[0]:
-                    needed[p] = (prev.index, prev)
+        # Earlier accesses by memory, thread and kind, newest first: on thread p everything up
+        # to known[p] is ordered already, and the newest conflicting one is all that is needed.
+        for mem, _, write in acc:
+            for (p, pw), entries in self.by_mem.get(mem[:2], {}).items():
+                if not (write or pw):
+                    continue
+                if p == q and item.pipe != "V":
+                    continue
+                if p[1] == "S" and p[0] == q[0]:  # the scalar unit finishes it before going on
+                    continue
+                floor = max(known.get(p, -1), needed.get(p, (-1,))[0])
+                for index, prev, pacc in reversed(entries):
+                    if index <= floor:
+                        break
+                    if exclusive(prev, occ):
+                        continue
+                    if any(conflict(x, y, self.precise) for x in pacc for y in acc):
+                        needed[p] = (index, prev)
+                        break
         return needed
 
     def record(self, occ: Occ, acc: list, known: dict) -> dict:
@@ -291,6 +300,9 @@ class HappensBefore:
         vc = dict(known)
         vc[q] = occ.index
         self.history.append((occ, acc, vc))
+        for mem, _, write in acc:
+            self.by_mem.setdefault(mem[:2], {}).setdefault((q, write), []).append(
+                (occ.index, occ, acc))
         self.vc_of.append(vc)
         self.last_occ[id(item)] = occ.index
         self.cur[q] = vc

@@ -82,6 +82,7 @@ class _Analysis(HappensBefore):
         self.channels: list[Channel] = []
         self.by_wait: dict = {}    # id(item) -> channels waiting before it
         self.frozen = False        # replaying: a dependency no channel covers raises _Uncovered
+        self.accesses: dict = {}   # id(instr) -> its accesses (fixed for the whole pass)
         self.reset()
 
     def reset(self):
@@ -109,6 +110,11 @@ class _Analysis(HappensBefore):
         self.reset()
         for ch in self.channels:
             ch.last_set, ch.sets, ch.waits = None, [], []
+        # the channels cannot change while replaying: index them by where they are set
+        self.placed = {}
+        for ch in self.channels:
+            for at in {id(ch.set_at), id(ch.primed)}:
+                self.placed.setdefault(at, []).append(ch)
         self.frozen = True
         try:
             self.walk(tree, ())
@@ -137,7 +143,7 @@ class _Analysis(HappensBefore):
             for ch in self.by_wait.get(id(it), []):  # waits hoisted before this block
                 self.apply(ch, self.known.setdefault(ch.dst, {}))
                 self.record_wait(ch, self.count)
-            for ch in self.channels:  # flags primed before this loop are set now
+            for ch in self._placed_at(it):  # flags primed before this loop are set now
                 if ch.primed is it:
                     ch.last_set = dict(self.cur.get(ch.src, {}))
                     self.record_set(ch, ch.last_set)
@@ -151,7 +157,7 @@ class _Analysis(HappensBefore):
                 for branch, body in enumerate(it.bodies):
                     self.walk(body, ancestors + ((it, ("branch", branch)),))
             self.exit_vc[id(it)] = {p: dict(v) for p, v in self.cur.items()}
-            for ch in self.channels:
+            for ch in self._placed_at(it):
                 if ch.set_at is it:
                     ch.last_set = dict(self.exit_vc[id(it)].get(ch.src, {}))
                     self.record_set(ch, ch.last_set)
@@ -167,7 +173,9 @@ class _Analysis(HappensBefore):
             self.apply(ch, known)
             self.record_wait(ch, occ.index)
         known = self.arrive(occ)
-        acc = _accesses(item, self.offsets)
+        acc = self.accesses.get(id(item))
+        if acc is None:  # fixed for the whole pass: computed once per instruction
+            acc = self.accesses[id(item)] = _accesses(item, self.offsets)
         needed = self.unordered(occ, acc, known)
         # Latest producers first: the order one of them establishes may cover the others.
         for p, (index, prev) in sorted(needed.items(), key=lambda x: -x[1][0]):
@@ -178,10 +186,16 @@ class _Analysis(HappensBefore):
             ch = self.channel(prev, occ, p, q)
             self.apply(ch, known, snapshot=self.snapshot(prev, occ, ch))
         vc = self.record(occ, acc, known)
-        for ch in self.channels:
+        for ch in self._placed_at(item):
             if ch.set_at is item:
                 ch.last_set = dict(vc)
                 self.record_set(ch, vc)
+
+    def _placed_at(self, item) -> list:
+        """The channels set or primed at `item`, in channel order."""
+        if self.frozen:
+            return self.placed.get(id(item), ())
+        return [ch for ch in self.channels if ch.set_at is item or ch.primed is item]
 
     def snapshot(self, prev: Occ, occ: Occ, ch: Channel) -> dict:
         if ch.kind == "barrier":
