@@ -43,6 +43,21 @@ def verify(name, got, want, dtype, reduce_len=1) -> bool:
     return ok
 
 
+ESTIMATE_CHIPS = ("ascend910b", "ascend950")  # the chips a library example estimates on
+
+
+def library_run(args):
+    """The run options of a kernel-library call (llvm unless --target says otherwise) and the
+    seeded generator of the inputs."""
+    return dict(target=args.target or "llvm", chip=args.chip), np.random.default_rng(args.seed)
+
+
+def verdict(name, ok) -> int:
+    """Print the example's verdict; exit status 0 when verified."""
+    print(f"{name} example: {'verified' if ok else 'FAILED verification'}")
+    return 0 if ok else 1
+
+
 def timed(kernel, *args):
     start = time.perf_counter()
     out = kernel(*args)

@@ -28,12 +28,11 @@ def dequantize_rows(q, sf):
 
 
 def main(argv=None):
-    from _common import example_args, verify
+    from _common import ESTIMATE_CHIPS, example_args, library_run, verdict, verify
     from ml_dtypes import bfloat16
     args = example_args(__doc__, argv, dtype="bfloat16", shape=DEFAULT_ARGS)
     M, N, K = args.shape
-    run = dict(target=args.target or "llvm", chip=args.chip)
-    rng = np.random.default_rng(args.seed)
+    run, rng = library_run(args)
     a = rng.standard_normal((M, K)).astype(bfloat16)
     b = rng.standard_normal((N, K)).astype(bfloat16)
     d = np.empty((M, N), np.float32)
@@ -63,12 +62,11 @@ def main(argv=None):
     big = (4096, 7168, 16384)
     a_, b_ = np.empty((big[0], big[2]), bfloat16), np.empty((big[1], big[2]), bfloat16)
     d_ = np.empty((big[0], big[1]), bfloat16)
-    for chip in ("ascend910b", "ascend950"):
+    for chip in ESTIMATE_CHIPS:
         est = deep_gemm.bf16_gemm_nt.estimate(a_, b_, d_, chip=chip)
         print(f"estimate bf16_gemm_nt {big} on {chip}: {est.time_us:.1f} us "
               f"({2 * big[0] * big[1] * big[2] / est.time_us / 1e6:.0f} TFLOP/s)")
-    print(f"deepgemm example: {'verified' if ok else 'FAILED verification'}")
-    return 0 if ok else 1
+    return verdict("deepgemm", ok)
 
 
 if __name__ == "__main__":

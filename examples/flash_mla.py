@@ -26,12 +26,11 @@ def reference(q, kc, bt, seqlens):
 
 
 def main(argv=None):
-    from _common import example_args, verify
+    from _common import ESTIMATE_CHIPS, example_args, library_run, verdict, verify
     from ml_dtypes import bfloat16
     args = example_args(__doc__, argv, dtype="bfloat16", shape=DEFAULT_ARGS)
     B, HQ = args.shape
-    run = dict(target=args.target or "llvm", chip=args.chip)
-    rng = np.random.default_rng(args.seed)
+    run, rng = library_run(args)
     seqlens = rng.integers(1, 3 * PAGE, B).astype(np.int32)
     max_blocks = 3
     kc = rng.standard_normal((B * max_blocks, PAGE, 1, D)).astype(bfloat16)
@@ -46,12 +45,11 @@ def main(argv=None):
     big = (np.empty((Bb, 1, 128, D), bfloat16), np.empty((Bb * L // PAGE, PAGE, 1, D), bfloat16),
            np.arange(Bb * L // PAGE, dtype=np.int32).reshape(Bb, -1), big_seq, DV, big_meta,
            big_splits)
-    for chip in ("ascend910b", "ascend950"):
+    for chip in ESTIMATE_CHIPS:
         est = flash_mla.flash_mla_with_kvcache.estimate(*big, chip=chip)
         print(f"estimate flash_mla_with_kvcache (B={Bb}, h_q=128, seqlen {L}) on {chip}: "
               f"{est.time_us:.1f} us")
-    print(f"flash_mla example: {'verified' if ok else 'FAILED verification'}")
-    return 0 if ok else 1
+    return verdict("flash_mla", ok)
 
 
 if __name__ == "__main__":

@@ -35,13 +35,12 @@ def reference(res, fn, scale, base, x, repeat=20, eps=1e-6):
 
 
 def main(argv=None):
-    from _common import example_args, verify
+    from _common import ESTIMATE_CHIPS, example_args, library_run, verdict, verify
     from ml_dtypes import bfloat16
     args = example_args(__doc__, argv, dtype="bfloat16", shape=DEFAULT_ARGS)
     T_, C = args.shape
     n = N_STREAMS
-    run = dict(target=args.target or "llvm", chip=args.chip)
-    rng = np.random.default_rng(args.seed)
+    run, rng = library_run(args)
     res = rng.standard_normal((T_, n, C)).astype(bfloat16)
     fn = (rng.standard_normal((n * (n + 2), n * C)) * 0.05).astype(np.float32)
     scale = np.array([0.7, 1.3, 0.9], np.float32)
@@ -56,15 +55,14 @@ def main(argv=None):
     ok &= verify("mhc_post", out, want[3], "bfloat16")
     big_res = np.empty((4096, n, 7168), bfloat16)
     big = (big_res, np.empty((n * (n + 2), n * 7168), np.float32), scale, base)
-    for chip in ("ascend910b", "ascend950"):
+    for chip in ESTIMATE_CHIPS:
         pre_us = mhc.mhc_pre.estimate(*big, chip=chip).time_us
         post_us = mhc.mhc_post.estimate(np.empty((4096, 7168), bfloat16), big_res,
                                         np.empty((4096, n), np.float32),
                                         np.empty((4096, n, n), np.float32), chip=chip).time_us
         print(f"estimate mhc_pre / mhc_post (T=4096, C=7168) on {chip}: {pre_us:.1f} us / "
               f"{post_us:.1f} us")
-    print(f"mhc example: {'verified' if ok else 'FAILED verification'}")
-    return 0 if ok else 1
+    return verdict("mhc", ok)
 
 
 if __name__ == "__main__":

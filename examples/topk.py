@@ -17,7 +17,7 @@ def reference(x, k):
 
 
 def main(argv=None):
-    from _common import example_args
+    from _common import ESTIMATE_CHIPS, example_args, verdict
     args = example_args(__doc__, argv, dtype="float32", shape=DEFAULT_ARGS)
     R, N, K = args.shape
     x = np.random.default_rng(args.seed).standard_normal((R, N)).astype(np.float32)
@@ -27,11 +27,10 @@ def main(argv=None):
     ok = np.array_equal(indices, want_i) and np.array_equal(values, want_v)
     print(f"verify topk: {'OK' if ok else 'MISMATCH'} (indices and values exact)")
     big = np.empty((64, 131072), np.float32)
-    for chip in ("ascend910b", "ascend950"):
+    for chip in ESTIMATE_CHIPS:
         print(f"estimate topk k=2048 of 64 x 131072 on {chip}: "
               f"{topk.estimate(big, 2048, chip=chip).time_us:.1f} us")
-    print(f"topk example: {'verified' if ok else 'FAILED verification'}")
-    return 0 if ok else 1
+    return verdict("topk", ok)
 
 
 if __name__ == "__main__":
