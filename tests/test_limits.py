@@ -17,44 +17,11 @@ MARKED = Marked(__file__)
 line_of, located = MARKED.line_of, MARKED.located
 
 
-def cross_flag_kernel(flag):
-    @T.prim_func
-    def k(X: T.Tensor((16, 16), "float32"), Y: T.Tensor((16, 16), "float32")):
-        with T.Kernel(1, is_npu=True) as (cid, vid):
-            with T.Scope("V"):
-                x = T.alloc_ub((8, 16), "float32")
-                T.copy(X[vid * 8, 0], x)
-                T.set_flag("MTE2", "MTE3", 0)
-                T.wait_flag("MTE2", "MTE3", 0)
-                T.copy(x, Y[vid * 8, 0])
-                T.set_cross_flag("MTE3", flag)  # AT:cross
-            with T.Scope("C"):
-                T.wait_cross_flag("MTE3", flag)
-    return k
+def flagged_copy(event=0, cross_flag=None):
+    """A vector copy X -> Y ordered by flag `event`; with `cross_flag`, it then signals the cube
+    core through that cross-core flag."""
+    cross = cross_flag is not None
 
-
-@pytest.mark.parametrize("chip", sorted(CHIPS))
-def test_cross_flag_ids_follow_the_chip(chip, target):
-    limit = CHIPS[chip].cross_flags
-    x = np.arange(256, dtype=np.float32).reshape(16, 16)
-    ok = tilelang_mini.compile(cross_flag_kernel(limit - 1), out_idx=[-1], target=target,
-                               chip=chip)
-    np.testing.assert_array_equal(ok(x), x)
-    with pytest.raises(CompileError) as info:
-        tilelang_mini.compile(cross_flag_kernel(limit), out_idx=[-1], target=target, chip=chip)
-    located(info.value, "cross")
-    assert f"cross-core flag id {limit} is out of range on {chip}" in info.value.message
-    assert f"0-{limit - 1}" in info.value.message
-
-
-def test_910b_has_eleven_cross_flags():
-    assert CHIPS["ascend910b"].cross_flags == 11  # design section 5: ids 0-10
-    with pytest.raises(CompileError) as info:
-        tilelang_mini.compile(cross_flag_kernel(13), out_idx=[-1], chip="ascend910b")
-    located(info.value, "cross")
-
-
-def event_kernel(event):
     @T.prim_func
     def k(X: T.Tensor((16, 16), "float32"), Y: T.Tensor((16, 16), "float32")):
         with T.Kernel(1, is_npu=True) as (cid, vid):
@@ -64,14 +31,41 @@ def event_kernel(event):
                 T.set_flag("MTE2", "MTE3", event)  # AT:event
                 T.wait_flag("MTE2", "MTE3", event)
                 T.copy(x, Y[vid * 8, 0])
+                if cross:
+                    T.set_cross_flag("MTE3", cross_flag)  # AT:cross
+            if cross:
+                with T.Scope("C"):
+                    T.wait_cross_flag("MTE3", cross_flag)
     return k
+
+
+@pytest.mark.parametrize("chip", sorted(CHIPS))
+def test_cross_flag_ids_follow_the_chip(chip, target):
+    limit = CHIPS[chip].cross_flags
+    x = np.arange(256, dtype=np.float32).reshape(16, 16)
+    ok = tilelang_mini.compile(flagged_copy(cross_flag=limit - 1), out_idx=[-1], target=target,
+                               chip=chip)
+    np.testing.assert_array_equal(ok(x), x)
+    with pytest.raises(CompileError) as info:
+        tilelang_mini.compile(flagged_copy(cross_flag=limit), out_idx=[-1], target=target,
+                              chip=chip)
+    located(info.value, "cross")
+    assert f"cross-core flag id {limit} is out of range on {chip}" in info.value.message
+    assert f"0-{limit - 1}" in info.value.message
+
+
+def test_910b_has_eleven_cross_flags():
+    assert CHIPS["ascend910b"].cross_flags == 11  # design section 5: ids 0-10
+    with pytest.raises(CompileError) as info:
+        tilelang_mini.compile(flagged_copy(cross_flag=13), out_idx=[-1], chip="ascend910b")
+    located(info.value, "cross")
 
 
 def test_event_ids_follow_the_chip():
     for chip in CHIPS.values():
-        tilelang_mini.compile(event_kernel(chip.event_ids - 1), out_idx=[-1], chip=chip.name)
+        tilelang_mini.compile(flagged_copy(chip.event_ids - 1), out_idx=[-1], chip=chip.name)
         with pytest.raises(CompileError) as info:
-            tilelang_mini.compile(event_kernel(chip.event_ids), out_idx=[-1], chip=chip.name)
+            tilelang_mini.compile(flagged_copy(chip.event_ids), out_idx=[-1], chip=chip.name)
         located(info.value, "event")
         assert f"0-{chip.event_ids - 1}" in info.value.message
 

@@ -202,20 +202,6 @@ def test_copy_into_packed_tile_with_clipping(start):
     close(out, ref[2], "float32")
 
 
-def test_copy_reshapes_strided_and_outside():
-    X = Buffer("X", (3, 8), "float32")
-    Y = Buffer("Y", (8, 2), "float16")
-    k = kernel((X, Y), [
-        Copy(reg(X, (1, 0), (1, 8)), reg(Y, (0, 1), (8, 1))),
-        Copy(reg(X, (5, 0), (1, 8)), reg(Y, (0, 0), (8, 1))),
-    ])
-    x = rand((3, 8), "float32")
-    y = np.ones((8, 2), np.float16)
-    run(k, x, y)
-    np.testing.assert_array_equal(y[:, 1], x[1].astype(np.float16))
-    np.testing.assert_array_equal(y[:, 0], 0)
-
-
 def test_copy_forwarding_is_not_applied_when_the_source_changes():
     X, Y = Buffer("X", (8, 8), "float32"), Buffer("Y", (8, 8), "float32")
     a1, a0 = Buffer("a1", (8, 8), "float32", "L1"), Buffer("a0", (8, 8), "float32", "L0A")
