@@ -43,6 +43,9 @@ def test_a_wrong_result_is_a_mismatch():
     wrong = want[0].copy()
     wrong.flat[wrong.size // 2] += 0.05 * max(1.0, np.abs(want[0]).max())
     assert not compare(wrong, want[0], scales[0], rtol, atol)[0]
+    inf = np.array([np.inf, -np.inf, np.nan, 1.0])
+    assert compare(inf, inf, None, rtol, atol)[0]
+    assert not compare(inf[::-1].copy(), inf, None, rtol, atol)[0]
 
 
 def test_mistaken_kernel_must_be_diagnosed_at_its_line():

@@ -181,8 +181,10 @@ def compare(got, want, scale, rtol, atol) -> tuple[bool, str]:
     if scale is None:
         scale = max(1.0, float(np.max(np.abs(want))) if want.size else 1.0)
     bound = rtol * np.abs(want) + atol * scale
-    bad = ~(np.abs(got - want) <= bound)
-    bad |= np.isnan(got) != np.isnan(want)
+    with np.errstate(invalid="ignore"):
+        bad = ~(np.abs(got - want) <= bound)
+    bad &= ~(got == want)                       # equal infinities
+    bad &= ~(np.isnan(got) & np.isnan(want))    # both NaN
     if not bad.any():
         return True, ""
     idx = tuple(int(i) for i in np.argwhere(bad)[0])
