@@ -89,6 +89,19 @@ def run_and_verify(kernel, inputs, name, want, dtype, reduce_len=1, simulate=Fal
     return ok, seconds
 
 
+def gemm_main(doc, argv, shape, build, reference, simulate=False) -> int:
+    """The main of a C = A @ B example: `build(M, N, K, dtype)` gives the prim_func, checked
+    against `reference(a, b)` (and on the simulator with `simulate`, unless --no-simulate)."""
+    args = example_args(doc, argv, dtype="float16", shape=shape)
+    M, N, K = args.shape
+    a, b = make_inputs(args.seed, [(M, K), (K, N)], args.dtype)
+    kernel = tilelang_mini.compile(build(M, N, K, args.dtype), out_idx=[-1], target=args.target,
+                                   chip=args.chip)
+    ok, seconds = run_and_verify(kernel, (a, b), "C", reference(a, b), "float32", reduce_len=K,
+                                 simulate=simulate and args.simulate)
+    return report(kernel, seconds, ok, args)
+
+
 def simulate_and_verify(kernel, inputs, check) -> bool:
     """Run the pipe-level simulator (raises on a race, deadlock or flag misuse), check its
     outputs and print the cycles and the busy pipes."""

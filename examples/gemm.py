@@ -35,14 +35,9 @@ def reference(a, b):
 
 
 def main(argv=None):
-    from _common import example_args, make_inputs, report, run_and_verify
-    args = example_args(__doc__, argv, dtype="float16", shape=DEFAULT_ARGS)
-    M, N, K = args.shape
-    a, b = make_inputs(args.seed, [(M, K), (K, N)], args.dtype)
-    kernel = tilelang_mini.compile(matmul(M, N, K, dtype=args.dtype).prim_func, out_idx=[-1],
-                                   target=args.target, chip=args.chip)
-    ok, seconds = run_and_verify(kernel, (a, b), "C", reference(a, b), "float32", reduce_len=K)
-    return report(kernel, seconds, ok, args)
+    from _common import gemm_main
+    return gemm_main(__doc__, argv, DEFAULT_ARGS,
+                     lambda M, N, K, dtype: matmul(M, N, K, dtype=dtype).prim_func, reference)
 
 
 if __name__ == "__main__":
