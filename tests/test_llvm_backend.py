@@ -516,12 +516,7 @@ def test_runtime_errors_are_located():
     with pytest.raises(KernelRuntimeError) as err:
         run(k, np.zeros(4, np.float32))
     assert err.value.loc == loc and "out of bounds" in err.value.message
-    X = Buffer("X", (4, 4), "float32")
-    loc2 = Loc("k.py", 9, 5)
-    k = kernel((X,), [Fill(reg(X, (v("bx"), 0), (4, 4)), c(1.0), loc=loc2)], grid=(2,))
-    with pytest.raises(KernelRuntimeError) as err:
-        run(k, np.zeros((4, 4), np.float32))
-    assert err.value.loc == loc2
+    # a tile op's region out of bounds: test_numpy_backend, on every target
 
 
 def test_unsupported_constructs_fail_at_lower_time():

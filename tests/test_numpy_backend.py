@@ -347,12 +347,12 @@ def test_out_of_bounds_in_parallel_and_negative_load():
     assert err.value.loc == loc2
 
 
-def test_tile_op_region_out_of_bounds_is_located():
+def test_tile_op_region_out_of_bounds_is_located(target):
     X = Buffer("X", (4, 4), "float32")
     loc = Loc("k.py", 9, 5)
     k = kernel((X,), [Fill(reg(X, (v("bx"), 0), (4, 4)), c(1.0), loc=loc)], grid=(2,))
     with pytest.raises(KernelRuntimeError) as err:
-        run(k, np.zeros((4, 4), np.float32))
+        run(k, np.zeros((4, 4), np.float32), target=target)
     assert err.value.loc == loc
 
 

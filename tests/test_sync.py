@@ -31,20 +31,6 @@ def rand(shape, dtype="float32", seed=0):
 # serial loop, a map straight on global memory (scalar unit), an fp16 softmax.
 
 
-def gemm_ta_3stage(M, N, K, bm=48, bn=80, bk=32):
-    @T.prim_func
-    def main(A: T.Tensor((K, M), "float16"), B: T.Tensor((K, N), "float16"), C: T.Tensor((M, N), "float32")):
-        with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm)) as (bx, by):
-            A_s = T.alloc_shared((bk, bm), "float16")
-            B_s = T.alloc_shared((bk, bn), "float16")
-            C_f = T.alloc_fragment((bm, bn), "float32")
-            T.clear(C_f)
-            for k in T.Pipelined(T.ceildiv(K, bk), num_stages=3):
-                T.copy(A[k * bk, by * bm], A_s)
-                T.copy(B[k * bk, bx * bn], B_s)
-                T.gemm(A_s, B_s, C_f, transpose_A=True)
-            T.copy(C_f, C[by * bm, bx * bn])
-    return main
 def gemm_rowmax(M, N, K, bm=32):
     @T.prim_func
     def main(A: T.Tensor((M, K), "float16"), B: T.Tensor((K, N), "float16"), R: T.Tensor((M,), "float32")):
@@ -124,7 +110,8 @@ CASES = {
     "flash_attention": (lambda: kernels.flash_attention(1, 80, 32, num_stages=2), [-1],
                         lambda: [rand((1, 80, 32), "float16", i) for i in range(3)]),
     "softmax": (lambda: kernels.softmax(64, 96), [-1], lambda: [rand((64, 96))]),
-    "gemm_ta_3stage": (lambda: gemm_ta_3stage(100, 90, 200), [-1],
+    "gemm_ta_3stage": (lambda: kernels.gemm(100, 90, 200, block_M=48, block_N=80, block_K=32,
+                                            dtype="float16", trans_A=True, num_stages=3), [-1],
                        lambda: [rand((200, 100), "float16"), rand((200, 90), "float16", 1)]),
     "gemm_rowmax": (lambda: gemm_rowmax(70, 48, 64), [-1],
                     lambda: [rand((70, 64), "float16"), rand((64, 48), "float16", 1)]),
@@ -140,7 +127,8 @@ CASES = {
                            rand((32, 32), "float16", 2)]),
     "row_mean_bf16": (lambda: row_mean_bf16(40, 100), [-1], lambda: [rand((40, 100))]),
     "scalar_then_vector": (lambda: scalar_then_vector(64), [-1], lambda: [rand((64,))]),
-    "gemm_fp32_to_fp16": (lambda: gemm_fp32_to_fp16(50, 60, 40), [-1],
+    "gemm_fp32_to_fp16": (lambda: kernels.gemm(50, 60, 40, out_dtype="float16", num_stages=3),
+                          [-1],
                           lambda: [rand((50, 40)), rand((40, 60), "float32", 1)]),
 }
 
@@ -223,20 +211,6 @@ def scalar_then_vector(N):
             for i in T.Parallel(N):
                 x[i] = T.log(T.exp2(x[i]) + 1.0) / acc
             T.copy(x, Y)
-    return main
-def gemm_fp32_to_fp16(M, N, K, bm=32, bn=32, bk=16):
-    @T.prim_func
-    def main(A: T.Tensor((M, K), "float32"), B: T.Tensor((K, N), "float32"), C: T.Tensor((M, N), "float16")):
-        with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm)) as (bx, by):
-            A_s = T.alloc_shared((bm, bk), "float32")
-            B_s = T.alloc_shared((bk, bn), "float32")
-            C_f = T.alloc_fragment((bm, bn), "float32")
-            T.clear(C_f)
-            for k in T.Pipelined(T.ceildiv(K, bk), num_stages=3):
-                T.copy(A[by * bm, k * bk], A_s)
-                T.copy(B[k * bk, bx * bn], B_s)
-                T.gemm(A_s, B_s, C_f)
-            T.copy(C_f, C[by * bm, bx * bn])
     return main
 
 
