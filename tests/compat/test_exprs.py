@@ -75,6 +75,12 @@ def if_in_parallel(x, y, bx):
             y[i, j] = T.Cast(T.float32, T.floordiv(j, 4) + T.floormod(bx * BM + i, 3))
 
 
+def logical_helpers(x, y, bx):
+    for i, j in T.Parallel(BM, N):
+        y[i, j] = T.if_then_else(T.And(x[i, j] > -0.5, T.Not(x[i, j] > 0.5)), 1.0,
+                                 T.if_then_else(T.Or(j == 0, j == 1), 2.0, 3.0))
+
+
 def casts_and_ctors(x, y, bx):
     for i, j in T.Parallel(BM, N):
         y[i, j] = T.float32(T.Cast(T.float16, x[i, j])) + T.float32(1.0) + T.min(x[i, j], 0.0)
@@ -87,6 +93,8 @@ REFS = {
     select_forms: lambda x, r: np.where(x > 0, x, 0.1 * x) + np.where(r % 2 == 0, 1.0, 2.0) * x * x,
     causal: lambda x, r: np.where(r >= np.arange(N)[None, :], x, -1e4),
     if_in_parallel: lambda x, r: np.where(x > 0.25, 2 * x, np.arange(N)[None, :] // 4 + r % 3),
+    logical_helpers: lambda x, r: np.where((x > -0.5) & ~(x > 0.5), 1.0,
+                                           np.where(np.arange(N)[None, :] < 2, 2.0, 3.0)),
     casts_and_ctors: lambda x, r: x.astype(np.float16).astype(np.float64) + 1 + np.minimum(x, 0),
 }
 

@@ -108,6 +108,16 @@ class Dialect:
         if name in ("if_then_else", "Select"):
             c, a, b = self.values(n, 3, name)
             return select(c, a, b)
+        if name in ("And", "Or"):  # tilelang-ascend's logical helpers
+            if len(n.args) < 2 or n.keywords:
+                raise self.error(n, f"T.{name}(a, b, ...) takes two or more conditions")
+            out = self.value_arg(n.args[0])
+            for a in n.args[1:]:
+                out = binop(name.lower(), out, self.value_arg(a))
+            return out
+        if name == "Not":
+            (v,) = self.values(n, 1, name)
+            return (not v) if not is_ir(v) else _call("not", v)
         if name == "Cast":
             if len(n.args) != 2:
                 raise self.error(n, "T.Cast(dtype, value) takes a dtype and a value")
