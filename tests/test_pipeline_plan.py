@@ -89,3 +89,52 @@ def test_the_plan_check_rejects_live_buffers_on_shared_bytes():
         check_plan(broken)
     text = str(err.value)
     assert "internal" in text and "'Q_shared'" in text and "'K_shared'" in text, text
+
+
+def mla_page(S=128, D=576, DV=512, bm=64, bn=64, stages=2):
+    """An MLA-shaped step: S = Q @ K^T over a 576-wide page, P = S * c, O += P @ V (V: the
+    first 512 columns of the page). Both gemms' L0A/L0B tiles live through the loop together."""
+    @T.prim_func
+    def main(Q: T.Tensor((bm, D), "bfloat16"), KV: T.Tensor((S, D), "bfloat16"),
+             O: T.Tensor((bm, DV), "float32")):
+        with T.Kernel(1) as bx:
+            Q_s = T.alloc_shared((bm, D), "bfloat16")
+            K_s = T.alloc_shared((bn, D), "bfloat16")
+            V_s = T.alloc_shared((bn, DV), "bfloat16")
+            acc_s = T.alloc_fragment((bm, bn), "float32")
+            P = T.alloc_fragment((bm, bn), "bfloat16")
+            acc_o = T.alloc_fragment((bm, DV), "float32")
+            T.copy(Q, Q_s)
+            T.clear(acc_o)
+            for k in T.Pipelined(S // bn, num_stages=stages):
+                T.copy(KV[k * bn, 0], K_s)
+                T.copy(KV[k * bn, 0], V_s)
+                T.gemm(Q_s, K_s, acc_s, transpose_B=True, clear_accum=True)
+                for i, j in T.Parallel(bm, bn):
+                    P[i, j] = acc_s[i, j] * 0.01
+                T.gemm(P, V_s, acc_o)
+            T.copy(acc_o, O)
+    return main
+
+
+@pytest.mark.parametrize("stages", [1, 2])
+def test_the_gemms_of_a_loop_share_l0_an_mla_page_fits(target, stages):
+    import ml_dtypes
+    q = RNG.standard_normal((64, 576)).astype(ml_dtypes.bfloat16)
+    kv = RNG.standard_normal((128, 576)).astype(ml_dtypes.bfloat16)
+    qf, kvf = q.astype(np.float64), kv.astype(np.float64)
+    ref = np.zeros((64, 512))
+    for k in range(2):
+        s = (qf @ kvf[k * 64:(k + 1) * 64].T).astype(np.float32)
+        p = (s * np.float32(0.01)).astype(ml_dtypes.bfloat16).astype(np.float64)
+        ref += p @ kvf[k * 64:(k + 1) * 64, :512]
+    prim = mla_page(stages=stages)
+    out = tilelang_mini.compile(prim, out_idx=[-1], target=target, chip="ascend950")(q, kv)
+    np.testing.assert_allclose(out, ref, rtol=2e-2, atol=2e-2 * np.abs(ref).max())
+    simulated, _ = tilelang_mini.compile(prim, out_idx=[-1], chip="ascend950").simulate(q, kv)
+    np.testing.assert_allclose(simulated, ref, rtol=2e-2, atol=2e-2 * np.abs(ref).max())
+    # ascend910b's L0C (128 KiB) cannot hold the 64x512 fp32 accumulator and S: located error
+    with pytest.raises(CompileError) as err:
+        tilelang_mini.compile(prim, out_idx=[-1], chip="ascend910b")
+    assert "L0C overflow" in str(err.value) and "acc_o" in str(err.value)
+

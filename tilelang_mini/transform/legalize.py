@@ -21,7 +21,9 @@ from ..arch import Chip
 from ..errors import CompileError
 from ..ir import dtypes
 from ..ir.analysis import GM_SCOPES
-from ..ir.nodes import Alloc, BinOp, Buffer, Const, Copy, For, Gemm, Kernel, Region, Var
+from ..ir.nodes import (
+    Alloc, BinOp, Buffer, Const, Copy, For, Gemm, Kernel, Region, Var, body_fields, walk_statements,
+)
 from ..ir.pipes import copy_pipe
 from .util import all_allocs, map_bodies, strip_allocs
 
@@ -33,7 +35,9 @@ CASTING_PIPES = ("V", "FIX")  # the pipes that can convert dtypes on the way
 def legalize(kernel: Kernel, chip: Chip) -> Kernel:
     state = _Legalizer(chip, {a.buffer.name for a in all_allocs(kernel.body)} |
                        {p.name for p in kernel.params})
-    body = state.block(strip_allocs(kernel.body))
+    stripped = strip_allocs(kernel.body)
+    state.plan_chunks(stripped)
+    body = state.block(stripped)
     allocs = [replace(a, offset=a.offset) for a in all_allocs(kernel.body)]
     return replace(kernel, body=tuple(allocs + state.new_allocs + body))
 
@@ -44,6 +48,7 @@ class _Legalizer:
         self.names = names
         self.new_allocs: list[Alloc] = []
         self.l0: dict = {}
+        self.kc_of: dict = {}  # id(gemm) -> K chunk shared out among the gemms of its loop
 
     def fresh(self, base: str, shape, dtype: str, scope: str, loc) -> Buffer:
         name, n = base, 0
@@ -167,9 +172,52 @@ class _Legalizer:
         self.names.add(name)
         return name
 
+    def plan_chunks(self, body) -> None:
+        """K chunks for the gemms of each outermost loop together: their L0A tiles (and their
+        L0B tiles) are all live for the whole loop, so together they must fit twice (the
+        pipeline pass double-buffers them). The largest tile is narrowed first, 16 at a time;
+        a gemm outside loops, or a loop whose gemms cannot share, keeps its own chunk."""
+        for s in body:
+            if isinstance(s, For) and s.kind != "parallel":
+                self.share_l0([g for g in walk_statements(s.body) if _l1_gemm(g)])
+            elif isinstance(s, For) or not body_fields(s):
+                continue
+            else:
+                for f in body_fields(s):
+                    self.plan_chunks(getattr(s, f))
+
+    def share_l0(self, gemms) -> None:
+        tiles: dict = {}  # one L0 pair per operand pair and shape (as gemm() allocates them)
+        for g in gemms:
+            a_ext, b_ext = _two_d(g.a), _two_d(g.b)
+            m, k = (a_ext[1], a_ext[0]) if g.transpose_a else a_ext
+            n = b_ext[0] if g.transpose_b else b_ext[1]
+            key = (g.a.buffer.name, g.b.buffer.name, m, n, k)
+            tiles.setdefault(key, [m, n, k, dtypes.itemsize(g.a.buffer.dtype), k, []])[5].append(g)
+        if len(tiles) < 2:
+            return
+        cap_a, cap_b = self.chip.capacity_of("L0A") // 2, self.chip.capacity_of("L0B") // 2
+        entries = list(tiles.values())
+        while True:
+            over_a = sum(m * kc * z for m, _, _, z, kc, _ in entries) > cap_a
+            over_b = sum(n * kc * z for _, n, _, z, kc, _ in entries) > cap_b
+            if not (over_a or over_b):
+                break
+            narrow = [e for e in entries if e[4] > ALIGN_K]
+            if not narrow:
+                return  # cannot share: each keeps its own chunk (plan_memory reports overflow)
+            dim = 0 if over_a else 1  # the largest tile of the scope that does not fit
+            e = max(narrow, key=lambda e: e[dim] * e[4] * e[3])
+            e[4] = max(ALIGN_K, (e[4] - 1) // ALIGN_K * ALIGN_K)
+        for m, n, k, z, kc, gs in entries:
+            for g in gs:
+                self.kc_of[id(g)] = kc
+
     def k_chunk(self, m: int, n: int, k: int, dtype: str, s) -> int:
         """The largest K chunk (multiple of 16, or all of K) whose L0A and L0B tiles fit twice
-        (so the pipeline pass can double-buffer them)."""
+        (so the pipeline pass can double-buffer them), or the chunk plan_chunks gave it."""
+        if id(s) in self.kc_of:
+            return self.kc_of[id(s)]
         size = dtypes.itemsize(dtype)
         cap_a, cap_b = self.chip.capacity_of("L0A") // 2, self.chip.capacity_of("L0B") // 2
         if m * k * size <= cap_a and n * k * size <= cap_b:
@@ -180,6 +228,10 @@ class _Legalizer:
                                f"({self.chip.capacity_of('L0A') // 1024} KiB each): even a K chunk "
                                f"of {ALIGN_K} does not fit twice; use smaller block_M/block_N", s.loc)
         return kc
+
+
+def _l1_gemm(s) -> bool:
+    return isinstance(s, Gemm) and (s.a.buffer.scope, s.b.buffer.scope) == ("L1", "L1")
 
 
 def _two_d(r: Region):
