@@ -138,3 +138,19 @@ def test_the_gemms_of_a_loop_share_l0_an_mla_page_fits(target, stages):
         tilelang_mini.compile(prim, out_idx=[-1], chip="ascend910b")
     assert "L0C overflow" in str(err.value) and "acc_o" in str(err.value)
 
+
+def test_ir_text_declaring_a_buffer_twice_is_a_located_error():
+    """Not plan_memory's internal self-check: `check` names the second declaration."""
+    @T.prim_func
+    def k(X: T.Tensor((16,), "float32"), Y: T.Tensor((16,), "float32")):
+        with T.Kernel(1) as bx:
+            x = T.alloc_fragment((16,), "float32")
+            T.copy(X, x)
+            T.copy(x, Y)
+    lines = str(k.ir if hasattr(k, "ir") else k).splitlines()
+    i = next(n for n, line in enumerate(lines) if "alloc_fragment" in line)
+    lines.insert(i + 1, lines[i])
+    with pytest.raises(CompileError) as err:
+        tilelang_mini.compile_ir("\n".join(lines), out_idx=[-1])
+    text = str(err.value)
+    assert "'x' is declared twice" in text and "internal" not in text, text

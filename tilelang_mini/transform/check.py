@@ -41,6 +41,7 @@ def check(kernel: Kernel, chip: Chip | str | None = None) -> Kernel:
         if any(type(n) is not int or n <= 0 for n in p.shape):
             errors.append(CompileError(f"parameter '{p.name}' has shape {p.shape}; expected "
                                        f"positive ints", kernel.loc))
+    declared: dict = {p.name: kernel.loc for p in kernel.params}
     for stmt in walk_statements(kernel.body):
         depth = expr_depth(stmt)
         if depth > MAX_EXPR_DEPTH:
@@ -48,6 +49,12 @@ def check(kernel: Kernel, chip: Chip | str | None = None) -> Kernel:
                 f"an expression nested {depth} levels deep; the compiler takes at most "
                 f"{MAX_EXPR_DEPTH} (split it with intermediate tiles or variables)", stmt.loc))
             continue
+        if isinstance(stmt, Alloc):  # edited IR text may declare a name twice
+            name = stmt.buffer.name
+            if name in declared:
+                errors.append(CompileError(f"'{name}' is declared twice (first at {declared[name]});"
+                                           f" give each buffer its own name", stmt.loc))
+            declared.setdefault(name, stmt.loc)
         for node in walk_own(stmt):
             for message in _problems(node):
                 errors.append(CompileError(message, stmt.loc))

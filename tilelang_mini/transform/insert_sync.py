@@ -29,10 +29,12 @@ from dataclasses import dataclass, field, replace
 from ..arch import Chip
 from ..errors import CompileError
 from ..ir.happens_before import (
-    HappensBefore, Instr, Occ, accesses as _accesses, build_tree as _tree, join,
+    HappensBefore, Instr, Occ, accesses as _accesses, build_tree as _tree, conflict, exclusive,
+    join,
 )
 from ..ir.nodes import (
-    Alloc, Const, For, Kernel, PipeBarrier, SetCrossFlag, SetFlag, WaitCrossFlag, WaitFlag,
+    Alloc, Const, For, Kernel, PipeBarrier, SetCrossFlag, SetFlag, Var, WaitCrossFlag, WaitFlag,
+    walk,
 )
 from .util import group_scopes
 
@@ -52,6 +54,11 @@ class Channel:
     event: int = -1
     sets: list | None = None   # (trace position, vector clock of the src pipe) per dynamic set
     waits: list | None = None  # trace position of the first instruction after each dynamic wait
+    wait_after: bool = False  # the wait follows the set at once (a producer inside an if branch)
+
+    @property
+    def wait_key(self):
+        return ("after", id(self.set_at)) if self.wait_after else id(self.wait_at)
 
 
 def insert_sync(kernel: Kernel, chip: Chip) -> Kernel:
@@ -88,6 +95,7 @@ class _Analysis(HappensBefore):
     def reset(self):
         super().reset()
         self.exit_vc: dict = {}    # id(block) -> {pipe: vc at its latest exit}
+        self.branch_exit: dict = {}  # ancestors of an if branch -> known clocks at its end
 
     def run(self, tree):
         self.walk(tree, ())
@@ -96,10 +104,10 @@ class _Analysis(HappensBefore):
         for ch in reversed(list(self.channels)):
             at = self.channels.index(ch)
             self.channels.remove(ch)
-            self.by_wait[id(ch.wait_at)].remove(ch)
+            self.by_wait[ch.wait_key].remove(ch)
             if not self.replay(tree):
                 self.channels.insert(at, ch)
-                self.by_wait[id(ch.wait_at)].append(ch)
+                self.by_wait[ch.wait_key].append(ch)
         # The final replay records when each flag is set and waited for (for the event ids).
         if not self.replay(tree):
             raise AssertionError("insert_sync: the channels no longer cover the dependencies")
@@ -153,9 +161,27 @@ class _Analysis(HappensBefore):
                 trips = min(ext.value, 2) if isinstance(ext, Const) else 2
                 for t in range(trips):
                     self.walk(it.bodies[0], ancestors + ((it, t),))
-            else:
+            elif not _uniform((it, ("branch", 0))):
+                # split_cores' `if vid == 0`: every such if takes the same branch on a core, and
+                # what follows either runs under the same condition or is sync of its own
                 for branch, body in enumerate(it.bodies):
                     self.walk(body, ancestors + ((it, ("branch", branch)),))
+            else:
+                # Only one branch runs: what is known after the if is what both branches
+                # establish (an empty else establishes nothing beyond the state before).
+                start = (_copy_clocks(self.known), _copy_clocks(self.cur))
+                ends, spans, first = [], [], self.count
+                for branch, body in enumerate(it.bodies):
+                    self.known, self.cur = _copy_clocks(start[0]), _copy_clocks(start[1])
+                    begin = self.count
+                    key = ancestors + ((it, ("branch", branch)),)
+                    self.walk(body, key)
+                    self.branch_exit[key] = self.known
+                    ends.append((self.known, self.cur))
+                    spans.append((begin, self.count))
+                ran = self.ran_per_branch(first, spans, ancestors)
+                self.known = _meet([k for k, _ in ends], ran, self.count - 1)
+                self.cur = _meet([c for _, c in ends], ran, self.count - 1)
             self.exit_vc[id(it)] = {p: dict(v) for p, v in self.cur.items()}
             for ch in self._placed_at(it):
                 if ch.set_at is it:
@@ -164,6 +190,7 @@ class _Analysis(HappensBefore):
                 if ch.primed is it:  # the drain after the loop: its consumer knows the last set
                     self.apply(ch, self.known.setdefault(ch.dst, {}))
                     self.record_wait(ch, self.count)
+            self.waits_after(it, self.count)
 
     def visit(self, occ: Occ):
         item = occ.item
@@ -176,20 +203,80 @@ class _Analysis(HappensBefore):
         acc = self.accesses.get(id(item))
         if acc is None:  # fixed for the whole pass: computed once per instruction
             acc = self.accesses[id(item)] = _accesses(item, self.offsets)
-        needed = self.unordered(occ, acc, known)
+        needed = []  # every unordered conflicting producer: one in a branch covers no other
+        for prev, pacc, _ in self.history:
+            p = (prev.item.core, prev.item.pipe)
+            if p == q and item.pipe != "V":
+                continue
+            if p[1] == "S" and p[0] == q[0]:  # the scalar unit finishes it before dispatching on
+                continue
+            if self.covered(prev, occ, q, known) or exclusive(prev, occ):
+                continue
+            if any(conflict(x, y) for x in pacc for y in acc):
+                needed.append(prev)
         # Latest producers first: the order one of them establishes may cover the others.
-        for p, (index, prev) in sorted(needed.items(), key=lambda x: -x[1][0]):
-            if known.get(p, -1) >= index:
+        for prev in sorted(needed, key=lambda o: -o.index):
+            if self.covered(prev, occ, q, known):
                 continue
             if self.frozen:
                 raise _Uncovered
+            p = (prev.item.core, prev.item.pipe)
             ch = self.channel(prev, occ, p, q)
-            self.apply(ch, known, snapshot=self.snapshot(prev, occ, ch))
+            snap = self.snapshot(prev, occ, ch)
+            if ch.wait_after:  # known only where the producer's branch ran
+                for st in self.exits_of(prev, occ):
+                    self.apply(ch, st.setdefault(q, {}), snapshot=snap)
+            else:
+                self.apply(ch, known, snapshot=snap)
         vc = self.record(occ, acc, known)
         for ch in self._placed_at(item):
             if ch.set_at is item:
                 ch.last_set = dict(vc)
                 self.record_set(ch, vc)
+        self.waits_after(item, occ.index + 1)
+
+    def exits_of(self, prev: Occ, occ: Occ) -> list:
+        """The known clocks at the exits of the if branches that hold `prev` but not `occ`:
+        true on every path on which `prev` ran."""
+        out = []
+        for j, (_, tag) in enumerate(prev.ancestors):
+            if isinstance(tag, tuple) and (j >= len(occ.ancestors)
+                                           or occ.ancestors[j] != prev.ancestors[j]):
+                st = self.branch_exit.get(prev.ancestors[:j + 1])
+                if st is not None:
+                    out.append(st)
+        return out
+
+    def covered(self, prev: Occ, occ: Occ, q, known: dict) -> bool:
+        """Is `prev` known to happen before `occ` (on pipe q) on every path where it ran?"""
+        p = (prev.item.core, prev.item.pipe)
+        if known.get(p, -1) >= prev.index:
+            return True
+        return any(st.get(q, {}).get(p, -1) >= prev.index for st in self.exits_of(prev, occ))
+
+    def waits_after(self, item, position: int):
+        """The waits placed right after the set they pair with (producers inside a branch)."""
+        for ch in self.by_wait.get(("after", id(item)), []):
+            self.apply(ch, self.known.setdefault(ch.dst, {}))
+            self.record_wait(ch, position)
+
+    def ran_per_branch(self, first: int, spans, ancestors) -> list:
+        """Per branch of an if: pipe -> indices of the instructions that run when that branch
+        is taken (those before the if on the path to it, and the branch's own)."""
+        before, inside = {}, [{} for _ in spans]
+        here = Occ(-1, None, ancestors)
+        for occ, _, _ in self.history:
+            p = (occ.item.core, occ.item.pipe)
+            if occ.index < first:
+                if exclusive(occ, here):  # in another branch of an enclosing if
+                    continue
+                before.setdefault(p, []).append(occ.index)
+                continue
+            for b, (lo, hi) in enumerate(spans):
+                if lo <= occ.index < hi:
+                    inside[b].setdefault(p, []).append(occ.index)
+        return [{p: before.get(p, []) + ins.get(p, []) for p in set(before) | set(ins)}
+                for ins in inside]
 
     def _placed_at(self, item) -> list:
         """The channels set or primed at `item`, in channel order."""
@@ -212,15 +299,21 @@ class _Analysis(HappensBefore):
             join(known, vc)
 
     def channel(self, prev: Occ, occ: Occ, p, q) -> Channel:
+        after = False
         if p == q:  # two vector instructions: a barrier right before the later one
             kind, set_at, wait_at, primed = "barrier", None, occ.item, None
         else:
             kind = "flag" if p[0] == q[0] else "cross"
-            set_at, wait_at, primed = _placement(prev, occ)
-            if self.coalesce:
+            set_at, wait_at, primed, after = _placement(prev, occ)
+            if self.coalesce and not after:
                 set_at = _last_producer(set_at, wait_at, prev.item)
         for ch in self.channels:
-            if (ch.kind, ch.src, ch.dst, ch.wait_at, ch.primed) != (kind, p, q, wait_at, primed):
+            if (ch.kind, ch.src, ch.dst, ch.wait_at, ch.primed, ch.wait_after) != (
+                    kind, p, q, wait_at, primed, after):
+                continue
+            if after:
+                if ch.set_at is set_at:
+                    return ch
                 continue
             if ch.set_at is set_at:
                 return ch
@@ -229,10 +322,37 @@ class _Analysis(HappensBefore):
                 if _position(set_at) > _position(ch.set_at):
                     ch.set_at = set_at
                 return ch
-        ch = Channel(kind, p, q, set_at, wait_at, primed, loc=prev.item.stmt.loc)
+        ch = Channel(kind, p, q, set_at, wait_at, primed, loc=prev.item.stmt.loc, wait_after=after)
         self.channels.append(ch)
-        self.by_wait.setdefault(id(wait_at), []).append(ch)
+        self.by_wait.setdefault(ch.wait_key, []).append(ch)
         return ch
+
+
+def _copy_clocks(clocks: dict) -> dict:
+    return {p: dict(v) for p, v in clocks.items()}
+
+
+def _meet(states: list, ran: list, last: int) -> dict:
+    """Per pipe, the vector clock known whichever branch of an if ran. A component k known on a
+    path covers every instruction of its pipe that ran on that path up to the next one after k
+    (the other branch's instructions did not run there); the meet is the minimum over paths of
+    that reach, so a set after the if covers the producers of the branch that ran."""
+    out = {}
+    for p in set().union(*states):
+        keys = set().union(*(st.get(p, {}) for st in states))
+        clock = {}
+        for k in keys:
+            reach = []
+            for st, done in zip(states, ran):
+                v = st.get(p, {}).get(k, -1)
+                later = [i for i in done.get(k, ()) if i > v]
+                reach.append(min(later) - 1 if later else last)
+            m = min(reach)
+            if m >= 0:
+                clock[k] = m
+        if clock:
+            out[p] = clock
+    return out
 
 
 def _position(item) -> int:
@@ -253,8 +373,22 @@ def _last_producer(set_at, wait_at, producer: Instr):
     return set_at
 
 
+def _uniform(ancestor) -> bool:
+    """A branch of an if that every core decides alike: not one on the vector core index (split
+    _cores' `if vid == 0`, which only AIV 0 takes; sync around it stays outside it)."""
+    block, tag = ancestor
+    return isinstance(tag, tuple) and not any(
+        isinstance(n, Var) and n.name == "vid" for n in walk(block.stmt.cond))
+
+
 def _placement(a: Occ, b: Occ):
-    """Where the set (after) and the wait (before) go, and the loop to prime, if any."""
+    """Where the set (after) and the wait (before) go, the loop to prime, if any, and whether
+    the wait follows the set at once. Flags must balance on every path through an if: a
+    producer and consumer in one branch of an if in a loop body get the set and the wait in
+    that branch; a producer inside a branch that does not hold the consumer gets both in the
+    branch, the wait right after the set (a set after the if would also run when the branch
+    did not, its pipe then free to set the flag again before the last set was waited for; the
+    consumer's in-order pipe carries the order on to the consumer)."""
     d = 0
     while (d < len(a.ancestors) and d < len(b.ancestors)
            and a.ancestors[d] == b.ancestors[d]):
@@ -264,16 +398,22 @@ def _placement(a: Occ, b: Occ):
             and a.ancestors[d][0] is b.ancestors[d][0]):  # same loop, earlier iteration
         primed = a.ancestors[d][0]
         d += 1
+        while (d < len(a.ancestors) and d < len(b.ancestors) and a.ancestors[d] == b.ancestors[d]
+               and _uniform(a.ancestors[d])):
+            d += 1
+    if d < len(a.ancestors) and _uniform(a.ancestors[d]):
+        set_at = a.ancestors[d + 1][0] if d + 1 < len(a.ancestors) else a.item
+        return set_at, set_at, None, True
     set_at = a.ancestors[d][0] if d < len(a.ancestors) else a.item
     wait_at = b.ancestors[d][0] if d < len(b.ancestors) else b.item
-    return set_at, wait_at, primed
+    return set_at, wait_at, primed, False
 
 
 # ------------------------------------------------------------------------------ event ids
 
 
 def _assign_events(channels, chip: Chip, kernel):
-    """Event ids per pipe pair (cross-core flag ids per block). Two channels share an id only if,
+    """Event ids per pipe pair, cross-core flag ids per block. Two channels share an id only if,
     in the recorded run, their sets and waits alternate, each wait pairs with the set of its own
     channel, and every wait happens before the next set of that id: a pipe that runs ahead
     could otherwise set a flag that is still set."""
@@ -287,9 +427,12 @@ def _assign_events(channels, chip: Chip, kernel):
         limit = chip.event_ids if key != "cross" else chip.cross_flags
         ids: list[list[Channel]] = []
         for ch in chans:
-            shared = key != "cross" and next(
-                (i for i, members in enumerate(ids) if _can_share(members + [ch])), None)
-            if shared is None or shared is False:
+            # A cross-core id is shared only between channels of one direction (C -> V or
+            # V -> C) whose uses never overlap, like a local event id.
+            shared = next((i for i, members in enumerate(ids)
+                           if all(m.src[0] == ch.src[0] for m in members)
+                           and _can_share(members + [ch])), None)
+            if shared is None:
                 if len(ids) >= limit:
                     what = ("cross-core flags" if key == "cross"
                             else f"event ids for {key[1]} -> {key[2]}")
@@ -307,7 +450,6 @@ def _can_share(members) -> bool:
     if any(ch.sets is None or ch.waits is None or len(ch.sets) != len(ch.waits)
            for ch in members):
         return False
-    dst = members[0].dst
     sets = sorted((pos, n, vc) for n, ch in enumerate(members) for pos, vc in ch.sets)
     waits = sorted((pos, n) for n, ch in enumerate(members) for pos in ch.waits)
     for k, ((s_pos, s_ch, _), (w_pos, w_ch)) in enumerate(zip(sets, waits)):
@@ -315,7 +457,7 @@ def _can_share(members) -> bool:
             return False
         if k + 1 < len(sets):
             next_vc = sets[k + 1][2]
-            if next_vc.get(dst, -1) < w_pos:  # the wait is not known to precede the next set
+            if next_vc.get(members[w_ch].dst, -1) < w_pos:  # the wait may follow the next set
                 return False
     return True
 
@@ -336,7 +478,10 @@ def _render(tree, channels) -> list:
             set_ = SetCrossFlag(ch.src[1], ch.event, loc)
             wait = WaitCrossFlag(ch.dst[1], ch.event, loc)
         ch.set_at.after.append((ch.src[0], set_))
-        ch.wait_at.before.append((ch.dst[0], wait))
+        if ch.wait_after:
+            ch.set_at.after.append((ch.dst[0], wait))
+        else:
+            ch.wait_at.before.append((ch.dst[0], wait))
         if ch.primed is not None:
             ch.primed.before.append((ch.src[0], set_))
             ch.primed.after.append((ch.dst[0], wait))

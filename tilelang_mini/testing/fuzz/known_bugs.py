@@ -25,12 +25,6 @@ class KnownBug:
 
 
 KNOWN_BUGS: tuple[KnownBug, ...] = (
-    KnownBug("sparse-gemm-sync", "the i8 issue: unbalanced flags around a data-dependent if",
-             features=("data_dependent_if",), steps=("sim-910b", "sim-950"), outcomes=("race",),
-             detail="SyncError"),
-    KnownBug("else-barrier", "transform.md#insert_sync-no-pipe_barrierv-in-the-else-branch",
-             features=("if_block_index",), steps=("sim-910b", "sim-950"), outcomes=("race",),
-             detail="RaceError"),
     KnownBug("lowered-check-sync", "transform.md#compiler-lowered-ir-fails-the-new-check_sync",
              steps=("roundtrip",), outcomes=("rejected",), detail=r"race on .*no flag or barrier"),
     KnownBug("sim-nan-region", "sim.md#simulator-internal-error-on-a-nan-region-start",
@@ -39,9 +33,6 @@ KNOWN_BUGS: tuple[KnownBug, ...] = (
     KnownBug("ir-check-gaps", "frontend.md#ir-text-that-check-lets-through",
              families=("mutation",), outcomes=("internal",),
              detail=r"IR invalid after '\w+'"),
-    KnownBug("ir-duplicate-alloc", "transform.md#ir-text-with-a-buffer-declared-twice",
-             families=("mutation",), outcomes=("internal",),
-             detail=r"plan_memory placed '(\w+)' .* and '\1' .*on shared bytes"),
 )
 
 
