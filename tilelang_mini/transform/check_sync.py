@@ -65,9 +65,11 @@ def check_sync(kernel: Kernel, chip: Chip) -> Kernel:
     offsets = {a.buffer.name: a.offset for a in allocs if a.offset is not None}
     tree = build_tree([s for s in kernel.body if not isinstance(s, Alloc)])
     ifs = [it for it in _blocks(tree) if isinstance(it.stmt, If) and _has_sync(it)]
-    for n in range(min(2 ** len(ifs), MAX_SCENARIOS)):
-        choice = {id(it.stmt): bool(n >> k & 1) for k, it in enumerate(ifs)}
-        _Verifier(kernel, offsets, chip, choice).run(tree)
+    # blocks 0 and 1: an if on the block index (`cid % 2 == 0`) takes each branch in one of them
+    for block in range(min(2, kernel.grid[0])):
+        for n in range(min(2 ** len(ifs), MAX_SCENARIOS)):
+            choice = {id(it.stmt): bool(n >> k & 1) for k, it in enumerate(ifs)}
+            _Verifier(kernel, offsets, chip, choice, block).run(tree)
     return kernel
 
 
@@ -186,11 +188,12 @@ class _Budget(Exception):
 class _Verifier(HappensBefore):
     precise = True  # a race on buffers sharing bytes only where the accesses share bytes
 
-    def __init__(self, kernel, offsets, chip, choice):
+    def __init__(self, kernel, offsets, chip, choice, block=0):
         from ..semantics.ops import Env, Fault, compile_expr
         self.kernel, self.offsets, self.chip, self.choice = kernel, offsets, chip, choice
         self.Env, self.Fault, self.compile_expr = Env, Fault, compile_expr
         self.cid, self.vid = kernel.grid_vars
+        self.block = block
         self.reset()
 
     # ---- phase 1: each core's dynamic program (occurrences with their loop variables)
@@ -226,7 +229,7 @@ class _Verifier(HappensBefore):
                 else:
                     walk(it.bodies[0 if c else 1], ancestors + ((it, ("branch", 0)),), env)
 
-        walk(tree, (), {self.cid: 0, self.vid: 0})
+        walk(tree, (), {self.cid: self.block, self.vid: 0})
         return out
 
     def value(self, e, env):
