@@ -381,14 +381,31 @@ def _uniform(ancestor) -> bool:
         isinstance(n, Var) and n.name == "vid" for n in walk(block.stmt.cond))
 
 
+def _other_branch_uses(ancestor, a: Occ, b: Occ) -> bool:
+    """Does a branch of the if other than `ancestor`'s run anything on a's or b's pipe? Then a
+    wait in b's branch could pair with a set the other path never made."""
+    block, (_, taken) = ancestor
+    pipes = {(a.item.core, a.item.pipe), (b.item.core, b.item.pipe)}
+
+    def uses(items):
+        for it in items:
+            if isinstance(it, Instr) and (it.core, it.pipe) in pipes:
+                return True
+            if not isinstance(it, Instr) and hasattr(it, "bodies") and any(
+                    uses(body) for body in it.bodies):
+                return True
+        return False
+    return any(uses(body) for n, body in enumerate(block.bodies) if n != taken)
+
+
 def _placement(a: Occ, b: Occ):
     """Where the set (after) and the wait (before) go, the loop to prime, if any, and whether
     the wait follows the set at once. Flags must balance on every path through an if: a
-    producer and consumer in one branch of an if in a loop body get the set and the wait in
-    that branch; a producer inside a branch that does not hold the consumer gets both in the
-    branch, the wait right after the set (a set after the if would also run when the branch
-    did not, its pipe then free to set the flag again before the last set was waited for; the
-    consumer's in-order pipe carries the order on to the consumer)."""
+    producer inside a branch that does not hold the consumer (in this iteration) gets both in
+    the branch, the wait right after the set (a set after the if would also run when the
+    branch did not, its pipe then free to set the flag again before the last set was waited
+    for; a wait in the consumer's branch of a later iteration could consume the prime instead
+    of a set of a branch that did not run). The consumer's in-order pipe carries the order on."""
     d = 0
     while (d < len(a.ancestors) and d < len(b.ancestors)
            and a.ancestors[d] == b.ancestors[d]):
@@ -398,8 +415,10 @@ def _placement(a: Occ, b: Occ):
             and a.ancestors[d][0] is b.ancestors[d][0]):  # same loop, earlier iteration
         primed = a.ancestors[d][0]
         d += 1
+        # Both in one branch of an if in the loop body, whose other branch runs nothing on
+        # either pipe: set and wait stay in that branch (primed before the loop, drained after).
         while (d < len(a.ancestors) and d < len(b.ancestors) and a.ancestors[d] == b.ancestors[d]
-               and _uniform(a.ancestors[d])):
+               and _uniform(a.ancestors[d]) and not _other_branch_uses(a.ancestors[d], a, b)):
             d += 1
     if d < len(a.ancestors) and _uniform(a.ancestors[d]):
         set_at = a.ancestors[d + 1][0] if d + 1 < len(a.ancestors) else a.item
