@@ -126,7 +126,7 @@ class _Worker:
 def _env(root: str):
     """The workers' environment; their kernel files and compile cache live under `root`."""
     env = dict(os.environ)
-    env["TLM_FUZZ_TMP"] = root
+    env["TMPDIR"] = root  # the worker's tempfile.mkdtemp lands here
     env.setdefault("TILELANG_MINI_VERIFY", "1")
     env["PYTHONFAULTHANDLER"] = "1"
     if "TILELANG_MINI_CACHE_DIR" not in env:

@@ -271,7 +271,7 @@ def main() -> int:
     _limit_memory()
     proto = _Protocol()
     os.environ.setdefault("TILELANG_MINI_VERIFY", "1")
-    tmpdir = tempfile.mkdtemp(prefix="worker-", dir=os.environ.get("TLM_FUZZ_TMP"))
+    tmpdir = tempfile.mkdtemp(prefix="worker-")  # under the runner's root (TMPDIR)
     sys.setrecursionlimit(max(sys.getrecursionlimit(), 1000))
     for line in sys.stdin:
         msg = json.loads(line)
