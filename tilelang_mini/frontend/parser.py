@@ -8,32 +8,27 @@ from __future__ import annotations
 
 import ast
 import builtins
-import difflib
 import inspect
 import textwrap
 
 from .. import language as T_module
 from ..errors import CompileError
 from ..ir import dtypes
-from ..ir.nodes import Alloc, Buffer, Call, Cast, For, If, Kernel, Load, Loc, Scope, Store, Var
+from ..ir.nodes import Alloc, Buffer, For, If, Kernel, Load, Loc, Scope, Store, Var
 from ..language.symbols import SymExpr
-from .common import LanguageNamespace, Marker, is_docstring, show
-from .dialect import Dialect, power, select
+from .common import Marker, is_docstring, show
+from .dialect import Dialect
 from .eager import Eager, SymbolicPrimFunc
-from .exprs import as_expr, binop, bit_not, const, is_ir
+from .expr_visit import _BINOPS, ExprVisitor
+from .exprs import as_expr, binop, const, is_ir
 from .tile_ops import TileOps
 from .tile_ascend import TileAscend
 
-_BINOPS = {ast.BitAnd: "&", ast.BitOr: "|", ast.BitXor: "^", ast.LShift: "<<", ast.RShift: ">>",
-           ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//",
-           ast.Mod: "%", ast.Pow: "**"}
-_CMPOPS = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==", ast.NotEq: "!="}
 _ALLOC_SCOPES = {"alloc_shared": "shared", "alloc_fragment": "fragment", "alloc_var": "var",
                  "alloc_L1": "L1", "alloc_L0A": "L0A", "alloc_L0B": "L0B", "alloc_L0C": "L0C",
                  "alloc_ub": "UB", "alloc_UB": "UB", "alloc_local": "fragment"}
 _LOOPS = {"Parallel": "parallel", "Pipelined": "pipelined", "serial": "serial", "Serial": "serial",
           "unroll": "unroll"}
-_MATH = {"exp", "exp2", "log", "sqrt", "rsqrt", "abs"}
 
 
 class PrimFunc:
@@ -113,7 +108,7 @@ def _source(fn, file: str):
     return lines, first, ast.parse(textwrap.dedent("".join(lines)))
 
 
-class KernelBuilder(TileOps, Dialect, TileAscend, Eager):
+class KernelBuilder(ExprVisitor, TileOps, Dialect, TileAscend, Eager):
     def __init__(self, fn, file: str | None = None, symbols: dict | None = None, eager=None):
         self.fn = fn
         self.file = file or inspect.getsourcefile(fn) or "<unknown>"
@@ -560,238 +555,3 @@ class KernelBuilder(TileOps, Dialect, TileAscend, Eager):
             self.inline_result.append(self.eval(s.value) if s.value is not None else None)
             return []
         raise self.error(s, "a kernel writes its outputs to parameters; `return` is not supported")
-
-    # ---------------------------------------------------------------------------- expressions
-
-    def is_call_to(self, node, name: str) -> bool:
-        if not isinstance(node, ast.Call):
-            return False
-        try:
-            fn = self.eval_callee(node.func)
-        except CompileError:
-            return False
-        return isinstance(fn, Marker) and fn.name == name
-
-    def is_statement_call(self, call: ast.Call) -> bool:
-        try:
-            fn = self.eval_callee(call.func)
-        except CompileError:
-            return False
-        if isinstance(fn, Marker):
-            name = fn.name
-            return name.startswith(("tile.", "reduce_")) or hasattr(self, "op_" + name)
-        return isinstance(fn, T_module.Macro)
-
-    def eval_callee(self, node):
-        return self.eval(node)
-
-    def eval(self, node):
-        method = getattr(self, "expr_" + type(node).__name__, None)
-        if method is None:
-            raise self.error(node, f"unsupported Python expression in a kernel: {type(node).__name__}")
-        return method(node)
-
-    def expr_Constant(self, n):
-        return n.value
-
-    def expr_Name(self, n):
-        v = self.lookup(n.id, n)
-        if isinstance(v, Buffer) and v.scope == "var":
-            return Load(v, (const(0),))
-        return self.wrap(v)
-
-    def wrap(self, v):
-        if v is T_module:
-            return LanguageNamespace()
-        if isinstance(v, SymExpr) and all(x.name in self.symbols for x in v.symbols()):
-            return v.evaluate(self.symbols)
-        tl_name = getattr(v, "_tl_name", None)
-        if tl_name is not None:
-            return Marker(tl_name)
-        return v
-
-    def expr_Attribute(self, n):
-        base = self.eval(n.value)
-        if isinstance(base, LanguageNamespace):
-            if n.attr in T_module.KERNEL_NAMES:
-                return Marker(n.attr)
-            if hasattr(T_module, n.attr) and not n.attr.startswith("_"):
-                return getattr(T_module, n.attr)
-            if dtypes.canonical(n.attr):
-                return n.attr  # T.float16 and friends
-            self.unknown_name(n.attr, n)
-            close = difflib.get_close_matches(n.attr, [*T_module.__all__, *dtypes.DTYPES], n=1)
-            hint = f"did you mean T.{close[0]}? " if close else ""
-            raise self.error(n, f"unknown name T.{n.attr}; {hint}see docs/language.md for the "
-                                "T. names")
-        if isinstance(base, Buffer):
-            if n.attr in ("shape", "dtype"):
-                return T_module.dtype(base.dtype) if n.attr == "dtype" else base.shape
-            if n.attr in ("data", "access_ptr", "scope"):
-                raise self.error(n, f".{n.attr} of a buffer is GPU pointer plumbing; pass the "
-                                    "buffer or a region of it (A[i:i+n, :]) instead")
-            raise self.error(n, f"buffers have .shape and .dtype, not .{n.attr}")
-        if is_ir(base) or isinstance(base, Marker):
-            raise self.error(n, f"unsupported attribute .{n.attr}")
-        try:
-            return self.wrap(getattr(base, n.attr))
-        except AttributeError:
-            raise self.error(n, f"{show(base)} has no attribute '{n.attr}'") from None
-
-    def expr_Tuple(self, n):
-        return tuple(self.eval(e) for e in n.elts)
-
-    expr_List = expr_Tuple
-
-    def expr_BinOp(self, n):
-        op = _BINOPS.get(type(n.op))
-        if op is None:
-            raise self.error(n, f"unsupported operator {type(n.op).__name__}")
-        a, b = self.eval(n.left), self.eval(n.right)
-        if op == "**":
-            if isinstance(a, Buffer) or isinstance(b, Buffer):
-                return self.arith("*", a, b, n)  # the buffer error
-            if not is_ir(a) and not is_ir(b):
-                return self.arith(op, a, b, n)
-            return power(a, b)
-        return self.arith(op, a, b, n)
-
-    def arith(self, op, a, b, n):
-        if (is_ir(a) or is_ir(b)) and (isinstance(a, SymExpr) or isinstance(b, SymExpr)):
-            a, b = self.resolved(a, n), self.resolved(b, n)
-        for v in (a, b):
-            if isinstance(v, Buffer):
-                raise self.error(n, f"'{v.name}' is a buffer; index it (e.g. {v.name}[i, j]) in arithmetic")
-        if not is_ir(a) and not is_ir(b):
-            if op == "**":
-                try:
-                    return a ** b
-                except Exception as e:  # trace-time Python arithmetic failed
-                    raise self.error(n, f"{type(e).__name__}: {e}") from None
-            try:
-                return binop(op, a, b)
-            except Exception as e:  # trace-time Python arithmetic failed
-                raise self.error(n, f"{type(e).__name__}: {e}") from None
-        for v in (a, b):
-            if not (is_ir(v) or isinstance(v, (int, float))):
-                raise self.error(n, f"cannot use {show(v)} in kernel arithmetic")
-        return binop(op, a, b)
-
-    def expr_UnaryOp(self, n):
-        v = self.eval(n.operand)
-        if isinstance(n.op, ast.USub):
-            return -v if not is_ir(v) else Call("neg", (v,))
-        if isinstance(n.op, ast.UAdd):
-            return v
-        if isinstance(n.op, ast.Not):
-            return (not v) if not is_ir(v) else Call("not", (v,))
-        if isinstance(n.op, ast.Invert):
-            return bit_not(v, self, n)
-        raise self.error(n, f"unsupported operator {type(n.op).__name__}")
-
-    def expr_Compare(self, n):
-        result, left = None, self.eval(n.left)
-        for op, comp in zip(n.ops, n.comparators):
-            sym = _CMPOPS.get(type(op))
-            if sym is None:
-                raise self.error(n, f"unsupported comparison {type(op).__name__}")
-            right = self.eval(comp)
-            term = self.arith(sym, left, right, n)
-            result = term if result is None else binop("and", result, term)
-            left = right
-        return result
-
-    def expr_BoolOp(self, n):
-        op = "and" if isinstance(n.op, ast.And) else "or"
-        values = [self.eval(v) for v in n.values]
-        out = values[0]
-        for v in values[1:]:
-            out = binop(op, out, v)
-        return out
-
-    def expr_Subscript(self, n):
-        base = self.eval(n.value)
-        if isinstance(base, Buffer):
-            return Load(base, self.indices(n, base))
-        if is_ir(base):
-            raise self.error(n, "cannot index an expression")
-        key = self.eval(n.slice)
-        try:
-            return base[key]
-        except Exception as e:
-            raise self.error(n, f"{type(e).__name__}: {e}") from None
-
-    def expr_Slice(self, n):
-        raise self.error(n, "slices select regions in T.copy arguments only")
-
-    def expr_Call(self, n):
-        fn = self.eval(n.func)
-        if isinstance(fn, Marker):
-            return self.intrinsic(fn.name, n)
-        if isinstance(fn, T_module.dtype):
-            return self.dtype_call(fn, n)
-        if fn in (max, min) and n.args and not n.keywords:
-            args = [self.eval(a) for a in n.args]
-            if any(is_ir(a) for a in args):
-                return self.minmax(fn.__name__, args, n)
-            return fn(*args)
-        if fn is T_module.ceildiv:
-            args = [self.eval(a) for a in n.args]
-            if len(args) == 2 and any(is_ir(a) for a in args):
-                return Call("ceildiv", (as_expr(args[0]), as_expr(args[1])))
-        if isinstance(fn, T_module.Macro):
-            return self.inline_value(fn.fn, n)
-        if not callable(fn):
-            raise self.error(n, f"{show(fn)} is not callable")
-        args = [self.eval(a) for a in n.args]
-        kwargs = {k.arg: self.eval(k.value) for k in n.keywords}
-        if any(is_ir(a) or isinstance(a, Buffer) for a in [*args, *kwargs.values()]):
-            if self.is_python_function(fn):  # a helper on kernel values: inlined like T.macro
-                return self.inline_value(fn, n)
-            raise self.error(n, f"cannot call Python function {getattr(fn, '__name__', fn)!s} on "
-                                "kernel values; use T. math functions")
-        try:
-            return fn(*args, **kwargs)
-        except Exception as e:  # a trace-time Python helper failed
-            raise self.error(n, f"{type(e).__name__}: {e}") from None
-
-    def minmax(self, name, args, n):
-        out = as_expr(args[0])
-        for a in args[1:]:
-            out = Call(name, (out, as_expr(a)))
-        return out
-
-    def intrinsic(self, name: str, n: ast.Call):
-        value = self.dialect_intrinsic(name, n)
-        if value is not None:
-            return value
-        if name in _MATH:
-            if len(n.args) != 1 or n.keywords:
-                raise self.error(n, f"T.{name}(x) takes one argument")
-            return Call(name, (as_expr(self.value_arg(n.args[0])),))
-        if name in ("max", "min"):
-            if len(n.args) < 2 or n.keywords:
-                raise self.error(n, f"T.{name}(a, b) takes two arguments")
-            args = [self.value_arg(a) for a in n.args]
-            if not any(is_ir(a) for a in args):
-                return (max if name == "max" else min)(args)
-            return self.minmax(name, args, n)
-        if name == "cast":
-            if len(n.args) == 1 and len(n.keywords) == 1 and n.keywords[0].arg == "dtype":
-                n = ast.Call(func=n.func, args=[n.args[0], n.keywords[0].value], keywords=[],
-                             lineno=n.lineno, col_offset=n.col_offset)
-            if len(n.args) != 2:
-                raise self.error(n, "T.cast(value, dtype) takes a value and a dtype")
-            v = self.value_arg(n.args[0])
-            return Cast(self.dtype(self.eval(n.args[1]), n.args[1]), as_expr(v))
-        if name in ("alloc_shared", "alloc_fragment", "alloc_var") or name.startswith("alloc_"):
-            raise self.error(n, f"T.{name} must be assigned to a name: X = T.{name}(...)")
-        raise self.error(n, f"T.{name} is not a value; it cannot be used in an expression")
-
-    def value_arg(self, node):
-        v = self.resolved(self.eval(node), node)
-        if isinstance(v, Buffer):
-            raise self.error(node, f"'{v.name}' is a buffer; index it to use its elements")
-        if not (is_ir(v) or isinstance(v, (int, float))):
-            raise self.error(node, f"expected a number or an expression, got {show(v)}")
-        return v
