@@ -326,6 +326,20 @@ def test_errors_are_located(body, line, col, words):
     assert err.__cause__ is None and err.__suppress_context__
 
 
+def test_unbound_variable_in_ir_text_is_a_located_compile_error():
+    """`check` verifies the structure of its input: a name no loop or block binds is the text's
+    mistake (a located CompileError), not an internal error from a later pass."""
+    import tilelang_mini
+    from tilelang_mini.errors import InternalCompilerError
+    text = HEAD + '        x = alloc_shared((4, 128), "float16")  # 7:9\n' \
+                  '        copy(A[M * 4 +: 4, 0 +: 128], x)  # 8:9\n'
+    with pytest.raises(CompileError) as info:
+        tilelang_mini.compile_ir(text)
+    assert not isinstance(info.value, InternalCompilerError)
+    assert "variable M is not bound" in str(info.value)
+    assert (info.value.loc.file, info.value.loc.line) == ("k.py", 8), str(info.value)
+
+
 def test_header_errors():
     with pytest.raises(CompileError) as info:
         parse_ir('@prim_func(source="k.py")\ndef k(A: Tensor((4,), "f99")):\n'

@@ -15,7 +15,11 @@ from .dtypes import DTYPES, itemsize
 
 
 class IRVerificationError(AssertionError):
-    pass
+    """`message` is the broken invariant, `loc` the statement it was found at (or None)."""
+
+    def __init__(self, text: str, message: str = "", loc=None):
+        super().__init__(text)
+        self.message, self.loc = message or text, loc
 
 
 def check_grid(kernel: Kernel) -> None:
@@ -40,8 +44,9 @@ class _Verifier:
         self.stage = stage
 
     def fail(self, msg: str, node=None):
-        where = f" at {node.loc}" if getattr(node, "loc", None) is not None else ""
-        raise IRVerificationError(f"IR invalid after '{self.stage}'{where}: {msg}")
+        loc = getattr(node, "loc", None)
+        where = f" at {loc}" if loc is not None else ""
+        raise IRVerificationError(f"IR invalid after '{self.stage}'{where}: {msg}", msg, loc)
 
     def run(self):
         k = self.kernel

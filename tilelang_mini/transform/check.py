@@ -17,6 +17,7 @@ from dataclasses import fields
 from ..arch import DEFAULT_CHIP, Chip, get_chip
 from ..errors import CompileError
 from ..ir import dtypes
+from ..ir.verifier import IRVerificationError, verify_kernel
 from ..ir.nodes import (
     Loc, body_fields, Alloc, Const, Copy, Fill, For, Gemm, If, Kernel, Load, PipeBarrier, Reduce,
     Region, Scope, Sort,
@@ -60,6 +61,11 @@ def check(kernel: Kernel, chip: Chip | str | None = None) -> Kernel:
                 errors.append(CompileError(message, stmt.loc))
             for message in _chip_problems(node, chip):
                 errors.append(CompileError(message, stmt.loc))
+    if not errors:  # the structure of the input itself (IR text may be edited by hand)
+        try:
+            verify_kernel(kernel, "check")
+        except IRVerificationError as err:
+            errors.append(CompileError(f"malformed kernel: {err.message}", err.loc or kernel.loc))
     if errors:
         first = errors[0]
         if len(errors) > 1:
