@@ -111,3 +111,25 @@ def test_a_fault_while_running_is_a_runtime_error(target):
     assert err.loc.line == line_of("oob") and Path(err.loc.file).resolve() == THIS
     assert "out of bounds" in err.message
     assert "Traceback" not in str(err)
+
+
+NAN_START_IR = '''@prim_func(source="nan_start.py")
+def main(X: Tensor((4, 16), "float32"), Y: Tensor((16,), "float32")):
+    with Kernel(1, 1) as (bx, by):
+        t = alloc_ub((16,), "float32")
+        for k in serial(2):
+            copy(X[k * inf +: 1, 0 +: 16], t)  # 6:13
+        copy(t, Y[0 +: 16])
+'''
+
+
+def test_a_nan_region_start_is_a_runtime_error_in_the_simulator_too():
+    # IR text whose region start evaluates to nan (the fuzzer's sim-nan-region): the interpreter
+    # and the simulator both report the located run-time fault, not an internal error.
+    kernel = tilelang_mini.compile_ir(NAN_START_IR, out_idx=[-1], target="numpy")
+    x = np.zeros((4, 16), np.float32)
+    for run in (kernel, kernel.simulate):
+        with pytest.raises(KernelRuntimeError) as info:
+            run(x)
+        assert (info.value.loc.line, info.value.loc.col) == (6, 13)
+        assert "must be an integer" in info.value.message and "nan" in info.value.message

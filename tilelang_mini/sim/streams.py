@@ -19,7 +19,7 @@ import itertools
 
 import numpy as np
 
-from ..errors import CompileError, SyncError
+from ..errors import CompileError, KernelRuntimeError, SyncError
 from .. import semantics
 from ..ir import dtypes
 from ..ir.analysis import SYNC_OPS, is_map, operands, written_names
@@ -217,7 +217,18 @@ def _parallel_vars(s: For, vars: dict) -> dict:
 
 
 def instr_accesses(stmt, vars: dict, bufs: dict):
-    """[(buffer, box, is_write)] of a data instruction (scalar `var` buffers left out)."""
+    """[(buffer, box, is_write)] of a data instruction (scalar `var` buffers left out). A region
+    start or index that is not a valid integer at run time (e.g. nan) is a KernelRuntimeError at
+    the instruction, as on the other targets."""
+    try:
+        return _instr_accesses(stmt, vars, bufs)
+    except Fault as e:
+        raise KernelRuntimeError(str(e), stmt.loc) from None
+    except (ValueError, OverflowError) as e:
+        raise KernelRuntimeError(f"{type(stmt).__name__} failed at run time: {e}", stmt.loc) from None
+
+
+def _instr_accesses(stmt, vars: dict, bufs: dict):
     env = Env(vars, bufs)
     e = Env(_parallel_vars(stmt, vars), bufs) if is_map(stmt) else env
     out = []

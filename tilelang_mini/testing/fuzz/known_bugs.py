@@ -25,11 +25,6 @@ class KnownBug:
 
 
 KNOWN_BUGS: tuple[KnownBug, ...] = (
-    KnownBug("lowered-check-sync", "transform.md#compiler-lowered-ir-fails-the-new-check_sync",
-             steps=("roundtrip",), outcomes=("rejected",), detail=r"race on .*no flag or barrier"),
-    KnownBug("sim-nan-region", "sim.md#simulator-internal-error-on-a-nan-region-start",
-             families=("mutation",), steps=("sim-910b", "sim-950"), outcomes=("internal",),
-             detail=r"in the simulator: Fault: a region start must be an integer"),
     KnownBug("ir-check-gaps", "frontend.md#ir-text-that-check-lets-through",
              families=("mutation",), outcomes=("internal",),
              detail=r"IR invalid after '\w+'"),
