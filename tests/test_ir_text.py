@@ -352,3 +352,36 @@ def test_header_errors():
     with pytest.raises(CompileError) as info:
         parse_ir(HEAD)
     assert "end of the text" in str(info.value) and "indented block" in str(info.value)
+
+
+SCOPE_MISUSE = [  # IR text edited from valid lowered text (the fuzzer's ir-check-gaps)
+    ('        e = alloc_L1((4, 128), "float16")  # 7:9\n'
+     '        r = alloc_ub((4, 1), "float16")  # 8:9\n'
+     '        copy(A[bx * 4 +: 4, 0 +: 128], e)  # 9:9\n'
+     '        reduce_sum(e, r, dim=1)  # 10:9\n', 10, "'e' is an L1 tile"),
+    ('        e = alloc_ub((4, 128), "float16")  # 7:9\n'
+     '        t = alloc_L0A((4, 128), "float16")  # 8:9\n'
+     '        copy(A[bx * 4 +: 4, 0 +: 128], e)  # 9:9\n'
+     '        for i, j in Parallel(4, 128):  # 10:9\n'
+     '            t[i, j] = e[i, j] * 2.0  # 11:13\n', 11, "'t' is an L0A tile"),
+    ('        a = alloc_ub((16, 16), "float16")  # 7:9\n'
+     '        b = alloc_L1((16, 16), "float16")  # 8:9\n'
+     '        c = alloc_L0C((16, 16), "float32")  # 9:9\n'
+     '        copy(A[0 +: 16, 0 +: 16], a)  # 10:9\n'
+     '        copy(A[16 +: 16, 0 +: 16], b)  # 11:9\n'
+     '        gemm(a, b, c)  # 12:9\n', 12, "A 'a' in UB"),
+]
+
+
+@pytest.mark.parametrize("body, line, words", SCOPE_MISUSE, ids=["reduce_l1", "map_l0a", "gemm_ub"])
+def test_a_tile_in_a_memory_its_unit_cannot_reach_is_a_located_compile_error(body, line, words):
+    """A vector op on a cube memory (or a gemm on UB) in IR text is the text's mistake, not an
+    internal error when a later pass (split_cores) leaves the instruction without a core."""
+    import tilelang_mini
+    from tilelang_mini.errors import InternalCompilerError
+    with pytest.raises(CompileError) as info:
+        tilelang_mini.compile_ir(HEAD + body, target="numpy")
+    err = info.value
+    assert not isinstance(err, InternalCompilerError)
+    assert (err.loc.file, err.loc.line) == ("k.py", line), str(err)
+    assert words in err.message and ("UB" in err.message and "L0" in err.message), err.message

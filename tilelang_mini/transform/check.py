@@ -150,7 +150,36 @@ def _literal_problems(c: Const):
         yield f"float literal {v!r} overflows float32 (largest finite value {FLOAT32_MAX:.8g})"
 
 
+# The cube's own memories: the vector and scalar units reach neither (IR text may say so).
+_CUBE_SCOPES = ("L1", "L0A", "L0B", "L0C")
+_VECTOR_TILES = "the vector unit works on UB/fragment tiles, not L1/L0A/L0B/L0C"
+
+
+def _scope_problems(node):
+    """Tiles used by a unit that cannot reach their memory (IR text edited by hand)."""
+    if isinstance(node, (Reduce, Sort)):
+        op = f"reduce_{node.kind}" if isinstance(node, Reduce) else "sort"
+        regions = (node.src, node.dst) if isinstance(node, Reduce) else (node.values, node.indices)
+        for r in regions:
+            if r.buffer.scope in _CUBE_SCOPES:
+                yield (f"{op} runs on the vector unit, but '{r.buffer.name}' is an "
+                       f"{r.buffer.scope} tile; {_VECTOR_TILES} (copy it to a UB tile first)")
+    elif isinstance(node, (Store, Load)) and node.buffer.scope in _CUBE_SCOPES:
+        yield (f"'{node.buffer.name}' is an {node.buffer.scope} tile, read or written element by "
+               f"element (a Parallel map or a scalar access); {_VECTOR_TILES} (copy it to a UB "
+               f"tile first)")
+    elif isinstance(node, Gemm):
+        bad = {"A": ("UB", "L0B", "L0C"), "B": ("UB", "L0A", "L0C"), "C": ("UB", "L1", "L0A", "L0B")}
+        got = [f"{role} '{r.buffer.name}' in {r.buffer.scope}"
+               for role, r in (("A", node.a), ("B", node.b), ("C", node.c))
+               if r.buffer.scope in bad[role]]
+        if got:
+            yield (f"a cube gemm reads A from L0A and B from L0B (or L1/shared tiles staged "
+                   f"there) and accumulates C in L0C (or a fragment); got {', '.join(got)}")
+
+
 def _problems(node):
+    yield from _scope_problems(node)
     if isinstance(node, Const):
         yield from _literal_problems(node)
     elif isinstance(node, Copy):
