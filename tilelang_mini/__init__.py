@@ -26,13 +26,8 @@ def __getattr__(name):
     if name == "TensorSupplyType":
         from .utils.tensor import TensorSupplyType
         return TensorSupplyType
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
-    value = getattr(importlib.import_module(module, __name__), name)
-    globals()[name] = value
-    return value
+    from ._lazy import load_lazy
+    return load_lazy(__name__, globals(), _LAZY, name)
 
 
 def __dir__():

@@ -8,10 +8,5 @@ _LAZY = {"print_expr": ".printer", "print_ir": ".printer", "print_region": ".pri
 
 
 def __getattr__(name):
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
-    value = getattr(importlib.import_module(module, __name__), name)
-    globals()[name] = value
-    return value
+    from .._lazy import load_lazy
+    return load_lazy(__name__, globals(), _LAZY, name)

@@ -90,6 +90,19 @@ def _check_outputs(case: Case, outs, want, scales, factor=1.0) -> tuple[str, str
     return "ok", ""
 
 
+def _run_step(case: Case, step: str, compiled: dict, args: list, build):
+    """Run `step` (a target or a simulated chip) on `args`; `build(out_idx=, target=, chip=)`
+    compiles, once per (target, chip) in `compiled`."""
+    target = "llvm" if step == "llvm" else "numpy"
+    chip = CHIPS.get(step, base_chip(case))
+    key = (target, chip)
+    if key not in compiled:
+        compiled[key] = build(out_idx=case.out_idx, target=target, chip=chip)
+    if step.startswith("sim"):
+        return compiled[key].simulate(*args)[0]
+    return compiled[key](*args)
+
+
 def run_valid(case: Case, send, tmpdir) -> dict:
     import tilelang_mini
     from tilelang_mini.errors import CompileError
@@ -113,18 +126,9 @@ def run_valid(case: Case, send, tmpdir) -> dict:
     result.pop("frontend", None)
     for step in STEPS:
         send(step=step)
-        target = "llvm" if step == "llvm" else "numpy"
-        chip = CHIPS.get(step, base_chip(case))
         try:
-            key = (target, chip)
-            if key not in compiled:
-                compiled[key] = tilelang_mini.compile(main, out_idx=case.out_idx, target=target,
-                                                      chip=chip)
-            kernel = compiled[key]
-            if step.startswith("sim"):
-                outs, _report = kernel.simulate(*_copies(args))
-            else:
-                outs = kernel(*_copies(args))
+            outs = _run_step(case, step, compiled, _copies(args),
+                             lambda **kw: tilelang_mini.compile(main, **kw))
             result[step] = _check_outputs(case, outs, want, scales)
             if case.broken and result[step][0] == "ok":
                 result[step] = (("undiagnosed", f"without {case.broken} the simulator found no race")
@@ -210,18 +214,9 @@ def run_mutation(case: Case, send, tmpdir) -> tuple[dict, dict]:
     compiled = {}
     for step in STEPS:
         send(step=step)
-        target = "llvm" if step == "llvm" else "numpy"
-        chip = CHIPS.get(step, base_chip(case))
         try:
-            key = (target, chip)
-            if key not in compiled:
-                compiled[key] = tilelang_mini.compile_ir(mutated, out_idx=case.out_idx,
-                                                         target=target, chip=chip)
-            kernel = compiled[key]
-            if step.startswith("sim"):
-                outs, _ = kernel.simulate(*[a.copy() for a in args])
-            else:
-                outs = kernel(*[a.copy() for a in args])
+            outs = _run_step(case, step, compiled, [a.copy() for a in args],
+                             lambda **kw: tilelang_mini.compile_ir(mutated, **kw))
             outputs[step] = outs if isinstance(outs, tuple) else (outs,)
             result[step] = ("ran", "")
         except ArgumentError as err:
