@@ -59,6 +59,30 @@ def _loop(d, n, feats):
     return f"T.serial({n})" if kind == "serial" else f"range({n})"
 
 
+def _ref_gemm(params, M, N, bm, bn, grid, ks, body, pre=(), post=(), c="c", ret="[(C, Cs)]"):
+    """The reference of a blocked GEMM: C (and its error scale Cs) built block by block over
+    `grid` (by, bx), `body` [(depth, line)] inside `for k in ks:`, `post` after it."""
+    ref = Source()
+    ref.add(0, f"def reference({params}):")
+    ref.add(1, f"C = np.zeros(({M}, {N}))")
+    ref.add(1, f"Cs = np.zeros(({M}, {N}))")
+    for line in pre:
+        ref.add(1, line)
+    ref.add(1, f"for by in range({grid[0]}):")
+    ref.add(2, f"for bx in range({grid[1]}):")
+    ref.add(3, f"c = np.zeros(({bm}, {bn}))")
+    ref.add(3, f"s = np.zeros(({bm}, {bn}))")
+    ref.add(3, f"for k in {ks}:")
+    for depth, line in body:
+        ref.add(4 + depth, line)
+    for line in post:
+        ref.add(3, line)
+    ref.add(3, f"store(C, (by * {bm}, bx * {bn}), {c})")
+    ref.add(3, f"store(Cs, (by * {bm}, bx * {bn}), s)")
+    ref.add(1, f"return {ret}")
+    return ref
+
+
 def gen_gemm(d, seed, epilogue=False):
     """C = op(A) @ op(B) (or only the last K block's product with clear_accum in the loop)."""
     M, N, K = _gemm_shape(d)
@@ -104,33 +128,22 @@ def gen_gemm(d, seed, epilogue=False):
         marks["gemm"] = src.add(3, f"T.gemm(A_s, B_s, C_f{o['flags']}, clear_accum=True)")
     else:
         marks["gemm"] = src.add(3, f"T.gemm(A_s, B_s, C_f{o['flags']})")
-    ref = Source()
-    ref.add(0, "def reference(" + ", ".join(t.name for t in tensors if not t.output) + "):")
-    ref.add(1, f"C = np.zeros(({M}, {N}))")
-    ref.add(1, f"Cs = np.zeros(({M}, {N}))")
-    if ep == "rowsum":
-        ref.add(1, f"S = np.zeros(({-(-N // bn)}, {M}))")
-    ref.add(1, f"for by in range(cdiv({M}, {bm})):")
-    ref.add(2, f"for bx in range(cdiv({N}, {bn})):")
-    ref.add(3, f"c = np.zeros(({bm}, {bn}))")
-    ref.add(3, f"s = np.zeros(({bm}, {bn}))")
-    ks = f"[cdiv({K}, {bk}) - 1]" if last_only else f"range(cdiv({K}, {bk}))"
-    ref.add(3, f"for k in {ks}:")
-    ref.add(4, f"a, b = {o['ref_a']}, {o['ref_b']}")
-    ref.add(4, "c = c + a @ b")
-    ref.add(4, "s = s + np.abs(a) @ np.abs(b)")
+    ref_lines = []
     if ep:
         src_lines, ref_lines = _epilogue(ep, bm, bn, d)
         for line in src_lines:
             src.add(2 + line[0], line[1])
-        for line in ref_lines:
-            ref.add(3, line)
     marks["copy_c"] = src.add(2, f"T.copy(C_f, C[by * {bm}, bx * {bn}])")
-    ref.add(3, f"store(C, (by * {bm}, bx * {bn}), rnd(c, '{out_dt}'))")
-    ref.add(3, f"store(Cs, (by * {bm}, bx * {bn}), s)")
     scaled = ep not in ("scale_cast", "act")  # else values no longer scale with |A| @ |B|
     c_out = "(C, Cs)" if scaled else "C"
-    ref.add(1, f"return [{c_out}]" if ep != "rowsum" else f"return [S, {c_out}]")
+    ref = _ref_gemm(", ".join(t.name for t in tensors if not t.output), M, N, bm, bn,
+                    (f"cdiv({M}, {bm})", f"cdiv({N}, {bn})"),
+                    f"[cdiv({K}, {bk}) - 1]" if last_only else f"range(cdiv({K}, {bk}))",
+                    [(0, f"a, b = {o['ref_a']}, {o['ref_b']}"), (0, "c = c + a @ b"),
+                     (0, "s = s + np.abs(a) @ np.abs(b)")],
+                    pre=[f"S = np.zeros(({-(-N // bn)}, {M}))"] if ep == "rowsum" else [],
+                    post=ref_lines, c=f"rnd(c, '{out_dt}')",
+                    ret=f"[{c_out}]" if ep != "rowsum" else f"[S, {c_out}]")
     tols = {"C": tolerance(out_dt, EPS["float32"], terms=K, slack=8.0)}
     if ep == "rowsum":
         tols["S"] = tolerance("float32", EPS["float32"], terms=K * bn, slack=16.0)
@@ -209,23 +222,11 @@ def gen_cube_vector(d, seed):
     src.add(3, f"for i, j in T.Parallel({bm}, {bn}):")
     src.add(4, f"acc[i, j] = acc[i, j] + {act_dsl}")
     src.add(2, f"T.copy(acc, C[by * {bm}, bx * {bn}])")
-    ref = Source()
-    ref.add(0, "def reference(A, B):")
-    ref.add(1, f"C = np.zeros(({M}, {N}))")
-    ref.add(1, f"Cs = np.zeros(({M}, {N}))")
-    ref.add(1, f"for by in range(cdiv({M}, {bm})):")
-    ref.add(2, f"for bx in range(cdiv({N}, {bn})):")
-    ref.add(3, f"c = np.zeros(({bm}, {bn}))")
-    ref.add(3, f"s = np.zeros(({bm}, {bn}))")
-    ref.add(3, f"for k in range(cdiv({K}, {bk})):")
-    ref.add(4, f"a, b = {o['ref_a']}, {o['ref_b']}")
-    ref.add(4, "p = a @ b")
-    ref.add(4, f"c = c + {act_ref}")
-    ref.add(4, "q = np.abs(a) @ np.abs(b)")
-    ref.add(4, "s = s + (q * np.abs(p) * 2 + 1 if '" + act + "' == 'square' else q + 1)")
-    ref.add(3, f"store(C, (by * {bm}, bx * {bn}), c)")
-    ref.add(3, f"store(Cs, (by * {bm}, bx * {bn}), s)")
-    ref.add(1, "return [(C, Cs)]")
+    ref = _ref_gemm("A, B", M, N, bm, bn, (f"cdiv({M}, {bm})", f"cdiv({N}, {bn})"),
+                    f"range(cdiv({K}, {bk}))",
+                    [(0, f"a, b = {o['ref_a']}, {o['ref_b']}"), (0, "p = a @ b"),
+                     (0, f"c = c + {act_ref}"), (0, "q = np.abs(a) @ np.abs(b)"),
+                     (0, "s = s + (q * np.abs(p) * 2 + 1 if '" + act + "' == 'square' else q + 1)")])
     tol = tolerance("float32", EPS["float32"], terms=K, slack=16.0)
     return _case("cube_vector", seed, src, tensors, ref, {"C": tol}, feats, {})
 
@@ -270,24 +271,13 @@ def gen_vector_cube(d, seed):
     src.add(3, f"T.copy(B[k * {bk}, bx * {bn}], B_s)")
     src.add(3, "T.gemm(A_s, B_s, C_f)")
     src.add(2, f"T.copy(C_f, C[by * {bm}, bx * {bn}])")
-    ref = Source()
-    ref.add(0, "def reference(X, B):")
-    ref.add(1, f"C = np.zeros(({M}, {N}))")
-    ref.add(1, f"Cs = np.zeros(({M}, {N}))")
-    ref.add(1, f"for by in range(cdiv({M}, {bm})):")
-    ref.add(2, f"for bx in range(cdiv({N}, {bn})):")
-    ref.add(3, f"c = np.zeros(({bm}, {bn}))")
-    ref.add(3, f"s = np.zeros(({bm}, {bn}))")
-    ref.add(3, f"for k in range(cdiv({K}, {bk})):")
-    ref.add(4, f"x = load(X, (by * {bm}, k * {bk}), ({bm}, {bk}))")
     # the prepared tile is zero where X was padded only for maps that keep 0 at 0; mirror it
-    ref.add(4, f"a = rnd({rexpr}, '{dt}')")
-    ref.add(4, f"b = load(B, (k * {bk}, bx * {bn}), ({bk}, {bn}))")
-    ref.add(4, "c = c + a @ b")
-    ref.add(4, "s = s + np.abs(a) @ np.abs(b) + 1")
-    ref.add(3, f"store(C, (by * {bm}, bx * {bn}), c)")
-    ref.add(3, f"store(Cs, (by * {bm}, bx * {bn}), s)")
-    ref.add(1, "return [(C, Cs)]")
+    ref = _ref_gemm("X, B", M, N, bm, bn, (f"cdiv({M}, {bm})", f"cdiv({N}, {bn})"),
+                    f"range(cdiv({K}, {bk}))",
+                    [(0, f"x = load(X, (by * {bm}, k * {bk}), ({bm}, {bk}))"),
+                     (0, f"a = rnd({rexpr}, '{dt}')"),
+                     (0, f"b = load(B, (k * {bk}, bx * {bn}), ({bk}, {bn}))"),
+                     (0, "c = c + a @ b"), (0, "s = s + np.abs(a) @ np.abs(b) + 1")])
     tol = tolerance("float32", max(EPS["float32"], EPS[dt]), terms=K, slack=8.0)
     return _case("vector_cube", seed, src, tensors, ref, {"C": tol}, feats, {})
 
@@ -317,21 +307,8 @@ def gen_sparse_gemm(d, seed):
     src.add(4, f"T.copy({o['b_copy']}, B_s)")
     src.add(4, f"T.gemm(A_s, B_s, C_f{o['flags']})")
     src.add(2, f"T.copy(C_f, C[by * {bm}, bx * {bn}])")
-    ref = Source()
-    ref.add(0, "def reference(A, B, Mask):")
-    ref.add(1, f"C = np.zeros(({M}, {N}))")
-    ref.add(1, f"Cs = np.zeros(({M}, {N}))")
-    ref.add(1, f"for by in range({gm}):")
-    ref.add(2, f"for bx in range({gn}):")
-    ref.add(3, f"c = np.zeros(({bm}, {bn}))")
-    ref.add(3, f"s = np.zeros(({bm}, {bn}))")
-    ref.add(3, f"for k in range({nk}):")
-    ref.add(4, "if Mask[by, bx, k]:")
-    ref.add(5, f"a, b = {o['ref_a']}, {o['ref_b']}")
-    ref.add(5, "c = c + a @ b")
-    ref.add(5, "s = s + np.abs(a) @ np.abs(b)")
-    ref.add(3, f"store(C, (by * {bm}, bx * {bn}), c)")
-    ref.add(3, f"store(Cs, (by * {bm}, bx * {bn}), s)")
-    ref.add(1, "return [(C, Cs)]")
+    ref = _ref_gemm("A, B, Mask", M, N, bm, bn, (gm, gn), f"range({nk})",
+                    [(0, "if Mask[by, bx, k]:"), (1, f"a, b = {o['ref_a']}, {o['ref_b']}"),
+                     (1, "c = c + a @ b"), (1, "s = s + np.abs(a) @ np.abs(b)")])
     return _case("sparse_gemm", seed, src, tensors, ref,
                  {"C": tolerance("float32", EPS["float32"], terms=K)}, feats, {})
