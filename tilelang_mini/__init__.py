@@ -26,7 +26,7 @@ def __getattr__(name):
     if name == "TensorSupplyType":
         from .utils.tensor import TensorSupplyType
         return TensorSupplyType
-    from ._lazy import load_lazy
+    from .ir.lazy import load_lazy
     return load_lazy(__name__, globals(), _LAZY, name)
 
 

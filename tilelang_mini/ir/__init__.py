@@ -8,5 +8,5 @@ _LAZY = {"print_expr": ".printer", "print_ir": ".printer", "print_region": ".pri
 
 
 def __getattr__(name):
-    from .._lazy import load_lazy
+    from .lazy import load_lazy
     return load_lazy(__name__, globals(), _LAZY, name)
