@@ -15,6 +15,16 @@ from tilelang_mini.ir.nodes import (
 
 
 
+def buffer_refs(kernel) -> dict:
+    """{buffer name: how many regions, loads and stores in `kernel` name it}."""
+    refs: dict = {}
+    for s in kernel.body:
+        for n in walk(s):
+            if isinstance(n, (Region, Load, Store)):
+                refs[n.buffer.name] = refs.get(n.buffer.name, 0) + 1
+    return refs
+
+
 def _const_positive(x) -> bool:
     return type(x).__name__ == "Const" and isinstance(x.value, int) and x.value > 0
 
@@ -86,23 +96,17 @@ def zeroed_buffers(kernel, alias: dict, skip, per_block) -> set:
                 loads(s, ctx, defined)
                 if s.dst.is_full:
                     defined = defined | {key(s.dst.buffer, ctx)}
-            elif isinstance(s, Reduce):
-                region_reads(s.src, ctx, defined)
-                if s.clear:
-                    starts(s.dst, ctx, defined)
+            elif isinstance(s, (Reduce, Gemm)):  # reads its sources, accumulates into dst
+                srcs, dst, clear = (((s.src,), s.dst, s.clear) if isinstance(s, Reduce) else
+                                    ((s.a, s.b), s.c, s.clear_accum))
+                for r in srcs:
+                    region_reads(r, ctx, defined)
+                if clear:
+                    starts(dst, ctx, defined)
                 else:
-                    region_reads(s.dst, ctx, defined)
-                if s.clear and s.dst.is_full:
-                    defined = defined | {key(s.dst.buffer, ctx)}
-            elif isinstance(s, Gemm):
-                region_reads(s.a, ctx, defined)
-                region_reads(s.b, ctx, defined)
-                if s.clear_accum:
-                    starts(s.c, ctx, defined)
-                else:
-                    region_reads(s.c, ctx, defined)
-                if s.clear_accum and s.c.is_full:
-                    defined = defined | {key(s.c.buffer, ctx)}
+                    region_reads(dst, ctx, defined)
+                if clear and dst.is_full:
+                    defined = defined | {key(dst.buffer, ctx)}
             else:  # Store and anything else: reads only
                 for n in walk(s):
                     if isinstance(n, Load):
@@ -130,11 +134,7 @@ def fuse_copy_chains(kernel):
     on-chip staging buffer used nowhere else) into `copy(S, Y)`: the lowered GM -> UB -> UB
     staging of a casting copy moves the data once instead of twice."""
     from dataclasses import replace
-    refs: dict = {}
-    for s in kernel.body:
-        for n in walk(s):
-            if isinstance(n, (Region, Load, Store)):
-                refs[n.buffer.name] = refs.get(n.buffer.name, 0) + 1
+    refs = buffer_refs(kernel)
     params = {p.name for p in kernel.params}
 
     def pairs(stmts):
@@ -204,11 +204,7 @@ def map_reduce_pairs(kernel) -> dict:
     """{id(map): reduce} for a Parallel map whose only statement fills a tile X that the next
     statement (sync instructions aside) reduces along its last dimension, X being used nowhere
     else: the reduction consumes the map's values directly (reduce.py)."""
-    refs: dict = {}
-    for s in kernel.body:
-        for n in walk(s):
-            if isinstance(n, (Region, Load, Store)):
-                refs[n.buffer.name] = refs.get(n.buffer.name, 0) + 1
+    refs = buffer_refs(kernel)
     params = {p.name for p in kernel.params}
     out: dict = {}
 
@@ -247,12 +243,8 @@ def _find_forward(kernel, per_block, storage_of):
     per-block on-chip or workspace buffers of the same shape, dtype and storage) and whose
     every read follows such a copy in the same statement list, X unchanged in between:
     (Y, X, ids of those copies), or None."""
-    refs: dict = {}
+    refs = buffer_refs(kernel)
     writers: dict = {}
-    for s in kernel.body:
-        for n in walk(s):
-            if isinstance(n, (Region, Load, Store)):
-                refs[n.buffer.name] = refs.get(n.buffer.name, 0) + 1
     lists = []
 
     def collect(stmts):

@@ -30,7 +30,7 @@ from tilelang_mini.ir.nodes import (
     walk_statements,
 )
 
-from .dataflow import zeroed_buffers
+from .dataflow import buffer_refs, zeroed_buffers
 
 NR = 32  # columns of a micro-panel (two float32 vectors)
 MR = 8   # rows of the micro-kernel
@@ -111,12 +111,8 @@ def find_forwards(kernel: Kernel) -> tuple[dict, set]:
     (the L1 -> L0A/L0B loads of lowered code) whose result can be read from X directly: Y is
     written by nothing else, every use of Y follows the copy in the same statement list, and
     nothing writes X between the copy and the last use of Y. Returns ({Y: X}, {id(copy)})."""
-    refs: dict = {}
+    refs = buffer_refs(kernel)
     writers: dict = {}
-    for s in kernel.body:
-        for n in walk(s):
-            if isinstance(n, (Region, Load, Store)):
-                refs[n.buffer.name] = refs.get(n.buffer.name, 0) + 1
     for st in walk_statements(kernel.body):
         if not hasattr(st, "body") and not hasattr(st, "then_body"):
             for name in written_names(st):

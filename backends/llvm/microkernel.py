@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import llvmlite.ir as ir
 
-from tilelang_mini.errors import CompileError
+from tilelang_mini.semantics.ops import gemm_shape
 
 from . import vecmath as vm
 from .codegen_ops import base_offset, check_in_bounds, elem_ptr, lane_mask, starts_of, vload, vstore
@@ -43,34 +43,13 @@ declare <16 x float> @llvm.x86.avx512bf16.dpbf16ps.512(<16 x float>, <32 x bfloa
 """
 
 
-def matrix_ext(r, stmt, what):
-    ext = list(r.extent)
-    while len(ext) > 2 and ext[0] == 1:
-        ext.pop(0)
-    if len(ext) != 2:
-        raise CompileError(f"gemm operand {what} ({r.buffer.name}) must be a 2-d tile "
-                           f"(leading extent-1 dims allowed), got extent {list(r.extent)}",
-                           stmt.loc)
-    return ext[0], ext[1]
-
-
 def _mstrides(info):
     st = info.strides
     return st[-2], st[-1]
 
 
 def gemm(g, s):
-    am, ak = matrix_ext(s.a, s, "A")
-    bk, bn = matrix_ext(s.b, s, "B")
-    cm, cn = matrix_ext(s.c, s, "C")
-    if s.transpose_a:
-        am, ak = ak, am
-    if s.transpose_b:
-        bk, bn = bn, bk
-    if ak != bk or (am, bn) != (cm, cn):
-        raise CompileError(f"gemm shapes do not agree: A is ({am}, {ak}), B is ({bk}, {bn}), "
-                           f"C is ({cm}, {cn})", s.loc)
-    M, N, K = cm, cn, ak
+    M, N, K = gemm_shape(s)
     live = g.live.get(s.c.buffer.name) if s.c.is_full else None
     if live is not None and live < N:  # columns of C nothing can observe (dataflow.py)
         N = live

@@ -549,7 +549,8 @@ def _plain_copy(s: Copy):
     return copy
 
 
-def _matrix_ext(r: Region, stmt, what: str) -> tuple[int, int]:
+def matrix_ext(r: Region, stmt, what: str) -> tuple[int, int]:
+    """The (rows, cols) of gemm operand `r`, leading extent-1 dims dropped."""
     ext = list(r.extent)
     while len(ext) > 2 and ext[0] == 1:
         ext.pop(0)
@@ -560,10 +561,11 @@ def _matrix_ext(r: Region, stmt, what: str) -> tuple[int, int]:
     return ext[0], ext[1]
 
 
-def _gemm(s: Gemm):
-    am, ak = _matrix_ext(s.a, s, "A")
-    bk, bn = _matrix_ext(s.b, s, "B")
-    cm, cn = _matrix_ext(s.c, s, "C")
+def gemm_shape(s: Gemm) -> tuple[int, int, int]:
+    """(M, N, K) of `s` after its transposes; a CompileError where A, B and C disagree."""
+    am, ak = matrix_ext(s.a, s, "A")
+    bk, bn = matrix_ext(s.b, s, "B")
+    cm, cn = matrix_ext(s.c, s, "C")
     if s.transpose_a:
         am, ak = ak, am
     if s.transpose_b:
@@ -571,8 +573,13 @@ def _gemm(s: Gemm):
     if ak != bk or (am, bn) != (cm, cn):
         raise CompileError(f"gemm shapes do not agree: A is ({am}, {ak}), B is ({bk}, {bn}), "
                            f"C is ({cm}, {cn})", s.loc)
+    return cm, cn, ak
+
+
+def _gemm(s: Gemm):
+    gemm_shape(s)
     va, vb, vc = region_view(s.a), region_view(s.b), region_view(s.c)
-    a2, b2, c2 = (_matrix_ext(r, s, "") for r in (s.a, s.b, s.c))
+    a2, b2, c2 = (matrix_ext(r, s, "") for r in (s.a, s.b, s.c))
     ta, tb, clear = s.transpose_a, s.transpose_b, s.clear_accum
 
     def gemm(env):
