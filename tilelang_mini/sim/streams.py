@@ -73,6 +73,18 @@ def _expr_fn(e):
     return cached(e, lambda x: compile_expr(x)[0], "expr")
 
 
+def if_condition(s, env) -> bool:
+    """The value of `If` statement `s`'s condition in `env`; a located CompileError where it
+    faults or is not a scalar."""
+    try:
+        c = _expr_fn(s.cond)(env)
+    except Fault as e:
+        raise CompileError(str(e), s.loc) from None
+    if isinstance(c, np.ndarray) and c.ndim:
+        raise CompileError("an if condition must be a scalar", s.loc)
+    return bool(c)
+
+
 def instr_pipe(stmt) -> str:
     """The pipe a statement is dispatched to (sync ops: the pipe that executes them)."""
     if isinstance(stmt, SetFlag):
@@ -128,13 +140,8 @@ def _walk(body, kind, env, in_scope):
         elif isinstance(s, For) and s.kind != "parallel":
             yield from _walk_for(s, kind, env, in_scope)
         elif isinstance(s, If):
-            try:
-                c = _expr_fn(s.cond)(env)
-            except Fault as e:
-                raise CompileError(str(e), s.loc) from None
-            if isinstance(c, np.ndarray) and c.ndim:
-                raise CompileError("an if condition must be a scalar", s.loc)
-            yield from _walk(s.then_body if c else s.else_body, kind, env, in_scope)
+            yield from _walk(s.then_body if if_condition(s, env) else s.else_body, kind, env,
+                             in_scope)
         elif isinstance(s, Alloc):
             execute(s, env)
         else:

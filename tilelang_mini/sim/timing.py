@@ -32,8 +32,6 @@ import gc
 import heapq
 from collections import defaultdict, deque
 
-import numpy as np
-
 from ..errors import CompileError, DeadlockError, SyncError
 from ..ir.analysis import SYNC_OPS
 from ..ir.nodes import (
@@ -41,7 +39,7 @@ from ..ir.nodes import (
 )
 from .streams import (
     CORE_NAMES, Fault, _expr_fn, as_index, block_envs, check_sync_ids, execute, execute_effect,
-    instr_cost, instr_pipe,
+    if_condition, instr_cost, instr_pipe,
 )
 
 NPIPES = len(PIPES)
@@ -150,13 +148,7 @@ class _Expander:
                 self._for(it, out)
             elif tag == _OP_IF:
                 s = it[1]
-                try:
-                    c = _expr_fn(s.cond)(env)
-                except Fault as e:
-                    raise CompileError(str(e), s.loc) from None
-                if isinstance(c, np.ndarray) and c.ndim:
-                    raise CompileError("an if condition must be a scalar", s.loc)
-                c = bool(c)
+                c = if_condition(s, env)
                 if self.sig is not None:
                     self.sig.append(c)
                 self.run(it[2] if c else it[3], out)
