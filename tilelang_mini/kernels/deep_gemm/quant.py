@@ -39,6 +39,16 @@ def per_token_kernel(M, N, in_dtype, gran, ue8m0, fp4, block_M=ROWS):
     qmax = FP4_MAX if fp4 else FP8_MAX
     half = gran // 2
 
+    @T.macro
+    def row_scales(X, x, amax, bx, kb):
+        """x = the group (bx, kb) of X; amax[i] = the scale of its row i."""
+        T.copy(X[bx * block_M, kb * gran], x)
+        T.reduce_absmax(x, amax, dim=1)
+        for i in T.Parallel(block_M):
+            amax[i] = T.max(amax[i], 1e-4) / qmax
+        if ue8m0:
+            ue8m0_ceil(amax, block_M)
+
     @T.prim_func
     def per_token_cast(X: T.Tensor((M, N), in_dtype), Q: T.Tensor((M, N), "float8_e4m3fn"),
                        SF: T.Tensor((M, KB), "float32")):
@@ -46,12 +56,7 @@ def per_token_kernel(M, N, in_dtype, gran, ue8m0, fp4, block_M=ROWS):
             x = T.alloc_fragment((block_M, gran), "float32")
             amax = T.alloc_fragment((block_M,), "float32")
             q = T.alloc_fragment((block_M, gran), "float8_e4m3fn")
-            T.copy(X[bx * block_M, kb * gran], x)
-            T.reduce_absmax(x, amax, dim=1)
-            for i in T.Parallel(block_M):
-                amax[i] = T.max(amax[i], 1e-4) / qmax
-            if ue8m0:
-                ue8m0_ceil(amax, block_M)
+            row_scales(X, x, amax, bx, kb)
             for i, j in T.Parallel(block_M, gran):
                 q[i, j] = T.cast(x[i, j] * (1.0 / amax[i]), "float8_e4m3fn")
             T.copy(q, Q[bx * block_M, kb * gran])
@@ -65,12 +70,7 @@ def per_token_kernel(M, N, in_dtype, gran, ue8m0, fp4, block_M=ROWS):
             code = T.alloc_fragment((block_M, gran), "int32")
             amax = T.alloc_fragment((block_M,), "float32")
             q = T.alloc_fragment((block_M, half), "int8")
-            T.copy(X[bx * block_M, kb * gran], x)
-            T.reduce_absmax(x, amax, dim=1)
-            for i in T.Parallel(block_M):
-                amax[i] = T.max(amax[i], 1e-4) / qmax
-            if ue8m0:
-                ue8m0_ceil(amax, block_M)
+            row_scales(X, x, amax, bx, kb)
             for i, j in T.Parallel(block_M, gran):
                 x[i, j] = x[i, j] * (1.0 / amax[i])
             for i, j in T.Parallel(block_M, gran):  # the e2m1 code: how many midpoints |x| passes
