@@ -10,6 +10,8 @@ import pytest
 import tilelang_mini
 import tilelang_mini.language as T
 
+import kernels
+
 CHIPS = ["ascend910b", "ascend950"]
 
 
@@ -105,30 +107,6 @@ def test_each_branch_of_an_if_is_ordered_after_the_code_before_it(target):
         np.testing.assert_allclose(simulated, ref)
 
 
-def grouped_gemm_guarded_epilogue(M, N, K, G, bm=16, bn=32, bk=32):
-    """The expert's K loop and a vector epilogue both under `if g >= 0` (g read from GM)."""
-    @T.prim_func
-    def main(A: T.Tensor((M, K), "float16"), B: T.Tensor((G, K, N), "float16"),
-             MI: T.Tensor((M,), "int32"), W: T.Tensor((G,), "float32"),
-             C: T.Tensor((M, N), "float32")):
-        with T.Kernel(N // bn, M // bm) as (bx, by):
-            A_s = T.alloc_shared((bm, bk), "float16")
-            B_s = T.alloc_shared((bk, bn), "float16")
-            C_f = T.alloc_fragment((bm, bn), "float32")
-            g = T.alloc_var("int32")
-            g = MI[by * bm]
-            T.clear(C_f)
-            if g >= 0:
-                for k in T.Pipelined(K // bk, num_stages=2):
-                    T.copy(A[by * bm, k * bk], A_s)
-                    T.copy(B[g, k * bk, bx * bn], B_s)
-                    T.gemm(A_s, B_s, C_f)
-                for i, j in T.Parallel(bm, bn):
-                    C_f[i, j] = C_f[i, j] * W[g]
-            T.copy(C_f, C[by * bm, bx * bn])
-    return main
-
-
 def test_untaken_if_around_cube_and_vector_work_simulates_clean(target):
     M, N, K, G = 64, 32, 64, 3
     rng = np.random.default_rng(8)
@@ -138,8 +116,8 @@ def test_untaken_if_around_cube_and_vector_work_simulates_clean(target):
     ref = np.zeros((M, N))
     for r in range(M):
         if mi[r] >= 0:
-            ref[r] = (a[r].astype(np.float64) @ b[mi[r]].astype(np.float64)) * w[mi[r]]
-    prim = grouped_gemm_guarded_epilogue(M, N, K, G)
+            ref[r] = (a[r].astype(np.float64) @ b[mi[r]].astype(np.float64)) * w[mi[r]] + 1.0
+    prim = kernels.grouped_gemm(M, N, K, G, guarded_epilogue=True)  # K loop + epilogue in the if
     out = tilelang_mini.compile(prim, out_idx=[-1], target=target)(a, b, mi, w)
     np.testing.assert_allclose(out, ref, rtol=1e-3, atol=1e-3)
     for chip in CHIPS:
