@@ -353,3 +353,24 @@ def test_a_lowered_vector_reduce_recompiles_and_runs(chip):
     back = tilelang_mini.compile_ir(print_ir(lowered.ir), out_idx=[-1], chip=chip)
     for out in (back(x), back.simulate(x)[0]):
         np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-5)
+
+
+def _flag_outside_scope():
+    @T.prim_func
+    def k(X: T.Tensor((16, 16), "float32"), Y: T.Tensor((16, 16), "float32")):
+        with T.Kernel(1, is_npu=True) as (cid, vid):
+            x = T.alloc_ub((8, 16), "float32")
+            with T.Scope("V"):
+                T.copy(X[vid * 8, 0], x)
+            T.set_flag("MTE2", "MTE3", 0)  # AT:outside
+            with T.Scope("V"):
+                T.wait_flag("MTE2", "MTE3", 0)
+                T.copy(x, Y[vid * 8, 0])
+    return k
+
+
+def test_a_flag_outside_every_scope_is_located():
+    """The fuzzer's mutation:11-319 (a flag line of lowered IR text lost its indentation): a
+    located CompileError, not an internal error about an instruction without a core."""
+    err = rejected(_flag_outside_scope(), "outside")
+    assert "set_flag outside a T.Scope" in err.message, err.message

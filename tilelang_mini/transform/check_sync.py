@@ -94,7 +94,12 @@ def check_legal(kernel: Kernel, chip: Chip) -> None:
                 for name in ("body", "then_body", "else_body"):
                     if hasattr(s, name):
                         visit(getattr(s, name), core)
-            elif not isinstance(s, (Alloc, *SYNC_OPS)):
+            elif isinstance(s, SYNC_OPS):
+                if core is None:  # e.g. IR text whose flag line lost its indentation
+                    bad(f"{print_ir_line(s).split('(')[0]} outside a T.Scope: in an is_npu "
+                        f"kernel with T.Scope blocks every flag and barrier sits in the "
+                        f"T.Scope(\"C\") or T.Scope(\"V\") of the core that runs it", s)
+            elif not isinstance(s, Alloc):
                 for m in _illegal(s, core, chip):
                     bad(m, s)
 

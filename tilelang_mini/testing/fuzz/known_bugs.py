@@ -25,10 +25,6 @@ class KnownBug:
 
 
 KNOWN_BUGS: tuple[KnownBug, ...] = (
-    # a sync op moved out of its T.Scope by an edit of lowered IR text (mutation:11-319)
-    KnownBug("ir-check-gaps", "frontend.md#ir-text-that-check-lets-through",
-             families=("mutation",), outcomes=("internal",),
-             detail=r"an instruction without a core or pipe after split_cores"),
 )
 
 
