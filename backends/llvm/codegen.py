@@ -66,6 +66,8 @@ class KernelGen(ParallelMaps):
         self.features = features
         self.bf16 = bool(features.get("bf16"))
         check_grid(kernel)
+        from tilelang_mini.transform.expand_scaled_gemm import expand_scaled_gemm
+        kernel = expand_scaled_gemm(kernel)  # the CPU GEMM has no scale operands
         kernel = forward_copies(fuse_copy_chains(kernel), PER_BLOCK,
                                 lambda buf: storage_of(buf, self.bf16))
         self.kernel = kernel

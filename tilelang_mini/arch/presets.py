@@ -28,6 +28,7 @@ class Chip:
     peak_bf16_tflops: float
     costs: Costs
     fp8_cube: bool = False              # the cube multiplies FP8 (e4m3/e5m2) operands
+    mx_gran: int = 0                    # K values per UE8M0 scale of the scaled MMAD (0: none)
 
     def capacity_of(self, scope: str) -> int:
         return dict(self.capacity)[scope]
@@ -53,7 +54,7 @@ ASCEND950 = Chip(
               ("UB", 248 * KIB)),
     alignment=_ALIGN, direct_l0c_to_ub=True, direct_ub_to_l1=True,
     event_ids=8, cross_flags=16, cross_flag_pending=15, clock_ghz=1.65, peak_bf16_tflops=432.0,
-    costs=COSTS_950, fp8_cube=True,
+    costs=COSTS_950, fp8_cube=True, mx_gran=32,
 )
 
 CHIPS = {c.name: c for c in (ASCEND910B, ASCEND950)}

@@ -298,17 +298,36 @@ class TileAscend:
         loc = self.loc(call)
         if not is_ir(clear) and (not isinstance(clear, (bool, int)) or isinstance(clear, float)):
             raise self.error(clear_node, f"expected a boolean, got {show(clear)}")
+        scales = self.gemm_scales(call, a)
         if getattr(self, "scope_core", None) == "C" and all(
                 r.buffer.scope == "L1" for r in regs[:2]):
+            if scales:
+                raise self.error(call, "a block-scaled T.gemm takes L0A/L0B operands in an "
+                                       "expert T.Scope(\"C\") (copy the L1 tiles there first)")
             return self.expert_l1_gemm(regs, trans, clear, loc)
-        return [self.gemm_clear(regs, trans, clear, loc)]
+        return [self.gemm_clear(regs, trans, clear, loc, scales)]
+
+    def gemm_scales(self, call, a) -> dict:
+        """scale_A / scale_B / scale_gran of a block-scaled (MX) gemm: all three or none."""
+        given = [n for n in ("scale_A", "scale_B", "scale_gran") if a.get(n) is not None]
+        if not given:
+            return {}
+        if len(given) != 3:
+            raise self.error(call, "a block-scaled T.gemm needs scale_A, scale_B and scale_gran "
+                                   f"together; got only {', '.join(given)}")
+        gran = self.int_arg(a["scale_gran"])
+        if gran <= 0:
+            raise self.error(a["scale_gran"], f"scale_gran must be positive, got {gran}")
+        return {"scale_a": self.full_region(a["scale_A"]), "scale_b": self.full_region(a["scale_B"]),
+                "scale_gran": gran}
 
     @staticmethod
-    def gemm_clear(regs, trans, clear, loc):
+    def gemm_clear(regs, trans, clear, loc, scales=None):
+        scales = scales or {}
         if is_ir(clear):
-            return If(clear, (Gemm(*regs, *trans, True, loc=loc),),
-                      (Gemm(*regs, *trans, False, loc=loc),), loc)
-        return Gemm(*regs, *trans, bool(clear), loc=loc)
+            return If(clear, (Gemm(*regs, *trans, True, **scales, loc=loc),),
+                      (Gemm(*regs, *trans, False, **scales, loc=loc),), loc)
+        return Gemm(*regs, *trans, bool(clear), **scales, loc=loc)
 
     def expert_l1_gemm(self, regs, trans, clear, loc) -> list:
         """tilelang-ascend's gemm_v0 on L1 operands in an expert T.Scope("C"): the MTE1 loads
@@ -349,7 +368,7 @@ class TileAscend:
 
     def op_gemm(self, call) -> list:
         names = ["A", "B", "C", "transpose_A", "transpose_B", "clear_accum", "policy", "k_pack",
-                 "wg_wait", "mbar", "use_2cta"]
+                 "wg_wait", "mbar", "use_2cta", "scale_A", "scale_B", "scale_gran"]
         return self.gemm_with(call, names, names[3:6])
 
     def op_gemm_v0(self, call) -> list:

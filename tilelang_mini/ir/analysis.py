@@ -86,7 +86,8 @@ def operands(stmt, accumulate: bool = True) -> list[tuple]:
         return [(stmt.src, False), (stmt.dst, True)]
     if isinstance(stmt, Gemm):
         acc = [] if stmt.clear_accum or not accumulate else [(stmt.c, False)]
-        return [(stmt.a, False), (stmt.b, False), *acc, (stmt.c, True)]
+        scales = [(r, False) for r in (stmt.scale_a, stmt.scale_b) if r is not None]
+        return [(stmt.a, False), (stmt.b, False), *scales, *acc, (stmt.c, True)]
     if isinstance(stmt, Reduce):
         acc = [] if stmt.clear or not accumulate else [(stmt.dst, False)]
         return [(stmt.src, False), *acc, (stmt.dst, True)]

@@ -10,6 +10,7 @@ _NUMPY = {
     "bfloat16": np.dtype(ml_dtypes.bfloat16),
     "float8_e4m3fn": np.dtype(ml_dtypes.float8_e4m3fn),
     "float8_e5m2": np.dtype(ml_dtypes.float8_e5m2),
+    "float8_e8m0fnu": np.dtype(ml_dtypes.float8_e8m0fnu),
     "int8": np.dtype(np.int8),
     "uint8": np.dtype(np.uint8),
     "int16": np.dtype(np.int16),

@@ -176,7 +176,12 @@ class Copy:
 
 @dataclass(frozen=True)
 class Gemm:
-    """c += op(a) @ op(b), accumulated in c's dtype (fp32); `clear_accum` zeroes c first."""
+    """c += op(a) @ op(b), accumulated in c's dtype (fp32); `clear_accum` zeroes c first.
+
+    Block-scaled (MX) form, `scale_gran` > 0: every K group of `scale_gran` values is multiplied
+    by its scales first, c[m, n] += sum_k a[m, k] * sa[m, k // g] * b[k, n] * sb[n, k // g].
+    A scale tile is either float8_e8m0fnu [MN, groups] or uint16 [ceil(groups / 2), MN] (UE8M0
+    pairs, MN-major: the low byte is group 2r, the high byte group 2r + 1)."""
 
     a: Region
     b: Region
@@ -184,6 +189,9 @@ class Gemm:
     transpose_a: bool = False
     transpose_b: bool = False
     clear_accum: bool = False
+    scale_a: Region | None = None
+    scale_b: Region | None = None
+    scale_gran: int = 0
     loc: Loc = _loc()
 
 

@@ -341,11 +341,19 @@ class _ToIR(Transformer):
             return Copy(self.as_region(src), self.as_region(dst))
         if name == "gemm":
             flags = {"transpose_A", "transpose_B", "clear_accum"}
-            (a, b, c), kws = self.split(args, fn, flags, 3)
-            on = {k: self.const_bool(v) for k, v in kws.items()}
+            scale_keys = {"scale_A", "scale_B", "scale_gran"}
+            (a, b, c), kws = self.split(args, fn, flags | scale_keys, 3)
+            on = {k: self.const_bool(v) for k, v in kws.items() if k in flags}
+            scales = {}
+            if scale_keys & set(kws):
+                if not scale_keys <= set(kws):
+                    self.err("a block-scaled gemm needs scale_A=, scale_B= and scale_gran=", fn)
+                scales = {"scale_a": self.as_region(kws["scale_A"]),
+                          "scale_b": self.as_region(kws["scale_B"]),
+                          "scale_gran": self.const_int(kws["scale_gran"])}
             return Gemm(self.as_region(a), self.as_region(b), self.as_region(c),
                         on.get("transpose_A", False), on.get("transpose_B", False),
-                        on.get("clear_accum", False))
+                        on.get("clear_accum", False), **scales)
         if name == "fill":
             (dst, value), _ = self.split(args, fn, set(), 2)
             return Fill(self.as_region(dst), self.expr(value))

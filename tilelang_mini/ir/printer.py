@@ -163,6 +163,9 @@ class _Printer:
                 ("transpose_A", s.transpose_a), ("transpose_B", s.transpose_b),
                 ("clear_accum", s.clear_accum)) if on)
             args = ", ".join(print_region(r) for r in (s.a, s.b, s.c))
+            if s.scale_gran:
+                flags += (f", scale_A={print_region(s.scale_a)}, scale_B={print_region(s.scale_b)}"
+                          f", scale_gran={s.scale_gran}")
             self.emit(d, f"gemm({args}{flags})", s.loc, t())
         elif isinstance(s, Fill):
             self.emit(d, f"fill({print_region(s.dst)}, {print_expr(s.value)})", s.loc, t())

@@ -206,11 +206,56 @@ def gemm_shape(s: Gemm) -> tuple[int, int, int]:
     return cm, cn, ak
 
 
+SCALE_DTYPES = ("uint16", "float8_e8m0fnu")  # packed UE8M0 pairs (MN-major) or one UE8M0 each
+
+
+def scale_groups(s: Gemm) -> int:
+    """The K groups of a block-scaled gemm, its scale tiles' shapes checked: float8_e8m0fnu
+    [MN, >= groups] or uint16 [>= ceil(groups / 2), MN] (UE8M0 pairs, MN-major)."""
+    m, n, k = gemm_shape(s)
+    if s.scale_gran <= 0 or s.scale_a is None or s.scale_b is None:
+        raise CompileError("a block-scaled gemm needs scale_A, scale_B and scale_gran > 0", s.loc)
+    groups = -(-k // s.scale_gran)
+    for r, mn, what in ((s.scale_a, m, "scale_A"), (s.scale_b, n, "scale_B")):
+        dt = r.buffer.dtype
+        rows, cols = matrix_ext(r, s, what)
+        if dt not in SCALE_DTYPES:
+            raise CompileError(f"gemm {what} ({r.buffer.name}) is {dt}; block scales are uint16 "
+                               f"(UE8M0 pairs) or float8_e8m0fnu", s.loc)
+        want = (mn, groups) if dt == "float8_e8m0fnu" else (-(-groups // 2), mn)
+        if rows < want[0] or cols < want[1] or (dt == "uint16" and cols != mn) or (
+                dt != "uint16" and rows != mn):
+            form = ("[MN, groups] float8_e8m0fnu" if dt != "uint16"
+                    else "[ceil(groups / 2), MN] uint16 pairs, MN-major")
+            raise CompileError(f"gemm {what} ({r.buffer.name}) has extent ({rows}, {cols}); "
+                               f"{k} K values in groups of {s.scale_gran} need {want} ({form})",
+                               s.loc)
+    return groups
+
+
+def scale_matrix(tile: np.ndarray, dtype: str, mn: int, groups: int) -> np.ndarray:
+    """float32 [mn, groups] scales of a scale tile (see scale_groups): 2^(e - 127) of each UE8M0
+    byte e (255 is NaN)."""
+    if dtype == "uint16":
+        t = tile.astype(np.uint16)[:-(-groups // 2), :mn]
+        e = np.stack([t & 0xFF, t >> 8], axis=1).reshape(-1, mn)[:groups].T.astype(np.uint8)
+    else:
+        e = tile[:mn, :groups].view(np.uint8)
+    return np.ascontiguousarray(e).view(dtypes.to_numpy("float8_e8m0fnu")).astype(F32)
+
+
 def _gemm(s: Gemm):
     gemm_shape(s)
     va, vb, vc = region_view(s.a), region_view(s.b), region_view(s.c)
     a2, b2, c2 = (matrix_ext(r, s, "") for r in (s.a, s.b, s.c))
     ta, tb, clear = s.transpose_a, s.transpose_b, s.clear_accum
+    scaled = s.scale_gran > 0
+    if scaled:
+        groups, gran = scale_groups(s), s.scale_gran
+        m, n, k = gemm_shape(s)
+        vsa, vsb = region_view(s.scale_a), region_view(s.scale_b)
+        sa2, sb2 = matrix_ext(s.scale_a, s, ""), matrix_ext(s.scale_b, s, "")
+        da, db = s.scale_a.buffer.dtype, s.scale_b.buffer.dtype
 
     def gemm(env):
         a = va(env).reshape(a2).astype(F32)
@@ -219,6 +264,11 @@ def _gemm(s: Gemm):
             a = a.T
         if tb:
             b = b.T
+        if scaled:  # each K group times its scales (powers of two: exact in float32)
+            sa = scale_matrix(vsa(env).reshape(sa2), da, m, groups)
+            sb = scale_matrix(vsb(env).reshape(sb2), db, n, groups)
+            a = a * np.repeat(sa, gran, axis=1)[:, :k]
+            b = b * np.repeat(sb, gran, axis=1)[:, :k].T
         c = vc(env).reshape(c2)  # dropping extent-1 dims keeps this a view
         prod = np.matmul(a, b)
         c[...] = prod if clear else c.astype(F32) + prod

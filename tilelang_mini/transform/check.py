@@ -176,6 +176,10 @@ def _scope_problems(node):
         if got:
             yield (f"a cube gemm reads A from L0A and B from L0B (or L1/shared tiles staged "
                    f"there) and accumulates C in L0C (or a fragment); got {', '.join(got)}")
+        for role, r in (("scale_A", node.scale_a), ("scale_B", node.scale_b)):
+            if r is not None and r.buffer.scope not in ("L1", "shared"):
+                yield (f"the cube reads block scales from L1: {role} '{r.buffer.name}' must be a "
+                       f"shared (L1) tile, got {r.buffer.scope}")
 
 
 def _problems(node):
@@ -211,6 +215,8 @@ def _problems(node):
                    f"{node.b.buffer.dtype}")
         if node.c.buffer.dtype not in ("float32", "int32"):
             yield f"gemm accumulates in float32; C is {node.c.buffer.dtype}"
+        if node.scale_gran or node.scale_a is not None or node.scale_b is not None:
+            yield from _scale_problems(node)
     elif isinstance(node, Fill):
         yield from _region_problems(node.dst, "fill")
     elif isinstance(node, Reduce):
@@ -266,8 +272,32 @@ def _problems(node):
         return
 
 
+def _scale_problems(node: Gemm):
+    """A block-scaled gemm: FP8 operands, both scale tiles, their shapes (semantics.ops)."""
+    from ..semantics.ops import scale_groups
+    for r, role in ((node.scale_a, "scale_A"), (node.scale_b, "scale_B")):
+        if r is not None:
+            yield from _region_problems(r, f"gemm {role}")
+    if node.a.buffer.dtype not in ("float8_e4m3fn", "float8_e5m2"):
+        yield (f"a block-scaled gemm takes FP8 operands (float8_e4m3fn / float8_e5m2), got "
+               f"{node.a.buffer.dtype}")
+        return
+    try:
+        scale_groups(node)
+    except CompileError as err:
+        yield err.message
+
+
 def _chip_problems(node, chip: Chip):
-    """What does not fit `chip`: flag ids, buffer bytes, Parallel loop sizes."""
+    """What does not fit `chip`: flag ids, buffer bytes, Parallel loop sizes, scaled MMADs."""
+    if isinstance(node, Gemm) and node.scale_gran:
+        if not chip.mx_gran:
+            yield (f"a block-scaled gemm (scale_A/scale_B) needs a cube that applies block scales "
+                   f"itself; {chip.name} has none (apply the scales on the vector unit, or "
+                   f"compile for ascend950)")
+        elif node.scale_gran % chip.mx_gran:
+            yield (f"scale_gran={node.scale_gran}: the cube of {chip.name} scales K groups of "
+                   f"{chip.mx_gran}; use a multiple of {chip.mx_gran}")
     if isinstance(node, (SetFlag, WaitFlag)):
         if not 0 <= node.event < chip.event_ids:
             yield (f"event id {node.event} is out of range on {chip.name}; expected "

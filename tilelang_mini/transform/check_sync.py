@@ -119,6 +119,10 @@ def _illegal(s, core, chip: Chip):
             yield (f"a cube gemm reads A from L0A and B from L0B and accumulates C in L0C; got "
                    f"{got} (copy L1 tiles to L0A/L0B with T.copy first)")
             return
+        for role, r in (("scale_A", s.scale_a), ("scale_B", s.scale_b)):
+            if r is not None and r.buffer.scope != "L1":
+                yield (f"the cube reads block scales from L1; {role} '{r.buffer.name}' is in "
+                       f"{r.buffer.scope}")
     if isinstance(s, Copy):
         src, dst = s.src.buffer.scope, s.dst.buffer.scope
         space = ["GM" if x in GM_SCOPES else x for x in (src, dst)]

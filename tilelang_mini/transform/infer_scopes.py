@@ -68,8 +68,9 @@ def _homes(kernel: Kernel, dev: dict) -> dict:
                 if isinstance(n, Load):
                     add(n.buffer, "UB")
         if isinstance(s, Gemm):
-            add(s.a.buffer, "L1")
-            add(s.b.buffer, "L1")
+            for r in (s.a, s.b, s.scale_a, s.scale_b):
+                if r is not None:
+                    add(r.buffer, "L1")
             add(s.c.buffer, "L0C")
         elif isinstance(s, (Reduce, Sort, Store)) or (isinstance(s, For) and s.kind == "parallel"):
             for b in analysis.reads(s) + analysis.writes(s):
@@ -214,11 +215,16 @@ class _Rewriter:
 
     def gemm(self, s: Gemm, state):
         pre = []
-        for b in (s.a.buffer, s.b.buffer):
-            if self.is_dev(b):
-                pre += self.ensure(b, "L1", state, s)
-        a = replace(s.a, buffer=self.v(s.a.buffer, "L1")) if self.is_dev(s.a.buffer) else s.a
-        b = replace(s.b, buffer=self.v(s.b.buffer, "L1")) if self.is_dev(s.b.buffer) else s.b
+        for r in (s.a, s.b, s.scale_a, s.scale_b):
+            if r is not None and self.is_dev(r.buffer):
+                pre += self.ensure(r.buffer, "L1", state, s)
+
+        def on_l1(r):
+            return replace(r, buffer=self.v(r.buffer, "L1")) if r is not None and self.is_dev(
+                r.buffer) else r
+
+        a, b = on_l1(s.a), on_l1(s.b)
+        s = replace(s, scale_a=on_l1(s.scale_a), scale_b=on_l1(s.scale_b))
         c = s.c.buffer
         if not self.is_dev(c):
             return pre + [replace(s, a=a, b=b)], state

@@ -7,7 +7,8 @@ pipe that cannot convert (only V and FIX can) is staged through UB and cast on t
     copy(S, S_ub)                  ->   copy(S, S_ws)         # C.FIX   L0C -> GM
                                         copy(S_ws, S_ub)      # V.MTE2  GM -> UB
 
-A gemm on L1 operands loads K chunks that fit L0A/L0B (MTE1) and runs one MMAD each (M):
+A gemm on L1 operands loads K chunks that fit L0A/L0B (MTE1) and runs one MMAD each (M); a
+block-scaled gemm (scale_A/scale_B, the MX MMAD) loads its whole K and reads its scales from L1:
 
     gemm(A_s, B_s, C_f)            ->   copy(A_s[0 +: 128, 0 +: 64], A_s_l0a)   # C.MTE1
                                         copy(B_s[0 +: 64, 0 +: 128], B_s_l0b)   # C.MTE1
@@ -126,6 +127,11 @@ class _Legalizer:
         n = b_ext[0] if s.transpose_b else b_ext[1]
         dt = s.a.buffer.dtype
         kc = self.k_chunk(m, n, k, dt, s)
+        if s.scale_gran and kc < k:
+            raise CompileError(f"block-scaled gemm: its {m}x{k} A and {k}x{n} B tiles must fit "
+                               f"L0A/L0B whole, twice ({self.chip.capacity_of('L0A') // 2048} KiB "
+                               f"each); the scales are not split into K chunks; use a smaller "
+                               f"block_K or block_M/block_N", s.loc)
         a_shape = (kc, m) if s.transpose_a else (m, kc)
         b_shape = (n, kc) if s.transpose_b else (kc, n)
         key = (s.a.buffer.name, s.b.buffer.name, a_shape, b_shape)

@@ -9,6 +9,10 @@ partial product `P = A_k @ B_k` comes out of the cube (L0C) and the vector unit 
 `acc += P * sfa[m, k] * sfb[n, k]`. On a chip whose cube has no FP8 (ascend910b) the FP8 tiles
 are widened to bfloat16 on the vector unit first (exact: every e4m3 value is a bfloat16).
 
+With UE8M0 scales packed in pairs (uint16, MN-major: DeepGEMM-Ascend's layout) on a chip whose
+cube applies block scales (ascend950's MX MMAD), the K loop is one scaled gemm per 256 K values
+into the L0C accumulator: no partial leaves L0C and the vector unit has nothing to do.
+
 Grouped forms read their group of each block from a tensor at run time (contiguous layout: the
 group of the block's first row; masked layout: the block's group and that group's row count), and
 store only the rows that belong to a group (rows marked -1 and rows past masked_m are left as
@@ -30,14 +34,18 @@ def gemm_kernel(M, N, K, a_t, b_t, in_dtype, out_dtype, c_mode, sf_mode, cube_fp
 
     a_t/b_t: A stored [K,M] / B stored [K,N] (MN-major) instead of [M,K] / [N,K].
     c_mode: None, "separate" (a C parameter) or "inplace" (D holds C on entry).
-    sf_mode: None (bf16), "block" (sfb [ceil(N/128), ceil(K/128)]) or "channel" (sfb [N, ...]).
+    sf_mode: None (bf16), "block" (sfb [ceil(N/128), ceil(K/128)]), "channel" (sfb [N, ...]) or
+    "mx" (sfa [ceil(KB/2), M], sfb [ceil(KB/2), N] uint16 UE8M0 pairs, MN-major: the scaled MMAD).
     groups/grouping: 0/None dense; G/"contiguous" (B [G,N,K], layout [M]); G/"masked"
     (A [G,M,K], B [G,N,K], D [G,M,N], masked_m [G])."""
-    scaled = sf_mode is not None
+    mx = sf_mode == "mx"
+    scaled = sf_mode is not None and not mx
     with_c = c_mode is not None
     if scaled:
         block_K = SF_GRAN
         block_N = SF_GRAN if sf_mode == "block" else block_N
+    if mx:  # the cube scales each 128-K group itself: one UE8M0 pair (two groups) per K step
+        block_M, block_N, block_K = 128, 128, 2 * SF_GRAN
     KB = T.ceildiv(K, SF_GRAN)
     NB = T.ceildiv(N, SF_GRAN)
     mma_dtype = in_dtype if (not scaled or cube_fp8) else "bfloat16"
@@ -57,6 +65,12 @@ def gemm_kernel(M, N, K, a_t, b_t, in_dtype, out_dtype, c_mode, sf_mode, cube_fp
     d_shape = (G, M, N) if masked else (M, N)
     sfa_shape = (G, M, KB) if masked else (M, KB)
     sfb_shape = (G, sfb_rows, KB) if groups else (sfb_rows, KB)
+    sf_dtype = "float32"
+    if mx:  # UE8M0 pairs packed in uint16, MN-major
+        KP = T.ceildiv(KB, 2)
+        sfa_shape = (G, KP, M) if masked else (KP, M)
+        sfb_shape = (G, KP, N) if groups else (KP, N)
+        sf_dtype = "uint16"
     info_shape = (M,) if contiguous else (G,)
     grid_z = G if masked else 1
 
@@ -79,7 +93,23 @@ def gemm_kernel(M, N, K, a_t, b_t, in_dtype, out_dtype, c_mode, sf_mode, cube_fp
     def mainloop(A, B, SFA, SFB, acc, g, bx, by):
         A_s = T.alloc_shared(a_tile, in_dtype)
         B_s = T.alloc_shared(b_tile, in_dtype)
-        if not scaled:
+        if mx:
+            sa = T.alloc_shared((1, block_M), "uint16")
+            sb = T.alloc_shared((1, block_N), "uint16")
+            T.clear(acc)
+            for k in T.Pipelined(T.ceildiv(K, block_K), num_stages=2):
+                load_tiles(A, B, A_s, B_s, g, bx, by, k)
+                if masked:
+                    T.copy(SFA[g, k:k + 1, by * block_M:(by + 1) * block_M], sa)
+                else:
+                    T.copy(SFA[k:k + 1, by * block_M:(by + 1) * block_M], sa)
+                if groups:
+                    T.copy(SFB[g, k:k + 1, bx * block_N:(bx + 1) * block_N], sb)
+                else:
+                    T.copy(SFB[k:k + 1, bx * block_N:(bx + 1) * block_N], sb)
+                T.gemm(A_s, B_s, acc, transpose_A=a_t, transpose_B=not b_t, scale_A=sa,
+                       scale_B=sb, scale_gran=SF_GRAN)
+        elif not scaled:
             T.clear(acc)
             for k in T.Pipelined(T.ceildiv(K, block_K), num_stages=2):
                 load_tiles(A, B, A_s, B_s, g, bx, by, k)
@@ -158,10 +188,10 @@ def gemm_kernel(M, N, K, a_t, b_t, in_dtype, out_dtype, c_mode, sf_mode, cube_fp
             epilogue(C, D, INFO, acc, 0, bx, by)
 
     grid_x, grid_y = T.ceildiv(N, block_N), T.ceildiv(M, block_M)
-    if grouped and scaled:
+    if grouped and (scaled or mx):
         @T.prim_func
-        def fp8_grouped_gemm(A: T.Tensor(a_shape, in_dtype), SFA: T.Tensor(sfa_shape, "float32"),
-                             B: T.Tensor(b_shape, in_dtype), SFB: T.Tensor(sfb_shape, "float32"),
+        def fp8_grouped_gemm(A: T.Tensor(a_shape, in_dtype), SFA: T.Tensor(sfa_shape, sf_dtype),
+                             B: T.Tensor(b_shape, in_dtype), SFB: T.Tensor(sfb_shape, sf_dtype),
                              D: T.Tensor(d_shape, out_dtype), INFO: T.Tensor(info_shape, "int32")):
             with T.Kernel(grid_x, grid_y, grid_z) as (bx, by, bz):
                 body(A, B, SFA, SFB, D, D, INFO, bx, by, bz)
@@ -173,18 +203,18 @@ def gemm_kernel(M, N, K, a_t, b_t, in_dtype, out_dtype, c_mode, sf_mode, cube_fp
             with T.Kernel(grid_x, grid_y, grid_z) as (bx, by, bz):
                 body(A, B, A, B, D, D, INFO, bx, by, bz)
         return bf16_grouped_gemm
-    if scaled and c_mode == "separate":
+    if (scaled or mx) and c_mode == "separate":
         @T.prim_func
-        def fp8_gemm_c(A: T.Tensor(a_shape, in_dtype), SFA: T.Tensor(sfa_shape, "float32"),
-                       B: T.Tensor(b_shape, in_dtype), SFB: T.Tensor(sfb_shape, "float32"),
+        def fp8_gemm_c(A: T.Tensor(a_shape, in_dtype), SFA: T.Tensor(sfa_shape, sf_dtype),
+                       B: T.Tensor(b_shape, in_dtype), SFB: T.Tensor(sfb_shape, sf_dtype),
                        C: T.Tensor((M, N), "float32"), D: T.Tensor((M, N), out_dtype)):
             with T.Kernel(grid_x, grid_y) as (bx, by):
                 body(A, B, SFA, SFB, C, D, D, bx, by, 0)
         return fp8_gemm_c
-    if scaled:
+    if scaled or mx:
         @T.prim_func
-        def fp8_gemm(A: T.Tensor(a_shape, in_dtype), SFA: T.Tensor(sfa_shape, "float32"),
-                     B: T.Tensor(b_shape, in_dtype), SFB: T.Tensor(sfb_shape, "float32"),
+        def fp8_gemm(A: T.Tensor(a_shape, in_dtype), SFA: T.Tensor(sfa_shape, sf_dtype),
+                     B: T.Tensor(b_shape, in_dtype), SFB: T.Tensor(sfb_shape, sf_dtype),
                      D: T.Tensor((M, N), out_dtype)):
             with T.Kernel(grid_x, grid_y) as (bx, by):
                 body(A, B, SFA, SFB, D, D, D, bx, by, 0)

@@ -116,8 +116,14 @@ def _dense(ctx, layout, a, b, d, c, scaled):
                              False)
         plan.launch(kernel, a_arr, b_arr, *c_args, d_arr)
         return plan
-    sfa_arr, sfb_arr = as_input(sfa, "float32", "sfa"), as_input(sfb, "float32", "sfb")
     KB = ceil_div(K, SF_GRAN)
+    if _packed_sf(sfa, sfb):
+        sfa_arr, sfb_arr = _packed_pair(sfa, sfb, (ceil_div(KB, 2), M), (ceil_div(KB, 2), N))
+        kernel = ctx.compile(gemm_kernel, M, N, K, a_t, b_t, "float8_e4m3fn", out_dtype, c_mode,
+                             "mx", True)
+        plan.launch(kernel, a_arr, sfa_arr, b_arr, sfb_arr, *c_args, d_arr)
+        return plan
+    sfa_arr, sfb_arr = as_input(sfa, "float32", "sfa"), as_input(sfb, "float32", "sfb")
     check_shape(sfa_arr, (M, KB), "sfa")
     if sfb_arr.shape == (ceil_div(N, SF_GRAN), KB):
         sf_mode = "block"
@@ -130,6 +136,23 @@ def _dense(ctx, layout, a, b, d, c, scaled):
                          sf_mode, fp8_cube(ctx.chip))
     plan.launch(kernel, a_arr, sfa_arr, b_arr, sfb_arr, *c_args, d_arr)
     return plan
+
+
+def _packed_sf(sfa, sfb) -> bool:
+    """UE8M0 scales packed in pairs (uint16, MN-major: transform_sf_into_required_layout's
+    layout for ascend950), which the cube applies itself (the scaled MMAD)."""
+    packed = [to_numpy(x).dtype == np.uint16 for x in (sfa, sfb)]
+    if packed[0] != packed[1]:
+        raise ValueError("sfa and sfb must both be fp32 scales or both packed UE8M0 pairs "
+                         "(uint16, from transform_sf_into_required_layout)")
+    return packed[0]
+
+
+def _packed_pair(sfa, sfb, shape_a, shape_b):
+    sfa_arr, sfb_arr = as_input(sfa, "uint16", "sfa"), as_input(sfb, "uint16", "sfb")
+    check_shape(sfa_arr, shape_a, "sfa (packed UE8M0 pairs [ceil(K/256), M])")
+    check_shape(sfb_arr, shape_b, "sfb (packed UE8M0 pairs [ceil(K/256), N])")
+    return sfa_arr, sfb_arr
 
 
 def _make_dense(layout, scaled):
@@ -192,6 +215,16 @@ def _grouped(ctx, a, b, d, info, grouping, scaled, expected_m=None):
                     estimate_with=_hint(expected_m, (a_arr, b_arr, d_arr), info_arr))
         return plan
     KB = ceil_div(K, SF_GRAN)
+    if _packed_sf(sfa, sfb):
+        KP = ceil_div(KB, 2)
+        sfa_arr, sfb_arr = _packed_pair(sfa, sfb, (KP, M) if grouping == "contiguous" else
+                                        (G, KP, M), (G, KP, N))
+        kernel = ctx.compile(gemm_kernel, M, N, K, False, False, "float8_e4m3fn", out_dtype, None,
+                             "mx", True, 128, 128, 64, G, grouping)
+        plan.launch(kernel, a_arr, sfa_arr, b_arr, sfb_arr, d_arr, info_arr,
+                    estimate_with=_hint(expected_m, (a_arr, sfa_arr, b_arr, sfb_arr, d_arr),
+                                        info_arr))
+        return plan
     sfa_arr, sfb_arr = as_input(sfa, "float32", "sfa"), as_input(sfb, "float32", "sfb")
     check_shape(sfa_arr, (M, KB) if grouping == "contiguous" else (G, M, KB), "sfa")
     if sfb_arr.shape == (G, ceil_div(N, SF_GRAN), KB):

@@ -8,9 +8,10 @@
 * ceil_to_ue8m0(x) -> the power of two at or above |x| (exponent byte rounded up), float32
 * pack_ue8m0_to_int(sf [..., 4k]) -> int32 [..., k]: exponent bytes, little-endian
 * unpack_ue8m0_from_int(p [..., k]) -> float32 [..., 4k]
-* transform_sf_into_required_layout(sf, mn, k, recipe, ...) -> the fp32 [mn, ceil(k/g)] layout
-  this library's GEMMs read (packed UE8M0 ints are unpacked; per-block B scales broadcast per row
-  when asked for a (1, 1, 128) recipe)
+* transform_sf_into_required_layout(sf, mn, k, recipe, ...) -> the layout this library's GEMMs
+  read: on ascend950 UE8M0 pairs packed in uint16, MN-major [ceil(k/256), mn] (the scaled MMAD's
+  operands); elsewhere fp32 [mn, ceil(k/g)] (packed UE8M0 ints are unpacked; per-block B scales
+  broadcast per row when asked for a (1, 1, 128) recipe)
 
 Scales: amax over the group (at least 1e-4) / 448 (6 for FP4); UE8M0 rounds a scale up to a
 power of two through its bits (T.reinterpret, shifts and masks).
@@ -268,14 +269,67 @@ def unpack_ue8m0_from_int(ctx, packed):
     return plan
 
 
+PAIR_ROWS, PAIR_COLS = 64, 32  # a pair-packing block: 64 MN rows, 32 pairs (64 K groups)
+
+
+def pair_pack_kernel(G, R, KB, MN, row_div):
+    """SF fp32 [G, R, KB] (R = MN rows, or MN / 128 blocks when row_div = 128) -> P uint16
+    [G, ceil(KB / 2), MN]: the exponent bytes of groups 2j and 2j + 1 of row i in P[g, j, i]
+    (low byte first), MN-major; a group past KB gives byte 0."""
+    KP = ceil_div(KB, 2)
+    xr = 1 if row_div > 1 else PAIR_ROWS
+
+    @T.prim_func
+    def pack_ue8m0_pairs(SF: T.Tensor((G, R, KB), "float32"),
+                         P: T.Tensor((G, KP, MN), "uint16")):
+        with T.Kernel(T.ceildiv(MN, PAIR_ROWS), T.ceildiv(KP, PAIR_COLS), G) as (bx, by, g):
+            x = T.alloc_fragment((xr, 2 * PAIR_COLS), "float32")
+            p = T.alloc_fragment((PAIR_COLS, PAIR_ROWS), "uint16")
+            if row_div > 1:  # one (128-row) block row serves the 64 rows of this block
+                T.copy(SF[g, bx * PAIR_ROWS // row_div:bx * PAIR_ROWS // row_div + 1,
+                          by * 2 * PAIR_COLS:(by + 1) * 2 * PAIR_COLS], x)
+            else:
+                T.copy(SF[g, bx * PAIR_ROWS:(bx + 1) * PAIR_ROWS,
+                          by * 2 * PAIR_COLS:(by + 1) * 2 * PAIR_COLS], x)
+            for j, i in T.Parallel(PAIR_COLS, PAIR_ROWS):
+                p[j, i] = (((T.reinterpret(x[i % xr, 2 * j], "int32") >> 23) & 255)
+                           | (((T.reinterpret(x[i % xr, 2 * j + 1], "int32") >> 23) & 255) << 8))
+            T.copy(p, P[g, by * PAIR_COLS:(by + 1) * PAIR_COLS, bx * PAIR_ROWS:(bx + 1) * PAIR_ROWS])
+
+    return pack_ue8m0_pairs
+
+
 @library_function
 def transform_sf_into_required_layout(ctx, sf, mn, k, recipe=(1, 1, 128), num_groups=None,
-                                      is_sfa=False, **_ignored):
-    """Scales in the layout this library's FP8 GEMMs read: fp32 [(G,) mn, ceil(k/128)]. Packed
-    UE8M0 ints are unpacked (a kernel); (128, 128)-block scales are kept as blocks for the
-    (1, 128, 128) recipe and broadcast to rows for a (1, 1, 128) one (a kernel copy)."""
+                                      is_sfa=False, disable_ue8m0_cast=False, **_ignored):
+    """Scales in the layout this library's FP8 GEMMs read on ctx.chip.
+
+    On a chip whose cube applies block scales (ascend950), fp32 UE8M0 scales become
+    DeepGEMM-Ascend's layout: uint16 [(G,) ceil(k/256), mn], the exponent bytes of K groups
+    2j and 2j + 1 packed in one uint16 (low byte first), MN-major; (128, 128)-block scales of B
+    are spread to its mn rows by the kernel. As DeepGEMM, the exponent byte is taken as it is:
+    the scales must be powers of two (use_ue8m0=True); disable_ue8m0_cast=True keeps fp32.
+
+    Otherwise fp32 [(G,) mn, ceil(k/128)]: packed UE8M0 ints are unpacked (a kernel);
+    (128, 128)-block scales are kept as blocks for the (1, 128, 128) recipe and broadcast to
+    rows for a (1, 1, 128) one."""
     plan = Plan()
     arr = as_input(sf, name="sf")
+    from ...arch import get_chip
+    if get_chip(ctx.chip).mx_gran and arr.dtype == np.float32 and not disable_ue8m0_cast:
+        kb = ceil_div(k, 128)
+        grouped = arr.reshape((1,) + arr.shape) if arr.ndim == 2 else arr
+        rows = grouped.shape[1]
+        if grouped.ndim != 3 or grouped.shape[2] != kb or rows not in (mn, ceil_div(mn, 128)):
+            raise ValueError(f"sf has shape {arr.shape}; expected ([G,] {mn} or "
+                             f"{ceil_div(mn, 128)}, {kb}) fp32 scales")
+        G = grouped.shape[0]
+        row_div = 1 if rows == mn else 128
+        out = np.empty((G, ceil_div(kb, 2), mn), np.uint16)
+        plan.launch(ctx.compile(pair_pack_kernel, G, rows, kb, mn, row_div),
+                    np.ascontiguousarray(grouped), out)
+        plan.result = out if arr.ndim == 3 else out[0]
+        return plan
     if arr.dtype == np.int32:
         flat = _rows2d(arr.reshape(1, -1) if arr.ndim < 2 else arr)
         out = np.empty((flat.shape[0], flat.shape[1] * 4), np.float32)
