@@ -24,6 +24,7 @@ The analysis runs on the program unrolled twice per loop (once where the trip co
 """
 from __future__ import annotations
 
+from bisect import bisect_left
 from dataclasses import dataclass, field, replace
 
 from ..arch import Chip
@@ -55,6 +56,7 @@ class Channel:
     sets: list | None = None   # (trace position, vector clock of the src pipe) per dynamic set
     waits: list | None = None  # trace position of the first instruction after each dynamic wait
     wait_after: bool = False  # the wait follows the set at once (a producer inside an if branch)
+    seq: int = 0              # creation order
 
     @property
     def wait_key(self):
@@ -88,49 +90,162 @@ class _Analysis(HappensBefore):
         self.coalesce = coalesce
         self.channels: list[Channel] = []
         self.by_wait: dict = {}    # id(item) -> channels waiting before it
+        self.by_key: dict = {}     # what a channel is looked up by (channel()) -> channels
+        self.set_here: dict = {}   # id(item) -> channels set or primed there (first walk)
         self.frozen = False        # replaying: a dependency no channel covers raises _Uncovered
         self.accesses: dict = {}   # id(instr) -> its accesses (fixed for the whole pass)
+        self.history, self.by_mem = [], {}
+        self.snaps = None          # top-level item -> the replay's state before it
         self.reset()
 
     def reset(self):
+        # Every walk visits the same occurrences with the same accesses (only the clocks depend
+        # on the channels): the first walk indexes them for all later ones.
+        history, by_mem = self.history, self.by_mem
         super().reset()
+        self.history, self.by_mem = history, by_mem
         self.exit_vc: dict = {}    # id(block) -> {pipe: vc at its latest exit}
         self.branch_exit: dict = {}  # ancestors of an if branch -> known clocks at its end
 
+    def record(self, occ: Occ, acc: list, known: dict) -> dict:
+        if occ.index < len(self.history):  # a replay: the occurrence is indexed already
+            q = (occ.item.core, occ.item.pipe)
+            vc = dict(known)
+            vc[q] = occ.index
+            self.cur[q] = vc
+            if occ.item.pipe != "V":
+                known[q] = occ.index
+            return vc
+        return super().record(occ, acc, known)
+
     def run(self, tree):
         self.walk(tree, ())
+        self._index(tree)
         # A channel placed early may be covered by ones placed later (a flag round trip that
         # also orders two vector instructions): drop each channel the others make redundant.
+        # Removing one changes the walk only from its first item on, and once the state at a
+        # top-level item after its last one equals the last good walk's, the rest is that walk.
+        local = self.replay(tree)
         for ch in reversed(list(self.channels)):
             at = self.channels.index(ch)
             self.channels.remove(ch)
             self.by_wait[ch.wait_key].remove(ch)
-            if not self.replay(tree):
+            self._unplace(ch)
+            if not (self.replay_without(tree, ch) if local else self.replay(tree)):
                 self.channels.insert(at, ch)
                 self.by_wait[ch.wait_key].append(ch)
+                self._place(ch)
         # The final replay records when each flag is set and waited for (for the event ids).
-        if not self.replay(tree):
+        if not self.replay(tree, record=True):
             raise AssertionError("insert_sync: the channels no longer cover the dependencies")
         return self.channels
 
-    def replay(self, tree) -> bool:
-        """Walk again with the channels fixed: True when they cover every dependency."""
-        self.reset()
+    def _index(self, tree):
+        """Top-level item and list position of every item; per top-level item, the channels
+        with points both before and at or after it (their last set is walk state there)."""
+        self.top, self.pos = {}, {}
+
+        def mark(items, k):
+            for n, it in enumerate(items):
+                if isinstance(it, Alloc):
+                    continue
+                self.top[id(it)], self.pos[id(it)] = k, n
+                for body in getattr(it, "bodies", ()):
+                    mark(body, k)
+        for k, it in enumerate(tree):
+            if not isinstance(it, Alloc):
+                mark([it], k)
+                self.pos[id(it)] = k
+        self.span, self.straddle = {}, {}
         for ch in self.channels:
-            ch.last_set, ch.sets, ch.waits = None, [], []
+            points = [self.top[id(x)] for x in (ch.set_at, ch.wait_at, ch.primed)
+                      if x is not None]
+            lo, hi = min(points), max(points)
+            self.span[ch] = (lo, hi)
+            for k in range(lo + 1, hi + 1):
+                self.straddle.setdefault(k, []).append(ch)
         # the channels cannot change while replaying: index them by where they are set
-        self.placed = {}
+        self.live, self.placed = set(), {}
         for ch in self.channels:
-            for at in {id(ch.set_at), id(ch.primed)}:
-                self.placed.setdefault(at, []).append(ch)
+            self._place(ch)
+
+    def _place(self, ch: Channel):
+        self.live.add(ch)
+        for at in {id(x) for x in (ch.set_at, ch.primed) if x is not None}:
+            here = self.placed.setdefault(at, [])
+            here.append(ch)
+            here.sort(key=lambda c: c.seq)
+
+    def _unplace(self, ch: Channel):
+        self.live.discard(ch)
+        for at in {id(x) for x in (ch.set_at, ch.primed) if x is not None}:
+            self.placed[at].remove(ch)
+
+    def _freeze(self, record: bool = False, clear: bool = True):
+        """Start a replay (`clear`: no flag set yet; `record`: note every set and wait)."""
+        self.reset()
+        if clear:
+            for ch in self.channels:
+                ch.last_set = None
+                ch.sets, ch.waits = ([], []) if record else (None, None)
         self.frozen = True
+
+    def _state(self, k: int) -> tuple:
+        return (self.count, _copy_clocks(self.known), _copy_clocks(self.cur),
+                dict(self.branch_exit),
+                {ch: ch.last_set for ch in self.straddle.get(k, ()) if ch in self.live})
+
+    def _same_state(self, k: int) -> bool:
+        count, known, cur, branch_exit, last_set = self.snaps[k]
+        return (_clocks_equal(self.known, known) and _clocks_equal(self.cur, cur)
+                and self.branch_exit == branch_exit
+                and all(last_set.get(ch) == ch.last_set
+                        for ch in self.straddle.get(k, ()) if ch in self.live))
+
+    def replay(self, tree, record: bool = False) -> bool:
+        """Walk again with the channels fixed: True when they cover every dependency (the
+        state before every top-level item is kept for `replay_without`)."""
+        self._freeze(record)
+        snaps = []
         try:
-            self.walk(tree, ())
+            for k, it in enumerate(tree):
+                snaps.append(self._state(k))
+                self.walk([it], ())
+            self.snaps = snaps
             return True
+        except _Uncovered:
+            self.snaps = None
+            return False
+        finally:
+            self.frozen = False
+
+    def replay_without(self, tree, gone: Channel) -> bool:
+        """`replay` after `gone` was removed from the channels of the last good replay: from
+        the state before its first item to the first later item whose state is unchanged."""
+        lo, hi = self.span[gone]
+        # A channel's first event in a walk is a set (or its prime before the loop): only the
+        # channels set before `lo` and waited for after it carry their last set in.
+        self._freeze(clear=False)
+        count, known, cur, branch_exit, last_set = self.snaps[lo]
+        self.count, self.known, self.cur = count, _copy_clocks(known), _copy_clocks(cur)
+        self.branch_exit = dict(branch_exit)
+        for ch in self.straddle.get(lo, ()):
+            if ch in self.live:
+                ch.last_set = last_set.get(ch)
+        fresh = {}
+        try:
+            for k in range(lo, len(tree)):
+                if k > hi and self._same_state(k):
+                    break
+                fresh[k] = self._state(k)
+                self.walk([tree[k]], ())
         except _Uncovered:
             return False
         finally:
             self.frozen = False
+        for k, st in fresh.items():
+            self.snaps[k] = st
+        return True
 
     def record_set(self, ch: Channel, vc: dict):
         if ch.sets is not None:
@@ -204,16 +319,29 @@ class _Analysis(HappensBefore):
         if acc is None:  # fixed for the whole pass: computed once per instruction
             acc = self.accesses[id(item)] = _accesses(item, self.offsets)
         needed = []  # every unordered conflicting producer: one in a branch covers no other
-        for prev, pacc, _ in self.history:
-            p = (prev.item.core, prev.item.pipe)
-            if p == q and item.pipe != "V":
-                continue
-            if p[1] == "S" and p[0] == q[0]:  # the scalar unit finishes it before dispatching on
-                continue
-            if self.covered(prev, occ, q, known) or exclusive(prev, occ):
-                continue
-            if any(conflict(x, y) for x in pacc for y in acc):
-                needed.append(prev)
+        seen = set()
+        for mem, _, write in acc:  # earlier accesses of the same memory, per thread, newest first
+            for (p, pw), entries in self.by_mem.get(mem[:2], {}).items():
+                if not (write or pw):
+                    continue
+                if p == q and item.pipe != "V":
+                    continue
+                if p[1] == "S" and p[0] == q[0]:  # the scalar unit finishes it before going on
+                    continue
+                floor = known.get(p, -1)  # everything up to it is ordered before `occ` already
+                j = bisect_left(entries, occ.index, key=_first)
+                while j:
+                    j -= 1
+                    index, prev, pacc = entries[j]
+                    if index <= floor:
+                        break
+                    if index in seen:
+                        continue
+                    seen.add(index)
+                    if self.covered(prev, occ, q, known) or exclusive(prev, occ):
+                        continue
+                    if any(conflict(x, y) for x in pacc for y in acc):
+                        needed.append(prev)
         # Latest producers first: the order one of them establishes may cover the others.
         for prev in sorted(needed, key=lambda o: -o.index):
             if self.covered(prev, occ, q, known):
@@ -282,7 +410,7 @@ class _Analysis(HappensBefore):
         """The channels set or primed at `item`, in channel order."""
         if self.frozen:
             return self.placed.get(id(item), ())
-        return [ch for ch in self.channels if ch.set_at is item or ch.primed is item]
+        return tuple(self.set_here.get(id(item), ()))
 
     def snapshot(self, prev: Occ, occ: Occ, ch: Channel) -> dict:
         if ch.kind == "barrier":
@@ -307,10 +435,8 @@ class _Analysis(HappensBefore):
             set_at, wait_at, primed, after = _placement(prev, occ)
             if self.coalesce and not after:
                 set_at = _last_producer(set_at, wait_at, prev.item)
-        for ch in self.channels:
-            if (ch.kind, ch.src, ch.dst, ch.wait_at, ch.primed, ch.wait_after) != (
-                    kind, p, q, wait_at, primed, after):
-                continue
+        key = (kind, p, q, id(wait_at), id(primed), after)
+        for ch in self.by_key.get(key, ()):
             if after:
                 if ch.set_at is set_at:
                     return ch
@@ -320,16 +446,38 @@ class _Analysis(HappensBefore):
             if kind != "barrier" and getattr(ch.set_at, "parent", 0) is getattr(set_at, "parent", 1):
                 # One wait point, two sets on one pipe in one list: the later set covers both.
                 if _position(set_at) > _position(ch.set_at):
-                    ch.set_at = set_at
+                    self._move_set(ch, set_at)
                 return ch
-        ch = Channel(kind, p, q, set_at, wait_at, primed, loc=prev.item.stmt.loc, wait_after=after)
+        ch = Channel(kind, p, q, set_at, wait_at, primed, loc=prev.item.stmt.loc, wait_after=after,
+                     seq=len(self.channels))
         self.channels.append(ch)
+        self.by_key.setdefault(key, []).append(ch)
         self.by_wait.setdefault(ch.wait_key, []).append(ch)
+        for at in {id(x) for x in (set_at, primed) if x is not None}:
+            self.set_here.setdefault(at, []).append(ch)
         return ch
+
+    def _move_set(self, ch: Channel, set_at):
+        if ch.set_at is not ch.primed:
+            self.set_here[id(ch.set_at)].remove(ch)
+        ch.set_at = set_at
+        here = self.set_here.setdefault(id(set_at), [])
+        if ch not in here:
+            here.append(ch)
+            here.sort(key=lambda c: c.seq)
 
 
 def _copy_clocks(clocks: dict) -> dict:
     return {p: dict(v) for p, v in clocks.items()}
+
+
+def _clocks_equal(a: dict, b: dict) -> bool:
+    """Equal clocks, a thread with an empty clock counting as absent."""
+    return ({p: v for p, v in a.items() if v} == {p: v for p, v in b.items() if v})
+
+
+def _first(entry):
+    return entry[0]
 
 
 def _meet(states: list, ran: list, last: int) -> dict:
@@ -445,12 +593,17 @@ def _assign_events(channels, chip: Chip, kernel):
     for key, chans in groups.items():
         limit = chip.event_ids if key != "cross" else chip.cross_flags
         ids: list[list[Channel]] = []
+        uses: list = []  # per id: its members' sets and waits in order (None: cannot be shared)
         for ch in chans:
             # A cross-core id is shared only between channels of one direction (C -> V or
             # V -> C) whose uses never overlap, like a local event id.
-            shared = next((i for i, members in enumerate(ids)
-                           if all(m.src[0] == ch.src[0] for m in members)
-                           and _can_share(members + [ch])), None)
+            shared = None
+            for i, members in enumerate(ids):
+                if members[0].src[0] == ch.src[0]:  # (all members of an id share a direction)
+                    both = _share(members, uses[i], ch)
+                    if both is not None:
+                        shared = i
+                        break
             if shared is None:
                 if len(ids) >= limit:
                     what = ("cross-core flags" if key == "cross"
@@ -459,19 +612,44 @@ def _assign_events(channels, chip: Chip, kernel):
                                        f"on {chip.name}; use fewer stages or smaller loops",
                                        ch.loc or kernel.loc)
                 ids.append([ch])
+                uses.append(_uses_of(ch))
                 ch.event = len(ids) - 1
             else:
                 ids[shared].append(ch)
+                uses[shared] = both
                 ch.event = shared
 
 
-def _can_share(members) -> bool:
-    if any(ch.sets is None or ch.waits is None or len(ch.sets) != len(ch.waits)
-           for ch in members):
-        return False
-    sets = sorted((pos, n, vc) for n, ch in enumerate(members) for pos, vc in ch.sets)
-    waits = sorted((pos, n) for n, ch in enumerate(members) for pos in ch.waits)
-    for k, ((s_pos, s_ch, _), (w_pos, w_ch)) in enumerate(zip(sets, waits)):
+def _uses_of(ch: Channel, n: int = 0):
+    """(sets, waits, alternating) of one channel as member n, or None when unrecorded."""
+    if ch.sets is None or ch.waits is None or len(ch.sets) != len(ch.waits):
+        return None
+    sets = [(pos, n, vc) for pos, vc in ch.sets]
+    waits = [(pos, n) for pos in ch.waits]
+    return sets, waits, n == 0 and _alternate(sets, waits, [ch], 0)
+
+
+def _share(members, uses, ch: Channel):
+    """The uses of `members` + [ch] on one id when they can share it, else None. Two channels
+    share an id only if, in the recorded run, their sets and waits alternate, each wait pairs
+    with the set of its own channel, and every wait happens before the next set of that id."""
+    mine = _uses_of(ch, len(members))
+    if uses is None or mine is None:
+        return None
+    (sets, waits, ok), (new_sets, new_waits, _) = uses, mine
+    group = members + [ch]
+    if ok and sets and new_sets and new_sets[0][0] > sets[-1][0] and new_waits[0][0] > waits[-1][0]:
+        # all of ch's uses come after the members' (which alternate): check from the last pair on
+        sets, waits = sets + new_sets, waits + new_waits
+        start = len(uses[0]) - 1
+    else:
+        sets, waits, start = sorted(sets + new_sets), sorted(waits + new_waits), 0
+    return (sets, waits, True) if _alternate(sets, waits, group, start) else None
+
+
+def _alternate(sets, waits, members, start: int) -> bool:
+    for k in range(start, min(len(sets), len(waits))):
+        (s_pos, s_ch, _), (w_pos, w_ch) = sets[k], waits[k]
         if s_ch != w_ch or w_pos < s_pos:
             return False
         if k + 1 < len(sets):
