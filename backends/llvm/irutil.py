@@ -20,7 +20,9 @@ PTR = ir.PointerType()
 # storage dtype -> (LLVM element type of the raw bits, bytes)
 STORAGE = {
     "float32": (F32, 4), "float16": (I16, 2), "bfloat16": (I16, 2),
-    "float8_e4m3fn": (I8, 1), "float8_e5m2": (I8, 1), "int32": (I32, 4), "bool": (I8, 1),
+    "float8_e4m3fn": (I8, 1), "float8_e5m2": (I8, 1), "float8_e8m0fnu": (I8, 1),
+    "float4_e2m1fn": (I8, 1),
+    "int32": (I32, 4), "bool": (I8, 1),
     "int8": (I8, 1), "uint8": (I8, 1), "int16": (I16, 2), "uint16": (I16, 2),
     "uint32": (I32, 4), "int64": (I64, 8),
 }

@@ -21,10 +21,13 @@ INT_STORAGE = ("int8", "uint8", "int16", "uint16", "int32", "uint32", "int64")
 _SUBSET = {
     "float8_e4m3fn": {"float16", "bfloat16", "float32"},
     "float8_e5m2": {"float16", "bfloat16", "float32"},
+    "float8_e8m0fnu": {"float32"},
+    "float4_e2m1fn": {"float16", "bfloat16", "float32"},
     "float16": {"float32"}, "bfloat16": {"float32"}, "float32": set(),
 }
 
-FLOATS = ("float32", "float16", "bfloat16", "float8_e4m3fn", "float8_e5m2")
+FLOATS = ("float32", "float16", "bfloat16", "float8_e4m3fn", "float8_e5m2", "float8_e8m0fnu",
+          "float4_e2m1fn")
 
 
 def exact_in(src: str, dst: str) -> bool:
@@ -207,6 +210,22 @@ def decode(e: Emitter, raw, storage: str):
                    const(like(t, F32), 2.0 ** 120))
         f = b.select(b.icmp_unsigned("==", mag, const(it, 0x7F)), const(like(t, F32), math.nan), f)
         return b.bitcast(b.or_(b.bitcast(f, it), sign), like(t, F32))
+    if storage == "float8_e8m0fnu":  # 2^(e - 127): e << 23, 2^-127 (subnormal) for 0, NaN for 255
+        it = like(t, I32)
+        x = b.zext(raw, it)
+        w = b.select(b.icmp_unsigned("==", x, const(it, 0)), const(it, 0x00400000),
+                     b.select(b.icmp_unsigned("==", x, const(it, 255)), const(it, 0x7FC00000),
+                              b.shl(x, const(it, 23))))
+        return b.bitcast(w, like(t, F32))
+    if storage == "float4_e2m1fn":  # code s e e m (low nibble): 0 .5 1 1.5 2 3 4 6
+        it = like(t, I32)
+        x = b.zext(raw, it)
+        ex = b.and_(b.lshr(x, const(it, 1)), const(it, 3))
+        m = b.and_(x, const(it, 1))
+        normal = b.or_(b.shl(b.add(ex, const(it, 126)), const(it, 23)), b.shl(m, const(it, 22)))
+        w = b.select(b.icmp_unsigned("==", ex, const(it, 0)), b.mul(m, const(it, 0x3F000000)),
+                     normal)
+        return b.bitcast(b.or_(w, b.shl(b.and_(x, const(it, 8)), const(it, 28))), like(t, F32))
     if storage in INT_STORAGE:
         if elem_type(t).width == 64:
             return raw
@@ -240,6 +259,42 @@ def _encode_fp8(e: Emitter, f, mant: int, bias: int, e4m3: bool):
     return b.trunc(o, like(f.type, I8))
 
 
+def _encode_e8m0(e: Emitter, f):
+    """As ml_dtypes: the exponent, plus one when the mantissa is at least a half (a subnormal
+    goes to 2^-126 when above 2^-127); zero, negatives, inf and NaN give 255 (NaN)."""
+    b = e.b
+    it = like(f.type, I32)
+    u = b.bitcast(f, it)
+    a = b.and_(u, const(it, 0x7FFFFFFF))
+    ex = b.lshr(a, const(it, 23))
+    m = b.and_(a, const(it, 0x7FFFFF))
+    up = b.zext(b.icmp_unsigned(">=", m, const(it, 0x400000)), it)
+    sub = b.zext(b.icmp_unsigned(">", m, const(it, 0x400000)), it)
+    r = b.select(b.icmp_unsigned("==", ex, const(it, 0)), sub, b.add(ex, up))
+    bad = b.or_(b.icmp_unsigned(">", r, const(it, 254)),
+                b.or_(b.icmp_unsigned("!=", u, a), b.icmp_unsigned("==", a, const(it, 0))))
+    return b.trunc(b.select(bad, const(it, 255), r), like(f.type, I8))
+
+
+def _encode_e2m1(e: Emitter, f):
+    """As ml_dtypes: round to nearest even among 0 .5 1 1.5 2 3 4 6, saturating at 6 (inf
+    too); the sign in bit 3; a NaN gives -0 (8), or +0 when its sign bit is set."""
+    b = e.b
+    it = like(f.type, I32)
+    ft = f.type
+    u = b.bitcast(f, it)
+    a = b.bitcast(b.and_(u, const(it, 0x7FFFFFFF)), ft)
+    code = const(it, 0)
+    for bound, strict in ((0.25, True), (0.75, False), (1.25, True), (1.75, False), (2.5, True),
+                          (3.5, False), (5.0, True)):  # ties go to the even code
+        passed = b.fcmp_ordered(">" if strict else ">=", a, const(ft, bound))
+        code = b.add(code, b.zext(passed, it))
+    code = b.or_(code, b.and_(b.lshr(u, const(it, 28)), const(it, 8)))
+    nan = b.xor(b.and_(b.lshr(u, const(it, 28)), const(it, 8)), const(it, 8))
+    code = b.select(b.fcmp_unordered("uno", f, f), nan, code)
+    return b.trunc(code, like(f.type, I8))
+
+
 def _encode_bf16(e: Emitter, f):
     b = e.b
     it = like(f.type, I32)
@@ -264,6 +319,10 @@ def encode_float(e: Emitter, f, storage: str):
         return _encode_fp8(e, f, 3, 7, True)
     if storage == "float8_e5m2":
         return _encode_fp8(e, f, 2, 15, False)
+    if storage == "float8_e8m0fnu":
+        return _encode_e8m0(e, f)
+    if storage == "float4_e2m1fn":
+        return _encode_e2m1(e, f)
     raise ValueError(storage)
 
 

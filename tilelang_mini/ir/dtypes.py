@@ -11,6 +11,7 @@ _NUMPY = {
     "float8_e4m3fn": np.dtype(ml_dtypes.float8_e4m3fn),
     "float8_e5m2": np.dtype(ml_dtypes.float8_e5m2),
     "float8_e8m0fnu": np.dtype(ml_dtypes.float8_e8m0fnu),
+    "float4_e2m1fn": np.dtype(ml_dtypes.float4_e2m1fn),  # one value per byte, the low nibble
     "int8": np.dtype(np.int8),
     "uint8": np.dtype(np.uint8),
     "int16": np.dtype(np.int16),
@@ -25,11 +26,13 @@ _NUMPY = {
 ALIASES = {
     "float": "float32", "fp32": "float32", "half": "float16", "fp16": "float16",
     "bf16": "bfloat16", "fp8_e4m3": "float8_e4m3fn", "float8_e4m3": "float8_e4m3fn",
-    "fp8_e5m2": "float8_e5m2", "int": "int32",
+    "fp8_e5m2": "float8_e5m2", "int": "int32", "e8m0": "float8_e8m0fnu",
+    "float8_e8m0": "float8_e8m0fnu", "fp4_e2m1": "float4_e2m1fn", "float4_e2m1": "float4_e2m1fn",
 }
 
 DTYPES = tuple(_NUMPY)
-FLOAT_DTYPES = ("float32", "float16", "bfloat16", "float8_e4m3fn", "float8_e5m2")
+FLOAT_DTYPES = ("float32", "float16", "bfloat16", "float8_e4m3fn", "float8_e5m2", "float8_e8m0fnu",
+                "float4_e2m1fn")
 # Integer dtypes: values compute as 64-bit integers and wrap to the element type when stored.
 INT_DTYPES = ("int8", "uint8", "int16", "uint16", "int32", "uint32", "int64")
 UNSIGNED_DTYPES = ("uint8", "uint16", "uint32")
@@ -74,5 +77,7 @@ def tolerance(name: str) -> tuple[float, float]:
         "bfloat16": (2e-2, 2e-2),
         "float8_e4m3fn": (1.3e-1, 1e-1),
         "float8_e5m2": (2.6e-1, 2e-1),
+        "float8_e8m0fnu": (5e-1, 0),
+        "float4_e2m1fn": (2.5e-1, 2.5e-1),  # powers of two: a value is within a factor 1.5 of its own
         "bool": (0, 0),
     }.get(name, (0, 0))  # integer dtypes compare exactly

@@ -141,7 +141,8 @@ def to_numpy(x, name: str = "argument"):
         if x.device.type != "cpu":
             raise TypeError(f"{name}: only CPU torch tensors are supported, got {x.device}")
         special = {torch.bfloat16: ("int16", "bfloat16")}
-        for tname, npname in (("float8_e4m3fn", "float8_e4m3fn"), ("float8_e5m2", "float8_e5m2")):
+        for tname, npname in (("float8_e4m3fn", "float8_e4m3fn"), ("float8_e5m2", "float8_e5m2"),
+                              ("float8_e8m0fnu", "float8_e8m0fnu")):
             if hasattr(torch, tname):
                 special[getattr(torch, tname)] = ("uint8", npname)
         if x.dtype in special:

@@ -210,6 +210,9 @@ def _problems(node):
         if k != k2 or (m, n) != (mc, nc):
             yield (f"gemm shapes do not match: A {m}x{k}, B {k2}x{n}, C {mc}x{nc}; expected "
                    f"A MxK, B KxN, C MxN (after transpose_A/transpose_B)")
+        if node.a.buffer.dtype == "float8_e8m0fnu":
+            yield ("float8_e8m0fnu is a scale format, not a gemm operand; pass it as scale_A / "
+                   "scale_B of an FP8 gemm")
         if node.a.buffer.dtype != node.b.buffer.dtype:
             yield (f"gemm A and B dtypes differ: {node.a.buffer.dtype} and "
                    f"{node.b.buffer.dtype}")

@@ -1,8 +1,8 @@
 """FP4 (e2m1) operands for `fp8_fp4_gemm_nt`: DeepGEMM's packed layout, two codes per byte
 (the even K index in the low nibble), one scale per 32 K values (recipe gran_k = 32).
 
-Each operand tile is dequantised on the vector unit into a bfloat16 tile (code -> value by bit
-operations and selects, times its scale) and the cube runs a plain bfloat16 GEMM over all of K.
+Each operand tile is dequantised on the vector unit into a bfloat16 tile (the nibble by shifts,
+read as a float4_e2m1fn value with T.reinterpret, times its scale) and the cube runs a plain bfloat16 GEMM over all of K.
 With UE8M0 (power-of-two) scales, as DeepGEMM uses for FP4, `value * scale` is exact in
 bfloat16 (e2m1 and e4m3 values have at most 4 significant bits), so the result equals the
 block-scaled product; other fp32 scales round the dequantised operand to bfloat16.
@@ -25,13 +25,9 @@ def dequant_gemm_kernel(M, N, K, a_fp4, b_fp4, gran_a, gran_b, out_dtype, separa
         if fp4:
             for i, k in T.Parallel(rows, block_K):  # the nibble of K index k
                 code[i, k] = (T.cast(src[i, k // 2], "int32") >> ((k % 2) * 4)) & 15
-            for i, k in T.Parallel(rows, block_K):  # e2m1: sign bit 3; 0 .5 1 1.5 2 3 4 6
-                dst[i, k] = T.cast(
-                    T.if_then_else((code[i, k] & 8) != 0, -1.0, 1.0)
-                    * T.if_then_else((code[i, k] & 7) < 4, T.cast(code[i, k] & 7, "float32") * 0.5,
-                                     T.if_then_else((code[i, k] & 7) == 7, 6.0,
-                                                    T.cast((code[i, k] & 7) - 2, "float32")))
-                    * sf[i, k // gran], "bfloat16")
+            for i, k in T.Parallel(rows, block_K):  # the code read as an e2m1 value
+                dst[i, k] = T.cast(T.reinterpret(code[i, k], "float4_e2m1fn") * sf[i, k // gran],
+                                   "bfloat16")
         else:
             for i, k in T.Parallel(rows, block_K):
                 dst[i, k] = T.cast(src[i, k] * sf[i, k // gran], "bfloat16")
@@ -44,8 +40,8 @@ def dequant_gemm_kernel(M, N, K, a_fp4, b_fp4, gran_a, gran_b, out_dtype, separa
         sb = T.alloc_fragment((block_N, block_K // gran_b), "float32")
         a_w = T.alloc_shared((block_M, block_K), "bfloat16")
         b_w = T.alloc_shared((block_N, block_K), "bfloat16")
-        code_a = T.alloc_fragment((block_M, block_K), "int32")
-        code_b = T.alloc_fragment((block_N, block_K), "int32")
+        code_a = T.alloc_fragment((block_M, block_K), "uint8")
+        code_b = T.alloc_fragment((block_N, block_K), "uint8")
         acc = T.alloc_fragment((block_M, block_N), "float32")
         out = T.alloc_fragment((block_M, block_N), out_dtype)
         T.clear(acc)
