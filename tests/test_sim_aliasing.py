@@ -85,6 +85,74 @@ def test_shared_bytes_through_a_third_buffer_still_race():
     assert "alias.py:20:1" in msg and "alias.py:21:1" in msg
 
 
+def test_byte_ranges_and_alias_boxes_of_any_rank():
+    b = Buffer("b", (2, 3, 4), "float32", "UB")                          # slices of 48 bytes
+    assert byte_ranges(b, 0, (0, 2, 1, 2, 0, 4)) == [(16, 32), (64, 80)]
+    assert byte_ranges(b, 0, (0, 2, 0, 3, 0, 4)) == [(0, 96)]           # whole: one range
+    assert byte_ranges(b, 0, (1, 2, 0, 3, 1, 2)) == [(52, 56), (68, 72), (84, 88)]
+    assert byte_ranges(b, 0, (0, 2, 0, 3, 1, 2), most=2) == [(4, 40), (52, 88)]  # hull per slice
+    y = Buffer("y", (2, 3, 4), "float32", "UB")
+    assert alias_boxes([(16, 32), (64, 80)], y, 0) == [(0, 1, 1, 2, 0, 4), (1, 2, 1, 2, 0, 4)]
+    assert alias_boxes([(20, 60)], y, 0) == [             # elements [5, 15): a partial row,
+        (0, 1, 1, 2, 1, 4), (0, 1, 2, 3, 0, 4), (1, 2, 0, 1, 0, 3)]   # a row, a partial row
+    q = Buffer("q", (2, 2, 2, 3), "float32", "UB")
+    assert alias_boxes([(0, 96)], q, 0) == [(0, 2, 0, 2, 0, 2, 0, 3)]
+
+
+ALIAS_ND = """@prim_func(source="alias_nd.py")
+def main(X: Tensor(BIG, "float32"), Y: Tensor(BIG, "float32"), Z: Tensor(MIX, "float32"), W: Tensor((2,), "float32")):
+    with Kernel(1, is_npu=True) as (cid, vid):
+        big = alloc_ub(BIG, "float32", offset=0)
+        mix = alloc_ub(MIX, "float32", offset=0)
+        sq = alloc_ub((1,), "float32", offset=OFFSET)
+        with Scope("V"):
+            copy(X, big)
+            set_flag(MTE2, V, 0)
+            wait_flag(MTE2, V, 0)
+            fill(big, 2.0)
+            set_flag(V, MTE3, 0)
+            wait_flag(V, MTE3, 0)
+            copy(big[HALF_BIG], Y[HALF_BIG])
+            set_flag(MTE3, V, 0)
+            wait_flag(MTE3, V, 0)
+            fill(mix[FILL], 1.0)  # 17:1
+            fill(sq, 3.0)  # 18:1
+            set_flag(V, MTE3, 1)
+            wait_flag(V, MTE3, 1)
+            copy(mix[HALF_MIX], Z[HALF_MIX])
+            copy(sq, W[vid +: 1])
+"""
+# mix: the filled part covers bytes [0, 96) and [192, 288) (two slices 96 bytes apart); its
+# hull [0, 288) holds [96, 100), where sq sits. big spans all of it.
+ND_SHAPES = [("(4, 4, 6)", "(2, 2, 24)", "0 +: 2, 0 +: 1, 0 +: 24"),
+             ("(2, 3, 4, 4)", "(2, 2, 2, 12)", "0 +: 2, 0 +: 1, 0 +: 2, 0 +: 12"),
+             ("(96,)", "(2, 2, 24)", "0 +: 2, 0 +: 1, 0 +: 24")]
+
+
+@pytest.mark.parametrize("big,mix,fill", ND_SHAPES)
+def test_disjoint_bytes_of_3d_and_4d_tiles_do_not_race(big, mix, fill):
+    """Before: a >= 3-D access counted as its hull (or the whole of a >= 3-D alias), so the two
+    fills raced through `big` although they share no byte."""
+    def half(shape):  # each vector core stores its half of the leading dimension
+        dims = eval(shape)
+        return ", ".join([f"vid * {dims[0] // 2} +: {dims[0] // 2}"]
+                         + [f"0 +: {n}" for n in dims[1:]])
+
+    text = (ALIAS_ND.replace("HALF_BIG", half(big)).replace("HALF_MIX", half(mix))
+            .replace("BIG", big).replace("MIX", mix).replace("FILL", fill))
+    x = np.arange(96, dtype=np.float32).reshape(eval(big))
+    (y, z, w), report = compile_unchecked(text.replace("OFFSET", "96"), [1, 2, 3]).simulate(x)
+    np.testing.assert_array_equal(y, np.full(eval(big), 2.0))
+    flat = np.asarray(z).reshape(-1)  # the filled part: elements [0, 24) and [48, 72)
+    assert (flat[:24] == 1.0).all() and (flat[48:72] == 1.0).all() and (flat == 1.0).sum() == 48
+    np.testing.assert_array_equal(w, [3.0, 3.0])
+    tilelang_mini.compile_ir(text.replace("OFFSET", "96"), out_idx=[1, 2, 3])  # check_sync too
+    with pytest.raises(RaceError) as err:  # sq inside the filled part: a real race
+        compile_unchecked(text.replace("OFFSET", "192"), [1, 2, 3]).simulate(x)
+    msg = str(err.value)
+    assert "alias_nd.py:17:1" in msg and "alias_nd.py:18:1" in msg
+
+
 def vector_to_cube(stages):
     @T.prim_func
     def main(X: T.Tensor((64, 128), "float32"), B: T.Tensor((128, 64), "float16"),

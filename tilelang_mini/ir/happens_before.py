@@ -184,25 +184,52 @@ def _mem(buf, core, offsets):
 
 def byte_ranges(buf, offset: int, box: tuple, most: int = 64) -> list:
     """Sorted [lo, hi) byte ranges of its scope that a flat element box (lo0, hi0, lo1, hi1, ...)
-    of `buf` placed at `offset` touches: one per row of a 2-D box narrower than the buffer (up
-    to `most` rows), one for whole rows, 1-D boxes or (as their hull) more dimensions."""
+    of `buf` (any rank, row-major) placed at `offset` touches: the trailing dimensions the box
+    covers whole, and the one before them, make each run contiguous; the runs are enumerated
+    over the leading dimensions. More than `most` runs: the leading dimensions are enumerated
+    only as far as `most` allows and each such point gets the hull of what it covers (more
+    bytes, never fewer).
+
+        b: (2, 3, 4) float32 at 0; box (0, 2, 1, 2, 0, 4)  -> [(16, 32), (64, 80)]"""
     size = dtypes.itemsize(buf.dtype)
-    shape = buf.shape
-    if len(shape) == 1:
-        return [(offset + box[0] * size, offset + box[1] * size)]
-    if len(shape) == 2:
-        (r0, r1, c0, c1), pitch = box, shape[1] * size
-        if c0 == 0 and c1 == shape[1] or r1 - r0 > most:
-            return [(offset + r0 * pitch + c0 * size, offset + (r1 - 1) * pitch + c1 * size)]
-        return [(offset + r * pitch + c0 * size, offset + r * pitch + c1 * size)
-                for r in range(r0, r1)]
-    lo = hi = 0
-    stride = 1
-    for d in range(len(shape) - 1, -1, -1):  # the hull: first and last element, row-major
-        lo += box[2 * d] * stride
-        hi += (box[2 * d + 1] - 1) * stride
-        stride *= shape[d]
-    return [(offset + lo * size, offset + (hi + 1) * size)]
+    shape = tuple(buf.shape)
+    n = len(shape)
+    if n == 0:
+        return [(offset, offset + size)]
+    los, his = box[0::2], box[1::2]
+    if any(h <= lo for lo, h in zip(los, his)):
+        return []
+    strides = [1] * n
+    for d in range(n - 2, -1, -1):
+        strides[d] = strides[d + 1] * shape[d + 1]
+    k = n - 1  # dims after k are covered whole: one run per point of the dims before k
+    while k > 0 and los[k] == 0 and his[k] == shape[k]:
+        k -= 1
+    lead, count = 0, 1  # enumerate dims [0, lead) whole points, at most `most` of them
+    while lead < k and count * (his[lead] - los[lead]) <= most:
+        count *= his[lead] - los[lead]
+        lead += 1
+    out = []
+
+    def points(d, base):
+        if d == lead:
+            lo = hi = base
+            for e in range(lead, n):  # hull of the rest: first and last element
+                lo += los[e] * strides[e]
+                hi += (his[e] - 1) * strides[e]
+            out.append((offset + lo * size, offset + (hi + 1) * size))
+            return
+        for i in range(los[d], his[d]):
+            points(d + 1, base + i * strides[d])
+
+    points(0, 0)
+    merged = []  # adjacent runs (whole trailing rows) become one range
+    for lo, hi in out:
+        if merged and merged[-1][1] == lo:
+            merged[-1] = (merged[-1][0], hi)
+        else:
+            merged.append((lo, hi))
+    return merged
 
 
 def _ranges_overlap(a: list, b: list) -> bool:

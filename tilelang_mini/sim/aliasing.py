@@ -2,8 +2,9 @@
 
 The simulator race-checks each buffer by element boxes. An access to buffer `b` also touches
 every buffer `y` planned on some of `b`'s bytes, but only on the bytes it really touches: the
-access's element box becomes byte ranges of the scope (one per row of a strided 2-D box, one for
-a box of whole rows), and those become element boxes of `y`:
+access's element box (any rank) becomes byte ranges of the scope (one per contiguous run: a
+row of a strided 2-D box, one range for a box of whole rows), and those become element boxes of
+`y` (any rank, exact):
 
     b = alloc_ub((4, 24), "float32", offset=0)      # bytes [0, 384)
     y = alloc_ub((96,), "float32", offset=0)
@@ -38,34 +39,42 @@ def aliases(placed: dict) -> dict:
 
 
 def alias_boxes(ranges: list, y, offset: int) -> list:
-    """Element boxes of `y` (placed at `offset`) covering the given byte ranges: exact for 1-D
-    and 2-D `y` (a partial first row, whole middle rows, a partial last row), the whole of `y`
-    for more dimensions."""
+    """Element boxes of `y` (placed at `offset`, any rank) covering the given byte ranges,
+    exactly: a run of elements is, per leading index, a partial first slice, whole middle
+    slices and a partial last slice, recursively.
+
+        y: (4, 8) float32; bytes [16, 100) -> [(0, 1, 4, 8), (3, 4, 0, 1), (1, 3, 0, 8)]"""
     size = dtypes.itemsize(y.dtype)
     end = offset + y.numel * size
+    shape = tuple(y.shape) or (1,)
     out = []
     for lo, hi in ranges:
         lo, hi = max(lo, offset), min(hi, end)
         if hi <= lo:
             continue
-        e0, e1 = (lo - offset) // size, -(-(hi - offset) // size)
-        if len(y.shape) == 1:
-            out.append((e0, e1))
-        elif len(y.shape) == 2:
-            cols = y.shape[1]
-            r0, r1 = e0 // cols, (e1 - 1) // cols
-            if r0 == r1:
-                out.append((r0, r0 + 1, e0 % cols, (e1 - 1) % cols + 1))
-                continue
-            if e0 % cols:
-                out.append((r0, r0 + 1, e0 % cols, cols))
-                r0 += 1
-            last = (e1 - 1) % cols + 1
-            if last != cols:
-                out.append((r1, r1 + 1, 0, last))
-                r1 -= 1
-            if r1 >= r0:
-                out.append((r0, r1 + 1, 0, cols))
-        else:
-            return [tuple(v for n in y.shape for v in (0, n))]
+        out += _flat_boxes((lo - offset) // size, -(-(hi - offset) // size), shape)
+    return out
+
+
+def _flat_boxes(e0: int, e1: int, shape: tuple) -> list:
+    """Flat boxes of a row-major `shape` covering elements [e0, e1) exactly."""
+    if len(shape) == 1:
+        return [(e0, e1)]
+    inner = 1
+    for n in shape[1:]:
+        inner *= n
+    whole = tuple(v for n in shape[1:] for v in (0, n))
+    r0, r1 = e0 // inner, (e1 - 1) // inner
+    if r0 == r1:
+        return [(r0, r0 + 1) + b for b in _flat_boxes(e0 - r0 * inner, e1 - r0 * inner,
+                                                       shape[1:])]
+    out = []
+    if e0 % inner:
+        out += [(r0, r0 + 1) + b for b in _flat_boxes(e0 % inner, inner, shape[1:])]
+        r0 += 1
+    if e1 % inner:
+        out += [(r1, r1 + 1) + b for b in _flat_boxes(0, e1 - r1 * inner, shape[1:])]
+        r1 -= 1
+    if r1 >= r0:
+        out.append((r0, r1 + 1) + whole)
     return out
