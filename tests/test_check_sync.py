@@ -374,3 +374,69 @@ def test_a_flag_outside_every_scope_is_located():
     located CompileError, not an internal error about an instruction without a core."""
     err = rejected(_flag_outside_scope(), "outside")
     assert "set_flag outside a T.Scope" in err.message, err.message
+
+
+# ------------------------------------------------------------- the two vector cores on GM
+
+
+def aiv_exchange(mode: str):
+    """Each AIV stores its half of X to the workspace W, reads the other AIV's half back and
+    writes it to Y (halves swapped). `synced`: the AIVs meet through the cube's cross flags;
+    `unsynced`: nothing orders one AIV's store before the other's read; `same_rows`: both AIVs
+    store to the same rows of W."""
+    @T.prim_func
+    def k(X: T.Tensor((16, 16), "float32"), W: T.Tensor((16, 16), "float32"),
+          Y: T.Tensor((16, 16), "float32")):
+        with T.Kernel(1, is_npu=True) as (cid, vid):
+            x = T.alloc_ub((8, 16), "float32")
+            u = T.alloc_ub((8, 16), "float32")
+            with T.Scope("V"):
+                T.copy(X[vid * 8, 0], x)
+                T.set_flag("MTE2", "MTE3", 0)
+                T.wait_flag("MTE2", "MTE3", 0)
+                if mode == "same_rows":
+                    T.copy(x, W[0, 0])  # AT:same
+                else:
+                    T.copy(x, W[vid * 8, 0])  # AT:halfstore
+                T.set_flag("MTE3", "MTE2", 2)  # u may take the bytes of x
+                T.wait_flag("MTE3", "MTE2", 2)
+                if mode == "synced":
+                    T.set_cross_flag("MTE3", 3)
+            with T.Scope("C"):
+                if mode == "synced":
+                    T.wait_cross_flag("MTE2", 3)
+                    T.set_cross_flag("MTE2", 4)
+            with T.Scope("V"):
+                if mode == "synced":
+                    T.wait_cross_flag("MTE2", 4)
+                T.copy(W[(1 - vid) * 8, 0], u)  # AT:read
+                T.set_flag("MTE2", "MTE3", 1)
+                T.wait_flag("MTE2", "MTE3", 1)
+                T.copy(u, Y[vid * 8, 0])
+    return k
+
+
+def test_the_two_aivs_exchanging_halves_through_the_cube_compile(target):
+    x = np.arange(256, dtype=np.float32).reshape(16, 16)
+    k = tilelang_mini.compile(aiv_exchange("synced"), out_idx=[-1], target=target)
+    np.testing.assert_array_equal(k(x, np.zeros_like(x)), np.concatenate([x[8:], x[:8]]))
+    y, _ = k.simulate(x, np.zeros_like(x))
+    np.testing.assert_array_equal(y, np.concatenate([x[8:], x[:8]]))
+
+
+def test_an_aiv_reading_what_the_other_writes_without_sync_is_a_race():
+    """Before, check_sync walked one vector core (vid 0) and left this to simulate."""
+    err = rejected(aiv_exchange("unsynced"), "read", "halfstore", either=True)
+    assert "race on W" in err.message and "V0." in err.message and "V1." in err.message
+    assert "vid 0, vid 1" in err.message
+    x = np.zeros((16, 16), np.float32)
+    with pytest.raises(RaceError):  # the simulator agrees
+        simulate_unchecked(aiv_exchange("unsynced"), (x, x.copy()))
+
+
+def test_the_two_aivs_storing_the_same_rows_is_a_race():
+    err = rejected(aiv_exchange("same_rows"), "same")
+    assert "race on W" in err.message and "V0.MTE3" in err.message and "V1.MTE3" in err.message
+    x = np.zeros((16, 16), np.float32)
+    with pytest.raises(RaceError):
+        simulate_unchecked(aiv_exchange("same_rows"), (x, x.copy()))

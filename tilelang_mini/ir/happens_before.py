@@ -174,7 +174,9 @@ def _mem(buf, core, offsets):
     """Memory identity: on-chip buffers by scope and byte range (so aliases conflict)."""
     if buf.scope in GM_SCOPES:
         return ("GM", buf.name, None)
-    owner = core if buf.scope == "var" else "V" if buf.scope == "UB" else "C"  # var: per core
+    # var: per core; UB: the vector core's (per AIV when check_sync walks "V0" and "V1")
+    owner = core if buf.scope == "var" else (
+        core if core in ("V0", "V1") else "V") if buf.scope == "UB" else "C"
     if buf.name in offsets:
         start = offsets[buf.name]
         return (owner, buf.scope, (start, start + buf.numel * dtypes.itemsize(buf.dtype)),
@@ -315,10 +317,14 @@ class HappensBefore:
                         break
                     if exclusive(prev, occ):
                         continue
-                    if any(conflict(x, y, self.precise) for x in pacc for y in acc):
+                    if self.conflicts(prev, pacc, occ, acc):
                         needed[p] = (index, prev)
                         break
         return needed
+
+    def conflicts(self, prev: Occ, pacc: list, occ: Occ, acc: list) -> bool:
+        """Some access of `prev` and some of `occ` touch common memory, one a write."""
+        return any(conflict(x, y, self.precise) for x in pacc for y in acc)
 
     def record(self, occ: Occ, acc: list, known: dict) -> dict:
         """Enter `occ` into the history; its thread's clock after it."""

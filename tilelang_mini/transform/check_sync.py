@@ -8,15 +8,20 @@ on the cube, UB on the vector cores); every pipe instruction sits in a Scope.
 
 Synchronisation, by the happens-before analysis insert_sync uses (`ir/happens_before.py`), run
 on the kernel's own flags: each core's program is walked in order (loops unrolled, fully when
-small; ifs whose condition is known at the walk taken as the hardware would take them), a
-`wait_flag` joins the vector clock of the `set_flag` it consumes, a cross-core wait the clock of
-the matching cross-core set. Rejected, naming both instructions and their lines:
+small; ifs whose condition is known at the walk taken as the hardware would take them), the
+two vector cores separately (`vid` 0 and 1: V0 and V1, each with its own UB, scalars and
+flags), a `wait_flag` joins the vector clock of the `set_flag` it consumes, a cross-core wait
+the clock of the matching cross-core set (the cube's wait: both AIVs' sets). Rejected, naming
+both instructions and their lines:
 
     copy(A[...], A_L1)        # C.MTE2
     copy(A_L1, A_L0)          # C.MTE1   -> race: MTE1 reads A_L1 that MTE2 writes, no flag orders them
 
 * a race: two accesses to overlapping bytes (planned offsets included), one a write, on
-  different pipes (or two V instructions without a pipe_barrier), not ordered by flags;
+  different pipes (or two V instructions without a pipe_barrier), not ordered by flags; also
+  the two AIVs writing common GM elements, or one reading what the other writes, with no
+  cross-core flags through the cube between them (only where both element boxes are known
+  at compile time: a data-dependent index between the AIVs is left to `simulate`);
 * a deadlock: a wait no set can satisfy (both cores waiting, or a wait never set);
 * a flag misuse: a set while the flag is still set (or not ordered after the wait that consumed
   the previous set), a wait reached before its set in program order, a flag set at the end.
@@ -24,6 +29,7 @@ the matching cross-core set. Rejected, naming both instructions and their lines:
 from __future__ import annotations
 
 from collections import deque
+from dataclasses import replace
 
 from ..arch import Chip
 from ..errors import CompileError
@@ -173,6 +179,8 @@ def _buffers(s):
 
 # ------------------------------------------------------------------------------ synchronisation
 
+AIVS = ("V0", "V1")  # the vector cores of the block: vid 0 and vid 1
+
 
 def _blocks(items):
     for it in items:
@@ -207,18 +215,29 @@ class _Verifier(HappensBefore):
 
     # ---- phase 1: each core's dynamic program (occurrences with their loop variables)
     def streams(self, tree, cap):
-        out = {"C": [], "V": []}
+        """core -> [(instruction, ancestors, loop variables)]: the cube's program ("C"), and
+        each vector core's ("V0", "V1": the scope's instructions with `vid` 0 and 1)."""
+        out = {"C": [], "V0": [], "V1": []}
         self.walked = 0
+        copies: dict = {}
 
-        def walk(items, ancestors, env):
+        def walk(items, ancestors, env, cores):
             for it in items:
                 if isinstance(it, Alloc):
                     continue
                 if isinstance(it, Instr):
+                    core = cores.get(it.core)
+                    if core is None:
+                        continue
                     self.walked += 1
                     if cap is None and self.walked > FULL_UNROLL_BUDGET:
                         raise _Budget
-                    out[it.core].append((it, ancestors, dict(env)))
+                    if core != it.core:
+                        key = (id(it), core)
+                        if key not in copies:
+                            copies[key] = replace(it, core=core)
+                        it = copies[key]
+                    out[core].append((it, ancestors, dict(env)))
                     continue
                 s = it.stmt
                 if isinstance(s, For):
@@ -226,19 +245,21 @@ class _Verifier(HappensBefore):
                     trips = 2 if n is None else n if cap is None else min(n, cap)
                     for t in range(trips):
                         env2 = dict(env)
-                        env2[s.vars[0]] = t if cap is not None or n is None else t
-                        walk(it.bodies[0], ancestors + ((it, t),), env2)
+                        env2[s.vars[0]] = t
+                        walk(it.bodies[0], ancestors + ((it, t),), env2, cores)
                     continue
                 c = self.value(s.cond, env)
                 if c is None and id(s) in self.choice:  # data-dependent, with flags inside
                     c = self.choice[id(s)]
                 if c is None:  # data-dependent, no flags: both branches, never both run
                     for branch, body in enumerate(it.bodies):
-                        walk(body, ancestors + ((it, ("branch", branch)),), env)
+                        walk(body, ancestors + ((it, ("branch", branch)),), env, cores)
                 else:
-                    walk(it.bodies[0 if c else 1], ancestors + ((it, ("branch", 0)),), env)
+                    walk(it.bodies[0 if c else 1], ancestors + ((it, ("branch", 0)),), env,
+                         cores)
 
-        walk(tree, (), {self.cid: self.block, self.vid: 0})
+        for vid, cores in ((0, {"C": "C", "V": "V0"}), (1, {"V": "V1"})):
+            walk(tree, (), {self.cid: self.block, self.vid: vid}, cores)
         return out
 
     def value(self, e, env):
@@ -270,7 +291,8 @@ class _Verifier(HappensBefore):
             streams = self.streams(tree, 2)
         self.flags: dict = {}       # (core, src, dst, id) -> (clock, occ) of the pending set
         self.last_wait: dict = {}   # (core, src, dst, id) -> occ of the last wait
-        self.cross = {"C": {}, "V": {}}  # receiver -> flag -> deque of (clock, occ)
+        self.cross = {"C": {}, "V0": {}, "V1": {}}  # receiver -> flag -> deque of (clock, occ)
+        self.half = {v: {} for v in AIVS}  # an AIV's sets the cube waits for with the other's
         self.last: dict = {}        # thread -> index of its latest occurrence
         queues: dict = {}
         prev_s: dict = {}           # (core, position) -> position of the last S before it
@@ -314,17 +336,21 @@ class _Verifier(HappensBefore):
                 if isinstance(st, SetFlag):
                     queued.add((it.core, st.src, st.dst, st.event))
                 elif isinstance(st, SetCrossFlag):
-                    queued.add(("V" if it.core == "C" else "C", st.flag))
+                    queued.update(((v, st.flag) for v in AIVS) if it.core == "C"
+                                  else (("C", it.core, st.flag),))
         waits = [q[0][1] for q in queues if q and isinstance(q[0][1].stmt, (WaitFlag,
                                                                             WaitCrossFlag))]
 
-        def key(it):
+        def root(it):  # no set is left to release it
             st = it.stmt
             if isinstance(st, WaitFlag):
-                return (it.core, st.src, st.dst, st.event)
-            return (it.core, st.flag)
+                return (it.core, st.src, st.dst, st.event) not in queued
+            if it.core == "C":  # both AIVs' sets: one of them queued or done on each
+                return any(("C", v, st.flag) not in queued and not self.half[v].get(st.flag)
+                           for v in AIVS)
+            return (it.core, st.flag) not in queued
 
-        roots = [it for it in waits if key(it) not in queued]
+        roots = [it for it in waits if root(it)]
         local = [it for it in roots if isinstance(it.stmt, WaitFlag)]
         if local:
             s = local[0].stmt
@@ -383,6 +409,9 @@ class _Verifier(HappensBefore):
             self.record(occ, [], known)
             return True
         acc = accesses(item, self.offsets, box=self.box(env))
+        if item.core == "C":  # the cube's FixPipe writes into both AIVs' UB (dual destination)
+            acc = [(m, b, w) for mem, b, w in acc
+                   for m in ([(v,) + mem[1:] for v in AIVS] if mem[0] == "V" else [mem])]
         needed = self.unordered(occ, acc, known)
         if needed:
             index, prev = max(needed.values(), key=lambda x: x[0])
@@ -408,18 +437,44 @@ class _Verifier(HappensBefore):
         self.flags[key] = (vc, occ)
 
     def set_cross(self, occ, s, vc):
-        to = "V" if occ.item.core == "C" else "C"
-        pending = self.cross[to].setdefault(s.flag, deque())
-        if len(pending) >= self.chip.cross_flag_pending:
-            raise CompileError(f"more than {self.chip.cross_flag_pending} sets of cross-core "
-                               f"flag {s.flag} pending at once (the counter holds "
-                               f"{self.chip.cross_flag_pending}): wait for them on the other "
-                               f"core before setting again", s.loc)
-        pending.append((vc, occ))
+        """The cube's set reaches both AIVs; an AIV's set reaches the cube once the other AIV
+        has set the flag too (the cube's wait joins both)."""
+        def push(queue):
+            if len(queue) >= self.chip.cross_flag_pending:
+                raise CompileError(f"more than {self.chip.cross_flag_pending} sets of cross-core "
+                                   f"flag {s.flag} pending at once (the counter holds "
+                                   f"{self.chip.cross_flag_pending}): wait for them on the other "
+                                   f"core before setting again", s.loc)
+            queue.append((vc, occ))
+
+        core = occ.item.core
+        if core == "C":
+            for v in AIVS:
+                push(self.cross[v].setdefault(s.flag, deque()))
+            return
+        push(self.half[core].setdefault(s.flag, deque()))
+        h0, h1 = (self.half[v].get(s.flag) for v in AIVS)
+        if h0 and h1:
+            (c0, _), (c1, _) = h0.popleft(), h1.popleft()
+            both = dict(c0)
+            join(both, c1)
+            vc = both
+            push(self.cross["C"].setdefault(s.flag, deque()))
+
+    def conflicts(self, prev, pacc, occ, acc) -> bool:
+        """Accesses of the two AIVs conflict only where both element boxes are known (a
+        data-dependent index is left to `simulate`, not a false alarm)."""
+        return any(self._conflict(prev, x, occ, y) for x in pacc for y in acc)
+
+    def _conflict(self, prev, x, occ, y) -> bool:
+        if not conflict(x, y, True):
+            return False
+        cores = {prev.item.core, occ.item.core}
+        return cores != set(AIVS) or (x[1] is not None and y[1] is not None)
 
     def race(self, prev: Occ, occ: Occ, acc):
         pacc = next(a for o, a, _ in self.history if o is prev)
-        x, y = next((x, y) for x in pacc for y in acc if conflict(x, y, True))
+        x, y = next((x, y) for x in pacc for y in acc if self._conflict(prev, x, occ, y))
         name = x[0][1] if x[0][0] == "GM" else x[0][3]
         other = y[0][1] if y[0][0] == "GM" else y[0][3]
         what = name if name == other else f"{name} and {other} (plan_memory placed them on " \
@@ -431,6 +486,9 @@ class _Verifier(HappensBefore):
         hint = ("a pipe_barrier(V) between them" if prev.item.pipe == occ.item.pipe == "V"
                 else f"set_flag/wait_flag({prev.item.pipe}, {occ.item.pipe}, id)"
                 if prev.item.core == occ.item.core
+                else "vid to the GM indices so that each vector core (vid 0, vid 1) has its own "
+                     "part, or set_cross_flag/wait_cross_flag through the cube core between them"
+                if {prev.item.core, occ.item.core} == set(AIVS)
                 else "set_cross_flag/wait_cross_flag")
         raise CompileError(
             f"race on {what}: {desc(prev, x)} and {desc(occ, y)} it, and no flag or barrier "
