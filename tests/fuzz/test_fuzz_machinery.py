@@ -110,3 +110,64 @@ def test_strategy_valid_kernels_parse(case, tmp_path_factory):
 def test_strategy_invalid_kernels_name_a_line(case):
     lines = case.source.count("\n")
     assert all(1 <= n <= lines for n in case.expect_error["lines"])
+
+
+def test_scenario_phases_report_hangs_crashes_and_answers(tmp_path):
+    import os
+    import sys
+    import time
+    from tilelang_mini.testing.fuzz.scenarios import _phase
+    env = dict(os.environ)
+
+    def run(code, timeout=20):
+        return _phase("t", "{}", env, str(tmp_path), timeout, [sys.executable, "-c", code])
+
+    assert run("import time; time.sleep(60)", timeout=2)[0] == "hang"
+    assert run("import os; os.abort()")[0] == "crash"
+    assert run("import sys; sys.exit(2)")[0] == "crash"  # no answer
+    assert run('print(\'{"outcome": "mismatch", "detail": "x"}\')') == ("mismatch", "t: x")
+    # a forked child left behind is killed with the phase's session
+    pidfile = tmp_path / "child"
+    code = (f"import os, time\npid = os.fork()\nif pid == 0:\n    time.sleep(120)\n    os._exit(0)\n"
+            f"open({str(pidfile)!r}, 'w').write(str(pid))\n"
+            'print(\'{"outcome": "ok", "detail": ""}\')')
+    assert run(code)[0] == "ok"
+    pid = int(pidfile.read_text())
+
+    def alive():
+        try:
+            return open(f"/proc/{pid}/stat").read().split()[2] not in "ZX"
+        except FileNotFoundError:
+            return False
+
+    for _ in range(100):  # SIGKILL is delivered at once; the state follows within moments
+        if not alive():
+            break
+        time.sleep(0.05)
+    assert not alive()
+
+
+def test_every_cache_corruption_applies(tmp_path):
+    from tilelang_mini.testing.fuzz.scenarios import CORRUPTIONS, corrupt
+    for how in CORRUPTIONS:
+        cache = tmp_path / how / "cache"
+        (cache / "llvm").mkdir(parents=True)
+        for name in ("a", "b"):
+            (cache / "llvm" / f"{name}.bin").write_bytes(name.encode() * 100)
+        done = corrupt(str(cache), {"corruptions": [how], "seed": 1})
+        assert done.startswith(how), (how, done)
+
+
+def test_process_thread_and_cache_scenarios_run_a_kernel():
+    from tilelang_mini.testing.fuzz.scenarios import CORRUPTIONS
+    fork = make_case("scenario", "s0")
+    fork.scenario = {"kind": "fork", "threads": "2", "calls": 1, "busy": True, "child_calls": 2,
+                     "child_compiles": True}
+    cache = make_case("scenario", "s1")
+    cache.scenario = {"kind": "cache", "threads": "2", "corruptions": list(CORRUPTIONS[:6]),
+                      "seed": 3, "others": [make_case("gemm", "s2").to_json()]}
+    results = run_cases([fork, cache], jobs=1, timeout=240)
+    for r in results:
+        assert not r.failures() and all(o == "ok" for o, _ in r.steps.values()), r.steps
+    steps = {s for r in results for s in r.steps}
+    assert {"fork", "cache-fill", "cache-corrupt", "cache-load", "cache-reload"} <= steps

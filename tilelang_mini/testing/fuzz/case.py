@@ -46,6 +46,7 @@ class Case:
     mutation: dict | None = None      # IR-mutation cases: {"stage", "seed"}
     broken: str | None = None         # `expert_broken`: the synchronisation removed
     call: dict | None = None          # `args` family: {"kind", "index"} (badargs.py)
+    scenario: dict | None = None      # `scenario` family: process/thread/cache (scenarios.py)
     marks: dict = field(default_factory=dict)  # notable statement -> line (for invalid kernels)
 
     @property

@@ -29,8 +29,8 @@ VALID = {
 WEIGHTS = {"gemm": 4, "elementwise": 4, "reduce": 3, "rownorm": 2, "cube_vector": 3,
            "vector_cube": 2, "sparse_gemm": 1, "gather": 2, "grouped_gemm": 1, "dyn_bounds": 2,
            "control": 2, "invalid": 3, "mutation": 4, "args": 2, "expert": 2,
-           "expert_broken": 2}
-FAMILIES = tuple(VALID) + ("expert_broken", "invalid", "mutation", "args")
+           "expert_broken": 2, "scenario": 1}
+FAMILIES = tuple(VALID) + ("expert_broken", "invalid", "mutation", "args", "scenario")
 # Kernels whose IR is mutated: small, quick to compile and run.
 MUTATION_BASES = ("elementwise", "reduce", "gemm", "cube_vector", "rownorm")
 
@@ -57,6 +57,17 @@ def generate(d, family: str, seed) -> Case:
         base.features = sorted(set(base.features) | {f"base_{base.family}", "args",
                                                      f"args_{base.call['kind']}"})
         base.family = "args"
+        return base
+    if family == "scenario":  # a kernel run under fork / pool / threads / a spoiled cache
+        from .scenarios import draw_scenario
+        bases = ("elementwise", "reduce", "gemm", "rownorm", "gather")
+        base = generate(d, d.choice(bases), seed)
+        base.scenario = draw_scenario(d)
+        if base.scenario["kind"] == "cache":  # a second kernel: entries of two keys
+            base.scenario["others"] = [generate(d, d.choice(bases), f"{seed}-other").to_json()]
+        base.features = sorted(set(base.features) | {f"base_{base.family}", "scenario",
+                                                     f"scenario_{base.scenario['kind']}"})
+        base.family = "scenario"
         return base
     raise ValueError(f"unknown family {family!r}; families: {', '.join(FAMILIES)}")
 

@@ -35,6 +35,7 @@ ACCEPTED = {
     "mutation": {"ok", "rejected", "race", "fault", "skipped"},
     "args": {"ok", "rejected"},
     "broken": {"rejected", "race"},
+    "scenario": {"ok"},
 }
 
 
@@ -53,6 +54,8 @@ class CaseResult:
             return "args"
         if self.case.broken:
             return "broken"
+        if self.case.scenario:
+            return "scenario"
         return "mutation" if self.case.mutation else "valid"
 
     def judged(self) -> dict:
@@ -90,7 +93,8 @@ def _huge(extra) -> bool:
 
 
 class _Worker:
-    def __init__(self, env):
+    def __init__(self, env, timeout: float = 120.0):
+        self.timeout = timeout
         self.log = tempfile.TemporaryFile(mode="w+b")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "tilelang_mini.testing.fuzz.worker"],
@@ -106,7 +110,8 @@ class _Worker:
         self.job = (jid, case, time.monotonic())
         self.step, self.step_started, self.steps = "start", time.monotonic(), {}
         self.extra = {}
-        msg = json.dumps({"id": jid, "case": json.loads(case.to_json()), "threads": threads})
+        msg = json.dumps({"id": jid, "case": json.loads(case.to_json()), "threads": threads,
+                          "timeout": self.timeout})
         self.proc.stdin.write(msg.encode() + b"\n")
         self.proc.stdin.flush()
 
@@ -150,7 +155,7 @@ def run_cases(cases, jobs: int = 2, timeout: float = 120.0, threads: str = "2",
     exhausted = False
 
     def start_worker():
-        w = _Worker(env)
+        w = _Worker(env, timeout)
         sel.register(w.proc.stdout, selectors.EVENT_READ, w)
         workers.append(w)
         return w

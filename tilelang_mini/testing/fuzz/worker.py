@@ -275,7 +275,11 @@ def main() -> int:
         threads = "1" if case.mutation else msg.get("threads", "2")
         os.environ["TILELANG_MINI_NUM_THREADS"] = threads
         try:
-            if case.expect_error:
+            if case.scenario:
+                from .scenarios import run_scenario
+                result = run_scenario(case, lambda **m: proto.send(id=msg["id"], **m),
+                                      timeout=0.75 * msg.get("timeout", 120.0))
+            elif case.expect_error:
                 result = run_invalid(case, lambda **m: proto.send(id=msg["id"], **m), tmpdir)
             elif case.mutation:
                 result, extra = run_mutation(case, lambda **m: proto.send(id=msg["id"], **m), tmpdir)
