@@ -83,8 +83,53 @@ class Source:
         self.lines.append("    " * indent + text)
         return len(self.lines)
 
+    def block(self, indent: int, lines) -> int:
+        """Add `lines` (strings, each with its own relative indentation) at `indent`; returns
+        the line number of the first."""
+        first = len(self.lines) + 1
+        for line in lines:
+            self.add(indent, line)
+        return first
+
     def text(self) -> str:
         return "\n".join(self.lines) + "\n"
+
+
+def signature(tensors) -> str:
+    """`def main(...)` over the kernel's tensors."""
+    return "def main(" + ", ".join(f'{t.name}: T.Tensor({tuple(t.shape)!r}, "{t.dtype}")'
+                                   for t in tensors) + "):"
+
+
+def kernel_source(tensors, launch: str, allocs=(), header=KERNEL_HEADER):
+    """A kernel file up to its first statement: the header, `def main(...)`, `with <launch>:`
+    and one `name = T.alloc_<kind>(shape, dtype)` per (name, kind, shape, dtype) (shape None:
+    `T.alloc_var(dtype)`). Returns (Source, marks: "kernel" and "alloc_<name>" -> line)."""
+    src = Source(header)
+    src.add(0, signature(tensors))
+    marks = {"kernel": src.add(1, f"with {launch}:")}
+    for name, kind, shape, dtype in allocs:
+        args = f'"{dtype}"' if shape is None else f'{tuple(shape)}, "{dtype}"'
+        marks[f"alloc_{name}"] = src.add(2, f"{name} = T.alloc_{kind}({args})")
+    return src, marks
+
+
+def reference_source(params: str, zeros=(), loops=()):
+    """`def reference(params):`, `name = np.zeros(shape)` per (name, shape), then one nested
+    `for var in range(n):` per (var, n). Returns (Source, the indent of the innermost body)."""
+    ref = Source()
+    ref.add(0, f"def reference({params}):")
+    for name, shape in zeros:
+        ref.add(1, f"{name} = np.zeros({tuple(shape)!r})")
+    for depth, (var, n) in enumerate(loops):
+        ref.add(1 + depth, f"for {var} in range({n}):")
+    return ref, 1 + len(loops)
+
+
+def build_case(family, seed, src, tensors, ref, tol, feats, marks=None) -> Case:
+    """The Case of a generator's kernel and reference Sources."""
+    return Case(family, str(seed), src.text(), tensors, ref.text(), tol, sorted(feats),
+                marks=marks or {})
 
 
 def tolerance(out_dtype: str, compute_eps: float = EPS["float32"], terms: int = 1,

@@ -3,8 +3,8 @@ trace-time Python loops, scalar `alloc_var` accumulators (`acc += ...` in serial
 values, and big integer literals."""
 from __future__ import annotations
 
-from .case import EPS, KERNEL_HEADER, Source, Tensor, tolerance
-from .gen_vector import FLOATS, _case, _sig
+from .case import EPS, KERNEL_HEADER, Tensor, build_case, kernel_source, reference_source, tolerance
+from .gen_vector import FLOATS
 
 MACRO = ["@T.macro", "def axpb(buf, a, b, rows, cols):",
          "    for i, j in T.Parallel(rows, cols):",
@@ -12,7 +12,8 @@ MACRO = ["@T.macro", "def axpb(buf, a, b, rows, cols):",
 
 
 def gen_control(d, seed):
-    """O[b] = f(X[b]) per (column block, row block, batch), f built from the control features."""
+    """O[b] = f(X[b]) per (column block, row block, batch), f built from the control features:
+    each adds kernel statements on the tile x (a map is `P: statement`) and reference lines."""
     B, M, N = d.int(1, 3), d.int(1, 70), d.int(1, 90)
     bm, bn = d.choice([4, 8, 16, 32]), d.choice([8, 16, 32, 64])
     dt = d.choice(FLOATS)
@@ -24,74 +25,55 @@ def gen_control(d, seed):
     if use_macro:
         header = header[:-1] + MACRO + header[-1:]
         feats.add("macro")
-    src = Source(header)
-    src.add(0, _sig(tensors))
-    src.add(1, f"with T.Kernel(T.ceildiv({N}, {bn}), T.ceildiv({M}, {bm}), {B}) as (bx, by, bz):")
-    src.add(2, f'x = T.alloc_fragment(({bm}, {bn}), "float32")')
-    src.add(2, f"T.copy(X[bz, by * {bm}:(by + 1) * {bm}, bx * {bn}:(bx + 1) * {bn}], x)")
-    ref = Source()
-    ref.add(0, "def reference(X):")
-    ref.add(1, f"O = np.zeros(({B}, {M}, {N}))")
-    ref.add(1, f"for bz in range({B}):")
-    ref.add(2, f"for by in range(cdiv({M}, {bm})):")
-    ref.add(3, f"for bx in range(cdiv({N}, {bn})):")
-    ref.add(4, f"x = load(X[bz], (by * {bm}, bx * {bn}), ({bm}, {bn}))")
+    tile = f"[bz, by * {bm}:(by + 1) * {bm}, bx * {bn}:(bx + 1) * {bn}]"
+    src, _ = kernel_source(tensors, f"T.Kernel(T.ceildiv({N}, {bn}), T.ceildiv({M}, {bm}), {B}) "
+                           "as (bx, by, bz)", [("x", "fragment", (bm, bn), "float32")], header)
+    src.add(2, f"T.copy(X{tile}, x)")
+    ref, ind = reference_source("X", [("O", (B, M, N))], [("bz", B), ("by", f"cdiv({M}, {bm})"),
+                                                          ("bx", f"cdiv({N}, {bn})")])
+    ref.add(ind, f"x = load(X[bz], (by * {bm}, bx * {bn}), ({bm}, {bn}))")
     P = f"for i, j in T.Parallel({bm}, {bn}):"
+
+    def feature(name, dsl, ref_lines):
+        """The feature's kernel lines (relative indentation kept; `P: s` is s in a T.Parallel
+        over the tile) and reference lines."""
+        feats.add(name)
+        for line in dsl:
+            pre, par, stmt = line.partition("P: ")
+            src.block(2, [pre + P, f"{pre}    {stmt}"] if par else [line])
+        ref.block(ind, ref_lines)
+
     terms = 2
     if use_acc:
-        feats.add("scalar_acc")
         R = d.int(1, 6)
         c = d.choice([0.5, 0.25, 1.5])
         loop = d.choice([f"T.serial({R})", f"range({R})", f"T.unroll({R})", f"range(1, {R + 1}, 2)"])
-        src.add(2, 's = T.alloc_var("float32")')
-        src.add(2, "s = 1.0")
-        src.add(2, f"for t in {loop}:")
-        src.add(3, f"s += {c} * t")
-        ts = {"range(1, %d, 2)" % (R + 1): f"range(1, {R + 1}, 2)"}.get(loop, f"range({R})")
-        ref.add(4, f"s = 1.0 + sum({c} * t for t in {ts})")
-        src.add(2, P)
-        src.add(3, "x[i, j] = x[i, j] * s")
-        ref.add(4, "x = x * s")
+        ts = loop if loop.startswith("range(1,") else f"range({R})"
+        feature("scalar_acc", ['s = T.alloc_var("float32")', "s = 1.0", f"for t in {loop}:",
+                               f"    s += {c} * t", "P: x[i, j] = x[i, j] * s"],
+                [f"s = 1.0 + sum({c} * t for t in {ts})", "x = x * s"])
         terms += R
     if use_if:
-        feats.add("if_block_index")
-        cond_dsl, cond_ref = d.choice([("bz == 0", "bz == 0"), ("bx % 2 == 1", "bx % 2 == 1"),
-                                       ("by >= 1 and bz < 2", "by >= 1 and bz < 2"),
-                                       ("not (bx == by)", "not (bx == by)")])
-        src.add(2, f"if {cond_dsl}:")
-        src.add(3, P)
-        src.add(4, "x[i, j] = x[i, j] + 1.0")
-        src.add(2, "else:")
-        src.add(3, P)
-        src.add(4, "x[i, j] = x[i, j] - 0.5")
-        ref.add(4, f"x = x + 1.0 if ({cond_ref}) else x - 0.5")
+        cond = d.choice(["bz == 0", "bx % 2 == 1", "by >= 1 and bz < 2", "not (bx == by)"])
+        feature("if_block_index", [f"if {cond}:", "    P: x[i, j] = x[i, j] + 1.0", "else:",
+                                   "    P: x[i, j] = x[i, j] - 0.5"],
+                [f"x = x + 1.0 if ({cond}) else x - 0.5"])
     if use_unroll:
-        feats.add("unroll")
         R = d.int(1, 4)
-        src.add(2, f"for t in T.unroll({R}):")
-        src.add(3, P)
-        src.add(4, 'x[i, j] = x[i, j] * 0.5 + T.cast(t, "float32")')
-        ref.add(4, f"for t in range({R}):")
-        ref.add(5, "x = x * 0.5 + t")
+        feature("unroll", [f"for t in T.unroll({R}):", '    P: x[i, j] = x[i, j] * 0.5 + T.cast(t, "float32")'],
+                [f"for t in range({R}):", "    x = x * 0.5 + t"])
     if use_trace_loop:
-        feats.add("trace_loop")
         pairs = [(0.5, 1.0), (2.0, -0.25)][:d.int(1, 2)]
-        src.add(2, f"for a, b in {pairs!r}:")
-        src.add(3, P)
-        src.add(4, "x[i, j] = T.min(x[i, j] * a, 100.0) + b")
-        ref.add(4, f"for a, b in {pairs!r}:")
-        ref.add(5, "x = np.minimum(x * a, 100.0) + b")
+        feature("trace_loop", [f"for a, b in {pairs!r}:", "    P: x[i, j] = T.min(x[i, j] * a, 100.0) + b"],
+                [f"for a, b in {pairs!r}:", "    x = np.minimum(x * a, 100.0) + b"])
     if use_macro:
         a, b = d.choice([(0.5, 1.0), (-1.0, 0.25), (2.0, 0.0)])
-        src.add(2, f"axpb(x, {a}, {b}, {bm}, {bn})")
-        ref.add(4, f"x = x * {a} + {b}")
-    if big_int:
-        feats.add("big_int_literal")
-        src.add(2, P)
-        src.add(3, "x[i, j] = (x[i, j] + 4611686018427387904) * 1e-18")  # 2**62: in int64
-        ref.add(4, "x = (x + 4611686018427387904.0) * 1e-18")
-    src.add(2, f"T.copy(x, O[bz, by * {bm}:(by + 1) * {bm}, bx * {bn}:(bx + 1) * {bn}])")
-    ref.add(4, f"store(O[bz], (by * {bm}, bx * {bn}), x)")
+        feature("macro", [f"axpb(x, {a}, {b}, {bm}, {bn})"], [f"x = x * {a} + {b}"])
+    if big_int:  # 2**62: in int64
+        feature("big_int_literal", ["P: x[i, j] = (x[i, j] + 4611686018427387904) * 1e-18"],
+                ["x = (x + 4611686018427387904.0) * 1e-18"])
+    src.add(2, f"T.copy(x, O{tile})")
+    ref.add(ind, f"store(O[bz], (by * {bm}, bx * {bn}), x)")
     ref.add(1, "return [O]")
-    return _case("control", seed, src, tensors, ref,
-                 {"O": tolerance("float32", EPS["float32"], terms, slack=16.0)}, feats, {})
+    return build_case("control", seed, src, tensors, ref,
+                      {"O": tolerance("float32", EPS["float32"], terms, slack=16.0)}, feats)

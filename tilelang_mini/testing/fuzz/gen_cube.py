@@ -4,8 +4,7 @@ whose K blocks are skipped by a data-dependent `if` (block-sparse).
 """
 from __future__ import annotations
 
-from .case import EPS, KERNEL_HEADER, Source, Tensor, tolerance
-from .gen_vector import _case, _sig
+from .case import EPS, Tensor, build_case, kernel_source, reference_source, tolerance
 
 IN_DTYPES = ["float32", "float16", "bfloat16", "float8_e4m3fn", "float8_e5m2"]
 
@@ -45,9 +44,37 @@ def _operands(d, M, N, K, dt, tensors, feats):
              else f"load(A, (by * {bm}, k * {bk}), {a_tile})")
     ref_b = (f"load(B, (bx * {bn}, k * {bk}), {b_tile}).T" if tb
              else f"load(B, (k * {bk}, bx * {bn}), {b_tile})")
-    return dict(bm=bm, bn=bn, bk=bk, ta=ta, tb=tb, a_tile=a_tile, b_tile=b_tile, a_copy=a_copy,
-                b_copy=b_copy, ref_a=ref_a, ref_b=ref_b,
+    return dict(bm=bm, bn=bn, bk=bk, a_tile=a_tile, b_tile=b_tile, a_copy=a_copy, b_copy=b_copy,
+                ref_ab=f"a, b = {ref_a}, {ref_b}",
                 flags=(", transpose_A=True" if ta else "") + (", transpose_B=True" if tb else ""))
+
+
+def _gemm_operands(d, feats):
+    """Shape, a 16-bit or float32 operand dtype, A and B tensors and operands (`_operands`)."""
+    M, N, K = _gemm_shape(d)
+    dt = d.weighted(IN_DTYPES[:3], [2, 3, 3])
+    feats.add(f"in_{dt}")
+    tensors = []
+    return M, N, K, dt, tensors, _operands(d, M, N, K, dt, tensors, feats)
+
+
+def _gemm_kernel(tensors, launch, o, dt, acc, extra=()):
+    """The kernel up to its first statement: A_s and B_s tiles of `dt`, the float32 accumulator
+    `acc`, then the `extra` allocations. Returns (Source, marks)."""
+    return kernel_source(tensors, launch, [("A_s", "shared", o["a_tile"], dt),
+                                           ("B_s", "shared", o["b_tile"], dt),
+                                           (acc, "fragment", (o["bm"], o["bn"]), "float32"), *extra])
+
+
+def _k_block(src, indent, o, acc, marks, gemm_args=""):
+    """The body of a K block: copy both operand tiles, multiply-accumulate into `acc`."""
+    marks["copy_a"] = src.add(indent, f"T.copy({o['a_copy']}, A_s)")
+    marks["copy_b"] = src.add(indent, f"T.copy({o['b_copy']}, B_s)")
+    marks["gemm"] = src.add(indent, f"T.gemm(A_s, B_s, {acc}{o['flags']}{gemm_args})")
+
+
+def _grid(M, N, bm, bn):
+    return f"T.Kernel(T.ceildiv({N}, {bn}), T.ceildiv({M}, {bm})) as (bx, by)"
 
 
 def _loop(d, n, feats):
@@ -59,24 +86,20 @@ def _loop(d, n, feats):
     return f"T.serial({n})" if kind == "serial" else f"range({n})"
 
 
-def _ref_gemm(params, M, N, bm, bn, grid, ks, body, pre=(), post=(), c="c", ret="[(C, Cs)]"):
+def _ref_gemm(params, M, N, bm, bn, ks, body, grid=None, pre=(), per_row=(), post=(), c="c",
+              ret="[(C, Cs)]"):
     """The reference of a blocked GEMM: C (and its error scale Cs) built block by block over
-    `grid` (by, bx), `body` [(depth, line)] inside `for k in ks:`, `post` after it."""
-    ref = Source()
-    ref.add(0, f"def reference({params}):")
-    ref.add(1, f"C = np.zeros(({M}, {N}))")
-    ref.add(1, f"Cs = np.zeros(({M}, {N}))")
-    for line in pre:
-        ref.add(1, line)
+    `grid` (by, bx; default every block), `per_row` lines in the `by` loop, the lines of `body`
+    (relative indentation kept) inside `for k in ks:`, `post` after it."""
+    grid = grid or (f"cdiv({M}, {bm})", f"cdiv({N}, {bn})")
+    ref, _ = reference_source(params, [("C", (M, N)), ("Cs", (M, N))])
+    ref.block(1, pre)
     ref.add(1, f"for by in range({grid[0]}):")
-    ref.add(2, f"for bx in range({grid[1]}):")
-    ref.add(3, f"c = np.zeros(({bm}, {bn}))")
-    ref.add(3, f"s = np.zeros(({bm}, {bn}))")
-    ref.add(3, f"for k in {ks}:")
-    for depth, line in body:
-        ref.add(4 + depth, line)
-    for line in post:
-        ref.add(3, line)
+    ref.block(2, per_row)
+    ref.block(2, [f"for bx in range({grid[1]}):", f"    c = np.zeros(({bm}, {bn}))",
+                  f"    s = np.zeros(({bm}, {bn}))", f"    for k in {ks}:"])
+    ref.block(4, body)
+    ref.block(3, post)
     ref.add(3, f"store(C, (by * {bm}, bx * {bn}), {c})")
     ref.add(3, f"store(Cs, (by * {bm}, bx * {bn}), s)")
     ref.add(1, f"return {ret}")
@@ -107,12 +130,7 @@ def gen_gemm(d, seed, epilogue=False):
             tensors.append(Tensor("S", [-(-N // bn), M], "float32", output=True))
     tensors.append(Tensor("C", [M, N], out_dt, output=True))
     nk = f"T.ceildiv({K}, {bk})"
-    src = Source(KERNEL_HEADER)
-    src.add(0, _sig(tensors))
-    marks = {"kernel": src.add(1, f"with T.Kernel(T.ceildiv({N}, {bn}), T.ceildiv({M}, {bm})) as (bx, by):")}
-    marks["alloc_a"] = src.add(2, f'A_s = T.alloc_shared({o["a_tile"]}, "{dt}")')
-    marks["alloc_b"] = src.add(2, f'B_s = T.alloc_shared({o["b_tile"]}, "{dt}")')
-    marks["alloc_c"] = src.add(2, f'C_f = T.alloc_fragment(({bm}, {bn}), "float32")')
+    src, marks = _gemm_kernel(tensors, _grid(M, N, bm, bn), o, dt, "C_f")
     if init == "clear":
         src.add(2, "T.clear(C_f)")
     elif init == "fill":
@@ -121,26 +139,19 @@ def gen_gemm(d, seed, epilogue=False):
     if last_only and ("stages2" in feats or "stages3" in feats):
         feats.add("clear_accum_pipelined")
     marks["loop"] = src.add(2, f"for k in {loop}:")
-    marks["copy_a"] = src.add(3, f"T.copy({o['a_copy']}, A_s)")
-    marks["copy_b"] = src.add(3, f"T.copy({o['b_copy']}, B_s)")
     if last_only:
         feats.add("clear_accum")
-        marks["gemm"] = src.add(3, f"T.gemm(A_s, B_s, C_f{o['flags']}, clear_accum=True)")
-    else:
-        marks["gemm"] = src.add(3, f"T.gemm(A_s, B_s, C_f{o['flags']})")
+    _k_block(src, 3, o, "C_f", marks, ", clear_accum=True" if last_only else "")
     ref_lines = []
     if ep:
         src_lines, ref_lines = _epilogue(ep, bm, bn, d)
-        for line in src_lines:
-            src.add(2 + line[0], line[1])
+        src.block(2, src_lines)
     marks["copy_c"] = src.add(2, f"T.copy(C_f, C[by * {bm}, bx * {bn}])")
     scaled = ep not in ("scale_cast", "act")  # else values no longer scale with |A| @ |B|
     c_out = "(C, Cs)" if scaled else "C"
     ref = _ref_gemm(", ".join(t.name for t in tensors if not t.output), M, N, bm, bn,
-                    (f"cdiv({M}, {bm})", f"cdiv({N}, {bn})"),
                     f"[cdiv({K}, {bk}) - 1]" if last_only else f"range(cdiv({K}, {bk}))",
-                    [(0, f"a, b = {o['ref_a']}, {o['ref_b']}"), (0, "c = c + a @ b"),
-                     (0, "s = s + np.abs(a) @ np.abs(b)")],
+                    [o["ref_ab"], "c = c + a @ b", "s = s + np.abs(a) @ np.abs(b)"],
                     pre=[f"S = np.zeros(({-(-N // bn)}, {M}))"] if ep == "rowsum" else [],
                     post=ref_lines, c=f"rnd(c, '{out_dt}')",
                     ret=f"[{c_out}]" if ep != "rowsum" else f"[S, {c_out}]")
@@ -152,38 +163,34 @@ def gen_gemm(d, seed, epilogue=False):
     if ep == "act":
         tols["C"] = tolerance(out_dt, EPS["float32"], terms=K, slack=32.0)
     family = "cube_vector" if epilogue else "gemm"
-    return _case(family, seed, src, tensors, ref, tols, feats, marks)
+    return build_case(family, seed, src, tensors, ref, tols, feats, marks)
 
 
 def _epilogue(ep, bm, bn, d):
-    """(kernel lines (extra indent, text), reference lines) of a vector epilogue on C_f."""
+    """(kernel lines (relative indentation kept), reference lines) of a vector epilogue on C_f."""
     P = f"for i, j in T.Parallel({bm}, {bn}):"
     if ep == "bias_relu":
-        return ([(0, f'bias = T.alloc_fragment(({bn},), "float32")'),
-                 (0, f"T.copy(Bias[bx * {bn}], bias)"), (0, P),
-                 (1, "C_f[i, j] = T.max(C_f[i, j] + bias[j], 0.0)")],
+        return ([f'bias = T.alloc_fragment(({bn},), "float32")', f"T.copy(Bias[bx * {bn}], bias)",
+                 P, "    C_f[i, j] = T.max(C_f[i, j] + bias[j], 0.0)"],
                 [f"c = np.maximum(c + load(Bias, (bx * {bn},), ({bn},))[None, :], 0.0)",
                  "s = s + 1.0"])
     if ep == "scale_cast":
         c = d.choice([0.5, -0.125, 3.0])
-        return ([(0, f'h = T.alloc_fragment(({bm}, {bn}), "float16")'), (0, P),
-                 (1, f'h[i, j] = T.cast(C_f[i, j] * {c}, "float16")'), (0, P),
-                 (1, 'C_f[i, j] = T.cast(h[i, j], "float32") + 1.0')],
+        return ([f'h = T.alloc_fragment(({bm}, {bn}), "float16")',
+                 P, f'    h[i, j] = T.cast(C_f[i, j] * {c}, "float16")',
+                 P, '    C_f[i, j] = T.cast(h[i, j], "float32") + 1.0'],
                 [f"c = rnd(c * {c}, 'float16') + 1.0"])
     if ep == "add_d":
-        return ([(0, f'dd = T.alloc_fragment(({bm}, {bn}), "float32")'),
-                 (0, f"T.copy(D[by * {bm}, bx * {bn}], dd)"), (0, P),
-                 (1, "C_f[i, j] = C_f[i, j] + dd[i, j]")],
+        return ([f'dd = T.alloc_fragment(({bm}, {bn}), "float32")',
+                 f"T.copy(D[by * {bm}, bx * {bn}], dd)", P, "    C_f[i, j] = C_f[i, j] + dd[i, j]"],
                 [f"c = c + load(D, (by * {bm}, bx * {bn}), ({bm}, {bn}))", "s = s + 1.0"])
     if ep == "rowsum":
-        return ([(0, f'rs = T.alloc_fragment(({bm},), "float32")'),
-                 (0, "T.reduce_sum(C_f, rs, dim=1)"),
-                 (0, f"T.copy(rs, S[bx, by * {bm}])")],
+        return ([f'rs = T.alloc_fragment(({bm},), "float32")', "T.reduce_sum(C_f, rs, dim=1)",
+                 f"T.copy(rs, S[bx, by * {bm}])"],
                 [f"store(S, (bx, by * {bm}), c.sum(axis=1)[None, :])"])
     # act: a smooth activation with the global row and column in the value
-    return ([(0, P),
-             (1, f'C_f[i, j] = T.exp(T.min(C_f[i, j], 4.0) * 0.25) + T.cast(by * {bm} + i, "float32") '
-                 f'* 0.001 - T.cast(bx * {bn} + j, "float32") * 0.002')],
+    return ([P, f'    C_f[i, j] = T.exp(T.min(C_f[i, j], 4.0) * 0.25) + T.cast(by * {bm} + i, '
+                f'"float32") * 0.001 - T.cast(bx * {bn} + j, "float32") * 0.002'],
             [f"ii, jj = np.indices(({bm}, {bn}))",
              f"c = np.exp(np.minimum(c, 4.0) * 0.25) + (by * {bm} + ii) * 0.001 - (bx * {bn} + jj) * 0.002"])
 
@@ -194,11 +201,8 @@ def gen_cube_vector(d, seed):
     transform and accumulate (a cross-core pipeline)."""
     if d.boolean(0.6):
         return gen_gemm(d, seed, epilogue=True)
-    M, N, K = _gemm_shape(d)
-    dt = d.weighted(IN_DTYPES[:3], [2, 3, 3])
-    feats = {"cube_vector", "cube_vector_loop", f"in_{dt}"}
-    tensors = []
-    o = _operands(d, M, N, K, dt, tensors, feats)
+    feats = {"cube_vector", "cube_vector_loop"}
+    M, N, K, dt, tensors, o = _gemm_operands(d, feats)
     bm, bn, bk = o["bm"], o["bn"], o["bk"]
     tensors.append(Tensor("C", [M, N], "float32", output=True))
     act = d.choice(["exp", "square", "relu"])
@@ -207,28 +211,18 @@ def gen_cube_vector(d, seed):
                "relu": "T.max(S_f[i, j], 0.0)"}[act]
     act_ref = {"exp": "np.exp(np.minimum(p, 4.0) * 0.25)", "square": "p * p",
                "relu": "np.maximum(p, 0.0)"}[act]
-    src = Source(KERNEL_HEADER)
-    src.add(0, _sig(tensors))
-    src.add(1, f"with T.Kernel(T.ceildiv({N}, {bn}), T.ceildiv({M}, {bm})) as (bx, by):")
-    src.add(2, f'A_s = T.alloc_shared({o["a_tile"]}, "{dt}")')
-    src.add(2, f'B_s = T.alloc_shared({o["b_tile"]}, "{dt}")')
-    src.add(2, f'S_f = T.alloc_fragment(({bm}, {bn}), "float32")')
-    src.add(2, f'acc = T.alloc_fragment(({bm}, {bn}), "float32")')
+    src, marks = _gemm_kernel(tensors, _grid(M, N, bm, bn), o, dt, "S_f",
+                              [("acc", "fragment", (bm, bn), "float32")])
     src.add(2, "T.clear(acc)")
     src.add(2, f"for k in {_loop(d, f'T.ceildiv({K}, {bk})', feats)}:")
-    src.add(3, f"T.copy({o['a_copy']}, A_s)")
-    src.add(3, f"T.copy({o['b_copy']}, B_s)")
-    src.add(3, f"T.gemm(A_s, B_s, S_f{o['flags']}, clear_accum=True)")
-    src.add(3, f"for i, j in T.Parallel({bm}, {bn}):")
-    src.add(4, f"acc[i, j] = acc[i, j] + {act_dsl}")
+    _k_block(src, 3, o, "S_f", marks, ", clear_accum=True")
+    src.block(3, [f"for i, j in T.Parallel({bm}, {bn}):", f"    acc[i, j] = acc[i, j] + {act_dsl}"])
     src.add(2, f"T.copy(acc, C[by * {bm}, bx * {bn}])")
-    ref = _ref_gemm("A, B", M, N, bm, bn, (f"cdiv({M}, {bm})", f"cdiv({N}, {bn})"),
-                    f"range(cdiv({K}, {bk}))",
-                    [(0, f"a, b = {o['ref_a']}, {o['ref_b']}"), (0, "p = a @ b"),
-                     (0, f"c = c + {act_ref}"), (0, "q = np.abs(a) @ np.abs(b)"),
-                     (0, "s = s + (q * np.abs(p) * 2 + 1 if '" + act + "' == 'square' else q + 1)")])
+    ref = _ref_gemm("A, B", M, N, bm, bn, f"range(cdiv({K}, {bk}))",
+                    [o["ref_ab"], "p = a @ b", f"c = c + {act_ref}", "q = np.abs(a) @ np.abs(b)",
+                     "s = s + (q * np.abs(p) * 2 + 1 if '" + act + "' == 'square' else q + 1)"])
     tol = tolerance("float32", EPS["float32"], terms=K, slack=16.0)
-    return _case("cube_vector", seed, src, tensors, ref, {"C": tol}, feats, {})
+    return build_case("cube_vector", seed, src, tensors, ref, {"C": tol}, feats)
 
 
 def gen_vector_cube(d, seed):
@@ -241,13 +235,9 @@ def gen_vector_cube(d, seed):
     feats = {"vector_cube", f"prep_{prep}", f"in_{dt}"}
     tensors = [Tensor("X", [M, K], "float32", -2.0, 2.0), Tensor("B", [K, N], dt),
                Tensor("C", [M, N], "float32", output=True)]
-    src = Source(KERNEL_HEADER)
-    src.add(0, _sig(tensors))
-    src.add(1, f"with T.Kernel(T.ceildiv({N}, {bn}), T.ceildiv({M}, {bm})) as (bx, by):")
-    src.add(2, f'x = T.alloc_fragment(({bm}, {bk}), "float32")')
-    src.add(2, f'A_s = T.alloc_shared(({bm}, {bk}), "{dt}")')
-    src.add(2, f'B_s = T.alloc_shared(({bk}, {bn}), "{dt}")')
-    src.add(2, f'C_f = T.alloc_fragment(({bm}, {bn}), "float32")')
+    src, _ = kernel_source(tensors, _grid(M, N, bm, bn),
+                           [("x", "fragment", (bm, bk), "float32"), ("A_s", "shared", (bm, bk), dt),
+                            ("B_s", "shared", (bk, bn), dt), ("C_f", "fragment", (bm, bn), "float32")])
     src.add(2, "T.clear(C_f)")
     src.add(2, f"for k in {_loop(d, f'T.ceildiv({K}, {bk})', feats)}:")
     src.add(3, f"T.copy(X[by * {bm}, k * {bk}], x)")
@@ -268,47 +258,34 @@ def gen_vector_cube(d, seed):
         src.add(3, P)
         src.add(4, f'A_s[i, j] = x[i, j] + T.cast(by * {bm} + i, "float32") * 0.01')
         rexpr = f"x + (by * {bm} + np.indices(({bm}, {bk}))[0]) * 0.01"
-    src.add(3, f"T.copy(B[k * {bk}, bx * {bn}], B_s)")
-    src.add(3, "T.gemm(A_s, B_s, C_f)")
+    src.block(3, [f"T.copy(B[k * {bk}, bx * {bn}], B_s)", "T.gemm(A_s, B_s, C_f)"])
     src.add(2, f"T.copy(C_f, C[by * {bm}, bx * {bn}])")
     # the prepared tile is zero where X was padded only for maps that keep 0 at 0; mirror it
-    ref = _ref_gemm("X, B", M, N, bm, bn, (f"cdiv({M}, {bm})", f"cdiv({N}, {bn})"),
-                    f"range(cdiv({K}, {bk}))",
-                    [(0, f"x = load(X, (by * {bm}, k * {bk}), ({bm}, {bk}))"),
-                     (0, f"a = rnd({rexpr}, '{dt}')"),
-                     (0, f"b = load(B, (k * {bk}, bx * {bn}), ({bk}, {bn}))"),
-                     (0, "c = c + a @ b"), (0, "s = s + np.abs(a) @ np.abs(b) + 1")])
+    ref = _ref_gemm("X, B", M, N, bm, bn, f"range(cdiv({K}, {bk}))",
+                    [f"x = load(X, (by * {bm}, k * {bk}), ({bm}, {bk}))", f"a = rnd({rexpr}, '{dt}')",
+                     f"b = load(B, (k * {bk}, bx * {bn}), ({bk}, {bn}))", "c = c + a @ b",
+                     "s = s + np.abs(a) @ np.abs(b) + 1"])
     tol = tolerance("float32", max(EPS["float32"], EPS[dt]), terms=K, slack=8.0)
-    return _case("vector_cube", seed, src, tensors, ref, {"C": tol}, feats, {})
+    return build_case("vector_cube", seed, src, tensors, ref, {"C": tol}, feats)
 
 
 def gen_sparse_gemm(d, seed):
     """Block-sparse GEMM: `if Mask[by, bx, k]:` around the copies and the gemm of a K block."""
-    M, N, K = _gemm_shape(d)
-    dt = d.weighted(IN_DTYPES[:3], [2, 3, 3])
-    feats = {"sparse_gemm", "data_dependent_if", f"in_{dt}"}
-    tensors = []
-    o = _operands(d, M, N, K, dt, tensors, feats)
+    feats = {"sparse_gemm", "data_dependent_if"}
+    M, N, K, dt, tensors, o = _gemm_operands(d, feats)
     bm, bn, bk = o["bm"], o["bn"], o["bk"]
     gm, gn, nk = -(-M // bm), -(-N // bn), -(-K // bk)
     tensors.append(Tensor("Mask", [gm, gn, nk], "int32", 0, 1))
     tensors.append(Tensor("C", [M, N], "float32", output=True))
     cond = d.choice(["Mask[by, bx, k]", "Mask[by, bx, k] > 0", "Mask[by, bx, k] == 1"])
-    src = Source(KERNEL_HEADER)
-    src.add(0, _sig(tensors))
-    src.add(1, f"with T.Kernel({gn}, {gm}) as (bx, by):")
-    src.add(2, f'A_s = T.alloc_shared({o["a_tile"]}, "{dt}")')
-    src.add(2, f'B_s = T.alloc_shared({o["b_tile"]}, "{dt}")')
-    src.add(2, f'C_f = T.alloc_fragment(({bm}, {bn}), "float32")')
+    src, marks = _gemm_kernel(tensors, f"T.Kernel({gn}, {gm}) as (bx, by)", o, dt, "C_f")
     src.add(2, "T.clear(C_f)")
     src.add(2, f"for k in {_loop(d, nk, feats)}:")
     src.add(3, f"if {cond}:")
-    src.add(4, f"T.copy({o['a_copy']}, A_s)")
-    src.add(4, f"T.copy({o['b_copy']}, B_s)")
-    src.add(4, f"T.gemm(A_s, B_s, C_f{o['flags']})")
+    _k_block(src, 4, o, "C_f", marks)
     src.add(2, f"T.copy(C_f, C[by * {bm}, bx * {bn}])")
-    ref = _ref_gemm("A, B, Mask", M, N, bm, bn, (gm, gn), f"range({nk})",
-                    [(0, "if Mask[by, bx, k]:"), (1, f"a, b = {o['ref_a']}, {o['ref_b']}"),
-                     (1, "c = c + a @ b"), (1, "s = s + np.abs(a) @ np.abs(b)")])
-    return _case("sparse_gemm", seed, src, tensors, ref,
-                 {"C": tolerance("float32", EPS["float32"], terms=K)}, feats, {})
+    ref = _ref_gemm("A, B, Mask", M, N, bm, bn, f"range({nk})",
+                    ["if Mask[by, bx, k]:", "    " + o["ref_ab"], "    c = c + a @ b",
+                     "    s = s + np.abs(a) @ np.abs(b)"], grid=(gm, gn))
+    return build_case("sparse_gemm", seed, src, tensors, ref,
+                      {"C": tolerance("float32", EPS["float32"], terms=K)}, feats)

@@ -5,8 +5,8 @@ would race: the compiler must reject it at its line, or at least the simulator m
 (numpy and llvm run in program order and would hide it)."""
 from __future__ import annotations
 
-from .case import EPS, KERNEL_HEADER, Source, Tensor, tolerance
-from .gen_vector import FLOATS, _case, _sig
+from .case import EPS, Source, Tensor, build_case, kernel_source, tolerance
+from .gen_vector import FLOATS
 
 
 def _sync(src, ind, a, b, eid, name, drop, dropped):
@@ -31,11 +31,8 @@ def gen_expert_vector(d, seed, broken=False):
     feats = {"expert", "expert_vector", f"in_{dt}"} | ({"expert_broken", f"drop_{drop}"} if broken else set())
     tensors = [Tensor("X", [rows, N], dt, -2.0, 2.0), Tensor("Y", [rows, N], "float32", output=True)]
     c = d.choice([0.5, 2.0, -1.0])
-    src = Source(KERNEL_HEADER)
-    src.add(0, _sig(tensors))
-    src.add(1, f"with T.Kernel({nb}, is_npu=True) as (cid, vid):")
-    src.add(2, f'x_in = T.alloc_ub(({h}, {N}), "{dt}")')
-    src.add(2, f'x = T.alloc_ub(({h}, {N}), "float32")')
+    src, _ = kernel_source(tensors, f"T.Kernel({nb}, is_npu=True) as (cid, vid)",
+                           [("x_in", "ub", (h, N), dt), ("x", "ub", (h, N), "float32")])
     src.add(2, 'with T.Scope("V"):')
     dropped: list = []
     loop_ind = 3
@@ -71,8 +68,8 @@ def gen_expert_vector(d, seed, broken=False):
     ref.add(0, "def reference(X):")
     ref.add(1, "x = X")
     ref.add(1, f"return [{ref_expr}]")
-    case = _case("expert_broken" if broken else "expert", seed, src, tensors, ref,
-                 {"Y": tolerance("float32", EPS["float32"], 4)}, feats, {})
+    case = build_case("expert_broken" if broken else "expert", seed, src, tensors, ref,
+                      {"Y": tolerance("float32", EPS["float32"], 4)}, feats)
     case.broken = drop
     return case
 
@@ -87,18 +84,12 @@ def gen_expert_cube(d, seed, broken=False):
     feats = {"expert", "expert_cube", f"in_{dt}"} | ({"expert_broken", f"drop_{drop}"} if broken else set())
     tensors = [Tensor("A", [M, K], dt), Tensor("B", [K, N], dt),
                Tensor("C", [M, N], "float32", output=True)]
-    src = Source(KERNEL_HEADER)
-    src.add(0, _sig(tensors))
-    src.add(1, f"with T.Kernel({gm * gn}, is_npu=True) as (cid, vid):")
-    for name, scope, shape, t in [("A_L1", "L1", (bm, bk), dt), ("B_L1", "L1", (bk, bn), dt),
-                                  ("A_L0", "L0A", (bm, bk), dt), ("B_L0", "L0B", (bk, bn), dt),
-                                  ("C_L0", "L0C", (bm, bn), "float32")]:
-        src.add(2, f'{name} = T.alloc_{scope}({shape}, "{t}")')
-    src.add(2, 'with T.Scope("C"):')
-    src.add(3, f"row = cid // {gn} * {bm}")
-    src.add(3, f"col = cid % {gn} * {bn}")
-    src.add(3, "T.clear(C_L0)")
-    src.add(3, f"for ko in T.serial({nk}):")
+    src, _ = kernel_source(tensors, f"T.Kernel({gm * gn}, is_npu=True) as (cid, vid)",
+                           [("A_L1", "L1", (bm, bk), dt), ("B_L1", "L1", (bk, bn), dt),
+                            ("A_L0", "L0A", (bm, bk), dt), ("B_L0", "L0B", (bk, bn), dt),
+                            ("C_L0", "L0C", (bm, bn), "float32")])
+    src.block(2, ['with T.Scope("C"):', f"    row = cid // {gn} * {bm}", f"    col = cid % {gn} * {bn}",
+                  "    T.clear(C_L0)", f"    for ko in T.serial({nk}):"])
     dropped: list = []
     src.add(4, f"T.copy(A[row, ko * {bk}], A_L1)")
     src.add(4, f"T.copy(B[ko * {bk}, col], B_L1)")
@@ -113,8 +104,8 @@ def gen_expert_cube(d, seed, broken=False):
     ref = Source()
     ref.add(0, "def reference(A, B):")
     ref.add(1, "return [(A @ B, np.abs(A) @ np.abs(B))]")
-    case = _case("expert_broken" if broken else "expert", seed, src, tensors, ref,
-                 {"C": tolerance("float32", EPS["float32"], K)}, feats, {})
+    case = build_case("expert_broken" if broken else "expert", seed, src, tensors, ref,
+                      {"C": tolerance("float32", EPS["float32"], K)}, feats)
     case.broken = drop
     return case
 

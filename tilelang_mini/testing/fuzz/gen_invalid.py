@@ -78,7 +78,7 @@ def gen_invalid(d, seed):
     elif kind == "shape_mismatch":
         if "gemm" in m:
             line = m["gemm"]
-            also = [sub("alloc_c", r"\((\d+), (\d+)\)", lambda mm: f"({int(mm.group(1)) + 16}, {mm.group(2)})")]
+            also = [sub("alloc_C_f", r"\((\d+), (\d+)\)", lambda mm: f"({int(mm.group(1)) + 16}, {mm.group(2)})")]
         else:
             line = m["reduce"]
             also = [sub("alloc_r", r"\((\d+)", lambda mm: f"({int(mm.group(1)) + 3}")]
@@ -95,9 +95,9 @@ def gen_invalid(d, seed):
         line = insert_after("map", f"o[{bad}] = x[{idx}]")
     elif kind == "gemm_dtype":
         line = m["gemm"]
-        cur = re.search(r'"(\w+)"\)$', lines[m["alloc_b"] - 1]).group(1)
+        cur = re.search(r'"(\w+)"\)$', lines[m["alloc_B_s"] - 1]).group(1)
         other = "float16" if cur != "float16" else "float32"
-        also = [sub("alloc_b", r'"\w+"\)$', f'"{other}")')]
+        also = [sub("alloc_B_s", r'"\w+"\)$', f'"{other}")')]
     elif kind == "big_int_literal":  # beyond 64 bits: a located error, never a wrapped value
         idx = "i, j" if two_d else "i"
         line = insert_after("map", f"o[{idx}] = x[{idx}] + {d.choice(['99999999999999999999', '-18446744073709551617'])}")

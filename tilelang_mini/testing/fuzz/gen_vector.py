@@ -5,19 +5,15 @@ the generator's own description block by block (tiles loaded with zero padding a
 """
 from __future__ import annotations
 
-from .case import EPS, KERNEL_HEADER, Case, Source, Tensor, tolerance
+from .case import (EPS, Case, Source, Tensor, build_case, kernel_source, reference_source,
+                   tolerance)
 from .exprs import Expr, gen_expr
 
 FLOATS = ["float32", "float16", "bfloat16"]
 
 
-def _sig(tensors) -> str:
-    return "def main(" + ", ".join(f'{t.name}: T.Tensor({tuple(t.shape)!r}, "{t.dtype}")'
-                                   for t in tensors) + "):"
-
-
 def _tile_alloc(d) -> str:
-    return d.choice(["alloc_fragment", "alloc_shared"])
+    return d.choice(["fragment", "shared"])
 
 
 def gen_elementwise(d, seed) -> Case:
@@ -59,22 +55,17 @@ def gen_elementwise(d, seed) -> Case:
     expr = gen_expr(d, leaves, d.int(1, 3))
     feats |= expr.features
     tile = (bm, bn) if two_d else (bm,)
-    src = Source(KERNEL_HEADER)
-    src.add(0, _sig(tensors))
     grid = f"T.ceildiv({N}, {bn}), T.ceildiv({M}, {bm})" if two_d else f"T.ceildiv({M}, {bm})"
-    src.add(1, f"with T.Kernel({grid}) as {'(bx, by)' if two_d else 'bx'}:")
     alloc = _tile_alloc(d)
-    src.add(2, f'x = T.{alloc}({tile}, "{cdt}")')
-    if has_y:
-        src.add(2, f'y = T.{alloc}({tile}, "{cdt}")')
-    if has_bias:
-        src.add(2, f'b = T.alloc_fragment(({bn},), "float32")')
-    src.add(2, f'o = T.{alloc}({tile}, "{cdt}")')
+    src, marks = kernel_source(
+        tensors, f"T.Kernel({grid}) as {'(bx, by)' if two_d else 'bx'}",
+        [("x", alloc, tile, cdt)] + [("y", alloc, tile, cdt)] * has_y
+        + [("b", "fragment", (bn,), "float32")] * has_bias + [("o", alloc, tile, cdt)])
     corner = f"[by * {bm}, bx * {bn}]" if two_d else f"[bx * {bm}]"
     if two_d and d.boolean(0.3):
         corner = f"[by * {bm}:(by + 1) * {bm}, bx * {bn}:(bx + 1) * {bn}]"
         feats.add("slice_copy")
-    marks = {"copy_x": src.add(2, f"T.copy(X{corner}, x)")}
+    marks["copy_x"] = src.add(2, f"T.copy(X{corner}, x)")
     if has_y:
         src.add(2, f"T.copy(Y{corner}, y)")
     if has_bias:
@@ -125,12 +116,7 @@ def gen_elementwise(d, seed) -> Case:
     ref.add(1, "return [O]")
     ceps = max(EPS[cdt], expr.cast_eps)
     tol = tolerance(out_dt, ceps, terms=expr.nodes + 2, slack=16.0)
-    return _case("elementwise", seed, src, tensors, ref, {"O": tol}, feats, marks)
-
-
-def _case(family, seed, src, tensors, ref, tol, feats, marks) -> Case:
-    return Case(family, str(seed), src.text(), tensors, ref.text(), tol, sorted(feats),
-                marks=marks)
+    return build_case("elementwise", seed, src, tensors, ref, {"O": tol}, feats, marks)
 
 
 _RED = {"sum": ("np.sum({x}, axis={d})", "{a} + {r}", 0.0),
@@ -169,11 +155,9 @@ def gen_reduce(d, seed) -> Case:
     if three:
         feats.add("reduce_3d")
     init = _RED[kind][2] if mode != "init" else d.choice([0.0, 1.5, -0.75])
-    src = Source(KERNEL_HEADER)
-    src.add(0, _sig(tensors))
-    src.add(1, f"with T.Kernel({gn}, {gm}) as (bx, by):")
-    marks = {"alloc_x": src.add(2, f'x = T.{_tile_alloc(d)}({tile}, "float32")')}
-    marks["alloc_r"] = src.add(2, f'r = T.alloc_fragment({out_tile}, "float32")')
+    src, marks = kernel_source(tensors, f"T.Kernel({gn}, {gm}) as (bx, by)",
+                               [("x", _tile_alloc(d), tile, "float32"),
+                                ("r", "fragment", out_tile, "float32")])
     zero = ", 0" if three else ""
     clear = "True"
     if mode == "init":
@@ -192,11 +176,7 @@ def gen_reduce(d, seed) -> Case:
     marks["copy_out"] = src.add(2, f"T.copy(r, O[{out_corner}])")
 
     red, comb, _ = _RED[kind]
-    ref = Source()
-    ref.add(0, "def reference(X):")
-    ref.add(1, f"O = np.zeros({tuple(oshape)!r})")
-    ref.add(1, f"for by in range({gm}):")
-    ref.add(2, f"for bx in range({gn}):")
+    ref, _ = reference_source("X", [("O", oshape)], [("by", gm), ("bx", gn)])
     ref.add(3, f"r = np.full({tuple(red_ext)!r}, {init!r})")
     ks = f"range(cdiv({N}, {bn}))" if mode == "loop" else "[bx]"
     ref.add(3, f"for k in {ks}:")
@@ -211,8 +191,33 @@ def gen_reduce(d, seed) -> Case:
     ref.add(3, f"O[by * {gn} + bx] = r.reshape({out_tile!r})")
     ref.add(1, "return [O]")
     terms = tile[dd] * (-(-N // bn) if mode == "loop" else 1)
-    return _case("reduce", seed, src, tensors, ref, {"O": tolerance("float32", EPS["float32"], terms)},
-                 feats, marks)
+    return build_case("reduce", seed, src, tensors, ref,
+                      {"O": tolerance("float32", EPS["float32"], terms)}, feats, marks)
+
+
+# Whole-row kernels as statements on x (the block's rows), e, and the row values r and r2:
+# "P: s" is `s` in a T.Parallel over (rows, N), "P1: s" one over the rows; then the reference
+# (float64 NumPy on the whole X, with the returned outputs).
+_MAX_EXP_SUM = ["T.reduce_max(x, r, dim=1)", "P: e[i, j] = T.exp(x[i, j] - r[i])",
+                "T.reduce_sum(e, r2, dim=1)"]
+_ROWNORM = {
+    "softmax": (_MAX_EXP_SUM + ["P: e[i, j] = e[i, j] / r2[i]"],
+                ["z = np.exp(x - x.max(axis=1, keepdims=True))",
+                 "return [(z / z.sum(axis=1, keepdims=True), np.full(z.shape, 1.0 / z.shape[1]))]"]),
+    "logsumexp": (_MAX_EXP_SUM + ["P1: r2[i] = T.log(r2[i]) + r[i]"],
+                  ["m = x.max(axis=1)", "return [np.log(np.exp(x - m[:, None]).sum(axis=1)) + m]"]),
+    "rmsnorm": (["P: e[i, j] = x[i, j] * x[i, j]", "T.reduce_sum(e, r, dim=1)",
+                 "P1: r[i] = T.rsqrt(r[i] / {N} + 1e-6)", "P: e[i, j] = x[i, j] * r[i] * w[j]"],
+                ["s = 1.0 / np.sqrt((x * x).mean(axis=1, keepdims=True) + 1e-6)",
+                 "return [x * s * W[None, :]]"]),
+    "layernorm": (["T.reduce_sum(x, r, dim=1)", "P1: r[i] = r[i] / {N}",
+                   "P: e[i, j] = (x[i, j] - r[i]) * (x[i, j] - r[i])", "T.reduce_sum(e, r2, dim=1)",
+                   "P1: r2[i] = T.rsqrt(r2[i] / {N} + 1e-5)",
+                   "P: e[i, j] = (x[i, j] - r[i]) * r2[i] * w[j]"],
+                  ["mu = x.mean(axis=1, keepdims=True)",
+                   "v = ((x - mu) ** 2).mean(axis=1, keepdims=True)",
+                   "return [(x - mu) / np.sqrt(v + 1e-5) * W[None, :]]"]),
+}
 
 
 def gen_rownorm(d, seed) -> Case:
@@ -224,72 +229,29 @@ def gen_rownorm(d, seed) -> Case:
     feats = {"rownorm", f"rownorm_{kind}", f"in_{in_dt}", f"out_{out_dt}"}
     oshape = [M] if kind == "logsumexp" else [M, N]
     tensors = [Tensor("X", [M, N], in_dt, -3.0, 3.0)]
-    if kind in ("rmsnorm", "layernorm"):
+    weighted = kind in ("rmsnorm", "layernorm")
+    if weighted:
         tensors.append(Tensor("W", [N], "float32", 0.5, 1.5))
         feats.add("unsplit_tile")
     tensors.append(Tensor("O", oshape, out_dt, output=True))
-    src = Source(KERNEL_HEADER)
-    src.add(0, _sig(tensors))
-    src.add(1, f"with T.Kernel(T.ceildiv({M}, {bm})) as bx:")
-    src.add(2, f'x = T.alloc_fragment(({bm}, {N}), "float32")')
-    src.add(2, f'e = T.alloc_fragment(({bm}, {N}), "float32")')
-    src.add(2, f'r = T.alloc_fragment(({bm},), "float32")')
-    src.add(2, f'r2 = T.alloc_fragment(({bm},), "float32")')
-    if len(tensors) == 3:
-        src.add(2, f'w = T.alloc_fragment(({N},), "float32")')
+    src, _ = kernel_source(tensors, f"T.Kernel(T.ceildiv({M}, {bm})) as bx",
+                           [(v, "fragment", shape, "float32") for v, shape in
+                            [("x", (bm, N)), ("e", (bm, N)), ("r", (bm,)), ("r2", (bm,))]
+                            + [("w", (N,))] * weighted])
+    if weighted:
         src.add(2, "T.copy(W, w)")
     src.add(2, f"T.copy(X[bx * {bm}, 0], x)")
-    P = f"for i, j in T.Parallel({bm}, {N}):"
-    P1 = f"for i in T.Parallel({bm}):"
+    loops = {"P": f"for i, j in T.Parallel({bm}, {N}):", "P1": f"for i in T.Parallel({bm}):"}
+    steps, ref_lines = _ROWNORM[kind]
+    for step in steps:
+        loop, _, stmt = step.partition(": ") if step.startswith("P") else ("", "", step)
+        if loop:
+            src.add(2, loops[loop])
+        src.add(3 if loop else 2, stmt.format(N=N))
+    src.add(2, f"T.copy(r2, O[bx * {bm}])" if kind == "logsumexp" else f"T.copy(e, O[bx * {bm}, 0])")
     ref = Source()
     ref.add(0, "def reference(" + ", ".join(t.name for t in tensors if not t.output) + "):")
-    ref.add(1, "x = X")
-    if kind == "softmax":
-        src.add(2, "T.reduce_max(x, r, dim=1)")
-        src.add(2, P)
-        src.add(3, "e[i, j] = T.exp(x[i, j] - r[i])")
-        src.add(2, "T.reduce_sum(e, r2, dim=1)")
-        src.add(2, P)
-        src.add(3, "e[i, j] = e[i, j] / r2[i]")
-        ref.add(1, "z = np.exp(x - x.max(axis=1, keepdims=True))")
-        ref.add(1, "return [(z / z.sum(axis=1, keepdims=True), np.full(z.shape, 1.0 / z.shape[1]))]")
-    elif kind == "logsumexp":
-        src.add(2, "T.reduce_max(x, r, dim=1)")
-        src.add(2, P)
-        src.add(3, "e[i, j] = T.exp(x[i, j] - r[i])")
-        src.add(2, "T.reduce_sum(e, r2, dim=1)")
-        src.add(2, P1)
-        src.add(3, "r2[i] = T.log(r2[i]) + r[i]")
-        ref.add(1, "m = x.max(axis=1)")
-        ref.add(1, "return [np.log(np.exp(x - m[:, None]).sum(axis=1)) + m]")
-    elif kind == "rmsnorm":
-        src.add(2, P)
-        src.add(3, "e[i, j] = x[i, j] * x[i, j]")
-        src.add(2, "T.reduce_sum(e, r, dim=1)")
-        src.add(2, P1)
-        src.add(3, f"r[i] = T.rsqrt(r[i] / {N} + 1e-6)")
-        src.add(2, P)
-        src.add(3, "e[i, j] = x[i, j] * r[i] * w[j]")
-        ref.add(1, "s = 1.0 / np.sqrt((x * x).mean(axis=1, keepdims=True) + 1e-6)")
-        ref.add(1, "return [x * s * W[None, :]]")
-    else:
-        src.add(2, "T.reduce_sum(x, r, dim=1)")
-        src.add(2, P1)
-        src.add(3, f"r[i] = r[i] / {N}")
-        src.add(2, P)
-        src.add(3, "e[i, j] = (x[i, j] - r[i]) * (x[i, j] - r[i])")
-        src.add(2, "T.reduce_sum(e, r2, dim=1)")
-        src.add(2, P1)
-        src.add(3, f"r2[i] = T.rsqrt(r2[i] / {N} + 1e-5)")
-        src.add(2, P)
-        src.add(3, "e[i, j] = (x[i, j] - r[i]) * r2[i] * w[j]")
-        ref.add(1, "mu = x.mean(axis=1, keepdims=True)")
-        ref.add(1, "v = ((x - mu) ** 2).mean(axis=1, keepdims=True)")
-        ref.add(1, "return [(x - mu) / np.sqrt(v + 1e-5) * W[None, :]]")
-    if kind == "logsumexp":
-        src.add(2, f"T.copy(r2, O[bx * {bm}])")
-    else:
-        src.add(2, f"T.copy(e, O[bx * {bm}, 0])")
+    ref.block(1, ["x = X"] + ref_lines)
     # rows are sums of N terms; layernorm of a near-constant row amplifies: scale from the data
     tol = tolerance(out_dt, EPS["float32"], terms=N, slack=32.0)
-    return _case("rownorm", seed, src, tensors, ref, {"O": tol}, feats, {})
+    return build_case("rownorm", seed, src, tensors, ref, {"O": tol}, feats)
