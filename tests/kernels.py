@@ -121,6 +121,26 @@ def grouped_gemm(M, N, K, G, bm=16, bn=32, bk=32, scaled=False, guarded_epilogue
     return main
 
 
+@out_idx(-2, -1)
+def two_phases(M, N):
+    """Two phases whose UB tiles plan_memory places on the same bytes."""
+    @T.prim_func
+    def main(X: T.Tensor((M, N), "float32"), Y: T.Tensor((M, N), "float32"),
+             Z: T.Tensor((M, N), "float32")):
+        with T.Kernel(1) as bx:
+            a = T.alloc_shared((M, N), "float32")
+            b = T.alloc_shared((M, N), "float32")
+            T.copy(X, a)
+            for i, j in T.Parallel(M, N):
+                a[i, j] = a[i, j] * 2.0
+            T.copy(a, Y)
+            T.copy(Y, b)
+            for i, j in T.Parallel(M, N):
+                b[i, j] = b[i, j] + 1.0
+            T.copy(b, Z)
+    return main
+
+
 matmul_add = from_example("matmul_add", "matmul_add", block_M=32, block_N=32, block_K=32)
 prenorm = from_example("prenorm", "hc_prenorm", block_M=32, block_N=32, block_K=32)
 rmsnorm = from_example("rmsnorm", "rms_norm", blk_m=16)

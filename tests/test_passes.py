@@ -187,17 +187,7 @@ def test_plan_memory_offsets_are_aligned_and_disjoint_when_live_together():
 
 
 def test_plan_memory_reuses_bytes_of_dead_buffers():
-    @T.prim_func
-    def two_phases(X: T.Tensor((64, 64), "float32"), Y: T.Tensor((64, 64), "float32")):
-        with T.Kernel(1) as bx:
-            a = T.alloc_shared((64, 64), "float32")
-            b = T.alloc_shared((64, 64), "float32")
-            T.copy(X, a)
-            T.copy(a, Y)
-            T.copy(Y, b)
-            T.copy(b, X)
-
-    after = stages(two_phases)["plan_memory"]
+    after = stages(kernels.two_phases(64, 64))["plan_memory"]
     offsets = {n: a.offset for n, a in allocs(after).items()}
     assert offsets["a"] == offsets["b"] == 0
 

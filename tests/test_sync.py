@@ -77,22 +77,6 @@ def gm_map(N):
             for i in T.Parallel(N):
                 Y[i] = X[i] * 3.0
     return main
-def softmax_f16(M, N, bm=16):
-    @T.prim_func
-    def main(X: T.Tensor((M, N), "float16"), Y: T.Tensor((M, N), "float16")):
-        with T.Kernel(T.ceildiv(M, bm)) as bx:
-            x = T.alloc_fragment((bm, N), "float32")
-            m = T.alloc_fragment((bm,), "float32")
-            s = T.alloc_fragment((bm,), "float32")
-            T.copy(X[bx * bm, 0], x)
-            T.reduce_max(x, m, dim=1)
-            for i, j in T.Parallel(bm, N):
-                x[i, j] = T.exp(x[i, j] - m[i])
-            T.reduce_sum(x, s, dim=1)
-            for i, j in T.Parallel(bm, N):
-                x[i, j] = x[i, j] / s[i]
-            T.copy(x, Y[bx * bm, 0])
-    return main
 
 
 CASES = {
@@ -118,8 +102,9 @@ CASES = {
     "colsum": (lambda: colsum(40, 24), [-1], lambda: [rand((40, 24))]),
     "if_serial": (lambda: if_serial(64, 32), [-1], lambda: [rand((64, 32))]),
     "gm_map": (lambda: gm_map(50), [-1], lambda: [rand((50,))]),
-    "softmax_f16": (lambda: softmax_f16(40, 32), [-1], lambda: [rand((40, 32), "float16")]),
-    "reuse": (lambda: reuse(16, 32), [-2, -1], lambda: [rand((16, 32))]),
+    "softmax_f16": (lambda: kernels.softmax(40, 32, dtype="float16"), [-1],
+                    lambda: [rand((40, 32), "float16")]),
+    "reuse": (lambda: kernels.two_phases(16, 32), [-2, -1], lambda: [rand((16, 32))]),
     "batched_gemm": (lambda: batched_gemm(2, 40, 50, 70), [-1],
                      lambda: [rand((2, 40, 70), "float16"), rand((2, 70, 50), "float16", 1)]),
     "two_gemms": (lambda: two_gemms(64, 32, 32), [-1],
@@ -131,25 +116,6 @@ CASES = {
                           [-1],
                           lambda: [rand((50, 40)), rand((40, 60), "float32", 1)]),
 }
-
-
-def reuse(M, N):
-    """Two phases whose UB tiles plan_memory places on the same bytes."""
-    @T.prim_func
-    def main(X: T.Tensor((M, N), "float32"), Y: T.Tensor((M, N), "float32"),
-             Z: T.Tensor((M, N), "float32")):
-        with T.Kernel(1) as bx:
-            a = T.alloc_shared((M, N), "float32")
-            b = T.alloc_shared((M, N), "float32")
-            T.copy(X, a)
-            for i, j in T.Parallel(M, N):
-                a[i, j] = a[i, j] * 2.0
-            T.copy(a, Y)
-            T.copy(Y, b)
-            for i, j in T.Parallel(M, N):
-                b[i, j] = b[i, j] + 1.0
-            T.copy(b, Z)
-    return main
 
 
 def batched_gemm(B_, M, N, K, bm=32, bn=32, bk=32):
