@@ -241,23 +241,17 @@ def gen_vector_cube(d, seed):
     src.add(2, "T.clear(C_f)")
     src.add(2, f"for k in {_loop(d, f'T.ceildiv({K}, {bk})', feats)}:")
     src.add(3, f"T.copy(X[by * {bm}, k * {bk}], x)")
-    P = f"for i, j in T.Parallel({bm}, {bk}):"
-    if prep == "copy_cast":
-        src.add(3, "T.copy(x, A_s)")
-        rexpr = "x"
-    elif prep == "scale":
-        src.add(3, P)
-        src.add(4, f'A_s[i, j] = T.cast(x[i, j] * 0.5 - 0.25, "{dt}")')
-        rexpr = "x * 0.5 - 0.25"
-    elif prep == "abs_sqrt":
-        src.add(3, P)
-        src.add(4, f'A_s[i, j] = T.sqrt(T.abs(x[i, j]) + 0.25)')
-        rexpr = "np.sqrt(np.abs(x) + 0.25)"
-    else:
+    # the value written into A_s (None: a casting copy) and its reference
+    value, rexpr = {
+        "copy_cast": (None, "x"),
+        "scale": (f'T.cast(x[i, j] * 0.5 - 0.25, "{dt}")', "x * 0.5 - 0.25"),
+        "abs_sqrt": ("T.sqrt(T.abs(x[i, j]) + 0.25)", "np.sqrt(np.abs(x) + 0.25)"),
+        "rowvar": (f'x[i, j] + T.cast(by * {bm} + i, "float32") * 0.01',
+                   f"x + (by * {bm} + np.indices(({bm}, {bk}))[0]) * 0.01")}[prep]
+    if prep == "rowvar":
         feats.add("rowvar_in_value")
-        src.add(3, P)
-        src.add(4, f'A_s[i, j] = x[i, j] + T.cast(by * {bm} + i, "float32") * 0.01')
-        rexpr = f"x + (by * {bm} + np.indices(({bm}, {bk}))[0]) * 0.01"
+    src.block(3, [f"for i, j in T.Parallel({bm}, {bk}):", f"    A_s[i, j] = {value}"] if value
+              else ["T.copy(x, A_s)"])
     src.block(3, [f"T.copy(B[k * {bk}, bx * {bn}], B_s)", "T.gemm(A_s, B_s, C_f)"])
     src.add(2, f"T.copy(C_f, C[by * {bm}, bx * {bn}])")
     # the prepared tile is zero where X was padded only for maps that keep 0 at 0; mirror it

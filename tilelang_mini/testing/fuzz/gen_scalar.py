@@ -84,7 +84,6 @@ def gen_dyn_bounds(d, seed):
     G = d.int(1, 6)
     bm, bn = d.choice([4, 8, 16, 32]), d.choice([16, 32, 64])
     N = d.int(1, 200)
-    nb = -(-N // bn)
     form = d.choice(["two_arg", "range", "one_arg"])
     feats = {"dyn_bounds", f"dyn_{form}"}
     if cube:

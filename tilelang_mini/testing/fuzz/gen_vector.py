@@ -45,7 +45,7 @@ def gen_elementwise(d, seed) -> Case:
         leaves.append(Expr("b[j]", "b[None, :]", bound=1.0))
     if d.boolean(0.35):  # the global row index as a value (a split row must be substituted)
         r0 = "by * %d" % bm if two_d else "bx * %d" % bm
-        leaves.append(Expr(f'T.cast({r0} + i, "float32") * 0.01', f"(r0 + ii) * 0.01", bound=2.0,
+        leaves.append(Expr(f'T.cast({r0} + i, "float32") * 0.01', "(r0 + ii) * 0.01", bound=2.0,
                            features={"rowvar_in_value"}))
     if two_d and d.boolean(0.25):  # a mask on the global column (a tail mask)
         cut = d.int(0, N)
