@@ -37,7 +37,7 @@ from ..ir.analysis import GM_SCOPES
 from ..ir.nodes import PIPES, Copy, Gemm, Kernel, Store, walk_statements
 from .classes import block_classes  # noqa: F401 (re-exported: tests, autotune)
 from .memory import memory_traffic
-from .streams import _expr_fn, _mat
+from .streams import _expr_fn, gemm_mnk
 
 
 class RooflinePoint(NamedTuple):
@@ -176,12 +176,7 @@ def _offsets(nblocks: int, ncores: int, cycles_of) -> dict:
 def _stmt_stats(st):
     """(cube flops, peak-time weight, (GM buffer, is write, bytes) or None) of one statement."""
     if isinstance(st, Gemm):
-        m, k = _mat(st.a)
-        k2, n = _mat(st.b)
-        if st.transpose_a:
-            m, k = k, m
-        if st.transpose_b:
-            n = k2
+        m, n, k = gemm_mnk(st)
         f = 2 * m * n * k
         return f, f / CUBE_RATE.get(st.a.buffer.dtype, 1.0), None
     if isinstance(st, Copy):

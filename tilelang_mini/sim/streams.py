@@ -24,9 +24,10 @@ from .. import semantics
 from ..ir import dtypes
 from ..ir.analysis import SYNC_OPS, is_map, operands, written_names
 from ..ir.nodes import (
-    Alloc, Const, Copy, Fill, For, Gemm, If, Load, PipeBarrier, Reduce, Region, Scope, Sort,
+    Alloc, Const, Copy, Fill, For, Gemm, If, Load, Reduce, Region, Scope, Sort,
     SetCrossFlag, SetFlag, Store, WaitCrossFlag, WaitFlag, walk_own, walk_statements,
 )
+from ..ir.happens_before import sync_pipe
 from ..ir.pipes import pipe_of
 
 CORE_NAMES = ("C", "V0", "V1")
@@ -87,13 +88,7 @@ def if_condition(s, env) -> bool:
 
 def instr_pipe(stmt) -> str:
     """The pipe a statement is dispatched to (sync ops: the pipe that executes them)."""
-    if isinstance(stmt, SetFlag):
-        return stmt.src
-    if isinstance(stmt, WaitFlag):
-        return stmt.dst
-    if isinstance(stmt, (PipeBarrier, SetCrossFlag, WaitCrossFlag)):
-        return stmt.pipe
-    p = pipe_of(stmt)
+    p = sync_pipe(stmt) or pipe_of(stmt)
     if p is None:
         raise CompileError(f"{type(stmt).__name__} is not a lowered pipe instruction (its buffer "
                            f"scopes map to no pipe); the simulator runs lowered IR only", stmt.loc)
@@ -277,6 +272,17 @@ def _mat(r: Region):
     return (ext[0], ext[1]) if len(ext) == 2 else (1, ext[0])
 
 
+def gemm_mnk(g: Gemm) -> tuple[int, int, int]:
+    """(M, N, K) of a gemm's regions (leading unit dims dropped, transposes applied)."""
+    m, k = _mat(g.a)
+    k2, n = _mat(g.b)
+    if g.transpose_a:
+        m, k = k, m
+    if g.transpose_b:
+        n = k2
+    return m, n, k
+
+
 def instr_cost(stmt, pipe: str, costs) -> int:
     """Cycles of one instruction on its pipe (arch/costs.py)."""
     from ..arch.costs import mmad_cycles, transfer_cycles
@@ -290,13 +296,7 @@ def instr_cost(stmt, pipe: str, costs) -> int:
             n *= len(stmt.body)
         return costs.scalar_cycles * n
     if isinstance(stmt, Gemm):
-        m, k = _mat(stmt.a)
-        k2, n = _mat(stmt.b)
-        if stmt.transpose_a:
-            m, k = k, m
-        if stmt.transpose_b:
-            n = k2
-        return mmad_cycles(costs, m, n, k, stmt.a.buffer.dtype)
+        return mmad_cycles(costs, *gemm_mnk(stmt), stmt.a.buffer.dtype)
     if isinstance(stmt, Copy) and pipe in ("MTE2", "MTE1", "FIX", "MTE3"):
         pc = {"MTE2": costs.mte2, "MTE1": costs.mte1, "FIX": costs.fix, "MTE3": costs.mte3}[pipe]
         return transfer_cycles(pc, max(_bytes(stmt.src), _bytes(stmt.dst)))
