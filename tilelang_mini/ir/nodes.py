@@ -279,7 +279,9 @@ PIPES = ("MTE2", "MTE1", "M", "FIX", "V", "MTE3", "S")
 
 
 @dataclass(frozen=True)
-class SetFlag:
+class _Flag:
+    """The two ends of an intra-core flag: pipe `src` signals pipe `dst` on event id `event`."""
+
     src: str
     dst: str
     event: int
@@ -287,11 +289,13 @@ class SetFlag:
 
 
 @dataclass(frozen=True)
-class WaitFlag:
-    src: str
-    dst: str
-    event: int
-    loc: Loc = _loc()
+class SetFlag(_Flag):
+    """Set by `src` once its earlier work is done."""
+
+
+@dataclass(frozen=True)
+class WaitFlag(_Flag):
+    """`dst` waits for the flag that `src` sets."""
 
 
 @dataclass(frozen=True)
@@ -301,8 +305,8 @@ class PipeBarrier:
 
 
 @dataclass(frozen=True)
-class SetCrossFlag:
-    """Cross-core flag: set by `pipe` after its earlier work; counted, released to the other core."""
+class _CrossFlag:
+    """The two ends of a cross-core flag `flag`, on pipe `pipe` of each core."""
 
     pipe: str
     flag: int
@@ -310,10 +314,13 @@ class SetCrossFlag:
 
 
 @dataclass(frozen=True)
-class WaitCrossFlag:
-    pipe: str
-    flag: int
-    loc: Loc = _loc()
+class SetCrossFlag(_CrossFlag):
+    """Set by `pipe` after its earlier work; counted, released to the other core."""
+
+
+@dataclass(frozen=True)
+class WaitCrossFlag(_CrossFlag):
+    """`pipe` waits for the flag the other core sets."""
 
 
 Stmt = Union[Alloc, Copy, Gemm, Fill, Reduce, Sort, Store, For, If, Scope, SetFlag, WaitFlag,
