@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 
 import tilelang_mini
-import tilelang_mini.language as T
 from tilelang_mini.arch import get_chip
 from tilelang_mini.ir.nodes import PIPES
 from tilelang_mini.sim.estimate import block_classes, estimate_kernel
@@ -18,6 +17,7 @@ from tilelang_mini.sim.simulator import simulate_kernel
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "examples"))
 from gemm import matmul  # noqa: E402
+from test_simulator import cube_gemm  # noqa: E402
 
 FULL = (4096, 7168, 16384)
 PUBLISHED = {"bfloat16": 2229.9, "float8_e4m3fn": 1117.6}   # DeepGEMM-Ascend on the 950DT, us
@@ -29,43 +29,7 @@ def gemm_kernel(M, N, K, chip="ascend950", **kw):
 
 def ragged_gemm(M=128, N=128, bm=64, bn=64, bk=32):
     """Expert-mode cube GEMM whose trip count and epilogue depend on the block id."""
-    nbn = N // bn
-
-    @T.prim_func
-    def ragged(A: T.Tensor((M, 3 * bk), "float16"), B: T.Tensor((3 * bk, N), "float16"),
-               C: T.Tensor((M, N), "float32")):
-        with T.Kernel((M // bm) * nbn, is_npu=True) as (cid, vid):
-            A_L1 = T.alloc_L1((bm, bk), "float16")
-            B_L1 = T.alloc_L1((bk, bn), "float16")
-            A_L0 = T.alloc_L0A((bm, bk), "float16")
-            B_L0 = T.alloc_L0B((bk, bn), "float16")
-            C_L0 = T.alloc_L0C((bm, bn), "float32")
-            with T.Scope("C"):
-                T.set_flag("MTE1", "MTE2", 0)
-                T.set_flag("M", "MTE1", 0)
-                T.clear(C_L0)
-                for k in T.serial(cid % 3 + 1):
-                    T.wait_flag("MTE1", "MTE2", 0)
-                    T.copy(A[cid // nbn * bm, k * bk], A_L1)
-                    T.copy(B[k * bk, cid % nbn * bn], B_L1)
-                    T.set_flag("MTE2", "MTE1", 0)
-                    T.wait_flag("MTE2", "MTE1", 0)
-                    T.wait_flag("M", "MTE1", 0)
-                    T.copy(A_L1, A_L0)
-                    T.copy(B_L1, B_L0)
-                    T.set_flag("MTE1", "MTE2", 0)
-                    T.set_flag("MTE1", "M", 0)
-                    T.wait_flag("MTE1", "M", 0)
-                    T.gemm(A_L0, B_L0, C_L0)
-                    T.set_flag("M", "MTE1", 0)
-                T.set_flag("M", "FIX", 0)
-                T.wait_flag("M", "FIX", 0)
-                if cid < 2:
-                    T.copy(C_L0, C[cid // nbn * bm, cid % nbn * bn])
-                T.wait_flag("MTE1", "MTE2", 0)
-                T.wait_flag("M", "MTE1", 0)
-
-    return ragged.ir
+    return cube_gemm(M, N, 3 * bk, bm, bn, bk, ragged=True)
 
 
 # --------------------------------------------------------------------- extrapolation = full sim

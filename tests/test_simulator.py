@@ -28,8 +28,10 @@ RNG = np.random.default_rng(1)
 # ------------------------------------------------------------------------------ kernels
 
 
-def cube_gemm(M, N, K, bm=64, bn=64, bk=32):
-    """Single-buffered cube GEMM: MTE2 -> L1, MTE1 -> L0A/L0B, M (mmad), FIX -> GM."""
+def cube_gemm(M, N, K, bm=64, bn=64, bk=32, ragged=False):
+    """Single-buffered cube GEMM: MTE2 -> L1, MTE1 -> L0A/L0B, M (mmad), FIX -> GM. `ragged`:
+    trip count and epilogue depend on the block id (block cid runs cid % 3 + 1 K steps; only
+    blocks 0 and 1 store C)."""
     nbn = N // bn
 
     @T.prim_func
@@ -45,7 +47,7 @@ def cube_gemm(M, N, K, bm=64, bn=64, bk=32):
                 T.set_flag("MTE1", "MTE2", 0)  # PRESET_L1
                 T.set_flag("M", "MTE1", 0)  # PRESET_L0
                 T.clear(C_L0)
-                for k in T.serial(K // bk):
+                for k in T.serial(cid % 3 + 1 if ragged else K // bk):
                     T.wait_flag("MTE1", "MTE2", 0)  # WAIT_L1_FREE
                     T.copy(A[cid // nbn * bm, k * bk], A_L1)  # L1_WRITE
                     T.copy(B[k * bk, cid % nbn * bn], B_L1)
@@ -61,7 +63,11 @@ def cube_gemm(M, N, K, bm=64, bn=64, bk=32):
                     T.set_flag("M", "MTE1", 0)  # SET_L0_FREE
                 T.set_flag("M", "FIX", 0)  # SET_C_FULL
                 T.wait_flag("M", "FIX", 0)  # WAIT_C_FULL
-                T.copy(C_L0, C[cid // nbn * bm, cid % nbn * bn])  # FIX_OUT
+                if ragged:
+                    if cid < 2:
+                        T.copy(C_L0, C[cid // nbn * bm, cid % nbn * bn])
+                else:
+                    T.copy(C_L0, C[cid // nbn * bm, cid % nbn * bn])  # FIX_OUT
                 T.wait_flag("MTE1", "MTE2", 0)  # DRAIN_L1
                 T.wait_flag("M", "MTE1", 0)  # DRAIN_L0
 
