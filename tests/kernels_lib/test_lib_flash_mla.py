@@ -14,18 +14,19 @@ B, SQ, HQ, D, DV, MAXB, NB = 3, 2, 20, 576, 512, 4, 12
 
 def mla_ref(q, kc, bt, seqlens, dv, causal):
     b_, sq, hq, d = q.shape
+    hk = kc.shape[2]
     out, lse = np.zeros((b_, sq, hq, dv)), np.zeros((b_, hq, sq))
     for b in range(b_):
         n = int(seqlens[b])
-        keys = np.concatenate([kc[bt[b, p], :, 0, :] for p in range(MAXB)], 0)[:n]
-        keys = keys.astype(np.float64)
-        s = np.einsum("qhd,kd->hqk", q[b].astype(np.float64), keys) / math.sqrt(d)
         allowed = np.ones((sq, n), bool)
         if causal:
             allowed = np.tril(allowed, k=n - sq)
-        for h in range(hq):
+        for h in range(hq):  # query head h reads KV head h // (hq / hk)
+            keys = np.concatenate([kc[bt[b, p], :, h // (hq // hk), :]
+                                   for p in range(bt.shape[1])], 0)[:n].astype(np.float64)
+            s = np.einsum("qd,kd->qk", q[b, :, h].astype(np.float64), keys) / math.sqrt(d)
             for i in range(sq):
-                row = s[h, i][allowed[i]]
+                row = s[i][allowed[i]]
                 if row.size == 0:  # no key: out 0, lse +inf
                     lse[b, h, i] = np.inf
                     continue
@@ -92,3 +93,23 @@ def test_flash_mla_950_wide_head_blocks(target):
     want_out, want_lse = mla_ref(q, kc, bt, seqlens, DV, False)
     close(out, want_out, "bfloat16", scale=1)
     close(lse, want_lse, "float32", scale=10)
+
+
+@pytest.mark.parametrize("hk", (2, 3))
+def test_flash_mla_several_kv_heads(target, hk):
+    """h_k > 1 (grouped-query): query head h reads KV head h // (h_q / h_k); 12 query heads
+    over 2 or 3 KV heads (blocks of 6 or 4 heads, each within one KV head's group)."""
+    r = rng(23 + hk)
+    hq, seqlens = 12, np.array([70, 129], np.int32)
+    kc = r.standard_normal((NB, 64, hk, D)).astype(BF16)
+    bt = r.permutation(NB)[:2 * MAXB].reshape(2, MAXB).astype(np.int32)
+    q = r.standard_normal((2, 1, hq, D)).astype(BF16)
+    meta, splits = fm.get_mla_metadata(seqlens, hq // hk, hk, num_parts=3)
+    out, lse = fm.flash_mla_with_kvcache(q, kc, bt, seqlens, DV, meta, splits, causal=True,
+                                         target=target)
+    want_out, want_lse = mla_ref(q, kc, bt, seqlens, DV, True)
+    close(out, want_out, "bfloat16", scale=1)
+    close(lse, want_lse, "float32", scale=10)
+    with pytest.raises(ValueError, match="h_k dividing"):
+        fm.flash_mla_with_kvcache(q, np.zeros((NB, 64, 5, D), BF16), bt, seqlens, DV, meta,
+                                  splits, target=target)

@@ -1,8 +1,9 @@
 """FlashMLA's decode API on tile kernels: `get_mla_metadata` and `flash_mla_with_kvcache`.
 
 q [B, s_q, h_q, d] (d = 576: 512 latent + 64 rope), a paged KV cache k_cache
-[num_blocks, 64, 1, d] addressed through block_table [B, max_blocks] (int32), cache_seqlens [B]
-(int32, read at run time). V is the first head_dim_v (512) columns of each cached row.
+[num_blocks, 64, h_k, d] addressed through block_table [B, max_blocks] (int32), cache_seqlens [B]
+(int32, read at run time). Query head h attends with KV head h // (h_q / h_k) (MLA has h_k = 1;
+more KV heads are grouped-query attention, as FlashMLA's num_heads_per_head_k describes). V is the first head_dim_v (512) columns of each cached row.
 Returns out [B, s_q, h_q, head_dim_v] bfloat16 and lse [B, h_q, s_q] float32; a query with no
 key to attend (sequence length 0, or causally empty) gets out 0 and lse +inf, as FlashMLA.
 
@@ -24,13 +25,23 @@ PAGE = 64
 NEG = -1e30
 
 
-def mla_split_kernel(B, SQ, HQ, D, DV, NB, MAXB, S, scale, causal, block_H=32):
-    block_H = min(block_H, HQ)
+def head_block(HQ, HK, block_H):
+    """Heads per block: at most block_H, and with several KV heads a divisor of each KV head's
+    group (h_q / h_k), so a block's heads share one KV head."""
+    if HK == 1:
+        return min(block_H, HQ)
+    group = HQ // HK
+    return max(d for d in range(1, min(block_H, group) + 1) if group % d == 0)
+
+
+def mla_split_kernel(B, SQ, HQ, D, DV, NB, MAXB, S, scale, causal, block_H=32, HK=1):
+    block_H = head_block(HQ, HK, block_H)
     HB = T.ceildiv(HQ, block_H)
+    group = HQ // HK
 
     @T.prim_func
     def mla_decode_split(Q: T.Tensor((B, SQ, HQ, D), "bfloat16"),
-                         KC: T.Tensor((NB, PAGE, D), "bfloat16"),
+                         KC: T.Tensor((NB, PAGE, HK, D), "bfloat16"),
                          BT: T.Tensor((B, MAXB), "int32"), SL: T.Tensor((B,), "int32"),
                          NS: T.Tensor((B + 1,), "int32"),
                          OP: T.Tensor((B, S, SQ, HQ, DV), "float32"),
@@ -53,6 +64,7 @@ def mla_split_kernel(B, SQ, HQ, D, DV, NB, MAXB, S, scale, causal, block_H=32):
             per = T.ceildiv(T.ceildiv(seqlen, PAGE), T.max(nsplit, 1))
             sq = bh // HB
             h0 = (bh % HB) * block_H
+            hk = h0 // group  # the KV head of the block's query heads
             T.copy(Q[b, sq, h0, 0], q_s)
             T.fill(acc_o, 0.0)
             T.fill(l_sum, 0.0)
@@ -64,8 +76,8 @@ def mla_split_kernel(B, SQ, HQ, D, DV, NB, MAXB, S, scale, causal, block_H=32):
                         # (clamped although the guard holds: the llvm target evaluated the block
                         # table load outside the guard, notes/findings/llvm.md)
                         blk = BT[b, T.min(page, MAXB - 1)]
-                        T.copy(KC[blk, 0, 0], k_s)
-                        T.copy(KC[blk, 0:PAGE, 0:DV], v_s)
+                        T.copy(KC[blk, 0:PAGE, hk, 0:D], k_s)
+                        T.copy(KC[blk, 0:PAGE, hk, 0:DV], v_s)
                         T.gemm(q_s, k_s, acc_s, transpose_B=True, clear_accum=True)
                         # keys past the sequence (and, when causal, past the query) drop out
                         if causal:
@@ -181,9 +193,10 @@ def flash_mla_with_kvcache(ctx, q, k_cache, block_table, cache_seqlens, head_dim
     q_arr = as_input(q, "bfloat16", "q")
     B, SQ, HQ, D = q_arr.shape
     kc = as_input(k_cache, "bfloat16", "k_cache")
-    if kc.ndim != 4 or kc.shape[1] != PAGE or kc.shape[2] != 1 or kc.shape[3] != D:
-        raise ValueError(f"k_cache must be [num_blocks, {PAGE}, 1, {D}], got {kc.shape}")
-    NB = kc.shape[0]
+    if kc.ndim != 4 or kc.shape[1] != PAGE or kc.shape[3] != D or HQ % kc.shape[2]:
+        raise ValueError(f"k_cache must be [num_blocks, {PAGE}, h_k, {D}] with h_k dividing "
+                         f"h_q = {HQ}, got {kc.shape}")
+    NB, HK = kc.shape[0], kc.shape[2]
     bt = as_input(block_table, "int32", "block_table")
     MAXB = bt.shape[1]
     check_shape(bt, (B, MAXB), "block_table")
@@ -200,8 +213,8 @@ def flash_mla_with_kvcache(ctx, q, k_cache, block_table, cache_seqlens, head_dim
     from ..arch import get_chip
     block_H = 64 if get_chip(ctx.chip).capacity_of("L0C") >= DV * 64 * 4 * 2 else 32  # acc_o fits
     split = ctx.compile(mla_split_kernel, B, SQ, HQ, D, DV, NB, MAXB, S, scale, bool(causal),
-                        block_H)
-    plan.launch(split, q_arr, kc.reshape(NB, PAGE, D), bt, sl, ns, op, lp)
+                        block_H, HK)
+    plan.launch(split, q_arr, kc, bt, sl, ns, op, lp)
     plan.launch(ctx.compile(mla_combine_kernel, B, SQ, HQ, DV, S), op, lp, out, lse)
     plan.result = (out, lse)
     return plan
