@@ -94,6 +94,14 @@ def linear(e, atoms: bool = False) -> tuple[dict, int] | None:
         for v, c in lb[0].items():
             coefs[v] = coefs.get(v, 0) + sign * c
         return {v: c for v, c in coefs.items() if c}, la[1] + sign * lb[1]
+    if isinstance(e, BinOp) and e.op in ("//", "%") and isinstance(e.b, Const) \
+            and e.b.dtype == "int32" and e.b.value > 0:
+        # (d*m + c) // d == m + c // d and (d*m + c) % d == c % d for an integer m
+        d, la = e.b.value, linear(e.a, atoms)
+        if la is not None and all(c % d == 0 for c in la[0].values()):
+            if e.op == "%":
+                return {}, la[1] % d
+            return {v: c // d for v, c in la[0].items()}, la[1] // d
     if atoms and isinstance(e, (BinOp, Call, Load, Cast)):
         return {e: 1}, 0
     return None

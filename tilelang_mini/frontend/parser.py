@@ -253,8 +253,8 @@ class KernelBuilder(ExprVisitor, TileOps, Dialect, TileAscend, Eager):
         if is_npu and self.uses_vid_without_scope(stmt, names[1]):
             return self.vid_as_blocks(stmt, grid[0], names)
         self.scopes.append({n: Var(n) for n in names})
-        self.hoisted_allocs = {}
-        body = self.body(stmt.body)
+        self.hoisted_allocs, self.implied_flags = {}, []
+        body = self.without_implied_flags(self.body(stmt.body))
         self.scopes.pop()
         return tuple(grid), names, is_npu, list(self.hoisted_allocs.values()) + body
 

@@ -16,6 +16,7 @@ from ..ir import dtypes
 from .common import show
 from .dialect import select, sigmoid, tanh
 from .exprs import as_expr, binop, const, is_ir
+from .tile_sort import SORT_OPS, TileSort
 
 _BINARY = {"add": "+", "sub": "-", "mul": "*", "div": "/"}
 _CMP = {"EQ": "==", "NE": "!=", "GT": ">", "GE": ">=", "LT": "<", "LE": "<="}
@@ -27,36 +28,44 @@ _UNARY = {
     "silu": lambda x: binop("*", x, sigmoid(x)),
 }
 # The cores' pipes a full barrier orders (T.barrier_all inside a T.Scope).
-_CORE_PIPES = {"C": ("MTE2", "MTE1", "M", "FIX"), "V": ("MTE2", "V", "MTE3")}
+_CORE_PIPES = {"C": ("MTE2", "MTE1", "M", "FIX", "S"), "V": ("MTE2", "V", "MTE3", "S")}
 BARRIER_EVENT = 7  # the event id T.barrier_all uses on each pipe pair (set and waited at once)
 GEMM_EVENT = 6  # the event id of the L0 loads a gemm_v0 on L1 operands implies (expert mode)
 L0_TILE = 16 * 1024  # bytes of one implied L0A/L0B tile (a quarter of the 64 KiB L0A/L0B)
 _UNSUPPORTED = {
-    "gather": "index with a loaded index inside T.Parallel (dst[i] = src[idx[i]])",
-    "gather_mask": "T.Parallel with T.if_then_else", "gatherb": "T.Parallel with loaded indices",
-    "sort": "the kernel library's sort/top-k (tilelang_mini.kernels)",
-    "topk": "the kernel library's top-k (tilelang_mini.kernels)",
-    "merge_sort": "the kernel library's sort (tilelang_mini.kernels)",
+    "gatherb": "T.Parallel with loaded indices",
     "sort32": "the kernel library's sort", "init_sort_buf": "the kernel library's sort",
     "transpose": "T.Parallel with swapped indices (d[i, j] = s[j, i])",
     "atomic_add": "per-block partial results and a second reduction",
     "brcb": "T.tile.broadcast", "wholereducemax": "T.reduce_max",
     "wholereducemin": "T.reduce_min", "wholereducesum": "T.reduce_sum",
     "block_reduce_max": "T.reduce_max", "block_reduce_min": "T.reduce_min",
-    "block_reduce_sum": "T.reduce_sum", "bitwise_and": "integer arithmetic",
-    "bitwise_or": "integer arithmetic", "bitwise_xor": "integer arithmetic",
-    "bitwise_not": "integer arithmetic", "bitwise_lshift": "multiplication by 2**k",
-    "bitwise_rshift": "floor division by 2**k", "round": "T.tile.cast with a rounding mode",
+    "block_reduce_sum": "T.reduce_sum",
     "sin": "no replacement yet", "cos": "no replacement yet", "gelu": "T.tile.mul/exp spelled out",
 }
 
 
-class TileAscend:
+_BITWISE = {"bitwise_and": "bitwise_and", "bitwise_or": "bitwise_or",
+            "bitwise_xor": "bitwise_xor", "bitwise_not": "bitwise_not",
+            "bitwise_lshift": "shift_left", "bitwise_rshift": "shift_right"}
+
+
+def rint(x):
+    """x rounded to the nearest integral value, ties to even (a float expression)."""
+    r0 = binop("//", binop("+", x, 0.5), 1.0)
+    tie = binop("and", binop("==", binop("-", r0, x), 0.5),
+                binop("!=", binop("%", r0, 2.0), 0.0))
+    return select(tie, binop("-", r0, 1.0), r0)
+
+
+class TileAscend(TileSort):
     # ----------------------------------------------------------------------------- T.tile.*
 
     def tile_op(self, name: str, call: ast.Call) -> list:
         if name in _UNSUPPORTED:
             raise self.error(call, f"T.tile.{name} is not supported; write {_UNSUPPORTED[name]}")
+        if name in SORT_OPS:
+            return self.tile_sort_op(name, call)
         a = call.args
         kw = {k.arg: k.value for k in call.keywords}
         if name in _BINARY or name in ("max", "min", "adds", "muls", "maxs", "mins"):
@@ -102,6 +111,19 @@ class TileAscend:
         if name == "select":  # dst = mask ? src0 : src1
             return self.tile_map(a[0], [a[1], a[2], a[3]], lambda m, x, y: select(
                 binop("!=", m, 0) if not self.is_bool(m) else m, x, y), call, scalar_last=True)
+        if name in _BITWISE:
+            if not dtypes.is_int(self.region(a[0])[0].dtype):
+                raise self.error(a[0], f"T.tile.{name} works on integer tiles, got "
+                                       f"{self.region(a[0])[0].dtype}")
+            fn = _BITWISE[name]
+            if name == "bitwise_not":
+                return self.tile_map(a[0], [a[1]], lambda x: Call(fn, (as_expr(x),)), call)
+            self.nargs(call, 3, name)
+            return self.tile_map(a[0], [a[1], a[2]], lambda x, y: Call(fn, (as_expr(x),
+                                                                             as_expr(y))),
+                                 call, scalar_last=True)
+        if name == "round":  # to the nearest integral value, ties to even (AscendC Round)
+            return self.tile_map(a[0], [a[1]], rint, call)
         if name in ("createvecindex", "arith_progression"):
             first = self.value_arg(a[1])
             step = self.value_arg(a[2]) if name == "arith_progression" else 1
@@ -144,10 +166,7 @@ class TileAscend:
             up = binop("//", binop("+", Call("abs", (as_expr(x),)), 0.5), 1.0)
             r = select(binop("<", x, 0.0), Call("neg", (as_expr(up),)), up)
         elif mode == "CAST_RINT":  # half to even
-            r0 = binop("//", binop("+", x, 0.5), 1.0)
-            tie = binop("and", binop("==", binop("-", r0, x), 0.5),
-                        binop("!=", binop("%", r0, 2.0), 0.0))
-            r = select(tie, binop("-", r0, 1.0), r0)
+            r = rint(x)
         else:
             raise self.error(call, f"unknown cast mode {mode!r}")
         return r
@@ -361,10 +380,30 @@ class TileAscend:
                 out.append(Copy(Region(r.buffer, tuple(as_expr(x) for x in start), ext),
                                 Region.full(buf), loc))
                 l0.append(Region.full(buf))
-            out += [SetFlag("MTE1", "M", GEMM_EVENT, loc), WaitFlag("MTE1", "M", GEMM_EVENT, loc)]
+            pre = [SetFlag("MTE1", "M", GEMM_EVENT, loc), WaitFlag("MTE1", "M", GEMM_EVENT, loc)]
+            post = [SetFlag("M", "MTE1", GEMM_EVENT, loc), WaitFlag("M", "MTE1", GEMM_EVENT, loc)]
+            self.implied_flags.extend(pre + post)
+            out += pre
             out.append(self.gemm_clear([*l0, c], trans, clear if k0 == 0 else False, loc))
-            out += [SetFlag("M", "MTE1", GEMM_EVENT, loc), WaitFlag("M", "MTE1", GEMM_EVENT, loc)]
+            out += post
         return out
+
+    def without_implied_flags(self, body: list) -> list:
+        """An expert kernel that writes no flag of its own is synchronised by the compiler
+        (tilelang-ascend's TL_ASCEND_AUTO_SYNC): the flags its gemm_v0 calls implied go, so
+        that insert_sync places every flag. With a flag of the user's, they stay."""
+        from ..ir.nodes import SYNC_OPS, walk_statements
+        implied = {id(f) for f in self.implied_flags}
+        if not implied or any(isinstance(s, SYNC_OPS) and id(s) not in implied
+                              for s in walk_statements(body)):
+            return body
+        from dataclasses import replace
+        from ..ir.nodes import body_fields
+
+        def strip(stmts):
+            return [replace(s, **{f: tuple(strip(list(getattr(s, f)))) for f in body_fields(s)})
+                    if body_fields(s) else s for s in stmts if id(s) not in implied]
+        return strip(body)
 
     def op_gemm(self, call) -> list:
         names = ["A", "B", "C", "transpose_A", "transpose_B", "clear_accum", "policy", "k_pack",
@@ -471,7 +510,7 @@ class TileAscend:
         blk = self.fresh_var("blk")
         b = Var(blk)
         self.scopes.append({names[0]: binop("//", b, 2), names[1]: binop("%", b, 2)})
-        self.hoisted_allocs = {}
+        self.hoisted_allocs, self.implied_flags = {}, []
         body = self.body(stmt.body)
         self.scopes.pop()
         return (2 * n,), (blk,), False, list(self.hoisted_allocs.values()) + body

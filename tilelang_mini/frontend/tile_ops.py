@@ -9,12 +9,13 @@ from .. import language as T_module
 from ..errors import CompileError
 from ..ir import dtypes
 from ..ir.nodes import (
+    Call, For, Load, Store, Var,
     Buffer, Copy, Fill, Gemm, PipeBarrier, Reduce, Region, SetCrossFlag, Sort, SetFlag, WaitCrossFlag,
     WaitFlag, PIPES,
 )
 from ..language.hints import HINT_NAMES
 from .common import Marker, is_docstring, show
-from .exprs import as_expr, const, constant_difference, is_ir
+from .exprs import as_expr, binop, const, constant_difference, is_ir
 
 
 MAX_MACRO_DEPTH = 32  # nested T.macro expansions (each inlines the macro's source)
@@ -63,20 +64,58 @@ class TileOps:
     def op_copy(self, call) -> Copy:
         names = ["src", "dst", "pad_value", "transpose", "disable_tma", "coalesced_width",
                  "eviction_policy", "annotations", "loop_layout", "src_coord", "dst_coord"]
+        relu = next((k for k in call.keywords if k.arg == "enable_relu"), None)
+        if relu is not None:
+            raise self.error(relu, "T.copy(enable_relu=True) (a relu on the cube's L0C -> GM "
+                                   "path) is not supported; copy the result into a UB tile and "
+                                   "apply T.tile.relu there, or take relu when the scores are "
+                                   "read back")
         a = self.args(call, names, {n: None for n in names[2:]})
-        if "pad_value" in a:
-            pad = self.eval(a["pad_value"])
-            if pad != 0:
-                raise self.error(a["pad_value"], "T.copy pads clipped elements with zeros; for "
-                                                 f"pad_value={pad!r} fill the tile first and copy "
-                                                 "the valid part as a region")
+        pad = self.eval(a["pad_value"]) if "pad_value" in a else 0
         if "transpose" in a and self.eval(a["transpose"]):
             raise self.error(a["transpose"], "T.copy(transpose=True) is not supported; use "
                                              "T.gemm(transpose_A/transpose_B=True) or a T.Parallel "
                                              "map with swapped indices")
         src, dst = self.region(a["src"]), self.region(a["dst"])
         src_r, dst_r = self.complete(src, dst, a["src"]), self.complete(dst, src, a["dst"])
-        return Copy(src_r, dst_r, self.loc(call))
+        copy = Copy(src_r, dst_r, self.loc(call))
+        if is_ir(pad) or pad != 0:
+            return [copy, self.pad_clipped(src_r, dst_r, pad, a["pad_value"], call)]
+        return copy
+
+    def pad_clipped(self, src: Region, dst: Region, pad, node, call) -> For:
+        """T.copy(..., pad_value=v): the copy pads clipped elements with zeros; a map after it
+        writes v where the source element lies outside the tensor:
+
+            copy(X[r +: 4, c +: 8], x); for t0, t1 in parallel(4, 8):
+                x[t0, t1] = select(r + t0 < M and c + t1 < N, x[t0, t1], v)
+        """
+        if dst.buffer.scope not in ("shared", "fragment", "local", "ub", "UB", "shared.dyn"):
+            raise self.error(node, f"T.copy(pad_value=...) into '{dst.buffer.name}' "
+                                   f"({dst.buffer.scope}): the padding is a vector map, so the "
+                                   "destination must be a vector-unit tile (UB/fragment); copy "
+                                   "into a UB tile, or pad with zeros")
+        s_dims = [d for d, e in enumerate(src.extent) if e != 1]
+        d_dims = [d for d, e in enumerate(dst.extent) if e != 1]
+        if [src.extent[d] for d in s_dims] != [dst.extent[d] for d in d_dims]:
+            raise self.error(node, "T.copy(pad_value=...) needs the source and destination "
+                                   "regions to have the same shape")
+        names = tuple(self.fresh_var("p") for _ in d_dims)
+        idx = {d: Var(n) for d, n in zip(d_dims, names)}
+        conds = None
+        for k, d in enumerate(range(len(src.extent))):
+            i = binop("+", src.start[d], Var(names[s_dims.index(d)])) if d in s_dims \
+                else src.start[d]
+            c = binop("and", binop(">=", i, 0), binop("<", i, src.buffer.shape[d]))
+            conds = c if conds is None else binop("and", conds, c)
+        at = tuple(binop("+", dst.start[d], idx[d]) if d in idx else dst.start[d]
+                   for d in range(len(dst.extent)))
+        here = Load(dst.buffer, tuple(as_expr(i) for i in at))
+        value = pad if is_ir(pad) else (pad if dtypes.is_int(dst.buffer.dtype) else float(pad))
+        store = Store(dst.buffer, tuple(as_expr(i) for i in at),
+                      Call("select", (as_expr(conds), here, as_expr(value))), self.loc(call))
+        return For(names, tuple(const(dst.extent[d]) for d in d_dims), "parallel", (store,), 0,
+                   self.loc(call))
 
     def op_clear(self, call) -> Fill:
         a = self.args(call, ["buffer"])

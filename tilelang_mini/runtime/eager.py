@@ -169,16 +169,17 @@ class EagerJIT:
 class SymbolicKernel:
     """A compiled kernel with symbolic tensor shapes: specialised per call."""
 
-    def __init__(self, prim, out_idx, target, chip):
+    def __init__(self, prim, out_idx, target, chip, workspace_idx=None):
         self.prim = prim
         self.out_idx = out_idx
+        self.workspace_idx = workspace_idx
         self.target = target
         self.chip = chip
         self._kernels: dict = {}
         anns = getattr(prim.fn, "__annotations__", {})
         names = list(inspect.signature(prim.fn).parameters)
         n = len(names)
-        outs = {i % n for i in (out_idx or ())}
+        outs = {i % n for i in (out_idx or ())} | {i % n for i in (workspace_idx or ())}
         self.input_types = [anns.get(p) for i, p in enumerate(names) if i not in outs]
 
     def bind(self, args) -> dict:
@@ -204,7 +205,8 @@ class SymbolicKernel:
         key = tuple(sorted(values.items()))
         if key not in self._kernels:
             self._kernels[key] = tl_compile(self.prim.specialize(values), out_idx=self.out_idx,
-                                            target=self.target, chip=self.chip)
+                                            target=self.target, chip=self.chip,
+                                            workspace_idx=self.workspace_idx)
         return self._kernels[key]
 
     @user_facing

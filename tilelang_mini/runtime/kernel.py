@@ -34,7 +34,7 @@ class JITKernel:
     Calling it with the input arrays returns the outputs (a tuple when there are several)."""
 
     def __init__(self, prim_func, frontend: Kernel, out_idx: tuple[int, ...], options: Options,
-                 compilation: Compilation | None = None, artifact=None):
+                 compilation: Compilation | None = None, artifact=None, workspace_idx=()):
         self.prim_func = prim_func
         self.frontend = frontend
         self.options = options
@@ -42,7 +42,12 @@ class JITKernel:
         self._written = None
         n = len(frontend.params)
         self.out_idx = tuple(sorted(i % n for i in out_idx))
-        self.inputs = [b for i, b in enumerate(frontend.params) if i not in self.out_idx]
+        # tilelang-ascend's workspace_idx: scratch GM tensors the runtime allocates per call
+        # (zeros), neither passed nor returned
+        self.workspace_idx = tuple(sorted(i % n for i in workspace_idx if i % n not in
+                                          self.out_idx))
+        self.inputs = [b for i, b in enumerate(frontend.params)
+                       if i not in self.out_idx and i not in self.workspace_idx]
         self.outputs = [frontend.params[i] for i in self.out_idx]
         self.backend = get_backend(options.target)
         if artifact is None:
@@ -124,8 +129,10 @@ class JITKernel:
 
     def _full_args(self, inputs, outputs) -> list:
         full, ins, outs = [], iter(inputs), iter(outputs)
+        work = iter(allocate_outputs([self.frontend.params[i] for i in self.workspace_idx]))
         for i in range(len(self.frontend.params)):
-            full.append(next(outs) if i in self.out_idx else next(ins))
+            full.append(next(outs) if i in self.out_idx else
+                        next(work) if i in self.workspace_idx else next(ins))
         return full
 
     def get_profiler(self, *args, **kwargs):
@@ -169,18 +176,19 @@ def _normalize_out_idx(out_idx, nparams: int) -> tuple[int, ...]:
 
 @user_facing
 def compile(prim_func, out_idx=None, target: str | None = None, chip: str | None = None,  # noqa: A001
-            **tilelang_options) -> JITKernel:
-    """Compile a `T.prim_func` for `target` ("numpy" or "llvm") and `chip`."""
+            workspace_idx=None, **tilelang_options) -> JITKernel:
+    """Compile a `T.prim_func` for `target` ("numpy" or "llvm") and `chip`. `workspace_idx`
+    (tilelang-ascend) names scratch tensor parameters the runtime allocates on each call."""
     from ..frontend import PrimFunc
     from ..frontend.parser import SymbolicPrimFunc
     target = _our_target(target)
     if isinstance(prim_func, SymbolicPrimFunc):
         from .eager import SymbolicKernel
-        return SymbolicKernel(prim_func, out_idx, target, chip)
+        return SymbolicKernel(prim_func, out_idx, target, chip, workspace_idx)
     if not isinstance(prim_func, PrimFunc):
         raise CompileError(f"compile() takes a T.prim_func, got {type(prim_func).__name__}")
     options = Options(chip=chip or config.default_chip(), target=target or config.default_target())
-    return _compile_ir(prim_func, prim_func.ir, out_idx, options)
+    return _compile_ir(prim_func, prim_func.ir, out_idx, options, workspace_idx)
 
 
 # TileLang's target strings name GPU back ends; a kernel here runs on "numpy" or "llvm".
@@ -202,12 +210,14 @@ def compile_ir(text: str, out_idx=None, target: str | None = None, chip: str | N
     return _compile_ir(None, parse_ir(text, filename), out_idx, options)
 
 
-def _compile_ir(prim_func, kernel: Kernel, out_idx, options: Options) -> JITKernel:
+def _compile_ir(prim_func, kernel: Kernel, out_idx, options: Options,
+                workspace_idx=None) -> JITKernel:
     idx = _normalize_out_idx(out_idx, len(kernel.params))
+    ws = _normalize_out_idx(workspace_idx, len(kernel.params))
     _check_chip(options.chip)
     backend = get_backend(options.target)
     compilation, artifact = _lower_cached(kernel, options, backend)
-    compiled = JITKernel(prim_func, kernel, idx, options, compilation, artifact)
+    compiled = JITKernel(prim_func, kernel, idx, options, compilation, artifact, ws)
     for observer in tuple(_OBSERVERS):
         observer(compiled)
     return compiled
@@ -271,13 +281,20 @@ class JITFactory:
 
     Calling it compiles the kernel for those arguments, memoised per (arguments, target, chip)."""
 
-    def __init__(self, factory, out_idx, target, chip):
+    def __init__(self, factory, out_idx, target, chip, workspace_idx=None):
         self.factory = factory
         self.out_idx = out_idx
+        self.workspace_idx = workspace_idx
         self.target = target
         self.chip = chip
         self._cache: dict = {}
         functools.update_wrapper(self, factory)
+
+    @property
+    def __jit_impl__(self):
+        """tilelang-ascend factories read `f.__jit_impl__.target` (the jit's target string)."""
+        import types
+        return types.SimpleNamespace(target=self.target or "auto", out_idx=self.out_idx)
 
     @user_facing
     def __call__(self, *args, **kwargs) -> JITKernel:
@@ -294,7 +311,8 @@ class JITFactory:
         except (KeyError, TypeError):
             pass
         prim = self.factory(*args, **kwargs)
-        kernel = compile(prim, out_idx=self.out_idx, target=target, chip=chip)
+        kernel = compile(prim, out_idx=self.out_idx, target=target, chip=chip,
+                         workspace_idx=self.workspace_idx)
         try:
             self._cache[key] = kernel
         except TypeError:  # unhashable arguments: compile every time
@@ -304,7 +322,7 @@ class JITFactory:
 
 def jit(fn=None, *, out_idx=None, target: str | None = None, chip: str | None = None,
         pass_configs=None, execution_backend=None, verbose=False, compile_flags=None,
-        debug_root_path=None, **_ignored):
+        debug_root_path=None, workspace_idx=None, **_ignored):
     """Decorate a kernel factory (`@jit(out_idx=[-1])` or bare `@jit`) or a TileLang eager
     kernel function (its body holds `with T.Kernel`; see runtime/eager.py).
 
@@ -316,7 +334,7 @@ def jit(fn=None, *, out_idx=None, target: str | None = None, chip: str | None = 
         from .eager import EagerJIT, is_eager_function
         if is_eager_function(factory):
             return EagerJIT(factory, _our_target(target), chip)
-        return JITFactory(factory, out_idx, target, chip)
+        return JITFactory(factory, out_idx, target, chip, workspace_idx)
     return wrap(fn) if fn is not None else wrap
 
 
