@@ -247,3 +247,29 @@ def test_tile_bitwise_and_round(target):
     j = np.arange(n) ^ 1
     v = ((a & 0xF0F) | j) + ((j << 3) >> 1)
     run_all(bits(), target, [a, x], [f64(v - ~v), np.round(f64(x))], "int32")
+
+
+def test_persistent_tile_loop(target):
+    M, N, K, BM, BN = 96, 64, 32, 32, 32   # 6 tiles over 4 blocks: two waves, the second partial
+
+    @tilelang.jit(out_idx=[-1], target=target)
+    def gemm():
+        @T.prim_func
+        def main(A: T.Tensor((M, K), "float16"), B: T.Tensor((K, N), "float16"),
+                 C: T.Tensor((M, N), "float32")):
+            with T.Kernel(4) as bid:
+                a = T.alloc_shared((BM, K), "float16")
+                b = T.alloc_shared((K, BN), "float16")
+                c = T.alloc_fragment((BM, BN), "float32")
+                for bx, by in T.Persistent([T.ceildiv(M, BM), T.ceildiv(N, BN)], 4, bid):
+                    T.copy(A[bx * BM, 0], a)
+                    T.copy(B[0, by * BN], b)
+                    T.gemm(a, b, c, clear_accum=True)
+                    for i, j in T.Parallel(BM, BN):
+                        c[i, j] = c[i, j] + bx * 10 + by
+                    T.copy(c, C[bx * BM, by * BN])
+        return main
+
+    a, b = rand((M, K), "float16", 11), rand((K, N), "float16", 12)
+    tiles = np.add.outer(np.repeat(np.arange(M // BM) * 10.0, BM), np.repeat(np.arange(N // BN), BN))
+    run_all(gemm(), target, [a, b], [f64(a) @ f64(b) + tiles], reduce_len=K)

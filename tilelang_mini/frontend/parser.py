@@ -425,6 +425,9 @@ class KernelBuilder(ExprVisitor, TileOps, Dialect, TileAscend, Eager):
             raise self.error(s, "for/else is not supported in a kernel")
         it = s.iter
         names = self.target_names(s.target, s)
+        if isinstance(it, ast.Call) and isinstance(it.func, ast.Attribute) \
+                and it.func.attr == "Persistent":
+            return self.persistent_loop(names, it, s)
         if isinstance(it, ast.Call):
             fn = self.eval_callee(it.func)
             if isinstance(fn, Marker) and fn.name in ("serial", "Serial", "unroll"):
@@ -452,6 +455,38 @@ class KernelBuilder(ExprVisitor, TileOps, Dialect, TileAscend, Eager):
             return out
         raise self.error(it, "a kernel loop iterates over T.Parallel, T.Pipelined, T.serial, "
                              "T.unroll, range or a Python list")
+
+    def persistent_loop(self, names, call: ast.Call, s) -> list:
+        """TileLang's `for bx, by in T.Persistent([d0, d1], wave_size, index):` each block takes
+        the tiles index, index + wave_size, ... of the row-major domain:
+
+            for w in serial(ceildiv(d0 * d1, wave_size)):
+                if index + w * wave_size < d0 * d1:  bx = t // d1;  by = t % d1;  body
+        """
+        a = self.args(call, ["domain", "wave_size", "index", "group_size"], {"group_size": None})
+        domain = self.eval(a["domain"])
+        domain = list(domain) if isinstance(domain, (list, tuple)) else [domain]
+        domain = [self.resolved(d, a["domain"]) for d in domain]
+        wave = self.resolved(self.eval(a["wave_size"]), a["wave_size"])
+        if not all(isinstance(d, int) and d > 0 for d in domain + [wave]):
+            raise self.error(call, "T.Persistent takes a constant domain and wave size")
+        if len(names) != len(domain):
+            raise self.error(s, f"T.Persistent over a {len(domain)}-D domain binds "
+                                f"{len(domain)} names, got {len(names)}")
+        total = 1
+        for d in domain:
+            total *= d
+        w = self.fresh_var("wave")
+        t = binop("+", self.eval(a["index"]), binop("*", Var(w), wave))
+        bound, stride = {}, total
+        for n, d in zip(names, domain):
+            stride //= d
+            bound[n] = binop("%", binop("//", t, stride), d)
+        self.scopes.append(bound)
+        body = self.body(s.body)
+        self.scopes.pop()
+        guard = If(as_expr(binop("<", t, total)), tuple(body), (), self.loc(s))
+        return [For((w,), (const(-(-total // wave)),), "serial", (guard,), 0, self.loc(s))]
 
     def ir_loop(self, kind: str, names, call: ast.Call, s) -> For:
         extents = [self.resolved(self.eval(a), a) for a in call.args]

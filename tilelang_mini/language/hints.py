@@ -70,5 +70,4 @@ NOT_YET = {
     "reinterpretcast": "a T.Cast (value conversion) or a kernel parameter of the other dtype",
     "comm_reducer": "T.reduce_sum / T.reduce_max", "evaluate": "a T. operation statement",
     "attr": "nothing (TVM attributes have no meaning here)",
-    "Persistent": "a T.serial loop over tiles inside T.Kernel(n_cores, is_npu=True)",
 }
