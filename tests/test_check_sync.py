@@ -83,20 +83,26 @@ def test_the_compilers_own_sync_passes_the_check(name, chip):
 # ------------------------------------------------------------------------------------- legality
 
 
-def gemm_from_l1():
+def gemm_from(l1: bool):
+    """A cube gemm on L1 tiles loaded behind the user's MTE2 -> M flags, or on UB tiles."""
     @T.prim_func
     def k(A: T.Tensor((16, 16), "float16"), B: T.Tensor((16, 16), "float16"),
           C: T.Tensor((16, 16), "float32")):
         with T.Kernel(1, is_npu=True) as (cid, vid):
-            a = T.alloc_L1((16, 16), "float16")
-            b = T.alloc_L1((16, 16), "float16")
+            if l1:
+                a = T.alloc_L1((16, 16), "float16")
+                b = T.alloc_L1((16, 16), "float16")
+            else:
+                a = T.alloc_ub((16, 16), "float16")
+                b = T.alloc_ub((16, 16), "float16")
             c = T.alloc_L0C((16, 16), "float32")
             with T.Scope("C"):
-                T.copy(A, a)  # AT:l1_load
-                T.copy(B, b)
-                T.set_flag("MTE2", "M", 0)
-                T.wait_flag("MTE2", "M", 0)
-                T.gemm(a, b, c)  # AT:gemm_l1
+                if l1:
+                    T.copy(A, a)  # AT:l1_load
+                    T.copy(B, b)
+                    T.set_flag("MTE2", "M", 0)
+                    T.wait_flag("MTE2", "M", 0)
+                T.gemm(a, b, c)  # AT:gemm
                 T.set_flag("M", "FIX", 0)
                 T.wait_flag("M", "FIX", 0)
                 T.copy(c, C)
@@ -106,28 +112,12 @@ def gemm_from_l1():
 def test_a_gemm_on_l1_loads_l0_behind_the_users_flags():
     """T.gemm on L1 tiles in a cube scope loads L0A/L0B itself (MTE1): flags ordering the L1
     loads before the gemm (MTE2 -> M) no longer order them before those L0 loads."""
-    err = rejected(gemm_from_l1(), "gemm_l1", "l1_load", either=True)
+    err = rejected(gemm_from(l1=True), "gemm", "l1_load", either=True)
     assert "race on a" in err.message and "MTE1" in err.message and "MTE2" in err.message
 
 
-def gemm_from_ub():
-    @T.prim_func
-    def k(A: T.Tensor((16, 16), "float16"), B: T.Tensor((16, 16), "float16"),
-          C: T.Tensor((16, 16), "float32")):
-        with T.Kernel(1, is_npu=True) as (cid, vid):
-            a = T.alloc_ub((16, 16), "float16")
-            b = T.alloc_ub((16, 16), "float16")
-            c = T.alloc_L0C((16, 16), "float32")
-            with T.Scope("C"):
-                T.gemm(a, b, c)  # AT:gemm_ub
-                T.set_flag("M", "FIX", 0)
-                T.wait_flag("M", "FIX", 0)
-                T.copy(c, C)
-    return k
-
-
 def test_a_cube_gemm_must_read_l0a_l0b():
-    err = rejected(gemm_from_ub(), "gemm_ub")
+    err = rejected(gemm_from(l1=False), "gemm")
     assert "L0A" in err.message and "L0B" in err.message and "'a' in UB" in err.message
 
 
