@@ -141,6 +141,16 @@ def two_phases(M, N):
     return main
 
 
+@T.macro
+def ub_round_trip(X, Y, x, row):
+    """Rows of X from `row` on through the UB tile x into Y on a vector core, the store ordered
+    behind the load (MTE2 -> MTE3)."""
+    T.copy(X[row, 0], x)
+    T.set_flag("MTE2", "MTE3", 0)
+    T.wait_flag("MTE2", "MTE3", 0)
+    T.copy(x, Y[row, 0])
+
+
 matmul_add = from_example("matmul_add", "matmul_add", block_M=32, block_N=32, block_K=32)
 prenorm = from_example("prenorm", "hc_prenorm", block_M=32, block_N=32, block_K=32)
 rmsnorm = from_example("rmsnorm", "rms_norm", blk_m=16)

@@ -254,10 +254,7 @@ def cross_deadlock():
             with T.Scope("V"):
                 x = T.alloc_ub((8, 16), "float32")
                 T.wait_cross_flag("MTE2", 0)  # AT:vwait
-                T.copy(X[vid * 8, 0], x)
-                T.set_flag("MTE2", "MTE3", 0)
-                T.wait_flag("MTE2", "MTE3", 0)
-                T.copy(x, Y[vid * 8, 0])
+                kernels.ub_round_trip(X, Y, x, vid * 8)
                 T.set_cross_flag("MTE3", 1)
     return k
 

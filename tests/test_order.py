@@ -4,6 +4,7 @@ computed wrongly."""
 import numpy as np
 import pytest
 
+import kernels
 import tilelang_mini
 import tilelang_mini.language as T
 from tilelang_mini.runtime.backends import available_targets
@@ -17,10 +18,7 @@ def cube_waits_first():
                 T.wait_cross_flag("MTE2", 0)  # WAIT
             with T.Scope("V"):
                 x = T.alloc_ub((8, 16), "float32")
-                T.copy(X[vid * 8, 0], x)
-                T.set_flag("MTE2", "MTE3", 0)
-                T.wait_flag("MTE2", "MTE3", 0)
-                T.copy(x, Y[vid * 8, 0])
+                kernels.ub_round_trip(X, Y, x, vid * 8)
                 T.set_cross_flag("MTE3", 0)
     return k
 
