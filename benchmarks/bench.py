@@ -538,21 +538,17 @@ def format_table(result: dict) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The options of `python benchmarks/bench.py` and `tilelang-mini bench` (which forwards)."""
     p = argparse.ArgumentParser(prog="bench.py", description=__doc__.splitlines()[0])
-    add_arguments(p)
-    p.add_argument("--worker", help=argparse.SUPPRESS)
-    p.add_argument("--params", help=argparse.SUPPRESS)
-    return p
-
-
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    """The options of `python benchmarks/bench.py` and `tilelang-mini bench`."""
     p.add_argument("--quick", action="store_true",
                    help="smaller shapes (GEMM 512^3/1024^3) and fewer repeats: a smoke run")
     p.add_argument("--json", metavar="PATH", help="also write the results as JSON to PATH")
     p.add_argument("--repeats", type=int, help="timed runs per measurement (default 7, quick 3)")
     p.add_argument("--in-process", action="store_true",
                    help="no subprocesses: the environment is not cleaned, no compile is cold")
+    p.add_argument("--worker", help=argparse.SUPPRESS)
+    p.add_argument("--params", help=argparse.SUPPRESS)
+    return p
 
 
 def main(argv=None) -> int:

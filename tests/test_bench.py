@@ -62,3 +62,17 @@ def test_cli_ir_after_llvm(capsys):
     assert 'define i32 @"tlm_kernel"' in capsys.readouterr().out
     assert main(["ir", gemm, "--after", "llvm", "--target", "numpy"]) == 1
     assert "--after llvm needs --target llvm" in capsys.readouterr().err
+
+
+def test_cli_bench_forwards_to_bench_py(capsys):
+    """`tilelang-mini bench ...` hands every argument to bench.py's own parser (one option list)."""
+    import pytest
+
+    from tilelang_mini import cli
+    with pytest.raises(SystemExit) as e:
+        cli.main(["bench", "--help"])
+    assert e.value.code == 0
+    assert "--in-process" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as e:
+        cli.main(["bench", "--no-such-option"])
+    assert e.value.code == 2 and "bench.py: error" in capsys.readouterr().err

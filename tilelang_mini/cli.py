@@ -272,18 +272,12 @@ def _bench_script() -> Path:
 
 
 def _add_bench(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--quick", action="store_true",
-                   help="smaller shapes (GEMM 512^3 and 1024^3) and fewer repeats: a smoke run")
-    p.add_argument("--json", metavar="PATH", help="also write the results as JSON to PATH")
-    p.add_argument("--repeats", type=int, help="timed runs per measurement (default 7, quick 3)")
-    p.add_argument("--in-process", action="store_true",
-                   help="no subprocesses: the environment is not cleaned, no compile is cold")
+    p.add_argument("options", nargs="*", metavar="OPTION",
+                   help="bench.py's own options (`tilelang-mini bench --help` lists them)")
 
 
 def cmd_bench(args) -> int:
-    bench = load_module(_bench_script())
-    return bench.bench(quick=args.quick, json_path=args.json, repeats=args.repeats,
-                       isolate=not args.in_process)
+    return load_module(_bench_script()).main(args.options)
 
 
 # ------------------------------------------------------------------------------------- the table
@@ -294,6 +288,7 @@ class Command:
     help: str
     add_arguments: Callable[[argparse.ArgumentParser], None]
     run: Callable[[argparse.Namespace], int]
+    forwards: bool = False  # every argument (--help too) goes to the command's own parser
 
 
 COMMANDS: dict[str, Command] = {
@@ -305,7 +300,7 @@ COMMANDS: dict[str, Command] = {
                      _add_trace, cmd_trace),
     "bench": Command("measure the llvm target against NumPy (GEMM fp32/bf16, threads, "
                      "rmsnorm/prenorm bandwidth, compile and cache-hit time): "
-                     "benchmarks/bench.py", _add_bench, cmd_bench),
+                     "benchmarks/bench.py", _add_bench, cmd_bench, forwards=True),
 }
 
 
@@ -317,7 +312,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"tilelang-mini {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name, cmd in COMMANDS.items():
-        cmd.add_arguments(sub.add_parser(name, help=cmd.help, description=cmd.help))
+        own = {"prefix_chars": "+", "add_help": False} if cmd.forwards else {}  # no -options
+        cmd.add_arguments(sub.add_parser(name, help=cmd.help, description=cmd.help, **own))
     return p
 
 
