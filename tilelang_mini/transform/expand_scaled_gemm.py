@@ -22,7 +22,7 @@ from ..ir.nodes import (
     Alloc, BinOp, Buffer, Call, Cast, Const, For, Gemm, Kernel, Load, Region, Reinterpret, Store,
     Var, walk,
 )
-from .util import map_bodies
+from .util import fresh_name, map_bodies
 
 
 def expand_scaled_gemm(kernel: Kernel) -> Kernel:
@@ -34,12 +34,7 @@ def expand_scaled_gemm(kernel: Kernel) -> Kernel:
     new_allocs: list[Alloc] = []
 
     def fresh(base: str) -> str:
-        name, i = base, 0
-        while name in names:
-            i += 1
-            name = f"{base}{i}"
-        names.add(name)
-        return name
+        return fresh_name(base, names)
 
     def scaled(r: Region, s: Region, mn_first: bool, gran: int, loc) -> Region:
         rows, cols = r.extent[-2], r.extent[-1]

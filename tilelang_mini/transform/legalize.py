@@ -26,7 +26,7 @@ from ..ir.nodes import (
     Alloc, BinOp, Buffer, Const, Copy, For, Gemm, Kernel, Region, Var, body_fields, walk_statements,
 )
 from ..ir.pipes import copy_pipe
-from .util import all_allocs, map_bodies, strip_allocs
+from .util import all_allocs, fresh_name, map_bodies, strip_allocs
 
 ALIGN_K = 16
 FP8_DTYPES = ("float8_e4m3fn", "float8_e5m2")  # cube operands only chips with fp8_cube take
@@ -52,12 +52,7 @@ class _Legalizer:
         self.kc_of: dict = {}  # id(gemm) -> K chunk shared out among the gemms of its loop
 
     def fresh(self, base: str, shape, dtype: str, scope: str, loc) -> Buffer:
-        name, n = base, 0
-        while name in self.names:
-            n += 1
-            name = f"{base}{n}"
-        self.names.add(name)
-        buf = Buffer(name, tuple(shape), dtype, scope)
+        buf = Buffer(fresh_name(base, self.names), tuple(shape), dtype, scope)
         self.new_allocs.append(Alloc(buf, None, loc))
         return buf
 

@@ -22,7 +22,7 @@ from dataclasses import replace
 from ..ir.nodes import Alloc, BinOp, Const, For, Kernel, Scope, Var, body_fields, walk_statements
 from ..ir import analysis
 from .util import (
-    group_scopes, map_bodies, rebuffer,
+    fresh_name, group_scopes, map_bodies, rebuffer,
     substitute,
 )
 
@@ -81,12 +81,12 @@ def _expand(loop: For, names: set, allocs: list, readers=None) -> list:
             if b.scope in L0_SCOPES and j >= 2:  # two L0 versions suffice (legalize sizes for two)
                 mapping[b.name] = versions[j % 2].get(b.name, b)
                 continue
-            name = _fresh(f"{b.name}_{j}", names)
+            name = fresh_name(f"{b.name}_{j}", names)
             mapping[b.name] = replace(b, name=name)
             allocs.append(Alloc(mapping[b.name], None, loop.loc))
         versions.append(mapping)
     var = loop.vars[0]
-    outer = _fresh(f"{var}_o", names)
+    outer = fresh_name(f"{var}_o", names)
     rotated = _rotate(loop, n, stages, versions, outer)
     if rotated is not None:
         return rotated
@@ -251,12 +251,3 @@ def _covers(loop: For, store) -> bool:
     """A map store writes the whole buffer: indexed by the loop variables over its full shape."""
     return (tuple(store.indices) == tuple(Var(v) for v in loop.vars)
             and tuple(e.value for e in loop.extents if isinstance(e, Const)) == store.buffer.shape)
-
-
-def _fresh(name: str, names: set) -> str:
-    base, n = name, 1
-    while name in names:
-        n += 1
-        name = f"{base}{n}"
-    names.add(name)
-    return name

@@ -8,6 +8,16 @@ from ..ir.nodes import (
 )
 
 
+def fresh_name(base: str, taken: set) -> str:
+    """`base`, else `base1`, `base2`, ...: the first name not in `taken` (added to it)."""
+    name, n = base, 0
+    while name in taken:
+        n += 1
+        name = f"{base}{n}"
+    taken.add(name)
+    return name
+
+
 def substitute(node, mapping: dict):
     """Replace variables by expressions (`mapping`: name -> Expr) everywhere below `node`."""
     return _replace_named(node, mapping, Var)
