@@ -1,6 +1,7 @@
-"""DeepGEMM's API on tilelang_mini: a bf16 GEMM (nt), a block-scaled FP8 GEMM and an m-grouped
-contiguous MoE GEMM, each checked against float64 NumPy, then estimated on both chip presets at
-DeepGEMM-Ascend's benchmark shape (4096 x 7168 x 16384).
+"""DeepGEMM's API on tilelang_mini: a bf16 GEMM (nt), a block-scaled FP8 GEMM (fp32 scales, and
+on ascend950 UE8M0 scales packed in pairs that the cube applies itself) and an m-grouped
+contiguous MoE GEMM, each checked against float64 NumPy, then estimated at DeepGEMM-Ascend's
+benchmark shape (4096 x 7168 x 16384): bf16 on both chip presets, FP8 on ascend950.
 
     python examples/deepgemm.py [--target numpy|llvm] [--chip ascend910b|ascend950] [--shape M N K]
 """
@@ -46,6 +47,17 @@ def main(argv=None):
     ok &= verify("fp8_gemm_nt", d8, dequantize_rows(qa, sa) @ dequantize_rows(qb, sb).T,
                  "bfloat16", reduce_len=K)
 
+    # ascend950: UE8M0 (power-of-two) scales, packed in pairs (uint16, MN-major) for the MX MMAD
+    mx = dict(run, chip="ascend950")
+    qa2, sa2 = deep_gemm.per_token_cast_to_fp8(a.astype(np.float32), True, **run)
+    qb2, sb2 = deep_gemm.per_token_cast_to_fp8(b.astype(np.float32), True, **run)
+    pa = deep_gemm.transform_sf_into_required_layout(sa2, M, K, (1, 1, 128), is_sfa=True, **mx)
+    pb = deep_gemm.transform_sf_into_required_layout(sb2, N, K, (1, 1, 128), **mx)
+    d8 = np.empty((M, N), bfloat16)
+    deep_gemm.fp8_gemm_nt((qa2, pa), (qb2, pb), d8, **mx)
+    ok &= verify("fp8_gemm_nt (packed UE8M0, ascend950)", d8,
+                 dequantize_rows(qa2, sa2) @ dequantize_rows(qb2, sb2).T, "bfloat16", reduce_len=K)
+
     align = deep_gemm.get_mk_alignment_for_contiguous_layout()
     groups = [min(M, 50), 0, M // 3]
     layout = np.concatenate([np.r_[np.full(m, g), np.full(-(-m // align) * align - m, -1)]
@@ -66,6 +78,14 @@ def main(argv=None):
         est = deep_gemm.bf16_gemm_nt.estimate(a_, b_, d_, chip=chip)
         print(f"estimate bf16_gemm_nt {big} on {chip}: {est.time_us:.1f} us "
               f"({2 * big[0] * big[1] * big[2] / est.time_us / 1e6:.0f} TFLOP/s)")
+    from ml_dtypes import float8_e4m3fn
+    kp = big[2] // 256  # packed UE8M0 pairs per row
+    fp8_args = ((np.empty((big[0], big[2]), float8_e4m3fn), np.empty((kp, big[0]), np.uint16)),
+                (np.empty((big[1], big[2]), float8_e4m3fn), np.empty((kp, big[1]), np.uint16)),
+                d_)
+    est = deep_gemm.fp8_gemm_nt.estimate(*fp8_args, chip="ascend950")
+    print(f"estimate fp8_gemm_nt {big} (packed UE8M0 scales) on ascend950: {est.time_us:.1f} us "
+          f"({2 * big[0] * big[1] * big[2] / est.time_us / 1e6:.0f} TFLOP/s)")
     return verdict("deepgemm", ok)
 
 
