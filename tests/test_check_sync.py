@@ -427,3 +427,41 @@ def test_the_two_aivs_storing_the_same_rows_is_a_race():
     x = np.zeros((16, 16), np.float32)
     with pytest.raises(RaceError):
         simulate_unchecked(aiv_exchange("same_rows"), (x, x.copy()))
+
+
+def _column_max_in_k_steps():
+    """The fuzzer's mutation:v2a-285 base: a K loop of GM loads into one AIV (`if vid == 0` after
+    split_cores: the other AIV only waits and sets the loop's flags)."""
+    @T.prim_func
+    def k(X: T.Tensor((107, 17), "float16"), O: T.Tensor((4, 8), "float32")):
+        with T.Kernel(1, 4) as (bx, by):
+            x = T.alloc_fragment((32, 8), "float32")
+            r = T.alloc_fragment((8,), "float32")
+            T.fill(r, -1e+30)
+            for k in range(T.ceildiv(17, 8)):
+                T.copy(X[by * 32, k * 8], x)
+                T.reduce_max(x, r, dim=0, clear=False)
+            T.copy(r, O[by * 1 + bx, 0])
+    return k
+
+
+@pytest.mark.parametrize("chip", CHIPS)
+def test_a_set_on_v_follows_the_wait_before_it_on_v(chip):
+    """On the AIV that runs none of the loop's vector work, `wait_flag(MTE2, V)` and then
+    `set_flag(V, MTE2)` are all its V pipe does: the set is issued after the wait, so the next
+    iteration's `set_flag(MTE2, V)` follows the wait (was: "may run before ... has consumed the
+    previous set" once the two AIVs were walked separately)."""
+    x = np.random.default_rng(5).standard_normal((107, 17)).astype(np.float16)
+    want = np.zeros((4, 8))
+    for by in range(4):
+        r = np.full(8, -1e30)
+        for kk in range(3):
+            tile = np.zeros((32, 8))
+            part = x[by * 32:by * 32 + 32, kk * 8:kk * 8 + 8].astype(np.float64)
+            tile[:part.shape[0], :part.shape[1]] = part
+            r = np.maximum(r, tile.max(0))
+        want[by] = r
+    lowered = tilelang_mini.compile(_column_max_in_k_steps(), out_idx=[-1], chip=chip)
+    back = tilelang_mini.compile_ir(print_ir(lowered.ir), out_idx=[-1], chip=chip)
+    for out in (back(x), back.simulate(x)[0]):
+        np.testing.assert_array_equal(out, want)

@@ -379,6 +379,7 @@ class _Verifier(HappensBefore):
             known = self.arrive(occ, scalar)
             join(known, clock)
             self.record(occ, [], known)
+            self.last[q] = occ.index  # a later set on this pipe is issued after the wait
             return True
         if isinstance(s, WaitFlag):
             key = (item.core, s.src, s.dst, s.event)
@@ -389,6 +390,7 @@ class _Verifier(HappensBefore):
             join(known, hit[0])
             self.record(occ, [], known)
             self.last_wait[key] = occ
+            self.last[q] = occ.index  # a later set on this pipe is issued after the wait
             return True
         known = self.arrive(occ, scalar)
         if isinstance(s, PipeBarrier):
