@@ -7,6 +7,7 @@ from .gen_control import gen_control
 from .gen_cube import gen_cube_vector, gen_gemm, gen_sparse_gemm, gen_vector_cube
 from .gen_expert import gen_expert, gen_expert_broken
 from .gen_invalid import gen_invalid
+from .gen_nd import gen_tile_nd
 from .gen_scalar import gen_dyn_bounds, gen_gather, gen_grouped_gemm
 from .gen_vector import gen_elementwise, gen_reduce, gen_rownorm
 from .mutate import STAGES
@@ -24,15 +25,17 @@ VALID = {
     "dyn_bounds": gen_dyn_bounds,
     "control": gen_control,
     "expert": gen_expert,
+    "tile_nd": gen_tile_nd,
 }
 # Relative frequencies in a random mix (the cheap families more often).
 WEIGHTS = {"gemm": 4, "elementwise": 4, "reduce": 3, "rownorm": 2, "cube_vector": 3,
            "vector_cube": 2, "sparse_gemm": 1, "gather": 2, "grouped_gemm": 1, "dyn_bounds": 2,
            "control": 2, "invalid": 3, "mutation": 4, "args": 2, "expert": 2,
-           "expert_broken": 2, "scenario": 1}
+           "expert_broken": 2, "scenario": 1,
+           "tile_nd": 2}
 FAMILIES = tuple(VALID) + ("expert_broken", "invalid", "mutation", "args", "scenario")
 # Kernels whose IR is mutated: small, quick to compile and run.
-MUTATION_BASES = ("elementwise", "reduce", "gemm", "cube_vector", "rownorm")
+MUTATION_BASES = ("elementwise", "reduce", "gemm", "cube_vector", "rownorm", "tile_nd", "expert")
 
 
 def generate(d, family: str, seed) -> Case:

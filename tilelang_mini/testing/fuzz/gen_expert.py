@@ -110,9 +110,14 @@ def gen_expert_cube(d, seed, broken=False):
     return case
 
 
+def _expert_kind(d):
+    from .gen_nd import gen_expert_exchange
+    return d.weighted([gen_expert_cube, gen_expert_vector, gen_expert_exchange], [4, 4, 2])
+
+
 def gen_expert(d, seed):
-    return (gen_expert_cube if d.boolean(0.4) else gen_expert_vector)(d, seed)
+    return _expert_kind(d)(d, seed)
 
 
 def gen_expert_broken(d, seed):
-    return (gen_expert_cube if d.boolean(0.4) else gen_expert_vector)(d, seed, broken=True)
+    return _expert_kind(d)(d, seed, broken=True)
