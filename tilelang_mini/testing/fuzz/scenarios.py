@@ -8,7 +8,7 @@ hang is reported as a hang and a native crash as a crash.
                the parent's first call)
     threads    threads call the kernel on different inputs while the main thread changes
                TILELANG_MINI_NUM_THREADS (or unsets it)
-    compile    threads compile the same kernel at the same time (one cache entry, many writers)
+    compiles   threads compile the same kernel at the same time (one cache entry, many writers)
     cache      one process fills the cache (two kernels); entries are swapped, truncated,
                overwritten with garbage, flipped, replaced by a FIFO, a /dev/zero symlink, a
                directory, an empty or unreadable file, another key's entry; fresh processes
@@ -30,7 +30,7 @@ import tempfile
 import threading
 import time
 
-KINDS = ("fork", "pool", "threads", "compile", "cache")
+KINDS = ("fork", "pool", "threads", "compiles", "cache")
 CORRUPTIONS = ("swap", "truncate", "garbage", "flip", "fifo", "dev_zero", "directory", "empty",
                "unreadable", "other_key", "kind_dir_file")
 
@@ -47,7 +47,7 @@ def draw_scenario(d, kind: str | None = None) -> dict:
     elif kind == "threads":
         sc.update(callers=d.int(2, 4), flips=d.int(10, 60),
                   values=[d.choice(["1", "2", "3", "4", "8", ""]) for _ in range(6)])
-    elif kind == "compile":
+    elif kind == "compiles":
         sc.update(compilers=d.int(2, 4))
     else:
         sc.update(corruptions=[d.choice(CORRUPTIONS) for _ in range(d.int(1, 3))],
@@ -390,7 +390,7 @@ def phase_main(phase: str) -> int:
         if phase in ("fill", "load", "reload"):
             outcome, detail = _cache(phase, case, tmpdir)
         else:
-            run = {"fork": _fork, "pool": _pool, "threads": _threads, "compile": _compile}[phase]
+            run = {"fork": _fork, "pool": _pool, "threads": _threads, "compiles": _compile}[phase]
             outcome, detail = run(case.scenario, _Kernel(case, tmpdir))
     except Exception as err:  # noqa: BLE001 - the outcome is what we report
         import traceback
