@@ -13,9 +13,9 @@ compile time (they compute right in program order).
 """
 from __future__ import annotations
 
-from .case import EPS, KERNEL_HEADER, Source, Tensor, tolerance
+from .case import EPS, KERNEL_HEADER, Source, Tensor, build_case, signature, tolerance
 from .exprs import Expr, gen_expr
-from .gen_vector import FLOATS, _RED, _case, _sig, _tile_alloc
+from .gen_vector import FLOATS, _RED, _tile_alloc
 
 
 def _prod(xs):
@@ -67,7 +67,7 @@ def gen_tile_nd(d, seed):
         feats |= {f"reduce_{kind}", f"reduce_dim{rdim}", "tile_nd_reduce"}
 
     src = Source(KERNEL_HEADER)
-    src.add(0, _sig(tensors))
+    src.add(0, signature(tensors))
     if two_grid:
         src.add(1, f"with T.Kernel({gm1}, {gm0}) as (bx, by):")
         corner = [f"by * {b0}", f"bx * {b1}"] + ["0"] * (nd - 2)
@@ -123,7 +123,7 @@ def gen_tile_nd(d, seed):
     if red:
         tol["R"] = tolerance("float32", EPS[cdt], terms=tile[rdim] * (e1.nodes + 2 * chain),
                              slack=16.0)
-    return _case("tile_nd", seed, src, tensors, ref, tol, feats, marks)
+    return build_case("tile_nd", seed, src, tensors, ref, tol, feats, marks)
 
 
 def gen_expert_exchange(d, seed, broken=False):
@@ -142,7 +142,7 @@ def gen_expert_exchange(d, seed, broken=False):
     tensors = [Tensor("X", [rows, N], dt, -2.0, 2.0), Tensor("W", [rows, N], "float32"),
                Tensor("Y", [rows, N], "float32", output=True)]
     src = Source(KERNEL_HEADER)
-    src.add(0, _sig(tensors))
+    src.add(0, signature(tensors))
     src.add(1, f"with T.Kernel({nb}, is_npu=True) as (cid, vid):")
     src.add(2, f'x_in = T.alloc_ub(({h}, {N}), "{dt}")')
     src.add(2, f'x = T.alloc_ub(({h}, {N}), "float32")')
@@ -179,7 +179,7 @@ def gen_expert_exchange(d, seed, broken=False):
     ref.add(0, "def reference(X, W):")
     ref.add(1, f"x = X.reshape({nb}, 2, {h}, {N}) * {c}")
     ref.add(1, f"return [x[:, ::-1].reshape({rows}, {N})]")
-    case = _case("expert_broken" if broken else "expert", seed, src, tensors, ref,
+    case = build_case("expert_broken" if broken else "expert", seed, src, tensors, ref,
                  {"Y": tolerance("float32", EPS["float32"], 2)}, feats, {})
     case.broken = f"the cross-core relay ({drop})" if broken else None
     return case
