@@ -77,11 +77,11 @@ def gen_tile_nd(d, seed):
     corner = ", ".join(corner)
     t = tuple(tile)
     alloc = _tile_alloc(d)
-    marks = {"alloc_x": src.add(2, f'x = T.{alloc}({t}, "{cdt}")')}
+    marks = {"alloc_x": src.add(2, f'x = T.alloc_{alloc}({t}, "{cdt}")')}
     if has_y:
-        src.add(2, f'y = T.{alloc}({t}, "{cdt}")')
+        src.add(2, f'y = T.alloc_{alloc}({t}, "{cdt}")')
     for n in range(1, chain + 1):
-        src.add(2, f't{n} = T.{alloc}({t}, "float32")')
+        src.add(2, f't{n} = T.alloc_{alloc}({t}, "float32")')
     if red:
         src.add(2, f'r = T.alloc_fragment({out_tile}, "float32")')
     src.add(2, f"T.copy(X[{corner}], x)")
