@@ -6,12 +6,14 @@ run-time fault that `located` turns into a KernelRuntimeError at the kernel line
 """
 from __future__ import annotations
 
+import operator
+
 import numpy as np
 
 from tilelang_mini.errors import CompileError, KernelRuntimeError
 from tilelang_mini.ir import dtypes
 from tilelang_mini.ir.nodes import (
-    BIT_FNS, BinOp, Buffer, Call, Cast, Const, Load, Reinterpret, Var, call_arity,
+    BIT_FNS, BinOp, Buffer, Call, Cast, Const, Load, Reinterpret, Var, call_arity, walk,
 )
 
 F32 = np.float32
@@ -122,22 +124,23 @@ def check_indices(idx: tuple, buf: Buffer) -> tuple:
 
 # ------------------------------------------------------------------------------- expressions
 
-def compile_expr(e):
-    """(closure, kind) of an expression; kind is 'int', 'float' or 'bool'."""
+def compile_expr(e, par: tuple = ()):
+    """(closure, kind) of an expression; kind is 'int', 'float' or 'bool'. `par` names the
+    variables of the enclosing Parallel loop in axis order (affine loads in them are views)."""
     try:
         handler = EXPR_HANDLERS[type(e)]
     except KeyError:
         raise CompileError(f"not an expression: {e!r}") from None
-    return handler(e)
+    return handler(e, par)
 
 
-def _const(e: Const):
+def _const(e: Const, par=()):
     kind = kind_of(e.dtype)
     v = F32(e.value) if kind == "float" else (bool(e.value) if kind == "bool" else int(e.value))
     return (lambda env: v), kind
 
 
-def _var(e: Var):
+def _var(e: Var, par=()):
     name = e.name
 
     def var(env):
@@ -149,13 +152,18 @@ def _var(e: Var):
     return var, kind_of(e.dtype)
 
 
-def _load(e: Load):
+def _load(e: Load, par=()):
     buf = e.buffer
     name = buf.name
-    idx_fns = [compile_expr(i)[0] for i in e.indices]
+    idx_fns = [compile_expr(i, par)[0] for i in e.indices]
     kind = kind_of(buf.dtype)
     conv = {"float": to_f32, "int": to_int, "bool": lambda x: x if isinstance(x, np.ndarray)
             else bool(x)}[kind]
+    view = affine_view(buf, e.indices, par)    # the elements as a strided view, when affine
+    if view is not None:
+        if buf.dtype == "float32":   # already a float32 value: no conversion
+            return view, kind
+        return (lambda env: conv(view(env))), kind
 
     def load(env):
         try:
@@ -182,19 +190,15 @@ def _wrap_f32(f):
     return lambda env: to_f32(f(env))
 
 
-_ARITH = {
-    "+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b,
-    "//": lambda a, b: a // b, "%": lambda a, b: a % b,
-}
-_CMP = {
-    "<": lambda a, b: a < b, "<=": lambda a, b: a <= b, ">": lambda a, b: a > b,
-    ">=": lambda a, b: a >= b, "==": lambda a, b: a == b, "!=": lambda a, b: a != b,
-}
+_ARITH = {"+": operator.add, "-": operator.sub, "*": operator.mul, "//": operator.floordiv,
+          "%": operator.mod}
+_CMP = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge,
+        "==": operator.eq, "!=": operator.ne}
 
 
-def _binop(e: BinOp):
-    fa, ka = compile_expr(e.a)
-    fb, kb = compile_expr(e.b)
+def _binop(e: BinOp, par=()):
+    fa, ka = compile_expr(e.a, par)
+    fb, kb = compile_expr(e.b, par)
     op = e.op
     if op in _CMP:
         cmp = _CMP[op]
@@ -244,8 +248,8 @@ def _ceildiv(a, b):
     return -(-a // b)
 
 
-def _call(e: Call):
-    fns = [compile_expr(a) for a in e.args]
+def _call(e: Call, par=()):
+    fns = [compile_expr(a, par) for a in e.args]
     fn = e.fn
     want = call_arity(fn)
     if len(fns) != want:
@@ -336,8 +340,8 @@ def _select(fns):
     return select, kind
 
 
-def _cast(e: Cast):
-    fv, kv = compile_expr(e.value)
+def _cast(e: Cast, par=()):
+    fv, kv = compile_expr(e.value, par)
     dt = dtypes.to_numpy(e.dtype)
     kind = kind_of(e.dtype)
     if e.dtype == "float32":
@@ -361,9 +365,9 @@ def _cast(e: Cast):
     return cast_bool, kind
 
 
-def _reinterpret(e: Reinterpret):
+def _reinterpret(e: Reinterpret, par=()):
     """The value as an element of `source`, its bits read as `dtype` (NumPy's view)."""
-    fv, kv = compile_expr(e.value)
+    fv, kv = compile_expr(e.value, par)
     src, dst = dtypes.to_numpy(e.source), dtypes.to_numpy(e.dtype)
     kind = kind_of(e.dtype)
     if src.itemsize != dst.itemsize:
@@ -383,6 +387,123 @@ def _reinterpret(e: Reinterpret):
 
 EXPR_HANDLERS = {Const: _const, Var: _var, Load: _load, BinOp: _binop, Call: _call, Cast: _cast,
                  Reinterpret: _reinterpret}
+
+
+# ------------------------------------------------------------------------- affine accesses
+# Affine element accesses of a Parallel loop as strided views (the interpreter's fast path).
+#
+# Inside `for i, j in T.Parallel(m, n)` the loop variables are broadcasting aranges, and the
+# general way to read `A[bx * 64 + i, j]` is a gather with index arrays, bounds-checked element by
+# element. When every index is affine in the loop variables with one positive constant step per
+# dimension, and no loop variable indexes two dimensions, the same elements form a strided view:
+#
+#     A[bx * 64 + i, 2 * j + 1]   ->  A[bx*64 : bx*64 + m, 1 : 1 + 2*(n-1) + 1 : 2]
+#     B[j, i]                     ->  B[0:n, 0:m].T          (axes in loop order)
+#     s[i]          (in i, j)     ->  s[0:m][:, None]        (an unused variable: extent 1)
+#
+# The view has the gather's shape (the loop's rank, extent 1 on the axes the access does not use)
+# and the same elements, so loads and stores mean exactly what the gather means; the bounds are
+# checked once from the first and last index of each dimension. Any other index (a product of two
+# variables, `i // 2`, one variable in two dimensions, a negative step) keeps the gather.
+
+
+def _uses(e, par) -> bool:
+    return any(isinstance(n, Var) and n.name in par for n in walk(e))
+
+
+def split_affine(e, par):
+    """`({var: step}, rest)` with e == sum(step * var) + rest and `rest` free of the loop
+    variables `par`; None when e is not of that form (integer constant steps only)."""
+    if not _uses(e, par):
+        return {}, e
+    if isinstance(e, Var):
+        return {e.name: 1}, Const(0)
+    if not isinstance(e, BinOp):
+        return None
+    if e.op in ("+", "-"):
+        a, b = split_affine(e.a, par), split_affine(e.b, par)
+        if a is None or b is None:
+            return None
+        sign = 1 if e.op == "+" else -1
+        steps = dict(a[0])
+        for v, c in b[0].items():
+            steps[v] = steps.get(v, 0) + sign * c
+        return steps, BinOp(e.op, a[1], b[1])
+    if e.op == "*":
+        for var_side, k in ((e.a, e.b), (e.b, e.a)):
+            if isinstance(k, Const) and type(k.value) is int and not _uses(k, par):
+                inner = split_affine(var_side, par)
+                if inner is None:
+                    return None
+                return {v: c * k.value for v, c in inner[0].items()}, BinOp("*", inner[1], k)
+    return None
+
+
+def affine_view(buf: Buffer, indices, par):
+    """A closure `view(env) -> ndarray` giving the elements `buf[indices]` of the Parallel loop
+    over `par` (its variables in axis order) as a view with the loop's rank; None when the
+    access is not affine as described above (the caller gathers)."""
+    if not par or len(indices) != len(buf.shape):
+        return None
+    dims = []                         # per dimension: (rest closure, loop axis or None, step)
+    used = set()
+    for e in indices:
+        form = split_affine(e, par)
+        if form is None:
+            return None
+        steps = {v: c for v, c in form[0].items() if c}
+        rest, kind = compile_expr(form[1])
+        if kind != "int" or len(steps) > 1 or used & steps.keys():
+            return None
+        if not steps:
+            dims.append((rest, None, 0))
+            continue
+        (v, c), = steps.items()
+        if c < 0:
+            return None
+        used.add(v)
+        dims.append((rest, par.index(v), c))
+    if not used:
+        return None                   # scalar indices: the gather is already a single element
+    name, shape, nd = buf.name, buf.shape, len(par)
+    names = par
+    order = [a for _, a, _ in dims if a is not None]       # loop axes of the view's axes
+    perm = tuple(sorted(range(len(order)), key=order.__getitem__))
+    if perm == tuple(range(len(order))):
+        perm = None
+    # after the transpose the view's axes are the used loop axes in order; add the others
+    expand = tuple(slice(None) if a in order else None for a in range(nd))
+
+    def view(env):
+        vs = env.vars
+        sl = []
+        for d, (rest, axis, step) in enumerate(dims):
+            o = rest(env)
+            if type(o) is not int:
+                o = as_index(o, f"index {d} of {name}")
+            n = shape[d]
+            if axis is None:
+                if not 0 <= o < n:
+                    raise Fault(f"index {o} out of bounds for dimension {d} of "
+                                f"{name}{list(shape)}")
+                sl.append(o)
+                continue
+            last = o + step * (vs[names[axis]].shape[axis] - 1)
+            if o < 0 or last >= n:
+                raise Fault(f"index {o if o < 0 else last} out of bounds for dimension {d} of "
+                            f"{name}{list(shape)}")
+            sl.append(slice(o, last + 1, step))
+        try:
+            arr = env.bufs[name]
+        except KeyError:
+            raise Fault(f"buffer {name!r} is used before it is allocated") from None
+        v = arr[tuple(sl)]
+        if perm is not None:
+            v = v.transpose(perm)
+        return v[expand]
+
+    return view
+
 
 
 def eval_expr(e, env):

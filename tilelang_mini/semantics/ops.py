@@ -18,7 +18,7 @@ from tilelang_mini.ir import dtypes
 from tilelang_mini.ir.analysis import BLOCK_SCOPES, SYNC_OPS
 from tilelang_mini.ir.nodes import Alloc, BinOp, Const, Copy, Fill, Gemm, Reduce, Region, Sort, Store
 from .exprs import (  # noqa: F401 - Env, Fault, as_index, eval_expr, located: the package's names
-    Env, Fault, as_index, check_indices, compile_expr, eval_expr, located,
+    Env, Fault, affine_view, as_index, check_indices, compile_expr, eval_expr, located,
 )
 
 F32 = np.float32
@@ -62,18 +62,39 @@ def _buffer(env, name):
         raise Fault(f"buffer {name!r} is used before it is allocated") from None
 
 
+def compile_region(r: Region):
+    """Closure returning (starts, slices, inside) of a region: its start, the slices of its
+    elements and whether they lie inside the buffer (computed once when the start is constant)."""
+    starts = compile_starts(r)
+    ext, shape = r.extent, r.buffer.shape
+
+    def region(env):
+        s = starts(env)
+        inside = True
+        for a, e, n in zip(s, ext, shape):
+            if a < 0 or a + e > n:
+                inside = False
+        return s, tuple(slice(a, a + e) for a, e in zip(s, ext)), inside
+
+    if all(isinstance(a, Const) for a in r.start):
+        fixed = region(None)
+        return lambda env: fixed
+    return region
+
+
 def region_view(r: Region):
     """Closure returning a writable view of an in-bounds region (tile ops other than copy)."""
-    starts = compile_starts(r)
+    region = compile_region(r)
     ext, shape, name = r.extent, r.buffer.shape, r.buffer.name
 
     def view(env):
-        s = starts(env)
-        for d, (a, e, n) in enumerate(zip(s, ext, shape)):
-            if a < 0 or a + e > n:
-                raise Fault(f"region [{a}, {a + e}) out of bounds for dimension {d} of "
-                            f"{name}{list(shape)}")
-        return _buffer(env, name)[tuple(slice(a, a + e) for a, e in zip(s, ext))]
+        s, sl, inside = region(env)
+        if not inside:
+            for d, (a, e, n) in enumerate(zip(s, ext, shape)):
+                if a < 0 or a + e > n:
+                    raise Fault(f"region [{a}, {a + e}) out of bounds for dimension {d} of "
+                                f"{name}{list(shape)}")
+        return _buffer(env, name)[sl]
 
     return view
 
@@ -81,7 +102,7 @@ def region_view(r: Region):
 # ------------------------------------------------------------------------------ instructions
 
 
-def _alloc(s: Alloc):
+def _alloc(s: Alloc, par=()):
     buf = s.buffer
     name, shape, dt, scope = buf.name, buf.shape, dtypes.to_numpy(buf.dtype), buf.scope
 
@@ -104,7 +125,7 @@ def _alloc(s: Alloc):
     return alloc
 
 
-def _copy(s: Copy):
+def _copy(s: Copy, par=()):
     if s.src.buffer.scope == "L0C" and s.dst.buffer.scope == "UB":
         return _dual_copy(s)
     return _plain_copy(s)
@@ -144,7 +165,7 @@ def _dual_copy(s: Copy):
 def _plain_copy(s: Copy):
     src, dst = s.src, s.dst
     check_reshape(src.extent, dst.extent, s, "copy")
-    s_starts, d_starts = compile_starts(src), compile_starts(dst)
+    s_region, d_region = compile_region(src), compile_region(dst)
     s_ext, d_ext = src.extent, dst.extent
     s_shape, d_shape = src.buffer.shape, dst.buffer.shape
     s_name, d_name = src.buffer.name, dst.buffer.name
@@ -152,11 +173,12 @@ def _plain_copy(s: Copy):
     reshape = s_ext != d_ext
 
     def copy(env):
-        ss, ds = s_starts(env), d_starts(env)
+        ss, s_sl, s_inside = s_region(env)
+        ds, d_sl, d_inside = d_region(env)
         sarr, darr = _buffer(env, s_name), _buffer(env, d_name)
         # read, padding the out-of-bounds part with zeros
-        if all(a >= 0 and a + e <= n for a, e, n in zip(ss, s_ext, s_shape)):
-            tile = sarr[tuple(slice(a, a + e) for a, e in zip(ss, s_ext))]
+        if s_inside:
+            tile = sarr[s_sl]
         else:
             tile = np.zeros(s_ext, s_dt)
             lo = [min(max(a, 0), n) for a, n in zip(ss, s_shape)]
@@ -167,8 +189,8 @@ def _plain_copy(s: Copy):
         if reshape:
             tile = tile.reshape(d_ext)
         # write only the in-bounds part of dst (cast by assignment)
-        if all(a >= 0 and a + e <= n for a, e, n in zip(ds, d_ext, d_shape)):
-            darr[tuple(slice(a, a + e) for a, e in zip(ds, d_ext))] = tile
+        if d_inside:
+            darr[d_sl] = tile
         else:
             lo = [min(max(a, 0), n) for a, n in zip(ds, d_shape)]
             hi = [max(min(a + e, n), 0) for a, e, n in zip(ds, d_ext, d_shape)]
@@ -244,7 +266,7 @@ def scale_matrix(tile: np.ndarray, dtype: str, mn: int, groups: int) -> np.ndarr
     return np.ascontiguousarray(e).view(dtypes.to_numpy("float8_e8m0fnu")).astype(F32)
 
 
-def _gemm(s: Gemm):
+def _gemm(s: Gemm, par=()):
     gemm_shape(s)
     va, vb, vc = region_view(s.a), region_view(s.b), region_view(s.c)
     a2, b2, c2 = (matrix_ext(r, s, "") for r in (s.a, s.b, s.c))
@@ -258,8 +280,8 @@ def _gemm(s: Gemm):
         da, db = s.scale_a.buffer.dtype, s.scale_b.buffer.dtype
 
     def gemm(env):
-        a = va(env).reshape(a2).astype(F32)
-        b = vb(env).reshape(b2).astype(F32)
+        a = va(env).reshape(a2).astype(F32, copy=False)
+        b = vb(env).reshape(b2).astype(F32, copy=False)
         if ta:
             a = a.T
         if tb:
@@ -271,12 +293,17 @@ def _gemm(s: Gemm):
             b = b * np.repeat(sb, gran, axis=1)[:, :k].T
         c = vc(env).reshape(c2)  # dropping extent-1 dims keeps this a view
         prod = np.matmul(a, b)
-        c[...] = prod if clear else c.astype(F32) + prod
+        if clear:
+            c[...] = prod
+        elif c.dtype == F32:
+            np.add(c, prod, out=c)
+        else:
+            c[...] = c.astype(F32) + prod
 
     return gemm
 
 
-def _fill(s: Fill):
+def _fill(s: Fill, par=()):
     view = region_view(s.dst)
     fv, _ = compile_expr(s.value)
 
@@ -286,13 +313,12 @@ def _fill(s: Fill):
     return fill
 
 
-_REDUCE = {"sum": np.sum, "abssum": np.sum, "max": np.max, "absmax": np.max, "min": np.min}
 _COMBINE = {"sum": np.add, "abssum": np.add, "max": np.maximum, "absmax": np.maximum,
             "min": np.minimum}
 
 
-def _reduce(s: Reduce):
-    if s.kind not in _REDUCE:
+def _reduce(s: Reduce, par=()):
+    if s.kind not in _COMBINE:
         raise CompileError(f"unknown reduction {s.kind!r}", s.loc)
     ndim = len(s.src.extent)
     if not -ndim <= s.dim < ndim:
@@ -301,14 +327,14 @@ def _reduce(s: Reduce):
     out_ext = s.src.extent[:dim] + s.src.extent[dim + 1:]
     check_reshape(out_ext, s.dst.extent, s, f"reduce_{s.kind} result")
     vs, vd = region_view(s.src), region_view(s.dst)
-    red, comb = _REDUCE[s.kind], _COMBINE[s.kind]
+    comb = _COMBINE[s.kind]   # comb.reduce(x, axis) is np.sum / np.max / np.min
     absolute, clear, d_ext = s.kind.startswith("abs"), s.clear, s.dst.extent
 
     def reduce(env):
-        x = vs(env).astype(F32)
+        x = vs(env).astype(F32, copy=False)
         if absolute:
             x = np.abs(x)
-        r = red(x, axis=dim).reshape(d_ext)
+        r = comb.reduce(x, axis=dim).reshape(d_ext)
         d = vd(env)
         if not clear:
             r = comb(d.astype(F32), r)
@@ -317,7 +343,7 @@ def _reduce(s: Reduce):
     return reduce
 
 
-def _sort(s: Sort):
+def _sort(s: Sort, par=()):
     """Each row of the values tile sorted (largest first when descending; ties by the smaller
     index), its indices tile permuted alike."""
     vname, iname = s.values.buffer.name, s.indices.buffer.name
@@ -335,18 +361,25 @@ def _sort(s: Sort):
     return sort
 
 
-def _store(s: Store):
+def _store(s: Store, par=()):
     buf = s.buffer
     name = buf.name
-    idx_fns = [compile_expr(i)[0] for i in s.indices]
-    fv, _ = compile_expr(s.value)
+    idx_fns = [compile_expr(i, par)[0] for i in s.indices]
+    fv, _ = compile_expr(s.value, par)
+    view = affine_view(buf, s.indices, par)   # the elements as a strided view, when affine
 
     def store(env):
-        arr = _buffer(env, name)
-        idx = check_indices(tuple(f(env) for f in idx_fns), buf)
+        if view is not None:
+            arr, idx = view(env), ...
+            target = arr.shape
+        else:
+            arr = _buffer(env, name)
+            idx = check_indices(tuple(f(env) for f in idx_fns), buf)
+            target = None
         v = fv(env)
-        if isinstance(v, np.ndarray) and v.ndim:
-            target = np.broadcast_shapes(*(np.shape(i) for i in idx)) if idx else ()
+        if isinstance(v, np.ndarray) and v.ndim and v.shape != target:
+            if target is None:
+                target = np.broadcast_shapes(*(np.shape(i) for i in idx)) if idx else ()
             try:
                 if np.broadcast_shapes(target, v.shape) != target:
                     raise ValueError
@@ -361,7 +394,7 @@ def _store(s: Store):
     return store
 
 
-def _nop(s):
+def _nop(s, par=()):
     return lambda env: None
 
 
@@ -372,14 +405,15 @@ INSTR_HANDLERS = {
 }
 
 
-def lower_instruction(stmt):
-    """The located closure `fn(env)` executing one leaf statement."""
+def lower_instruction(stmt, par: tuple = ()):
+    """The located closure `fn(env)` executing one leaf statement (`par`: the variables of the
+    enclosing Parallel loop, in axis order)."""
     try:
         handler = INSTR_HANDLERS[type(stmt)]
     except KeyError:
         raise TypeError(f"{type(stmt).__name__} is not a single instruction") from None
     try:
-        fn = handler(stmt)
+        fn = handler(stmt, par)
     except CompileError as e:
         if e.loc.line or not stmt.loc.line:
             raise

@@ -32,6 +32,7 @@ from .ops import Env, Fault, as_index, compile_expr, located, lower_instruction
 class _Ctx:
     def __init__(self):
         self.parallel_depth = 0
+        self.par: tuple = ()  # the enclosing Parallel loop's variables, in axis order
         self.core: str | None = None
         self.vid_name = "vid"  # the variable bound to the vector core index
 
@@ -62,7 +63,7 @@ def lower_stmt(s, ctx: _Ctx) -> Callable[[Env], None]:
     if isinstance(s, Scope):
         return _lower_scope(s, ctx)
     try:
-        return lower_instruction(s)
+        return lower_instruction(s, ctx.par)
     except TypeError:
         raise CompileError(f"the numpy backend cannot execute {type(s).__name__}", s.loc) from None
 
@@ -88,10 +89,12 @@ def _lower_for(s: For, ctx: _Ctx):
                 f"{s.loc}: nested Parallel loops are not supported by the numpy backend; "
                 f"bind all the variables in one loop (`for i, j in T.Parallel(m, n)`)")
         ctx.parallel_depth += 1
+        ctx.par = tuple(names)
         try:
             body = lower_body(s.body, ctx)
         finally:
             ctx.parallel_depth -= 1
+            ctx.par = ()
         nd = len(names)
         cache: dict = {}
 
@@ -110,7 +113,12 @@ def _lower_for(s: For, ctx: _Ctx):
 
         return located(parallel, s)
 
-    body = lower_body(s.body, ctx)
+    outer = ctx.par
+    ctx.par = tuple(v for v in outer if v not in names)   # a serial variable shadows
+    try:
+        body = lower_body(s.body, ctx)
+    finally:
+        ctx.par = outer
     if len(names) == 1:
         name = names[0]
 
