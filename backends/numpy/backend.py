@@ -1,5 +1,6 @@
 """The numpy target: `lower` prepares the kernel's closures once, `run` runs its grid in program
-order, or, when cores hand data over through cross-core flags, as coroutines (sim.run_ordered)."""
+order, or, when cores hand data over through cross-core flags in an order that program order may
+not respect (expert kernels), as coroutines (sim.run_ordered)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -9,6 +10,7 @@ import numpy as np
 
 from tilelang_mini.ir.nodes import Kernel
 from tilelang_mini.semantics.ops import Env
+from tilelang_mini.semantics.order import program_order_is_valid
 from tilelang_mini.semantics.run import kernel_traits, lower_kernel, run_grid
 
 
@@ -26,7 +28,10 @@ class NumpyBackend:
     def lower(self, kernel: Kernel, options: dict | None = None) -> NumpyArtifact:
         body = lower_kernel(kernel)
         has_scopes, cross = kernel_traits(kernel)
-        return NumpyArtifact(kernel, body, has_scopes, cross)
+        # insert_sync's flags always follow program order; a kernel whose order is proven
+        # runs its cores one after the other like any other (the same values, far faster)
+        ordered = cross and not program_order_is_valid(kernel)
+        return NumpyArtifact(kernel, body, has_scopes, ordered)
 
     def run(self, artifact: NumpyArtifact, args: list[np.ndarray]) -> None:
         if artifact.cross_core:

@@ -12,7 +12,7 @@ from collections import Counter
 
 from ..errors import CompileError
 from ..ir.nodes import (
-    Const, For, If, Kernel, Scope, SetCrossFlag, WaitCrossFlag, walk,
+    Const, For, If, Kernel, Scope, SetCrossFlag, Var, WaitCrossFlag, walk,
 )
 
 STEP_LIMIT = 200_000  # statements walked before giving up (the check then passes)
@@ -24,16 +24,39 @@ class _Stop(Exception):
 
 def check_program_order(kernel: Kernel) -> None:
     """CompileError at the first cross-core wait that program order reaches with nothing set."""
+    _walk_block0(kernel)
+
+
+def _walk_block0(kernel: Kernel) -> bool:
+    """Walk block 0 in program order (CompileError at an unsatisfied wait); False when the walk
+    stopped before the end (a data-dependent bound or condition, or STEP_LIMIT)."""
     if not kernel.is_npu or not any(isinstance(n, (SetCrossFlag, WaitCrossFlag))
                                     for n in walk(kernel)):
-        return
+        return True
     from .. import semantics  # the executable semantics (the core)
     cid, vid = kernel.grid_vars
     walker = _Walker(semantics.Env, semantics.compile_expr)
     try:
         walker.body(kernel.body, walker.Env({cid: 0, vid: 0}, {}), None, vid)
     except _Stop:
-        pass
+        return False
+    return True
+
+
+def program_order_is_valid(kernel: Kernel) -> bool:
+    """True when program order provably satisfies every cross-core wait of every block: the
+    walk of block 0 reaches its end without an unsatisfied wait, and no loop bound or if
+    condition reads the block index (so every block takes block 0's path). False when that
+    cannot be shown (the caller then runs the cores as coroutines)."""
+    cid = kernel.grid_vars[0] if kernel.grid_vars else None
+    for n in walk(kernel):
+        control = n.extents if isinstance(n, For) else (n.cond,) if isinstance(n, If) else ()
+        if any(isinstance(x, Var) and x.name == cid for e in control for x in walk(e)):
+            return False
+    try:
+        return _walk_block0(kernel)
+    except CompileError:
+        return False
 
 
 class _Walker:
