@@ -70,6 +70,9 @@ class Config:
     skinny_n: tuple[int, ...] = (8, 16, 24, 32, 64, 136, 200, 256)
     interp_gemm: tuple[int, ...] = (256, 512)
     interp_rms: tuple[tuple[int, int, int], ...] = ((512, 512, 8), (4096, 4096, 2))
+    interp_softmax: tuple[int, int] = (1024, 1024)
+    interp_flash: tuple[int, int, int] = (4, 512, 64)                # BH, S, D (fp16)
+    interp_elementwise: tuple[int, int] = (2048, 2048)
     sim_blocks: int = 4
     grouped: tuple[int, int, int, int] = (32, 32768, 4096, 7168)   # G, M, N, K
     import_runs: int = 5
@@ -86,7 +89,8 @@ QUICK = Config("quick", gemm=(512, 1024), threads=1024, rmsnorm=(4096, 2048, 8),
 TINY = Config("tiny", gemm=(64,), threads=128, rmsnorm=(64, 256, 8), prenorm=(64, 24, 256),
               compile=64, repeats=1, warmup=0, compile_runs=1,  # the smoke test's shapes
               skinny_mk=(64, 128), skinny_n=(8, 24), interp_gemm=(64,),
-              interp_rms=((64, 64, 8),), sim_blocks=1, grouped=(2, 256, 256, 128),
+              interp_rms=((64, 64, 8),), interp_softmax=(64, 64), interp_flash=(1, 64, 64),
+              interp_elementwise=(64, 256), sim_blocks=1, grouped=(2, 256, 256, 128),
               import_runs=1, unroll=(2, 8), compile_examples=("gemm", "rmsnorm"))
 
 
@@ -445,7 +449,8 @@ def run(cfg: Config, isolate: bool = True, repeats: int | None = None, log=print
               "prenorm": list(cfg.prenorm), "compile": cfg.compile,
               "repeats": repeats or cfg.repeats, "warmup": cfg.warmup,
               **{k: getattr(cfg, k) for k in ("skinny_mk", "skinny_n", "interp_gemm",
-                                              "interp_rms", "sim_blocks", "grouped",
+                                              "interp_rms", "interp_softmax", "interp_flash",
+                                              "interp_elementwise", "sim_blocks", "grouped",
                                               "import_runs", "compile_runs", "unroll",
                                               "compile_examples")}}
     scrubbed = {k: os.environ.get(k) for k in SCRUBBED}

@@ -144,35 +144,87 @@ def work_skinny(p: dict, Row) -> dict:
 # ------------------------------------------------------------------------------ interpreter
 
 
+def _elementwise(M, N, bm=64, bn=256):
+    """C = A * B + 1 in bm x bn tiles (the interpreter's elementwise case)."""
+    import tilelang_mini.language as T
+
+    @T.prim_func
+    def elementwise(A: T.Tensor((M, N), "float32"), B: T.Tensor((M, N), "float32"),
+                    C: T.Tensor((M, N), "float32")):
+        with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm)) as (bx, by):
+            a = T.alloc_fragment((bm, bn), "float32")
+            b = T.alloc_fragment((bm, bn), "float32")
+            T.copy(A[by * bm, bx * bn], a)
+            T.copy(B[by * bm, bx * bn], b)
+            for i, j in T.Parallel(bm, bn):
+                a[i, j] = a[i, j] * b[i, j] + 1.0
+            T.copy(a, C[by * bm, bx * bn])
+    return elementwise
+
+
+def _interp_cases(p: dict):
+    """(key, name, kernel, args, direct NumPy, check) of every interpreter case."""
+    import math
+    import numpy as np
+    import tilelang_mini
+    from flash_attention import flash_attention, reference as fa_reference
+    from gemm import matmul
+    from rmsnorm import rms_norm, reference as rms_reference
+    from softmax import softmax, reference as sm_reference
+    rng = np.random.default_rng(9)
+
+    def numpy_kernel(prim, out_idx=(-1,)):
+        return tilelang_mini.compile(prim, out_idx=list(out_idx), target="numpy")
+
+    for n in p["interp_gemm"]:
+        a = rng.standard_normal((n, n), dtype=np.float32)
+        b = rng.standard_normal((n, n), dtype=np.float32)
+        yield (f"interp_gemm_{n}", f"interpreter GEMM fp32 {n}^3",
+               numpy_kernel(matmul.factory(n, n, n, dtype="float32")), [a, b],
+               lambda a=a, b=b: a @ b, lambda o, a=a, b=b: _check(
+                   o, a.astype(np.float64) @ b.astype(np.float64), "float32", n))
+    for m, n, blk in p["interp_rms"]:
+        x = rng.standard_normal((m, n), dtype=np.float32)
+
+        def direct(x=x):
+            return x / np.sqrt(np.mean(x * x, axis=1, keepdims=True) + 1e-6)
+        yield (f"interp_rms_{m}x{n}", f"interpreter RMSNorm fp32 {m}x{n} (blk_m {blk})",
+               numpy_kernel(rms_norm.factory(m, n, blk_m=blk)), [x], direct,
+               lambda o, x=x: _check(o, rms_reference(x), "float32"))
+    m, n = p["interp_softmax"]
+    x = rng.standard_normal((m, n), dtype=np.float32)
+
+    def direct_softmax(x=x):
+        e = np.exp(x - x.max(axis=1, keepdims=True))
+        return e / e.sum(axis=1, keepdims=True)
+    yield (f"interp_softmax_{m}x{n}", f"interpreter softmax fp32 {m}x{n}",
+           numpy_kernel(softmax.factory(m, n)), [x], direct_softmax,
+           lambda o, x=x: _check(o * n, sm_reference(x) * n, "float32"))
+    bh, s, d = p["interp_flash"]
+    q, k, v = (rng.standard_normal((bh, s, d)).astype(np.float16) for _ in range(3))
+
+    def direct_flash(q=q, k=k, v=v):
+        sc = np.matmul(q.astype(np.float32), k.astype(np.float32).transpose(0, 2, 1))
+        sc *= np.float32(1 / math.sqrt(d))
+        e = np.exp(sc - sc.max(axis=-1, keepdims=True))
+        return (e / e.sum(axis=-1, keepdims=True)) @ v.astype(np.float32)
+    yield (f"interp_flash_{bh}x{s}x{d}", f"interpreter flash attention fp16 BH={bh} S={s} D={d}",
+           numpy_kernel(flash_attention.factory(bh, s, d)), [q, k, v], direct_flash,
+           lambda o: _check(o, fa_reference(q, k, v), "float16"))
+    m, n = p["interp_elementwise"]
+    a = rng.standard_normal((m, n), dtype=np.float32)
+    b = rng.standard_normal((m, n), dtype=np.float32)
+    yield (f"interp_elementwise_{m}x{n}", f"interpreter elementwise a*b+1 fp32 {m}x{n}",
+           numpy_kernel(_elementwise(m, n)), [a, b], lambda: a * b + np.float32(1.0),
+           lambda o: _check(o, a.astype(np.float64) * b + 1.0, "float32"))
+
+
 def work_interp(p: dict, Row) -> dict:
     """The numpy target (the executable spec) against the same computation in direct NumPy,
     and against the Triton interpreter when triton is installed."""
     _examples()
-    import numpy as np
-    import tilelang_mini
-    from gemm import matmul
-    from rmsnorm import rms_norm, reference as rms_reference
     rows = []
-    rng = np.random.default_rng(9)
-    cases = []
-    for n in p["interp_gemm"]:
-        a = rng.standard_normal((n, n), dtype=np.float32)
-        b = rng.standard_normal((n, n), dtype=np.float32)
-        k = tilelang_mini.compile(matmul.factory(n, n, n, dtype="float32"), out_idx=[-1],
-                                  target="numpy")
-        cases.append((f"interp_gemm_{n}", f"interpreter GEMM fp32 {n}^3", k, [a, b],
-                      lambda a=a, b=b: a @ b, lambda o, a=a, b=b: _check(
-                          o, a.astype(np.float64) @ b.astype(np.float64), "float32", n)))
-    for m, n, blk in p["interp_rms"]:
-        x = rng.standard_normal((m, n), dtype=np.float32)
-        k = tilelang_mini.compile(rms_norm.factory(m, n, blk_m=blk), out_idx=[-1],
-                                  target="numpy")
-
-        def direct(x=x):
-            return x / np.sqrt(np.mean(x * x, axis=1, keepdims=True) + 1e-6)
-        cases.append((f"interp_rms_{m}x{n}", f"interpreter RMSNorm fp32 {m}x{n} (blk_m {blk})",
-                      k, [x], direct, lambda o, x=x: _check(o, rms_reference(x), "float32")))
-    for key, name, k, args, direct, check in cases:
+    for key, name, k, args, direct, check in _interp_cases(p):
         out = k(*args)
         err, ok = check(out)
         med, _ = _interleaved({"interp": lambda: k(*args), "numpy": direct},
@@ -180,14 +232,41 @@ def work_interp(p: dict, Row) -> dict:
         ratio = med["numpy"] / med["interp"]
         rows.append(_row(Row, key, name, _ms(med["interp"]), f"{_ms(med['numpy'])} direct NumPy",
                          ratio, ">= 0.2x (within 5x)", ratio >= 0.2, max_err=err, verified=ok))
+    rows += _triton_rows(p, Row)
+    return {"rows": rows, "info": {}}
+
+
+def _triton_rows(p: dict, Row) -> list:
+    """GEMM and RMSNorm through the Triton interpreter (TRITON_INTERPRET=1, the same tiles)
+    against the numpy target; one information row saying why when triton (or torch, which its
+    interpreter needs) is not installed."""
+    os.environ["TRITON_INTERPRET"] = "1"   # read when triton's kernels are decorated
     try:
         import triton  # noqa: F401
-        note = "triton is installed but the Triton-interpreter comparison is not implemented"
-    except ImportError:
-        note = "skipped: triton is not installed (the Triton-interpreter comparison needs it)"
-    rows.append(_row(Row, "interp_triton", "interpreter vs the Triton interpreter", "-", note,
-                     None, "(info)", None))
-    return {"rows": rows, "info": {}}
+        import torch
+    except ImportError as e:
+        return [_row(Row, "interp_triton", "interpreter vs the Triton interpreter", "-",
+                     f"skipped: {e.name} is not installed (the Triton-interpreter comparison "
+                     f"needs triton and torch)", None, "(info)", None)]
+    from triton_kernels import triton_matmul, triton_rmsnorm
+    rows = []
+    for key, name, k, args, _, _ in _interp_cases(p):
+        if key.startswith("interp_gemm_"):
+            ta, tb = (torch.from_numpy(x) for x in args)
+            fn = lambda ta=ta, tb=tb: triton_matmul(ta, tb)                    # noqa: E731
+        elif key.startswith("interp_rms_"):
+            blk = next(b for m, n, b in p["interp_rms"] if key == f"interp_rms_{m}x{n}")
+            fn = lambda t=torch.from_numpy(args[0]), blk=blk: triton_rmsnorm(  # noqa: E731
+                t, 1e-6, blk)
+        else:
+            continue
+        med, _ = _interleaved({"interp": lambda k=k, args=args: k(*args), "triton": fn},
+                              p["repeats"], p["warmup"])
+        ratio = med["triton"] / med["interp"]
+        rows.append(_row(Row, key.replace("interp_", "triton_"), name + " vs Triton interpreter",
+                         _ms(med["interp"]), f"{_ms(med['triton'])} TRITON_INTERPRET=1", ratio,
+                         ">= 50x", ratio >= 50))
+    return rows
 
 
 # ------------------------------------------------------------------------ simulator, estimate
