@@ -35,3 +35,43 @@ def test_llvm_rejects_an_order_that_breaks_a_cross_core_flag():
         tilelang_mini.compile(cube_waits_first(), out_idx=[-1], target="llvm")
     assert "before any matching set_cross_flag" in str(err.value)
     assert err.value.loc.file.endswith("test_order.py") and "# WAIT" in str(err.value)
+
+
+def cube_then_vector(gate_on_block: bool):
+    """The cube signals the vector cores, which copy X to Y after the wait: program order
+    satisfies it. With `gate_on_block` the cube signals from either branch of an `if cid < 1`
+    (every block still signals, but the order is no longer proven from block 0 alone)."""
+    @T.prim_func
+    def k(X: T.Tensor((32, 16), "float32"), Y: T.Tensor((32, 16), "float32")):
+        with T.Kernel(2, is_npu=True) as (cid, vid):
+            y = T.alloc_ub((8, 16), "float32")
+            with T.Scope("C"):
+                if gate_on_block:
+                    if cid < 1:
+                        T.set_cross_flag("FIX", 1)
+                    else:
+                        T.set_cross_flag("FIX", 1)
+                else:
+                    T.set_cross_flag("FIX", 1)
+            with T.Scope("V"):
+                T.wait_cross_flag("FIX", 1)
+                T.copy(X[cid * 16 + vid * 8, 0], y)
+                T.set_flag("MTE2", "MTE3", 0)
+                T.wait_flag("MTE2", "MTE3", 0)
+                T.copy(y, Y[cid * 16 + vid * 8, 0])
+    return k
+
+
+def test_which_kernels_the_numpy_target_runs_in_program_order():
+    """Proven orders run as one ordered pass (run_grid), the others as coroutines; both give
+    the kernel's values."""
+    from tilelang_mini.semantics.order import program_order_is_valid
+    x = np.random.default_rng(1).standard_normal((32, 16)).astype(np.float32)
+    cases = ((cube_waits_first(), False), (cube_then_vector(False), True),
+             (cube_then_vector(True), False))
+    for prim, proven in cases:
+        kernel = tilelang_mini.compile(prim, out_idx=[-1], target="numpy")
+        assert program_order_is_valid(kernel.ir) is proven
+        assert kernel.artifact.cross_core is (not proven)
+        want = x if prim.ir.params[0].shape == (32, 16) else x[:16]
+        np.testing.assert_array_equal(kernel(np.ascontiguousarray(want)), want)

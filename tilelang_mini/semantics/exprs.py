@@ -439,6 +439,10 @@ def split_affine(e, par):
     return None
 
 
+def _constant(value):
+    return lambda env: value
+
+
 def affine_view(buf: Buffer, indices, par):
     """A closure `view(env) -> ndarray` giving the elements `buf[indices]` of the Parallel loop
     over `par` (its variables in axis order) as a view with the loop's rank; None when the
@@ -453,6 +457,9 @@ def affine_view(buf: Buffer, indices, par):
             return None
         steps = {v: c for v, c in form[0].items() if c}
         rest, kind = compile_expr(form[1])
+        if all(isinstance(n, Const) or isinstance(n, BinOp) and n.op in ("+", "-", "*")
+               for n in walk(form[1])):
+            rest = _constant(rest(None))    # a constant offset: computed once
         if kind != "int" or len(steps) > 1 or used & steps.keys():
             return None
         if not steps:

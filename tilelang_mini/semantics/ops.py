@@ -51,8 +51,16 @@ def compile_starts(r: Region):
         starts = tuple(int(s.value) for s in r.start)
         return lambda env: starts
     fns = [compile_expr(s)[0] for s in r.start]
-    name = r.buffer.name
-    return lambda env: tuple(as_index(f(env), f"a start of the region of {name}") for f in fns)
+    what = f"a start of the region of {r.buffer.name}"
+
+    def starts(env):
+        out = []
+        for f in fns:
+            a = f(env)
+            out.append(a if type(a) is int else as_index(a, what))
+        return tuple(out)
+
+    return starts
 
 
 def _buffer(env, name):

@@ -48,8 +48,12 @@ def program_order_is_valid(kernel: Kernel) -> bool:
     walk of block 0 reaches its end without an unsatisfied wait, and no loop bound or if
     condition reads the block index (so every block takes block 0's path). False when that
     cannot be shown (the caller then runs the cores as coroutines)."""
-    cid = kernel.grid_vars[0] if kernel.grid_vars else None
+    if not kernel.is_npu:
+        return False
+    cid = kernel.grid_vars[0]
     for n in walk(kernel):
+        if isinstance(n, For) and len(n.vars) > 1 and n.kind != "parallel":
+            return False          # the walk binds one variable per loop
         control = n.extents if isinstance(n, For) else (n.cond,) if isinstance(n, If) else ()
         if any(isinstance(x, Var) and x.name == cid for e in control for x in walk(e)):
             return False
