@@ -40,6 +40,26 @@ class Env:
         self.block = block
 
 
+class Buffers(dict):
+    """A core's buffers by name. `declare` records a block-level on-chip buffer that becomes an
+    array of zeros when the core first uses it: every core has its own copy, but a core that
+    never touches one (the cube core and a UB tile) never pays for it."""
+
+    __slots__ = ("declared",)
+
+    def __init__(self, arrays=()):
+        super().__init__(arrays)
+        self.declared = {}
+
+    def declare(self, name: str, shape: tuple, dtype) -> None:
+        self.declared[name] = (shape, dtype)
+
+    def __missing__(self, name):
+        shape, dtype = self.declared[name]  # KeyError: not allocated
+        arr = self[name] = np.zeros(shape, dtype)
+        return arr
+
+
 def located(fn, stmt):
     """Wrap `fn(env)` so runtime faults become a KernelRuntimeError at `stmt.loc`."""
     loc = stmt.loc

@@ -124,9 +124,9 @@ def _alloc(s: Alloc, par=()):
             for e in targets:
                 e.bufs.setdefault(name, arr)
         elif env.core is None and env.block:
-            for e in env.block:  # block-level on-chip buffer: one copy per core
+            for e in env.block:  # block-level on-chip buffer: one copy per core, on first use
                 if name not in e.bufs:
-                    e.bufs[name] = np.zeros(shape, dt)
+                    e.bufs.declare(name, shape, dt)
         elif name not in env.bufs:
             env.bufs[name] = np.zeros(shape, dt)
 

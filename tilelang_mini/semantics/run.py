@@ -9,7 +9,8 @@ Execution model:
   first executes in the block); `workspace` buffers are per-block GM shared by all its cores;
 - `Scope("C")` bodies run once, `Scope("V")` bodies run twice (vid = 0, 1), each core with its
   own on-chip buffers, in program order; flags and barriers are no-ops;
-- a `parallel` For is an elementwise map evaluated vectorised: its vars are broadcasting aranges.
+- a `parallel` For is an elementwise map evaluated vectorised: its vars are broadcasting aranges
+  (element accesses affine in them are strided views: exprs.affine_view).
 """
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ from tilelang_mini.ir.nodes import (
     CORES, Const, For, If, Kernel, Scope, SetCrossFlag, WaitCrossFlag, walk,
 )
 
+from .exprs import Buffers
 from .ops import Env, Fault, as_index, compile_expr, located, lower_instruction
 
 
@@ -193,11 +195,11 @@ def _lower_scope(s: Scope, ctx: _Ctx):
 
 def new_block(bufs: dict, grid_vals: dict, with_cores: bool) -> Env:
     """The block-level env of one grid block; with_cores adds the C and two V core envs."""
-    top = Env(dict(grid_vals), dict(bufs))
+    top = Env(dict(grid_vals), Buffers(bufs))
     if with_cores:
-        c = Env(dict(grid_vals), dict(bufs), "C")
-        v0 = Env(dict(grid_vals), dict(bufs), "V")
-        v1 = Env(dict(grid_vals), dict(bufs), "V")
+        c = Env(dict(grid_vals), Buffers(bufs), "C")
+        v0 = Env(dict(grid_vals), Buffers(bufs), "V")
+        v1 = Env(dict(grid_vals), Buffers(bufs), "V")
         top.block = c.block = v0.block = v1.block = (top, c, v0, v1)
     return top
 
