@@ -142,3 +142,13 @@ def test_split_affine_forms():
     assert split_affine(mul(i, j), par) is None
     assert split_affine(mul(i, v("bx")), par) is None      # a step that is not a constant
     assert split_affine(BinOp("%", i, c(3)), par) is None
+
+
+def test_a_variable_that_cancels_keeps_the_gather():
+    """`j + i - i` is j in value but, as an index array, broadcasts along i (a store through it
+    writes each element once per i): only a view of the same shape could stand for it."""
+    X = Buffer("X", (N,), "float32")
+    assert split_affine(add(j, sub(i, i)), ("i", "j"))[0] == {"j": 1, "i": 0}
+    assert affine_view(X, (add(j, sub(i, i)),), ("i", "j")) is None
+    assert affine_view(X, (add(j, mul(c(0), i)),), ("i", "j")) is None
+    assert affine_view(X, (j,), ("i", "j")) is not None

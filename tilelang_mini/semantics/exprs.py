@@ -475,7 +475,9 @@ def affine_view(buf: Buffer, indices, par):
         form = split_affine(e, par)
         if form is None:
             return None
-        steps = {v: c for v, c in form[0].items() if c}
+        if not all(form[0].values()):
+            return None               # `i - i` still broadcasts along i in the gather
+        steps = form[0]
         rest, kind = compile_expr(form[1])
         if all(isinstance(n, Const) or isinstance(n, BinOp) and n.op in ("+", "-", "*")
                for n in walk(form[1])):
@@ -500,8 +502,14 @@ def affine_view(buf: Buffer, indices, par):
         perm = None
     # after the transpose the view's axes are the used loop axes in order; add the others
     expand = tuple(slice(None) if a in order else None for a in range(nd))
+    if len(order) == nd:
+        expand = None
 
     def view(env):
+        try:
+            arr = env.bufs[name]
+        except KeyError:
+            raise Fault(f"buffer {name!r} is used before it is allocated") from None
         vs = env.vars
         sl = []
         for d, (rest, axis, step) in enumerate(dims):
@@ -520,14 +528,10 @@ def affine_view(buf: Buffer, indices, par):
                 raise Fault(f"index {o if o < 0 else last} out of bounds for dimension {d} of "
                             f"{name}{list(shape)}")
             sl.append(slice(o, last + 1, step))
-        try:
-            arr = env.bufs[name]
-        except KeyError:
-            raise Fault(f"buffer {name!r} is used before it is allocated") from None
         v = arr[tuple(sl)]
         if perm is not None:
             v = v.transpose(perm)
-        return v[expand]
+        return v if expand is None else v[expand]
 
     return view
 
