@@ -96,7 +96,8 @@ def gemm(g, s):
         a_ptr, a_rs_b, a_cs_b = abase, a_rs * esz, a_cs * esz
     else:
         a_ptr = e.gep(tmp, offs[0])
-        _pack_a(g, ai, abase, a_rs, a_cs, M, K, a_ptr, bf16)
+        _outlined(g, ("pa", ai.dtype, ai.storage, a_rs, a_cs, M, K, bf16),
+                  lambda src, dst: _pack_a(g, ai, src, a_rs, a_cs, M, K, dst, bf16), abase, a_ptr)
         a_rs_b, a_cs_b = (KP * 4, 2) if bf16 else (K * 4, 4)
     # ---- B: (panel pointer function, row stride bytes, masked loads)
     if bi.layout == "packB":
@@ -110,7 +111,8 @@ def gemm(g, s):
         b_ptr = bbase
     else:
         b_ptr = e.gep(tmp, offs[1])
-        _pack_b(g, bi, bbase, b_rs, b_cs, K, N, b_ptr, bf16)
+        _outlined(g, ("pb", bi.dtype, bi.storage, b_rs, b_cs, K, N, bf16),
+                  lambda src, dst: _pack_b(g, bi, src, b_rs, b_cs, K, N, dst, bf16), bbase, b_ptr)
         pan_b, ldb_b, bmask = (KP if bf16 else K) * NR * 4, NR * 4, False
     # ---- C
     zero = s.clear_accum
@@ -119,7 +121,8 @@ def gemm(g, s):
     else:
         c_ptr, ldc_b = e.gep(tmp, offs[2]), N * 4
         if not zero:
-            _c_in(g, ci, cbase, ci.strides[-2], M, N, c_ptr)
+            _outlined(g, ("ci", ci.dtype, ci.storage, ci.strides[-2], M, N),
+                      lambda src, dst: _c_in(g, ci, src, ci.strides[-2], M, N, dst), cbase, c_ptr)
     steps = KP if bf16 else K
     from .packing import flush_prefetch
     pending, g.prefetch = g.prefetch, []
@@ -165,7 +168,8 @@ def gemm(g, s):
         with e.if_then(b.icmp_signed(">", rem, ir.Constant(I64, 0))):
             _narrow_panel(g, panel, full, rem, N)
     if not c_direct:
-        _c_out(g, ci, cbase, ci.strides[-2], M, N, c_ptr)
+        _outlined(g, ("co", ci.dtype, ci.storage, ci.strides[-2], M, N),
+                  lambda dst, src: _c_out(g, ci, dst, ci.strides[-2], M, N, src), cbase, c_ptr)
 
 
 NARROW = (8, 16, 24)  # the narrow micro-kernels' widths (columns) below a whole panel
@@ -214,6 +218,27 @@ def _valid_columns(g, s, N):
         x = b.sub(ir.Constant(I64, cols), g.scalar_int(start, "a column start"))
         nv = b.select(b.icmp_signed(">", x, nv), x, nv)
     return b.select(b.icmp_signed("<", nv, ir.Constant(I64, N)), nv, ir.Constant(I64, N))
+
+
+def _outlined(g, key, emit, *ptrs):
+    """Call the internal function `emit(*its pointer arguments)` generates, once per `key`, with
+    `ptrs`: the packing loops of every gemm with the same shapes and layouts share one copy (a
+    pipelined loop's prologue, body and epilogue hold the same gemm several times; LLVM's time
+    grows with the code it is given)."""
+    fn = g.helpers.get(key)
+    if fn is None:
+        fn = ir.Function(g.module, ir.FunctionType(ir.VoidType(), [PTR] * len(ptrs)),
+                         f"tlm_{key[0]}{len(g.helpers)}")
+        fn.linkage = "internal"
+        g.helpers[key] = fn
+        outer = g.e
+        g.e = Emitter(g.module, fn)
+        try:
+            emit(*fn.args)
+            g.e.b.ret_void()
+        finally:
+            g.e = outer
+    g.e.b.call(fn, list(ptrs))
 
 
 def _microkernel(g, key):
