@@ -356,16 +356,25 @@ Node = Union[Kernel, Stmt, Expr, Region, Buffer]
 # ---------------------------------------------------------------------------------- traversal
 
 
+_CHILD_FIELDS: dict = {}
+
+
+def _child_fields(node) -> tuple[str, ...]:
+    """The names of a node's fields other than `loc` (per class, computed once)."""
+    names = _CHILD_FIELDS.get(type(node))
+    if names is None:
+        names = _CHILD_FIELDS[type(node)] = tuple(f.name for f in fields(node) if f.name != "loc")
+    return names
+
+
 def map_children(node, fn):
     """Rebuild `node` with `fn` applied to every child node (tuples of nodes included)."""
     changes = {}
-    for f in fields(node):
-        if f.name == "loc":
-            continue
-        value = getattr(node, f.name)
+    for name in _child_fields(node):
+        value = getattr(node, name)
         new = _map_value(value, fn)
         if new is not value:
-            changes[f.name] = new
+            changes[name] = new
     return replace(node, **changes) if changes else node
 
 
@@ -381,10 +390,8 @@ def _map_value(value, fn):
 def walk(node):
     """Yield `node` and every node below it, parents first."""
     yield node
-    for f in fields(node):
-        if f.name == "loc":
-            continue
-        yield from _walk_value(getattr(node, f.name))
+    for name in _child_fields(node):
+        yield from _walk_value(getattr(node, name))
 
 
 def _walk_value(value):
@@ -422,6 +429,6 @@ def walk_own(stmt):
     """`stmt` and the nodes it holds (regions, expressions), but not its nested statements."""
     skip = set(body_fields(stmt))
     yield stmt
-    for f in fields(stmt):
-        if f.name != "loc" and f.name not in skip:
-            yield from _walk_value(getattr(stmt, f.name))
+    for name in _child_fields(stmt):
+        if name not in skip:
+            yield from _walk_value(getattr(stmt, name))

@@ -134,11 +134,11 @@ def _rotate(loop: For, n: int, stages: int, versions: list, outer: str):
                 for (core, st), f in zip(items, front) if f == want]
 
     for j in range(stages):  # F(i+1) may pass B(i) only if they touch no common buffer
-        f_next = part(Var(var), versions[(j + 1) % stages], True)
-        b_now = part(Var(var), versions[j], False)
-        for _, a in f_next:
-            for _, b in b_now:
-                if _conflict(a, b):
+        f_next = [_touches(a) for _, a in part(Var(var), versions[(j + 1) % stages], True)]
+        b_now = [_touches(b) for _, b in part(Var(var), versions[j], False)]
+        for a in f_next:
+            for b in b_now:
+                if _overlap(a, b):
                     return None
 
     def at(i):
@@ -195,17 +195,18 @@ def _touches(st):
     return reads, writes
 
 
-def _conflict(a, b) -> bool:
-    ra, wa = _touches(a)
-    rb, wb = _touches(b)
+def _overlap(a, b) -> bool:
+    """Do statements that touch `a` and `b` ((reads, writes) each) conflict?"""
+    (ra, wa), (rb, wb) = a, b
     return bool(wa & (rb | wb) or wb & ra)
 
 
 def _dependents(items) -> list:
     """For each item: does it depend, within the iteration, on vector work (directly or not)?"""
     out = []
+    touched = [_touches(st) for _, st in items]
     for j, (core, st) in enumerate(items):
-        dep = core != "C" or any(out[i] and _conflict(items[i][1], st) for i in range(j))
+        dep = core != "C" or any(out[i] and _overlap(touched[i], touched[j]) for i in range(j))
         out.append(dep)
     return out
 
