@@ -393,3 +393,48 @@ def _(m, rng):
         assert all(len(set(r)) == K for r in got.reshape(-1, K)), "repeated indices"
     kern = m["indexer"](B, N2, G, S1, S2, D, K, 64, 4, 64, 64, 64)
     return [Check(kern, [q, k, w], {0: score}, compare=cmp)]
+
+
+@case("asc/hadamard_transform", A, "examples/hadamard_transform/example_hadamard_transform.py",
+      "intra + cross-block butterflies")
+def _(m, rng):
+    n = 256
+    h = np.array([[1.0]])
+    while h.shape[0] < n:
+        h = np.block([[h, h], [h, -h]])
+    x = rn(rng, (4, n))
+    out = []
+    for bs in (256, 64):  # one kernel; an intra-block kernel plus two cross-block ones
+        f = m["hadamard_transform_complete"](4, n, "float", bs)
+        out.append(Check(f, [x], {0: x.astype(f64) @ h}, reduce_len=n))
+    return out
+
+
+@case("asc/group_norm", A, "examples/group_norm/example_group_norm.py", "host dispatch")
+def _(m, rng):
+    N, C, S, G = 2, 32, 64, 4
+    x, g, b = rn(rng, (N, C, S)), rn(rng, (C,)), rn(rng, (C,))
+    xf = x.astype(f64).reshape(N, G, -1)
+    y = (xf - xf.mean(-1, keepdims=True)) / np.sqrt(xf.var(-1, keepdims=True) + 1e-5)
+    y = y.reshape(N, C, S) * g.astype(f64)[None, :, None] + b.astype(f64)[None, :, None]
+    return [Check(lambda x, g, b: m["group_norm"](x, g, b, G), [x, g, b], {0: y}, tol=(1e-4, 1e-4))]
+
+
+@case("asc/convolution", A, "examples/convolution/example_convolution.py", "host im2col + gemm")
+def _(m, rng):
+    Bn, C, H, W, OC, KH = 1, 8, 10, 10, 32, 3
+    x, w = rn(rng, (Bn, C, H, W), "float16"), rn(rng, (OC, C, KH, KH), "float16")
+    OH = H - KH + 1
+    cols = np.stack([x[0, :, i:i + OH, j:j + OH].reshape(C, -1) for i in range(KH) for j in range(KH)], 1)
+    cols = cols.reshape(C * KH * KH, OH * OH)            # host code: im2col (rows c, kh, kw)
+    wf = w.reshape(OC, -1)
+    Kp, Np = 128, 128
+    a = np.zeros((OC, Kp), np.float16)
+    a[:, :C * KH * KH] = wf
+    bm = np.zeros((Kp, Np), np.float16)
+    bm[:C * KH * KH, :OH * OH] = cols
+    want = np.zeros((OC, Np))
+    want[:, :OH * OH] = np.einsum("ocij,bchwij->obhw", w.astype(f64), np.lib.stride_tricks.sliding_window_view(
+        x.astype(f64), (KH, KH), axis=(2, 3))).reshape(OC, -1)
+    k = m["matmul"](OC, Np, Kp, 32, 64, 64)
+    return [Check(k, [a, bm], {0: want}, "float16", C * KH * KH)]

@@ -279,3 +279,65 @@ def _(m, rng):
     want = np.cumsum(g.astype(f64).reshape(2, 2, 64, 4), 2).reshape(2, 128, 4)
     return [Check(m["tilelang_chunk_local_cumsum_scalar"](2, 128, 4, 64), [g], {0: want},
                   reduce_len=64)]
+
+
+@case("tl/blocksparse_attention", TL, "examples/blocksparse_attention/example_tilelang_block_sparse_attn.py")
+def _(m, rng):
+    S, D, blk = 256, 64, 64
+    q, k, v = (rn(rng, (1, 1, S, D), "float16") for _ in range(3))
+    mask = rng.random((1, 1, 4, 4)) > 0.5
+    mask[..., 0] = True
+    full = np.kron(mask[0, 0], np.ones((blk, blk), bool)) & np.tril(np.ones((S, S), bool))
+    s = np.einsum("qd,kd->qk", q[0, 0].astype(f64), k[0, 0].astype(f64)) / np.sqrt(D)
+    s = np.where(full, s, -np.inf)
+    p = np.exp(s - s.max(-1, keepdims=True))
+    o = (p / p.sum(-1, keepdims=True)) @ v[0, 0].astype(f64)
+    kern = m["blocksparse_flashattn"](1, 1, S, D, 4, True)
+    return [Check(kern, [q, k, v, mask], {0: o[None, None]}, "float16", S)]
+
+
+@case("tl/deepseek_v32/topk_selector", TL, "examples/deepseek_v32/topk_selector.py", "radix select")
+def _(m, rng):
+    B, N, K = 2, 512, 32
+    x = rng.standard_normal((B, N)).astype(np.float32)
+    starts = np.zeros(B, np.int32)
+    ends = np.array([N, N - 100], np.int32)
+    idx = np.zeros((B, K), np.int32)
+
+    def cmp(got, want):
+        for r in range(B):
+            ref = set(np.argsort(-x[r, :ends[r]], kind="stable")[:K].tolist())
+            assert set(got[r].tolist()) == ref, f"row {r}: a different top-{K} set"
+    return [Check(m["tl_topk_impl"], [x, idx, starts, ends], {("arg", 1): np.zeros((B, K))},
+                  compare=cmp)]
+
+
+@case("tl/cast/group_per_split_token_fp8", TL, "examples/cast/example_group_per_split_token_cast_to_fp8.py")
+def _(m, rng):
+    import ml_dtypes
+    M, N, blk = 64, 256, 8
+    sizes = np.array([24, 40], np.int32)
+    x = rn(rng, (M, N), scale=2.0).astype(ml_dtypes.bfloat16)  # the module's dtype
+    M_max = 128
+    xv = x.astype(f64).reshape(M, 2, 128)
+    amax = np.maximum(np.abs(xv).max(2), 1e-4)
+    s = amax / 448.0
+    q = np.clip(xv / s[:, :, None], -448, 448).reshape(M, N)
+    qg, sg = np.zeros((2, M_max, N)), np.zeros((2, M_max, 2))
+    o = 0
+    for gi, sz in enumerate(sizes):
+        qg[gi, :sz], sg[gi, :sz] = q[o:o + sz], s[o:o + sz]
+        o += sz
+    q8 = qg.astype(np.float32).astype(ml_dtypes.float8_e4m3fn).astype(f64)
+
+    def cmp_q(got, want):
+        g = got.astype(np.float32).astype(f64)
+        for gi, sz in enumerate(sizes):
+            assert np.allclose(g[gi, :sz], want[gi, :sz], rtol=0.07, atol=1e-3), "fp8 differs"
+
+    def cmp_s(got, want):
+        for gi, sz in enumerate(sizes):
+            assert np.allclose(got[gi, :sz], want[gi, :sz], rtol=1e-6, atol=1e-9), "scales differ"
+    f = m["group_per_split_token_cast_to_fp8"]
+    return [Check(f, [x, sizes, M_max, blk], {0: q8}, compare=cmp_q),
+            Check(f, [x, sizes, M_max, blk], {1: sg}, compare=cmp_s)]

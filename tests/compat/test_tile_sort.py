@@ -273,3 +273,66 @@ def test_persistent_tile_loop(target):
     a, b = rand((M, K), "float16", 11), rand((K, N), "float16", 12)
     tiles = np.add.outer(np.repeat(np.arange(M // BM) * 10.0, BM), np.repeat(np.arange(N // BN), BN))
     run_all(gemm(), target, [a, b], [f64(a) @ f64(b) + tiles], reduce_len=K)
+
+
+def test_block_sparse_gemm_if_on_data(target):
+    """A gemm under an `if` on loaded data (a block mask) whose accumulator is copied out after
+    the loop: on a path that never runs the gemm it keeps its zeros (was an internal error in
+    infer_scopes: no UB version)."""
+    M = N = K = 64
+    bm = bk = 32
+
+    @tilelang.jit(out_idx=[-1], target=target)
+    def sparse():
+        @T.prim_func
+        def main(A: T.Tensor((M, K), "float16"), B: T.Tensor((K, N), "float16"),
+                 Mask: T.Tensor((2, 2, 2), "int32"), C: T.Tensor((M, N), "float32")):
+            with T.Kernel(4, is_npu=True) as (cid, _):
+                bx = cid // 2
+                by = cid % 2
+                a = T.alloc_shared((bm, bk), "float16")
+                b = T.alloc_shared((bk, bm), "float16")
+                c = T.alloc_fragment((bm, bm), "float")
+                for k in T.serial(K // bk):
+                    if Mask[bx, by, k]:
+                        T.copy(A[bx * bm, k * bk], a)
+                        T.copy(B[k * bk, by * bm], b)
+                        T.gemm_v0(a, b, c)
+                T.copy(c, C[bx * bm, by * bm])
+        return main
+
+    a, b = rand((M, K), "float16", 13), rand((K, N), "float16", 14)
+    mask = np.array([[[1, 0], [0, 1]], [[1, 1], [0, 0]]], np.int32)
+    want = np.zeros((M, N))
+    for i in range(2):
+        for j in range(2):
+            for k in range(2):
+                if mask[i, j, k]:
+                    want[i * bm:(i + 1) * bm, j * bm:(j + 1) * bm] += \
+                        f64(a[i * bm:(i + 1) * bm, k * bk:(k + 1) * bk]) @ f64(b[k * bk:(k + 1) * bk, j * bm:(j + 1) * bm])
+    run_all(sparse(), target, [a, b, mask], [want], reduce_len=K)
+
+
+def test_copy_1d_tensor_to_first_row_of_tile(target):
+    """tilelang-ascend's cube GEMV: a 1-D GM vector into row 0 of a (16, bk) L1 tile, and row 0
+    of the (16, bn) accumulator back into a 1-D GM vector."""
+    N, K, BN, BK = 64, 96, 32, 32
+
+    @tilelang.jit(out_idx=[-1], target=target)
+    def gemv():
+        @T.prim_func
+        def main(x: T.Tensor((K,), "float16"), A: T.Tensor((N, K), "float16"),
+                 y: T.Tensor((N,), "float32")):
+            with T.Kernel(N // BN, is_npu=True) as (cid, _):
+                a = T.alloc_L1((BN, BK), "float16")
+                xl = T.alloc_L1((16, BK), "float16")
+                c = T.alloc_L0C((16, BN), "float32")
+                for k in T.serial(K // BK):
+                    T.copy(x[k * BK], xl)
+                    T.copy(A[cid * BN, k * BK], a)
+                    T.gemm_v0(xl, a, c, transpose_B=True, init=(k == 0))
+                T.copy(c, y[cid * BN])
+        return main
+
+    x, a = rand((K,), "float16", 15), rand((N, K), "float16", 16)
+    run_all(gemv(), target, [x, a], [f64(a) @ f64(x)], reduce_len=K)

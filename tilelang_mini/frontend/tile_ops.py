@@ -77,6 +77,7 @@ class TileOps:
                                              "T.gemm(transpose_A/transpose_B=True) or a T.Parallel "
                                              "map with swapped indices")
         src, dst = self.region(a["src"]), self.region(a["dst"])
+        src, dst = self.first_rows(src, dst), self.first_rows(dst, src)
         src_r, dst_r = self.complete(src, dst, a["src"]), self.complete(dst, src, a["dst"])
         copy = Copy(src_r, dst_r, self.loc(call))
         if is_ir(pad) or pad != 0:
@@ -317,6 +318,24 @@ class TileOps:
         if not isinstance(v, Buffer):
             raise self.error(node, f"expected a buffer or region, got {show(v)}")
         return v, tuple(const(0) for _ in v.shape), list(v.shape)
+
+    @staticmethod
+    def first_rows(tile, other):
+        """A lower-rank GM start corner against an on-chip tile (tilelang-ascend's
+        `T.copy(x[k * bk], x_L1)` with x 1-D and x_L1 (16, bk)): the tile's leading index 0,
+        i.e. its first row, is what moves; the other rows keep their values."""
+        buf, starts, ext = tile
+        obuf, _, oext = other
+        if buf.scope == "global" or obuf.scope != "global" or any(e is None for e in ext) \
+                or not any(e is None for e in oext):
+            return tile
+        ext = list(ext)
+        while len(ext) > len(oext) and ext[0] == 1:
+            ext.pop(0)
+        if len(ext) <= len(oext):
+            return tile
+        n = len(tile[2]) - len(oext)
+        return buf, starts, [1] * n + list(tile[2][n:])
 
     def complete(self, mine, other, node) -> Region:
         """Fill a start-corner region's extents from the other side (aligned at trailing dims)."""

@@ -49,7 +49,9 @@ def infer_scopes(kernel: Kernel) -> Kernel:
         versions[name] = {h: replace(buf, name=name if i == 0 else name + SUFFIX[h], scope=h)
                           for i, h in enumerate(hs)}
     rewriter = _Rewriter(versions)
-    body, _ = rewriter.block(list(kernel.body), {n: frozenset() for n in dev})
+    # Before its first write a tile holds its initial (zero) value in every version alike, so
+    # a path that never writes it (an `if` on data around a gemm) leaves it valid everywhere.
+    body, _ = rewriter.block(list(kernel.body), {n: frozenset(versions[n]) for n in dev})
     extra = [Alloc(b, None, kernel.loc) for b in rewriter.extra.values()]
     return replace(kernel, body=tuple(extra + body))
 
