@@ -23,6 +23,9 @@ __all__ = ["ArgumentError", "CompileError", "DeadlockError", "RaceError", "Simul
 def __getattr__(name):
     if name == "DataType":  # TileLang's `from tilelang import DataType`
         return _data_type()
+    if name == "cdiv":  # TileLang's host-side `tilelang.cdiv(a, b)`
+        from .language import ceildiv
+        return ceildiv
     if name == "TensorSupplyType":
         from .utils.tensor import TensorSupplyType
         return TensorSupplyType

@@ -336,3 +336,33 @@ def test_copy_1d_tensor_to_first_row_of_tile(target):
 
     x, a = rand((K,), "float16", 15), rand((N, K), "float16", 16)
     run_all(gemv(), target, [x, a], [f64(a) @ f64(x)], reduce_len=K)
+
+
+def test_trace_time_is_comprehension_pipelined_start(target):
+    """`x is None` / `k in (...)`, generator expressions and list comprehensions at trace time,
+    T.Pipelined(start, stop, num_stages=) and host-side tilelang.cdiv."""
+    sizes = [16, 48]
+    M, N = sum(sizes), 32
+
+    @tilelang.jit(out_idx=[-1], target=target)
+    def scaled(window=None):
+        blocks = sum(tilelang.cdiv(s, 16) for s in sizes)
+        offs = [sum(sizes[:i]) for i in range(len(sizes)) if sizes[i] > 0]
+
+        @T.prim_func
+        def main(X: T.Tensor((M, N), "float32"), Y: T.Tensor((M, N), "float32")):
+            with T.Kernel(blocks) as bx:
+                x = T.alloc_fragment((16, N), "float32")
+                acc = T.alloc_fragment((16, N), "float32")
+                T.clear(acc)
+                for k in T.Pipelined(1, 4, num_stages=2):   # k = 1, 2, 3
+                    T.copy(X[bx * 16, 0], x)
+                    for i, j in T.Parallel(16, N):
+                        acc[i, j] += x[i, j] * k if window is None else x[i, j]
+                for i, j in T.Parallel(16, N):
+                    acc[i, j] += offs[1] if 2 in (1, 2) else 0.0
+                T.copy(acc, Y[bx * 16, 0])
+        return main
+
+    x = rand((M, N), seed=17)
+    run_all(scaled(), target, [x], [6 * f64(x) + sizes[0]])

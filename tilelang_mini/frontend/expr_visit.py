@@ -159,13 +159,60 @@ class ExprVisitor:
         result, left = None, self.eval(n.left)
         for op, comp in zip(n.ops, n.comparators):
             sym = _CMPOPS.get(type(op))
+            right = self.eval(comp)
+            if sym is None and isinstance(op, (ast.Is, ast.IsNot, ast.In, ast.NotIn)):
+                if is_ir(left) or is_ir(right):  # `x is None`, `k in (1, 2)`: trace-time Python
+                    raise self.error(n, f"'{type(op).__name__}' compares trace-time Python values, "
+                                        "not kernel values; use == / != or T.if_then_else")
+                term = {ast.Is: lambda a, b: a is b, ast.IsNot: lambda a, b: a is not b,
+                        ast.In: lambda a, b: a in b,
+                        ast.NotIn: lambda a, b: a not in b}[type(op)](left, right)
+                if result is not None and not is_ir(result):
+                    result = result and term
+                else:
+                    result = term if result is None else binop("and", result, term)
+                left = right
+                continue
             if sym is None:
                 raise self.error(n, f"unsupported comparison {type(op).__name__}")
-            right = self.eval(comp)
             term = self.arith(sym, left, right, n)
             result = term if result is None else binop("and", result, term)
             left = right
         return result
+
+    def expr_GeneratorExp(self, n):
+        """`sum(s // b for s in sizes)`, `[f(x) for x in xs if ...]`: Python at trace time over
+        trace-time iterables (one or more `for` clauses)."""
+        out = []
+
+        def run(gens):
+            if not gens:
+                out.append(self.eval(n.elt))
+                return
+            g = gens[0]
+            if getattr(g, "is_async", 0):
+                raise self.error(n, "async comprehensions are not supported in a kernel")
+            seq = self.eval(g.iter)
+            if is_ir(seq) or not hasattr(seq, "__iter__"):
+                raise self.error(g.iter, "a comprehension in a kernel iterates over a "
+                                         "trace-time Python sequence")
+            names = self.target_names(g.target, g.target) if not isinstance(
+                g.target, ast.Name) else (g.target.id,)
+            for v in seq:
+                if len(names) == 1:
+                    self.bind(names[0], v)
+                else:
+                    for name, x in zip(names, v):
+                        self.bind(name, x)
+                conds = [self.eval(c) for c in g.ifs]
+                if any(is_ir(c) for c in conds):
+                    raise self.error(g, "a comprehension's `if` must be a trace-time condition")
+                if all(conds):
+                    run(gens[1:])
+        run(list(n.generators))
+        return out
+
+    expr_ListComp = expr_GeneratorExp
 
     def expr_BoolOp(self, n):
         op = "and" if isinstance(n.op, ast.And) else "or"

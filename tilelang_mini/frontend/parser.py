@@ -507,6 +507,11 @@ class KernelBuilder(ExprVisitor, TileOps, Dialect, TileAscend, Eager):
                 raise self.error(kw, f"unexpected argument '{kw.arg}'")
         if kind == "pipelined" and stages == 0:
             stages = 1
+        start = 0
+        if kind == "pipelined" and len(extents) == 2:  # T.Pipelined(start, stop, num_stages=)
+            start, extents = extents[0], [binop("-", extents[1], extents[0])
+                                          if is_ir(extents[0]) or is_ir(extents[1])
+                                          else extents[1] - extents[0]]
         if kind != "parallel" and len(extents) != 1:
             raise self.error(call, f"this loop takes one extent, got {len(extents)}")
         if not extents:
@@ -518,7 +523,8 @@ class KernelBuilder(ExprVisitor, TileOps, Dialect, TileAscend, Eager):
                 raise self.error(a, f"a loop extent must be an integer expression, got {show(e)}")
         if len(names) != len(extents):
             raise self.error(s.target, f"expected {len(extents)} loop variables, got {len(names)}")
-        self.scopes.append({n: Var(n) for n in names})
+        self.scopes.append({n: Var(n) if isinstance(start, int) and start == 0 else binop("+", Var(n), start)
+                            for n in names})
         self.parallel_depth += kind == "parallel"
         try:
             body = self.body(s.body)
