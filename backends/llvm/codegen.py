@@ -178,7 +178,10 @@ class KernelGen(ParallelMaps):
                 if self.par is not None:
                     raise self.fail(f"{type(s).__name__} inside a Parallel loop is not supported")
                 from . import codegen_ops, microkernel
-                if isinstance(s, Copy) and self.ctx == "C" and is_dual_copy(s):
+                if isinstance(s, Copy) and s.atomic:
+                    from .atomic import atomic_copy
+                    atomic_copy(self, s)
+                elif isinstance(s, Copy) and self.ctx == "C" and is_dual_copy(s):
                     self.dual_copy(s)
                 elif isinstance(s, Gemm):
                     microkernel.gemm(self, s)

@@ -140,7 +140,7 @@ def fuse_copy_chains(kernel):
     def pairs(stmts):
         out = []
         for i, s in enumerate(stmts):
-            if not isinstance(s, Copy) or not s.dst.is_full:
+            if not isinstance(s, Copy) or not s.dst.is_full or s.atomic:
                 continue
             x = s.dst.buffer
             if x.name in params or "L0C" in (x.scope, s.src.buffer.scope):
@@ -176,7 +176,7 @@ def fuse_copy_chains(kernel):
         drop = set()
         for i, j, name in pairs(stmts):
             if name in ok and i not in drop:
-                stmts[i] = Copy(stmts[i].src, stmts[j].dst, stmts[i].loc)
+                stmts[i] = Copy(stmts[i].src, stmts[j].dst, stmts[i].loc, stmts[j].atomic)
                 drop.add(j)
         out = []
         for k, s in enumerate(stmts):

@@ -222,6 +222,8 @@ def _start_reads(acc, *regions):
 def _classify(g, s, copy_in=False):
     """_Acc of a row-local statement, or None; copy_in: a copy from GM read in one pass with
     the map after it (rowpass.py)."""
+    if isinstance(s, Copy) and s.atomic:  # emitted on its own, under the atomic lock
+        return None
     if isinstance(s, Copy):
         src, dst = s.src, s.dst
         ds, dd = _first(src.extent), _first(dst.extent)

@@ -166,6 +166,10 @@ class Dialect:
             if n.args:                # bijection computes the same result; the identity is one
                 return self.value_arg(n.args[0])
             raise self.error(n, "T.use_swizzle is a statement here (a GPU hint)")
+        if name in ("atomic_add", "atomic_max", "atomic_min"):
+            raise self.error(n, f"T.{name} is a statement here: the Ascend atomic copy-out "
+                                "returns no old value (return_prev); count with T.reduce_sum / "
+                                "T.cumsum over a tile instead")
         if name == "round":
             raise self.error(n, "T.round is not supported; write T.floor(x + 0.5) for "
                                 "ties-away rounding of non-negative values")

@@ -23,6 +23,7 @@ from .expr_visit import _BINOPS, ExprVisitor
 from .exprs import as_expr, binop, const, is_ir
 from .tile_ops import TileOps
 from .tile_ascend import TileAscend
+from .atomic import Atomics, ParallelAtomic
 
 _ALLOC_SCOPES = {"alloc_shared": "shared", "alloc_fragment": "fragment", "alloc_var": "var",
                  "alloc_L1": "L1", "alloc_L0A": "L0A", "alloc_L0B": "L0B", "alloc_L0C": "L0C",
@@ -108,7 +109,7 @@ def _source(fn, file: str):
     return lines, first, ast.parse(textwrap.dedent("".join(lines)))
 
 
-class KernelBuilder(ExprVisitor, TileOps, Dialect, TileAscend, Eager):
+class KernelBuilder(ExprVisitor, TileOps, Dialect, TileAscend, Eager, Atomics):
     def __init__(self, fn, file: str | None = None, symbols: dict | None = None, eager=None):
         self.fn = fn
         self.file = file or inspect.getsourcefile(fn) or "<unknown>"
@@ -439,7 +440,8 @@ class KernelBuilder(ExprVisitor, TileOps, Dialect, TileAscend, Eager):
             if isinstance(fn, Marker) and fn.name == "vectorized":
                 return self.vectorized_loop(names, it, s)
             if isinstance(fn, Marker) and fn.name in _LOOPS:
-                return [self.ir_loop(_LOOPS[fn.name], names, it, s)]
+                loop = self.ir_loop(_LOOPS[fn.name], names, it, s)
+                return loop if isinstance(loop, list) else [loop]
             if fn is range:
                 return [self.range_loop(names, it, s)]
         value = self.eval(it)
@@ -531,6 +533,8 @@ class KernelBuilder(ExprVisitor, TileOps, Dialect, TileAscend, Eager):
         finally:
             self.parallel_depth -= kind == "parallel"
         self.scopes.pop()
+        if kind == "parallel" and any(isinstance(b, ParallelAtomic) for b in body):
+            return self.parallel_body(names, extents, body, s)
         if kind == "parallel":
             for b in body:
                 if not isinstance(b, Store):

@@ -36,7 +36,6 @@ _UNSUPPORTED = {
     "gatherb": "T.Parallel with loaded indices",
     "sort32": "the kernel library's sort", "init_sort_buf": "the kernel library's sort",
     "transpose": "T.Parallel with swapped indices (d[i, j] = s[j, i])",
-    "atomic_add": "per-block partial results and a second reduction",
     "brcb": "T.tile.broadcast", "wholereducemax": "T.reduce_max",
     "wholereducemin": "T.reduce_min", "wholereducesum": "T.reduce_sum",
     "block_reduce_max": "T.reduce_max", "block_reduce_min": "T.reduce_min",
@@ -66,6 +65,8 @@ class TileAscend(TileSort):
             raise self.error(call, f"T.tile.{name} is not supported; write {_UNSUPPORTED[name]}")
         if name in SORT_OPS:
             return self.tile_sort_op(name, call)
+        if name in ("atomic_add", "atomic_max", "atomic_min"):  # T.tile.atomic_add(C[..], C_L0)
+            return self.atomic(name[len("atomic_"):], call)
         a = call.args
         kw = {k.arg: k.value for k in call.keywords}
         if name in _BINARY or name in ("max", "min", "adds", "muls", "maxs", "mins"):
@@ -492,8 +493,9 @@ class TileAscend(TileSort):
 
     def uses_vid_without_scope(self, stmt: ast.With, vid: str) -> bool:
         """A developer-mode is_npu kernel (no T.Scope) whose body reads `vid` itself."""
-        names = {n.id for n in ast.walk(stmt) if isinstance(n, ast.Name)}
-        scoped = any(isinstance(n, ast.Attribute) and n.attr == "Scope" for n in ast.walk(stmt))
+        body = [n for s in stmt.body for n in ast.walk(s)]  # not the `as (cid, _)` target
+        names = {n.id for n in body if isinstance(n, ast.Name)}
+        scoped = any(isinstance(n, ast.Attribute) and n.attr == "Scope" for n in body)
         return vid in names and not scoped
 
     def vid_as_blocks(self, stmt: ast.With, n: int, names):
@@ -505,12 +507,16 @@ class TileAscend(TileSort):
                 ... cid ... vid ...                           ... b // 2 ... b % 2 ...
 
         Work that does not depend on vid (a block's GEMM) runs in both halves: the same values,
-        written twice."""
+        written twice; an atomic update that does not depend on vid runs in half 0 only."""
         from ..ir.nodes import Var
         blk = self.fresh_var("blk")
         b = Var(blk)
-        self.scopes.append({names[0]: binop("//", b, 2), names[1]: binop("%", b, 2)})
+        self.vid_half = binop("%", b, 2)
+        self.scopes.append({names[0]: binop("//", b, 2), names[1]: self.vid_half})
         self.hoisted_allocs, self.implied_flags = {}, []
-        body = self.body(stmt.body)
+        try:
+            body = self.body(stmt.body)
+        finally:
+            self.vid_half = None
         self.scopes.pop()
         return (2 * n,), (blk,), False, list(self.hoisted_allocs.values()) + body

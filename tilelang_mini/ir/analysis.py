@@ -79,10 +79,24 @@ def map_stores(stmt) -> list[Store]:
     return []
 
 
+# The write flag of an atomic copy's destination: a read-modify-write that commutes with the
+# other atomic writes of the same kind (two of them never conflict; anything else does).
+ATOMIC = "atomic"
+
+
+def is_atomic_pair(w1, w2) -> bool:
+    """Two accesses that are atomic read-modify-writes of the same kind: they commute."""
+    return isinstance(w1, tuple) and w1 == w2
+
+
 def operands(stmt, accumulate: bool = True) -> list[tuple]:
     """[(Region | Load | Store, is_write)] of an instruction, reads before writes. With
-    `accumulate=False` an accumulating gemm/reduce lists its destination as a write only."""
+    `accumulate=False` an accumulating gemm/reduce lists its destination as a write only.
+    An atomic copy's destination is one operand whose write flag is (ATOMIC, kind): truthy,
+    a read as well as a write (`reads`), commuting with atomic writes of the same kind."""
     if isinstance(stmt, Copy):
+        if stmt.atomic:
+            return [(stmt.src, False), (stmt.dst, (ATOMIC, stmt.atomic))]
         return [(stmt.src, False), (stmt.dst, True)]
     if isinstance(stmt, Gemm):
         acc = [] if stmt.clear_accum or not accumulate else [(stmt.c, False)]
@@ -109,7 +123,7 @@ def reads(stmt) -> list[Buffer]:
     for node, write in operands(stmt):
         if isinstance(node, Region):
             out += [ld.buffer for ld in loads(node)]
-        if not write:
+        if not write or isinstance(write, tuple):
             out.append(node.buffer)
     return out
 

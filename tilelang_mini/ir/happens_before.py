@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 from ..errors import InternalCompilerError
 from . import dtypes
-from .analysis import GM_SCOPES, boxes_overlap, operands, static_box
+from .analysis import GM_SCOPES, boxes_overlap, is_atomic_pair, operands, static_box
 from .nodes import (
     Alloc, For, If, Load, PipeBarrier, Region, Scope, SetCrossFlag, SetFlag, WaitCrossFlag,
     WaitFlag, walk_own,
@@ -242,7 +242,7 @@ def conflict(x, y, precise: bool = False) -> bool:
     """Two accesses touch common memory and one writes. Buffers placed on common bytes conflict
     on their whole placements, or (`precise`) on the bytes their boxes touch."""
     (mx, bx, wx), (my, by, wy) = x, y
-    if not (wx or wy):
+    if not (wx or wy) or is_atomic_pair(wx, wy):  # atomic adds (same kind) commute
         return False
     if mx[0] == "GM" or my[0] == "GM":
         if mx != my:

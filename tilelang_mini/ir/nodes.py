@@ -165,13 +165,23 @@ class Alloc:
     loc: Loc = _loc()
 
 
+# Read-modify-write kinds of an atomic copy to GM (`T.atomic_add` / `T.atomic_max` / ...).
+ATOMIC_KINDS = ("add", "max", "min")
+
+
 @dataclass(frozen=True)
 class Copy:
-    """Tile copy; clips at tensor edges, pads the rest of `dst` with zeros, casts to dst dtype."""
+    """Tile copy; clips at tensor edges, pads the rest of `dst` with zeros, casts to dst dtype.
+
+    With `atomic` ("add", "max" or "min") the copy combines instead of overwriting: each dst
+    element becomes dst op src, computed in float32 (int64 for integers) and stored in dst's
+    dtype, atomically with respect to the atomic copies of other blocks and cores (Ascend: an
+    MTE3 or FixPipe copy-out with the atomic mode on). Printed `copy(x, C[...], atomic_add=True)`."""
 
     src: Region
     dst: Region
     loc: Loc = _loc()
+    atomic: str = ""
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ from .. import errors  # a module, not its names: errors.py imports ir.nodes (a 
 from .dtypes import canonical
 from .nodes import (
     BIN_OPS, CALL_FNS, CORES, NO_LOC, PIPES, REDUCE_KINDS, Alloc, BinOp, Buffer, Call, Cast, Const,
-    call_arity, Reinterpret, Sort, Copy, Fill, For, Gemm, If, Kernel, Load, Loc, PipeBarrier, Reduce, Region, Scope, SetCrossFlag,
+    ATOMIC_KINDS, call_arity, Reinterpret, Sort, Copy, Fill, For, Gemm, If, Kernel, Load, Loc, PipeBarrier, Reduce, Region, Scope, SetCrossFlag,
     SetFlag, Store, Var, WaitCrossFlag, WaitFlag,
 )
 from .printer import ALLOC_NAMES, LOOP_NAMES
@@ -337,8 +337,11 @@ class _ToIR(Transformer):
         fn, *args = children
         name = str(fn)
         if name == "copy":
-            (src, dst), _ = self.split(args, fn, set(), 2)
-            return Copy(self.as_region(src), self.as_region(dst))
+            (src, dst), kws = self.split(args, fn, {f"atomic_{k}" for k in ATOMIC_KINDS}, 2)
+            on = [k[len("atomic_"):] for k, v in kws.items() if self.const_bool(v)]
+            if len(on) > 1:
+                self.err("a copy has at most one atomic_ kind", fn)
+            return Copy(self.as_region(src), self.as_region(dst), atomic=on[0] if on else "")
         if name == "gemm":
             flags = {"transpose_A", "transpose_B", "clear_accum"}
             scale_keys = {"scale_A", "scale_B", "scale_gran"}

@@ -157,7 +157,8 @@ class _Printer:
                 args.append(f"offset={s.offset}")
             self.emit(d, f"{b.name} = {ALLOC_NAMES[b.scope]}({', '.join(args)})", s.loc)
         elif isinstance(s, Copy):
-            self.emit(d, f"copy({print_region(s.src)}, {print_region(s.dst)})", s.loc, t())
+            atomic = f", atomic_{s.atomic}=True" if s.atomic else ""
+            self.emit(d, f"copy({print_region(s.src)}, {print_region(s.dst)}{atomic})", s.loc, t())
         elif isinstance(s, Gemm):
             flags = "".join(f", {name}=True" for name, on in (
                 ("transpose_A", s.transpose_a), ("transpose_B", s.transpose_b),

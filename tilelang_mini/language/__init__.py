@@ -101,6 +101,7 @@ KERNEL_NAMES = (
     "floordiv", "floormod", "truncdiv", "truncmod", "pow", "round", "floor", "ceil",
     "shift_left", "shift_right", "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not",
     "reinterpret", "sort",
+    "atomic_add", "atomic_max", "atomic_min",
     "empty", "gemm_v0", "barrier_all", "sync_all", "mma", "cumsum", "And", "Or", "Not",
 ) + HINT_NAMES
 

@@ -59,9 +59,8 @@ GPU_ONLY = {
 
 # Portable TileLang features not supported yet: name -> what to write instead.
 NOT_YET = {
-    "atomic_add": "per-block partial results written to a GM tensor and a second kernel (or "
-                  "T.reduce_*) that sums them",
-    "atomic_max": "per-block partial results and a second reduction",
+    "atomic_addx2": "T.atomic_add(C[i, j:j + 2], tile[r, c:c + 2]) (the tile form)",
+    "atomic_addx4": "T.atomic_add(C[i, j:j + 4], tile[r, c:c + 4]) (the tile form)",
     "im2col": "T.copy of the input window per kernel position",
     "reshape": "a second buffer of the new shape filled by a T.Parallel map",
     "view": "a second buffer of the new shape filled by a T.Parallel map",

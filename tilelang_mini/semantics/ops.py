@@ -198,15 +198,30 @@ def _plain_copy(s: Copy):
             tile = tile.reshape(d_ext)
         # write only the in-bounds part of dst (cast by assignment)
         if d_inside:
-            darr[d_sl] = tile
+            box = d_sl
         else:
             lo = [min(max(a, 0), n) for a, n in zip(ds, d_shape)]
             hi = [max(min(a + e, n), 0) for a, e, n in zip(ds, d_ext, d_shape)]
-            if all(h > l for l, h in zip(lo, hi)):
-                darr[tuple(slice(l, h) for l, h in zip(lo, hi))] = \
-                    tile[tuple(slice(l - a, h - a) for l, h, a in zip(lo, hi, ds))]
+            if not all(h > l for l, h in zip(lo, hi)):
+                return
+            box = tuple(slice(l, h) for l, h in zip(lo, hi))
+            tile = tile[tuple(slice(l - a, h - a) for l, h, a in zip(lo, hi, ds))]
+        darr[box] = tile if combine is None else combine(darr[box], tile)
 
+    combine = _combiner(s.atomic, dst.buffer.dtype) if s.atomic else None
     return copy
+
+
+def _combiner(kind: str, dtype: str):
+    """old, tile -> the combined values of an atomic copy, before the store's cast: float32
+    arithmetic for float destinations (int64 for integers), as the Ascend atomic unit."""
+    wide = np.int64 if dtypes.is_int(dtype) else F32
+    op = {"add": np.add, "max": np.maximum, "min": np.minimum}[kind]
+
+    def combine(old, tile):
+        return op(old.astype(wide), np.asarray(tile).astype(wide))
+
+    return combine
 
 
 def matrix_ext(r: Region, stmt, what: str) -> tuple[int, int]:

@@ -40,7 +40,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..errors import CompileError, DeadlockError, RaceError, SyncError
-from ..ir.analysis import AIC_SCOPES, GM_SCOPES, SYNC_OPS, accesses
+from ..ir.analysis import AIC_SCOPES, GM_SCOPES, SYNC_OPS, accesses, is_atomic_pair
 from ..ir.graph import print_ir_line
 from ..ir.nodes import (
     PIPES, Alloc, Kernel, PipeBarrier, Scope, SetCrossFlag, SetFlag, WaitCrossFlag, WaitFlag,
@@ -375,7 +375,7 @@ class _Block:
                 if a_ep <= clk[a_tid]:
                     if covers and (w or not a_w):
                         continue
-                elif w or a_w:
+                elif (w or a_w) and not is_atomic_pair(w, a_w):  # atomic adds commute
                     self.race(buf, key, a, (tid, epoch, box, w, di, core.name))
             keep.append(a)
         keep.append((tid, epoch, box, w, di, core.name))

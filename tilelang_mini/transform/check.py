@@ -17,6 +17,7 @@ from dataclasses import fields
 from ..arch import DEFAULT_CHIP, Chip, get_chip
 from ..errors import CompileError
 from ..ir import dtypes
+from ..ir.analysis import GM_SCOPES
 from ..ir.verifier import IRVerificationError, verify_kernel
 from ..ir.nodes import (
     Loc, body_fields, Alloc, Const, Copy, Fill, For, Gemm, If, Kernel, Load, PipeBarrier, Reduce,
@@ -182,6 +183,9 @@ def _scope_problems(node):
                        f"shared (L1) tile, got {r.buffer.scope}")
 
 
+ATOMIC_DTYPES = ("float32", "float16", "bfloat16", "int32")  # what the atomic copy-out combines
+
+
 def _problems(node):
     yield from _scope_problems(node)
     if isinstance(node, Const):
@@ -195,6 +199,13 @@ def _problems(node):
         if not dual and _squeeze(node.src.extent) != _squeeze(node.dst.extent):
             yield (f"copy shapes differ: source {node.src.extent}, destination "
                    f"{node.dst.extent}")
+        if node.atomic and (node.dst.buffer.scope not in GM_SCOPES
+                            or node.src.buffer.scope in GM_SCOPES):
+            yield (f"an atomic_{node.atomic} copy combines an on-chip tile into a GM tensor; got "
+                   f"{node.src.buffer.scope} -> {node.dst.buffer.scope}")
+        if node.atomic and node.dst.buffer.dtype not in ATOMIC_DTYPES:
+            yield (f"atomic_{node.atomic} into {node.dst.buffer.dtype}: the atomic unit combines "
+                   f"{', '.join(ATOMIC_DTYPES)}")
     elif isinstance(node, Gemm):
         for r, role in ((node.a, "A"), (node.b, "B"), (node.c, "C")):
             yield from _region_problems(r, f"gemm {role}")

@@ -76,11 +76,11 @@ class _Legalizer:
             return [s]
         if src in GM_SCOPES and dst in GM_SCOPES:
             tmp = self.fresh(f"{s.dst.buffer.name}_ub", s.src.extent, s.src.buffer.dtype, "UB", s.loc)
-            return [Copy(s.src, Region.full(tmp), s.loc)] + self.copy(Copy(Region.full(tmp), s.dst, s.loc))
+            return [Copy(s.src, Region.full(tmp), s.loc)] + self.copy(replace(s, src=Region.full(tmp)))
         if (src, dst) in (("L0C", "UB"), ("UB", "L1")):
             ws = self.fresh(f"{s.dst.buffer.name}_ws", s.src.extent, s.dst.buffer.dtype,
                             "workspace", s.loc)
-            return [Copy(s.src, Region.full(ws), s.loc), Copy(Region.full(ws), s.dst, s.loc)]
+            return [Copy(s.src, Region.full(ws), s.loc), replace(s, src=Region.full(ws))]
         raise CompileError(f"no copy path from {src} to {dst} on {self.chip.name}: "
                            f"'{s.src.buffer.name}' -> '{s.dst.buffer.name}'", s.loc)
 
@@ -97,7 +97,7 @@ class _Legalizer:
             return out + [Copy(region, s.dst, s.loc)]
         cast = self.fresh(f"{dst.name}_cast", s.src.extent, dst.dtype, "UB", s.loc)
         out.append(Copy(region, Region.full(cast), s.loc))
-        return out + self.copy(Copy(Region.full(cast), s.dst, s.loc))
+        return out + self.copy(replace(s, src=Region.full(cast)))  # keeps an atomic mode
 
     def direct(self, src: str, dst: str) -> bool:
         if (src, dst) == ("L0C", "UB"):

@@ -1,0 +1,208 @@
+"""T.atomic_add / T.atomic_max (TileLang) and T.tile.atomic_add (tilelang-ascend) in the upstream
+spelling: split-K GEMMs whose blocks add into one C, and in-kernel reductions over blocks, on
+every target and simulated, against float64 NumPy references."""
+import numpy as np
+import pytest
+
+import tilelang_mini as tilelang
+import tilelang_mini.language as T
+from tilelang_mini import CompileError
+from tilelang_mini.ir.parser import parse_ir
+from tilelang_mini.ir.printer import print_ir
+
+from util import close, f64, rand
+
+M, N, K = 64, 64, 256
+
+
+def splitk(form, block_M=32, block_N=32, block_K=32, split_k=4, out_dtype="float32"):
+    """TileLang's gemm_splitk: `form` "element" (T.atomic_add per element inside T.Parallel)
+    or "tile" (T.atomic_add of the whole fragment)."""
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), T.float16), B: T.Tensor((K, N), T.float16),
+             C: T.Tensor((M, N), out_dtype)):
+        with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), split_k,
+                      threads=128) as (bx, by, bz):
+            splitK = K // split_k
+            A_shared = T.alloc_shared((block_M, block_K), T.float16)
+            B_shared = T.alloc_shared((block_K, block_N), T.float16)
+            C_local = T.alloc_fragment((block_M, block_N), T.float32)
+            T.clear(C_local)
+            for ko in T.Pipelined(T.ceildiv(splitK, block_K), num_stages=2):
+                T.copy(A[by * block_M, bz * splitK + ko * block_K], A_shared)
+                T.copy(B[bz * splitK + ko * block_K, bx * block_N], B_shared)
+                T.gemm(A_shared, B_shared, C_local)
+            if form == "element":
+                for i, j in T.Parallel(block_M, block_N):
+                    T.atomic_add(C[by * block_M + i, bx * block_N + j], C_local[i, j])
+            else:
+                T.atomic_add(C[by * block_M, bx * block_N], C_local)
+    return main
+
+
+def ascend_splitk(block_M=32, block_N=32, block_K=32, split_k=4):
+    """tilelang-ascend's gemm_splitk: is_npu blocks, gemm_v0(init=k == 0), T.tile.atomic_add."""
+    n_num, m_num = T.ceildiv(N, block_N), T.ceildiv(M, block_M)
+    splitK = K // split_k
+    m_split_blocks = m_num * split_k
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), "float16"), B: T.Tensor((K, N), "float16"),
+             C: T.Tensor((M, N), "float")):
+        with T.Kernel(n_num * m_split_blocks, is_npu=True) as (cid, _):
+            bx = cid // m_split_blocks
+            rem = cid % m_split_blocks
+            by = rem // split_k
+            bz = rem % split_k
+            A_L1 = T.alloc_shared((block_M, block_K), "float16")
+            B_L1 = T.alloc_shared((block_K, block_N), "float16")
+            C_L0 = T.alloc_fragment((block_M, block_N), "float")
+            k_start = bz * splitK
+            for k in T.serial(T.ceildiv(splitK, block_K)):
+                T.copy(A[by * block_M, k_start + k * block_K], A_L1)
+                T.copy(B[k_start + k * block_K, bx * block_N], B_L1)
+                T.gemm_v0(A_L1, B_L1, C_L0, init=(k == 0))
+            T.tile.atomic_add(C[by * block_M, bx * block_N], C_L0)
+    return main
+
+
+def run_everywhere(kernel, target, args, out, want, dtype, reduce_len=1):
+    """Run on `target` (the GM output starts as `out`), and simulated on the numpy target."""
+    got = out.copy()
+    kernel(*args, got)
+    close(got, want, dtype, reduce_len)
+    stage = kernel.compilation.stages["frontend"]
+    assert parse_ir(print_ir(stage)) == stage
+    assert parse_ir(print_ir(kernel.ir)) == kernel.ir
+    if target == "numpy":
+        sim = out.copy()
+        kernel.simulate(*args, sim)
+        close(sim, want, dtype, reduce_len)
+
+
+@pytest.mark.parametrize("form", ["element", "tile", "ascend"])
+def test_splitk_gemm(target, form):
+    fn = ascend_splitk() if form == "ascend" else splitk(form)
+    kernel = tilelang.compile(fn, target=target)
+    lowered = print_ir(kernel.ir)
+    assert "atomic_add=True" in lowered
+    a, b = rand((M, K), "float16", 1), rand((K, N), "float16", 2)
+    c0 = rand((M, N), "float32", 3)  # C is added to, not overwritten
+    want = f64(c0) + f64(a) @ f64(b)
+    run_everywhere(kernel, target, (a, b), c0, want, "float32", K)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+def test_column_sums_over_blocks(target, dtype):
+    """Each block reduces its rows; the blocks' partial column sums and totals meet in GM:
+    element atomics of a computed value (a temporary tile) and a scalar atomic."""
+    rows, cols, BM = 128, 48, 16
+
+    @T.prim_func
+    def main(X: T.Tensor((rows, cols), "float32"), Y: T.Tensor((cols,), dtype),
+             Z: T.Tensor((1,), "float32")):
+        with T.Kernel(rows // BM) as bx:
+            x = T.alloc_fragment((BM, cols), "float32")
+            s = T.alloc_fragment((cols,), "float32")
+            tot = T.alloc_fragment((1,), "float32")
+            T.copy(X[bx * BM, 0], x)
+            T.reduce_sum(x, s, dim=0)
+            for j in T.Parallel(cols):
+                T.atomic_add(Y[j], s[j] * 0.5, memory_order="relaxed")
+            T.reduce_sum(s, tot, dim=0)
+            T.atomic_add(Z[0], tot[0])
+
+    kernel = tilelang.compile(main, target=target)
+    x = rand((rows, cols), "float32", 4)
+    y0 = rand((cols,), dtype, 5)
+    want_y = f64(y0) + 0.5 * f64(x).sum(0)
+    want_z = 1.5 + f64(x).sum()
+    y, z = y0.copy(), np.full((1,), 1.5, np.float32)
+    kernel(x, y, z)
+    close(y, want_y, dtype, rows)
+    close(z, want_z.reshape(1), "float32", rows * cols)
+    if target == "numpy":
+        y, z = y0.copy(), np.full((1,), 1.5, np.float32)
+        kernel.simulate(x, y, z)
+        close(y, want_y, dtype, rows)
+        close(z, want_z.reshape(1), "float32", rows * cols)
+
+
+def test_atomic_max_min(target):
+    rows, cols, BM = 64, 32, 16
+
+    @T.prim_func
+    def main(X: T.Tensor((rows, cols), "float32"), Hi: T.Tensor((cols,), "float32"),
+             Lo: T.Tensor((cols,), "float32")):
+        with T.Kernel(rows // BM) as bx:
+            x = T.alloc_fragment((BM, cols), "float32")
+            m = T.alloc_fragment((cols,), "float32")
+            T.copy(X[bx * BM, 0], x)
+            T.reduce_max(x, m, dim=0)
+            for j in T.Parallel(cols):
+                T.atomic_max(Hi[j], m[j])
+            T.reduce_min(x, m, dim=0)
+            T.atomic_min(Lo[0:cols], m)
+
+    kernel = tilelang.compile(main, target=target)
+    x = rand((rows, cols), "float32", 6)
+    hi, lo = np.full((cols,), -np.inf, np.float32), np.full((cols,), np.inf, np.float32)
+    kernel(x, hi, lo)
+    close(hi, f64(x).max(0))
+    close(lo, f64(x).min(0))
+
+
+def test_atomic_into_an_on_chip_tile(target):
+    """On a tile one core owns, an atomic update is a plain read-modify-write (TileLang's gemv
+    adds into shared memory this way)."""
+    n = 32
+
+    @T.prim_func
+    def main(X: T.Tensor((4, n), "float32"), Y: T.Tensor((n,), "float32")):
+        with T.Kernel(1) as bx:
+            acc = T.alloc_fragment((n,), "float32")
+            row = T.alloc_fragment((n,), "float32")
+            T.clear(acc)
+            for r in T.serial(4):
+                T.copy(X[r, 0:n], row)
+                for j in T.Parallel(n):
+                    T.atomic_add(acc[j], row[j])
+            T.atomic_add(acc[0], 100.0)
+            T.copy(acc, Y)
+
+    kernel = tilelang.compile(main, out_idx=[-1], target=target)
+    x = rand((4, n), "float32", 7)
+    want = f64(x).sum(0)
+    want[0] += 100.0
+    close(kernel(x), want)
+
+
+def test_atomic_errors():
+    def build(body):
+        @T.prim_func
+        def main(X: T.Tensor((64,), "float32"), Y: T.Tensor((64,), "float32")):
+            with T.Kernel(2) as bx:
+                x = T.alloc_fragment((32,), "float32")
+                T.copy(X[bx * 32], x)
+                body(x, Y)
+        return main
+
+    def prev(x, Y):
+        for i in T.Parallel(32):
+            T.atomic_add(Y[i], x[i], return_prev=True)
+
+    def many_to_one(x, Y):
+        for i in T.Parallel(32):
+            T.atomic_add(Y[0], x[i])
+
+    def as_value(x, Y):
+        for i in T.Parallel(32):
+            x[i] = T.atomic_add(Y[i], 1.0)
+
+    for body, words in ((prev, "return_prev"), (many_to_one, "T.reduce_"),
+                        (as_value, "is a statement")):
+        with pytest.raises(CompileError) as err:
+            build(body)
+        assert words in str(err.value), str(err.value)
+        assert "test_atomic.py" in str(err.value) and "^" in str(err.value)

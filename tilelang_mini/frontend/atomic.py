@@ -1,0 +1,233 @@
+"""`T.atomic_add` / `T.atomic_max` / `T.atomic_min` (and tilelang-ascend's `T.tile.atomic_add`),
+a KernelBuilder part. On GM they become atomic copies (`Copy.atomic`): the Ascend copy-out with
+the atomic mode on, which combines a tile into GM commutatively with the other blocks' copies.
+On an on-chip tile (one core owns it: no other writer) they are a plain read-modify-write.
+
+    T.atomic_add(C[by * 64, bx * 64], C_local)        -> copy(C_local, C[by * 64 +: 64, ...], atomic_add=True)
+    for i, j in T.Parallel(64, 64):                      (element form, TileLang's split-K idiom)
+        T.atomic_add(C[by * 64 + i, bx * 64 + j], C_local[i, j])
+                                                      -> the same tile copy (C_local read directly)
+    for i in T.Parallel(64):
+        T.atomic_add(Y[b * 64 + i], x[i] * 2.0)       -> t[i] = x[i] * 2.0 ; copy(t, Y[...], atomic_add=True)
+    T.atomic_add(Y[k], v)                             -> t[0] = v ; copy(t, Y[k +: 1], atomic_add=True)
+"""
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+
+from ..ir import dtypes
+from ..ir.analysis import GM_SCOPES
+from ..ir.nodes import (
+    Alloc, BinOp, Buffer, Call, Const, Copy, Fill, For, If, Load, Loc, Region, Store, Var, walk,
+)
+from .common import show
+from .exprs import as_expr, binop, const, is_ir
+
+_OPS = {"add": lambda a, b: binop("+", a, b),
+        "max": lambda a, b: Call("max", (as_expr(a), as_expr(b))),
+        "min": lambda a, b: Call("min", (as_expr(a), as_expr(b)))}
+_ARGS = ["dst", "value", "memory_order", "return_prev", "use_tma", "annotations"]
+
+
+@dataclass(frozen=True)
+class ParallelAtomic:
+    """An atomic update of one element inside a T.Parallel body, lowered with its loop."""
+
+    kind: str
+    buffer: Buffer
+    indices: tuple
+    value: object
+    node: ast.AST
+    loc: Loc
+
+
+class Atomics:
+    def op_atomic_add(self, call):
+        return self.atomic("add", call)
+
+    def op_atomic_max(self, call):
+        return self.atomic("max", call)
+
+    def op_atomic_min(self, call):
+        return self.atomic("min", call)
+
+    def atomic(self, kind: str, call: ast.Call) -> list:
+        out = self.atomic_stmts(kind, call)
+        return out if self.parallel_depth else self.once_per_block(out, self.loc(call))
+
+    def once_per_block(self, out: list, loc) -> list:
+        """In a kernel whose two vid halves are blocks of their own (tile_ascend.vid_as_blocks),
+        an atomic update that does not depend on vid runs in half 0 only (not twice)."""
+        half = getattr(self, "vid_half", None)
+        if half is not None and not any(n == half for s in out for n in walk(s)):
+            return [If(BinOp("==", half, Const(0)), tuple(out), (), loc)]
+        return out
+
+    def atomic_stmts(self, kind: str, call: ast.Call) -> list:
+        a = self.args(call, _ARGS, {n: None for n in _ARGS[2:]})
+        if "return_prev" in a and self.eval(a["return_prev"]):
+            raise self.error(a["return_prev"], f"T.atomic_{kind}(..., return_prev=True) returns "
+                                               "the old value: the Ascend atomic copy-out returns "
+                                               "nothing; count with T.reduce_sum / T.cumsum over "
+                                               "a tile instead")
+        for k in ("memory_order", "use_tma", "annotations"):  # GPU memory-model / TMA hints
+            if k in a and not isinstance(a[k], ast.Dict):
+                self.eval(a[k])
+        loc = self.loc(call)
+        if self.parallel_depth:
+            buf, idx = self.point(a["dst"], kind)
+            return [ParallelAtomic(kind, buf, idx, self.value_arg(a["value"]), call, loc)]
+        if self.is_region_node(a["value"]):
+            src = self.region(a["value"])
+            dst = self.complete(self.region(a["dst"]), src, a["dst"])
+            src = self.complete(src, (dst.buffer, dst.start, list(dst.extent)), a["value"])
+            if src.buffer.scope in GM_SCOPES:
+                raise self.error(a["value"], f"T.atomic_{kind} combines an on-chip tile into GM; "
+                                             "copy the GM source into a tile first")
+            if dst.buffer.scope in GM_SCOPES:
+                return [Copy(src, dst, loc, atomic=kind)]
+            return [self.local_update(kind, dst, lambda idx: Load(src.buffer, idx), src, call)]
+        value = self.value_arg(a["value"])
+        buf, starts, ext = self.region(a["dst"])
+        ext = [1 if e is None else e for e in ext]
+        dst = Region(buf, starts, tuple(ext))
+        if buf.scope in GM_SCOPES:
+            tmp = self.temp_tile([e for e in ext if e != 1] or [1], buf.dtype, call)
+            names = tuple(self.fresh_var("i") for _ in tmp.shape)
+            fill = For(names, tuple(const(n) for n in tmp.shape), "parallel",
+                       (Store(tmp, tuple(Var(n) for n in names), self.cast_value(value, buf),
+                              loc),), 0, loc)
+            return [fill, Copy(Region.full(tmp), dst, loc, atomic=kind)]
+        if all(e == 1 for e in ext):
+            old = Load(buf, starts)
+            return [Store(buf, starts, as_expr(_OPS[kind](old, value)), loc)]
+        return [self.local_update(kind, dst, lambda idx: value, None, call)]
+
+    def point(self, node, kind):
+        """(buffer, indices) of the one element `node` names."""
+        if not isinstance(node, ast.Subscript):
+            raise self.error(node, f"inside T.Parallel, T.atomic_{kind} updates one element: "
+                                   "C[i, j]")
+        buf = self.eval(node.value)
+        if not isinstance(buf, Buffer):
+            raise self.error(node, f"expected a buffer element, got {show(buf)}")
+        return buf, self.indices(node, buf)
+
+    def cast_value(self, value, buf):
+        if dtypes.is_int(buf.dtype):
+            return as_expr(value)
+        return as_expr(float(value) if isinstance(value, int) else value)
+
+    def temp_tile(self, shape, dst_dtype: str, call) -> Buffer:
+        """A fresh tile for the values of an atomic update, allocated at the top of the kernel."""
+        dt = "int32" if dtypes.is_int(dst_dtype) else "float32"
+        buf = Buffer(self.fresh_buffer_name("atomic_tile"), tuple(shape), dt, "fragment")
+        self.hoisted_allocs[buf.name] = Alloc(buf, None, self.loc(call))
+        return buf
+
+    def local_update(self, kind, dst: Region, value_at, src: Region | None, call) -> For:
+        """dst op= value over dst's region (an on-chip tile: a T.Parallel map)."""
+        dims = [d for d, e in enumerate(dst.extent) if e != 1]
+        names = tuple(self.fresh_var("i") for _ in dims)
+        at = {d: Var(n) for d, n in zip(dims, names)}
+        didx = tuple(binop("+", s, at[d]) if d in at else s for d, s in enumerate(dst.start))
+        if src is not None:
+            sdims = [d for d, e in enumerate(src.extent) if e != 1]
+            sat = {d: Var(n) for d, n in zip(sdims, names)}
+            value = value_at(tuple(binop("+", s, sat[d]) if d in sat else s
+                                   for d, s in enumerate(src.start)))
+        else:
+            value = value_at(None)
+        store = Store(dst.buffer, tuple(as_expr(i) for i in didx),
+                      as_expr(_OPS[kind](Load(dst.buffer, tuple(as_expr(i) for i in didx)), value)),
+                      self.loc(call))
+        return For(names, tuple(const(dst.extent[d]) for d in dims), "parallel", (store,), 0,
+                   self.loc(call))
+
+    # ------------------------------------------------------------------ inside T.Parallel
+
+    def parallel_body(self, names, extents, body, s) -> list:
+        """A T.Parallel body holding atomic updates: maps of its plain stores, and per atomic
+        update a map into a tile plus an atomic copy (statement by statement, as a map runs)."""
+        out, stores = [], []
+
+        def flush():
+            if stores:
+                out.append(For(names, tuple(const(e) for e in extents), "parallel",
+                               tuple(stores), 0, self.loc(s)))
+                stores.clear()
+
+        for b in body:
+            if isinstance(b, Store):
+                stores.append(b)
+                continue
+            if not isinstance(b, ParallelAtomic):
+                raise self.error(s, "a T.Parallel body holds element assignments and atomic "
+                                    "updates only")
+            flush()
+            out += self.once_per_block(self.parallel_atomic(b, names, extents), b.loc)
+        flush()
+        return out
+
+    def parallel_atomic(self, u: ParallelAtomic, names, extents) -> list:
+        ext_of = dict(zip(names, extents))
+        bases, order = [], []
+        for ix in u.indices:
+            base, var = _split_index(ix, set(names))
+            if base is None or (var is not None and var in order):
+                raise self.error(u.node, f"T.atomic_{u.kind} inside T.Parallel needs each "
+                                         "destination index to be `start + i` with its own loop "
+                                         "variable (or no loop variable); write the tile form "
+                                         f"T.atomic_{u.kind}(C[r0, c0], tile) instead")
+            bases.append(base)
+            if var is not None:
+                order.append(var)
+        if set(order) != set(names):
+            missing = ", ".join(n for n in names if n not in order)
+            raise self.error(u.node, f"T.atomic_{u.kind} inside T.Parallel: loop variable(s) "
+                                     f"{missing} do not index the destination, so several "
+                                     "iterations update one element; reduce them into a tile "
+                                     f"with T.reduce_* first, then T.atomic_{u.kind} the tile")
+        dst_ext = tuple(ext_of[v] if v is not None else 1
+                        for v in (_split_index(ix, set(names))[1] for ix in u.indices))
+        dst = Region(u.buffer, tuple(as_expr(b) for b in bases), dst_ext)
+        if u.buffer.scope not in GM_SCOPES:
+            old = Load(u.buffer, u.indices)
+            return [For(names, tuple(const(e) for e in extents), "parallel",
+                        (Store(u.buffer, u.indices, as_expr(_OPS[u.kind](old, u.value)), u.loc),),
+                        0, u.loc)]
+        shape = tuple(ext_of[v] for v in order)
+        want = tuple(Var(v) for v in order)
+        v = u.value
+        if (isinstance(v, Load) and v.indices == want and v.buffer.shape == shape
+                and v.buffer.scope not in GM_SCOPES + ("var",)):
+            return [Copy(Region.full(v.buffer), dst, u.loc, atomic=u.kind)]
+        tmp = self.temp_tile(shape, u.buffer.dtype, u.node)
+        fill = For(names, tuple(const(e) for e in extents), "parallel",
+                   (Store(tmp, want, as_expr(v), u.loc),), 0, u.loc)
+        return [fill, Copy(Region.full(tmp), dst, u.loc, atomic=u.kind)]
+
+
+def _split_index(ix, names: set):
+    """(base, loop variable or None) with ix == base + variable and no loop variable in base;
+    (None, None) when the index has another form."""
+    terms = _terms(ix)
+    found = [t for t in terms if isinstance(t, Var) and t.name in names]
+    rest = [t for t in terms if not (isinstance(t, Var) and t.name in names)]
+    if len(found) > 1 or any(isinstance(n, Var) and n.name in names
+                             for t in rest for n in walk(t)):
+        return None, None
+    base = const(0)
+    for t in rest:
+        base = binop("+", base, t)
+    return base, (found[0].name if found else None)
+
+
+def _terms(e) -> list:
+    if isinstance(e, BinOp) and e.op == "+":
+        return _terms(e.a) + _terms(e.b)
+    return [e]
+
+
+__all__ = ["Atomics", "ParallelAtomic", "is_ir", "Const"]
