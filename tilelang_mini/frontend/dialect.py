@@ -199,11 +199,26 @@ class Dialect:
 
     def hint_stmt(self, name: str, call: ast.Call) -> list:
         """GPU scheduling hints: the arguments are evaluated (so misspellings still fail) and
-        the statement is dropped (docs/tilelang_compat.md)."""
+        the statement is recorded in the kernel's `hints` (docs/tilelang_compat.md)."""
         for a in call.args:
             if not isinstance(a, ast.Dict):
                 self.eval_quiet(a)
+        self.record_hint(call)
         return []
+
+    def record_hint(self, node, keywords=None) -> None:
+        """Note a GPU hint in the kernel's `hints`: its source text (or only `keywords` of a
+        call) and line:col; quotes become single quotes (IR strings have no escapes)."""
+        if keywords is not None:
+            if not keywords:
+                return
+            text = ", ".join(ast.unparse(k) for k in keywords)
+            node = keywords[0]
+        else:
+            text = ast.unparse(node)
+        loc = self.loc(node)
+        text = " ".join(text.replace('"', "'").split())
+        self.hints.append(f"{text} @ {loc.line}:{loc.col}")
 
     def eval_quiet(self, node):
         try:

@@ -132,6 +132,7 @@ class KernelBuilder(ExprVisitor, TileOps, Dialect, TileAscend, Eager, Atomics):
         self.eager = eager  # an EagerCall when the function is a TileLang eager jit function
         self.parallel_depth = 0
         self.n_fresh = 0
+        self.hints: list[str] = []  # GPU hints accepted (Kernel.hints)
 
     # ----------------------------------------------------------------------------------- errors
 
@@ -202,7 +203,8 @@ class KernelBuilder(ExprVisitor, TileOps, Dialect, TileAscend, Eager, Atomics):
         grid, names, is_npu, body_ir = self.kernel_block(kernel_stmt)
         if self.eager is not None:
             params = self.eager_params(returned, fdef)
-        return Kernel(fdef.name, params, grid, names, tuple(body_ir), is_npu, self.loc(fdef))
+        return Kernel(fdef.name, params, grid, names, tuple(body_ir), is_npu, self.loc(fdef),
+                      tuple(self.hints))
 
     def params(self, fdef: ast.FunctionDef) -> tuple[Buffer, ...]:
         annotations = getattr(self.fn, "__annotations__", {})
@@ -234,6 +236,7 @@ class KernelBuilder(ExprVisitor, TileOps, Dialect, TileAscend, Eager, Atomics):
         for kw in call.keywords:
             if kw.arg not in ("is_npu", "threads", "prelude", "is_cpu"):
                 raise self.error(kw, f"T.Kernel has no argument '{kw.arg}'")
+        self.record_hint(call, [k for k in call.keywords if k.arg in ("threads", "prelude")])
         grid = []
         for a in call.args:
             v = self.resolved(self.eval(a), a)

@@ -409,7 +409,10 @@ class TileAscend(TileSort):
     def op_gemm(self, call) -> list:
         names = ["A", "B", "C", "transpose_A", "transpose_B", "clear_accum", "policy", "k_pack",
                  "wg_wait", "mbar", "use_2cta", "scale_A", "scale_B", "scale_gran"]
-        return self.gemm_with(call, names, names[3:6])
+        out = self.gemm_with(call, names, names[3:6])
+        self.record_hint(call, [k for k in call.keywords
+                                if k.arg in ("policy", "k_pack", "wg_wait", "mbar", "use_2cta")])
+        return out
 
     def op_gemm_v0(self, call) -> list:
         names = ["A", "B", "C", "transpose_A", "transpose_B", "init"]

@@ -76,6 +76,8 @@ class TileOps:
             raise self.error(a["transpose"], "T.copy(transpose=True) is not supported; use "
                                              "T.gemm(transpose_A/transpose_B=True) or a T.Parallel "
                                              "map with swapped indices")
+        self.record_hint(call, [k for k in call.keywords if k.arg in (
+            "disable_tma", "coalesced_width", "eviction_policy", "annotations", "loop_layout")])
         src, dst = self.region(a["src"]), self.region(a["dst"])
         src, dst = self.first_rows(src, dst), self.first_rows(dst, src)
         src_r, dst_r = self.complete(src, dst, a["src"]), self.complete(dst, src, a["dst"])
@@ -252,6 +254,7 @@ class TileOps:
         sub.parallel_depth = self.parallel_depth
         sub.scope_core = getattr(self, "scope_core", None)
         sub.vid_half = getattr(self, "vid_half", None)
+        sub.hints = self.hints
         sub.hoisted_allocs = getattr(self, "hoisted_allocs", {})
         sub.n_fresh = self.n_fresh + 1000
         sig = inspect.signature(fn)

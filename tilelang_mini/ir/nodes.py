@@ -344,7 +344,11 @@ class Kernel:
     """A prim_func: parameters (global buffers), grid extents bound to `grid_vars`, body.
 
     With `is_npu` the kernel binds (cid, vid) core variables instead of grid variables:
-    `with Kernel(n, is_npu=True) as (cid, vid)`."""
+    `with Kernel(n, is_npu=True) as (cid, vid)`.
+
+    `hints`: the GPU scheduling hints the kernel carried (`T.use_swizzle(10)`, `threads=128`,
+    `policy=...`), each as its source text and line; they mean nothing on this machine and are
+    kept so that the IR says what was accepted (printed in the header, parsed back)."""
 
     name: str
     params: tuple[Buffer, ...]
@@ -353,6 +357,7 @@ class Kernel:
     body: tuple[Stmt, ...]
     is_npu: bool = False
     loc: Loc = _loc()
+    hints: tuple[str, ...] = ()
 
     def __str__(self) -> str:
         """The kernel's IR text (`print_ir`), which `parse_ir` reads back."""

@@ -275,10 +275,13 @@ class _ToIR(Transformer):
 
     def header(self, children):
         self.source = children[0][1:-1]
+        self.hints = tuple(str(t)[1:-1] for t in children[1:] if isinstance(t, Token)
+                           and t.type == "STRING")
 
     def kernel(self, children):
         name, *params, comment, (grid, is_npu, names, body) = children
-        return Kernel(str(name), tuple(params), grid, names, body, is_npu, self.loc(comment))
+        return Kernel(str(name), tuple(params), grid, names, body, is_npu, self.loc(comment),
+                      getattr(self, "hints", ()))
 
     def param(self, children):
         name, shape, dtype = children

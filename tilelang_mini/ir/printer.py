@@ -118,7 +118,8 @@ class _Printer:
         self.lines: list[str] = []
 
     def kernel(self, k: Kernel) -> str:
-        self.lines = [f'@prim_func(source="{_display_path(k.loc.file)}")']
+        hints = ", hints=[" + ", ".join(f'"{h}"' for h in k.hints) + "]" if k.hints else ""
+        self.lines = [f'@prim_func(source="{_display_path(k.loc.file)}"{hints})']
         params = ", ".join(f"{b.name}: Tensor({_shape(b.shape)}, {_dtype(b.dtype)})" for b in k.params)
         self.emit(0, f"def {k.name}({params}):", k.loc)
         grid = ", ".join(str(g) for g in k.grid)
