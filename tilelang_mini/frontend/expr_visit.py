@@ -93,6 +93,9 @@ class ExprVisitor:
         if isinstance(base, Buffer):
             if n.attr in ("shape", "dtype"):
                 return T_module.dtype(base.dtype) if n.attr == "dtype" else base.shape
+            if n.attr == "data" and base.scope == "global":
+                from .views import BufferData
+                return BufferData(base)  # viewed with T.Tensor(shape, dtype, buf.data)
             if n.attr in ("data", "access_ptr", "scope"):
                 raise self.error(n, f".{n.attr} of a buffer is GPU pointer plumbing; pass the "
                                     "buffer or a region of it (A[i:i+n, :]) instead")

@@ -24,6 +24,7 @@ from .exprs import as_expr, binop, const, is_ir
 from .tile_ops import TileOps
 from .tile_ascend import TileAscend
 from .atomic import Atomics, ParallelAtomic
+from .views import Views
 
 _ALLOC_SCOPES = {"alloc_shared": "shared", "alloc_fragment": "fragment", "alloc_var": "var",
                  "alloc_L1": "L1", "alloc_L0A": "L0A", "alloc_L0B": "L0B", "alloc_L0C": "L0C",
@@ -32,17 +33,47 @@ _LOOPS = {"Parallel": "parallel", "Pipelined": "pipelined", "serial": "serial", 
           "unroll": "unroll"}
 
 
-class PrimFunc:
-    """A parsed kernel: its Tile IR (`.ir`) and the Python function it came from."""
+class Launches:
+    """The kernels of a prim_func with several `with T.Kernel` blocks: launched in order over
+    the same parameters, each on its own grid (`compile` gives a LaunchSequence)."""
 
-    def __init__(self, fn, ir: Kernel):
+    def __init__(self, kernels: tuple, hidden: tuple = ()):
+        self.kernels = kernels
+        self.hidden = hidden  # views.Hidden: T.alloc_global buffers and GM views (last params)
+
+    def __getattr__(self, name):  # name, params, loc: those of the first launch
+        if name in ("name", "params", "loc"):
+            return getattr(self.kernels[0], name)
+        raise AttributeError(name)
+
+    def __eq__(self, other):
+        return (isinstance(other, Launches) and self.kernels == other.kernels
+                and self.hidden == other.hidden)
+
+    def __hash__(self):
+        return hash(self.kernels)
+
+
+class PrimFunc:
+    """A parsed kernel: its Tile IR (`.ir`: a Kernel, or Launches for several T.Kernel
+    blocks) and the Python function it came from."""
+
+    def __init__(self, fn, ir):
         self.fn = fn
         self.ir = ir
         self.__name__ = ir.name
 
+    @property
+    def launches(self) -> tuple:
+        return self.ir.kernels if isinstance(self.ir, Launches) else (self.ir,)
+
+    @property
+    def hidden(self) -> tuple:
+        return self.ir.hidden if isinstance(self.ir, Launches) else ()
+
     def script(self) -> str:
         from ..ir.printer import print_ir
-        return print_ir(self.ir)
+        return "\n".join(print_ir(k) for k in self.launches)
 
     def __repr__(self) -> str:
         return f"<PrimFunc {self.ir.name}>"
@@ -109,7 +140,7 @@ def _source(fn, file: str):
     return lines, first, ast.parse(textwrap.dedent("".join(lines)))
 
 
-class KernelBuilder(ExprVisitor, TileOps, Dialect, TileAscend, Eager, Atomics):
+class KernelBuilder(ExprVisitor, TileOps, Dialect, TileAscend, Eager, Atomics, Views):
     def __init__(self, fn, file: str | None = None, symbols: dict | None = None, eager=None):
         self.fn = fn
         self.file = file or inspect.getsourcefile(fn) or "<unknown>"
@@ -178,33 +209,34 @@ class KernelBuilder(ExprVisitor, TileOps, Dialect, TileAscend, Eager, Atomics):
             raise self.error(fdef, "T.prim_func decorates a function definition")
         params = self.params(fdef)
         body = [s for s in fdef.body if not is_docstring(s)]
-        kernel_stmt, returned = None, None
+        launches, returned = [], None  # several `with T.Kernel` blocks: launches run in order
         for stmt in body:
             if isinstance(stmt, ast.With) and self.is_call_to(stmt.items[0].context_expr, "Kernel"):
-                if kernel_stmt is not None:
-                    raise self.error(stmt, "one `with T.Kernel(...)` block per kernel: several "
-                                           "launches in one function are not supported; write "
-                                           "one kernel per launch")
-                kernel_stmt = stmt
-            elif kernel_stmt is None and self.eager is not None and self.eager_stmt(stmt):
+                self.hints = []
+                launches.append((self.kernel_block(stmt), self.hints, stmt))
+            elif not launches and self.eager is not None and self.eager_stmt(stmt):
                 pass  # T.empty outputs, tensor annotations of an eager jit function
-            elif kernel_stmt is not None and isinstance(stmt, ast.Return) and self.eager:
+            elif launches and isinstance(stmt, ast.Return) and self.eager:
                 returned = stmt
-            elif kernel_stmt is None and isinstance(stmt, (ast.Assign, ast.AugAssign, ast.If,
-                                                           ast.Assert, ast.For, ast.Expr,
-                                                           ast.AnnAssign, ast.Pass)):
-                if self.stmt(stmt):  # trace-time set-up before the kernel block
+            elif returned is None and isinstance(stmt, (
+                    ast.Assign, ast.AugAssign, ast.If, ast.Assert, ast.For, ast.Expr,
+                    ast.AnnAssign, ast.Pass)):
+                if self.stmt(stmt):  # trace-time set-up before (or between) the kernel blocks
                     raise self.error(stmt, "expected the kernel body inside `with T.Kernel(...) "
-                                           "as ...:` (only trace-time Python comes before it)")
+                                           "as ...:` (only trace-time Python comes outside it)")
             else:
                 raise self.error(stmt, "expected the kernel body inside `with T.Kernel(...) as ...:`")
-        if kernel_stmt is None:
+        if not launches:
             raise self.error(fdef, "expected a `with T.Kernel(grid...) as (bx, ...):` block")
-        grid, names, is_npu, body_ir = self.kernel_block(kernel_stmt)
         if self.eager is not None:
             params = self.eager_params(returned, fdef)
-        return Kernel(fdef.name, params, grid, names, tuple(body_ir), is_npu, self.loc(fdef),
-                      tuple(self.hints))
+        hidden = tuple(getattr(self, "hidden", ()))
+        params = tuple(params) + tuple(h.buffer for h in hidden)
+        kernels = tuple(
+            Kernel(fdef.name if i == 0 else f"{fdef.name}_{i}", params, grid, names,
+                   tuple(body_ir), is_npu, self.loc(fdef if i == 0 else stmt), tuple(hints))
+            for i, ((grid, names, is_npu, body_ir), hints, stmt) in enumerate(launches))
+        return kernels[0] if len(kernels) == 1 and not hidden else Launches(kernels, hidden)
 
     def params(self, fdef: ast.FunctionDef) -> tuple[Buffer, ...]:
         annotations = getattr(self.fn, "__annotations__", {})
@@ -323,6 +355,10 @@ class KernelBuilder(ExprVisitor, TileOps, Dialect, TileAscend, Eager, Atomics):
             if isinstance(fn, Marker) and fn.name in _ALLOC_SCOPES:
                 out = self.alloc(target.id, fn.name, s.value)
                 return out if isinstance(out, list) else [out]
+            if isinstance(fn, Marker) and fn.name == "alloc_global":
+                return self.alloc_global(target.id, s.value)
+            if isinstance(fn, Marker) and fn.name in ("reshape", "view"):
+                return self.reshape_call(target.id, s.value)
             if isinstance(fn, Marker) and fn.name == "empty":
                 raise self.error(s.value, "T.empty creates the outputs of an eager @jit function "
                                           "(before `with T.Kernel`); inside a kernel allocate "
@@ -333,7 +369,11 @@ class KernelBuilder(ExprVisitor, TileOps, Dialect, TileAscend, Eager, Atomics):
             current = self.try_lookup(target.id)
             if isinstance(current, Buffer) and current.scope == "var":
                 return [Store(current, (const(0),), as_expr(self.eval(s.value)), self.loc(s))]
-            self.bind(target.id, self.eval(s.value))
+            value = self.eval(s.value)
+            view = self.view_assign(target.id, value, s.value)
+            if view is not None:
+                return view
+            self.bind(target.id, value)
             return []
         if isinstance(target, (ast.Tuple, ast.List)):
             value = self.eval(s.value)

@@ -101,7 +101,8 @@ KERNEL_NAMES = (
     "floordiv", "floormod", "truncdiv", "truncmod", "pow", "round", "floor", "ceil",
     "shift_left", "shift_right", "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not",
     "reinterpret", "sort",
-    "atomic_add", "atomic_max", "atomic_min",
+    "atomic_add", "atomic_max", "atomic_min", "alloc_global", "reshape", "view",
+    "reinterpretcast", "im2col",
     "empty", "gemm_v0", "barrier_all", "sync_all", "mma", "cumsum", "And", "Or", "Not",
 ) + HINT_NAMES
 

@@ -61,12 +61,6 @@ GPU_ONLY = {
 NOT_YET = {
     "atomic_addx2": "T.atomic_add(C[i, j:j + 2], tile[r, c:c + 2]) (the tile form)",
     "atomic_addx4": "T.atomic_add(C[i, j:j + 4], tile[r, c:c + 4]) (the tile form)",
-    "im2col": "T.copy of the input window per kernel position",
-    "reshape": "a second buffer of the new shape filled by a T.Parallel map",
-    "view": "a second buffer of the new shape filled by a T.Parallel map",
-    "alloc_global": "an extra output tensor parameter used as workspace",
-    "reinterpret": "a T.Cast (value conversion) or a kernel parameter of the other dtype",
-    "reinterpretcast": "a T.Cast (value conversion) or a kernel parameter of the other dtype",
     "comm_reducer": "T.reduce_sum / T.reduce_max", "evaluate": "a T. operation statement",
     "attr": "nothing (TVM attributes have no meaning here)",
 }

@@ -35,9 +35,11 @@ def written_params(kernel: Kernel) -> frozenset[str]:
     return frozenset(out & names)
 
 
-def prepare_args(kernel: Kernel, params: list[Buffer], args, written=frozenset()):
+def prepare_args(kernel: Kernel, params: list[Buffer], args, written=frozenset(),
+                 views=None):
     """(arrays to run with, write-backs [(caller's array, array run with)]) for `args` passed
-    for `params`, or an ArgumentError."""
+    for `params`, or an ArgumentError. `views`: parameter name -> the group of names that are
+    views of one tensor (frontend/views.py), which may share memory."""
     _check_count(kernel, params, args, "input(s)")
     arrays, back, given = [], [], []
     for b, a in zip(params, args):
@@ -55,7 +57,8 @@ def prepare_args(kernel: Kernel, params: list[Buffer], args, written=frozenset()
         if b.name not in written:
             continue
         for j, (b2, a2) in enumerate(zip(params, given)):
-            if j != i and a2 is not None and np.may_share_memory(a, a2):
+            if j != i and a2 is not None and np.may_share_memory(a, a2) and \
+                    b2.name not in (views or {}).get(b.name, ()):
                 raise ArgumentError(f"argument '{b.name}' of kernel '{kernel.name}' shares "
                                     f"memory with argument '{b2.name}': an array the kernel "
                                     f"writes must not overlap its other arguments", kernel.loc)

@@ -111,7 +111,8 @@ class EagerJIT:
         call = EagerCall(tensors, scalars)
         ir = KernelBuilder(self.fn, symbols=symbols, eager=call).build()
         n_in = len(call.inputs)
-        kernel = tl_compile(PrimFunc(self.fn, ir), out_idx=list(range(n_in, len(ir.params))),
+        n_out = len(call.outputs)
+        kernel = tl_compile(PrimFunc(self.fn, ir), out_idx=list(range(n_in, n_in + n_out)),
                             target=target, chip=chip)
         kernel.eager_inputs = call.inputs
         if key is not None:

@@ -93,7 +93,8 @@ class JITKernel:
         if like is not None:  # torch CPU tensors in, torch tensors out (runtime/eager.py)
             from .eager import from_numpy, to_numpy
             args = tuple(to_numpy(a) for a in args)
-        inputs, back = prepare_args(self.frontend, self.inputs, args, self.written)
+        inputs, back = prepare_args(self.frontend, self.inputs, args, self.written,
+                                    getattr(self, "views", None))
         outputs = allocate_outputs(self.outputs)
         guarded(f"the {self.target} backend's run", self.frontend.loc,
                 self.backend.run, self.artifact, self._full_args(inputs, outputs))
@@ -109,7 +110,8 @@ class JITKernel:
         simulation to some block ids (the others count at the simulated blocks' mean)."""
         from ..arch import get_chip
         from ..sim.simulator import simulate_kernel
-        inputs, back = prepare_args(self.frontend, self.inputs, args, self.written)
+        inputs, back = prepare_args(self.frontend, self.inputs, args, self.written,
+                                    getattr(self, "views", None))
         outputs = allocate_outputs(self.outputs)
         report = guarded("the simulator", self.frontend.loc, simulate_kernel, self.ir,
                          self._full_args(inputs, outputs), get_chip(chip or self.chip),
@@ -189,6 +191,15 @@ def compile(prim_func, out_idx=None, target: str | None = None, chip: str | None
     if not isinstance(prim_func, PrimFunc):
         raise CompileError(f"compile() takes a T.prim_func, got {type(prim_func).__name__}")
     options = Options(chip=chip or config.default_chip(), target=target or config.default_target())
+    if len(prim_func.launches) > 1 or prim_func.hidden:  # several `with T.Kernel` blocks,
+        from .launches import LaunchSequence            # T.alloc_global, GM views
+        if workspace_idx:
+            raise CompileError("workspace_idx with several T.Kernel launches (or T.alloc_global "
+                               "/ views) is not supported; allocate the scratch tensors with "
+                               "T.alloc_global inside the function", prim_func.ir.loc)
+        idx = _normalize_out_idx(out_idx, len(prim_func.ir.params) - len(prim_func.hidden))
+        return LaunchSequence(prim_func, [_compile_ir(prim_func, k, None, options)
+                                          for k in prim_func.launches], idx, prim_func.hidden)
     return _compile_ir(prim_func, prim_func.ir, out_idx, options, workspace_idx)
 
 

@@ -1,0 +1,149 @@
+"""GM views and buffers that are not parameters, in the upstream spelling: TileLang's im2col
+convolution (eager @jit, `T.Tensor(shape, dtype, buf.data)` views of its input and output),
+`T.alloc_global` workspaces shared by two launches, `T.reshape`, and tilelang-ascend's
+`T.reinterpretcast`; on every target and simulated, against float64 NumPy references."""
+import numpy as np
+import pytest
+
+import tilelang_mini as tilelang
+import tilelang_mini.language as T
+from tilelang_mini import CompileError
+
+from util import close, f64, rand
+
+
+@tilelang.jit
+def convolution(data, kernel, S, D, P, block_M, block_N, block_K, num_stages, threads,
+                dtype=T.float16, accum_dtype=T.float32):
+    N, C, H, W, F, K = T.const("N, C, H, W, F, K")
+    KH, KW = K, K
+    OH = (H + 2 * P - D * (K - 1) - 1) // S + 1
+    OW = (W + 2 * P - D * (K - 1) - 1) // S + 1
+
+    data: T.Tensor((N, H, W, C), dtype)
+    kernel: T.Tensor((KH, KW, C, F), dtype)
+    out = T.empty((N, OH, OW, F), dtype)
+
+    with T.Kernel(T.ceildiv(F, block_N), T.ceildiv(N * OH * OW, block_M), threads=threads) as (bx, by):
+        data_shared = T.alloc_shared((block_M, block_K), dtype)
+        kernel_shared = T.alloc_shared((block_K, block_N), dtype)
+        out_local = T.alloc_fragment((block_M, block_N), accum_dtype)
+        out_shared = T.alloc_shared((block_M, block_N), dtype)
+
+        kernel_flat = T.Tensor((KH * KW * C, F), dtype, kernel.data)
+        out_flat = T.Tensor((N * OH * OW, F), dtype, out.data)
+
+        T.clear(out_local)
+        for k_iter in T.Pipelined(T.ceildiv(KH * KW * C, block_K), num_stages=num_stages):
+            T.im2col(data, data_shared, by, k_iter, KH, S, D, P)
+            T.copy(kernel_flat[k_iter * block_K, bx * block_N], kernel_shared)
+            T.gemm(data_shared, kernel_shared, out_local)
+
+        T.copy(out_local, out_shared)
+        T.copy(out_shared, out_flat[by * block_M, bx * block_N])
+
+    return out
+
+
+def conv_ref(a, b, S, D, P):
+    """NHWC image, (KH, KW, C, F) kernel -> NHWC output, in float64."""
+    n, h, w, c = a.shape
+    k, _, _, f = b.shape
+    oh = (h + 2 * P - D * (k - 1) - 1) // S + 1
+    ow = (w + 2 * P - D * (k - 1) - 1) // S + 1
+    pad = np.zeros((n, h + 2 * P, w + 2 * P, c))
+    pad[:, P:P + h, P:P + w] = a
+    out = np.zeros((n, oh, ow, f))
+    for kh in range(k):
+        for kw in range(k):
+            win = pad[:, kh * D:kh * D + (oh - 1) * S + 1:S, kw * D:kw * D + (ow - 1) * S + 1:S]
+            out += win @ b[kh, kw]
+    return out
+
+
+@pytest.mark.parametrize("S,D,P", [(1, 1, 1), (2, 1, 0), (1, 2, 2)])
+def test_im2col_convolution(target, S, D, P):
+    a = rand((2, 9, 8, 16), "float16", 1)
+    b = rand((3, 3, 16, 24), "float16", 2)
+    kernel = convolution.compile(N=2, C=16, H=9, W=8, F=24, K=3, S=S, D=D, P=P, block_M=32,
+                                 block_N=32, block_K=32, num_stages=2, threads=128,
+                                 target=target)
+    want = conv_ref(f64(a), f64(b), S, D, P)
+    close(kernel(a, b), want, "float16", 9 * 16)
+    if target == "numpy":
+        close(kernel.simulate(a, b)[0], want, "float16", 9 * 16)
+
+
+def mla_like_two_launches():
+    """T.alloc_global workspaces written by one launch and read by the next (TileLang's MLA
+    decode split + combine), and a T.reshape view of the output."""
+    B, S_, D = 4, 64, 32
+    SPLIT = 4
+
+    @T.prim_func
+    def main(X: T.Tensor((B, S_, D), "float32"), Out: T.Tensor((B, D), "float32")):
+        partial = T.alloc_global((B, SPLIT, D), "float32")
+        with T.Kernel(B, SPLIT) as (b, s):
+            x = T.alloc_fragment((S_ // SPLIT, D), "float32")
+            m = T.alloc_fragment((D,), "float32")
+            T.copy(X[b, s * (S_ // SPLIT), 0], x)
+            T.reduce_max(x, m, dim=0)
+            T.copy(m, partial[b, s, 0:D])
+        flat = T.reshape(Out, (B * D,))
+        with T.Kernel(B) as b:
+            p = T.alloc_fragment((SPLIT, D), "float32")
+            m = T.alloc_fragment((D,), "float32")
+            T.copy(partial[b, 0, 0], p)
+            T.reduce_max(p, m, dim=0)
+            T.copy(m, flat[b * D:(b + 1) * D])
+    return main
+
+
+def test_alloc_global_and_reshape(target):
+    fn = mla_like_two_launches()
+    assert [h.base is None for h in fn.hidden] == [True, False]
+    kernel = tilelang.compile(fn, out_idx=[-1], target=target)
+    x = rand((4, 64, 32), seed=5)
+    want = f64(x).max(1)
+    close(kernel(x), want)
+    close(kernel(x), want)  # the workspace is fresh per call
+    if target == "numpy":
+        close(kernel.simulate(x)[0], want)
+
+
+def test_reinterpretcast(target):
+    @T.prim_func
+    def main(X: T.Tensor((16, 32), "float32"), Y: T.Tensor((16, 32), "int32")):
+        with T.Kernel(1, is_npu=True) as (cid, vid):
+            x = T.alloc_ub((16, 32), "float32")
+            y = T.alloc_ub((16, 32), "int32")
+            T.copy(X[0, 0], x)
+            T.reinterpretcast(y, x, "int32_t")
+            T.copy(y, Y[0, 0])
+
+    kernel = tilelang.compile(main, out_idx=[-1], target=target)
+    x = rand((16, 32), seed=6)
+    assert np.array_equal(kernel(x), x.view(np.int32))
+    if target == "numpy":
+        assert np.array_equal(kernel.simulate(x)[0], x.view(np.int32))
+
+
+def test_view_errors():
+    def build(body):
+        @T.prim_func
+        def main(X: T.Tensor((8, 8), "float32")):
+            with T.Kernel(1) as bx:
+                t = T.alloc_fragment((8, 8), "float32")
+                body(X, t)
+        return main
+
+    def wrong_size(X, t):
+        v = T.Tensor((8, 9), "float32", X.data)  # noqa: F841
+
+    def tile_view(X, t):
+        v = T.reshape(t, (64,))  # noqa: F841
+
+    for body, words in ((wrong_size, "256 bytes"), (tile_view, "on-chip tile")):
+        with pytest.raises(CompileError) as err:
+            build(body)
+        assert words in str(err.value) and "test_views.py" in str(err.value)

@@ -1,0 +1,191 @@
+"""GM buffers that are not parameters, views of GM tensors, bit casts of tiles and im2col
+(a KernelBuilder part).
+
+    glse = T.alloc_global((b, h, s), "float32")        -> a hidden kernel parameter, zeroed per call
+    flat = T.Tensor((K * K * C, F), dt, kernel.data)  -> a hidden parameter: the caller's array
+    flat = T.reshape(kernel, (K * K * C, F))             reshaped (same memory, no copy)
+    T.reinterpretcast(dst, src, "int32_t")            -> for i, j in Parallel: dst[i, j] = reinterpret(src[i, j])
+    T.im2col(data, tile, by, k, KH, S, D, P)          -> for m, k in Parallel: tile[m, k] = select(inside, data[...], 0)
+
+Hidden parameters follow the user's parameters in every launch's `params`; the runtime
+(runtime/launches.py) passes a zeroed array for an `alloc_global` and a reshaped view of the
+caller's array for a view. Accesses through a view and through its base are not race-checked
+against each other by the simulator (they are different buffers in the IR).
+"""
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+
+from .. import language as T_module
+from ..ir import dtypes
+from ..ir.analysis import GM_SCOPES
+from ..ir.nodes import Buffer, For, Load, Store, Var
+from .common import show
+from .exprs import as_expr, binop, const, reinterpret
+
+# tilelang-ascend's C type spellings in reinterpretcast
+_C_TYPES = {"uint32_t": "uint32", "int32_t": "int32", "uint16_t": "uint16", "int16_t": "int16",
+            "uint8_t": "uint8", "int8_t": "int8", "float": "float32", "half": "float16",
+            "bfloat16_t": "bfloat16", "int64_t": "int64"}
+
+
+@dataclass(frozen=True)
+class BufferData:
+    """`buf.data`: the memory of a GM tensor, to view with `T.Tensor(shape, dtype, buf.data)`."""
+
+    buffer: Buffer
+
+
+@dataclass(frozen=True)
+class Hidden:
+    """A GM buffer of the kernel that is not a parameter the caller passes: `base` is None for
+    T.alloc_global (zeroed per call), else the parameter it views."""
+
+    buffer: Buffer
+    base: Buffer | None = None
+
+
+class Views:
+    def hidden_list(self) -> list:
+        if not hasattr(self, "hidden"):
+            self.hidden = []
+        return self.hidden
+
+    def alloc_global(self, name: str, call: ast.Call) -> list:
+        args = [self.eval(a) for a in call.args]
+        kw = {k.arg: self.eval(k.value) for k in call.keywords}
+        kw.pop("scope", None)
+        shape = kw.pop("shape", args[0] if args else None)
+        dtype = kw.pop("dtype", args[1] if len(args) > 1 else None)
+        if shape is None or dtype is None or kw or len(args) > 2:
+            raise self.error(call, "T.alloc_global(shape, dtype) takes a shape and a dtype")
+        buf = Buffer(self.fresh_buffer_name(name), self.const_shape(shape, call),
+                     self.dtype(dtype, call), "global")
+        self.hidden_list().append(Hidden(buf))
+        self.bind(name, buf)
+        return []
+
+    def const_shape(self, shape, call) -> tuple:
+        shape = tuple(shape) if isinstance(shape, (tuple, list)) else (shape,)
+        shape = tuple(self.resolved(d, call) for d in shape)
+        for d in shape:
+            if not isinstance(d, int) or isinstance(d, bool) or d <= 0:
+                raise self.error(call, f"shapes must be positive constant ints, got {show(d)}")
+        return shape
+
+    def gm_view(self, name: str, base: Buffer, shape, dtype, call) -> list:
+        """`name` = a view of GM tensor `base` with another shape (and maybe dtype)."""
+        if base.scope not in GM_SCOPES:
+            raise self.error(call, f"'{base.name}' is an on-chip tile: a view needs a GM tensor; "
+                                   "for a tile, allocate one of the new shape and fill it with "
+                                   "a T.Parallel map")
+        for h in self.hidden_list():
+            if h.buffer == base:
+                if h.base is None:
+                    raise self.error(call, "a view of a T.alloc_global buffer is not supported; "
+                                           "allocate it with the shape you need")
+                base = h.base  # a view of a view views the parameter
+        shape = self.const_shape(shape, call)
+        dt = self.dtype(dtype if dtype is not None else base.dtype, call)
+        n_new = dtypes.itemsize(dt)
+        for d in shape:
+            n_new *= d
+        n_old = base.numel * dtypes.itemsize(base.dtype)
+        if n_new != n_old:
+            raise self.error(call, f"a view of '{base.name}' {list(base.shape)} {base.dtype} "
+                                   f"({n_old} bytes) as {list(shape)} {dt} has {n_new} bytes")
+        buf = Buffer(self.fresh_buffer_name(name), shape, dt, "global")
+        self.hidden_list().append(Hidden(buf, base))
+        self.bind(name, buf)
+        return []
+
+    def view_assign(self, name: str, value, call) -> list | None:
+        """`x = T.Tensor(shape, dtype, buf.data)`: a view; None when `value` is not one."""
+        if isinstance(value, T_module.TensorType) and isinstance(value.data, BufferData):
+            return self.gm_view(name, value.data.buffer, value.shape, value.dtype, call)
+        return None
+
+    def reshape_call(self, name: str, call: ast.Call) -> list:
+        if len(call.args) < 2 or len(call.args) > 3:
+            raise self.error(call, "T.reshape(buffer, shape) takes a buffer and a shape")
+        base = self.eval(call.args[0])
+        if not isinstance(base, Buffer):
+            raise self.error(call.args[0], f"expected a buffer, got {show(base)}")
+        dtype = self.eval(call.args[2]) if len(call.args) == 3 else None
+        return self.gm_view(name, base, self.eval(call.args[1]), dtype, call)
+
+    # ---------------------------------------------------------------------------- statements
+
+    def op_reinterpretcast(self, call) -> list:
+        """tilelang-ascend's T.reinterpretcast(dst, src, "int32_t"): dst holds src's bits read
+        as dst's dtype (a bit copy at this point; the two tiles do not alias afterwards)."""
+        a = self.args(call, ["dst", "src", "casttype"], {"casttype": None})
+        dst, src = self.full_region(a["dst"]), self.full_region(a["src"])
+        if "casttype" in a:
+            ct = self.eval(a["casttype"])
+            want = _C_TYPES.get(ct, dtypes.canonical(ct) if isinstance(ct, str) else None)
+            if want is None or dtypes.itemsize(want) != dtypes.itemsize(dst.buffer.dtype):
+                raise self.error(a["casttype"], f"cast type {ct!r} does not match the "
+                                                f"destination's {dst.buffer.dtype}")
+        if dtypes.itemsize(dst.buffer.dtype) != dtypes.itemsize(src.buffer.dtype) or \
+                tuple(e for e in dst.extent if e != 1) != tuple(e for e in src.extent if e != 1):
+            raise self.error(call, f"T.reinterpretcast between {src.buffer.dtype} "
+                                   f"{list(src.extent)} and {dst.buffer.dtype} "
+                                   f"{list(dst.extent)}: only tiles of one shape and element "
+                                   "size are supported here; T.cast values, or keep the data "
+                                   "in one dtype")
+        dims_d = [d for d, e in enumerate(dst.extent) if e != 1] or [len(dst.extent) - 1]
+        dims_s = [d for d, e in enumerate(src.extent) if e != 1] or [len(src.extent) - 1]
+        names = tuple(self.fresh_var("i") for _ in dims_d)
+        di = {d: Var(n) for d, n in zip(dims_d, names)}
+        si = {d: Var(n) for d, n in zip(dims_s, names)}
+        didx = tuple(as_expr(binop("+", s, di[d]) if d in di else s)
+                     for d, s in enumerate(dst.start))
+        sidx = tuple(as_expr(binop("+", s, si[d]) if d in si else s)
+                     for d, s in enumerate(src.start))
+        value = reinterpret(Load(src.buffer, sidx), dst.buffer.dtype, self, call)
+        loc = self.loc(call)
+        return [For(names, tuple(const(dst.extent[d]) for d in dims_d), "parallel",
+                    (Store(dst.buffer, didx, value, loc),), 0, loc)]
+
+    def op_im2col(self, call) -> list:
+        """T.im2col(img, col, nhw_step, c_step, kernel, stride, dilation, pad): `col` (M, K) holds
+        rows nhw_step*M .. of the NHWC image's patch matrix (row = (n, oh, ow), column =
+        (kh, kw, c), c fastest), zeros outside the image (padding) and beyond its rows/columns."""
+        a = self.args(call, ["img", "col", "nhw_step", "c_step", "kernel", "stride", "dilation",
+                             "pad"], {"stride": None, "dilation": None, "pad": None})
+        img, col = self.eval(a["img"]), self.eval(a["col"])
+        if not (isinstance(img, Buffer) and len(img.shape) == 4):
+            raise self.error(a["img"], "T.im2col takes an NHWC image tensor (4-D)")
+        if not (isinstance(col, Buffer) and len(col.shape) == 2):
+            raise self.error(a["col"], "T.im2col writes a 2-D tile (rows: output pixels, "
+                                       "columns: kernel taps x channels)")
+        ks = self.int_arg(a["kernel"])
+        s = self.int_arg(a["stride"]) if "stride" in a else 1
+        dil = self.int_arg(a["dilation"]) if "dilation" in a else 1
+        pad = self.int_arg(a["pad"]) if "pad" in a else 0
+        n_img, h, w, c = img.shape
+        oh = (h + 2 * pad - dil * (ks - 1) - 1) // s + 1
+        ow = (w + 2 * pad - dil * (ks - 1) - 1) // s + 1
+        bm, bk = col.shape
+        i, j = self.fresh_var("m"), self.fresh_var("k")
+        row = binop("+", binop("*", self.eval(a["nhw_step"]), bm), Var(i))
+        kk = binop("+", binop("*", self.eval(a["c_step"]), bk), Var(j))
+        n = binop("//", row, oh * ow)
+        p = binop("%", row, oh * ow)
+        y = binop("-", binop("+", binop("*", binop("//", p, ow), s),
+                             binop("*", binop("//", kk, ks * c), dil)), pad)
+        x = binop("-", binop("+", binop("*", binop("%", p, ow), s),
+                             binop("*", binop("%", binop("//", kk, c), ks), dil)), pad)
+        ch = binop("%", kk, c)
+        inside = binop("and", binop("and", binop("<", row, n_img * oh * ow),
+                                    binop("<", kk, ks * ks * c)),
+                       binop("and", binop("and", binop(">=", y, 0), binop("<", y, h)),
+                             binop("and", binop(">=", x, 0), binop("<", x, w))))
+        from .dialect import select
+        zero = 0 if dtypes.is_int(col.dtype) else 0.0
+        value = select(inside, Load(img, tuple(as_expr(v) for v in (n, y, x, ch))), zero)
+        loc = self.loc(call)
+        return [For((i, j), (const(bm), const(bk)), "parallel",
+                    (Store(col, (Var(i), Var(j)), as_expr(value), loc),), 0, loc)]
