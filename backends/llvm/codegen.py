@@ -179,8 +179,11 @@ class KernelGen(ParallelMaps):
                     raise self.fail(f"{type(s).__name__} inside a Parallel loop is not supported")
                 from . import codegen_ops, microkernel
                 if isinstance(s, Copy) and s.atomic:
-                    from .atomic import atomic_copy
+                    from .special_copies import atomic_copy
                     atomic_copy(self, s)
+                elif isinstance(s, Copy) and s.transpose:
+                    from .special_copies import transposed_copy
+                    transposed_copy(self, s)
                 elif isinstance(s, Copy) and self.ctx == "C" and is_dual_copy(s):
                     self.dual_copy(s)
                 elif isinstance(s, Gemm):

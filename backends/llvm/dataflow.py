@@ -140,7 +140,7 @@ def fuse_copy_chains(kernel):
     def pairs(stmts):
         out = []
         for i, s in enumerate(stmts):
-            if not isinstance(s, Copy) or not s.dst.is_full or s.atomic:
+            if not isinstance(s, Copy) or not s.dst.is_full or s.atomic or s.transpose:
                 continue
             x = s.dst.buffer
             if x.name in params or "L0C" in (x.scope, s.src.buffer.scope):
@@ -151,7 +151,7 @@ def fuse_copy_chains(kernel):
             if j == len(stmts):
                 continue
             t = stmts[j]
-            if (isinstance(t, Copy) and t.src.is_full and t.src.buffer == x
+            if (isinstance(t, Copy) and t.src.is_full and t.src.buffer == x and not t.transpose
                     and t.dst.buffer.name != x.name and t.src.buffer.name != s.src.buffer.name
                     and _composes(s.src.buffer.dtype, x.dtype, t.dst.buffer.dtype)):
                 out.append((i, j, x.name))
@@ -265,6 +265,7 @@ def _find_forward(kernel, per_block, storage_of):
         if (x.scope not in per_block or y.scope not in per_block or x.name == y.name
                 or x.shape != y.shape or x.dtype != y.dtype or storage_of(x) != storage_of(y)
                 or not all(isinstance(w, Copy) and w.src.is_full and w.dst.is_full
+                           and not w.transpose
                            and w.src.buffer == x for w in ws)):
             continue
         ids = {id(w) for w in ws}

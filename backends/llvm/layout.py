@@ -125,7 +125,8 @@ def find_forwards(kernel: Kernel) -> tuple[dict, set]:
             for f in ("body", "then_body", "else_body"):
                 if hasattr(s, f):
                     scan(getattr(s, f))
-            if not isinstance(s, Copy) or not s.src.is_full or not s.dst.is_full:
+            if (not isinstance(s, Copy) or not s.src.is_full or not s.dst.is_full
+                    or s.transpose):
                 continue
             x, y = s.src.buffer, s.dst.buffer
             if (x.scope not in PER_BLOCK[1:] or y.scope not in PER_BLOCK[1:] or x.shape != y.shape
@@ -197,7 +198,8 @@ def plan_buffers(kernel: Kernel, bf16: bool) -> Plan:
             elif isinstance(s, Copy):
                 note(s.src.buffer.name, ctx, ("copy_src",))
                 dual = ctx == "C" and is_dual_copy(s)  # FixPipe writes the AIVs' UB
-                note(s.dst.buffer.name, "V" if dual else ctx, ("copy_dst", s.dst.is_full))
+                note(s.dst.buffer.name, "V" if dual else ctx,
+                     ("copy_dst_t",) if s.transpose else ("copy_dst", s.dst.is_full))
             elif isinstance(s, Gemm):
                 note(s.a.buffer.name, ctx, ("gemm_a",))
                 note(s.b.buffer.name, ctx, ("gemm_b", s.b.is_full, s.transpose_b,

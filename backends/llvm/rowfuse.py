@@ -222,7 +222,7 @@ def _start_reads(acc, *regions):
 def _classify(g, s, copy_in=False):
     """_Acc of a row-local statement, or None; copy_in: a copy from GM read in one pass with
     the map after it (rowpass.py)."""
-    if isinstance(s, Copy) and s.atomic:  # emitted on its own, under the atomic lock
+    if isinstance(s, Copy) and (s.atomic or s.transpose):  # emitted on their own
         return None
     if isinstance(s, Copy):
         src, dst = s.src, s.dst

@@ -71,7 +71,8 @@ def copy_in_pairs(g, stmts) -> dict:
     map + reduce reading X at its own elements only."""
     out = {}
     for k, cp in enumerate(stmts):
-        if not isinstance(cp, Copy) or cp.atomic or id(cp) in g.plan.skip or not cp.dst.is_full:
+        if (not isinstance(cp, Copy) or cp.atomic or cp.transpose or id(cp) in g.plan.skip
+                or not cp.dst.is_full):
             continue
         shape = _tile(g, cp.dst.buffer)
         if shape is None or not _gm_rows(g, cp.src, *shape):
@@ -97,7 +98,7 @@ def copy_out_of(g, m, cp) -> bool:
     """Map m (not fused with a reduction) followed by copy cp of the whole of its tile to GM."""
     st = _map_store(m)
     if (st is None or id(m) in g.fused or not isinstance(cp, Copy) or cp.atomic
-            or id(cp) in g.plan.skip):
+            or cp.transpose or id(cp) in g.plan.skip):
         return False
     x = st.buffer
     shape = _tile(g, x)

@@ -72,10 +72,11 @@ class TileOps:
                                    "read back")
         a = self.args(call, names, {n: None for n in names[2:]})
         pad = self.eval(a["pad_value"]) if "pad_value" in a else 0
-        if "transpose" in a and self.eval(a["transpose"]):
-            raise self.error(a["transpose"], "T.copy(transpose=True) is not supported; use "
-                                             "T.gemm(transpose_A/transpose_B=True) or a T.Parallel "
-                                             "map with swapped indices")
+        if "transpose" in a and self.bool_arg(a["transpose"], False):
+            if is_ir(pad) or pad != 0:
+                raise self.error(a["pad_value"], "T.copy(transpose=True) pads with zeros; fill "
+                                                 "the tile first for another pad value")
+            return self.transposed_copy(a["src"], a["dst"], call)
         self.record_hint(call, [k for k in call.keywords if k.arg in (
             "disable_tma", "coalesced_width", "eviction_policy", "annotations", "loop_layout")])
         src, dst = self.region(a["src"]), self.region(a["dst"])

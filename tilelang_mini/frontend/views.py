@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from .. import language as T_module
 from ..ir import dtypes
 from ..ir.analysis import GM_SCOPES
-from ..ir.nodes import Buffer, For, Load, Store, Var
+from ..ir.nodes import Alloc, Buffer, Cast, Copy, For, Load, Region, Store, Var
 from .common import show
 from .exprs import as_expr, binop, const, reinterpret
 
@@ -116,6 +116,66 @@ class Views:
         return self.gm_view(name, base, self.eval(call.args[1]), dtype, call)
 
     # ---------------------------------------------------------------------------- statements
+
+    def transposed_copy(self, src_node, dst_node, call) -> list:
+        """T.copy(src, dst, transpose=True): dst = src^T (2-D tiles, extent-1 dims aside).
+        L1 -> L0A/L0B (expert mode) is one MTE1 load with the transpose on (`Copy.transpose`);
+        elsewhere a T.Parallel map with swapped indices, GM sides staged through a tile:
+
+            copy(A[r0 +: m, c0 +: n], t)  ;  for i, j in Parallel(n, m): dst[j0 + i, i0 + j] = t[j, i]
+        """
+        src, dst = self.region(src_node), self.region(dst_node)
+        loc = self.loc(call)
+
+        def fill(mine, other, node):
+            if all(e is not None for e in mine[2]):
+                return Region(mine[0], mine[1], tuple(mine[2]))
+            if any(e is None for e in other[2]):
+                raise self.error(node, "one side of T.copy must give its extent (a buffer or a "
+                                       "slice)")
+            sq = [e for e in other[2] if e != 1][::-1]
+            n = len(mine[2])
+            if len(sq) != 2 or n < 2:
+                raise self.error(node, "T.copy(transpose=True) copies 2-D tiles")
+            return Region(mine[0], mine[1], (1,) * (n - 2) + tuple(sq))
+
+        s, d = fill(src, dst, src_node), fill(dst, src, dst_node)
+        s_sq = tuple(e for e in s.extent if e != 1)
+        if len(s_sq) != 2 or tuple(e for e in d.extent if e != 1) != s_sq[::-1]:
+            raise self.error(call, f"T.copy(transpose=True) takes a 2-D tile and gives its "
+                                   f"transpose; got {list(s.extent)} -> {list(d.extent)}")
+        if (s.buffer.scope, d.buffer.scope) in (("L1", "L0A"), ("L1", "L0B")):
+            return [Copy(s, d, loc, transpose=True)]
+        out = []
+        if s.buffer.scope in GM_SCOPES:  # stage the GM region in a tile first
+            t = self.stage_tile(s_sq, s.buffer.dtype, call)
+            out.append(Copy(s, Region.full(t), loc))
+            s = Region.full(t)
+        final = None
+        if d.buffer.scope in GM_SCOPES:
+            t = self.stage_tile(s_sq[::-1], d.buffer.dtype, call)
+            final = Copy(Region.full(t), d, loc)
+            d = Region.full(t)
+        sd = [k for k, e in enumerate(s.extent) if e != 1]
+        dd = [k for k, e in enumerate(d.extent) if e != 1]
+        i, j = self.fresh_var("i"), self.fresh_var("j")  # i over src rows, j over src columns
+        s_at = {sd[0]: Var(i), sd[1]: Var(j)}
+        d_at = {dd[0]: Var(j), dd[1]: Var(i)}
+        sidx = tuple(as_expr(binop("+", x, s_at[k]) if k in s_at else x)
+                     for k, x in enumerate(s.start))
+        didx = tuple(as_expr(binop("+", x, d_at[k]) if k in d_at else x)
+                     for k, x in enumerate(d.start))
+        value = Load(s.buffer, sidx)
+        if s.buffer.dtype != d.buffer.dtype:
+            value = Cast(d.buffer.dtype, value)
+        out.append(For((i, j), (const(s_sq[0]), const(s_sq[1])), "parallel",
+                       (Store(d.buffer, didx, value, loc),), 0, loc))
+        return out + ([final] if final is not None else [])
+
+    def stage_tile(self, shape, dtype: str, call) -> Buffer:
+        buf = Buffer(self.fresh_buffer_name("transpose_tile"), tuple(shape), dtype, "fragment")
+        self.hoisted_allocs[buf.name] = Alloc(buf, None, self.loc(call))
+        return buf
 
     def op_reinterpretcast(self, call) -> list:
         """tilelang-ascend's T.reinterpretcast(dst, src, "int32_t"): dst holds src's bits read

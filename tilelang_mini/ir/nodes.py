@@ -182,6 +182,7 @@ class Copy:
     dst: Region
     loc: Loc = _loc()
     atomic: str = ""
+    transpose: bool = False  # dst = src^T (2-D after dropping extent-1 dims): an MTE1 L1 -> L0 load
 
 
 @dataclass(frozen=True)

@@ -340,11 +340,14 @@ class _ToIR(Transformer):
         fn, *args = children
         name = str(fn)
         if name == "copy":
-            (src, dst), kws = self.split(args, fn, {f"atomic_{k}" for k in ATOMIC_KINDS}, 2)
+            (src, dst), kws = self.split(args, fn, {f"atomic_{k}" for k in ATOMIC_KINDS}
+                                         | {"transpose"}, 2)
+            trans = self.const_bool(kws.pop("transpose")) if "transpose" in kws else False
             on = [k[len("atomic_"):] for k, v in kws.items() if self.const_bool(v)]
             if len(on) > 1:
                 self.err("a copy has at most one atomic_ kind", fn)
-            return Copy(self.as_region(src), self.as_region(dst), atomic=on[0] if on else "")
+            return Copy(self.as_region(src), self.as_region(dst), atomic=on[0] if on else "",
+                        transpose=trans)
         if name == "gemm":
             flags = {"transpose_A", "transpose_B", "clear_accum"}
             scale_keys = {"scale_A", "scale_B", "scale_gran"}

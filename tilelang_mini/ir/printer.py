@@ -159,6 +159,7 @@ class _Printer:
             self.emit(d, f"{b.name} = {ALLOC_NAMES[b.scope]}({', '.join(args)})", s.loc)
         elif isinstance(s, Copy):
             atomic = f", atomic_{s.atomic}=True" if s.atomic else ""
+            atomic += ", transpose=True" if s.transpose else ""
             self.emit(d, f"copy({print_region(s.src)}, {print_region(s.dst)}{atomic})", s.loc, t())
         elif isinstance(s, Gemm):
             flags = "".join(f", {name}=True" for name, on in (

@@ -172,13 +172,17 @@ def _dual_copy(s: Copy):
 
 def _plain_copy(s: Copy):
     src, dst = s.src, s.dst
-    check_reshape(src.extent, dst.extent, s, "copy")
+    if not s.transpose:
+        check_reshape(src.extent, dst.extent, s, "copy")
     s_region, d_region = compile_region(src), compile_region(dst)
     s_ext, d_ext = src.extent, dst.extent
     s_shape, d_shape = src.buffer.shape, dst.buffer.shape
     s_name, d_name = src.buffer.name, dst.buffer.name
     s_dt = dtypes.to_numpy(src.buffer.dtype)
+    transpose = s.transpose
     reshape = s_ext != d_ext
+    if transpose:
+        _check_transpose(src.extent, dst.extent, s)
 
     def copy(env):
         ss, s_sl, s_inside = s_region(env)
@@ -194,6 +198,8 @@ def _plain_copy(s: Copy):
             if all(h > l for l, h in zip(lo, hi)):
                 tile[tuple(slice(l - a, h - a) for l, h, a in zip(lo, hi, ss))] = \
                     sarr[tuple(slice(l, h) for l, h in zip(lo, hi))]
+        if transpose:
+            tile = tile.reshape(_squeezed(s_ext)).T
         if reshape:
             tile = tile.reshape(d_ext)
         # write only the in-bounds part of dst (cast by assignment)
@@ -210,6 +216,13 @@ def _plain_copy(s: Copy):
 
     combine = _combiner(s.atomic, dst.buffer.dtype) if s.atomic else None
     return copy
+
+
+def _check_transpose(src_ext, dst_ext, stmt) -> None:
+    sq, dq = _squeezed(src_ext), _squeezed(dst_ext)
+    if len(sq) != 2 or dq != sq[::-1]:
+        raise CompileError(f"a transposing copy takes a 2-D tile and gives its transpose; got "
+                           f"source {list(src_ext)}, destination {list(dst_ext)}", stmt.loc)
 
 
 def _combiner(kind: str, dtype: str):

@@ -196,7 +196,16 @@ def _problems(node):
         dual = (node.src.buffer.scope, node.dst.buffer.scope) == ("L0C", "UB") and (
             node.src.extent[0] == 2 * node.dst.extent[0]
             and node.src.extent[1:] == node.dst.extent[1:])  # FixPipe feeds both AIVs a half
-        if not dual and _squeeze(node.src.extent) != _squeeze(node.dst.extent):
+        if node.transpose:
+            sq = _squeeze(node.src.extent)
+            if len(sq) != 2 or _squeeze(node.dst.extent) != sq[::-1]:
+                yield (f"a transposing copy takes a 2-D tile and gives its transpose; got "
+                       f"source {node.src.extent}, destination {node.dst.extent}")
+            if (node.src.buffer.scope, node.dst.buffer.scope) not in (("L1", "L0A"),
+                                                                       ("L1", "L0B")):
+                yield (f"a transposing copy is an L1 -> L0A/L0B load; got "
+                       f"{node.src.buffer.scope} -> {node.dst.buffer.scope}")
+        elif not dual and _squeeze(node.src.extent) != _squeeze(node.dst.extent):
             yield (f"copy shapes differ: source {node.src.extent}, destination "
                    f"{node.dst.extent}")
         if node.atomic and (node.dst.buffer.scope not in GM_SCOPES

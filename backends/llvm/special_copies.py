@@ -1,4 +1,6 @@
-"""Atomic copies (`copy(x, C[...], atomic_add=True)`): dst = dst op src on a GM tensor that the
+"""Copies with a mode: atomic copies and transposing copies.
+
+Atomic copies (`copy(x, C[...], atomic_add=True)`): dst = dst op src on a GM tensor that the
 blocks running on other threads update too.
 
 The blocks of a launch run on several threads, so each atomic copy holds one spin lock of the
@@ -134,6 +136,43 @@ def atomic_copy(g, s) -> None:
 
     nest(0, s_ok, d_ok, s_off0, d_off0)
     _release(g, lock)
+
+
+def transposed_copy(g, s) -> None:
+    """`copy(K_l1, K_l0b, transpose=True)`: dst[j, i] = src[i, j] over the 2-D tile (extent-1
+    dims aside); one source row at a time, VL columns per step, scattered into a dst column."""
+    src, dst = s.src, s.dst
+    si, di = g.info(src.buffer), g.info(dst.buffer)
+    if si.layout != "row" or di.layout != "row":
+        raise g.fail(f"internal: transposing copy with a packed buffer ({si.name} -> {di.name})")
+    sd = [d for d, x in enumerate(src.extent) if x != 1]
+    dd = [d for d, x in enumerate(dst.extent) if x != 1]
+    if len(sd) != 2 or len(dd) != 2:
+        raise g.fail("internal: a transposing copy of a tile that is not 2-D")
+    from .codegen_ops import check_in_bounds
+    ss, ds = starts_of(g, src), starts_of(g, dst)
+    check_in_bounds(g, src, ss)
+    check_in_bounds(g, dst, ds)
+    e, b = g.e, g.e.b
+    sbase, dbase = g.buf_ptr(si), g.buf_ptr(di)
+    s_off0, d_off0 = _offset(g, si, ss), _offset(g, di, ds)
+    rows, cols = src.extent[sd[0]], src.extent[sd[1]]
+    s_row, s_col = si.strides[sd[0]], si.strides[sd[1]]
+    d_row, d_col = di.strides[dd[0]], di.strides[dd[1]]  # dst row j <- src column j
+    kind = vm.kind_of(si.dtype)
+    full = ir.Constant(ir.VectorType(ir.IntType(1), VL), [1] * VL)
+    with e.loop(0, rows, name="tr") as r:
+        with e.loop(0, cols, VL, name="tc") as c0:
+            mask = lane_mask(g, c0, ir.Constant(I64, 0), ir.Constant(I64, cols))
+            mask = b.and_(mask, full)
+            s_at = b.add(s_off0, b.add(b.mul(r, ir.Constant(I64, s_row)),
+                                       b.mul(c0, ir.Constant(I64, s_col))))
+            raw = vload(g, si, sbase, s_at, s_col, mask)
+            val = vm.encode(e, vm.decode(e, raw, si.storage), kind, di.dtype, di.storage,
+                            si.dtype if si.dtype in vm.FLOATS else None)
+            d_at = b.add(d_off0, b.add(b.mul(r, ir.Constant(I64, d_col)),
+                                       b.mul(c0, ir.Constant(I64, d_row))))
+            vstore(g, di, dbase, d_at, d_row, val, mask)
 
 
 def _offset(g, info, starts):

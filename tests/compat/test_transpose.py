@@ -1,0 +1,84 @@
+"""T.copy(..., transpose=True): tilelang-ascend's transposing L1 -> L0B load in expert mode
+(Q @ K^T as the HISA indexer writes it), and transposing copies between GM and tiles in
+developer mode; on every target and simulated, against float64 NumPy references."""
+import numpy as np
+import pytest
+
+import tilelang_mini as tilelang
+import tilelang_mini.language as T
+from tilelang_mini import CompileError
+from tilelang_mini.ir.parser import parse_ir
+from tilelang_mini.ir.printer import print_ir
+
+from util import close, f64, rand
+
+H, KV, D = 16, 32, 64
+
+
+def test_expert_l1_to_l0b_transpose(target):
+    @T.prim_func
+    def main(Q: T.Tensor((H, D), "float16"), K: T.Tensor((4 * KV, D), "float16"),
+             S: T.Tensor((4 * H, KV), "float32")):
+        with T.Kernel(4, is_npu=True) as (cid, vid):
+            q_l1 = T.alloc_L1([H, D], "float16")
+            k_l1 = T.alloc_L1([KV, D], "float16")
+            l0a = T.alloc_L0A([H, D], "float16")
+            l0b = T.alloc_L0B([D, KV], "float16")
+            l0c = T.alloc_L0C([H, KV], "float32")
+            with T.Scope("C"):
+                T.copy(Q[0, 0], q_l1)
+                T.copy(K[cid * KV, 0], k_l1)
+                T.set_flag("MTE2", "MTE1", 0)
+                T.wait_flag("MTE2", "MTE1", 0)
+                T.copy(q_l1, l0a)
+                T.copy(k_l1, l0b, transpose=True)
+                T.set_flag("MTE1", "M", 0)
+                T.wait_flag("MTE1", "M", 0)
+                T.mma(l0a, l0b, l0c, init=True)
+                T.set_flag("M", "FIX", 0)
+                T.wait_flag("M", "FIX", 0)
+                T.copy(l0c, S[cid * H, 0])
+
+    kernel = tilelang.compile(main, out_idx=[-1], target=target)
+    assert "copy(k_l1, l0b, transpose=True)" in print_ir(kernel.ir)
+    assert parse_ir(print_ir(kernel.ir)) == kernel.ir
+    q, k = rand((H, D), "float16", 1), rand((4 * KV, D), "float16", 2)
+    want = np.concatenate([f64(q) @ f64(k[c * KV:(c + 1) * KV]).T for c in range(4)])
+    close(kernel(q, k), want, reduce_len=D)
+    if target == "numpy":
+        close(kernel.simulate(q, k)[0], want, reduce_len=D)
+
+
+def test_developer_transposed_copies(target):
+    """B given as (N, K) is loaded transposed into a (K, N) tile; the result tile is stored
+    transposed (C^T) with a clipped edge."""
+    M, N, K = 48, 40, 32
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), "float32"), Bt: T.Tensor((N, K), "float32"),
+             Ct: T.Tensor((N, M), "float32")):
+        with T.Kernel(T.ceildiv(M, 32)) as bx:
+            a = T.alloc_shared((32, K), "float32")
+            b = T.alloc_shared((K, N), "float32")
+            c = T.alloc_fragment((32, N), "float32")
+            T.copy(A[bx * 32, 0], a)
+            T.copy(Bt[0:N, 0:K], b, transpose=True)
+            T.gemm(a, b, c, clear_accum=True)
+            T.copy(c, Ct[0, bx * 32], transpose=True)
+
+    kernel = tilelang.compile(main, out_idx=[-1], target=target)
+    a, bt = rand((M, K), seed=3), rand((N, K), seed=4)
+    want = (f64(a) @ f64(bt).T).T
+    close(kernel(a, bt), want, reduce_len=K)
+    if target == "numpy":
+        close(kernel.simulate(a, bt)[0], want, reduce_len=K)
+
+
+def test_transpose_shape_error():
+    with pytest.raises(CompileError) as err:
+        @T.prim_func
+        def main(A: T.Tensor((16, 32), "float32")):
+            with T.Kernel(1) as bx:
+                t = T.alloc_fragment((16, 32), "float32")
+                T.copy(A, t, transpose=True)
+    assert "transpose" in str(err.value) and "test_transpose.py" in str(err.value)
