@@ -56,3 +56,22 @@ def test_two_launches(target):
         assert len(reports) == 2
         close(y, f64(x).mean(0), reduce_len=ROWS)
         assert len(kernel.estimate()) == 2
+
+
+def test_clear_and_fill_of_alloc_var(target):
+    """T.clear / T.fill on an alloc_var scalar (TileLang's combine kernels write it so)."""
+    @T.prim_func
+    def main(X: T.Tensor((4, 8), "float32"), Y: T.Tensor((4,), "float32")):
+        with T.Kernel(4) as b:
+            acc = T.alloc_var("float32")
+            best = T.alloc_var("float32")
+            T.clear(acc)
+            T.fill(best, -T.infinity("float32"))
+            for k in T.serial(8):
+                acc += X[b, k]
+                best = T.max(best, X[b, k])
+            Y[b] = acc + best
+
+    x = rand((4, 8), seed=9)
+    want = f64(x).sum(1) + f64(x).max(1)
+    close(tilelang.compile(main, out_idx=[-1], target=target)(x), want)

@@ -121,8 +121,22 @@ class TileOps:
         return For(names, tuple(const(dst.extent[d]) for d in d_dims), "parallel", (store,), 0,
                    self.loc(call))
 
+    def var_target(self, node):
+        """The `alloc_var` buffer that `node` names, or None (T.clear/T.fill of a scalar)."""
+        from ..ir.nodes import Load
+        if isinstance(node, ast.Name):
+            v = self.eval(node)
+            if isinstance(v, Load) and v.buffer.scope == "var":
+                return v.buffer
+        return None
+
     def op_clear(self, call) -> Fill:
         a = self.args(call, ["buffer"])
+        var = self.var_target(a["buffer"])
+        if var is not None:  # T.clear(x) of an alloc_var: x = 0
+            from ..ir.nodes import Store
+            zero = const(0) if dtypes.is_int(var.dtype) else const(0.0)
+            return Store(var, (const(0),), zero, self.loc(call))
         r = self.full_region(a["buffer"])
         zero = const(0) if dtypes.is_int(r.buffer.dtype) else const(0.0)
         return Fill(r, zero, self.loc(call))
@@ -132,6 +146,12 @@ class TileOps:
         value = self.eval(a["value"])
         if not (is_ir(value) or isinstance(value, (int, float))):
             raise self.error(a["value"], f"fill value must be a number or expression, got {show(value)}")
+        var = self.var_target(a["buffer"])
+        if var is not None:  # T.fill(x, v) of an alloc_var: x = v
+            from ..ir.nodes import Store
+            if isinstance(value, int) and not dtypes.is_int(var.dtype):
+                value = float(value)
+            return Store(var, (const(0),), as_expr(value), self.loc(call))
         if isinstance(value, int) and not isinstance(value, bool):
             r0 = self.full_region(a["buffer"])
             value = value if dtypes.is_int(r0.buffer.dtype) else float(value)
