@@ -75,3 +75,25 @@ def test_clear_and_fill_of_alloc_var(target):
     x = rand((4, 8), seed=9)
     want = f64(x).sum(1) + f64(x).max(1)
     close(tilelang.compile(main, out_idx=[-1], target=target)(x), want)
+
+
+def test_fill_with_a_tile_element(target):
+    """T.fill(t, s[0]) reads a tile element: a map, placed and split like any map (it was an
+    internal error in infer_scopes)."""
+    @T.prim_func
+    def main(X: T.Tensor((16, 8), "float32"), Y: T.Tensor((16, 8), "float32")):
+        with T.Kernel(1) as bx:
+            x = T.alloc_fragment((16, 8), "float32")
+            s = T.alloc_fragment((16,), "float32")
+            t = T.alloc_fragment((16, 8), "float32")
+            T.copy(X, x)
+            T.reduce_sum(x, s, dim=1)
+            T.fill(t, s[0] + s[15])
+            T.copy(t, Y)
+
+    x = rand((16, 8), seed=10)
+    want = np.full((16, 8), f64(x)[0].sum() + f64(x)[15].sum())
+    kernel = tilelang.compile(main, out_idx=[-1], target=target)
+    close(kernel(x), want, reduce_len=8)
+    if target == "numpy":
+        close(kernel.simulate(x)[0], want, reduce_len=8)
