@@ -140,10 +140,48 @@ def test_view_errors():
     def wrong_size(X, t):
         v = T.Tensor((8, 9), "float32", X.data)  # noqa: F841
 
-    def tile_view(X, t):
-        v = T.reshape(t, (64,))  # noqa: F841
+    def tile_dtype(X, t):
+        v = T.view(t, shape=[64], dtype="int32")  # noqa: F841
 
-    for body, words in ((wrong_size, "256 bytes"), (tile_view, "on-chip tile")):
+    def tile_count(X, t):
+        v = T.reshape(t, (65,))  # noqa: F841
+
+    for body, words in ((wrong_size, "256 bytes"), (tile_dtype, "keep the dtype"),
+                        (tile_count, "element counts differ")):
         with pytest.raises(CompileError) as err:
             build(body)
         assert words in str(err.value) and "test_views.py" in str(err.value)
+
+
+def test_tile_reshape_view(target):
+    """TileLang's lightning indexer: `s_reshaped = T.reshape(s, (N, Q, H))` of a gemm
+    fragment, written element-wise through the view and reduced along its last dim."""
+    N_, Q, Hh, D = 32, 4, 8, 64
+
+    @T.prim_func
+    def main(Kx: T.Tensor((N_, D), "float16"), Qx: T.Tensor((Q * Hh, D), "float16"),
+             W: T.Tensor((Q, Hh), "float32"), L: T.Tensor((Q, N_), "float32")):
+        with T.Kernel(1) as bx:
+            k_s = T.alloc_shared((N_, D), "float16")
+            q_s = T.alloc_shared((Q * Hh, D), "float16")
+            w = T.alloc_fragment((Q, Hh), "float32")
+            s = T.alloc_fragment((N_, Q * Hh), "float32")
+            s_reshaped = T.reshape(s, (N_, Q, Hh))
+            logits = T.alloc_fragment((N_, Q), "float32")
+            T.copy(Kx, k_s)
+            T.copy(Qx, q_s)
+            T.copy(W, w)
+            T.gemm(k_s, q_s, s, transpose_B=True, clear_accum=True)
+            for bn_i, bq_i, h_i in T.Parallel(N_, Q, Hh):
+                s_reshaped[bn_i, bq_i, h_i] = T.max(s_reshaped[bn_i, bq_i, h_i], 0) * w[bq_i, h_i]
+            T.reduce_sum(s_reshaped, logits, dim=-1, clear=True)
+            for bq_i, bn_i in T.Parallel(Q, N_):
+                L[bq_i, bn_i] = logits[bn_i, bq_i]
+
+    kernel = tilelang.compile(main, out_idx=[-1], target=target)
+    k, q, w = rand((N_, D), "float16", 1), rand((Q * Hh, D), "float16", 2), rand((Q, Hh), seed=3)
+    s = (f64(k) @ f64(q).T).reshape(N_, Q, Hh)
+    want = (np.maximum(s, 0) * f64(w)[None]).sum(-1).T
+    close(kernel(k, q, w), want, reduce_len=D * Hh)
+    if target == "numpy":
+        close(kernel.simulate(k, q, w)[0], want, reduce_len=D * Hh)

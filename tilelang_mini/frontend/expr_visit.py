@@ -229,6 +229,9 @@ class ExprVisitor:
         base = self.eval(n.value)
         if isinstance(base, Buffer):
             return Load(base, self.indices(n, base))
+        from .views import TileView
+        if isinstance(base, TileView):
+            return self.view_load(n, base)
         if is_ir(base):
             raise self.error(n, "cannot index an expression")
         key = self.eval(n.slice)

@@ -410,6 +410,10 @@ class KernelBuilder(ExprVisitor, TileOps, Dialect, TileAscend, Eager, Atomics, V
 
     def store(self, target: ast.Subscript, value, node) -> Store:
         buf = self.eval(target.value)
+        from .views import TileView
+        if isinstance(buf, TileView):
+            idx = buf.base_indices(self.view_indices(target, buf))
+            return Store(buf.base, idx, as_expr(value), self.loc(node))
         if not isinstance(buf, Buffer):
             raise self.error(target, "only buffers can be assigned element-wise")
         idx = self.indices(target, buf)

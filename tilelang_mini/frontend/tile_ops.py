@@ -38,7 +38,8 @@ class TileOps:
             return self.tile_op(fn.name[len("tile."):], call)
         handler = getattr(self, "op_" + fn.name, None)
         if fn.name.startswith("reduce_"):
-            return [self.op_reduce(fn.name[len("reduce_"):], call)]
+            out = self.op_reduce(fn.name[len("reduce_"):], call)
+            return out if isinstance(out, list) else [out]
         if handler is None:
             raise self.error(call, f"T.{fn.name} is not a statement")
         out = handler(call)
@@ -177,10 +178,17 @@ class TileOps:
 
     def op_reduce(self, kind, call) -> Reduce:
         a = self.args(call, ["buffer", "out", "dim", "clear"], {"dim": None, "clear": None})
-        src, dst = self.full_region(a["buffer"]), self.full_region(a["out"])
         dim = self.eval(a["dim"]) if "dim" in a else -1
         if not isinstance(dim, int):
             raise self.error(a["dim"], "dim must be a constant int")
+        from .views import TileView
+        view = self.eval(a["buffer"])
+        if isinstance(view, TileView):  # T.reduce_sum(T.reshape(s, ...), out, dim)
+            if not -len(view.shape) <= dim < len(view.shape):
+                raise self.error(a.get("dim", call), f"dim {dim} is out of range")
+            return self.view_reduce(kind, view, a["out"], dim,
+                                    self.bool_arg(a.get("clear"), True), call)
+        src, dst = self.full_region(a["buffer"]), self.full_region(a["out"])
         rank = len(src.extent)
         if not -rank <= dim < rank:
             raise self.error(a.get("dim", call), f"dim {dim} is out of range for a {rank}-D buffer")
@@ -359,6 +367,9 @@ class TileOps:
                     extents.append(None if points else 1)
             return buf, tuple(starts), extents
         v = self.eval(node)
+        from .views import TileView
+        if isinstance(v, TileView):  # a whole view is its whole base (T.clear, T.fill)
+            v = v.base
         if not isinstance(v, Buffer):
             raise self.error(node, f"expected a buffer or region, got {show(v)}")
         return v, tuple(const(0) for _ in v.shape), list(v.shape)

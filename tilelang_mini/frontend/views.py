@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from .. import language as T_module
 from ..ir import dtypes
 from ..ir.analysis import GM_SCOPES
-from ..ir.nodes import Alloc, Buffer, Cast, Copy, For, Load, Region, Store, Var
+from ..ir.nodes import Alloc, Buffer, Call, Cast, Copy, For, Load, Region, Store, Var
 from .common import show
 from .exprs import as_expr, binop, const, reinterpret
 
@@ -35,6 +35,46 @@ class BufferData:
     """`buf.data`: the memory of a GM tensor, to view with `T.Tensor(shape, dtype, buf.data)`."""
 
     buffer: Buffer
+
+
+@dataclass(frozen=True)
+class TileView:
+    """`T.reshape(tile, shape)` of an on-chip tile: the same elements in row-major order under
+    another shape. Element accesses become accesses of `base` (so writes through either name
+    are seen through the other); whole-view T.clear/T.fill/T.reduce_* are supported."""
+
+    base: Buffer
+    shape: tuple
+
+    def base_indices(self, idx: tuple) -> tuple:
+        """Indices into `base` of view element `idx` (dims grouped where the products agree:
+        merged dims are a sum of products, split dims a // and a %)."""
+        vs, bs = list(self.shape), list(self.base.shape)
+        out, i, j = [], 0, 0
+        while i < len(vs) or j < len(bs):
+            gi, gj = [i], [j]
+            pv, pb = vs[i] if i < len(vs) else 1, bs[j] if j < len(bs) else 1
+            i, j = i + 1, j + 1
+            while pv != pb:
+                if pv < pb:
+                    pv *= vs[i]
+                    gi.append(i)
+                    i += 1
+                else:
+                    pb *= bs[j]
+                    gj.append(j)
+                    j += 1
+            flat = 0
+            for k in gi:
+                if k < len(vs):
+                    flat = binop("+", binop("*", flat, vs[k]), idx[k])
+            inner = pb
+            for k in gj:
+                if k < len(bs):
+                    inner //= bs[k]
+                    out.append(binop("%", binop("//", flat, inner), bs[k]) if len(gj) > 1
+                               else flat)
+        return tuple(as_expr(x) for x in out)
 
 
 @dataclass(frozen=True)
@@ -75,11 +115,24 @@ class Views:
         return shape
 
     def gm_view(self, name: str, base: Buffer, shape, dtype, call) -> list:
-        """`name` = a view of GM tensor `base` with another shape (and maybe dtype)."""
+        """`name` = a view of GM tensor `base` with another shape (and maybe dtype); of an
+        on-chip tile: a TileView (same dtype)."""
+        if isinstance(base, TileView):
+            base = base.base
         if base.scope not in GM_SCOPES:
-            raise self.error(call, f"'{base.name}' is an on-chip tile: a view needs a GM tensor; "
-                                   "for a tile, allocate one of the new shape and fill it with "
-                                   "a T.Parallel map")
+            shape = self.const_shape(shape, call)
+            if dtype is not None and self.dtype(dtype, call) != base.dtype:
+                raise self.error(call, f"a view of tile '{base.name}' as {dtype}: on-chip "
+                                       "views keep the dtype here; T.reinterpretcast into a "
+                                       "tile of the other dtype")
+            n = 1
+            for d in shape:
+                n *= d
+            if n != base.numel:
+                raise self.error(call, f"a view of tile '{base.name}' {list(base.shape)} as "
+                                       f"{list(shape)}: the element counts differ")
+            self.bind(name, TileView(base, shape))
+            return []
         for h in self.hidden_list():
             if h.buffer == base:
                 if h.base is None:
@@ -107,13 +160,67 @@ class Views:
         return None
 
     def reshape_call(self, name: str, call: ast.Call) -> list:
-        if len(call.args) < 2 or len(call.args) > 3:
-            raise self.error(call, "T.reshape(buffer, shape) takes a buffer and a shape")
-        base = self.eval(call.args[0])
-        if not isinstance(base, Buffer):
-            raise self.error(call.args[0], f"expected a buffer, got {show(base)}")
-        dtype = self.eval(call.args[2]) if len(call.args) == 3 else None
-        return self.gm_view(name, base, self.eval(call.args[1]), dtype, call)
+        a = self.args(call, ["buffer", "shape", "dtype"], {"dtype": None})
+        base = self.eval(a["buffer"])
+        if isinstance(base, Load) and base.buffer.scope == "var":
+            base = base.buffer
+        if not isinstance(base, (Buffer, TileView)):
+            raise self.error(a["buffer"], f"expected a buffer, got {show(base)}")
+        dtype = self.eval(a["dtype"]) if "dtype" in a else None
+        return self.gm_view(name, base, self.eval(a["shape"]), dtype, call)
+
+    def view_load(self, n: ast.Subscript, view: TileView):
+        return Load(view.base, view.base_indices(self.view_indices(n, view)))
+
+    def view_indices(self, n: ast.Subscript, view: TileView) -> tuple:
+        nodes = n.slice.elts if isinstance(n.slice, ast.Tuple) else [n.slice]
+        if any(isinstance(x, ast.Slice) for x in nodes) or len(nodes) != len(view.shape):
+            raise self.error(n, f"a view of tile '{view.base.name}' as {list(view.shape)} is "
+                                f"indexed element by element with {len(view.shape)} indices")
+        return tuple(self.eval(x) for x in nodes)
+
+    def view_reduce(self, kind: str, view: TileView, out_node, dim, clear: bool, call) -> list:
+        """T.reduce_*(view, out, dim): a serial loop over the reduced dim of maps over the
+        others (the view's elements are not a box of its base)."""
+        out = self.full_region(out_node)
+        rank = len(view.shape)
+        dim %= rank
+        keep = [d for d in range(rank) if d != dim]
+        if tuple(e for e in out.extent if e != 1) != tuple(view.shape[d] for d in keep
+                                                          if view.shape[d] != 1):
+            raise self.error(call, f"T.reduce_{kind} of a {list(view.shape)} view along dim "
+                                   f"{dim} into {list(out.extent)}")
+        names = tuple(self.fresh_var("i") for _ in keep)
+        r = self.fresh_var("r")
+        od = [d for d, e in enumerate(out.extent) if e != 1]
+        ok = [k for k in keep if view.shape[k] != 1]
+        o_at = {d: Var(names[keep.index(k)]) for d, k in zip(od, ok)}
+        oidx = tuple(as_expr(binop("+", s, o_at[d]) if d in o_at else s)
+                     for d, s in enumerate(out.start))
+        vidx = [None] * rank
+        for k, n in zip(keep, names):
+            vidx[k] = Var(n)
+        vidx[dim] = Var(r)
+        value = Load(view.base, view.base_indices(tuple(vidx)))
+        if kind in ("abssum", "absmax"):
+            value = Call("abs", (value,))
+        old = Load(out.buffer, oidx)
+        op = {"sum": "+", "abssum": "+"}.get(kind)
+        new = binop(op, old, value) if op else Call("max" if "max" in kind else "min",
+                                                     (old, as_expr(value)))
+        loc = self.loc(call)
+        exts = tuple(const(view.shape[k]) for k in keep)
+        stmts = []
+        if clear:
+            init = {"sum": 0.0, "abssum": 0.0, "max": float("-inf"), "absmax": 0.0,
+                    "min": float("inf")}[kind]
+            if dtypes.is_int(out.buffer.dtype):
+                init = {0.0: 0, float("-inf"): -2**31, float("inf"): 2**31 - 1}[init]
+            stmts.append(For(names, exts, "parallel",
+                             (Store(out.buffer, oidx, as_expr(init), loc),), 0, loc))
+        body = For(names, exts, "parallel", (Store(out.buffer, oidx, as_expr(new), loc),), 0, loc)
+        stmts.append(For((r,), (const(view.shape[dim]),), "serial", (body,), 0, loc))
+        return stmts
 
     # ---------------------------------------------------------------------------- statements
 
