@@ -20,6 +20,20 @@ from .arguments import allocate_outputs
 from .errors import user_facing
 
 
+class Estimates(list):
+    """Per-launch estimates; `time_us`/`cycles` add up, `tflops` is not defined for the sum."""
+
+    @property
+    def time_us(self) -> float:
+        return sum(e.time_us for e in self)
+
+    @property
+    def cycles(self) -> int:
+        return sum(e.cycles for e in self)
+
+    tflops = None
+
+
 class LaunchSequence:
     """The compiled launches (`.kernels`, JITKernels taking every parameter in place)."""
 
@@ -105,8 +119,9 @@ class LaunchSequence:
 
     @user_facing
     def estimate(self, chip: str | None = None, args=None):
-        """The estimate of each launch, in order (their times add up)."""
-        return [k.estimate(chip=chip, args=args) for k in self.kernels]
+        """The estimate of each launch, in order: a list whose `time_us` and `cycles` are the
+        launches' sums (they run one after the other)."""
+        return Estimates(k.estimate(chip=chip, args=args) for k in self.kernels)
 
     def get_ir(self, stage: str = "frontend") -> str:
         return "\n".join(k.get_ir(stage) for k in self.kernels)
