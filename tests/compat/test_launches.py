@@ -2,7 +2,6 @@
 in order over the same tensors, each on its own grid, on every target and simulated, against
 float64 NumPy references."""
 import numpy as np
-import pytest
 
 import tilelang_mini as tilelang
 import tilelang_mini.language as T

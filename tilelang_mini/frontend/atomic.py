@@ -19,10 +19,10 @@ from dataclasses import dataclass
 from ..ir import dtypes
 from ..ir.analysis import GM_SCOPES
 from ..ir.nodes import (
-    Alloc, BinOp, Buffer, Call, Const, Copy, Fill, For, If, Load, Loc, Region, Store, Var, walk,
+    Alloc, BinOp, Buffer, Call, Const, Copy, For, If, Load, Loc, Region, Store, Var, walk,
 )
 from .common import show
-from .exprs import as_expr, binop, const, is_ir
+from .exprs import as_expr, binop, const, is_ir, region_dims, region_index
 
 _OPS = {"add": lambda a, b: binop("+", a, b),
         "max": lambda a, b: Call("max", (as_expr(a), as_expr(b))),
@@ -94,11 +94,8 @@ class Atomics:
         dst = Region(buf, starts, tuple(ext))
         if buf.scope in GM_SCOPES:
             tmp = self.temp_tile([e for e in ext if e != 1] or [1], buf.dtype, call)
-            names = tuple(self.fresh_var("i") for _ in tmp.shape)
-            fill = For(names, tuple(const(n) for n in tmp.shape), "parallel",
-                       (Store(tmp, tuple(Var(n) for n in names), self.cast_value(value, buf),
-                              loc),), 0, loc)
-            return [fill, Copy(Region.full(tmp), dst, loc, atomic=kind)]
+            return [self.fill_map(Region.full(tmp), self.cast_value(value, buf), call),
+                    Copy(Region.full(tmp), dst, loc, atomic=kind)]
         if all(e == 1 for e in ext):
             old = Load(buf, starts)
             return [Store(buf, starts, as_expr(_OPS[kind](old, value)), loc)]
@@ -128,22 +125,12 @@ class Atomics:
 
     def local_update(self, kind, dst: Region, value_at, src: Region | None, call) -> For:
         """dst op= value over dst's region (an on-chip tile: a T.Parallel map)."""
-        dims = [d for d, e in enumerate(dst.extent) if e != 1]
-        names = tuple(self.fresh_var("i") for _ in dims)
-        at = {d: Var(n) for d, n in zip(dims, names)}
-        didx = tuple(binop("+", s, at[d]) if d in at else s for d, s in enumerate(dst.start))
-        if src is not None:
-            sdims = [d for d, e in enumerate(src.extent) if e != 1]
-            sat = {d: Var(n) for d, n in zip(sdims, names)}
-            value = value_at(tuple(binop("+", s, sat[d]) if d in sat else s
-                                   for d, s in enumerate(src.start)))
-        else:
-            value = value_at(None)
-        store = Store(dst.buffer, tuple(as_expr(i) for i in didx),
-                      as_expr(_OPS[kind](Load(dst.buffer, tuple(as_expr(i) for i in didx)), value)),
+        names = tuple(self.fresh_var("i") for _ in region_dims(dst))
+        didx, extents = region_index(dst, names)
+        value = value_at(region_index(src, names)[0] if src is not None else None)
+        store = Store(dst.buffer, didx, as_expr(_OPS[kind](Load(dst.buffer, didx), value)),
                       self.loc(call))
-        return For(names, tuple(const(dst.extent[d]) for d in dims), "parallel", (store,), 0,
-                   self.loc(call))
+        return For(names, extents, "parallel", (store,), 0, self.loc(call))
 
     # ------------------------------------------------------------------ inside T.Parallel
 

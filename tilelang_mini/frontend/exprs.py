@@ -167,3 +167,22 @@ def reinterpret(v: Expr, dtype: str, builder, node):
                                   f"{size} bytes; got {have}: T.cast it to a {size}-byte dtype "
                                   "first")
     return Reinterpret(dtype, src, v)
+
+
+def region_index(region, names) -> tuple:
+    """(indices into region.buffer, loop extents) for loop variables `names` that run over the
+    region's dimensions of extent != 1 (the last one when all are 1), in order:
+
+        A[r0 +: 1, c0 +: 16], names (j,)  ->  ((r0, c0 + j), (Const(16),))
+    """
+    from ..ir.nodes import Var
+    dims = region_dims(region)
+    at = {d: Var(n) for d, n in zip(dims, names)}
+    idx = tuple(as_expr(binop("+", s, at[d]) if d in at else s)
+                for d, s in enumerate(region.start))
+    return idx, tuple(const(region.extent[d]) for d in dims)
+
+
+def region_dims(region) -> list:
+    """The dimensions of extent != 1 of a region (the last one when all are 1)."""
+    return [d for d, e in enumerate(region.extent) if e != 1] or [len(region.extent) - 1]

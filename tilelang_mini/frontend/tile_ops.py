@@ -163,18 +163,17 @@ class TileOps:
             return self.fill_map(r, value, call)  # T.fill(t, s[0]): reads a tile element
         return Fill(r, as_expr(value), self.loc(call))
 
-    def fill_map(self, r, value, call):
-        """A fill whose value reads a tile: a T.Parallel map over the region (the compiler
-        places and splits maps by what they read, as for any map)."""
-        from ..ir.nodes import For, Store, Var
-        from .exprs import binop
-        dims = [d for d, e in enumerate(r.extent) if e != 1] or [len(r.extent) - 1]
-        names = tuple(self.fresh_var("i") for _ in dims)
-        at = {d: Var(n) for d, n in zip(dims, names)}
-        idx = tuple(as_expr(binop("+", s, at[d]) if d in at else s) for d, s in enumerate(r.start))
+    def fill_map(self, r, value, call, names=None):
+        """region = value as a T.Parallel map over the region (a fill whose value reads a tile:
+        the compiler places and splits maps by what they read); `value` may use the loop
+        variables `names` (fresh ones by default)."""
+        from ..ir.nodes import For, Store
+        from .exprs import region_dims, region_index
+        names = names or tuple(self.fresh_var("i") for _ in region_dims(r))
+        idx, extents = region_index(r, names)
         loc = self.loc(call)
-        return For(names, tuple(const(r.extent[d]) for d in dims), "parallel",
-                   (Store(r.buffer, idx, as_expr(value), loc),), 0, loc)
+        return For(names, extents, "parallel", (Store(r.buffer, idx, as_expr(value), loc),), 0,
+                   loc)
 
     def op_reduce(self, kind, call) -> Reduce:
         a = self.args(call, ["buffer", "out", "dim", "clear"], {"dim": None, "clear": None})

@@ -22,7 +22,7 @@ from ..ir import dtypes
 from ..ir.analysis import GM_SCOPES
 from ..ir.nodes import Alloc, Buffer, Call, Cast, Copy, For, Load, Region, Store, Var
 from .common import show
-from .exprs import as_expr, binop, const, reinterpret
+from .exprs import as_expr, binop, const, region_dims, region_index, reinterpret
 
 # tilelang-ascend's C type spellings in reinterpretcast
 _C_TYPES = {"uint32_t": "uint32", "int32_t": "int32", "uint16_t": "uint16", "int16_t": "int16",
@@ -302,19 +302,10 @@ class Views:
                                    f"{list(dst.extent)}: only tiles of one shape and element "
                                    "size are supported here; T.cast values, or keep the data "
                                    "in one dtype")
-        dims_d = [d for d, e in enumerate(dst.extent) if e != 1] or [len(dst.extent) - 1]
-        dims_s = [d for d, e in enumerate(src.extent) if e != 1] or [len(src.extent) - 1]
-        names = tuple(self.fresh_var("i") for _ in dims_d)
-        di = {d: Var(n) for d, n in zip(dims_d, names)}
-        si = {d: Var(n) for d, n in zip(dims_s, names)}
-        didx = tuple(as_expr(binop("+", s, di[d]) if d in di else s)
-                     for d, s in enumerate(dst.start))
-        sidx = tuple(as_expr(binop("+", s, si[d]) if d in si else s)
-                     for d, s in enumerate(src.start))
-        value = reinterpret(Load(src.buffer, sidx), dst.buffer.dtype, self, call)
-        loc = self.loc(call)
-        return [For(names, tuple(const(dst.extent[d]) for d in dims_d), "parallel",
-                    (Store(dst.buffer, didx, value, loc),), 0, loc)]
+        names = tuple(self.fresh_var("i") for _ in region_dims(dst))
+        sidx = region_index(src, names)[0]
+        return [self.fill_map(dst, reinterpret(Load(src.buffer, sidx), dst.buffer.dtype, self,
+                                               call), call, names)]
 
     def op_im2col(self, call) -> list:
         """T.im2col(img, col, nhw_step, c_step, kernel, stride, dilation, pad): `col` (M, K) holds
