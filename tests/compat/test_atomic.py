@@ -206,3 +206,42 @@ def test_atomic_errors():
             build(body)
         assert words in str(err.value), str(err.value)
         assert "test_atomic.py" in str(err.value) and "^" in str(err.value)
+
+
+def test_developer_vid_halves(target):
+    """tilelang-ascend developer mode with vid spelled out: each vector core adds its own half
+    of the rows (both halves' atomics count), while the block's GEMM accumulator is added once
+    (not once per half)."""
+    n = 32
+
+    @T.prim_func
+    def main(A: T.Tensor((2 * n, n), "float16"), B: T.Tensor((n, n), "float16"),
+             X: T.Tensor((4 * n, n), "float32"), C: T.Tensor((n, n), "float32"),
+             S: T.Tensor((n,), "float32")):
+        with T.Kernel(2, is_npu=True) as (cid, vid):
+            a = T.alloc_shared((n, n), "float16")
+            b = T.alloc_shared((n, n), "float16")
+            c = T.alloc_fragment((n, n), "float32")
+            x = T.alloc_ub((n, n), "float32")
+            s = T.alloc_ub((n,), "float32")
+            T.copy(A[cid * n, 0], a)
+            T.copy(B, b)
+            T.gemm_v0(a, b, c, init=True)
+            T.tile.atomic_add(C[0, 0], c)
+            T.copy(X[(cid * 2 + vid) * n, 0], x)
+            T.reduce_sum(x, s, dim=0)
+            T.atomic_add(S[0:n], s)
+
+    kernel = tilelang.compile(main, target=target)
+    a, b, x = rand((2 * n, n), "float16", 1), rand((n, n), "float16", 2), rand((4 * n, n), seed=3)
+    want_c = f64(a[:n]) @ f64(b) + f64(a[n:]) @ f64(b)
+    want_s = f64(x).sum(0)
+    c, s = np.zeros((n, n), np.float32), np.zeros((n,), np.float32)
+    kernel(a, b, x, c, s)
+    close(c, want_c, reduce_len=2 * n)
+    close(s, want_s, reduce_len=4 * n)
+    if target == "numpy":
+        c, s = np.zeros((n, n), np.float32), np.zeros((n,), np.float32)
+        kernel.simulate(a, b, x, c, s)
+        close(c, want_c, reduce_len=2 * n)
+        close(s, want_s, reduce_len=4 * n)

@@ -56,11 +56,21 @@ class Atomics:
         out = self.atomic_stmts(kind, call)
         return out if self.parallel_depth else self.once_per_block(out, self.loc(call))
 
+    def cube_outputs(self) -> set:
+        """Names of the gemm accumulators seen so far (shared with inlined helpers)."""
+        if not hasattr(self, "gemm_accumulators"):
+            self.gemm_accumulators = set()
+        return self.gemm_accumulators
+
     def once_per_block(self, out: list, loc) -> list:
         """In a kernel whose two vid halves are blocks of their own (tile_ascend.vid_as_blocks),
-        an atomic update that does not depend on vid runs in half 0 only (not twice)."""
+        an atomic copy-out of a gemm accumulator that does not depend on vid is the cube's
+        (one per block): it runs in half 0 only. Vector data is each AIV's own, as on the
+        hardware where both vector cores run the code: both halves add theirs."""
         half = getattr(self, "vid_half", None)
-        if half is not None and not any(n == half for s in out for n in walk(s)):
+        cube = any(isinstance(s, Copy) and s.atomic and s.src.buffer.name in self.cube_outputs()
+                   for s in out)
+        if half is not None and cube and not any(n == half for s in out for n in walk(s)):
             return [If(BinOp("==", half, Const(0)), tuple(out), (), loc)]
         return out
 

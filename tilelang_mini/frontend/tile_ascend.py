@@ -312,6 +312,7 @@ class TileAscend(TileSort):
         branch of an if, so each GEMM keeps a constant flag."""
         a = self.args(call, names, {n: None for n in names[3:]})
         regs = [self.full_region(a[n]) for n in "ABC"]
+        self.cube_outputs().add(regs[2].buffer.name)  # an accumulator: cube data (atomic.py)
         trans = [self.bool_arg(a.get(n), False) for n in flag_names[:2]]
         clear_node = a.get(flag_names[2])
         clear = False if clear_node is None else self.resolved(self.eval(clear_node), clear_node)
