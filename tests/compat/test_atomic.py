@@ -245,3 +245,32 @@ def test_developer_vid_halves(target):
         kernel.simulate(a, b, x, c, s)
         close(c, want_c, reduce_len=2 * n)
         close(s, want_s, reduce_len=4 * n)
+
+
+def test_atomic_in_a_pipelined_range(target):
+    """The flash-attention backward shape: block `b` loops `k in T.Pipelined(b, nb)` and adds
+    a tile into row block k of dQ element by element (T.Pipelined(start, stop) form)."""
+    nb, bm, d = 4, 16, 32
+
+    @T.prim_func
+    def main(X: T.Tensor((nb, bm, d), "float32"), dQ: T.Tensor((nb * bm, d), "float32")):
+        with T.Kernel(nb) as b:
+            x = T.alloc_fragment((bm, d), "float32")
+            for k in T.Pipelined(b, nb, num_stages=2):
+                T.copy(X[b, 0, 0], x)
+                for i, j in T.Parallel(bm, d):
+                    T.atomic_add(dQ[k * bm + i, j], x[i, j] * (k + 1))
+
+    kernel = tilelang.compile(main, target=target)
+    x = rand((nb, bm, d), seed=8)
+    want = np.zeros((nb * bm, d))
+    for b in range(nb):
+        for k in range(b, nb):
+            want[k * bm:(k + 1) * bm] += f64(x[b]) * (k + 1)
+    got = np.zeros((nb * bm, d), np.float32)
+    kernel(x, got)
+    close(got, want, reduce_len=nb)
+    if target == "numpy":
+        got = np.zeros((nb * bm, d), np.float32)
+        kernel.simulate(x, got)
+        close(got, want, reduce_len=nb)
