@@ -274,3 +274,34 @@ def test_atomic_in_a_pipelined_range(target):
         got = np.zeros((nb * bm, d), np.float32)
         kernel.simulate(x, got)
         close(got, want, reduce_len=nb)
+
+
+def test_expert_both_vector_cores_add_to_one_tile(target):
+    """Expert mode: each AIV reduces its own rows and both atomically add into the same GM
+    elements with no flag between them: check_sync (which walks the two AIVs separately) and
+    the simulator accept it (atomic adds commute); a plain copy there would be a race."""
+    n = 32
+
+    @T.prim_func
+    def main(X: T.Tensor((4 * n, n), "float32"), Y: T.Tensor((n,), "float32")):
+        with T.Kernel(2, is_npu=True) as (cid, vid):
+            x = T.alloc_ub((n, n), "float32")
+            s = T.alloc_ub((n,), "float32")
+            with T.Scope("V"):
+                T.copy(X[(cid * 2 + vid) * n, 0], x)
+                T.set_flag("MTE2", "V", 0)
+                T.wait_flag("MTE2", "V", 0)
+                T.reduce_sum(x, s, dim=0)
+                T.set_flag("V", "MTE3", 0)
+                T.wait_flag("V", "MTE3", 0)
+                T.atomic_add(Y[0:n], s)
+
+    kernel = tilelang.compile(main, target=target)
+    x = rand((4 * n, n), seed=12)
+    y = np.zeros((n,), np.float32)
+    kernel(x, y)
+    close(y, f64(x).sum(0), reduce_len=4 * n)
+    if target == "numpy":
+        y = np.zeros((n,), np.float32)
+        kernel.simulate(x, y)
+        close(y, f64(x).sum(0), reduce_len=4 * n)
