@@ -230,7 +230,7 @@ class KernelBuilder(ExprVisitor, TileOps, Dialect, TileAscend, Eager, Atomics, V
             raise self.error(fdef, "expected a `with T.Kernel(grid...) as (bx, ...):` block")
         if self.eager is not None:
             params = self.eager_params(returned, fdef)
-        hidden = tuple(getattr(self, "hidden", ()))
+        hidden = tuple(self.hidden_list())
         params = tuple(params) + tuple(h.buffer for h in hidden)
         kernels = tuple(
             Kernel(fdef.name if i == 0 else f"{fdef.name}_{i}", params, grid, names,

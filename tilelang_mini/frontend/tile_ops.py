@@ -301,7 +301,7 @@ class TileOps:
         sub.scope_core = getattr(self, "scope_core", None)
         sub.vid_half = getattr(self, "vid_half", None)
         sub.hints = self.hints
-        sub.hidden = self.hidden_list()
+        sub.hidden_params = self.hidden_list()
         sub.gemm_accumulators = self.cube_outputs()
         sub.hoisted_allocs = getattr(self, "hoisted_allocs", {})
         sub.n_fresh = self.n_fresh + 1000

@@ -88,9 +88,10 @@ class Hidden:
 
 class Views:
     def hidden_list(self) -> list:
-        if not hasattr(self, "hidden"):
-            self.hidden = []
-        return self.hidden
+        """The Hidden GM buffers of the kernel so far (shared with inlined helpers)."""
+        if not hasattr(self, "hidden_params"):
+            self.hidden_params = []
+        return self.hidden_params
 
     def alloc_global(self, name: str, call: ast.Call) -> list:
         args = [self.eval(a) for a in call.args]
