@@ -15,6 +15,7 @@ from backends.llvm import BACKEND
 from backends.numpy import BACKEND as NUMPY
 from tilelang_mini.errors import CompileError
 from tilelang_mini.ir import dtypes
+from tilelang_mini.transform.pipeline import Options, run_target_passes
 from tilelang_mini.ir.nodes import (
     Alloc, BinOp, Buffer, Call, Copy, Fill, For, Gemm, If, Load, Loc, PipeBarrier, Reduce,
     SetFlag, Store,
@@ -47,6 +48,8 @@ def _private_cache(tmp_path, monkeypatch):
 
 
 def run(k, *args, options=None):
+    """Run lowered IR `k` on llvm after the llvm target's own passes (as a compile does)."""
+    k = run_target_passes(k, Options(target="llvm"), verify=True)
     BACKEND.run(BACKEND.lower(k, options or {}), list(args))
 
 

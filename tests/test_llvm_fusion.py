@@ -1,5 +1,5 @@
-"""Row interleaving of row-local vector-core tile ops (backends/llvm/rowfuse.py): which runs
-are fused, and that fused kernels compute what the NumPy interpreter computes."""
+"""Row interleaving of row-local vector-core tile ops (the llvm target's fuse_rows pass,
+transform/cpu_rows.py, and the row pairs of backends/llvm/rowpass.py): which runs are fused, and that fused kernels compute what the NumPy interpreter computes."""
 # No `from __future__ import annotations`: the frontend reads T.Tensor annotations as objects.
 import sys
 from pathlib import Path
@@ -8,13 +8,16 @@ import numpy as np
 import pytest
 
 import tilelang_mini
-from backends.llvm import BACKEND, rowfuse
+from backends.llvm import BACKEND
 from backends.numpy import BACKEND as NUMPY
 from irbuild import add, c, full, mul, reg, v
+from tilelang_mini.transform.pipeline import Options, run_target_passes
 from tilelang_mini.ir.nodes import (
     Alloc, BinOp, Buffer, Call, Const, Copy, Fill, For, Kernel, Load, PipeBarrier, Reduce, Region,
     Scope, SetFlag, Store, Var, WaitFlag,
 )
+
+
 
 RNG = np.random.default_rng(7)
 
@@ -26,16 +29,25 @@ def _private_cache(tmp_path, monkeypatch):
 
 @pytest.fixture
 def runs(monkeypatch):
-    """The statement counts of the RowRuns emitted (one list per compile)."""
+    """The working-statement counts of the row loops fuse_rows makes (one list per compile)."""
+    from tilelang_mini.transform import cpu_rows
     seen: list = []
-    emit = rowfuse.RowRun.emit
+    loop = cpu_rows._Rows.loop
 
-    def spy(self, g):
-        seen.append(len([s for s in self.stmts if id(s) not in g.fused_away]))
-        return emit(self, g)
+    def spy(self, run, accs):
+        out = loop(self, run, accs)
+        if len(out) == 1 and out[0] is not run[0]:
+            away = {id(r) for r in self.fused.values()}
+            seen.append(len([s for s in run if id(s) not in away]))
+        return out
 
-    monkeypatch.setattr(rowfuse.RowRun, "emit", spy)
+    monkeypatch.setattr(cpu_rows._Rows, "loop", spy)
     return seen
+
+
+def llvm_passes(k):
+    """Lowered IR `k` after the llvm target's own passes (what its backend receives)."""
+    return run_target_passes(k, Options(target="llvm"), verify=True)
 
 
 def npu_kernel(params, body, blocks):
@@ -46,7 +58,7 @@ def check(k, *args):
     """Run on llvm and on the interpreter; llvm's outputs must match."""
     ref = [a.copy() for a in args]
     NUMPY.run(NUMPY.lower(k, {}), ref)
-    BACKEND.run(BACKEND.lower(k, {}), list(args))
+    BACKEND.run(BACKEND.lower(llvm_passes(k), {}), list(args))
     for got, want in zip(args, ref):
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
 
@@ -219,7 +231,7 @@ def test_float16_tensors_pair_with_conversions(pairs):
     ref = [RNG.standard_normal((M, N)).astype(np.float16), np.zeros((M, N), np.float16)]
     got = [a.copy() for a in ref]
     NUMPY.run(NUMPY.lower(k, {}), ref)
-    BACKEND.run(BACKEND.lower(k, {}), got)
+    BACKEND.run(BACKEND.lower(llvm_passes(k), {}), got)
     np.testing.assert_array_equal(got[1], ref[1])
     assert sorted(set(pairs)) == ["in", "out"]
 

@@ -41,7 +41,10 @@ RNG = np.random.default_rng(0)
 
 
 def run(k, *args, target="numpy"):
+    """Run lowered IR `k` on `target` after that target's own passes (as a compile does)."""
+    from tilelang_mini.transform.pipeline import Options, run_target_passes
     backend = BACKEND if target == "numpy" else get_backend(target)
+    k = run_target_passes(k, Options(target=target), verify=True)
     backend.run(backend.lower(k, {}), list(args))
 
 

@@ -177,7 +177,10 @@ def _exit_status(code) -> int:
 
 
 def _add_ir(p: argparse.ArgumentParser) -> None:
-    p.add_argument("file", help="a Python file defining @tilelang_mini.jit factories or T.prim_funcs")
+    p.add_argument("file", nargs="?",
+                   help="a Python file defining @tilelang_mini.jit factories or T.prim_funcs")
+    p.add_argument("--list-passes", action="store_true",
+                   help="print the target's pass list (name and why, in order) and exit")
     p.add_argument("--kernel", help="which kernel (its Python name); default: the first")
     p.add_argument("--after", default="final",
                    help="stage: frontend, a pass name, 'final' (default), 'all', or 'llvm' "
@@ -190,6 +193,10 @@ def _add_ir(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_ir(args) -> int:
+    if args.list_passes:
+        return _list_passes(args.target)
+    if args.file is None:
+        raise UsageError("ir needs a FILE (or --list-passes)")
     if args.after == "llvm":
         return _print_llvm_ir(args)
     kernel = build_kernel(args.file, args.kernel, args.target, args.chip, args.args)
@@ -213,6 +220,17 @@ def cmd_ir(args) -> int:
             if len(chosen) > 1:
                 print(f"# ---- IR after {stage} ----")
             print(kernel.get_ir(stage), end="")
+    return 0
+
+
+def _list_passes(target) -> int:
+    """`ir --list-passes [--target T]`: the stages `--after` accepts for that target."""
+    from .runtime import config
+    from .transform.pipeline import passes_for
+    target = target or config.default_target()
+    print(f"passes of target {target} (after the frontend, in order):")
+    for name, _, why in passes_for(target):
+        print(f"  {name:18s} {why}")
     return 0
 
 

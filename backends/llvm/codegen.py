@@ -25,13 +25,14 @@ from tilelang_mini.ir.nodes import (
 )
 
 from . import vecmath as vm
-from .dataflow import (
-    forward_copies, fuse_copy_chains, interval, live_columns, live_landings, map_reduce_pairs,
-)
+from tilelang_mini.transform.cpu_rows import map_reduce_pairs
+
+from . import rowpass
+from .dataflow import interval, live_columns, live_landings
 from .irutil import F32, I1, I32, I64, PTR, VL, Emitter, const, elem_type, is_vec, like, vty
-from .layout import PER_BLOCK, is_dual_copy, plan_buffers, storage_of
+from .layout import PER_BLOCK, is_dual_copy, plan_buffers
 from .parallel import ParallelMaps, _vars_in
-from .rowfuse import RowRun, row_runs
+from .rowpass import row_pairs
 
 
 
@@ -66,14 +67,11 @@ class KernelGen(ParallelMaps):
         self.features = features
         self.bf16 = bool(features.get("bf16"))
         check_grid(kernel)
-        from tilelang_mini.transform.expand_scaled_gemm import expand_scaled_gemm
-        kernel = expand_scaled_gemm(kernel)  # the CPU GEMM has no scale operands
-        kernel = forward_copies(fuse_copy_chains(kernel), PER_BLOCK,
-                                lambda buf: storage_of(buf, self.bf16))
-        self.kernel = kernel
         self.plan = plan_buffers(kernel, self.bf16)
         self.fused = map_reduce_pairs(kernel)       # {id(map): reduce} (reduce.py)
         self.fused_away = {id(r) for r in self.fused.values()}
+        self.pairs = row_pairs(self)                 # {id(first): (kind, second)} (rowpass.py)
+        self.fused_away |= {id(t) for _, t in self.pairs.values()}
         self.live = live_columns(kernel)             # {C: columns a gemm must compute}
         self.landings = live_landings(kernel)        # {C: column bounds known at run time}
         self.module = ir.Module(name=kernel.name)
@@ -145,11 +143,8 @@ class KernelGen(ParallelMaps):
     # ------------------------------------------------------------------------ statements
     def body(self, stmts):
         saved, self.prefetch = self.prefetch, []
-        for s in row_runs(self, stmts):
-            if isinstance(s, RowRun):
-                s.emit(self)
-            else:
-                self.statement(s)
+        for s in stmts:
+            self.statement(s)
         if self.prefetch:
             from .packing import flush_prefetch
             flush_prefetch(self, self.prefetch)
@@ -158,10 +153,12 @@ class KernelGen(ParallelMaps):
     def statement(self, s):
         prev, self.stmt = self.stmt, s
         try:
-            if (_is_sync(s) or isinstance(s, Alloc) or id(s) in self.plan.skip
+            if (_is_sync(s) or isinstance(s, Alloc)
                     or id(s) in self.fused_away):
                 return
-            if id(s) in self.fused and self.par is None:
+            if id(s) in self.pairs and self.par is None:
+                self.row_pair(s, *self.pairs[id(s)])
+            elif id(s) in self.fused and self.par is None:
                 self.map_reduce(s, self.fused[id(s)])
             elif isinstance(s, For):
                 self.for_(s)
@@ -202,6 +199,14 @@ class KernelGen(ParallelMaps):
             raise internal_error(err, "the llvm code generator", s.loc) from err
         finally:
             self.stmt = prev
+
+    def row_pair(self, s, kind, t):
+        """A copy-in and its fused map + reduce, or a map and its copy-out, in one pass over a
+        row (rowpass.py)."""
+        if kind == "in":
+            rowpass.copy_in_map_reduce(self, s, t, self.fused[id(t)])
+        else:
+            rowpass.map_copy_out(self, s, t)
 
     def for_(self, s: For):
         if s.kind not in ("serial", "parallel", "pipelined", "unroll"):

@@ -15,8 +15,8 @@
   are in the VNNI pair layout `[N/NR][K/2][NR][2]`.
 
 The arena holds first the buffers a block may read before writing them completely
-(`zero_bytes`, zeroed at the start of every grid block: dataflow.py), then the other buffers
-(up to `arena_bytes`), then temporaries.
+(`zero_bytes`, zeroed at the start of every grid block: the allocations transform/cpu_zero.py
+did not mark `uninit`), then the other buffers (up to `arena_bytes`), then temporaries.
 """
 from __future__ import annotations
 
@@ -27,10 +27,8 @@ from tilelang_mini.ir.analysis import AIC_SCOPES, GM_SCOPES, written_names
 from tilelang_mini.ir.nodes import (
     Alloc, Copy, Fill, For, Gemm, If, Kernel, Load, Reduce, Region, Scope, Sort, Store, walk,
     walk_own,
-    walk_statements,
 )
 
-from .dataflow import buffer_refs, zeroed_buffers
 
 NR = 32  # columns of a micro-panel (two float32 vectors)
 MR = 8   # rows of the micro-kernel
@@ -91,65 +89,11 @@ class Plan:
     infos: dict
     zero_bytes: int
     has_scopes: bool
-    skip: frozenset = frozenset()   # ids of copies removed by forwarding
     arena_bytes: int = 0            # all buffers: the zeroed ones first, then the others
     zeroed: frozenset = frozenset()  # names of the buffers a block may read before writing
     # per-core buffers read by code outside the Scopes (an if condition, a loop bound) but
     # written only inside them -> the core whose copy that code reads ("C", else "V": vid 0)
     top_source: dict = field(default_factory=dict)
-
-
-# ---------------------------------------------------------------------------- forwarding
-
-
-def _mentions(s) -> set:
-    return {n.buffer.name for n in walk(s) if isinstance(n, (Region, Load, Store, Alloc))}
-
-
-def find_forwards(kernel: Kernel) -> tuple[dict, set]:
-    """Copies `copy(X, Y)` of a whole on-chip buffer into another of the same shape and dtype
-    (the L1 -> L0A/L0B loads of lowered code) whose result can be read from X directly: Y is
-    written by nothing else, every use of Y follows the copy in the same statement list, and
-    nothing writes X between the copy and the last use of Y. Returns ({Y: X}, {id(copy)})."""
-    refs = buffer_refs(kernel)
-    writers: dict = {}
-    for st in walk_statements(kernel.body):
-        if not hasattr(st, "body") and not hasattr(st, "then_body"):
-            for name in written_names(st):
-                writers[name] = writers.get(name, 0) + 1
-    alias: dict = {}
-    skip: set = set()
-
-    def scan(stmts):
-        for i, s in enumerate(stmts):
-            for f in ("body", "then_body", "else_body"):
-                if hasattr(s, f):
-                    scan(getattr(s, f))
-            if (not isinstance(s, Copy) or not s.src.is_full or not s.dst.is_full
-                    or s.transpose):
-                continue
-            x, y = s.src.buffer, s.dst.buffer
-            if (x.scope not in PER_BLOCK[1:] or y.scope not in PER_BLOCK[1:] or x.shape != y.shape
-                    or x.dtype != y.dtype or x.name == y.name or writers.get(y.name) != 1
-                    or x.name in alias or y.name in alias.values() or y.name in alias):
-                continue
-            later = stmts[i + 1:]
-            seen, last = 0, -1
-            for j, t in enumerate(later):
-                c = sum(1 for n in walk(t) if isinstance(n, (Region, Load, Store))
-                        and n.buffer.name == y.name)
-                if c:
-                    seen += c
-                    last = j
-            if seen + 1 != refs.get(y.name, 0) or last < 0:
-                continue  # Y is used somewhere else too
-            if any(x.name in written_names(t) for t in later[:last + 1]):
-                continue
-            alias[y.name] = x.name
-            skip.add(id(s))
-
-    scan(kernel.body)
-    return alias, skip
 
 
 def storage_of(buf, bf16: bool) -> str:
@@ -166,12 +110,7 @@ def plan_buffers(kernel: Kernel, bf16: bool) -> Plan:
     ctxs: dict = {}
     uses: dict = {}
 
-    alias, skip = find_forwards(kernel)
-
     def note(name, ctx, use):
-        if use[0] == "skip":
-            return
-        name = alias.get(name, name)
         ctxs.setdefault(name, set()).add(ctx)
         uses.setdefault(name, []).append(use)
 
@@ -179,11 +118,11 @@ def plan_buffers(kernel: Kernel, bf16: bool) -> Plan:
         for s in stmts:
             if isinstance(s, Alloc):
                 b = s.buffer
-                old = allocs.get(b.name) or params.get(b.name)
+                old = allocs[b.name].buffer if b.name in allocs else params.get(b.name)
                 if old is not None and old != b:
                     raise CompileError(f"buffer {b.name!r} is declared twice with different "
                                        f"shape, dtype or scope", s.loc)
-                allocs[b.name] = b
+                allocs[b.name] = s
                 continue
             if isinstance(s, Scope):
                 visit(s.body, s.core)
@@ -193,8 +132,6 @@ def plan_buffers(kernel: Kernel, bf16: bool) -> Plan:
                     note(n.buffer.name, ctx, ("load",))
             if isinstance(s, Store):
                 note(s.buffer.name, ctx, ("store",))
-            elif isinstance(s, Copy) and id(s) in skip:
-                pass
             elif isinstance(s, Copy):
                 note(s.src.buffer.name, ctx, ("copy_src",))
                 dual = ctx == "C" and is_dual_copy(s)  # FixPipe writes the AIVs' UB
@@ -219,15 +156,15 @@ def plan_buffers(kernel: Kernel, bf16: bool) -> Plan:
     infos: dict = {}
     for i, p in enumerate(kernel.params):
         infos[p.name] = BufInfo(p, p.dtype, param=i)
-    zeroed = zeroed_buffers(kernel, alias, skip, PER_BLOCK)
+    zeroed = {name for name, a in allocs.items() if not a.uninit}  # transform/cpu_zero.py
     offset = 0
     order = [n for n in allocs if n in zeroed] + [n for n in allocs if n not in zeroed]
     zero_bytes = None
     for name in order:
-        buf = allocs[name]
+        buf = allocs[name].buffer
         if zero_bytes is None and name not in zeroed:
             zero_bytes = offset
-        if name in params or name in alias:
+        if name in params:
             continue
         info = BufInfo(buf, storage_of(buf, bf16))
         info.layout = _layout(buf, uses.get(name, []), bf16)
@@ -241,11 +178,8 @@ def plan_buffers(kernel: Kernel, bf16: bool) -> Plan:
                 info.slots[ctx] = offset
                 offset += size * (2 if ctx == "V" else 1)
         infos[name] = info
-    for y, x in alias.items():
-        if x in infos:
-            infos[y] = infos[x]
     return Plan(infos, offset if zero_bytes is None else zero_bytes, has_scopes,
-                frozenset(skip), offset, frozenset(zeroed), _top_sources(kernel, infos))
+                offset, frozenset(zeroed), _top_sources(kernel, infos))
 
 
 def _top_sources(kernel: Kernel, infos: dict) -> dict:

@@ -1,63 +1,69 @@
-"""Fewer passes over a row inside a RowRun (rowfuse.py): a tile op pair becomes one loop.
+"""Fewer passes over a row inside a row loop (transform/cpu_rows.py `fuse_rows`): a pair of
+row-restricted statements becomes one loop over the row's vectors.
 
-* copy-in + map + reduce: `copy(GM rows, X)` immediately followed (sync instructions aside) by
-  a Parallel map fused with the last-dim reduction of its tile (dataflow.map_reduce_pairs) that
-  reads X only at its own element X[i, j]: per vector of row r, load GM, store it (converted)
-  into X, then evaluate the map (whose load of X reads what was just stored) into the
-  accumulators. GM is read once; X holds exactly what the copy writes.
-* map + copy-out: a Parallel map writing every element of X (and reading X at most at the
-  element it writes) immediately followed by the copy of the whole of X into a GM tensor the map
-  does not read, X dead after the copy (`dead_after`): per vector of row r, evaluate, convert
-  and store (streaming when the copy would stream) to GM; X is not written. (Storing into X as
-  well made rmsnorm 16384x2048 ~4 ms slower than the two passes, measured: X stays unpaired
-  when anything may read it later.)
+* copy-in + map + reduce: `copy(GM row, X[row +: 1, 0 +: N])` immediately followed (sync
+  instructions aside) by a Parallel map fused with the last-dim reduction of its tile
+  (cpu_rows.map_reduce_pairs) that reads X only at its own element X[row, j]: per vector of the
+  row, load GM, store it (converted) into X, then evaluate the map (whose load of X reads what
+  was just stored) into the accumulators. GM is read once; X holds exactly what the copy writes.
+* map + copy-out: a Parallel map writing row `row` of X (and reading X at most at the element it
+  writes) immediately followed by the copy of that row into a GM tensor the map does not read,
+  X dead after the copy (`dead_after`): per vector of the row, evaluate, convert and store
+  (streaming when the copy would stream) to GM; X is not written. (Storing into X as well made
+  a large rmsnorm slower than the two passes, measured: X stays unpaired when anything may read
+  it later.)
 
-Within row r both orders give the same values: each vector of the pair's second statement
-reads only the elements of row r its first statement has produced for that same vector. A row
+Within the row both orders give the same values: each vector of the pair's second statement
+reads only the elements of the row its first statement has produced for that same vector. A row
 whose GM part is not inside the tensor (clipping, zero padding) runs the two statements one
-after the other, as without the pairing.
+after the other, as without the pairing. These are the code generator's two fused emitters;
+which statements form a row loop is decided by the pass, in the IR.
 """
 from __future__ import annotations
 
 import llvmlite.ir as ir
 
 from tilelang_mini.ir.analysis import SYNC_OPS
-from tilelang_mini.ir.nodes import Copy, For, Load, Region, Store, Var, body_fields, walk
+from tilelang_mini.ir.nodes import (
+    Const, Copy, For, Load, Region, Scope, Store, Var, body_fields, walk,
+)
 
 from . import vecmath as vm
-from .dataflow import full_map_store
 from .irutil import I1, I64, STORAGE, VL, vty
+from .layout import PER_BLOCK
 
 _ALL = ir.Constant(ir.VectorType(I1, VL), [1] * VL)
 
 
-def _dims(ext):
-    return [d for d, x in enumerate(ext) if x != 1]
-
-
-def _gm_rows(g, r, rows, cols) -> bool:
-    """Region r of a GM tensor: extents (rows, cols) after dropping extent-1 dims, the columns
-    along the tensor's last (contiguous) dimension."""
+def _gm_row(g, r, cols) -> bool:
+    """Region r of a GM tensor: one row of `cols` elements along the tensor's last
+    (contiguous) dimension."""
     info = g.plan.infos.get(r.buffer.name)
-    d = _dims(r.extent)
+    d = [q for q, x in enumerate(r.extent) if x != 1]
     return (info is not None and info.param is not None and info.layout == "row"
-            and [r.extent[q] for q in d] == [rows, cols] and d[-1] == len(r.extent) - 1)
+            and [r.extent[q] for q in d] == [cols] and d[-1] == len(r.extent) - 1)
 
 
-def _tile(g, buf):
-    """(R, N) of a 2-d per-core on-chip row-layout tile, or None."""
-    from .rowfuse import _kind
-    if _kind(g, buf) != "vec" or len(buf.shape) != 2 or buf.shape[0] < 2:
+def _tile_row(g, r: Region):
+    """The row index expression when region r is one whole row of a 2-d per-core on-chip
+    row-layout tile of two or more rows, else None."""
+    info = g.plan.infos.get(r.buffer.name)
+    shape = r.buffer.shape
+    if (info is None or info.param is not None or r.buffer.scope in PER_BLOCK
+            or info.layout != "row" or len(shape) != 2 or shape[0] < 2
+            or tuple(r.extent) != (1, shape[1]) or r.start[1] != Const(0)):
         return None
-    return buf.shape
+    return r.start[0]
 
 
-def _map_store(s):
-    """The Store of a 2-variable Parallel map with one statement writing all of its tile."""
-    if (isinstance(s, For) and s.kind == "parallel" and len(s.vars) == 2 and len(s.body) == 1
-            and full_map_store(s.body[0], s)):
-        return s.body[0]
-    return None
+def _row_map_store(m):
+    """The Store of a one-variable Parallel map over a whole row `X[row, j]`, or None."""
+    st = m.body[0] if isinstance(m, For) and m.kind == "parallel" and len(m.body) == 1 else None
+    if (not isinstance(st, Store) or len(m.vars) != 1 or len(st.indices) != 2
+            or st.indices[1] != Var(m.vars[0]) or m.extents[0] != Const(st.buffer.shape[1])
+            or any(isinstance(n, Var) and n.name == m.vars[0] for n in walk(st.indices[0]))):
+        return None
+    return st
 
 
 def _reads_only_own(st: Store, name) -> bool:
@@ -66,44 +72,55 @@ def _reads_only_own(st: Store, name) -> bool:
                if isinstance(n, Load) and n.buffer.name == name)
 
 
-def copy_in_pairs(g, stmts) -> dict:
-    """{id(copy): map} for GM -> X copies immediately followed (sync aside) by a fused
-    map + reduce reading X at its own elements only."""
-    out = {}
-    for k, cp in enumerate(stmts):
-        if (not isinstance(cp, Copy) or cp.atomic or cp.transpose or id(cp) in g.plan.skip
-                or not cp.dst.is_full):
-            continue
-        shape = _tile(g, cp.dst.buffer)
-        if shape is None or not _gm_rows(g, cp.src, *shape):
-            continue
-        j = k + 1
-        while j < len(stmts) and isinstance(stmts[j], SYNC_OPS):
-            j += 1
-        m = stmts[j] if j < len(stmts) else None
-        st = _map_store(m)
-        if (st is None or id(m) not in g.fused or st.buffer.shape != shape
-                or st.buffer.name == cp.dst.buffer.name):
-            continue
-        x = cp.dst.buffer.name
-        loads = [n for n in walk(st.value) if isinstance(n, Load) and n.buffer.name == x]
-        if loads and all(len(n.indices) == 2 and all(isinstance(ix, Var) and ix.name == v
-                                                     for ix, v in zip(n.indices, m.vars))
-                         for n in loads):
-            out[id(cp)] = m
+def row_pairs(g) -> dict:
+    """{id(first): (kind, second)} for the pairs of the kernel's vector-core statement lists
+    emitted as one pass over a row: kind "in" (a copy-in and the fused map after it) or "out"
+    (a map and its copy-out)."""
+    out: dict = {}
+
+    def scan(stmts, in_v):
+        for k, s in enumerate(stmts):
+            if not (isinstance(s, For) and s.kind == "parallel"):  # not inside a map
+                for f in body_fields(s):
+                    scan(getattr(s, f), s.core == "V" if isinstance(s, Scope) else in_v)
+            if not in_v:
+                continue
+            j = k + 1
+            while j < len(stmts) and isinstance(stmts[j], SYNC_OPS):
+                j += 1
+            t = stmts[j] if j < len(stmts) else None
+            if isinstance(s, Copy) and not (s.atomic or s.transpose) and _copy_in(g, s, t):
+                out[id(s)] = ("in", t)
+            elif k + 1 < len(stmts) and _copy_out(g, s, stmts[k + 1]):
+                out[id(s)] = ("out", stmts[k + 1])
+
+    scan(g.kernel.body, False)
     return out
 
 
-def copy_out_of(g, m, cp) -> bool:
-    """Map m (not fused with a reduction) followed by copy cp of the whole of its tile to GM."""
-    st = _map_store(m)
-    if (st is None or id(m) in g.fused or not isinstance(cp, Copy) or cp.atomic
-            or cp.transpose or id(cp) in g.plan.skip):
+def _copy_in(g, cp: Copy, m) -> bool:
+    """GM -> X row copy followed by a fused map + reduce that reads X at its own elements."""
+    st = _row_map_store(m)
+    if st is None or id(m) not in g.fused:
+        return False
+    x = cp.dst.buffer
+    row = _tile_row(g, cp.dst)
+    return (row is not None and row == st.indices[0] and st.buffer.name != x.name
+            and st.buffer.shape == x.shape and _gm_row(g, cp.src, x.shape[1])
+            and any(isinstance(n, Load) and n.buffer.name == x.name for n in walk(st.value))
+            and _reads_only_own(st, x.name))
+
+
+def _copy_out(g, m, cp) -> bool:
+    """Map m (not fused with a reduction) of a row of X followed by the copy of that row to
+    GM, X dead after the copy."""
+    st = _row_map_store(m)
+    if st is None or id(m) in g.fused or not isinstance(cp, Copy) or cp.atomic or cp.transpose:
         return False
     x = st.buffer
-    shape = _tile(g, x)
-    return (shape is not None and cp.src.buffer == x and cp.src.is_full
-            and _gm_rows(g, cp.dst, *shape) and _reads_only_own(st, x.name)
+    row = _tile_row(g, cp.src)
+    return (row is not None and cp.src.buffer == x and row == st.indices[0]
+            and _gm_row(g, cp.dst, x.shape[1]) and _reads_only_own(st, x.name)
             and not any(isinstance(n, Load) and n.buffer.name == cp.dst.buffer.name
                         for n in walk(st))
             and dead_after(g, cp, x.name))
@@ -111,8 +128,9 @@ def copy_out_of(g, m, cp) -> bool:
 
 def dead_after(g, cp, name) -> bool:
     """Nothing can read tile `name` (or a buffer sharing its storage) after statement `cp`:
-    no later statement in program order references it, `cp` is in no loop, and every block
-    writes the tile completely before reading it (it is not zeroed, dataflow.py)."""
+    no later statement in program order references it, the only loop around `cp` is a loop over
+    its rows whose body references it at the loop's row only, and every block writes the tile
+    completely before reading it (it is not zeroed)."""
     info = g.plan.infos.get(name)
     names = {n for n, i in g.plan.infos.items() if i is info}
     if names & g.plan.zeroed:
@@ -121,6 +139,21 @@ def dead_after(g, cp, name) -> bool:
     def refs(s):
         return any(isinstance(n, (Region, Load, Store)) and n.buffer.name in names
                    for n in walk(s))
+
+    def at_row(n, row) -> bool:
+        if isinstance(n, Region):
+            return n.start[0] == row and n.extent[0] == 1
+        return n.indices[0] == row
+
+    def row_loop(s) -> bool:
+        """A loop over the rows of the tile in which every reference to it is at the loop's
+        row: eliding the map's write of row r changes what only `cp` would read."""
+        if not (isinstance(s, For) and s.kind == "serial" and len(s.vars) == 1
+                and cp.src.start[0] == Var(s.vars[0])):
+            return False
+        row = Var(s.vars[0])
+        return all(at_row(n, row) for t in s.body for n in walk(t)
+                   if isinstance(n, (Region, Load, Store)) and n.buffer.name in names)
 
     def find(stmts):
         """None: cp is not in stmts; else whether the tile is dead after it."""
@@ -132,7 +165,7 @@ def dead_after(g, cp, name) -> bool:
                 found = next((r for r in inner if r is not None), None)
                 if found is None:
                     continue
-                found = found and not isinstance(s, For)
+                found = found and (not isinstance(s, For) or row_loop(s))
             return found and not any(refs(t) for t in stmts[k + 1:])
         return None
 
@@ -157,7 +190,7 @@ def _branch(g, ok, fused, plain):
 
 
 def copy_in_map_reduce(g, cp: Copy, m, red):
-    """Row ROW of `cp` fused into the (row-restricted) map `m` + reduce `red`."""
+    """Row copy `cp` fused into the row map `m` + reduce `red`."""
     from . import codegen_ops as co
     si, xi = g.info(cp.src.buffer), g.info(cp.dst.buffer)
     ok, ss = _in_bounds(g, cp.src)
@@ -192,8 +225,8 @@ def copy_in_map_reduce(g, cp: Copy, m, red):
 
 
 def map_copy_out(g, m, cp: Copy):
-    """Row-restricted map `m` (one variable j left) and row ROW of its copy-out `cp`: the map's
-    values go to GM only (its tile is dead after the copy)."""
+    """Row map `m` (one variable j) and its row copy-out `cp`: the map's values go to GM only
+    (its tile is dead after the copy)."""
     from . import codegen_ops as co
     from .codegen import _Par
     st = m.body[0]
@@ -242,7 +275,7 @@ def map_copy_out(g, m, cp: Copy):
             g._restore(saved)
 
     def plain():
-        g.statement(m)
+        g.for_(m)  # the map as usual (not through statement: that would pair it again)
         co.copy(g, cp)
 
     _branch(g, ok, fused, plain)

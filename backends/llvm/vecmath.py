@@ -12,26 +12,14 @@ from __future__ import annotations
 
 import math
 
+from tilelang_mini.ir.dtypes import FLOAT_DTYPES, exact_in
+
 from .irutil import (F16, F32, I8, I16, I32, I64, STORAGE, UNSIGNED, Emitter, const, elem_type,
                      like)
 
 INT_STORAGE = ("int8", "uint8", "int16", "uint16", "int32", "uint32", "int64")
 
-# value sets: a <= b when every value of dtype a is exactly a value of dtype b
-_SUBSET = {
-    "float8_e4m3fn": {"float16", "bfloat16", "float32"},
-    "float8_e5m2": {"float16", "bfloat16", "float32"},
-    "float8_e8m0fnu": {"float32"},
-    "float4_e2m1fn": {"float16", "bfloat16", "float32"},
-    "float16": {"float32"}, "bfloat16": {"float32"}, "float32": set(),
-}
-
-FLOATS = ("float32", "float16", "bfloat16", "float8_e4m3fn", "float8_e5m2", "float8_e8m0fnu",
-          "float4_e2m1fn")
-
-
-def exact_in(src: str, dst: str) -> bool:
-    return src == dst or dst in _SUBSET.get(src, set())
+FLOATS = FLOAT_DTYPES
 
 
 # ------------------------------------------------------------------------------ numpy max/min

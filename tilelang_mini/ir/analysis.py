@@ -31,7 +31,8 @@ BLOCK_SCOPES = GM_SCOPES + AIC_SCOPES
 
 __all__ = ["SYNC_OPS", "TILE_OPS", "GM_SCOPES", "AIC_SCOPES", "BLOCK_SCOPES", "is_map",
            "is_sync", "core_instructions", "instructions", "loads", "map_stores", "operands", "reads", "writes",
-           "accesses", "written_names", "static_box", "boxes_overlap"]
+           "accesses", "written_names", "static_box", "boxes_overlap", "buffer_refs",
+           "full_map_store"]
 
 
 def is_map(s) -> bool:
@@ -157,3 +158,23 @@ def static_box(r: Region):
 def boxes_overlap(a, b) -> bool:
     """Do two boxes overlap? None is an unknown box and overlaps everything."""
     return a is None or b is None or all(a0 < b1 and b0 < a1 for (a0, a1), (b0, b1) in zip(a, b))
+
+
+def buffer_refs(body) -> dict:
+    """{buffer name: how many regions, loads and stores below the statements `body` name it}."""
+    refs: dict = {}
+    for s in body:
+        for n in walk(s):
+            if isinstance(n, (Region, Load, Store)):
+                refs[n.buffer.name] = refs.get(n.buffer.name, 0) + 1
+    return refs
+
+
+def full_map_store(s, loop) -> bool:
+    """Store `s` of Parallel loop `loop` writes every element of its buffer exactly once
+    (`for i, j in Parallel(M, N): X[i, j] = ...` with X of shape (M, N))."""
+    return (isinstance(s, Store) and len(s.indices) == len(loop.vars) == len(s.buffer.shape)
+            and all(type(ix).__name__ == "Var" and ix.name == n
+                    for ix, n in zip(s.indices, loop.vars))
+            and all(isinstance(x, Const) and type(x.value) is int and x.value == n
+                    for x, n in zip(loop.extents, s.buffer.shape)))

@@ -69,6 +69,21 @@ def is_int(name: str) -> bool:
     return name in INT_DTYPES
 
 
+# value sets: a <= b when every value of dtype a is exactly a value of dtype b
+_EXACT_IN = {
+    "float8_e4m3fn": {"float16", "bfloat16", "float32"},
+    "float8_e5m2": {"float16", "bfloat16", "float32"},
+    "float8_e8m0fnu": {"float32"},
+    "float4_e2m1fn": {"float16", "bfloat16", "float32"},
+    "float16": {"float32"}, "bfloat16": {"float32"}, "float32": set(),
+}
+
+
+def exact_in(src: str, dst: str) -> bool:
+    """Every value of float dtype `src` is exactly a value of `dst` (converting is exact)."""
+    return src == dst or dst in _EXACT_IN.get(src, set())
+
+
 def tolerance(name: str) -> tuple[float, float]:
     """(rtol, atol) to compare a result stored in `name` against a float64 reference."""
     return {

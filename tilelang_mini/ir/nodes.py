@@ -158,11 +158,15 @@ class Region:
 
 @dataclass(frozen=True)
 class Alloc:
-    """Declares an on-chip (or workspace) buffer; `offset` is set by plan_memory (bytes)."""
+    """Declares an on-chip (or workspace) buffer; `offset` is set by plan_memory (bytes).
+
+    `uninit`: every block writes the whole buffer before reading it, so it need not start zeroed
+    (set by the llvm target's `infer_uninit`; a backend may ignore it and zero the buffer)."""
 
     buffer: Buffer
     offset: int | None = None
     loc: Loc = _loc()
+    uninit: bool = False
 
 
 # Read-modify-write kinds of an atomic copy to GM (`T.atomic_add` / `T.atomic_max` / ...).

@@ -322,14 +322,19 @@ class _ToIR(Transformer):
             if scope != "var":
                 self.err(f"{fn} needs a shape: {fn}((d0, d1), \"dtype\")", dtype)
             shape = (1,)
-        offset = None
+        offset, uninit = None, False
         for kw in kwargs:
-            if str(kw.name) != "offset":
-                self.err(f"unknown keyword '{kw.name}' of {fn}; expected offset=", kw.name)
-            offset = self.const_int(_Arg(kw.value, kw.name.line, kw.name.column))
+            arg = _Arg(kw.value, kw.name.line, kw.name.column)
+            if str(kw.name) == "offset":
+                offset = self.const_int(arg)
+            elif str(kw.name) == "uninit":
+                uninit = self.const_bool(arg)
+            else:
+                self.err(f"unknown keyword '{kw.name}' of {fn}; expected offset= or uninit=",
+                         kw.name)
         b = Buffer(str(name), shape, self.dtype(dtype), scope)
         self.buffers[b.name] = b
-        return Alloc(b, offset)
+        return Alloc(b, offset, uninit=uninit)
 
     def store(self, children):
         name, indices, value = children

@@ -156,6 +156,8 @@ class _Printer:
             args = [_dtype(b.dtype)] if bare else [_shape(b.shape), _dtype(b.dtype)]
             if s.offset is not None:
                 args.append(f"offset={s.offset}")
+            if s.uninit:
+                args.append("uninit=True")
             self.emit(d, f"{b.name} = {ALLOC_NAMES[b.scope]}({', '.join(args)})", s.loc)
         elif isinstance(s, Copy):
             atomic = f", atomic_{s.atomic}=True" if s.atomic else ""

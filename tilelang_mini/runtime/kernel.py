@@ -52,8 +52,9 @@ class JITKernel:
         self.outputs = [frontend.params[i] for i in self.out_idx]
         self.backend = get_backend(options.target)
         if artifact is None:
-            artifact = guarded(f"the {options.target} code generator", self.ir.loc,
-                               self.backend.lower, self.ir, {"chip": options.chip})
+            final = self.compilation.final  # the target's pass list's output
+            artifact = guarded(f"the {options.target} code generator", final.loc,
+                               self.backend.lower, final, {"chip": options.chip})
         self.artifact = artifact
 
     @property
@@ -65,8 +66,9 @@ class JITKernel:
 
     @property
     def ir(self) -> Kernel:
-        """The lowered IR."""
-        return self.compilation.final
+        """The lowered IR (the NPU lowering's output, which simulate and estimate model; the
+        llvm target's own passes then rewrite it: `compilation.final` is what its backend ran)."""
+        return self.compilation.lowered
 
     @property
     def written(self) -> frozenset:

@@ -1,4 +1,10 @@
-"""The one ordered list of passes from frontend Tile IR to lowered IR, and its driver.
+"""The pass list of each target, from frontend Tile IR to what its backend runs, and the driver.
+
+`NPU_PASSES` lowers Tile IR to the NPU's lowered IR (per-core Scope blocks of pipe instructions
+and flags): the numpy target runs that, and the simulator and estimate model it. `LLVM_PASSES`
+branches from it: the same list, then the CPU rewrites (`CPU_PASSES`) that drop what only the
+NPU's pipes need, so the llvm code generator emits one construct per statement. `passes_for`
+gives a target's list.
 
 Each pass is a pure function `(Kernel, Options) -> Kernel`. The driver records the IR after every
 stage (so `kernel.get_ir(stage)` can show it), can stop after a pass, print after passes
@@ -16,6 +22,10 @@ from ..errors import internal_error
 from ..ir.nodes import Kernel
 from .check import check
 from .check_sync import sync_expert
+from .cpu_copies import forward_copies, fuse_copy_chains
+from .cpu_rows import fuse_rows
+from .cpu_zero import infer_uninit
+from .expand_scaled_gemm import expand_scaled_gemm
 from .options import Options
 from .infer_scopes import infer_scopes
 from .insert_sync import insert_sync
@@ -26,7 +36,7 @@ from .split_cores import is_expert, split_cores
 
 
 # name, pass, why. The order is the lowering order; each step's why is one line.
-PASSES = (
+NPU_PASSES = (
     ("check", lambda k, o: check(k, get_chip(o.chip)),
      "reject wrong shapes, dtypes, indices and what exceeds the chip at the kernel line"),
     ("infer_scopes", lambda k, o: k if o.expert else infer_scopes(k),
@@ -44,7 +54,35 @@ PASSES = (
      "their own flags proved enough by the same happens-before analysis)"),
 )
 
-STAGES = ("frontend",) + tuple(name for name, _, _ in PASSES)
+# The llvm target: after the NPU lowering, what a CPU running the program in order needs.
+CPU_PASSES = (
+    ("expand_scaled_gemm", lambda k, o: expand_scaled_gemm(k),
+     "a block-scaled (MX) gemm -> scaling maps + a float32 gemm (the CPU GEMM has no scales)"),
+    ("fuse_copy_chains", lambda k, o: fuse_copy_chains(k),
+     "copy(S, X); copy(X, Y) -> copy(S, Y) for a staging buffer X used nowhere else"),
+    ("forward_copies", lambda k, o: forward_copies(k),
+     "a block-wide buffer that only ever holds a copy of another is read from that one"),
+    ("infer_uninit", lambda k, o: infer_uninit(k),
+     "buffers written whole before any read need not start zeroed (uninit=True)"),
+    ("fuse_rows", lambda k, o: fuse_rows(k),
+     "a run of row-local vector tile ops -> one loop over rows, each op on one row"),
+)
+LLVM_PASSES = NPU_PASSES + CPU_PASSES
+
+PASSES = NPU_PASSES  # the lowering every target shares (simulate and estimate read its output)
+_TARGET_PASSES = {"llvm": LLVM_PASSES}
+
+
+def passes_for(target: str) -> tuple:
+    """The pass list of `target` (name, pass, why): NPU_PASSES unless the target has its own."""
+    return _TARGET_PASSES.get(target, NPU_PASSES)
+
+
+def stages_for(target: str) -> tuple[str, ...]:
+    return ("frontend",) + tuple(name for name, _, _ in passes_for(target))
+
+
+STAGES = stages_for("numpy")
 
 
 @dataclass
@@ -56,7 +94,14 @@ class Compilation:
 
     @property
     def final(self) -> Kernel:
+        """The IR after the last stage run: what the target's backend receives."""
         return list(self.stages.values())[-1]
+
+    @property
+    def lowered(self) -> Kernel:
+        """The NPU lowered IR (the last stage run of NPU_PASSES): what the simulator models."""
+        npu = [name for name in stages_for("numpy") if name in self.stages]
+        return self.stages[npu[-1]]
 
 
 def run_pipeline(kernel: Kernel, options: Options = Options(), *, stop_after: str | None = None,
@@ -65,13 +110,16 @@ def run_pipeline(kernel: Kernel, options: Options = Options(), *, stop_after: st
     from ..ir.printer import print_ir
     from ..ir.verifier import verify_kernel
 
-    if stop_after is not None and stop_after not in STAGES:
-        raise ValueError(f"unknown stage {stop_after!r}; stages are {', '.join(STAGES)}")
+    passes = passes_for(options.target)
+    stages = stages_for(options.target)
+    if stop_after is not None and stop_after not in stages:
+        raise ValueError(f"unknown stage {stop_after!r}; stages of target {options.target!r} "
+                         f"are {', '.join(stages)}")
     options = replace(options, expert=is_expert(kernel))
     out = Compilation({"frontend": kernel})
     if "all" in print_after or "frontend" in print_after:
         _show("frontend", print_ir(kernel))
-    for name, run, _why in PASSES:
+    for name, run, _why in passes:
         if stop_after == "frontend":
             break
         start = time.perf_counter()
@@ -88,6 +136,18 @@ def run_pipeline(kernel: Kernel, options: Options = Options(), *, stop_after: st
         for name, s in out.seconds.items():
             print(f"[tilelang_mini] {name:14s} {s * 1e3:8.2f} ms", file=sys.stderr)
     return out
+
+
+def run_target_passes(kernel: Kernel, options: Options, *, verify: bool = False) -> Kernel:
+    """The passes `options.target` runs after the NPU lowering (none for numpy), on IR that is
+    lowered already (built by hand or parsed): what its backend's `lower` expects."""
+    options = replace(options, expert=is_expert(kernel))
+    for name, run, _why in passes_for(options.target)[len(NPU_PASSES):]:
+        kernel = run_pass(name, run, kernel, options)
+        if verify:
+            from ..ir.verifier import verify_kernel
+            run_pass(name, lambda k, o: verify_kernel(k, name), kernel, options)
+    return kernel
 
 
 def run_pass(name: str, fn, kernel: Kernel, options: Options):

@@ -1,0 +1,135 @@
+"""The llvm target's own passes (transform/cpu_copies.py, transform/cpu_zero.py): their place in
+the llvm pass list, their rewrites on small kernels (golden IR under tests/golden/; a missing one
+fails, `pytest --update-goldens` writes them) and that the rewritten IR computes what the NPU
+lowering computes, on the interpreter as on llvm."""
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import tilelang_mini
+from backends.numpy import BACKEND as NUMPY
+from tilelang_mini.ir.nodes import Alloc, Copy, For, Reduce, walk_statements
+from tilelang_mini.ir.printer import print_ir
+from tilelang_mini.transform.pipeline import (
+    CPU_PASSES, LLVM_PASSES, NPU_PASSES, Options, passes_for, run_pipeline, stages_for,
+)
+
+import kernels
+from goldens import check_golden as golden
+
+ROOT = Path(__file__).resolve().parent.parent
+RNG = np.random.default_rng(11)
+
+
+@pytest.fixture(autouse=True)
+def _at_root(monkeypatch):
+    monkeypatch.chdir(ROOT)  # printed IR names sources relative to the working directory
+
+
+def stages(prim, chip="ascend910b"):
+    return run_pipeline(prim.ir, Options(chip=chip, target="llvm"), verify=True).stages
+
+
+def before_after(name: str, prim, pass_name: str, chip="ascend910b"):
+    st = stages(prim, chip)
+    names = stages_for("llvm")
+    prev = names[names.index(pass_name) - 1]
+    golden(f"{pass_name}.{name}.{chip}.before", print_ir(st[prev]))
+    golden(f"{pass_name}.{name}.{chip}.after", print_ir(st[pass_name]))
+    return st[prev], st[pass_name]
+
+
+def copies(k):
+    return [s for s in walk_statements(k.body) if isinstance(s, Copy)]
+
+
+def allocs(k):
+    return {s.buffer.name: s for s in walk_statements(k.body) if isinstance(s, Alloc)}
+
+
+def same_results(before, after, *args):
+    """The two IRs compute the same outputs on the interpreter (bit for bit)."""
+    want = [a.copy() for a in args]
+    got = [a.copy() for a in args]
+    NUMPY.run(NUMPY.lower(before, {}), want)
+    NUMPY.run(NUMPY.lower(after, {}), got)
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, w)
+
+
+def test_the_llvm_list_branches_from_the_npu_list():
+    assert LLVM_PASSES[:len(NPU_PASSES)] == NPU_PASSES
+    assert [name for name, _, _ in CPU_PASSES] == [
+        "expand_scaled_gemm", "fuse_copy_chains", "forward_copies", "infer_uninit", "fuse_rows"]
+    assert all(why for _, _, why in CPU_PASSES)
+    assert passes_for("numpy") == NPU_PASSES and passes_for("llvm") == LLVM_PASSES
+
+
+def test_fuse_copy_chains_drops_the_staging_of_a_converting_copy():
+    prim = kernels.softmax(40, 64, dtype="float16")
+    before, after = before_after("softmax_f16", prim, "fuse_copy_chains")
+    assert len(copies(after)) < len(copies(before))
+    assert set(allocs(after)) < set(allocs(before))
+    x = RNG.standard_normal((40, 64)).astype(np.float16)
+    same_results(before, after, x, np.zeros((40, 64), np.float16))
+
+
+def test_forward_copies_reads_gemm_operands_in_place():
+    prim = kernels.gemm(64, 64, 64, block_M=32, block_N=32, block_K=32)
+    before, after = before_after("gemm", prim, "forward_copies")
+    scopes = lambda k: {s.src.buffer.scope + "->" + s.dst.buffer.scope for s in copies(k)}  # noqa: E731
+    assert "L1->L0B" in scopes(before) and "L1->L0B" not in scopes(after)
+    assert not {n for n, a in allocs(after).items() if a.buffer.scope == "L0B"}
+    a, b = (RNG.standard_normal((64, 64)).astype(np.float32) for _ in range(2))
+    same_results(before, after, a, b, np.zeros((64, 64), np.float32))
+
+
+def test_infer_uninit_marks_what_is_written_whole_first():
+    prim = kernels.rmsnorm(40, 64)
+    before, after = before_after("rmsnorm", prim, "infer_uninit")
+    marked = {n for n, a in allocs(after).items() if a.uninit}
+    assert not any(a.uninit for a in allocs(before).values())
+    assert {"A_local", "A_powsum"} <= marked   # copied in whole; a clearing reduce's output
+    x = RNG.standard_normal((40, 64)).astype(np.float32)
+    same_results(before, after, x, np.zeros((40, 64), np.float32))
+
+
+def test_infer_uninit_keeps_zeroing_what_a_loop_may_skip():
+    from tilelang_mini.transform.cpu_zero import infer_uninit
+    k = tilelang_mini.parse_ir('''
+@prim_func(source="<test>")
+def k(X: Tensor((4, 8), "float32"), Y: Tensor((4, 8), "float32"), n: Tensor((1,), "int32")):
+    with Kernel(1) as (bx):
+        t = alloc_shared((4, 8), "float32")
+        u = alloc_shared((4, 8), "float32")
+        for i in serial(n[0]):
+            copy(X, t)
+        copy(X, u)
+        copy(t, Y)
+        copy(u, Y)
+''')
+    marked = {n for n, a in allocs(infer_uninit(k)).items() if a.uninit}
+    assert marked == {"u"}
+
+
+def test_fuse_rows_makes_one_loop_over_the_rows_of_a_row_local_run():
+    prim = kernels.softmax(40, 64)
+    before, after = before_after("softmax", prim, "fuse_rows")
+    loops = [s for s in walk_statements(after.body) if isinstance(s, For) and s.kind == "serial"
+             and s.vars[0].startswith("row")]
+    assert len(loops) == 1
+    # reduce max, exp map, reduce sum, divide map and the copy-out, each on one row
+    assert sum(isinstance(s, (Reduce, Copy)) for s in loops[0].body) == 3
+    x = RNG.standard_normal((40, 64)).astype(np.float32)
+    same_results(before, after, x, np.zeros((40, 64), np.float32))
+
+
+@pytest.mark.parametrize("stage", ["fuse_copy_chains", "forward_copies", "infer_uninit",
+                                   "fuse_rows"])
+def test_llvm_stages_print_and_parse_back(stage):
+    k = kernels.build(kernels.flash_attention, 2, 64, 32, target="llvm")
+    text = k.get_ir(stage)
+    back = tilelang_mini.parse_ir(text)
+    assert back == k.compilation.stages[stage] and print_ir(back) == text
+    assert k.ir is k.compilation.stages["insert_sync"]   # what simulate and estimate model
