@@ -2,15 +2,18 @@
 
 On the NPU each vector instruction streams a whole tile through UB. A CPU does better with a
 working set of one row: a maximal run of consecutive statements of a Scope("V") body (sync
-instructions aside, dropped inside the run) that are all row-local over the same R rows becomes
-one serial loop over a fresh row variable, every statement restricted to that row:
+instructions aside) that are all row-local over the same R rows becomes
+one serial loop over a fresh row variable, every statement restricted to that row (the sync
+instructions met inside the run follow the loop, in their order: on the llvm target they only
+mark the program order of the cores, which waits later and sets no earlier than before keep):
 
     copy(X[r0 +: 4, 0 +: 64], x)                     copy(X[r0 +: 4, 0 +: 64], x)
     reduce_max(x, m, dim=1)                          for row in serial(4):
-    pipe_barrier("V")                         ->         reduce_max(x[row +: 1, 0 +: 64], m[row +: 1], dim=1)
+    pipe_barrier(V)                           ->         reduce_max(x[row +: 1, 0 +: 64], m[row +: 1], dim=1)
     for i, j in Parallel(4, 64):                         for j in Parallel(64):
         e[i, j] = exp(x[i, j] - m[i])                        e[row, j] = exp(x[row, j] - m[row])
     copy(e, Y[r0 +: 4, 0 +: 64])                         copy(e[row +: 1, 0 +: 64], Y[r0 + row +: 1, 0 +: 64])
+                                                     pipe_barrier(V)
 
 Row-local statements (R >= 2), restricted to row `row`:
 * a copy from an on-chip tile: its first non-unit source and destination dims (which
@@ -315,22 +318,24 @@ class _Rows:
                     return
             out.extend(self.loop(run, accs))
 
+        syncs: list = []  # met inside the current run: they follow it, in their order
         for s in stmts:
             if isinstance(s, SYNC_OPS):
-                if not cur:
-                    out.append(s)
-                continue  # inside a run: dropped (the llvm target runs in program order)
+                (syncs if cur else out).append(s)
+                continue
             acc = self.classify(s, id(s) in ins)
             if acc is not None and self.valid(accs + [acc]):
                 cur.append(s)
                 accs.append(acc)
                 continue
             flush()
+            out.extend(syncs)
+            syncs = []
             cur, accs = ([s], [acc]) if acc is not None else ([], [])
             if acc is None:
                 out.append(s)
         flush()
-        return out
+        return out + syncs
 
     def loop(self, run, accs) -> list:
         """[for row in serial(R): the run restricted to row] when two or more statements do
