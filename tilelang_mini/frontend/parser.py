@@ -14,17 +14,36 @@ import textwrap
 from .. import language as T_module
 from ..errors import CompileError
 from ..ir import dtypes
-from ..ir.nodes import Alloc, Buffer, For, If, Kernel, Load, Loc, Scope, Store, Var
+from ..ir.analysis import TILE_OPS, writes as analysis_writes
+from ..ir.nodes import Alloc, Buffer, For, If, Kernel, Load, Loc, Scope, Store, Var, walk
 from ..language.symbols import SymExpr
 from .common import Marker, is_docstring, show
 from .dialect import Dialect
 from .eager import Eager, SymbolicPrimFunc
 from .expr_visit import _BINOPS, ExprVisitor
-from .exprs import as_expr, binop, const, is_ir
+from .exprs import as_expr, binop, const, constant_difference, is_ir
 from .tile_ops import TileOps
 from .tile_ascend import TileAscend
 from .atomic import Atomics, ParallelAtomic
 from .views import Views
+
+
+def _may_alias(a, b) -> bool:
+    """False when two index tuples provably differ (a constant nonzero difference in a dim)."""
+    return not any(d not in (None, 0) for d in map(constant_difference, a, b))
+
+
+class StaleValue:
+    """A name whose expression reads a buffer written since the name was bound."""
+
+    def __init__(self, buffer: str, line: int):
+        self.buffer, self.line = buffer, line
+
+    def message(self, name: str) -> str:
+        return (f"'{name}' stands for an expression that reads '{self.buffer}', which line "
+                f"{self.line} overwrites before this use; a name is not a copy of the value. Keep "
+                f"the value in a variable: `{name} = T.alloc_var(dtype)` then `{name} = ...` "
+                f"(or use it before '{self.buffer}' is written)")
 
 _ALLOC_SCOPES = {"alloc_shared": "shared", "alloc_fragment": "fragment", "alloc_var": "var",
                  "alloc_L1": "L1", "alloc_L0A": "L0A", "alloc_L0B": "L0B", "alloc_L0C": "L0C",
@@ -183,12 +202,40 @@ class KernelBuilder(ExprVisitor, TileOps, Dialect, TileAscend, Eager, Atomics, V
     def lookup(self, name: str, node):
         for scope in reversed(self.scopes):
             if name in scope:
-                return scope[name]
+                value = scope[name]
+                if isinstance(value, StaleValue):
+                    raise self.error(node, value.message(name))
+                return value
         if name in self.globals:
             return self.globals[name]
         if hasattr(builtins, name):
             return getattr(builtins, name)
         raise self.error(node, f"name '{name}' is not defined")
+
+    def stale_reads_of(self, stmts, node) -> None:
+        """A name bound to a run-time expression is that expression, read where the name is used
+        (`a = x[i]` binds `x[i]`, not its value then). After a statement that may write an
+        element the expression reads, using the name would read the new contents: such a name
+        becomes a StaleValue, a located error when used (never a silently different number).
+        An element store provably elsewhere (`x[i + 4]` after `x[i]`) leaves the name as it is."""
+        writes = []  # (buffer name, indices of an element store, or None for a tile op)
+        for st in stmts:
+            for n in walk(st):
+                if isinstance(n, Store):
+                    writes.append((n.buffer.name, n.indices))
+                elif isinstance(n, TILE_OPS):
+                    writes += [(b.name, None) for b in analysis_writes(n)]
+        if not writes:
+            return
+        for scope in self.scopes:
+            for name, value in list(scope.items()):
+                if not is_ir(value) or isinstance(value, Buffer):
+                    continue
+                hit = next((ld.buffer.name for ld in walk(value) if isinstance(ld, Load)
+                            for buf, idx in writes if buf == ld.buffer.name
+                            and (idx is None or _may_alias(ld.indices, idx))), None)
+                if hit is not None:
+                    scope[name] = StaleValue(hit, self.loc(node).line)
 
     def bind(self, name: str, value) -> None:
         self.scopes[-1][name] = value
@@ -321,7 +368,10 @@ class KernelBuilder(ExprVisitor, TileOps, Dialect, TileAscend, Eager, Atomics, V
         if method is None:
             raise self.error(s, f"unsupported Python construct in a kernel: {type(s).__name__}")
         try:
-            return method(s)
+            out = method(s)
+            if out:
+                self.stale_reads_of(out, s)
+            return out
         except RecursionError as err:  # reported by parse_prim_func at the innermost statement
             if getattr(err, "tlm_where", None) is None:
                 try:
