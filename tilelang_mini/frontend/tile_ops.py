@@ -181,7 +181,8 @@ class TileOps:
         if not isinstance(dim, int):
             raise self.error(a["dim"], "dim must be a constant int")
         from .views import TileView
-        view = self.eval(a["buffer"])
+        # a slice `s[p, :, :]` is a region of a tile, never a view: not evaluated as a value
+        view = None if isinstance(a["buffer"], ast.Subscript) else self.eval(a["buffer"])
         if isinstance(view, TileView):  # T.reduce_sum(T.reshape(s, ...), out, dim)
             if not -len(view.shape) <= dim < len(view.shape):
                 raise self.error(a.get("dim", call), f"dim {dim} is out of range")
