@@ -61,6 +61,10 @@ class ArgumentError(CompileError):
     """Wrong number, shape, dtype or layout of the arguments of a compiled kernel."""
 
 
+class ConfigError(TileLangMiniError, ValueError):
+    """A TILELANG_MINI_* environment variable with a value it cannot take."""
+
+
 class KernelRuntimeError(TileLangMiniError):
     """A fault while a kernel runs: an index computed at run time outside its buffer, an integer
     division by zero, a loop bound read from a tensor that is not a valid extent."""

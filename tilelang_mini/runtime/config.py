@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 
 from ..arch.presets import DEFAULT_CHIP
+from ..errors import ConfigError
 from ..transform.options import DEFAULT_TARGET
 
 
@@ -47,7 +48,11 @@ def num_threads() -> int:
     value = _get("TILELANG_MINI_NUM_THREADS")
     if value is None:
         return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    return max(1, int(value))
+    try:
+        return max(1, int(value))
+    except ValueError:
+        raise ConfigError(f"TILELANG_MINI_NUM_THREADS must be a positive integer (threads of "
+                          f"the llvm target), got {value!r}") from None
 
 
 def cache_enabled() -> bool:
