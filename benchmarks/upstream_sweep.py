@@ -39,15 +39,8 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 HERE = Path(__file__).resolve().parent
-MIRROR = Path(os.environ.get("TLM_MIRROR", "/work/.mirror"))
-REPOS = {"tilelang": "tile-ai+tilelang", "ascend": "tile-ai+tilelang-ascend"}
-IMPORT_RULES = [
-    (r"^(\s*)import tilelang\.language as (\w+)", r"\1import tilelang_mini.language as \2"),
-    (r"^(\s*)import tilelang as (\w+)", r"\1import tilelang_mini as \2"),
-    (r"^(\s*)import tilelang\.(\w+)\s*$", r"\1import tilelang_mini as tilelang"),
-    (r"^(\s*)import tilelang\b(?!\.)", r"\1import tilelang_mini as tilelang"),
-    (r"^(\s*)from tilelang(\.|\s)", r"\1from tilelang_mini\2"),
-]
+# the mirror and the import rewriting are the older sweep's (upstream_compat.py), one copy
+from upstream_compat import IMPORT_RULES, MIRROR, REPOS  # noqa: E402  (benchmarks/ is sys.path[0])
 
 
 @dataclass
