@@ -133,3 +133,35 @@ def test_llvm_stages_print_and_parse_back(stage):
     back = tilelang_mini.parse_ir(text)
     assert back == k.compilation.stages[stage] and print_ir(back) == text
     assert k.ir is k.compilation.stages["insert_sync"]   # what simulate and estimate model
+
+
+def test_forward_copies_keeps_a_snapshot_taken_before_a_cross_core_wait():
+    """Y = copy of workspace W, then a cross-core wait (another core may rewrite W there when
+    a block's cores run as coroutines), then a read of Y: the read stays on Y. Without the
+    wait, or when only this core writes W, the read is forwarded to W."""
+    from tilelang_mini.transform.cpu_copies import forward_copies
+
+    def kernel(wait: bool, vector_writes: bool):
+        w = '            wait_cross_flag(MTE2, 0)\n' if wait else ''
+        v = ('        with Scope("V"):\n'
+             '            copy(X, W)\n'
+             '            set_cross_flag(MTE3, 0)\n') if vector_writes else ''
+        c = '' if vector_writes else '            copy(X, W)\n'
+        return tilelang_mini.parse_ir(f'''
+@prim_func(source="<test>")
+def k(X: Tensor((16, 16), "float32"), Y: Tensor((16, 16), "float32")):
+    with Kernel(1, is_npu=True) as (cid, vid):
+        W = alloc_workspace((16, 16), "float32")
+        S = alloc_workspace((16, 16), "float32")
+        with Scope("C"):
+{c}            copy(W, S)
+{w}            copy(S, Y)
+{v}''')
+
+    def forwarded(k):
+        return not any(isinstance(s, Alloc) and s.buffer.name == "S"
+                       for s in walk_statements(forward_copies(k).body))
+
+    assert not forwarded(kernel(wait=True, vector_writes=True))
+    assert forwarded(kernel(wait=False, vector_writes=True))
+    assert forwarded(kernel(wait=True, vector_writes=False))

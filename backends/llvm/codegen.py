@@ -21,7 +21,8 @@ from tilelang_mini.ir.analysis import SYNC_OPS
 from tilelang_mini.ir.verifier import check_grid
 from tilelang_mini.ir.nodes import (
     BIT_FNS, CORES, call_arity, Alloc, BinOp, Call, Cast, Reinterpret, Const, Copy, Fill, For,
-    Gemm, If, Kernel, Load, Reduce, Sort, Region, Scope, Store, Var, walk,
+    Gemm, If, Kernel, Load, Reduce, Sort, Region, Scope, SetCrossFlag, Store, Var, WaitCrossFlag,
+    walk,
 )
 
 from . import vecmath as vm
@@ -62,12 +63,14 @@ def _is_sync(s) -> bool:
 class KernelGen(ParallelMaps):
     Val = Val
 
-    def __init__(self, kernel: Kernel, features: dict):
+    def __init__(self, kernel: Kernel, features: dict, cores: bool = False):
         self.kernel = kernel
         self.features = features
         self.bf16 = bool(features.get("bf16"))
         check_grid(kernel)
-        self.plan = plan_buffers(kernel, self.bf16)
+        # cores: one function per core kind, run as coroutines by the runtime (cores.py)
+        self.core_kind = None      # "C" | "V" while a core function is generated
+        self.plan = plan_buffers(kernel, self.bf16, top_copies=3 if cores else 1)
         self.fused = map_reduce_pairs(kernel)       # {id(map): reduce} (reduce.py)
         self.fused_away = {id(r) for r in self.fused.values()}
         self.pairs = row_pairs(self)                 # {id(first): (kind, second)} (rowpass.py)
@@ -75,9 +78,10 @@ class KernelGen(ParallelMaps):
         self.live = live_columns(kernel)             # {C: columns a gemm must compute}
         self.landings = live_landings(kernel)        # {C: column bounds known at run time}
         self.module = ir.Module(name=kernel.name)
-        fnty = ir.FunctionType(I32, [PTR, I64, I64, PTR])
-        self.fn = ir.Function(self.module, fnty, "tlm_kernel")
-        self.e = Emitter(self.module, self.fn)
+        if not cores:
+            fnty = ir.FunctionType(I32, [PTR, I64, I64, PTR])
+            self.fn = ir.Function(self.module, fnty, "tlm_kernel")
+            self.e = Emitter(self.module, self.fn)
         self.errors: list = []
         self.temp_bytes = 0
         self.vars: dict = {}
@@ -138,6 +142,8 @@ class KernelGen(ParallelMaps):
     def temp(self, nbytes: int):
         """Pointer to `nbytes` of per-statement temporary arena space (64-byte aligned)."""
         self.temp_bytes = max(self.temp_bytes, (nbytes + 63) // 64 * 64)
+        if self.core_kind is not None:  # each core of a block has its own temporaries
+            return self.temp_base
         return self.e.gep(self.scratch, self.plan.arena_bytes)
 
     # ------------------------------------------------------------------------ statements
@@ -153,6 +159,10 @@ class KernelGen(ParallelMaps):
     def statement(self, s):
         prev, self.stmt = self.stmt, s
         try:
+            if self.core_kind is not None and isinstance(s, (SetCrossFlag, WaitCrossFlag)):
+                from .cores import cross_flag
+                cross_flag(self, s)
+                return
             if (_is_sync(s) or isinstance(s, Alloc)
                     or id(s) in self.fused_away):
                 return
@@ -291,6 +301,10 @@ class KernelGen(ParallelMaps):
             raise self.fail(f"Scope({s.core!r}) nested in Scope({self.ctx!r})")
         if self.par is not None:
             raise self.fail(f"Scope({s.core!r}) inside a Parallel loop")
+        if self.core_kind is not None:
+            from .cores import core_scope
+            core_scope(self, s)
+            return
         saved = (self.vars.get(self.vid_name), self.ranges.get(self.vid_name))
         self.ctx = s.core
         try:
@@ -338,6 +352,9 @@ class KernelGen(ParallelMaps):
     def buf_ptr(self, info):
         if info.param is not None:
             return self.params[info.param]
+        if self.core_kind is not None and self.ctx == "top":
+            from .cores import top_buf_ptr
+            return top_buf_ptr(self, info)
         ctx = self.plan.top_source.get(info.name, "top") if self.ctx == "top" else self.ctx
         off = info.slots.get(ctx)
         if off is None:
@@ -668,8 +685,13 @@ class KernelGen(ParallelMaps):
         self.store_value(info, flat, self.expr(s.value))
 
 
-def build(kernel: Kernel, features: dict):
-    """Generate the module; returns (module, KernelGen) (errors, temp sizes, plan)."""
-    gen = KernelGen(kernel, features)
-    gen.generate()
+def build(kernel: Kernel, features: dict, cores: bool = False):
+    """Generate the module; returns (module, KernelGen) (errors, temp sizes, plan). With
+    `cores`, the module holds one function per core kind instead of `tlm_kernel` (cores.py)."""
+    gen = KernelGen(kernel, features, cores)
+    if cores:
+        from .cores import generate_cores
+        generate_cores(gen)
+    else:
+        gen.generate()
     return gen.module, gen

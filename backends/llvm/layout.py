@@ -104,7 +104,9 @@ def storage_of(buf, bf16: bool) -> str:
     return buf.dtype
 
 
-def plan_buffers(kernel: Kernel, bf16: bool) -> Plan:
+def plan_buffers(kernel: Kernel, bf16: bool, top_copies: int = 1) -> Plan:
+    """Where every buffer lives. `top_copies` copies of the buffers of code outside any Scope:
+    3 when a block's cores run as coroutines, each running that code on its own copy."""
     params = {p.name: p for p in kernel.params}
     allocs: dict = {}
     ctxs: dict = {}
@@ -176,7 +178,7 @@ def plan_buffers(kernel: Kernel, bf16: bool) -> Plan:
         else:
             for ctx in sorted(ctxs.get(name, ())):
                 info.slots[ctx] = offset
-                offset += size * (2 if ctx == "V" else 1)
+                offset += size * (2 if ctx == "V" else top_copies if ctx == "top" else 1)
         infos[name] = info
     return Plan(infos, offset if zero_bytes is None else zero_bytes, has_scopes,
                 offset, frozenset(zeroed), _top_sources(kernel, infos))

@@ -8,7 +8,9 @@ looks entries up before any pass runs (tilelang_mini/runtime/cache.py).
 
 `run` checks the arguments, then calls `tlm_kernel(args, begin, end, scratch)` through ctypes
 (which releases the GIL) on `config.num_threads()` worker threads, each with its own scratch
-arena, over chunks of the grid blocks.
+arena, over chunks of the grid blocks. A kernel whose cores cannot run in program order (cross-core
+flags both ways, semantics/order.py) is compiled to one function per core kind instead, and each
+block's cores run as coroutines (cores.py, cores_run.py).
 """
 from __future__ import annotations
 
@@ -24,13 +26,13 @@ import llvmlite.binding as llvm  # loading this backend loads LLVM (not the firs
 import numpy as np
 
 from tilelang_mini.errors import (
-    CompileError, InternalCompilerError, KernelRuntimeError, internal_error,
+    CompileError, InternalCompilerError, KernelRuntimeError, TileLangMiniError, internal_error,
 )
 from tilelang_mini.ir.nodes import Kernel, Loc
 from tilelang_mini.runtime import config
 from tilelang_mini.runtime.arguments import check_arrays
 
-BACKEND_VERSION = "tlm-llvm-8"
+BACKEND_VERSION = "tlm-llvm-9"
 FN_NAME = "tlm_kernel"
 STATS = {"compiles": 0, "cache_hits": 0, "cache_corrupt": 0}
 
@@ -96,6 +98,12 @@ class LLVMArtifact:
     cfunc: object = field(repr=False, default=None)
     object_file: object = field(repr=False, default=None)
     obj: bytes = field(repr=False, default=b"")
+    # cores: one function per core kind (cfunc is (AIC, AIV)), blocks run their cores as
+    # coroutines; the arena is zero_bytes zeroed, arena_bytes of buffers, 3 x temp_bytes
+    cores: bool = False
+    zero_bytes: int = 0
+    arena_bytes: int = 0
+    temp_bytes: int = 0
 
     @property
     def llvm_ir(self) -> str:
@@ -141,15 +149,33 @@ def _compile_module(module_text: str, needs_dpbf16: bool, t: HostTarget) -> byte
     return t.tm.emit_object(mod)
 
 
-def _load_object(obj: bytes, t: HostTarget):
+def _load_object(obj: bytes, t: HostTarget, cores: bool = False):
     engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), t.new_machine())
     ref = llvm.ObjectFileRef.from_data(obj)
     engine.add_object_file(ref)
     engine.finalize_object()
+    if cores:
+        from .cores import CORE_FNS
+        from .cores_run import CORE_T
+        addrs = [engine.get_function_address(n) for n in CORE_FNS.values()]
+        if not all(addrs):
+            raise RuntimeError("core function symbols not found in the object code")
+        return engine, tuple(CORE_T(a) for a in addrs), ref
     addr = engine.get_function_address(FN_NAME)
     if not addr:
         raise RuntimeError("kernel symbol not found in the object code")
     return engine, _KERNEL_T(addr), ref
+
+
+def needs_cores(kernel: Kernel) -> bool:
+    """True when the block's cores must run as coroutines: an NPU kernel with cross-core flags
+    whose program order is not proven to satisfy every wait (semantics/order.py)."""
+    from tilelang_mini.ir.nodes import SetCrossFlag, WaitCrossFlag, walk
+    from tilelang_mini.semantics.order import program_order_is_valid
+    if not kernel.is_npu or not any(isinstance(n, (SetCrossFlag, WaitCrossFlag))
+                                    for n in walk(kernel)):
+        return False
+    return not program_order_is_valid(kernel)
 
 
 def lower(kernel: Kernel, options: dict | None = None) -> LLVMArtifact:
@@ -158,9 +184,10 @@ def lower(kernel: Kernel, options: dict | None = None) -> LLVMArtifact:
     options = dict(options or {})
     t = host_target()
     feats = _features(t, options)
+    cores = needs_cores(kernel)
     from .codegen import build
     try:
-        module, gen = build(kernel, feats)
+        module, gen = build(kernel, feats, cores)
     except CompileError:
         raise
     except RecursionError:
@@ -171,14 +198,16 @@ def lower(kernel: Kernel, options: dict | None = None) -> LLVMArtifact:
     with _LOCK:
         try:
             obj = _compile_module(text, gen.needs_dpbf16, t)
-            engine, cfunc, ref = _load_object(obj, t)
+            engine, cfunc, ref = _load_object(obj, t, cores)
         except RuntimeError as err:  # LLVM rejected the module we generated: our bug
             raise InternalCompilerError(f"LLVM rejected the generated module: {err}",
                                         kernel.loc, stage="the llvm code generator") from err
         STATS["compiles"] += 1
-    scratch = gen.plan.arena_bytes + gen.temp_bytes
+    plan = gen.plan
+    scratch = plan.arena_bytes + gen.temp_bytes * (3 if cores else 1)
     return LLVMArtifact(_header(kernel), list(gen.errors), scratch, "", False,
-                        zlib.compress(text.encode(), 1), engine, cfunc, ref, obj)
+                        zlib.compress(text.encode(), 1), engine, cfunc, ref, obj, cores,
+                        plan.zero_bytes, plan.arena_bytes, gen.temp_bytes)
 
 
 def _header(kernel: Kernel) -> Kernel:
@@ -192,7 +221,9 @@ def dump(artifact: LLVMArtifact) -> tuple[dict, list[bytes]]:
     meta = {"scratch_bytes": artifact.scratch_bytes, "grid": list(k.grid),
             "grid_vars": list(k.grid_vars), "is_npu": k.is_npu,
             "errors": [(m, loc.file, loc.line, loc.col) if loc is not None else (m, None, 0, 0)
-                       for m, loc in artifact.errors]}
+                       for m, loc in artifact.errors],
+            "cores": [artifact.cores, artifact.zero_bytes, artifact.arena_bytes,
+                      artifact.temp_bytes]}
     return meta, [artifact.llvm_ir_z, artifact.obj]
 
 
@@ -208,15 +239,19 @@ def load(meta: dict, blobs: list[bytes], kernel: Kernel, key: str = "") -> LLVMA
         errors = [(str(m), Loc(f, int(ln), int(c)) if f is not None else None)
                   for m, f, ln, c in meta["errors"]]
         scratch = int(meta["scratch_bytes"])
+        cores, zero, arena, temp = (bool(meta["cores"][0]), *(int(n) for n in meta["cores"][1:]))
         if scratch < 0 or len(grid) != len(grid_vars) - (1 if header.is_npu else 0):
             return None
+        if cores and not (0 <= zero <= arena and temp >= 0 and arena + 3 * temp <= scratch):
+            return None
         with _LOCK:
-            engine, cfunc, ref = _load_object(obj, host_target())
+            engine, cfunc, ref = _load_object(obj, host_target(), cores)
     except Exception:  # noqa: BLE001 - a malformed entry is recompiled, never run
         STATS["cache_corrupt"] += 1
         return None
     STATS["cache_hits"] += 1
-    return LLVMArtifact(header, errors, scratch, key, True, ir_z, engine, cfunc, ref, obj)
+    return LLVMArtifact(header, errors, scratch, key, True, ir_z, engine, cfunc, ref, obj, cores,
+                        zero, arena, temp)
 
 
 # ------------------------------------------------------------------------------- running
@@ -279,6 +314,8 @@ def run(artifact: LLVMArtifact, args) -> None:
         return
     threads = max(1, min(config.num_threads(), nblocks))
     fn, size = artifact.cfunc, artifact.scratch_bytes
+    if artifact.cores:
+        fn = _block_runner(artifact)
     if threads == 1:
         _, scratch = _arena(size, k.loc)
         code = fn(ptrs, 0, nblocks, scratch)
@@ -308,19 +345,38 @@ def run(artifact: LLVMArtifact, args) -> None:
         for f in futures:
             f.result()
         code = state["code"]
+    if isinstance(code, TileLangMiniError):
+        raise code
     if code:
         message, loc = artifact.errors[code - 1]
         raise KernelRuntimeError(message, loc)
+
+
+def _block_runner(artifact: LLVMArtifact):
+    """fn(ptrs, begin, end, scratch) for a kernel compiled to core functions: runs the blocks
+    one after the other, each block's cores as coroutines (cores_run.py); returns 0, or the
+    error that stopped a block (then raised by `run`)."""
+    from .cores_run import run_block
+    a = artifact
+
+    def run_blocks(ptrs, begin, end, scratch):
+        for block in range(begin, end):
+            try:
+                run_block(a.cfunc, a.errors, ptrs, block, scratch, a.zero_bytes, a.arena_bytes,
+                          a.temp_bytes)
+            except TileLangMiniError as err:
+                return err
+        return 0
+
+    return run_blocks
 
 
 class LLVMBackend:
     name = "llvm"
 
     def lower(self, kernel: Kernel, options: dict | None = None) -> LLVMArtifact:
-        # Blocks run their cores in program order here: reject an order that breaks a
-        # cross-core flag (possible only in hand-written kernels) instead of computing wrongly.
-        from tilelang_mini.semantics.order import check_program_order
-        check_program_order(kernel)
+        # a block runs its cores in program order, or as coroutines when that order may
+        # break a cross-core flag (hand-written expert kernels): lower() decides
         return lower(kernel, options)
 
     def run(self, artifact: LLVMArtifact, args) -> None:

@@ -26,7 +26,9 @@ instead; the copies and Y's allocation go:
     copy(B_l1, B_l0b)
     gemm(A_l0a, B_l0b, C_l0c)
 
-Neither output is synchronised for the NPU any more; the llvm target runs it in program order.
+Neither output is synchronised for the NPU any more; the llvm target runs it in program order,
+or as coroutines switching core at cross-core waits: no read is forwarded across a wait while
+another statement list (another core) may write the source.
 """
 from __future__ import annotations
 
@@ -34,7 +36,9 @@ from dataclasses import replace
 
 from ..ir.analysis import BLOCK_SCOPES, GM_SCOPES, SYNC_OPS, buffer_refs, written_names
 from ..ir.dtypes import FLOAT_DTYPES, exact_in
-from ..ir.nodes import Alloc, Buffer, Copy, Kernel, Load, Region, body_fields, transform, walk
+from ..ir.nodes import (
+    Alloc, Buffer, Copy, Kernel, Load, Region, WaitCrossFlag, body_fields, transform, walk,
+)
 
 # block-wide buffers: one instance per block, shared by its cores (kernel parameters aside)
 _PER_BLOCK = tuple(s for s in BLOCK_SCOPES if s != "global")
@@ -171,7 +175,15 @@ def _find_forward(kernel: Kernel):
                     if c:
                         seen += c
                         last = j
-                if any(x.name in written_names(t) for t in stmts[i + 1:last + 1]):
+                between = stmts[i + 1:last + 1]
+                if any(x.name in written_names(t) for t in between):
+                    ok = False
+                # a block whose cores run as coroutines switches core at a cross-core wait:
+                # another core may write X there (Y holds the copy taken before it)
+                here = {id(t) for t in stmts}
+                elsewhere = any(id(w) not in here for w in writers.get(x.name, ()))
+                if elsewhere and any(isinstance(n, WaitCrossFlag) for t in between
+                                     for n in walk(t)):
                     ok = False
         if ok and seen + len(ws) == refs.get(yname, 0):
             return y, x, ids
