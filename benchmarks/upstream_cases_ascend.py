@@ -399,15 +399,25 @@ def _(m, rng):
 @case("asc/hadamard_transform", A, "examples/hadamard_transform/example_hadamard_transform.py",
       "intra + cross-block butterflies")
 def _(m, rng):
-    n = 256
-    h = np.array([[1.0]])
-    while h.shape[0] < n:
-        h = np.block([[h, h], [h, -h]])
-    x = rn(rng, (4, n))
-    out = []
-    for bs in (256, 64):  # one kernel; an intra-block kernel plus two cross-block ones
-        f = m["hadamard_transform_complete"](4, n, "float", bs)
-        out.append(Check(f, [x], {0: x.astype(f64) @ h}, reduce_len=n))
+    n, b = 256, 4
+
+    def hadamard(k):
+        h = np.array([[1.0]])
+        while h.shape[0] < k:
+            h = np.block([[h, h], [h, -h]])
+        return h
+    x = rn(rng, (b, n))
+    xf = x.astype(f64)
+    out = [Check(m["hadamard_block_intra"](b, n, n, "float"), [x], {0: xf @ hadamard(n)},
+                 reduce_len=n)]
+    bs = 64  # the host-coordinated form: intra-block kernel, then one cross-block pair stage
+    intra = (xf.reshape(b, n // bs, bs) @ hadamard(bs)).reshape(b, n)
+    out.append(Check(m["hadamard_block_intra"](b, n, bs, "float"), [x], {0: intra}, reduce_len=bs))
+    for stage in (6, 7):
+        half = 1 << stage
+        c = xf.reshape(b, n // (2 * half), 2, half)
+        pair = np.stack([c[:, :, 0] + c[:, :, 1], c[:, :, 0] - c[:, :, 1]], 2).reshape(b, n)
+        out.append(Check(m["hadamard_cross_block_pair"](b, n, bs, stage, "float"), [x], {0: pair}))
     return out
 
 

@@ -21,7 +21,7 @@ from .common import Marker, is_docstring, show
 from .dialect import Dialect
 from .eager import Eager, SymbolicPrimFunc
 from .expr_visit import _BINOPS, ExprVisitor
-from .exprs import as_expr, binop, const, constant_difference, is_ir
+from .exprs import as_expr, binop, const, constant_difference, is_ir, static_dtype
 from .tile_ops import TileOps
 from .tile_ascend import TileAscend
 from .atomic import Atomics, ParallelAtomic
@@ -36,14 +36,28 @@ def _may_alias(a, b) -> bool:
 class StaleValue:
     """A name whose expression reads a buffer written since the name was bound."""
 
-    def __init__(self, buffer: str, line: int):
+    def __init__(self, buffer: str, line: int, capture=None):
         self.buffer, self.line = buffer, line
+        self.capture = capture  # a Capture that can keep the value (see KernelBuilder.captured)
 
     def message(self, name: str) -> str:
         return (f"'{name}' stands for an expression that reads '{self.buffer}', which line "
                 f"{self.line} overwrites before this use; a name is not a copy of the value. Keep "
                 f"the value in a variable: `{name} = T.alloc_var(dtype)` then `{name} = ...` "
                 f"(or use it before '{self.buffer}' is written)")
+
+
+class Capture:
+    """Where `name = <expression that reads buffers>` was bound (a place in an open statement
+    list). If a later statement may write what the expression reads, the name's value is stored
+    here into a hidden variable and the name reads that variable from then on."""
+
+    def __init__(self, name: str, value, loc: Loc, depth: int):
+        self.name, self.value, self.loc, self.depth = name, value, loc, depth
+        self.bound = value       # the expression as bound (what the hidden variable stores)
+        self.buffer = None       # the hidden variable, once needed
+        self.nested_use = False  # read inside a block opened after the binding (a loop body)
+
 
 _ALLOC_SCOPES = {"alloc_shared": "shared", "alloc_fragment": "fragment", "alloc_var": "var",
                  "alloc_L1": "L1", "alloc_L0A": "L0A", "alloc_L0B": "L0B", "alloc_L0C": "L0C",
@@ -181,6 +195,8 @@ class KernelBuilder(ExprVisitor, TileOps, Dialect, TileAscend, Eager, Atomics, V
         self.symbols: dict = dict(symbols or {})  # shape symbol name -> int
         self.eager = eager  # an EagerCall when the function is a TileLang eager jit function
         self.parallel_depth = 0
+        self.open_bodies: list[list] = []  # statement lists being built (innermost last)
+        self.captures: dict = {}  # (id(scope), name) -> Capture
         self.n_fresh = 0
         self.hints: list[str] = []  # GPU hints accepted (Kernel.hints)
 
@@ -204,7 +220,15 @@ class KernelBuilder(ExprVisitor, TileOps, Dialect, TileAscend, Eager, Atomics, V
             if name in scope:
                 value = scope[name]
                 if isinstance(value, StaleValue):
+                    if value.capture is not None:  # the first use after the write
+                        load = self.captured(scope, name, value.capture)
+                        if load is not None:
+                            scope[name] = load
+                            return load
                     raise self.error(node, value.message(name))
+                cap = self.captures.get((id(scope), name))
+                if cap is not None and cap.value is value and len(self.open_bodies) > cap.depth:
+                    cap.nested_use = True
                 return value
         if name in self.globals:
             return self.globals[name]
@@ -235,7 +259,40 @@ class KernelBuilder(ExprVisitor, TileOps, Dialect, TileAscend, Eager, Atomics, V
                             for buf, idx in writes if buf == ld.buffer.name
                             and (idx is None or _may_alias(ld.indices, idx))), None)
                 if hit is not None:
-                    scope[name] = StaleValue(hit, self.loc(node).line)
+                    cap = self.captures.get((id(scope), name))
+                    keep = cap is not None and cap.value is value and not (
+                        cap.nested_use and len(self.open_bodies) > cap.depth)
+                    scope[name] = StaleValue(hit, self.loc(node).line, cap if keep else None)
+
+    def note_binding(self, name: str, value, loc) -> None:
+        """`name = value` outside T.Parallel where value reads buffers: remember the place, in
+        case a later write changes what it reads (then `captured` stores the value there)."""
+        if self.parallel_depth or not self.open_bodies or not hasattr(self, "hoisted_allocs") \
+                or not any(isinstance(n, Load) for n in walk(value)):
+            return
+        cap = Capture(name, value, loc, len(self.open_bodies))
+        self.open_bodies[-1].append(cap)
+        self.captures[(id(self.scopes[-1]), name)] = cap
+
+    def captured(self, scope, name, cap):
+        """At the first use of `name` after a write that may change what its expression reads:
+        the hidden-variable read that replaces it, stored at the binding, when the binding's
+        statement list is still open (a name bound in a loop body and used after the loop is
+        not); else None (a located error). A name read inside a later-opened block (a loop that
+        would re-read the new contents on its next iteration) before the write never gets here:
+
+            a = s[i]; b = s[i + 4]; s[i] = a + b; s[i + 4] = a - b
+        ->  a_val = s[i]; b = s[i + 4]; s[i] = s[i] + b; s[i + 4] = a_val - b
+        """
+        if not any(any(x is cap for x in body) for body in self.open_bodies):
+            return None
+        if cap.buffer is None:
+            dt = static_dtype(cap.bound) or "float32"
+            cap.buffer = Buffer(self.fresh_buffer_name(f"{name}_val"), (1,), dt, "var")
+            self.hoisted_allocs[cap.buffer.name] = Alloc(cap.buffer, None, cap.loc)
+        load = Load(cap.buffer, (const(0),))
+        cap.value = load
+        return load
 
     def bind(self, name: str, value) -> None:
         self.scopes[-1][name] = value
@@ -357,11 +414,29 @@ class KernelBuilder(ExprVisitor, TileOps, Dialect, TileAscend, Eager, Atomics, V
 
     def body(self, stmts) -> list:
         out = []
+        self.open_bodies.append(out)
+        try:
+            for s in stmts:
+                out.extend(self.stmt(s))
+                if getattr(self, "returned", False):  # an inlined helper returned (trace time)
+                    break
+        finally:
+            self.open_bodies.pop()
+        return [Store(x.buffer, (const(0),), as_expr(x.bound), x.loc)
+                if isinstance(x, Capture) else x
+                for x in out if not isinstance(x, Capture) or x.buffer is not None]
+
+    def flat_body(self, stmts) -> list:
+        """The statements of a trace-time `if` branch, added to the enclosing statement list
+        (their names stay bound there, so a later write can still keep their values)."""
+        if not self.open_bodies:
+            return self.body(stmts)
+        out = self.open_bodies[-1]
         for s in stmts:
             out.extend(self.stmt(s))
-            if getattr(self, "returned", False):  # an inlined helper returned (trace time)
+            if getattr(self, "returned", False):
                 break
-        return out
+        return []
 
     def stmt(self, s) -> list:
         method = getattr(self, "stmt_" + type(s).__name__, None)
@@ -424,6 +499,8 @@ class KernelBuilder(ExprVisitor, TileOps, Dialect, TileAscend, Eager, Atomics, V
             if view is not None:
                 return view
             self.bind(target.id, value)
+            if is_ir(value) and not isinstance(value, Buffer):
+                self.note_binding(target.id, value, self.loc(s))
             return []
         if isinstance(target, (ast.Tuple, ast.List)):
             value = self.eval(s.value)
@@ -655,7 +732,7 @@ class KernelBuilder(ExprVisitor, TileOps, Dialect, TileAscend, Eager, Atomics, V
     def stmt_If(self, s):
         cond = self.resolved(self.eval(s.test), s.test)
         if not is_ir(cond):  # trace-time condition: pick the branch now
-            return self.body(s.body if cond else s.orelse)
+            return self.flat_body(s.body if cond else s.orelse)
         if isinstance(cond, Load) and cond.buffer.dtype != "bool":
             cond = binop("!=", cond, const(0.0 if dtypes.is_float(cond.buffer.dtype) else 0))
         self.scopes.append({})

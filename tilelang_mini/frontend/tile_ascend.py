@@ -77,6 +77,8 @@ class TileAscend(TileSort):
         if name in _UNARY:
             self.nargs(call, 2, name)
             return self.tile_map(a[0], [a[1]], _UNARY[name], call)
+        if name == "fill" and len(a) > 1 and self.is_region_node(a[1]):  # from a (1,) tile
+            return self.tile_map(a[0], [a[1]], lambda x: x, call, scalar_last=True)
         if name in ("fill", "clear"):
             value = 0 if name == "clear" else self.value_arg(a[1])
             return self.tile_map(a[0], [], lambda: value, call)
@@ -183,6 +185,9 @@ class TileAscend(TileSort):
         ext = [buf.shape[d] if e is None else e for d, e in enumerate(ext)]
         shape = [ext[d] for d in dims]
         if shape != list(extent):
+            if not shape:  # a one-element tile (`total` of shape (1,)) is a scalar operand
+                one = Load(buf, tuple(as_expr(i) for i in starts))
+                return lambda idx: one
             if self.numel(shape) == self.numel(extent) and len(shape) == 1 and len(extent) > 1:
                 return self.flat_operand(buf, starts, dims[0], extent)
             raise self.error(node, f"this operand's extent {tuple(shape)} differs from the "

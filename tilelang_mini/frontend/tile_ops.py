@@ -83,10 +83,41 @@ class TileOps:
         src, dst = self.region(a["src"]), self.region(a["dst"])
         src, dst = self.first_rows(src, dst), self.first_rows(dst, src)
         src_r, dst_r = self.complete(src, dst, a["src"]), self.complete(dst, src, a["dst"])
+        short = self.short_vector(src_r, dst_r, pad, call)
+        if short is not None:
+            return short
         copy = Copy(src_r, dst_r, self.loc(call))
         if is_ir(pad) or pad != 0:
             return [copy, self.pad_clipped(src_r, dst_r, pad, a["pad_value"], call)]
         return copy
+
+    def short_vector(self, src: Region, dst: Region, pad, call):
+        """A GM vector of n elements into a longer on-chip vector tile of m (tilelang-ascend's
+        `T.copy(gamma[g, 0:cpg], gamma_raw, pad_value=0.0)` with gamma_raw (cpg_padded, 1)):
+        the elements land in the tile's first n places, the rest hold the pad value:
+
+            copy(G[g +: 1, 0 +: 8], t[0 +: 8, 0 +: 1]); fill(t[8 +: 8, 0 +: 1], pad)
+        """
+        if src.buffer.scope != "global" or dst.buffer.scope == "global":
+            return None
+        s_dims = [d for d, e in enumerate(src.extent) if e != 1]
+        d_dims = [d for d, e in enumerate(dst.extent) if e != 1]
+        if len(s_dims) != 1 or len(d_dims) != 1:
+            return None
+        n, m, d = src.extent[s_dims[0]], dst.extent[d_dims[0]], d_dims[0]
+        if n >= m:
+            return None
+        head = list(dst.extent)
+        head[d] = n
+        tail_start = list(dst.start)
+        tail_start[d] = binop("+", dst.start[d], n)
+        tail_ext = list(dst.extent)
+        tail_ext[d] = m - n
+        value = pad if is_ir(pad) or dtypes.is_int(dst.buffer.dtype) else float(pad)
+        loc = self.loc(call)
+        return [Copy(src, Region(dst.buffer, dst.start, tuple(head)), loc),
+                Fill(Region(dst.buffer, tuple(as_expr(x) for x in tail_start), tuple(tail_ext)),
+                     as_expr(value), loc)]
 
     def pad_clipped(self, src: Region, dst: Region, pad, node, call) -> For:
         """T.copy(..., pad_value=v): the copy pads clipped elements with zeros; a map after it

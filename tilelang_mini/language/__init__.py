@@ -7,6 +7,8 @@ frontend recognises; calling one outside a kernel is an error. Plain Python valu
 """
 from __future__ import annotations
 
+import builtins as _builtins  # T.int / T.float / T.bool are dtypes in this module
+
 from ..ir.dtypes import canonical
 from ..runtime.errors import user_facing
 from .dtypes import (  # noqa: F401
@@ -40,7 +42,9 @@ class _TensorSpelling:
         return TensorType(shape, dtype, data)
 
     def __getitem__(self, key) -> TensorType:
-        if isinstance(key, tuple) and len(key) == 2 and not isinstance(key[1], (int, Symbol)):
+        # `_builtins.int`: `int` is T.int (a dtype) in this module
+        if isinstance(key, tuple) and len(key) == 2 and \
+                not isinstance(key[1], (_builtins.int, Symbol)):
             return TensorType(key[0], key[1])
         return TensorType(key, "float32")
 
@@ -136,7 +140,6 @@ def _numbers_too(name: str, fn):
     globals()[name] = both
 
 
-import builtins as _builtins  # noqa: E402  (T.int / T.float are dtypes in this module)
 import math as _math  # noqa: E402
 
 for _name, _fn in {"max": _builtins.max, "min": _builtins.min, "abs": _builtins.abs, "exp": _math.exp, "exp2": lambda x: 2.0 ** x,
