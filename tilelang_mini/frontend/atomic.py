@@ -52,6 +52,80 @@ class Atomics:
     def op_atomic_min(self, call):
         return self.atomic("min", call)
 
+    def op_atomic_addx2(self, call):
+        return self.atomic_wide(2, call)
+
+    def op_atomic_addx4(self, call):
+        return self.atomic_wide(4, call)
+
+    def atomic_wide(self, width: int, call: ast.Call) -> list:
+        """T.atomic_addx2/x4(dst, src): `width` consecutive elements (last dimension) from
+        the element `dst` on, each plus the element of `src` as far along:
+
+            T.atomic_addx2(C[i, j], frag[r, c])  -> copy(frag[r +: 1, c +: 2], C[i +: 1, j +: 2], atomic_add=True)
+            inside T.Parallel: `width` element updates (dst[.., j + u] += src[.., c + u])
+        """
+        a = self.args(call, _ARGS, {n: None for n in _ARGS[2:]})
+        if "return_prev" in a and self.eval(a["return_prev"]):
+            raise self.error(a["return_prev"], f"T.atomic_addx{width} returns no old value here; "
+                                               "write T.atomic_add(x, v, return_prev=True) per "
+                                               "element (an on-chip tile)")
+        dst, src = self.point(a["dst"], f"addx{width}"), a["value"]
+        if not isinstance(src, ast.Subscript):
+            raise self.error(src, f"T.atomic_addx{width} adds {width} consecutive elements of a "
+                                  "buffer: give its first element, src[i, j]")
+        sbuf, sidx = self.point(src, f"addx{width}")
+        loc = self.loc(call)
+        if self.parallel_depth:
+            out = []
+            for u in range(width):
+                di = dst[1][:-1] + (as_expr(binop("+", dst[1][-1], u)),)
+                si = sidx[:-1] + (as_expr(binop("+", sidx[-1], u)),)
+                out.append(ParallelAtomic("add", dst[0], di, Load(sbuf, si), call, loc))
+            return out
+        ext_d = (1,) * (len(dst[1]) - 1) + (width,)
+        ext_s = (1,) * (len(sidx) - 1) + (width,)
+        if sbuf.scope in GM_SCOPES:
+            raise self.error(src, f"T.atomic_addx{width} combines an on-chip tile into GM; copy "
+                                  "the GM source into a tile first")
+        d_r, s_r = Region(dst[0], dst[1], ext_d), Region(sbuf, sidx, ext_s)
+        if dst[0].scope in GM_SCOPES:
+            return self.once_per_block([Copy(s_r, d_r, loc, atomic="add")], loc)
+        return [self.local_update("add", d_r, lambda idx: Load(sbuf, idx), s_r, call)]
+
+    def atomic_value(self, kind: str, call: ast.Call):
+        """`old = T.atomic_add(s[k], v, return_prev=True)` on one element of an on-chip tile
+        (one core owns it, its updates are in program order): the old value, kept in a hidden
+        variable, and the element updated, as statements before the one being read:
+
+            pos = T.atomic_add(hist[b], 1, return_prev=True)
+        ->  prev[0] = hist[b]; hist[b] = prev[0] + 1; pos = prev[0]
+        """
+        a = self.args(call, _ARGS, {n: None for n in _ARGS[2:]})
+        if "return_prev" not in a or not self.eval(a["return_prev"]):
+            raise self.error(call, f"T.atomic_{kind} is a statement here; as a value it needs "
+                                   "return_prev=True")
+        if self.parallel_depth or not getattr(self, "open_bodies", None):
+            raise self.error(a["return_prev"], f"T.atomic_{kind}(..., return_prev=True) inside "
+                                               "T.Parallel: the iterations have no order here; "
+                                               "count with T.reduce_sum / T.cumsum over a tile")
+        buf, idx = self.point(a["dst"], kind)
+        if buf.scope in GM_SCOPES:
+            raise self.error(a["return_prev"], f"T.atomic_{kind}(..., return_prev=True) returns "
+                                               "the old value: the Ascend atomic copy-out into GM "
+                                               "returns nothing; count with T.reduce_sum / "
+                                               "T.cumsum over a tile instead")
+        loc = self.loc(call)
+        prev = Buffer(self.fresh_buffer_name("atomic_prev"), (1,), buf.dtype, "var")
+        self.hoisted_allocs[prev.name] = Alloc(prev, None, loc)
+        old = Load(prev, (const(0),))
+        value = self.cast_value(self.value_arg(a["value"]), buf)
+        pre = [Store(prev, (const(0),), Load(buf, idx), loc),
+               Store(buf, idx, as_expr(_OPS[kind](old, value)), loc)]
+        self.open_bodies[-1].extend(pre)
+        self.stale_reads_of(pre, call)  # names that read the element see the update
+        return old
+
     def atomic(self, kind: str, call: ast.Call) -> list:
         out = self.atomic_stmts(kind, call)
         return out if self.parallel_depth else self.once_per_block(out, self.loc(call))
@@ -77,10 +151,8 @@ class Atomics:
     def atomic_stmts(self, kind: str, call: ast.Call) -> list:
         a = self.args(call, _ARGS, {n: None for n in _ARGS[2:]})
         if "return_prev" in a and self.eval(a["return_prev"]):
-            raise self.error(a["return_prev"], f"T.atomic_{kind}(..., return_prev=True) returns "
-                                               "the old value: the Ascend atomic copy-out returns "
-                                               "nothing; count with T.reduce_sum / T.cumsum over "
-                                               "a tile instead")
+            self.atomic_value(kind, call)  # the old value unused: the update alone
+            return []
         for k in ("memory_order", "use_tma", "annotations"):  # GPU memory-model / TMA hints
             if k in a and not isinstance(a[k], ast.Dict):
                 self.eval(a[k])
@@ -168,6 +240,11 @@ class Atomics:
         return out
 
     def parallel_atomic(self, u: ParallelAtomic, names, extents) -> list:
+        if u.buffer.scope not in GM_SCOPES:  # one core owns the tile: a read-modify-write map
+            old = Load(u.buffer, u.indices)
+            return [For(names, tuple(const(e) for e in extents), "parallel",
+                        (Store(u.buffer, u.indices, as_expr(_OPS[u.kind](old, u.value)), u.loc),),
+                        0, u.loc)]
         ext_of = dict(zip(names, extents))
         bases, order = [], []
         for ix in u.indices:
@@ -189,11 +266,6 @@ class Atomics:
         dst_ext = tuple(ext_of[v] if v is not None else 1
                         for v in (_split_index(ix, set(names))[1] for ix in u.indices))
         dst = Region(u.buffer, tuple(as_expr(b) for b in bases), dst_ext)
-        if u.buffer.scope not in GM_SCOPES:
-            old = Load(u.buffer, u.indices)
-            return [For(names, tuple(const(e) for e in extents), "parallel",
-                        (Store(u.buffer, u.indices, as_expr(_OPS[u.kind](old, u.value)), u.loc),),
-                        0, u.loc)]
         shape = tuple(ext_of[v] for v in order)
         want = tuple(Var(v) for v in order)
         v = u.value

@@ -19,7 +19,7 @@ import math
 from .. import language as T_module
 from ..ir import dtypes
 from ..ir.nodes import BIT_BINARY_FNS, BinOp, Call, Cast, Const, For, Load, Store, Var
-from ..language.hints import GPU_ONLY, HINT_NAMES, NOT_YET
+from ..language.hints import GPU_ONLY, GPU_ONLY_PREFIXES, HINT_NAMES, NOT_YET
 from .common import show
 from .exprs import BIT_SYMBOLS, as_expr, binop, bit_not, const, is_ir, reinterpret
 
@@ -166,10 +166,8 @@ class Dialect:
             if n.args:                # bijection computes the same result; the identity is one
                 return self.value_arg(n.args[0])
             raise self.error(n, "T.use_swizzle is a statement here (a GPU hint)")
-        if name in ("atomic_add", "atomic_max", "atomic_min"):
-            raise self.error(n, f"T.{name} is a statement here: the Ascend atomic copy-out "
-                                "returns no old value (return_prev); count with T.reduce_sum / "
-                                "T.cumsum over a tile instead")
+        if name in ("atomic_add", "atomic_max", "atomic_min"):  # return_prev=True
+            return self.atomic_value(name[len("atomic_"):], n)
         if name == "round":
             raise self.error(n, "T.round is not supported; write T.floor(x + 0.5) for "
                                 "ties-away rounding of non-negative values")
@@ -326,6 +324,10 @@ class Dialect:
     def unknown_name(self, attr: str, node):
         if attr in GPU_ONLY:
             raise self.gpu_only(attr, node)
+        prefix = next((p for p in GPU_ONLY_PREFIXES if attr.startswith(p)), None)
+        if prefix is not None:
+            raise self.error(node, f"T.{attr} is GPU-only and has no meaning on the Ascend "
+                                   f"machine model; write {GPU_ONLY_PREFIXES[prefix]}")
         if attr in NOT_YET:
             raise self.error(node, f"T.{attr} is not supported yet; write {NOT_YET[attr]}")
         return None

@@ -760,9 +760,28 @@ class KernelBuilder(ExprVisitor, TileOps, Dialect, TileAscend, Eager, Atomics, V
                 self.scope_core = None
             self.scopes.pop()
             return [Scope(args[0], tuple(body), self.loc(s))]
+        if self.is_call_to(call, "If"):
+            return self.stmt_If(self.if_then_else_blocks(s, call))
         if self.is_call_to(call, "Kernel"):
             raise self.error(s, "a kernel has one `with T.Kernel(...)` block")
         raise self.error(s, "expected `with T.Kernel(...)` or `with T.Scope(...)`")
+
+    def if_then_else_blocks(self, s, call) -> ast.If:
+        """tilelang-ascend's `with T.If(c): with T.Then(): ... with T.Else(): ...` as the
+        Python `if c: ... else: ...` it means."""
+        if len(call.args) != 1 or call.keywords:
+            raise self.error(call, "T.If(condition) takes one condition")
+        parts = {}
+        for st in s.body:
+            inner = st.items[0].context_expr if isinstance(st, ast.With) else None
+            kind = next((k for k in ("Then", "Else") if inner is not None
+                         and self.is_call_to(inner, k)), None)
+            if kind is None or kind in parts or (kind == "Else" and "Then" not in parts):
+                raise self.error(st, "the body of `with T.If(c):` is `with T.Then():` and "
+                                     "optionally `with T.Else():`")
+            parts[kind] = st.body
+        return ast.copy_location(ast.If(test=call.args[0], body=parts["Then"],
+                                        orelse=parts.get("Else", [])), s)
 
     def stmt_Return(self, s):
         if getattr(self, "inline_result", None) is not None:

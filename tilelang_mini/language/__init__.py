@@ -83,6 +83,21 @@ def macro(fn=None, **_attrs) -> Macro:
     return Macro(fn)
 
 
+class Layout:
+    """`T.Layout(shape, index_fn)` / `T.Fragment(...)`: a GPU memory or thread layout, the
+    argument of `T.annotate_layout` (a hint here): built in plain Python, never applied."""
+
+    def __init__(self, *args, **kwargs):
+        self.args, self.kwargs = args, kwargs
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(...)"
+
+
+class Fragment(Layout):
+    pass
+
+
 def ceildiv(a, b):
     """ceil(a / b) for ints (trace time); inside a kernel it also takes index expressions."""
     return -(-a // b)
@@ -105,9 +120,9 @@ KERNEL_NAMES = (
     "floordiv", "floormod", "truncdiv", "truncmod", "pow", "round", "floor", "ceil",
     "shift_left", "shift_right", "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not",
     "reinterpret", "sort",
-    "atomic_add", "atomic_max", "atomic_min", "alloc_global", "reshape", "view",
+    "atomic_add", "atomic_max", "atomic_min", "atomic_addx2", "atomic_addx4", "alloc_global", "reshape", "view",
     "reinterpretcast", "im2col",
-    "empty", "gemm_v0", "barrier_all", "sync_all", "mma", "cumsum", "And", "Or", "Not",
+    "empty", "gemm_v0", "barrier_all", "sync_all", "mma", "cumsum", "And", "Or", "Not", "If", "Then", "Else",
 ) + HINT_NAMES
 
 
@@ -155,4 +170,4 @@ from ..frontend import parse_prim_func  # noqa: E402 (the frontend reads the nam
 
 __all__ = ["Tensor", "Buffer", "TensorType", "prim_func", "macro", "Macro", "ceildiv", "dtype",
            "infinity", "max_value", "min_value", "const", "dynamic", "symbolic", "Symbol",
-           "GemmWarpPolicy", "tile", *DTYPE_NAMES, *KERNEL_NAMES]
+           "GemmWarpPolicy", "tile", "Layout", "Fragment", *DTYPE_NAMES, *KERNEL_NAMES]

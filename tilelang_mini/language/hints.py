@@ -57,10 +57,19 @@ GPU_ONLY = {
     "print": "the numpy target to inspect values",
 }
 
+# Families of GPU-only names (TileLang's Blackwell/Hopper intrinsics and warp specialisation):
+# prefix -> what to write instead.
+GPU_ONLY_PREFIXES = {
+    "tcgen05_": "T.gemm (the cube unit) and T.alloc_fragment/T.alloc_L0C for the accumulator",
+    "wgmma_": "T.gemm", "mbarrier_": "flags: nothing in developer mode, T.set_flag/T.wait_flag "
+    "in expert mode", "tma_": "T.copy", "ptx_": "T. operations", "cp_async": "T.copy",
+    "WS": "T.Scope('C')/T.Scope('V') (expert mode) or developer mode (the compiler splits "
+    "cube and vector work)", "ws_": "T.Scope blocks", "shmem_": "host-side communication",
+    "warp_": "T.Parallel over the tile", "shfl": "T.reduce_* over a tile",
+}
+
 # Portable TileLang features not supported yet: name -> what to write instead.
 NOT_YET = {
-    "atomic_addx2": "T.atomic_add(C[i, j:j + 2], tile[r, c:c + 2]) (the tile form)",
-    "atomic_addx4": "T.atomic_add(C[i, j:j + 4], tile[r, c:c + 4]) (the tile form)",
     "comm_reducer": "T.reduce_sum / T.reduce_max", "evaluate": "a T. operation statement",
     "attr": "nothing (TVM attributes have no meaning here)",
 }

@@ -1,0 +1,148 @@
+"""More upstream spellings: tilelang-ascend's `with T.If(c): with T.Then(): ... with T.Else():`,
+a (1,)-shaped tile as the scalar operand of T.tile ops and T.tile.fill (group_norm), a GM vector
+copied into a longer vector tile with pad_value, `T.Tensor[(n), dtype]`, T.Layout / T.Fragment
+as plain values for T.annotate_layout, and the located errors of GPU-only name families; on every
+target, simulated, against float64 NumPy references."""
+import numpy as np
+import pytest
+
+import tilelang_mini as tilelang
+import tilelang_mini.language as T
+from tilelang_mini import CompileError
+
+from util import close, f64, rand
+
+TARGETS = ("numpy", "llvm")
+
+
+def run(kernel, target, *args):
+    k = tilelang.compile(kernel, target=target)
+    got = [a.copy() for a in args]
+    k(*got)
+    outs = [got]
+    if target == "numpy":
+        sim = [a.copy() for a in args]
+        k.simulate(*sim)
+        outs.append(sim)
+    return outs
+
+
+def if_then_else(rows=4, n=32):
+    @T.prim_func
+    def main(X: T.Tensor((rows * 2, n), "float32"), Y: T.Tensor((rows * 2, n), "float32")):
+        with T.Kernel(2, is_npu=True) as (cid, vid):
+            x = T.alloc_ub((rows, n), "float32")
+            y = T.alloc_ub((rows, n), "float32")
+            T.copy(X[cid * rows, 0], x)
+            with T.If(cid > 0):
+                with T.Then():
+                    T.tile.mul(y, x, 2.0)
+                with T.Else():
+                    T.tile.add(y, x, 1.0)
+            with T.If(cid == 0):
+                with T.Then():
+                    T.tile.max(y, y, 0.0)
+            T.copy(y, Y[cid * rows, 0])
+    return main
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_with_if_then_else(target):
+    x = rand((8, 32), seed=2)
+    want = f64(x).copy()
+    want[:4] = np.maximum(want[:4] + 1.0, 0.0)
+    want[4:] = want[4:] * 2.0
+    for out in run(if_then_else(), target, x, np.zeros_like(x)):
+        close(out[1], want)
+
+
+def test_if_without_then_is_located():
+    with pytest.raises(CompileError) as err:
+        @T.prim_func
+        def main(X: T.Tensor((8,), "float32")):
+            with T.Kernel(1, is_npu=True) as (cid, vid):
+                x = T.alloc_ub((8,), "float32")
+                with T.If(cid > 0):
+                    T.tile.fill(x, 1.0)  # NO_THEN
+    assert "NO_THEN" in str(err.value) and "T.Then()" in str(err.value)
+
+
+G, CPG, CPG_PAD, S = 2, 6, 8, 16
+
+
+def group_stats():
+    """Per group: y = (x - mean) / total_std * gamma, with the group's sums in (1,) tiles used as
+    scalars (T.tile.div/T.tile.fill from a (1,) tile) and gamma copied into a padded column."""
+
+    @T.prim_func
+    def main(X: T.Tensor((G, CPG, S), "float32"), Gamma: T.Tensor((G, CPG), "float32"),
+             Y: T.Tensor((G, CPG, S), "float32")):
+        with T.Kernel(G, is_npu=True) as (cid, vid):
+            x = T.alloc_ub((CPG, S), "float32")
+            row = T.alloc_ub((CPG,), "float32")
+            total = T.alloc_ub((1,), "float32")
+            mean = T.alloc_ub((CPG, S), "float32")
+            gamma = T.alloc_ub((CPG_PAD, 1), "float32")
+            gb = T.alloc_ub((CPG_PAD, S), "float32")
+            T.copy(X[cid, 0:CPG, 0:S], x)
+            T.copy(Gamma[cid, 0:CPG], gamma, pad_value=0.0)
+            T.reduce_sum(x, row, dim=-1)
+            T.reduce_sum(row, total, dim=-1)
+            T.tile.div(total, total, CPG * S)
+            T.tile.fill(mean, total)
+            T.tile.sub(x, x, mean)
+            T.tile.mul(x, x, total)
+            T.tile.broadcast(gb, gamma)
+            T.tile.mul(x, x, gb[0:CPG, :])
+            T.copy(x, Y[cid, 0:CPG, 0:S])
+    return main
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_unit_tile_scalar_and_padded_column(target):
+    x, g = rand((G, CPG, S), seed=4), rand((G, CPG), seed=5)
+    xf = f64(x)
+    mu = xf.mean(axis=(1, 2), keepdims=True)
+    want = (xf - mu) * mu * f64(g)[:, :, None]
+    for out in run(group_stats(), target, x, g, np.zeros_like(x)):
+        close(out[2], want, reduce_len=CPG * S)
+
+
+def test_tensor_subscript_of_a_parenthesised_extent():
+    t = T.Tensor[(8), T.int32]
+    assert t.shape == (8,) and t.dtype == "int32"
+
+
+def test_layout_values_for_annotate_layout():
+    lay = T.Layout((4, 4), lambda i, j: [j, i])
+    assert isinstance(T.Fragment((4,), lambda i: i), T.Layout)
+
+    @T.prim_func
+    def main(X: T.Tensor((4, 4), "float32"), Y: T.Tensor((4, 4), "float32")):
+        with T.Kernel(1) as bx:
+            s = T.alloc_shared((4, 4), "float32")
+            T.annotate_layout({s: lay})
+            T.copy(X, s)
+            T.copy(s, Y)
+    x = rand((4, 4))
+    y = np.zeros_like(x)
+    tilelang.compile(main, target="numpy")(x, y)
+    np.testing.assert_array_equal(y, x)
+
+
+@pytest.mark.parametrize("name, advice", [
+    ("tcgen05_mma_ss", "T.gemm"), ("WSSync", "T.Scope"), ("wgmma_fence", "T.gemm"),
+    ("tma_load", "T.copy"), ("mbarrier_init", "flags")])
+def test_gpu_only_families_are_located(name, advice):
+    src = (f"def main(X: T.Tensor((4,), 'float32')):\n"
+           f"    with T.Kernel(1) as bx:\n"
+           f"        T.{name}(X)  # GPU_NAME\n")
+    ns = {"T": T}
+    import linecache
+    fname = f"<gpu-{name}>"
+    linecache.cache[fname] = (len(src), None, src.splitlines(True), fname)
+    exec(compile(src, fname, "exec"), ns)
+    with pytest.raises(CompileError) as err:
+        T.prim_func(ns["main"])
+    msg = str(err.value)
+    assert "GPU-only" in msg and advice in msg and "GPU_NAME" in msg
