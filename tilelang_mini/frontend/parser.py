@@ -14,49 +14,18 @@ import textwrap
 from .. import language as T_module
 from ..errors import CompileError
 from ..ir import dtypes
-from ..ir.analysis import TILE_OPS, writes as analysis_writes
-from ..ir.nodes import Alloc, Buffer, For, If, Kernel, Load, Loc, Scope, Store, Var, walk
+from ..ir.nodes import Alloc, Buffer, For, If, Kernel, Load, Loc, Scope, Store, Var
 from ..language.symbols import SymExpr
 from .common import Marker, is_docstring, show
 from .dialect import Dialect
 from .eager import Eager, SymbolicPrimFunc
 from .expr_visit import _BINOPS, ExprVisitor
-from .exprs import as_expr, binop, const, constant_difference, is_ir, static_dtype
+from .exprs import as_expr, binop, const, is_ir
 from .tile_ops import TileOps
 from .tile_ascend import TileAscend
 from .atomic import Atomics, ParallelAtomic
 from .views import Views
-
-
-def _may_alias(a, b) -> bool:
-    """False when two index tuples provably differ (a constant nonzero difference in a dim)."""
-    return not any(d not in (None, 0) for d in map(constant_difference, a, b))
-
-
-class StaleValue:
-    """A name whose expression reads a buffer written since the name was bound."""
-
-    def __init__(self, buffer: str, line: int, capture=None):
-        self.buffer, self.line = buffer, line
-        self.capture = capture  # a Capture that can keep the value (see KernelBuilder.captured)
-
-    def message(self, name: str) -> str:
-        return (f"'{name}' stands for an expression that reads '{self.buffer}', which line "
-                f"{self.line} overwrites before this use; a name is not a copy of the value. Keep "
-                f"the value in a variable: `{name} = T.alloc_var(dtype)` then `{name} = ...` "
-                f"(or use it before '{self.buffer}' is written)")
-
-
-class Capture:
-    """Where `name = <expression that reads buffers>` was bound (a place in an open statement
-    list). If a later statement may write what the expression reads, the name's value is stored
-    here into a hidden variable and the name reads that variable from then on."""
-
-    def __init__(self, name: str, value, loc: Loc, depth: int):
-        self.name, self.value, self.loc, self.depth = name, value, loc, depth
-        self.bound = value       # the expression as bound (what the hidden variable stores)
-        self.buffer = None       # the hidden variable, once needed
-        self.nested_use = False  # read inside a block opened after the binding (a loop body)
+from .bindings import Bindings, Capture, StaleValue
 
 
 _ALLOC_SCOPES = {"alloc_shared": "shared", "alloc_fragment": "fragment", "alloc_var": "var",
@@ -173,7 +142,7 @@ def _source(fn, file: str):
     return lines, first, ast.parse(textwrap.dedent("".join(lines)))
 
 
-class KernelBuilder(ExprVisitor, TileOps, Dialect, TileAscend, Eager, Atomics, Views):
+class KernelBuilder(ExprVisitor, TileOps, Dialect, TileAscend, Eager, Atomics, Views, Bindings):
     def __init__(self, fn, file: str | None = None, symbols: dict | None = None, eager=None):
         self.fn = fn
         self.file = file or inspect.getsourcefile(fn) or "<unknown>"
@@ -235,64 +204,6 @@ class KernelBuilder(ExprVisitor, TileOps, Dialect, TileAscend, Eager, Atomics, V
         if hasattr(builtins, name):
             return getattr(builtins, name)
         raise self.error(node, f"name '{name}' is not defined")
-
-    def stale_reads_of(self, stmts, node) -> None:
-        """A name bound to a run-time expression is that expression, read where the name is used
-        (`a = x[i]` binds `x[i]`, not its value then). After a statement that may write an
-        element the expression reads, using the name would read the new contents: such a name
-        becomes a StaleValue, a located error when used (never a silently different number).
-        An element store provably elsewhere (`x[i + 4]` after `x[i]`) leaves the name as it is."""
-        writes = []  # (buffer name, indices of an element store, or None for a tile op)
-        for st in stmts:
-            for n in walk(st):
-                if isinstance(n, Store):
-                    writes.append((n.buffer.name, n.indices))
-                elif isinstance(n, TILE_OPS):
-                    writes += [(b.name, None) for b in analysis_writes(n)]
-        if not writes:
-            return
-        for scope in self.scopes:
-            for name, value in list(scope.items()):
-                if not is_ir(value) or isinstance(value, Buffer):
-                    continue
-                hit = next((ld.buffer.name for ld in walk(value) if isinstance(ld, Load)
-                            for buf, idx in writes if buf == ld.buffer.name
-                            and (idx is None or _may_alias(ld.indices, idx))), None)
-                if hit is not None:
-                    cap = self.captures.get((id(scope), name))
-                    keep = cap is not None and cap.value is value and not (
-                        cap.nested_use and len(self.open_bodies) > cap.depth)
-                    scope[name] = StaleValue(hit, self.loc(node).line, cap if keep else None)
-
-    def note_binding(self, name: str, value, loc) -> None:
-        """`name = value` outside T.Parallel where value reads buffers: remember the place, in
-        case a later write changes what it reads (then `captured` stores the value there)."""
-        if self.parallel_depth or not self.open_bodies or not hasattr(self, "hoisted_allocs") \
-                or not any(isinstance(n, Load) for n in walk(value)):
-            return
-        cap = Capture(name, value, loc, len(self.open_bodies))
-        self.open_bodies[-1].append(cap)
-        self.captures[(id(self.scopes[-1]), name)] = cap
-
-    def captured(self, scope, name, cap):
-        """At the first use of `name` after a write that may change what its expression reads:
-        the hidden-variable read that replaces it, stored at the binding, when the binding's
-        statement list is still open (a name bound in a loop body and used after the loop is
-        not); else None (a located error). A name read inside a later-opened block (a loop that
-        would re-read the new contents on its next iteration) before the write never gets here:
-
-            a = s[i]; b = s[i + 4]; s[i] = a + b; s[i + 4] = a - b
-        ->  a_val = s[i]; b = s[i + 4]; s[i] = s[i] + b; s[i + 4] = a_val - b
-        """
-        if not any(any(x is cap for x in body) for body in self.open_bodies):
-            return None
-        if cap.buffer is None:
-            dt = static_dtype(cap.bound) or "float32"
-            cap.buffer = Buffer(self.fresh_buffer_name(f"{name}_val"), (1,), dt, "var")
-            self.hoisted_allocs[cap.buffer.name] = Alloc(cap.buffer, None, cap.loc)
-        load = Load(cap.buffer, (const(0),))
-        cap.value = load
-        return load
 
     def bind(self, name: str, value) -> None:
         self.scopes[-1][name] = value
@@ -586,6 +497,8 @@ class KernelBuilder(ExprVisitor, TileOps, Dialect, TileAscend, Eager, Atomics, V
                     raise self.error(call.args[0] if call.args else call,
                                      f"tile shapes must be positive constant ints, got {show(s)}")
         dt = self.dtype(dtype, call.args[-1] if call.args else call)
+        if scope in ("shared", "fragment"):
+            scope = self.expert_home(name, scope) or scope
         buf = Buffer(self.fresh_buffer_name(name), tuple(shape), dt, scope)
         self.bind(name, buf)
         alloc = Alloc(buf, None, self.loc(call))
@@ -765,23 +678,6 @@ class KernelBuilder(ExprVisitor, TileOps, Dialect, TileAscend, Eager, Atomics, V
         if self.is_call_to(call, "Kernel"):
             raise self.error(s, "a kernel has one `with T.Kernel(...)` block")
         raise self.error(s, "expected `with T.Kernel(...)` or `with T.Scope(...)`")
-
-    def if_then_else_blocks(self, s, call) -> ast.If:
-        """tilelang-ascend's `with T.If(c): with T.Then(): ... with T.Else(): ...` as the
-        Python `if c: ... else: ...` it means."""
-        if len(call.args) != 1 or call.keywords:
-            raise self.error(call, "T.If(condition) takes one condition")
-        parts = {}
-        for st in s.body:
-            inner = st.items[0].context_expr if isinstance(st, ast.With) else None
-            kind = next((k for k in ("Then", "Else") if inner is not None
-                         and self.is_call_to(inner, k)), None)
-            if kind is None or kind in parts or (kind == "Else" and "Then" not in parts):
-                raise self.error(st, "the body of `with T.If(c):` is `with T.Then():` and "
-                                     "optionally `with T.Else():`")
-            parts[kind] = st.body
-        return ast.copy_location(ast.If(test=call.args[0], body=parts["Then"],
-                                        orelse=parts.get("Else", [])), s)
 
     def stmt_Return(self, s):
         if getattr(self, "inline_result", None) is not None:

@@ -207,7 +207,8 @@ class TileOps:
                    loc)
 
     def op_reduce(self, kind, call) -> Reduce:
-        a = self.args(call, ["buffer", "out", "dim", "clear"], {"dim": None, "clear": None})
+        a = self.args(call, ["buffer", "out", "dim", "clear", "real_shape"],
+                      {"dim": None, "clear": None, "real_shape": None})
         dim = self.eval(a["dim"]) if "dim" in a else -1
         if not isinstance(dim, int):
             raise self.error(a["dim"], "dim must be a constant int")
@@ -224,7 +225,35 @@ class TileOps:
         if not -rank <= dim < rank:
             raise self.error(a.get("dim", call), f"dim {dim} is out of range for a {rank}-D buffer")
         clear = self.bool_arg(a.get("clear"), True)
+        if "real_shape" in a:
+            src, dst = self.real_shape(src, dst, dim % rank, a["real_shape"])
         return Reduce(kind, src, dst, dim % rank, clear, self.loc(call))
+
+    def real_shape(self, src: Region, dst: Region, dim: int, node):
+        """tilelang-ascend's `T.reduce_max(x, out, dim, real_shape=[r, c])`: the reduction reads
+        the leading [r, c] box of x; its results fill out's first elements (out may be longer,
+        e.g. (1, 8) for 4 row maxima):
+
+            reduce_max(x (4, 8), out (1, 8), dim=1, real_shape=[4, 4])
+        ->  reduce_max(x[0 +: 4, 0 +: 4], out[0 +: 1, 0 +: 4], dim=1)
+        """
+        shape = self.eval(node)
+        if not isinstance(shape, (list, tuple)) or len(shape) != len(src.extent) or any(
+                not isinstance(e, int) or not 0 < e <= s for e, s in zip(shape, src.extent)):
+            raise self.error(node, f"real_shape must list {len(src.extent)} constant extents "
+                                   f"within the source's {tuple(src.extent)}")
+        src = Region(src.buffer, src.start, tuple(shape))
+        want = [e for d, e in enumerate(shape) if d != dim and e != 1]
+        have = [e for e in dst.extent if e != 1]
+        if have == want:
+            return src, dst
+        dims = [d for d, e in enumerate(dst.extent) if e != 1]
+        if len(want) > 1 or len(dims) != 1 or (want and dst.extent[dims[0]] < want[0]):
+            raise self.error(node, f"real_shape {list(shape)} reduces to {tuple(want)} values, "
+                                   f"which do not fit the destination {tuple(dst.extent)}")
+        ext = list(dst.extent)
+        ext[dims[0]] = want[0] if want else 1
+        return src, Region(dst.buffer, dst.start, tuple(ext))
 
     def op_sort(self, call) -> Sort:
         """T.sort(values, indices, descending=True): sort each row of `values` (whole tiles) in

@@ -1,0 +1,113 @@
+"""Sweep cases added for breadth (held-out coverage): more TileLang and tilelang-ascend example
+kernels (host code and float64 references written here; the kernels are the examples' own, read
+from the mirror at run time by upstream_sweep.py)."""
+import numpy as np
+
+from upstream_sweep import Check, case
+
+A, TL = "ascend", "tilelang"
+f64 = np.float64
+
+
+def rn(rng, shape, dtype="float32", scale=1.0):
+    return (rng.standard_normal(shape) * scale).astype(dtype)
+
+
+def sigmoid(x):
+    return 1 / (1 + np.exp(-x))
+
+
+def bf16(x):
+    import ml_dtypes
+    return x.astype(ml_dtypes.bfloat16)
+
+
+# ------------------------------------------------------------------------------ tilelang-ascend
+
+@case("asc/activation/swi_glu_v2", A, "examples/activation/swi_glu_v2.py", "symbolic M, N; fp32/bf16")
+def _(m, rng):
+    out = []
+    for dt in ("float", "bfloat16"):
+        a = rn(rng, (64, 128))
+        a = bf16(a) if dt == "bfloat16" else a
+        x = a.astype(f64)
+        x1, x2 = x[:, :64], x[:, 64:]
+        out.append(Check(m["swi_glu"](32, 32, 1, dtype=dt), [a], {0: x1 * sigmoid(x1) * x2},
+                         "bfloat16" if dt == "bfloat16" else "float32"))
+    return out
+
+
+@case("asc/activation/swi_glu_grad", A, "examples/activation/swi_glu_grad.py", "backward, fp32")
+def _(m, rng):
+    a, dy = rn(rng, (64, 128)), rn(rng, (64, 64))
+    x = a.astype(f64)
+    x1, x2, g = x[:, :64], x[:, 64:], dy.astype(f64)
+    s = sigmoid(x1)
+    dx1 = g * x2 * s * (1 + x1 * (1 - s))
+    dx2 = g * x1 * s
+    return [Check(m["swi_glu_backward_db"](32, 32, 1), [a, dy],
+                  {0: np.concatenate([dx1, dx2], 1)}, tol=(1e-4, 1e-5))]
+
+
+@case("asc/activation/sigmoidv2_slice", A, "examples/activation/sigmoidv2_slice.py", "row slices")
+def _(m, rng):
+    a = rn(rng, (4, 8))
+    return [Check(m["sigmoidv2"](), [a], {0: sigmoid(a.astype(f64))})]
+
+
+@case("asc/reduce/row_reduce_max_slice", A, "examples/reduce/example_row_reduce_max_slice_buffer.py",
+      "reduce_max(real_shape=)")
+def _(m, rng):
+    a = rn(rng, (4, 8))
+
+    def cmp(got, want):
+        np.testing.assert_allclose(got[0, :4], a[:, :4].astype(f64).max(1), rtol=1e-6)
+    return [Check(m["reduce_max_slice_buffer"](), [a], {0: np.zeros((1, 8))}, compare=cmp)]
+
+
+@case("asc/reduce/col_reduce_max_slice", A, "examples/reduce/example_col_reduce_max_slice_buffer.py",
+      "reduce_max(dim=0, real_shape=)")
+def _(m, rng):
+    a = rn(rng, (5, 8))
+    return [Check(m["reduce_max_slice_buffer"](), [a], {0: a[:3].astype(f64).max(0, keepdims=True)})]
+
+
+@case("asc/simple_fusion/matmul_add_infer_scope", A,
+      "examples/simple_fusion/matmul_add_infer_scope.py", "alloc_shared/fragment, developer mode")
+def _(m, rng):
+    a, b, d = rn(rng, (128, 64), "float16"), rn(rng, (64, 256), "float16"), rn(rng, (128, 256), "float16")
+    return [Check(m["matmul_add"](128, 256, 64, 64, 128, 32), [a, b, d],
+                  {0: a.astype(f64) @ b + d}, "float16", 64)]
+
+
+@case("asc/pipeline/matmul_add_pipeline", A, "examples/pipeline/matmul_add_pipeline.py",
+      "workspace_idx, auto CV sync")
+def _(m, rng):
+    a, b, d = rn(rng, (128, 64), "float16"), rn(rng, (64, 256), "float16"), rn(rng, (128, 256), "float16")
+    return [Check(m["matmul_add"](128, 256, 64, 64, 128, 32), [a, b, d],
+                  {0: a.astype(f64) @ b + d}, "float16", 64)]
+
+
+@case("asc/pad/broadcast_pipeline", A, "examples/pad/example_broadcast_pipeline.py")
+def _(m, rng):
+    a = rn(rng, (1, 64))
+    return [Check(m["broadcast_pipeline"](64, 64, 32, 16), [a], {0: np.repeat(a.astype(f64), 64, 0)})]
+
+
+@case("asc/gemm/gemm_intrinsic", A, "examples/gemm/example_gemm_intrinsic.py",
+      "expert mode, macros of flags, L1/L0 ping-pong")
+def _(m, rng):
+    a, b = rn(rng, (256, 256), "float16"), rn(rng, (256, 512), "float16")
+    return [Check(m["matmul"](256, 512, 256, 128, 256, 64, 256, 2, 2), [a, b],
+                  {0: a.astype(f64) @ b}, "float16", 256)]
+
+
+# ------------------------------------------------------------------------------------- TileLang
+
+@case("tl/gemm_splitk/vectorize_atomicadd", TL,
+      "examples/gemm_splitk/example_tilelang_gemm_splitk_vectorize_atomicadd.py", "eager, C in place")
+def _(m, rng):
+    a, b = rn(rng, (128, 256), "float16"), rn(rng, (256, 128), "float16")
+    c = np.zeros((128, 128), np.float32)
+    return [Check(m["matmul"], [a, b, c, 64, 64, 32, 4], {("arg", 2): a.astype(f64) @ b},
+                  "float16", 256)]
