@@ -111,3 +111,34 @@ def _(m, rng):
     c = np.zeros((128, 128), np.float32)
     return [Check(m["matmul"], [a, b, c, 64, 64, 32, 4], {("arg", 2): a.astype(f64) @ b},
                   "float16", 256)]
+
+
+@case("tl/deepseek_mhc/mhc_post", TL, "examples/deepseek_mhc/example_mhc_post.py",
+      "eager, T.dynamic tokens, serial loop in a T.Parallel body")
+def _(m, rng):
+    n, hc, h = 4, 4, 256
+    a, c = rn(rng, (n, hc, hc)), rn(rng, (n, hc))
+    b, d = bf16(rn(rng, (n, hc, h))), bf16(rn(rng, (n, h)))
+    x = bf16(np.zeros((n, hc, h), np.float32))
+    want = c.astype(f64)[:, :, None] * d.astype(f64)[:, None, :] + np.einsum(
+        "nio,nih->noh", a.astype(f64), b.astype(f64))
+    return [Check(m["mhc_post_tilelang"], [a, b, c, d, x, hc, h, 128, 128], {("arg", 4): want},
+                  "bfloat16", hc)]
+
+
+@case("tl/gemm/autotune_matmul", TL, "examples/gemm/example_gemm_autotune.py",
+      "the tuned kernel with a fixed config (B transposed, use_swizzle(enable=))")
+def _(m, rng):
+    a, b = rn(rng, (128, 64), "float16"), rn(rng, (192, 64), "float16")
+    return [Check(m["matmul"](128, 192, 64, 64, 64, 32, 2, 128, True), [a, b],
+                  {0: a.astype(f64) @ b.astype(f64).T}, "float16", 64)]
+
+
+@case("asc/linear_attention_normalize", A,
+      "examples/linear_attention_and_rnn/linear_attention_normalize.py", "K^T V and column sums")
+def _(m, rng):
+    B, H, L, D = 1, 2, 64, 32
+    k, v = rn(rng, (B, H, L, D), "float16", 0.5), rn(rng, (B, H, L, D), "float16", 0.5)
+    kf, vf = k.astype(f64), v.astype(f64)
+    want = np.concatenate([np.einsum("bhld,bhle->bhde", kf, vf), kf.sum(2)[:, :, None, :]], 2)
+    return [Check(m["linear_attention_ker1"](B, H, L, D, 32, 32), [k, v], {0: want}, "float16", L)]

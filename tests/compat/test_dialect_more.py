@@ -146,3 +146,47 @@ def test_gpu_only_families_are_located(name, advice):
         T.prim_func(ns["main"])
     msg = str(err.value)
     assert "GPU-only" in msg and advice in msg and "GPU_NAME" in msg
+
+
+def per_element_accumulation(hc=4, hb=32):
+    """TileLang's mhc_post body: a serial loop inside a T.Parallel body."""
+
+    @T.prim_func
+    def main(A: T.Tensor((hc, hc), "float32"), B: T.Tensor((hc, hb), "float32"),
+             C: T.Tensor((hc,), "float32"), Y: T.Tensor((hc, hb), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            a = T.alloc_fragment((hc, hc), "float32")
+            b = T.alloc_fragment((hc, hb), "float32")
+            c = T.alloc_fragment((hc,), "float32")
+            y = T.alloc_fragment((hc, hb), "float32")
+            T.copy(A, a)
+            T.copy(B, b)
+            T.copy(C, c)
+            for i, j in T.Parallel(hc, hb):
+                y[i, j] = c[i]
+                for k in T.serial(hc):
+                    y[i, j] += a[k, i] * b[k, j]
+                y[i, j] = y[i, j] * 2.0
+            T.copy(y, Y)
+    return main
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_serial_loop_in_parallel_body(target):
+    a, b, c = rand((4, 4), seed=6), rand((4, 32), seed=7), rand((4,), seed=8)
+    want = 2.0 * (f64(c)[:, None] + f64(a).T @ f64(b))
+    for out in run(per_element_accumulation(), target, a, b, c, np.zeros((4, 32), np.float32)):
+        close(out[3], want, reduce_len=4)
+
+
+def test_parallel_dependent_loop_extent_is_located():
+    with pytest.raises(CompileError) as err:
+        @T.prim_func
+        def main(X: T.Tensor((4, 4), "float32")):
+            with T.Kernel(1) as bx:
+                x = T.alloc_fragment((4, 4), "float32")
+                for i, j in T.Parallel(4, 4):  # TRIANGLE
+                    x[i, j] = 0.0
+                    for k in T.serial(i):
+                        x[i, j] += 1.0
+    assert "TRIANGLE" in str(err.value) and "serial" in str(err.value)

@@ -18,7 +18,7 @@ import math
 
 from .. import language as T_module
 from ..ir import dtypes
-from ..ir.nodes import BIT_BINARY_FNS, BinOp, Call, Cast, Const, For, Load, Store, Var
+from ..ir.nodes import BIT_BINARY_FNS, BinOp, Call, Cast, Const, For, Load, Store, Var, walk
 from ..language.hints import GPU_ONLY, GPU_ONLY_PREFIXES, HINT_NAMES, NOT_YET
 from .common import show
 from .exprs import BIT_SYMBOLS, as_expr, binop, bit_not, const, is_ir, reinterpret
@@ -240,6 +240,39 @@ class Dialect:
                     raise self.error(s, "an `if` inside T.Parallel holds element assignments only")
                 old = Load(st.buffer, st.indices)
                 out.append(Store(st.buffer, st.indices, select(c, st.value, old), st.loc))
+        return out
+
+    def parallel_with_loops(self, names, extents, body, s) -> list:
+        """A T.Parallel body holding serial loops (TileLang's per-element accumulation,
+        `x[i, j] = ...; for k in T.serial(n): x[i, j] += a[k, i] * b[k, j]`): the iterations
+        of T.Parallel are independent, so each run of element stores is a map and each serial
+        loop runs its maps in order (the loop outside, the map inside):
+
+            for i, j in Parallel(4, 8): x[i, j] = c[i]; for k in serial(4): x[i, j] += a[k, i]
+        ->  for i, j in Parallel(4, 8): x[i, j] = c[i]
+            for k in serial(4): for i, j in Parallel(4, 8): x[i, j] += a[k, i]
+        """
+        ext = tuple(const(e) for e in extents)
+        out, run = [], []
+
+        def flush():
+            if run:
+                out.append(For(names, ext, "parallel", tuple(run), 0, self.loc(s)))
+                run.clear()
+
+        for b in body:
+            if isinstance(b, Store):
+                run.append(b)
+                continue
+            if not (isinstance(b, For) and b.kind in ("serial", "unroll")) or any(
+                    isinstance(v, Var) and v.name in names for e in b.extents for v in walk(e)):
+                raise self.error(s, "a T.Parallel body holds element assignments and serial "
+                                    "loops (whose extents do not depend on the T.Parallel "
+                                    "variables) only")
+            flush()
+            inner = self.parallel_with_loops(names, extents, list(b.body), s)
+            out.append(For(b.vars, b.extents, b.kind, tuple(inner), b.num_stages, b.loc))
+        flush()
         return out
 
     def serial_loop(self, names, call: ast.Call, s, kind="serial") -> list:

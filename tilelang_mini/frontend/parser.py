@@ -622,6 +622,8 @@ class KernelBuilder(ExprVisitor, TileOps, Dialect, TileAscend, Eager, Atomics, V
         self.scopes.pop()
         if kind == "parallel" and any(isinstance(b, ParallelAtomic) for b in body):
             return self.parallel_body(names, extents, body, s)
+        if kind == "parallel" and any(isinstance(b, For) for b in body):
+            return self.parallel_with_loops(names, extents, body, s)
         if kind == "parallel":
             for b in body:
                 if not isinstance(b, Store):
