@@ -54,6 +54,9 @@ def _release(g, lock):
 
 def _combine(g, kind: str, old, new, is_float: bool):
     e, b = g.e, g.e.b
+    if kind == "relu":  # the FixPipe's relu mode (a plain write of max(src, 0))
+        zero = ir.Constant(new.type, None)
+        return vm.fmax(e, new, zero) if is_float else e.smax(new, zero)
     if kind == "add":
         return b.fadd(old, new) if is_float else b.add(old, new)
     if is_float:

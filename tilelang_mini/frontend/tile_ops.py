@@ -65,12 +65,10 @@ class TileOps:
     def op_copy(self, call) -> Copy:
         names = ["src", "dst", "pad_value", "transpose", "disable_tma", "coalesced_width",
                  "eviction_policy", "annotations", "loop_layout", "src_coord", "dst_coord"]
-        relu = next((k for k in call.keywords if k.arg == "enable_relu"), None)
-        if relu is not None:
-            raise self.error(relu, "T.copy(enable_relu=True) (a relu on the cube's L0C -> GM "
-                                   "path) is not supported; copy the result into a UB tile and "
-                                   "apply T.tile.relu there, or take relu when the scores are "
-                                   "read back")
+        relu_kw = next((k for k in call.keywords if k.arg == "enable_relu"), None)
+        relu = relu_kw is not None and self.bool_arg(relu_kw.value, False)
+        call = ast.Call(call.func, call.args, [k for k in call.keywords if k is not relu_kw],
+                        lineno=call.lineno, col_offset=call.col_offset)
         a = self.args(call, names, {n: None for n in names[2:]})
         pad = self.eval(a["pad_value"]) if "pad_value" in a else 0
         if "transpose" in a and self.bool_arg(a["transpose"], False):
@@ -83,6 +81,14 @@ class TileOps:
         src, dst = self.region(a["src"]), self.region(a["dst"])
         src, dst = self.first_rows(src, dst), self.first_rows(dst, src)
         src_r, dst_r = self.complete(src, dst, a["src"]), self.complete(dst, src, a["dst"])
+        if relu:  # tilelang-ascend's FixPipe relu on the L0C copy-out: max(C, 0)
+            if src_r.buffer.scope not in ("L0C", "fragment"):
+                raise self.error(relu_kw, "T.copy(..., enable_relu=True) is the FixPipe's relu "
+                                          "on an accumulator's copy-out; the source must be an "
+                                          f"L0C/fragment tile, got '{src_r.buffer.name}' "
+                                          f"({src_r.buffer.scope}); for other tiles write "
+                                          "T.tile.relu (or T.max(x, 0) in T.Parallel)")
+            return Copy(src_r, dst_r, self.loc(call), atomic="relu")
         short = self.short_vector(src_r, dst_r, pad, call)
         if short is not None:
             return short

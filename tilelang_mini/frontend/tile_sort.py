@@ -22,7 +22,7 @@ from __future__ import annotations
 import ast
 
 from ..ir import dtypes
-from ..ir.nodes import Alloc, Buffer, Cast, Const, For, Load, Region, Sort, Store, Var
+from ..ir.nodes import Alloc, Buffer, Cast, Const, For, Load, PipeBarrier, Region, Sort, Store, Var
 from .exprs import as_expr, binop, const, is_ir
 
 SORT_OPS = ("sort", "topk", "merge_sort", "gather_mask", "gather")
@@ -33,6 +33,19 @@ _PATTERNS = {"P0101": (2, 0), "P1010": (2, 1), "P0001": (4, 0), "P0010": (4, 1),
 
 class TileSort:
     def tile_sort_op(self, name: str, call: ast.Call) -> list:
+        """One T.tile sort/gather operation, as IR steps; in an expert T.Scope (where the
+        author's flags order whole operations) a pipe_barrier(V) separates the steps, as the
+        one vector instruction they spell would need none."""
+        out = self.tile_sort_steps(name, call)
+        if getattr(self, "scope_core", None) != "V" or len(out) < 2:
+            return out
+        loc = self.loc(call)
+        fenced = [out[0]]
+        for st in out[1:]:
+            fenced += [PipeBarrier("V", loc), st]
+        return fenced
+
+    def tile_sort_steps(self, name: str, call: ast.Call) -> list:
         a = call.args
         kw = {k.arg: k.value for k in call.keywords}
         if name == "gather_mask":

@@ -96,7 +96,7 @@ def operands(stmt, accumulate: bool = True) -> list[tuple]:
     An atomic copy's destination is one operand whose write flag is (ATOMIC, kind): truthy,
     a read as well as a write (`reads`), commuting with atomic writes of the same kind."""
     if isinstance(stmt, Copy):
-        if stmt.atomic:
+        if stmt.atomic and stmt.atomic != "relu":  # relu: the FixPipe mode, a plain write
             return [(stmt.src, False), (stmt.dst, (ATOMIC, stmt.atomic))]
         return [(stmt.src, False), (stmt.dst, True)]
     if isinstance(stmt, Gemm):

@@ -171,6 +171,8 @@ class Alloc:
 
 # Read-modify-write kinds of an atomic copy to GM (`T.atomic_add` / `T.atomic_max` / ...).
 ATOMIC_KINDS = ("add", "max", "min")
+# Copy modes: the atomic kinds, and "relu" (the FixPipe's relu on an L0C copy-out, a plain write)
+COPY_MODES = ATOMIC_KINDS + ("relu",)
 
 
 @dataclass(frozen=True)
@@ -180,7 +182,9 @@ class Copy:
     With `atomic` ("add", "max" or "min") the copy combines instead of overwriting: each dst
     element becomes dst op src, computed in float32 (int64 for integers) and stored in dst's
     dtype, atomically with respect to the atomic copies of other blocks and cores (Ascend: an
-    MTE3 or FixPipe copy-out with the atomic mode on). Printed `copy(x, C[...], atomic_add=True)`."""
+    MTE3 or FixPipe copy-out with the atomic mode on). Printed `copy(x, C[...], atomic_add=True)`.
+    `atomic="relu"` is the FixPipe's relu mode instead (tilelang-ascend `T.copy(C_L0, C[...],
+    enable_relu=True)`): a plain write of max(src, 0) from an L0C tile, printed `relu=True`."""
 
     src: Region
     dst: Region

@@ -346,9 +346,10 @@ class _ToIR(Transformer):
         name = str(fn)
         if name == "copy":
             (src, dst), kws = self.split(args, fn, {f"atomic_{k}" for k in ATOMIC_KINDS}
-                                         | {"transpose"}, 2)
+                                         | {"transpose", "relu"}, 2)
             trans = self.const_bool(kws.pop("transpose")) if "transpose" in kws else False
-            on = [k[len("atomic_"):] for k, v in kws.items() if self.const_bool(v)]
+            on = [k[len("atomic_"):] if k != "relu" else k for k, v in kws.items()
+                  if self.const_bool(v)]
             if len(on) > 1:
                 self.err("a copy has at most one atomic_ kind", fn)
             return Copy(self.as_region(src), self.as_region(dst), atomic=on[0] if on else "",

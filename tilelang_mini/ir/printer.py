@@ -160,7 +160,8 @@ class _Printer:
                 args.append("uninit=True")
             self.emit(d, f"{b.name} = {ALLOC_NAMES[b.scope]}({', '.join(args)})", s.loc)
         elif isinstance(s, Copy):
-            atomic = f", atomic_{s.atomic}=True" if s.atomic else ""
+            atomic = ", relu=True" if s.atomic == "relu" else \
+                f", atomic_{s.atomic}=True" if s.atomic else ""
             atomic += ", transpose=True" if s.transpose else ""
             self.emit(d, f"copy({print_region(s.src)}, {print_region(s.dst)}{atomic})", s.loc, t())
         elif isinstance(s, Gemm):

@@ -227,8 +227,11 @@ def _check_transpose(src_ext, dst_ext, stmt) -> None:
 
 def _combiner(kind: str, dtype: str):
     """old, tile -> the combined values of an atomic copy, before the store's cast: float32
-    arithmetic for float destinations (int64 for integers), as the Ascend atomic unit."""
+    arithmetic for float destinations (int64 for integers), as the Ascend atomic unit (a relu
+    copy: max(tile, 0))."""
     wide = np.int64 if dtypes.is_int(dtype) else F32
+    if kind == "relu":  # the FixPipe's relu mode: max(src, 0), the old value unread
+        return lambda old, tile: np.maximum(np.asarray(tile).astype(wide), 0)
     op = {"add": np.add, "max": np.maximum, "min": np.minimum}[kind]
 
     def combine(old, tile):

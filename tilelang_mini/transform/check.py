@@ -208,11 +208,15 @@ def _problems(node):
         elif not dual and _squeeze(node.src.extent) != _squeeze(node.dst.extent):
             yield (f"copy shapes differ: source {node.src.extent}, destination "
                    f"{node.dst.extent}")
-        if node.atomic and (node.dst.buffer.scope not in GM_SCOPES
+        if node.atomic == "relu":
+            if node.src.buffer.scope not in ("L0C", "fragment"):
+                yield (f"a relu copy (enable_relu=True) is the FixPipe's mode: its source is an "
+                       f"L0C accumulator; got {node.src.buffer.scope}")
+        elif node.atomic and (node.dst.buffer.scope not in GM_SCOPES
                             or node.src.buffer.scope in GM_SCOPES):
             yield (f"an atomic_{node.atomic} copy combines an on-chip tile into a GM tensor; got "
                    f"{node.src.buffer.scope} -> {node.dst.buffer.scope}")
-        if node.atomic and node.dst.buffer.dtype not in ATOMIC_DTYPES:
+        if node.atomic and node.atomic != "relu" and node.dst.buffer.dtype not in ATOMIC_DTYPES:
             yield (f"atomic_{node.atomic} into {node.dst.buffer.dtype}: the atomic unit combines "
                    f"{', '.join(ATOMIC_DTYPES)}")
     elif isinstance(node, Gemm):
