@@ -142,3 +142,29 @@ def _(m, rng):
     kf, vf = k.astype(f64), v.astype(f64)
     want = np.concatenate([np.einsum("bhld,bhle->bhde", kf, vf), kf.sum(2)[:, :, None, :]], 2)
     return [Check(m["linear_attention_ker1"](B, H, L, D, 32, 32), [k, v], {0: want}, "float16", L)]
+
+
+def gqa_decode_ref(q, k, v, mask):
+    """q [b, heads, d], k/v [b, s, groups, d], mask [b, s, groups]: masked softmax attention,
+    query head h reads kv group h // (heads // groups)."""
+    b, heads, d = q.shape
+    groups = k.shape[2]
+    g_of = np.arange(heads) // (heads // groups)
+    kk, vv = k.astype(f64)[:, :, g_of], v.astype(f64)[:, :, g_of]        # [b, s, heads, d]
+    s = np.einsum("bhd,bshd->bhs", q.astype(f64), kk) / np.sqrt(d)
+    s = np.where(mask[:, :, g_of].transpose(0, 2, 1) != 0, s, -np.inf)
+    p = np.exp(s - s.max(-1, keepdims=True))
+    p /= p.sum(-1, keepdims=True)
+    return np.einsum("bhs,bshd->bhd", p, vv)
+
+
+@case("tl/flash_decoding/gqa_decode", TL, "examples/flash_decoding/example_gqa_decode.py",
+      "autotune over a factory, split + combine launches, uint8 mask")
+def _(m, rng):
+    B, H, G, S, D = 1, 8, 2, 256, 64
+    q, k, v = rn(rng, (B, H, D), "float16"), rn(rng, (B, S, G, D), "float16"), rn(rng, (B, S, G, D), "float16")
+    mask = (rng.random((B, S, G)) < 0.8).astype(np.uint8)
+    mask[:, 0] = 1
+    want = gqa_decode_ref(q, k, v, mask)
+    return [Check(m["flashattn"](B, H, G, S, D, 64, 64, split, 2, 128), [q, k, v, mask], {0: want},
+                  "float16", S) for split in (1, 2)]
