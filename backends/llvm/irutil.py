@@ -24,9 +24,9 @@ STORAGE = {
     "float4_e2m1fn": (I8, 1),
     "int32": (I32, 4), "bool": (I8, 1),
     "int8": (I8, 1), "uint8": (I8, 1), "int16": (I16, 2), "uint16": (I16, 2),
-    "uint32": (I32, 4), "int64": (I64, 8),
+    "uint32": (I32, 4), "int64": (I64, 8), "float4_e2m1fn_x2": (I8, 1),
 }
-UNSIGNED = ("uint8", "uint16", "uint32")  # zero-extended when loaded (the others sign-extend)
+UNSIGNED = ("uint8", "uint16", "uint32", "float4_e2m1fn_x2")  # zero-extended when loaded (the others sign-extend)
 
 
 # LLVM's x86 backend (seen with LLVM 22) folds `masked.store(trunc <N x i32> to <N x i16|i8>)`

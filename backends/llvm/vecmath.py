@@ -17,7 +17,8 @@ from tilelang_mini.ir.dtypes import FLOAT_DTYPES, exact_in
 from .irutil import (F16, F32, I8, I16, I32, I64, STORAGE, UNSIGNED, Emitter, const, elem_type,
                      like)
 
-INT_STORAGE = ("int8", "uint8", "int16", "uint16", "int32", "uint32", "int64")
+INT_STORAGE = ("int8", "uint8", "int16", "uint16", "int32", "uint32", "int64",
+               "float4_e2m1fn_x2")  # packed FP4 codes: the byte as an unsigned integer
 
 FLOATS = FLOAT_DTYPES
 

@@ -34,7 +34,10 @@ class Costs:
 
 
 CUBE_RATE = {"float16": 1.0, "bfloat16": 1.0, "float8_e4m3fn": 2.0, "float8_e5m2": 2.0,
-             "float32": 0.25, "int32": 0.25}
+             "float32": 0.25, "int32": 0.25,
+             # packed FP4 on the MX MMAD: twice FP8 (Huawei's 950PR figures, MXFP4 2 PFLOPS
+             # against FP8/MXFP8 1 PFLOPS; docs/machine_model.md)
+             "float4_e2m1fn_x2": 4.0}
 
 
 def mmad_cycles(costs: Costs, m: int, n: int, k: int, dtype: str) -> int:

@@ -19,6 +19,10 @@ _NUMPY = {
     "int32": np.dtype(np.int32),
     "uint32": np.dtype(np.uint32),
     "int64": np.dtype(np.int64),
+    # two e2m1 codes in one byte (the even K index in the low nibble): a packed FP4 operand of a
+    # block-scaled gemm; elementwise code sees the byte as an unsigned integer (torch's
+    # float4_e2m1fn_x2 viewed as uint8)
+    "float4_e2m1fn_x2": np.dtype(np.uint8),
     "bool": np.dtype(np.bool_),
 }
 
@@ -28,14 +32,17 @@ ALIASES = {
     "bf16": "bfloat16", "fp8_e4m3": "float8_e4m3fn", "float8_e4m3": "float8_e4m3fn",
     "fp8_e5m2": "float8_e5m2", "int": "int32", "e8m0": "float8_e8m0fnu",
     "float8_e8m0": "float8_e8m0fnu", "fp4_e2m1": "float4_e2m1fn", "float4_e2m1": "float4_e2m1fn",
+    "fp4_e2m1x2": "float4_e2m1fn_x2", "float4_e2m1x2": "float4_e2m1fn_x2",
 }
 
 DTYPES = tuple(_NUMPY)
 FLOAT_DTYPES = ("float32", "float16", "bfloat16", "float8_e4m3fn", "float8_e5m2", "float8_e8m0fnu",
                 "float4_e2m1fn")
 # Integer dtypes: values compute as 64-bit integers and wrap to the element type when stored.
-INT_DTYPES = ("int8", "uint8", "int16", "uint16", "int32", "uint32", "int64")
-UNSIGNED_DTYPES = ("uint8", "uint16", "uint32")
+INT_DTYPES = ("int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "float4_e2m1fn_x2")
+UNSIGNED_DTYPES = ("uint8", "uint16", "uint32", "float4_e2m1fn_x2")
+# values per stored element along K of a gemm operand (packed FP4: two e2m1 codes per byte)
+PACKED_K = {"float4_e2m1fn_x2": 2}
 
 
 def canonical(name) -> str | None:

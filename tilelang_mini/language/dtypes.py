@@ -13,7 +13,8 @@ _SPELLINGS = {
     "float": "float32", "half": "float16", "double": "float64",
     "float8_e4m3fn": "float8_e4m3fn", "float8_e4m3": "float8_e4m3fn", "float8_e5m2": "float8_e5m2",
     "float8_e4m3fnuz": "float8_e4m3fnuz", "float8_e5m2fnuz": "float8_e5m2fnuz",
-    "float8_e8m0fnu": "float8_e8m0fnu", "float4_e2m1fn": "float4_e2m1fn", "tfloat32": "float32",
+    "float8_e8m0fnu": "float8_e8m0fnu", "float4_e2m1fn": "float4_e2m1fn",
+    "float4_e2m1fn_x2": "float4_e2m1fn_x2", "tfloat32": "float32",
     "int8": "int8", "int16": "int16", "int32": "int32", "int64": "int64", "int4": "int4",
     "uint8": "uint8", "uint16": "uint16", "uint32": "uint32", "uint64": "uint64",
     "int": "int32", "uint": "uint32", "bool": "bool",
@@ -45,6 +46,8 @@ class dtype(str):  # noqa: N801 (TileLang's spelling)
         return max(1, self.bits // 8)
 
     def as_numpy(self) -> np.dtype:
+        if self == "float4_e2m1fn_x2":  # two packed e2m1 codes: stored as a byte
+            return np.dtype(np.uint8)
         return np.dtype(getattr(ml_dtypes, self, None) or self)
 
     def __call__(self, value=0):

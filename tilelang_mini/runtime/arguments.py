@@ -108,7 +108,8 @@ def _check_count(kernel: Kernel, params, args, what: str) -> None:
 
 
 def _check_dtype_shape(kernel: Kernel, b: Buffer, a: np.ndarray) -> None:
-    if dtypes.canonical(a.dtype) != b.dtype:
+    packed = b.dtype in dtypes.PACKED_K and a.dtype == dtypes.to_numpy(b.dtype)  # FP4 x2 bytes
+    if dtypes.canonical(a.dtype) != b.dtype and not packed:
         raise _err(kernel, b, f"has dtype {a.dtype}; expected {b.dtype}")
     if tuple(a.shape) != tuple(b.shape):
         raise _err(kernel, b, f"has shape {tuple(a.shape)}; expected {tuple(b.shape)}")

@@ -264,7 +264,16 @@ def gemm_shape(s: Gemm) -> tuple[int, int, int]:
     if ak != bk or (am, bn) != (cm, cn):
         raise CompileError(f"gemm shapes do not agree: A is ({am}, {ak}), B is ({bk}, {bn}), "
                            f"C is ({cm}, {cn})", s.loc)
-    return cm, cn, ak
+    return cm, cn, ak * dtypes.PACKED_K.get(s.a.buffer.dtype, 1)
+
+
+def unpack_fp4(x: np.ndarray, axis: int) -> np.ndarray:
+    """float32 values of packed e2m1 codes (two per byte, the even index in the low nibble),
+    unpacked along `axis` (twice as long)."""
+    x = np.moveaxis(np.asarray(x).astype(np.uint8), axis, -1)
+    codes = np.stack([x & 15, x >> 4], axis=-1).reshape(x.shape[:-1] + (2 * x.shape[-1],))
+    vals = codes.view(dtypes.to_numpy("float4_e2m1fn")).astype(F32)
+    return np.moveaxis(vals, -1, axis)
 
 
 SCALE_DTYPES = ("uint16", "float8_e8m0fnu")  # packed UE8M0 pairs (MN-major) or one UE8M0 each
@@ -311,6 +320,7 @@ def _gemm(s: Gemm, par=()):
     a2, b2, c2 = (matrix_ext(r, s, "") for r in (s.a, s.b, s.c))
     ta, tb, clear = s.transpose_a, s.transpose_b, s.clear_accum
     scaled = s.scale_gran > 0
+    packed = s.a.buffer.dtype in dtypes.PACKED_K
     if scaled:
         groups, gran = scale_groups(s), s.scale_gran
         m, n, k = gemm_shape(s)
@@ -319,8 +329,12 @@ def _gemm(s: Gemm, par=()):
         da, db = s.scale_a.buffer.dtype, s.scale_b.buffer.dtype
 
     def gemm(env):
-        a = va(env).reshape(a2).astype(F32, copy=False)
-        b = vb(env).reshape(b2).astype(F32, copy=False)
+        if packed:  # FP4 codes, K packed two per byte: A's K is its columns (rows transposed)
+            a = unpack_fp4(va(env).reshape(a2), 0 if ta else 1)
+            b = unpack_fp4(vb(env).reshape(b2), 1 if tb else 0)
+        else:
+            a = va(env).reshape(a2).astype(F32, copy=False)
+            b = vb(env).reshape(b2).astype(F32, copy=False)
         if ta:
             a = a.T
         if tb:

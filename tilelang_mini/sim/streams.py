@@ -280,7 +280,7 @@ def gemm_mnk(g: Gemm) -> tuple[int, int, int]:
         m, k = k, m
     if g.transpose_b:
         n = k2
-    return m, n, k
+    return m, n, k * dtypes.PACKED_K.get(g.a.buffer.dtype, 1)  # packed FP4: 2 K values a byte
 
 
 def instr_cost(stmt, pipe: str, costs) -> int:

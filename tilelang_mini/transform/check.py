@@ -244,6 +244,9 @@ def _problems(node):
             yield f"gemm accumulates in float32; C is {node.c.buffer.dtype}"
         if node.scale_gran or node.scale_a is not None or node.scale_b is not None:
             yield from _scale_problems(node)
+        elif node.a.buffer.dtype in dtypes.PACKED_K:
+            yield (f"{node.a.buffer.dtype} operands (two e2m1 codes a byte) are multiplied by the "
+                   f"block-scaled MMAD only: pass scale_A, scale_B and scale_gran")
     elif isinstance(node, Fill):
         yield from _region_problems(node.dst, "fill")
     elif isinstance(node, Reduce):
@@ -305,9 +308,9 @@ def _scale_problems(node: Gemm):
     for r, role in ((node.scale_a, "scale_A"), (node.scale_b, "scale_B")):
         if r is not None:
             yield from _region_problems(r, f"gemm {role}")
-    if node.a.buffer.dtype not in ("float8_e4m3fn", "float8_e5m2"):
-        yield (f"a block-scaled gemm takes FP8 operands (float8_e4m3fn / float8_e5m2), got "
-               f"{node.a.buffer.dtype}")
+    if node.a.buffer.dtype not in ("float8_e4m3fn", "float8_e5m2", "float4_e2m1fn_x2"):
+        yield (f"a block-scaled gemm takes FP8 operands (float8_e4m3fn / float8_e5m2) or packed "
+               f"FP4 (float4_e2m1fn_x2), got {node.a.buffer.dtype}")
         return
     try:
         scale_groups(node)

@@ -12,7 +12,9 @@ a NaN for e = 255), which gives the same products, since multiplying by a power 
         b_mx[i, j] = cast(b[i, j], "float32") * reinterpret(<UE8M0 of sb[(j // 128) // 2, i]>)
     gemm(a_mx, b_mx, c, transpose_B=True)
 
-The scaled tiles live in the operands' scopes (float32); everything else is unchanged.
+The scaled tiles live in the operands' scopes (float32); everything else is unchanged. A packed
+FP4 operand (float4_e2m1fn_x2, two e2m1 codes a byte along K) gives a tile twice as long in K:
+element k is the nibble `(byte[k // 2] >> (k % 2) * 4) & 15` read as a float4_e2m1fn value.
 """
 from __future__ import annotations
 
@@ -38,13 +40,23 @@ def expand_scaled_gemm(kernel: Kernel) -> Kernel:
 
     def scaled(r: Region, s: Region, mn_first: bool, gran: int, loc) -> Region:
         rows, cols = r.extent[-2], r.extent[-1]
+        packed = r.buffer.dtype == "float4_e2m1fn_x2"  # K values two a byte: K doubles
+        if packed:
+            rows, cols = (rows, 2 * cols) if mn_first else (2 * rows, cols)
         buf = Buffer(fresh(f"{r.buffer.name}_mx"), (rows, cols), "float32", r.buffer.scope)
         new_allocs.append(Alloc(buf, None, loc))
         iv, jv = fresh("mx_i"), fresh("mx_j")
         i, j = Var(iv), Var(jv)
         mn, k = (i, j) if mn_first else (j, i)
-        value = BinOp("*", Cast("float32", Load(r.buffer, _at(r, i, j))),
-                      _scale(s, mn, BinOp("//", k, Const(gran))))
+        if packed:
+            half = BinOp("//", k, Const(2))
+            byte = Load(r.buffer, _at(r, i, half) if mn_first else _at(r, half, j))
+            code = Call("bitwise_and", (Call("shift_right", (
+                byte, BinOp("*", BinOp("%", k, Const(2)), Const(4)))), Const(15)))
+            element = Cast("float32", Reinterpret("float4_e2m1fn", "uint8", code))
+        else:
+            element = Cast("float32", Load(r.buffer, _at(r, i, j)))
+        value = BinOp("*", element, _scale(s, mn, BinOp("//", k, Const(gran))))
         store = Store(buf, (i, j), value, loc)
         return Region.full(buf), For((iv, jv), (Const(rows), Const(cols)), "parallel",
                                      (store,), 0, loc)

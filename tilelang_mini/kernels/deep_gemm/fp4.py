@@ -7,6 +7,12 @@ With UE8M0 (power-of-two) scales, as DeepGEMM uses for FP4, `value * scale` is e
 bfloat16 (e2m1 and e4m3 values have at most 4 significant bits), so the result equals the
 block-scaled product; other fp32 scales round the dequantised operand to bfloat16.
 An FP8 operand in the same GEMM (scales per 128 K values) is dequantised the same way.
+
+On a chip whose cube multiplies packed FP4 with UE8M0 block scales itself (ascend950's MX MMAD,
+fp4x2_e2m1 operands, one scale per 32 K values: docs/machine_model.md), two FP4 operands with
+their scales packed in uint16 pairs (transform_sf_into_required_layout) go to `mx_gemm_kernel`:
+the packed bytes are copied as they are (float4_e2m1fn_x2 tiles, two codes a byte) and one
+block-scaled gemm per 512 K values accumulates in L0C; the vector unit does nothing.
 """
 import tilelang_mini.language as T
 
@@ -79,3 +85,57 @@ def dequant_gemm_kernel(M, N, K, a_fp4, b_fp4, gran_a, gran_b, out_dtype, separa
         with T.Kernel(gx, gy) as (bx, by):
             body(A, SFA, B, SFB, D, D, bx, by)
     return fp8_fp4_gemm
+
+
+MX_GRAN = 32  # K values per UE8M0 scale of FP4 operands (DeepGEMM's gran_k = 32)
+
+
+def mx_gemm_kernel(M, N, K, out_dtype, c_mode, block_M=128, block_N=128, block_K=512):
+    """D[M, N] (= C +) A @ B.T on the MX MMAD: A [M, K/2] and B [N, K/2] packed e2m1
+    (float4_e2m1fn_x2), SFA [ceil(K/64), M] and SFB [ceil(K/64), N] uint16 UE8M0 pairs (groups
+    2j, 2j + 1 of 32 K values, low byte first), MN-major. c_mode: None, "separate" or "inplace"."""
+    KS, PK = K // 2, block_K // (2 * MX_GRAN)  # packed columns; scale pairs per K step
+    KP = T.ceildiv(T.ceildiv(K, MX_GRAN), 2)
+    x2 = "float4_e2m1fn_x2"
+
+    @T.macro
+    def body(A, SFA, B, SFB, C, D, bx, by):
+        a_s = T.alloc_shared((block_M, block_K // 2), x2)
+        b_s = T.alloc_shared((block_N, block_K // 2), x2)
+        sa = T.alloc_shared((PK, block_M), "uint16")
+        sb = T.alloc_shared((PK, block_N), "uint16")
+        acc = T.alloc_fragment((block_M, block_N), "float32")
+        out = T.alloc_fragment((block_M, block_N), out_dtype)
+        T.clear(acc)
+        for k in T.Pipelined(T.ceildiv(K, block_K), num_stages=2):
+            T.copy(A[by * block_M, k * (block_K // 2)], a_s)
+            T.copy(B[bx * block_N, k * (block_K // 2)], b_s)
+            T.copy(SFA[k * PK:(k + 1) * PK, by * block_M:(by + 1) * block_M], sa)
+            T.copy(SFB[k * PK:(k + 1) * PK, bx * block_N:(bx + 1) * block_N], sb)
+            T.gemm(a_s, b_s, acc, transpose_B=True, scale_A=sa, scale_B=sb, scale_gran=MX_GRAN)
+        if c_mode is not None:
+            c_f = T.alloc_fragment((block_M, block_N), "float32")
+            T.copy(C[by * block_M, bx * block_N], c_f)
+            for i, j in T.Parallel(block_M, block_N):
+                out[i, j] = c_f[i, j] + acc[i, j]
+        else:
+            T.copy(acc, out)
+        T.copy(out, D[by * block_M, bx * block_N])
+
+    gx, gy = T.ceildiv(N, block_N), T.ceildiv(M, block_M)
+    if c_mode == "separate":
+        @T.prim_func
+        def fp4_mx_gemm_c(A: T.Tensor((M, KS), x2), SFA: T.Tensor((KP, M), "uint16"),
+                          B: T.Tensor((N, KS), x2), SFB: T.Tensor((KP, N), "uint16"),
+                          C: T.Tensor((M, N), "float32"), D: T.Tensor((M, N), out_dtype)):
+            with T.Kernel(gx, gy) as (bx, by):
+                body(A, SFA, B, SFB, C, D, bx, by)
+        return fp4_mx_gemm_c
+
+    @T.prim_func
+    def fp4_mx_gemm(A: T.Tensor((M, KS), x2), SFA: T.Tensor((KP, M), "uint16"),
+                    B: T.Tensor((N, KS), x2), SFB: T.Tensor((KP, N), "uint16"),
+                    D: T.Tensor((M, N), out_dtype)):
+        with T.Kernel(gx, gy) as (bx, by):
+            body(A, SFA, B, SFB, D, D, bx, by)
+    return fp4_mx_gemm

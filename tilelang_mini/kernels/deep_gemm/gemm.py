@@ -59,6 +59,8 @@ def _dense_fp4(ctx, layout, a, b, d, c):
     plan = Plan()
     (a0, sfa), (b0, sfb) = a, b
     a_fp4, b_fp4 = _packed_fp4(a0), _packed_fp4(b0)
+    if _packed_sf(sfa, sfb):
+        return _mx_fp4(ctx, plan, a0, sfa, b0, sfb, d, c, a_fp4 and b_fp4)
     a_arr = as_input(to_numpy(a0).view(np.int8) if a_fp4 else a0,
                      "int8" if a_fp4 else "float8_e4m3fn", "a")
     b_arr = as_input(to_numpy(b0).view(np.int8) if b_fp4 else b0,
@@ -90,6 +92,39 @@ def _dense_fp4(ctx, layout, a, b, d, c):
     if separate:
         c_arr = c_arr or (d_arr,)
     plan.launch(kernel, a_arr, sfa_arr, b_arr, sfb_arr, *c_arr, d_arr)
+    return plan
+
+
+def _mx_fp4(ctx, plan, a0, sfa, b0, sfb, d, c, both_fp4):
+    """Two packed FP4 operands with UE8M0 pair scales (gran_k 32): the chip's MX MMAD."""
+    from ...arch import get_chip
+    if not get_chip(ctx.chip).mx_gran:
+        raise ValueError(f"packed UE8M0 scales (uint16) need a cube that applies block scales "
+                         f"itself; {ctx.chip} has none: pass fp32 scales [MN, ceil(K/32)]")
+    if not both_fp4:
+        raise ValueError("packed UE8M0 scales with FP4 need FP4 (packed e2m1) A and B: the MX "
+                         "MMAD multiplies operands of one format; a mixed FP8 x FP4 GEMM takes "
+                         "fp32 scales")
+    a_arr = as_input(to_numpy(a0).view(np.uint8), "uint8", "a")
+    b_arr = as_input(to_numpy(b0).view(np.uint8), "uint8", "b")
+    M, K = a_arr.shape[0], 2 * a_arr.shape[1]
+    N = b_arr.shape[0]
+    if b_arr.ndim != 2 or 2 * b_arr.shape[1] != K:
+        raise ValueError(f"A and B disagree on K: A {a_arr.shape}, B {b_arr.shape} (packed bytes)")
+    if K % 128:
+        raise ValueError(f"FP4 GEMMs take K a multiple of 128, got {K}")
+    from .fp4 import MX_GRAN, mx_gemm_kernel
+    kp = ceil_div(ceil_div(K, MX_GRAN), 2)
+    sfa_arr, sfb_arr = _packed_pair(sfa, sfb, (kp, M), (kp, N), "ceil(K/64)")
+    d_arr = to_numpy(d, "d")
+    out_dtype = dtype_of(d_arr)
+    if out_dtype not in ("bfloat16", "float32"):
+        raise ValueError(f"d must be bfloat16 or float32, got {d_arr.dtype}")
+    check_shape(d_arr, (M, N), "d")
+    c_mode, c_args = _c_mode(plan, c, d, M, N)
+    d_arr = as_output(plan, d_arr, "d")
+    kernel = ctx.compile(mx_gemm_kernel, M, N, K, out_dtype, c_mode)
+    plan.launch(kernel, a_arr, sfa_arr, b_arr, sfb_arr, *c_args, d_arr)  # bytes as they are
     return plan
 
 
@@ -148,10 +183,10 @@ def _packed_sf(sfa, sfb) -> bool:
     return packed[0]
 
 
-def _packed_pair(sfa, sfb, shape_a, shape_b):
+def _packed_pair(sfa, sfb, shape_a, shape_b, rows="ceil(K/256)"):
     sfa_arr, sfb_arr = as_input(sfa, "uint16", "sfa"), as_input(sfb, "uint16", "sfb")
-    check_shape(sfa_arr, shape_a, "sfa (packed UE8M0 pairs [ceil(K/256), M])")
-    check_shape(sfb_arr, shape_b, "sfb (packed UE8M0 pairs [ceil(K/256), N])")
+    check_shape(sfa_arr, shape_a, f"sfa (packed UE8M0 pairs [{rows}, M])")
+    check_shape(sfb_arr, shape_b, f"sfb (packed UE8M0 pairs [{rows}, N])")
     return sfa_arr, sfb_arr
 
 

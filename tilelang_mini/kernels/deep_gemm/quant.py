@@ -304,8 +304,9 @@ def transform_sf_into_required_layout(ctx, sf, mn, k, recipe=(1, 1, 128), num_gr
                                       is_sfa=False, disable_ue8m0_cast=False, **_ignored):
     """Scales in the layout this library's FP8 GEMMs read on ctx.chip.
 
-    On a chip whose cube applies block scales (ascend950), fp32 UE8M0 scales become
-    DeepGEMM-Ascend's layout: uint16 [(G,) ceil(k/256), mn], the exponent bytes of K groups
+    recipe: (gran_mn_a, gran_mn_b, gran_k) with is_sfa, or (gran_mn, gran_k); gran_k is 128
+    (FP8) or 32 (FP4). On a chip whose cube applies block scales (ascend950), fp32 UE8M0 scales
+    become DeepGEMM-Ascend's layout: uint16 [(G,) ceil(k/(2 gran_k)), mn], the exponent bytes of K groups
     2j and 2j + 1 packed in one uint16 (low byte first), MN-major; (128, 128)-block scales of B
     are spread to its mn rows by the kernel. As DeepGEMM, the exponent byte is taken as it is:
     the scales must be powers of two (use_ue8m0=True); disable_ue8m0_cast=True keeps fp32.
@@ -315,9 +316,14 @@ def transform_sf_into_required_layout(ctx, sf, mn, k, recipe=(1, 1, 128), num_gr
     rows for a (1, 1, 128) one."""
     plan = Plan()
     arr = as_input(sf, name="sf")
+    recipe = tuple(recipe)
+    if len(recipe) not in (2, 3) or recipe[-1] not in (32, 128):
+        raise ValueError(f"recipe {recipe!r}: expected (gran_mn_a, gran_mn_b, gran_k) or "
+                         f"(gran_mn, gran_k) with gran_k 32 or 128")
+    gran_k = recipe[-1]
     from ...arch import get_chip
     if get_chip(ctx.chip).mx_gran and arr.dtype == np.float32 and not disable_ue8m0_cast:
-        kb = ceil_div(k, 128)
+        kb = ceil_div(k, gran_k)
         grouped = arr.reshape((1,) + arr.shape) if arr.ndim == 2 else arr
         rows = grouped.shape[1]
         if grouped.ndim != 3 or grouped.shape[2] != kb or rows not in (mn, ceil_div(mn, 128)):
@@ -334,11 +340,11 @@ def transform_sf_into_required_layout(ctx, sf, mn, k, recipe=(1, 1, 128), num_gr
         flat = _rows2d(arr.reshape(1, -1) if arr.ndim < 2 else arr)
         out = np.empty((flat.shape[0], flat.shape[1] * 4), np.float32)
         plan.launch(ctx.compile(unpack_kernel, *flat.shape), flat, out)
-        kb = ceil_div(k, 128)
+        kb = ceil_div(k, gran_k)
         plan.result = out.reshape(arr.shape[:-1] + (arr.shape[-1] * 4,))[..., :kb]
         return plan
     arr = arr.astype(np.float32, copy=False)
-    gran_mn = tuple(recipe)[0 if is_sfa else 1]
+    gran_mn = recipe[0] if len(recipe) == 2 else recipe[0 if is_sfa else 1]
     rows = arr.shape[-2]
     if gran_mn == 1 and rows == ceil_div(mn, 128) and rows != mn:
         plan.result = np.ascontiguousarray(np.repeat(arr, 128, axis=-2)[..., :mn, :])
