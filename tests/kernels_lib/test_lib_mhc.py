@@ -47,6 +47,30 @@ def test_hc_prenorm_gemm_splits(target, splits):
     close(s if splits is None else s.sum(0), (a64 ** 2).sum(1), "float32", scale=K)
 
 
+@pytest.mark.parametrize("M,K,splits", [(13, 700, 3), (70, 200, 4), (1, 129, 1)])
+def test_hc_prenorm_gemm_atomic_reduce(target, M, K, splits):
+    """The in-kernel reduction: the splits' blocks add into D [M, N] and sqr_sum [M] atomically
+    (K splits past the data, odd M, one row); D and sqr_sum hold garbage on entry."""
+    r = rng(13)
+    N = 24
+    a, b = r.standard_normal((M, K)).astype(BF16), r.standard_normal((N, K)).astype(np.float32)
+    d = np.full((M, N), 7.0, np.float32)
+    s = np.full((M,), -3.0, np.float32)
+    dg.tf32_hc_prenorm_gemm(a, b, d, s, num_splits=splits, atomic_reduce=True, target=target)
+    a64 = a.astype(np.float64)
+    close(d, a64 @ b.astype(np.float64).T, "float32", scale=np.sqrt(K))
+    close(s, (a64 ** 2).sum(1), "float32", scale=K)
+    if target == "numpy" and M == 13:
+        launches = dg.tf32_hc_prenorm_gemm.launches(a, b, d, s, num_splits=splits,
+                                                    atomic_reduce=True, target="numpy")
+        assert len(launches) == 2
+        d[...], s[...] = np.nan, np.nan
+        for kernel, arrays in launches:  # clear, then the atomic GEMM, on the simulator
+            kernel.simulate(*arrays)
+        close(d, a64 @ b.astype(np.float64).T, "float32", scale=np.sqrt(K))
+        assert "atomic_add=True" in launches[1][0].get_ir("insert_sync")
+
+
 def test_sinkhorn(target):
     x = rng(11).standard_normal((TN, NS, NS)).astype(np.float32)
     close(mhc.sinkhorn(x, repeat=7, eps=1e-6, target=target), sinkhorn_ref(x.astype(np.float64), 7, 1e-6),

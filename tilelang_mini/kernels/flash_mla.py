@@ -19,7 +19,7 @@ import numpy as np
 
 import tilelang_mini.language as T
 
-from ._core import Plan, as_input, ceil_div, check_shape, library_function
+from ._core import Plan, as_input, ceil_div, check_shape, library_function, to_numpy
 
 PAGE = 64
 NEG = -1e30
@@ -111,9 +111,67 @@ def mla_split_kernel(B, SQ, HQ, D, DV, NB, MAXB, S, scale, causal, block_H=32, H
     return mla_decode_split
 
 
-def mla_combine_kernel(B, SQ, HQ, DV, S, block_H=32):
+def mla_combine_kernel(B, SQ, HQ, DV, S, block_H=32, sink=False):
+    """O and LSE from the S splits' partials; with `sink`, O is scaled by
+    1 / (1 + exp(SINK[h] - lse)) (FlashMLA's attn_sink; LSE unchanged)."""
     block_H = min(block_H, HQ)
     HB = T.ceildiv(HQ, block_H)
+
+    @T.macro
+    def body(OP, LP, O, LSE, SINK, bh, b):
+        o_s = T.alloc_fragment((block_H, DV), "float32")
+        acc = T.alloc_fragment((block_H, DV), "float32")
+        l_s = T.alloc_fragment((block_H,), "float32")
+        top = T.alloc_fragment((block_H,), "float32")
+        w = T.alloc_fragment((block_H,), "float32")
+        total = T.alloc_fragment((block_H,), "float32")
+        valid = T.alloc_fragment((block_H,), "float32")
+        lse = T.alloc_fragment((block_H, 1), "float32")
+        sq = bh // HB
+        h0 = (bh % HB) * block_H
+        T.fill(top, NEG)
+        for s in T.serial(S):
+            T.copy(LP[b, s, sq, h0], l_s)
+            for i in T.Parallel(block_H):
+                top[i] = T.max(top[i], l_s[i])
+        # a row without any key: out 0, lse +inf (log(0) = -inf, negated)
+        for i in T.Parallel(block_H):
+            valid[i] = T.cast(top[i] > -1e29, "float32")
+        T.fill(acc, 0.0)
+        T.fill(total, 0.0)
+        for s in T.serial(S):
+            T.copy(LP[b, s, sq, h0], l_s)
+            T.copy(OP[b, s, sq, h0, 0], o_s)
+            for i in T.Parallel(block_H):
+                w[i] = T.exp(l_s[i] - top[i])
+            for i in T.Parallel(block_H):
+                total[i] = total[i] + w[i]
+            for i, j in T.Parallel(block_H, DV):
+                acc[i, j] = acc[i, j] + w[i] * o_s[i, j]
+        for i, j in T.Parallel(block_H, 1):
+            lse[i, j] = (top[i] + T.log(T.max(total[i], 1e-30))) * valid[i] - T.log(valid[i])
+        if sink:
+            sk = T.alloc_fragment((block_H,), "float32")
+            T.copy(SINK[h0], sk)
+            for i in T.Parallel(block_H):  # rows without keys: acc is 0 whatever w is
+                w[i] = valid[i] / (1.0 + T.exp(sk[i] - top[i] - T.log(T.max(total[i], 1e-30))))
+        else:
+            T.copy(valid, w)
+        for i, j in T.Parallel(block_H, DV):
+            acc[i, j] = acc[i, j] / T.max(total[i], 1e-30) * w[i]
+        T.copy(acc, O[b, sq, h0, 0])                       # rounds to bfloat16
+        T.copy(lse, LSE[b, h0, sq])
+
+    if sink:
+        @T.prim_func
+        def mla_decode_combine_sink(OP: T.Tensor((B, S, SQ, HQ, DV), "float32"),
+                                    LP: T.Tensor((B, S, SQ, HQ), "float32"),
+                                    SINK: T.Tensor((HQ,), "float32"),
+                                    O: T.Tensor((B, SQ, HQ, DV), "bfloat16"),
+                                    LSE: T.Tensor((B, HQ, SQ), "float32")):
+            with T.Kernel(HB * SQ, B) as (bh, b):
+                body(OP, LP, O, LSE, SINK, bh, b)
+        return mla_decode_combine_sink
 
     @T.prim_func
     def mla_decode_combine(OP: T.Tensor((B, S, SQ, HQ, DV), "float32"),
@@ -121,55 +179,27 @@ def mla_combine_kernel(B, SQ, HQ, DV, S, block_H=32):
                            O: T.Tensor((B, SQ, HQ, DV), "bfloat16"),
                            LSE: T.Tensor((B, HQ, SQ), "float32")):
         with T.Kernel(HB * SQ, B) as (bh, b):
-            o_s = T.alloc_fragment((block_H, DV), "float32")
-            acc = T.alloc_fragment((block_H, DV), "float32")
-            l_s = T.alloc_fragment((block_H,), "float32")
-            top = T.alloc_fragment((block_H,), "float32")
-            w = T.alloc_fragment((block_H,), "float32")
-            total = T.alloc_fragment((block_H,), "float32")
-            valid = T.alloc_fragment((block_H,), "float32")
-            lse = T.alloc_fragment((block_H, 1), "float32")
-            sq = bh // HB
-            h0 = (bh % HB) * block_H
-            T.fill(top, NEG)
-            for s in T.serial(S):
-                T.copy(LP[b, s, sq, h0], l_s)
-                for i in T.Parallel(block_H):
-                    top[i] = T.max(top[i], l_s[i])
-            # a row without any key: out 0, lse +inf (log(0) = -inf, negated)
-            for i in T.Parallel(block_H):
-                valid[i] = T.cast(top[i] > -1e29, "float32")
-            T.fill(acc, 0.0)
-            T.fill(total, 0.0)
-            for s in T.serial(S):
-                T.copy(LP[b, s, sq, h0], l_s)
-                T.copy(OP[b, s, sq, h0, 0], o_s)
-                for i in T.Parallel(block_H):
-                    w[i] = T.exp(l_s[i] - top[i])
-                for i in T.Parallel(block_H):
-                    total[i] = total[i] + w[i]
-                for i, j in T.Parallel(block_H, DV):
-                    acc[i, j] = acc[i, j] + w[i] * o_s[i, j]
-            for i, j in T.Parallel(block_H, 1):
-                lse[i, j] = (top[i] + T.log(T.max(total[i], 1e-30))) * valid[i] - T.log(valid[i])
-            for i, j in T.Parallel(block_H, DV):
-                acc[i, j] = acc[i, j] / T.max(total[i], 1e-30) * valid[i]
-            T.copy(acc, O[b, sq, h0, 0])                       # rounds to bfloat16
-            T.copy(lse, LSE[b, h0, sq])
+            body(OP, LP, O, LSE, LP, bh, b)
 
     return mla_decode_combine
 
 
-def get_mla_metadata(cache_seqlens, num_heads_per_head_k, num_heads_k, num_parts=None):
+def get_mla_metadata(cache_seqlens=None, num_heads_per_head_k=None, num_heads_k=None,
+                     num_parts=None):
     """(tile_scheduler_metadata [num_parts, 8] int32, num_splits [B + 1] int32).
+
+    Without cache_seqlens (FlashMLA's current form, and sparse decoding, whose splits follow
+    the topk list): (zeros [num_parts, 8], None).
 
     Each batch's pages are split so that every part (cube core) gets about the same number of
     pages: batch b gets ceil(pages_b / per_part) splits (at least one). num_splits is the running
     sum (splits of b = num_splits[b+1] - num_splits[b]); row p of the metadata holds
     (first batch, first split, last batch, last split + 1) of the (batch, split) work items part p
     runs, in order, then zeros."""
-    seqlens = np.asarray(as_input(cache_seqlens, "int32", "cache_seqlens")).reshape(-1)
     parts = int(num_parts or 24)
+    if cache_seqlens is None:
+        return np.zeros((parts, 8), np.int32), None
+    seqlens = np.asarray(as_input(cache_seqlens, "int32", "cache_seqlens")).reshape(-1)
     pages = [ceil_div(int(s), PAGE) for s in seqlens]
     per_part = max(1, ceil_div(sum(pages) + len(pages), parts))
     splits = [max(1, ceil_div(p, per_part)) for p in pages]
@@ -187,11 +217,36 @@ def get_mla_metadata(cache_seqlens, num_heads_per_head_k, num_heads_k, num_parts
 
 @library_function
 def flash_mla_with_kvcache(ctx, q, k_cache, block_table, cache_seqlens, head_dim_v,
-                           tile_scheduler_metadata, num_splits, softmax_scale=None, causal=False):
-    """-> (out [B, s_q, h_q, head_dim_v] bf16, lse [B, h_q, s_q] f32); see the module doc."""
+                           tile_scheduler_metadata, num_splits=None, softmax_scale=None,
+                           causal=False, is_fp8_kvcache=False, indices=None, attn_sink=None,
+                           extra_k_cache=None, extra_indices_in_kvcache=None, topk_length=None,
+                           extra_topk_length=None):
+    """-> (out [B, s_q, h_q, head_dim_v] bf16, lse [B, h_q, s_q] f32); see the module doc.
+    Sparse decoding (indices [B, s_q, topk], an FP8 cache): flash_mla_sparse.py."""
     plan = Plan()
     q_arr = as_input(q, "bfloat16", "q")
+    if q_arr.ndim != 4:
+        raise ValueError(f"q must be [batch, s_q, h_q, head_dim], got {q_arr.shape}")
     B, SQ, HQ, D = q_arr.shape
+    if extra_k_cache is not None or extra_indices_in_kvcache is not None or \
+            extra_topk_length is not None:
+        raise ValueError("extra_k_cache / extra_indices_in_kvcache / extra_topk_length are not "
+                         "supported")
+    if indices is not None:
+        if causal:
+            raise ValueError("causal must be False with sparse attention (indices given)")
+        if not is_fp8_kvcache:
+            raise ValueError("sparse attention (indices) reads FlashMLA's FP8 KV cache layout: "
+                             "pass is_fp8_kvcache=True")
+        return _sparse_plan(ctx, plan, q_arr, k_cache, indices, topk_length, attn_sink,
+                            int(head_dim_v), softmax_scale)
+    if is_fp8_kvcache:
+        raise ValueError("an FP8 KV cache is FlashMLA's sparse layout: pass indices= (dense "
+                         "decoding reads a bfloat16 cache)")
+    if attn_sink is not None or topk_length is not None:
+        raise ValueError("attn_sink and topk_length take sparse attention (indices=)")
+    if num_splits is None:
+        raise ValueError("dense decoding takes num_splits from get_mla_metadata")
     kc = as_input(k_cache, "bfloat16", "k_cache")
     if kc.ndim != 4 or kc.shape[1] != PAGE or kc.shape[3] != D or HQ % kc.shape[2]:
         raise ValueError(f"k_cache must be [num_blocks, {PAGE}, h_k, {D}] with h_k dividing "
@@ -216,5 +271,45 @@ def flash_mla_with_kvcache(ctx, q, k_cache, block_table, cache_seqlens, head_dim
                         block_H, HK)
     plan.launch(split, q_arr, kc, bt, sl, ns, op, lp)
     plan.launch(ctx.compile(mla_combine_kernel, B, SQ, HQ, DV, S), op, lp, out, lse)
+    plan.result = (out, lse)
+    return plan
+
+
+def _sparse_plan(ctx, plan, q_arr, k_cache, indices, topk_length, attn_sink, DV, softmax_scale):
+    from .flash_mla_sparse import D_NOPE, D_ROPE, ROWS, TOKEN_BYTES, sparse_split_kernel
+    B, SQ, HQ, D = q_arr.shape
+    if D != D_NOPE + D_ROPE or DV != D_NOPE:
+        raise ValueError(f"the FP8 sparse cache holds {D_NOPE} + {D_ROPE} dims: q head_dim must be "
+                         f"{D_NOPE + D_ROPE} and head_dim_v {D_NOPE}, got {D} and {DV}")
+    kc = np.ascontiguousarray(to_numpy(k_cache, "k_cache"))
+    if kc.dtype.itemsize != 1 or kc.ndim != 4 or kc.shape[2] != 1 or kc.shape[3] != TOKEN_BYTES:
+        raise ValueError(f"k_cache must be [num_blocks, page_block_size, 1, {TOKEN_BYTES}] bytes "
+                         f"(FlashMLA's FP8 sparse layout), got {kc.shape} {kc.dtype}")
+    NT = kc.shape[0] * kc.shape[1]
+    ind = as_input(indices, "int32", "indices")
+    if ind.ndim != 3 or ind.shape[:2] != (B, SQ):
+        raise ValueError(f"indices must be [{B}, {SQ}, topk] int32, got {ind.shape}")
+    TOPK = ind.shape[2]
+    tl_arr = (np.full(B, TOPK, np.int32) if topk_length is None
+              else as_input(topk_length, "int32", "topk_length").reshape(-1))
+    check_shape(tl_arr, (B,), "topk_length")
+    steps = max(1, ceil_div(TOPK, ROWS))
+    S = max(1, ceil_div(TOPK, 512))   # a split per 512 entries of the topk list
+    per = ROWS * ceil_div(steps, S)
+    S = ceil_div(steps * ROWS, per)
+    scale = float(softmax_scale) if softmax_scale is not None else 1.0 / math.sqrt(D)
+    op = np.empty((B, S, SQ, HQ, DV), np.float32)
+    lp = np.empty((B, S, SQ, HQ), np.float32)
+    out = np.empty((B, SQ, HQ, DV), q_arr.dtype)
+    lse = np.empty((B, HQ, SQ), np.float32)
+    split = ctx.compile(sparse_split_kernel, B, SQ, HQ, TOPK, NT, S, per, scale)
+    plan.launch(split, q_arr, kc.view(np.uint8).reshape(NT, TOKEN_BYTES), ind, tl_arr, op, lp)
+    if attn_sink is not None:
+        sink = as_input(attn_sink, "float32", "attn_sink").reshape(-1)
+        check_shape(sink, (HQ,), "attn_sink")
+        combine = ctx.compile(mla_combine_kernel, B, SQ, HQ, DV, S, 32, True)
+        plan.launch(combine, op, lp, sink, out, lse)
+    else:
+        plan.launch(ctx.compile(mla_combine_kernel, B, SQ, HQ, DV, S), op, lp, out, lse)
     plan.result = (out, lse)
     return plan

@@ -1,0 +1,117 @@
+"""FlashMLA's sparse decode on an FP8 KV cache (is_fp8_kvcache=True, indices=): the cache bytes
+laid out here from FlashMLA's interface description (per token 512 e4m3, 4 fp32 scales, 64 bf16
+RoPE values), the reference in float64 from its public reference semantics (invalid index -1,
+topk_length, attn_sink, a query without keys -> out 0, lse +inf); both targets, simulate."""
+import math
+
+import ml_dtypes
+import numpy as np
+import pytest
+from refs import BF16, FP8, close, rng
+
+from tilelang_mini.kernels import flash_mla
+
+BLOCK = 64
+
+
+def fp8_cache(kv):
+    """kv [T, 576] float -> (bytes [T, 656] uint8, float64 values the cache stands for)."""
+    t = kv.shape[0]
+    nope, rope = kv[:, :512], kv[:, 512:].astype(BF16)
+    tiles = nope.reshape(t, 4, 128)
+    sf = 2.0 ** np.ceil(np.log2(np.maximum(np.abs(tiles).max(-1), 1e-4) / 448.0))
+    q8 = (tiles / sf[:, :, None]).astype(FP8)
+    out = np.zeros((t, 656), np.uint8)
+    out[:, :512] = q8.reshape(t, 512).view(np.uint8)
+    out[:, 512:528] = sf.astype(np.float32).view(np.uint8).reshape(t, 16)
+    out[:, 528:] = rope.view(np.uint8).reshape(t, 128)
+    vals = np.concatenate([(q8.astype(np.float64) * sf[:, :, None]).reshape(t, 512),
+                           rope.astype(np.float64)], axis=1)
+    return out, vals
+
+
+def sparse_ref(q, kv, indices, topk_length, sink, scale):
+    b, sq, hq, _ = q.shape
+    nt, topk = kv.shape[0], indices.shape[-1]
+    out = np.zeros((b, sq, hq, 512))
+    lse = np.full((b, hq, sq), np.inf)
+    for bi in range(b):
+        for si in range(sq):
+            ids = indices[bi, si].astype(np.int64)
+            keep = (ids >= 0) & (ids < nt) & (np.arange(topk) < topk_length[bi])
+            if not keep.any():
+                continue
+            k = kv[ids[keep]]
+            s = q[bi, si].astype(np.float64) @ k.T * scale   # [hq, n]
+            m = s.max(-1, keepdims=True)
+            l = np.log(np.exp(s - m).sum(-1)) + m[:, 0]
+            o = np.exp(s - l[:, None]) @ k[:, :512]
+            if sink is not None:
+                o = o / (1 + np.exp(sink.astype(np.float64) - l))[:, None]
+            out[bi, si], lse[bi, :, si] = o, l
+    return out, lse
+
+
+@pytest.mark.parametrize("B,SQ,HQ,topk,sink", [(2, 1, 16, 70, False), (1, 2, 40, 600, True)])
+def test_sparse_fp8_decode(target, B, SQ, HQ, topk, sink):
+    r = rng(41)
+    nb = 5
+    nt = nb * BLOCK
+    raw, vals = fp8_cache(r.standard_normal((nt, 576)) * 2)
+    raw[7, :512] = 0x7F  # a NaN token (e4m3 0x7f): only ever named by an invalid slot
+    q = r.standard_normal((B, SQ, HQ, 576)).astype(BF16)
+    indices = r.integers(0, nt, (B, SQ, topk)).astype(np.int32)
+    indices[indices == 7] = 8
+    indices[0, 0, ::5] = -1                       # invalid slots
+    indices[0, 0, 3] = nt + 9                     # past the cache: invalid too
+    if B > 1:
+        indices[1, 0, :] = -1                     # a query without any key
+    tl_len = np.array([topk - 3] + [topk] * (B - 1), np.int32)  # the first batch keeps fewer
+    sink_arr = r.standard_normal(HQ).astype(np.float32) if sink else None
+    if sink:
+        sink_arr[0] = np.inf                      # +inf: that head's output is 0
+    meta, _ = flash_mla.get_mla_metadata()
+    out, lse = flash_mla.flash_mla_with_kvcache(
+        q, raw.reshape(nb, BLOCK, 1, 656), None, None, 512, meta, None,
+        is_fp8_kvcache=True, indices=indices, attn_sink=sink_arr, topk_length=tl_len,
+        target=target)
+    want_o, want_l = sparse_ref(q, vals, indices, tl_len, sink_arr, 1 / math.sqrt(576))
+    close(out, want_o, "bfloat16")  # relative to the largest output (values up to ~4)
+    finite = np.isfinite(want_l)
+    assert np.array_equal(np.isfinite(lse), finite) and np.all(lse[~finite] == np.inf)
+    close(lse[finite], want_l[finite], "float32", scale=10.0)
+
+
+def test_sparse_fp8_decode_simulates():
+    r = rng(42)
+    nt = 2 * BLOCK
+    raw, vals = fp8_cache(r.standard_normal((nt, 576)))
+    q = r.standard_normal((1, 1, 8, 576)).astype(BF16)
+    indices = r.integers(-1, nt, (1, 1, 40)).astype(np.int32)
+    launches = flash_mla.flash_mla_with_kvcache.launches(
+        q, raw.reshape(2, BLOCK, 1, 656), None, None, 512, None, None, is_fp8_kvcache=True,
+        indices=indices, target="numpy")
+    assert len(launches) == 2
+    for kernel, arrays in launches:
+        _, report = kernel.simulate(*arrays)
+        assert report.cycles > 0
+    out = launches[1][1][-2]
+    want_o, _ = sparse_ref(q, vals, indices, [40], None, 1 / math.sqrt(576))
+    close(out, want_o, "bfloat16", scale=1.0)
+
+
+def test_sparse_argument_errors():
+    q = np.zeros((1, 1, 8, 576), BF16)
+    cache = np.zeros((1, BLOCK, 1, 656), np.uint8)
+    ind = np.zeros((1, 1, 4), np.int32)
+    f = flash_mla.flash_mla_with_kvcache
+    with pytest.raises(ValueError, match="is_fp8_kvcache=True"):
+        f(q, cache, None, None, 512, None, None, indices=ind)
+    with pytest.raises(ValueError, match="causal must be False"):
+        f(q, cache, None, None, 512, None, None, causal=True, is_fp8_kvcache=True, indices=ind)
+    with pytest.raises(ValueError, match="pass indices="):
+        f(q, cache, np.zeros((1, 1), np.int32), np.zeros(1, np.int32), 512, None, None,
+          is_fp8_kvcache=True)
+    with pytest.raises(ValueError, match="656"):
+        f(q, np.zeros((1, BLOCK, 1, 576), np.uint8), None, None, 512, None, None,
+          is_fp8_kvcache=True, indices=ind)
