@@ -1,5 +1,6 @@
 """DeepGEMM's API on tilelang_mini: a bf16 GEMM (nt), a block-scaled FP8 GEMM (fp32 scales, and
-on ascend950 UE8M0 scales packed in pairs that the cube applies itself) and an m-grouped
+on ascend950 UE8M0 scales packed in pairs that the cube applies itself), an FP4 GEMM on the 950's
+MX MMAD and an m-grouped
 contiguous MoE GEMM, each checked against float64 NumPy, then estimated at DeepGEMM-Ascend's
 benchmark shape (4096 x 7168 x 16384): bf16 on both chip presets, FP8 on ascend950.
 
@@ -26,6 +27,14 @@ def quantize_rows(x):
 
 def dequantize_rows(q, sf):
     return q.astype(np.float64) * np.repeat(sf.astype(np.float64), 128, axis=1)[:, :q.shape[1]]
+
+
+def fp4_values(packed, sf):
+    """float64 values of packed e2m1 codes (low nibble first) times their gran-32 scales."""
+    u = packed.view(np.uint8)
+    codes = np.stack([u & 15, u >> 4], -1).reshape(u.shape[0], -1)
+    mag = np.array([0, 0.5, 1, 1.5, 2, 3, 4, 6])[codes & 7]
+    return np.where(codes & 8, -mag, mag) * np.repeat(sf.astype(np.float64), 32, axis=1)
 
 
 def main(argv=None):
@@ -58,6 +67,20 @@ def main(argv=None):
     ok &= verify("fp8_gemm_nt (packed UE8M0, ascend950)", d8,
                  dequantize_rows(qa2, sa2) @ dequantize_rows(qb2, sb2).T, "bfloat16", reduce_len=K)
 
+    # FP4 (e2m1, two codes a byte, gran_k 32): on ascend950 the MX MMAD takes the packed bytes;
+    # FP4 GEMMs take K a multiple of 128, so K is padded with zeros here
+    K4 = -(-K // 128) * 128
+    a4, b4 = np.zeros((M, K4), np.float32), np.zeros((N, K4), np.float32)
+    a4[:, :K], b4[:, :K] = a, b
+    pa4, sa4 = deep_gemm.per_token_cast_to_fp4(a4, True, gran_k=32, **run)
+    pb4, sb4 = deep_gemm.per_token_cast_to_fp4(b4, True, gran_k=32, **run)
+    psa4 = deep_gemm.transform_sf_into_required_layout(sa4, M, K4, (1, 32), **mx)
+    psb4 = deep_gemm.transform_sf_into_required_layout(sb4, N, K4, (1, 32), **mx)
+    d4 = np.empty((M, N), np.float32)
+    deep_gemm.fp8_fp4_gemm_nt((pa4, psa4), (pb4, psb4), d4, **mx)
+    ok &= verify("fp8_fp4_gemm_nt (FP4 x FP4 on the MX MMAD, ascend950)", d4,
+                 fp4_values(pa4, sa4) @ fp4_values(pb4, sb4).T, "float32", reduce_len=K)
+
     align = deep_gemm.get_mk_alignment_for_contiguous_layout()
     groups = [min(M, 50), 0, M // 3]
     layout = np.concatenate([np.r_[np.full(m, g), np.full(-(-m // align) * align - m, -1)]
@@ -86,6 +109,13 @@ def main(argv=None):
     est = deep_gemm.fp8_gemm_nt.estimate(*fp8_args, chip="ascend950")
     print(f"estimate fp8_gemm_nt {big} (packed UE8M0 scales) on ascend950: {est.time_us:.1f} us "
           f"({2 * big[0] * big[1] * big[2] / est.time_us / 1e6:.0f} TFLOP/s)")
+    kq = big[2] // 64  # FP4: UE8M0 pairs of two 32-value groups
+    fp4_args = ((np.empty((big[0], big[2] // 2), np.uint8), np.empty((kq, big[0]), np.uint16)),
+                (np.empty((big[1], big[2] // 2), np.uint8), np.empty((kq, big[1]), np.uint16)),
+                d_)
+    est = deep_gemm.fp8_fp4_gemm_nt.estimate(*fp4_args, chip="ascend950")
+    print(f"estimate fp8_fp4_gemm_nt {big} (FP4 x FP4, MX MMAD) on ascend950: "
+          f"{est.time_us:.1f} us ({2 * big[0] * big[1] * big[2] / est.time_us / 1e6:.0f} TFLOP/s)")
     return verdict("deepgemm", ok)
 
 

@@ -1,6 +1,7 @@
 """FlashMLA decode on tilelang_mini: get_mla_metadata + flash_mla_with_kvcache (paged KV through a
-block table, variable sequence lengths, split KV and the combine kernel), checked against a
-float64 softmax attention and estimated on both chips for a DeepSeek decode batch.
+block table, variable sequence lengths, split KV and the combine kernel) and the sparse decode
+on FlashMLA's FP8 cache (indices), checked against a float64 softmax attention and estimated on
+both chips for a DeepSeek decode batch.
 
     python examples/flash_mla.py [--target numpy|llvm] [--chip ascend910b|ascend950] [--shape B H]
 """
@@ -25,6 +26,33 @@ def reference(q, kc, bt, seqlens):
     return out
 
 
+def fp8_cache(kv):
+    """kv [T, 576] -> (FlashMLA's FP8 sparse layout [T, 656] uint8, the values it stands for):
+    512 e4m3 values, 4 fp32 power-of-two scales (one per 128), 64 bf16 RoPE values."""
+    from ml_dtypes import bfloat16, float8_e4m3fn
+    t = kv.shape[0]
+    tiles = kv[:, :512].reshape(t, 4, 128)
+    sf = 2.0 ** np.ceil(np.log2(np.maximum(np.abs(tiles).max(-1), 1e-4) / 448))
+    q8 = (tiles / sf[:, :, None]).astype(float8_e4m3fn)
+    rope = kv[:, 512:].astype(bfloat16)
+    raw = np.concatenate([q8.reshape(t, 512).view(np.uint8),
+                          sf.astype(np.float32).view(np.uint8).reshape(t, 16),
+                          rope.view(np.uint8).reshape(t, 128)], axis=1)
+    return raw, np.concatenate([(q8.astype(np.float64) * sf[:, :, None]).reshape(t, 512),
+                                rope.astype(np.float64)], axis=1)
+
+
+def sparse_reference(q, kv, ind):
+    out = np.zeros((q.shape[0], 1, q.shape[2], DV))
+    for b in range(q.shape[0]):
+        keys = kv[ind[b, 0][ind[b, 0] >= 0]]
+        if len(keys):
+            s = q[b, 0].astype(np.float64) @ keys.T / math.sqrt(D)
+            p = np.exp(s - s.max(-1, keepdims=True))
+            out[b, 0] = (p / p.sum(-1, keepdims=True)) @ keys[:, :DV]
+    return out
+
+
 def main(argv=None):
     from _common import ESTIMATE_CHIPS, example_args, library_run, verdict, verify
     from ml_dtypes import bfloat16
@@ -39,6 +67,15 @@ def main(argv=None):
     meta, splits = flash_mla.get_mla_metadata(seqlens, HQ, 1, num_parts=4)
     out, lse = flash_mla.flash_mla_with_kvcache(q, kc, bt, seqlens, DV, meta, splits, **run)
     ok = verify("out", out, reference(q, kc, bt, seqlens), "bfloat16")
+
+    # sparse decoding on FlashMLA's FP8 cache: 656 bytes a token, tokens named by indices
+    raw, vals = fp8_cache(kc.reshape(-1, D).astype(np.float64))
+    topk = 40
+    ind = rng.integers(-1, raw.shape[0], (B, 1, topk)).astype(np.int32)   # -1: no token
+    sout, _ = flash_mla.flash_mla_with_kvcache(
+        q, raw.reshape(kc.shape[0], PAGE, 1, 656), None, None, DV, flash_mla.get_mla_metadata()[0],
+        None, is_fp8_kvcache=True, indices=ind, **run)
+    ok &= verify("sparse FP8 out", sout, sparse_reference(q, vals, ind), "bfloat16")
     Bb, L = 64, 4096
     big_seq = np.full(Bb, L, np.int32)
     big_meta, big_splits = flash_mla.get_mla_metadata(big_seq, 128, 1)
@@ -49,6 +86,15 @@ def main(argv=None):
         est = flash_mla.flash_mla_with_kvcache.estimate(*big, chip=chip)
         print(f"estimate flash_mla_with_kvcache (B={Bb}, h_q=128, seqlen {L}) on {chip}: "
               f"{est.time_us:.1f} us")
+    topk = 2048
+    sparse_big = (big[0], np.empty((Bb * L // PAGE, PAGE, 1, 656), np.uint8), None, None, DV,
+                  None, None)
+    big_ind = (np.arange(Bb * topk) % (Bb * L)).astype(np.int32).reshape(Bb, 1, topk)
+    for chip in ESTIMATE_CHIPS:
+        est = flash_mla.flash_mla_with_kvcache.estimate(*sparse_big, is_fp8_kvcache=True,
+                                                        indices=big_ind, chip=chip)
+        print(f"estimate flash_mla_with_kvcache sparse FP8 (B={Bb}, h_q=128, topk {topk}) on "
+              f"{chip}: {est.time_us:.1f} us")
     return verdict("flash_mla", ok)
 
 

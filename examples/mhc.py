@@ -1,12 +1,13 @@
 """mHC pre/post (DeepSeek's TileKernels semantics) on tilelang_mini tile kernels: mhc_pre (the
 prenorm GEMM split over K, then one fused kernel: RMS, scale/base, sigmoids, Sinkhorn, the
-pre-weighted stream sum) and mhc_post, checked against float64 NumPy and estimated on both chips.
+pre-weighted stream sum), mhc_post and DeepGEMM's tf32_hc_prenorm_gemm with its in-kernel
+(atomic) split reduction, checked against float64 NumPy and estimated on both chips.
 
     python examples/mhc.py [--target numpy|llvm] [--chip ascend910b|ascend950] [--shape T C]
 """
 import numpy as np
 
-from tilelang_mini.kernels import mhc
+from tilelang_mini.kernels import deep_gemm, mhc
 
 DEFAULT_ARGS = (37, 300)  # tokens, hidden (4 streams)
 N_STREAMS = 4
@@ -53,6 +54,15 @@ def main(argv=None):
     ok &= verify("comb", comb, want[1], "float32", reduce_len=100)
     ok &= verify("layer_input", layer_input, want[2], "bfloat16")
     ok &= verify("mhc_post", out, want[3], "bfloat16")
+    # DeepGEMM's prenorm GEMM itself: 3 K splits, summed in the kernel by atomic adds
+    flat = res.reshape(T_, n * C)
+    d = np.empty((T_, fn.shape[0]), np.float32)
+    sq = np.empty(T_, np.float32)
+    deep_gemm.tf32_hc_prenorm_gemm(flat, fn, d, sq, num_splits=3, atomic_reduce=True, **run)
+    f64 = flat.astype(np.float64)
+    ok &= verify("tf32_hc_prenorm_gemm (atomic_reduce)", d, f64 @ fn.astype(np.float64).T,
+                 "float32", reduce_len=n * C)
+    ok &= verify("sqr_sum", sq, (f64 ** 2).sum(1), "float32", reduce_len=n * C)
     big_res = np.empty((4096, n, 7168), bfloat16)
     big = (big_res, np.empty((n * (n + 2), n * 7168), np.float32), scale, base)
     for chip in ESTIMATE_CHIPS:
@@ -62,6 +72,11 @@ def main(argv=None):
                                         np.empty((4096, n, n), np.float32), chip=chip).time_us
         print(f"estimate mhc_pre / mhc_post (T=4096, C=7168) on {chip}: {pre_us:.1f} us / "
               f"{post_us:.1f} us")
+        gemm_us = deep_gemm.tf32_hc_prenorm_gemm.estimate(
+            np.empty((4096, n * 7168), bfloat16), big[1], np.empty((4096, n * (n + 2)), np.float32),
+            np.empty(4096, np.float32), num_splits=16, atomic_reduce=True, chip=chip).time_us
+        print(f"estimate tf32_hc_prenorm_gemm (4096 x 24 x 28672, 16 splits, atomic) on {chip}: "
+              f"{gemm_us:.1f} us")
     return verdict("mhc", ok)
 
 
