@@ -73,3 +73,31 @@ def test_fp8_paged_mqa_logits(target, chip):
     finite = np.isfinite(want)
     assert np.array_equal(np.isneginf(got), ~finite)
     close(got[finite], want[finite], "float32", scale=np.sqrt(D * H) * 4)
+
+
+def meta_ref(lens, block_kv, num_sms):
+    """DeepGEMM's schedule: the pages of all batches split evenly over the SMs; row s is the
+    (batch, page offset) of SM s's first page, (B, 0) past the end."""
+    pages = [-(-int(n) // block_kv) for n in lens]
+    total = sum(pages)
+    per = -(-total // num_sms) if total else 0
+    out = []
+    for s in range(num_sms + 1):
+        g, start = min(s * per, total), 0
+        for b, p in enumerate(pages):
+            if g < start + p:
+                out.append((b, g - start))
+                break
+            start += p
+        else:
+            out.append((len(pages), 0))
+    return np.array(out, np.int32)
+
+
+@pytest.mark.parametrize("lens,nsm", [([70, 0, 5, 300], 4), ([0, 0], 3), ([1], 24),
+                                      ([640, 64, 0, 65], 5)])
+def test_paged_mqa_metadata_kernel(target, lens, nsm):
+    lens = np.array(lens, np.int32)
+    got = dg.get_paged_mqa_logits_metadata(lens, 64, nsm, target=target)
+    assert np.array_equal(got, meta_ref(lens, 64, nsm))
+    assert dg.get_paged_mqa_logits_metadata.estimate(lens, 64, nsm).time_us > 0

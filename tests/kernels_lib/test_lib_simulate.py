@@ -54,6 +54,8 @@ def cases():
             r.standard_normal((2, H)).astype(np.float32), cl,
             np.array([[2, 0], [1, 1]], np.int32), dg.get_paged_mqa_logits_metadata(cl, 64, 2),
             80), {"logits": np.zeros((2, 80), np.float32)})
+    yield ("get_paged_mqa_logits_metadata", dg.get_paged_mqa_logits_metadata,
+           (np.array([70, 0, 130], np.int32), 64, 3), {})
     x = r.standard_normal((19, 300)).astype(np.float32)
     yield "per_token_cast_to_fp8", dg.per_token_cast_to_fp8, (x, True), {}
     yield "per_block_cast_to_fp8", dg.per_block_cast_to_fp8, (x, False), {}

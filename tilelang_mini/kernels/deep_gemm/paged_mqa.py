@@ -77,21 +77,48 @@ def paged_mqa_kernel(B, NN, H, D, NB, BKV, MAXB, L, cube_fp8):
     return fp8_paged_mqa_logits
 
 
-def get_paged_mqa_logits_metadata(context_lens, block_kv, num_sms=24):
+def paged_meta_kernel(B, NSM, BKV):
+    """META [NSM + 1, 2]: row s is (batch, page within it) where SM s's share starts, the pages
+    of all batches (ceil(len / BKV) each) split evenly; past the last page: (B, 0)."""
+
+    @T.prim_func
+    def paged_mqa_metadata(CL: T.Tensor((B,), "int32"), META: T.Tensor((NSM + 1, 2), "int32")):
+        with T.Kernel(1) as bx:
+            total = T.alloc_var("int32")
+            start = T.alloc_var("int32")
+            bi = T.alloc_var("int32")
+            off = T.alloc_var("int32")
+            g = T.alloc_var("int32")
+            total = 0
+            for b in T.serial(B):
+                total = total + (CL[b] + BKV - 1) // BKV
+            for s in T.serial(NSM + 1):
+                g = T.min(s * ((total + NSM - 1) // NSM), total)  # SM s's first global page
+                start = 0
+                bi = B
+                off = 0
+                for b in T.serial(B):  # the batch whose pages hold page g (empty ones never)
+                    if bi == B and g < start + (CL[b] + BKV - 1) // BKV:
+                        bi = b
+                        off = g - start
+                    start = start + (CL[b] + BKV - 1) // BKV
+                META[s, 0] = bi
+                META[s, 1] = off
+
+    return paged_mqa_metadata
+
+
+@library_function
+def get_paged_mqa_logits_metadata(ctx, context_lens, block_kv, num_sms=24):
     """[num_sms + 1, 2] int32: the (batch, first page) where each SM's share of the pages starts,
-    pages split evenly over the SMs (the kernel itself reads context_lens at run time)."""
-    lens = np.asarray(context_lens).reshape(-1).astype(np.int64)
-    pages = [ceil_div(int(n), int(block_kv)) for n in lens]
-    total = sum(pages)
-    per = ceil_div(total, num_sms) if total else 0
-    meta = np.zeros((num_sms + 1, 2), np.int32)
-    starts = np.cumsum([0] + pages)
-    for s in range(num_sms + 1):
-        g = min(s * per, total)
-        bi = int(np.searchsorted(starts, g, side="right") - 1)
-        bi = min(bi, len(pages))
-        meta[s] = (bi, g - starts[min(bi, len(pages))]) if bi < len(pages) else (len(pages), 0)
-    return meta
+    pages split evenly over the SMs (a one-block scalar kernel; fp8_paged_mqa_logits itself reads
+    context_lens at run time)."""
+    plan = Plan()
+    cl = as_input(context_lens, "int32", "context_lens").reshape(-1)
+    meta = np.empty((int(num_sms) + 1, 2), np.int32)
+    plan.launch(ctx.compile(paged_meta_kernel, cl.size, int(num_sms), int(block_kv)), cl, meta)
+    plan.result = meta
+    return plan
 
 
 @library_function
