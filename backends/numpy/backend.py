@@ -1,14 +1,17 @@
 """The numpy target: `lower` prepares the kernel's closures once, `run` runs its grid in program
 order, or, when cores hand data over through cross-core flags in an order that program order may
-not respect (expert kernels), as coroutines (sim.run_ordered)."""
+not respect (expert kernels), as coroutines (sim.run_ordered). Block-independent kernels run as
+groups of blocks (semantics/batched.py) when that gives the same values; `last_run` says which
+run ran (for tests and benchmarks)."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
 
 import numpy as np
 
 from tilelang_mini.ir.nodes import Kernel
+from tilelang_mini.semantics.batched import lower_batched
 from tilelang_mini.semantics.ops import Env
 from tilelang_mini.semantics.order import program_order_is_valid
 from tilelang_mini.semantics.run import kernel_traits, lower_kernel, run_grid
@@ -20,6 +23,9 @@ class NumpyArtifact:
     body: Callable[[Env], None]
     has_scopes: bool
     cross_core: bool = False
+    batched: object = None          # batched.BatchedKernel, or None
+    why_plain: str | None = None    # why the kernel always runs block by block
+    last_run: list = field(default_factory=lambda: [None], compare=False)
 
 
 class NumpyBackend:
@@ -31,7 +37,10 @@ class NumpyBackend:
         # insert_sync's flags always follow program order; a kernel whose order is proven
         # runs its cores one after the other like any other (the same values, far faster)
         ordered = cross and not program_order_is_valid(kernel)
-        return NumpyArtifact(kernel, body, has_scopes, ordered)
+        batched, why = (None, "cross-core order") if ordered else lower_batched(kernel, has_scopes)
+        if not (options or {}).get("batched", True):
+            batched, why = None, "batched=False"
+        return NumpyArtifact(kernel, body, has_scopes, ordered, batched, why)
 
     def run(self, artifact: NumpyArtifact, args: list[np.ndarray]) -> None:
         if artifact.cross_core:
@@ -39,8 +48,10 @@ class NumpyBackend:
             # programs as coroutines that switch at an unsatisfied cross-core wait.
             from tilelang_mini.sim.simulator import run_ordered
             run_ordered(artifact.kernel, args)
+            artifact.last_run[0] = "ordered"
             return
-        run_grid(artifact.kernel, artifact.body, artifact.has_scopes, args)
+        artifact.last_run[0] = run_grid(artifact.kernel, artifact.body, artifact.has_scopes,
+                                        args, artifact.batched)
 
 
 BACKEND = NumpyBackend()

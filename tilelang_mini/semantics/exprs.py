@@ -144,23 +144,25 @@ def check_indices(idx: tuple, buf: Buffer) -> tuple:
 
 # ------------------------------------------------------------------------------- expressions
 
-def compile_expr(e, par: tuple = ()):
+def compile_expr(e, par: tuple = (), table=None):
     """(closure, kind) of an expression; kind is 'int', 'float' or 'bool'. `par` names the
-    variables of the enclosing Parallel loop in axis order (affine loads in them are views)."""
+    variables of the enclosing Parallel loop in axis order (affine loads in them are views).
+    `table` replaces EXPR_HANDLERS (the batched run's loads: semantics/batched.py)."""
+    table = table or EXPR_HANDLERS
     try:
-        handler = EXPR_HANDLERS[type(e)]
+        handler = table[type(e)]
     except KeyError:
         raise CompileError(f"not an expression: {e!r}") from None
-    return handler(e, par)
+    return handler(e, par, table)
 
 
-def _const(e: Const, par=()):
+def _const(e: Const, par=(), table=None):
     kind = kind_of(e.dtype)
     v = F32(e.value) if kind == "float" else (bool(e.value) if kind == "bool" else int(e.value))
     return (lambda env: v), kind
 
 
-def _var(e: Var, par=()):
+def _var(e: Var, par=(), table=None):
     name = e.name
 
     def var(env):
@@ -172,10 +174,10 @@ def _var(e: Var, par=()):
     return var, kind_of(e.dtype)
 
 
-def _load(e: Load, par=()):
+def _load(e: Load, par=(), table=None):
     buf = e.buffer
     name = buf.name
-    idx_fns = [compile_expr(i, par)[0] for i in e.indices]
+    idx_fns = [compile_expr(i, par, table)[0] for i in e.indices]
     kind = kind_of(buf.dtype)
     conv = {"float": to_f32, "int": to_int, "bool": lambda x: x if isinstance(x, np.ndarray)
             else bool(x)}[kind]
@@ -216,9 +218,9 @@ _CMP = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge
         "==": operator.eq, "!=": operator.ne}
 
 
-def _binop(e: BinOp, par=()):
-    fa, ka = compile_expr(e.a, par)
-    fb, kb = compile_expr(e.b, par)
+def _binop(e: BinOp, par=(), table=None):
+    fa, ka = compile_expr(e.a, par, table)
+    fb, kb = compile_expr(e.b, par, table)
     op = e.op
     if op in _CMP:
         cmp = _CMP[op]
@@ -268,8 +270,8 @@ def _ceildiv(a, b):
     return -(-a // b)
 
 
-def _call(e: Call, par=()):
-    fns = [compile_expr(a, par) for a in e.args]
+def _call(e: Call, par=(), table=None):
+    fns = [compile_expr(a, par, table) for a in e.args]
     fn = e.fn
     want = call_arity(fn)
     if len(fns) != want:
@@ -360,8 +362,8 @@ def _select(fns):
     return select, kind
 
 
-def _cast(e: Cast, par=()):
-    fv, kv = compile_expr(e.value, par)
+def _cast(e: Cast, par=(), table=None):
+    fv, kv = compile_expr(e.value, par, table)
     dt = dtypes.to_numpy(e.dtype)
     kind = kind_of(e.dtype)
     if e.dtype == "float32":
@@ -385,9 +387,9 @@ def _cast(e: Cast, par=()):
     return cast_bool, kind
 
 
-def _reinterpret(e: Reinterpret, par=()):
+def _reinterpret(e: Reinterpret, par=(), table=None):
     """The value as an element of `source`, its bits read as `dtype` (NumPy's view)."""
-    fv, kv = compile_expr(e.value, par)
+    fv, kv = compile_expr(e.value, par, table)
     src, dst = dtypes.to_numpy(e.source), dtypes.to_numpy(e.dtype)
     kind = kind_of(e.dtype)
     if src.itemsize != dst.itemsize:
@@ -463,10 +465,12 @@ def _constant(value):
     return lambda env: value
 
 
-def affine_view(buf: Buffer, indices, par):
-    """A closure `view(env) -> ndarray` giving the elements `buf[indices]` of the Parallel loop
-    over `par` (its variables in axis order) as a view with the loop's rank; None when the
-    access is not affine as described above (the caller gathers)."""
+def affine_dims(buf: Buffer, indices, par, table=None):
+    """The strided-view form of the elements `buf[indices]` of the Parallel loop over `par` (its
+    variables in axis order): (dims, perm, expand) with one (offset closure, loop axis or None,
+    step) per dimension of `buf`, the transpose putting the used loop axes in order (None: none
+    needed) and the indexing that adds the unused ones (None: all used); None when the access
+    is not affine as described above (the caller gathers)."""
     if not par or len(indices) != len(buf.shape):
         return None
     dims = []                         # per dimension: (rest closure, loop axis or None, step)
@@ -478,7 +482,7 @@ def affine_view(buf: Buffer, indices, par):
         if not all(form[0].values()):
             return None               # `i - i` still broadcasts along i in the gather
         steps = form[0]
-        rest, kind = compile_expr(form[1])
+        rest, kind = compile_expr(form[1], (), table)
         if all(isinstance(n, Const) or isinstance(n, BinOp) and n.op in ("+", "-", "*")
                for n in walk(form[1])):
             rest = _constant(rest(None))    # a constant offset: computed once
@@ -494,8 +498,7 @@ def affine_view(buf: Buffer, indices, par):
         dims.append((rest, par.index(v), c))
     if not used:
         return None                   # scalar indices: the gather is already a single element
-    name, shape, nd = buf.name, buf.shape, len(par)
-    names = par
+    nd = len(par)
     order = [a for _, a, _ in dims if a is not None]       # loop axes of the view's axes
     perm = tuple(sorted(range(len(order)), key=order.__getitem__))
     if perm == tuple(range(len(order))):
@@ -504,6 +507,19 @@ def affine_view(buf: Buffer, indices, par):
     expand = tuple(slice(None) if a in order else None for a in range(nd))
     if len(order) == nd:
         expand = None
+    return dims, perm, expand
+
+
+def affine_view(buf: Buffer, indices, par):
+    """A closure `view(env) -> ndarray` giving the elements `buf[indices]` of the Parallel loop
+    over `par` as a view with the loop's rank (`affine_dims`); None when the access is not
+    affine (the caller gathers)."""
+    form = affine_dims(buf, indices, par)
+    if form is None:
+        return None
+    dims, perm, expand = form
+    name, shape = buf.name, buf.shape
+    names = par
 
     def view(env):
         try:

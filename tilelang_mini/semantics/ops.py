@@ -176,7 +176,6 @@ def _plain_copy(s: Copy):
         check_reshape(src.extent, dst.extent, s, "copy")
     s_region, d_region = compile_region(src), compile_region(dst)
     s_ext, d_ext = src.extent, dst.extent
-    s_shape, d_shape = src.buffer.shape, dst.buffer.shape
     s_name, d_name = src.buffer.name, dst.buffer.name
     s_dt = dtypes.to_numpy(src.buffer.dtype)
     transpose = s.transpose
@@ -188,34 +187,44 @@ def _plain_copy(s: Copy):
         ss, s_sl, s_inside = s_region(env)
         ds, d_sl, d_inside = d_region(env)
         sarr, darr = _buffer(env, s_name), _buffer(env, d_name)
-        # read, padding the out-of-bounds part with zeros
-        if s_inside:
-            tile = sarr[s_sl]
-        else:
-            tile = np.zeros(s_ext, s_dt)
-            lo = [min(max(a, 0), n) for a, n in zip(ss, s_shape)]
-            hi = [max(min(a + e, n), 0) for a, e, n in zip(ss, s_ext, s_shape)]
-            if all(h > l for l, h in zip(lo, hi)):
-                tile[tuple(slice(l - a, h - a) for l, h, a in zip(lo, hi, ss))] = \
-                    sarr[tuple(slice(l, h) for l, h in zip(lo, hi))]
+        tile = sarr[s_sl] if s_inside else read_padded(sarr, ss, s_ext, s_dt)
         if transpose:
             tile = tile.reshape(_squeezed(s_ext)).T
         if reshape:
             tile = tile.reshape(d_ext)
-        # write only the in-bounds part of dst (cast by assignment)
         if d_inside:
-            box = d_sl
+            darr[d_sl] = tile if combine is None else combine(darr[d_sl], tile)
         else:
-            lo = [min(max(a, 0), n) for a, n in zip(ds, d_shape)]
-            hi = [max(min(a + e, n), 0) for a, e, n in zip(ds, d_ext, d_shape)]
-            if not all(h > l for l, h in zip(lo, hi)):
-                return
-            box = tuple(slice(l, h) for l, h in zip(lo, hi))
-            tile = tile[tuple(slice(l - a, h - a) for l, h, a in zip(lo, hi, ds))]
-        darr[box] = tile if combine is None else combine(darr[box], tile)
+            write_clipped(darr, ds, d_ext, tile, combine)
 
     combine = _combiner(s.atomic, dst.buffer.dtype) if s.atomic else None
     return copy
+
+
+def read_padded(arr, start, ext, dtype) -> np.ndarray:
+    """The region of `arr` at `start` with extent `ext`, its out-of-bounds part zeros."""
+    tile = np.zeros(ext, dtype)
+    shape = arr.shape
+    lo = [min(max(a, 0), n) for a, n in zip(start, shape)]
+    hi = [max(min(a + e, n), 0) for a, e, n in zip(start, ext, shape)]
+    if all(h > l for l, h in zip(lo, hi)):
+        tile[tuple(slice(l - a, h - a) for l, h, a in zip(lo, hi, start))] = \
+            arr[tuple(slice(l, h) for l, h in zip(lo, hi))]
+    return tile
+
+
+def write_clipped(arr, start, ext, tile, combine=None):
+    """Write the in-bounds part of `tile` to the region of `arr` at `start` (cast by
+    assignment; `combine(old, new)` for atomic copies); the box written, or None."""
+    shape = arr.shape
+    lo = [min(max(a, 0), n) for a, n in zip(start, shape)]
+    hi = [max(min(a + e, n), 0) for a, e, n in zip(start, ext, shape)]
+    if not all(h > l for l, h in zip(lo, hi)):
+        return None
+    box = tuple(slice(l, h) for l, h in zip(lo, hi))
+    tile = tile[tuple(slice(l - a, h - a) for l, h, a in zip(lo, hi, start))]
+    arr[box] = tile if combine is None else combine(arr[box], tile)
+    return box
 
 
 def _check_transpose(src_ext, dst_ext, stmt) -> None:

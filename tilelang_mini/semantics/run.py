@@ -227,18 +227,29 @@ def kernel_traits(kernel: Kernel) -> tuple[bool, bool]:
     return has_scopes, cross
 
 
-def run_grid(kernel: Kernel, body: Callable[[Env], None], has_scopes: bool, args) -> None:
-    """Run every grid block of `kernel` in program order (its cores one after the other)."""
+def run_grid(kernel: Kernel, body: Callable[[Env], None], has_scopes: bool, args,
+             batched=None) -> str:
+    """Run every grid block of `kernel` in program order (its cores one after the other).
+    With `batched` (batched.lower_batched) the blocks run as groups when that gives the same
+    values; returns which run ran ("batched" or "plain")."""
     bufs = check_args(kernel, args)
     with np.errstate(all="ignore"):
-        if kernel.is_npu:
-            cid, vid = kernel.grid_vars
-            for c in range(kernel.grid[0]):
-                body(new_block(bufs, {cid: c, vid: 0}, has_scopes))
-            return
-        names = kernel.grid_vars
-        for idx in itertools.product(*(range(n) for n in kernel.grid)):
-            body(new_block(bufs, dict(zip(names, idx)), has_scopes))
+        if batched is not None and batched.run(bufs):
+            return "batched"
+        _run_blocks(kernel, body, has_scopes, bufs)
+    return "plain"
+
+
+def _run_blocks(kernel: Kernel, body, has_scopes: bool, bufs: dict) -> None:
+    """The plain run: block after block."""
+    if kernel.is_npu:
+        cid, vid = kernel.grid_vars
+        for c in range(kernel.grid[0]):
+            body(new_block(bufs, {cid: c, vid: 0}, has_scopes))
+        return
+    names = kernel.grid_vars
+    for idx in itertools.product(*(range(n) for n in kernel.grid)):
+        body(new_block(bufs, dict(zip(names, idx)), has_scopes))
 
 
 __all__ = ["Env", "Fault", "new_block", "check_args", "lower_body", "lower_stmt", "lower_kernel",
