@@ -44,7 +44,7 @@ from tilelang_mini.ir.nodes import (
 from .exprs import EXPR_HANDLERS, F32, _uses, affine_dims, compile_expr, kind_of, to_f32, to_int
 from .ops import _COMBINE, _squeezed, gemm_shape, matrix_ext, read_padded, write_clipped
 
-GROUP_BYTES = 4 << 20      # on-chip bytes of a group of blocks (its buffers stay in cache)
+GROUP_BYTES = 1 << 20     # the largest buffer of a group of blocks (stays in cache)
 
 
 class Bail(Exception):
@@ -396,6 +396,9 @@ def _affine(buf, form, par, aligned):
     bperm = None if perm is None else (0,) + tuple(p + 1 for p in perm)
     bexpand = None if expand is None else (slice(None),) + expand
 
+    if aligned and all(hasattr(rest, "value") for rest, _, _ in dims):
+        return _fixed_affine(buf, form, par)
+
     def view(env):
         arr = _buf(env, name)
         vs, n = env.vars, env.n
@@ -420,6 +423,37 @@ def _affine(buf, form, par, aligned):
         if bperm is not None:
             v = v.transpose(bperm)
         return (v if bexpand is None else v[bexpand]), None
+
+    return view
+
+
+def _fixed_affine(buf, form, par):
+    """`_affine` of an on-chip buffer at constant offsets: its slices computed once per loop
+    shape."""
+    dims, perm, expand = form
+    name, shape = buf.name, buf.shape
+    bperm = None if perm is None else (0,) + tuple(p + 1 for p in perm)
+    bexpand = None if expand is None else (slice(None),) + expand
+    slices: dict = {}
+
+    def view(env):
+        arr = _buf(env, name)
+        vs = env.vars
+        ext = tuple(vs[v].shape[a] for v, a in zip(par, range(len(par))))
+        sl = slices.get(ext)
+        if sl is None:
+            sl = []
+            for d, (rest, a, st) in enumerate(dims):
+                o = rest.value
+                last = o if a is None else o + st * (ext[a] - 1)
+                if o < 0 or last >= shape[d]:
+                    raise Bail("an element access out of bounds")
+                sl.append(o if a is None else slice(o, last + 1, st))
+            sl = slices[ext] = (slice(None),) + tuple(sl)
+        v = arr[sl]
+        if bperm is not None:
+            v = v.transpose(bperm)
+        return (v if bexpand is None else v[bexpand]), True
 
     return view
 
@@ -497,7 +531,8 @@ def _value(v, wrap, dt):
 
 
 def _fits(v, target):
-    if np.ndim(v) and np.broadcast_shapes(target, np.shape(v)) != tuple(target):
+    shape = getattr(v, "shape", ())
+    if shape and shape != target and np.broadcast_shapes(target, shape) != tuple(target):
         raise Bail("a value that does not fit the stored elements")
 
 
@@ -527,6 +562,18 @@ def _region(r, ctx):
     starts, name, ext = _starts(r, ctx), r.buffer.name, tuple(r.extent)
     aligned, shape = name not in ctx.params, r.buffer.shape
     ones = (1,) * len(ext)
+
+    if aligned and all(isinstance(a, Const) for a in r.start):
+        fixed = tuple(int(a.value) for a in r.start)
+        sl = (slice(None),) + _slices(fixed, ext, ones)
+        inside = _in_bounds(shape, fixed, ext, ones)
+
+        def fixed_region(env):
+            if not inside:
+                raise Bail("a region out of bounds")
+            return _buf(env, name)[sl]
+
+        return fixed_region
 
     def region(env):
         s = starts(env)
@@ -587,20 +634,32 @@ def _copy(s: Copy, ctx):
     s_dt = dtypes.to_numpy(src.buffer.dtype)
     ones = (1,) * len(s_ext), (1,) * len(d_ext)
     transpose, reshape = s.transpose, s_ext != d_ext
+    s_sl, d_sl = _fixed_slices(src, s_al), _fixed_slices(dst, d_al)
 
     def copy(env):
         n = env.n
-        ss, ds = s_starts(env), d_starts(env)
         sarr, darr = _buf(env, s_name), _buf(env, d_name)
-        if _in_bounds(s_shape, ss, s_ext, ones[0]):
-            tile = read_box(sarr, ss, s_ext, ones[0], n, s_al)
+        if s_sl is not None:
+            tile = sarr[s_sl]
         else:
-            tile = np.stack([read_padded(sarr[k] if s_al else sarr, _at(ss, k), s_ext, s_dt)
-                             for k in range(n)])
+            ss = s_starts(env)
+            if _in_bounds(s_shape, ss, s_ext, ones[0]):
+                tile = read_box(sarr, ss, s_ext, ones[0], n, s_al)
+            else:   # zero-padded, block by block
+                tile = np.stack([read_padded(sarr[k] if s_al else sarr, _at(ss, k), s_ext,
+                                             s_dt) for k in range(n)])
         if transpose:
             tile = tile.reshape((n,) + _squeezed(s_ext)).swapaxes(1, 2)
         if reshape:
             tile = tile.reshape((n,) + d_ext)
+        if d_sl is not None:
+            t = darr[d_sl]
+            lead = tile.shape[:tile.ndim - len(d_ext)]
+            if len(lead) > 1:
+                t = t.reshape(lead + d_ext)       # splits the blocks' axis: still a view
+            t[...] = tile
+            return
+        ds = d_starts(env)
         if _in_bounds(d_shape, ds, d_ext, ones[1]):
             write_box(env, d_name, darr, ds, d_ext, ones[1], tile, d_al)
             return
@@ -612,6 +671,17 @@ def _copy(s: Copy, ctx):
                 env.marks.count += int(np.prod([b.stop - b.start for b in box]))
 
     return copy
+
+
+def _fixed_slices(r, aligned):
+    """The slices of an on-chip region at constant in-bounds starts (blocks' axis first), or
+    None."""
+    if not aligned or not all(isinstance(a, Const) for a in r.start):
+        return None
+    fixed, ones = tuple(int(a.value) for a in r.start), (1,) * len(r.extent)
+    if not _in_bounds(r.buffer.shape, fixed, r.extent, ones):
+        return None
+    return (slice(None),) + _slices(fixed, r.extent, ones)
 
 
 def _at(starts, k):
@@ -826,10 +896,10 @@ class BatchedKernel:
 
     def __init__(self, kernel: Kernel, body, has_scopes: bool):
         self.kernel, self.body, self.has_scopes = kernel, body, has_scopes
-        per_block = sum(int(np.prod(s.buffer.shape)) * dtypes.to_numpy(s.buffer.dtype).itemsize
-                        for st in kernel.body for s in walk(st)
-                        if isinstance(s, Alloc) and s.buffer.scope != "global")
-        self.group = max(1, GROUP_BYTES // max(1, 2 * per_block))
+        largest = max((int(np.prod(s.buffer.shape)) * dtypes.to_numpy(s.buffer.dtype).itemsize
+                       for st in kernel.body for s in walk(st)
+                       if isinstance(s, Alloc) and s.buffer.scope != "global"), default=1)
+        self.group = max(1, GROUP_BYTES // max(1, largest))
         self.spare: dict = {}
         self.written = frozenset(b.name for s, _ in core_instructions(kernel.body)
                                  for b in writes(s)) & frozenset(p.name for p in kernel.params)

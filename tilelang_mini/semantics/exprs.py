@@ -462,7 +462,10 @@ def split_affine(e, par):
 
 
 def _constant(value):
-    return lambda env: value
+    def const(env):
+        return value
+    const.value = value     # known when compiling (batched.py reads it)
+    return const
 
 
 def affine_dims(buf: Buffer, indices, par, table=None):
