@@ -16,7 +16,8 @@ import tilelang_mini
 import tilelang_mini.language as T
 from backends.numpy import BACKEND
 from tilelang_mini.ir import dtypes
-from tilelang_mini.semantics.batched import _find_grid, why_not_batched
+from tilelang_mini.semantics.batched import why_not_batched
+from tilelang_mini.semantics.groups import find_grid
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -119,15 +120,15 @@ def test_fuzz_family_batched_equals_plain(family, seed):
 
 
 def test_grid_of_offsets():
-    assert _find_grid(np.array([0, 128, 32768, 32896])) == [(2, 32768), (2, 128)]
-    assert _find_grid(np.array([5, 5, 5])) == [(3, 0)]
-    assert _find_grid(np.arange(12) * 3) == [(12, 3)]
-    assert _find_grid(np.array([0, 1, 2, 10, 11, 12])) == [(2, 10), (3, 1)]
-    assert _find_grid(np.array([0, 1, 3])) is None
-    assert _find_grid(np.array([0, 1, 2, 3, 10, 11])) is None
+    assert find_grid(np.array([0, 128, 32768, 32896])) == [(2, 32768), (2, 128)]
+    assert find_grid(np.array([5, 5, 5])) == [(3, 0)]
+    assert find_grid(np.arange(12) * 3) == [(12, 3)]
+    assert find_grid(np.array([0, 1, 2, 10, 11, 12])) == [(2, 10), (3, 1)]
+    assert find_grid(np.array([0, 1, 3])) is None
+    assert find_grid(np.array([0, 1, 2, 3, 10, 11])) is None
 
 
-def _tiles(M, N, bm, write_twice=False, read_out=False):
+def _tiles(M, N, bm, write_twice=0, read_out=False):
     @T.prim_func
     def main(A: T.Tensor((M, N), "float32"), C: T.Tensor((M, N), "float32")):
         with T.Kernel(T.ceildiv(M, bm)) as bx:
@@ -138,8 +139,10 @@ def _tiles(M, N, bm, write_twice=False, read_out=False):
             for i, j in T.Parallel(bm, N):
                 a[i, j] = a[i, j] * 2.0 + bx
             T.copy(a, C[bx * bm, 0])
-            if write_twice:   # every block also writes block 0's rows: the last block wins
+            if write_twice == 1:   # every block also writes block 0's rows: the last one wins
                 T.copy(a, C[0, 0])
+            if write_twice == 2:   # rows half a tile apart: each overlaps its neighbours'
+                T.copy(a, C[bx * (bm // 2), 0])
     return main
 
 
@@ -154,16 +157,39 @@ def test_batched_path_taken_and_edges_clipped():
 
 
 def test_elements_written_by_two_blocks_fall_back_to_plain():
-    k = tilelang_mini.compile(_tiles(32, 16, 8, write_twice=True), out_idx=[-1],
-                              target="numpy")
     x = np.random.default_rng(2).standard_normal((32, 16)).astype(np.float32)
+    # the same region from every block: each group runs again block by block
+    k = tilelang_mini.compile(_tiles(32, 16, 8, write_twice=1), out_idx=[-1], target="numpy")
+    path, got, want = run_both(k, [x])
+    assert path == "partly batched" and got == want
+    np.testing.assert_array_equal(k(x)[:8], x[24:] * 2 + 3)   # the last block's rows
+    # overlapping regions of different blocks: found by the marks, the plain run reruns all
+    k = tilelang_mini.compile(_tiles(32, 16, 8, write_twice=2), out_idx=[-1], target="numpy")
     path, got, want = run_both(k, [x])
     assert path == "plain" and got == want
-    out = k(x)
-    np.testing.assert_array_equal(out[:8], x[24:] * 2 + 3)   # the last block's rows
+    assert k.artifact.batched.bailed == "an element of a parameter written twice"
 
 
 def test_read_and_written_parameter_runs_plain():
     k = tilelang_mini.compile(_tiles(32, 16, 8, read_out=True), target="numpy")
     assert why_not_batched(k.artifact.kernel) == "parameter C is read and written"
     assert k.artifact.batched is None
+
+
+def test_control_flow_that_differs_between_blocks():
+    @T.prim_func
+    def main(A: T.Tensor((64, 16), "float32"), C: T.Tensor((64, 16), "float32")):
+        with T.Kernel(8) as bx:
+            a = T.alloc_fragment((8, 16), "float32")
+            T.copy(A[bx * 8, 0], a)
+            for r in T.serial(bx % 3 + 1):
+                for i, j in T.Parallel(8, 16):
+                    a[i, j] = a[i, j] * 2.0
+            T.copy(a, C[bx * 8, 0])
+
+    k = tilelang_mini.compile(main, out_idx=[-1], target="numpy")
+    x = np.random.default_rng(3).standard_normal((64, 16)).astype(np.float32)
+    path, got, want = run_both(k, [x])
+    assert path == "partly batched" and got == want
+    assert k.artifact.batched.bailed.endswith("differs between the blocks of the group")
+    np.testing.assert_array_equal(k(x), x * 2.0 ** (np.arange(64) // 8 % 3 + 1)[:, None])

@@ -231,11 +231,13 @@ def run_grid(kernel: Kernel, body: Callable[[Env], None], has_scopes: bool, args
              batched=None) -> str:
     """Run every grid block of `kernel` in program order (its cores one after the other).
     With `batched` (batched.lower_batched) the blocks run as groups when that gives the same
-    values; returns which run ran ("batched" or "plain")."""
+    values; returns which run ran ("batched", "partly batched" or "plain")."""
     bufs = check_args(kernel, args)
     with np.errstate(all="ignore"):
-        if batched is not None and batched.run(bufs):
-            return "batched"
+        if batched is not None:
+            ran = batched.run(bufs, lambda vals: body(new_block(bufs, vals, has_scopes)))
+            if ran != "plain":
+                return ran
         _run_blocks(kernel, body, has_scopes, bufs)
     return "plain"
 

@@ -1,0 +1,526 @@
+"""Expressions and instructions of the batched run (batched.py): the handlers of ops.py and
+exprs.py for a group of blocks, each one NumPy operation over the blocks' axis where it can."""
+from __future__ import annotations
+
+import numpy as np
+
+from tilelang_mini.ir import dtypes
+from tilelang_mini.ir.analysis import BLOCK_SCOPES, SYNC_OPS
+from tilelang_mini.ir.nodes import (
+    Alloc, BinOp, Const, Copy, Fill, Gemm, Kernel, Load, Reduce, Region, Sort, Store,
+)
+
+from .exprs import (
+    EXPR_HANDLERS, F32, _uses, _wrap_f32, affine_dims, compile_expr, kind_of, to_f32, to_int,
+)
+from .groups import (
+    Bail, BEnv, flat, get_buf, in_bounds, per_block, read_box, slices_of, slice_of, write_box,
+)
+from .ops import _COMBINE, _squeezed, gemm_shape, matrix_ext, read_padded, write_clipped
+
+
+def _load(e: Load, par, table, params):
+    buf = e.buffer
+    name, kind = buf.name, kind_of(buf.dtype)
+    aligned = name not in params
+    conv = {"float": to_f32, "int": to_int, "bool": lambda x: x if isinstance(x, np.ndarray)
+            else bool(x)}[kind]
+    form = affine_dims(buf, e.indices, par, table)
+    if form is not None:
+        view = _affine(buf, form, par, aligned)
+        if buf.dtype == "float32":
+            return (lambda env: view(env)[0]), kind
+        return (lambda env: conv(view(env)[0])), kind
+    idx_fns = [compile_expr(i, par, table)[0] for i in e.indices]
+    rank = len(par)
+
+    def load(env):
+        arr = get_buf(env, name)
+        idx = _gather_indices(env, buf, [f(env) for f in idx_fns], aligned, rank)
+        return conv(arr[idx])
+
+    return load, kind
+
+
+def _gather_indices(env, buf, idx, aligned, rank):
+    """The index tuple of a gather (bounds checked; the blocks' axis first when aligned)."""
+    if len(idx) != len(buf.shape):
+        raise Bail("a wrong number of indices")
+    for d, (i, n) in enumerate(zip(idx, buf.shape)):
+        a = np.asarray(i)
+        if a.dtype.kind not in "iub" or (a.size and (a.min() < 0 or a.max() >= n)):
+            raise Bail("a gather index out of bounds")
+        if a.dtype.kind == "b":
+            idx[d] = a.astype(np.int64)
+    if aligned:
+        idx = [np.arange(env.n).reshape((env.n,) + (1,) * rank)] + idx
+    return tuple(idx)
+
+
+def _affine(buf, form, par, aligned):
+    """view(env) -> (the elements of an affine Parallel access as the plain view with the
+    blocks' axis first, or the plain view itself when no block differs; write target or None)."""
+    dims, perm, expand = form
+    name, shape = buf.name, buf.shape
+    steps = tuple(st or 1 for _, _, st in dims)
+    keep = tuple(a is not None for _, a, _ in dims)
+    bperm = None if perm is None else (0,) + tuple(p + 1 for p in perm)
+    bexpand = None if expand is None else (slice(None),) + expand
+
+    if aligned and all(hasattr(rest, "value") for rest, _, _ in dims):
+        return _fixed_affine(buf, form, par)
+
+    def view(env):
+        arr = get_buf(env, name)
+        vs, n = env.vars, env.n
+        starts = tuple(per_block(rest(env), n) for rest, _, _ in dims)
+        ext = tuple(1 if a is None else vs[par[a]].shape[a] for _, a, _ in dims)
+        if not in_bounds(shape, starts, ext, steps):
+            raise Bail("an element access out of bounds")
+        if all(type(s) is int for s in starts):
+            sl = tuple(slice_of(s, e, st, None) if k else s
+                       for s, e, st, k in zip(starts, ext, steps, keep))
+            if aligned:
+                v = arr[(slice(None),) + sl]
+                if bperm is not None:
+                    v = v.transpose(bperm)
+                return (v if bexpand is None else v[bexpand]), True
+            v = arr[sl]
+            if perm is not None:
+                v = v.transpose(perm)
+            return (v if expand is None else v[expand]), False
+        v = flat(read_box(arr, starts, ext, steps, n, aligned), n, ext)
+        v = v[(slice(None),) + tuple(slice(None) if k else 0 for k in keep)]
+        if bperm is not None:
+            v = v.transpose(bperm)
+        return (v if bexpand is None else v[bexpand]), None
+
+    return view
+
+
+def _fixed_affine(buf, form, par):
+    """`_affine` of an on-chip buffer at constant offsets: its slices computed once per loop
+    shape."""
+    dims, perm, expand = form
+    name, shape = buf.name, buf.shape
+    bperm = None if perm is None else (0,) + tuple(p + 1 for p in perm)
+    bexpand = None if expand is None else (slice(None),) + expand
+    slices: dict = {}
+
+    def view(env):
+        arr = get_buf(env, name)
+        vs = env.vars
+        ext = tuple(vs[v].shape[a] for v, a in zip(par, range(len(par))))
+        sl = slices.get(ext)
+        if sl is None:
+            sl = []
+            for d, (rest, a, st) in enumerate(dims):
+                o = rest.value
+                last = o if a is None else o + st * (ext[a] - 1)
+                if o < 0 or last >= shape[d]:
+                    raise Bail("an element access out of bounds")
+                sl.append(o if a is None else slice(o, last + 1, st))
+            sl = slices[ext] = (slice(None),) + tuple(sl)
+        v = arr[sl]
+        if bperm is not None:
+            v = v.transpose(bperm)
+        return (v if bexpand is None else v[bexpand]), True
+
+    return view
+
+
+def expr_table(params) -> dict:
+    """EXPR_HANDLERS with the batched loads (`params`: the names of the kernel parameters)."""
+    return {**EXPR_HANDLERS, Load: lambda e, par, table: _load(e, par, table, params)}
+
+
+def store(s: Store, par, table, params):
+    buf = s.buffer
+    name, aligned, rank = buf.name, buf.name not in params, len(par)
+    fv, _ = compile_expr(s.value, par, table)
+    wrap = dtypes.to_numpy(buf.dtype).kind in "iu" and not _uses(s.value, par)
+    dt = dtypes.to_numpy(buf.dtype)
+    form = affine_dims(buf, s.indices, par, table)
+    if form is None:
+        idx_fns = [compile_expr(i, par, table)[0] for i in s.indices]
+
+        def scatter(env):
+            arr = get_buf(env, name)
+            idx = _gather_indices(env, buf, [f(env) for f in idx_fns], aligned, rank)
+            v = _value(fv(env), wrap, dt)
+            target = np.broadcast_shapes(*(np.shape(i) for i in idx))
+            _fits(v, target)
+            arr[idx] = v
+            if not aligned:
+                env.marks.of(name)[idx] = 1
+                env.marks.count += int(np.prod(target))
+
+        return scatter
+    view = _affine(buf, form, par, aligned)
+    dims, perm, expand = form
+    steps = tuple(st or 1 for _, _, st in dims)
+    keep = tuple(a is not None for _, a, _ in dims)
+    into = _into(s.value, par, table) if aligned and buf.dtype == "float32" else None
+
+    def store(env):
+        if into is not None:
+            target, uniform = view(env)
+            if uniform:
+                into(env, target)
+                return
+        v = _value(fv(env), wrap, dt)
+        if aligned:
+            target, uniform = view(env)
+            if uniform:
+                _fits(v, target.shape)
+                target[...] = v
+                return
+        # a parameter, or blocks at different places: block by block, as the plain run
+        arr, n, vs = get_buf(env, name), env.n, env.vars
+        starts = tuple(per_block(rest(env), n) for rest, _, _ in dims)
+        ext = tuple(1 if a is None else vs[par[a]].shape[a] for _, a, _ in dims)
+        if not in_bounds(arr.shape[aligned:], starts, ext, steps):
+            raise Bail("an element store out of bounds")
+        batched = np.ndim(v) == rank + 1
+        for k in range(n):
+            sl = tuple(sl if kp else sl.start for sl, kp in zip(
+                slices_of(starts, ext, steps, k), keep))
+            t = arr[k][sl] if aligned else arr[sl]
+            if perm is not None:
+                t = t.transpose(perm)
+            if expand is not None:
+                t = t[expand]
+            vk = v[k] if batched else v
+            _fits(vk, t.shape)
+            t[...] = vk
+            if not aligned:
+                env.marks.of(name)[sl] = 1
+                env.marks.count += t.size
+
+    return store
+
+
+_UFUNCS = {"+": np.add, "-": np.subtract, "*": np.multiply, "/": np.divide}
+
+
+def _into(e, par, table):
+    """fn(env, out) computing a float arithmetic value straight into a float32 `out` (one
+    pass less than computing it and then storing it: the same float32 operation), or None."""
+    if not (isinstance(e, BinOp) and e.op in _UFUNCS):
+        return None
+    fa, ka = compile_expr(e.a, par, table)
+    fb, kb = compile_expr(e.b, par, table)
+    if "float" not in (ka, kb) and e.op != "/":
+        return None
+    fa = fa if ka == "float" else _wrap_f32(fa)
+    fb = fb if kb == "float" else _wrap_f32(fb)
+    ufunc = _UFUNCS[e.op]
+
+    def into(env, out):
+        ufunc(fa(env), fb(env), out=out)
+
+    return into
+
+
+def _value(v, wrap, dt):
+    """A stored value: integers wrap as the element type does (the plain run's scalar rule)."""
+    if wrap:
+        return np.asarray(v, np.int64).astype(dt)
+    return v
+
+
+def _fits(v, target):
+    shape = getattr(v, "shape", ())
+    if shape and shape != target and np.broadcast_shapes(target, shape) != tuple(target):
+        raise Bail("a value that does not fit the stored elements")
+
+
+
+# ----------------------------------------------------------------------- instructions
+
+
+class Ctx:
+    """What lowering a kernel for the batched run knows: the parameters (one array for all
+    blocks), the expression handlers, the enclosing Parallel loop's variables and core."""
+
+    def __init__(self, kernel: Kernel):
+        self.params = frozenset(p.name for p in kernel.params)
+        self.table = expr_table(self.params)
+        self.par: tuple = ()
+        self.core = None
+        self.vid_name = kernel.grid_vars[1] if kernel.is_npu else None
+
+
+def _starts(r, ctx):
+    fns = [compile_expr(s, (), ctx.table)[0] for s in r.start]
+    if all(isinstance(s, Const) for s in r.start):
+        fixed = tuple(int(s.value) for s in r.start)
+        return lambda env: fixed
+    return lambda env: tuple(per_block(f(env), env.n) for f in fns)
+
+
+def _region(r, ctx):
+    """region(env) -> [n] + extent: each block's elements of an in-bounds region (a view of
+    an on-chip buffer when every block's start is the same)."""
+    starts, name, ext = _starts(r, ctx), r.buffer.name, tuple(r.extent)
+    aligned, shape = name not in ctx.params, r.buffer.shape
+    ones = (1,) * len(ext)
+
+    if aligned and all(isinstance(a, Const) for a in r.start):
+        fixed = tuple(int(a.value) for a in r.start)
+        sl = (slice(None),) + slices_of(fixed, ext, ones)
+        inside = in_bounds(shape, fixed, ext, ones)
+
+        def fixed_region(env):
+            if not inside:
+                raise Bail("a region out of bounds")
+            return get_buf(env, name)[sl]
+
+        return fixed_region
+
+    def region(env):
+        s = starts(env)
+        if not in_bounds(shape, s, ext, ones):
+            raise Bail("a region out of bounds")
+        return flat(read_box(get_buf(env, name), s, ext, ones, env.n, aligned), env.n, ext)
+
+    return region
+
+
+def _dest(r, ctx):
+    """dest(env) -> a writable [n] + extent view of an on-chip region (else Bail)."""
+    region = _region(r, ctx)
+    name = r.buffer.name
+    if name in ctx.params:
+        def not_on_chip(env):
+            raise Bail("a tile op writing a parameter")
+        return not_on_chip
+
+    def dest(env):
+        v = region(env)
+        if not np.may_share_memory(v, env.bufs[name]):
+            raise Bail("blocks at different places of an on-chip buffer")
+        return v
+
+    return dest
+
+
+def _alloc(s: Alloc, ctx):
+    buf = s.buffer
+    name, shape, dt, scope = buf.name, buf.shape, dtypes.to_numpy(buf.dtype), buf.scope
+
+    def alloc(env):
+        if scope in BLOCK_SCOPES:
+            targets = env.block or (env,)
+            arr = next((e.bufs[name] for e in targets if name in e.bufs), None)
+            if arr is None:
+                arr = env.bufs.pool.zeros((env.n,) + shape, dt)
+            for e in targets:
+                e.bufs.setdefault(name, arr)
+        elif env.core is None and env.block:
+            for e in env.block:
+                if name not in e.bufs:
+                    e.bufs.declared[name] = (shape, dt)
+        elif name not in env.bufs:
+            env.bufs[name] = env.bufs.pool.zeros((env.n,) + shape, dt)
+
+    return alloc
+
+
+def _copy(s: Copy, ctx):
+    if s.src.buffer.scope == "L0C" and s.dst.buffer.scope == "UB":
+        return _dual_copy(s, ctx)
+    return _plain_copy(s, ctx)
+
+
+def _dual_copy(s: Copy, ctx):
+    """ops._dual_copy for a group: the cube core's L0C tile to both vector cores' UB."""
+    half = s.dst.extent[0]
+    split = s.src.extent[0] == 2 * half
+    d_name, d_shape = s.dst.buffer.name, s.dst.buffer.shape
+    d_dt = dtypes.to_numpy(s.dst.buffer.dtype)
+    parts = []
+    for v in range(2):
+        src = s.src
+        if split:
+            start0 = src.start[0] if v == 0 else BinOp("+", src.start[0], Const(half))
+            src = Region(src.buffer, (start0,) + src.start[1:], (half,) + src.extent[1:])
+        parts.append(_plain_copy(Copy(src, s.dst, s.loc), ctx))
+
+    def copy(env):
+        if env.block is None or env.core != "C":
+            if split:
+                raise Bail("a dual-destination copy off the cube core")
+            parts[0](env)
+            return
+        for v, part in enumerate(parts):
+            venv = env.block[2 + v]
+            if d_name not in venv.bufs:
+                venv.bufs[d_name] = venv.bufs.pool.zeros((env.n,) + d_shape, d_dt)
+            part(BEnv(env.vars, venv.bufs, env.n, env.grid, env.marks, "V"))
+
+    return copy
+
+
+def _plain_copy(s: Copy, ctx):
+    src, dst = s.src, s.dst
+    s_starts, d_starts = _starts(src, ctx), _starts(dst, ctx)
+    s_name, d_name = src.buffer.name, dst.buffer.name
+    s_al, d_al = s_name not in ctx.params, d_name not in ctx.params
+    s_ext, d_ext = tuple(src.extent), tuple(dst.extent)
+    s_shape, d_shape = src.buffer.shape, dst.buffer.shape
+    s_dt = dtypes.to_numpy(src.buffer.dtype)
+    ones = (1,) * len(s_ext), (1,) * len(d_ext)
+    transpose, reshape = s.transpose, s_ext != d_ext
+    s_sl, d_sl = _fixed_slices(src, s_al), _fixed_slices(dst, d_al)
+
+    def copy(env):
+        n = env.n
+        sarr, darr = get_buf(env, s_name), get_buf(env, d_name)
+        if s_sl is not None:
+            tile = sarr[s_sl]
+        else:
+            ss = s_starts(env)
+            if in_bounds(s_shape, ss, s_ext, ones[0]):
+                tile = read_box(sarr, ss, s_ext, ones[0], n, s_al)
+            else:   # zero-padded, block by block
+                tile = np.stack([read_padded(sarr[k] if s_al else sarr, _at(ss, k), s_ext,
+                                             s_dt) for k in range(n)])
+        if transpose:
+            tile = tile.reshape((n,) + _squeezed(s_ext)).swapaxes(1, 2)
+        if reshape:
+            tile = tile.reshape((n,) + d_ext)
+        if d_sl is not None:
+            t = darr[d_sl]
+            lead = tile.shape[:tile.ndim - len(d_ext)]
+            if len(lead) > 1:
+                t = t.reshape(lead + d_ext)       # splits the blocks' axis: still a view
+            _assign(t, tile)
+            return
+        ds = d_starts(env)
+        if in_bounds(d_shape, ds, d_ext, ones[1]):
+            write_box(env, d_name, darr, ds, d_ext, ones[1], tile, d_al)
+            return
+        tile = flat(tile, n, d_ext)
+        for k in range(n):
+            box = write_clipped(darr[k] if d_al else darr, _at(ds, k), d_ext, tile[k])
+            if box is not None and not d_al:
+                env.marks.of(d_name)[box] = 1
+                env.marks.count += int(np.prod([b.stop - b.start for b in box]))
+
+    return copy
+
+
+def _assign(dst, src):
+    """dst[...] = src, visiting the elements in the source's memory order (a grid view of a
+    parameter: NumPy would follow the destination's order, striding through the source)."""
+    if src.shape != dst.shape or src.ndim < 3:
+        dst[...] = src
+        return
+    perm = sorted(range(src.ndim), key=lambda d: -abs(src.strides[d]))
+    dst.transpose(perm)[...] = src.transpose(perm)
+
+
+def _fixed_slices(r, aligned):
+    """The slices of an on-chip region at constant in-bounds starts (blocks' axis first), or
+    None."""
+    if not aligned or not all(isinstance(a, Const) for a in r.start):
+        return None
+    fixed, ones = tuple(int(a.value) for a in r.start), (1,) * len(r.extent)
+    if not in_bounds(r.buffer.shape, fixed, r.extent, ones):
+        return None
+    return (slice(None),) + slices_of(fixed, r.extent, ones)
+
+
+def _at(starts, k):
+    return tuple(s if type(s) is int else int(s[k]) for s in starts)
+
+
+def _fill(s: Fill, ctx):
+    fv, _ = compile_expr(s.value, (), ctx.table)
+    r = s.dst
+    starts, name, ext = _starts(r, ctx), r.buffer.name, tuple(r.extent)
+    aligned, shape, ones = name not in ctx.params, r.buffer.shape, (1,) * len(ext)
+
+    def fill(env):
+        v = fv(env)
+        if np.ndim(v):
+            v = np.reshape(v, (env.n,) + ones)
+        st = starts(env)
+        if not in_bounds(shape, st, ext, ones):
+            raise Bail("a fill out of bounds")
+        write_box(env, name, get_buf(env, name), st, ext, ones, v, aligned)
+
+    return fill
+
+
+def _reduce(s: Reduce, ctx):
+    ndim = len(s.src.extent)
+    dim = s.dim % ndim + 1
+    vs, vd = _region(s.src, ctx), _dest(s.dst, ctx)
+    comb = _COMBINE[s.kind]
+    absolute, clear, d_ext = s.kind.startswith("abs"), s.clear, tuple(s.dst.extent)
+
+    def reduce(env):
+        x = vs(env).astype(F32, copy=False)
+        if absolute:
+            x = np.abs(x)
+        r = comb.reduce(x, axis=dim).reshape((env.n,) + d_ext)
+        d = vd(env)
+        if not clear:
+            r = comb(d.astype(F32), r)
+        d[...] = r
+
+    return reduce
+
+
+def _gemm(s: Gemm, ctx):
+    gemm_shape(s)
+    va, vb, vc = _region(s.a, ctx), _region(s.b, ctx), _dest(s.c, ctx)
+    a2, b2, c2 = (matrix_ext(r, s, "") for r in (s.a, s.b, s.c))
+    ta, tb, clear = s.transpose_a, s.transpose_b, s.clear_accum
+
+    def gemm(env):
+        n = env.n
+        a = va(env).reshape((n,) + a2).astype(F32, copy=False)
+        b = vb(env).reshape((n,) + b2).astype(F32, copy=False)
+        if ta:
+            a = a.swapaxes(1, 2)
+        if tb:
+            b = b.swapaxes(1, 2)
+        cv = vc(env)
+        c = cv.reshape((n,) + c2)
+        if not np.may_share_memory(c, cv):
+            raise Bail("an accumulator that is not a view")
+        prod = np.matmul(a, b)
+        if clear:
+            c[...] = prod
+        elif c.dtype == F32:
+            np.add(c, prod, out=c)
+        else:
+            c[...] = c.astype(F32) + prod
+
+    return gemm
+
+
+def _sort(s: Sort, ctx):
+    vname, iname, desc = s.values.buffer.name, s.indices.buffer.name, s.descending
+
+    def sort(env):
+        v, ix = get_buf(env, vname), get_buf(env, iname)
+        n = v.shape[-1]
+        vv, ii = v.reshape(-1, n), ix.reshape(-1, n)
+        for r in range(vv.shape[0]):
+            key = vv[r].astype(np.float64)
+            order = np.lexsort((ii[r], -key if desc else key))
+            vv[r], ii[r] = vv[r][order], ii[r][order]
+
+    return sort
+
+
+def _nop(s, ctx):
+    return None
+
+
+INSTR = {Alloc: _alloc, Copy: _copy, Fill: _fill, Reduce: _reduce, Gemm: _gemm, Sort: _sort,
+         **dict.fromkeys(SYNC_OPS, _nop)}
