@@ -192,6 +192,7 @@ class BatchedKernel:
         self.group = max(1, GROUP_BYTES // max(1, largest))
         self.spare: dict = {}
         self.bailed = None      # why the last run fell back to the plain run
+        self.pools: list = []   # the buffers of the last run, for the next
         self.written = frozenset(b.name for s, _ in core_instructions(kernel.body)
                                  for b in writes(s)) & frozenset(p.name for p in kernel.params)
 
@@ -212,7 +213,11 @@ class BatchedKernel:
             a.reshape(-1) for a in np.indices(kernel.grid, dtype=np.int64))
         fixed = {kernel.grid_vars[1]: 0} if kernel.is_npu else {}
         params = {p.name for p in kernel.params}
-        lo, total, size, pool, self.bailed = 0, ids[0].size, self.group, Pool(), None
+        try:
+            pool = self.pools.pop()     # taken (atomic): a concurrent run makes its own
+        except IndexError:
+            pool = Pool()
+        lo, total, size, self.bailed = 0, ids[0].size, self.group, None
         while lo < total:
             grid = {name: a[lo:lo + size] for name, a in zip(names, ids)}
             n = ids[0][lo:lo + size].size
@@ -228,6 +233,8 @@ class BatchedKernel:
                     plain_block({**{name: int(a[k]) for name, a in grid.items()}, **fixed})
                 size = max(1, size // 2)
             lo += n
+        if pool.nbytes() <= Pool.KEEP:
+            self.pools.append(pool)
         if not marks.clean():
             self.bailed = "an element of a parameter written twice"
             return "plain"

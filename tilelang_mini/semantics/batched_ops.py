@@ -5,9 +5,10 @@ from __future__ import annotations
 import numpy as np
 
 from tilelang_mini.ir import dtypes
-from tilelang_mini.ir.analysis import BLOCK_SCOPES, SYNC_OPS
+from tilelang_mini.ir.analysis import BLOCK_SCOPES, SYNC_OPS, is_map, reads, writes
 from tilelang_mini.ir.nodes import (
-    Alloc, BinOp, Const, Copy, Fill, Gemm, Kernel, Load, Reduce, Region, Sort, Store,
+    Alloc, BinOp, Const, Copy, Fill, For, Gemm, If, Kernel, Load, Reduce, Region, Scope,
+    Sort, Store, body_fields,
 )
 
 from .exprs import (
@@ -249,6 +250,37 @@ class Ctx:
         self.par: tuple = ()
         self.core = None
         self.vid_name = kernel.grid_vars[1] if kernel.is_npu else None
+        self.overwritten = overwritten_first(kernel)
+
+
+def overwritten_first(kernel: Kernel) -> frozenset:
+    """Buffers whose first use (in program order) is a copy or fill of the whole buffer that
+    runs whenever the block runs (outside any loop or if): their initial zeros are never read."""
+    seen, out = set(), set()
+
+    def visit(stmts, cond):
+        for s in stmts:
+            if isinstance(s, Scope):
+                visit(s.body, cond)
+            elif isinstance(s, (For, If)) and not is_map(s):
+                for f in body_fields(s):
+                    visit(getattr(s, f), True)
+            elif not isinstance(s, Alloc):
+                read = {b.name for b in reads(s)}
+                full = None
+                if not cond and isinstance(s, (Copy, Fill)) and not getattr(s, "atomic", None):
+                    r = s.dst
+                    if r.extent == r.buffer.shape and all(
+                            isinstance(a, Const) and a.value == 0 for a in r.start):
+                        full = r.buffer.name
+                for name in read | {b.name for b in writes(s)}:
+                    if name not in seen:
+                        seen.add(name)
+                        if name == full and name not in read:
+                            out.add(name)
+
+    visit(kernel.body, False)
+    return frozenset(out)
 
 
 def _starts(r, ctx):
@@ -308,21 +340,22 @@ def _dest(r, ctx):
 def _alloc(s: Alloc, ctx):
     buf = s.buffer
     name, shape, dt, scope = buf.name, buf.shape, dtypes.to_numpy(buf.dtype), buf.scope
+    zero = name not in ctx.overwritten    # else no element is read before it is written
 
     def alloc(env):
         if scope in BLOCK_SCOPES:
             targets = env.block or (env,)
             arr = next((e.bufs[name] for e in targets if name in e.bufs), None)
             if arr is None:
-                arr = env.bufs.pool.zeros((env.n,) + shape, dt)
+                arr = env.bufs.pool.zeros((env.n,) + shape, dt, zero)
             for e in targets:
                 e.bufs.setdefault(name, arr)
         elif env.core is None and env.block:
             for e in env.block:
                 if name not in e.bufs:
-                    e.bufs.declared[name] = (shape, dt)
+                    e.bufs.declared[name] = (shape, dt, zero)
         elif name not in env.bufs:
-            env.bufs[name] = env.bufs.pool.zeros((env.n,) + shape, dt)
+            env.bufs[name] = env.bufs.pool.zeros((env.n,) + shape, dt, zero)
 
     return alloc
 
@@ -417,7 +450,7 @@ def _assign(dst, src):
     if src.shape != dst.shape or src.ndim < 3:
         dst[...] = src
         return
-    perm = sorted(range(src.ndim), key=lambda d: -abs(src.strides[d]))
+    perm = sorted(range(src.ndim), key=lambda d: (src.strides[d] != 0, -abs(src.strides[d])))
     dst.transpose(perm)[...] = src.transpose(perm)
 
 

@@ -41,25 +41,32 @@ class BBuffers(dict):
         self.declared, self.n, self.pool = {}, n, pool
 
     def __missing__(self, name):
-        shape, dtype = self.declared[name]
-        arr = self[name] = self.pool.zeros((self.n,) + shape, dtype)
+        shape, dtype, zero = self.declared[name]
+        arr = self[name] = self.pool.zeros((self.n,) + shape, dtype, zero)
         return arr
 
 
 class Pool:
-    """Arrays of zeros for the groups of one run: a group's buffers, zeroed again, serve the
-    next group (cheaper than fresh memory, whose pages fault in on first use)."""
+    """Arrays of zeros for the groups of a run: a group's buffers, zeroed again, serve the next
+    group and the next run (cheaper than fresh memory, whose pages fault in on first use)."""
+
+    KEEP = 8 << 20          # bytes a kernel keeps between runs
 
     def __init__(self):
         self.free: dict = {}
 
-    def zeros(self, shape, dtype):
+    def nbytes(self) -> int:
+        return sum(a.nbytes for stack in self.free.values() for a in stack)
+
+    def zeros(self, shape, dtype, zero=True):
+        """An array of zeros (zero=False: of any values, all overwritten before use)."""
         stack = self.free.get((shape, dtype))
         if stack:
             arr = stack.pop()
-            arr.fill(0)
+            if zero:
+                arr.fill(0)
             return arr
-        return np.zeros(shape, dtype)
+        return np.zeros(shape, dtype) if zero else np.empty(shape, dtype)
 
     def release(self, envs, params):
         seen = set()
