@@ -155,9 +155,11 @@ def exclusive(a: Occ, b: Occ) -> bool:
 # ------------------------------------------------------------------------------------ accesses
 
 
-def accesses(instr: Instr, offsets: dict, box=static_box) -> list:
+def accesses(instr: Instr, offsets: dict, box=static_box, index_box=None) -> list:
     """(memory key, box or None, is_write) for each operand of the instruction; `box(region)`
-    gives its element box ((lo, hi), ...) or None when unknown (then it overlaps everything)."""
+    gives its element box ((lo, hi), ...) or None when unknown (then it overlaps everything);
+    `index_box(load or store)` the box an element access of a map covers over the whole map
+    (default: unknown)."""
     out = []
     if instr.probe:  # a condition or loop bound: the loads in it
         for n in walk_own(instr.stmt):
@@ -165,7 +167,8 @@ def accesses(instr: Instr, offsets: dict, box=static_box) -> list:
                 out.append((_mem(n.buffer, instr.core, offsets), None, False))
         return out
     for node, write in operands(instr.stmt):
-        b = box(node) if isinstance(node, Region) else None
+        b = box(node) if isinstance(node, Region) else (
+            index_box(node) if index_box is not None else None)
         out.append((_mem(node.buffer, instr.core, offsets), b, write))
     return out
 

@@ -8,7 +8,8 @@ on the cube, UB on the vector cores); every pipe instruction sits in a Scope.
 
 Synchronisation, by the happens-before analysis insert_sync uses (`ir/happens_before.py`), run
 on the kernel's own flags: each core's program is walked in order (loops unrolled, fully when
-small; ifs whose condition is known at the walk taken as the hardware would take them), the
+small, else their first and last trips with whole periods of their `% m` indices skipped
+between; the element boxes of a map's loads and stores evaluated over its index space; ifs whose condition is known at the walk taken as the hardware would take them), the
 two vector cores separately (`vid` 0 and 1: V0 and V1, each with its own UB, scalars and
 flags), a `wait_flag` joins the vector clock of the `set_flag` it consumes, a cross-core wait
 the clock of the matching cross-core set (the cube's wait: both AIVs' sets). Rejected, naming
@@ -33,20 +34,20 @@ from dataclasses import replace
 
 from ..arch import Chip
 from ..errors import CompileError
-from ..ir.analysis import AIC_SCOPES, GM_SCOPES, SYNC_OPS
+from ..ir.analysis import AIC_SCOPES, GM_SCOPES, SYNC_OPS, is_map
 from ..ir.happens_before import (
     Block, HappensBefore, Instr, Occ, accesses, build_tree, conflict, join,
 )
 from ..ir.nodes import (
-    Alloc, Const, Copy, For, Gemm, If, Kernel, PipeBarrier, Region, Scope, SetCrossFlag, SetFlag,
-    WaitCrossFlag, WaitFlag, walk_statements,
+    Alloc, BinOp, Const, Copy, For, Gemm, If, Kernel, PipeBarrier, Region, Scope, SetCrossFlag,
+    SetFlag, WaitCrossFlag, WaitFlag, walk, walk_statements,
 )
 from ..ir.pipes import COPY_PIPES, pipe_of
 from ..ir.graph import print_ir_line
 
 CUBE_PIPES = ("MTE1", "M", "FIX")
 VECTOR_PIPES = ("V", "MTE3")
-FULL_UNROLL_BUDGET = 1000   # occurrences walked with loops fully unrolled; else two trips each
+FULL_UNROLL_BUDGET = 1000   # occurrences walked with loops fully unrolled; else cut (_trips)
 MAX_SCENARIOS = 8           # branch choices tried for data-dependent ifs holding flags
 
 
@@ -202,6 +203,50 @@ class _Budget(Exception):
     pass
 
 
+MAX_PERIOD = 16  # longest repeat of modular indices/event ids kept exact when loops are cut
+
+
+def _trips(loop: For, n, cap) -> list:
+    """The iterations of a serial loop the walk visits: all of them (`cap` None), else the
+    first and the last few with a multiple of the loop's period skipped between them, so that
+    ping-pong stages and event ids (`(k + 1) % 2`) meet in the same phase as in the full run
+    and the last trip's conditions (`k < n - 1`) hold as they do on the hardware:
+
+        n = 9, period 2, cap 2  ->  [0, 1, 6, 7, 8]     (skips 4 trips: two whole periods)"""
+    if n is None:
+        return range(2)
+    if cap is None:
+        return range(n)
+    period = _period(loop)
+    head = max(cap, min(period, MAX_PERIOD))
+    tail = head + (n - 2 * head) % max(1, min(period, MAX_PERIOD))
+    if head + tail >= n:
+        return range(n)
+    return list(range(head)) + list(range(n - tail, n))
+
+
+def _period(loop: For) -> int:
+    """Trips after which every `x % m` in the loop repeats (m times the divisors of the
+    `x // d` inside x): their lcm, 1 without any."""
+    from math import lcm
+    out = 1
+    for node in walk(loop):
+        if _const_op(node, "%"):
+            m = node.b.value
+            for sub in walk(node.a):
+                if _const_op(sub, "//"):
+                    m *= sub.b.value
+            out = lcm(out, m)
+            if out > MAX_PERIOD:
+                break
+    return out
+
+
+def _const_op(node, op: str) -> bool:
+    return (isinstance(node, BinOp) and node.op == op and isinstance(node.b, Const)
+            and type(node.b.value) is int and node.b.value > 0)
+
+
 class _Verifier(HappensBefore):
     precise = True  # a race on buffers sharing bytes only where the accesses share bytes
 
@@ -211,6 +256,7 @@ class _Verifier(HappensBefore):
         self.Env, self.Fault, self.compile_expr = Env, Fault, compile_expr
         self.cid, self.vid = kernel.grid_vars
         self.block = block
+        self.fns: dict = {}  # id(expression) -> (expression, compiled closure)
         self.reset()
 
     # ---- phase 1: each core's dynamic program (occurrences with their loop variables)
@@ -242,8 +288,7 @@ class _Verifier(HappensBefore):
                 s = it.stmt
                 if isinstance(s, For):
                     n = self.value(s.extents[0], env)
-                    trips = 2 if n is None else n if cap is None else min(n, cap)
-                    for t in range(trips):
+                    for t in _trips(s, n, cap):
                         env2 = dict(env)
                         env2[s.vars[0]] = t
                         walk(it.bodies[0], ancestors + ((it, t),), env2, cores)
@@ -262,12 +307,19 @@ class _Verifier(HappensBefore):
             walk(tree, (), {self.cid: self.block, self.vid: vid}, cores)
         return out
 
+    def fn(self, e):
+        """The compiled closure of expression `e` (compiled once per node)."""
+        hit = self.fns.get(id(e))
+        if hit is None or hit[0] is not e:
+            hit = self.fns[id(e)] = (e, self.compile_expr(e)[0])
+        return hit[1]
+
     def value(self, e, env):
         """The value of an expression from loop variables and constants, or None."""
         if isinstance(e, Const):
             return e.value
         try:
-            return int(self.compile_expr(e)[0](self.Env(env, {})))
+            return int(self.fn(e)(self.Env(env, {})))
         except (self.Fault, TypeError, ValueError, OverflowError, ZeroDivisionError, KeyError):
             return None
 
@@ -281,6 +333,39 @@ class _Verifier(HappensBefore):
                 out.append((v, v + n))
             return tuple(out)
         return region_box
+
+    def index_box(self, stmt, env):
+        """The element box each load or store of instruction `stmt` covers: its indices
+        evaluated over the whole index space of a map (a Parallel loop's variables as ranges),
+        or None where an index reads data or a variable unknown here."""
+        import numpy as np
+        scope = dict(env)
+        if is_map(stmt):
+            exts = [self.value(e, env) for e in stmt.extents]
+            if any(n is None or n <= 0 for n in exts):
+                return lambda node: None
+            nd = len(exts)
+            for d, (name, n) in enumerate(zip(stmt.vars, exts)):
+                scope[name] = np.arange(n, dtype=np.int64).reshape(
+                    (1,) * d + (n,) + (1,) * (nd - d - 1))
+        where = self.Env(scope, {})
+
+        def node_box(node):
+            out = []
+            for x, n in zip(node.indices, node.buffer.shape):
+                try:
+                    v = np.asarray(self.fn(x)(where))
+                    if not v.size or not np.issubdtype(v.dtype, np.integer):
+                        return None
+                    lo, hi = max(int(v.min()), 0), min(int(v.max()) + 1, n)
+                except (self.Fault, TypeError, ValueError, OverflowError, ZeroDivisionError,
+                        KeyError):
+                    return None
+                if hi <= lo:
+                    return None
+                out.append((lo, hi))
+            return tuple(out)
+        return node_box
 
     # ---- phase 2: run every pipe's queue in order; a wait nothing has set yet blocks its pipe
     # only (the scalar unit dispatches on), a scalar instruction blocks what follows it
@@ -410,7 +495,8 @@ class _Verifier(HappensBefore):
             self.last[q] = occ.index
             self.record(occ, [], known)
             return True
-        acc = accesses(item, self.offsets, box=self.box(env))
+        acc = accesses(item, self.offsets, box=self.box(env),
+                       index_box=self.index_box(s, env))
         if item.core == "C":  # the cube's FixPipe writes into both AIVs' UB (dual destination)
             acc = [(m, b, w) for mem, b, w in acc
                    for m in ([(v,) + mem[1:] for v in AIVS] if mem[0] == "V" else [mem])]
