@@ -312,9 +312,10 @@ class TileAscend(TileSort):
 
     # ------------------------------------------------------------------------------ GEMMs
 
-    def gemm_with(self, call, names, flag_names) -> list:
+    def gemm_with(self, call, names, flag_names, v0: bool = False) -> list:
         """A GEMM whose clear flag may be a run-time condition (`init=(k == 0)`): one GEMM per
-        branch of an if, so each GEMM keeps a constant flag."""
+        branch of an if, so each GEMM keeps a constant flag. `v0`: T.gemm_v0 (its flags on
+        L1 operands in an expert scope: expert_l1_gemm)."""
         a = self.args(call, names, {n: None for n in names[3:]})
         regs = [self.full_region(a[n]) for n in "ABC"]
         self.cube_outputs().add(regs[2].buffer.name)  # an accumulator: cube data (atomic.py)
@@ -330,7 +331,7 @@ class TileAscend(TileSort):
             if scales:
                 raise self.error(call, "a block-scaled T.gemm takes L0A/L0B operands in an "
                                        "expert T.Scope(\"C\") (copy the L1 tiles there first)")
-            return self.expert_l1_gemm(regs, trans, clear, loc)
+            return self.expert_l1_gemm(regs, trans, clear, loc, v0)
         return [self.gemm_clear(regs, trans, clear, loc, scales)]
 
     def gemm_scales(self, call, a) -> dict:
@@ -355,14 +356,17 @@ class TileAscend(TileSort):
                       (Gemm(*regs, *trans, False, **scales, loc=loc),), loc)
         return Gemm(*regs, *trans, bool(clear), **scales, loc=loc)
 
-    def expert_l1_gemm(self, regs, trans, clear, loc) -> list:
+    def expert_l1_gemm(self, regs, trans, clear, loc, v0: bool = False) -> list:
         """tilelang-ascend's gemm_v0 on L1 operands in an expert T.Scope("C"): the MTE1 loads
         into L0A/L0B it implies, K chunk by K chunk (each L0 tile at most L0_TILE bytes), each
         ordered by its own flags (event GEMM_EVENT):
 
             copy(A_L1[:, k0 +: kc], A_l0a); copy(B_L1[k0 +: kc, :], B_l0b); MTE1->M;
             gemm(A_l0a, B_l0b, C, clear_accum=<first chunk and init>); M->MTE1
-        """
+
+        `v0` (T.gemm_v0): bracketed as tilelang-ascend's gemm_v0 template is, so that the L1
+        loads and L0C reads before it and after it need no flag of the kernel's own: MTE2->MTE1
+        and FIX->M before the first chunk, MTE1->MTE2 and M->FIX after the last."""
         from ..ir.nodes import Alloc, Copy, Region
         a, b, c = regs
         kdim = (0 if trans[0] else 1, 1 if trans[1] else 0)  # the K dimension of A and of B
@@ -393,15 +397,23 @@ class TileAscend(TileSort):
             out += pre
             out.append(self.gemm_clear([*l0, c], trans, clear if k0 == 0 else False, loc))
             out += post
+        if v0:
+            pairs = (("MTE2", "MTE1"), ("FIX", "M")), (("MTE1", "MTE2"), ("M", "FIX"))
+            before, after = ([f(src, dst, GEMM_EVENT, loc) for src, dst in pp
+                              for f in (SetFlag, WaitFlag)] for pp in pairs)
+            self.implied_flags.extend(before + after)
+            out = before + out + after
         return out
 
     def without_implied_flags(self, body: list) -> list:
-        """An expert kernel that writes no flag of its own is synchronised by the compiler
-        (tilelang-ascend's TL_ASCEND_AUTO_SYNC): the flags its gemm_v0 calls implied go, so
-        that insert_sync places every flag. With a flag of the user's, they stay."""
-        from ..ir.nodes import SYNC_OPS, walk_statements
+        """An expert kernel that writes no intra-core flag or barrier of its own (at most
+        cross-core flags) is synchronised by the compiler within each core (tilelang-ascend's
+        TL_ASCEND_AUTO_SYNC): the flags its gemm_v0 calls implied go, so that insert_sync
+        places every intra-core flag. With a flag of the user's, they stay."""
+        from ..ir.nodes import SYNC_OPS, SetCrossFlag, WaitCrossFlag, walk_statements
         implied = {id(f) for f in self.implied_flags}
         if not implied or any(isinstance(s, SYNC_OPS) and id(s) not in implied
+                              and not isinstance(s, (SetCrossFlag, WaitCrossFlag))
                               for s in walk_statements(body)):
             return body
         from dataclasses import replace
@@ -422,7 +434,7 @@ class TileAscend(TileSort):
 
     def op_gemm_v0(self, call) -> list:
         names = ["A", "B", "C", "transpose_A", "transpose_B", "init"]
-        return self.gemm_with(call, names, names[3:6])
+        return self.gemm_with(call, names, names[3:6], v0=True)
 
     def op_mma(self, call) -> list:
         names = ["A", "B", "C", "init", "transpose_A", "transpose_B"]

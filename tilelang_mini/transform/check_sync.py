@@ -53,15 +53,26 @@ MAX_SCENARIOS = 8           # branch choices tried for data-dependent ifs holdin
 
 def sync_expert(kernel: Kernel, chip: Chip) -> Kernel:
     """The insert_sync stage of a kernel that places its own scopes: its flags are checked
-    (check_sync); a lowered kernel with no flag at all (IR printed before insert_sync) gets
-    them from insert_sync, after the same legality check."""
+    (check_sync); a kernel with no flag at all (tilelang-ascend's TL_ASCEND_AUTO_SYNC, or IR
+    printed before insert_sync) gets them from insert_sync, after the same legality check; a
+    kernel with cross-core flags only (it orders its cores, TL_ASCEND_AUTO_SYNC the pipes of
+    each core) gets the intra-core flags and barriers from insert_sync, its own kept, and the
+    whole is then checked:
+
+        wait_cross_flag(0)  # V      ->   wait_cross_flag(0)
+        copy(W[...], x)     # MTE2        copy(W[...], x)
+        ... map on x        # V           set_flag(MTE2, V, 0); wait_flag(MTE2, V, 0)
+                                          ... map on x"""
     from .insert_sync import insert_sync
     if not kernel.is_npu or len(kernel.grid_vars) != 2:
         return kernel
-    if any(isinstance(s, SYNC_OPS) for s in walk_statements(kernel.body)):
+    ops = [s for s in walk_statements(kernel.body) if isinstance(s, SYNC_OPS)]
+    if any(not isinstance(s, (SetCrossFlag, WaitCrossFlag)) for s in ops):
         return check_sync(kernel, chip)
     check_legal(kernel, chip)
-    return insert_sync(kernel, chip)
+    if not ops:
+        return insert_sync(kernel, chip)
+    return check_sync(insert_sync(kernel, chip, intra_only=True), chip)
 
 
 def check_sync(kernel: Kernel, chip: Chip) -> Kernel:

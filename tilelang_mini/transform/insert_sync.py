@@ -64,18 +64,20 @@ class Channel:
         return ("after", id(self.set_at)) if self.wait_after else id(self.wait_at)
 
 
-def insert_sync(kernel: Kernel, chip: Chip) -> Kernel:
+def insert_sync(kernel: Kernel, chip: Chip, intra_only: bool = False) -> Kernel:
+    """`intra_only`: the kernel orders its cores itself (its own cross-core flags, kept as
+    they are): only the flags and barriers between the pipes of each core are added."""
     if not kernel.is_npu:
         return kernel
     allocs = [s for s in kernel.body if isinstance(s, Alloc)]
     offsets = {a.buffer.name: a.offset for a in allocs if a.offset is not None}
     tree = _tree([s for s in kernel.body if not isinstance(s, Alloc)])
-    channels = _Analysis(offsets).run(tree)
+    channels = _Analysis(offsets, intra_only=intra_only).run(tree)
     try:
         assign_events(channels, chip, kernel)
     except CompileError:  # out of ids: one flag per group of adjacent producers, and try again
         tree = _tree([s for s in kernel.body if not isinstance(s, Alloc)])
-        channels = _Analysis(offsets, coalesce=True).run(tree)
+        channels = _Analysis(offsets, coalesce=True, intra_only=intra_only).run(tree)
         assign_events(channels, chip, kernel)
     body = _render(tree, channels)
     return replace(kernel, body=tuple(allocs + body))
@@ -86,9 +88,10 @@ class _Uncovered(Exception):
 
 
 class _Analysis(HappensBefore):
-    def __init__(self, offsets, coalesce=False):
+    def __init__(self, offsets, coalesce=False, intra_only=False):
         self.offsets = offsets
         self.coalesce = coalesce
+        self.intra_only = intra_only  # dependencies between cores are the kernel's own
         self.channels: list[Channel] = []
         self.by_wait: dict = {}    # id(item) -> channels waiting before it
         self.by_key: dict = {}     # what a channel is looked up by (channel()) -> channels
@@ -328,6 +331,8 @@ class _Analysis(HappensBefore):
                 if p == q and item.pipe != "V":
                     continue
                 if p[1] == "S" and p[0] == q[0]:  # the scalar unit finishes it before going on
+                    continue
+                if self.intra_only and p[0] != q[0]:
                     continue
                 floor = known.get(p, -1)  # everything up to it is ordered before `occ` already
                 j = bisect_left(entries, occ.index, key=_first)
