@@ -158,3 +158,17 @@ softmax = from_example("softmax", "softmax", blk_m=16)
 flash_attention = from_example("flash_attention", "flash_attention", block_M=32, block_N=32,
                                num_stages=1)
 gemm_expert = from_example("gemm_expert", "gemm_expert", bm=64, bn=64, bk=32)
+
+
+@out_idx(-1)
+def scale_rows(n, factor):
+    """B = A * factor on (n, 32) float32, eight rows a block (the disk-cache tests' kernel)."""
+    @T.prim_func
+    def main(A: T.Tensor((n, 32), "float32"), B: T.Tensor((n, 32), "float32")):
+        with T.Kernel(T.ceildiv(n, 8)) as bx:
+            a = T.alloc_fragment((8, 32), "float32")
+            T.copy(A[bx * 8, 0], a)
+            for i, j in T.Parallel(8, 32):
+                a[i, j] = a[i, j] * factor
+            T.copy(a, B[bx * 8, 0])
+    return main

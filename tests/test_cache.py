@@ -1,6 +1,5 @@
 """The disk cache of compiled kernels (tilelang_mini/runtime/cache.py): looked up before any pass
 runs, keyed on what determines the result, and never loading what is not this key's entry."""
-# No `from __future__ import annotations`: the frontend reads T.Tensor annotations as objects.
 import os
 import stat
 import subprocess
@@ -11,9 +10,9 @@ import numpy as np
 import pytest
 
 import tilelang_mini
-import tilelang_mini.language as T
 from backends.llvm import STATS
 from tilelang_mini.runtime import cache
+from kernels import scale_rows as scale
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -24,18 +23,6 @@ def cache_dir(tmp_path, monkeypatch):
     monkeypatch.setenv("TILELANG_MINI_CACHE_DIR", str(d))
     monkeypatch.setenv("TILELANG_MINI_CACHE", "1")
     return d
-
-
-def scale(n, factor):
-    @T.prim_func
-    def main(A: T.Tensor((n, 32), "float32"), B: T.Tensor((n, 32), "float32")):
-        with T.Kernel(T.ceildiv(n, 8)) as bx:
-            a = T.alloc_fragment((8, 32), "float32")
-            T.copy(A[bx * 8, 0], a)
-            for i, j in T.Parallel(8, 32):
-                a[i, j] = a[i, j] * factor
-            T.copy(a, B[bx * 8, 0])
-    return main
 
 
 def compile_scale(n=16, factor=3.0, **kw):

@@ -2,7 +2,9 @@
 order, or, when cores hand data over through cross-core flags in an order that program order may
 not respect (expert kernels), as coroutines (sim.run_ordered). Block-independent kernels run as
 groups of blocks (semantics/batched.py) when that gives the same values; `last_run` says which
-run ran (for tests and benchmarks)."""
+run ran (for tests and benchmarks). `dump`/`load` make an artifact a disk-cache entry (the
+lowered IR and the order verdict) and back (the closures and the batched run are built again:
+a cache hit runs no pass)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -11,6 +13,7 @@ from typing import Callable
 import numpy as np
 
 from tilelang_mini.ir.nodes import Kernel
+from tilelang_mini.runtime.cache import dump_ir, load_ir
 from tilelang_mini.semantics.batched import lower_batched
 from tilelang_mini.semantics.ops import Env
 from tilelang_mini.semantics.order import program_order_is_valid
@@ -26,6 +29,10 @@ class NumpyArtifact:
     batched: object = None          # batched.BatchedKernel, or None
     why_plain: str | None = None    # why the kernel always runs block by block
     last_run: list = field(default_factory=lambda: [None], compare=False)
+    from_cache: bool = False
+
+
+CACHE_VERSION = "tlm-numpy-1"
 
 
 class NumpyBackend:
@@ -52,6 +59,26 @@ class NumpyBackend:
             return
         artifact.last_run[0] = run_grid(artifact.kernel, artifact.body, artifact.has_scopes,
                                         args, artifact.batched)
+
+    def cache_tag(self, options: dict | None = None) -> str:
+        return f"{CACHE_VERSION} numpy {np.__version__}"
+
+    def dump(self, artifact: NumpyArtifact) -> tuple[dict, list[bytes]]:
+        return ({"has_scopes": artifact.has_scopes, "cross_core": artifact.cross_core},
+                [dump_ir(artifact.kernel)])
+
+    def load(self, meta: dict, blobs: list[bytes], kernel: Kernel,
+             key: str = "") -> NumpyArtifact | None:
+        """The artifact of an entry (None when it does not hold a lowered kernel of this
+        kernel's parameters: then it is compiled again)."""
+        lowered = load_ir(blobs[0]) if len(blobs) == 1 else None
+        if not isinstance(lowered, Kernel) or lowered.params != kernel.params:
+            return None
+        has_scopes, ordered = bool(meta.get("has_scopes")), bool(meta.get("cross_core"))
+        batched, why = (None, "cross-core order") if ordered else \
+            lower_batched(lowered, has_scopes)
+        return NumpyArtifact(lowered, lower_kernel(lowered), has_scopes, ordered, batched, why,
+                             from_cache=True)
 
 
 BACKEND = NumpyBackend()

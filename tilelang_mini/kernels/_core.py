@@ -37,8 +37,8 @@ class Context:
         with _LOCK:
             kernel = _CACHE.get(key)
         if kernel is None:
-            from ..runtime.kernel import compile as tl_compile
-            kernel = tl_compile(factory(*args), target=self.target, chip=self.chip)
+            from ..runtime.kernel import compile_call
+            kernel = compile_call(factory, args, target=self.target, chip=self.chip)
             with _LOCK:
                 _CACHE[key] = kernel
         return kernel

@@ -15,14 +15,19 @@ and `read_entry` returns it only if it is a regular file (opened without followi
 without blocking: a FIFO, a device or a directory is never read), of a plausible size, whole
 (length and checksum) and recording the key it is looked up under (an entry copied or renamed
 to another key's name is not that key's entry). Anything else is ignored (and later replaced).
+An entry may hold IR (the frontend kernel a traced-call entry records, the numpy target's lowered
+kernel): `dump_ir`/`load_ir` pickle it, and `load_ir` builds nothing but IR nodes (classes of
+`tilelang_mini.ir.nodes`) and builtin containers, so a spoiled entry cannot name other code.
 Entries are written atomically (temporary file + rename); a cache directory that is missing or
 not writable only means nothing is stored.
 """
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
+import pickle
 import stat
 import struct
 import threading
@@ -48,19 +53,27 @@ def compiler_fingerprint(*roots: Path) -> str:
     from .. import __version__
     h = hashlib.sha256(__version__.encode())
     for root in roots:
-        for dirpath, dirnames, filenames in os.walk(root):
-            dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
-            for name in sorted(filenames):
-                if name.endswith((".py", ".lark", ".json")):
-                    path = os.path.join(dirpath, name)
-                    try:
-                        st = os.stat(path)
-                    except OSError:
-                        continue
-                    h.update(f"{os.path.relpath(path, root)}\0{st.st_size}\0"
-                             f"{st.st_mtime_ns}\0".encode())
+        _fingerprint_dir(h, str(root), "")
     _FINGERPRINT[key] = h.hexdigest()
     return _FINGERPRINT[key]
+
+
+def _fingerprint_dir(h, path: str, rel: str) -> None:
+    try:
+        with os.scandir(path) as it:
+            entries = sorted(it, key=lambda e: e.name)
+    except OSError:
+        return
+    for e in entries:
+        if e.name.endswith((".py", ".lark", ".json")):
+            try:
+                st = e.stat(follow_symlinks=True)
+            except OSError:
+                continue
+            if stat.S_ISREG(st.st_mode):
+                h.update(f"{rel}{e.name}\0{st.st_size}\0{st.st_mtime_ns}\0".encode())
+        elif e.name != "__pycache__" and e.is_dir(follow_symlinks=True):
+            _fingerprint_dir(h, e.path, f"{rel}{e.name}/")
 
 
 def cache_key(**parts: str) -> str:
@@ -168,3 +181,34 @@ def write_entry(path: Path | None, key: str, meta: dict, blobs: list[bytes]) -> 
             os.unlink(tmp)
         except OSError:
             pass
+
+
+# ---------------------------------------------------------------------------------- IR blobs
+
+_IR_MODULE = "tilelang_mini.ir.nodes"
+_BUILTINS = frozenset({"frozenset", "set", "complex", "slice"})
+
+
+class _IRUnpickler(pickle.Unpickler):
+    def find_class(self, module, name):
+        if module == _IR_MODULE and not name.startswith("_"):
+            from ..ir import nodes
+            cls = getattr(nodes, name, None)
+            if isinstance(cls, type):
+                return cls
+        elif module == "builtins" and name in _BUILTINS:
+            return super().find_class(module, name)
+        raise pickle.UnpicklingError(f"not an IR class: {module}.{name}")
+
+
+def dump_ir(node) -> bytes:
+    """An IR node (a Kernel) as an entry's blob."""
+    return pickle.dumps(node, protocol=5)
+
+
+def load_ir(blob: bytes):
+    """The IR node of `dump_ir`, or None when the blob is not one (IR classes only)."""
+    try:
+        return _IRUnpickler(io.BytesIO(blob)).load()
+    except Exception:  # noqa: BLE001 - a spoiled blob is a miss, never a crash
+        return None

@@ -35,9 +35,12 @@ class JITKernel:
     Calling it with the input arrays returns the outputs (a tuple when there are several)."""
 
     def __init__(self, prim_func, frontend: Kernel, out_idx: tuple[int, ...], options: Options,
-                 compilation: Compilation | None = None, artifact=None, workspace_idx=()):
-        self.prim_func = prim_func
+                 compilation: Compilation | None = None, artifact=None, workspace_idx=(),
+                 cache_key: str | None = None, trace=None):
+        self._prim_func = prim_func
+        self._trace = trace  # () -> the PrimFunc, for a kernel loaded before it was traced
         self.frontend = frontend
+        self.cache_key = cache_key  # the disk cache's key of the compiled code, if cached
         self.options = options
         self._compilation = compilation
         self._written = None
@@ -56,6 +59,14 @@ class JITKernel:
             artifact = guarded(f"the {options.target} code generator", final.loc,
                                self.backend.lower, final, {"chip": options.chip})
         self.artifact = artifact
+
+    @property
+    def prim_func(self):
+        """The T.prim_func compiled (traced again when the kernel came from the disk cache
+        before its factory was traced)."""
+        if self._prim_func is None and self._trace is not None:
+            self._prim_func = self._trace()
+        return self._prim_func
 
     @property
     def compilation(self) -> Compilation:
@@ -230,38 +241,105 @@ def _compile_ir(prim_func, kernel: Kernel, out_idx, options: Options,
     ws = _normalize_out_idx(workspace_idx, len(kernel.params))
     _check_chip(options.chip)
     backend = get_backend(options.target)
-    compilation, artifact = _lower_cached(kernel, options, backend)
-    compiled = JITKernel(prim_func, kernel, idx, options, compilation, artifact, ws)
+    compilation, artifact, key = _lower_cached(kernel, options, backend)
+    return _observed(JITKernel(prim_func, kernel, idx, options, compilation, artifact, ws, key))
+
+
+def _observed(compiled: JITKernel) -> JITKernel:
     for observer in tuple(_OBSERVERS):
         observer(compiled)
     return compiled
 
 
+def _cacheable(backend) -> bool:
+    """Whether compiles for `backend` go through the disk cache (a backend with `dump`/`load`;
+    not while passes print or time themselves: then they must run)."""
+    return (hasattr(backend, "dump") and config.cache_enabled() and not config.print_after()
+            and not config.time_passes())
+
+
+def _key(options: Options, backend, **parts: str) -> str:
+    """The cache key of `parts` compiled with `options` by this compiler for this host."""
+    backend_root = Path(sys.modules[type(backend).__module__].__file__).parent
+    return cache.cache_key(
+        **parts, options=repr(options),
+        compiler=cache.compiler_fingerprint(Path(__file__).parents[1], backend_root),
+        backend=backend.cache_tag({"chip": options.chip}))
+
+
 def _lower_cached(kernel: Kernel, options: Options, backend):
-    """(compilation, artifact): from the disk cache when it holds this kernel (looked up before
-    any pass runs; the stages are then recomputed only if asked for), else compiled and stored.
-    Backends without `dump`/`load` (the numpy interpreter) are not cached."""
+    """(compilation, artifact, key): from the disk cache when it holds this kernel (looked up
+    before any pass runs; the stages are then recomputed only if asked for), else compiled and
+    stored. Backends without `dump`/`load` are not cached (key None)."""
     path = key = None
-    if (hasattr(backend, "dump") and config.cache_enabled() and not config.print_after()
-            and not config.time_passes()):
-        backend_root = Path(sys.modules[type(backend).__module__].__file__).parent
-        key = cache.cache_key(
-            ir=print_ir(kernel), options=repr(options),
-            compiler=cache.compiler_fingerprint(Path(__file__).parents[1], backend_root),
-            backend=backend.cache_tag({"chip": options.chip}))
+    if _cacheable(backend):
+        key = _key(options, backend, ir=print_ir(kernel))
         path = cache.entry_path(options.target, key)
         entry = cache.read_entry(path, key)
         if entry is not None:
             artifact = backend.load(*entry, kernel, key)
             if artifact is not None:
-                return None, artifact
+                return None, artifact, key
     with _collector_paused():
         compilation = _run_passes(kernel, options)
         artifact = guarded(f"the {options.target} code generator", kernel.loc, backend.lower,
                            compilation.final, {"chip": options.chip})
     if key is not None:
         cache.write_entry(path, key, *backend.dump(artifact))
-    return compilation, artifact
+    return compilation, artifact, key
+
+
+@user_facing
+def compile_call(factory, args: tuple = (), kwargs: dict | None = None, out_idx=None,
+                 target: str | None = None, chip: str | None = None,
+                 workspace_idx=None):
+    """`compile(factory(*args, **kwargs), ...)`, looked up in the disk cache before the factory
+    is traced: the key of the call (runtime/trace_key.py: the factory's code, closure values,
+    the globals it names, the arguments) with the options, compiler and host names an entry
+    that points at the compiled code's entry and holds the frontend IR. On such a hit nothing
+    is traced (`prim_func` traces when asked for); otherwise the factory is traced and compiled
+    as by `compile`, and the pointer is stored."""
+    kwargs = kwargs or {}
+    options = Options(chip=chip or config.default_chip(), target=target or config.default_target())
+    _check_chip(options.chip)
+    backend = get_backend(options.target)
+    path = key = None
+    if _cacheable(backend):
+        from .trace_key import factory_key
+        call = factory_key(factory, args, kwargs)
+        if call is not None:
+            key = _key(options, backend, call=call, out_idx=repr(out_idx),
+                       workspace_idx=repr(workspace_idx))
+            path = cache.entry_path(f"{options.target}-calls", key)
+            hit = _load_call(path, key, options, backend, out_idx, workspace_idx,
+                             lambda: factory(*args, **kwargs))
+            if hit is not None:
+                return _observed(hit)
+    kernel = compile(factory(*args, **kwargs), out_idx=out_idx, target=options.target,
+                     chip=options.chip, workspace_idx=workspace_idx)
+    if key is not None and type(kernel) is JITKernel and kernel.cache_key is not None:
+        cache.write_entry(path, key, {"code_key": kernel.cache_key},
+                          [cache.dump_ir(kernel.frontend)])
+    return kernel
+
+
+def _load_call(path, key: str, options: Options, backend, out_idx, workspace_idx, trace):
+    """The JITKernel of a call's entry (frontend IR + the compiled code's entry), or None."""
+    entry = cache.read_entry(path, key)
+    if entry is None:
+        return None
+    meta, blobs = entry
+    code_key = meta.get("code_key")
+    frontend = cache.load_ir(blobs[0]) if len(blobs) == 1 else None
+    if not isinstance(frontend, Kernel) or not isinstance(code_key, str):
+        return None
+    code = cache.read_entry(cache.entry_path(options.target, code_key), code_key)
+    artifact = backend.load(*code, frontend, code_key) if code is not None else None
+    if artifact is None:
+        return None
+    idx = _normalize_out_idx(out_idx, len(frontend.params))
+    ws = _normalize_out_idx(workspace_idx, len(frontend.params))
+    return JITKernel(None, frontend, idx, options, None, artifact, ws, code_key, trace)
 
 
 @contextlib.contextmanager
@@ -339,9 +417,8 @@ class JITFactory:
             return self._cache[key]
         except (KeyError, TypeError):
             pass
-        prim = self.factory(*args, **kwargs)
-        kernel = compile(prim, out_idx=self.out_idx, target=target, chip=chip,
-                         workspace_idx=self.workspace_idx)
+        kernel = compile_call(self.factory, args, kwargs, out_idx=self.out_idx, target=target,
+                              chip=chip, workspace_idx=self.workspace_idx)
         try:
             self._cache[key] = kernel
         except TypeError:  # unhashable arguments: compile every time
@@ -379,4 +456,5 @@ class PassConfigKey(metaclass=_PassConfigKeys):
     its own name; the configurations they select are GPU toolchain switches, ignored here."""
 
 
-__all__ = ["JITKernel", "JITFactory", "PassConfigKey", "compile", "compile_ir", "jit", "STAGES"]
+__all__ = ["JITKernel", "JITFactory", "PassConfigKey", "compile", "compile_call", "compile_ir",
+           "jit", "STAGES"]
