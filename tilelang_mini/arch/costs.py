@@ -7,7 +7,7 @@ memory bandwidth and on-chip path widths; the vector unit processes 256 bytes pe
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 
 @dataclass(frozen=True)
@@ -73,16 +73,15 @@ COSTS_910B = Costs(
 # keeping up with a 256-cycle 128x256x64 fp8 MMAD while loading its 24 KiB of operands; with a
 # 100-cycle MTE2 latency the model made that GEMM MTE2-bound (1318 us, +18%); 64 cycles (the
 # MTE3 figure) leaves MTE2 at 224 of the 264 cycles per step. bf16 is cube-bound either way.
-COSTS_950 = Costs(
+COSTS_950 = replace(
+    COSTS_910B,  # what the 950 changes:
     mte2=PipeCost(latency=64, bytes_per_cycle=256.0),
     mte1=PipeCost(latency=16, bytes_per_cycle=512.0),
     fix=PipeCost(latency=32, bytes_per_cycle=256.0),
     mte3=PipeCost(latency=64, bytes_per_cycle=128.0),
-    vector=PipeCost(latency=8, bytes_per_cycle=256.0),
-    mmad_latency=8, cube_macs_per_cycle=4096, flag_cycles=1, cross_flag_latency=48,
-    scalar_cycles=1,
+    cross_flag_latency=48,
     gm_tbps=4.0,  # 950DT: HiZQ 2.0, 144 GB at about 4 TB/s (Huawei Connect 2025 roadmap)
-    # L2: no published 950 figures. Capacity: the A2/A3's 192 MiB. Bandwidth: 2.5x the HBM
-    # (the 910B ratio above is 3.4x; the lower figure is the cautious one): 10 TB/s.
-    l2_bytes=192 * 1024 * 1024, l2_tbps=10.0,
+    # L2: no published 950 figures. Capacity: the A2/A3's 192 MiB (kept). Bandwidth: 2.5x the
+    # HBM (the 910B ratio above is 3.4x; the lower figure is the cautious one): 10 TB/s.
+    l2_tbps=10.0,
 )

@@ -4,7 +4,7 @@ Sizes are the public figures of the parts; per-pipe costs are in `costs.py`.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..errors import CompileError
 from .costs import COSTS_910B, COSTS_950, Costs
@@ -48,13 +48,13 @@ ASCEND910B = Chip(
     costs=COSTS_910B,
 )
 
-ASCEND950 = Chip(
-    name="ascend950", aic_cores=32, aiv_per_aic=2,
+ASCEND950 = replace(
+    ASCEND910B,  # what the 950 changes:
+    name="ascend950", aic_cores=32,
     capacity=(("L1", 512 * KIB), ("L0A", 64 * KIB), ("L0B", 64 * KIB), ("L0C", 256 * KIB),
               ("UB", 248 * KIB)),
-    alignment=_ALIGN, direct_l0c_to_ub=True, direct_ub_to_l1=True,
-    event_ids=8, cross_flags=16, cross_flag_pending=15, clock_ghz=1.65, peak_bf16_tflops=432.0,
-    costs=COSTS_950, fp8_cube=True, mx_gran=32,
+    direct_l0c_to_ub=True, direct_ub_to_l1=True, cross_flags=16, clock_ghz=1.65,
+    peak_bf16_tflops=432.0, costs=COSTS_950, fp8_cube=True, mx_gran=32,
 )
 
 CHIPS = {c.name: c for c in (ASCEND910B, ASCEND950)}

@@ -306,23 +306,16 @@ class HappensBefore:
         needed: dict = {}
         # Earlier accesses by memory, thread and kind, newest first: on thread p everything up
         # to known[p] is ordered already, and the newest conflicting one is all that is needed.
-        for mem, _, write in acc:
-            for (p, pw), entries in self.by_mem.get(mem[:2], {}).items():
-                if not (write or pw):
+        for p, entries in threads_to_check(self.by_mem, acc, q):
+            floor = max(known.get(p, -1), needed.get(p, (-1,))[0])
+            for index, prev, pacc in reversed(entries):
+                if index <= floor:
+                    break
+                if exclusive(prev, occ):
                     continue
-                if p == q and item.pipe != "V":
-                    continue
-                if p[1] == "S" and p[0] == q[0]:  # the scalar unit finishes it before going on
-                    continue
-                floor = max(known.get(p, -1), needed.get(p, (-1,))[0])
-                for index, prev, pacc in reversed(entries):
-                    if index <= floor:
-                        break
-                    if exclusive(prev, occ):
-                        continue
-                    if self.conflicts(prev, pacc, occ, acc):
-                        needed[p] = (index, prev)
-                        break
+                if self.conflicts(prev, pacc, occ, acc):
+                    needed[p] = (index, prev)
+                    break
         return needed
 
     def conflicts(self, prev: Occ, pacc: list, occ: Occ, acc: list) -> bool:
@@ -345,6 +338,18 @@ class HappensBefore:
         if item.pipe != "V":
             known[q] = occ.index
         return vc
+
+
+def threads_to_check(by_mem: dict, acc: list, q: tuple):
+    """(thread, its earlier accesses) that an instruction on thread `q` = (core, pipe) making
+    the accesses `acc` may conflict with, from `by_mem` (memory -> (thread, writes) ->
+    [(index, occ, accesses)]): a read meets only writes; a pipe other than the vector unit
+    runs its own instructions in order; the scalar unit finishes its work before going on."""
+    for mem, _, write in acc:
+        for (p, pw), entries in by_mem.get(mem[:2], {}).items():
+            if not (write or pw) or (p == q and q[1] != "V") or (p[1] == "S" and p[0] == q[0]):
+                continue
+            yield p, entries
 
 
 def join(known: dict, vc: dict) -> None:

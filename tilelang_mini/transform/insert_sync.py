@@ -31,7 +31,7 @@ from ..arch import Chip
 from ..errors import CompileError
 from ..ir.happens_before import (
     HappensBefore, Instr, Occ, accesses as _accesses, build_tree as _tree, conflict, exclusive,
-    join,
+    join, threads_to_check,
 )
 from ..ir.nodes import (
     Alloc, Const, For, Kernel, PipeBarrier, SetCrossFlag, SetFlag, Var, WaitCrossFlag, WaitFlag,
@@ -324,30 +324,24 @@ class _Analysis(HappensBefore):
             acc = self.accesses[id(item)] = _accesses(item, self.offsets)
         needed = []  # every unordered conflicting producer: one in a branch covers no other
         seen = set()
-        for mem, _, write in acc:  # earlier accesses of the same memory, per thread, newest first
-            for (p, pw), entries in self.by_mem.get(mem[:2], {}).items():
-                if not (write or pw):
+        # earlier accesses of the same memory, per thread, newest first
+        for p, entries in threads_to_check(self.by_mem, acc, q):
+            if self.intra_only and p[0] != q[0]:
+                continue
+            floor = known.get(p, -1)  # everything up to it is ordered before `occ` already
+            j = bisect_left(entries, occ.index, key=_first)
+            while j:
+                j -= 1
+                index, prev, pacc = entries[j]
+                if index <= floor:
+                    break
+                if index in seen:
                     continue
-                if p == q and item.pipe != "V":
+                seen.add(index)
+                if self.covered(prev, occ, q, known) or exclusive(prev, occ):
                     continue
-                if p[1] == "S" and p[0] == q[0]:  # the scalar unit finishes it before going on
-                    continue
-                if self.intra_only and p[0] != q[0]:
-                    continue
-                floor = known.get(p, -1)  # everything up to it is ordered before `occ` already
-                j = bisect_left(entries, occ.index, key=_first)
-                while j:
-                    j -= 1
-                    index, prev, pacc = entries[j]
-                    if index <= floor:
-                        break
-                    if index in seen:
-                        continue
-                    seen.add(index)
-                    if self.covered(prev, occ, q, known) or exclusive(prev, occ):
-                        continue
-                    if any(conflict(x, y) for x in pacc for y in acc):
-                        needed.append(prev)
+                if any(conflict(x, y) for x in pacc for y in acc):
+                    needed.append(prev)
         # Latest producers first: the order one of them establishes may cover the others.
         for prev in sorted(needed, key=lambda o: -o.index):
             if self.covered(prev, occ, q, known):

@@ -167,6 +167,12 @@ def unpack_kernel(M, N, block_M=ROWS):
     return unpack_ue8m0
 
 
+def _cast_input(x):
+    """The array to quantise: float32 or bfloat16 as given, any other dtype as float32."""
+    xa = as_input(x, name="x")
+    return xa if xa.dtype.name in ("float32", "bfloat16") else xa.astype(np.float32)
+
+
 def _rows2d(a):
     return a.reshape(-1, a.shape[-1]) if a.ndim != 2 else a
 
@@ -174,10 +180,7 @@ def _rows2d(a):
 @library_function
 def per_token_cast_to_fp8(ctx, x, use_ue8m0=False, gran_k=128, use_packed_ue8m0=False):
     """-> (x_fp8 [M, N] e4m3, sf [M, ceil(N/gran_k)] fp32, or packed int32 when asked)."""
-    plan = Plan()
-    xa = as_input(x, name="x")
-    if xa.dtype.name not in ("float32", "bfloat16"):
-        xa = xa.astype(np.float32)
+    plan, xa = Plan(), _cast_input(x)
     M, N = xa.shape
     q = np.empty((M, N), _fp8())
     sf = np.empty((M, ceil_div(N, gran_k)), np.float32)
@@ -192,10 +195,7 @@ def per_token_cast_to_fp8(ctx, x, use_ue8m0=False, gran_k=128, use_packed_ue8m0=
 @library_function
 def per_token_cast_to_fp4(ctx, x, use_ue8m0=False, gran_k=128, use_packed_ue8m0=False):
     """-> (packed e2m1 int8 [M, N/2], sf [M, ceil(N/gran_k)] fp32, or packed int32)."""
-    plan = Plan()
-    xa = as_input(x, name="x")
-    if xa.dtype.name not in ("float32", "bfloat16"):
-        xa = xa.astype(np.float32)
+    plan, xa = Plan(), _cast_input(x)
     M, N = xa.shape
     if N % 2 or gran_k % 2:
         raise ValueError(f"per_token_cast_to_fp4 packs two values per byte: N={N} must be even")
@@ -217,10 +217,7 @@ def per_token_cast_to_fp4(ctx, x, use_ue8m0=False, gran_k=128, use_packed_ue8m0=
 @library_function
 def per_block_cast_to_fp8(ctx, x, use_ue8m0=False, gran_k=128):
     """-> (x_fp8 [M, N] e4m3, sf [ceil(M/g), ceil(N/g)] fp32), one scale per g x g block."""
-    plan = Plan()
-    xa = as_input(x, name="x")
-    if xa.dtype.name not in ("float32", "bfloat16"):
-        xa = xa.astype(np.float32)
+    plan, xa = Plan(), _cast_input(x)
     M, N = xa.shape
     q = np.empty((M, N), _fp8())
     sf = np.empty((ceil_div(M, gran_k), ceil_div(N, gran_k)), np.float32)

@@ -114,6 +114,11 @@ def kernel_source(tensors, launch: str, allocs=(), header=KERNEL_HEADER):
     return src, marks
 
 
+def input_names(tensors) -> str:
+    """The reference's parameters: the kernel's input tensors, in order."""
+    return ", ".join(t.name for t in tensors if not t.output)
+
+
 def reference_source(params: str, zeros=(), loops=()):
     """`def reference(params):`, `name = np.zeros(shape)` per (name, shape), then one nested
     `for var in range(n):` per (var, n). Returns (Source, the indent of the innermost body)."""

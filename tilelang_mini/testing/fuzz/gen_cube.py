@@ -4,7 +4,8 @@ whose K blocks are skipped by a data-dependent `if` (block-sparse).
 """
 from __future__ import annotations
 
-from .case import EPS, Tensor, build_case, kernel_source, reference_source, tolerance
+from .case import (EPS, Tensor, build_case, input_names, kernel_source, reference_source,
+                   tolerance)
 
 IN_DTYPES = ["float32", "float16", "bfloat16", "float8_e4m3fn", "float8_e5m2"]
 
@@ -149,7 +150,7 @@ def gen_gemm(d, seed, epilogue=False):
     marks["copy_c"] = src.add(2, f"T.copy(C_f, C[by * {bm}, bx * {bn}])")
     scaled = ep not in ("scale_cast", "act")  # else values no longer scale with |A| @ |B|
     c_out = "(C, Cs)" if scaled else "C"
-    ref = _ref_gemm(", ".join(t.name for t in tensors if not t.output), M, N, bm, bn,
+    ref = _ref_gemm(input_names(tensors), M, N, bm, bn,
                     f"[cdiv({K}, {bk}) - 1]" if last_only else f"range(cdiv({K}, {bk}))",
                     [o["ref_ab"], "c = c + a @ b", "s = s + np.abs(a) @ np.abs(b)"],
                     pre=[f"S = np.zeros(({-(-N // bn)}, {M}))"] if ep == "rowsum" else [],

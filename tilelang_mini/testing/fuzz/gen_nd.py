@@ -13,7 +13,8 @@ compile time (they compute right in program order).
 """
 from __future__ import annotations
 
-from .case import EPS, KERNEL_HEADER, Source, Tensor, build_case, signature, tolerance
+from .case import (EPS, KERNEL_HEADER, Source, Tensor, build_case, input_names, reference_source,
+                   signature, tolerance)
 from .exprs import Expr, gen_expr
 from .gen_vector import FLOATS, _RED, _tile_alloc
 
@@ -99,14 +100,9 @@ def gen_tile_nd(d, seed):
         blk = "by * %d + bx" % gm1 if two_grid else "by"
         src.add(2, f"T.copy(r, R[{blk}, {', '.join(['0'] * len(out_tile))}])")
 
-    ref = Source()
-    ref.add(0, "def reference(" + ", ".join(x.name for x in tensors if not x.output) + "):")
-    ref.add(1, f"O = np.zeros({tuple(shape)!r})")
-    if red:
-        ref.add(1, f"R = np.zeros(({gm0 * gm1},) + {out_tile!r})")
-    ref.add(1, f"ii = np.indices({t!r})[0]")
-    ref.add(1, f"for by in range({gm0}):")
-    ref.add(2, f"for bx in range({gm1}):")
+    zeros = [("O", shape)] + ([("R", (gm0 * gm1,) + tuple(out_tile))] if red else [])
+    ref, _ = reference_source(input_names(tensors), zeros, [("by", gm0), ("bx", gm1)])
+    ref.add(3, f"ii = np.indices({t!r})[0]")
     starts = f"(by * {b0}, bx * {b1 if two_grid else 0}" + ", 0" * (nd - 2) + ")"
     ref.add(3, f"r0 = by * {b0}")
     ref.add(3, f"x = rnd(load(X, {starts}, {t!r}), '{cdt}')")

@@ -4,7 +4,8 @@ in an index or an `if` (row gather, grouped/MoE GEMM), and loop bounds read from
 """
 from __future__ import annotations
 
-from .case import EPS, Tensor, build_case, kernel_source, reference_source, tolerance
+from .case import (EPS, Tensor, build_case, input_names, kernel_source, reference_source,
+                   tolerance)
 from .gen_cube import IN_DTYPES, _ref_gemm
 from .gen_vector import FLOATS
 
@@ -120,7 +121,7 @@ def gen_dyn_bounds(d, seed):
     src.block(2, [f"T.clear({allocs[-1][0]})", f"for k in {loop}:"]
               + ["    " + line for line in body] + [out])
     start = "0" if form == "one_arg" else f"int(KS[bx]) // {bn}"
-    ref, _ = reference_source(", ".join(t.name for t in tensors if not t.output),
+    ref, _ = reference_source(input_names(tensors),
                               [("O", out_t.shape), ("Os", out_t.shape)],
                               [("bx", G), ("k", f"{start}, cdiv(int(KE[bx]), {bn})")])
     ref.block(3, ref_body + [f"O{rows} += {value}", f"Os{rows} += {scale}"])

@@ -5,8 +5,8 @@ the generator's own description block by block (tiles loaded with zero padding a
 """
 from __future__ import annotations
 
-from .case import (EPS, Case, Source, Tensor, build_case, kernel_source, reference_source,
-                   tolerance)
+from .case import (EPS, Case, Tensor, build_case, input_names, kernel_source,
+                   reference_source, tolerance)
 from .exprs import Expr, gen_expr
 
 FLOATS = ["float32", "float16", "bfloat16"]
@@ -90,19 +90,16 @@ def gen_elementwise(d, seed) -> Case:
         post_ref = f"o = rnd(o + 1.0, '{cdt}')"
     marks["copy_out"] = src.add(2, f"T.copy(o, O{corner})")
 
-    ref = Source()
-    ref.add(0, "def reference(" + ", ".join(t.name for t in tensors if not t.output) + "):")
-    ref.add(1, f"O = np.zeros({tuple(shape)!r})")
+    blocks = ([("by", f"cdiv({M}, {bm})"), ("bx", f"cdiv({N}, {bn})")] if two_d
+              else [("bx", f"cdiv({M}, {bm})")])
+    ref, ind = reference_source(input_names(tensors), [("O", shape)], blocks)
     if two_d:
-        ref.add(1, f"ii, jj = np.indices({tile!r})")
-        ref.add(1, f"for by in range(cdiv({M}, {bm})):")
-        ref.add(2, f"for bx in range(cdiv({N}, {bn})):")
-        ind, starts = 3, f"(by * {bm}, bx * {bn})"
+        ref.add(ind, f"ii, jj = np.indices({tile!r})")
+        starts = f"(by * {bm}, bx * {bn})"
         ref.add(ind, f"r0, c0 = by * {bm}, bx * {bn}")
     else:
-        ref.add(1, f"ii = np.arange({bm})")
-        ref.add(1, f"for bx in range(cdiv({M}, {bm})):")
-        ind, starts = 2, f"(bx * {bm},)"
+        ref.add(ind, f"ii = np.arange({bm})")
+        starts = f"(bx * {bm},)"
         ref.add(ind, f"r0 = bx * {bm}")
     ref.add(ind, f"x = rnd(load(X, {starts}, {tile!r}), '{cdt}')")
     if has_y:
@@ -249,8 +246,7 @@ def gen_rownorm(d, seed) -> Case:
             src.add(2, loops[loop])
         src.add(3 if loop else 2, stmt.format(N=N))
     src.add(2, f"T.copy(r2, O[bx * {bm}])" if kind == "logsumexp" else f"T.copy(e, O[bx * {bm}, 0])")
-    ref = Source()
-    ref.add(0, "def reference(" + ", ".join(t.name for t in tensors if not t.output) + "):")
+    ref, _ = reference_source(input_names(tensors))
     ref.block(1, ["x = X"] + ref_lines)
     # rows are sums of N terms; layernorm of a near-constant row amplifies: scale from the data
     tol = tolerance(out_dt, EPS["float32"], terms=N, slack=32.0)
