@@ -2,14 +2,10 @@
 the kernels are the examples' own, read from the mirror at run time by upstream_sweep.py)."""
 import numpy as np
 
-from upstream_sweep import Check, case
+from upstream_sweep import Check, blocksparse_ref, case, rn
 
 A = "ascend"
 f64 = np.float64
-
-
-def rn(rng, shape, dtype="float32", scale=1.0):
-    return (rng.standard_normal(shape) * scale).astype(dtype)
 
 
 def sigmoid(x):
@@ -225,13 +221,7 @@ def _(m, rng):
     K = 128
     a, b = rn(rng, (M, K), "float16"), rn(rng, (K, N), "float16")
     mask = (rng.random((2, 2, 4)) > 0.4).astype(np.int8)
-    want = np.zeros((M, N))
-    for i in range(2):
-        for j in range(2):
-            for k in range(4):
-                if mask[i, j, k]:
-                    want[i * 64:(i + 1) * 64, j * 64:(j + 1) * 64] += \
-                        a[i * 64:(i + 1) * 64, k * 32:(k + 1) * 32].astype(f64) @ b[k * 32:(k + 1) * 32, j * 64:(j + 1) * 64]
+    want = blocksparse_ref(a, b, mask, 64, 64, 32)
     return [Check(m["blocksparse_matmul"](M, N, K, 64, 64, 32), [a, b, mask], {0: want},
                   dtype="float16", reduce_len=K)]
 

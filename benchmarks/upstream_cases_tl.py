@@ -2,14 +2,10 @@
 here; the kernels are the examples' own, read from the mirror at run time by upstream_sweep.py)."""
 import numpy as np
 
-from upstream_sweep import Check, case
+from upstream_sweep import Check, blocksparse_ref, case, rn
 
 TL = "tilelang"
 f64 = np.float64
-
-
-def rn(rng, shape, dtype="float32", scale=1.0):
-    return (rng.standard_normal(shape) * scale).astype(dtype)
 
 
 @case("tl/gemm/example_gemm", TL, "examples/gemm/example_gemm.py", "eager jit, .compile")
@@ -117,13 +113,7 @@ def _(m, rng):
 def _(m, rng):
     a, b = rn(rng, (128, 128), "float16"), rn(rng, (128, 128), "float16")
     mask = rng.random((2, 2, 4)) > 0.4
-    want = np.zeros((128, 128))
-    for i in range(2):
-        for j in range(2):
-            for k in range(4):
-                if mask[i, j, k]:
-                    want[i * 64:(i + 1) * 64, j * 64:(j + 1) * 64] += \
-                        a[i * 64:(i + 1) * 64, k * 32:(k + 1) * 32].astype(f64) @ b[k * 32:(k + 1) * 32, j * 64:(j + 1) * 64]
+    want = blocksparse_ref(a, b, mask, 64, 64, 32)
     return [Check(m["blocksparse_matmul"], [a, b, mask, 64, 64, 32, 2, 128, False], {0: want},
                   "float16", 128)]
 

@@ -56,6 +56,22 @@ class Check:
     compare: object = None          # custom compare(got, want) -> None (raises AssertionError)
 
 
+def rn(rng, shape, dtype="float32", scale=1.0):
+    """Random inputs of the case files: normal values (times `scale`) in `dtype`."""
+    return (rng.standard_normal(shape) * scale).astype(dtype)
+
+
+def blocksparse_ref(a, b, mask, bm, bn, bk):
+    """float64 A @ B summing only the (bm x bk) @ (bk x bn) block products whose
+    mask[i, j, k] is set (both dialects' blocksparse_gemm examples)."""
+    want = np.zeros((a.shape[0], b.shape[1]))
+    for i, j, k in zip(*np.nonzero(mask)):
+        want[i * bm:(i + 1) * bm, j * bn:(j + 1) * bn] += \
+            a[i * bm:(i + 1) * bm, k * bk:(k + 1) * bk].astype(np.float64) \
+            @ b[k * bk:(k + 1) * bk, j * bn:(j + 1) * bn]
+    return want
+
+
 @dataclass
 class Case:
     name: str

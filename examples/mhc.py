@@ -15,22 +15,9 @@ N_STREAMS = 4
 
 def reference(res, fn, scale, base, x, repeat=20, eps=1e-6):
     """mhc_pre then mhc_post in float64, from TileKernels' reference functions."""
-    t, n, c = res.shape
+    from tilelang_mini.testing.references import mhc_pre_ref
+    post, comb, layer_input = mhc_pre_ref(res, fn, scale, base, repeat, eps=eps)
     r = res.astype(np.float64)
-    flat = r.reshape(t, -1)
-    mix = flat @ fn.astype(np.float64).T / np.sqrt((flat ** 2).sum(-1) / (n * c) + eps)[:, None]
-    mix = mix * np.concatenate([np.full(n, scale[0]), np.full(n, scale[1]),
-                                np.full(n * n, scale[2])]) + base
-    sig = 1 / (1 + np.exp(-mix))
-    pre, post = sig[:, :n] + eps, sig[:, n:2 * n] * 2.0
-    comb = mix[:, 2 * n:].reshape(t, n, n)
-    comb = np.exp(comb - comb.max(-1, keepdims=True))
-    comb = comb / comb.sum(-1, keepdims=True) + eps
-    comb = comb / (comb.sum(-2, keepdims=True) + eps)
-    for _ in range(repeat - 1):
-        comb = comb / (comb.sum(-1, keepdims=True) + eps)
-        comb = comb / (comb.sum(-2, keepdims=True) + eps)
-    layer_input = (pre[:, :, None] * r).sum(1)
     out = post[:, :, None] * x.astype(np.float64)[:, None] + np.einsum("tjk,tjc->tkc", comb, r)
     return post, comb, layer_input, out
 

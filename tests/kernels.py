@@ -151,6 +151,18 @@ def ub_round_trip(X, Y, x, row):
     T.copy(x, Y[row, 0])
 
 
+@T.macro
+def l1_to_l0(a1, b1, a0, b0):
+    """On the cube: the operand tiles just loaded to L1 (MTE2) moved to L0A/L0B (MTE1), each
+    step behind the one before (MTE2 -> MTE1, then MTE1 -> M for the mmad that follows)."""
+    T.set_flag("MTE2", "MTE1", 0)
+    T.wait_flag("MTE2", "MTE1", 0)
+    T.copy(a1, a0)
+    T.copy(b1, b0)
+    T.set_flag("MTE1", "M", 0)
+    T.wait_flag("MTE1", "M", 0)
+
+
 matmul_add = from_example("matmul_add", "matmul_add", block_M=32, block_N=32, block_K=32)
 prenorm = from_example("prenorm", "hc_prenorm", block_M=32, block_N=32, block_K=32)
 rmsnorm = from_example("rmsnorm", "rms_norm", blk_m=16)

@@ -177,18 +177,23 @@ def test_read_entry_checks_its_own_key(tmp_path):
     assert cache.read_entry(tmp_path / "missing.bin", "key-a") is None
 
 
-def test_hit_in_a_fresh_process(cache_dir, tmp_path):
-    script = tmp_path / "hit.py"
-    script.write_text(
-        "import sys\n"
-        f"sys.path.insert(0, {str(Path(__file__).parent)!r})\n"
-        "from test_cache import compile_scale, check_scale\n"
-        "k = compile_scale()\n"
-        "check_scale(k)\n"
-        "print('from_cache', k.from_cache)\n")
+def fresh_runs(tmp_path, *lines: str, runs: int = 2) -> list[str]:
+    """stdout of `runs` fresh Python processes, one after the other, each running `lines`
+    with the tests folder and the repository importable (a missing entry, then hits)."""
+    script = tmp_path / "fresh.py"
+    script.write_text("\n".join([f"import sys; sys.path.insert(0, {str(Path(__file__).parent)!r})",
+                                  *lines, ""]))
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
-    outs = [subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
-                           timeout=120, env=env) for _ in range(2)]
-    for r in outs:
+    outs = []
+    for _ in range(runs):
+        r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                           timeout=120, env=env)
         assert r.returncode == 0, r.stderr
-    assert "from_cache False" in outs[0].stdout and "from_cache True" in outs[1].stdout
+        outs.append(r.stdout)
+    return outs
+
+
+def test_hit_in_a_fresh_process(cache_dir, tmp_path):
+    outs = fresh_runs(tmp_path, "from test_cache import compile_scale, check_scale",
+                      "k = compile_scale()", "check_scale(k)", "print('from_cache', k.from_cache)")
+    assert "from_cache False" in outs[0] and "from_cache True" in outs[1]

@@ -4,9 +4,7 @@ kernel depends on (closure values, arguments, globals and helpers the factory na
 the compiler's source) is in the key, so that changing it misses. On both targets, every result
 compared against a float64 NumPy reference."""
 import os
-import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -15,8 +13,8 @@ import tilelang_mini
 import tilelang_mini.language
 from tilelang_mini.runtime import cache
 from kernels import scale_rows
+from test_cache import fresh_runs
 
-ROOT = Path(__file__).resolve().parents[1]
 TARGETS = ("numpy", "llvm")
 CALLS = []  # one entry per kernel traced (a hit before tracing traces none)
 GAIN = 1.0  # a module global the factory reads
@@ -150,20 +148,10 @@ def test_load_ir_builds_nothing_but_ir():
 
 @pytest.mark.parametrize("target", TARGETS)
 def test_hit_before_tracing_in_a_fresh_process(target, cache_dir, tmp_path):
-    script = tmp_path / "hit.py"
-    script.write_text(
-        "import sys\n"
-        f"sys.path.insert(0, {str(Path(__file__).parent)!r})\n"
-        "import test_cache_calls as t\n"
-        "import tilelang_mini.language as T\n"
-        "parse = T.parse_prim_func\n"
-        "T.parse_prim_func = lambda fn: t.CALLS.append(fn) or parse(fn)\n"
-        f"k = t.run_affine({target!r})\n"
-        "print('from_cache', k.from_cache, 'traced', len(t.CALLS))\n")
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
-    outs = [subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
-                           timeout=120, env=env) for _ in range(2)]
-    for r in outs:
-        assert r.returncode == 0, r.stderr
-    assert "from_cache False traced 1" in outs[0].stdout
-    assert "from_cache True traced 0" in outs[1].stdout
+    outs = fresh_runs(tmp_path, "import test_cache_calls as t", "import tilelang_mini.language as T",
+                      "parse = T.parse_prim_func",
+                      "T.parse_prim_func = lambda fn: t.CALLS.append(fn) or parse(fn)",
+                      f"k = t.run_affine({target!r})",
+                      "print('from_cache', k.from_cache, 'traced', len(t.CALLS))")
+    assert "from_cache False traced 1" in outs[0]
+    assert "from_cache True traced 0" in outs[1]

@@ -280,12 +280,7 @@ def cube_to_vector(with_flag: bool):
             with T.Scope("C"):
                 T.copy(A, a1)
                 T.copy(B, b1)
-                T.set_flag("MTE2", "MTE1", 0)
-                T.wait_flag("MTE2", "MTE1", 0)
-                T.copy(a1, a0)
-                T.copy(b1, b0)
-                T.set_flag("MTE1", "M", 0)
-                T.wait_flag("MTE1", "M", 0)
+                kernels.l1_to_l0(a1, b1, a0, b0)
                 T.gemm(a0, b0, c0, clear_accum=True)
                 T.set_flag("M", "FIX", 0)
                 T.wait_flag("M", "FIX", 0)

@@ -128,12 +128,7 @@ def cube_vector(M, N, K, cross: bool = True, back: bool = True, s_wait: bool = F
                 for r in T.serial(rounds):
                     T.copy(A[r * M, 0], A_L1)
                     T.copy(B, B_L1)
-                    T.set_flag("MTE2", "MTE1", 0)
-                    T.wait_flag("MTE2", "MTE1", 0)
-                    T.copy(A_L1, A_L0)
-                    T.copy(B_L1, B_L0)
-                    T.set_flag("MTE1", "M", 0)
-                    T.wait_flag("MTE1", "M", 0)
+                    kernels.l1_to_l0(A_L1, B_L1, A_L0, B_L0)
                     T.set_flag("MTE1", "MTE2", 0)
                     T.wait_flag("MTE1", "MTE2", 0)
                     T.wait_flag("FIX", "M", 0)
