@@ -47,21 +47,30 @@ def test_closures_constants_arithmetic(target):
     assert "6 / 3" not in k.script()  # folded at trace time
 
 
-def test_python_list_loops_unroll(target):
-    N = 8
-
+def vector_kernel(N, body):
+    """Y = X through one (N,) float32 fragment that the macro `body(t, N)` updates in place:
+    the frame of the loop tests below."""
     @T.prim_func
     def k(X: T.Tensor((N,), "float32"), Y: T.Tensor((N,), "float32")):
         with T.Kernel(1) as bx:
             t = T.alloc_fragment((N,), "float32")
             T.copy(X, t)
-            for idx, w in [(0, 1.0), (3, 2.0), (5, -1.0)]:
-                t[idx] = t[idx] * w
-            for off in [1, 2]:
-                t[off] = t[off] + off
+            body(t, N)
             T.copy(t, Y)
+    return k
 
-    x = rand(N)
+
+@T.macro
+def list_loops(t, N):
+    for idx, w in [(0, 1.0), (3, 2.0), (5, -1.0)]:
+        t[idx] = t[idx] * w
+    for off in [1, 2]:
+        t[off] = t[off] + off
+
+
+def test_python_list_loops_unroll(target):
+    k = vector_kernel(8, list_loops)
+    x = rand(8)
     want = x.copy()
     want[[0, 3, 5]] *= [1.0, 2.0, -1.0]
     want[[1, 2]] += [1, 2]
@@ -93,20 +102,17 @@ def test_macro_inlines(target):
         scale_rows(None, 1.0, 1, 1)  # outside a kernel
 
 
+@T.macro
+def stepped_ranges(t, N):
+    for i in range(2, N, 3):
+        t[i] = t[i] * 10.0
+    for i in range(4):
+        t[i] = t[i] + 1.0
+
+
 def test_range_with_start_and_step(target):
     N = 17
-
-    @T.prim_func
-    def k(X: T.Tensor((N,), "float32"), Y: T.Tensor((N,), "float32")):
-        with T.Kernel(1) as bx:
-            t = T.alloc_fragment((N,), "float32")
-            T.copy(X, t)
-            for i in range(2, N, 3):
-                t[i] = t[i] * 10.0
-            for i in range(4):
-                t[i] = t[i] + 1.0
-            T.copy(t, Y)
-
+    k = vector_kernel(N, stepped_ranges)
     x = rand(N)
     want = x.copy()
     want[2:N:3] *= 10

@@ -18,6 +18,7 @@ import numpy as np
 
 from ..errors import ArgumentError, CompileError
 from .errors import user_facing
+from .kernel import CompileSettings
 
 
 def is_array(v) -> bool:
@@ -167,16 +168,12 @@ class EagerJIT:
         return f"<eager jit {self.fn.__name__}>"
 
 
-class SymbolicKernel:
+class SymbolicKernel(CompileSettings):
     """A compiled kernel with symbolic tensor shapes: specialised per call."""
 
     def __init__(self, prim, out_idx, target, chip, workspace_idx=None):
+        super().__init__(out_idx, target, chip, workspace_idx)
         self.prim = prim
-        self.out_idx = out_idx
-        self.workspace_idx = workspace_idx
-        self.target = target
-        self.chip = chip
-        self._kernels: dict = {}
         anns = getattr(prim.fn, "__annotations__", {})
         names = list(inspect.signature(prim.fn).parameters)
         n = len(names)
@@ -204,11 +201,11 @@ class SymbolicKernel:
     def specialize(self, **values):
         from .kernel import compile as tl_compile
         key = tuple(sorted(values.items()))
-        if key not in self._kernels:
-            self._kernels[key] = tl_compile(self.prim.specialize(values), out_idx=self.out_idx,
+        if key not in self._cache:
+            self._cache[key] = tl_compile(self.prim.specialize(values), out_idx=self.out_idx,
                                             target=self.target, chip=self.chip,
                                             workspace_idx=self.workspace_idx)
-        return self._kernels[key]
+        return self._cache[key]
 
     @user_facing
     def __call__(self, *args):

@@ -383,18 +383,26 @@ def _check_chip(chip: str) -> None:
         raise CompileError(f"unknown chip {chip!r}; available chips: {', '.join(CHIPS)}")
 
 
-class JITFactory:
-    """`@tilelang_mini.jit(...)` applied to a factory that returns a T.prim_func.
+class CompileSettings:
+    """What a jit object compiles its kernels for (out_idx, workspace_idx, target, chip; None:
+    the defaults at compile time), and its memo of the kernels compiled (`_cache`)."""
 
-    Calling it compiles the kernel for those arguments, memoised per (arguments, target, chip)."""
-
-    def __init__(self, factory, out_idx, target, chip, workspace_idx=None):
-        self.factory = factory
+    def __init__(self, out_idx, target, chip, workspace_idx=None):
         self.out_idx = out_idx
         self.workspace_idx = workspace_idx
         self.target = target
         self.chip = chip
         self._cache: dict = {}
+
+
+class JITFactory(CompileSettings):
+    """`@tilelang_mini.jit(...)` applied to a factory that returns a T.prim_func.
+
+    Calling it compiles the kernel for those arguments, memoised per (arguments, target, chip)."""
+
+    def __init__(self, factory, out_idx, target, chip, workspace_idx=None):
+        super().__init__(out_idx, target, chip, workspace_idx)
+        self.factory = factory
         functools.update_wrapper(self, factory)
 
     @property
