@@ -184,3 +184,36 @@ def scale_rows(n, factor):
                 a[i, j] = a[i, j] * factor
             T.copy(a, B[bx * 8, 0])
     return main
+
+
+def scaled_gemm(M, N, K, gran, a_t, b_t, scales="packed"):
+    """C = (A * 2^(SA - 127)) @ (B * 2^(SB - 127)) on the ascend950's scaled cube: fp8 operands
+    (A [K, M] when a_t, B [N, K] when b_t), one UE8M0 exponent per `gran` K values. `scales`:
+    "packed", two exponents per uint16 [ceil(groups / 2), M or N] (the cube's layout), or
+    "e8m0", one float8_e8m0fnu per group [M or N, groups]."""
+    groups = -(-K // gran)
+    if scales == "packed":
+        sa_shape, sb_shape, s_dt = (-(-groups // 2), M), (-(-groups // 2), N), "uint16"
+    else:
+        sa_shape, sb_shape, s_dt = (M, groups), (N, groups), "float8_e8m0fnu"
+
+    @T.prim_func
+    def mx_gemm(A: T.Tensor((K, M) if a_t else (M, K), "float8_e4m3fn"),
+                SA: T.Tensor(sa_shape, s_dt),
+                B: T.Tensor((N, K) if b_t else (K, N), "float8_e4m3fn"),
+                SB: T.Tensor(sb_shape, s_dt), C: T.Tensor((M, N), "float32")):
+        with T.Kernel(1) as bx:
+            a = T.alloc_shared((K, M) if a_t else (M, K), "float8_e4m3fn")
+            b = T.alloc_shared((N, K) if b_t else (K, N), "float8_e4m3fn")
+            sa = T.alloc_shared(sa_shape, s_dt)
+            sb = T.alloc_shared(sb_shape, s_dt)
+            c = T.alloc_fragment((M, N), "float32")
+            T.copy(A, a)
+            T.copy(B, b)
+            T.copy(SA, sa)
+            T.copy(SB, sb)
+            T.gemm(a, b, c, transpose_A=a_t, transpose_B=b_t, clear_accum=True, scale_A=sa,
+                   scale_B=sb, scale_gran=gran)
+            T.copy(c, C)
+
+    return mx_gemm

@@ -9,6 +9,7 @@ import pytest
 
 import tilelang_mini as tl
 import tilelang_mini.language as T
+import kernels
 
 E8M0 = ml_dtypes.float8_e8m0fnu
 
@@ -64,23 +65,7 @@ def test_e8m0_scale_tiles_in_a_scaled_gemm(target):
     M, N, K, g = 24, 16, 160, 32
     G = K // g
 
-    @T.prim_func
-    def mx(A: T.Tensor((M, K), "float8_e4m3fn"), SA: T.Tensor((M, G), "float8_e8m0fnu"),
-           B: T.Tensor((N, K), "float8_e4m3fn"), SB: T.Tensor((N, G), "float8_e8m0fnu"),
-           C: T.Tensor((M, N), "float32")):
-        with T.Kernel(1) as bx:
-            a = T.alloc_shared((M, K), "float8_e4m3fn")
-            b = T.alloc_shared((N, K), "float8_e4m3fn")
-            sa = T.alloc_shared((M, G), "float8_e8m0fnu")
-            sb = T.alloc_shared((N, G), "float8_e8m0fnu")
-            c = T.alloc_fragment((M, N), "float32")
-            T.copy(A, a)
-            T.copy(B, b)
-            T.copy(SA, sa)
-            T.copy(SB, sb)
-            T.gemm(a, b, c, transpose_B=True, clear_accum=True, scale_A=sa, scale_B=sb,
-                   scale_gran=g)
-            T.copy(c, C)
+    mx = kernels.scaled_gemm(M, N, K, g, False, True, scales="e8m0")
 
     r = np.random.default_rng(1)
     a = r.standard_normal((M, K)).astype(ml_dtypes.float8_e4m3fn)

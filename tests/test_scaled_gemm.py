@@ -9,34 +9,9 @@ import tilelang_mini as tl
 import tilelang_mini.language as T
 from tilelang_mini.ir.parser import parse_ir
 from tilelang_mini.ir.printer import print_ir
+from kernels import scaled_gemm
 
 FP8 = ml_dtypes.float8_e4m3fn
-
-
-def scaled_gemm(M, N, K, gran, a_t, b_t):
-    groups = -(-K // gran)
-    KP = -(-groups // 2)
-
-    @T.prim_func
-    def mx_gemm(A: T.Tensor((K, M) if a_t else (M, K), "float8_e4m3fn"),
-                SA: T.Tensor((KP, M), "uint16"),
-                B: T.Tensor((N, K) if b_t else (K, N), "float8_e4m3fn"),
-                SB: T.Tensor((KP, N), "uint16"), C: T.Tensor((M, N), "float32")):
-        with T.Kernel(1) as bx:
-            a = T.alloc_shared((K, M) if a_t else (M, K), "float8_e4m3fn")
-            b = T.alloc_shared((N, K) if b_t else (K, N), "float8_e4m3fn")
-            sa = T.alloc_shared((KP, M), "uint16")
-            sb = T.alloc_shared((KP, N), "uint16")
-            c = T.alloc_fragment((M, N), "float32")
-            T.copy(A, a)
-            T.copy(B, b)
-            T.copy(SA, sa)
-            T.copy(SB, sb)
-            T.gemm(a, b, c, transpose_A=a_t, transpose_B=b_t, clear_accum=True, scale_A=sa,
-                   scale_B=sb, scale_gran=gran)
-            T.copy(c, C)
-
-    return mx_gemm
 
 
 def _pairs(e):
