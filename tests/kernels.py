@@ -173,16 +173,20 @@ gemm_expert = from_example("gemm_expert", "gemm_expert", bm=64, bn=64, bk=32)
 
 
 @out_idx(-1)
-def scale_rows(n, factor):
-    """B = A * factor on (n, 32) float32, eight rows a block (the disk-cache tests' kernel)."""
+def scale_rows(n, factor, cols=32, block=8, bias=None):
+    """B = A * factor (+ bias) on (n, cols) float32, `block` rows a block (the disk-cache and
+    jit-style tests' kernel)."""
     @T.prim_func
-    def main(A: T.Tensor((n, 32), "float32"), B: T.Tensor((n, 32), "float32")):
-        with T.Kernel(T.ceildiv(n, 8)) as bx:
-            a = T.alloc_fragment((8, 32), "float32")
-            T.copy(A[bx * 8, 0], a)
-            for i, j in T.Parallel(8, 32):
-                a[i, j] = a[i, j] * factor
-            T.copy(a, B[bx * 8, 0])
+    def main(A: T.Tensor((n, cols), "float32"), B: T.Tensor((n, cols), "float32")):
+        with T.Kernel(T.ceildiv(n, block)) as bx:
+            a = T.alloc_fragment((block, cols), "float32")
+            T.copy(A[bx * block, 0], a)
+            for i, j in T.Parallel(block, cols):
+                if bias is None:
+                    a[i, j] = a[i, j] * factor
+                else:
+                    a[i, j] = a[i, j] * factor + bias
+            T.copy(a, B[bx * block, 0])
     return main
 
 
