@@ -190,3 +190,36 @@ def test_parallel_dependent_loop_extent_is_located():
                     for k in T.serial(i):
                         x[i, j] += 1.0
     assert "TRIANGLE" in str(err.value) and "serial" in str(err.value)
+
+
+def vector_flags_no_scope(n=4, w=64):
+    """tilelang-ascend's vector-only expert kernels (causal_conv1d): their own flags, no T.Scope."""
+
+    @T.prim_func
+    def main(X: T.Tensor((n, w), "float32"), Y: T.Tensor((n, w), "float32")):
+        with T.Kernel(1, is_npu=True) as (cid, vid):
+            x = T.alloc_ub((w,), "float32")
+            y = T.alloc_ub((w,), "float32")
+            T.set_flag("mte3", "mte2", 0)
+            for r in T.serial(n // 2):
+                T.wait_flag("mte3", "mte2", 0)
+                T.copy(X[r * 2 + vid, 0], x)
+                T.set_flag("mte2", "v", 0)
+                T.wait_flag("mte2", "v", 0)
+                T.tile.mul(y, x, 3.0)
+                T.set_flag("v", "mte3", 0)
+                T.wait_flag("v", "mte3", 0)
+                T.copy(y, Y[r * 2 + vid, 0])
+                T.set_flag("mte3", "mte2", 0)
+                T.set_flag("mte3", "v", 1)
+                T.wait_flag("mte3", "v", 1)
+            T.wait_flag("mte3", "mte2", 0)
+    return main
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_vector_kernel_with_flags_and_no_scope(target):
+    x = rand((4, 64), seed=11)
+    for out in run(vector_flags_no_scope(), target, x, np.zeros_like(x)):
+        close(out[1], 3.0 * f64(x))
+    assert 'with Scope("V")' in vector_flags_no_scope().script()

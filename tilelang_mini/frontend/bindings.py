@@ -77,6 +77,21 @@ def _expert_uses(tree):
     return uses if found else None
 
 
+_CUBE_CALLS = ("gemm", "gemm_v0", "mma", "alloc_L1", "alloc_L0A", "alloc_L0B", "alloc_L0C",
+               "set_cross_flag", "wait_cross_flag", "Scope")
+_FLAG_CALLS = ("set_flag", "wait_flag", "pipe_barrier")
+
+
+def vector_flags_without_scopes(kernel_with: ast.With) -> bool:
+    """A tilelang-ascend kernel body that places its own flags (T.set_flag/T.wait_flag/
+    T.pipe_barrier) but no T.Scope and does no cube work (tilelang-ascend's vector-only expert
+    kernels, causal_conv1d): the whole body is the vector core's program, as if written in
+    `with T.Scope("V"):`."""
+    calls = [n.func.attr for n in ast.walk(ast.Module(body=kernel_with.body, type_ignores=[]))
+             if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)]
+    return any(c in _FLAG_CALLS for c in calls) and not any(c in _CUBE_CALLS for c in calls)
+
+
 class Bindings:
     def stale_reads_of(self, stmts, node) -> None:
         """A name bound to a run-time expression is that expression, read where the name is used
@@ -176,4 +191,4 @@ class Bindings:
                                         orelse=parts.get("Else", [])), s)
 
 
-__all__ = ["Bindings", "Capture", "StaleValue"]
+__all__ = ["Bindings", "Capture", "StaleValue", "vector_flags_without_scopes"]

@@ -25,7 +25,7 @@ from .tile_ops import TileOps
 from .tile_ascend import TileAscend
 from .atomic import Atomics, ParallelAtomic
 from .views import Views
-from .bindings import Bindings, Capture, StaleValue
+from .bindings import Bindings, Capture, StaleValue, vector_flags_without_scopes
 
 
 _ALLOC_SCOPES = {"alloc_shared": "shared", "alloc_fragment": "fragment", "alloc_var": "var",
@@ -301,11 +301,20 @@ class KernelBuilder(ExprVisitor, TileOps, Dialect, TileAscend, Eager, Atomics, V
         if len(names) != want:
             what = "(cid, vid)" if is_npu else f"{want} block variables"
             raise self.error(stmt, f"`as` must name {what}, got {len(names)}")
-        if is_npu and self.uses_vid_without_scope(stmt, names[1]):
+        vector_only = is_npu and vector_flags_without_scopes(stmt)
+        if is_npu and not vector_only and self.uses_vid_without_scope(stmt, names[1]):
             return self.vid_as_blocks(stmt, grid[0], names)
         self.scopes.append({n: Var(n) for n in names})
         self.hoisted_allocs, self.implied_flags = {}, []
-        body = self.without_implied_flags(self.body(stmt.body))
+        if vector_only:  # its own flags, no T.Scope, no cube work: the AIV's program
+            self.scope_core = "V"
+        try:
+            body = self.without_implied_flags(self.body(stmt.body))
+        finally:
+            if vector_only:
+                self.scope_core = None
+        if vector_only:
+            body = [Scope("V", tuple(body), self.loc(stmt))]
         self.scopes.pop()
         return tuple(grid), names, is_npu, list(self.hoisted_allocs.values()) + body
 
