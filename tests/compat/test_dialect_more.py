@@ -223,3 +223,9 @@ def test_vector_kernel_with_flags_and_no_scope(target):
     for out in run(vector_flags_no_scope(), target, x, np.zeros_like(x)):
         close(out[1], 3.0 * f64(x))
     assert 'with Scope("V")' in vector_flags_no_scope().script()
+
+
+def test_tilelang_math_helpers():
+    assert [tilelang.math.next_power_of_2(n) for n in (0, 1, 2, 3, 16, 17, 576)] == \
+        [1, 1, 2, 4, 16, 32, 1024]
+    assert tilelang.math.cdiv(17, 4) == 5
