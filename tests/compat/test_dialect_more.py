@@ -237,3 +237,41 @@ def test_set_autotune_inputs_is_accepted():
     with set_autotune_inputs(x, x) as given:
         assert given == (x, x)
     assert callable(autotune)
+
+
+def cross_flag_wait_with_pipe_last():
+    """`T.wait_cross_flag(flag, "MTE2")` (HISA's spelling: the id first, the waiting pipe second)."""
+
+    @T.prim_func
+    def main(A: T.Tensor((16, 16), "float16"), B: T.Tensor((16, 16), "float16"),
+             C: T.Tensor((16, 16), "float32"), D: T.Tensor((16, 16), "float32")):
+        with T.Kernel(1, is_npu=True) as (cid, vid):
+            a_l1 = T.alloc_L1((16, 16), "float16")
+            b_l1 = T.alloc_L1((16, 16), "float16")
+            c_l0 = T.alloc_L0C((16, 16), "float32")
+            c_ub = T.alloc_ub((8, 16), "float32")
+            with T.Scope("C"):
+                T.copy(A, a_l1)
+                T.copy(B, b_l1)
+                T.barrier_all()
+                T.gemm_v0(a_l1, b_l1, c_l0, init=True)
+                T.barrier_all()
+                T.copy(c_l0, C)
+                T.set_cross_flag("FIX", 3)
+            with T.Scope("V"):
+                T.wait_cross_flag(3, "MTE2")
+                T.copy(C[vid * 8, 0], c_ub)
+                T.barrier_all()
+                T.tile.mul(c_ub, c_ub, 2.0)
+                T.barrier_all()
+                T.copy(c_ub, D[vid * 8, 0])
+    return main
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_wait_cross_flag_with_the_pipe_last(target):
+    a, b = rand((16, 16), "float16", seed=12), rand((16, 16), "float16", seed=13)
+    want = f64(a) @ f64(b)
+    for out in run(cross_flag_wait_with_pipe_last(), target, a, b, np.zeros((16, 16), np.float32),
+                   np.zeros((16, 16), np.float32)):
+        close(out[3], 2 * want, "float16", 16)

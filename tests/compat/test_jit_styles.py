@@ -121,6 +121,8 @@ def test_autotune_decorator_form():
 
     kernel = add_one(64, 32)
     assert kernel.config["block_M"] in (8, 16, 32) and kernel.latency > 0
+    tuned = kernel.get_tuner_result()  # TileLang's accessor of the same
+    assert tuned["config"] == kernel.config and tuned["latency"] == kernel.latency
     x = rand((64, 32), seed=9)
     close(kernel(x), f64(x) + 1)
 

@@ -308,6 +308,8 @@ class TileOps:
         if len(call.args) == 1 and not call.keywords:
             return WaitCrossFlag("S", self.int_arg(call.args[0]), self.loc(call))
         a = self.args(call, ["pipe", "flag"])
+        if len(call.args) == 2 and not isinstance(self.eval(call.args[0]), str):
+            a = {"flag": call.args[0], "pipe": call.args[1]}  # wait_cross_flag(flag, "MTE2")
         return WaitCrossFlag(self.pipe(a["pipe"]), self.int_arg(a["flag"]), self.loc(call))
 
     def pipe(self, node) -> str:

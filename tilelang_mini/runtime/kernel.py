@@ -151,6 +151,12 @@ class JITKernel:
                         next(work) if i in self.workspace_idx else next(ins))
         return full
 
+    def get_tuner_result(self) -> dict:
+        """TileLang's `kernel.get_tuner_result()` after `@autotune`: the chosen `config` and
+        its `latency` (ms, estimated or measured); an untuned kernel has neither (None)."""
+        return {"config": getattr(self, "config", None), "latency": getattr(self, "latency", None),
+                "ref_latency": None}
+
     def get_profiler(self, *args, **kwargs):
         """TileLang's profiler: `do_bench()` times this kernel on random inputs (wall clock on
         this CPU; `estimate()` predicts the NPU)."""
