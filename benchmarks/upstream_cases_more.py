@@ -168,3 +168,14 @@ def _(m, rng):
     want = gqa_decode_ref(q, k, v, mask)
     return [Check(m["flashattn"](B, H, G, S, D, 64, 64, split, 2, 128), [q, k, v, mask], {0: want},
                   "float16", S) for split in (1, 2)]
+
+
+@case("asc/dequantize_gemm/fine_grained", A, "examples/dequantize_gemm/example_dequant_gemm_fine_grained.py",
+      "fp16 and int8 cube GEMMs (the int4 unpacking is host code)")
+def _(m, rng):
+    a, b = rn(rng, (64, 128), "float16"), rn(rng, (128, 64), "float16")
+    ai = rng.integers(-8, 8, (64, 128)).astype(np.int8)
+    bi = rng.integers(0, 16, (128, 64)).astype(np.int8)
+    return [Check(m["fp16_gemm"](64, 64, 128, 32, 32, 64), [a, b], {0: a.astype(f64) @ b}, "float16", 128),
+            Check(m["int8_gemm"](64, 64, 128, 32, 32, 64), [ai, bi], {0: ai.astype(f64) @ bi},
+                  tol=(0, 0))]
