@@ -149,3 +149,8 @@ def test_autotune_eager_function(target, monkeypatch):
     k = row_max.compile(M=64, N=40)
     assert k.config.get("blk", 16) in (8, 16, 32)
     close(k(x), f64(x).max(1))
+
+
+def test_autotune_stays_the_decorator_after_the_autotuner_import():
+    import tilelang_mini.autotuner  # noqa: F401 (imports the submodule `autotune`)
+    assert callable(tilelang_mini.autotune) and tilelang_mini.autotune is tilelang_mini.autotuner.autotune
