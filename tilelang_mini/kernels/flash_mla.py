@@ -34,10 +34,34 @@ def head_block(HQ, HK, block_H):
     return max(d for d in range(1, min(block_H, group) + 1) if group % d == 0)
 
 
+def online_softmax(block_H, cols, DV):
+    """The split kernels' online-softmax step as a T.macro: fold one (block_H x cols) tile of
+    scaled scores `acc_s` into the running max `m`, sum `l_sum` and output `acc_o` (rescaled by
+    exp(m_prev - m)), leaving the tile's probabilities in `p_s` for the caller's P @ V gemm."""
+
+    @T.macro
+    def fold(acc_s, p_s, acc_o, m, m_prev, alpha, l_sum, row_sum):
+        T.copy(m, m_prev)
+        T.reduce_max(acc_s, m, dim=1, clear=False)
+        for i in T.Parallel(block_H):
+            alpha[i] = T.exp(m_prev[i] - m[i])
+        for i, j in T.Parallel(block_H, DV):
+            acc_o[i, j] = acc_o[i, j] * alpha[i]
+        for i, j in T.Parallel(block_H, cols):
+            acc_s[i, j] = T.exp(acc_s[i, j] - m[i])
+        T.reduce_sum(acc_s, row_sum, dim=1)
+        for i in T.Parallel(block_H):
+            l_sum[i] = l_sum[i] * alpha[i] + row_sum[i]
+        T.copy(acc_s, p_s)
+
+    return fold
+
+
 def mla_split_kernel(B, SQ, HQ, D, DV, NB, MAXB, S, scale, causal, block_H=32, HK=1):
     block_H = head_block(HQ, HK, block_H)
     HB = T.ceildiv(HQ, block_H)
     group = HQ // HK
+    fold = online_softmax(block_H, PAGE, DV)
 
     @T.prim_func
     def mla_decode_split(Q: T.Tensor((B, SQ, HQ, D), "bfloat16"),
@@ -88,18 +112,7 @@ def mla_split_kernel(B, SQ, HQ, D, DV, NB, MAXB, S, scale, causal, block_H=32, H
                             for i, j in T.Parallel(block_H, PAGE):
                                 acc_s[i, j] = acc_s[i, j] * scale - T.cast(
                                     page * PAGE + j >= seqlen, "float32") * 1e30
-                        T.copy(m, m_prev)
-                        T.reduce_max(acc_s, m, dim=1, clear=False)
-                        for i in T.Parallel(block_H):
-                            alpha[i] = T.exp(m_prev[i] - m[i])
-                        for i, j in T.Parallel(block_H, DV):
-                            acc_o[i, j] = acc_o[i, j] * alpha[i]
-                        for i, j in T.Parallel(block_H, PAGE):
-                            acc_s[i, j] = T.exp(acc_s[i, j] - m[i])
-                        T.reduce_sum(acc_s, row_sum, dim=1)
-                        for i in T.Parallel(block_H):
-                            l_sum[i] = l_sum[i] * alpha[i] + row_sum[i]
-                        T.copy(acc_s, p_s)
+                        fold(acc_s, p_s, acc_o, m, m_prev, alpha, l_sum, row_sum)
                         T.gemm(p_s, v_s, acc_o)
             for i, j in T.Parallel(block_H, DV):
                 acc_o[i, j] = acc_o[i, j] / T.max(l_sum[i], 1e-30)

@@ -32,6 +32,8 @@ def sparse_split_kernel(B, SQ, HQ, TOPK, NT, S, per, scale, block_H=32):
     HB = T.ceildiv(HQ, block_H)
     D, DV = D_NOPE + D_ROPE, D_NOPE
     steps = per // ROWS
+    from .flash_mla import online_softmax
+    fold = online_softmax(block_H, ROWS, DV)
 
     @T.prim_func
     def mla_sparse_fp8_split(Q: T.Tensor((B, SQ, HQ, D), "bfloat16"),
@@ -92,18 +94,7 @@ def sparse_split_kernel(B, SQ, HQ, TOPK, NT, S, per, scale, block_H=32):
                     T.gemm(q_s, k_s, acc_s, transpose_B=True, clear_accum=True)
                     for i, j in T.Parallel(block_H, ROWS):
                         acc_s[i, j] = acc_s[i, j] * scale - (1.0 - ok[j]) * 1e30
-                    T.copy(m, m_prev)
-                    T.reduce_max(acc_s, m, dim=1, clear=False)
-                    for i in T.Parallel(block_H):
-                        alpha[i] = T.exp(m_prev[i] - m[i])
-                    for i, j in T.Parallel(block_H, DV):
-                        acc_o[i, j] = acc_o[i, j] * alpha[i]
-                    for i, j in T.Parallel(block_H, ROWS):
-                        acc_s[i, j] = T.exp(acc_s[i, j] - m[i])
-                    T.reduce_sum(acc_s, row_sum, dim=1)
-                    for i in T.Parallel(block_H):
-                        l_sum[i] = l_sum[i] * alpha[i] + row_sum[i]
-                    T.copy(acc_s, p_s)
+                    fold(acc_s, p_s, acc_o, m, m_prev, alpha, l_sum, row_sum)
                     T.gemm(p_s, k_s[:, 0:DV], acc_o)
             for i, j in T.Parallel(block_H, DV):
                 acc_o[i, j] = acc_o[i, j] / T.max(l_sum[i], 1e-30)

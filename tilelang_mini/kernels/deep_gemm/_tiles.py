@@ -28,6 +28,22 @@ def fp8_cube(chip: str) -> bool:
     return get_chip(chip).fp8_cube
 
 
+def sum_with_c(block_M, block_N, with_c):
+    """The epilogue's sum as a T.macro: out = C tile (float32, at (by, bx)) + acc, or acc."""
+
+    @T.macro
+    def sum_into(C, acc, out, bx, by):
+        if with_c:
+            c_f = T.alloc_fragment((block_M, block_N), "float32")
+            T.copy(C[by * block_M, bx * block_N], c_f)
+            for i, j in T.Parallel(block_M, block_N):
+                out[i, j] = c_f[i, j] + acc[i, j]
+        else:
+            T.copy(acc, out)
+
+    return sum_into
+
+
 def gemm_kernel(M, N, K, a_t, b_t, in_dtype, out_dtype, c_mode, sf_mode, cube_fp8,
                 block_M=128, block_N=128, block_K=64, groups=0, grouping=None):
     """D[M,N] (= C +) A @ B for one layout.
@@ -72,6 +88,7 @@ def gemm_kernel(M, N, K, a_t, b_t, in_dtype, out_dtype, c_mode, sf_mode, cube_fp
         sfb_shape = (G, KP, N) if groups else (KP, N)
         sf_dtype = "uint16"
     info_shape = (M,) if contiguous else (G,)
+    add_c = sum_with_c(block_M, block_N, with_c)
     grid_z = G if masked else 1
 
     @T.macro
@@ -152,13 +169,7 @@ def gemm_kernel(M, N, K, a_t, b_t, in_dtype, out_dtype, c_mode, sf_mode, cube_fp
     @T.macro
     def epilogue(C, D, INFO, acc, g, bx, by):
         out = T.alloc_fragment((block_M, block_N), out_dtype)
-        if with_c:
-            c_f = T.alloc_fragment((block_M, block_N), "float32")
-            T.copy(C[by * block_M, bx * block_N], c_f)
-            for i, j in T.Parallel(block_M, block_N):
-                out[i, j] = c_f[i, j] + acc[i, j]
-        else:
-            T.copy(acc, out)
+        add_c(C, acc, out, bx, by)
         if contiguous:
             for i in T.serial(block_M):
                 if by * block_M + i < M:

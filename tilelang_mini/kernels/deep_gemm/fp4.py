@@ -16,6 +16,8 @@ block-scaled gemm per 512 K values accumulates in L0C; the vector unit does noth
 """
 import tilelang_mini.language as T
 
+from ._tiles import sum_with_c
+
 
 def dequant_gemm_kernel(M, N, K, a_fp4, b_fp4, gran_a, gran_b, out_dtype, separate_c,
                         block_M=64, block_N=128, block_K=128):
@@ -59,28 +61,31 @@ def dequant_gemm_kernel(M, N, K, a_fp4, b_fp4, gran_a, gran_b, out_dtype, separa
             dequant(a_s, sa, a_w, code_a, block_M, a_fp4, gran_a)
             dequant(b_s, sb, b_w, code_b, block_N, b_fp4, gran_b)
             T.gemm(a_w, b_w, acc, transpose_B=True)
-        if separate_c:
-            c_f = T.alloc_fragment((block_M, block_N), "float32")
-            T.copy(C[by * block_M, bx * block_N], c_f)
-            for i, j in T.Parallel(block_M, block_N):
-                out[i, j] = c_f[i, j] + acc[i, j]
-        else:
-            T.copy(acc, out)
+        add_c(C, acc, out, bx, by)
         T.copy(out, D[by * block_M, bx * block_N])
 
+    add_c = sum_with_c(block_M, block_N, separate_c)
+    return _prim_func(body, M, N, ((M, KA), a_dt), ((M, sa_cols), "float32"), ((N, KB), b_dt),
+                      ((N, sb_cols), "float32"), out_dtype, separate_c, block_M, block_N)
+
+
+def _prim_func(body, M, N, a, sfa, b, sfb, out_dtype, with_c, block_M, block_N):
+    """The FP4 GEMMs' prim_func around `body(A, SFA, B, SFB, C, D, bx, by)`: a, sfa, b, sfb are
+    (shape, dtype) of the operands; with_c adds a float32 C [M, N] parameter (else C is D)."""
     gx, gy = T.ceildiv(N, block_N), T.ceildiv(M, block_M)
-    if separate_c:
+    (a_shape, a_dt), (sa_shape, sa_dt), (b_shape, b_dt), (sb_shape, sb_dt) = a, sfa, b, sfb
+    if with_c:
         @T.prim_func
-        def fp8_fp4_gemm_c(A: T.Tensor((M, KA), a_dt), SFA: T.Tensor((M, sa_cols), "float32"),
-                           B: T.Tensor((N, KB), b_dt), SFB: T.Tensor((N, sb_cols), "float32"),
+        def fp8_fp4_gemm_c(A: T.Tensor(a_shape, a_dt), SFA: T.Tensor(sa_shape, sa_dt),
+                           B: T.Tensor(b_shape, b_dt), SFB: T.Tensor(sb_shape, sb_dt),
                            C: T.Tensor((M, N), "float32"), D: T.Tensor((M, N), out_dtype)):
             with T.Kernel(gx, gy) as (bx, by):
                 body(A, SFA, B, SFB, C, D, bx, by)
         return fp8_fp4_gemm_c
 
     @T.prim_func
-    def fp8_fp4_gemm(A: T.Tensor((M, KA), a_dt), SFA: T.Tensor((M, sa_cols), "float32"),
-                     B: T.Tensor((N, KB), b_dt), SFB: T.Tensor((N, sb_cols), "float32"),
+    def fp8_fp4_gemm(A: T.Tensor(a_shape, a_dt), SFA: T.Tensor(sa_shape, sa_dt),
+                     B: T.Tensor(b_shape, b_dt), SFB: T.Tensor(sb_shape, sb_dt),
                      D: T.Tensor((M, N), out_dtype)):
         with T.Kernel(gx, gy) as (bx, by):
             body(A, SFA, B, SFB, D, D, bx, by)
@@ -113,29 +118,9 @@ def mx_gemm_kernel(M, N, K, out_dtype, c_mode, block_M=128, block_N=128, block_K
             T.copy(SFA[k * PK:(k + 1) * PK, by * block_M:(by + 1) * block_M], sa)
             T.copy(SFB[k * PK:(k + 1) * PK, bx * block_N:(bx + 1) * block_N], sb)
             T.gemm(a_s, b_s, acc, transpose_B=True, scale_A=sa, scale_B=sb, scale_gran=MX_GRAN)
-        if c_mode is not None:
-            c_f = T.alloc_fragment((block_M, block_N), "float32")
-            T.copy(C[by * block_M, bx * block_N], c_f)
-            for i, j in T.Parallel(block_M, block_N):
-                out[i, j] = c_f[i, j] + acc[i, j]
-        else:
-            T.copy(acc, out)
+        add_c(C, acc, out, bx, by)
         T.copy(out, D[by * block_M, bx * block_N])
 
-    gx, gy = T.ceildiv(N, block_N), T.ceildiv(M, block_M)
-    if c_mode == "separate":
-        @T.prim_func
-        def fp4_mx_gemm_c(A: T.Tensor((M, KS), x2), SFA: T.Tensor((KP, M), "uint16"),
-                          B: T.Tensor((N, KS), x2), SFB: T.Tensor((KP, N), "uint16"),
-                          C: T.Tensor((M, N), "float32"), D: T.Tensor((M, N), out_dtype)):
-            with T.Kernel(gx, gy) as (bx, by):
-                body(A, SFA, B, SFB, C, D, bx, by)
-        return fp4_mx_gemm_c
-
-    @T.prim_func
-    def fp4_mx_gemm(A: T.Tensor((M, KS), x2), SFA: T.Tensor((KP, M), "uint16"),
-                    B: T.Tensor((N, KS), x2), SFB: T.Tensor((KP, N), "uint16"),
-                    D: T.Tensor((M, N), out_dtype)):
-        with T.Kernel(gx, gy) as (bx, by):
-            body(A, SFA, B, SFB, D, D, bx, by)
-    return fp4_mx_gemm
+    add_c = sum_with_c(block_M, block_N, c_mode is not None)
+    return _prim_func(body, M, N, ((M, KS), x2), ((KP, M), "uint16"), ((N, KS), x2),
+                      ((KP, N), "uint16"), out_dtype, c_mode == "separate", block_M, block_N)

@@ -37,6 +37,17 @@ def _mnk(a, b, layout):
     return M, N, K
 
 
+def _d_and_c(plan, d, c, M, N):
+    """(the array the kernel writes for d, d's dtype, the C mode, the C arguments)."""
+    d_arr = to_numpy(d, "d")
+    out_dtype = dtype_of(d_arr)
+    if out_dtype not in ("bfloat16", "float32"):
+        raise ValueError(f"d must be bfloat16 or float32, got {d_arr.dtype}")
+    check_shape(d_arr, (M, N), "d")
+    c_mode, c_args = _c_mode(plan, c, d, M, N)
+    return as_output(plan, d_arr, "d"), out_dtype, c_mode, c_args
+
+
 def _c_mode(plan, c, d, M, N):
     if c is None:
         return None, ()
@@ -116,13 +127,7 @@ def _mx_fp4(ctx, plan, a0, sfa, b0, sfb, d, c, both_fp4):
     from .fp4 import MX_GRAN, mx_gemm_kernel
     kp = ceil_div(ceil_div(K, MX_GRAN), 2)
     sfa_arr, sfb_arr = _packed_pair(sfa, sfb, (kp, M), (kp, N), "ceil(K/64)")
-    d_arr = to_numpy(d, "d")
-    out_dtype = dtype_of(d_arr)
-    if out_dtype not in ("bfloat16", "float32"):
-        raise ValueError(f"d must be bfloat16 or float32, got {d_arr.dtype}")
-    check_shape(d_arr, (M, N), "d")
-    c_mode, c_args = _c_mode(plan, c, d, M, N)
-    d_arr = as_output(plan, d_arr, "d")
+    d_arr, out_dtype, c_mode, c_args = _d_and_c(plan, d, c, M, N)
     kernel = ctx.compile(mx_gemm_kernel, M, N, K, out_dtype, c_mode)
     plan.launch(kernel, a_arr, sfa_arr, b_arr, sfb_arr, *c_args, d_arr)  # bytes as they are
     return plan
@@ -138,13 +143,7 @@ def _dense(ctx, layout, a, b, d, c, scaled):
     in_dtype = "float8_e4m3fn" if scaled else "bfloat16"
     a_arr, b_arr = as_input(a_arr, in_dtype, "a"), as_input(b_arr, in_dtype, "b")
     M, N, K = _mnk(a_arr, b_arr, layout)
-    d_arr = to_numpy(d, "d")
-    out_dtype = dtype_of(d_arr)
-    if out_dtype not in ("bfloat16", "float32"):
-        raise ValueError(f"d must be bfloat16 or float32, got {d_arr.dtype}")
-    check_shape(d_arr, (M, N), "d")
-    c_mode, c_args = _c_mode(plan, c, d, M, N)
-    d_arr = as_output(plan, d_arr, "d")
+    d_arr, out_dtype, c_mode, c_args = _d_and_c(plan, d, c, M, N)
     a_t, b_t = LAYOUTS[layout]
     if not scaled:
         kernel = ctx.compile(gemm_kernel, M, N, K, a_t, b_t, "bfloat16", out_dtype, c_mode, None,
