@@ -132,7 +132,11 @@ def _for(s: For, ctx):
     finally:
         ctx.par = outer
 
+    by_element = any(_uses(e, outer) for e in s.extents)   # the plain run faults there
+
     def serial(env):
+        if by_element:
+            raise Bail("a loop extent on a Parallel loop variable")
         vs = env.vars
         for idx in itertools.product(*(range(uniform(f(env))) for f in ext_fns)):
             for name, i in zip(names, idx):
