@@ -197,10 +197,12 @@ def box_view(arr, starts, ext, steps, n):
     for d in reversed(range(arr.ndim)):
         inner.append(stride * steps[d] * size)
         stride *= arr.shape[d]
-    flat = arr.reshape(-1)[int(off[0]):]
-    return np.lib.stride_tricks.as_strided(
-        flat, tuple(c for c, _ in grid) + tuple(ext),
-        tuple(s * size for _, s in grid) + tuple(inner[::-1]))
+    shape = tuple(c for c, _ in grid) + tuple(ext)
+    strides = tuple(s * size for _, s in grid) + tuple(inner[::-1])
+    if all(s >= 0 for _, s in grid):     # a view of arr's memory, bounds checked by NumPy
+        return np.ndarray(shape, arr.dtype, buffer=arr, offset=int(off[0]) * size,
+                          strides=strides)
+    return np.lib.stride_tricks.as_strided(arr.reshape(-1)[int(off[0]):], shape, strides)
 
 
 def in_bounds(shape, starts, ext, steps) -> bool:
