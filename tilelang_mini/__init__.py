@@ -26,9 +26,9 @@ def __getattr__(name):
     if name == "cdiv":  # TileLang's host-side `tilelang.cdiv(a, b)`
         from .language import ceildiv
         return ceildiv
-    if name == "math":  # TileLang's `tilelang.math.next_power_of_2(n)` (a submodule)
+    if name in ("math", "layout"):  # TileLang's `tilelang.math`, `tilelang.layout` (submodules)
         import importlib
-        return importlib.import_module(".math", __name__)
+        return importlib.import_module("." + name, __name__)
     if name == "TensorSupplyType":
         from .utils.tensor import TensorSupplyType
         return TensorSupplyType

@@ -275,3 +275,23 @@ def test_wait_cross_flag_with_the_pipe_last(target):
     for out in run(cross_flag_wait_with_pipe_last(), target, a, b, np.zeros((16, 16), np.float32),
                    np.zeros((16, 16), np.float32)):
         close(out[3], 2 * want, "float16", 16)
+
+
+def test_layout_module_and_transform_pass_config_key():
+    from tilelang_mini.layout import make_swizzled_layout
+    from tilelang_mini.transform import PassConfigKey
+    assert PassConfigKey is tilelang.PassConfigKey
+    lay = tilelang.layout.make_swizzled_layout("A_shared")
+    assert isinstance(lay, T.Layout) and isinstance(make_swizzled_layout("B"), T.Layout)
+
+    @T.prim_func
+    def main(X: T.Tensor((8, 8), "float16"), Y: T.Tensor((8, 8), "float16")):
+        with T.Kernel(1) as bx:
+            s = T.alloc_shared((8, 8), "float16")
+            T.annotate_layout({s: tilelang.layout.make_swizzled_layout(s)})
+            T.copy(X, s)
+            T.copy(s, Y)
+    x = rand((8, 8), "float16")
+    y = np.zeros_like(x)
+    tilelang.compile(main, target="numpy")(x, y)
+    np.testing.assert_array_equal(y, x)
