@@ -147,14 +147,23 @@ class KernelGen(ParallelMaps):
         return self.e.gep(self.scratch, self.plan.arena_bytes)
 
     # ------------------------------------------------------------------------ statements
-    def body(self, stmts):
+    def body(self, stmts, carry: bool = False, inherit: bool = False):
+        """Emit `stmts`. GM rows their copies will read next (self.prefetch) are prefetched by
+        the next gemm in the body, or all at its end; with `carry`, the rows no gemm took are
+        returned instead (a Scope's body hands them to the gemm after the Scope), and with
+        `inherit` the enclosing body's pending rows are the first ones here."""
         saved, self.prefetch = self.prefetch, []
+        if inherit:
+            saved, self.prefetch = self.prefetch, saved
         for s in stmts:
             self.statement(s)
-        if self.prefetch:
+        pending, self.prefetch = self.prefetch, saved
+        if carry:
+            return pending
+        if pending:
             from .packing import flush_prefetch
-            flush_prefetch(self, self.prefetch)
-        self.prefetch = saved
+            flush_prefetch(self, pending)
+        return []
 
     def statement(self, s):
         prev, self.stmt = self.stmt, s
@@ -309,12 +318,21 @@ class KernelGen(ParallelMaps):
         self.ctx = s.core
         try:
             if s.core == "C":
-                self.body(s.body)
+                self.prefetch.extend(self.body(s.body, carry=True, inherit=True))
             else:
+                slots = []
                 with self.e.loop(0, 2, name="vid") as vid:
                     self.vid = vid
                     self.bind(self.vid_name, vid, (0, 1))
-                    self.body(s.body)
+                    pending = self.body(s.body, carry=True)
+                    for base, *rest in pending:  # each AIV's row base, kept for after the loop
+                        two = (self.e.alloca(PTR), self.e.alloca(PTR))
+                        first = self.e.b.icmp_signed("==", vid, ir.Constant(I64, 0))
+                        self.e.store(base, self.e.b.select(first, *two), 8)
+                        slots.append((two, rest))
+                for two, rest in slots:
+                    for slot in two:
+                        self.prefetch.append((self.e.load(PTR, slot, 8), *rest))
         finally:
             self.ctx = "top"
             self.vid = None
