@@ -170,11 +170,12 @@ def copy(g, s):
     if s_dims and si.strides[s_dims[-1]] == 1 and (di.layout != "row" or
                                                     di.strides[d_dims[-1]] == 1):
         ok_s, ok_d = all_in_bounds(g, src, ss), all_in_bounds(g, dst, ds)
-        static = [isinstance(x, ir.Constant) for x in (ok_s, ok_d)]
-        fast = ok_d if static[0] else ok_s if static[1] else b.and_(ok_s, ok_d)
-        if all(static):
-            _copy_fast(g, s, si, di, sbase, dbase, s_off0, d_off0, s_dims, d_dims, convert)
-            return
+        fast = b.and_(ok_s, ok_d)  # constant when both are known (the builder folds)
+        if isinstance(fast, ir.Constant):
+            if fast.constant:
+                _copy_fast(g, s, si, di, sbase, dbase, s_off0, d_off0, s_dims, d_dims, convert)
+                return
+            fast = None  # known to clip: the general copy only
     if fast is not None:
         with b.if_else(fast) as (then, other):
             with then:

@@ -74,6 +74,90 @@ def _mangle(t) -> str:
     raise TypeError(t)
 
 
+def _int_const(v):
+    """The Python int of a scalar integer constant, else None."""
+    if isinstance(v, ir.Constant) and isinstance(v.type, ir.IntType) \
+            and isinstance(v.constant, int):
+        return v.constant
+    return None
+
+
+def _wrap(t: ir.IntType, x: int) -> ir.Constant:
+    """x as a constant of type t (two's complement wrap-around; i1 as 0/1)."""
+    if t.width == 1:
+        return ir.Constant(t, x & 1)
+    x &= (1 << t.width) - 1
+    return ir.Constant(t, x - (1 << t.width) if x >> (t.width - 1) else x)
+
+
+class FoldingBuilder(ir.IRBuilder):
+    """An IRBuilder that folds scalar integer arithmetic on constants while emitting (x + 0,
+    x * 1, x * 0, constant op constant, comparisons and selects of constants): the index
+    arithmetic of tile accesses is mostly constant, and every instruction not emitted is one
+    LLVM does not have to parse, simplify and select (compile time)."""
+
+    def add(self, lhs, rhs, name=""):
+        a, c = _int_const(lhs), _int_const(rhs)
+        if a is not None and c is not None:
+            return _wrap(lhs.type, a + c)
+        if a == 0:
+            return rhs
+        if c == 0:
+            return lhs
+        return super().add(lhs, rhs, name)
+
+    def sub(self, lhs, rhs, name=""):
+        a, c = _int_const(lhs), _int_const(rhs)
+        if a is not None and c is not None:
+            return _wrap(lhs.type, a - c)
+        if c == 0:
+            return lhs
+        return super().sub(lhs, rhs, name)
+
+    def mul(self, lhs, rhs, name=""):
+        a, c = _int_const(lhs), _int_const(rhs)
+        if a is not None and c is not None:
+            return _wrap(lhs.type, a * c)
+        if a == 1:
+            return rhs
+        if c == 1:
+            return lhs
+        if 0 in (a, c):
+            return _wrap(lhs.type, 0)
+        return super().mul(lhs, rhs, name)
+
+    def icmp_signed(self, cmpop, lhs, rhs, name=""):
+        a, c = _int_const(lhs), _int_const(rhs)
+        if a is not None and c is not None and lhs.type.width > 1:
+            ops = {"<": a < c, "<=": a <= c, ">": a > c, ">=": a >= c, "==": a == c,
+                   "!=": a != c}
+            if cmpop in ops:
+                return ir.Constant(ir.IntType(1), int(ops[cmpop]))
+        return super().icmp_signed(cmpop, lhs, rhs, name)
+
+    def select(self, cond, lhs, rhs, name="", flags=()):
+        k = _int_const(cond)
+        if k is not None and cond.type.width == 1:
+            return lhs if k else rhs
+        return super().select(cond, lhs, rhs, name, flags)
+
+    def and_(self, lhs, rhs, name=""):
+        a, c = _int_const(lhs), _int_const(rhs)
+        if a is not None and c is not None:
+            return _wrap(lhs.type, a & c)
+        if lhs.type == ir.IntType(1) and (a == 1 or c == 1):
+            return rhs if a == 1 else lhs
+        return super().and_(lhs, rhs, name)
+
+    def or_(self, lhs, rhs, name=""):
+        a, c = _int_const(lhs), _int_const(rhs)
+        if a is not None and c is not None:
+            return _wrap(lhs.type, a | c)
+        if lhs.type == ir.IntType(1) and (a == 0 or c == 0):
+            return rhs if a == 0 else lhs
+        return super().or_(lhs, rhs, name)
+
+
 class Emitter:
     """An IRBuilder plus the helpers; one per generated function."""
 
@@ -81,7 +165,7 @@ class Emitter:
         self.module = module
         self.fn = fn
         self.entry = fn.append_basic_block("entry")
-        self.b = ir.IRBuilder(self.entry)
+        self.b = FoldingBuilder(self.entry)
 
     # ------------------------------------------------------------------------ declarations
     def declare(self, name: str, ret, args) -> ir.Function:
