@@ -118,7 +118,7 @@ def report(args, samples: collections.Counter, other: collections.Counter, insns
         if c:
             mix = collections.Counter(t.split()[0] for _, t in blk if t)
             rows.append((c, blk[0][0], blk[-1][0], len(blk), mix.most_common(5)))
-    print(f"\nhottest basic blocks of tlm_kernel (offsets in the object's .text):")
+    print("\nhottest basic blocks of tlm_kernel (offsets in the object's .text):")
     for c, lo, hi, n, mix in sorted(rows, reverse=True)[:top]:
         ops = ", ".join(f"{op} x{k}" for op, k in mix)
         print(f"  {c / total:6.1%}  {lo:6x}-{hi:6x}  {n:4d} insns  {ops}")
