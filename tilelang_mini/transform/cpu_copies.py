@@ -32,7 +32,6 @@ another statement list (another core) may write the source.
 """
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import replace
 
 from ..ir.analysis import BLOCK_SCOPES, GM_SCOPES, SYNC_OPS, buffer_refs, written_names
@@ -129,10 +128,9 @@ def _same_storage(x: Buffer, y: Buffer) -> bool:
     return x.dtype not in _WIDENED or (x.scope in GM_SCOPES) == (y.scope in GM_SCOPES)
 
 
-def _reads(s) -> Counter:
-    """How often statement `s` reads each buffer (a copy's destination is not a read)."""
-    return Counter(n.buffer.name for n in walk(s) if isinstance(n, (Region, Load))
-                   and not (isinstance(s, Copy) and n is s.dst))
+def _reads_of(s, name) -> int:
+    return sum(1 for n in walk(s) if isinstance(n, (Region, Load)) and n.buffer.name == name
+               and not (isinstance(s, Copy) and n is s.dst))
 
 
 def _find_forward(kernel: Kernel):
@@ -152,18 +150,6 @@ def _find_forward(kernel: Kernel):
                 collect(getattr(s, f))
 
     collect(kernel.body)
-    reads, writes = {}, {}  # per statement, computed once (each candidate scans the lists)
-
-    def reads_of(t, name):
-        if id(t) not in reads:
-            reads[id(t)] = _reads(t)
-        return reads[id(t)].get(name, 0)
-
-    def written(t):
-        if id(t) not in writes:
-            writes[id(t)] = written_names(t)
-        return writes[id(t)]
-
     for yname, ws in writers.items():
         w0 = ws[0]
         if not isinstance(w0, Copy):
@@ -183,14 +169,14 @@ def _find_forward(kernel: Kernel):
                     continue
                 last = -1
                 for j in range(i + 1, len(stmts)):
-                    if id(stmts[j]) in ids or yname in written(stmts[j]):
+                    if id(stmts[j]) in ids or yname in written_names(stmts[j]):
                         break
-                    c = reads_of(stmts[j], yname)
+                    c = _reads_of(stmts[j], yname)
                     if c:
                         seen += c
                         last = j
                 between = stmts[i + 1:last + 1]
-                if any(x.name in written(t) for t in between):
+                if any(x.name in written_names(t) for t in between):
                     ok = False
                 # a block whose cores run as coroutines switches core at a cross-core wait:
                 # another core may write X there (Y holds the copy taken before it)
