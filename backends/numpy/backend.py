@@ -8,6 +8,7 @@ lowered IR and the order verdict) and back (the closures and the batched run are
 a cache hit runs no pass)."""
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -65,7 +66,8 @@ class NumpyBackend:
         return f"{CACHE_VERSION} numpy {np.__version__}"
 
     def dump(self, artifact: NumpyArtifact) -> tuple[dict, list[bytes]]:
-        return ({"has_scopes": artifact.has_scopes, "cross_core": artifact.cross_core},
+        return ({"has_scopes": artifact.has_scopes, "cross_core": artifact.cross_core,
+                 "batched": artifact.batched is not None, "why_plain": artifact.why_plain},
                 [dump_ir(artifact.kernel)])
 
     def load(self, meta: dict, blobs: list[bytes], kernel: Kernel,
@@ -76,10 +78,37 @@ class NumpyBackend:
         if not isinstance(lowered, Kernel) or lowered.params != kernel.params:
             return None
         has_scopes, ordered = bool(meta.get("has_scopes")), bool(meta.get("cross_core"))
-        batched, why = (None, "cross-core order") if ordered else \
-            lower_batched(lowered, has_scopes)
+        if ordered or not meta.get("batched", True):
+            batched, why = None, str(meta.get("why_plain") or "cross-core order")
+        else:
+            batched, why = _BatchedOnFirstRun(lowered, has_scopes), None
         return NumpyArtifact(lowered, lower_kernel(lowered), has_scopes, ordered, batched, why,
                              from_cache=True)
+
+
+class _BatchedOnFirstRun:
+    """The batched run of a kernel loaded from the disk cache, built (`lower_batched`) when it
+    first runs, so that a cache hit does not pay for it at compile time; otherwise the object
+    `lower_batched` returns (`run`, `bailed`, ... are its)."""
+
+    def __init__(self, kernel: Kernel, has_scopes: bool):
+        self._todo = (kernel, has_scopes)
+        self._built = None
+        self._lock = threading.Lock()
+
+    def _get(self):
+        with self._lock:
+            if self._todo is not None:
+                self._built = lower_batched(*self._todo)[0]
+                self._todo = None
+        return self._built
+
+    def run(self, bufs, plain) -> str:
+        built = self._get()
+        return "plain" if built is None else built.run(bufs, plain)
+
+    def __getattr__(self, name):
+        return getattr(self._get(), name)
 
 
 BACKEND = NumpyBackend()
