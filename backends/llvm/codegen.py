@@ -7,12 +7,13 @@ front of the scratch arena) and runs the body. Semantics follow backends/numpy e
 Scope("C") bodies run once, Scope("V") bodies once per vid (0, 1) with their own buffers; sync
 instructions are no-ops; a Parallel loop is an elementwise map evaluated statement by statement
 over the whole iteration space, vectorised along its innermost variable (VL lanes, masked tail).
-Tile ops live in codegen_ops.py (Copy, Fill, Reduce) and microkernel.py (Gemm).
+Tile ops live in codegen_ops.py (Copy, Fill), reduce.py (Reduce), microkernel.py (Gemm),
+special_copies.py (atomic and transposing copies) and sort.py (Sort); access.py holds what they
+share (region starts, bounds, vector loads and stores).
 """
 from __future__ import annotations
 
 import platform
-from dataclasses import dataclass
 
 import llvmlite.ir as ir
 
@@ -22,38 +23,27 @@ from tilelang_mini.ir.verifier import check_grid
 from tilelang_mini.ir.nodes import (
     BIT_FNS, CORES, call_arity, Alloc, BinOp, Call, Cast, Reinterpret, Const, Copy, Fill, For,
     Gemm, If, Kernel, Load, Reduce, Sort, Region, Scope, SetCrossFlag, Store, Var, WaitCrossFlag,
-    walk,
 )
 
-from . import vecmath as vm
 from tilelang_mini.transform.cpu_rows import map_reduce_pairs
 
-from . import rowpass
+from . import codegen_ops, microkernel, rowpass
+from . import vecmath as vm
 from .dataflow import interval, live_columns, live_landings
-from .irutil import F32, I1, I32, I64, PTR, VL, Emitter, const, elem_type, is_vec, like, vty
+from .irutil import (
+    F32, I1, I32, I64, PTR, STORAGE, Emitter, const, contiguous, elem_type, is_vec, like,
+    mark_contiguous, vty,
+)
+from .cores import core_scope, cross_flag, generate_cores, top_buf_ptr
 from .layout import PER_BLOCK, is_dual_copy, plan_buffers
-from .parallel import ParallelMaps, _vars_in
+from .packing import flush_prefetch
+from .reduce import reduce
+from .parallel import ParallelMaps
+from .values import Par, Val, vars_in
 from .rowpass import row_pairs
+from .sort import sort
+from .special_copies import atomic_copy, transposed_copy
 
-
-
-@dataclass
-class Val:
-    v: object        # ir.Value, scalar or <VL x T>
-    kind: str        # int (i64) | float (f32) | bool (i1)
-
-    @property
-    def vec(self) -> bool:
-        return is_vec(self.v)
-
-
-class _Par:  # noqa: D101
-    """The Parallel loop being emitted."""
-
-    def __init__(self, names, extents):
-        self.names = names
-        self.extents = extents      # i64 scalar values
-        self.mask = None            # <VL x i1> of the active lanes (set inside the lane loop)
 
 
 def _is_sync(s) -> bool:
@@ -89,7 +79,7 @@ class KernelGen(ParallelMaps):
         self.ctx = "top"
         self.vid = None
         self.vid_name = kernel.grid_vars[1] if kernel.is_npu else "vid"
-        self.par: _Par | None = None
+        self.par: Par | None = None
         self.stmt = None
         self.helpers: dict = {}
         self.needs_dpbf16 = False
@@ -161,7 +151,6 @@ class KernelGen(ParallelMaps):
         if carry:
             return pending
         if pending:
-            from .packing import flush_prefetch
             flush_prefetch(self, pending)
         return []
 
@@ -169,7 +158,6 @@ class KernelGen(ParallelMaps):
         prev, self.stmt = self.stmt, s
         try:
             if self.core_kind is not None and isinstance(s, (SetCrossFlag, WaitCrossFlag)):
-                from .cores import cross_flag
                 cross_flag(self, s)
                 return
             if (_is_sync(s) or isinstance(s, Alloc)
@@ -188,24 +176,24 @@ class KernelGen(ParallelMaps):
             elif isinstance(s, Store):
                 self.store_scalar(s)
             elif isinstance(s, Sort):
-                from .sort import sort
                 sort(self, s)
             elif isinstance(s, (Copy, Fill, Reduce, Gemm)):
                 if self.par is not None:
                     raise self.fail(f"{type(s).__name__} inside a Parallel loop is not supported")
-                from . import codegen_ops, microkernel
                 if isinstance(s, Copy) and s.atomic:
-                    from .special_copies import atomic_copy
                     atomic_copy(self, s)
                 elif isinstance(s, Copy) and s.transpose:
-                    from .special_copies import transposed_copy
                     transposed_copy(self, s)
                 elif isinstance(s, Copy) and self.ctx == "C" and is_dual_copy(s):
                     self.dual_copy(s)
                 elif isinstance(s, Gemm):
                     microkernel.gemm(self, s)
+                elif isinstance(s, Reduce):
+                    reduce(self, s)
+                elif isinstance(s, Fill):
+                    codegen_ops.fill(self, s)
                 else:
-                    getattr(codegen_ops, type(s).__name__.lower())(self, s)
+                    codegen_ops.copy(self, s)
             else:
                 raise self.fail(f"the llvm backend cannot execute {type(s).__name__}")
         except (CompileError, InternalCompilerError) as err:
@@ -232,7 +220,7 @@ class KernelGen(ParallelMaps):
             raise self.fail(f"unknown loop kind {s.kind!r}")
         if len(s.vars) != len(s.extents):
             raise self.fail(f"loop has {len(s.vars)} variables but {len(s.extents)} extents")
-        if self.par is not None and _vars_in(s.extents) & set(self.par.names):
+        if self.par is not None and vars_in(s.extents) & set(self.par.names):
             raise self.fail("a loop extent must be a scalar integer; it depends on a Parallel "
                             "loop variable")
         exts, rngs = [], []
@@ -247,22 +235,22 @@ class KernelGen(ParallelMaps):
             saved = {n: (self.vars.get(n), self.ranges.get(n)) for n in s.vars}
             for n, r in zip(s.vars, rngs):
                 self.ranges[n] = r
-            self.par = _Par(s.vars, exts)
+            self.par = Par(s.vars, exts)
             try:
                 self.par_body(s.body)
             finally:
                 self.par = None
-                self._restore(saved)
+                self.restore(saved)
             return
         saved = {n: (self.vars.get(n), self.ranges.get(n)) for n in s.vars}
         self.loops.extend(s.vars)
         try:
-            self._nest(list(zip(s.vars, exts, rngs)), lambda: self.body_in_context(s.body))
+            self.nest(list(zip(s.vars, exts, rngs)), lambda: self.body_in_context(s.body))
         finally:
             del self.loops[-len(s.vars):]
-        self._restore(saved)
+        self.restore(saved)
 
-    def _restore(self, saved):
+    def restore(self, saved):
         for n, (v, r) in saved.items():
             if v is None:
                 self.vars.pop(n, None)
@@ -270,14 +258,14 @@ class KernelGen(ParallelMaps):
                 self.vars[n] = v
             self.ranges[n] = r
 
-    def _nest(self, loops, inner):
+    def nest(self, loops, inner):
         if not loops:
             inner()
             return
         (name, ext, rng), rest = loops[0], loops[1:]
         with self.e.loop(0, ext, name=name) as i:
             self.bind(name, i, rng)
-            self._nest(rest, inner)
+            self.nest(rest, inner)
 
     def body_in_context(self, stmts):
         if self.par is not None:
@@ -286,7 +274,7 @@ class KernelGen(ParallelMaps):
             self.body(stmts)
 
     def if_(self, s: If):
-        par_dep = self.par is not None and _vars_in((s.cond,)) & set(self.par.names)
+        par_dep = self.par is not None and vars_in((s.cond,)) & set(self.par.names)
         c = None if par_dep else self.expr(s.cond)
         if par_dep or c.vec:
             raise self.fail("an If whose condition depends on Parallel loop variables is not "
@@ -311,7 +299,6 @@ class KernelGen(ParallelMaps):
         if self.par is not None:
             raise self.fail(f"Scope({s.core!r}) inside a Parallel loop")
         if self.core_kind is not None:
-            from .cores import core_scope
             core_scope(self, s)
             return
         saved = (self.vars.get(self.vid_name), self.ranges.get(self.vid_name))
@@ -336,12 +323,11 @@ class KernelGen(ParallelMaps):
         finally:
             self.ctx = "top"
             self.vid = None
-            self._restore({self.vid_name: saved})
+            self.restore({self.vid_name: saved})
 
     def dual_copy(self, s: Copy):
         """FixPipe L0C -> UB feeds both AIVs (as tilelang_mini/semantics/ops.py `_dual_copy`): AIV v gets
         rows [v * h, (v + 1) * h) of the source when the UB tile has h = half the rows."""
-        from . import codegen_ops
         half = s.dst.extent[0]
         split = s.src.extent[0] == 2 * half
         saved = (self.vars.get(self.vid_name), self.ranges.get(self.vid_name))
@@ -358,7 +344,7 @@ class KernelGen(ParallelMaps):
         finally:
             self.ctx = "C"
             self.vid = None
-            self._restore({self.vid_name: saved})
+            self.restore({self.vid_name: saved})
 
     # --------------------------------------------------------------------------- buffers
     def info(self, buf):
@@ -371,7 +357,6 @@ class KernelGen(ParallelMaps):
         if info.param is not None:
             return self.params[info.param]
         if self.core_kind is not None and self.ctx == "top":
-            from .cores import top_buf_ptr
             return top_buf_ptr(self, info)
         ctx = self.plan.top_source.get(info.name, "top") if self.ctx == "top" else self.ctx
         off = info.slots.get(ctx)
@@ -454,7 +439,7 @@ class KernelGen(ParallelMaps):
                     bad = b.and_(bad, self.par.mask)
                 e.error_if(bad, self.error(f"index out of bounds for dimension {d} of "
                                            f"{info.name}{list(shape)}"))
-            contig = st == 1 and getattr(iv, "_tlm_contig", False)
+            contig = st == 1 and contiguous(iv)
             terms.append((b.mul(iv, const(iv.type, st)) if st != 1 else iv, contig))
         vec_terms = [t for t in terms if is_vec(t[0])]
         contig = len(vec_terms) == 1 and vec_terms[0][1]
@@ -466,7 +451,7 @@ class KernelGen(ParallelMaps):
                 flat, t = e.match(flat, t)
                 flat = b.add(flat, t)
         if contig:
-            flat._tlm_contig = True
+            mark_contiguous(flat)
         if flat is None:
             flat = ir.Constant(I64, 0)
         return flat
@@ -474,7 +459,6 @@ class KernelGen(ParallelMaps):
     def access(self, info, flat, value):
         """Load (value None) or store raw storage bits at element offset(s) `flat`."""
         e, b = self.e, self.e.b
-        from .irutil import STORAGE
         rt, size = STORAGE[info.storage]
         base = self.buf_ptr(info)
         if not is_vec(flat):
@@ -487,7 +471,7 @@ class KernelGen(ParallelMaps):
             return None
         mask = self.par.mask
         vt = vty(rt, flat.type.count)
-        if self._contiguous(flat):
+        if contiguous(flat):
             first = b.extract_element(flat, ir.Constant(I32, 0))
             ptr = e.gep(base, b.mul(first, ir.Constant(I64, size)) if size != 1 else first)
             if value is None:
@@ -499,9 +483,6 @@ class KernelGen(ParallelMaps):
             return e.gather(vt, base, offs, mask)
         e.scatter(e.splat(value, flat.type.count), base, offs, mask)
         return None
-
-    def _contiguous(self, flat) -> bool:
-        return getattr(flat, "_tlm_contig", False)
 
     def binop(self, x: BinOp) -> Val:
         e, b = self.e, self.e.b
@@ -541,14 +522,14 @@ class KernelGen(ParallelMaps):
             raise self.fail(f"unknown binary operator {op!r}")
         r = fn(p, q)
         if contig is not None:
-            r._tlm_contig = contig
+            mark_contiguous(r)
         return Val(r, "int")
 
     def _lane_affine(self, x, va, vb, p):
         """Track offsets that are `uniform + lane` (contiguous vector accesses)."""
         if not is_vec(p) or x.op not in ("+", "-", "*"):
             return None
-        ca, cb = getattr(va.v, "_tlm_contig", None), getattr(vb.v, "_tlm_contig", None)
+        ca, cb = contiguous(va.v), contiguous(vb.v)
         ua, ub = not va.vec, not vb.vec
         if x.op == "+" and ((ca and ub) or (cb and ua)):
             return True
@@ -656,7 +637,6 @@ class KernelGen(ParallelMaps):
         """The value as an element of x.source (its storage bits), read back as x.dtype."""
         e, b = self.e, self.e.b
         v = self.expr(x.value)
-        from .irutil import STORAGE
         raw = vm.encode(e, v.v, v.kind, x.source, x.source)
         bits_t = ir.IntType(STORAGE[x.source][1] * 8)
         if isinstance(elem_type(raw.type), ir.FloatType):
@@ -708,7 +688,6 @@ def build(kernel: Kernel, features: dict, cores: bool = False):
     `cores`, the module holds one function per core kind instead of `tlm_kernel` (cores.py)."""
     gen = KernelGen(kernel, features, cores)
     if cores:
-        from .cores import generate_cores
         generate_cores(gen)
     else:
         gen.generate()

@@ -1,4 +1,4 @@
-"""Tile ops Copy, Fill and Reduce as explicit vector loops (VL lanes, masked tails).
+"""Tile ops Copy and Fill as explicit vector loops (VL lanes, masked tails).
 
 Copy clips at the source bounds (zero padding) and at the destination bounds, converts dtypes
 and may reshape between extent-1 dimensions, exactly as tilelang_mini/semantics/ops.py. A copy into a
@@ -8,129 +8,13 @@ from __future__ import annotations
 
 import llvmlite.ir as ir
 
-from tilelang_mini.errors import CompileError
-
 from . import vecmath as vm
-from .irutil import F32, I1, I32, I64, STORAGE, VL, const, vty
-
-# -------------------------------------------------------------------------------- regions
-
-
-def squeezed(ext) -> tuple:
-    return tuple(n for n in ext if n != 1)
-
-
-def check_reshape(src_ext, dst_ext, stmt, what: str) -> None:
-    n_src = n_dst = 1
-    for n in src_ext:
-        n_src *= n
-    for n in dst_ext:
-        n_dst *= n
-    if n_src != n_dst or squeezed(src_ext) != squeezed(dst_ext):
-        raise CompileError(f"{what}: shapes {list(src_ext)} and {list(dst_ext)} do not match "
-                           f"(they must be equal after dropping extent-1 dimensions)", stmt.loc)
-
-
-def starts_of(g, r):
-    nd = len(r.buffer.shape)
-    if len(r.start) != nd or len(r.extent) != nd:
-        raise g.fail(f"region of {r.buffer.name} has {len(r.start)} starts and "
-                     f"{len(r.extent)} extents for a {nd}-d buffer")
-    return [g.scalar_int(s, f"a start of the region of {r.buffer.name}") for s in r.start]
-
-
-def check_in_bounds(g, r, starts):
-    """Runtime error unless the region lies inside its buffer (tile ops other than copy)."""
-    e, b = g.e, g.e.b
-    for d, (sx, sv, n, ext) in enumerate(zip(r.start, starts, r.buffer.shape, r.extent)):
-        rng = g.interval(sx)
-        if rng is not None and rng[0] >= 0 and rng[1] + ext <= n:
-            continue
-        bad = b.or_(b.icmp_signed("<", sv, ir.Constant(I64, 0)),
-                    b.icmp_signed(">", sv, ir.Constant(I64, n - ext)))
-        e.error_if(bad, g.error(f"region out of bounds for dimension {d} of "
-                                f"{r.buffer.name}{list(r.buffer.shape)}"))
-
-
-def base_offset(g, info, starts):
-    b = g.e.b
-    off = ir.Constant(I64, 0)
-    for sv, st in zip(starts, info.strides):
-        off = b.add(off, b.mul(sv, ir.Constant(I64, st)))
-    return off
-
-
-def elem_ptr(g, info, base, off):
-    """Pointer to element offset `off` (i64 scalar) of a row-major buffer at `base`."""
-    size = STORAGE[info.storage][1]
-    return g.e.gep(base, g.e.b.mul(off, ir.Constant(I64, size)) if size != 1 else off)
-
-
-def vload(g, info, base, off, stride, mask):
-    """VL raw elements at element offsets off + lane * stride (masked)."""
-    e, b = g.e, g.e.b
-    rt, size = STORAGE[info.storage]
-    if stride == 1:
-        return e.masked_load(vty(rt), elem_ptr(g, info, base, off), mask,
-                             ir.Constant(vty(rt), None))
-    offs = b.mul(b.add(e.splat(off), b.mul(e.iota(), const(vty(I64), stride))),
-                 const(vty(I64), size))
-    return e.gather(vty(rt), base, offs, mask, ir.Constant(vty(rt), None))
-
-
-def vstore(g, info, base, off, stride, raw, mask):
-    e, b = g.e, g.e.b
-    size = STORAGE[info.storage][1]
-    if stride == 1:
-        e.masked_store(raw, elem_ptr(g, info, base, off), mask)
-        return
-    offs = b.mul(b.add(e.splat(off), b.mul(e.iota(), const(vty(I64), stride))),
-                 const(vty(I64), size))
-    e.scatter(raw, base, offs, mask)
-
-
-def lane_mask(g, t0, lo, hi):
-    """Lanes t0 + i with lo <= t0 + i < hi (the bounds clamped to a lane index in i32)."""
-    e, b = g.e, g.e.b
-    lim_lo, lim_hi = ir.Constant(I64, -1), ir.Constant(I64, VL)
-    a = b.trunc(e.clamp(b.sub(lo, t0), lim_lo, lim_hi), I32)
-    z = b.trunc(e.clamp(b.sub(hi, t0), lim_lo, lim_hi), I32)
-    lane = e.iota(VL, I32)
-    return b.and_(b.icmp_signed(">=", lane, e.splat(a)), b.icmp_signed("<", lane, e.splat(z)))
-
-
-def const_mask(n: int):
-    """Constant mask of the first n lanes (None when all VL lanes)."""
-    if n >= VL:
-        return None
-    return ir.Constant(ir.VectorType(I1, VL), [1] * n + [0] * (VL - n))
-
-
-def all_in_bounds(g, r, starts):
-    """i1: the region lies inside its buffer (constant true when the intervals prove it)."""
-    b = g.e.b
-    ok = ir.Constant(I1, 1)
-    for sx, sv, n, ext in zip(r.start, starts, r.buffer.shape, r.extent):
-        rng = g.interval(sx)
-        if rng is not None and rng[0] >= 0 and rng[1] + ext <= n:
-            continue
-        ok = b.and_(ok, b.and_(b.icmp_signed(">=", sv, ir.Constant(I64, 0)),
-                               b.icmp_signed("<=", sv, ir.Constant(I64, n - ext))))
-    return ok
-
-
-def _valid_range(g, start, ext, n):
-    """[lo, hi) of the tile offsets whose element start + t lies inside [0, n)."""
-    e, b = g.e, g.e.b
-    lo = e.clamp(b.neg(start), ir.Constant(I64, 0), ir.Constant(I64, ext))
-    hi = e.clamp(b.sub(ir.Constant(I64, n), start), ir.Constant(I64, 0), ir.Constant(I64, ext))
-    return lo, hi
-
-
-def _inside(g, t, lo, hi):
-    b = g.e.b
-    return b.and_(b.icmp_signed(">=", t, lo), b.icmp_signed("<", t, hi))
-
+from .access import (
+    ALL_LANES, all_in_bounds, base_offset, check_in_bounds, check_reshape, const_mask, elem_ptr,
+    lane_mask, runs, starts_of, valid_range, inside, vload, vstore,
+)
+from .irutil import I1, I64, STORAGE, VL, vty
+from .packing import copy_packed, copy_packed_fast, prefetch_next
 
 # ----------------------------------------------------------------------------------- copy
 
@@ -143,8 +27,8 @@ def copy(g, s):
         raise g.fail(f"internal: copy from packed buffer {si.name}")
     ss, ds = starts_of(g, src), starts_of(g, dst)
     e, b = g.e, g.e.b
-    s_rng = [_valid_range(g, a, x, n) for a, x, n in zip(ss, src.extent, src.buffer.shape)]
-    d_rng = [_valid_range(g, a, x, n) for a, x, n in zip(ds, dst.extent, dst.buffer.shape)]
+    s_rng = [valid_range(g, a, x, n) for a, x, n in zip(ss, src.extent, src.buffer.shape)]
+    d_rng = [valid_range(g, a, x, n) for a, x, n in zip(ds, dst.extent, dst.buffer.shape)]
     s_dims = [d for d, x in enumerate(src.extent) if x != 1]
     d_dims = [d for d, x in enumerate(dst.extent) if x != 1]
     true = ir.Constant(I1, 1)
@@ -164,7 +48,7 @@ def copy(g, s):
         return vm.encode(e, vm.decode(e, raw, si.storage), kind, di.dtype, di.storage, exact)
 
     if si.param is not None and s_dims:
-        _prefetch_next(g, src, si, s_dims)
+        prefetch_next(g, src, si, s_dims)
 
     fast = None
     if s_dims and si.strides[s_dims[-1]] == 1 and (di.layout != "row" or
@@ -193,7 +77,7 @@ def _copy_general(g, s, si, di, sbase, dbase, s_off0, d_off0, s_dims, d_dims, s_
     e, b = g.e, g.e.b
     src = s.src
     if di.layout != "row":
-        return _copy_packed(g, s, si, di, sbase, dbase, s_off0, s_rng, s_dims, s_ok1, kind,
+        return copy_packed(g, s, si, di, sbase, dbase, s_off0, s_rng, s_dims, s_ok1, kind,
                             exact)
     if not s_dims:  # a single element
         _copy_single(g, si, di, sbase, dbase, s_off0, d_off0, s_ok1, d_ok1, convert)
@@ -216,35 +100,23 @@ def _copy_general(g, s, si, di, sbase, dbase, s_off0, d_off0, s_dims, d_dims, s_
 
                 def move(t0, mask):
                     raw = vload(g, si, sbase, b.add(s_off, b.mul(t0, ir.Constant(I64, sst))),
-                                sst, mask if mask is not None else _ALL)
+                                sst, mask if mask is not None else ALL_LANES)
                     vstore(g, di, dbase, b.add(d_off, b.mul(t0, ir.Constant(I64, dst_))), dst_,
-                           convert(raw), mask if mask is not None else _ALL)
+                           convert(raw), mask if mask is not None else ALL_LANES)
 
-                _runs(g, a, z, move)
+                runs(g, a, z, move)
                 _zero_run(g, di, dbase, d_off, dst_, z, dhi)
             return
         sd, dd = s_dims[q], d_dims[q]
         with e.loop(0, exts[q], name=f"cp{q}") as t:
-            nest(q + 1, b.and_(s_ok, _inside(g, t, *s_rng[sd])),
-                 b.and_(d_ok, _inside(g, t, *d_rng[dd])),
+            nest(q + 1, b.and_(s_ok, inside(g, t, *s_rng[sd])),
+                 b.and_(d_ok, inside(g, t, *d_rng[dd])),
                  b.add(s_off, b.mul(t, ir.Constant(I64, si.strides[sd]))),
                  b.add(d_off, b.mul(t, ir.Constant(I64, di.strides[dd]))))
 
     nest(0, s_ok1, d_ok1, s_off0, d_off0)
 
 
-_ALL = ir.Constant(ir.VectorType(I1, VL), [1] * VL)
-
-
-def _runs(g, lo, hi, fn):
-    """fn(t0, mask) over [lo, hi) (hi >= lo): whole vectors unmasked (mask None), then one
-    masked tail."""
-    e, b = g.e, g.e.b
-    end = b.add(lo, b.and_(b.sub(hi, lo), ir.Constant(I64, -VL)))
-    with e.loop(lo, end, VL, name="cpv") as t0:
-        fn(t0, None)
-    with b.if_then(b.icmp_signed("<", end, hi)):
-        fn(end, lane_mask(g, end, lo, hi))
 
 
 def _zero_run(g, info, base, off, stride, lo, hi):
@@ -271,7 +143,7 @@ def _copy_fast(g, s, si, di, sbase, dbase, s_off0, d_off0, s_dims, d_dims, conve
     e, b = g.e, g.e.b
     exts = [s.src.extent[d] for d in s_dims]
     if di.layout != "row":
-        return _copy_packed_fast(g, s, si, di, sbase, dbase, s_off0, s_dims, convert)
+        return copy_packed_fast(g, s, si, di, sbase, dbase, s_off0, s_dims, convert)
     run, q = exts[-1], len(exts) - 1
     while q > 0 and si.strides[s_dims[q - 1]] == run and di.strides[d_dims[q - 1]] == run:
         q -= 1
@@ -422,6 +294,3 @@ def fill(g, s):
 
     nest(0, off0)
 
-
-from .packing import _copy_packed, _copy_packed_fast, _prefetch_next  # noqa: E402 (cycle)
-from .reduce import hreduce, reduce  # noqa: E402,F401 (re-exported)

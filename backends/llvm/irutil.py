@@ -37,6 +37,17 @@ UNSIGNED = ("uint8", "uint16", "uint32", "float4_e2m1fn_x2")  # zero-extended wh
 NARROW_STORE_BARRIER = platform.machine().lower() in ("x86_64", "amd64", "i686", "x86")
 
 
+def mark_contiguous(v):
+    """Tag an i64 offset vector as `uniform + lane`: an access at it is one contiguous vector."""
+    v.tlm_contiguous = True
+    return v
+
+
+def contiguous(v) -> bool:
+    """Whether `v` was tagged by `mark_contiguous`."""
+    return getattr(v, "tlm_contiguous", False)
+
+
 def vty(t, n: int = VL) -> ir.VectorType:
     return ir.VectorType(t, n)
 

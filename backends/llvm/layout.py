@@ -29,6 +29,7 @@ from tilelang_mini.ir.nodes import (
     walk_own,
 )
 
+from .irutil import STORAGE
 
 NR = 32  # columns of a micro-panel (two float32 vectors)
 MR = 8   # rows of the micro-kernel
@@ -80,7 +81,6 @@ class BufInfo:
 
     @property
     def esize(self) -> int:
-        from .irutil import STORAGE
         return STORAGE[self.storage][1]
 
 

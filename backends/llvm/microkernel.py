@@ -25,9 +25,10 @@ import llvmlite.ir as ir
 from tilelang_mini.semantics.ops import gemm_shape
 
 from . import vecmath as vm
-from .codegen_ops import base_offset, check_in_bounds, elem_ptr, lane_mask, starts_of, vload, vstore
+from .access import base_offset, check_in_bounds, elem_ptr, lane_mask, starts_of, vload, vstore
 from .irutil import F32, I1, I32, I64, PTR, VL, Emitter, vty
 from .layout import MR, NR
+from .packing import flush_prefetch, prefetch_rows
 
 UNROLL = 4
 DPBF16 = "tlm_dpbf16"
@@ -124,7 +125,6 @@ def gemm(g, s):
             _outlined(g, ("ci", ci.dtype, ci.storage, ci.strides[-2], M, N),
                       lambda src, dst: _c_in(g, ci, src, ci.strides[-2], M, N, dst), cbase, c_ptr)
     steps = KP if bf16 else K
-    from .packing import flush_prefetch
     pending, g.prefetch = g.prefetch, []
     calls = npan * (M // MR)
     if calls == 0 and pending:
@@ -132,7 +132,6 @@ def gemm(g, s):
         pending = []
 
     def prefetch(call_index):
-        from .packing import prefetch_rows
         for desc in pending:
             per = -(-desc[1] // calls)
             prefetch_rows(g, desc, b.mul(call_index, ir.Constant(I64, per)), per)

@@ -13,12 +13,13 @@ import llvmlite.ir as ir
 from tilelang_mini.ir.nodes import Load, walk
 
 from . import vecmath as vm
-from .codegen_ops import _inside, base_offset, const_mask, elem_ptr, lane_mask, vload
+from .access import base_offset, const_mask, elem_ptr, inside, lane_mask, vload
 from .irutil import F32, I32, I64, PTR, STORAGE, VL, vty
 from .layout import NR
+from .values import Val, vars_in
 
 
-def _copy_packed(g, s, si, di, sbase, dbase, s_off0, s_rng, s_dims, s_ok1, kind, exact):
+def copy_packed(g, s, si, di, sbase, dbase, s_off0, s_rng, s_dims, s_ok1, kind, exact):
     """Copy into a packed B tile (K, N): micro-panels [N/NR][K][NR] of float32, or the VNNI
     bf16 pair layout [N/NR][K/2][NR][2]. Columns past N are written as zeros."""
     e, b = g.e, g.e.b
@@ -33,7 +34,7 @@ def _copy_packed(g, s, si, di, sbase, dbase, s_off0, s_rng, s_dims, s_ok1, kind,
 
     def row(k):
         """(ok, slo, shi, src offset) of source row k."""
-        ok = b.and_(s_ok1, _inside(g, k, *s_rng[sk]))
+        ok = b.and_(s_ok1, inside(g, k, *s_rng[sk]))
         slo = b.select(ok, s_rng[sn][0], zero)
         shi = b.select(ok, s_rng[sn][1], zero)
         return slo, shi, b.add(s_off0, b.mul(k, ir.Constant(I64, si.strides[sk])))
@@ -75,7 +76,7 @@ def _copy_packed(g, s, si, di, sbase, dbase, s_off0, s_rng, s_dims, s_ok1, kind,
                 e.store(pair, e.gep(dbase, b.mul(pos, ir.Constant(I64, 4))), 4)
 
 
-def _copy_packed_fast(g, s, si, di, sbase, dbase, s_off0, s_dims, convert_unused):
+def copy_packed_fast(g, s, si, di, sbase, dbase, s_off0, s_dims, convert_unused):
     """In-bounds copy into a packed B tile: unmasked loads, constant tail masks."""
     e, b = g.e, g.e.b
     K, N = di.shape
@@ -133,12 +134,11 @@ def _copy_packed_fast(g, s, si, di, sbase, dbase, s_off0, s_dims, convert_unused
         pair_rows(ir.Constant(I64, K // 2), True)
 
 
-def _prefetch_next(g, r, info, dims):
+def prefetch_next(g, r, info, dims):
     """Prefetch (into L2) the region this copy reads in the next iteration of the innermost
     enclosing serial loop its start depends on: GM tiles arrive while the current one is
     computed on."""
-    from .codegen import Val, _vars_in
-    used = _vars_in(r.start)
+    used = vars_in(r.start)
     var = next((v for v in reversed(g.loops) if v in used), None)
     if var is None or any(isinstance(n, Load) for x in r.start for n in walk(x)):
         return  # a start read from a tensor: the next iteration's index may not exist

@@ -13,9 +13,12 @@ from __future__ import annotations
 import llvmlite.ir as ir
 
 from tilelang_mini.ir.analysis import SYNC_OPS
-from tilelang_mini.ir.nodes import Alloc, For, If, Load, Scope, Store, Var, walk
+from tilelang_mini.ir.nodes import Alloc, For, If, Load, Scope, Store, walk
 
-from .irutil import F32, I8, I64, VL, const, elem_type, like, vty
+from . import vecmath as vm
+from .irutil import F32, I64, I8, VL, const, elem_type, like, mark_contiguous, vty
+from .reduce import reduce
+from .values import Par, vars_in
 
 
 
@@ -48,7 +51,7 @@ class ParallelMaps:
     def store_group(self, stores):
         par = self.par
         for s in stores:
-            self._check_map_store(s)
+            self.check_map_store(s)
         hazard = len(stores) == 1 and _self_hazard(stores[0])
         names, exts = list(par.names), list(par.extents)
         outer = list(zip(names[:-1], exts[:-1], [self.ranges.get(n) for n in names[:-1]]))
@@ -59,7 +62,7 @@ class ParallelMaps:
             with self.e.loop(0, inner_ext, VL, name=inner_name) as j0:
                 b = self.e.b
                 lane = b.add(self.e.splat(j0), self.e.iota())
-                lane._tlm_contig = True
+                mark_contiguous(lane)
                 par.mask = b.icmp_signed("<", lane, self.e.splat(inner_ext))
                 self.vars[inner_name] = self.Val(lane, "int")
                 fn(j0)
@@ -74,12 +77,12 @@ class ParallelMaps:
                         info = self.info(s.buffer)
                         flat = self.flat_index(info, s.indices)
                         self.store_value(info, flat, self.expr(s.value))
-                self._nest(outer, lambda: lanes(emit))
+                self.nest(outer, lambda: lanes(emit))
             else:
                 self._hazard_store(stores[0], outer, lanes)
         finally:
             self.stmt = prev
-            self._restore(saved)
+            self.restore(saved)
 
     def _hazard_store(self, s, outer, lanes):
         """A store whose value reads its own target elsewhere: evaluate every element into a
@@ -121,16 +124,14 @@ class ParallelMaps:
             flat = self.flat_index(info, s.indices)
             self.store_value(info, flat, self.Val(v, kind))
 
-        self._nest(outer, lambda: lanes(phase1))
-        self._nest(outer, lambda: lanes(phase2))
+        self.nest(outer, lambda: lanes(phase1))
+        self.nest(outer, lambda: lanes(phase2))
 
     def map_reduce(self, loop, red, before=None):
         """A Parallel map filling tile X fused with the reduction of X along its last dim
         (dataflow.map_reduce_pairs): the map's values, rounded to X's dtype, feed the
         reduction's accumulators; X is never written. before(t0, mask), if given, is emitted
         ahead of each vector of values (rowpass.py: the copy-in of what the map reads)."""
-        from . import vecmath as vm
-        from .reduce import reduce
         st = loop.body[0]
         info = self.info(st.buffer)
         names = list(loop.vars)
@@ -138,8 +139,7 @@ class ParallelMaps:
         saved = {n: (self.vars.get(n), self.ranges.get(n)) for n in names}
         for n, x in zip(names, loop.extents):
             self.ranges[n] = (0, int(x.value) - 1)
-        from .codegen import _Par
-        par = self.par = _Par(names, exts)
+        par = self.par = Par(names, exts)
         e = self.e
         every = ir.Constant(ir.VectorType(ir.IntType(1), VL), [1] * VL)
 
@@ -150,7 +150,7 @@ class ParallelMaps:
             for n, i in zip(names[:-1], idx):
                 self.vars[n] = self.Val(i, "int")
             lane = b.add(e.splat(t0), e.iota())
-            lane._tlm_contig = True
+            mark_contiguous(lane)
             self.vars[names[-1]] = self.Val(lane, "int")
             par.mask = every if mask is None else mask
             self.stmt = st
@@ -160,23 +160,23 @@ class ParallelMaps:
         prev = self.stmt
         try:
             self.stmt = st
-            self._check_map_store(st)
+            self.check_map_store(st)
             self.stmt = red
             reduce(self, red, producer)
         finally:
             self.par = None
             self.stmt = prev
-            self._restore(saved)
+            self.restore(saved)
 
     def _tmp_raw(self, v):
         if v.kind == "bool":
             return self.e.b.zext(v.v, like(v.v.type, I8)), I8
         return v.v, elem_type(v.v.type)
 
-    def _check_map_store(self, s: Store):
-        used = _vars_in(s.indices)
+    def check_map_store(self, s: Store):
+        used = vars_in(s.indices)
         for n in self.par.names:
-            if n in _vars_in((s.value,)) and n not in used:
+            if n in vars_in((s.value,)) and n not in used:
                 raise self.fail(f"value of the store to {s.buffer.name} depends on Parallel "
                                 f"variable {n!r}, which its indices do not use (that would be a "
                                 f"reduction)", s)
@@ -186,15 +186,6 @@ class ParallelMaps:
                     raise self.fail(f"the indices of a store to {s.buffer.name} read "
                                     f"{s.buffer.name}", s)
 
-
-
-def _vars_in(exprs) -> set:
-    out = set()
-    for x in exprs:
-        for n in walk(x):
-            if isinstance(n, Var):
-                out.add(n.name)
-    return out
 
 
 def _loads(x):

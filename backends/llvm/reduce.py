@@ -11,7 +11,7 @@ from __future__ import annotations
 import llvmlite.ir as ir
 
 from . import vecmath as vm
-from .codegen_ops import (
+from .access import (
     base_offset, check_in_bounds, check_reshape, lane_mask, starts_of, vload, vstore,
 )
 from .irutil import F32, I1, I32, I64, VL, const, vty

@@ -29,10 +29,13 @@ from tilelang_mini.ir.nodes import (
 )
 
 from . import vecmath as vm
-from .irutil import I1, I64, STORAGE, VL, vty
+from . import codegen_ops as co
+from .access import all_in_bounds, base_offset, elem_ptr, runs, starts_of
+from .irutil import I1, I64, STORAGE, VL, mark_contiguous, vty
 from .layout import PER_BLOCK
+from .values import Par
 
-_ALL = ir.Constant(ir.VectorType(I1, VL), [1] * VL)
+ALL_LANES = ir.Constant(ir.VectorType(I1, VL), [1] * VL)
 
 
 def _gm_row(g, r, cols) -> bool:
@@ -173,7 +176,6 @@ def dead_after(g, cp, name) -> bool:
 
 
 def _in_bounds(g, r):
-    from .codegen_ops import all_in_bounds, starts_of
     starts = starts_of(g, r)
     return all_in_bounds(g, r, starts), starts
 
@@ -191,21 +193,20 @@ def _branch(g, ok, fused, plain):
 
 def copy_in_map_reduce(g, cp: Copy, m, red):
     """Row copy `cp` fused into the row map `m` + reduce `red`."""
-    from . import codegen_ops as co
     si, xi = g.info(cp.src.buffer), g.info(cp.dst.buffer)
     ok, ss = _in_bounds(g, cp.src)
     e, b = g.e, g.e.b
 
     def fused():
-        ds = co.starts_of(g, cp.dst)
+        ds = starts_of(g, cp.dst)
         sbase, xbase = g.buf_ptr(si), g.buf_ptr(xi)
-        s_off, x_off = co.base_offset(g, si, ss), co.base_offset(g, xi, ds)
+        s_off, x_off = base_offset(g, si, ss), base_offset(g, xi, ds)
         rt = STORAGE[si.storage][0]
         exact = si.dtype if si.dtype in vm.FLOATS else None
 
         def before(t0, mask):
-            sp = co.elem_ptr(g, si, sbase, b.add(s_off, t0))
-            xp = co.elem_ptr(g, xi, xbase, b.add(x_off, t0))
+            sp = elem_ptr(g, si, sbase, b.add(s_off, t0))
+            xp = elem_ptr(g, xi, xbase, b.add(x_off, t0))
             raw = (e.load(vty(rt), sp) if mask is None
                    else e.masked_load(vty(rt), sp, mask, ir.Constant(vty(rt), None)))
             val = vm.encode(e, vm.decode(e, raw, si.storage), vm.kind_of(si.dtype), xi.dtype,
@@ -227,8 +228,6 @@ def copy_in_map_reduce(g, cp: Copy, m, red):
 def map_copy_out(g, m, cp: Copy):
     """Row map `m` (one variable j) and its row copy-out `cp`: the map's values go to GM only
     (its tile is dead after the copy)."""
-    from . import codegen_ops as co
-    from .codegen import _Par
     st = m.body[0]
     xi, di = g.info(st.buffer), g.info(cp.dst.buffer)
     ok, ds = _in_bounds(g, cp.dst)
@@ -237,19 +236,19 @@ def map_copy_out(g, m, cp: Copy):
     n = int(jx.value)
 
     def fused():
-        dp = co.elem_ptr(g, di, g.buf_ptr(di), co.base_offset(g, di, ds))
+        dp = elem_ptr(g, di, g.buf_ptr(di), base_offset(g, di, ds))
         dsz = STORAGE[di.storage][1]
         exact = xi.dtype if xi.dtype in vm.FLOATS else None
         saved = {jn: (g.vars.get(jn), g.ranges.get(jn))}
-        par = g.par = _Par([jn], [ir.Constant(I64, n)])
+        par = g.par = Par([jn], [ir.Constant(I64, n)])
         g.ranges[jn] = (0, n - 1)
         prev = g.stmt
         g.stmt = st
 
         def value(t0, mask):
             lane = b.add(e.splat(t0), e.iota())
-            lane._tlm_contig = True
-            par.mask = _ALL if mask is None else mask
+            mark_contiguous(lane)
+            par.mask = ALL_LANES if mask is None else mask
             g.vars[jn] = g.Val(lane, "int")
             v = g.expr(st.value)
             raw = e.splat(vm.encode(e, v.v, v.kind, xi.dtype, xi.storage))
@@ -257,7 +256,7 @@ def map_copy_out(g, m, cp: Copy):
                              di.storage, exact)
 
         try:
-            g._check_map_store(st)
+            g.check_map_store(st)
             if co.streams(g, di, n):
                 co.stream_run(g, dp, n, value)
             else:
@@ -268,11 +267,11 @@ def map_copy_out(g, m, cp: Copy):
                         e.store(val, q)
                     else:
                         e.masked_store(val, q, mask)
-                co._runs(g, ir.Constant(I64, 0), ir.Constant(I64, n), chunk)
+                runs(g, ir.Constant(I64, 0), ir.Constant(I64, n), chunk)
         finally:
             g.par = None
             g.stmt = prev
-            g._restore(saved)
+            g.restore(saved)
 
     def plain():
         g.for_(m)  # the map as usual (not through statement: that would pair it again)

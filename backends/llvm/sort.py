@@ -20,7 +20,7 @@ import llvmlite.ir as ir
 from tilelang_mini.ir import dtypes
 from tilelang_mini.ir.nodes import Sort
 
-from .codegen_ops import elem_ptr
+from .access import elem_ptr
 from .irutil import I64, STORAGE
 
 

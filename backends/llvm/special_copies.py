@@ -20,7 +20,9 @@ from __future__ import annotations
 import llvmlite.ir as ir
 
 from . import vecmath as vm
-from .codegen_ops import _valid_range, check_reshape, lane_mask, starts_of, vload, vstore
+from .access import (
+    base_offset, check_in_bounds, check_reshape, lane_mask, starts_of, valid_range, vload, vstore,
+)
 from .irutil import F32, I32, I64, STORAGE, VL, vty
 
 LOCK = "tlm_atomic_lock"
@@ -85,8 +87,8 @@ def atomic_copy(g, s) -> None:
         raise g.fail(f"internal: atomic copy with a packed buffer ({si.name} -> {di.name})")
     ss, ds = starts_of(g, src), starts_of(g, dst)
     e, b = g.e, g.e.b
-    s_rng = [_valid_range(g, a, x, n) for a, x, n in zip(ss, src.extent, src.buffer.shape)]
-    d_rng = [_valid_range(g, a, x, n) for a, x, n in zip(ds, dst.extent, dst.buffer.shape)]
+    s_rng = [valid_range(g, a, x, n) for a, x, n in zip(ss, src.extent, src.buffer.shape)]
+    d_rng = [valid_range(g, a, x, n) for a, x, n in zip(ds, dst.extent, dst.buffer.shape)]
     s_dims = [d for d, x in enumerate(src.extent) if x != 1] or [len(src.extent) - 1]
     d_dims = [d for d, x in enumerate(dst.extent) if x != 1] or [len(dst.extent) - 1]
     true = ir.Constant(ir.IntType(1), 1)
@@ -98,8 +100,8 @@ def atomic_copy(g, s) -> None:
         if d not in d_dims:
             d_ok = b.and_(d_ok, b.icmp_signed("<", *d_rng[d]))
     sbase, dbase = g.buf_ptr(si), g.buf_ptr(di)
-    s_off0 = _offset(g, si, ss)
-    d_off0 = _offset(g, di, ds)
+    s_off0 = base_offset(g, si, ss)
+    d_off0 = base_offset(g, di, ds)
     dst_float = vm.kind_of(di.dtype) == "float"
     src_kind = vm.kind_of(si.dtype)
     exts = [src.extent[d] for d in s_dims]
@@ -152,13 +154,12 @@ def transposed_copy(g, s) -> None:
     dd = [d for d, x in enumerate(dst.extent) if x != 1]
     if len(sd) != 2 or len(dd) != 2:
         raise g.fail("internal: a transposing copy of a tile that is not 2-D")
-    from .codegen_ops import check_in_bounds
     ss, ds = starts_of(g, src), starts_of(g, dst)
     check_in_bounds(g, src, ss)
     check_in_bounds(g, dst, ds)
     e, b = g.e, g.e.b
     sbase, dbase = g.buf_ptr(si), g.buf_ptr(di)
-    s_off0, d_off0 = _offset(g, si, ss), _offset(g, di, ds)
+    s_off0, d_off0 = base_offset(g, si, ss), base_offset(g, di, ds)
     rows, cols = src.extent[sd[0]], src.extent[sd[1]]
     s_row, s_col = si.strides[sd[0]], si.strides[sd[1]]
     d_row, d_col = di.strides[dd[0]], di.strides[dd[1]]  # dst row j <- src column j
@@ -176,11 +177,3 @@ def transposed_copy(g, s) -> None:
             d_at = b.add(d_off0, b.add(b.mul(r, ir.Constant(I64, d_col)),
                                        b.mul(c0, ir.Constant(I64, d_row))))
             vstore(g, di, dbase, d_at, d_row, val, mask)
-
-
-def _offset(g, info, starts):
-    b = g.e.b
-    off = ir.Constant(I64, 0)
-    for sv, st in zip(starts, info.strides):
-        off = b.add(off, b.mul(sv, ir.Constant(I64, st)))
-    return off
