@@ -1,7 +1,8 @@
-"""The llvm target's own passes (transform/cpu_copies.py, transform/cpu_zero.py): their place in
+"""The llvm target's own passes (transform/cpu_*.py): their place in
 the llvm pass list, their rewrites on small kernels (golden IR under tests/golden/; a missing one
 fails, `pytest --update-goldens` writes them) and that the rewritten IR computes what the NPU
 lowering computes, on the interpreter as on llvm."""
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -9,7 +10,7 @@ import pytest
 
 import tilelang_mini
 from backends.numpy import BACKEND as NUMPY
-from tilelang_mini.ir.nodes import Alloc, Copy, For, Reduce, walk_statements
+from tilelang_mini.ir.nodes import Alloc, Copy, For, Fused, Reduce, walk_statements
 from tilelang_mini.ir.printer import print_ir
 from tilelang_mini.transform.pipeline import (
     CPU_PASSES, LLVM_PASSES, NPU_PASSES, Options, passes_for, run_pipeline, stages_for,
@@ -61,7 +62,8 @@ def same_results(before, after, *args):
 def test_the_llvm_list_branches_from_the_npu_list():
     assert LLVM_PASSES[:len(NPU_PASSES)] == NPU_PASSES
     assert [name for name, _, _ in CPU_PASSES] == [
-        "expand_scaled_gemm", "fuse_copy_chains", "forward_copies", "infer_uninit", "fuse_rows"]
+        "expand_scaled_gemm", "fuse_copy_chains", "forward_copies", "infer_uninit", "fuse_rows",
+        "fuse_map_reduce", "fuse_row_copies"]
     assert all(why for _, _, why in CPU_PASSES)
     assert passes_for("numpy") == NPU_PASSES and passes_for("llvm") == LLVM_PASSES
 
@@ -125,8 +127,55 @@ def test_fuse_rows_makes_one_loop_over_the_rows_of_a_row_local_run():
     same_results(before, after, x, np.zeros((40, 64), np.float32))
 
 
+def fused(k):
+    return [s.kind for s in walk_statements(k.body) if isinstance(s, Fused)]
+
+
+def test_fuse_map_reduce_wraps_each_map_and_the_reduction_of_its_tile():
+    prim = kernels.rmsnorm(40, 64)
+    before, after = before_after("rmsnorm", prim, "fuse_map_reduce")
+    assert fused(before) == [] and fused(after) == ["map_reduce"]
+    (s,) = [s for s in walk_statements(after.body) if isinstance(s, Fused)]
+    assert [type(t).__name__ for t in s.body] == ["For", "Reduce"]
+    x = RNG.standard_normal((40, 64)).astype(np.float32)
+    same_results(before, after, x, np.zeros((40, 64), np.float32))
+    # softmax's exp tile is read by two maps: its reduction cannot consume it
+    assert fused(stages(kernels.softmax(40, 64))["fuse_map_reduce"]) == []
+
+
+def test_fuse_row_copies_makes_one_pass_of_a_rows_copy_in_and_copy_out():
+    prim = kernels.rmsnorm(40, 64)
+    before, after = before_after("rmsnorm", prim, "fuse_row_copies")
+    assert fused(before) == ["map_reduce"]
+    assert fused(after) == ["copy_map_reduce", "map_copy"]
+    x = RNG.standard_normal((40, 64)).astype(np.float32)
+    same_results(before, after, x, np.zeros((40, 64), np.float32))
+    assert fused(stages(kernels.softmax(40, 64))["fuse_row_copies"]) == ["map_copy"]
+
+
+def test_fuse_row_copies_keeps_a_copy_out_whose_tile_is_read_later():
+    """The map's tile is read again after its copy-out: the map must still write it."""
+    from tilelang_mini.transform.cpu_fuse import fuse_row_copies
+    k = tilelang_mini.parse_ir('''
+@prim_func(source="<test>")
+def k(X: Tensor((4, 8), "float32"), Y: Tensor((4, 8), "float32"), Z: Tensor((4, 8), "float32")):
+    with Kernel(1, is_npu=True) as (cid, vid):
+        t = alloc_ub((4, 8), "float32", uninit=True)
+        with Scope("V"):
+            copy(X, t)
+            for row in serial(4):
+                for j in Parallel(8):
+                    t[row, j] = t[row, j] * 2.0
+                copy(t[row +: 1, 0 +: 8], Y[row +: 1, 0 +: 8])
+            copy(t, Z)
+''')
+    assert fused(fuse_row_copies(k)) == []
+    cut = replace(k, body=(k.body[0], replace(k.body[1], body=k.body[1].body[:2])))
+    assert fused(fuse_row_copies(cut)) == ["map_copy"]
+
+
 @pytest.mark.parametrize("stage", ["fuse_copy_chains", "forward_copies", "infer_uninit",
-                                   "fuse_rows"])
+                                   "fuse_rows", "fuse_map_reduce", "fuse_row_copies"])
 def test_llvm_stages_print_and_parse_back(stage):
     k = kernels.build(kernels.flash_attention, 2, 64, 32, target="llvm")
     text = k.get_ir(stage)

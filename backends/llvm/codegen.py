@@ -22,10 +22,9 @@ from tilelang_mini.ir.analysis import SYNC_OPS
 from tilelang_mini.ir.verifier import check_grid
 from tilelang_mini.ir.nodes import (
     BIT_FNS, CORES, call_arity, Alloc, BinOp, Call, Cast, Reinterpret, Const, Copy, Fill, For,
-    Gemm, If, Kernel, Load, Reduce, Sort, Region, Scope, SetCrossFlag, Store, Var, WaitCrossFlag,
+    Fused, Gemm, If, Kernel, Load, Reduce, Sort, Region, Scope, SetCrossFlag, Store, Var,
+    WaitCrossFlag,
 )
-
-from tilelang_mini.transform.cpu_rows import map_reduce_pairs
 
 from . import codegen_ops, microkernel, rowpass
 from . import vecmath as vm
@@ -40,7 +39,6 @@ from .packing import flush_prefetch
 from .reduce import reduce
 from .parallel import ParallelMaps
 from .values import Par, Val, vars_in
-from .rowpass import row_pairs
 from .sort import sort
 from .special_copies import atomic_copy, transposed_copy
 
@@ -61,10 +59,6 @@ class KernelGen(ParallelMaps):
         # cores: one function per core kind, run as coroutines by the runtime (cores.py)
         self.core_kind = None      # "C" | "V" while a core function is generated
         self.plan = plan_buffers(kernel, self.bf16, top_copies=3 if cores else 1)
-        self.fused = map_reduce_pairs(kernel)       # {id(map): reduce} (reduce.py)
-        self.fused_away = {id(r) for r in self.fused.values()}
-        self.pairs = row_pairs(self)                 # {id(first): (kind, second)} (rowpass.py)
-        self.fused_away |= {id(t) for _, t in self.pairs.values()}
         self.live = live_columns(kernel)             # {C: columns a gemm must compute}
         self.landings = live_landings(kernel)        # {C: column bounds known at run time}
         self.module = ir.Module(name=kernel.name)
@@ -160,13 +154,10 @@ class KernelGen(ParallelMaps):
             if self.core_kind is not None and isinstance(s, (SetCrossFlag, WaitCrossFlag)):
                 cross_flag(self, s)
                 return
-            if (_is_sync(s) or isinstance(s, Alloc)
-                    or id(s) in self.fused_away):
+            if _is_sync(s) or isinstance(s, Alloc):
                 return
-            if id(s) in self.pairs and self.par is None:
-                self.row_pair(s, *self.pairs[id(s)])
-            elif id(s) in self.fused and self.par is None:
-                self.map_reduce(s, self.fused[id(s)])
+            if isinstance(s, Fused):
+                self.fused(s)
             elif isinstance(s, For):
                 self.for_(s)
             elif isinstance(s, If):
@@ -207,13 +198,21 @@ class KernelGen(ParallelMaps):
         finally:
             self.stmt = prev
 
-    def row_pair(self, s, kind, t):
-        """A copy-in and its fused map + reduce, or a map and its copy-out, in one pass over a
-        row (rowpass.py)."""
-        if kind == "in":
-            rowpass.copy_in_map_reduce(self, s, t, self.fused[id(t)])
+    def fused(self, s: Fused):
+        """One pass over the elements of a fused block's statements (transform/cpu_fuse.py):
+        a map into a reduction (parallel.py), a row's copy-in feeding one, or a row map and its
+        copy-out (rowpass.py)."""
+        if self.par is not None:
+            raise self.fail("a fused block inside a Parallel loop")
+        parts = [t for t in s.body if not _is_sync(t)]
+        if s.kind == "map_reduce":
+            self.map_reduce(*parts)
+        elif s.kind == "copy_map_reduce":
+            rowpass.copy_in_map_reduce(self, *parts)
+        elif s.kind == "map_copy":
+            rowpass.map_copy_out(self, *parts)
         else:
-            rowpass.map_copy_out(self, s, t)
+            raise self.fail(f"internal: unknown fused kind {s.kind!r}")
 
     def for_(self, s: For):
         if s.kind not in ("serial", "parallel", "pipelined", "unroll"):

@@ -25,7 +25,8 @@ from dataclasses import dataclass, field
 from tilelang_mini.errors import CompileError
 from tilelang_mini.ir.analysis import AIC_SCOPES, GM_SCOPES, written_names
 from tilelang_mini.ir.nodes import (
-    Alloc, Copy, Fill, For, Gemm, If, Kernel, Load, Reduce, Region, Scope, Sort, Store, walk,
+    Alloc, Copy, Fill, For, Gemm, If, Kernel, Load, Reduce, Region, Scope, Sort, Store,
+    body_fields, walk,
     walk_own,
 )
 
@@ -148,9 +149,8 @@ def plan_buffers(kernel: Kernel, bf16: bool, top_copies: int = 1) -> Plan:
                 for n in walk_own(s):
                     if isinstance(n, Region):
                         note(n.buffer.name, ctx, ("tile",))
-            for name in ("body", "then_body", "else_body"):
-                if isinstance(s, (For, If)) and hasattr(s, name):
-                    visit(getattr(s, name), ctx)
+            for name in body_fields(s):
+                visit(getattr(s, name), ctx)
 
     visit(kernel.body, "top")
     has_scopes = any(isinstance(n, Scope) for s in kernel.body for n in walk(s))

@@ -128,10 +128,11 @@ class ParallelMaps:
         self.nest(outer, lambda: lanes(phase2))
 
     def map_reduce(self, loop, red, before=None):
-        """A Parallel map filling tile X fused with the reduction of X along its last dim
-        (dataflow.map_reduce_pairs): the map's values, rounded to X's dtype, feed the
-        reduction's accumulators; X is never written. before(t0, mask), if given, is emitted
-        ahead of each vector of values (rowpass.py: the copy-in of what the map reads)."""
+        """A Parallel map filling tile X fused with the reduction of X along its last dim (a
+        fused("map_reduce") block, transform/cpu_fuse.py): the map's values, rounded to X's
+        dtype, feed the reduction's accumulators; X is never written. before(t0, mask), if
+        given, is emitted ahead of each vector of values (rowpass.py: the copy-in of what the
+        map reads)."""
         st = loop.body[0]
         info = self.info(st.buffer)
         names = list(loop.vars)

@@ -294,6 +294,27 @@ class Scope:
     loc: Loc = _loc()
 
 
+# What a `Fused` block does in one pass (the non-sync statements of its body, in order):
+#   map_reduce       Parallel map filling tile X; reduce of X along its last dim
+#   copy_map_reduce  copy of a GM row into row r of tile X; a row map reading X[r, j] only at
+#                    its own element, filling tile Y; reduce of Y along its last dim
+#   map_copy         row map writing row r of tile X; copy of that row into a GM tensor
+FUSED_KINDS = ("map_reduce", "copy_map_reduce", "map_copy")
+
+
+@dataclass(frozen=True)
+class Fused:
+    """`with fused(kind):` statements a CPU target runs as one pass over their elements (set by
+    the llvm target's fuse_map_reduce / fuse_row_copies). Running the body in order is its
+    meaning, except that the tile a map fills and only its partner reads (X of map_reduce and
+    map_copy, Y of copy_map_reduce) is dead afterwards: its contents are unspecified (the fused
+    code never writes it)."""
+
+    kind: str
+    body: tuple["Stmt", ...]
+    loc: Loc = _loc()
+
+
 PIPES = ("MTE2", "MTE1", "M", "FIX", "V", "MTE3", "S")
 
 
@@ -342,8 +363,8 @@ class WaitCrossFlag(_CrossFlag):
     """`pipe` waits for the flag the other core sets."""
 
 
-Stmt = Union[Alloc, Copy, Gemm, Fill, Reduce, Sort, Store, For, If, Scope, SetFlag, WaitFlag,
-             PipeBarrier, SetCrossFlag, WaitCrossFlag]
+Stmt = Union[Alloc, Copy, Gemm, Fill, Reduce, Sort, Store, For, If, Scope, Fused, SetFlag,
+             WaitFlag, PipeBarrier, SetCrossFlag, WaitCrossFlag]
 TILE_OPS = (Copy, Gemm, Fill, Reduce, Sort)
 SYNC_OPS = (SetFlag, WaitFlag, PipeBarrier, SetCrossFlag, WaitCrossFlag)
 
@@ -436,7 +457,7 @@ def body_fields(stmt) -> tuple[str, ...]:
     """Names of the statement-list fields of a structured statement."""
     if isinstance(stmt, If):
         return ("then_body", "else_body")
-    if isinstance(stmt, (For, Scope, Kernel)):
+    if isinstance(stmt, (For, Scope, Fused, Kernel)):
         return ("body",)
     return ()
 

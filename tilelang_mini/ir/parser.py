@@ -21,7 +21,7 @@ from .dtypes import canonical
 from .nodes import (
     BIN_OPS, CALL_FNS, CORES, NO_LOC, PIPES, REDUCE_KINDS, Alloc, BinOp, Buffer, Call, Cast, Const,
     ATOMIC_KINDS, call_arity, Reinterpret, Sort, Copy, Fill, For, Gemm, If, Kernel, Load, Loc, PipeBarrier, Reduce, Region, Scope, SetCrossFlag,
-    SetFlag, Store, Var, WaitCrossFlag, WaitFlag,
+    SetFlag, Store, Var, WaitCrossFlag, WaitFlag, FUSED_KINDS, Fused,
 )
 from .printer import ALLOC_NAMES, LOOP_NAMES
 
@@ -427,6 +427,12 @@ class _ToIR(Transformer):
         if core[1:-1] not in CORES:
             self.err(f'unknown core scope {core}; expected "C" (cube) or "V" (vector)', core)
         return Scope(core[1:-1], body, self.loc(comment))
+
+    def fused(self, children):
+        kind, comment, body = children
+        if kind[1:-1] not in FUSED_KINDS:
+            self.err(f'unknown fused kind {kind}; expected one of {", ".join(FUSED_KINDS)}', kind)
+        return Fused(kind[1:-1], body, self.loc(comment))
 
     # -- arguments
     @v_args(meta=True)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from .nodes import (
     Alloc, BinOp, Call, Cast, Const, Copy, Fill, For, Gemm, If, Kernel, Load, PipeBarrier,
-    Reinterpret, Sort,
+    Reinterpret, Sort, Fused,
     Reduce, Region, Scope, SetCrossFlag, SetFlag, Store, Var, WaitCrossFlag, WaitFlag,
 )
 
@@ -207,6 +207,9 @@ class _Printer:
         elif isinstance(s, Scope):
             self.emit(d, f'with Scope("{s.core}"):', s.loc)
             self.body(d + 1, s.body, s.core)
+        elif isinstance(s, Fused):
+            self.emit(d, f'with fused("{s.kind}"):', s.loc)
+            self.body(d + 1, s.body, core)
         elif isinstance(s, (SetFlag, WaitFlag)):
             name = "set_flag" if isinstance(s, SetFlag) else "wait_flag"
             self.emit(d, f"{name}({s.src}, {s.dst}, {s.event})", s.loc, core or "")

@@ -6,9 +6,9 @@ stage that broke the invariant.
 from __future__ import annotations
 
 from .nodes import (
-    Alloc, BinOp, Buffer, Call, Cast, Const, For, If, Kernel, Load, Region, Reinterpret, Scope,
-    Store, Var,
-    BIN_OPS, CALL_FNS, LOOP_KINDS, SCOPES, TILE_OPS, SYNC_OPS, body_fields, walk_own,
+    Alloc, BinOp, Buffer, Call, Cast, Const, Copy, For, Fused, If, Kernel, Load, Reduce, Region,
+    Reinterpret, Scope, Store, Var,
+    BIN_OPS, CALL_FNS, FUSED_KINDS, LOOP_KINDS, SCOPES, TILE_OPS, SYNC_OPS, body_fields, walk_own,
 )
 from .. import errors  # a module, not its names: errors.py imports ir.nodes (a cycle)
 from .dtypes import DTYPES, itemsize
@@ -77,8 +77,10 @@ class _Verifier:
                     self.fail(f"buffer name {s.buffer.name} declared twice", s)
                 buffers[s.buffer.name] = s.buffer
                 continue
-            if not isinstance(s, (*TILE_OPS, *SYNC_OPS, Store, For, If, Scope)):
+            if not isinstance(s, (*TILE_OPS, *SYNC_OPS, Store, For, If, Scope, Fused)):
                 self.fail(f"not a statement: {type(s).__name__}", s)
+            if isinstance(s, Fused):
+                self.fused(s)
             inner = set(names)
             if isinstance(s, For):
                 if s.kind not in LOOP_KINDS or len(s.vars) != len(s.extents):
@@ -88,6 +90,29 @@ class _Verifier:
                 self.node(node, buffers, names, s)
             for f in body_fields(s):
                 self.body(getattr(s, f), buffers, inner)
+
+    def fused(self, s: Fused):
+        """The body of a fused block is what its kind says (FUSED_KINDS), sync instructions
+        aside: a one-store map whose tile the next statement consumes."""
+        parts = [t for t in s.body if not isinstance(t, SYNC_OPS)]
+        shapes = {"map_reduce": (For, Reduce), "copy_map_reduce": (Copy, For, Reduce),
+                  "map_copy": (For, Copy)}
+        want = shapes.get(s.kind)
+        if want is None or s.kind not in FUSED_KINDS:
+            self.fail(f"unknown fused kind {s.kind!r}", s)
+        if len(parts) != len(want) or not all(isinstance(t, w) for t, w in zip(parts, want)):
+            self.fail(f"fused({s.kind!r}) holds {[type(t).__name__ for t in parts]}, expected "
+                      f"{[w.__name__ for w in want]}", s)
+        m = next(t for t in parts if isinstance(t, For))
+        if m.kind != "parallel" or len(m.body) != 1 or not isinstance(m.body[0], Store):
+            self.fail(f"fused({s.kind!r}): its map is not a Parallel loop of one store", s)
+        after = parts[parts.index(m) + 1]
+        src = after.src
+        if src.buffer != m.body[0].buffer:
+            self.fail(f"fused({s.kind!r}): the map fills {m.body[0].buffer.name} but the next "
+                      f"statement reads {src.buffer.name}", s)
+        if isinstance(after, Reduce) and after.dim % len(src.extent) != len(src.extent) - 1:
+            self.fail(f"fused({s.kind!r}): the reduction is not along the last dimension", s)
 
     def node(self, node, buffers, names, stmt):
         if isinstance(node, (Region, Load, Store)):

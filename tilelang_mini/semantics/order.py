@@ -12,7 +12,7 @@ from collections import Counter
 
 from ..errors import CompileError
 from ..ir.nodes import (
-    Const, For, If, Kernel, Scope, SetCrossFlag, Var, WaitCrossFlag, walk,
+    Const, For, Fused, If, Kernel, Scope, SetCrossFlag, Var, WaitCrossFlag, walk,
 )
 
 STEP_LIMIT = 200_000  # statements walked before giving up (the check then passes)
@@ -103,6 +103,8 @@ class _Walker:
                 except Exception:  # depends on data: cannot tell statically
                     raise _Stop from None
                 self.body(s.then_body if taken else s.else_body, env, core, vid_name)
+            elif isinstance(s, Fused):
+                self.body(s.body, env, core, vid_name)
             elif isinstance(s, SetCrossFlag):
                 self.set(s, core)
             elif isinstance(s, WaitCrossFlag):

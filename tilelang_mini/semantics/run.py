@@ -24,7 +24,7 @@ from tilelang_mini.runtime.arguments import check_arrays
 from tilelang_mini.ir.analysis import SYNC_OPS
 from tilelang_mini.ir.verifier import check_grid
 from tilelang_mini.ir.nodes import (
-    CORES, Const, For, If, Kernel, Scope, SetCrossFlag, WaitCrossFlag, walk,
+    CORES, Const, For, Fused, If, Kernel, Scope, SetCrossFlag, WaitCrossFlag, walk,
 )
 
 from .exprs import Buffers
@@ -64,6 +64,8 @@ def lower_stmt(s, ctx: _Ctx) -> Callable[[Env], None]:
         return _lower_if(s, ctx)
     if isinstance(s, Scope):
         return _lower_scope(s, ctx)
+    if isinstance(s, Fused):  # the body in order (a CPU target fuses it)
+        return lower_body(s.body, ctx)
     try:
         return lower_instruction(s, ctx.par)
     except TypeError:

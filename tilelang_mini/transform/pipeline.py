@@ -23,6 +23,7 @@ from ..ir.nodes import Kernel
 from .check import check
 from .check_sync import sync_expert
 from .cpu_copies import forward_copies, fuse_copy_chains
+from .cpu_fuse import fuse_map_reduce, fuse_row_copies
 from .cpu_rows import fuse_rows
 from .cpu_zero import infer_uninit
 from .expand_scaled_gemm import expand_scaled_gemm
@@ -66,6 +67,10 @@ CPU_PASSES = (
      "buffers written whole before any read need not start zeroed (uninit=True)"),
     ("fuse_rows", lambda k, o: fuse_rows(k),
      "a run of row-local vector tile ops -> one loop over rows, each op on one row"),
+    ("fuse_map_reduce", lambda k, o: fuse_map_reduce(k),
+     "a map filling a tile + the reduction of that tile -> fused: the tile is never written"),
+    ("fuse_row_copies", lambda k, o: fuse_row_copies(k),
+     "a row's copy-in + the fused map reading it, a row map + its copy-out -> one pass"),
 )
 LLVM_PASSES = NPU_PASSES + CPU_PASSES
 
