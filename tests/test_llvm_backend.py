@@ -18,7 +18,7 @@ from tilelang_mini.ir import dtypes
 from tilelang_mini.transform.pipeline import Options, run_target_passes
 from tilelang_mini.ir.nodes import (
     Alloc, BinOp, Buffer, Call, Copy, Fill, For, Gemm, If, Load, Loc, PipeBarrier, Reduce,
-    SetFlag, Store,
+    SetFlag, Store, walk_statements,
 )
 
 from irbuild import (  # noqa: E402
@@ -147,12 +147,15 @@ def test_narrow_gemm_stops_at_each_blocks_valid_columns(dtype, n):
     # 128-wide C tiles: one block column holding n <= 128 columns, or a last block column
     # with 8 (136) or 72 (200) valid columns, computed by whole panels plus a narrow 8/16/24
     # micro-kernel; the columns past them are never observed
-    from backends.llvm.dataflow import live_landings
+    from tilelang_mini.transform.cpu_columns import live_columns
     M, K = 70, 65
     prim = dsl_gemm(M, n, K, dtype, block_M=64, block_N=128, block_K=32)
     kl = tilelang_mini.compile(prim, out_idx=[-1], target="llvm")
     kn = tilelang_mini.compile(prim, out_idx=[-1], target="numpy")
-    assert list(live_landings(kl.ir)) == ["C_f"]
+    cols = live_columns(kl.ir)
+    assert list(cols) == ["C_f"]
+    gemms = [s for s in walk_statements(kl.compilation.final.body) if isinstance(s, Gemm)]
+    assert gemms and all(s.columns == cols["C_f"] for s in gemms)
     a, b = rand((M, K), dtype), rand((K, n), dtype)
     out = kl(a, b)
     close(out, a.astype(np.float64) @ b.astype(np.float64), "float32")
@@ -161,14 +164,14 @@ def test_narrow_gemm_stops_at_each_blocks_valid_columns(dtype, n):
 
 def test_landings_need_starts_from_grid_variables():
     # the copy out of C starts at a loop variable's column: no run-time bound is taken
-    from backends.llvm.dataflow import live_landings
+    from tilelang_mini.transform.cpu_columns import live_columns
     X, Y = Buffer("X", (32, 32), "float32"), Buffer("Y", (32, 70), "float32")
     C_l = Buffer("C_l", (32, 32), "float32", "fragment")
     body = [Alloc(C_l), Fill(full(C_l), c(0.0)),
             Gemm(full(X), full(X), full(C_l)),
             For(("j",), (c(2),), "serial", (Copy(full(C_l), reg(
                 Y, (0, mul(v("j"), c(32))), (32, 32))),))]
-    assert live_landings(kernel((X, Y), body)) == {}
+    assert live_columns(kernel((X, Y), body)) == {}   # nor a constant: every column may land
 
 
 # -------------------------------------------------------------------------------------- copy

@@ -10,7 +10,11 @@ import pytest
 
 import tilelang_mini
 from backends.numpy import BACKEND as NUMPY
-from tilelang_mini.ir.nodes import Alloc, Copy, For, Fused, Reduce, walk_statements
+from tilelang_mini.ir.nodes import (
+    Alloc, Const, Copy, Fill, For, Fused, Gemm, Reduce, Region, walk_statements,
+)
+from tilelang_mini.ir.printer import print_expr
+from tilelang_mini.transform.cpu_columns import infer_live_columns
 from tilelang_mini.ir.printer import print_ir
 from tilelang_mini.transform.pipeline import (
     CPU_PASSES, LLVM_PASSES, NPU_PASSES, Options, passes_for, run_pipeline, stages_for,
@@ -62,8 +66,8 @@ def same_results(before, after, *args):
 def test_the_llvm_list_branches_from_the_npu_list():
     assert LLVM_PASSES[:len(NPU_PASSES)] == NPU_PASSES
     assert [name for name, _, _ in CPU_PASSES] == [
-        "expand_scaled_gemm", "fuse_copy_chains", "forward_copies", "infer_uninit", "fuse_rows",
-        "fuse_map_reduce", "fuse_row_copies"]
+        "expand_scaled_gemm", "fuse_copy_chains", "forward_copies", "infer_uninit",
+        "infer_live_columns", "fuse_rows", "fuse_map_reduce", "fuse_row_copies"]
     assert all(why for _, _, why in CPU_PASSES)
     assert passes_for("numpy") == NPU_PASSES and passes_for("llvm") == LLVM_PASSES
 
@@ -127,6 +131,42 @@ def test_fuse_rows_makes_one_loop_over_the_rows_of_a_row_local_run():
     same_results(before, after, x, np.zeros((40, 64), np.float32))
 
 
+def gemm_columns(k):
+    return [s.columns for s in walk_statements(k.body) if isinstance(s, Gemm)]
+
+
+def test_infer_live_columns_bounds_the_last_block_column():
+    """C has 40 columns in 32-wide tiles: the block of column bx keeps 40 - bx * 32 of them."""
+    prim = kernels.gemm(32, 40, 32, block_M=32, block_N=32, block_K=32)
+    before, after = before_after("gemm_n40", prim, "infer_live_columns")
+    assert gemm_columns(before) == [None]
+    (cols,) = gemm_columns(after)
+    assert print_expr(cols) == "40 - cid * 32"   # one block per tile of C: cid = bx
+    a, b = RNG.standard_normal((32, 32)).astype(np.float32), \
+        RNG.standard_normal((32, 40)).astype(np.float32)
+    same_results(before, after, a, b, np.zeros((32, 40), np.float32))
+    k = tilelang_mini.compile(prim, out_idx=[-1], target="llvm")
+    np.testing.assert_allclose(k(a, b), a.astype(np.float64) @ b, rtol=1e-5, atol=1e-5)
+
+
+def test_infer_live_columns_constant_when_the_copy_start_is():
+    k = tilelang_mini.parse_ir('''
+@prim_func(source="<test>")
+def k(X: Tensor((16, 16), "float32"), D: Tensor((64, 24), "float32")):
+    with Kernel(4) as (bx):
+        d = alloc_fragment((16, 32), "float32")
+        w = alloc_shared((16, 32), "float32")
+        fill(w, 1.0)
+        gemm(X, w, d, clear_accum=True)
+        copy(d, D[bx * 16 +: 16, 0 +: 32])
+''')
+    assert [print_expr(c) for c in gemm_columns(infer_live_columns(k))] == ["24"]
+    observed = replace(k, body=k.body + (Fill(Region.full(k.body[0].buffer), Const(0.0)),))
+    assert gemm_columns(infer_live_columns(observed)) == [Const(24)]   # a fill observes nothing
+    read = tilelang_mini.parse_ir(print_ir(k).replace("copy(d, D", "copy(d, w[0 +: 16, 0 +: 32])\n        copy(d, D"))
+    assert gemm_columns(infer_live_columns(read)) == [None]      # read whole by another copy
+
+
 def fused(k):
     return [s.kind for s in walk_statements(k.body) if isinstance(s, Fused)]
 
@@ -175,7 +215,8 @@ def k(X: Tensor((4, 8), "float32"), Y: Tensor((4, 8), "float32"), Z: Tensor((4, 
 
 
 @pytest.mark.parametrize("stage", ["fuse_copy_chains", "forward_copies", "infer_uninit",
-                                   "fuse_rows", "fuse_map_reduce", "fuse_row_copies"])
+                                   "infer_live_columns", "fuse_rows", "fuse_map_reduce",
+                                   "fuse_row_copies"])
 def test_llvm_stages_print_and_parse_back(stage):
     k = kernels.build(kernels.flash_attention, 2, 64, 32, target="llvm")
     text = k.get_ir(stage)

@@ -18,7 +18,7 @@ import platform
 import llvmlite.ir as ir
 
 from tilelang_mini.errors import CompileError, InternalCompilerError, internal_error
-from tilelang_mini.ir.analysis import SYNC_OPS
+from tilelang_mini.ir.analysis import SYNC_OPS, interval
 from tilelang_mini.ir.verifier import check_grid
 from tilelang_mini.ir.nodes import (
     BIT_FNS, CORES, call_arity, Alloc, BinOp, Call, Cast, Reinterpret, Const, Copy, Fill, For,
@@ -28,7 +28,6 @@ from tilelang_mini.ir.nodes import (
 
 from . import codegen_ops, microkernel, rowpass
 from . import vecmath as vm
-from .dataflow import interval, live_columns, live_landings
 from .irutil import (
     F32, I1, I32, I64, PTR, STORAGE, Emitter, const, contiguous, elem_type, is_vec, like,
     mark_contiguous, vty,
@@ -59,8 +58,6 @@ class KernelGen(ParallelMaps):
         # cores: one function per core kind, run as coroutines by the runtime (cores.py)
         self.core_kind = None      # "C" | "V" while a core function is generated
         self.plan = plan_buffers(kernel, self.bf16, top_copies=3 if cores else 1)
-        self.live = live_columns(kernel)             # {C: columns a gemm must compute}
-        self.landings = live_landings(kernel)        # {C: column bounds known at run time}
         self.module = ir.Module(name=kernel.name)
         if not cores:
             fnty = ir.FunctionType(I32, [PTR, I64, I64, PTR])

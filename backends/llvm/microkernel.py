@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import llvmlite.ir as ir
 
+from tilelang_mini.ir.nodes import Const
 from tilelang_mini.semantics.ops import gemm_shape
 
 from . import vecmath as vm
@@ -51,9 +52,7 @@ def _mstrides(info):
 
 def gemm(g, s):
     M, N, K = gemm_shape(s)
-    live = g.live.get(s.c.buffer.name) if s.c.is_full else None
-    if live is not None and live < N:  # columns of C nothing can observe (dataflow.py)
-        N = live
+    N = _static_columns(g, s, N)  # columns of C nothing can observe (transform/cpu_columns.py)
     ai, bi, ci = g.info(s.a.buffer), g.info(s.b.buffer), g.info(s.c.buffer)
     if ai.layout != "row" or ci.layout != "row":
         raise g.fail("internal: packed gemm operand A or C")
@@ -204,18 +203,26 @@ def _narrow_panel(g, panel, jp, rem, N):
     choose(0)
 
 
+def _static_columns(g, s, N):
+    """The columns of C any block computes: the gemm's `columns` when constant, else their
+    upper bound over the grid, at most N."""
+    cols = s.columns
+    if isinstance(cols, Const):
+        return min(N, cols.value) if cols.value > 0 else N
+    rng = g.interval(cols) if cols is not None else None
+    return min(N, rng[1]) if rng is not None and rng[1] > 0 else N
+
+
 def _valid_columns(g, s, N):
-    """The columns of C this block's observers can see (an i64 in [0, N]), when the copies out
-    of C land at column starts known from the grid variables (dataflow.live_landings); else
-    None. Columns past them are never computed: a GEMM's last block column stops at N."""
-    marks = g.landings.get(s.c.buffer.name) if s.c.is_full else None
-    if not marks:
+    """The columns of C this block's observers can see (an i64 in [0, N]) when the gemm's
+    `columns` depend on the grid variables, else None. Columns past them are never computed:
+    a GEMM's last block column stops at N."""
+    if s.columns is None or isinstance(s.columns, Const):
         return None
     b = g.e.b
+    x = g.scalar_int(s.columns, "a column count")
     nv = ir.Constant(I64, 0)
-    for start, cols in marks:
-        x = b.sub(ir.Constant(I64, cols), g.scalar_int(start, "a column start"))
-        nv = b.select(b.icmp_signed(">", x, nv), x, nv)
+    nv = b.select(b.icmp_signed(">", x, nv), x, nv)
     return b.select(b.icmp_signed("<", nv, ir.Constant(I64, N)), nv, ir.Constant(I64, N))
 
 

@@ -20,8 +20,8 @@ clear read their destination as well as writing it.
 from __future__ import annotations
 
 from .nodes import (
-    GLOBAL_SCOPES, SYNC_OPS, TILE_OPS, Alloc, Buffer, Const, Copy, Fill, For, Gemm, Load, Reduce,
-    Sort,
+    GLOBAL_SCOPES, SYNC_OPS, TILE_OPS, Alloc, BinOp, Buffer, Call, Const, Copy, Fill, For, Gemm,
+    Load, Reduce, Sort, Var,
     Region, Scope, Store, body_fields, walk, walk_own, walk_statements,
 )
 
@@ -32,7 +32,7 @@ BLOCK_SCOPES = GM_SCOPES + AIC_SCOPES
 __all__ = ["SYNC_OPS", "TILE_OPS", "GM_SCOPES", "AIC_SCOPES", "BLOCK_SCOPES", "is_map",
            "is_sync", "core_instructions", "instructions", "loads", "map_stores", "operands", "reads", "writes",
            "accesses", "written_names", "static_box", "boxes_overlap", "buffer_refs",
-           "full_map_store"]
+           "full_map_store", "interval"]
 
 
 def is_map(s) -> bool:
@@ -178,3 +178,37 @@ def full_map_store(s, loop) -> bool:
                     for ix, n in zip(s.indices, loop.vars))
             and all(isinstance(x, Const) and type(x.value) is int and x.value == n
                     for x, n in zip(loop.extents, s.buffer.shape)))
+
+
+def interval(ranges, x):
+    """(lo, hi) bounds of an integer expression under variable ranges, or None."""
+    if isinstance(x, Const):
+        if isinstance(x.value, bool) or not isinstance(x.value, int):
+            return None
+        return (x.value, x.value)
+    if isinstance(x, Var):
+        return ranges.get(x.name)
+    if isinstance(x, BinOp) and x.op in ("+", "-", "*", "//", "%"):
+        a, c = interval(ranges, x.a), interval(ranges, x.b)
+        if a is None or c is None:
+            return None
+        if x.op == "+":
+            return (a[0] + c[0], a[1] + c[1])
+        if x.op == "-":
+            return (a[0] - c[1], a[1] - c[0])
+        if x.op == "*":
+            ps = [p * q for p in a for q in c]
+            return (min(ps), max(ps))
+        if c[0] != c[1] or c[0] <= 0:
+            return None
+        d = c[0]
+        if x.op == "//":
+            return (a[0] // d, a[1] // d)
+        return (a[0], a[1]) if a[0] >= 0 and a[1] < d else (0, d - 1)
+    if isinstance(x, Call) and x.fn in ("max", "min") and len(x.args) == 2:
+        a, c = interval(ranges, x.args[0]), interval(ranges, x.args[1])
+        if a is None or c is None:
+            return None
+        f = max if x.fn == "max" else min
+        return (f(a[0], c[0]), f(a[1], c[1]))
+    return None

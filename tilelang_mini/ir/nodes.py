@@ -200,7 +200,11 @@ class Gemm:
     Block-scaled (MX) form, `scale_gran` > 0: every K group of `scale_gran` values is multiplied
     by its scales first, c[m, n] += sum_k a[m, k] * sa[m, k // g] * b[k, n] * sb[n, k // g].
     A scale tile is either float8_e8m0fnu [MN, groups] or uint16 [ceil(groups / 2), MN] (UE8M0
-    pairs, MN-major: the low byte is group 2r, the high byte group 2r + 1)."""
+    pairs, MN-major: the low byte is group 2r, the high byte group 2r + 1).
+
+    `columns` (an expression of the grid variables, or None for all): only c's first `columns`
+    columns are observed later, so a backend may leave the others unspecified (set by the llvm
+    target's `infer_live_columns`; the numpy backend computes every column)."""
 
     a: Region
     b: Region
@@ -212,6 +216,7 @@ class Gemm:
     scale_b: Region | None = None
     scale_gran: int = 0
     loc: Loc = _loc()
+    columns: Expr | None = None
 
 
 @dataclass(frozen=True)

@@ -357,7 +357,7 @@ class _ToIR(Transformer):
         if name == "gemm":
             flags = {"transpose_A", "transpose_B", "clear_accum"}
             scale_keys = {"scale_A", "scale_B", "scale_gran"}
-            (a, b, c), kws = self.split(args, fn, flags | scale_keys, 3)
+            (a, b, c), kws = self.split(args, fn, flags | scale_keys | {"columns"}, 3)
             on = {k: self.const_bool(v) for k, v in kws.items() if k in flags}
             scales = {}
             if scale_keys & set(kws):
@@ -366,9 +366,10 @@ class _ToIR(Transformer):
                 scales = {"scale_a": self.as_region(kws["scale_A"]),
                           "scale_b": self.as_region(kws["scale_B"]),
                           "scale_gran": self.const_int(kws["scale_gran"])}
+            columns = self.expr(kws["columns"]) if "columns" in kws else None
             return Gemm(self.as_region(a), self.as_region(b), self.as_region(c),
                         on.get("transpose_A", False), on.get("transpose_B", False),
-                        on.get("clear_accum", False), **scales)
+                        on.get("clear_accum", False), **scales, columns=columns)
         if name == "fill":
             (dst, value), _ = self.split(args, fn, set(), 2)
             return Fill(self.as_region(dst), self.expr(value))

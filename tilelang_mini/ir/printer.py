@@ -172,6 +172,8 @@ class _Printer:
             if s.scale_gran:
                 flags += (f", scale_A={print_region(s.scale_a)}, scale_B={print_region(s.scale_b)}"
                           f", scale_gran={s.scale_gran}")
+            if s.columns is not None:
+                flags += f", columns={print_expr(s.columns)}"
             self.emit(d, f"gemm({args}{flags})", s.loc, t())
         elif isinstance(s, Fill):
             self.emit(d, f"fill({print_region(s.dst)}, {print_expr(s.value)})", s.loc, t())

@@ -22,6 +22,7 @@ from ..errors import internal_error
 from ..ir.nodes import Kernel
 from .check import check
 from .check_sync import sync_expert
+from .cpu_columns import infer_live_columns
 from .cpu_copies import forward_copies, fuse_copy_chains
 from .cpu_fuse import fuse_map_reduce, fuse_row_copies
 from .cpu_rows import fuse_rows
@@ -65,6 +66,8 @@ CPU_PASSES = (
      "a block-wide buffer that only ever holds a copy of another is read from that one"),
     ("infer_uninit", lambda k, o: infer_uninit(k),
      "buffers written whole before any read need not start zeroed (uninit=True)"),
+    ("infer_live_columns", lambda k, o: infer_live_columns(k),
+     "a gemm computes only the accumulator columns its copies out can land (columns=)"),
     ("fuse_rows", lambda k, o: fuse_rows(k),
      "a run of row-local vector tile ops -> one loop over rows, each op on one row"),
     ("fuse_map_reduce", lambda k, o: fuse_map_reduce(k),

@@ -1,46 +1,79 @@
-"""Analyses of the kernel the code generator reads (its rewrites are passes: transform/cpu_*.py).
+"""infer_live_columns (llvm target): how many leading columns of a gemm's accumulator anything
+can observe, recorded as the gemm's `columns` (ir/nodes.py `Gemm`), so a CPU computes no more.
 
-`live_columns`/`live_landings`: the columns of a gemm's accumulator anything can observe;
-`interval`: bounds of an index expression.
+A 2-d accumulator tile C that is only filled, accumulated into by gemms (column j of C depends on
+column j of B only) and copied whole into destinations whose bounds drop its last columns has
+dead columns. When every such copy lands at a column start that depends on the grid variables
+only, the count is an expression of them (the last block column of a GEMM whose N is not a
+multiple of the tile keeps N mod tile columns); otherwise it is the constant the starts' lower
+bounds allow:
+
+    gemm(A_s, B_s, C_f)                         gemm(A_s, B_s, C_f, columns=136 - bx * 128)
+    copy(C_f, C[.., bx * 128 +: 128])     ->    copy(C_f, C[.., bx * 128 +: 128])     C: 136 columns
+
+    gemm(X_s, W_s, D_f)                         gemm(X_s, W_s, D_f, columns=24)
+    copy(D_f, D[i * 16 +: 16, 0 +: 32])   ->    copy(D_f, D[i * 16 +: 16, 0 +: 32])   D: 24 columns
 """
 from __future__ import annotations
 
-from tilelang_mini.ir.nodes import (
-    BinOp, Call, Const, Copy, Fill, Gemm, Load, Region, Store, Var, walk, walk_own,
-    walk_statements,
+from dataclasses import replace
+
+from ..ir.analysis import interval
+from ..ir.nodes import (
+    BinOp, Call, Const, Copy, Fill, For, Gemm, Kernel, Load, Region, Store, Var, transform, walk,
+    walk_own, walk_statements,
 )
 
 
-# -------------------------------------------------------------------------- live columns
+def infer_live_columns(kernel: Kernel) -> Kernel:
+    """Every gemm into a whole 2-d accumulator with dead columns gets `columns=` (docstring)."""
+    counts = live_columns(kernel)
+    if not counts:
+        return kernel
+
+    def rewrite(node):
+        if isinstance(node, Gemm) and node.c.is_full and node.c.buffer.name in counts:
+            return replace(node, columns=counts[node.c.buffer.name])
+        return node
+
+    return replace(kernel, body=tuple(transform(s, rewrite) for s in kernel.body))
 
 
-def live_columns(kernel) -> dict:
-    """{C: n} for 2-d accumulator tiles whose columns >= n can never be observed: C is only
-    filled, accumulated into by gemms (column j of C depends on column j only) and copied
-    whole into destinations whose bounds (statically) drop those columns. A gemm into C then
-    computes n columns (the lowered prenorm: D_f is 32 wide, D has 24 columns)."""
-    live, bad, _ = _observers(kernel)
-    params = {p.name for p in kernel.params}
-    return {k: n for k, n in live.items()
-            if k not in bad and k not in params and 0 < n < _shape_of(kernel, k)[1]}
-
-
-def live_landings(kernel) -> dict:
-    """{C: ((start, columns), ...)} for the accumulator tiles of `live_columns` (and those whose
-    every column may be live) whose observers are whole-tile copies to a column `start` that
-    depends only on the grid variables: at run time a block's gemm need not compute the columns
-    past `max(columns - start)` (the last block column of a GEMM whose N is not a multiple of
-    the tile: `C[.., bx * 128 +: 128]` of a 136-column C keeps 8 columns in block bx = 1)."""
+def live_columns(kernel: Kernel) -> dict:
+    """{C: expression of the grid variables, or constant} for the accumulators with columns
+    nothing can observe (module docstring)."""
     live, bad, landings = _observers(kernel)
     params = {p.name for p in kernel.params}
     grid = set(kernel.grid_vars)
     out = {}
-    for k in live:
-        marks = landings.get(k, ())
-        if k in bad or k in params or not marks or any(
-                st is None or not _var_names(st) <= grid for st, _ in marks):
+    for name, n in live.items():
+        if name in bad or name in params:
             continue
-        out[k] = tuple(marks)
+        width = _shape_of(kernel, name)[1]
+        marks = landings.get(name, ())
+        if marks and all(st is not None and _var_names(st) <= grid for st, _ in marks):
+            count = _max([_minus(cols, st) for st, cols in marks])
+            if not isinstance(count, Const):
+                out[name] = count
+                continue
+            n = max(0, min(n, count.value))
+        if 0 < n < width:
+            out[name] = Const(n)
+    return out
+
+
+def _minus(cols: int, start):
+    if isinstance(start, Const) and type(start.value) is int:
+        return Const(cols - start.value)
+    return BinOp("-", Const(cols), start)
+
+
+def _max(xs):
+    if all(isinstance(x, Const) for x in xs):
+        return Const(max(x.value for x in xs))
+    out = xs[0]
+    for x in xs[1:]:
+        out = Call("max", (out, x))
     return out
 
 
@@ -111,7 +144,7 @@ def _var_ranges(kernel) -> dict:
         out = {v: (0, max(0, n - 1)) for v, n in zip(kernel.grid_vars, kernel.grid)}
     bad = set()
     for s in walk_statements(kernel.body):
-        if type(s).__name__ != "For":
+        if not isinstance(s, For):
             continue
         for v, e in zip(s.vars, s.extents):
             if isinstance(e, Const) and isinstance(e.value, int) and not isinstance(e.value, bool):
@@ -130,37 +163,3 @@ def _shape_of(kernel, name):
             if isinstance(n, (Region, Load, Store)) and n.buffer.name == name:
                 return n.buffer.shape
     return (0, 0)
-
-
-def interval(ranges, x):
-    """(lo, hi) bounds of an integer expression under variable ranges, or None."""
-    if isinstance(x, Const):
-        if isinstance(x.value, bool) or not isinstance(x.value, int):
-            return None
-        return (x.value, x.value)
-    if isinstance(x, Var):
-        return ranges.get(x.name)
-    if isinstance(x, BinOp) and x.op in ("+", "-", "*", "//", "%"):
-        a, c = interval(ranges, x.a), interval(ranges, x.b)
-        if a is None or c is None:
-            return None
-        if x.op == "+":
-            return (a[0] + c[0], a[1] + c[1])
-        if x.op == "-":
-            return (a[0] - c[1], a[1] - c[0])
-        if x.op == "*":
-            ps = [p * q for p in a for q in c]
-            return (min(ps), max(ps))
-        if c[0] != c[1] or c[0] <= 0:
-            return None
-        d = c[0]
-        if x.op == "//":
-            return (a[0] // d, a[1] // d)
-        return (a[0], a[1]) if a[0] >= 0 and a[1] < d else (0, d - 1)
-    if isinstance(x, Call) and x.fn in ("max", "min") and len(x.args) == 2:
-        a, c = interval(ranges, x.args[0]), interval(ranges, x.args[1])
-        if a is None or c is None:
-            return None
-        f = max if x.fn == "max" else min
-        return (f(a[0], c[0]), f(a[1], c[1]))
-    return None
