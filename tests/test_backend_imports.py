@@ -1,7 +1,8 @@
 """The modules of each backend package form an acyclic import graph (function-local imports
 count: a cycle held together by imports inside functions is still a cycle), and no module uses
-another module's private names (`from .x import _y`, `x._y`, or `_y` of an object other than
-`self`): what one module offers another is public. Read from the source with `ast`."""
+another module's private names (`from .x import _y`, `x._y` of a sibling module, or `_y` of an
+object other than `self` that the module does not define itself): what one module offers another
+is public. Read from the source with `ast`."""
 import ast
 from pathlib import Path
 
@@ -28,6 +29,18 @@ def _sibling_imports(tree, names) -> list:
                         out.append((a.name, (), node.lineno))
             elif node.module in names:      # from .a import x, y
                 out.append((node.module, tuple(a.name for a in node.names), node.lineno))
+    return out
+
+
+def _defined_here(tree) -> set:
+    """The names this module defines: functions, methods, classes and `self.x = ...` fields
+    (a private name of one of its own objects is its own business)."""
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            out.add(node.name)
+        elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
+            out.add(node.attr)
     return out
 
 
@@ -59,11 +72,13 @@ def test_no_private_name_across_modules(pkg):
                 aliases |= {a.asname or a.name for a in node.names if a.name in trees}
         for mod, taken, line in _sibling_imports(tree, trees):
             bad += [f"{name}.py:{line} imports {mod}.{n}" for n in taken if _is_private(n)]
+        own = _defined_here(tree)
         for node in ast.walk(tree):
             if not (isinstance(node, ast.Attribute) and _is_private(node.attr)):
                 continue
             owner = node.value
-            if isinstance(owner, ast.Name) and owner.id in ("self", "cls"):
+            if isinstance(owner, ast.Name) and owner.id in ("self", "cls") or (
+                    node.attr in own and not (isinstance(owner, ast.Name) and owner.id in aliases)):
                 continue
             what = f"{owner.id}." if isinstance(owner, ast.Name) else "."
             if isinstance(owner, ast.Name) and owner.id in aliases:
@@ -77,3 +92,5 @@ def test_the_checks_see_what_they_look_for():
     tree = ast.parse("def f():\n    from .b import _x\n    return c._y\n")
     assert _sibling_imports(tree, {"b"}) == [("b", ("_x",), 2)]
     assert [n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)] == ["_y"]
+    assert "_y" not in _defined_here(tree)
+    assert "_y" in _defined_here(ast.parse("class C:\n    def _y(self):\n        pass\n"))

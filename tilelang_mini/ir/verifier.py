@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from .nodes import (
     Alloc, BinOp, Buffer, Call, Cast, Const, Copy, For, Fused, If, Kernel, Load, Reduce, Region,
-    Reinterpret, Scope, Store, Var,
+    Reinterpret, Scope, SetCrossFlag, Store, Var, WaitCrossFlag,
     BIN_OPS, CALL_FNS, FUSED_KINDS, LOOP_KINDS, SCOPES, TILE_OPS, SYNC_OPS, body_fields, walk_own,
 )
 from .. import errors  # a module, not its names: errors.py imports ir.nodes (a cycle)
@@ -95,6 +95,8 @@ class _Verifier:
         """The body of a fused block is what its kind says (FUSED_KINDS), sync instructions
         aside: a one-store map whose tile the next statement consumes."""
         parts = [t for t in s.body if not isinstance(t, SYNC_OPS)]
+        if any(isinstance(t, (SetCrossFlag, WaitCrossFlag)) for t in s.body):
+            self.fail(f"fused({s.kind!r}) holds a cross-core flag", s)
         shapes = {"map_reduce": (For, Reduce), "copy_map_reduce": (Copy, For, Reduce),
                   "map_copy": (For, Copy)}
         want = shapes.get(s.kind)
