@@ -15,6 +15,7 @@ from tilelang_mini.ir.nodes import (
 )
 from tilelang_mini.ir.printer import print_expr
 from tilelang_mini.transform.cpu_columns import infer_live_columns
+from tilelang_mini.transform.cpu_layout import infer_panels
 from tilelang_mini.ir.printer import print_ir
 from tilelang_mini.transform.pipeline import (
     CPU_PASSES, LLVM_PASSES, NPU_PASSES, Options, passes_for, run_pipeline, stages_for,
@@ -67,7 +68,8 @@ def test_the_llvm_list_branches_from_the_npu_list():
     assert LLVM_PASSES[:len(NPU_PASSES)] == NPU_PASSES
     assert [name for name, _, _ in CPU_PASSES] == [
         "expand_scaled_gemm", "fuse_copy_chains", "forward_copies", "infer_uninit",
-        "infer_live_columns", "fuse_rows", "fuse_map_reduce", "fuse_row_copies"]
+        "infer_live_columns", "infer_panels", "fuse_rows", "fuse_map_reduce",
+        "fuse_row_copies"]
     assert all(why for _, _, why in CPU_PASSES)
     assert passes_for("numpy") == NPU_PASSES and passes_for("llvm") == LLVM_PASSES
 
@@ -167,6 +169,37 @@ def k(X: Tensor((16, 16), "float32"), D: Tensor((64, 24), "float32")):
     assert gemm_columns(infer_live_columns(read)) == [None]      # read whole by another copy
 
 
+def test_infer_panels_marks_the_tiles_only_copied_into_and_read_as_gemm_b():
+    prim = kernels.gemm(64, 64, 64, block_M=32, block_N=32, block_K=32)
+    before, after = before_after("gemm", prim, "infer_panels")
+    assert not any(a.panels for a in allocs(before).values())
+    panels = {n: a.buffer.scope for n, a in allocs(after).items() if a.panels}
+    assert panels and set(panels.values()) == {"L1"}
+    assert all(g.b.buffer.name in panels for g in walk_statements(after.body)
+               if isinstance(g, Gemm))
+    a, b = (RNG.standard_normal((64, 64)).astype(np.float32) for _ in range(2))
+    same_results(before, after, a, b, np.zeros((64, 64), np.float32))
+
+
+def test_infer_panels_keeps_a_tile_read_otherwise_row_major():
+    k = tilelang_mini.parse_ir('''
+@prim_func(source="<test>")
+def k(X: Tensor((16, 16), "float32"), W: Tensor((16, 32), "float32"), D: Tensor((16, 32), "float32")):
+    with Kernel(1) as (bx):
+        d = alloc_fragment((16, 32), "float32")
+        w = alloc_shared((16, 32), "float32")
+        v = alloc_shared((16, 32), "float32")
+        copy(W, w)
+        copy(W, v)
+        gemm(X, w, d, clear_accum=True)
+        gemm(X, v, d)
+        copy(v[0 +: 1, 0 +: 32], D[0 +: 1, 0 +: 32])
+        copy(d, D)
+''')
+    marked = {n for n, a in allocs(infer_panels(k)).items() if a.panels}
+    assert marked == {"w"}    # v is also copied out of: its rows must stay addressable
+
+
 def fused(k):
     return [s.kind for s in walk_statements(k.body) if isinstance(s, Fused)]
 
@@ -215,8 +248,8 @@ def k(X: Tensor((4, 8), "float32"), Y: Tensor((4, 8), "float32"), Z: Tensor((4, 
 
 
 @pytest.mark.parametrize("stage", ["fuse_copy_chains", "forward_copies", "infer_uninit",
-                                   "infer_live_columns", "fuse_rows", "fuse_map_reduce",
-                                   "fuse_row_copies"])
+                                   "infer_live_columns", "infer_panels", "fuse_rows",
+                                   "fuse_map_reduce", "fuse_row_copies"])
 def test_llvm_stages_print_and_parse_back(stage):
     k = kernels.build(kernels.flash_attention, 2, 64, 32, target="llvm")
     text = k.get_ir(stage)

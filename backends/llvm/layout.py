@@ -9,10 +9,10 @@
   their dtype, so this is exact): tile ops and the GEMM micro-kernel read them without
   conversion. bfloat16 stays bfloat16 when the host has avx512_bf16 (pairs feed vdpbf16ps),
   else it is widened too.
-* a buffer used only as the destination of whole-buffer copies and as the (non-transposed)
-  B operand of gemms is kept packed in micro-panels of NR columns: the copy into the tile is
-  the packing step of the BLIS-style GEMM. With avx512_bf16 and bfloat16 operands the panels
-  are in the VNNI pair layout `[N/NR][K/2][NR][2]`.
+* a `panels=True` allocation (transform/cpu_layout.py `infer_panels`: a tile only copied into
+  whole and read as the B operand of gemms) is kept packed in micro-panels of NR columns: the
+  copy into the tile is the packing step of the BLIS-style GEMM. With avx512_bf16 and bfloat16
+  operands the panels are in the VNNI pair layout `[N/NR][K/2][NR][2]`.
 
 The arena holds first the buffers a block may read before writing them completely
 (`zero_bytes`, zeroed at the start of every grid block: the allocations transform/cpu_zero.py
@@ -169,7 +169,7 @@ def plan_buffers(kernel: Kernel, bf16: bool, top_copies: int = 1) -> Plan:
         if name in params:
             continue
         info = BufInfo(buf, storage_of(buf, bf16))
-        info.layout = _layout(buf, uses.get(name, []), bf16)
+        info.layout = _layout(allocs[name], uses.get(name, []), bf16)
         info.nbytes = _nbytes(info)
         size = _align(info.nbytes)
         if buf.scope in PER_BLOCK:
@@ -215,20 +215,14 @@ def _top_sources(kernel: Kernel, infos: dict) -> dict:
     return out
 
 
-def _layout(buf, uses, bf16: bool) -> str:
-    if buf.scope in GM_SCOPES or len(buf.shape) != 2 or min(buf.shape) < 2 or buf.dtype not in (
-            "float32", "float16", "bfloat16", "float8_e4m3fn", "float8_e5m2"):
+def _layout(alloc, uses, bf16: bool) -> str:
+    """Row-major, or the micro-panels a `panels=True` allocation asks for (transform/cpu_layout.py):
+    VNNI bfloat16 pairs where the host multiplies them natively and every gemm reading the tile
+    has a bfloat16 A, else float32 panels."""
+    if not alloc.panels:
         return "row"
     gemm = [u for u in uses if u[0] == "gemm_b"]
-    if not gemm:
-        return "row"
-    for u in uses:
-        if u[0] == "copy_dst" and u[1]:
-            continue
-        if u[0] == "gemm_b" and u[1] and not u[2]:
-            continue
-        return "row"
-    if bf16 and buf.dtype == "bfloat16" and all(u[3] == "bfloat16" for u in gemm):
+    if bf16 and alloc.buffer.dtype == "bfloat16" and all(u[3] == "bfloat16" for u in gemm):
         return "packB_vnni"
     return "packB"
 

@@ -161,12 +161,17 @@ class Alloc:
     """Declares an on-chip (or workspace) buffer; `offset` is set by plan_memory (bytes).
 
     `uninit`: every block writes the whole buffer before reading it, so it need not start zeroed
-    (set by the llvm target's `infer_uninit`; a backend may ignore it and zero the buffer)."""
+    (set by the llvm target's `infer_uninit`; a backend may ignore it and zero the buffer).
+
+    `panels`: a 2-d tile only written by whole copies and read as a gemm's B operand, which a CPU
+    keeps in GEMM micro-panels (set by the llvm target's `infer_panels`; its elements are never
+    addressed one by one, so the layout is the backend's to choose)."""
 
     buffer: Buffer
     offset: int | None = None
     loc: Loc = _loc()
     uninit: bool = False
+    panels: bool = False
 
 
 # Read-modify-write kinds of an atomic copy to GM (`T.atomic_add` / `T.atomic_max` / ...).

@@ -322,19 +322,19 @@ class _ToIR(Transformer):
             if scope != "var":
                 self.err(f"{fn} needs a shape: {fn}((d0, d1), \"dtype\")", dtype)
             shape = (1,)
-        offset, uninit = None, False
+        offset, flags = None, {"uninit": False, "panels": False}
         for kw in kwargs:
             arg = _Arg(kw.value, kw.name.line, kw.name.column)
             if str(kw.name) == "offset":
                 offset = self.const_int(arg)
-            elif str(kw.name) == "uninit":
-                uninit = self.const_bool(arg)
+            elif str(kw.name) in flags:
+                flags[str(kw.name)] = self.const_bool(arg)
             else:
-                self.err(f"unknown keyword '{kw.name}' of {fn}; expected offset= or uninit=",
-                         kw.name)
+                self.err(f"unknown keyword '{kw.name}' of {fn}; expected offset=, uninit= or "
+                         f"panels=", kw.name)
         b = Buffer(str(name), shape, self.dtype(dtype), scope)
         self.buffers[b.name] = b
-        return Alloc(b, offset, uninit=uninit)
+        return Alloc(b, offset, **flags)
 
     def store(self, children):
         name, indices, value = children

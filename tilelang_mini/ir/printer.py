@@ -158,6 +158,8 @@ class _Printer:
                 args.append(f"offset={s.offset}")
             if s.uninit:
                 args.append("uninit=True")
+            if s.panels:
+                args.append("panels=True")
             self.emit(d, f"{b.name} = {ALLOC_NAMES[b.scope]}({', '.join(args)})", s.loc)
         elif isinstance(s, Copy):
             atomic = ", relu=True" if s.atomic == "relu" else \

@@ -76,6 +76,8 @@ class _Verifier:
                 if s.buffer.name in buffers and buffers[s.buffer.name] != s.buffer:
                     self.fail(f"buffer name {s.buffer.name} declared twice", s)
                 buffers[s.buffer.name] = s.buffer
+                if s.panels and len(s.buffer.shape) != 2:
+                    self.fail(f"buffer {s.buffer.name}: panels=True needs a 2-d tile", s)
                 continue
             if not isinstance(s, (*TILE_OPS, *SYNC_OPS, Store, For, If, Scope, Fused)):
                 self.fail(f"not a statement: {type(s).__name__}", s)
