@@ -39,7 +39,7 @@ from dataclasses import replace
 from ..ir.analysis import BLOCK_SCOPES
 from ..ir.nodes import (
     Alloc, Const, Copy, For, Fused, Kernel, Load, PipeBarrier, Region, Scope, SetFlag, Store, Var,
-    WaitFlag, body_fields, walk,
+    WaitFlag, body_fields, walk, walk_statements,
 )
 from .cpu_rows import map_reduce_pairs
 
@@ -103,7 +103,7 @@ class _RowCopies:
     def __init__(self, kernel: Kernel):
         self.kernel = kernel
         self.params = {p.name for p in kernel.params}
-        self.allocs = {s.buffer.name: s for s in _statements(kernel.body) if isinstance(s, Alloc)}
+        self.allocs = {s.buffer.name: s for s in walk_statements(kernel.body) if isinstance(s, Alloc)}
 
     def gm_row(self, r: Region, cols: int) -> bool:
         """Region r of a kernel parameter: one row of `cols` elements along its last
@@ -207,13 +207,6 @@ def fuse_row_copies(kernel: Kernel) -> Kernel:
     fused("copy_map_reduce") / fused("map_copy") (module docstring)."""
     rows = _RowCopies(kernel)
     return replace(kernel, body=_rewrite(kernel.body, rows.at, False))
-
-
-def _statements(body):
-    for s in body:
-        yield s
-        for f in body_fields(s):
-            yield from _statements(getattr(s, f))
 
 
 def _row_map_store(m):
