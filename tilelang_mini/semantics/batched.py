@@ -35,7 +35,9 @@ import numpy as np
 
 from tilelang_mini.ir import dtypes
 from tilelang_mini.ir.analysis import core_instructions, reads, writes
-from tilelang_mini.ir.nodes import Alloc, Copy, For, Gemm, If, Kernel, Load, Scope, Sort, Store, walk
+from tilelang_mini.ir.nodes import (
+    Alloc, Copy, For, Fused, Gemm, If, Kernel, Load, Scope, Sort, Store, walk,
+)
 
 from .batched_ops import INSTR, Ctx, store
 from .exprs import _uses, compile_expr
@@ -91,6 +93,8 @@ def _stmt(s, ctx):
         return _if(s, ctx)
     if isinstance(s, Scope):
         return _scope(s, ctx)
+    if isinstance(s, Fused):  # the body in order (the llvm target fuses it)
+        return _body(s.body, ctx)
     if isinstance(s, Store):
         return store(s, ctx.par, ctx.table, ctx.params)
     return INSTR[type(s)](s, ctx)
