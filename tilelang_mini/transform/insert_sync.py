@@ -562,6 +562,15 @@ def _placement(a: Occ, b: Occ):
     if (d < len(a.ancestors) and d < len(b.ancestors)
             and a.ancestors[d][0] is b.ancestors[d][0]):  # same loop, earlier iteration
         primed = a.ancestors[d][0]
+        # Primed around the outermost loop the dependency recurs in: a flag primed inside an
+        # outer loop would be set again by the next outer trip's prime with nothing ordering
+        # the last drain's wait before it (the flag set twice); around the outer loop, every
+        # set but the first follows a consumer that waited.
+        for j in range(d - 1, -1, -1):
+            if isinstance(a.ancestors[j][0].stmt, For):
+                primed = a.ancestors[j][0]
+            elif not _uniform(a.ancestors[j]):
+                break
         d += 1
         # Both in one branch of an if in the loop body, whose other branch runs nothing on
         # either pipe: set and wait stay in that branch (primed before the loop, drained after).

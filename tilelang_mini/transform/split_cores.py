@@ -66,7 +66,7 @@ def split_cores(kernel: Kernel) -> Kernel:
             e = cid if stride == 1 else BinOp("//", cid, Const(stride))
             mapping[name] = e if stride * g == blocks else BinOp("%", e, Const(g))
             stride *= g
-    body = [substitute(s, mapping) for s in kernel.body]
+    body = _cube_conditions([substitute(s, mapping) for s in kernel.body])
     rows = _row_split(body)
     body = _wrap(body, rows, _cube_scalars(body))
     return replace(kernel, grid=(blocks,), grid_vars=("cid", "vid"), is_npu=True, body=tuple(body))
@@ -175,6 +175,108 @@ def _cube_scalars(body) -> frozenset:
                 need.add(dep)
                 todo.append(dep)
     return frozenset(need)
+
+
+# --------------------------------------------------------------- conditions around cube work
+
+
+def _cube_conditions(body) -> list:
+    """An if condition or loop bound around cube work that reads a vector tile: the cube core
+    cannot read UB. A tile that is a whole copy of a GM region (of a tensor the kernel never
+    writes), its only write, made before in the same statement list or in one enclosing it, is
+    read from GM there instead, by each core itself;
+    any other vector tile there is a located CompileError (a hang or a wrong branch otherwise):
+
+        copy(Mask[cid +: 1, 0 +: 4], m)             copy(Mask[cid +: 1, 0 +: 4], m)
+        for k in serial(4):                  ->     for k in serial(4):
+            if m[k] != 0:  gemm(...) ...                if Mask[cid, k] != 0:  gemm(...) ..."""
+    counts: dict = {}
+    copies: dict = {}  # tile name -> the copy that writes it
+    for st in analysis.instructions(body):
+        for b in analysis.writes(st):
+            counts[b.name] = counts.get(b.name, 0) + 1
+            if isinstance(st, Copy):
+                copies[b.name] = st
+    written = set(counts)
+    # the only write of the tile, a copy of GM; it holds the copy wherever it precedes a use
+    # in the same statement list or one enclosing it (its start then still means the same)
+    sources = {name: c for name, c in copies.items() if counts.get(name) == 1
+               and _gm_index_map(c, written) is not None}
+
+    def to_gm(n, seen):
+        if isinstance(n, Load) and n.buffer.scope == "UB" and n.buffer.name in seen:
+            c = sources[n.buffer.name]
+            return Load(c.src.buffer, _gm_index_map(c, written)(n.indices))
+        return n
+
+    def rewrite(stmts, seen):
+        out = []
+        for st in stmts:
+            if isinstance(st, Copy) and st.dst.buffer.name in sources and sources[
+                    st.dst.buffer.name] is st:
+                seen = seen | {st.dst.buffer.name}
+            if isinstance(st, (If, For)) and not (isinstance(st, For) and st.kind == "parallel"):
+                cube = any(core_of(x) == "C" for x in analysis.instructions([st]))
+                if cube:
+                    st = _read_from_gm(st, lambda n: to_gm(n, seen))
+                st = replace(st, **{f: tuple(rewrite(list(getattr(st, f)), seen)) for f in
+                                    (("then_body", "else_body") if isinstance(st, If)
+                                     else ("body",))})
+            out.append(st)
+        return out
+    return rewrite(list(body), frozenset())
+
+
+def _read_from_gm(st, rw):
+    """`st` (an if or a serial loop around cube work) with its condition / bounds rewritten by
+    `rw`; a vector tile still read there is a located CompileError."""
+    if isinstance(st, If):
+        st = replace(st, cond=transform(st.cond, rw))
+        heads = [st.cond]
+    else:
+        st = replace(st, extents=tuple(transform(e, rw) for e in st.extents))
+        heads = list(st.extents)
+    for h in heads:
+        for n in walk(h):
+            if isinstance(n, Load) and n.buffer.scope == "UB":
+                raise CompileError(
+                    f"this {'if' if isinstance(st, If) else 'loop'} holds cube work (a gemm or "
+                    f"a cube copy) but its {'condition' if isinstance(st, If) else 'bound'} "
+                    f"reads '{n.buffer.name}', a vector-core tile computed on chip: the cube "
+                    f"core cannot read it. Read the value from a global tensor (a tile that is "
+                    f"only a copy of global memory is read from there), or keep the cube work "
+                    f"outside the if", st.loc)
+    return st
+
+
+def _gm_index_map(c: Copy, written):
+    """For a copy of a GM region (of a tensor the kernel never writes) into a whole tile of the
+    same dtype, within the tensor's bounds on every copied dimension: the function from the
+    tile's indices to the tensor's; else None."""
+    src, dst = c.src, c.dst
+    if (src.buffer.scope not in ("global",) or src.buffer.name in written
+            or src.buffer.dtype != dst.buffer.dtype or c.atomic
+            or tuple(dst.extent) != tuple(dst.buffer.shape)
+            or any(not (isinstance(x, Const) and x.value == 0) for x in dst.start)
+            or any(isinstance(n, Load) for x in src.start for n in walk(x))):
+        return None
+    tile = [d for d, n in enumerate(dst.buffer.shape) if n != 1]
+    gm = [d for d, n in enumerate(src.extent) if n != 1]
+    if [dst.buffer.shape[d] for d in tile] != [src.extent[d] for d in gm]:
+        return None
+    for d in gm:
+        x = src.start[d]
+        n = src.buffer.shape[d]
+        if not (isinstance(x, Const) and isinstance(n, int) and 0 <= x.value
+                and x.value + src.extent[d] <= n):
+            return None
+    pairs = dict(zip(gm, tile))
+
+    def index(indices):
+        return tuple(src.start[d] if d not in pairs else indices[pairs[d]]
+                     if src.start[d] == Const(0) else BinOp("+", src.start[d], indices[pairs[d]])
+                     for d in range(len(src.extent)))
+    return index
 
 
 # ------------------------------------------------------------------------- vector row split
