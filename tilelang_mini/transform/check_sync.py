@@ -43,6 +43,7 @@ from ..ir.nodes import (
     SetFlag, WaitCrossFlag, WaitFlag, walk, walk_statements,
 )
 from ..ir.pipes import COPY_PIPES, pipe_of
+from .check_blocks import check_blocks
 from ..ir.graph import print_ir_line
 
 CUBE_PIPES = ("MTE1", "M", "FIX")
@@ -88,6 +89,8 @@ def check_sync(kernel: Kernel, chip: Chip) -> Kernel:
         for n in range(min(2 ** len(ifs), MAX_SCENARIOS)):
             choice = {id(it.stmt): bool(n >> k & 1) for k, it in enumerate(ifs)}
             _Verifier(kernel, offsets, chip, choice, block).run(tree)
+    # GM races between blocks (nothing orders blocks): check_blocks
+    check_blocks(kernel, tree, lambda block: _Verifier(kernel, offsets, chip, {}, block))
     return kernel
 
 
