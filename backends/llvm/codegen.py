@@ -271,8 +271,11 @@ class KernelGen(ParallelMaps):
 
     def if_(self, s: If):
         par_dep = self.par is not None and vars_in((s.cond,)) & set(self.par.names)
-        c = None if par_dep else self.expr(s.cond)
-        if par_dep or c.vec:
+        if par_dep:  # masked: only where the Parallel body is emitted (parallel.py)
+            self.masked_if(s, ())
+            return
+        c = self.expr(s.cond)
+        if c.vec:
             raise self.fail("an If whose condition depends on Parallel loop variables is not "
                             "supported (use a select-style expression instead)")
         cond = vm.to_bool(self.e, c.v, c.kind)
@@ -433,6 +436,8 @@ class KernelGen(ParallelMaps):
                             b.icmp_signed(">=", iv, const(iv.type, n)))
                 if is_vec(bad) and self.par is not None and self.par.mask is not None:
                     bad = b.and_(bad, self.par.mask)
+                elif self.par is not None and self.par.guarded:
+                    bad = b.and_(bad, self.any_lane())
                 e.error_if(bad, self.error(f"index out of bounds for dimension {d} of "
                                            f"{info.name}{list(shape)}"))
             contig = st == 1 and contiguous(iv)
@@ -458,12 +463,20 @@ class KernelGen(ParallelMaps):
         rt, size = STORAGE[info.storage]
         base = self.buf_ptr(info)
         if not is_vec(flat):
+            guarded = self.par is not None and self.par.guarded
+            if guarded:  # a uniform access under an If on the lanes: only when a lane is on
+                active = self.any_lane()
+                flat = b.select(active, flat, ir.Constant(I64, 0))
             ptr = e.gep(base, b.mul(flat, ir.Constant(I64, size)) if size != 1 else flat)
             if value is None:
                 return e.load(rt, ptr)
             if is_vec(value):
                 raise self.fail("internal: vector value at a scalar address")
-            e.store(value, ptr)
+            if guarded:
+                with b.if_then(active):
+                    e.store(value, ptr)
+            else:
+                e.store(value, ptr)
             return None
         mask = self.par.mask
         vt = vty(rt, flat.type.count)

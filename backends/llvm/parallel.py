@@ -6,14 +6,17 @@ loop variable: VL lanes with a tail mask; loads and stores whose flat offset is 
 are contiguous (masked) vector accesses, other varying offsets use gathers/scatters, uniform ones
 scalar accesses. Consecutive stores are fused into one lane loop when no statement reads (at other
 indices) what an earlier one writes; a store that reads its own target at other indices goes
-through a temporary. If/serial For inside a map must not depend on the map's variables.
+through a temporary. A serial For inside a map must not depend on the map's variables; an If
+whose condition does is masked: each store under it runs (as a group of its own) with the
+condition, evaluated per lane, and-ed into the lane mask, so only the lanes where it holds load
+or store (uniform accesses run when any lane does).
 """
 from __future__ import annotations
 
 import llvmlite.ir as ir
 
 from tilelang_mini.ir.analysis import SYNC_OPS
-from tilelang_mini.ir.nodes import Alloc, For, If, Load, Scope, Store, walk
+from tilelang_mini.ir.nodes import Alloc, Call, For, If, Load, Scope, Store, walk
 
 from . import vecmath as vm
 from .irutil import F32, I64, I8, VL, const, elem_type, like, mark_contiguous, vty
@@ -39,7 +42,9 @@ class ParallelMaps:
                 group = []
             if isinstance(s, (*SYNC_OPS, Alloc)):
                 continue
-            if isinstance(s, (If, For, Store)):
+            if isinstance(s, If) and vars_in((s.cond,)) & set(self.par.names):
+                self.masked_if(s, ())
+            elif isinstance(s, (If, For, Store)):
                 self.statement(s)
             elif isinstance(s, Scope):
                 raise self.fail(f"Scope({s.core!r}) inside a Parallel loop", s)
@@ -48,7 +53,46 @@ class ParallelMaps:
         if group:
             self.store_group(group)
 
-    def store_group(self, stores):
+    def masked_if(self, s: If, guards: tuple):
+        """An If whose condition varies over the lanes: each store of a branch on its own, under
+        the guards of every enclosing If and this branch's condition."""
+        cond_reads = {n.buffer.name for n in walk(s.cond) if isinstance(n, Load)}
+        written = {n.buffer.name for b in (s.then_body, s.else_body) for t in b
+                   for n in walk(t) if isinstance(n, Store)}
+        if cond_reads & written:
+            raise self.fail(f"the condition of an `if` inside T.Parallel reads "
+                            f"{sorted(cond_reads & written)[0]}, which the `if` writes; compute "
+                            f"the condition into a tile in a Parallel loop of its own first", s)
+        for body, g in ((s.then_body, s.cond), (s.else_body, Call("not", (s.cond,)))):
+            for t in body:
+                if isinstance(t, If):
+                    self.masked_if(t, guards + (g,))
+                elif isinstance(t, Store):
+                    self.store_group([t], guards + (g,))
+                elif not isinstance(t, (*SYNC_OPS, Alloc)):
+                    raise self.fail("an `if` inside T.Parallel holds element assignments only", t)
+
+    def guard(self, guards):
+        """And the guards (conditions, outermost first) into the lane mask; returns the mask
+        to restore."""
+        par, e = self.par, self.e
+        saved = par.mask
+        for g in guards:
+            c = self.expr(g)
+            m = vm.to_bool(e, c.v, c.kind)
+            par.mask = e.b.and_(par.mask, e.splat(m, VL) if not m.type == par.mask.type else m)
+            par.guarded = True
+        return saved
+
+    def unguard(self, saved):
+        self.par.mask = saved
+        self.par.guarded = False
+
+    def any_lane(self):
+        """i1: some lane of a guarded map is active (uniform accesses run only then)."""
+        return self.e.reduce_or(self.par.mask)
+
+    def store_group(self, stores, guards=()):
         par = self.par
         for s in stores:
             self.check_map_store(s)
@@ -74,17 +118,19 @@ class ParallelMaps:
                 def emit(j0):
                     for s in stores:
                         self.stmt = s
+                        saved_mask = self.guard(guards)
                         info = self.info(s.buffer)
                         flat = self.flat_index(info, s.indices)
                         self.store_value(info, flat, self.expr(s.value))
+                        self.unguard(saved_mask)
                 self.nest(outer, lambda: lanes(emit))
             else:
-                self._hazard_store(stores[0], outer, lanes)
+                self._hazard_store(stores[0], outer, lanes, guards)
         finally:
             self.stmt = prev
             self.restore(saved)
 
-    def _hazard_store(self, s, outer, lanes):
+    def _hazard_store(self, s, outer, lanes, guards=()):
         """A store whose value reads its own target elsewhere: evaluate every element into a
         temporary first (NumPy evaluates the whole right-hand side before assigning)."""
         par = self.par
@@ -108,13 +154,16 @@ class ParallelMaps:
             return b.mul(off, ir.Constant(I64, inner))
 
         def phase1(j0):
+            saved_mask = self.guard(guards)
             v = self.expr(s.value)
             val_kind[0] = v.kind
             raw, t = self._tmp_raw(v)
             ptr = e.gep(tmp, e.b.mul(e.b.add(row_offset(), j0), ir.Constant(I64, 8)))
             e.masked_store(e.splat(raw), ptr, par.mask)
+            self.unguard(saved_mask)
 
         def phase2(j0):
+            saved_mask = self.guard(guards)
             kind = val_kind[0]
             t = {"float": F32, "int": I64, "bool": I8}[kind]
             ptr = e.gep(tmp, e.b.mul(e.b.add(row_offset(), j0), ir.Constant(I64, 8)))
@@ -123,6 +172,7 @@ class ParallelMaps:
             info = self.info(s.buffer)
             flat = self.flat_index(info, s.indices)
             self.store_value(info, flat, self.Val(v, kind))
+            self.unguard(saved_mask)
 
         self.nest(outer, lambda: lanes(phase1))
         self.nest(outer, lambda: lanes(phase2))

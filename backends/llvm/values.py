@@ -26,6 +26,7 @@ class Par:
         self.names = names
         self.extents = extents      # i64 scalar values
         self.mask = None            # <VL x i1> of the active lanes (set inside the lane loop)
+        self.guarded = False        # mask narrowed by an If on the lanes (parallel.masked_if)
 
 
 def vars_in(exprs) -> set:

@@ -18,7 +18,7 @@ import math
 
 from .. import language as T_module
 from ..ir import dtypes
-from ..ir.nodes import BIT_BINARY_FNS, BinOp, Call, Cast, Const, For, Load, Store, Var, walk
+from ..ir.nodes import BIT_BINARY_FNS, BinOp, Call, Cast, Const, For, If, Load, Store, Var, walk
 from ..language.hints import GPU_ONLY, GPU_ONLY_PREFIXES, HINT_NAMES, NOT_YET
 from .common import show
 from .exprs import BIT_SYMBOLS, as_expr, binop, bit_not, const, is_ir, reinterpret
@@ -225,22 +225,15 @@ class Dialect:
             return None
 
     def parallel_if(self, cond, then, other, s) -> list:
-        """`if c: x[i] = a else: x[i] = b` inside T.Parallel: stores of selects."""
-        out = []
+        """`if c: x[i] = a else: x[i] = b` inside T.Parallel: an If in the map. Its element
+        assignments are masked: each runs (reads and writes memory) only in the iterations
+        where its branch's condition holds, so a guard keeps every access inside its tensor."""
         for st in [*then, *other]:
-            if not isinstance(st, Store):
+            if not isinstance(st, (Store, If)):
                 raise self.error(s, "an `if` inside T.Parallel holds element assignments only")
-        if len(then) == len(other) and all(
-                a.buffer == b.buffer and a.indices == b.indices for a, b in zip(then, other)):
-            return [Store(a.buffer, a.indices, select(cond, a.value, b.value), a.loc)
-                    for a, b in zip(then, other)]
-        for body, c in ((then, cond), (other, _call("not", cond))):
-            for st in body:
-                if not isinstance(st, Store):
-                    raise self.error(s, "an `if` inside T.Parallel holds element assignments only")
-                old = Load(st.buffer, st.indices)
-                out.append(Store(st.buffer, st.indices, select(c, st.value, old), st.loc))
-        return out
+        if not then and not other:
+            return []
+        return [If(cond, tuple(then), tuple(other), self.loc(s))]
 
     def parallel_with_loops(self, names, extents, body, s) -> list:
         """A T.Parallel body holding serial loops (TileLang's per-element accumulation,
@@ -261,7 +254,7 @@ class Dialect:
                 run.clear()
 
         for b in body:
-            if isinstance(b, Store):
+            if isinstance(b, (Store, If)):  # element assignments, masked ones included
                 run.append(b)
                 continue
             if not (isinstance(b, For) and b.kind in ("serial", "unroll")) or any(

@@ -635,7 +635,7 @@ class KernelBuilder(ExprVisitor, TileOps, Dialect, TileAscend, Eager, Atomics, V
             return self.parallel_with_loops(names, extents, body, s)
         if kind == "parallel":
             for b in body:
-                if not isinstance(b, Store):
+                if not isinstance(b, (Store, If)):  # parallel_if: Ifs of element assignments
                     raise self.error(s, "a T.Parallel body holds element assignments only")
         return For(names, tuple(as_expr(e) for e in extents), kind, tuple(body), stages, self.loc(s))
 

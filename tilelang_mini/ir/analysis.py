@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from .nodes import (
     GLOBAL_SCOPES, SYNC_OPS, TILE_OPS, Alloc, BinOp, Buffer, Call, Const, Copy, Fill, For, Gemm,
-    Load, Reduce, Sort, Var,
+    If, Load, Reduce, Sort, Var,
     Region, Scope, Store, body_fields, walk, walk_own, walk_statements,
 )
 
@@ -112,6 +112,9 @@ def operands(stmt, accumulate: bool = True) -> list[tuple]:
         return [(stmt.values, False), (stmt.indices, False), (stmt.values, True),
                 (stmt.indices, True)]
     out = []
+    if is_map(stmt):  # the conditions of the ifs that guard some of its stores
+        out += [(ld, False) for s in walk_statements(stmt.body) if isinstance(s, If)
+                for ld in loads(s)]
     for st in map_stores(stmt):
         out += [(ld, False) for ld in loads(st)]
         out.append((st, True))

@@ -8,7 +8,7 @@
 from __future__ import annotations
 
 from .analysis import GM_SCOPES
-from .nodes import Copy, Fill, For, Gemm, Reduce, Sort, Store, Load, walk_own
+from .nodes import Copy, Fill, For, Gemm, Reduce, Sort, Store, Load, walk
 
 SCALAR_SCOPES = {"var", "UB", *GM_SCOPES}
 
@@ -46,7 +46,7 @@ def pipe_of(stmt, core=None) -> str | None:
         return "V" if stmt.values.buffer.scope == stmt.indices.buffer.scope == "UB" else None
     if isinstance(stmt, (For, Store)) and (isinstance(stmt, Store) or stmt.kind == "parallel"):
         stores = stmt.body if isinstance(stmt, For) else (stmt,)
-        scopes = {n.buffer.scope for s in stores for n in walk_own(s) if isinstance(n, (Store, Load))}
+        scopes = {n.buffer.scope for s in stores for n in walk(s) if isinstance(n, (Store, Load))}
         if isinstance(stmt, For) and scopes and scopes <= {"UB", "var"} and "UB" in scopes:
             return "V"
         if scopes <= SCALAR_SCOPES:  # the scalar unit reaches registers, UB and GM

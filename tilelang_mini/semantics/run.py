@@ -10,7 +10,10 @@ Execution model:
 - `Scope("C")` bodies run once, `Scope("V")` bodies run twice (vid = 0, 1), each core with its
   own on-chip buffers, in program order; flags and barriers are no-ops;
 - a `parallel` For is an elementwise map evaluated vectorised: its vars are broadcasting aranges
-  (element accesses affine in them are strided views: exprs.affine_view).
+  (element accesses affine in them are strided views: exprs.affine_view);
+- an If inside a map whose condition depends on the map's variables is masked: each branch runs
+  statement by statement with the map's variables bound to the coordinates of the iterations
+  where its condition holds (1-D arrays), so only those iterations read and write memory.
 """
 from __future__ import annotations
 
@@ -24,7 +27,7 @@ from tilelang_mini.runtime.arguments import check_arrays
 from tilelang_mini.ir.analysis import SYNC_OPS
 from tilelang_mini.ir.verifier import check_grid
 from tilelang_mini.ir.nodes import (
-    CORES, Const, For, Fused, If, Kernel, Scope, SetCrossFlag, WaitCrossFlag, walk,
+    CORES, Const, For, Fused, If, Kernel, Scope, SetCrossFlag, Var, WaitCrossFlag, walk,
 )
 
 from .exprs import Buffers
@@ -35,6 +38,7 @@ class _Ctx:
     def __init__(self):
         self.parallel_depth = 0
         self.par: tuple = ()  # the enclosing Parallel loop's variables, in axis order
+        self.lanes: tuple = ()  # the same, also inside a masked If (where `par` is empty)
         self.core: str | None = None
         self.vid_name = "vid"  # the variable bound to the vector core index
 
@@ -93,12 +97,12 @@ def _lower_for(s: For, ctx: _Ctx):
                 f"{s.loc}: nested Parallel loops are not supported by the numpy backend; "
                 f"bind all the variables in one loop (`for i, j in T.Parallel(m, n)`)")
         ctx.parallel_depth += 1
-        ctx.par = tuple(names)
+        ctx.par = ctx.lanes = tuple(names)
         try:
             body = lower_body(s.body, ctx)
         finally:
             ctx.parallel_depth -= 1
-            ctx.par = ()
+            ctx.par = ctx.lanes = ()
         nd = len(names)
         cache: dict = {}
 
@@ -146,6 +150,8 @@ def _lower_for(s: For, ctx: _Ctx):
 
 
 def _lower_if(s: If, ctx: _Ctx):
+    if ctx.lanes and any(isinstance(n, Var) and n.name in ctx.lanes for n in walk(s.cond)):
+        return _lower_masked_if(s, ctx)
     cond, _ = compile_expr(s.cond)
     then_body = lower_body(s.then_body, ctx)
     else_body = lower_body(s.else_body, ctx)
@@ -160,6 +166,33 @@ def _lower_if(s: If, ctx: _Ctx):
         (then_body if c else else_body)(env)
 
     return located(if_, s)
+
+
+def _lower_masked_if(s: If, ctx: _Ctx):
+    """An If in a map whose condition varies over the map's iterations (module docstring)."""
+    names = ctx.lanes
+    cond, _ = compile_expr(s.cond)
+    outer, ctx.par = ctx.par, ()   # lanes are compressed: no strided views in the branches
+    try:
+        branches = [lower_body(b, ctx) if b else None for b in (s.then_body, s.else_body)]
+    finally:
+        ctx.par = outer
+
+    def masked_if(env):
+        vs = env.vars
+        saved = [vs[n] for n in names]
+        *lanes, mask = np.broadcast_arrays(*saved, np.asarray(cond(env), dtype=bool))
+        try:
+            for body, sel in zip(branches, (mask, ~mask)):
+                if body is not None and sel.any():
+                    for n, a in zip(names, lanes):
+                        vs[n] = a[sel]
+                    body(env)
+        finally:
+            for n, a in zip(names, saved):
+                vs[n] = a
+
+    return located(masked_if, s)
 
 
 def _lower_scope(s: Scope, ctx: _Ctx):

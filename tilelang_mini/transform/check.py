@@ -295,9 +295,10 @@ def _problems(node):
             if isinstance(e, Const) and (type(e.value) is not int or e.value < 0):
                 yield (f"a loop extent must be a non-negative integer, got {e.value!r}")
         if node.kind == "parallel":
-            for s in node.body:
-                if not isinstance(s, Store):
+            for s in walk_statements(node.body):
+                if not isinstance(s, (Store, If)):
                     yield "a Parallel loop body holds element assignments only"
+                    break
     elif isinstance(node, (If, PipeBarrier)):
         return
 

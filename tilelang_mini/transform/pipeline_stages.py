@@ -243,8 +243,8 @@ def _write_regions(s):
     if isinstance(s, (Fill, Reduce)):
         return [s.dst]
     if isinstance(s, For) and s.kind == "parallel":
-        return [Region.full(st.buffer) if _covers(s, st) else Region(st.buffer, (), ())
-                for st in s.body if isinstance(st, Store)]
+        return [Region.full(st.buffer) if any(st is t for t in s.body) and _covers(s, st)
+                else Region(st.buffer, (), ()) for st in analysis.map_stores(s)]
     return []
 
 

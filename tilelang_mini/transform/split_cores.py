@@ -333,7 +333,7 @@ def _splittable(s, split, rows) -> bool:
         a, b = s.values.buffer.name in split, s.indices.buffer.name in split
         return a == b and (not a or (len(s.values.extent) > 1 and s.values.extent[0] == rows))
     if isinstance(s, For):
-        writes = {st.buffer.name for st in s.body}
+        writes = {st.buffer.name for st in analysis.map_stores(s)}
         if not writes & split:
             return not writes - {b.name for b in _var_buffers(s)}
         return s.extents[0] == Const(rows) and writes <= split and _rows_indexed(s, split)
@@ -341,7 +341,7 @@ def _splittable(s, split, rows) -> bool:
 
 
 def _var_buffers(s):
-    return [st.buffer for st in s.body if st.buffer.scope == "var"]
+    return [st.buffer for st in analysis.map_stores(s) if st.buffer.scope == "var"]
 
 
 def _rows_indexed(loop: For, split) -> bool:
@@ -357,6 +357,7 @@ def _rows_indexed(loop: For, split) -> bool:
         return n
     for st in loop.body:
         transform(st, check)
+    for st in analysis.map_stores(loop):
         if st.indices[0] != Var(row):
             ok = False
     return ok
@@ -411,7 +412,7 @@ def _split_vector(s, rows):
                            indices=_rows(s.indices, half, None))
         return s
     if isinstance(s, For):
-        if not any(st.buffer.name in split for st in s.body):
+        if not any(st.buffer.name in split for st in analysis.map_stores(s)):
             return s
         # The map runs over this AIV's half of the rows: its row variable `i` stands for the
         # block row `i + vid * half` everywhere (values, conditions, index expressions, other
