@@ -262,12 +262,18 @@ def test_nested_parallel_not_implemented():
         BACKEND.lower(kernel((Y,), [For(("i",), (c(4),), "parallel", (inner,))]), {})
 
 
-def test_if_on_parallel_var_not_implemented():
-    Y = Buffer("Y", (4,), "float32")
-    body = (If(BinOp("<", v("i"), c(2)), (Store(Y, (v("i"),), c(1.0)),)),)
-    k = kernel((Y,), [For(("i",), (c(4),), "parallel", body)])
-    with pytest.raises(NotImplementedError, match="Parallel"):
-        run(k, np.zeros(4, np.float32))
+def test_if_on_parallel_var_masks_its_stores(target):
+    """An If whose condition varies over a map's lanes (it was rejected before masked stores
+    existed): its stores, and the loads in them, happen only where it holds; Y[i] = X[i + 2]
+    reads past X in the lanes where the guard fails."""
+    X, Y = Buffer("X", (4,), "float32"), Buffer("Y", (4,), "float32")
+    i = v("i")
+    body = (If(BinOp("<", i, c(2)), (Store(Y, (i,), Load(X, (add(i, c(2)),))),),
+               (Store(Y, (i,), c(-1.0)),)),)
+    k = kernel((X, Y), [For(("i",), (c(4),), "parallel", body)])
+    x, y = np.arange(4, dtype=np.float32) + 1, np.zeros(4, np.float32)
+    run(k, x, y, target=target)
+    np.testing.assert_array_equal(y, [3.0, 4.0, -1.0, -1.0])
 
 
 # ------------------------------------------------------------------------------------ is_npu
