@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ctypes
 import itertools
+import os
 import threading
 from collections import Counter
 
@@ -152,6 +153,18 @@ def _sync(handle: int, op: int, flag: int, site: int) -> int:
             blk._fail(InternalCompilerError(f"{type(err).__name__}: {err}",
                                             stage="the llvm core scheduler"))
         return ABORT
+
+
+def _after_fork_in_child() -> None:
+    """A forked child has only the forking thread: a registry lock another thread held stays
+    held there, and the parent's blocks are not the child's."""
+    global _REG_LOCK
+    _REG_LOCK = threading.Lock()
+    _BLOCKS.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 SYNC_FN = SYNC_T(_sync)
