@@ -44,19 +44,21 @@ def example_names() -> list[str]:
 
 
 def kernels_of(name: str) -> list[tuple]:
-    """(label, factory, args, out_idx) of what example `name` compiles at its default shape."""
+    """(label, factory, args, out_idx, chip) of what example `name` compiles at its default shape
+    (chip None: the default chip)."""
     from tilelang_mini.kernels import _core
     from tilelang_mini.runtime.kernel import JITFactory
     mod = importlib.import_module(name)
     jits = [v for v in vars(mod).values() if isinstance(v, JITFactory)]
     if jits:
-        return [(name, f.factory, tuple(mod.DEFAULT_ARGS), f.out_idx) for f in jits[:1]]
+        return [(name, f.factory, tuple(mod.DEFAULT_ARGS), f.out_idx, None) for f in jits[:1]]
     seen: list = []
     orig = _core.Context.compile
 
     def record(self, factory, *args):
-        if self.target == "llvm" and all((f, a) != (factory, args) for _, f, a, _ in seen):
-            seen.append((f"{name}:{factory.__name__}", factory, args, None))
+        if self.target == "llvm" and all((f, a, c) != (factory, args, self.chip)
+                                         for _, f, a, _, c in seen):
+            seen.append((f"{name}:{factory.__name__}@{self.chip}", factory, args, None, self.chip))
         return orig(self, factory, *args)
 
     _core.Context.compile = record
@@ -112,17 +114,17 @@ def cold(names: list[str], runs: int) -> list[dict]:
     tl_compile(matmul.factory(64, 64, 64), out_idx=[-1], target="llvm")  # warm-up
     rows = []
     for name in names:
-        for label, factory, args, out_idx in kernels_of(name):
+        for label, factory, args, out_idx, chip in kernels_of(name):
             row = {"kernel": label}
             for target in ("numpy", "llvm"):
                 walls, cpus = [], []
                 for _ in range(runs):
                     with Clock() as c:
-                        tl_compile(factory(*args), out_idx=out_idx, target=target)
+                        tl_compile(factory(*args), out_idx=out_idx, target=target, chip=chip)
                     walls.append(c.wall)
                     cpus.append(c.cpu)
                 row[target] = (statistics.median(walls), statistics.median(cpus))
-            comp = run_pipeline(factory(*args).ir, Options(target="llvm"))
+            comp = run_pipeline(factory(*args).ir, Options(target="llvm", **({"chip": chip} if chip else {})))
             row["passes"] = sum(comp.seconds.values())
             row["slowest"] = max(comp.seconds.items(), key=lambda kv: kv[1])
             row.update(llvm_breakdown(comp.final))
