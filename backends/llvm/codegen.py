@@ -1,15 +1,14 @@
 """Tile IR -> llvmlite.ir module: control flow, expressions, stores and Parallel maps.
 
 The module exports `tlm_kernel(void **args, i64 block_begin, i64 block_end, void *scratch)`
-returning 0, or 1 + the index of the runtime error (`KernelGen.errors`) that stopped it. It runs
-grid blocks `[block_begin, block_end)` in order: each block zeroes its on-chip buffers (the
-front of the scratch arena) and runs the body. Semantics follow backends/numpy exactly:
-Scope("C") bodies run once, Scope("V") bodies once per vid (0, 1) with their own buffers; sync
-instructions are no-ops; a Parallel loop is an elementwise map evaluated statement by statement
-over the whole iteration space, vectorised along its innermost variable (VL lanes, masked tail).
-Tile ops live in codegen_ops.py (Copy, Fill), reduce.py (Reduce), microkernel.py (Gemm),
-special_copies.py (atomic and transposing copies) and sort.py (Sort); access.py holds what they
-share (region starts, bounds, vector loads and stores).
+returning 0, or 1 + the index of the runtime error (`KernelGen.errors`) that stopped it, for grid
+blocks `[block_begin, block_end)` in order (a kernel whose cores must interleave at cross-core
+waits gets one function per core kind instead: cores.py). Each block zeroes its on-chip buffers
+and runs the body with the semantics of tilelang_mini/semantics: Scope("C") once, Scope("V") once
+per vid with its own buffers; a Parallel loop is an elementwise map vectorised along its innermost
+variable (VL lanes, masked tail). Tile ops live in codegen_ops.py (Copy, Fill), reduce.py,
+microkernel.py (Gemm), special_copies.py (atomic, transposing), sort.py; access.py holds what
+they share (region starts, bounds, vector loads and stores).
 """
 from __future__ import annotations
 
@@ -40,7 +39,6 @@ from .parallel import ParallelMaps
 from .values import Par, Val, vars_in
 from .sort import sort
 from .special_copies import atomic_copy, transposed_copy
-
 
 
 def _is_sync(s) -> bool:
@@ -383,7 +381,6 @@ class KernelGen(ParallelMaps):
         return vm.to_int(self.e, v.v, v.kind)
 
     def expr(self, x) -> Val:
-        b, e = self.e.b, self.e
         if isinstance(x, Const):
             kind = vm.kind_of(x.dtype) if x.dtype in vm.FLOATS or x.dtype in ("int32", "bool") \
                 else "int"

@@ -9,6 +9,7 @@ from __future__ import annotations
 import ast
 import builtins
 import inspect
+import math
 import textwrap
 
 from .. import language as T_module
@@ -31,8 +32,7 @@ from .bindings import Bindings, Capture, StaleValue, vector_flags_without_scopes
 _ALLOC_SCOPES = {"alloc_shared": "shared", "alloc_fragment": "fragment", "alloc_var": "var",
                  "alloc_L1": "L1", "alloc_L0A": "L0A", "alloc_L0B": "L0B", "alloc_L0C": "L0C",
                  "alloc_ub": "UB", "alloc_UB": "UB", "alloc_local": "fragment"}
-_LOOPS = {"Parallel": "parallel", "Pipelined": "pipelined", "serial": "serial", "Serial": "serial",
-          "unroll": "unroll"}
+_LOOPS = dict(Parallel="parallel", Pipelined="pipelined", serial="serial", Serial="serial", unroll="unroll")
 
 
 class Launches:
@@ -571,9 +571,7 @@ class KernelBuilder(ExprVisitor, TileOps, Dialect, TileAscend, Eager, Atomics, V
         if len(names) != len(domain):
             raise self.error(s, f"T.Persistent over a {len(domain)}-D domain binds "
                                 f"{len(domain)} names, got {len(names)}")
-        total = 1
-        for d in domain:
-            total *= d
+        total = math.prod(domain)
         w = self.fresh_var("wave")
         t = binop("+", self.eval(a["index"]), binop("*", Var(w), wave))
         bound, stride = {}, total
