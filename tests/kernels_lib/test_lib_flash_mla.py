@@ -113,3 +113,42 @@ def test_flash_mla_several_kv_heads(target, hk):
     with pytest.raises(ValueError, match="h_k dividing"):
         fm.flash_mla_with_kvcache(q, np.zeros((NB, 64, 5, D), BF16), bt, seqlens, DV, meta,
                                   splits, target=target)
+
+
+def mla_meta_ref(seqlens, parts):
+    """The schedule as a host loop (the library's former host version): per_part = max(1,
+    ceil((pages + B) / parts)) pages, batch b gets max(1, ceil(pages_b / per_part)) splits,
+    the (batch, split) items go ceil(items / parts) to a part in order."""
+    pages = [-(-int(s) // 64) for s in seqlens]
+    per_part = max(1, -(-(sum(pages) + len(pages)) // parts))
+    splits = [max(1, -(-p // per_part)) for p in pages]
+    num_splits = np.concatenate([[0], np.cumsum(splits)]).astype(np.int32)
+    items = [(b, s) for b, n in enumerate(splits) for s in range(n)]
+    meta = np.zeros((parts, 8), np.int32)
+    per = -(-len(items) // parts) if items else 0
+    for p in range(parts):
+        chunk = items[p * per:(p + 1) * per]
+        if chunk:
+            meta[p, :4] = (chunk[0][0], chunk[0][1], chunk[-1][0], chunk[-1][1] + 1)
+    return meta, num_splits
+
+
+@pytest.mark.parametrize("seqlens,parts", [([1], 24), ([0], 3), ([130, 0, 1], 4),
+                                           ([4096, 65, 0, 7, 1000], 24), ([0, 0, 0], 2),
+                                           ([8192], 7), ([64, 128, 63, 0, 5000, 1], 5)])
+def test_mla_metadata_kernel(target, seqlens, parts):
+    """get_mla_metadata is a one-block scalar kernel: batch 1, empty sequences, uneven lengths,
+    more parts than items and many splits of one long sequence."""
+    seqlens = np.array(seqlens, np.int32)
+    meta, splits = fm.get_mla_metadata(seqlens, 64, 1, num_parts=parts, target=target)
+    want_meta, want_splits = mla_meta_ref(seqlens, parts)
+    assert np.array_equal(splits, want_splits) and np.array_equal(meta, want_meta)
+    assert fm.get_mla_metadata.estimate(seqlens, 64, 1, num_parts=parts).time_us > 0
+    assert [k.ir.name for k in fm.get_mla_metadata.kernels(seqlens, 64, 1)] == ["mla_metadata"]
+
+
+def test_mla_metadata_without_arguments():
+    meta, splits = fm.get_mla_metadata()
+    assert splits is None and meta.shape == (24, 8) and not meta.any()
+    assert fm.get_mla_metadata.kernels() == []
+    assert fm.get_mla_metadata(num_parts=3)[0].shape == (3, 8)

@@ -85,6 +85,8 @@ def cases():
             (r.standard_normal((3, 128, 128)) / 8).astype(BF16), np.zeros((3, 128), BF16)), {})
     seq = np.array([70, 1], np.int32)
     meta, splits = flash_mla.get_mla_metadata(seq, 8, 1, num_parts=3)
+    yield ("get_mla_metadata", flash_mla.get_mla_metadata,
+           (np.array([200, 0, 1, 70], np.int32), 8, 1), {"num_parts": 3})
     yield ("flash_mla_with_kvcache", flash_mla.flash_mla_with_kvcache,
            (r.standard_normal((2, 1, 8, 576)).astype(BF16),
             r.standard_normal((4, 64, 1, 576)).astype(BF16), np.array([[3, 0], [1, 2]], np.int32),

@@ -197,35 +197,81 @@ def mla_combine_kernel(B, SQ, HQ, DV, S, block_H=32, sink=False):
     return mla_decode_combine
 
 
-def get_mla_metadata(cache_seqlens=None, num_heads_per_head_k=None, num_heads_k=None,
+def mla_meta_kernel(B, PARTS):
+    """One block of scalar code: NS [B + 1] (running sum of the splits per batch) and META
+    [PARTS, 8] (per part: first batch, first split, last batch, last split + 1, then zeros),
+    from the sequence lengths read at run time; see get_mla_metadata."""
+
+    @T.prim_func
+    def mla_metadata(SEQ: T.Tensor((B,), "int32"), META: T.Tensor((PARTS, 8), "int32"),
+                     NS: T.Tensor((B + 1,), "int32")):
+        with T.Kernel(1) as bx:
+            pages = T.alloc_var("int32")
+            per_part = T.alloc_var("int32")
+            n_items = T.alloc_var("int32")
+            per_items = T.alloc_var("int32")
+            first = T.alloc_var("int32")
+            last = T.alloc_var("int32")
+            base = T.alloc_var("int32")
+            n = T.alloc_var("int32")
+            pages = 0
+            for b in T.serial(B):
+                pages = pages + (SEQ[b] + PAGE - 1) // PAGE
+            per_part = T.max((pages + B + PARTS - 1) // PARTS, 1)  # pages (+1 per batch) a part
+            n_items = 0
+            NS[0] = 0
+            for b in T.serial(B):
+                n_items = n_items + T.max(((SEQ[b] + PAGE - 1) // PAGE + per_part - 1) // per_part,
+                                          1)
+                NS[b + 1] = n_items
+            per_items = (n_items + PARTS - 1) // PARTS  # (batch, split) items a part
+            for p in T.serial(PARTS):
+                for c in T.serial(8):
+                    META[p, c] = 0
+                first = p * per_items
+                last = T.min(first + per_items, n_items) - 1
+                base = 0
+                for b in T.serial(B):  # the batches holding items `first` and `last`
+                    n = T.max(((SEQ[b] + PAGE - 1) // PAGE + per_part - 1) // per_part, 1)
+                    if first <= last and base <= first and first < base + n:
+                        META[p, 0] = b
+                        META[p, 1] = first - base
+                    if first <= last and base <= last and last < base + n:
+                        META[p, 2] = b
+                        META[p, 3] = last - base + 1
+                    base = base + n
+
+    return mla_metadata
+
+
+@library_function
+def get_mla_metadata(ctx, cache_seqlens=None, num_heads_per_head_k=None, num_heads_k=None,
                      num_parts=None):
-    """(tile_scheduler_metadata [num_parts, 8] int32, num_splits [B + 1] int32).
+    """(tile_scheduler_metadata [num_parts, 8] int32, num_splits [B + 1] int32), computed by a
+    one-block scalar kernel (mla_metadata) that reads cache_seqlens at run time.
 
     Without cache_seqlens (FlashMLA's current form, and sparse decoding, whose splits follow
-    the topk list): (zeros [num_parts, 8], None).
+    the topk list): (zeros [num_parts, 8], None), no launch.
 
     Each batch's pages are split so that every part (cube core) gets about the same number of
-    pages: batch b gets ceil(pages_b / per_part) splits (at least one). num_splits is the running
-    sum (splits of b = num_splits[b+1] - num_splits[b]); row p of the metadata holds
-    (first batch, first split, last batch, last split + 1) of the (batch, split) work items part p
-    runs, in order, then zeros."""
+    pages: batch b gets ceil(pages_b / per_part) splits (at least one), per_part =
+    max(1, ceil((total pages + B) / num_parts)). num_splits is the running sum (splits of b =
+    num_splits[b+1] - num_splits[b]); the (batch, split) work items are dealt out in order,
+    ceil(items / num_parts) to a part, and row p of the metadata holds (first batch, first
+    split, last batch, last split + 1) of part p's items, then zeros (all zeros for a part
+    without items)."""
+    plan = Plan()
     parts = int(num_parts or 24)
-    if cache_seqlens is None:
-        return np.zeros((parts, 8), np.int32), None
-    seqlens = np.asarray(as_input(cache_seqlens, "int32", "cache_seqlens")).reshape(-1)
-    pages = [ceil_div(int(s), PAGE) for s in seqlens]
-    per_part = max(1, ceil_div(sum(pages) + len(pages), parts))
-    splits = [max(1, ceil_div(p, per_part)) for p in pages]
-    num_splits = np.zeros(len(pages) + 1, np.int32)
-    num_splits[1:] = np.cumsum(splits)
-    items = [(b, s) for b, n in enumerate(splits) for s in range(n)]
     meta = np.zeros((parts, 8), np.int32)
-    per_items = ceil_div(len(items), parts) if items else 0
-    for p in range(parts):
-        chunk = items[p * per_items:(p + 1) * per_items]
-        if chunk:
-            meta[p, :4] = (chunk[0][0], chunk[0][1], chunk[-1][0], chunk[-1][1] + 1)
-    return meta, num_splits
+    if cache_seqlens is None:
+        plan.result = (meta, None)
+        return plan
+    seqlens = as_input(cache_seqlens, "int32", "cache_seqlens").reshape(-1)
+    num_splits = np.zeros(seqlens.size + 1, np.int32)
+    if seqlens.size:  # an empty batch: nothing to schedule
+        plan.launch(ctx.compile(mla_meta_kernel, seqlens.size, parts), seqlens, meta, num_splits)
+    plan.result = (meta, num_splits)
+    return plan
 
 
 @library_function
