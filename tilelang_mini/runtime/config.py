@@ -1,6 +1,7 @@
 """Every TILELANG_MINI_* environment variable is read here, and nowhere else.
 
-Values are read when asked for (not at import), so a process can change them between compiles.
+Values are read when asked for (not at import), so a process can change them between compiles
+(`set_setting`), and a child process gets its own (`child_environment`).
 """
 from __future__ import annotations
 
@@ -15,6 +16,22 @@ from ..transform.options import DEFAULT_TARGET
 def _get(name: str, default: str | None = None) -> str | None:
     value = os.environ.get(name)
     return default if value is None or value == "" else value
+
+
+def set_setting(name: str, value: str | None, keep: bool = False) -> None:
+    """Set environment variable `name` for this process (None: remove it); `keep`: only when it
+    is not set already. The functions below read the new value at their next call."""
+    if keep and os.environ.get(name) is not None:
+        return
+    if value is None:
+        os.environ.pop(name, None)
+    else:
+        os.environ[name] = value
+
+
+def child_environment(**settings: str) -> dict:
+    """The environment for a child process: this one's, with `settings` set."""
+    return {**os.environ, **settings}
 
 
 def default_target() -> str:

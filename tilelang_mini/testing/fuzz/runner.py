@@ -20,6 +20,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 
+from ...runtime import config
 from .case import Case
 from .known_bugs import match_known
 
@@ -130,7 +131,7 @@ class _Worker:
 
 def _env(root: str):
     """The workers' environment; their kernel files and compile cache live under `root`."""
-    env = dict(os.environ)
+    env = config.child_environment()
     env["TMPDIR"] = root  # the worker's tempfile.mkdtemp lands here
     env.setdefault("TILELANG_MINI_VERIFY", "1")
     env["PYTHONFAULTHANDLER"] = "1"

@@ -30,6 +30,8 @@ import tempfile
 import threading
 import time
 
+from ...runtime import config
+
 KINDS = ("fork", "pool", "threads", "compiles", "cache")
 CORRUPTIONS = ("swap", "truncate", "garbage", "flip", "fifo", "dev_zero", "directory", "empty",
                "unreadable", "other_key", "kind_dir_file")
@@ -62,8 +64,8 @@ def run_scenario(case, send, timeout: float = 90.0) -> dict:
     """step -> (outcome, detail): the scenario's phases, each a fresh interpreter."""
     sc = case.scenario
     root = tempfile.mkdtemp(prefix="scenario-")
-    env = dict(os.environ, TILELANG_MINI_CACHE_DIR=os.path.join(root, "cache"),
-               TILELANG_MINI_CACHE="1", TILELANG_MINI_NUM_THREADS=sc["threads"])
+    env = config.child_environment(TILELANG_MINI_CACHE_DIR=os.path.join(root, "cache"),
+                                   TILELANG_MINI_CACHE="1", TILELANG_MINI_NUM_THREADS=sc["threads"])
     payload = case.to_json()
     phases = ["fill", "corrupt", "load", "reload"] if sc["kind"] == "cache" else [sc["kind"]]
     result = {}
@@ -330,10 +332,7 @@ def _threads(sc, kern) -> tuple[str, str]:
     try:
         for n in range(sc["flips"]):
             value = sc["values"][n % len(sc["values"])]
-            if value:
-                os.environ["TILELANG_MINI_NUM_THREADS"] = value
-            else:
-                os.environ.pop("TILELANG_MINI_NUM_THREADS", None)
+            config.set_setting("TILELANG_MINI_NUM_THREADS", value or None)
             time.sleep(0.002)
             if (why := kern.check(k, n)):
                 errors.append(f"main thread: {why}")

@@ -21,6 +21,7 @@ import traceback
 
 import numpy as np
 
+from ...runtime import config
 from .case import Case, compare, make_inputs, run_reference
 
 STEPS = ("numpy", "llvm", "sim-910b", "sim-950")
@@ -265,7 +266,7 @@ def _limit_memory(gib: float = 6.0) -> None:
 def main() -> int:
     _limit_memory()
     proto = _Protocol()
-    os.environ.setdefault("TILELANG_MINI_VERIFY", "1")
+    config.set_setting("TILELANG_MINI_VERIFY", "1", keep=True)
     tmpdir = tempfile.mkdtemp(prefix="worker-")  # under the runner's root (TMPDIR)
     sys.setrecursionlimit(max(sys.getrecursionlimit(), 1000))
     for line in sys.stdin:
@@ -273,7 +274,7 @@ def main() -> int:
         case = Case.from_json(json.dumps(msg["case"]))
         extra = {}
         threads = "1" if case.mutation else msg.get("threads", "2")
-        os.environ["TILELANG_MINI_NUM_THREADS"] = threads
+        config.set_setting("TILELANG_MINI_NUM_THREADS", threads)
         try:
             if case.scenario:
                 from .scenarios import run_scenario
