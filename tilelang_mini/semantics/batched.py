@@ -42,6 +42,7 @@ from tilelang_mini.ir.nodes import (
 from .batched_ops import INSTR, Ctx, store
 from .exprs import _uses, compile_expr
 from .groups import Bail, BBuffers, BEnv, Marks, Pool, uniform
+from .run import scope_runner
 
 GROUP_BYTES = 1 << 20     # the largest buffer of a group of blocks (stays in cache)
 
@@ -169,21 +170,7 @@ def _scope(s: Scope, ctx):
         body = _body(s.body, ctx)
     finally:
         ctx.core = None
-    vid_name = ctx.vid_name
-    if s.core == "C":
-        def scope_c(env):
-            core = env.block[1]
-            core.vars.update(env.vars)
-            body(core)
-        return scope_c
-
-    def scope_v(env):
-        for vid, core in ((0, env.block[2]), (1, env.block[3])):
-            core.vars.update(env.vars)
-            core.vars[vid_name] = vid
-            body(core)
-
-    return scope_v
+    return scope_runner(s.core, body, ctx.vid_name)
 
 
 # ------------------------------------------------------------------------------ driver

@@ -7,7 +7,7 @@ import numpy as np
 from tilelang_mini.ir import dtypes
 from tilelang_mini.ir.analysis import BLOCK_SCOPES, SYNC_OPS, is_map, reads, writes
 from tilelang_mini.ir.nodes import (
-    Alloc, BinOp, Const, Copy, Fill, For, Gemm, If, Kernel, Load, Reduce, Region, Scope,
+    Alloc, BinOp, Const, Copy, Fill, For, Gemm, If, Kernel, Load, Reduce, Scope,
     Sort, Store, body_fields,
 )
 
@@ -17,7 +17,9 @@ from .exprs import (
 from .groups import (
     Bail, BEnv, flat, get_buf, in_bounds, per_block, read_box, slices_of, slice_of, write_box,
 )
-from .ops import _COMBINE, _squeezed, gemm_shape, matrix_ext, read_padded, write_clipped
+from .ops import (
+    _COMBINE, _squeezed, dual_copy_parts, gemm_shape, matrix_ext, read_padded, write_clipped,
+)
 
 
 def _load(e: Load, par, table, params):
@@ -368,17 +370,10 @@ def _copy(s: Copy, ctx):
 
 def _dual_copy(s: Copy, ctx):
     """ops._dual_copy for a group: the cube core's L0C tile to both vector cores' UB."""
-    half = s.dst.extent[0]
-    split = s.src.extent[0] == 2 * half
+    split, copies = dual_copy_parts(s)
     d_name, d_shape = s.dst.buffer.name, s.dst.buffer.shape
     d_dt = dtypes.to_numpy(s.dst.buffer.dtype)
-    parts = []
-    for v in range(2):
-        src = s.src
-        if split:
-            start0 = src.start[0] if v == 0 else BinOp("+", src.start[0], Const(half))
-            src = Region(src.buffer, (start0,) + src.start[1:], (half,) + src.extent[1:])
-        parts.append(_plain_copy(Copy(src, s.dst, s.loc), ctx))
+    parts = [_plain_copy(c, ctx) for c in copies]
 
     def copy(env):
         if env.block is None or env.core != "C":

@@ -139,20 +139,28 @@ def _copy(s: Copy, par=()):
     return _plain_copy(s)
 
 
-def _dual_copy(s: Copy):
-    """FixPipe L0C -> UB delivers to both vector cores of the block: each gets its half of the
-    rows when the UB tile has half the rows of the source (dual destination), else all of it."""
+def dual_copy_parts(s: Copy) -> tuple[bool, list]:
+    """(split, [copy to vector core 0, copy to vector core 1]) of an L0C -> UB copy: with a UB
+    tile of half the source rows (split) each core gets its half, else each gets all of it."""
     half = s.dst.extent[0]
     split = s.src.extent[0] == 2 * half
-    d_name, d_shape = s.dst.buffer.name, s.dst.buffer.shape
-    d_dt = dtypes.to_numpy(s.dst.buffer.dtype)
-    parts = []
+    copies = []
     for v in range(2):
         src = s.src
         if split:
             start0 = src.start[0] if v == 0 else BinOp("+", src.start[0], Const(half))
             src = Region(src.buffer, (start0,) + src.start[1:], (half,) + src.extent[1:])
-        parts.append(_plain_copy(Copy(src, s.dst, s.loc)))
+        copies.append(Copy(src, s.dst, s.loc))
+    return split, copies
+
+
+def _dual_copy(s: Copy):
+    """FixPipe L0C -> UB delivers to both vector cores of the block: each gets its half of the
+    rows when the UB tile has half the rows of the source (dual destination), else all of it."""
+    split, copies = dual_copy_parts(s)
+    d_name, d_shape = s.dst.buffer.name, s.dst.buffer.shape
+    d_dt = dtypes.to_numpy(s.dst.buffer.dtype)
+    parts = [_plain_copy(c) for c in copies]
     whole = parts[0] if not split else None
 
     def copy(env):

@@ -208,8 +208,13 @@ def _lower_scope(s: Scope, ctx: _Ctx):
     finally:
         ctx.core = None
 
-    vid_name = ctx.vid_name
-    if s.core == "C":
+    return scope_runner(s.core, body, ctx.vid_name)
+
+
+def scope_runner(core_kind: str, body, vid_name: str):
+    """Run a Scope's lowered `body` on its core(s) of the block (env.block: the block, the cube,
+    vector core 0, vector core 1): the cube once, the vector cores each with its `vid`."""
+    if core_kind == "C":
         def scope_c(env):
             core = env.block[1]
             core.vars.update(env.vars)
