@@ -16,7 +16,7 @@ from ..ir.nodes import Buffer, Call, Cast, Load
 from ..language.symbols import SymExpr
 from .common import LanguageNamespace, Marker, show
 from .dialect import power
-from .exprs import as_expr, binop, bit_not, const, is_ir
+from .exprs import as_expr, binop, bit_not, const, is_ir, plain_number
 
 
 _BINOPS = {ast.BitAnd: "&", ast.BitOr: "|", ast.BitXor: "^", ast.LShift: "<<", ast.RShift: ">>",
@@ -270,7 +270,7 @@ class ExprVisitor:
             raise self.error(n, f"cannot call Python function {getattr(fn, '__name__', fn)!s} on "
                                 "kernel values; use T. math functions")
         try:
-            return fn(*args, **kwargs)
+            return plain_number(fn(*args, **kwargs))
         except Exception as e:  # a trace-time Python helper failed
             raise self.error(n, f"{type(e).__name__}: {e}") from None
 

@@ -30,6 +30,15 @@ def is_number(v) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) or isinstance(v, bool)
 
 
+def plain_number(v):
+    """T.IntImm / T.FloatImm (factory results of T.max, T.ceildiv, ...) as plain int / float."""
+    if isinstance(v, int) and type(v) not in (int, bool):
+        return int(v)
+    if isinstance(v, float) and type(v) is not float:
+        return float(v)
+    return v
+
+
 def const(v) -> Const:
     if isinstance(v, bool):
         return Const(v, "bool")

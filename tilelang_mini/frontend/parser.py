@@ -21,7 +21,7 @@ from .common import Marker, is_docstring, show
 from .dialect import Dialect
 from .eager import Eager, SymbolicPrimFunc
 from .expr_visit import _BINOPS, ExprVisitor
-from .exprs import as_expr, binop, const, is_ir
+from .exprs import as_expr, binop, const, is_ir, plain_number
 from .tile_ops import TileOps
 from .tile_ascend import TileAscend
 from .atomic import Atomics, ParallelAtomic
@@ -156,7 +156,7 @@ class KernelBuilder(ExprVisitor, TileOps, Dialect, TileAscend, Eager, Atomics, V
         if fn.__closure__:
             for name, cell in zip(fn.__code__.co_freevars, fn.__closure__):
                 try:
-                    closure[name] = cell.cell_contents
+                    closure[name] = plain_number(cell.cell_contents)
                 except ValueError:
                     pass
         self.scopes: list[dict] = [closure, {}]
@@ -200,7 +200,7 @@ class KernelBuilder(ExprVisitor, TileOps, Dialect, TileAscend, Eager, Atomics, V
                     cap.nested_use = True
                 return value
         if name in self.globals:
-            return self.globals[name]
+            return plain_number(self.globals[name])
         if hasattr(builtins, name):
             return getattr(builtins, name)
         raise self.error(node, f"name '{name}' is not defined")

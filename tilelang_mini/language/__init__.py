@@ -98,9 +98,43 @@ class Fragment(Layout):
     pass
 
 
+class IntImm(_builtins.int):
+    """An int that also answers TileLang's `IntImm` attributes (`.value`, `.dtype`): the result
+    of `T.max`/`T.min`/`T.ceildiv`/... on Python ints in factory code (`T.min(n, 2).value`)."""
+
+    @property
+    def value(self) -> _builtins.int:
+        return _builtins.int(self)
+
+    @property
+    def dtype(self) -> str:
+        return "int32"
+
+
+class FloatImm(_builtins.float):
+    """The float counterpart of `IntImm` (`.value`, `.dtype`)."""
+
+    @property
+    def value(self) -> _builtins.float:
+        return _builtins.float(self)
+
+    @property
+    def dtype(self) -> str:
+        return "float32"
+
+
+def _imm(v):
+    if isinstance(v, _builtins.bool):
+        return v
+    if isinstance(v, _builtins.int):
+        return IntImm(v)
+    return FloatImm(v) if isinstance(v, _builtins.float) else v
+
+
 def ceildiv(a, b):
     """ceil(a / b) for ints (trace time); inside a kernel it also takes index expressions."""
-    return -(-a // b)
+    ints = isinstance(a, _builtins.int) and isinstance(b, _builtins.int)
+    return _imm(-(-a // b)) if ints else -(-a // b)
 
 
 def dtype_name(d) -> str | None:
@@ -147,7 +181,7 @@ def _numbers_too(name: str, fn):
     def both(*args, **kwargs):
         if args and not kwargs and all(isinstance(a, (_builtins.int, _builtins.float))
                                         for a in args):
-            return fn(*args)
+            return _imm(fn(*args))
         return marker(*args, **kwargs)
 
     both.__name__ = name

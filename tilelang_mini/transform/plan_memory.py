@@ -6,7 +6,13 @@ that does not fit, naming the scope, the chip, and every buffer with its size:
     B_s = alloc_L1((64, 128), "float16")     ->   B_s = alloc_L1((64, 128), "float16", offset=16384)
 
 A buffer is live from its first to its last use; a use inside a loop keeps it live for the whole
-loop (the next iteration uses it again).
+loop (the next iteration uses it again). Only when a scope does not fit that way, its plan is
+made again with finer ranges: a loop whose every iteration begins by overwriting the whole buffer
+(a gemm with clear_accum, a fill, a copy or a map writing all of it) does not keep it live
+between its uses, so two such buffers of one iteration share bytes when their uses there do not
+overlap (the S and O accumulators of a D=512 attention in L0C, as tilelang-ascend's examples
+place them by hand). The first plan stays the rule because sharing bytes inside an iteration
+orders what would overlap (a pipelined loop's stage versions).
 """
 from __future__ import annotations
 
@@ -15,7 +21,8 @@ from dataclasses import replace
 from ..arch import Chip
 from ..errors import CompileError
 from ..ir import dtypes
-from ..ir.nodes import Alloc, For, Kernel, Load, Region, Store, body_fields, walk, walk_own
+from ..ir.nodes import (Alloc, Const, Copy, Fill, For, Gemm, If, Kernel, Load, Reduce, Region, Store,
+                        Var, body_fields, walk, walk_own)
 
 PLANNED = ("L1", "L0A", "L0B", "L0C", "UB")
 
@@ -26,12 +33,16 @@ def nbytes(buf) -> int:
 
 def plan_memory(kernel: Kernel, chip: Chip) -> Kernel:
     allocs = [s for s in _walk(kernel.body) if isinstance(s, Alloc)]
-    live = _live_ranges(kernel.body)
+    live, within = _live_ranges(kernel.body), _live_ranges(kernel.body, within_iteration=True)
     offsets: dict[str, int] = {}
     for scope in PLANNED:
         mine = [a for a in allocs if a.buffer.scope == scope]
-        if mine:
+        if not mine:
+            continue
+        try:
             offsets.update(_assign(mine, live, scope, chip))
+        except CompileError:  # does not fit: share bytes inside loop iterations too
+            offsets.update(_assign(mine, within, scope, chip))
 
     def rw(stmts):
         out = []
@@ -50,7 +61,7 @@ def check_plan(kernel: Kernel, placed=None) -> None:
     """No two buffers of one scope that are live at the same time share a byte (`placed`: the
     names to check, default all). A failure is a compiler bug, reported as an internal error
     naming both buffers, their bytes and their live ranges."""
-    live = _live_ranges(kernel.body)
+    live = _live_ranges(kernel.body, within_iteration=True)
     allocs = [s for s in _walk(kernel.body) if isinstance(s, Alloc) and s.offset is not None
               and s.buffer.scope in PLANNED and (placed is None or s.buffer.name in placed)]
     by_scope: dict[str, list] = {}
@@ -125,33 +136,111 @@ def _walk(body):
             yield from _walk(getattr(s, f))
 
 
-def _live_ranges(body) -> dict:
-    """buffer name -> (first, last) leaf position in program order; a use inside a loop counts
-    for the whole span of its outermost loop."""
-    leaves = []  # (position, outermost loop id or None, statement)
+def _live_ranges(body, within_iteration: bool = False) -> dict:
+    """buffer name -> (first, last) leaf position in program order. A use inside a loop counts
+    for the whole span of its outermost loop; with `within_iteration`, only of the outermost loop
+    that carries the buffer's value from one iteration to the next: a loop whose every iteration
+    starts by overwriting the whole buffer (see `_kills`) does not carry it, so there the use
+    counts only where it is:
 
-    def visit(stmts, loop):
+        for k in serial(n):
+            gemm(q, kt, acc_s, clear_accum=True)   # acc_s live from here ...
+            copy(acc_s, ws1)                       # ... to here
+            gemm(p, v, acc_o, clear_accum=True)    # acc_o live from here ...
+            copy(acc_o, ws3)                       # ... to here: acc_s and acc_o may share bytes
+    """
+    leaves = []  # (position, path, statement, whole); path = ((kind, node, branch), ...) outer first
+
+    def visit(stmts, path):
         for s in stmts:
-            is_loop = isinstance(s, For) and s.kind != "parallel"
             if body_fields(s) and not (isinstance(s, For) and s.kind == "parallel"):
-                leaves.append((len(leaves), loop, s, False))  # the statement's own expressions
+                leaves.append((len(leaves), path, s, False))  # the statement's own expressions
                 for f in body_fields(s):
-                    visit(getattr(s, f), loop if loop is not None or not is_loop else id(s))
+                    step = ("if", s, f) if isinstance(s, If) else (
+                        ("loop", s, f) if isinstance(s, For) else ("block", s, f))
+                    visit(getattr(s, f), path + (step,))
             else:
-                leaves.append((len(leaves), loop, s, True))
+                leaves.append((len(leaves), path, s, True))
 
-    visit(list(body), None)
+    visit(list(body), ())
     spans: dict[int, list[int]] = {}
-    for pos, loop, _, _ in leaves:
-        if loop is not None:
-            span = spans.setdefault(loop, [pos, pos])
-            span[1] = pos
+    for pos, path, _, _ in leaves:
+        for kind, node, _ in path:
+            if kind == "loop":
+                span = spans.setdefault(id(node), [pos, pos])
+                span[1] = pos
+    uses: dict[str, list] = {}  # name -> [(position, path, statement, whole)] in program order
+    for leaf in leaves:
+        _, _, s, whole = leaf
+        names = {n.buffer.name for n in (walk(s) if whole else walk_own(s))
+                 if isinstance(n, (Region, Load, Store))}
+        for name in names:
+            uses.setdefault(name, []).append(leaf)
     ranges: dict[str, tuple[int, int]] = {}
-    for pos, loop, s, whole in leaves:
-        lo, hi = spans[loop] if loop is not None else (pos, pos)
-        nodes = walk(s) if whole else walk_own(s)
-        for n in nodes:
-            if isinstance(n, (Region, Load, Store)):
-                old = ranges.get(n.buffer.name, (lo, hi))
-                ranges[n.buffer.name] = (min(old[0], lo), max(old[1], hi))
+    for name, mine in uses.items():
+        lo = hi = None
+        for pos, path, _, _ in mine:
+            a, b = pos, pos
+            for kind, node, _ in path:  # the outermost loop that carries the value
+                if kind == "loop" and (not within_iteration or _carries(node, name, mine)):
+                    a, b = spans[id(node)]
+                    break
+            lo = a if lo is None else min(lo, a)
+            hi = b if hi is None else max(hi, b)
+        ranges[name] = (lo, hi)
     return ranges
+
+
+def _carries(loop, name: str, uses) -> bool:
+    """Whether `loop` may carry `name`'s value between iterations (conservative: True unless
+    its first use in the loop overwrites the whole buffer on every path that uses it)."""
+    inside = [u for u in uses if any(n is loop for _, n, _ in u[1])]
+    pos, path, stmt, whole = inside[0]
+    if not whole or not _kills(stmt, name):
+        return True
+    below = path[[i for i, (_, n, _) in enumerate(path) if n is loop][0] + 1:]
+    bound = {v for _, n, _ in below if isinstance(n, For) for v in n.vars} | set(loop.vars)
+    guards = []
+    for kind, node, branch in below:
+        if kind == "loop":
+            if node.kind == "parallel" or not all(isinstance(e, Const) and e.value >= 1
+                                                   for e in node.extents):
+                return True
+        elif kind == "if":
+            if any(isinstance(n, Load) or (isinstance(n, Var) and n.name in bound)
+                   for n in walk(node.cond)):
+                return True  # a guard that may change between iterations
+            guards.append((node.cond, branch))
+    for _, other_path, _, _ in inside[1:]:  # every other use runs under the kill's guards
+        theirs = [(n.cond, b) for k, n, b in other_path if k == "if"]
+        if any(g not in theirs for g in guards):
+            return True
+    return False
+
+
+def _kills(stmt, name: str) -> bool:
+    """`stmt` writes every element of buffer `name` without reading it first."""
+    def reads(*exprs):
+        return any(isinstance(n, Load) and n.buffer.name == name
+                   for e in exprs if e is not None for n in walk(e))
+
+    if isinstance(stmt, Gemm):
+        return (stmt.clear_accum and stmt.c.buffer.name == name and stmt.c.is_full
+                and name not in (stmt.a.buffer.name, stmt.b.buffer.name))
+    if isinstance(stmt, Fill):
+        return stmt.dst.buffer.name == name and stmt.dst.is_full and not reads(stmt.value)
+    if isinstance(stmt, Copy):
+        return (stmt.dst.buffer.name == name and stmt.dst.is_full and not stmt.atomic
+                and stmt.src.buffer.name != name and not reads(*stmt.src.start))
+    if isinstance(stmt, Reduce):
+        return (stmt.clear and stmt.dst.buffer.name == name and stmt.dst.is_full
+                and stmt.src.buffer.name != name)
+    if isinstance(stmt, For) and stmt.kind == "parallel":
+        stores = [s for s in stmt.body if isinstance(s, Store) and s.buffer.name == name]
+        if any(isinstance(s, Load) and s.buffer.name == name for s in walk(stmt)):
+            return False
+        full = [e.value if isinstance(e, Const) else None for e in stmt.extents]
+        return any(full == list(s.buffer.shape) and
+                   [i.name if isinstance(i, Var) else None for i in s.indices] == list(stmt.vars)
+                   for s in stores)
+    return False
