@@ -27,7 +27,8 @@ class TensorType:
     """The annotation `T.Tensor(shape, dtype)` (or `T.Tensor[shape, dtype]`) of a parameter."""
 
     def __init__(self, shape, dtype="float32", data=None):
-        self.shape = tuple(shape) if isinstance(shape, (tuple, list)) else (shape,)
+        shape = tuple(shape) if isinstance(shape, (tuple, list)) else (shape,)
+        self.shape = tuple(_builtins.int(n) if isinstance(n, IntImm) else n for n in shape)
         self.dtype = dtype
         self.data = data
 
@@ -100,7 +101,7 @@ class Fragment(Layout):
 
 class IntImm(_builtins.int):
     """An int that also answers TileLang's `IntImm` attributes (`.value`, `.dtype`): the result
-    of `T.max`/`T.min`/`T.ceildiv`/... on Python ints in factory code (`T.min(n, 2).value`)."""
+    of `T.max`/`T.min`/`T.clamp`/... on Python ints in factory code (`T.min(n, 2).value`)."""
 
     @property
     def value(self) -> _builtins.int:
@@ -133,8 +134,7 @@ def _imm(v):
 
 def ceildiv(a, b):
     """ceil(a / b) for ints (trace time); inside a kernel it also takes index expressions."""
-    ints = isinstance(a, _builtins.int) and isinstance(b, _builtins.int)
-    return _imm(-(-a // b)) if ints else -(-a // b)
+    return -(-a // b)
 
 
 def dtype_name(d) -> str | None:
