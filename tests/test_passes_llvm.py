@@ -11,7 +11,7 @@ import pytest
 import tilelang_mini
 from backends.numpy import BACKEND as NUMPY
 from tilelang_mini.ir.nodes import (
-    Alloc, Const, Copy, Fill, For, Fused, Gemm, Reduce, Region, walk_statements,
+    Alloc, Const, Copy, Fill, For, Fused, Gemm, Reduce, Region, Scope, walk_statements,
 )
 from tilelang_mini.ir.printer import print_expr
 from tilelang_mini.transform.cpu_columns import infer_live_columns
@@ -68,8 +68,8 @@ def test_the_llvm_list_branches_from_the_npu_list():
     assert LLVM_PASSES[:len(NPU_PASSES)] == NPU_PASSES
     assert [name for name, _, _ in CPU_PASSES] == [
         "expand_scaled_gemm", "fuse_copy_chains", "forward_copies", "infer_uninit",
-        "infer_live_columns", "infer_panels", "fuse_rows", "fuse_map_reduce",
-        "fuse_row_copies"]
+        "infer_live_columns", "infer_panels", "hoist_private_work", "fuse_rows",
+        "fuse_map_reduce", "fuse_row_copies"]
     assert all(why for _, _, why in CPU_PASSES)
     assert passes_for("numpy") == NPU_PASSES and passes_for("llvm") == LLVM_PASSES
 
@@ -131,6 +131,46 @@ def test_fuse_rows_makes_one_loop_over_the_rows_of_a_row_local_run():
     assert sum(isinstance(s, (Reduce, Copy)) for s in loops[0].body) == 3
     x = RNG.standard_normal((40, 64)).astype(np.float32)
     same_results(before, after, x, np.zeros((40, 64), np.float32))
+
+
+def test_hoist_private_work_moves_the_squares_next_to_their_copy_in():
+    prim = kernels.prenorm(64, 24, 96)
+    before, after = before_after("prenorm", prim, "hoist_private_work")
+    # the square-and-reduce left the Scope after the gemm's for the Scope of A's copy-in
+    for k in (before, after):
+        for s in walk_statements(k.body):
+            if isinstance(s, Scope) and any(isinstance(t, Reduce) for t in s.body):
+                has_copy = any(isinstance(t, Copy) and t.src.buffer.name == "A" for t in s.body)
+                assert has_copy == (k is after)
+    a = RNG.standard_normal((64, 96)).astype(np.float32)
+    b = RNG.standard_normal((24, 96)).astype(np.float32)
+    from tilelang_mini.ir import dtypes
+    a = a.astype(dtypes.to_numpy("bfloat16"))
+    same_results(before, after, a, b, np.zeros((64, 24), np.float32), np.zeros(64, np.float32))
+
+
+def test_hoist_private_work_keeps_work_the_cube_depends_on():
+    from tilelang_mini.transform.cpu_hoist import hoist_private_work
+    k = tilelang_mini.parse_ir('''
+@prim_func(source="<test>")
+def k(X: Tensor((8, 8), "float32"), Y: Tensor((8, 8), "float32")):
+    with Kernel(1, is_npu=True) as (cid, vid):
+        t = alloc_ub((8, 8), "float32")
+        u = alloc_ub((8, 8), "float32")
+        w = alloc_workspace((8, 8), "float32")
+        with Scope("V"):
+            copy(X, t)
+        with Scope("C"):
+            copy(X, w)
+        with Scope("V"):
+            copy(t, u)
+            copy(u, w)
+            copy(t, Y)
+''')
+    after = hoist_private_work(k)
+    v = [s for s in after.body if isinstance(s, Scope)]
+    # t -> u moves up (private); u -> w (the workspace the cube writes) and what follows stay
+    assert [len(s.body) for s in v] == [2, 1, 2]
 
 
 def gemm_columns(k):

@@ -134,12 +134,13 @@ def copy_packed_fast(g, s, si, di, sbase, dbase, s_off0, s_dims, convert_unused)
         pair_rows(ir.Constant(I64, K // 2), True)
 
 
-def prefetch_next(g, r, info, dims):
+def prefetch_next(g, r, info, dims, skip=()):
     """Prefetch (into L2) the region this copy reads in the next iteration of the innermost
-    enclosing serial loop its start depends on: GM tiles arrive while the current one is
-    computed on."""
+    enclosing serial loop its start depends on (loops over `skip` variables aside: a loop over
+    the rows of a tile, whose next row is no further away than this one): GM tiles arrive
+    while the current one is computed on."""
     used = vars_in(r.start)
-    var = next((v for v in reversed(g.loops) if v in used), None)
+    var = next((v for v in reversed(g.loops) if v in used and v not in skip), None)
     if var is None or any(isinstance(n, Load) for x in r.start for n in walk(x)):
         return  # a start read from a tensor: the next iteration's index may not exist
     e, b = g.e, g.e.b

@@ -17,6 +17,7 @@ from . import codegen_ops as co
 from . import vecmath as vm
 from .access import ALL_LANES, all_in_bounds, base_offset, elem_ptr, runs, starts_of
 from .irutil import I64, STORAGE, mark_contiguous, vty
+from .packing import prefetch_next
 from .values import Par
 
 def _in_bounds(g, r):
@@ -43,6 +44,9 @@ def copy_in_map_reduce(g, cp, m, red):
 
     def fused():
         ds = starts_of(g, cp.dst)
+        if si.param is not None and g.loops:  # this row of the next tile (the row loop aside)
+            prefetch_next(g, cp.src, si, [d for d, x in enumerate(cp.src.extent) if x != 1],
+                          skip=g.loops[-1:])
         sbase, xbase = g.buf_ptr(si), g.buf_ptr(xi)
         s_off, x_off = base_offset(g, si, ss), base_offset(g, xi, ds)
         rt = STORAGE[si.storage][0]

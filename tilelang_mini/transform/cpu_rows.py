@@ -82,10 +82,12 @@ def stores_region(loop, st: Store, r: Region) -> bool:
 def map_reduce_pairs(kernel: Kernel) -> dict:
     """{id(map): reduce} for a Parallel map whose one store fills (a region of) a tile X that
     the next statement (sync instructions aside) reduces along its last dimension, X being used
-    nowhere else: the reduction can consume the map's values without X being written."""
+    nowhere else (every reference to X is the store or the reduction of such a pair: a
+    pipelined loop's prologue, body and epilogue each hold one): the reduction can consume the
+    map's values without X being written."""
     refs = buffer_refs(kernel.body)
     params = {p.name for p in kernel.params}
-    out: dict = {}
+    found: dict = {}
 
     def scan(stmts):
         for i, s in enumerate(stmts):
@@ -98,15 +100,17 @@ def map_reduce_pairs(kernel: Kernel) -> dict:
             j = i + 1
             while j < len(stmts) and isinstance(stmts[j], SYNC_OPS):
                 j += 1
-            if j == len(stmts) or x.name in params or refs.get(x.name) != 2:
+            if j == len(stmts) or x.name in params:
                 continue
             r = stmts[j]
             if (isinstance(r, Reduce) and r.dim % len(x.shape) == len(x.shape) - 1
-                    and r.dst.buffer.name != x.name and stores_region(s, st, r.src)):
-                out[id(s)] = r
+                    and r.dst.buffer.name != x.name and stores_region(s, st, r.src)
+                    and buffer_refs([s, r]).get(x.name) == 2):
+                found.setdefault(x.name, []).append((s, r))
 
     scan(kernel.body)
-    return out
+    return {id(s): r for name, pairs in found.items() if refs.get(name) == 2 * len(pairs)
+            for s, r in pairs}
 
 
 # -------------------------------------------------------------------------------- the pass

@@ -25,6 +25,7 @@ from .check_sync import sync_expert
 from .cpu_columns import infer_live_columns
 from .cpu_copies import forward_copies, fuse_copy_chains
 from .cpu_fuse import fuse_map_reduce, fuse_row_copies
+from .cpu_hoist import hoist_private_work
 from .cpu_layout import infer_panels
 from .cpu_rows import fuse_rows
 from .cpu_zero import infer_uninit
@@ -71,6 +72,8 @@ CPU_PASSES = (
      "a gemm computes only the accumulator columns its copies out can land (columns=)"),
     ("infer_panels", lambda k, o: infer_panels(k),
      "a tile only copied into and read as gemm B is kept in GEMM micro-panels (panels=True)"),
+    ("hoist_private_work", lambda k, o: hoist_private_work(k),
+     "vector work on private buffers moves up into the previous Scope(V), next to its inputs"),
     ("fuse_rows", lambda k, o: fuse_rows(k),
      "a run of row-local vector tile ops -> one loop over rows, each op on one row"),
     ("fuse_map_reduce", lambda k, o: fuse_map_reduce(k),
