@@ -240,6 +240,43 @@ def k(X: Tensor((16, 16), "float32"), W: Tensor((16, 32), "float32"), D: Tensor(
     assert marked == {"w"}    # v is also copied out of: its rows must stay addressable
 
 
+def test_infer_panels_marks_a_tile_read_transposed_by_every_gemm():
+    src = '''
+@prim_func(source="<test>")
+def k(X: Tensor((16, 16), "float32"), W: Tensor((32, 16), "float32"), D: Tensor((16, 32), "float32")):
+    with Kernel(1) as (bx):
+        d = alloc_fragment((16, 32), "float32")
+        w = alloc_shared((32, 16), "float32")
+        copy(W, w)
+        gemm(X, w, d, transpose_B=True, clear_accum=True)
+        GEMM2
+        copy(d, D)
+'''
+    both = src.replace("GEMM2", "gemm(X, w, d, transpose_B=True)")
+    mixed = src.replace("GEMM2", "gemm(X, w[0 +: 16, 0 +: 16], d[0 +: 16, 0 +: 16])")
+    assert {n for n, a in allocs(infer_panels(tilelang_mini.parse_ir(both))).items()
+            if a.panels} == {"w"}
+    assert not any(a.panels for a in allocs(infer_panels(tilelang_mini.parse_ir(mixed))).values())
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+@pytest.mark.parametrize("M,N,K", [(70, 24, 100), (33, 40, 17), (16, 8, 130)])
+def test_transposed_b_panels_compute_the_product(dtype, M, N, K):
+    """B (N, K) read transposed by the gemm: its tile is packed transposed by the copy
+    (llvm), clipped rows and columns are zeros; against float64 NumPy on both targets."""
+    from tilelang_mini.ir import dtypes
+    prim = kernels.gemm(M, N, K, block_M=32, block_N=32, block_K=32, dtype=dtype,
+                        trans_B=True)
+    after = stages(prim)["infer_panels"]
+    assert any(a.panels and a.buffer.shape == (32, 32) for a in allocs(after).values())
+    a = RNG.standard_normal((M, K)).astype(dtypes.to_numpy(dtype))
+    b = RNG.standard_normal((N, K)).astype(dtypes.to_numpy(dtype))
+    want = a.astype(np.float64) @ b.astype(np.float64).T
+    for target in ("numpy", "llvm"):
+        got = tilelang_mini.compile(prim, out_idx=[-1], target=target)(a, b)
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.sqrt(K))
+
+
 def fused(k):
     return [s.kind for s in walk_statements(k.body) if isinstance(s, Fused)]
 

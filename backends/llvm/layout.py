@@ -12,7 +12,8 @@
 * a `panels=True` allocation (transform/cpu_layout.py `infer_panels`: a tile only copied into
   whole and read as the B operand of gemms) is kept packed in micro-panels of NR columns: the
   copy into the tile is the packing step of the BLIS-style GEMM. With avx512_bf16 and bfloat16
-  operands the panels are in the VNNI pair layout `[N/NR][K/2][NR][2]`.
+  operands the panels are in the VNNI pair layout `[N/NR][K/2][NR][2]`. A tile (N, K) every
+  gemm reads transposed (transpose_B) holds the float32 panels of its transpose (`packBT`).
 
 The arena holds first the buffers a block may read before writing them completely
 (`zero_bytes`, zeroed at the start of every grid block: the allocations transform/cpu_zero.py
@@ -55,7 +56,7 @@ def _align(n: int) -> int:
 class BufInfo:
     buf: object
     storage: str
-    layout: str = "row"          # row | packB | packB_vnni
+    layout: str = "row"          # row | packB | packBT (of the transposed tile) | packB_vnni
     nbytes: int = 0
     slots: dict = field(default_factory=dict)   # ctx -> arena offset (bytes)
     param: int | None = None
@@ -222,15 +223,19 @@ def _layout(alloc, uses, bf16: bool) -> str:
     if not alloc.panels:
         return "row"
     gemm = [u for u in uses if u[0] == "gemm_b"]
-    if bf16 and alloc.buffer.dtype == "bfloat16" and all(u[3] == "bfloat16" for u in gemm):
-        return "packB_vnni"
-    return "packB"
+    vnni = bf16 and alloc.buffer.dtype == "bfloat16" and all(u[3] == "bfloat16" for u in gemm)
+    if gemm and all(u[2] for u in gemm):  # read transposed: panels of the transpose
+        return "row" if vnni else "packBT"  # (no transposing VNNI copy: the gemm packs it)
+    return "packB_vnni" if vnni else "packB"
 
 
 def _nbytes(info: BufInfo) -> int:
     shape = info.buf.shape
     if info.layout == "packB":
         k, n = shape
+        return -(-n // NR) * k * NR * 4
+    if info.layout == "packBT":
+        n, k = shape
         return -(-n // NR) * k * NR * 4
     if info.layout == "packB_vnni":
         k, n = shape

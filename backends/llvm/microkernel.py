@@ -29,7 +29,7 @@ from . import vecmath as vm
 from .access import base_offset, check_in_bounds, elem_ptr, lane_mask, starts_of, vload, vstore
 from .irutil import F32, I1, I32, I64, PTR, VL, Emitter, vty
 from .layout import MR, NR
-from .packing import flush_prefetch, prefetch_rows
+from .packing import flush_prefetch, prefetch_rows, transpose16
 
 UNROLL = 4
 DPBF16 = "tlm_dpbf16"
@@ -61,7 +61,8 @@ def gemm(g, s):
         check_in_bounds(g, r, st)
     e, b = g.e, g.e.b
     bf16 = g.bf16 and s.a.buffer.dtype == "bfloat16" and s.b.buffer.dtype == "bfloat16"
-    if bi.layout == "packB_vnni" and not bf16 or bi.layout == "packB" and bf16:
+    if bi.layout == "packB_vnni" and not bf16 or bi.layout in ("packB", "packBT") and bf16 \
+            or (bi.layout == "packBT") != (bi.layout != "row" and s.transpose_b):
         raise g.fail("internal: packed B layout does not match the gemm mode")
     KP = -(-K // 2)
     npan = -(-N // NR)
@@ -100,8 +101,8 @@ def gemm(g, s):
                   lambda src, dst: _pack_a(g, ai, src, a_rs, a_cs, M, K, dst, bf16), abase, a_ptr)
         a_rs_b, a_cs_b = (KP * 4, 2) if bf16 else (K * 4, 4)
     # ---- B: (panel pointer function, row stride bytes, masked loads)
-    if bi.layout == "packB":
-        pan_b, ldb_b, bmask = bi.shape[0] * NR * 4, NR * 4, False
+    if bi.layout in ("packB", "packBT"):  # panels of B, or of the transposed tile's B
+        pan_b, ldb_b, bmask = K * NR * 4, NR * 4, False
         b_ptr = bbase
     elif bi.layout == "packB_vnni":
         pan_b, ldb_b, bmask = KP * NR * 4, NR * 4, False
@@ -415,22 +416,6 @@ def _pack_b(g, bi, bbase, rs, cs, K, N, dst, bf16):
                 pos = b.add(b.mul(b.add(b.mul(jp, ir.Constant(I64, KP)), kp),
                                   ir.Constant(I64, NR)), ir.Constant(I64, v * VL))
                 e.store(pair, e.gep(dst, b.mul(pos, ir.Constant(I64, 4))), 4)
-
-
-def transpose16(b, rows):
-    """Transpose a 16 x 16 block held as 16 vectors (rows[r][c] -> out[c][r]): four rounds
-    exchanging the off-diagonal h x h blocks of row pairs (r, r + h), h = 8, 4, 2, 1."""
-    rows = list(rows)
-    h = VL // 2
-    while h:
-        lo = ir.Constant(vty(I32), [i if not i & h else VL + i - h for i in range(VL)])
-        hi = ir.Constant(vty(I32), [i + h if not i & h else VL + i for i in range(VL)])
-        for r in range(VL):
-            if not r & h:
-                a, c = rows[r], rows[r + h]
-                rows[r], rows[r + h] = b.shuffle_vector(a, c, lo), b.shuffle_vector(a, c, hi)
-        h //= 2
-    return rows
 
 
 def _pack_bt(g, bi, bbase, cs, K, N, dst):

@@ -14,7 +14,7 @@ from tilelang_mini.ir.nodes import Load, walk
 
 from . import vecmath as vm
 from .access import base_offset, const_mask, elem_ptr, inside, lane_mask, vload
-from .irutil import F32, I32, I64, PTR, STORAGE, VL, vty
+from .irutil import F32, I1, I32, I64, PTR, STORAGE, VL, vty
 from .layout import NR
 from .values import Val, vars_in
 
@@ -23,9 +23,13 @@ def copy_packed(g, s, si, di, sbase, dbase, s_off0, s_rng, s_dims, s_ok1, kind, 
     """Copy into a packed B tile (K, N): micro-panels [N/NR][K][NR] of float32, or the VNNI
     bf16 pair layout [N/NR][K/2][NR][2]. Columns past N are written as zeros."""
     e, b = g.e, g.e.b
-    K, N = di.shape
     if len(s_dims) != 2:
         raise g.fail("internal: packed copy needs a 2-d source")
+    if di.layout == "packBT":
+        return _copy_transposed(g, si, di, sbase, dbase, s_off0, s_dims, kind, exact,
+                                lambda n: b.and_(s_ok1, inside(g, n, *s_rng[s_dims[0]])),
+                                s_rng[s_dims[1]])
+    K, N = di.shape
     sk, sn = s_dims
     vnni = di.layout == "packB_vnni"
     npan = -(-N // NR)
@@ -79,14 +83,18 @@ def copy_packed(g, s, si, di, sbase, dbase, s_off0, s_rng, s_dims, s_ok1, kind, 
 def copy_packed_fast(g, s, si, di, sbase, dbase, s_off0, s_dims, convert_unused):
     """In-bounds copy into a packed B tile: unmasked loads, constant tail masks."""
     e, b = g.e, g.e.b
+    kind = vm.kind_of(si.dtype)
+    exact = si.dtype if si.dtype in vm.FLOATS else None
+    if di.layout == "packBT":
+        true, k_all = ir.Constant(I1, 1), (ir.Constant(I64, 0), ir.Constant(I64, di.shape[1]))
+        return _copy_transposed(g, si, di, sbase, dbase, s_off0, s_dims, kind, exact,
+                                lambda n: true, k_all)
     K, N = di.shape
     sk, sn = s_dims
     vnni = di.layout == "packB_vnni"
     npan = -(-N // NR)
     kp_total = -(-K // 2)
     rt = STORAGE[si.storage][0]
-    kind = vm.kind_of(si.dtype)
-    exact = si.dtype if si.dtype in vm.FLOATS else None
     zero_f = ir.Constant(vty(F32), None)
 
     def values(row_off, col):
@@ -132,6 +140,67 @@ def copy_packed_fast(g, s, si, di, sbase, dbase, s_off0, s_dims, convert_unused)
         pair_rows(kp, False)
     if K % 2:
         pair_rows(ir.Constant(I64, K // 2), True)
+
+
+def _copy_transposed(g, si, di, sbase, dbase, s_off0, s_dims, kind, exact, row_ok, k_rng):
+    """Copy into a tile (N, K) read as a transposed gemm B: float32 micro-panels of its
+    transpose, [N/NR][K][NR]. 16 x 16 blocks (16 rows of N, 16 of K) are loaded as rows and
+    transposed in registers (no gathers); rows past N and outside the source are zeros.
+    `row_ok(n)`: source row n exists; `k_rng`: the valid (lo, hi) of K."""
+    e, b = g.e, g.e.b
+    N, K = di.shape
+    sn, sk = s_dims
+    zero = ir.Constant(vty(F32), None)
+    lo, hi = k_rng
+
+    def block(n0, k0, nk):
+        rows = []
+        for r in range(VL):
+            n = n0 + r
+            if n >= N:
+                rows.append(zero)
+                continue
+            ok = row_ok(ir.Constant(I64, n))
+            if isinstance(ok, ir.Constant) and not ok.constant:  # known outside: no load
+                rows.append(zero)
+                continue
+            mask = lane_mask(g, k0, b.select(ok, lo, hi), hi)
+            if nk < VL:
+                mask = b.and_(mask, const_mask(nk))
+            raw = vload(g, si, sbase, b.add(b.add(s_off0, ir.Constant(I64, n * si.strides[sn])),
+                                             b.mul(k0, ir.Constant(I64, si.strides[sk]))),
+                        si.strides[sk], mask)
+            rows.append(vm.encode(e, vm.decode(e, raw, si.storage), kind, di.dtype, "float32",
+                                  exact))
+        cols = transpose16(b, rows)
+        jp, lane = divmod(n0, NR)
+        for c in range(nk):
+            pos = b.add(b.mul(b.add(k0, ir.Constant(I64, jp * K + c)), ir.Constant(I64, NR)),
+                        ir.Constant(I64, lane))
+            e.store(cols[c], e.gep(dbase, b.mul(pos, ir.Constant(I64, 4))), 4)
+
+    for n0 in range(0, -(-N // NR) * NR, VL):
+        if K // VL:
+            with e.loop(0, K // VL * VL, VL, name="pkt") as k0:
+                block(n0, k0, VL)
+        if K % VL:
+            block(n0, ir.Constant(I64, K // VL * VL), K % VL)
+
+
+def transpose16(b, rows):
+    """Transpose a 16 x 16 block held as 16 vectors (rows[r][c] -> out[c][r]): four rounds
+    exchanging the off-diagonal h x h blocks of row pairs (r, r + h), h = 8, 4, 2, 1."""
+    rows = list(rows)
+    h = VL // 2
+    while h:
+        lo = ir.Constant(vty(I32), [i if not i & h else VL + i - h for i in range(VL)])
+        hi = ir.Constant(vty(I32), [i + h if not i & h else VL + i for i in range(VL)])
+        for r in range(VL):
+            if not r & h:
+                a, c = rows[r], rows[r + h]
+                rows[r], rows[r + h] = b.shuffle_vector(a, c, lo), b.shuffle_vector(a, c, hi)
+        h //= 2
+    return rows
 
 
 def prefetch_next(g, r, info, dims, skip=()):
