@@ -1,6 +1,8 @@
 """Running a block's cores as coroutines (kernels compiled to core functions, cores.py).
 
-Each core of a block (0 = AIC, 1 = AIV0, 2 = AIV1) runs its function on a thread of its own, but
+`block_runner` runs them natively where the C library has ucontext (cores_native.py: one thread,
+the scheduler below in machine code, about a microsecond a switch); elsewhere, with threads:
+each core of a block (0 = AIC, 1 = AIV0, 2 = AIV1) runs its function on a thread of its own, but
 only the core holding the block's baton runs: like the numpy target's ordered run
 (sim.simulator.run_ordered), a core runs until it finishes or reaches a cross-core wait with no
 pending set, then the baton passes to the next core that can go on (round robin from it). The
@@ -200,3 +202,43 @@ def run_block(fns, errors, ptrs, block: int, scratch: int, zero_bytes: int, aren
             del _BLOCKS[key]
     if blk.failure is not None:
         raise blk.failure
+
+
+def block_runner(artifact):
+    """fn(ptrs, begin, end, scratch) running blocks [begin, end) of `artifact` one after the
+    other: 0, or the TileLangMiniError that stopped a block."""
+    from . import cores_native
+    a = artifact
+    if cores_native.native() is None:
+        def threaded(ptrs, begin, end, scratch):
+            for block in range(begin, end):
+                try:
+                    run_block(a.cfunc, a.errors, ptrs, block, scratch, a.zero_bytes,
+                              a.arena_bytes, a.temp_bytes)
+                except TileLangMiniError as err:
+                    return err
+            return 0
+        return threaded
+
+    def native(ptrs, begin, end, scratch):
+        out = cores_native.run_blocks(a, ptrs, begin, end, scratch)
+        return 0 if out == 0 else _native_error(a.errors, *out)
+
+    return native
+
+
+def _native_error(errors, code, block, state) -> TileLangMiniError:
+    """The error of a block the native scheduler stopped (cores_native.py's result codes)."""
+    from . import cores_native as n
+    if code > 0:
+        message, loc = errors[code - 1]
+        return KernelRuntimeError(message, loc)
+    if code == n.DEADLOCK:
+        blk = _Block(block, errors)
+        for i in range(3):
+            blk.done[i] = bool(state[n.DONE + i])
+            if state[n.WAIT_FLAG + i] >= 0:
+                blk.waiting[i] = (int(state[n.WAIT_FLAG + i]), int(state[n.WAIT_SITE + i]))
+        return blk._deadlock()
+    what = "a cross-core flag id past the table" if code == n.BAD_FLAG else f"code {code}"
+    return InternalCompilerError(f"block {block}: {what}", stage="the llvm core scheduler")

@@ -368,19 +368,8 @@ def _block_runner(artifact: LLVMArtifact):
     """fn(ptrs, begin, end, scratch) for a kernel compiled to core functions: runs the blocks
     one after the other, each block's cores as coroutines (cores_run.py); returns 0, or the
     error that stopped a block (then raised by `run`)."""
-    from .cores_run import run_block
-    a = artifact
-
-    def run_blocks(ptrs, begin, end, scratch):
-        for block in range(begin, end):
-            try:
-                run_block(a.cfunc, a.errors, ptrs, block, scratch, a.zero_bytes, a.arena_bytes,
-                          a.temp_bytes)
-            except TileLangMiniError as err:
-                return err
-        return 0
-
-    return run_blocks
+    from .cores_run import block_runner
+    return block_runner(artifact)
 
 
 class LLVMBackend:

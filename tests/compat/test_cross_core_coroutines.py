@@ -261,3 +261,34 @@ def test_core_functions_come_back_from_the_disk_cache(tmp_path, monkeypatch):
     for r in runs:
         assert r.returncode == 0, r.stderr
     assert [r.stdout.split()[-1] for r in runs] == ["False", "True"]
+
+
+@needs_llvm
+@pytest.mark.parametrize("scheduler", ["native", "threads"])
+def test_both_core_schedulers(scheduler, monkeypatch):
+    """The native scheduler (ucontext, backends/llvm/cores_native.py) where the C library has
+    it, else the threaded one (cores_run.py): the same values, deadlocks and faults on both."""
+    import sys
+    from backends.llvm import cores_native
+    if scheduler == "threads":
+        monkeypatch.setattr(cores_native, "_NATIVE", [None])
+    elif sys.platform.startswith("linux"):
+        assert cores_native.native() is not None
+    else:
+        pytest.skip("no ucontext in this C library")
+    for threads in ("1", "2"):
+        monkeypatch.setenv("TILELANG_MINI_NUM_THREADS", threads)
+        shape = (3, 64, 32)
+        kernel = expert_attention(*shape)
+        kernel = tilelang.compile(kernel.prim_func, out_idx=[3], workspace_idx=[4, 5, 6],
+                                  target="llvm")
+        q, k, v = (rand(shape, "float16", seed, 0.5) for seed in (11, 12, 13))
+        close(kernel(q, k, v), attention_ref(q, k, v), "float16", reduce_len=shape[1])
+        x = rand((32, 16), seed=14)
+        dead = tilelang.compile(_flags_kernel("deadlock"), out_idx=[-1], target="llvm")
+        with pytest.raises(DeadlockError, match="deadlock in block"):
+            dead(x, TWO)
+        np.testing.assert_array_equal(dead(x, ONE), x)
+        fault = tilelang.compile(_flags_kernel("fault"), out_idx=[-1], target="llvm")
+        with pytest.raises(KernelRuntimeError, match="out of bounds"):
+            fault(x, ONE)
