@@ -73,6 +73,8 @@ class Config:
     interp_softmax: tuple[int, int] = (1024, 1024)
     interp_flash: tuple[int, int, int] = (4, 512, 64)                # BH, S, D (fp16)
     interp_elementwise: tuple[int, int] = (2048, 2048)
+    coro: tuple[tuple[int, int, int], ...] = ((2, 256, 64), (8, 512, 64))   # heads, seq, dim
+    coro_interp_rows: int = 512         # the numpy target runs the shapes of <= heads*seq rows
     sim_blocks: int = 4
     grouped: tuple[int, int, int, int] = (32, 32768, 4096, 7168)   # G, M, N, K
     import_runs: int = 5
@@ -90,7 +92,7 @@ TINY = Config("tiny", gemm=(64,), threads=128, rmsnorm=(64, 256, 8), prenorm=(64
               compile=64, repeats=1, warmup=0, compile_runs=1,  # the smoke test's shapes
               skinny_mk=(64, 128), skinny_n=(8, 24), interp_gemm=(64,),
               interp_rms=((64, 64, 8),), interp_softmax=(64, 64), interp_flash=(1, 64, 64),
-              interp_elementwise=(64, 256), sim_blocks=1, grouped=(2, 256, 256, 128),
+              interp_elementwise=(64, 256), coro=((1, 64, 32),), sim_blocks=1, grouped=(2, 256, 256, 128),
               import_runs=1, unroll=(2, 8), compile_examples=("gemm", "rmsnorm"))
 
 
@@ -450,7 +452,8 @@ def run(cfg: Config, isolate: bool = True, repeats: int | None = None, log=print
               "repeats": repeats or cfg.repeats, "warmup": cfg.warmup,
               **{k: getattr(cfg, k) for k in ("skinny_mk", "skinny_n", "interp_gemm",
                                               "interp_rms", "interp_softmax", "interp_flash",
-                                              "interp_elementwise", "sim_blocks", "grouped",
+                                              "interp_elementwise", "coro", "coro_interp_rows",
+                                              "sim_blocks", "grouped",
                                               "import_runs", "compile_runs", "unroll",
                                               "compile_examples")}}
     scrubbed = {k: os.environ.get(k) for k in SCRUBBED}
@@ -461,7 +464,7 @@ def run(cfg: Config, isolate: bool = True, repeats: int | None = None, log=print
     single = _worker_env(OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
     every = _worker_env(OPENBLAS_NUM_THREADS=None, OMP_NUM_THREADS=None, MKL_NUM_THREADS=None)
     groups = [("gemm", single), ("threads", every), ("bandwidth", single), ("compile", None),
-              ("skinny", single), ("interp", single), ("sim", single), ("estimate", single),
+              ("skinny", single), ("interp", single), ("coroutine", single), ("sim", single), ("estimate", single),
               ("compile_all", single), ("import", single)]
     result["environment"]["loadavg_before"] = _loadavg()
     for name, env in groups:

@@ -269,6 +269,69 @@ def _triton_rows(p: dict, Row) -> list:
     return rows
 
 
+# ------------------------------------------------------------------------- coroutine mode
+
+
+def work_coroutine(p: dict, Row) -> dict:
+    """An expert flash attention whose cube and vector cores wait on each other (cross-core
+    flags both ways inside the key loop: tests/compat/test_cross_core_coroutines.py): no program
+    order satisfies the waits, so llvm runs each block's cores as coroutines and the numpy
+    target its ordered run. Both against the same computation in direct NumPy, one thread."""
+    import math
+    from pathlib import Path
+    import numpy as np
+    import tilelang_mini
+    compat = Path(__file__).resolve().parent.parent / "tests" / "compat"
+    sys.path.insert(0, str(compat))
+    from test_cross_core_coroutines import attention_ref, expert_attention
+    rows = []
+    with _env(TILELANG_MINI_NUM_THREADS="1"), _numpy_threads(1):
+        for shape in p["coro"]:
+            heads, seq, dim = shape
+            prim = expert_attention(heads, seq, dim).prim_func
+            rng = np.random.default_rng(13)
+            q, k, v = ((rng.standard_normal(shape) * 0.5).astype(np.float16) for _ in range(3))
+            want = attention_ref(q, k, v)
+            kl = tilelang_mini.compile(prim, out_idx=[3], workspace_idx=[4, 5, 6], target="llvm")
+            err, ok = _check(kl(q, k, v), want, "float16", seq)
+            ok = ok and bool(kl.artifact.cores)         # really the coroutine mode
+
+            def direct(q=q, k=k, v=v, dim=dim):
+                s = np.matmul(q.astype(np.float32), k.astype(np.float32).transpose(0, 2, 1))
+                s *= np.float32(1 / math.sqrt(dim))
+                e = np.exp(s - s.max(axis=-1, keepdims=True))
+                return ((e / e.sum(axis=-1, keepdims=True)) @ v.astype(np.float32)).astype(
+                    np.float16)
+            fns = {"llvm": lambda: kl(q, k, v), "numpy": direct}
+            with_interp = heads * seq <= p["coro_interp_rows"]
+            if with_interp:
+                kn = tilelang_mini.compile(prim, out_idx=[3], workspace_idx=[4, 5, 6],
+                                           target="numpy")
+                e2, o2 = _check(kn(q, k, v), want, "float16", seq)
+                err, ok = max(err, e2), ok and o2 and kn.artifact.last_run[0] == "ordered"
+                fns["interp"] = lambda: kn(q, k, v)
+            med, _ = _interleaved(fns, p["repeats"] if not with_interp else max(1, p["repeats"] // 2),
+                                  p["warmup"])
+            name = f"expert flash attention, flags both ways, {heads}x{seq}x{dim} fp16"
+            r = med["numpy"] / med["llvm"]
+            rows.append(_row(Row, f"coro_llvm_{heads}x{seq}x{dim}",
+                             f"coroutine mode llvm: {name}", _ms(med["llvm"]),
+                             f"{_ms(med['numpy'])} direct NumPy", r, ">= 0.5x (no issue goal)",
+                             r >= 0.5, max_err=err, verified=ok))
+            if with_interp:
+                r = med["numpy"] / med["interp"]
+                rows.append(_row(Row, f"coro_interp_{heads}x{seq}x{dim}",
+                                 f"coroutine mode numpy target (ordered run): {name}",
+                                 _ms(med["interp"]), f"{_ms(med['numpy'])} direct NumPy", r,
+                                 ">= 0.2x (within 5x)", r >= 0.2))
+                r = med["interp"] / med["llvm"]
+                rows.append(_row(Row, f"coro_vs_interp_{heads}x{seq}x{dim}",
+                                 "  context: llvm coroutine mode vs the numpy target",
+                                 _ms(med["llvm"]), f"{_ms(med['interp'])} numpy target", r,
+                                 "(info)", None))
+    return {"rows": rows, "info": {}}
+
+
 # ------------------------------------------------------------------------ simulator, estimate
 
 
@@ -435,5 +498,6 @@ def work_import(p: dict, Row) -> dict:
                           t_tl <= 1.3 * t_np)], "info": {}}
 
 
-WORKERS = {"skinny": work_skinny, "interp": work_interp, "sim": work_sim,
+WORKERS = {"skinny": work_skinny, "interp": work_interp, "coroutine": work_coroutine,
+           "sim": work_sim,
            "estimate": work_estimate, "compile_all": work_compile_all, "import": work_import}

@@ -47,6 +47,7 @@ from ..ir.nodes import (
     walk_statements,
 )
 from .. import semantics
+from ..semantics.coroutines import lower_core_program
 from .aliasing import alias_boxes, aliases, byte_ranges, placements
 from .streams import (
     CORE_NAMES, block_envs, cached, check_sync_ids, core_stream, execute_effect,
@@ -575,7 +576,9 @@ def run_ordered(kernel: Kernel, args: list) -> None:
 
 def _run_block_ordered(kernel, bufs, block):
     xenvs, wenvs = block_envs(bufs, kernel, block)
-    gens = [core_stream(kernel.body, CORE_NAMES[i][0], wenvs[i]) for i in range(3)]
+    # each core's program runs its own instructions and yields its cross-core flags
+    programs = cached(kernel, lambda k: {c: lower_core_program(k, c) for c in "CV"}, "cores")
+    gens = [programs[CORE_NAMES[i][0]](wenvs[i]) for i in range(3)]
     pending = [defaultdict(int) for _ in range(3)]
     half = [defaultdict(int) for _ in range(2)]
     waiting = [None, None, None]
@@ -591,10 +594,8 @@ def _run_block_ordered(kernel, bufs, block):
             pending[i][w.flag] -= 1
             waiting[i] = None
             progressed = True
-        env = wenvs[i]
-        for di in gens[i]:
+        for st in gens[i]:
             progressed = True
-            st = di.stmt
             if isinstance(st, WaitCrossFlag):
                 if pending[i][st.flag] > 0:
                     pending[i][st.flag] -= 1
@@ -611,9 +612,6 @@ def _run_block_ordered(kernel, bufs, block):
                         half[0][st.flag] -= 1
                         half[1][st.flag] -= 1
                         pending[0][st.flag] += 1
-                continue
-            if not isinstance(st, SYNC_OPS):
-                execute_effect(st, env)
         done[i] = True
         return True
 
