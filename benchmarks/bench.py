@@ -77,6 +77,7 @@ class Config:
     coro_interp_rows: int = 512         # the numpy target runs the shapes of <= heads*seq rows
     sim_blocks: int = 4
     grouped: tuple[int, int, int, int] = (32, 32768, 4096, 7168)   # G, M, N, K
+    grouped_masked: tuple[int, int, int, int] = (32, 4096, 4096, 7168)   # G, max M, N, K
     import_runs: int = 5
     unroll: tuple[int, int] = (16, 64)                 # insert_sync/split_cores scaling steps
     compile_examples: tuple[str, ...] = ()             # () = every example
@@ -92,7 +93,8 @@ TINY = Config("tiny", gemm=(64,), threads=128, rmsnorm=(64, 256, 8), prenorm=(64
               compile=64, repeats=1, warmup=0, compile_runs=1,  # the smoke test's shapes
               skinny_mk=(64, 128), skinny_n=(8, 24), interp_gemm=(64,),
               interp_rms=((64, 64, 8),), interp_softmax=(64, 64), interp_flash=(1, 64, 64),
-              interp_elementwise=(64, 256), coro=((1, 64, 32),), sim_blocks=1, grouped=(2, 256, 256, 128),
+              interp_elementwise=(64, 256), coro=((1, 64, 32),), sim_blocks=1,
+              grouped=(2, 256, 256, 128), grouped_masked=(2, 256, 256, 128),
               import_runs=1, unroll=(2, 8), compile_examples=("gemm", "rmsnorm"))
 
 
@@ -453,7 +455,7 @@ def run(cfg: Config, isolate: bool = True, repeats: int | None = None, log=print
               **{k: getattr(cfg, k) for k in ("skinny_mk", "skinny_n", "interp_gemm",
                                               "interp_rms", "interp_softmax", "interp_flash",
                                               "interp_elementwise", "coro", "coro_interp_rows",
-                                              "sim_blocks", "grouped",
+                                              "sim_blocks", "grouped", "grouped_masked",
                                               "import_runs", "compile_runs", "unroll",
                                               "compile_examples")}}
     scrubbed = {k: os.environ.get(k) for k in SCRUBBED}
@@ -464,7 +466,8 @@ def run(cfg: Config, isolate: bool = True, repeats: int | None = None, log=print
     single = _worker_env(OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
     every = _worker_env(OPENBLAS_NUM_THREADS=None, OMP_NUM_THREADS=None, MKL_NUM_THREADS=None)
     groups = [("gemm", single), ("threads", every), ("bandwidth", single), ("compile", None),
-              ("skinny", single), ("interp", single), ("coroutine", single), ("sim", single), ("estimate", single),
+              ("skinny", single), ("interp", single), ("coroutine", single), ("sim", single),
+              ("estimate", single),
               ("compile_all", single), ("import", single)]
     result["environment"]["loadavg_before"] = _loadavg()
     for name, env in groups:
@@ -540,6 +543,12 @@ def format_table(result: dict) -> str:
         lines.append("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())
         if i == 0:
             lines.append("  ".join("-" * w for w in widths))
+    judged = [r for r in result["rows"] if r["verdict"] not in ("-", "")]
+    met = [r for r in judged if r["verdict"] == "PASS"]
+    lines.append(f"Goals: {len(met)} of {len(judged)} rows with a goal meet it"
+                 + ("; not met: " + ", ".join(f"{r['key']} ({r['verdict']})" for r in judged
+                                              if r["verdict"] != "PASS") if len(met) < len(judged)
+                    else "") + ".")
     for e in result["errors"]:
         lines.append(f"ERROR {e}")
     return "\n".join(lines)

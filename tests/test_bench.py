@@ -46,8 +46,14 @@ def test_bench_tiny_in_process(tmp_path, capsys):
     # the issue-12 rows: each present, with a verdict (no timing asserted)
     for key in ("prenorm_roof", "prenorm_numpy", "interp_rms_64x64", "interp_triton", "sim_rate",
                 "sim_grouped", "calib_bfloat16", "calib_float8_e4m3fn", "roofs", "gemv_roof",
-                "compile_gemm", "scale_insert_sync", "scale_split_cores", "import"):
+                "compile_gemm", "scale_insert_sync", "scale_split_cores", "import",
+                "sim_nodata_rate", "sim_data_rate", "sim_masked", "coro_interp_1x64x32",
+                "coro_vs_interp_1x64x32"):
         assert rows[key]["verdict"] in ("PASS", "MISS", "-"), rows[key]
+    # coroutine mode (cores waiting on each other) on llvm, checked against float64
+    r = rows["coro_llvm_1x64x32"]
+    assert r["verified"] is True and r["verdict"] in ("PASS", "MISS") and r["ratio"] > 0, r
+    assert "Goals:" in text and "rows with a goal meet it" in text
     # the estimate rows do not depend on the machine: the calibration and the roofs hold
     for key in ("calib_bfloat16", "calib_float8_e4m3fn", "roofs", "gemv_roof"):
         assert rows[key]["verdict"] == "PASS", rows[key]

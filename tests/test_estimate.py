@@ -280,6 +280,22 @@ def test_memory_bound_gemv_is_estimated_at_the_hbm_roof():
         assert est.time_s == pytest.approx(est.hbm_bytes / (chip.costs.gm_tbps * 1e12), rel=0.01)
 
 
+@pytest.mark.parametrize("chip_name", ["ascend910b", "ascend950"])
+def test_skinny_prenorm_of_the_design_card_is_under_its_roofs(chip_name):
+    """prenorm 4096 x 24 x 8192 (bf16 A streamed once, tf32 product): never faster than its
+    HBM bytes or its tf32 compute, whichever is larger."""
+    from prenorm import hc_prenorm
+    k = tilelang_mini.compile(hc_prenorm.factory(4096, 24, 8192), out_idx=[-2, -1],
+                              chip=chip_name)
+    est = k.estimate()
+    _check_roofs(est)
+    chip = get_chip(chip_name)
+    assert est.hbm_bytes >= 4096 * 8192 * 2          # A, read once
+    floor = max(est.hbm_bytes / (chip.costs.gm_tbps * 1e12),
+                est.flops / (est.peak_tflops * 1e12))
+    assert est.time_s >= floor
+
+
 def test_small_l2_sends_reread_panels_to_the_hbm():
     import dataclasses
     from tilelang_mini.sim.estimate import estimate_kernel

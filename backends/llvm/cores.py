@@ -40,7 +40,7 @@ def generate_cores(gen) -> None:
         fn = ir.Function(gen.module, ir.FunctionType(I32, list(CORE_ARGS)), name)
         gen.fn, gen.e = fn, Emitter(gen.module, fn)
         args, block, scratch, temp, vid, sync_fn, handle = fn.args
-        gen.scratch, gen.temp_base, gen.sync = scratch, temp, (_Callee(sync_fn), handle)
+        gen.scratch, gen.temp_base, gen.sync = scratch, temp, (Callee(sync_fn), handle)
         gen.vars, gen.ranges = {}, {}
         gen.core_kind, gen.ctx, gen.vid = kind, "top", None
         gen.core_vid = vid if kind == "V" else None
@@ -58,13 +58,11 @@ def generate_cores(gen) -> None:
     gen.core_kind = None
 
 
-class _Callee:
+class Callee:
     """An (opaque) function pointer as llvmlite's call instruction wants its callee."""
 
-    function_type = SYNC_FN_T
-
-    def __init__(self, value):
-        self.value, self.type = value, value.type
+    def __init__(self, value, function_type=SYNC_FN_T):
+        self.value, self.type, self.function_type = value, value.type, function_type
 
     def get_reference(self):
         return self.value.get_reference()

@@ -32,7 +32,7 @@ import threading
 import llvmlite.ir as ir
 import numpy as np
 
-from .cores import OP_SET
+from .cores import OP_SET, Callee
 from .irutil import I32, I64, PTR
 
 NFLAGS = 64                     # flag ids 0..63 (the presets use 0..15)
@@ -165,7 +165,7 @@ def _module(triple: str) -> ir.Module:
     fn = b.inttoptr(b.select(is_c, ld(b, st, FN_C), ld(b, st, FN_V)), PTR)
     vid = b.select(is_c, c64(0), b.sub(core, c64(1)))
     temp = b.add(ld(b, st, TEMP0), b.mul(core, ld(b, st, TEMP_BYTES)))
-    rc = b.call(_Callee(fn, core_t), [ptr_at(b, st, ARGS), ld(b, st, BLOCK), ptr_at(b, st, SCRATCH),
+    rc = b.call(Callee(fn, core_t), [ptr_at(b, st, ARGS), ld(b, st, BLOCK), ptr_at(b, st, SCRATCH),
                      b.inttoptr(temp, PTR), vid, sync, b.or_(sv, core)])
     sto(b, b.sext(rc, I64), st, b.add(c64(RESULT), core))
     sto(b, c64(1), st, b.add(c64(DONE), core))
@@ -253,28 +253,16 @@ def _module(triple: str) -> ir.Module:
     return m
 
 
-class _Callee:
-    """A function pointer as llvmlite's call instruction wants its callee (cores._Callee)."""
-
-    def __init__(self, value, function_type):
-        self.value, self.type, self.function_type = value, value.type, function_type
-
-    def get_reference(self):
-        return self.value.get_reference()
-
-
 class _Native:
     """The compiled scheduler (one per process)."""
 
-    def __init__(self):
+    def __init__(self, t):
         import llvmlite.binding as llvm
-        from .runtime import host_target
         addrs = _libc()
         if addrs is None:
             raise OSError("no ucontext functions in the C library")
         for name, addr in addrs.items():
             llvm.add_symbol(name, addr)
-        t = host_target()
         mod = llvm.parse_assembly(str(_module(t.triple)))
         mod.verify()
         self.engine = llvm.create_mcjit_compiler(mod, t.new_machine())
@@ -289,12 +277,13 @@ _LOCK = threading.Lock()
 _TLS = threading.local()
 
 
-def native():
-    """The compiled scheduler, or None where the C library has no ucontext."""
+def native(target):
+    """The compiled scheduler for `target` (runtime.HostTarget, the host's), or None where the
+    C library has no ucontext."""
     with _LOCK:
         if not _NATIVE:
             try:
-                _NATIVE.append(_Native())
+                _NATIVE.append(_Native(target))
             except OSError:
                 _NATIVE.append(None)
         return _NATIVE[0]
@@ -321,10 +310,9 @@ class _Stacks:
             self.stack0, self.stride = base, self.size
 
 
-def run_blocks(artifact, ptrs, begin: int, end: int, scratch: int):
-    """Run blocks [begin, end) of a core-function kernel on this thread: 0, or
-    (code, block, state) of the block that stopped (see the module docstring)."""
-    nat = native()
+def run_blocks(nat: _Native, artifact, ptrs, begin: int, end: int, scratch: int):
+    """Run blocks [begin, end) of a core-function kernel on this thread with the scheduler
+    `nat` (`native`): 0, or (code, block, state) of the block that stopped (module docstring)."""
     s = getattr(_TLS, "stacks", None)
     if s is None:
         s = _TLS.stacks = _Stacks()

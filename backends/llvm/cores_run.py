@@ -204,12 +204,14 @@ def run_block(fns, errors, ptrs, block: int, scratch: int, zero_bytes: int, aren
         raise blk.failure
 
 
-def block_runner(artifact):
+def block_runner(artifact, target):
     """fn(ptrs, begin, end, scratch) running blocks [begin, end) of `artifact` one after the
-    other: 0, or the TileLangMiniError that stopped a block."""
+    other: 0, or the TileLangMiniError that stopped a block. `target`: the host's (the native
+    scheduler is compiled for it)."""
     from . import cores_native
     a = artifact
-    if cores_native.native() is None:
+    nat = cores_native.native(target)
+    if nat is None:
         def threaded(ptrs, begin, end, scratch):
             for block in range(begin, end):
                 try:
@@ -221,7 +223,7 @@ def block_runner(artifact):
         return threaded
 
     def native(ptrs, begin, end, scratch):
-        out = cores_native.run_blocks(a, ptrs, begin, end, scratch)
+        out = cores_native.run_blocks(nat, a, ptrs, begin, end, scratch)
         return 0 if out == 0 else _native_error(a.errors, *out)
 
     return native

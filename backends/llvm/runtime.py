@@ -369,7 +369,7 @@ def _block_runner(artifact: LLVMArtifact):
     one after the other, each block's cores as coroutines (cores_run.py); returns 0, or the
     error that stopped a block (then raised by `run`)."""
     from .cores_run import block_runner
-    return block_runner(artifact)
+    return block_runner(artifact, host_target())
 
 
 class LLVMBackend:

@@ -270,10 +270,11 @@ def test_both_core_schedulers(scheduler, monkeypatch):
     it, else the threaded one (cores_run.py): the same values, deadlocks and faults on both."""
     import sys
     from backends.llvm import cores_native
+    from backends.llvm.runtime import host_target
     if scheduler == "threads":
         monkeypatch.setattr(cores_native, "_NATIVE", [None])
     elif sys.platform.startswith("linux"):
-        assert cores_native.native() is not None
+        assert cores_native.native(host_target()) is not None
     else:
         pytest.skip("no ucontext in this C library")
     for threads in ("1", "2"):

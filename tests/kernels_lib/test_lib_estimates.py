@@ -43,3 +43,26 @@ HELPERS = {"ceil_to_ue8m0", "pack_ue8m0_to_int", "unpack_ue8m0_from_int", "per_b
            "fp8_gemm_nn", "fp8_gemm_tn", "fp8_gemm_tt", "bf16_gemm_nn", "bf16_gemm_tn",
            "bf16_gemm_tt", "m_grouped_fp8_gemm_nt_masked", "fp8_mega_moe",
            "get_paged_mqa_logits_metadata", "get_mla_metadata"}
+
+
+@pytest.mark.parametrize("chip", ke.CHIPS)
+def test_every_launch_is_under_its_roofs(chip):
+    """Each kernel launch of every library function, on both presets: never faster than its
+    compute roof, its HBM bytes (compulsory ones at least) or its L2 traffic, and every point of
+    its roofline plot at or below its roof (tests/test_estimate.py's check for the examples)."""
+    from tilelang_mini.errors import TileLangMiniError
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from test_estimate import _check_roofs
+    launches, rejected = 0, []
+    for name, _, f, args, kwargs, _ in ROWS:
+        try:
+            est = f.estimate(*args, chip=chip, **kwargs)
+        except (ValueError, TileLangMiniError):
+            rejected.append(name)       # a call the chip rejects (the test above lists them)
+            continue
+        for _, k in est.kernels:
+            _check_roofs(k)
+            launches += 1
+    assert rejected == ([r[0] for r in ROWS if "packed UE8M0" in r[0]]
+                        if chip == "ascend910b" else [])
+    assert launches >= len(ROWS) - len(rejected)
