@@ -73,6 +73,8 @@ class Config:
     interp_softmax: tuple[int, int] = (1024, 1024)
     interp_flash: tuple[int, int, int] = (4, 512, 64)                # BH, S, D (fp16)
     interp_elementwise: tuple[int, int] = (2048, 2048)
+    interp_gemm_small: tuple[int, ...] = (512,)        # GEMM with 32x32x32 tiles
+    interp_layernorm: tuple[int, int] = (4096, 1024)
     coro: tuple[tuple[int, int, int], ...] = ((2, 256, 64), (8, 512, 64))   # heads, seq, dim
     coro_interp_rows: int = 512         # the numpy target runs the shapes of <= heads*seq rows
     sim_blocks: int = 4
@@ -93,7 +95,8 @@ TINY = Config("tiny", gemm=(64,), threads=128, rmsnorm=(64, 256, 8), prenorm=(64
               compile=64, repeats=1, warmup=0, compile_runs=1,  # the smoke test's shapes
               skinny_mk=(64, 128), skinny_n=(8, 24), interp_gemm=(64,),
               interp_rms=((64, 64, 8),), interp_softmax=(64, 64), interp_flash=(1, 64, 64),
-              interp_elementwise=(64, 256), coro=((1, 64, 32),), sim_blocks=1,
+              interp_elementwise=(64, 256), interp_gemm_small=(64,), interp_layernorm=(64, 128),
+              coro=((1, 64, 32),), sim_blocks=1,
               grouped=(2, 256, 256, 128), grouped_masked=(2, 256, 256, 128),
               import_runs=1, unroll=(2, 8), compile_examples=("gemm", "rmsnorm"))
 
@@ -454,7 +457,8 @@ def run(cfg: Config, isolate: bool = True, repeats: int | None = None, log=print
               "repeats": repeats or cfg.repeats, "warmup": cfg.warmup,
               **{k: getattr(cfg, k) for k in ("skinny_mk", "skinny_n", "interp_gemm",
                                               "interp_rms", "interp_softmax", "interp_flash",
-                                              "interp_elementwise", "coro", "coro_interp_rows",
+                                              "interp_elementwise", "interp_gemm_small",
+                                              "interp_layernorm", "coro", "coro_interp_rows",
                                               "sim_blocks", "grouped", "grouped_masked",
                                               "import_runs", "compile_runs", "unroll",
                                               "compile_examples")}}

@@ -162,6 +162,41 @@ def _elementwise(M, N, bm=64, bn=256):
     return elementwise
 
 
+def _layernorm(M, N, blk_m=16, dtype="float16", eps=1e-5):
+    """y = (x - mean) / sqrt(var + eps) * gamma + beta over rows, blk_m rows a block, computed in
+    float32 (the interpreter's layernorm case: two reductions and a broadcast of a vector)."""
+    import tilelang_mini.language as T
+
+    @T.prim_func
+    def layernorm(X: T.Tensor((M, N), dtype), G: T.Tensor((N,), "float32"),
+                  Bt: T.Tensor((N,), "float32"), Y: T.Tensor((M, N), dtype)):
+        with T.Kernel(T.ceildiv(M, blk_m)) as bx:
+            xs = T.alloc_shared((blk_m, N), dtype)
+            x = T.alloc_fragment((blk_m, N), "float32")
+            sq = T.alloc_fragment((blk_m, N), "float32")
+            g = T.alloc_fragment((N,), "float32")
+            bt = T.alloc_fragment((N,), "float32")
+            mean = T.alloc_fragment((blk_m,), "float32")
+            var = T.alloc_fragment((blk_m,), "float32")
+            T.copy(X[bx * blk_m, 0], xs)
+            T.copy(xs, x)                                   # to float32
+            T.copy(G[0], g)
+            T.copy(Bt[0], bt)
+            T.reduce_sum(x, mean, dim=1)
+            for i in T.Parallel(blk_m):
+                mean[i] = mean[i] / N
+            for i, j in T.Parallel(blk_m, N):
+                x[i, j] = x[i, j] - mean[i]
+                sq[i, j] = x[i, j] * x[i, j]
+            T.reduce_sum(sq, var, dim=1)
+            for i in T.Parallel(blk_m):
+                var[i] = T.rsqrt(var[i] / N + eps)
+            for i, j in T.Parallel(blk_m, N):
+                x[i, j] = x[i, j] * var[i] * g[j] + bt[j]
+            T.copy(x, Y[bx * blk_m, 0])                     # back to dtype
+    return layernorm
+
+
 def _interp_cases(p: dict):
     """(key, name, kernel, args, direct NumPy, check) of every interpreter case."""
     import math
@@ -211,6 +246,32 @@ def _interp_cases(p: dict):
     yield (f"interp_flash_{bh}x{s}x{d}", f"interpreter flash attention fp16 BH={bh} S={s} D={d}",
            numpy_kernel(flash_attention.factory(bh, s, d)), [q, k, v], direct_flash,
            lambda o: _check(o, fa_reference(q, k, v), "float16"))
+    for n in p["interp_gemm_small"]:      # small tiles: many blocks, short K steps
+        a = rng.standard_normal((n, n), dtype=np.float32)
+        b = rng.standard_normal((n, n), dtype=np.float32)
+        yield (f"interp_gemm_small_{n}", f"interpreter GEMM fp32 {n}^3, 32x32x32 tiles",
+               numpy_kernel(matmul.factory(n, n, n, block_M=32, block_N=32, block_K=32,
+                                           dtype="float32")), [a, b],
+               lambda a=a, b=b: a @ b, lambda o, a=a, b=b: _check(
+                   o, a.astype(np.float64) @ b.astype(np.float64), "float32", n))
+    m, n = p["interp_layernorm"]
+    x = rng.standard_normal((m, n)).astype(np.float16)
+    gam = rng.standard_normal(n, dtype=np.float32)
+    bet = rng.standard_normal(n, dtype=np.float32)
+
+    def direct_layernorm(x=x, gam=gam, bet=bet):
+        x32 = x.astype(np.float32)
+        x32 -= x32.mean(axis=1, keepdims=True)
+        inv = 1 / np.sqrt((x32 * x32).mean(axis=1, keepdims=True) + np.float32(1e-5))
+        return (x32 * inv * gam + bet).astype(np.float16)
+
+    def layernorm_ref(x=x, gam=gam, bet=bet):
+        x64 = x.astype(np.float64)
+        x64 = x64 - x64.mean(axis=1, keepdims=True)
+        return x64 / np.sqrt((x64 * x64).mean(axis=1, keepdims=True) + 1e-5) * gam + bet
+    yield (f"interp_layernorm_{m}x{n}", f"interpreter layernorm fp16 {m}x{n}",
+           numpy_kernel(_layernorm(m, n)), [x, gam, bet], direct_layernorm,
+           lambda o: _check(o, layernorm_ref(), "float16", n))
     m, n = p["interp_elementwise"]
     a = rng.standard_normal((m, n), dtype=np.float32)
     b = rng.standard_normal((m, n), dtype=np.float32)

@@ -33,7 +33,8 @@ def test_bench_tiny_in_process(tmp_path, capsys):
     rows = {r["key"]: r for r in result["rows"]}
     for key in ("gemm_fp32_64", "gemm_bf16_64", "threads_128", "rmsnorm_bw", "prenorm_bw",
                 "skinny_8", "skinny_24", "interp_gemm_64", "interp_rms_64x64",
-                "interp_softmax_64x64", "interp_flash_1x64x64", "interp_elementwise_64x256"):
+                "interp_softmax_64x64", "interp_flash_1x64x64", "interp_elementwise_64x256",
+                "interp_gemm_small_64", "interp_layernorm_64x128"):
         r = rows[key]
         assert r["verified"] is True and r["verdict"] in ("PASS", "MISS"), r
         assert math.isfinite(r["ratio"]) and r["ratio"] > 0, r

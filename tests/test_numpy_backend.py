@@ -405,3 +405,17 @@ def test_bad_extent_and_unbound_variable_are_located():
     with pytest.raises(KernelRuntimeError) as err:
         run(k, np.zeros(4, np.float32))
     assert err.value.loc == loc2 and "nope" in err.value.message
+
+
+def test_float16_widening_is_numpys_cast_bit_for_bit():
+    """semantics' fast float16 -> float32 (exprs.f16_to_f32) on every half: the same float32
+    bits as NumPy's cast (NaNs: NaN), strided views included."""
+    from tilelang_mini.semantics.exprs import f16_to_f32, to_f32
+    h = np.arange(1 << 16, dtype=np.uint16).view(np.float16)
+    want, got = h.astype(np.float32), f16_to_f32(h)
+    nan = np.isnan(want)
+    assert np.isnan(got[nan]).all()
+    np.testing.assert_array_equal(got[~nan].view(np.uint32), want[~nan].view(np.uint32))
+    view = h.reshape(256, 256)[::3, 1::2]
+    np.testing.assert_array_equal(to_f32(view), view.astype(np.float32))
+    assert to_f32(view).dtype == np.float32

@@ -490,7 +490,7 @@ def _reduce(s: Reduce, ctx):
     absolute, clear, d_ext = s.kind.startswith("abs"), s.clear, tuple(s.dst.extent)
 
     def reduce(env):
-        x = vs(env).astype(F32, copy=False)
+        x = to_f32(vs(env))
         if absolute:
             x = np.abs(x)
         r = comb.reduce(x, axis=dim).reshape((env.n,) + d_ext)
@@ -510,8 +510,8 @@ def _gemm(s: Gemm, ctx):
 
     def gemm(env):
         n = env.n
-        a = va(env).reshape((n,) + a2).astype(F32, copy=False)
-        b = vb(env).reshape((n,) + b2).astype(F32, copy=False)
+        a = to_f32(va(env).reshape((n,) + a2))
+        b = to_f32(vb(env).reshape((n,) + b2))
         if ta:
             a = a.swapaxes(1, 2)
         if tb:

@@ -87,8 +87,33 @@ def kind_of(dtype: str) -> str:
 
 def to_f32(x):
     if isinstance(x, np.ndarray):
+        if x.dtype == np.float16 and x.size >= 4096:
+            return f16_to_f32(x)
         return x.astype(F32, copy=False)
     return F32(x)
+
+
+_F16_SCALE = F32(2.0 ** 112)    # 2^(127 - 15): a half's exponent field in a float's place
+
+
+def f16_to_f32(h: np.ndarray) -> np.ndarray:
+    """h.astype(float32), bit-exact, in a few integer passes (NumPy's own float16 cast converts
+    one element at a time, about 3x slower): the half's exponent and mantissa shifted into a
+    float's, scaled by 2^112 (which also normalises subnormals), infinities and NaNs given the
+    float's all-ones exponent, the sign put back."""
+    out = np.empty(h.shape, F32)
+    u = out.view(np.uint32)
+    np.copyto(u, h.view(np.uint16), casting="unsafe")      # zero-extended bits
+    sign = u & 0x8000
+    u &= 0x7fff
+    special = u >= 0x7c00
+    u <<= 13
+    out *= _F16_SCALE
+    if special.any():
+        u[special] |= 0x7f800000
+    sign <<= 16
+    u |= sign
+    return out
 
 
 def to_int(x):

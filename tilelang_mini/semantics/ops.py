@@ -18,7 +18,7 @@ from tilelang_mini.ir import dtypes
 from tilelang_mini.ir.analysis import BLOCK_SCOPES, SYNC_OPS
 from tilelang_mini.ir.nodes import Alloc, BinOp, Const, Copy, Fill, Gemm, Reduce, Region, Sort, Store
 from .exprs import (  # noqa: F401 - Env, Fault, as_index, eval_expr, located: the package's names
-    Env, Fault, affine_view, as_index, check_indices, compile_expr, eval_expr, located,
+    Env, Fault, affine_view, as_index, check_indices, compile_expr, eval_expr, located, to_f32,
 )
 
 F32 = np.float32
@@ -350,8 +350,8 @@ def _gemm(s: Gemm, par=()):
             a = unpack_fp4(va(env).reshape(a2), 0 if ta else 1)
             b = unpack_fp4(vb(env).reshape(b2), 1 if tb else 0)
         else:
-            a = va(env).reshape(a2).astype(F32, copy=False)
-            b = vb(env).reshape(b2).astype(F32, copy=False)
+            a = to_f32(va(env).reshape(a2))
+            b = to_f32(vb(env).reshape(b2))
         if ta:
             a = a.T
         if tb:
@@ -401,7 +401,7 @@ def _reduce(s: Reduce, par=()):
     absolute, clear, d_ext = s.kind.startswith("abs"), s.clear, s.dst.extent
 
     def reduce(env):
-        x = vs(env).astype(F32, copy=False)
+        x = to_f32(vs(env))
         if absolute:
             x = np.abs(x)
         r = comb.reduce(x, axis=dim).reshape(d_ext)
