@@ -269,3 +269,46 @@ def test_copied_tile_in_a_loop_is_not_dead_after_the_copy_out(pairs):
     k = npu_kernel((X, Y), body, 1)
     check(k, RNG.standard_normal((M, N)).astype(np.float32), np.zeros((M, N), np.float32))
     assert "out" not in pairs
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+def test_copy_in_squares_and_copy_on_are_one_pass(dtype):
+    """A row's copy-in (casting), the reduction of its squares and the copy of the row on to
+    GM past a wait for the cube: one fused pass per row (fuse_rows puts the wait before the row
+    loop, fuse_row_copies takes the copy on); against float64 and the interpreter, rows clipped
+    at the tensor's end."""
+    from tilelang_mini.ir import dtypes
+    from tilelang_mini.ir.nodes import Fused, SetCrossFlag, WaitCrossFlag, walk_statements
+    M = 2 * 2 * R - 3
+    X = Buffer("X", (M, N), dtype)
+    Y, S = Buffer("Y", (M, N), "float32"), Buffer("S", (M,), "float32")
+    x, e, s, _ = _tiles()
+    i, j = v("i"), v("j")
+    body = [Alloc(x), Alloc(e), Alloc(s),
+            Scope("C", (SetCrossFlag("MTE2", 1),)),
+            Scope("V", (
+                Copy(reg(X, (_rows(M), 0), (R, N)), full(x)),
+                SetFlag("MTE2", "V", 0), WaitFlag("MTE2", "V", 0),
+                For(("i", "j"), (c(R), c(N)), "parallel", (
+                    Store(e, (i, j), mul(Load(x, (i, j)), Load(x, (i, j)))),)),
+                Reduce("sum", full(e), full(s), 1),
+                WaitCrossFlag("MTE3", 1),
+                Copy(full(x), reg(Y, (_rows(M), 0), (R, N))),
+                Copy(full(s), reg(S, (_rows(M),), (R,))),
+            ))]
+    k = npu_kernel((X, Y, S), body, 2)
+    out = llvm_passes(k)
+    (f,) = [t for t in walk_statements(out.body) if isinstance(t, Fused)]
+    assert f.kind == "copy_map_reduce" and [type(t).__name__ for t in f.body if
+                                            not isinstance(t, (SetFlag, WaitFlag))] == \
+        ["Copy", "For", "Reduce", "Copy"]
+    v_body = next(t for t in out.body if isinstance(t, Scope) and t.core == "V").body
+    waits = [q for q, t in enumerate(v_body) if isinstance(t, WaitCrossFlag)]
+    loops = [q for q, t in enumerate(v_body) if isinstance(t, For)]
+    assert waits and loops and waits[0] < loops[0]      # the wait precedes the fused rows
+    a = RNG.standard_normal((M, N)).astype(dtypes.to_numpy(dtype))
+    y, ss = np.zeros((M, N), np.float32), np.zeros(M, np.float32)
+    check(k, a, y, ss)
+    a64 = a.astype(np.float64)
+    np.testing.assert_allclose(y, a64, rtol=1e-7)
+    np.testing.assert_allclose(ss, (a64 * a64).sum(1), rtol=1e-5)

@@ -1,7 +1,8 @@
 """One pass over a row for the two fused row kinds of transform/cpu_fuse.py (`fuse_row_copies`):
 
-* copy_map_reduce: per vector of the row, load GM, store it (converted) into X, then evaluate
-  the map (whose load of X reads what was just stored) into the reduction's accumulators.
+* copy_map_reduce: per vector of the row, load GM, store it (converted) into X (and into the
+  row X is copied on to, when that copy is fused too), then evaluate the map (whose load of X
+  reads what was just stored) into the reduction's accumulators.
 * map_copy: per vector of the row, evaluate the map, convert and store (streaming when the copy
   would stream) to GM; X is not written.
 
@@ -36,11 +37,16 @@ def _branch(g, ok, fused, plain):
             plain()
 
 
-def copy_in_map_reduce(g, cp, m, red):
-    """Row copy `cp` fused into the row map `m` + reduce `red`."""
+def copy_in_map_reduce(g, cp, m, red, on=None):
+    """Row copy `cp` fused into the row map `m` + reduce `red` (and into `on`, the copy of the
+    same row of X on to GM: the converted values are stored there as well)."""
     si, xi = g.info(cp.src.buffer), g.info(cp.dst.buffer)
     ok, ss = _in_bounds(g, cp.src)
     e, b = g.e, g.e.b
+    if on is not None:
+        oi = g.info(on.dst.buffer)
+        ok_on, os_ = _in_bounds(g, on.dst)
+        ok = b.and_(ok, ok_on)
 
     def fused():
         ds = starts_of(g, cp.dst)
@@ -52,23 +58,34 @@ def copy_in_map_reduce(g, cp, m, red):
         rt = STORAGE[si.storage][0]
         exact = si.dtype if si.dtype in vm.FLOATS else None
 
+        targets = [(xi, xbase, x_off)]
+        if on is not None:
+            targets.append((oi, g.buf_ptr(oi), base_offset(g, oi, os_)))
+
         def before(t0, mask):
             sp = elem_ptr(g, si, sbase, b.add(s_off, t0))
-            xp = elem_ptr(g, xi, xbase, b.add(x_off, t0))
             raw = (e.load(vty(rt), sp) if mask is None
                    else e.masked_load(vty(rt), sp, mask, ir.Constant(vty(rt), None)))
             val = vm.encode(e, vm.decode(e, raw, si.storage), vm.kind_of(si.dtype), xi.dtype,
                             xi.storage, exact)
-            if mask is None:
-                e.store(val, xp)
-            else:
-                e.masked_store(val, xp, mask)
+            for i, (ti, tbase, t_off) in enumerate(targets):
+                if i:  # X's values on to the next buffer (as the copy from X would convert)
+                    val = vm.encode(e, vm.decode(e, val, xi.storage), vm.kind_of(xi.dtype),
+                                    ti.dtype, ti.storage, xi.dtype if xi.dtype in vm.FLOATS
+                                    else None)
+                tp = elem_ptr(g, ti, tbase, b.add(t_off, t0))
+                if mask is None:
+                    e.store(val, tp)
+                else:
+                    e.masked_store(val, tp, mask)
 
         g.map_reduce(m, red, before)
 
     def plain():
         co.copy(g, cp)
         g.map_reduce(m, red)
+        if on is not None:
+            co.copy(g, on)
 
     _branch(g, ok, fused, plain)
 

@@ -307,7 +307,8 @@ class Scope:
 # What a `Fused` block does in one pass (the non-sync statements of its body, in order):
 #   map_reduce       Parallel map filling tile X; reduce of X along its last dim
 #   copy_map_reduce  copy of a GM row into row r of tile X; a row map reading X[r, j] only at
-#                    its own element, filling tile Y; reduce of Y along its last dim
+#                    its own element, filling tile Y; reduce of Y along its last dim; optionally
+#                    a copy of row r of X on to a row of GM (tensor or workspace)
 #   map_copy         row map writing row r of tile X; copy of that row into a GM tensor
 FUSED_KINDS = ("map_reduce", "copy_map_reduce", "map_copy")
 

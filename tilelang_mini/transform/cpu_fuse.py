@@ -17,7 +17,8 @@ pass over a row for
 * copy_map_reduce: `copy(GM row, X[r +: 1, 0 +: N])` followed (sync aside) by a fused map +
   reduce whose map reads X only at its own element X[r, j]: per vector of the row, load GM,
   store it into X, evaluate the map into the reduction. GM is read once; X holds what the copy
-  writes.
+  writes. A copy of that row of X on to a row of GM (a tensor or the block's workspace) right
+  after joins: its values are stored as they pass.
 * map_copy: a row map writing row r of X (reading X at most at the element it writes)
   immediately followed by the copy of that row into a GM tensor the map does not read, X dead
   after the copy: per vector of the row, evaluate and store to GM; X is not written.
@@ -36,7 +37,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ..ir.analysis import BLOCK_SCOPES
+from ..ir.analysis import BLOCK_SCOPES, GM_SCOPES
 from ..ir.nodes import (
     Alloc, Const, Copy, For, Fused, Kernel, Load, PipeBarrier, Region, Scope, SetFlag, Store, Var,
     WaitFlag, body_fields, walk, walk_statements,
@@ -190,12 +191,29 @@ class _RowCopies:
 
         return bool(find(self.kernel.body))
 
+    def copy_on(self, cp, out) -> bool:
+        """`out` copies the row `cp` copied in (tile row X[r]) on to a row of a GM tensor or
+        of the block's workspace, X unchanged in between (only the fused map reads it)."""
+        if not isinstance(out, Copy) or out.atomic or out.transpose:
+            return False
+        x = cp.dst.buffer
+        row = self.tile_row(out.src)
+        d = [q for q, n in enumerate(out.dst.extent) if n != 1]
+        return (out.src.buffer == x and row is not None and row == cp.dst.start[0]
+                and out.dst.buffer.scope in GM_SCOPES
+                and [out.dst.extent[q] for q in d] == [x.shape[1]]
+                and d[-1] == len(out.dst.extent) - 1)
+
     def at(self, stmts, k, in_v):
         if not in_v:
             return None
         s, j = stmts[k], _next(stmts, k)
         t = stmts[j] if j < len(stmts) else None
         if self.copy_in(s, t):
+            q = _next(stmts, j)
+            if q < len(stmts) and self.copy_on(s, stmts[q]):  # the row also copied on
+                return (Fused("copy_map_reduce", tuple(stmts[k:j]) + t.body
+                              + tuple(stmts[j + 1:q + 1]), s.loc), q + 1)
             return Fused("copy_map_reduce", tuple(stmts[k:j]) + t.body, s.loc), j + 1
         if k + 1 < len(stmts) and self.copy_out(s, stmts[k + 1]):
             return Fused("map_copy", (s, stmts[k + 1]), s.loc), k + 2

@@ -5,7 +5,10 @@ working set of one row: a maximal run of consecutive statements of a Scope("V") 
 instructions aside) that are all row-local over the same R rows becomes
 one serial loop over a fresh row variable, every statement restricted to that row (the sync
 instructions met inside the run follow the loop, in their order: on the llvm target they only
-mark the program order of the cores, which waits later and sets no earlier than before keep):
+mark the program order of the cores, which sets no earlier than before keep; a wait for another
+core (wait_cross_flag) goes before the loop instead, as the statements after it must wait
+for it, and waiting earlier is safe while no set of this core is passed: a set then a wait
+end the run):
 
     copy(X[r0 +: 4, 0 +: 64], x)                     copy(X[r0 +: 4, 0 +: 64], x)
     reduce_max(x, m, dim=1)                          for row in serial(4):
@@ -16,7 +19,8 @@ mark the program order of the cores, which waits later and sets no earlier than 
                                                      pipe_barrier(V)
 
 Row-local statements (R >= 2), restricted to row `row`:
-* a copy from an on-chip tile: its first non-unit source and destination dims (which
+* a copy from an on-chip tile (to a tile, a GM tensor or the block's GM workspace): its
+  first non-unit source and destination dims (which
   correspond: the shapes agree once extent-1 dims are dropped) have extent R; both regions start
   `row` further there with extent 1 (clipping and zero padding are elementwise). A copy from GM
   joins the run only when the next statement is a map fused with its reduction that reads the
@@ -38,10 +42,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from ..ir.analysis import BLOCK_SCOPES, SYNC_OPS, buffer_refs
+from ..ir.analysis import BLOCK_SCOPES, GM_SCOPES, SYNC_OPS, buffer_refs
 from ..ir.nodes import (
-    Alloc, BinOp, Const, Copy, Fill, For, Kernel, Load, Reduce, Region, Scope, Store, Var,
-    body_fields, walk,
+    Alloc, BinOp, Const, Copy, Fill, For, Kernel, Load, Reduce, Region, Scope, SetCrossFlag,
+    Store, Var, WaitCrossFlag, body_fields, walk,
 )
 from .util import substitute
 
@@ -150,8 +154,9 @@ class _Rows:
 
     # -- classification
     def kind(self, buf):
-        """"gm" (a kernel parameter), "vec" (a per-core on-chip buffer) or None."""
-        if buf.name in self.params:
+        """"gm" (a kernel parameter or a block's GM workspace), "vec" (a per-core on-chip
+        buffer) or None."""
+        if buf.name in self.params or buf.scope in GM_SCOPES:
             return "gm"
         return None if buf.scope in BLOCK_SCOPES else "vec"
 
@@ -325,6 +330,15 @@ class _Rows:
         syncs: list = []  # met inside the current run: they follow it, in their order
         for s in stmts:
             if isinstance(s, SYNC_OPS):
+                if cur and isinstance(s, WaitCrossFlag):
+                    if not any(isinstance(t, SetCrossFlag) for t in syncs):
+                        out.append(s)  # waits earlier, before the run: nothing it waits for
+                        continue       # can need the run (no set of this core in between)
+                    flush()            # a set then a wait of this core: the run ends here
+                    out.extend(syncs)
+                    syncs, cur, accs = [], [], []
+                    out.append(s)
+                    continue
                 (syncs if cur else out).append(s)
                 continue
             acc = self.classify(s, id(s) in ins)
