@@ -272,16 +272,21 @@ def test_copied_tile_in_a_loop_is_not_dead_after_the_copy_out(pairs):
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
-def test_copy_in_squares_and_copy_on_are_one_pass(dtype):
+@pytest.mark.parametrize("tile_read_later,clipped", [(False, False), (False, True),
+                                                     (True, False)])
+def test_copy_in_squares_and_copy_on_are_one_pass(dtype, tile_read_later, clipped):
     """A row's copy-in (casting), the reduction of its squares and the copy of the row on to
     GM past a wait for the cube: one fused pass per row (fuse_rows puts the wait before the row
-    loop, fuse_row_copies takes the copy on); against float64 and the interpreter, rows clipped
-    at the tensor's end."""
+    loop, fuse_row_copies takes the copy on; the tile is skipped when nothing else reads it and
+    the GM rows always exist); against float64 and the interpreter, with rows clipped at the
+    tensor's end or not."""
     from tilelang_mini.ir import dtypes
     from tilelang_mini.ir.nodes import Fused, SetCrossFlag, WaitCrossFlag, walk_statements
-    M = 2 * 2 * R - 3
+    M = 2 * 2 * R - (3 if clipped else 0)
+    staged = tile_read_later or clipped
     X = Buffer("X", (M, N), dtype)
     Y, S = Buffer("Y", (M, N), "float32"), Buffer("S", (M,), "float32")
+    Z = Buffer("Z", (M, N), "float32")
     x, e, s, _ = _tiles()
     i, j = v("i"), v("j")
     body = [Alloc(x), Alloc(e), Alloc(s),
@@ -295,20 +300,26 @@ def test_copy_in_squares_and_copy_on_are_one_pass(dtype):
                 WaitCrossFlag("MTE3", 1),
                 Copy(full(x), reg(Y, (_rows(M), 0), (R, N))),
                 Copy(full(s), reg(S, (_rows(M),), (R,))),
-            ))]
-    k = npu_kernel((X, Y, S), body, 2)
+            ) + ((Copy(full(x), reg(Z, (_rows(M), 0), (R, N))),) if tile_read_later else ()))]
+    k = npu_kernel((X, Y, S, Z), body, 2)
     out = llvm_passes(k)
     (f,) = [t for t in walk_statements(out.body) if isinstance(t, Fused)]
-    assert f.kind == "copy_map_reduce" and [type(t).__name__ for t in f.body if
-                                            not isinstance(t, (SetFlag, WaitFlag))] == \
-        ["Copy", "For", "Reduce", "Copy"]
+    parts = [t for t in f.body if not isinstance(t, (SetFlag, WaitFlag))]
+    assert f.kind == "copy_map_reduce" and [type(t).__name__ for t in parts] == \
+        ["Copy", "For", "Reduce", "Copy"][:4 if staged else 3]
+    assert (parts[0].dst.buffer.name == "x") == staged  # else straight into Y
     v_body = next(t for t in out.body if isinstance(t, Scope) and t.core == "V").body
     waits = [q for q, t in enumerate(v_body) if isinstance(t, WaitCrossFlag)]
     loops = [q for q, t in enumerate(v_body) if isinstance(t, For)]
     assert waits and loops and waits[0] < loops[0]      # the wait precedes the fused rows
     a = RNG.standard_normal((M, N)).astype(dtypes.to_numpy(dtype))
-    y, ss = np.zeros((M, N), np.float32), np.zeros(M, np.float32)
-    check(k, a, y, ss)
+    y, ss, z = np.zeros((M, N), np.float32), np.zeros(M, np.float32), np.zeros((M, N), np.float32)
+    check(k, a, y, ss, z)
+    again = [a, np.zeros_like(y), np.zeros_like(ss), np.zeros_like(z)]
+    NUMPY.run(NUMPY.lower(out, {}), again)   # the rewritten IR means the same on the interpreter
+    np.testing.assert_allclose(again[1], y, rtol=1e-7)
+    np.testing.assert_allclose(again[2], ss, rtol=1e-5)
     a64 = a.astype(np.float64)
     np.testing.assert_allclose(y, a64, rtol=1e-7)
+    np.testing.assert_allclose(z, a64 if tile_read_later else 0.0, rtol=1e-7)
     np.testing.assert_allclose(ss, (a64 * a64).sum(1), rtol=1e-5)

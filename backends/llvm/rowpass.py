@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import llvmlite.ir as ir
 
+from tilelang_mini.ir.analysis import GM_SCOPES
+
 from . import codegen_ops as co
 from . import vecmath as vm
 from .access import ALL_LANES, all_in_bounds, base_offset, elem_ptr, runs, starts_of
@@ -47,6 +49,8 @@ def copy_in_map_reduce(g, cp, m, red, on=None):
         oi = g.info(on.dst.buffer)
         ok_on, os_ = _in_bounds(g, on.dst)
         ok = b.and_(ok, ok_on)
+    if cp.dst.buffer.scope in GM_SCOPES:  # a staging tile skipped (cpu_fuse): X is a GM row
+        ok = b.and_(ok, _in_bounds(g, cp.dst)[0])
 
     def fused():
         ds = starts_of(g, cp.dst)

@@ -18,7 +18,9 @@ pass over a row for
   reduce whose map reads X only at its own element X[r, j]: per vector of the row, load GM,
   store it into X, evaluate the map into the reduction. GM is read once; X holds what the copy
   writes. A copy of that row of X on to a row of GM (a tensor or the block's workspace) right
-  after joins: its values are stored as they pass.
+  after joins: its values are stored as they pass. When X is referenced nowhere but in such
+  row passes and has the dtype of that row, X is only a staging tile: the copy-in writes the GM
+  row itself and the map reads it there (X is never written).
 * map_copy: a row map writing row r of X (reading X at most at the element it writes)
   immediately followed by the copy of that row into a GM tensor the map does not read, X dead
   after the copy: per vector of the row, evaluate and store to GM; X is not written.
@@ -37,10 +39,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ..ir.analysis import BLOCK_SCOPES, GM_SCOPES
+from ..ir.analysis import BLOCK_SCOPES, GM_SCOPES, buffer_refs, interval
 from ..ir.nodes import (
-    Alloc, Const, Copy, For, Fused, Kernel, Load, PipeBarrier, Region, Scope, SetFlag, Store, Var,
-    WaitFlag, body_fields, walk, walk_statements,
+    Alloc, BinOp, Const, Copy, For, Fused, Kernel, Load, PipeBarrier, Region, Scope, SetFlag, Store,
+    Var, WaitFlag, body_fields, transform, walk, walk_statements,
 )
 from .cpu_rows import map_reduce_pairs
 
@@ -105,6 +107,10 @@ class _RowCopies:
         self.kernel = kernel
         self.params = {p.name for p in kernel.params}
         self.allocs = {s.buffer.name: s for s in walk_statements(kernel.body) if isinstance(s, Alloc)}
+        self.refs = buffer_refs(kernel.body)
+        self.ranges = _var_ranges(kernel)
+        self.covered: dict = {}   # staging tile -> its references inside copy-on row passes
+        self.final = False
 
     def gm_row(self, r: Region, cols: int) -> bool:
         """Region r of a kernel parameter: one row of `cols` elements along its last
@@ -204,6 +210,15 @@ class _RowCopies:
                 and [out.dst.extent[q] for q in d] == [x.shape[1]]
                 and d[-1] == len(out.dst.extent) - 1)
 
+    def inside(self, r: Region) -> bool:
+        """Region r lies inside its buffer for every value of the variables (their ranges):
+        loads of it need no clipping."""
+        for x, n, size in zip(r.start, r.extent, r.buffer.shape):
+            rng = interval(self.ranges, x)
+            if rng is None or rng[0] < 0 or rng[1] + n > size:
+                return False
+        return True
+
     def at(self, stmts, k, in_v):
         if not in_v:
             return None
@@ -212,8 +227,15 @@ class _RowCopies:
         if self.copy_in(s, t):
             q = _next(stmts, j)
             if q < len(stmts) and self.copy_on(s, stmts[q]):  # the row also copied on
-                return (Fused("copy_map_reduce", tuple(stmts[k:j]) + t.body
-                              + tuple(stmts[j + 1:q + 1]), s.loc), q + 1)
+                body = tuple(stmts[k:j]) + t.body + tuple(stmts[j + 1:q + 1])
+                x, on = s.dst.buffer, stmts[q]
+                if not self.final:
+                    self.covered[x.name] = self.covered.get(x.name, 0) + \
+                        buffer_refs(body).get(x.name, 0)
+                elif (self.covered.get(x.name) == self.refs.get(x.name)
+                      and on.dst.buffer.dtype == x.dtype and self.inside(on.dst)):
+                    body = _skip_staging(body, s, on)
+                return Fused("copy_map_reduce", body, s.loc), q + 1
             return Fused("copy_map_reduce", tuple(stmts[k:j]) + t.body, s.loc), j + 1
         if k + 1 < len(stmts) and self.copy_out(s, stmts[k + 1]):
             return Fused("map_copy", (s, stmts[k + 1]), s.loc), k + 2
@@ -224,7 +246,54 @@ def fuse_row_copies(kernel: Kernel) -> Kernel:
     """A row's copy-in and the fused map + reduce reading it, or a row map and its copy-out ->
     fused("copy_map_reduce") / fused("map_copy") (module docstring)."""
     rows = _RowCopies(kernel)
+    _rewrite(kernel.body, rows.at, False)  # first: which staging tiles only such rows use
+    rows.final = True
     return replace(kernel, body=_rewrite(kernel.body, rows.at, False))
+
+
+def _var_ranges(kernel: Kernel) -> dict:
+    """{variable: (lo, hi)} of the grid (or core) variables and of every serial loop with a
+    constant extent (a name bound by several loops: the widest range)."""
+    out = dict(zip(kernel.grid_vars, ((0, n - 1) for n in kernel.grid)))
+    if kernel.is_npu:
+        out[kernel.grid_vars[1]] = (0, 1)
+    for s in walk_statements(kernel.body):
+        if isinstance(s, For) and s.kind != "parallel":
+            for name, x in zip(s.vars, s.extents):
+                if not (isinstance(x, Const) and type(x.value) is int and x.value > 0):
+                    out[name] = None
+                elif name not in out or out[name] is not None:
+                    out[name] = (0, max(x.value - 1, (out.get(name) or (0, 0))[1]))
+    return {k: v for k, v in out.items() if v is not None}
+
+
+def _skip_staging(body, cp, on):
+    """A copy-in to tile row X[r] that is copied on to row W[...] (same dtype), X referenced
+    nowhere else: the copy-in writes W's row and the map reads W where it read X."""
+    x, w = cp.dst.buffer, on.dst.buffer
+    last = len(w.shape) - 1
+
+    def at(idx):
+        col = idx[-1]
+        start = on.dst.start[last]
+        ix = col if start == Const(0) else BinOp("+", start, col)
+        return tuple(on.dst.start[:last]) + (ix,)
+
+    def swap(n):
+        if isinstance(n, Load) and n.buffer.name == x.name:
+            return Load(w, at(n.indices))
+        return n
+
+    out = []
+    for t in body:
+        if t is on:
+            continue
+        if t is cp:
+            t = replace(cp, dst=on.dst)
+        elif isinstance(t, For):
+            t = transform(t, swap)
+        out.append(t)
+    return tuple(out)
 
 
 def _row_map_store(m):
