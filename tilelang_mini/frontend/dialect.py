@@ -18,7 +18,8 @@ import math
 
 from .. import language as T_module
 from ..ir import dtypes
-from ..ir.nodes import BIT_BINARY_FNS, BinOp, Call, Cast, Const, For, If, Load, Store, Var, walk
+from ..ir.nodes import (BIT_BINARY_FNS, BinOp, Call, Cast, Const, Fill, For, If, Load, Region, Store,
+                        Var, walk)
 from ..language.hints import GPU_ONLY, GPU_ONLY_PREFIXES, HINT_NAMES, NOT_YET
 from .common import show
 from .exprs import BIT_SYMBOLS, as_expr, binop, bit_not, const, is_ir, reinterpret
@@ -234,6 +235,30 @@ class Dialect:
         if not then and not other:
             return []
         return [If(cond, tuple(then), tuple(other), self.loc(s))]
+
+    def parallel_fill(self, loop: For):
+        """A T.Parallel map that writes one loop-invariant value to every element of an L0C
+        tile (tilelang-ascend's `for i, j in T.Parallel(bm, bn): C_L0[i, j] = 0` in a cube
+        scope) is the cube's fill of L0C (the M pipe); the vector unit cannot reach L0C:
+
+            for i, j in Parallel(32, 32): C_L0[i, j] = 0   ->   fill(C_L0, 0.0)
+        """
+        if loop.kind != "parallel" or len(loop.body) != 1 or not isinstance(loop.body[0], Store):
+            return loop
+        st = loop.body[0]
+        buf = st.buffer
+        if buf.scope != "L0C" or [e.value if isinstance(e, Const) else None
+                                   for e in loop.extents] != list(buf.shape):
+            return loop
+        if [i.name if isinstance(i, Var) else None for i in st.indices] != list(loop.vars):
+            return loop
+        if any(isinstance(n, Load) or (isinstance(n, Var) and n.name in loop.vars)
+               for n in walk(st.value)):
+            return loop
+        value = st.value
+        if isinstance(value, Const) and dtypes.is_float(buf.dtype):
+            value = const(float(value.value))
+        return Fill(Region.full(buf), value, loop.loc)
 
     def parallel_with_loops(self, names, extents, body, s) -> list:
         """A T.Parallel body holding serial loops (TileLang's per-element accumulation,

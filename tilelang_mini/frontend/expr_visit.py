@@ -112,6 +112,12 @@ class ExprVisitor:
 
     expr_List = expr_Tuple
 
+    def expr_Dict(self, n):
+        """A dict literal of trace-time values (`{T.float32: 4, T.float16: 2}[dtype]`)."""
+        if any(k is None for k in n.keys):
+            raise self.error(n, "`**` inside a dict literal is not supported in a kernel")
+        return {self.eval(k): self.eval(v) for k, v in zip(n.keys, n.values)}
+
     def expr_BinOp(self, n):
         op = _BINOPS.get(type(n.op))
         if op is None:

@@ -635,7 +635,8 @@ class KernelBuilder(ExprVisitor, TileOps, Dialect, TileAscend, Eager, Atomics, V
             for b in body:
                 if not isinstance(b, (Store, If)):  # parallel_if: Ifs of element assignments
                     raise self.error(s, "a T.Parallel body holds element assignments only")
-        return For(names, tuple(as_expr(e) for e in extents), kind, tuple(body), stages, self.loc(s))
+        return self.parallel_fill(For(names, tuple(as_expr(e) for e in extents), kind, tuple(body),
+                                      stages, self.loc(s)))
 
     def range_loop(self, names, call: ast.Call, s) -> For:
         args = [self.eval(a) for a in call.args]
