@@ -61,6 +61,7 @@ def test_a_hit_traces_nothing_and_runs_no_pass(target, cache_dir):
     assert warm._compilation is None                 # nor did any pass
     if target == "numpy":  # the batched run, rebuilt at the first call, ran as it did cold
         assert warm.artifact.last_run[0] == cold.artifact.last_run[0] == "batched"
+        assert warm.artifact.body._build is not None  # no block ran plain: never built
     assert warm.get_ir("frontend") == cold.get_ir("frontend")
     assert warm.get_ir(list(cold.compilation.stages)[-1]) == \
         cold.get_ir(list(cold.compilation.stages)[-1])   # recomputed when asked for

@@ -4,8 +4,8 @@ not respect (expert kernels), as coroutines (sim.run_ordered). Block-independent
 groups of blocks (semantics/batched.py) when that gives the same values; `last_run` says which
 run ran (for tests and benchmarks); `lower(kernel, {"batched": False})` always runs block by
 block (the specification the batched run is tested against). `dump`/`load` make an artifact a disk-cache entry (the
-lowered IR and the order verdict) and back (the closures and the batched run are built again:
-a cache hit runs no pass)."""
+lowered IR and the order verdict) and back (the closures and the batched run are built again
+when the kernel first runs: a cache hit runs no pass and builds no closure)."""
 from __future__ import annotations
 
 import threading
@@ -82,33 +82,51 @@ class NumpyBackend:
             batched, why = None, str(meta.get("why_plain") or "cross-core order")
         else:
             batched, why = _BatchedOnFirstRun(lowered, has_scopes), None
-        return NumpyArtifact(lowered, lower_kernel(lowered), has_scopes, ordered, batched, why,
+        return NumpyArtifact(lowered, _BodyOnFirstRun(lowered), has_scopes, ordered, batched, why,
                              from_cache=True)
 
 
-class _BatchedOnFirstRun:
+class _OnFirstUse:
+    """A value built by `build()` the first time it is asked for (`get`), once, under a lock."""
+
+    def __init__(self, build):
+        self._build = build
+        self._value = None
+        self._lock = threading.Lock()
+
+    def get(self):
+        with self._lock:
+            if self._build is not None:
+                self._value = self._build()
+                self._build = None
+        return self._value
+
+
+class _BodyOnFirstRun(_OnFirstUse):
+    """The block body of a kernel loaded from the disk cache (`lower_kernel`), built when a
+    block first runs plain: a kernel whose blocks all run batched never builds it."""
+
+    def __init__(self, kernel: Kernel):
+        super().__init__(lambda: lower_kernel(kernel))
+
+    def __call__(self, env: Env) -> None:
+        self.get()(env)
+
+
+class _BatchedOnFirstRun(_OnFirstUse):
     """The batched run of a kernel loaded from the disk cache, built (`lower_batched`) when it
     first runs, so that a cache hit does not pay for it at compile time; otherwise the object
     `lower_batched` returns (`run`, `bailed`, ... are its)."""
 
     def __init__(self, kernel: Kernel, has_scopes: bool):
-        self._todo = (kernel, has_scopes)
-        self._built = None
-        self._lock = threading.Lock()
-
-    def _get(self):
-        with self._lock:
-            if self._todo is not None:
-                self._built = lower_batched(*self._todo)[0]
-                self._todo = None
-        return self._built
+        super().__init__(lambda: lower_batched(kernel, has_scopes)[0])
 
     def run(self, bufs, plain) -> str:
-        built = self._get()
+        built = self.get()
         return "plain" if built is None else built.run(bufs, plain)
 
     def __getattr__(self, name):
-        return getattr(self._get(), name)
+        return getattr(self.get(), name)
 
 
 BACKEND = NumpyBackend()
