@@ -42,7 +42,7 @@ from tilelang_mini.ir.nodes import (
 from .batched_ops import INSTR, Ctx, store
 from .exprs import _uses, compile_expr
 from .groups import Bail, BBuffers, BEnv, Marks, Pool, uniform
-from .run import scope_runner
+from .run import scope_runner, sequence
 
 GROUP_BYTES = 1 << 20     # the largest buffer of a group of blocks (stays in cache)
 
@@ -75,16 +75,7 @@ def why_not_batched(kernel: Kernel) -> str | None:
 
 
 def _body(stmts, ctx):
-    fns = [f for f in (_stmt(s, ctx) for s in stmts) if f is not None]
-    if len(fns) == 1:
-        return fns[0]
-    fns = tuple(fns)
-
-    def body(env):
-        for f in fns:
-            f(env)
-
-    return body
+    return sequence([f for f in (_stmt(s, ctx) for s in stmts) if f is not None])
 
 
 def _stmt(s, ctx):

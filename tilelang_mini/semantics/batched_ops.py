@@ -18,7 +18,8 @@ from .groups import (
     Bail, BEnv, flat, get_buf, in_bounds, per_block, read_box, slices_of, slice_of, write_box,
 )
 from .ops import (
-    _COMBINE, _squeezed, dual_copy_parts, gemm_shape, matrix_ext, read_padded, write_clipped,
+    _COMBINE, _squeezed, accumulate, dual_copy_parts, gemm_shape, matrix_ext, read_padded,
+    sort_rows, write_clipped,
 )
 
 
@@ -520,13 +521,7 @@ def _gemm(s: Gemm, ctx):
         c = cv.reshape((n,) + c2)
         if not np.may_share_memory(c, cv):
             raise Bail("an accumulator that is not a view")
-        prod = np.matmul(a, b)
-        if clear:
-            c[...] = prod
-        elif c.dtype == F32:
-            np.add(c, prod, out=c)
-        else:
-            c[...] = c.astype(F32) + prod
+        accumulate(c, np.matmul(a, b), clear)
 
     return gemm
 
@@ -535,13 +530,7 @@ def _sort(s: Sort, ctx):
     vname, iname, desc = s.values.buffer.name, s.indices.buffer.name, s.descending
 
     def sort(env):
-        v, ix = get_buf(env, vname), get_buf(env, iname)
-        n = v.shape[-1]
-        vv, ii = v.reshape(-1, n), ix.reshape(-1, n)
-        for r in range(vv.shape[0]):
-            key = vv[r].astype(np.float64)
-            order = np.lexsort((ii[r], -key if desc else key))
-            vv[r], ii[r] = vv[r][order], ii[r][order]
+        sort_rows(get_buf(env, vname), get_buf(env, iname), desc)
 
     return sort
 

@@ -105,11 +105,13 @@ class Marks:
         return ok
 
 
-def get_buf(env, name):
+def get_buf(env, name, error=None):
+    """The array of buffer `name` in `env`; one not yet allocated raises `error` (Bail: the
+    batched run gives up and the block runs plain; the plain run passes Fault)."""
     try:
         return env.bufs[name]
     except KeyError:
-        raise Bail(f"buffer {name} used before it is allocated") from None
+        raise (error or Bail)(f"buffer {name!r} is used before it is allocated") from None
 
 
 def uniform(x) -> int:

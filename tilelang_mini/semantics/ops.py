@@ -20,6 +20,7 @@ from tilelang_mini.ir.nodes import Alloc, BinOp, Const, Copy, Fill, Gemm, Reduce
 from .exprs import (  # noqa: F401 - Env, Fault, as_index, eval_expr, located: the package's names
     Env, Fault, affine_view, as_index, check_indices, compile_expr, eval_expr, located, to_f32,
 )
+from .groups import get_buf
 
 F32 = np.float32
 # Scopes with one instance per block (BLOCK_SCOPES): GM, and the AIC's buffers (which the AIVs can
@@ -64,10 +65,7 @@ def compile_starts(r: Region):
 
 
 def _buffer(env, name):
-    try:
-        return env.bufs[name]
-    except KeyError:
-        raise Fault(f"buffer {name!r} is used before it is allocated") from None
+    return get_buf(env, name, Fault)
 
 
 def compile_region(r: Region):
@@ -361,16 +359,19 @@ def _gemm(s: Gemm, par=()):
             sb = scale_matrix(vsb(env).reshape(sb2), db, n, groups)
             a = a * np.repeat(sa, gran, axis=1)[:, :k]
             b = b * np.repeat(sb, gran, axis=1)[:, :k].T
-        c = vc(env).reshape(c2)  # dropping extent-1 dims keeps this a view
-        prod = np.matmul(a, b)
-        if clear:
-            c[...] = prod
-        elif c.dtype == F32:
-            np.add(c, prod, out=c)
-        else:
-            c[...] = c.astype(F32) + prod
+        accumulate(vc(env).reshape(c2), np.matmul(a, b), clear)  # reshape: still a view
 
     return gemm
+
+
+def accumulate(c: np.ndarray, prod: np.ndarray, clear: bool) -> None:
+    """A gemm's accumulator update in place: c = prod (clear) or c += prod, in float32."""
+    if clear:
+        c[...] = prod
+    elif c.dtype == F32:
+        np.add(c, prod, out=c)
+    else:
+        c[...] = c.astype(F32) + prod
 
 
 def _fill(s: Fill, par=()):
@@ -420,15 +421,19 @@ def _sort(s: Sort, par=()):
     desc = s.descending
 
     def sort(env):
-        v, ix = _buffer(env, vname), _buffer(env, iname)
-        n = v.shape[-1]
-        vv, ii = v.reshape(-1, n), ix.reshape(-1, n)
-        for r in range(vv.shape[0]):
-            key = vv[r].astype(np.float64)
-            order = np.lexsort((ii[r], -key if desc else key))
-            vv[r], ii[r] = vv[r][order], ii[r][order]
+        sort_rows(_buffer(env, vname), _buffer(env, iname), desc)
 
     return sort
+
+
+def sort_rows(v: np.ndarray, ix: np.ndarray, desc: bool) -> None:
+    """Sort each last-axis row of `v` in place (ties by the smaller index), `ix` permuted alike."""
+    n = v.shape[-1]
+    vv, ii = v.reshape(-1, n), ix.reshape(-1, n)
+    for r in range(vv.shape[0]):
+        key = vv[r].astype(np.float64)
+        order = np.lexsort((ii[r], -key if desc else key))
+        vv[r], ii[r] = vv[r][order], ii[r][order]
 
 
 def _store(s: Store, par=()):

@@ -47,7 +47,11 @@ class _Ctx:
 
 
 def lower_body(stmts, ctx: _Ctx) -> Callable[[Env], None]:
-    fns = [lower_stmt(s, ctx) for s in stmts if not isinstance(s, SYNC_OPS)]
+    return sequence([lower_stmt(s, ctx) for s in stmts if not isinstance(s, SYNC_OPS)])
+
+
+def sequence(fns: list) -> Callable[[Env], None]:
+    """One closure running the closures `fns` in order (the plain and the batched run's)."""
     if not fns:
         return lambda env: None
     if len(fns) == 1:
@@ -295,4 +299,4 @@ def _run_blocks(kernel: Kernel, body, has_scopes: bool, bufs: dict) -> None:
 
 
 __all__ = ["Env", "Fault", "new_block", "check_args", "lower_body", "lower_stmt", "lower_kernel",
-           "kernel_traits", "run_grid"]
+           "kernel_traits", "run_grid", "sequence"]

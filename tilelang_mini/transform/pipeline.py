@@ -59,26 +59,31 @@ NPU_PASSES = (
 )
 
 # The llvm target: after the NPU lowering, what a CPU running the program in order needs.
-CPU_PASSES = (
-    ("expand_scaled_gemm", lambda k, o: expand_scaled_gemm(k),
+def _kernel_passes(*passes):
+    """(name, pass, why) entries of passes that take the kernel alone, named as the function."""
+    return tuple((f.__name__, lambda k, o, f=f: f(k), why) for f, why in passes)
+
+
+CPU_PASSES = _kernel_passes(
+    (expand_scaled_gemm,
      "a block-scaled (MX) gemm -> scaling maps + a float32 gemm (the CPU GEMM has no scales)"),
-    ("fuse_copy_chains", lambda k, o: fuse_copy_chains(k),
+    (fuse_copy_chains,
      "copy(S, X); copy(X, Y) -> copy(S, Y) for a staging buffer X used nowhere else"),
-    ("forward_copies", lambda k, o: forward_copies(k),
+    (forward_copies,
      "a block-wide buffer that only ever holds a copy of another is read from that one"),
-    ("infer_uninit", lambda k, o: infer_uninit(k),
+    (infer_uninit,
      "buffers written whole before any read need not start zeroed (uninit=True)"),
-    ("infer_live_columns", lambda k, o: infer_live_columns(k),
+    (infer_live_columns,
      "a gemm computes only the accumulator columns its copies out can land (columns=)"),
-    ("infer_panels", lambda k, o: infer_panels(k),
+    (infer_panels,
      "a tile only copied into and read as gemm B is kept in GEMM micro-panels (panels=True)"),
-    ("hoist_private_work", lambda k, o: hoist_private_work(k),
+    (hoist_private_work,
      "vector work on private buffers moves up into the previous Scope(V), next to its inputs"),
-    ("fuse_rows", lambda k, o: fuse_rows(k),
+    (fuse_rows,
      "a run of row-local vector tile ops -> one loop over rows, each op on one row"),
-    ("fuse_map_reduce", lambda k, o: fuse_map_reduce(k),
+    (fuse_map_reduce,
      "a map filling a tile + the reduction of that tile -> fused: the tile is never written"),
-    ("fuse_row_copies", lambda k, o: fuse_row_copies(k),
+    (fuse_row_copies,
      "a row's copy-in + the fused map reading it, a row map + its copy-out -> one pass"),
 )
 LLVM_PASSES = NPU_PASSES + CPU_PASSES
