@@ -35,12 +35,17 @@ def gelu_tanh(x):
     return 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x ** 3)))
 
 
+def gelu_mul_case(m, rng, M, N, bm, bn):
+    """gelu_mul(M, N, ...): Y = gelu(X[:, :N/2]) * X[:, N/2:] for X (M, N)."""
+    a = rn(rng, (M, N))
+    x = a.astype(f64)
+    return Check(m["gelu_mul"](M, N, bm, bn), [a],
+                 {0: gelu_tanh(x[:, :N // 2]) * x[:, N // 2:]}, tol=(1e-4, 1e-4))
+
+
 @case("asc/activation/gelu_mul", A, "examples/activation/gelu_mul.py")
 def _(m, rng):
-    a = rn(rng, (128, 256))
-    x = a.astype(f64)
-    return [Check(m["gelu_mul"](128, 256, 64, 64), [a], {0: gelu_tanh(x[:, :128]) * x[:, 128:]},
-                  tol=(1e-4, 1e-4))]
+    return [gelu_mul_case(m, rng, 128, 256, 64, 64)]
 
 
 @case("asc/activation/swi_glu", A, "examples/activation/swi_glu.py")
@@ -100,10 +105,7 @@ def _(m, rng):
 
 @case("asc/developer_mode/gelu_mul", A, "examples/developer_mode/gelu_mul_developer.py")
 def _(m, rng):
-    a = rn(rng, (64, 128))
-    x = a.astype(f64)
-    return [Check(m["gelu_mul"](64, 128, 32, 64), [a], {0: gelu_tanh(x[:, :64]) * x[:, 64:]},
-                  tol=(1e-4, 1e-4))]
+    return [gelu_mul_case(m, rng, 64, 128, 32, 64)]
 
 
 def attn_ref(q, k, v, scale=None, causal=False):

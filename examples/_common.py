@@ -46,6 +46,14 @@ def verify(name, got, want, dtype, reduce_len=1) -> bool:
 ESTIMATE_CHIPS = ("ascend910b", "ascend950")  # the chips a library example estimates on
 
 
+def print_estimates(what, estimate, *args, **kwargs):
+    """Print `estimate(*args, chip=CHIP, **kwargs).time_us` (a library function's .estimate,
+    at a full model size) for each chip of ESTIMATE_CHIPS."""
+    for chip in ESTIMATE_CHIPS:
+        us = estimate(*args, chip=chip, **kwargs).time_us
+        print(f"estimate {what} on {chip}: {us:.1f} us")
+
+
 def library_run(args):
     """The run options of a kernel-library call (llvm unless --target says otherwise) and the
     seeded generator of the inputs."""

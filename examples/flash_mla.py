@@ -54,7 +54,7 @@ def sparse_reference(q, kv, ind):
 
 
 def main(argv=None):
-    from _common import ESTIMATE_CHIPS, example_args, library_run, verdict, verify
+    from _common import example_args, library_run, print_estimates, verdict, verify
     from ml_dtypes import bfloat16
     args = example_args(__doc__, argv, dtype="bfloat16", shape=DEFAULT_ARGS)
     B, HQ = args.shape
@@ -82,19 +82,15 @@ def main(argv=None):
     big = (np.empty((Bb, 1, 128, D), bfloat16), np.empty((Bb * L // PAGE, PAGE, 1, D), bfloat16),
            np.arange(Bb * L // PAGE, dtype=np.int32).reshape(Bb, -1), big_seq, DV, big_meta,
            big_splits)
-    for chip in ESTIMATE_CHIPS:
-        est = flash_mla.flash_mla_with_kvcache.estimate(*big, chip=chip)
-        print(f"estimate flash_mla_with_kvcache (B={Bb}, h_q=128, seqlen {L}) on {chip}: "
-              f"{est.time_us:.1f} us")
+    print_estimates(f"flash_mla_with_kvcache (B={Bb}, h_q=128, seqlen {L})",
+                    flash_mla.flash_mla_with_kvcache.estimate, *big)
     topk = 2048
     sparse_big = (big[0], np.empty((Bb * L // PAGE, PAGE, 1, 656), np.uint8), None, None, DV,
                   None, None)
     big_ind = (np.arange(Bb * topk) % (Bb * L)).astype(np.int32).reshape(Bb, 1, topk)
-    for chip in ESTIMATE_CHIPS:
-        est = flash_mla.flash_mla_with_kvcache.estimate(*sparse_big, is_fp8_kvcache=True,
-                                                        indices=big_ind, chip=chip)
-        print(f"estimate flash_mla_with_kvcache sparse FP8 (B={Bb}, h_q=128, topk {topk}) on "
-              f"{chip}: {est.time_us:.1f} us")
+    print_estimates(f"flash_mla_with_kvcache sparse FP8 (B={Bb}, h_q=128, topk {topk})",
+                    flash_mla.flash_mla_with_kvcache.estimate, *sparse_big, is_fp8_kvcache=True,
+                    indices=big_ind)
     return verdict("flash_mla", ok)
 
 

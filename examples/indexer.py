@@ -29,7 +29,7 @@ def fp8_rows(rng, n):
 
 
 def main(argv=None):
-    from _common import ESTIMATE_CHIPS, example_args, library_run, verdict, verify
+    from _common import example_args, library_run, print_estimates, verdict, verify
     from ml_dtypes import float8_e4m3fn
     args = example_args(__doc__, argv, dtype="float32", shape=DEFAULT_ARGS)
     S, SK = args.shape
@@ -87,10 +87,8 @@ def main(argv=None):
            (np.empty((big_sk, D), float8_e4m3fn), np.empty(big_sk, np.float32)),
            np.empty((big_s, 64), np.float32), np.zeros(big_s, np.int32),
            np.full(big_s, big_sk, np.int32))
-    for chip in ESTIMATE_CHIPS:
-        est = deep_gemm.fp8_mqa_logits.estimate(*big, chip=chip)
-        print(f"estimate fp8_mqa_logits (S {big_s}, H 64, SK {big_sk}) on {chip}: "
-              f"{est.time_us:.1f} us")
+    print_estimates(f"fp8_mqa_logits (S {big_s}, H 64, SK {big_sk})",
+                    deep_gemm.fp8_mqa_logits.estimate, *big)
     return verdict("indexer", ok)
 
 

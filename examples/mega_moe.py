@@ -32,7 +32,7 @@ def reference(x, idx, w, l1, l2):
 
 
 def main(argv=None):
-    from _common import ESTIMATE_CHIPS, example_args, library_run, verdict, verify
+    from _common import example_args, library_run, print_estimates, verdict, verify
     from ml_dtypes import bfloat16
     args = example_args(__doc__, argv, dtype="bfloat16", shape=DEFAULT_ARGS)
     T, H, I, E, K = args.shape
@@ -53,10 +53,8 @@ def main(argv=None):
     big = (np.empty((bt, bh), bfloat16), big_idx, np.full((bt, bk), 1 / bk, np.float32),
            np.empty((be, 2 * bi, bh), bfloat16), np.empty((be, bh, bi), bfloat16),
            np.empty((bt, bh), bfloat16))
-    for chip in ESTIMATE_CHIPS:
-        est = deep_gemm.bf16_mega_moe.estimate(*big, chip=chip)
-        print(f"estimate bf16_mega_moe (T {bt}, H {bh}, I {bi}, {be} experts, top-{bk}) on "
-              f"{chip}: {est.time_us:.1f} us")
+    print_estimates(f"bf16_mega_moe (T {bt}, H {bh}, I {bi}, {be} experts, top-{bk})",
+                    deep_gemm.bf16_mega_moe.estimate, *big)
     return verdict("mega_moe", ok)
 
 

@@ -17,7 +17,7 @@ def reference(x, k):
 
 
 def main(argv=None):
-    from _common import ESTIMATE_CHIPS, example_args, verdict
+    from _common import example_args, print_estimates, verdict
     args = example_args(__doc__, argv, dtype="float32", shape=DEFAULT_ARGS)
     R, N, K = args.shape
     x = np.random.default_rng(args.seed).standard_normal((R, N)).astype(np.float32)
@@ -27,9 +27,7 @@ def main(argv=None):
     ok = np.array_equal(indices, want_i) and np.array_equal(values, want_v)
     print(f"verify topk: {'OK' if ok else 'MISMATCH'} (indices and values exact)")
     big = np.empty((64, 131072), np.float32)
-    for chip in ESTIMATE_CHIPS:
-        print(f"estimate topk k=2048 of 64 x 131072 on {chip}: "
-              f"{topk.estimate(big, 2048, chip=chip).time_us:.1f} us")
+    print_estimates("topk k=2048 of 64 x 131072", topk.estimate, big, 2048)
     return verdict("topk", ok)
 
 

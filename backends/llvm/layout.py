@@ -24,10 +24,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from tilelang_mini.errors import CompileError
-from tilelang_mini.ir.analysis import AIC_SCOPES, GM_SCOPES, written_names
+from tilelang_mini.ir.analysis import AIC_SCOPES, GM_SCOPES, core_instructions, written_names
 from tilelang_mini.ir.nodes import (
-    Alloc, Copy, Fill, For, Gemm, If, Kernel, Load, Reduce, Region, Scope, Sort, Store,
-    body_fields, walk,
+    Alloc, Copy, Fill, Gemm, Kernel, Load, Reduce, Region, Scope, Sort, Store, body_fields, walk,
     walk_own,
 )
 
@@ -191,19 +190,9 @@ def _top_sources(kernel: Kernel, infos: dict) -> dict:
     coroutines do); split_cores has every core that uses such a scalar load it itself, so the
     copies agree and one core's copy stands for all (the cube's when it writes one)."""
     writers: dict = {}
-
-    def visit(stmts, ctx):
-        for s in stmts:
-            if isinstance(s, Scope):
-                visit(s.body, s.core)
-            elif isinstance(s, (For, If)) and not (isinstance(s, For) and s.kind == "parallel"):
-                for f in ("body", "then_body", "else_body"):
-                    visit(getattr(s, f, ()) or (), ctx)
-            elif not isinstance(s, Alloc):
-                for n in written_names(s):
-                    writers.setdefault(n, set()).add(ctx)
-
-    visit(kernel.body, "top")
+    for s, ctx in core_instructions(kernel.body, "top"):
+        for n in written_names(s):
+            writers.setdefault(n, set()).add(ctx)
     out = {}
     for name, ctxs in writers.items():
         info = infos.get(name)

@@ -29,7 +29,7 @@ from . import vecmath as vm
 from .access import base_offset, check_in_bounds, elem_ptr, lane_mask, starts_of, vload, vstore
 from .irutil import F32, I1, I32, I64, PTR, VL, Emitter, vty
 from .layout import MR, NR
-from .packing import flush_prefetch, prefetch_rows, transpose16
+from .packing import flush_prefetch, prefetch_rows, store_pair, transpose16
 
 UNROLL = 4
 DPBF16 = "tlm_dpbf16"
@@ -123,7 +123,8 @@ def gemm(g, s):
         c_ptr, ldc_b = e.gep(tmp, offs[2]), N * 4
         if not zero:
             _outlined(g, ("ci", ci.dtype, ci.storage, ci.strides[-2], M, N),
-                      lambda src, dst: _c_in(g, ci, src, ci.strides[-2], M, N, dst), cbase, c_ptr)
+                      lambda src, dst: _c_through(g, ci, src, ci.strides[-2], M, N, dst, True),
+                      cbase, c_ptr)
     steps = KP if bf16 else K
     pending, g.prefetch = g.prefetch, []
     calls = npan * (M // MR)
@@ -168,7 +169,8 @@ def gemm(g, s):
             _narrow_panel(g, panel, full, rem, N)
     if not c_direct:
         _outlined(g, ("co", ci.dtype, ci.storage, ci.strides[-2], M, N),
-                  lambda dst, src: _c_out(g, ci, dst, ci.strides[-2], M, N, src), cbase, c_ptr)
+                  lambda dst, src: _c_through(g, ci, dst, ci.strides[-2], M, N, src, False),
+                  cbase, c_ptr)
 
 
 NARROW = (8, 16, 24)  # the narrow micro-kernels' widths (columns) below a whole panel
@@ -410,12 +412,7 @@ def _pack_b(g, bi, bbase, rs, cs, K, N, dst, bf16):
                 c0 = b.add(b.mul(jp, ir.Constant(I64, NR)), ir.Constant(I64, v * VL))
                 h0 = vm.encode_float(e, values(k0, c0, true), "bfloat16")
                 h1 = vm.encode_float(e, values(k1, c0, has1), "bfloat16")
-                pair = b.shuffle_vector(h0, h1, ir.Constant(vty(I32, 2 * VL),
-                                                            [x for i in range(VL)
-                                                             for x in (i, i + VL)]))
-                pos = b.add(b.mul(b.add(b.mul(jp, ir.Constant(I64, KP)), kp),
-                                  ir.Constant(I64, NR)), ir.Constant(I64, v * VL))
-                e.store(pair, e.gep(dst, b.mul(pos, ir.Constant(I64, 4))), 4)
+                store_pair(e, h0, h1, dst, jp, kp, KP, v)
 
 
 def _pack_bt(g, bi, bbase, cs, K, N, dst):
@@ -451,28 +448,24 @@ def _pack_bt(g, bi, bbase, cs, K, N, dst):
         block(ir.Constant(I64, K // VL * VL), K % VL)
 
 
-def _c_in(g, ci, cbase, ldc, M, N, tmp):
+def _c_through(g, ci, cbase, ldc, M, N, tmp, load: bool):
+    """The (M, N) C tile at `cbase` (row stride ldc, C's dtype and storage) converted into the
+    float32 scratch `tmp` (row stride N) when `load`, else converted back from it."""
     e, b = g.e, g.e.b
     zero = ir.Constant(I64, 0)
-    with e.loop(0, M, name="ci") as i:
-        with e.loop(0, N, VL, name="cij") as j0:
+    with e.loop(0, M, name="ci" if load else "co") as i:
+        with e.loop(0, N, VL, name="cij" if load else "coj") as j0:
             mask = lane_mask(g, j0, zero, ir.Constant(I64, N))
-            raw = vload(g, ci, cbase, b.add(b.mul(i, ir.Constant(I64, ldc)), j0), 1, mask)
-            f = vm.to_float(e, vm.decode(e, raw, ci.storage), vm.kind_of(ci.dtype))
+            at = b.add(b.mul(i, ir.Constant(I64, ldc)), j0)
             pos = b.add(b.mul(i, ir.Constant(I64, N)), j0)
-            e.masked_store(f, e.gep(tmp, b.mul(pos, ir.Constant(I64, 4))), mask)
-
-
-def _c_out(g, ci, cbase, ldc, M, N, tmp):
-    e, b = g.e, g.e.b
-    zero = ir.Constant(I64, 0)
-    with e.loop(0, M, name="co") as i:
-        with e.loop(0, N, VL, name="coj") as j0:
-            mask = lane_mask(g, j0, zero, ir.Constant(I64, N))
-            pos = b.add(b.mul(i, ir.Constant(I64, N)), j0)
-            f = e.masked_load(vty(F32), e.gep(tmp, b.mul(pos, ir.Constant(I64, 4))), mask)
-            raw = vm.encode(e, f, "float", ci.dtype, ci.storage)
-            vstore(g, ci, cbase, b.add(b.mul(i, ir.Constant(I64, ldc)), j0), 1, raw, mask)
+            slot = e.gep(tmp, b.mul(pos, ir.Constant(I64, 4)))
+            if load:
+                raw = vload(g, ci, cbase, at, 1, mask)
+                f = vm.to_float(e, vm.decode(e, raw, ci.storage), vm.kind_of(ci.dtype))
+                e.masked_store(f, slot, mask)
+            else:
+                f = e.masked_load(vty(F32), slot, mask)
+                vstore(g, ci, cbase, at, 1, vm.encode(e, f, "float", ci.dtype, ci.storage), mask)
 
 
 __all__ = ["gemm", "DPBF16_IR", "DPBF16"]

@@ -72,12 +72,19 @@ def copy_packed(g, s, si, di, sbase, dbase, s_off0, s_rng, s_dims, s_ok1, kind, 
                 c0 = b.add(b.mul(jp, ir.Constant(I64, NR)), ir.Constant(I64, v * VL))
                 h0 = vm.encode(e, values(*r0, c0), kind, "bfloat16", "bfloat16", exact)
                 h1 = vm.encode(e, values(*r1, c0), kind, "bfloat16", "bfloat16", exact)
-                pair = b.shuffle_vector(h0, h1, ir.Constant(vty(I32, 2 * VL),
-                                                            [x for i in range(VL)
-                                                             for x in (i, i + VL)]))
-                pos = b.add(b.mul(b.add(b.mul(jp, ir.Constant(I64, kp_total)), kp),
-                                  ir.Constant(I64, NR)), ir.Constant(I64, v * VL))
-                e.store(pair, e.gep(dbase, b.mul(pos, ir.Constant(I64, 4))), 4)
+                store_pair(e, h0, h1, dbase, jp, kp, kp_total, v)
+
+
+def store_pair(e, h0, h1, dst, jp, kp, n_kp, v):
+    """The bfloat16 lanes v*VL.. of K rows 2kp (h0) and 2kp+1 (h1) of panel jp, interleaved
+    into VNNI pairs (one 32-bit word per column) at their place in a packed B panel of n_kp
+    pair rows."""
+    b = e.b
+    pair = b.shuffle_vector(h0, h1, ir.Constant(vty(I32, 2 * VL),
+                                                [x for i in range(VL) for x in (i, i + VL)]))
+    pos = b.add(b.mul(b.add(b.mul(jp, ir.Constant(I64, n_kp)), kp), ir.Constant(I64, NR)),
+                ir.Constant(I64, v * VL))
+    e.store(pair, e.gep(dst, b.mul(pos, ir.Constant(I64, 4))), 4)
 
 
 def copy_packed_fast(g, s, si, di, sbase, dbase, s_off0, s_dims, convert_unused):

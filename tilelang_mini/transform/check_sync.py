@@ -34,13 +34,13 @@ from dataclasses import replace
 
 from ..arch import Chip
 from ..errors import CompileError
-from ..ir.analysis import AIC_SCOPES, GM_SCOPES, SYNC_OPS, is_map
+from ..ir.analysis import AIC_SCOPES, GM_SCOPES, SYNC_OPS, core_instructions, is_map
 from ..ir.happens_before import (
     Block, HappensBefore, Instr, Occ, accesses, build_tree, conflict, join,
 )
 from ..ir.nodes import (
-    Alloc, BinOp, Const, Copy, For, Gemm, If, Kernel, PipeBarrier, Region, Scope, SetCrossFlag,
-    SetFlag, WaitCrossFlag, WaitFlag, walk, walk_statements,
+    Alloc, BinOp, Const, Copy, For, Gemm, If, Kernel, PipeBarrier, Region, SetCrossFlag, SetFlag,
+    WaitCrossFlag, WaitFlag, walk, walk_statements,
 )
 from ..ir.pipes import COPY_PIPES, pipe_of
 from .check_blocks import check_blocks
@@ -107,24 +107,15 @@ def check_legal(kernel: Kernel, chip: Chip) -> None:
     def bad(message, s):
         errors.append(CompileError(message, s.loc))
 
-    def visit(body, core):
-        for s in body:
-            if isinstance(s, Scope):
-                visit(s.body, s.core)
-            elif isinstance(s, (For, If)) and not (isinstance(s, For) and s.kind == "parallel"):
-                for name in ("body", "then_body", "else_body"):
-                    if hasattr(s, name):
-                        visit(getattr(s, name), core)
-            elif isinstance(s, SYNC_OPS):
-                if core is None:  # e.g. IR text whose flag line lost its indentation
-                    bad(f"{print_ir_line(s).split('(')[0]} outside a T.Scope: in an is_npu "
-                        f"kernel with T.Scope blocks every flag and barrier sits in the "
-                        f"T.Scope(\"C\") or T.Scope(\"V\") of the core that runs it", s)
-            elif not isinstance(s, Alloc):
-                for m in _illegal(s, core, chip):
-                    bad(m, s)
-
-    visit(kernel.body, None)
+    for s, core in core_instructions(kernel.body):
+        if isinstance(s, SYNC_OPS):
+            if core is None:  # e.g. IR text whose flag line lost its indentation
+                bad(f"{print_ir_line(s).split('(')[0]} outside a T.Scope: in an is_npu "
+                    f"kernel with T.Scope blocks every flag and barrier sits in the "
+                    f"T.Scope(\"C\") or T.Scope(\"V\") of the core that runs it", s)
+        else:
+            for m in _illegal(s, core, chip):
+                bad(m, s)
     if errors:
         first = errors[0]
         rest = "\n".join(f"  also {e.loc}: {e.message}" for e in errors[1:])
