@@ -59,8 +59,9 @@ def from_example(stem: str, attr: str, **test_defaults):
 
 @out_idx(-1)
 def gemm(M, N, K, block_M=32, block_N=32, block_K=16, dtype="float32", accum_dtype="float32",
-         out_dtype="float32", trans_A=False, trans_B=False, num_stages=2):
-    """C = op(A) @ op(B); A is (K, M) when trans_A, B is (N, K) when trans_B."""
+         out_dtype="float32", trans_A=False, trans_B=False, num_stages=2, clear_accum=False):
+    """C = op(A) @ op(B); A is (K, M) when trans_A, B is (N, K) when trans_B. `clear_accum`:
+    each K step's gemm clears the accumulator, so C is the last K block's product alone."""
     a_shape = (K, M) if trans_A else (M, K)
     b_shape = (N, K) if trans_B else (K, N)
     a_tile = (block_K, block_M) if trans_A else (block_M, block_K)
@@ -83,7 +84,8 @@ def gemm(M, N, K, block_M=32, block_N=32, block_K=16, dtype="float32", accum_dty
                     T.copy(B[bx * block_N, k * block_K], B_s)
                 else:
                     T.copy(B[k * block_K, bx * block_N], B_s)
-                T.gemm(A_s, B_s, C_f, transpose_A=trans_A, transpose_B=trans_B)
+                T.gemm(A_s, B_s, C_f, transpose_A=trans_A, transpose_B=trans_B,
+                       clear_accum=clear_accum)
             T.copy(C_f, C[by * block_M, bx * block_N])
 
     return main

@@ -21,19 +21,8 @@ RNG = np.random.default_rng(5)
 
 def last_block_gemm(stages):
     """Each iteration's gemm clears the accumulator: C is the last K block's product."""
-    @T.prim_func
-    def main(A: T.Tensor((16, 192), "float16"), B: T.Tensor((192, 16), "float16"),
-             C: T.Tensor((16, 16), "float32")):
-        with T.Kernel(1) as bx:
-            A_s = T.alloc_shared((16, 64), "float16")
-            B_s = T.alloc_shared((64, 16), "float16")
-            C_f = T.alloc_fragment((16, 16), "float32")
-            for k in T.Pipelined(3, num_stages=stages):
-                T.copy(A[0, k * 64], A_s)
-                T.copy(B[k * 64, 0], B_s)
-                T.gemm(A_s, B_s, C_f, clear_accum=True)
-            T.copy(C_f, C)
-    return main
+    return kernels.gemm(16, 16, 192, block_M=16, block_N=16, block_K=64, dtype="float16",
+                        num_stages=stages, clear_accum=True)
 
 
 @pytest.mark.parametrize("stages", [2, 3])
