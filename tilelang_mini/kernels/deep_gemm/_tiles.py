@@ -92,19 +92,20 @@ def gemm_kernel(M, N, K, a_t, b_t, in_dtype, out_dtype, c_mode, sf_mode, cube_fp
     grid_z = G if masked else 1
 
     @T.macro
+    def load_tile(X, X_s, g, rows, r, k, grouped, k_major):
+        """K block k of the operand's row block r (`rows` rows): from group g's [rows, K] slice
+        when `grouped`, else a [K, rows] (k_major) or [rows, K] matrix."""
+        if grouped:
+            T.copy(X[g, r * rows:(r + 1) * rows, k * block_K:(k + 1) * block_K], X_s)
+        elif k_major:
+            T.copy(X[k * block_K, r * rows], X_s)
+        else:
+            T.copy(X[r * rows, k * block_K], X_s)
+
+    @T.macro
     def load_tiles(A, B, A_s, B_s, g, bx, by, k):
-        if masked:
-            T.copy(A[g, by * block_M:(by + 1) * block_M, k * block_K:(k + 1) * block_K], A_s)
-        elif a_t:
-            T.copy(A[k * block_K, by * block_M], A_s)
-        else:
-            T.copy(A[by * block_M, k * block_K], A_s)
-        if groups:
-            T.copy(B[g, bx * block_N:(bx + 1) * block_N, k * block_K:(k + 1) * block_K], B_s)
-        elif b_t:
-            T.copy(B[k * block_K, bx * block_N], B_s)
-        else:
-            T.copy(B[bx * block_N, k * block_K], B_s)
+        load_tile(A, A_s, g, block_M, by, k, masked, a_t)
+        load_tile(B, B_s, g, block_N, bx, k, groups, b_t)
 
     @T.macro
     def mainloop(A, B, SFA, SFB, acc, g, bx, by):
