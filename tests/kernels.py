@@ -175,11 +175,11 @@ gemm_expert = from_example("gemm_expert", "gemm_expert", bm=64, bn=64, bk=32)
 
 
 @out_idx(-1)
-def scale_rows(n, factor, cols=32, block=8, bias=None):
-    """B = A * factor (+ bias) on (n, cols) float32, `block` rows a block (the disk-cache and
-    jit-style tests' kernel)."""
+def scale_rows(n, factor, cols=32, block=8, bias=None, dtype="float32"):
+    """B = A * factor (+ bias) on (n, cols) `dtype` through a float32 tile, `block` rows a block
+    (the disk-cache, jit-style and narrow-store tests' kernel)."""
     @T.prim_func
-    def main(A: T.Tensor((n, cols), "float32"), B: T.Tensor((n, cols), "float32")):
+    def main(A: T.Tensor((n, cols), dtype), B: T.Tensor((n, cols), dtype)):
         with T.Kernel(T.ceildiv(n, block)) as bx:
             a = T.alloc_fragment((block, cols), "float32")
             T.copy(A[bx * block, 0], a)
