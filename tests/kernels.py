@@ -175,21 +175,33 @@ gemm_expert = from_example("gemm_expert", "gemm_expert", bm=64, bn=64, bk=32)
 
 
 @out_idx(-1)
-def scale_rows(n, factor, cols=32, block=8, bias=None, dtype="float32"):
-    """B = A * factor (+ bias) on (n, cols) `dtype` through a float32 tile, `block` rows a block
-    (the disk-cache, jit-style and narrow-store tests' kernel)."""
+def row_blocks(M, N, bm, body, dtype="float32", tile_dtype="float32"):
+    """The frame of row-wise kernels: block bx copies its `bm` rows of X (M, N) into the tile x,
+    the macro `body(X, x, y, bx)` fills the tile y, and y goes to the same rows of Y."""
     @T.prim_func
-    def main(A: T.Tensor((n, cols), dtype), B: T.Tensor((n, cols), dtype)):
-        with T.Kernel(T.ceildiv(n, block)) as bx:
-            a = T.alloc_fragment((block, cols), "float32")
-            T.copy(A[bx * block, 0], a)
-            for i, j in T.Parallel(block, cols):
-                if bias is None:
-                    a[i, j] = a[i, j] * factor
-                else:
-                    a[i, j] = a[i, j] * factor + bias
-            T.copy(a, B[bx * block, 0])
+    def main(X: T.Tensor((M, N), dtype), Y: T.Tensor((M, N), dtype)):
+        with T.Kernel(T.ceildiv(M, bm)) as bx:
+            x = T.alloc_fragment((bm, N), tile_dtype)
+            y = T.alloc_fragment((bm, N), tile_dtype)
+            T.copy(X[bx * bm, 0], x)
+            body(X, x, y, bx)
+            T.copy(y, Y[bx * bm, 0])
     return main
+
+
+@out_idx(-1)
+def scale_rows(n, factor, cols=32, block=8, bias=None, dtype="float32"):
+    """B = A * factor (+ bias) on (n, cols) `dtype` through float32 tiles, `block` rows a block
+    (the disk-cache, jit-style and narrow-store tests' kernel)."""
+    @T.macro
+    def scale(X, x, y, bx):
+        for i, j in T.Parallel(block, cols):
+            if bias is None:
+                y[i, j] = x[i, j] * factor
+            else:
+                y[i, j] = x[i, j] * factor + bias
+
+    return row_blocks(n, cols, block, scale, dtype)
 
 
 def scaled_gemm(M, N, K, gran, a_t, b_t, scales="packed"):

@@ -35,16 +35,12 @@ def run_everywhere(prim, args, ref, target, tol=1e-4):
 
 def row_value(M, N, bm):
     """The row variable as a value and inside an index expression of a GM load."""
-    @T.prim_func
-    def main(X: T.Tensor((M, N), "float32"), Y: T.Tensor((M, N), "float32")):
-        with T.Kernel(M // bm) as bx:
-            x = T.alloc_fragment((bm, N), "float32")
-            y = T.alloc_fragment((bm, N), "float32")
-            T.copy(X[bx * bm, 0], x)
-            for i, j in T.Parallel(bm, N):
-                y[i, j] = x[i, j] * (bx * bm + i) + i * 1.0 + X[bx * bm + i, j]
-            T.copy(y, Y[bx * bm, 0])
-    return main
+    @T.macro
+    def body(X, x, y, bx):
+        for i, j in T.Parallel(bm, N):
+            y[i, j] = x[i, j] * (bx * bm + i) + i * 1.0 + X[bx * bm + i, j]
+
+    return kernels.row_blocks(M, N, bm, body)
 
 
 @pytest.mark.parametrize("M,bm", [(64, 16), (60, 15), (42, 14)])

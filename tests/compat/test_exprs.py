@@ -11,6 +11,8 @@ from tilelang_mini import CompileError
 
 from util import close, f64, rand
 
+import kernels
+
 M, N, BM = 64, 48, 16
 
 
@@ -211,14 +213,11 @@ def main(X: T.Tensor((16, 16), "float32")):
 
 @pytest.mark.parametrize("dim,reverse", [(1, False), (0, True)])
 def test_cumsum(target, dim, reverse):
-    @T.prim_func
-    def main(X: T.Tensor((M, N), "float32"), Y: T.Tensor((M, N), "float32")):
-        with T.Kernel(M // BM) as bx:
-            t = T.alloc_fragment((BM, N), "float32")
-            c = T.alloc_fragment((BM, N), "float32")
-            T.copy(X[bx * BM, 0], t)
-            T.cumsum(t, c, dim=dim, reverse=reverse)
-            T.copy(c, Y[bx * BM, 0])
+    @T.macro
+    def cumsum(X, t, c, bx):
+        T.cumsum(t, c, dim=dim, reverse=reverse)
+
+    main = kernels.row_blocks(M, N, BM, cumsum)
 
     x = rand((M, N), seed=7)
     blocks = f64(x).reshape(M // BM, BM, N)
