@@ -29,7 +29,7 @@ from . import vecmath as vm
 from .access import base_offset, check_in_bounds, elem_ptr, lane_mask, starts_of, vload, vstore
 from .irutil import F32, I1, I32, I64, PTR, VL, Emitter, vty
 from .layout import MR, NR
-from .packing import flush_prefetch, prefetch_rows, store_pair, transpose16
+from .packing import flush_prefetch, prefetch_rows, store_pair, store_transposed
 
 UNROLL = 4
 DPBF16 = "tlm_dpbf16"
@@ -434,12 +434,7 @@ def _pack_bt(g, bi, bbase, cs, K, N, dst):
                 off = b.add(ir.Constant(I64, (n0 + r) * cs), k0)
                 raw = vload(g, bi, bbase, off, 1, kmask or ir.Constant(vty(I1), [1] * VL))
                 rows.append(vm.to_float(e, vm.decode(e, raw, bi.storage), kind))
-            cols = transpose16(b, rows)
-            jp, lane = divmod(n0, NR)
-            for c in range(nk):
-                pos = b.add(b.mul(b.add(k0, ir.Constant(I64, jp * K + c)), ir.Constant(I64, NR)),
-                            ir.Constant(I64, lane))
-                e.store(cols[c], e.gep(dst, b.mul(pos, ir.Constant(I64, 4))), 4)
+            store_transposed(e, rows, nk, dst, k0, n0, K)
 
     if K // VL:
         with e.loop(0, K // VL * VL, VL, name="pbt") as k0:

@@ -75,6 +75,18 @@ def copy_packed(g, s, si, di, sbase, dbase, s_off0, s_rng, s_dims, s_ok1, kind, 
                 store_pair(e, h0, h1, dbase, jp, kp, kp_total, v)
 
 
+def store_transposed(e, rows, nk, dst, k0, n0, K):
+    """A 16 x 16 block of B (rows: the VL columns n0.. of B^T, lanes: K from k0) transposed in
+    registers, its first `nk` K rows stored at their place in the float32 micro-panels."""
+    b = e.b
+    cols = transpose16(b, rows)
+    jp, lane = divmod(n0, NR)
+    for c in range(nk):
+        pos = b.add(b.mul(b.add(k0, ir.Constant(I64, jp * K + c)), ir.Constant(I64, NR)),
+                    ir.Constant(I64, lane))
+        e.store(cols[c], e.gep(dst, b.mul(pos, ir.Constant(I64, 4))), 4)
+
+
 def store_pair(e, h0, h1, dst, jp, kp, n_kp, v):
     """The bfloat16 lanes v*VL.. of K rows 2kp (h0) and 2kp+1 (h1) of panel jp, interleaved
     into VNNI pairs (one 32-bit word per column) at their place in a packed B panel of n_kp
@@ -179,12 +191,7 @@ def _copy_transposed(g, si, di, sbase, dbase, s_off0, s_dims, kind, exact, row_o
                         si.strides[sk], mask)
             rows.append(vm.encode(e, vm.decode(e, raw, si.storage), kind, di.dtype, "float32",
                                   exact))
-        cols = transpose16(b, rows)
-        jp, lane = divmod(n0, NR)
-        for c in range(nk):
-            pos = b.add(b.mul(b.add(k0, ir.Constant(I64, jp * K + c)), ir.Constant(I64, NR)),
-                        ir.Constant(I64, lane))
-            e.store(cols[c], e.gep(dbase, b.mul(pos, ir.Constant(I64, 4))), 4)
+        store_transposed(e, rows, nk, dbase, k0, n0, K)
 
     for n0 in range(0, -(-N // NR) * NR, VL):
         if K // VL:
