@@ -79,3 +79,18 @@ def test_topk_estimate_of_the_indexer_top2048():
     for chip, tbps in (("ascend910b", 1.6), ("ascend950", 4.0)):
         est = topk.estimate(x, 2048, chip=chip)
         assert est.time_us > x.nbytes / (tbps * 1e12) * 1e6  # no faster than reading x once
+
+
+@pytest.mark.parametrize("shape", [(3, 131072), (2, 65536 + 1531)])
+def test_topk_full_size_indexer_top2048(target, shape):
+    """The indexer's size: the best 2048 of 64K-128K logits a row (an odd width too), with ties
+    across chunk boundaries, a -inf masked tail and a row whose top values cluster at the end."""
+    r = rng(53)
+    x = r.standard_normal(shape).astype(np.float32)
+    x[0, ::1000] = 3.5                    # 100+ equal values spread over many chunks
+    x[0, -20000:] = -np.inf               # a masked tail
+    x[1] = np.sort(x[1])                  # ascending: the top 2048 are the last columns
+    x[-1, 7] = np.inf
+    values, indices = topk(x, 2048, target=target)
+    want_v, want_i = topk_ref(x, 2048)
+    assert np.array_equal(indices, want_i) and np.array_equal(values, want_v)
