@@ -9,7 +9,7 @@ from refs import BF16, close, rng
 
 from tilelang_mini.kernels import flash_mla as fm
 
-B, SQ, HQ, D, DV, MAXB, NB = 3, 2, 20, 576, 512, 4, 12
+B, SQ, HQ, D, DV, MAXB, NB = 3, 2, 20, 576, 512, 8, 26
 
 
 def mla_ref(q, kc, bt, seqlens, dv, causal):
@@ -40,7 +40,7 @@ def mla_ref(q, kc, bt, seqlens, dv, causal):
 @pytest.mark.parametrize("causal", (False, True))
 def test_flash_mla_decode(target, causal):
     r = rng(20)
-    seqlens = np.array([130, 0, 1], np.int32)  # a tail page, an empty sequence, a single key
+    seqlens = np.array([450, 0, 1], np.int32)  # a tail page, an empty sequence, a single key
     kc = r.standard_normal((NB, 64, 1, D)).astype(BF16)
     bt = r.permutation(NB)[:B * MAXB].reshape(B, MAXB).astype(np.int32)
     q = r.standard_normal((B, SQ, HQ, D)).astype(BF16)
@@ -116,26 +116,49 @@ def test_flash_mla_several_kv_heads(target, hk):
 
 
 def mla_meta_ref(seqlens, parts):
-    """The schedule as a host loop (the library's former host version): per_part = max(1,
-    ceil((pages + B) / parts)) pages, batch b gets max(1, ceil(pages_b / per_part)) splits,
-    the (batch, split) items go ceil(items / parts) to a part in order."""
-    pages = [-(-int(s) // 64) for s in seqlens]
-    per_part = max(1, -(-(sum(pages) + len(pages)) // parts))
-    splits = [max(1, -(-p // per_part)) for p in pages]
-    num_splits = np.concatenate([[0], np.cumsum(splits)]).astype(np.int32)
-    items = [(b, s) for b, n in enumerate(splits) for s in range(n)]
-    meta = np.zeros((parts, 8), np.int32)
-    per = -(-len(items) // parts) if items else 0
+    """FlashMLA's tile scheduler, from its description: each batch costs its pages plus 5, a
+    part's budget is max(ceil(total / parts) + 5, 10); batches are handed out in order, whole
+    while they fit, else cut (a new split) when more than the 5 of overhead is left. Written as
+    a list of (batch, first page, end page) pieces per part, then encoded as FlashMLA's rows."""
+    pages = [-(-int(x) // 64) for x in seqlens]
+    budget = max(-(-sum(p + 5 for p in pages) // parts) + 5, 10)
+    pieces = [[] for _ in range(parts)]
+    b, done = 0, 0
     for p in range(parts):
-        chunk = items[p * per:(p + 1) * per]
-        if chunk:
-            meta[p, :4] = (chunk[0][0], chunk[0][1], chunk[-1][0], chunk[-1][1] + 1)
-    return meta, num_splits
+        room = budget
+        while b < len(pages):
+            need = pages[b] - done + 5
+            if room >= need:
+                pieces[p].append((b, done, pages[b]))
+                room -= need
+                b, done = b + 1, 0
+                continue
+            if room > 5:
+                pieces[p].append((b, done, done + room - 5))
+                done += room - 5
+            break
+    assert b == len(pages)
+    splits = np.zeros(len(pages), int)
+    meta = np.zeros((parts, 8), np.int32)
+    nxt = (0, 0, 0)  # (batch, first key, split) where the next part starts
+    for p in range(parts):
+        meta[p, [0, 1, 4]] = nxt
+        for (bi, lo, hi) in pieces[p]:
+            splits[bi] += 1
+        if pieces[p]:
+            bi, lo, hi = pieces[p][-1]
+            end = hi * 64 if hi < pages[bi] else int(seqlens[bi])
+            meta[p, 2:4] = (bi, end)
+            nxt = (bi, hi * 64, splits[bi]) if hi < pages[bi] else (bi + 1, 0, 0)
+        else:  # nothing left: FlashMLA's rows for an idle part (last batch, its length)
+            meta[p, 2:4] = (nxt[0] - 1, int(seqlens[nxt[0] - 1]))
+    return meta, np.concatenate([[0], np.cumsum(splits)]).astype(np.int32)
 
 
 @pytest.mark.parametrize("seqlens,parts", [([1], 24), ([0], 3), ([130, 0, 1], 4),
                                            ([4096, 65, 0, 7, 1000], 24), ([0, 0, 0], 2),
-                                           ([8192], 7), ([64, 128, 63, 0, 5000, 1], 5)])
+                                           ([8192], 7), ([64, 128, 63, 0, 5000, 1], 5),
+                                           ([700, 640, 641, 0], 6), ([320, 321], 20)])
 def test_mla_metadata_kernel(target, seqlens, parts):
     """get_mla_metadata is a one-block scalar kernel: batch 1, empty sequences, uneven lengths,
     more parts than items and many splits of one long sequence."""

@@ -9,7 +9,7 @@ key to attend (sequence length 0, or causally empty) gets out 0 and lse +inf, as
 
 Two kernels, as FlashMLA: the split kernel (block = batch b, split s, query position and a block
 of heads) runs the online softmax over its share of b's pages (pages read through the block
-table; the share and the key mask come from cache_seqlens and num_splits at run time) and writes
+table; its key range comes from the tile-scheduler metadata and cache_seqlens at run time) and writes
 a normalised partial output with its log-sum-exp; the combine kernel merges the splits of each
 row with weights exp(lse_s - lse).
 """
@@ -57,7 +57,7 @@ def online_softmax(block_H, cols, DV):
     return fold
 
 
-def mla_split_kernel(B, SQ, HQ, D, DV, NB, MAXB, S, scale, causal, block_H=32, HK=1):
+def mla_split_kernel(B, SQ, HQ, D, DV, NB, MAXB, S, PARTS, scale, causal, block_H=32, HK=1):
     block_H = head_block(HQ, HK, block_H)
     HB = T.ceildiv(HQ, block_H)
     group = HQ // HK
@@ -67,7 +67,7 @@ def mla_split_kernel(B, SQ, HQ, D, DV, NB, MAXB, S, scale, causal, block_H=32, H
     def mla_decode_split(Q: T.Tensor((B, SQ, HQ, D), "bfloat16"),
                          KC: T.Tensor((NB, PAGE, HK, D), "bfloat16"),
                          BT: T.Tensor((B, MAXB), "int32"), SL: T.Tensor((B,), "int32"),
-                         NS: T.Tensor((B + 1,), "int32"),
+                         META: T.Tensor((PARTS, 8), "int32"),
                          OP: T.Tensor((B, S, SQ, HQ, DV), "float32"),
                          LP: T.Tensor((B, S, SQ, HQ), "float32")):
         with T.Kernel(HB * SQ, S, B) as (bh, s, b):
@@ -83,9 +83,18 @@ def mla_split_kernel(B, SQ, HQ, D, DV, NB, MAXB, S, scale, causal, block_H=32, H
             l_sum = T.alloc_fragment((block_H,), "float32")
             row_sum = T.alloc_fragment((block_H,), "float32")
             lse = T.alloc_fragment((block_H,), "float32")
+            lo = T.alloc_var("int32")  # the split's keys [lo, hi), from the part that has it
+            hi = T.alloc_var("int32")
             seqlen = SL[b]
-            nsplit = NS[b + 1] - NS[b]
-            per = T.ceildiv(T.ceildiv(seqlen, PAGE), T.max(nsplit, 1))
+            lo = 0
+            hi = 0
+            for p in T.serial(PARTS):
+                if META[p, 0] <= b and b <= META[p, 2]:
+                    if T.if_then_else(b == META[p, 0], META[p, 4], 0) == s:
+                        lo = T.if_then_else(b == META[p, 0], META[p, 1], 0)
+                        hi = T.if_then_else(b == META[p, 2], META[p, 3], seqlen)
+            first = lo // PAGE
+            n_pages = T.ceildiv(hi, PAGE) - first
             sq = bh // HB
             h0 = (bh % HB) * block_H
             hk = h0 // group  # the KV head of the block's query heads
@@ -93,27 +102,26 @@ def mla_split_kernel(B, SQ, HQ, D, DV, NB, MAXB, S, scale, causal, block_H=32, H
             T.fill(acc_o, 0.0)
             T.fill(l_sum, 0.0)
             T.fill(m, NEG)
-            if s < nsplit:
-                for it in T.serial(MAXB):
-                    if it < per and s * per + it < T.ceildiv(seqlen, PAGE):
-                        page = s * per + it
-                        # (clamped although the guard holds: the llvm target evaluated the block
-                        # table load outside the guard, notes/findings/llvm.md)
-                        blk = BT[b, T.min(page, MAXB - 1)]
-                        T.copy(KC[blk, 0:PAGE, hk, 0:D], k_s)
-                        T.copy(KC[blk, 0:PAGE, hk, 0:DV], v_s)
-                        T.gemm(q_s, k_s, acc_s, transpose_B=True, clear_accum=True)
-                        # keys past the sequence (and, when causal, past the query) drop out
-                        if causal:
-                            for i, j in T.Parallel(block_H, PAGE):
-                                acc_s[i, j] = acc_s[i, j] * scale - T.cast(
-                                    page * PAGE + j >= seqlen - SQ + sq + 1, "float32") * 1e30
-                        else:
-                            for i, j in T.Parallel(block_H, PAGE):
-                                acc_s[i, j] = acc_s[i, j] * scale - T.cast(
-                                    page * PAGE + j >= seqlen, "float32") * 1e30
-                        fold(acc_s, p_s, acc_o, m, m_prev, alpha, l_sum, row_sum)
-                        T.gemm(p_s, v_s, acc_o)
+            for it in T.serial(MAXB):
+                if it < n_pages:
+                    page = first + it
+                    # (clamped although the guard holds: the llvm target evaluated the block
+                    # table load outside the guard, notes/findings/llvm.md)
+                    blk = BT[b, T.min(page, MAXB - 1)]
+                    T.copy(KC[blk, 0:PAGE, hk, 0:D], k_s)
+                    T.copy(KC[blk, 0:PAGE, hk, 0:DV], v_s)
+                    T.gemm(q_s, k_s, acc_s, transpose_B=True, clear_accum=True)
+                    # keys past the sequence (and, when causal, past the query) drop out
+                    if causal:
+                        for i, j in T.Parallel(block_H, PAGE):
+                            acc_s[i, j] = acc_s[i, j] * scale - T.cast(
+                                page * PAGE + j >= seqlen - SQ + sq + 1, "float32") * 1e30
+                    else:
+                        for i, j in T.Parallel(block_H, PAGE):
+                            acc_s[i, j] = acc_s[i, j] * scale - T.cast(
+                                page * PAGE + j >= seqlen, "float32") * 1e30
+                    fold(acc_s, p_s, acc_o, m, m_prev, alpha, l_sum, row_sum)
+                    T.gemm(p_s, v_s, acc_o)
             for i, j in T.Parallel(block_H, DV):
                 acc_o[i, j] = acc_o[i, j] / T.max(l_sum[i], 1e-30)
             for i in T.Parallel(block_H):
@@ -197,71 +205,100 @@ def mla_combine_kernel(B, SQ, HQ, DV, S, block_H=32, sink=False):
     return mla_decode_combine
 
 
+OVERHEAD = 5  # FlashMLA's fixed per-split cost, counted in pages of 64 keys
+
+
 def mla_meta_kernel(B, PARTS):
-    """One block of scalar code: NS [B + 1] (running sum of the splits per batch) and META
-    [PARTS, 8] (per part: first batch, first split, last batch, last split + 1, then zeros),
-    from the sequence lengths read at run time; see get_mla_metadata."""
+    """One block of scalar code: FlashMLA's tile-scheduler metadata from the sequence lengths
+    read at run time (see get_mla_metadata): META [PARTS, 8] = (first batch, its first key,
+    last batch, its end key, split index of the first batch, 0, 0, 0) and NS [B + 1], the
+    running sum of the splits per batch."""
 
     @T.prim_func
     def mla_metadata(SEQ: T.Tensor((B,), "int32"), META: T.Tensor((PARTS, 8), "int32"),
                      NS: T.Tensor((B + 1,), "int32")):
         with T.Kernel(1) as bx:
-            pages = T.alloc_var("int32")
-            per_part = T.alloc_var("int32")
-            n_items = T.alloc_var("int32")
-            per_items = T.alloc_var("int32")
-            first = T.alloc_var("int32")
-            last = T.alloc_var("int32")
-            base = T.alloc_var("int32")
-            n = T.alloc_var("int32")
-            pages = 0
+            total = T.alloc_var("int32")
+            payload = T.alloc_var("int32")
+            req = T.alloc_var("int32")     # the batch being dealt out
+            blk = T.alloc_var("int32")     # its pages already given to earlier parts
+            sp = T.alloc_var("int32")      # its splits so far
+            cum = T.alloc_var("int32")
+            remain = T.alloc_var("int32")  # the part's pages (and overheads) still free
+            going = T.alloc_var("int32")
+            left = T.alloc_var("int32")
+            total = 0
             for b in T.serial(B):
-                pages = pages + (SEQ[b] + PAGE - 1) // PAGE
-            per_part = T.max((pages + B + PARTS - 1) // PARTS, 1)  # pages (+1 per batch) a part
-            n_items = 0
+                total = total + (SEQ[b] + PAGE - 1) // PAGE + OVERHEAD
+            payload = T.max((total + PARTS - 1) // PARTS + OVERHEAD, 2 * OVERHEAD)
+            req = 0
+            blk = 0
+            sp = 0
+            cum = 0
             NS[0] = 0
-            for b in T.serial(B):
-                n_items = n_items + T.max(((SEQ[b] + PAGE - 1) // PAGE + per_part - 1) // per_part,
-                                          1)
-                NS[b + 1] = n_items
-            per_items = (n_items + PARTS - 1) // PARTS  # (batch, split) items a part
             for p in T.serial(PARTS):
-                for c in T.serial(8):
-                    META[p, c] = 0
-                first = p * per_items
-                last = T.min(first + per_items, n_items) - 1
-                base = 0
-                for b in T.serial(B):  # the batches holding items `first` and `last`
-                    n = T.max(((SEQ[b] + PAGE - 1) // PAGE + per_part - 1) // per_part, 1)
-                    if first <= last and base <= first and first < base + n:
-                        META[p, 0] = b
-                        META[p, 1] = first - base
-                    if first <= last and base <= last and last < base + n:
-                        META[p, 2] = b
-                        META[p, 3] = last - base + 1
-                    base = base + n
+                META[p, 0] = req
+                META[p, 1] = blk * PAGE
+                META[p, 4] = sp
+                for c in T.serial(3):
+                    META[p, 5 + c] = 0
+                remain = payload
+                going = 1
+                for r in T.serial(B):  # each step finishes a batch or ends the part
+                    if going == 1 and req < B:
+                        left = (SEQ[T.min(req, B - 1)] + PAGE - 1) // PAGE - blk
+                        if remain >= left + OVERHEAD:  # the rest of the batch fits
+                            cum = cum + sp + 1
+                            NS[T.min(req, B - 1) + 1] = cum
+                            remain = remain - left - OVERHEAD
+                            req = req + 1
+                            blk = 0
+                            sp = 0
+                        else:  # a split ends inside the batch (if room is left past the cost)
+                            if remain > OVERHEAD:
+                                blk = blk + remain - OVERHEAD
+                                sp = sp + 1
+                                remain = 0
+                            going = 0
+                if blk > 0:
+                    META[p, 2] = req
+                    META[p, 3] = blk * PAGE
+                else:
+                    META[p, 2] = req - 1
+                    META[p, 3] = SEQ[T.max(req - 1, 0)]
 
     return mla_metadata
+
+
+def default_parts(chip, num_heads_per_head_k, num_heads_k):
+    """FlashMLA's number of scheduler parts: cube cores / h_k / ceil(heads per KV head / 64)."""
+    from ..arch import get_chip
+    cores = get_chip(chip).aic_cores
+    if num_heads_per_head_k is None or num_heads_k is None:
+        return cores
+    return max(1, cores // max(1, int(num_heads_k)) // ceil_div(int(num_heads_per_head_k), 64))
 
 
 @library_function
 def get_mla_metadata(ctx, cache_seqlens=None, num_heads_per_head_k=None, num_heads_k=None,
                      num_parts=None):
     """(tile_scheduler_metadata [num_parts, 8] int32, num_splits [B + 1] int32), computed by a
-    one-block scalar kernel (mla_metadata) that reads cache_seqlens at run time.
+    one-block scalar kernel (mla_metadata) that reads cache_seqlens at run time, with FlashMLA's
+    tile-scheduler semantics.
+
+    num_parts (FlashMLA's num_sm_parts) defaults to the chip's cube cores // num_heads_k //
+    ceil(num_heads_per_head_k / 64). Every batch costs its pages (ceil(seqlen / 64)) plus a
+    fixed overhead of 5 pages; each part gets payload = max(ceil(total / num_parts) + 5, 10).
+    The batches are dealt out in order: a part takes each whole remaining batch that fits in
+    what is left of its payload (paying the overhead), and the first that does not fit is cut
+    there (a new split) if more than the overhead is left. Row p holds (first batch, first key,
+    last batch, end key, split index of the first batch, 0, 0, 0); num_splits is the running sum
+    of the splits per batch (an empty sequence has one split).
 
     Without cache_seqlens (FlashMLA's current form, and sparse decoding, whose splits follow
-    the topk list): (zeros [num_parts, 8], None), no launch.
-
-    Each batch's pages are split so that every part (cube core) gets about the same number of
-    pages: batch b gets ceil(pages_b / per_part) splits (at least one), per_part =
-    max(1, ceil((total pages + B) / num_parts)). num_splits is the running sum (splits of b =
-    num_splits[b+1] - num_splits[b]); the (batch, split) work items are dealt out in order,
-    ceil(items / num_parts) to a part, and row p of the metadata holds (first batch, first
-    split, last batch, last split + 1) of part p's items, then zeros (all zeros for a part
-    without items)."""
+    the topk list): (zeros [num_parts, 8], None), no launch."""
     plan = Plan()
-    parts = int(num_parts or 24)
+    parts = int(num_parts or default_parts(ctx.chip, num_heads_per_head_k, num_heads_k))
     meta = np.zeros((parts, 8), np.int32)
     if cache_seqlens is None:
         plan.result = (meta, None)
@@ -317,6 +354,10 @@ def flash_mla_with_kvcache(ctx, q, k_cache, block_table, cache_seqlens, head_dim
     sl = as_input(cache_seqlens, "int32", "cache_seqlens").reshape(B)
     ns = as_input(num_splits, "int32", "num_splits").reshape(-1)
     check_shape(ns, (B + 1,), "num_splits")
+    meta = as_input(tile_scheduler_metadata, "int32", "tile_scheduler_metadata")
+    if meta.ndim != 2 or meta.shape[1] != 8:
+        raise ValueError(f"tile_scheduler_metadata must be [num_parts, 8] int32 (from "
+                         f"get_mla_metadata), got {meta.shape}")
     S = max(1, int(np.max(ns[1:] - ns[:-1])) if B else 1)  # the grid's split extent
     DV = int(head_dim_v)
     scale = float(softmax_scale) if softmax_scale is not None else 1.0 / math.sqrt(D)
@@ -326,9 +367,9 @@ def flash_mla_with_kvcache(ctx, q, k_cache, block_table, cache_seqlens, head_dim
     lse = np.empty((B, HQ, SQ), np.float32)
     from ..arch import get_chip
     block_H = 64 if get_chip(ctx.chip).capacity_of("L0C") >= DV * 64 * 4 * 2 else 32  # acc_o fits
-    split = ctx.compile(mla_split_kernel, B, SQ, HQ, D, DV, NB, MAXB, S, scale, bool(causal),
-                        block_H, HK)
-    plan.launch(split, q_arr, kc, bt, sl, ns, op, lp)
+    split = ctx.compile(mla_split_kernel, B, SQ, HQ, D, DV, NB, MAXB, S, meta.shape[0], scale,
+                        bool(causal), block_H, HK)
+    plan.launch(split, q_arr, kc, bt, sl, meta, op, lp)
     plan.launch(ctx.compile(mla_combine_kernel, B, SQ, HQ, DV, S), op, lp, out, lse)
     plan.result = (out, lse)
     return plan
