@@ -115,3 +115,89 @@ def test_sparse_argument_errors():
     with pytest.raises(ValueError, match="656"):
         f(q, np.zeros((1, BLOCK, 1, 576), np.uint8), None, None, 512, None, None,
           is_fp8_kvcache=True, indices=ind)
+
+
+def model1_cache(kv, page, pad_to=576):
+    """MODEL1's layout from FlashMLA's description: per block, each token's 448 e4m3 values and
+    64 bf16 RoPE values (576 bytes), then each token's 7 UE8M0 scales (one per 64 values) and a
+    pad byte; blocks padded to a multiple of 576 bytes. -> (the [blocks, page, 1, 584] view of
+    the padded buffer, float64 values [T, 512] the cache stands for)."""
+    t = kv.shape[0]
+    nb = t // page
+    nope, rope = kv[:, :448], kv[:, 448:].astype(BF16)
+    tiles = nope.reshape(t, 7, 64)
+    sf = 2.0 ** np.ceil(np.log2(np.maximum(np.abs(tiles).max(-1), 1e-4) / 448.0))
+    q8 = (tiles / sf[:, :, None]).astype(FP8)
+    block = page * 584
+    padded = -(-block // pad_to) * pad_to
+    buf = np.full((nb, padded), 0xAB, np.uint8)           # pad bytes: garbage
+    data = np.concatenate([q8.reshape(t, 448).view(np.uint8),
+                           rope.view(np.uint8).reshape(t, 128)], axis=1).reshape(nb, page * 576)
+    buf[:, :page * 576] = data
+    scales = np.zeros((t, 8), np.uint8)
+    scales[:, :7] = (np.log2(sf).astype(np.int64) + 127).astype(np.uint8)
+    buf[:, page * 576:page * 584] = scales.reshape(nb, page * 8)
+    view = np.lib.stride_tricks.as_strided(buf, (nb, page, 1, 584), (padded, 584, 584, 1))
+    vals = np.concatenate([(q8.astype(np.float64) * sf[:, :, None]).reshape(t, 448),
+                           rope.astype(np.float64)], axis=1)
+    return view, vals
+
+
+def model1_ref(q, kv, indices, topk_length, sink, scale):
+    """sparse_ref with MODEL1's V: the whole 512-wide row (NoPE and RoPE)."""
+    b, sq, hq, _ = q.shape
+    nt, topk = kv.shape[0], indices.shape[-1]
+    out = np.zeros((b, sq, hq, 512))
+    lse = np.full((b, hq, sq), np.inf)
+    for bi in range(b):
+        for si in range(sq):
+            ids = indices[bi, si].astype(np.int64)
+            keep = (ids >= 0) & (ids < nt) & (np.arange(topk) < topk_length[bi])
+            if not keep.any():
+                continue
+            k = kv[ids[keep]]
+            s = q[bi, si].astype(np.float64) @ k.T * scale
+            m = s.max(-1, keepdims=True)
+            lse_row = np.log(np.exp(s - m).sum(-1)) + m[:, 0]
+            o = np.exp(s - lse_row[:, None]) @ k
+            if sink is not None:
+                o = o / (1 + np.exp(sink.astype(np.float64) - lse_row))[:, None]
+            out[bi, si], lse[bi, :, si] = o, lse_row
+    return out, lse
+
+
+@pytest.mark.parametrize("B,SQ,HQ,page,topk,sink", [(2, 1, 16, 64, 45, False),
+                                                     (1, 2, 24, 8, 300, True)])
+def test_sparse_decode_model1_layout(target, B, SQ, HQ, page, topk, sink):
+    """MODEL1 (q head_dim 512, blocks of `page` tokens padded apart, UE8M0 scales per 64):
+    invalid and out-of-cache slots, topk_length, a query without keys, the sink."""
+    r = rng(44)
+    nb = 6
+    nt = nb * page
+    kc, vals = model1_cache(r.standard_normal((nt, 512)) * 2, page)
+    q = r.standard_normal((B, SQ, HQ, 512)).astype(BF16)
+    indices = r.integers(0, nt, (B, SQ, topk)).astype(np.int32)
+    indices[0, 0, ::4] = -1
+    indices[0, -1, 1] = nt + 3
+    if SQ > 1:
+        indices[0, 1, :] = -1                     # a query without any key
+    tl_len = np.array([topk - 5] + [topk] * (B - 1), np.int32)
+    sink_arr = r.standard_normal(HQ).astype(np.float32) if sink else None
+    meta, _ = flash_mla.get_mla_metadata()
+    out, lse = flash_mla.flash_mla_with_kvcache(
+        q, kc, None, None, 512, meta, None, is_fp8_kvcache=True, indices=indices,
+        attn_sink=sink_arr, topk_length=tl_len, target=target)
+    want_o, want_l = model1_ref(q, vals, indices, tl_len, sink_arr, 1 / math.sqrt(512))
+    close(out, want_o, "bfloat16")
+    assert np.array_equal(np.isinf(lse), np.isinf(want_l))
+    finite = np.isfinite(want_l)
+    close(lse[finite], want_l[finite], "float32", scale=10)
+    if target == "numpy" and B == 2:
+        for kernel, arrays in flash_mla.flash_mla_with_kvcache.launches(
+                q, kc, None, None, 512, meta, None, is_fp8_kvcache=True, indices=indices,
+                topk_length=tl_len, target="numpy"):
+            _, report = kernel.simulate(*arrays)
+            assert report.cycles > 0
+    with pytest.raises(ValueError, match="one KV head"):
+        flash_mla.flash_mla_with_kvcache(q, np.zeros((nb, page, 2, 584), np.uint8), None, None,
+                                         512, meta, None, is_fp8_kvcache=True, indices=indices)

@@ -376,16 +376,30 @@ def flash_mla_with_kvcache(ctx, q, k_cache, block_table, cache_seqlens, head_dim
 
 
 def _sparse_plan(ctx, plan, q_arr, k_cache, indices, topk_length, attn_sink, DV, softmax_scale):
-    from .flash_mla_sparse import D_NOPE, D_ROPE, ROWS, TOKEN_BYTES, sparse_split_kernel
+    from .flash_mla_sparse import (D_NOPE, D_ROPE, M1_NOPE, M1_TOKEN, ROWS, TOKEN_BYTES,
+                                   sparse_split_kernel)
     B, SQ, HQ, D = q_arr.shape
-    if D != D_NOPE + D_ROPE or DV != D_NOPE:
-        raise ValueError(f"the FP8 sparse cache holds {D_NOPE} + {D_ROPE} dims: q head_dim must be "
-                         f"{D_NOPE + D_ROPE} and head_dim_v {D_NOPE}, got {D} and {DV}")
-    kc = np.ascontiguousarray(to_numpy(k_cache, "k_cache"))
-    if kc.dtype.itemsize != 1 or kc.ndim != 4 or kc.shape[2] != 1 or kc.shape[3] != TOKEN_BYTES:
-        raise ValueError(f"k_cache must be [num_blocks, page_block_size, 1, {TOKEN_BYTES}] bytes "
-                         f"(FlashMLA's FP8 sparse layout), got {kc.shape} {kc.dtype}")
-    NT = kc.shape[0] * kc.shape[1]
+    model1 = D == M1_NOPE + D_ROPE
+    if D not in (D_NOPE + D_ROPE, M1_NOPE + D_ROPE) or DV != 512:
+        raise ValueError(f"the FP8 sparse caches hold 512 + 64 (V3.2) or 448 + 64 (MODEL1) dims: "
+                         f"q head_dim must be 576 or 512 and head_dim_v 512, got {D} and {DV}")
+    token = M1_TOKEN if model1 else TOKEN_BYTES
+    kc = to_numpy(k_cache, "k_cache")
+    if kc.dtype.itemsize != 1 or kc.ndim != 4 or kc.shape[2] != 1 or kc.shape[3] != token:
+        hk = f" (h_k = {kc.shape[2]}: FlashMLA's sparse decode takes one KV head)" \
+            if kc.ndim == 4 and kc.shape[2] != 1 else ""
+        raise ValueError(f"k_cache must be [num_blocks, page_block_size, 1, {token}] bytes "
+                         f"(FlashMLA's {'MODEL1' if model1 else 'V3.2'} FP8 sparse layout), got "
+                         f"{kc.shape} {kc.dtype}{hk}")
+    page = kc.shape[1] if model1 else 0
+    if model1:  # each block's bytes (blocks may be padded apart): [num_blocks, page * 584]
+        if kc.strides[1] != token or kc.strides[3] != 1:
+            raise ValueError("a MODEL1 k_cache must be a view of whole blocks: tokens "
+                             f"{token} bytes apart, got strides {kc.strides}")
+        kc = np.lib.stride_tricks.as_strided(kc, (kc.shape[0], page * token),
+                                             (kc.strides[0], 1), writeable=False)
+    kc = np.ascontiguousarray(kc)
+    NT = kc.shape[0] * (page or kc.shape[1])
     ind = as_input(indices, "int32", "indices")
     if ind.ndim != 3 or ind.shape[:2] != (B, SQ):
         raise ValueError(f"indices must be [{B}, {SQ}, topk] int32, got {ind.shape}")
@@ -402,8 +416,9 @@ def _sparse_plan(ctx, plan, q_arr, k_cache, indices, topk_length, attn_sink, DV,
     lp = np.empty((B, S, SQ, HQ), np.float32)
     out = np.empty((B, SQ, HQ, DV), q_arr.dtype)
     lse = np.empty((B, HQ, SQ), np.float32)
-    split = ctx.compile(sparse_split_kernel, B, SQ, HQ, TOPK, NT, S, per, scale)
-    plan.launch(split, q_arr, kc.view(np.uint8).reshape(NT, TOKEN_BYTES), ind, tl_arr, op, lp)
+    split = ctx.compile(sparse_split_kernel, B, SQ, HQ, TOPK, NT, S, per, scale, 32, page)
+    kc_arg = kc.view(np.uint8) if model1 else kc.view(np.uint8).reshape(NT, TOKEN_BYTES)
+    plan.launch(split, q_arr, kc_arg, ind, tl_arr, op, lp)
     if attn_sink is not None:
         sink = as_input(attn_sink, "float32", "attn_sink").reshape(-1)
         check_shape(sink, (HQ,), "attn_sink")
