@@ -90,8 +90,55 @@ def test_fp4_packed_scales_rejected_where_no_mx_cube():
     with pytest.raises(ValueError, match="ascend910b has none"):
         dg.fp8_fp4_gemm_nt((pa, ps), (pa, ps), d, chip="ascend910b")
     fp8 = np.zeros((16, 128), FP8)
-    with pytest.raises(ValueError, match="one format"):
-        dg.fp8_fp4_gemm_nt((fp8, ps), (pa, ps), d, chip=CHIP)
+    with pytest.raises(ValueError, match="FP8 operand"):
+        dg.fp8_fp4_gemm_nt((fp8, np.zeros((3, 16), np.uint16)), (pa, ps), d, chip=CHIP)
+
+
+def quant_fp8_ue8m0(x, gran):
+    """Row-wise groups of `gran` along K: (e4m3 [R, K], fp32 power-of-two scales, float64
+    values)."""
+    r, k = x.shape
+    g = -(-k // gran)
+    xp = np.zeros((r, g * gran))
+    xp[:, :k] = x
+    amax = np.maximum(np.abs(xp.reshape(r, g, gran)).max(-1), 1e-4)
+    sf = 2.0 ** np.ceil(np.log2(amax / 448.0))
+    q = (xp.reshape(r, g, gran) / sf[:, :, None]).reshape(r, -1)[:, :k].astype(FP8)
+    return q, sf.astype(np.float32), q.astype(np.float64) * np.repeat(sf, gran, axis=1)[:, :k]
+
+
+@pytest.mark.parametrize("M,N,K,fp8_side,gran,c_kind", [
+    (33, 136, 384, "a", 128, None), (1, 20, 640, "b", 32, "separate"),
+    (130, 8, 128, "b", 128, "inplace"), (65, 3, 256, "a", 32, None),
+    (9, 5, 256, "b", 128, None)])
+def test_mixed_fp8_fp4_gemm_on_the_mx_cube(target, M, N, K, fp8_side, gran, c_kind):
+    """One e4m3 operand (UE8M0 pairs of gran 128 or 32) and one packed e2m1 operand (gran 32):
+    the FP4 one widened to e4m3 by a kernel (exact), the gran-128 pairs regrouped to 32, then the
+    FP8 MX GEMM; the reference multiplies the float64 values the operands stand for."""
+    r = rng(33)
+    xa, xb = r.standard_normal((M, K)), r.standard_normal((N, K)) * 3
+    if fp8_side == "a":
+        qa, sa, va = quant_fp8_ue8m0(xa, gran)
+        qb, sb, vb = quant_fp4(xb)
+    else:
+        qa, sa, va = quant_fp4(xa)
+        qb, sb, vb = quant_fp8_ue8m0(xb, gran)
+    a, b = (qa, pack_pairs(sa)), (qb, pack_pairs(sb))
+    want = va @ vb.T
+    c = r.standard_normal((M, N)).astype(np.float32)
+    d = c.copy() if c_kind == "inplace" else np.full((M, N), np.nan, np.float32)
+    cc = d if c_kind == "inplace" else (c if c_kind else None)
+    dg.fp8_fp4_gemm_nt(a, b, d, c=cc, target=target, chip=CHIP)
+    close(d, want + (c if c_kind else 0), "float32", scale=np.sqrt(K) * 10)
+    if target == "numpy" and M in (9, 65):
+        launches = dg.fp8_fp4_gemm_nt.launches(a, b, d, target="numpy", chip=CHIP)
+        # widen the FP4 operand, regroup gran-128 FP8 scales to 32, the GEMM
+        assert len(launches) == (3 if gran == 128 else 2)
+        for kernel, arrays in launches:
+            _, report = kernel.simulate(*arrays)
+            assert report.cycles > 0
+        close(d, want, "float32", scale=np.sqrt(K) * 10)
+        assert "float8_e4m3fn" in launches[-1][0].get_ir("insert_sync")
 
 
 def test_fp4_mx_estimate_is_cube_bound_at_twice_fp8():

@@ -13,6 +13,9 @@ fp4x2_e2m1 operands, one scale per 32 K values: docs/machine_model.md), two FP4 
 their scales packed in uint16 pairs (transform_sf_into_required_layout) go to `mx_gemm_kernel`:
 the packed bytes are copied as they are (float4_e2m1fn_x2 tiles, two codes a byte) and one
 block-scaled gemm per 512 K values accumulates in L0C; the vector unit does nothing.
+A mixed FP8 x FP4 pair with packed scales: the MMAD takes one format, so fp4_to_fp8_kernel widens
+the FP4 operand to e4m3 first (exact) and regroup_pairs_kernel spreads gran-128 FP8 scale pairs
+to gran 32; mx_gemm_kernel then runs on e4m3 tiles (operand="float8_e4m3fn").
 """
 import tilelang_mini.language as T
 
@@ -95,26 +98,31 @@ def _prim_func(body, M, N, a, sfa, b, sfb, out_dtype, with_c, block_M, block_N):
 MX_GRAN = 32  # K values per UE8M0 scale of FP4 operands (DeepGEMM's gran_k = 32)
 
 
-def mx_gemm_kernel(M, N, K, out_dtype, c_mode, block_M=128, block_N=128, block_K=512):
+def mx_gemm_kernel(M, N, K, out_dtype, c_mode, block_M=128, block_N=128, block_K=512,
+                   operand="float4_e2m1fn_x2"):
     """D[M, N] (= C +) A @ B.T on the MX MMAD: A [M, K/2] and B [N, K/2] packed e2m1
     (float4_e2m1fn_x2), SFA [ceil(K/64), M] and SFB [ceil(K/64), N] uint16 UE8M0 pairs (groups
-    2j, 2j + 1 of 32 K values, low byte first), MN-major. c_mode: None, "separate" or "inplace"."""
-    KS, PK = K // 2, block_K // (2 * MX_GRAN)  # packed columns; scale pairs per K step
+    2j, 2j + 1 of 32 K values, low byte first), MN-major. c_mode: None, "separate" or "inplace".
+    operand="float8_e4m3fn": A [M, K] and B [N, K] e4m3 with the same gran-32 scales (the mixed
+    FP8 x FP4 GEMM after its FP4 operand was widened by fp4_to_fp8_kernel), 256 K a step."""
+    pack = 2 if operand == "float4_e2m1fn_x2" else 1
+    block_K = block_K if pack == 2 else 256
+    KS, PK = K // pack, block_K // (2 * MX_GRAN)  # stored columns; scale pairs per K step
     KP = T.ceildiv(T.ceildiv(K, MX_GRAN), 2)
-    x2 = "float4_e2m1fn_x2"
+    x2 = operand
 
     @T.macro
     def body(A, SFA, B, SFB, C, D, bx, by):
-        a_s = T.alloc_shared((block_M, block_K // 2), x2)
-        b_s = T.alloc_shared((block_N, block_K // 2), x2)
+        a_s = T.alloc_shared((block_M, block_K // pack), x2)
+        b_s = T.alloc_shared((block_N, block_K // pack), x2)
         sa = T.alloc_shared((PK, block_M), "uint16")
         sb = T.alloc_shared((PK, block_N), "uint16")
         acc = T.alloc_fragment((block_M, block_N), "float32")
         out = T.alloc_fragment((block_M, block_N), out_dtype)
         T.clear(acc)
         for k in T.Pipelined(T.ceildiv(K, block_K), num_stages=2):
-            T.copy(A[by * block_M, k * (block_K // 2)], a_s)
-            T.copy(B[bx * block_N, k * (block_K // 2)], b_s)
+            T.copy(A[by * block_M, k * (block_K // pack)], a_s)
+            T.copy(B[bx * block_N, k * (block_K // pack)], b_s)
             T.copy(SFA[k * PK:(k + 1) * PK, by * block_M:(by + 1) * block_M], sa)
             T.copy(SFB[k * PK:(k + 1) * PK, bx * block_N:(bx + 1) * block_N], sb)
             T.gemm(a_s, b_s, acc, transpose_B=True, scale_A=sa, scale_B=sb, scale_gran=MX_GRAN)
@@ -124,3 +132,48 @@ def mx_gemm_kernel(M, N, K, out_dtype, c_mode, block_M=128, block_N=128, block_K
     add_c = sum_with_c(block_M, block_N, c_mode is not None)
     return _prim_func(body, M, N, ((M, KS), x2), ((KP, M), "uint16"), ((N, KS), x2),
                       ((KP, N), "uint16"), out_dtype, c_mode == "separate", block_M, block_N)
+
+
+def fp4_to_fp8_kernel(R, K, block_R=64, block_K=128):
+    """Y [R, K] e4m3 = the e2m1 values of X [R, K/2] (packed, the even K index in the low
+    nibble): every e2m1 value is an e4m3 value, so the widening is exact and the gran-32 scales
+    stay as they are. The mixed FP8 x FP4 GEMM's prepass: the MX MMAD multiplies one format."""
+
+    @T.prim_func
+    def fp4_to_fp8(X: T.Tensor((R, K // 2), "uint8"), Y: T.Tensor((R, K), "float8_e4m3fn")):
+        with T.Kernel(T.ceildiv(K, block_K), T.ceildiv(R, block_R)) as (bx, by):
+            x_s = T.alloc_fragment((block_R, block_K // 2), "uint8")
+            code = T.alloc_fragment((block_R, block_K), "uint8")
+            y_s = T.alloc_fragment((block_R, block_K), "float8_e4m3fn")
+            T.copy(X[by * block_R, bx * (block_K // 2)], x_s)
+            for i, k in T.Parallel(block_R, block_K):
+                code[i, k] = (T.cast(x_s[i, k // 2], "int32") >> ((k % 2) * 4)) & 15
+            for i, k in T.Parallel(block_R, block_K):
+                y_s[i, k] = T.cast(T.cast(T.reinterpret(code[i, k], "float4_e2m1fn"), "float32"),
+                                   "float8_e4m3fn")
+            T.copy(y_s, Y[by * block_R, bx * block_K])
+
+    return fp4_to_fp8
+
+
+def regroup_pairs_kernel(KP_in, MN, KP_out, ratio, block=128):
+    """O [KP_out, MN] = UE8M0 pairs of groups `ratio` times finer than those of S [KP_in, MN]
+    (uint16 pairs, MN-major): fine group j takes coarse group j // ratio's byte (a gran-128
+    scale stands for its four gran-32 groups)."""
+
+    @T.prim_func
+    def ue8m0_pairs_regroup(S: T.Tensor((KP_in, MN), "uint16"),
+                            O: T.Tensor((KP_out, MN), "uint16")):
+        with T.Kernel(T.ceildiv(MN, block)) as bx:
+            s_s = T.alloc_fragment((KP_in, block), "uint16")
+            o_s = T.alloc_fragment((KP_out, block), "uint16")
+            T.copy(S[0:KP_in, bx * block:(bx + 1) * block], s_s)
+            for j, i in T.Parallel(KP_out, block):
+                o_s[j, i] = T.cast(
+                    ((T.cast(s_s[(2 * j) // ratio // 2, i], "int32")
+                      >> (((2 * j) // ratio % 2) * 8)) & 255)
+                    | (((T.cast(s_s[(2 * j + 1) // ratio // 2, i], "int32")
+                         >> (((2 * j + 1) // ratio % 2) * 8)) & 255) << 8), "uint16")
+            T.copy(o_s, O[0:KP_out, bx * block:(bx + 1) * block])
+
+    return ue8m0_pairs_regroup

@@ -107,30 +107,66 @@ def _dense_fp4(ctx, layout, a, b, d, c):
 
 
 def _mx_fp4(ctx, plan, a0, sfa, b0, sfb, d, c, both_fp4):
-    """Two packed FP4 operands with UE8M0 pair scales (gran_k 32): the chip's MX MMAD."""
+    """Packed FP4 operands with UE8M0 pair scales (gran_k 32): the chip's MX MMAD. Both FP4: the
+    bytes go to the cube as they are. One FP8 (e4m3, its pairs of gran 128 [ceil(K/256), MN] or
+    of gran 32 [ceil(K/64), MN]) and one FP4: the MMAD multiplies one format, so a prepass widens
+    the FP4 operand to e4m3 (exact) and regroups the FP8 operand's gran-128 pairs to gran 32, then
+    the FP8 MX GEMM runs with one scale per 32 K values."""
     from ...arch import get_chip
     if not get_chip(ctx.chip).mx_gran:
         raise ValueError(f"packed UE8M0 scales (uint16) need a cube that applies block scales "
                          f"itself; {ctx.chip} has none: pass fp32 scales [MN, ceil(K/32)]")
-    if not both_fp4:
-        raise ValueError("packed UE8M0 scales with FP4 need FP4 (packed e2m1) A and B: the MX "
-                         "MMAD multiplies operands of one format; a mixed FP8 x FP4 GEMM takes "
-                         "fp32 scales")
-    a_arr = as_input(to_numpy(a0).view(np.uint8), "uint8", "a")
-    b_arr = as_input(to_numpy(b0).view(np.uint8), "uint8", "b")
-    M, K = a_arr.shape[0], 2 * a_arr.shape[1]
-    N = b_arr.shape[0]
-    if b_arr.ndim != 2 or 2 * b_arr.shape[1] != K:
-        raise ValueError(f"A and B disagree on K: A {a_arr.shape}, B {b_arr.shape} (packed bytes)")
+    from .fp4 import MX_GRAN, fp4_to_fp8_kernel, mx_gemm_kernel, regroup_pairs_kernel
+    fp4s = (_packed_fp4(a0), _packed_fp4(b0))
+    ops = [as_input(to_numpy(x).view(np.uint8), "uint8", n) if f else
+           as_input(x, "float8_e4m3fn", n) for x, f, n in zip((a0, b0), fp4s, ("a", "b"))]
+    for x, n in zip(ops, ("a", "b")):
+        if x.ndim != 2:
+            raise ValueError(f"{n} must be 2-D (K-major [MN, K] or packed [MN, K/2]), got {x.shape}")
+    (M, ka), (N, kb) = ops[0].shape, ops[1].shape
+    K = ka * (2 if fp4s[0] else 1)
+    if kb * (2 if fp4s[1] else 1) != K:
+        raise ValueError(f"A and B disagree on K: A {ops[0].shape}, B {ops[1].shape} "
+                         f"({'packed bytes' if fp4s[0] else 'e4m3'}, "
+                         f"{'packed bytes' if fp4s[1] else 'e4m3'})")
     if K % 128:
         raise ValueError(f"FP4 GEMMs take K a multiple of 128, got {K}")
-    from .fp4 import MX_GRAN, mx_gemm_kernel
     kp = ceil_div(ceil_div(K, MX_GRAN), 2)
-    sfa_arr, sfb_arr = _packed_pair(sfa, sfb, (kp, M), (kp, N), "ceil(K/64)")
+    if both_fp4:
+        sfa_arr, sfb_arr = _packed_pair(sfa, sfb, (kp, M), (kp, N), "ceil(K/64)")
+        d_arr, out_dtype, c_mode, c_args = _d_and_c(plan, d, c, M, N)
+        kernel = ctx.compile(mx_gemm_kernel, M, N, K, out_dtype, c_mode)
+        plan.launch(kernel, ops[0], sfa_arr, ops[1], sfb_arr, *c_args, d_arr)  # bytes as they are
+        return plan
+    kp128 = ceil_div(ceil_div(K, SF_GRAN), 2)
+    operands, scales = [], []
+    for x, f, sf, mn, n in zip(ops, fp4s, (sfa, sfb), (M, N), ("sfa", "sfb")):
+        sf_arr = as_input(sf, "uint16", n)
+        if f:
+            check_shape(sf_arr, (kp, mn), f"{n} (FP4 operand: UE8M0 pairs [ceil(K/64), {mn}])")
+            wide = np.empty((mn, K), _e4m3())
+            plan.launch(ctx.compile(fp4_to_fp8_kernel, mn, K), x, wide)
+            x = wide
+        elif sf_arr.shape == (kp128, mn):  # gran-128 pairs: each byte stands for 4 groups
+            fine = np.empty((kp, mn), np.uint16)
+            plan.launch(ctx.compile(regroup_pairs_kernel, kp128, mn, kp, SF_GRAN // MX_GRAN),
+                        sf_arr, fine)
+            sf_arr = fine
+        elif sf_arr.shape != (kp, mn):
+            raise ValueError(f"{n} (FP8 operand) has shape {sf_arr.shape}; expected UE8M0 pairs "
+                             f"({kp128}, {mn}) (gran 128) or ({kp}, {mn}) (gran 32)")
+        operands.append(x)
+        scales.append(sf_arr)
     d_arr, out_dtype, c_mode, c_args = _d_and_c(plan, d, c, M, N)
-    kernel = ctx.compile(mx_gemm_kernel, M, N, K, out_dtype, c_mode)
-    plan.launch(kernel, a_arr, sfa_arr, b_arr, sfb_arr, *c_args, d_arr)  # bytes as they are
+    kernel = ctx.compile(mx_gemm_kernel, M, N, K, out_dtype, c_mode, 128, 128, 256,
+                         "float8_e4m3fn")
+    plan.launch(kernel, operands[0], scales[0], operands[1], scales[1], *c_args, d_arr)
     return plan
+
+
+def _e4m3():
+    from ...ir import dtypes
+    return dtypes.to_numpy("float8_e4m3fn")
 
 
 def _dense(ctx, layout, a, b, d, c, scaled):
