@@ -261,6 +261,9 @@ def _grouped(ctx, a, b, d, info, grouping, scaled, expected_m=None):
     plan = Plan()
     if scaled:
         (a, sfa), (b, sfb) = a, b
+        if _packed_fp4(a) or _packed_fp4(b):  # (an int8 array cast to e4m3 would be wrong)
+            raise ValueError("FP4 operands (packed e2m1 int8/uint8) are not supported by the "
+                             "m-grouped GEMMs: pass e4m3 operands, or use fp8_fp4_gemm_nt per group")
     in_dtype = "float8_e4m3fn" if scaled else "bfloat16"
     a_arr, b_arr = as_input(a, in_dtype, "a"), as_input(b, in_dtype, "b")
     info_arr = as_input(info, "int32", "grouped_layout" if grouping == "contiguous" else "masked_m")
