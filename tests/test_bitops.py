@@ -92,3 +92,40 @@ def test_reinterpret_size_mismatch_is_located():
     msg = str(err.value)
     assert "needs a value of 2 bytes" in msg and 'T.reinterpret(x[i], "int16")' in msg
     assert "^" in msg
+
+
+def _shift_by_tensor():
+    @T.prim_func
+    def shifts(A: T.Tensor((24,), "int32"), S: T.Tensor((24,), "int32"),
+               C: T.Tensor((24,), "int32")):
+        with T.Kernel(1) as bx:
+            a = T.alloc_fragment((24,), "int32")
+            s = T.alloc_fragment((24,), "int32")
+            T.copy(A, a)
+            T.copy(S, s)
+            for i in T.Parallel(24):
+                if s[i] != 99:  # lanes with a count of 99 are off: their counts are never used
+                    a[i] = T.shift_left(a[i], s[i]) + (a[i] >> s[i])
+            T.copy(a, C)
+    return shifts
+
+
+@pytest.mark.parametrize("bad", [None, -1, 64])
+def test_shift_counts_from_data_are_checked(target, bad):
+    """A run-time shift count outside 0..63 is the same located KernelRuntimeError on every
+    target (llvm computed a value from a poison shift); counts in masked-off lanes are not read."""
+    a = np.arange(24, dtype=np.int32) - 12
+    s = (np.arange(24, dtype=np.int32) * 3) % 31
+    s[5] = 99  # masked off by the if
+    if bad is not None:
+        s[7] = bad
+    k = tl.compile(_shift_by_tensor(), out_idx=[-1], target=target)
+    if bad is not None:
+        with pytest.raises(tl.KernelRuntimeError, match="shift_left") as err:
+            k(a, s)
+        assert err.value.loc.line > 0
+        return
+    a64, s64 = a.astype(np.int64), s.astype(np.int64)
+    on = s64 != 99
+    want = np.where(on, (a64 << np.where(on, s64, 0)) + (a64 >> np.where(on, s64, 0)), a64)
+    np.testing.assert_array_equal(k(a, s), want.astype(np.int32))

@@ -593,7 +593,7 @@ class KernelGen(ParallelMaps):
             (v,) = vals
             return Val(b.not_(vm.to_bool(e, v.v, v.kind)), "bool")
         if fn in BIT_FNS:
-            return self.bitop(fn, vals)
+            return self.bitop(fn, vals, x.args)
         va, vb = vals
         if fn == "ceildiv":
             if "float" in (va.kind, vb.kind):
@@ -625,7 +625,7 @@ class KernelGen(ParallelMaps):
             p, q = e.splat(p, c.type.count), e.splat(q, c.type.count)
         return Val(b.select(c, p, q), kind)
 
-    def bitop(self, fn, vals) -> Val:
+    def bitop(self, fn, vals, args) -> Val:
         """Bit operations on i64 values (bools as 0/1); shifts are arithmetic on the value, which
         a load sign- or zero-extended from its element type."""
         e, b = self.e, self.e.b
@@ -635,6 +635,11 @@ class KernelGen(ParallelMaps):
         if fn == "bitwise_not":
             return Val(b.not_(ints[0]), "int")
         p, q = e.match(*ints)
+        if fn.startswith("shift") and not (isinstance(args[1], Const) and 0 <= args[1].value < 64):
+            bad = b.icmp_unsigned(">", q, const(q.type, 63))  # a fault, as in the semantics
+            e.error_if(b.and_(bad, self.par.mask) if is_vec(bad) and self.par is not None and self.par.mask
+                       is not None else bad, self.error(f"{fn} by a count outside 0..63"))
+            q = b.and_(q, const(q.type, 63))  # (an LLVM shift by >= 64 is poison)
         op = {"bitwise_and": b.and_, "bitwise_or": b.or_, "bitwise_xor": b.xor,
               "shift_left": b.shl, "shift_right": b.ashr}[fn]
         return Val(op(p, q), "int")
