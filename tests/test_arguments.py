@@ -200,6 +200,22 @@ def test_wrong_number_of_arguments(k_out, k_inplace):
         k_inplace(data())
 
 
+def test_inputs_by_name_and_wrong_keywords(k_out, k_inplace):
+    """Parameters may be passed by name (as a Python call would bind them); an unknown name, a
+    parameter given twice or one left out is an ArgumentError, not a TypeError from __call__."""
+    np.testing.assert_array_equal(k_out(A=data()), ref(data()))
+    out = np.zeros((M, N), np.float32)
+    k_inplace(data(), B=out)
+    np.testing.assert_array_equal(out, ref(data()))
+    np.testing.assert_array_equal(k_out.simulate(A=data())[0], ref(data()))
+    with pytest.raises(ArgumentError, match="has no input named 'X'; its inputs are A"):
+        k_out(X=data())
+    with pytest.raises(ArgumentError, match="got input 'A' both by position and by name"):
+        k_out(data(), A=data())
+    with pytest.raises(ArgumentError, match="missing input.s. A"):
+        k_inplace(B=out)
+
+
 def test_simulate_checks_and_writes_back_the_same_way():
     # simulate runs the core's semantics whatever the target: one compile is enough
     k = tilelang_mini.compile(affine(), target="numpy")

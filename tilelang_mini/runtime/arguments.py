@@ -100,6 +100,27 @@ def _err(kernel: Kernel, b: Buffer, what: str) -> ArgumentError:
     return ArgumentError(f"argument '{b.name}' of kernel '{kernel.name}' {what}", kernel.loc)
 
 
+def bind_keywords(kernel: Kernel, params, args, kwargs) -> tuple:
+    """`args` followed by the parameters passed by name in `kwargs`, in parameter order; an
+    unknown name, a parameter given twice or a gap before a named one is an ArgumentError."""
+    if not kwargs:
+        return tuple(args)
+    names = [b.name for b in params]
+    for k in kwargs:
+        if k not in names:
+            raise ArgumentError(f"kernel '{kernel.name}' has no input named '{k}'; its inputs "
+                                f"are {', '.join(names) or 'none'}", kernel.loc)
+        if names.index(k) < len(args):
+            raise ArgumentError(f"kernel '{kernel.name}' got input '{k}' both by position "
+                                f"and by name", kernel.loc)
+    rest = names[len(args):]
+    missing = [n for n in rest if n not in kwargs]
+    if missing:
+        raise ArgumentError(f"kernel '{kernel.name}' is missing input(s) "
+                            f"{', '.join(missing)}", kernel.loc)
+    return tuple(args) + tuple(kwargs[n] for n in rest)
+
+
 def _check_count(kernel: Kernel, params, args, what: str) -> None:
     if len(args) != len(params):
         names = ", ".join(b.name for b in params)

@@ -11,7 +11,8 @@ from pathlib import Path
 from ..errors import CompileError
 from ..ir.nodes import Kernel
 from . import config
-from .arguments import allocate_outputs, prepare_args, write_back, written_params
+from .arguments import (allocate_outputs, bind_keywords, prepare_args, write_back,
+                        written_params)
 from ..ir.printer import print_ir
 from ..transform.options import Options
 from . import cache
@@ -101,7 +102,8 @@ class JITKernel:
         return self.options.chip
 
     @user_facing
-    def __call__(self, *args):
+    def __call__(self, *args, **kwargs):
+        args = bind_keywords(self.frontend, self.inputs, args, kwargs)
         like = next((a for a in args if type(a).__module__.startswith("torch")), None)
         if like is not None:  # torch CPU tensors in, torch tensors out (runtime/eager.py)
             from .eager import from_numpy, to_numpy
@@ -117,12 +119,13 @@ class JITKernel:
         return outputs[0] if len(outputs) == 1 else tuple(outputs)
 
     @user_facing
-    def simulate(self, *args, blocks=None, chip: str | None = None):
+    def simulate(self, *args, blocks=None, chip: str | None = None, **kwargs):
         """Run on the pipe-level simulator: `(outputs, report)`. Raises RaceError, DeadlockError
         or SyncError when the lowered code is not correctly synchronised. `blocks` limits the
         simulation to some block ids (the others count at the simulated blocks' mean)."""
         from ..arch import get_chip
         from ..sim.simulator import simulate_kernel
+        args = bind_keywords(self.frontend, self.inputs, args, kwargs)
         inputs, back = prepare_args(self.frontend, self.inputs, args, self.written,
                                     getattr(self, "views", None))
         outputs = allocate_outputs(self.outputs)
