@@ -248,3 +248,31 @@ def test_a_zero_sized_shape_in_ir_text_is_a_compile_error():
     with pytest.raises(CompileError) as info:
         tilelang_mini.compile_ir(text, out_idx=[-1], filename="edited.ir")
     assert "expected positive ints" in info.value.message
+
+
+@pytest.mark.parametrize("grid", [(2 ** 40,), (65536, 65536)])
+def test_a_grid_of_more_than_2_31_blocks_is_a_compile_error(grid, target):
+    """Block ids are 32-bit: a larger launch is a located CompileError (the numpy target ran
+    out of memory building the block ids: an internal error), in a kernel and in IR text."""
+    @T.prim_func
+    def k1(X: T.Tensor((8,), "float32"), Y: T.Tensor((8,), "float32")):  # AT:grid1
+        with T.Kernel(grid[0]) as bx:
+            t = T.alloc_fragment((8,), "float32")
+            T.copy(X, t)
+            T.copy(t, Y)
+
+    @T.prim_func
+    def k2(X: T.Tensor((8,), "float32"), Y: T.Tensor((8,), "float32")):  # AT:grid2
+        with T.Kernel(grid[0], grid[-1]) as (bx, by):
+            t = T.alloc_fragment((8,), "float32")
+            T.copy(X, t)
+            T.copy(t, Y)
+    with pytest.raises(CompileError) as info:
+        tilelang_mini.compile(k1 if len(grid) == 1 else k2, out_idx=[-1], target=target)
+    assert "blocks; at most 2147483647" in info.value.message
+    assert info.value.loc.line == line_of(f"grid{len(grid)}")
+    names = ("bx", "by")[:len(grid)]
+    text = IR_TEXT.replace("EXTENT", "4").replace("EXPR", "t[i] + 1.0").replace(
+        "Kernel(1) as (bx)", f"Kernel({', '.join(map(str, grid))}) as ({', '.join(names)})")
+    with pytest.raises(CompileError, match="blocks; at most 2147483647"):
+        tilelang_mini.compile_ir(text, out_idx=[-1], target=target, filename="edited.ir")

@@ -195,18 +195,18 @@ class BatchedKernel:
                 return "plain"
         kernel, marks = self.kernel, Marks({k: bufs[k] for k in self.written}, self.spare)
         names = kernel.grid_vars[:1] if kernel.is_npu else kernel.grid_vars
-        ids = (np.arange(kernel.grid[0], dtype=np.int64),) if kernel.is_npu else tuple(
-            a.reshape(-1) for a in np.indices(kernel.grid, dtype=np.int64))
+        shape = tuple(kernel.grid[:1]) if kernel.is_npu else tuple(kernel.grid)
         fixed = {kernel.grid_vars[1]: 0} if kernel.is_npu else {}
         params = {p.name for p in kernel.params}
         try:
             pool = self.pools.pop()     # taken (atomic): a concurrent run makes its own
         except IndexError:
             pool = Pool()
-        lo, total, size, self.bailed = 0, ids[0].size, self.group, None
-        while lo < total:
-            grid = {name: a[lo:lo + size] for name, a in zip(names, ids)}
-            n = ids[0][lo:lo + size].size
+        lo, total, size, self.bailed = 0, int(np.prod(shape)), self.group, None
+        while lo < total:  # the block ids of one group at a time (a grid may be huge)
+            ids = np.unravel_index(np.arange(lo, min(lo + size, total), dtype=np.int64), shape)
+            grid = {name: a for name, a in zip(names, ids)}
+            n = ids[0].size
             try:
                 if size == 1:
                     raise Bail("groups of one block run plainly")

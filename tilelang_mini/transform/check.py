@@ -27,6 +27,8 @@ from ..ir.nodes import (
 
 # Deeper expressions are rejected here, before any recursive pass meets them.
 MAX_EXPR_DEPTH = 128
+# Block ids are 32-bit on the device (and a launch of more blocks would not finish here).
+MAX_BLOCKS = 2 ** 31 - 1
 
 # A developer-mode tile may be split or staged by the lowering passes (plan_memory reports
 # what does not fit after them); here it only has to fit the largest on-chip scope.
@@ -43,6 +45,13 @@ def check(kernel: Kernel, chip: Chip | str | None = None) -> Kernel:
         if any(type(n) is not int or n <= 0 for n in p.shape):
             errors.append(CompileError(f"parameter '{p.name}' has shape {p.shape}; expected "
                                        f"positive ints", kernel.loc))
+    blocks = 1
+    for n in kernel.grid:
+        blocks *= n if type(n) is int else 1
+    if blocks > MAX_BLOCKS:
+        errors.append(CompileError(f"the grid {tuple(kernel.grid)} has {blocks} blocks; at most "
+                                   f"{MAX_BLOCKS} (block ids are 32-bit): give each block more "
+                                   f"work", kernel.loc))
     declared: dict = {p.name: kernel.loc for p in kernel.params}
     for stmt in walk_statements(kernel.body):
         depth = expr_depth(stmt)
