@@ -228,3 +228,23 @@ def test_output_sharing_memory_with_an_input_given_through_dlpack_is_rejected(k_
     x = data()
     with pytest.raises(ArgumentError, match="shares memory with argument 'A'"):
         k_inplace(DLPackOnly(x), x)
+
+
+def test_an_output_too_large_for_the_machine_is_a_located_runtime_error(target):
+    """A 32 TiB output tensor (IR text may be edited to any shape) cannot be allocated: a
+    KernelRuntimeError at the kernel naming the output, on the call and in simulate, never a
+    MemoryError from NumPy or an internal error."""
+    from tilelang_mini.errors import KernelRuntimeError
+
+    @T.prim_func
+    def main(A: T.Tensor((M, N), "float32"), B: T.Tensor((2 ** 31, 2 ** 12), "float32")):
+        with T.Kernel(1) as bx:
+            a = T.alloc_fragment((M, N), "float32")
+            T.copy(A, a)
+            T.copy(a, B[0, 0])
+    k = tilelang_mini.compile(main, out_idx=[-1], target=target)
+    for run in (k, lambda x: k.simulate(x)):
+        with pytest.raises(KernelRuntimeError, match=r"cannot allocate output 'B' "
+                                                     r"\(2147483648, 4096\) float32") as info:
+            run(data())
+        assert info.value.loc.line > 0

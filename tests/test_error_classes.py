@@ -133,3 +133,17 @@ def test_a_nan_region_start_is_a_runtime_error_in_the_simulator_too():
             run(x)
         assert (info.value.loc.line, info.value.loc.col) == (6, 13)
         assert "must be an integer" in info.value.message and "nan" in info.value.message
+
+
+def test_running_out_of_memory_is_not_an_internal_error():
+    """A MemoryError escaping a stage means the kernel is too large for this machine: a located
+    KernelRuntimeError while running, a CompileError while compiling (never 'a bug')."""
+    from tilelang_mini.errors import internal_error
+    from tilelang_mini.ir.nodes import Loc
+    loc = Loc("k.py", 3, 5)
+    run = internal_error(MemoryError("Unable to allocate 8 TiB"), "the numpy backend's run", loc)
+    assert type(run) is KernelRuntimeError and run.loc == loc and "out of memory" in run.message
+    comp = internal_error(MemoryError("x"), "the 'plan_memory' pass", loc)
+    assert type(comp) is CompileError and "too large for this machine" in comp.message
+    assert isinstance(internal_error(KeyError("x"), "the numpy backend's run", loc),
+                      InternalCompilerError)

@@ -93,6 +93,11 @@ def internal_error(err: BaseException, stage: str, loc: Loc | None = None) -> Ti
     if isinstance(err, RecursionError):
         return CompileError(f"the kernel is nested too deeply for {stage} (an expression or "
                             f"a chain of macros/loops hundreds of levels deep); split it up", loc)
+    if isinstance(err, MemoryError):  # the kernel's data or grid, not a compiler bug
+        cls = KernelRuntimeError if any(w in stage for w in ("run", "simulat", "estimate")) \
+            else CompileError
+        return cls(f"out of memory in {stage}: {err}; the kernel's tensors, tiles or grid are "
+                   f"too large for this machine", loc)
     frames = traceback.extract_tb(err.__traceback__)
     notes = ""
     if frames:  # where it broke, for the report (the frames themselves stay hidden)

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import ArgumentError
+from ..errors import ArgumentError, KernelRuntimeError
 from ..ir import dtypes
 from ..ir.nodes import Buffer, Kernel
 
@@ -89,8 +89,17 @@ def check_arrays(kernel: Kernel, args, contiguous: bool = False) -> list[np.ndar
     return out
 
 
-def allocate_outputs(outputs: list[Buffer]) -> list[np.ndarray]:
-    return [np.zeros(b.shape, dtypes.to_numpy(b.dtype)) for b in outputs]
+def allocate_outputs(outputs: list[Buffer], loc=None) -> list[np.ndarray]:
+    """Zeroed arrays for the kernel's outputs; one this machine cannot hold is a
+    KernelRuntimeError at `loc` (the kernel), not a MemoryError from NumPy."""
+    out = []
+    for b in outputs:
+        try:
+            out.append(np.zeros(b.shape, dtypes.to_numpy(b.dtype)))
+        except (MemoryError, ValueError) as err:
+            raise KernelRuntimeError(f"cannot allocate output '{b.name}' {tuple(b.shape)} "
+                                     f"{b.dtype}: {err}", loc) from None
+    return out
 
 
 # ---------------------------------------------------------------------------------- checks

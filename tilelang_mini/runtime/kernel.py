@@ -110,7 +110,7 @@ class JITKernel:
             args = tuple(to_numpy(a) for a in args)
         inputs, back = prepare_args(self.frontend, self.inputs, args, self.written,
                                     getattr(self, "views", None))
-        outputs = allocate_outputs(self.outputs)
+        outputs = allocate_outputs(self.outputs, self.frontend.loc)
         guarded(f"the {self.target} backend's run", self.frontend.loc,
                 self.backend.run, self.artifact, self._full_args(inputs, outputs))
         write_back(back)
@@ -128,7 +128,7 @@ class JITKernel:
         args = bind_keywords(self.frontend, self.inputs, args, kwargs)
         inputs, back = prepare_args(self.frontend, self.inputs, args, self.written,
                                     getattr(self, "views", None))
-        outputs = allocate_outputs(self.outputs)
+        outputs = allocate_outputs(self.outputs, self.frontend.loc)
         report = guarded("the simulator", self.frontend.loc, simulate_kernel, self.ir,
                          self._full_args(inputs, outputs), get_chip(chip or self.chip),
                          blocks=blocks)
@@ -148,7 +148,8 @@ class JITKernel:
 
     def _full_args(self, inputs, outputs) -> list:
         full, ins, outs = [], iter(inputs), iter(outputs)
-        work = iter(allocate_outputs([self.frontend.params[i] for i in self.workspace_idx]))
+        work = iter(allocate_outputs([self.frontend.params[i] for i in self.workspace_idx],
+                                     self.frontend.loc))
         for i in range(len(self.frontend.params)):
             full.append(next(outs) if i in self.out_idx else
                         next(work) if i in self.workspace_idx else next(ins))

@@ -73,7 +73,7 @@ class LaunchSequence:
         if len(args) != len(self.inputs):
             raise ArgumentError(f"kernel '{self.frontend.name}' takes {len(self.inputs)} "
                                 f"input(s), got {len(args)}", self.frontend.loc)
-        outputs = allocate_outputs(self.outputs)
+        outputs = allocate_outputs(self.outputs, self.frontend.loc)
         full, ins, outs = [], iter(args), iter(outputs)
         for i in range(self.n_params):
             full.append(next(outs) if i in self.out_idx else next(ins))
