@@ -9,6 +9,7 @@ from .gen_expert import gen_expert, gen_expert_broken
 from .gen_invalid import gen_invalid
 from .gen_nd import gen_tile_nd
 from .gen_scalar import gen_dyn_bounds, gen_gather, gen_grouped_gemm
+from .gen_select import gen_atomic, gen_select
 from .gen_vector import gen_elementwise, gen_reduce, gen_rownorm
 from .mutate import STAGES
 
@@ -26,16 +27,19 @@ VALID = {
     "control": gen_control,
     "expert": gen_expert,
     "tile_nd": gen_tile_nd,
+    "select": gen_select,
+    "atomic": gen_atomic,
 }
 # Relative frequencies in a random mix (the cheap families more often).
 WEIGHTS = {"gemm": 4, "elementwise": 4, "reduce": 3, "rownorm": 2, "cube_vector": 3,
            "vector_cube": 2, "sparse_gemm": 1, "gather": 2, "grouped_gemm": 1, "dyn_bounds": 2,
            "control": 2, "invalid": 3, "mutation": 4, "args": 2, "expert": 2,
            "expert_broken": 2, "scenario": 1,
-           "tile_nd": 2}
+           "tile_nd": 2, "select": 3, "atomic": 2}
 FAMILIES = tuple(VALID) + ("expert_broken", "invalid", "mutation", "args", "scenario")
 # Kernels whose IR is mutated: small, quick to compile and run.
-MUTATION_BASES = ("elementwise", "reduce", "gemm", "cube_vector", "rownorm", "tile_nd", "expert")
+MUTATION_BASES = ("elementwise", "reduce", "gemm", "cube_vector", "rownorm", "tile_nd", "expert",
+                  "select", "atomic")
 
 
 def generate(d, family: str, seed) -> Case:

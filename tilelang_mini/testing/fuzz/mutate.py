@@ -1,4 +1,5 @@
-"""IR-text mutation: delete, duplicate or swap lines, change numbers, names and keywords.
+"""IR-text mutation: delete, duplicate or swap lines, change numbers, names, keywords, dtypes
+and shapes.
 
 The mutated text goes through `parse_ir`/`compile_ir`; the runner accepts only a located
 CompileError, a run that agrees between the targets, or a Race/Deadlock/SyncError from the
@@ -10,7 +11,7 @@ import re
 # The stages whose printed IR is mutated (frontend Tile IR to lowered, synchronised IR).
 STAGES = ("frontend", "check", "infer_scopes", "legalize", "split_cores", "pipeline",
           "plan_memory", "insert_sync")
-OPS = ("delete", "duplicate", "swap", "number", "name", "keyword", "indent")
+OPS = ("delete", "duplicate", "swap", "number", "name", "keyword", "indent", "dtype", "shape")
 
 _NUMBER = re.compile(r"(?<![\w.])-?\d+(?:\.\d+)?(?:e-?\d+)?(?![\w.])")
 _NAME = re.compile(r"\b[A-Za-z_]\w*\b")
@@ -20,6 +21,10 @@ _KEYWORDS = [("Parallel", "serial"), ("serial", "Parallel"), ("MTE2", "MTE3"), (
              ("float32", "float16"), ("float16", "int32"), ("clear=True", "clear=False"),
              ("transpose_B=True", "transpose_A=True"), ("+", "-"), ("*", "//"),
              ("set_cross_flag", "wait_cross_flag"), ("reduce_sum", "reduce_max"), (">=", "<")]
+_DTYPES = ("float32", "float16", "bfloat16", "int8", "int32", "uint8", "bool", "float8_e4m3fn",
+           "float8_e8m0fnu", "float4_e2m1fn")
+_DTYPE = re.compile("|".join(_DTYPES))
+_SHAPE = re.compile(r"\((\d+)(?:, (\d+))*,?\)")  # a shape tuple (a tensor's or a tile's)
 _ODD_NUMBERS = ["0", "1", "-1", "2", "7", "8", "11", "16", "31", "2147483648",
                 "99999999999999999999", "1e30", "-0.0", "inf", "nan", "65536"]
 
@@ -63,6 +68,22 @@ def mutate(text: str, d, op: str | None = None) -> tuple[str, str]:
         i, a, b = d.choice(hits)
         lines[i] = lines[i].replace(a, b, 1)
         what = f"line {i + 1}: {a} -> {b}"
+    elif op == "dtype":  # another element type for a tensor, a tile or a cast
+        k, m = _pick(lines, _DTYPE, d, k)
+        if m is None:
+            return mutate(text, d, "number")
+        new = d.choice(_DTYPES)
+        lines[k] = lines[k][:m.start()] + new + lines[k][m.end():]
+        what = f"line {k + 1}: dtype {m.group(0)} -> {new}"
+    elif op == "shape":  # one extent of a shape: 1, odd, or far too large for memory
+        k, m = _pick(lines, _SHAPE, d, k)
+        if m is None:
+            return mutate(text, d, "number")
+        dims = re.findall(r"\d+", m.group(0))
+        dims[d.int(0, len(dims) - 1)] = str(d.choice([1, 3, 2 ** 31, 2 ** 40, 100003]))
+        new = "(" + ", ".join(dims) + ("," if len(dims) == 1 else "") + ")"
+        lines[k] = lines[k][:m.start()] + new + lines[k][m.end():]
+        what = f"line {k + 1}: shape {m.group(0)} -> {new}"
     else:  # indent
         delta = d.choice([-4, 4])
         lines[k] = lines[k][4:] if delta < 0 and lines[k].startswith("    ") else "    " + lines[k]
