@@ -344,3 +344,36 @@ def test_located_error_has_no_compiler_frames_in_message():
     text = str(info.value)
     assert not re.search(r"File \".*tilelang_mini", text)
     check_located(info.value, "frames")
+
+
+def _gm_tile_op(kind):
+    @T.prim_func
+    def main(X: T.Tensor((4, 16), "float32"), A: T.Tensor((4, 16), "float32"),
+             S: T.Tensor((4,), "float32")):
+        with T.Kernel(1) as bx:
+            x = T.alloc_fragment((4, 16), "float32")
+            s = T.alloc_fragment((4,), "float32")
+            if kind == "fill":
+                T.fill(A[0:2, :], 1.5)  # ERR:gm_fill
+            elif kind == "clear":
+                T.clear(A)  # ERR:gm_clear
+            elif kind == "reduce_src":
+                T.reduce_sum(X, s, dim=1)  # ERR:gm_reduce_src
+            else:
+                T.copy(X, x)
+                T.reduce_max(x, S, dim=1)  # ERR:gm_reduce_dst
+            T.copy(x, A)
+            T.copy(s, S)
+    return main
+
+
+@pytest.mark.parametrize("kind,op,name", [("fill", "fill", "A"), ("clear", "fill", "A"),
+                                          ("reduce_src", "reduce_sum", "X"),
+                                          ("reduce_dst", "reduce_max", "S")])
+def test_fill_or_reduce_of_a_global_tensor_is_located(kind, op, name, target):
+    """T.fill / T.clear / T.reduce_* on a GM tensor: no vector pipe reaches GM (it was an
+    internal error 'instruction without a core or pipe after split_cores')."""
+    with pytest.raises(CompileError) as info:
+        tilelang_mini.compile(_gm_tile_op(kind), out_idx=[-1], target=target)
+    check_located(info.value, f"gm_{kind}", f"{op} works on on-chip tiles",
+                  f"'{name}' is a global tensor")

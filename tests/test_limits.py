@@ -276,3 +276,19 @@ def test_a_grid_of_more_than_2_31_blocks_is_a_compile_error(grid, target):
         "Kernel(1) as (bx)", f"Kernel({', '.join(map(str, grid))}) as ({', '.join(names)})")
     with pytest.raises(CompileError, match="blocks; at most 2147483647"):
         tilelang_mini.compile_ir(text, out_idx=[-1], target=target, filename="edited.ir")
+
+
+def test_deeply_nested_loops_and_huge_integers_in_ir_text_are_located():
+    """Loops nested hundreds deep and a 5000-digit integer in edited IR text are CompileErrors
+    at their line (they were a raw RecursionError and a raw ValueError from the parser)."""
+    head = '@prim_func(source="k.py")\ndef k(A: Tensor((4,), "float32")):\n    with Kernel(1) as (bx):\n'
+    body = "".join("    " * (2 + i) + f"for i{i} in serial(1):\n" for i in range(300))
+    deep = head + "        t = alloc_fragment((4,), \"float32\")\n" + body + "    " * 302 + \
+        "fill(t, 1.0)\n"
+    with pytest.raises(CompileError, match="nests too deeply") as info:
+        tilelang_mini.compile_ir(deep, out_idx=[0], filename="edited.ir")
+    assert info.value.loc.file == "edited.ir" and info.value.loc.line > 4
+    huge = head + "        t = alloc_fragment((4,), \"float32\")\n        fill(t, " + "9" * 5000 + ")\n"
+    with pytest.raises(CompileError, match="cannot read this") as info:
+        tilelang_mini.compile_ir(huge, out_idx=[0], filename="edited.ir")
+    assert (info.value.loc.file, info.value.loc.line) == ("edited.ir", 5)

@@ -42,7 +42,14 @@ def parse_ir(text: str, filename: str = "<ir>") -> Kernel:
         tree = _parse_tree(source, indenter)
         return _ToIR(filename, lines).transform(tree)
     except VisitError as e:  # raised inside the transformer: a CompileError (or a bug) of ours
-        raise e.orig_exc.with_traceback(None) from None
+        orig, (line, col) = e.orig_exc, _where(e.obj)
+        if isinstance(orig, RecursionError):  # statements or expressions nested hundreds deep
+            raise _error("this part nests too deeply to read (loops, ifs or an expression "
+                         "hundreds of levels deep); split it up", filename, lines, line, col) \
+                from None
+        if isinstance(orig, (ValueError, OverflowError)):  # e.g. an integer of 5000 digits
+            raise _error(f"cannot read this: {orig}", filename, lines, line, col) from None
+        raise orig.with_traceback(None) from None
     except _IndentError as e:
         raise _error(e.message, filename, lines, e.line, e.col) from None
     except UnexpectedInput as e:
@@ -51,13 +58,20 @@ def parse_ir(text: str, filename: str = "<ir>") -> Kernel:
         raise _error(f"cannot read the IR text ({e})", filename, lines, 1, 1) from None
     except RecursionError:  # lark builds trees recursively: the most nested line is the cause
         line = max(range(len(lines)), key=lambda i: _nesting(lines[i])) + 1
-        raise _error("this line nests too deeply to read (an expression hundreds of levels "
-                     "deep); split it up", filename, lines, line, 1) from None
+        raise _error("this line nests too deeply to read (an expression or loops hundreds of "
+                     "levels deep); split it up", filename, lines, line, 1) from None
+
+
+def _where(obj) -> tuple[int, int]:
+    """(line, column) of a lark tree or token (1, 1 when it has none)."""
+    meta = getattr(obj, "meta", obj)
+    return getattr(meta, "line", None) or 1, getattr(meta, "column", None) or 1
 
 
 def _nesting(line: str) -> int:
-    """Operators and brackets on a line: a proxy for how deeply its expression nests."""
-    return sum(line.count(c) for c in "+-*/%(<>=&|")
+    """Operators and brackets on a line, and its indentation: a proxy for how deeply its
+    expression and the statements around it nest."""
+    return sum(line.count(c) for c in "+-*/%(<>=&|") + (len(line) - len(line.lstrip())) // 4
 
 
 # ------------------------------------------------------------------------------- lark plumbing

@@ -167,6 +167,14 @@ _VECTOR_TILES = "the vector unit works on UB/fragment tiles, not L1/L0A/L0B/L0C"
 
 def _scope_problems(node):
     """Tiles used by a unit that cannot reach their memory (IR text edited by hand)."""
+    if isinstance(node, (Reduce, Sort, Fill)):
+        op = {Reduce: "reduce_{}", Sort: "sort", Fill: "fill"}[type(node)].format(
+            getattr(node, "kind", ""))
+        regions = {Reduce: ("src", "dst"), Sort: ("values", "indices"), Fill: ("dst",)}[type(node)]
+        for r in (getattr(node, f) for f in regions):
+            if r.buffer.scope in GM_SCOPES:
+                yield (f"{op} works on on-chip tiles, but '{r.buffer.name}' is a global tensor; "
+                       f"T.copy it into a tile first (or {op} a tile and T.copy that out)")
     if isinstance(node, (Reduce, Sort)):
         op = f"reduce_{node.kind}" if isinstance(node, Reduce) else "sort"
         regions = (node.src, node.dst) if isinstance(node, Reduce) else (node.values, node.indices)
