@@ -31,6 +31,8 @@ def fp8_cache(kv):
 
 
 def sparse_ref(q, kv, indices, topk_length, sink, scale):
+    """Float64 attention over each query's kept indices; V is a key row's first 512 columns
+    (NoPE for the 576-wide V32 rows, the whole row for MODEL1's 512-wide ones)."""
     b, sq, hq, _ = q.shape
     nt, topk = kv.shape[0], indices.shape[-1]
     out = np.zeros((b, sq, hq, 512))
@@ -143,29 +145,6 @@ def model1_cache(kv, page, pad_to=576):
     return view, vals
 
 
-def model1_ref(q, kv, indices, topk_length, sink, scale):
-    """sparse_ref with MODEL1's V: the whole 512-wide row (NoPE and RoPE)."""
-    b, sq, hq, _ = q.shape
-    nt, topk = kv.shape[0], indices.shape[-1]
-    out = np.zeros((b, sq, hq, 512))
-    lse = np.full((b, hq, sq), np.inf)
-    for bi in range(b):
-        for si in range(sq):
-            ids = indices[bi, si].astype(np.int64)
-            keep = (ids >= 0) & (ids < nt) & (np.arange(topk) < topk_length[bi])
-            if not keep.any():
-                continue
-            k = kv[ids[keep]]
-            s = q[bi, si].astype(np.float64) @ k.T * scale
-            m = s.max(-1, keepdims=True)
-            lse_row = np.log(np.exp(s - m).sum(-1)) + m[:, 0]
-            o = np.exp(s - lse_row[:, None]) @ k
-            if sink is not None:
-                o = o / (1 + np.exp(sink.astype(np.float64) - lse_row))[:, None]
-            out[bi, si], lse[bi, :, si] = o, lse_row
-    return out, lse
-
-
 @pytest.mark.parametrize("B,SQ,HQ,page,topk,sink", [(2, 1, 16, 64, 45, False),
                                                      (1, 2, 24, 8, 300, True)])
 def test_sparse_decode_model1_layout(target, B, SQ, HQ, page, topk, sink):
@@ -187,7 +166,7 @@ def test_sparse_decode_model1_layout(target, B, SQ, HQ, page, topk, sink):
     out, lse = flash_mla.flash_mla_with_kvcache(
         q, kc, None, None, 512, meta, None, is_fp8_kvcache=True, indices=indices,
         attn_sink=sink_arr, topk_length=tl_len, target=target)
-    want_o, want_l = model1_ref(q, vals, indices, tl_len, sink_arr, 1 / math.sqrt(512))
+    want_o, want_l = sparse_ref(q, vals, indices, tl_len, sink_arr, 1 / math.sqrt(512))
     close(out, want_o, "bfloat16")
     assert np.array_equal(np.isinf(lse), np.isinf(want_l))
     finite = np.isfinite(want_l)
