@@ -160,6 +160,38 @@ def _(m, rng):
     return [Check(m["chunk_global_cumsum_scalar_kernel"](B, H, L, BT), [s], {0: fwd}, tol=(1e-5, 1e-5))]
 
 
+@case("asc/gemm/intrinsic_persistent", A, "examples/gemm/example_gemm_intrinsic_persistent.py",
+      "expert flags with run-time event ids, T.Persistent, T.mma(init=T.And(...)), staged L1/L0 tiles")
+def _(m, rng):
+    M, N, K = 256, 256, 512
+    a, b = rn(rng, (M, K), "float16"), rn(rng, (K, N), "float16")
+    k = m["matmul"](M, N, K, 128, 128, 64, 256, 2, 2)
+    return [Check(k, [a, b], {0: a.astype(f64) @ b}, "float16", K)]
+
+
+@case("asc/deepseek_v4/sparse_attention", A, "examples/deepseek_v4/sparse_attention.py",
+      "D=512 (S 64x64 and O 64x512 float32 in L0C), symbolic b/m/n/topk, -1 indices, attention sink")
+def _(m, rng):
+    import ml_dtypes
+    b, mq, n, h, d, topk = 1, 4, 64, 64, 512, 96
+    q = rn(rng, (b, mq, h, d)).astype(ml_dtypes.bfloat16)
+    kv = rn(rng, (b, n, d)).astype(ml_dtypes.bfloat16)
+    sink = rn(rng, (h,))
+    idx = rng.integers(0, n, (b, mq, topk)).astype(np.int32)
+    idx[0, 1, 5], idx[0, 2, 70] = -1, -1
+    scale = 512 ** -0.5
+    kv64 = kv.astype(f64)
+    g = np.where((idx != -1)[..., None], kv64[0][np.where(idx == -1, 0, idx)[0]][None], 0.0)
+    s = np.einsum("bmhd,bmkd->bmhk", q.astype(f64), g) * scale
+    s = np.where((idx == -1)[:, :, None, :], -np.inf, s)
+    mx = s.max(-1, keepdims=True)
+    e = np.exp(s - mx)
+    p = e / (e.sum(-1, keepdims=True) + np.exp(sink.astype(f64)[None, None, :, None] - mx))
+    want = np.einsum("bmhk,bmkd->bmhd", p, g)
+    return [Check(m["sparse_attn_kernel"](h=h, d=d, scale=scale), [q, kv, sink, idx], {0: want},
+                  "bfloat16", topk)]
+
+
 # ------------------------------------------------------------------------------ TileLang
 
 @case("tl/grouped_gemm_bwd", TL, "examples/grouped_gemm/example_grouped_gemm_bwd.py",

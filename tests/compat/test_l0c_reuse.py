@@ -136,3 +136,45 @@ def test_intimm_value_of_trace_time_min_max():
     assert n == 2 and n.value == 2 and type(n.value) is int
     assert T.min(3, 2).value == 2 and T.ceildiv(7, 2) == 4
     assert T.max(1.5, 2.5).value == 2.5
+
+
+def gather_rows():
+    """deepseek_v4 sparse_attention's gather: every iteration rewrites all rows of `rows`, each
+    row by one of two copies (a looked-up row or zeros for index -1)."""
+    @T.prim_func
+    def main(X: T.Tensor((32, 64), "float32"), Idx: T.Tensor((32,), "int32"),
+             Out: T.Tensor((32, 64), "float32")):
+        with T.Kernel(1, is_npu=True) as (cid, vid):
+            rows = T.alloc_ub((16, 64), "float32")
+            zero = T.alloc_ub((64,), "float32")
+            idx_ub = T.alloc_ub((16,), "int32")
+            T.tile.fill(zero, 0.0)
+            for t in T.serial(2):
+                T.copy(Idx[t * 16:(t + 1) * 16], idx_ub)
+                for r in T.serial(16):
+                    if idx_ub[r] != -1:
+                        T.copy(X[idx_ub[r], :], rows[r, :])
+                    else:
+                        T.copy(zero, rows[r, :])
+                T.copy(rows, Out[t * 16:(t + 1) * 16, :])
+    return main
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_row_by_row_overwrite_is_not_carried(target):
+    x = rand((32, 64), "float32", 5)
+    idx = np.random.default_rng(6).integers(0, 32, 32).astype(np.int32)
+    idx[[3, 20]] = -1
+    want = np.where((idx != -1)[:, None], f64(x)[np.where(idx == -1, 0, idx)], 0.0)
+    kern = tilelang.compile(gather_rows(), target=target)
+    out = np.full((32, 64), 7.0, np.float32)
+    kern(x, idx, out)
+    close(out, want)
+    if target == "numpy":
+        out2 = np.full((32, 64), 7.0, np.float32)
+        kern.simulate(x, idx, out2)
+        close(out2, want)
+        body = kern.compilation.stages["pipeline"].body
+        coarse, fine = _live_ranges(body), _live_ranges(body, within_iteration=True)
+        assert fine["rows"][1] - fine["rows"][0] < coarse["rows"][1] - coarse["rows"][0]
+        assert fine["zero"] == coarse["zero"]  # read every iteration, written before the loop

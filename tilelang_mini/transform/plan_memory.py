@@ -22,7 +22,7 @@ from ..arch import Chip
 from ..errors import CompileError
 from ..ir import dtypes
 from ..ir.nodes import (Alloc, Const, Copy, Fill, For, Gemm, If, Kernel, Load, Reduce, Region, Store,
-                        Var, body_fields, walk, walk_own)
+                        Scope, Var, body_fields, walk, walk_own, walk_statements)
 
 PLANNED = ("L1", "L0A", "L0B", "L0C", "UB")
 
@@ -41,8 +41,10 @@ def plan_memory(kernel: Kernel, chip: Chip) -> Kernel:
             continue
         try:
             offsets.update(_assign(mine, live, scope, chip))
-        except CompileError:  # does not fit: share bytes inside loop iterations too
-            offsets.update(_assign(mine, within, scope, chip))
+        except CompileError:  # does not fit: share bytes inside loop iterations too, and
+            # place the largest buffers first (less fragmentation by small long-lived ones)
+            offsets.update(_assign(sorted(mine, key=lambda a: -nbytes(a.buffer)), within, scope,
+                                   chip))
 
     def rw(stmts):
         out = []
@@ -193,15 +195,24 @@ def _live_ranges(body, within_iteration: bool = False) -> dict:
 
 def _carries(loop, name: str, uses) -> bool:
     """Whether `loop` may carry `name`'s value between iterations (conservative: True unless
-    its first use in the loop overwrites the whole buffer on every path that uses it)."""
+    its first use in the loop is inside a statement that overwrites the whole buffer, reached
+    on every path that uses it: the use itself, or an enclosing loop or if (see `_kills`))."""
     inside = [u for u in uses if any(n is loop for _, n, _ in u[1])]
     pos, path, stmt, whole = inside[0]
-    if not whole or not _kills(stmt, name):
-        return True
     below = path[[i for i, (_, n, _) in enumerate(path) if n is loop][0] + 1:]
-    bound = {v for _, n, _ in below if isinstance(n, For) for v in n.vars} | set(loop.vars)
-    guards = []
-    for kind, node, branch in below:
+    cands = [(i, n) for i, (_, n, _) in enumerate(below)] + ([(len(below), stmt)] if whole else [])
+    loop_vars = {v for n in walk_statements((loop,)) if isinstance(n, For) for v in n.vars}
+    cut = None
+    for i, n in cands:
+        guards = []  # the one-armed, loop-invariant ifs inside the kill (`if vid == 0:`)
+        if _kills(n, name, _Guards(guards, loop_vars)):
+            cut = i
+            break
+    if cut is None:
+        return True
+    above = below[:cut]
+    bound = {v for _, n, _ in above if isinstance(n, For) for v in n.vars} | set(loop.vars)
+    for kind, node, branch in above:
         if kind == "loop":
             if node.kind == "parallel" or not all(isinstance(e, Const) and e.value >= 1
                                                    for e in node.extents):
@@ -218,7 +229,61 @@ def _carries(loop, name: str, uses) -> bool:
     return False
 
 
-def _kills(stmt, name: str) -> bool:
+class _Guards:
+    """What a kill may sit under: one-armed ifs whose conditions hold for the whole loop (no
+    loads, no loop variables); each one met is recorded in `conds` (every other use of the
+    buffer must run under it too)."""
+
+    def __init__(self, conds: list, loop_vars: set):
+        self.conds, self.loop_vars = conds, loop_vars
+
+    def invariant(self, cond) -> bool:
+        return not any(isinstance(n, Load) or (isinstance(n, Var) and n.name in self.loop_vars)
+                       for n in walk(cond))
+
+
+def _body_kills(body, name: str, g: _Guards, row=None) -> bool:
+    """The first statement of `body` that touches `name` overwrites all of it (with `row`, a
+    loop variable: all of row `row` of it, and nothing else of it is read in `body`)."""
+    for s in body:
+        touched = any(isinstance(n, (Region, Load, Store)) and n.buffer.name == name
+                      for n in walk(s))
+        if touched:
+            return _row_kills(s, name, row, g) if row is not None else _kills(s, name, g)
+    return False
+
+
+def _row_kills(stmt, name: str, row: str, g: _Guards) -> bool:
+    """`stmt` writes row `row` (dimension 0 at loop variable `row`) of `name` whole and reads no
+    element of `name` (`for b in serial(n): copy(src, kv[b, :])`)."""
+    if isinstance(stmt, Scope):
+        return _body_kills(stmt.body, name, g, row)
+    if isinstance(stmt, If):
+        return _if_kills(stmt, name, g, row)
+    if not isinstance(stmt, Copy) or stmt.dst.buffer.name != name or stmt.atomic:
+        return False
+    d = stmt.dst
+    return (stmt.src.buffer.name != name and isinstance(d.start[0], Var)
+            and d.start[0].name == row and d.extent[0] == 1
+            and tuple(d.extent[1:]) == tuple(d.buffer.shape[1:])
+            and all(isinstance(x, Const) and x.value == 0 for x in d.start[1:])
+            and not any(isinstance(n, Load) and n.buffer.name == name
+                        for e in stmt.src.start for n in walk(e)))
+
+
+def _if_kills(stmt, name: str, g: _Guards, row=None) -> bool:
+    """Both branches kill, or only the then-branch under a loop-invariant condition."""
+    if any(isinstance(n, Load) and n.buffer.name == name for n in walk(stmt.cond)):
+        return False
+    if not stmt.else_body:
+        if not g.invariant(stmt.cond):
+            return False
+        g.conds.append((stmt.cond, "then_body"))
+        return _body_kills(stmt.then_body, name, g, row)
+    return _body_kills(stmt.then_body, name, g, row) and _body_kills(stmt.else_body, name, g, row)
+
+
+def _kills(stmt, name: str, g: _Guards) -> bool:
     """`stmt` writes every element of buffer `name` without reading it first."""
     def reads(*exprs):
         return any(isinstance(n, Load) and n.buffer.name == name
@@ -235,6 +300,18 @@ def _kills(stmt, name: str) -> bool:
     if isinstance(stmt, Reduce):
         return (stmt.clear and stmt.dst.buffer.name == name and stmt.dst.is_full
                 and stmt.src.buffer.name != name)
+    if isinstance(stmt, Scope):
+        return _body_kills(stmt.body, name, g)
+    if isinstance(stmt, If):
+        return _if_kills(stmt, name, g)
+    if isinstance(stmt, For) and stmt.kind != "parallel":  # row by row, every row once
+        buf = next((n.buffer for n in walk(stmt) if isinstance(n, (Region, Load, Store))
+                    and n.buffer.name == name), None)
+        return (buf is not None and len(stmt.vars) == 1 and len(stmt.extents) == 1
+                and isinstance(stmt.extents[0], Const) and stmt.extents[0].value == buf.shape[0]
+                and _body_kills(stmt.body, name, g, stmt.vars[0])
+                and sum(isinstance(n, (Region, Load, Store)) and n.buffer.name == name
+                        for n in walk(stmt)) == sum(_row_writes(stmt.body, name)))
     if isinstance(stmt, For) and stmt.kind == "parallel":
         stores = [s for s in stmt.body if isinstance(s, Store) and s.buffer.name == name]
         if any(isinstance(s, Load) and s.buffer.name == name for s in walk(stmt)):
@@ -244,3 +321,16 @@ def _kills(stmt, name: str) -> bool:
                    [i.name if isinstance(i, Var) else None for i in s.indices] == list(stmt.vars)
                    for s in stores)
     return False
+
+
+def _row_writes(body, name: str):
+    """1 for each destination region of `name` of the copies in `body` (nested ifs included):
+    a row loop kills only when these are all its accesses of `name`."""
+    for s in body:
+        if isinstance(s, If):
+            yield from _row_writes(s.then_body, name)
+            yield from _row_writes(s.else_body, name)
+        elif isinstance(s, Scope):
+            yield from _row_writes(s.body, name)
+        elif isinstance(s, Copy) and s.dst.buffer.name == name:
+            yield 1
