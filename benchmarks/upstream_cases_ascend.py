@@ -419,14 +419,21 @@ def _(m, rng):
     return out
 
 
-@case("asc/group_norm", A, "examples/group_norm/example_group_norm.py", "host dispatch")
+@case("asc/group_norm", A, "examples/group_norm/example_group_norm.py",
+      "the serial kernel called with its host function's parameters (one S tile) and with two")
 def _(m, rng):
     N, C, S, G = 2, 32, 64, 4
+    cpg = C // G
     x, g, b = rn(rng, (N, C, S)), rn(rng, (C,)), rn(rng, (C,))
     xf = x.astype(f64).reshape(N, G, -1)
     y = (xf - xf.mean(-1, keepdims=True)) / np.sqrt(xf.var(-1, keepdims=True) + 1e-5)
     y = y.reshape(N, C, S) * g.astype(f64)[None, :, None] + b.astype(f64)[None, :, None]
-    return [Check(lambda x, g, b: m["group_norm"](x, g, b, G), [x, g, b], {0: y}, tol=(1e-4, 1e-4))]
+    args = [x.reshape(N, G, cpg, S), g.reshape(G, cpg), b.reshape(G, cpg)]
+    want = {0: y.reshape(N, G, cpg, S)}
+    # group_norm(x, g, b, G) picks block_S = 64, s_num = 1, cpg_padded = 16 (the serial kernel)
+    k1 = m["group_norm_kernel_serial"](N, G, 16, S, 64, 1, 1e-5, cpg, S, "float32")
+    k2 = m["group_norm_kernel_serial"](N, G, 16, S, 32, 2, 1e-5, cpg, S, "float32")
+    return [Check(k1, args, want, tol=(1e-4, 1e-4)), Check(k2, args, want, tol=(1e-4, 1e-4))]
 
 
 @case("asc/convolution", A, "examples/convolution/example_convolution.py", "host im2col + gemm")

@@ -100,3 +100,84 @@ def test_atomic_or_data_dependent_outputs_compile(atomic, data_index, target):
     if target == "numpy":
         got, _ = kernel.simulate(x, perm)
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def indexed(blocks: int, mode: str):
+    """Each block copies its (R, N) tile of X to the rows of Y its mode names; modes that map two
+    blocks other than block 0 onto common rows race (every pair of blocks is compared)."""
+    @T.prim_func
+    def k(X: T.Tensor((blocks * R, N), "float32"), Y: T.Tensor(((blocks + 2) * R, N), "float32")):
+        with T.Kernel(blocks, is_npu=True) as (cid, vid):
+            x = T.alloc_ub((R // 2, N), "float32")
+            with T.Scope("V"):
+                T.copy(X[cid * R + vid * (R // 2), 0], x)
+                T.set_flag("MTE2", "MTE3", 0)
+                T.wait_flag("MTE2", "MTE3", 0)
+                if mode == "perm":  # a permutation of the blocks: no race
+                    T.copy(x, Y[(cid * 3) % blocks * R + vid * (R // 2), 0])
+                if mode == "mod":  # (cid * 3) % 4 on 5 blocks: blocks 0 and 4 meet
+                    T.copy(x, Y[(cid * 3) % 4 * R + vid * (R // 2), 0])  # AT:mod
+                if mode == "min":  # blocks 3 and 4 both write tile 3
+                    T.copy(x, Y[T.min(cid, 3) * R + vid * (R // 2), 0])  # AT:min
+                if mode == "branch":  # blocks 3, 4 write tiles 1, 2 (those of blocks 1, 2)
+                    if cid < 3:
+                        T.copy(x, Y[cid * R + vid * (R // 2), 0])
+                    else:
+                        T.copy(x, Y[(cid - 2) * R + vid * (R // 2), 0])  # AT:branch
+                if mode == "loop":  # blocks from 4 on also write the next block's tile
+                    for t in T.serial(1 + cid // 4):
+                        T.copy(x, Y[(cid + t) * R + vid * (R // 2), 0])  # AT:loop
+    return k
+
+
+@pytest.mark.parametrize("blocks,mode,pair", [
+    (5, "mod", (0, 4)), (5, "min", (3, 4)), (5, "branch", (1, 3)), (6, "loop", (4, 5))])
+def test_two_blocks_other_than_block_0_meeting_are_a_located_race(blocks, mode, pair):
+    with pytest.raises(CompileError) as info:
+        tilelang_mini.compile(indexed(blocks, mode), out_idx=[-1])
+    err = info.value
+    MARKED.located(err, mode)
+    a, b = pair
+    assert f"block {a} " in err.message and f"block {b} " in err.message, err.message
+    assert "race between blocks on Y[" in err.message, err.message
+
+
+def expected_perm(x, blocks):
+    want = np.zeros(((blocks + 2) * R, N))
+    for b in range(blocks):
+        d = (b * 3) % blocks
+        want[d * R:(d + 1) * R] = x[b * R:(b + 1) * R]
+    return want
+
+
+@pytest.mark.parametrize("blocks", [4, 5, 7])
+def test_blocks_writing_a_permutation_compile_and_run(blocks, target):
+    x = np.random.default_rng(2).standard_normal((blocks * R, N)).astype(np.float32)
+    kernel = tilelang_mini.compile(indexed(blocks, "perm"), out_idx=[-1], target=target)
+    want = expected_perm(x, blocks)
+    got = kernel(x)
+    np.testing.assert_allclose(got[:blocks * R], want[:blocks * R], rtol=1e-6, atol=1e-6)
+    if target == "numpy":
+        got, _ = kernel.simulate(x)
+        np.testing.assert_allclose(got[:blocks * R], want[:blocks * R], rtol=1e-6, atol=1e-6)
+
+
+def test_a_large_grid_is_checked_whole():
+    """2000 blocks: all pairs are compared (the permutation compiles; two blocks far from block
+    0 meeting are found)."""
+    kernel = tilelang_mini.compile(indexed(2000, "perm"), out_idx=[-1])
+    assert kernel is not None
+
+    @T.prim_func
+    def k(X: T.Tensor((2000 * R, N), "float32"), Y: T.Tensor((2000 * R, N), "float32")):
+        with T.Kernel(2000, is_npu=True) as (cid, vid):
+            x = T.alloc_ub((R // 2, N), "float32")
+            with T.Scope("V"):
+                T.copy(X[cid * R + vid * (R // 2), 0], x)
+                T.set_flag("MTE2", "MTE3", 0)
+                T.wait_flag("MTE2", "MTE3", 0)
+                T.copy(x, Y[(cid - cid // 1500) * R + vid * (R // 2), 0])  # AT:large
+    with pytest.raises(CompileError) as info:
+        tilelang_mini.compile(k, out_idx=[-1])
+    MARKED.located(info.value, "large")
+    assert "block 1499 " in info.value.message and "block 1500 " in info.value.message

@@ -68,9 +68,11 @@ def sync_expert(kernel: Kernel, chip: Chip) -> Kernel:
     if not kernel.is_npu or len(kernel.grid_vars) != 2:
         return kernel
     ops = [s for s in walk_statements(kernel.body) if isinstance(s, SYNC_OPS)]
-    if any(not isinstance(s, (SetCrossFlag, WaitCrossFlag)) for s in ops):
-        return check_sync(kernel, chip)
     check_legal(kernel, chip)
+    if any(not isinstance(s, (SetCrossFlag, WaitCrossFlag)) for s in ops):
+        # the barriers between dependent vector instructions, as the Ascend C compiler adds
+        # them to tilelang-ascend's kernels (docs/machine_model.md); the flags are the kernel's
+        return check_sync(insert_sync(kernel, chip, v_only=True), chip)
     if not ops:
         return insert_sync(kernel, chip)
     return check_sync(insert_sync(kernel, chip, intra_only=True), chip)
@@ -80,8 +82,8 @@ def check_sync(kernel: Kernel, chip: Chip) -> Kernel:
     if not kernel.is_npu or len(kernel.grid_vars) != 2:
         return kernel
     check_legal(kernel, chip)
-    allocs = [s for s in kernel.body if isinstance(s, Alloc)]
-    offsets = {a.buffer.name: a.offset for a in allocs if a.offset is not None}
+    offsets = {a.buffer.name: a.offset for a in walk_statements(kernel.body)
+               if isinstance(a, Alloc) and a.offset is not None}
     tree = build_tree([s for s in kernel.body if not isinstance(s, Alloc)])
     ifs = [it for it in _blocks(tree) if isinstance(it.stmt, If) and _has_sync(it)]
     # blocks 0 and 1: an if on the block index (`cid % 2 == 0`) takes each branch in one of them

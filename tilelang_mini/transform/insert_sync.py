@@ -35,8 +35,9 @@ from ..ir.happens_before import (
 )
 from ..ir.nodes import (
     Alloc, Const, For, Kernel, PipeBarrier, SetCrossFlag, SetFlag, Var, WaitCrossFlag, WaitFlag,
-    walk,
+    walk, walk_statements,
 )
+from .plan_memory import _live_ranges
 from .sync_events import assign_events
 from .util import group_scopes
 
@@ -64,23 +65,46 @@ class Channel:
         return ("after", id(self.set_at)) if self.wait_after else id(self.wait_at)
 
 
-def insert_sync(kernel: Kernel, chip: Chip, intra_only: bool = False) -> Kernel:
+def insert_sync(kernel: Kernel, chip: Chip, intra_only: bool = False,
+                v_only: bool = False) -> Kernel:
     """`intra_only`: the kernel orders its cores itself (its own cross-core flags, kept as
-    they are): only the flags and barriers between the pipes of each core are added."""
+    they are): only the flags and barriers between the pipes of each core are added.
+    `v_only`: the kernel places its own flags; only the `pipe_barrier(V)` between dependent
+    vector instructions that its own barriers leave unordered are added (what the Ascend C
+    compiler adds to the kernels tilelang-ascend emits, docs/machine_model.md), and the flags
+    between instructions of different pipes that only plan_memory's shared bytes make
+    dependent (two buffers on common bytes), on event ids the kernel's own flags leave free."""
     if not kernel.is_npu:
         return kernel
     allocs = [s for s in kernel.body if isinstance(s, Alloc)]
-    offsets = {a.buffer.name: a.offset for a in allocs if a.offset is not None}
+    offsets = {a.buffer.name: a.offset for a in walk_statements(kernel.body)
+               if isinstance(a, Alloc) and a.offset is not None}
     tree = _tree([s for s in kernel.body if not isinstance(s, Alloc)])
-    channels = _Analysis(offsets, intra_only=intra_only).run(tree)
+    modes = {"intra_only": intra_only or v_only, "v_only": v_only,
+             "live": _live_ranges(kernel.body) if v_only else None}
+    channels = _Analysis(offsets, **modes).run(tree)
+    if v_only and not channels:
+        return kernel
+    taken = _own_event_ids(kernel) if v_only else {}
     try:
-        assign_events(channels, chip, kernel)
+        assign_events(channels, chip, kernel, taken)
     except CompileError:  # out of ids: one flag per group of adjacent producers, and try again
         tree = _tree([s for s in kernel.body if not isinstance(s, Alloc)])
-        channels = _Analysis(offsets, coalesce=True, intra_only=intra_only).run(tree)
-        assign_events(channels, chip, kernel)
+        channels = _Analysis(offsets, coalesce=True, **modes).run(tree)
+        assign_events(channels, chip, kernel, taken)
     body = _render(tree, channels)
     return replace(kernel, body=tuple(allocs + body))
+
+
+def _own_event_ids(kernel) -> dict:
+    """(src pipe, dst pipe) -> the event ids the kernel's own flags use (left to them)."""
+    out: dict = {}
+    for st in walk_statements(kernel.body):
+        if isinstance(st, (SetFlag, WaitFlag)):
+            ids = out.setdefault((st.src, st.dst), set())
+            e = st.event.value if isinstance(st.event, Const) else st.event
+            ids.add(e) if isinstance(e, int) else ids.update(range(64))  # a run-time id: any
+    return out
 
 
 class _Uncovered(Exception):
@@ -88,10 +112,12 @@ class _Uncovered(Exception):
 
 
 class _Analysis(HappensBefore):
-    def __init__(self, offsets, coalesce=False, intra_only=False):
+    def __init__(self, offsets, coalesce=False, intra_only=False, v_only=False, live=None):
         self.offsets = offsets
         self.coalesce = coalesce
         self.intra_only = intra_only  # dependencies between cores are the kernel's own
+        self.v_only = v_only          # ... and those between pipes: only V -> V barriers
+        self.ranges = live or {}      # (v_only) buffer name -> live range (plan_memory's)
         self.channels: list[Channel] = []
         self.by_wait: dict = {}    # id(item) -> channels waiting before it
         self.by_key: dict = {}     # what a channel is looked up by (channel()) -> channels
@@ -101,6 +127,15 @@ class _Analysis(HappensBefore):
         self.history, self.by_mem = [], {}
         self.snaps = None          # top-level item -> the replay's state before it
         self.reset()
+
+    def reused(self, x, y) -> bool:
+        """Accesses of two on-chip buffers whose live ranges plan_memory found apart (it may
+        place them on common bytes; buffers placed over each other while both live are the
+        placement's error, not a dependency to order)."""
+        if x[0][0] == "GM" or y[0][0] == "GM" or x[0][3] == y[0][3]:
+            return False
+        a, b = self.ranges.get(x[0][3]), self.ranges.get(y[0][3])
+        return a is not None and b is not None and (a[1] < b[0] or b[1] < a[0])
 
     def reset(self):
         # Every walk visits the same occurrences with the same accesses (only the clocks depend
@@ -319,6 +354,8 @@ class _Analysis(HappensBefore):
             self.apply(ch, known)
             self.record_wait(ch, occ.index)
         known = self.arrive(occ)
+        if isinstance(item.stmt, PipeBarrier) and item.pipe == "V":  # the kernel's own barrier
+            join(known, {q: self.cur.get(q, {}).get(q, -1)})
         acc = self.accesses.get(id(item))
         if acc is None:  # fixed for the whole pass: computed once per instruction
             acc = self.accesses[id(item)] = _accesses(item, self.offsets)
@@ -340,7 +377,9 @@ class _Analysis(HappensBefore):
                 seen.add(index)
                 if self.covered(prev, occ, q, known) or exclusive(prev, occ):
                     continue
-                if any(conflict(x, y) for x in pacc for y in acc):
+                if any(conflict(x, y) and (p == q or not self.v_only or self.reused(x, y))
+                       for x in pacc for y in acc):
+                    # v_only: between pipes only what plan_memory's shared bytes make dependent
                     needed.append(prev)
         # Latest producers first: the order one of them establishes may cover the others.
         for prev in sorted(needed, key=lambda o: -o.index):

@@ -12,11 +12,12 @@ if TYPE_CHECKING:  # (insert_sync imports this module)
     from .insert_sync import Channel
 
 
-def assign_events(channels, chip: Chip, kernel):
+def assign_events(channels, chip: Chip, kernel, taken: dict | None = None):
     """Event ids per pipe pair, cross-core flag ids per block. Two channels share an id only if,
     in the recorded run, their sets and waits alternate, each wait pairs with the set of its own
     channel, and every wait happens before the next set of that id: a pipe that runs ahead
-    could otherwise set a flag that is still set."""
+    could otherwise set a flag that is still set. `taken`: (src pipe, dst pipe) -> ids the
+    kernel's own flags use, left out."""
     groups: dict = {}
     for ch in channels:
         if ch.kind == "barrier":
@@ -25,6 +26,10 @@ def assign_events(channels, chip: Chip, kernel):
         groups.setdefault(key, []).append(ch)
     for key, chans in groups.items():
         limit = chip.event_ids if key != "cross" else chip.cross_flags
+        free = list(range(limit))
+        if key != "cross" and taken:
+            free = [i for i in free if i not in taken.get(key[1:], ())]
+            limit = len(free)
         ids: list[list[Channel]] = []
         uses: list = []  # per id: its members' sets and waits in order (None: cannot be shared)
         for ch in chans:
@@ -41,16 +46,23 @@ def assign_events(channels, chip: Chip, kernel):
                 if len(ids) >= limit:
                     what = ("cross-core flags" if key == "cross"
                             else f"event ids for {key[1]} -> {key[2]}")
+                    if key != "cross" and taken and taken.get(key[1:]):
+                        raise CompileError(
+                            f"plan_memory placed buffers on common bytes that {key[1]} and "
+                            f"{key[2]} use in turn, and the kernel's own flags leave no "
+                            f"{key[1]} -> {key[2]} event id free to order them on "
+                            f"{chip.name}; free an event id, or order the two uses with your "
+                            f"own flag", ch.loc or kernel.loc)
                     raise CompileError(f"the kernel needs more than {limit} {what} live at once "
                                        f"on {chip.name}; use fewer stages or smaller loops",
                                        ch.loc or kernel.loc)
                 ids.append([ch])
                 uses.append(_uses_of(ch))
-                ch.event = len(ids) - 1
+                ch.event = free[len(ids) - 1]
             else:
                 ids[shared].append(ch)
                 uses[shared] = both
-                ch.event = shared
+                ch.event = free[shared]
 
 
 def _uses_of(ch: Channel, n: int = 0):
