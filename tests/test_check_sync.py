@@ -460,3 +460,38 @@ def test_a_set_on_v_follows_the_wait_before_it_on_v(chip):
     back = tilelang_mini.compile_ir(print_ir(lowered.ir), out_idx=[-1], chip=chip)
     for out in (back(x), back.simulate(x)[0]):
         np.testing.assert_array_equal(out, want)
+
+
+def chained_tile_ops():
+    """tilelang-ascend's expert style: dependent T.tile operations with no pipe_barrier(V)
+    (the Ascend C compiler adds PIPE_V barriers for them; docs/machine_model.md)."""
+    @T.prim_func
+    def k(X: T.Tensor((16, 32), "float32"), Y: T.Tensor((16, 32), "float32")):
+        with T.Kernel(1, is_npu=True) as (cid, vid):
+            a = T.alloc_ub((8, 32), "float32")
+            b = T.alloc_ub((8, 32), "float32")
+            with T.Scope("V"):
+                T.copy(X[vid * 8, 0], a)
+                T.set_flag("MTE2", "V", 0)
+                T.wait_flag("MTE2", "V", 0)
+                T.copy(a, b)
+                T.tile.add(b, b, 1.0)
+                T.tile.mul(a, b, b)
+                T.set_flag("V", "MTE3", 0)
+                T.wait_flag("V", "MTE3", 0)
+                T.copy(a, Y[vid * 8, 0])
+    return k
+
+
+def test_an_expert_kernel_gets_the_v_barriers_it_leaves_out(target):
+    x = np.random.default_rng(5).standard_normal((16, 32)).astype(np.float32)
+    want = (x.astype(np.float64) + 1.0) ** 2
+    kernel = tilelang_mini.compile(chained_tile_ops(), out_idx=[-1], target=target)
+    np.testing.assert_allclose(kernel(x), want, rtol=1e-6, atol=1e-6)
+    assert kernel.get_ir("insert_sync").count("pipe_barrier(V)") == 2  # copy->add, add->mul
+    if target == "numpy":
+        got, _ = kernel.simulate(x)
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+        # without them (the lowering before insert_sync) the hardware would race
+        with pytest.raises(RaceError):
+            simulate_unchecked(chained_tile_ops(), [x])
