@@ -173,6 +173,38 @@ def k(X: Tensor((8, 8), "float32"), Y: Tensor((8, 8), "float32")):
     assert [len(s.body) for s in v] == [2, 1, 2]
 
 
+def test_hoist_private_work_never_passes_a_wait_for_another_core():
+    from tilelang_mini.transform.cpu_hoist import hoist_private_work
+    k = tilelang_mini.parse_ir('''
+@prim_func(source="<test>")
+def k(X: Tensor((8, 8), "float32"), Y: Tensor((8, 8), "float32")):
+    with Kernel(1, is_npu=True) as (cid, vid):
+        t = alloc_ub((8, 8), "float32")
+        u = alloc_ub((8, 8), "float32")
+        a = alloc_ub((8, 8), "float32")
+        b = alloc_ub((8, 8), "float32")
+        w = alloc_workspace((8, 8), "float32")
+        with Scope("V"):
+            copy(X, t)
+            wait_cross_flag(MTE3, 0)
+            copy(X, u)
+        with Scope("C"):
+            copy(X, w)
+        with Scope("V"):
+            copy(t, a)
+        with Scope("V"):
+            wait_cross_flag(MTE3, 1)
+            copy(u, b)
+''')
+    v = [s for s in hoist_private_work(k).body if isinstance(s, Scope)]
+    names = [[type(t).__name__ + (f":{t.dst.buffer.name}" if hasattr(t, "dst") else "")
+              for t in s.body] for s in v]
+    # t -> a goes after the wait of the first Scope, not right after t's copy-in;
+    # u -> b follows its own Scope's wait and stays there
+    assert names == [["Copy:t", "WaitCrossFlag", "Copy:a", "Copy:u"], ["Copy:w"],
+                     ["WaitCrossFlag", "Copy:b"]]
+
+
 def gemm_columns(k):
     return [s.columns for s in walk_statements(k.body) if isinstance(s, Gemm)]
 

@@ -23,6 +23,9 @@ fuse them into one pass over the data (fuse_rows, fuse_row_copies):
             sq[i, j] = A_ub[i, j] * A_ub[i, j]         with Scope("V"):
         reduce_sum(sq, ss, dim=1, clear=False)             pipe_barrier(V)
 
+A statement never moves before a wait for another core (wait_cross_flag) of either Scope: in
+coroutine mode such a wait may order a write of the other core into this core's buffers.
+
 Why the results are unchanged: in program order the moved statement only trades places with
 statements that neither write what it reads nor access what it writes (the other cores' Scopes
 between, the statements of the earlier Scope after the insertion point), and its buffers are per
@@ -97,9 +100,14 @@ class _Hoist:
         target = list(out[k].body)
         kept, pos = [], None
         moved_any = blocked = False
+        # never before a wait for another core: in coroutine mode it may be what orders a
+        # write of the other core into this core's buffers (a dual L0C -> UB copy)
+        waited = max((q + 1 for q, u in enumerate(target)
+                      if any(isinstance(n, WaitCrossFlag) for n in walk(u))), default=0)
         for t in s.body:
             if isinstance(t, SYNC_OPS):  # the core's flags stay where they were
                 kept.append(t)
+                blocked |= isinstance(t, WaitCrossFlag)  # what follows a wait stays after it
                 continue
             rd, wr = _names(t)
             if blocked or not self.movable(t) or any(_conflict(rd, wr, *_names(u))
@@ -107,7 +115,7 @@ class _Hoist:
                 kept.append(t)
                 blocked = True  # what follows keeps its place after it
                 continue
-            at = 0 if pos is None else pos
+            at = waited if pos is None else pos
             for q in range(len(target) - 1, at - 1, -1):
                 if _conflict(rd, wr, *_names(target[q])):
                     at = q + 1
