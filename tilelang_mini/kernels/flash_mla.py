@@ -70,7 +70,9 @@ def mla_split_kernel(B, SQ, HQ, D, DV, NB, MAXB, S, PARTS, scale, causal, block_
                          META: T.Tensor((PARTS, 8), "int32"),
                          OP: T.Tensor((B, S, SQ, HQ, DV), "float32"),
                          LP: T.Tensor((B, S, SQ, HQ), "float32")):
-        with T.Kernel(HB * SQ, S, B) as (bh, s, b):
+        # split slowest: blocks go to cores in id order, so a batch's empty split blocks
+        # (s past its splits) do not all land on the same cores
+        with T.Kernel(HB * SQ, B, S) as (bh, b, s):
             q_s = T.alloc_shared((block_H, D), "bfloat16")
             k_s = T.alloc_shared((PAGE, D), "bfloat16")
             v_s = T.alloc_shared((PAGE, DV), "bfloat16")
