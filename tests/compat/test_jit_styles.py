@@ -154,3 +154,14 @@ def test_autotune_eager_function(target, monkeypatch):
 def test_autotune_stays_the_decorator_after_the_autotuner_import():
     import tilelang_mini.autotuner  # noqa: F401 (imports the submodule `autotune`)
     assert callable(tilelang_mini.autotune) and tilelang_mini.autotune is tilelang_mini.autotuner.autotune
+
+
+def test_eager_call_with_wrong_keywords_is_a_located_argument_error():
+    """An unknown keyword or a missing tensor in an eager call is an ArgumentError located at the
+    function (it had no location)."""
+    from tilelang_mini import ArgumentError
+    for call in (lambda: eager_rowstats(rand((8, 8)), foo=1), lambda: eager_rowstats()):
+        with pytest.raises(ArgumentError) as info:
+            call()
+        assert info.value.loc.file == __file__
+        assert info.value.loc.line == eager_rowstats.fn.__code__.co_firstlineno

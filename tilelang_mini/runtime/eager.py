@@ -130,7 +130,7 @@ class EagerJIT:
         try:
             bound = self.signature.bind(*args, **kwargs)
         except TypeError as e:
-            raise ArgumentError(f"{self.fn.__name__}: {e}") from None
+            raise ArgumentError(f"{self.fn.__name__}: {e}", _def_loc(self.fn)) from None
         bound.apply_defaults()
         tensors, scalars, arrays, like = {}, {}, {}, None
         for name, v in bound.arguments.items():
@@ -220,3 +220,10 @@ class SymbolicKernel(CompileSettings):
 
 
 __all__ = ["EagerJIT", "SymbolicKernel", "is_eager_function", "is_array", "CompileError"]
+
+
+def _def_loc(fn):
+    """Where `fn` starts (its first decorator line), for errors about how it was called."""
+    from ..ir.nodes import Loc
+    code = getattr(fn, "__code__", None)
+    return Loc(code.co_filename, code.co_firstlineno, 1) if code is not None else None
