@@ -298,7 +298,9 @@ class _Stacks:
         self.state = np.zeros(SLOTS, np.int64)
         self.ctx = np.zeros(4 * CTX_BYTES + 64, np.uint8)
         self.size = STACK_BYTES
-        self.map = mmap.mmap(-1, 3 * (self.size + page))
+        # private: a forked child writes its own copy (a shared one would be one stack for two
+        # processes)
+        self.map = mmap.mmap(-1, 3 * (self.size + page), flags=mmap.MAP_PRIVATE)
         base = ctypes.addressof(ctypes.c_char.from_buffer(self.map))
         try:
             mprotect = ctypes.CDLL(None).mprotect
