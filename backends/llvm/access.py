@@ -10,7 +10,7 @@ import llvmlite.ir as ir
 
 from tilelang_mini.errors import CompileError
 
-from .irutil import I1, I32, I64, STORAGE, VL, const, vty
+from .irutil import I1, I32, I64, STORAGE, VL, const, constant, vty
 
 ALL_LANES = ir.Constant(ir.VectorType(I1, VL), [1] * VL)
 
@@ -102,7 +102,7 @@ def const_mask(n: int):
     """Constant mask of the first n lanes (None when all VL lanes)."""
     if n >= VL:
         return None
-    return ir.Constant(ir.VectorType(I1, VL), [1] * n + [0] * (VL - n))
+    return constant(ir.VectorType(I1, VL), [1] * n + [0] * (VL - n))
 
 
 def all_in_bounds(g, r, starts):

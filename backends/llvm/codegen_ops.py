@@ -13,7 +13,7 @@ from .access import (
     ALL_LANES, all_in_bounds, base_offset, check_in_bounds, check_reshape, const_mask, elem_ptr,
     lane_mask, runs, starts_of, valid_range, inside, vload, vstore,
 )
-from .irutil import I1, I64, STORAGE, VL, vty
+from .irutil import I1, I64, STORAGE, VL, constant, vty
 from .packing import copy_packed, copy_packed_fast, prefetch_next
 
 # ----------------------------------------------------------------------------------- copy
@@ -246,8 +246,8 @@ def stream_run(g, dp, run, value):
 def _copy_single(g, si, di, sbase, dbase, s_off, d_off, s_ok, d_ok, convert):
     e, b = g.e, g.e.b
     m1 = ir.VectorType(I1, VL)
-    lane0 = ir.Constant(m1, [1] + [0] * (VL - 1))
-    none = ir.Constant(m1, [0] * VL)
+    lane0 = constant(m1, [1] + [0] * (VL - 1))
+    none = constant(m1, [0] * VL)
     smask = b.select(b.and_(s_ok, d_ok), lane0, none)
     dmask = b.select(d_ok, lane0, none)
     raw = vload(g, si, sbase, s_off, 1, smask)

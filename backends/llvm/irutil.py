@@ -38,8 +38,10 @@ NARROW_STORE_BARRIER = platform.machine().lower() in ("x86_64", "amd64", "i686",
 
 
 def mark_contiguous(v):
-    """Tag an i64 offset vector as `uniform + lane`: an access at it is one contiguous vector."""
-    v.tlm_contiguous = True
+    """Tag an i64 offset vector as `uniform + lane`: an access at it is one contiguous vector.
+    A constant is shared (`constant`) and never tagged: an access at it takes the general path."""
+    if not isinstance(v, ir.Constant):
+        v.tlm_contiguous = True
     return v
 
 
@@ -65,10 +67,33 @@ def like(t, elem):
     return ir.VectorType(elem, t.count) if isinstance(t, ir.VectorType) else elem
 
 
+_CONSTANTS: dict = {}
+
+
+def _value_key(x):
+    return ("f", repr(x)) if isinstance(x, float) else x  # -0.0 is not 0.0
+
+
+def constant(t, value):
+    """`ir.Constant(t, value)` (value: a scalar, None, or a list of lane values), one object per
+    distinct (type, value): llvmlite formats a constant's text once per object, and a vector
+    constant's text lane by lane, so a splat used a thousand times in an unrolled body is built
+    and formatted once (compile time). Never mutate the result."""
+    key = (str(t), tuple(map(_value_key, value)) if isinstance(value, list)
+           else _value_key(value))
+    c = _CONSTANTS.get(key)
+    if c is None:
+        if len(_CONSTANTS) > 8192:
+            _CONSTANTS.clear()
+        c = _CONSTANTS[key] = ir.Constant(t, value)
+    return c
+
+
 def const(t, value):
+    """`value` as a constant of type `t`; a vector type gets it in every lane."""
     if isinstance(t, ir.VectorType):
-        return ir.Constant(t, [value] * t.count)
-    return ir.Constant(t, value)
+        return constant(t, [value] * t.count)
+    return constant(t, value)
 
 
 def _mangle(t) -> str:
@@ -205,11 +230,11 @@ class Emitter:
         if is_vec(v):
             return v
         if isinstance(v, ir.Constant):
-            return ir.Constant(vty(v.type, n), [v.constant] * n)
+            return constant(vty(v.type, n), [v.constant] * n)
         b = self.b
-        undef = ir.Constant(vty(v.type, n), ir.Undefined)
+        undef = constant(vty(v.type, n), ir.Undefined)
         ins = b.insert_element(undef, v, ir.Constant(I32, 0))
-        return b.shuffle_vector(ins, undef, ir.Constant(vty(I32, n), [0] * n))
+        return b.shuffle_vector(ins, undef, constant(vty(I32, n), [0] * n))
 
     def match(self, a, bv):
         """Broadcast a scalar operand when the other one is a vector."""
@@ -221,7 +246,7 @@ class Emitter:
 
     @staticmethod
     def iota(n: int = VL, t=I64):
-        return ir.Constant(vty(t, n), list(range(n)))
+        return constant(vty(t, n), list(range(n)))
 
     def i64(self, v):
         """Widen/narrow an integer (scalar or vector) to i64 elements."""

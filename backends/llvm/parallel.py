@@ -19,7 +19,7 @@ from tilelang_mini.ir.analysis import SYNC_OPS
 from tilelang_mini.ir.nodes import Alloc, Call, For, If, Load, Scope, Store, walk
 
 from . import vecmath as vm
-from .irutil import F32, I64, I8, VL, const, elem_type, like, mark_contiguous, vty
+from .irutil import F32, I64, I8, VL, const, constant, elem_type, like, mark_contiguous, vty
 from .reduce import reduce
 from .values import Par, vars_in
 
@@ -192,7 +192,7 @@ class ParallelMaps:
             self.ranges[n] = (0, int(x.value) - 1)
         par = self.par = Par(names, exts)
         e = self.e
-        every = ir.Constant(ir.VectorType(ir.IntType(1), VL), [1] * VL)
+        every = constant(ir.VectorType(ir.IntType(1), VL), [1] * VL)
 
         def producer(idx, t0, mask):
             b = e.b

@@ -14,7 +14,7 @@ from . import vecmath as vm
 from .access import (
     base_offset, check_in_bounds, check_reshape, lane_mask, starts_of, vload, vstore,
 )
-from .irutil import F32, I1, I32, I64, VL, const, vty
+from .irutil import F32, I1, I32, I64, VL, const, constant, vty
 
 _IDENT = {"sum": 0.0, "abssum": 0.0, "max": float("-inf"), "absmax": float("-inf"),
           "min": float("inf")}
@@ -33,8 +33,8 @@ def hreduce(e, kind, v):
     n = v.type.count
     while n > 1:
         h = n // 2
-        lo = e.b.shuffle_vector(v, v, ir.Constant(vty(I32, h), list(range(h))))
-        hi = e.b.shuffle_vector(v, v, ir.Constant(vty(I32, h), list(range(h, n))))
+        lo = e.b.shuffle_vector(v, v, constant(vty(I32, h), list(range(h))))
+        hi = e.b.shuffle_vector(v, v, constant(vty(I32, h), list(range(h, n))))
         v = _combine(e, kind, lo, hi)
         n = h
     return e.b.extract_element(v, ir.Constant(I32, 0))
@@ -116,7 +116,7 @@ def reduce(g, s, producer=None):
         vstore(g, di, dbase, d_off, dstride, raw, mask)
 
     m1 = ir.VectorType(I1, VL)
-    lane0 = ir.Constant(m1, [1] + [0] * (VL - 1))
+    lane0 = constant(m1, [1] + [0] * (VL - 1))
     last = ndim - 1
     if dim == last:
         loops = list(range(last))
@@ -129,7 +129,7 @@ def reduce(g, s, producer=None):
                 else:
                     def load(t0, mask):
                         raw = vload(g, si, sbase, b.add(s_off, t0), 1,
-                                    mask if mask is not None else ir.Constant(m1, [1] * VL))
+                                    mask if mask is not None else constant(m1, [1] * VL))
                         return value(raw, mask)
                 r = row_reduce(g, kind, src_ext[dim], load)
                 finish(e.splat(r), d_off, 1, lane0)

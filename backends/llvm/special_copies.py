@@ -23,7 +23,7 @@ from . import vecmath as vm
 from .access import (
     base_offset, check_in_bounds, check_reshape, lane_mask, starts_of, valid_range, vload, vstore,
 )
-from .irutil import F32, I32, I64, STORAGE, VL, vty
+from .irutil import F32, I32, I64, STORAGE, VL, constant, vty
 
 LOCK = "tlm_atomic_lock"
 
@@ -164,7 +164,7 @@ def transposed_copy(g, s) -> None:
     s_row, s_col = si.strides[sd[0]], si.strides[sd[1]]
     d_row, d_col = di.strides[dd[0]], di.strides[dd[1]]  # dst row j <- src column j
     kind = vm.kind_of(si.dtype)
-    full = ir.Constant(ir.VectorType(ir.IntType(1), VL), [1] * VL)
+    full = constant(ir.VectorType(ir.IntType(1), VL), [1] * VL)
     with e.loop(0, rows, name="tr") as r:
         with e.loop(0, cols, VL, name="tc") as c0:
             mask = lane_mask(g, c0, ir.Constant(I64, 0), ir.Constant(I64, cols))

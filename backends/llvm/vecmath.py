@@ -362,8 +362,12 @@ def encode(e: Emitter, v, kind: str, dtype: str, storage: str, exact_from: str |
     if dtype in FLOATS:
         f = to_float(e, v, kind)
         if storage == dtype:
-            if exact_from is not None and exact_in(exact_from, dtype) and dtype == "float32":
-                return f
+            if exact_from is not None and exact_in(exact_from, dtype):
+                if dtype == "float32":
+                    return f
+                if dtype == "bfloat16":  # exact: the high half is the value (NaNs keep theirs)
+                    it = like(f.type, I32)
+                    return b.trunc(b.lshr(b.bitcast(f, it), const(it, 16)), like(f.type, I16))
             return encode_float(e, f, storage)
         if exact_from is None or not exact_in(exact_from, dtype):
             f = round_to(e, f, dtype)

@@ -423,6 +423,18 @@ def _child_fields(node) -> tuple[str, ...]:
     return names
 
 
+_IS_NODE: dict = {}
+
+
+def _is_node(value) -> bool:
+    """An IR node (a dataclass other than Loc); per class, decided once."""
+    t = type(value)
+    r = _IS_NODE.get(t)
+    if r is None:
+        r = _IS_NODE[t] = hasattr(t, "__dataclass_fields__") and not issubclass(t, Loc)
+    return r
+
+
 def map_children(node, fn):
     """Rebuild `node` with `fn` applied to every child node (tuples of nodes included)."""
     changes = {}
@@ -435,26 +447,54 @@ def map_children(node, fn):
 
 
 def _map_value(value, fn):
-    if isinstance(value, tuple):
+    if type(value) is tuple:
         items = [_map_value(v, fn) for v in value]
         return tuple(items) if any(a is not b for a, b in zip(items, value)) else value
-    if hasattr(value, "__dataclass_fields__") and not isinstance(value, Loc):
+    if _is_node(value):
         return fn(value)
     return value
 
 
-def walk(node):
-    """Yield `node` and every node below it, parents first."""
-    yield node
+def _children(node, out: list) -> list:
+    """Append the nodes directly below `node` (tuples flattened) to `out`, in field order."""
     for name in _child_fields(node):
-        yield from _walk_value(getattr(node, name))
+        value = getattr(node, name)
+        if type(value) is tuple:
+            _flatten(value, out)
+        elif _is_node(value):
+            out.append(value)
+    return out
+
+
+def _flatten(values: tuple, out: list) -> None:
+    for v in values:
+        if type(v) is tuple:
+            _flatten(v, out)
+        elif _is_node(v):
+            out.append(v)
+
+
+def walk(node):
+    """Yield `node` and every node below it, parents first (an explicit stack: no generator
+    per node, so the passes that walk whole kernels stay cheap)."""
+    stack = [node]
+    pop = stack.pop
+    while stack:
+        n = pop()
+        yield n
+        kids = _children(n, [])
+        if kids:
+            kids.reverse()
+            stack.extend(kids)
 
 
 def _walk_value(value):
-    if isinstance(value, tuple):
-        for v in value:
-            yield from _walk_value(v)
-    elif hasattr(value, "__dataclass_fields__") and not isinstance(value, Loc):
+    if type(value) is tuple:
+        nodes: list = []
+        _flatten(value, nodes)
+        for v in nodes:
+            yield from walk(v)
+    elif _is_node(value):
         yield from walk(value)
 
 
