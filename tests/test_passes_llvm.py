@@ -69,7 +69,7 @@ def test_the_llvm_list_branches_from_the_npu_list():
     assert [name for name, _, _ in CPU_PASSES] == [
         "expand_scaled_gemm", "fuse_copy_chains", "forward_copies", "infer_uninit",
         "infer_live_columns", "infer_panels", "hoist_private_work", "fuse_rows",
-        "fuse_map_reduce", "fuse_row_copies"]
+        "fuse_map_reduce", "fuse_row_copies", "split_maps"]
     assert all(why for _, _, why in CPU_PASSES)
     assert passes_for("numpy") == NPU_PASSES and passes_for("llvm") == LLVM_PASSES
 

@@ -27,6 +27,7 @@ from .cpu_copies import forward_copies, fuse_copy_chains
 from .cpu_fuse import fuse_map_reduce, fuse_row_copies
 from .cpu_hoist import hoist_private_work
 from .cpu_layout import infer_panels
+from .cpu_maps import split_maps
 from .cpu_rows import fuse_rows
 from .cpu_zero import infer_uninit
 from .expand_scaled_gemm import expand_scaled_gemm
@@ -85,6 +86,9 @@ CPU_PASSES = _kernel_passes(
      "a map filling a tile + the reduction of that tile -> fused: the tile is never written"),
     (fuse_row_copies,
      "a row's copy-in + the fused map reading it, a row map + its copy-out -> one pass"),
+    ("split_maps", lambda k, o: split_maps(k),
+     "a Parallel map -> maps of stores that run in one lane loop (temporaries for a store "
+     "reading its target elsewhere; serial loops and uniform ifs moved out)"),
 )
 LLVM_PASSES = NPU_PASSES + CPU_PASSES
 
