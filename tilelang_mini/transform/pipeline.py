@@ -86,7 +86,7 @@ CPU_PASSES = _kernel_passes(
      "a map filling a tile + the reduction of that tile -> fused: the tile is never written"),
     (fuse_row_copies,
      "a row's copy-in + the fused map reading it, a row map + its copy-out -> one pass"),
-    ("split_maps", lambda k, o: split_maps(k),
+    (split_maps,
      "a Parallel map -> maps of stores that run in one lane loop (temporaries for a store "
      "reading its target elsewhere; serial loops and uniform ifs moved out)"),
 )
