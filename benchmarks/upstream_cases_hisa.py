@@ -37,12 +37,12 @@ def _(m, rng):
 @case("asc/hisa/paged_block_sparse_mqa", A, "examples/HISA/paged_block_sparse_mqa_attn_expert.py",
       "expert C/V, paged KV, cross-flag id = FLAG + vid (run-time id)")
 def _(m, rng):
-    B, S, NPB, H, D, KV, TOPK, MAXB = 2, 2, 6, 16, 32, 32, 8, 6
+    B, S, NPB, H, D, KV, TOPK, MAXB = 3, 1, 6, 16, 32, 32, 8, 6  # decode: the grid has one token per batch
     T_ = B * S
     q = rng.random((T_, H, D)).astype(np.float16)
     cache = rng.random((NPB, KV, 1, D)).astype(np.float16)
     w = rng.random((T_, H)).astype(np.float16)
-    ctx = np.array([100, 170], np.int32)
+    ctx = np.array([100, 170, 60], np.int32)
     tables = np.stack([rng.permutation(MAXB) for _ in range(B)]).astype(np.int32)
     nlog = (ctx.max() + KV - 1) // KV
     idx = rng.integers(0, nlog, (T_, TOPK)).astype(np.int32)

@@ -168,6 +168,7 @@ class KernelBuilder(ExprVisitor, TileOps, Dialect, TileAscend, Eager, Atomics, V
         self.captures: dict = {}  # (id(scope), name) -> Capture
         self.n_fresh = 0
         self.hints: list[str] = []  # GPU hints accepted (Kernel.hints)
+        self.var_ranges: dict[str, tuple[int, int]] = {}  # block/loop variable -> (lo, hi) known
 
     # ----------------------------------------------------------------------------------- errors
 
@@ -305,6 +306,9 @@ class KernelBuilder(ExprVisitor, TileOps, Dialect, TileAscend, Eager, Atomics, V
         if is_npu and not vector_only and self.uses_vid_without_scope(stmt, names[1]):
             return self.vid_as_blocks(stmt, grid[0], names)
         self.scopes.append({n: Var(n) for n in names})
+        self.var_ranges.update({n: (0, g - 1) for n, g in zip(names, grid)})
+        if is_npu:
+            self.var_ranges[names[1]] = (0, 1)  # the vector core of the cluster
         self.hoisted_allocs, self.implied_flags = {}, []
         if vector_only:  # its own flags, no T.Scope, no cube work: the AIV's program
             self.scope_core = "V"
@@ -622,10 +626,12 @@ class KernelBuilder(ExprVisitor, TileOps, Dialect, TileAscend, Eager, Atomics, V
         self.scopes.append({n: Var(n) if isinstance(start, int) and start == 0 else binop("+", Var(n), start)
                             for n in names})
         self.parallel_depth += kind == "parallel"
+        outer = self.with_ranges(names, extents)
         try:
             body = self.body(s.body)
         finally:
             self.parallel_depth -= kind == "parallel"
+            self.var_ranges = outer
         self.scopes.pop()
         if kind == "parallel" and any(isinstance(b, ParallelAtomic) for b in body):
             return self.parallel_body(names, extents, body, s)
@@ -638,6 +644,18 @@ class KernelBuilder(ExprVisitor, TileOps, Dialect, TileAscend, Eager, Atomics, V
         return self.parallel_fill(For(names, tuple(as_expr(e) for e in extents), kind, tuple(body),
                                       stages, self.loc(s)))
 
+    def with_ranges(self, names, extents) -> dict:
+        """Record the ranges of loop variables with constant extents (0..e-1) for the body;
+        returns the ranges to restore after it."""
+        outer = self.var_ranges
+        self.var_ranges = dict(outer)
+        for n, e in zip(names, extents):
+            if isinstance(e, int) and not isinstance(e, bool) and e > 0:
+                self.var_ranges[n] = (0, e - 1)
+            else:
+                self.var_ranges.pop(n, None)
+        return outer
+
     def range_loop(self, names, call: ast.Call, s) -> For:
         args = [self.eval(a) for a in call.args]
         if len(names) != 1 or not 1 <= len(args) <= 3 or call.keywords:
@@ -648,7 +666,11 @@ class KernelBuilder(ExprVisitor, TileOps, Dialect, TileAscend, Eager, Atomics, V
         extent = binop("//", binop("+", binop("-", stop, start), step - 1), step)
         name = names[0]
         self.scopes.append({name: binop("+", binop("*", Var(name), step), start)})
-        body = self.body(s.body)
+        outer = self.with_ranges(names, [extent])
+        try:
+            body = self.body(s.body)
+        finally:
+            self.var_ranges = outer
         self.scopes.pop()
         return For((name,), (as_expr(extent),), "serial", tuple(body), 0, self.loc(s))
 

@@ -277,22 +277,35 @@ class TileOps:
 
     def flag(self, call, cls):
         a = self.args(call, ["src", "dst", "event"])
-        src, dst, loc = self.pipe(a["src"]), self.pipe(a["dst"]), self.loc(call)
-        event = self.resolved(self.eval(a["event"]), a["event"])
-        if is_ir(event):
-            return self.flag_by_case(event, lambda e: cls(src, dst, e, loc), a["event"], loc)
-        return cls(src, dst, self.int_arg(a["event"]), loc)
+        src, dst = self.pipe(a["src"]), self.pipe(a["dst"])
+        return self.flag_id(a["event"], lambda e: cls(src, dst, e, self.loc(call)), self.loc(call))
 
-    def flag_by_case(self, event, make, node, loc):
-        """A flag whose event id is `x % k` at run time (ping-pong buffers): one flag per
-        possible id, chosen by an if chain (flag ids are constants in the IR)."""
+    MAX_FLAG_CASES = 16
+
+    def flag_id(self, node, make, loc):
+        """`make(id)` for a flag id that is a constant, or one flag per value of a run-time id
+        with a small known range (loop and block variables, `vid`, `x % k`), chosen by an if
+        chain, since flag ids are constants in the IR:
+
+            T.set_cross_flag("FIX", 2 + vid)   ->   if 2 + vid == 2: set_cross_flag(FIX, 2)
+                                                     else: set_cross_flag(FIX, 3)
+        """
+        from ..ir.analysis import interval
         from ..ir.nodes import BinOp, Const, If
-        if not (isinstance(event, BinOp) and event.op == "%" and isinstance(event.b, Const)
-                and isinstance(event.b.value, int) and 1 <= event.b.value <= 8):
-            raise self.error(node, f"a flag id must be a constant int or `expr % k` (k <= 8), "
-                                   f"got {show(event)}")
-        out = [make(event.b.value - 1)]
-        for k in range(event.b.value - 2, -1, -1):
+        event = self.resolved(self.eval(node), node)
+        if not is_ir(event):
+            return make(self.int_arg(node))
+        span = interval(self.var_ranges, event)
+        if span is None and isinstance(event, BinOp) and event.op == "%" \
+                and isinstance(event.b, Const) and type(event.b.value) is int and event.b.value > 0:
+            span = (0, event.b.value - 1)  # ping-pong buffers: `x % k` of any x (floor modulo)
+        if span is None or span[0] < 0 or span[1] - span[0] >= self.MAX_FLAG_CASES:
+            raise self.error(node, f"a flag id must be a constant int or an integer expression "
+                                   f"of loop/block variables with at most {self.MAX_FLAG_CASES} "
+                                   f"non-negative values (such as `k % 2` or `base + vid`), got "
+                                   f"{show(event)}" + ("" if span is None else f" in {list(span)}"))
+        out = [make(span[1])]
+        for k in range(span[1] - 1, span[0] - 1, -1):
             out = [If(BinOp("==", event, Const(k)), (make(k),), tuple(out), loc)]
         return out
 
@@ -302,15 +315,18 @@ class TileOps:
 
     def op_set_cross_flag(self, call):
         a = self.args(call, ["pipe", "flag"])
-        return SetCrossFlag(self.pipe(a["pipe"]), self.int_arg(a["flag"]), self.loc(call))
+        pipe, loc = self.pipe(a["pipe"]), self.loc(call)
+        return self.flag_id(a["flag"], lambda f: SetCrossFlag(pipe, f, loc), loc)
 
     def op_wait_cross_flag(self, call):
         if len(call.args) == 1 and not call.keywords:
-            return WaitCrossFlag("S", self.int_arg(call.args[0]), self.loc(call))
-        a = self.args(call, ["pipe", "flag"])
-        if len(call.args) == 2 and not isinstance(self.eval(call.args[0]), str):
-            a = {"flag": call.args[0], "pipe": call.args[1]}  # wait_cross_flag(flag, "MTE2")
-        return WaitCrossFlag(self.pipe(a["pipe"]), self.int_arg(a["flag"]), self.loc(call))
+            a = {"flag": call.args[0], "pipe": None}
+        else:
+            a = self.args(call, ["pipe", "flag"])
+            if len(call.args) == 2 and not isinstance(self.eval(call.args[0]), str):
+                a = {"flag": call.args[0], "pipe": call.args[1]}  # wait_cross_flag(flag, "MTE2")
+        pipe, loc = "S" if a["pipe"] is None else self.pipe(a["pipe"]), self.loc(call)
+        return self.flag_id(a["flag"], lambda f: WaitCrossFlag(pipe, f, loc), loc)
 
     def pipe(self, node) -> str:
         v = self.eval(node)
@@ -373,6 +389,7 @@ class TileOps:
         sub.hidden_params = self.hidden_list()
         sub.gemm_accumulators = self.cube_outputs()
         sub.hoisted_allocs = getattr(self, "hoisted_allocs", {})
+        sub.var_ranges = dict(self.var_ranges)
         sub.n_fresh = self.n_fresh + 1000
         sig = inspect.signature(fn)
         try:

@@ -107,6 +107,13 @@ def _own_event_ids(kernel) -> dict:
     return out
 
 
+def _scalar_after_vector(p, q) -> bool:
+    """A scalar-unit access of UB after a vector instruction of the same core: the Ascend C
+    compiler's automatic synchronisation orders it (a V -> S flag), as it does V -> V
+    (docs/machine_model.md)."""
+    return p[0] == q[0] and p[1] == "V" and q[1] == "S"
+
+
 class _Uncovered(Exception):
     pass
 
@@ -377,9 +384,11 @@ class _Analysis(HappensBefore):
                 seen.add(index)
                 if self.covered(prev, occ, q, known) or exclusive(prev, occ):
                     continue
-                if any(conflict(x, y) and (p == q or not self.v_only or self.reused(x, y))
+                if any(conflict(x, y) and (p == q or not self.v_only or self.reused(x, y)
+                                           or _scalar_after_vector(p, q))
                        for x in pacc for y in acc):
-                    # v_only: between pipes only what plan_memory's shared bytes make dependent
+                    # v_only: between pipes only what plan_memory's shared bytes make dependent,
+                    # and a scalar access after a vector one (both the toolchain's to order)
                     needed.append(prev)
         # Latest producers first: the order one of them establishes may cover the others.
         for prev in sorted(needed, key=lambda o: -o.index):
