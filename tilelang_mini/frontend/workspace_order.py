@@ -11,38 +11,42 @@ same loop iteration, wherever that write stands in the source:
         ...
         T.copy(kv_ub, workspace_1[cid, ...])       # vector: gathers this iteration's rows
 
-Such a kernel is a located error (not a silent wrong number): the first read of a workspace that
-comes before every write of it.
+Such a kernel (a workspace read that comes before every write of it) becomes those two
+programs with the cross flags between them (`concurrent_programs`), or, where its reads cannot
+be paired with its writes, a located error (not a silent wrong number).
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ..errors import CompileError
-from ..ir.nodes import (Copy, Fill, Gemm, Kernel, Load, Reduce, Region, Scope, SetCrossFlag, Sort,
-                        Store, WaitCrossFlag, walk_own, walk_statements)
+from ..ir import analysis
+from ..ir.nodes import (GLOBAL_SCOPES, TILE_OPS, Alloc, BinOp, Const, Copy, Fill, For, Gemm, If, Kernel,
+                        Load, PipeBarrier, Reduce, Region, Scope, SetCrossFlag, SetFlag, Sort,
+                        Store, Var, WaitCrossFlag, WaitFlag, walk, walk_own, walk_statements)
+from ..ir.pipes import pipe_of
 
 
-def check_workspace_order(kernel: Kernel, workspace_idx) -> None:
+def check_workspace_order(kernel: Kernel, workspace_idx, because=None) -> None:
     """Developer-mode kernels only: T.Scope blocks and cross-core flags are the expert's own
-    concurrent programs and hand-offs."""
+    concurrent programs and hand-offs. `because`: (why, loc), what kept concurrent_programs
+    from making the kernel two concurrent programs."""
     if any(isinstance(s, (Scope, SetCrossFlag, WaitCrossFlag)) for s in walk_statements(kernel.body)):
         return
-    names = {kernel.params[i].name for i in workspace_idx}
-    written: set[str] = set()
-    for s in walk_statements(kernel.body):
-        writes = _writes(s) & names
-        for n in walk_own(s):
-            buf = n.buffer.name if isinstance(n, (Region, Load)) else None
-            if buf in names and buf not in written and not _is_write_region(s, n):
-                raise CompileError(
-                    f"workspace '{buf}' (a workspace_idx scratch tensor) is read here before any "
-                    f"statement writes it: this kernel relies on tilelang-ascend's "
-                    f"TL_ASCEND_AUTO_CV_COMBINE running its cube and vector statements as two "
-                    f"concurrent programs that meet at the workspaces; here statements run in "
-                    f"program order. Write the producer before the consumer in the loop body, or "
-                    f"spell the two programs as T.Scope(\"C\") / T.Scope(\"V\") blocks with "
-                    f"T.set_cross_flag / T.wait_cross_flag (tilelang-ascend's flash_attn_bhsd.py "
-                    f"form)", s.loc)
-        written |= writes
+    early = _first_early_read(kernel.body, {kernel.params[i].name for i in workspace_idx})
+    if early is None:
+        return
+    s, buf = early
+    raise CompileError(
+        f"workspace '{buf}' (a workspace_idx scratch tensor) is read here before any statement "
+        f"writes it: this kernel relies on tilelang-ascend's TL_ASCEND_AUTO_CV_COMBINE running "
+        f"its cube and vector statements as two concurrent programs that meet at the "
+        f"workspaces" + (", which needs a kernel without flags of its own" if because is None else
+                         f", and it cannot be made two such programs: {because[0]} (line "
+                         f"{because[1].line})") +
+        ". Write the producer before the consumer in the loop body, or spell the two programs "
+        "as T.Scope(\"C\") / T.Scope(\"V\") blocks with T.set_cross_flag / T.wait_cross_flag "
+        "(tilelang-ascend's flash_attn_bhsd.py form)", s.loc)
 
 
 def _writes(s) -> set:
@@ -70,3 +74,206 @@ def _is_write_region(s, n) -> bool:
     if isinstance(s, Gemm):
         return n is s.c and s.clear_accum
     return False  # a sort reads what it permutes
+
+
+# --------------------------------------------------------------- concurrent cube/vector programs
+
+CUBE_SCOPES = ("L1", "L0A", "L0B", "L0C")
+
+
+class _NotConcurrent(Exception):
+    def __init__(self, why, loc):
+        super().__init__(why)
+        self.why, self.loc = why, loc
+
+
+def concurrent_programs(kernel: Kernel, workspace_idx, chip: str) -> Kernel:
+    """tilelang-ascend's TL_ASCEND_AUTO_CV_COMBINE + AUTO_CV_SYNC: a developer-mode is_npu
+    kernel (no T.Scope, no flags) that reads a workspace before any statement writes it is two
+    concurrent programs, the cube's statements and the vector cores', meeting at the
+    workspaces. It becomes an expert kernel: each core's projection of the body (loops and ifs
+    kept where they hold its statements) in its own Scope, and per workspace written by one
+    core and read by the other, a cross flag from each write to the matching read (the i-th
+    read waits for the i-th write) and one back from each read to the next write (the one
+    buffer is free again):
+
+        for k in T.serial(n):                      with Scope("C"):
+            copy(ws_b[cid], b_l1)     # C              for k in T.serial(n):
+            gemm(a_l1, b_l1, c_l0c)   # C                  wait_cross_flag(MTE2, 1); copy(ws_b[cid], b_l1)
+            copy(c_l0c, ws_a[cid])    # C                  set_cross_flag(MTE2, 3)
+            copy(ws_a[cid], x_ub)     # V    ->            gemm(...)
+            ... x_ub ...              # V                  wait_cross_flag(FIX, 2); copy(c_l0c, ws_a[cid]); set_cross_flag(FIX, 0)
+            copy(x_ub, ws_b[cid])     # V          with Scope("V"):
+                                                       set_cross_flag(MTE2, 2); set_cross_flag(MTE2, 3)   # both free
+                                                       for k in T.serial(n):
+                                                           wait_cross_flag(MTE2, 0); copy(ws_a[cid], x_ub); set_cross_flag(MTE2, 2)
+                                                           ...
+                                                           wait_cross_flag(MTE3, 3); copy(x_ub, ws_b[cid]); set_cross_flag(MTE3, 1)
+
+    (the first wait of each back flag is met by the reader's priming set). The body is first
+    lowered as developer mode lowers it (infer_scopes, legalize); the intra-core flags are then
+    insert_sync's, as for any expert kernel with only its cross flags. Other
+    kernels are returned unchanged; a kernel this cannot pair is the located error of
+    `check_workspace_order`, with the reason."""
+    if not kernel.is_npu or any(isinstance(s, (Scope, SetCrossFlag, WaitCrossFlag, SetFlag,
+                                               WaitFlag, PipeBarrier))
+                                for s in walk_statements(kernel.body)):
+        return kernel
+    names = {kernel.params[i].name for i in workspace_idx}
+    if _first_early_read(kernel.body, names) is None:
+        return kernel
+    from ..arch import get_chip
+    from ..transform.infer_scopes import infer_scopes
+    from ..transform.legalize import legalize
+    # the developer-mode lowering each core's statements need first (scopes, L0 loads of the
+    # gemms, workspaces where the chip has no copy path, which are hand-offs too)
+    lowered = legalize(infer_scopes(kernel), get_chip(chip))
+    names |= {a.buffer.name for a in walk_statements(lowered.body)
+              if isinstance(a, Alloc) and a.buffer.scope == "workspace"}
+    try:
+        return _combine(lowered, names)
+    except _NotConcurrent as e:
+        check_workspace_order(kernel, workspace_idx, because=(e.why, e.loc))
+        raise  # not reached: the check raises on the same kernel
+
+
+def _first_early_read(body, names):
+    """(statement, workspace) of the first read of a workspace before any write of it."""
+    written: set[str] = set()
+    for s in walk_statements(body):
+        for n in walk_own(s):
+            buf = n.buffer.name if isinstance(n, (Region, Load)) else None
+            if buf in names and buf not in written and not _is_write_region(s, n):
+                return s, buf
+        written |= _writes(s) & names
+    return None
+
+
+def _core(st) -> str | None:
+    """"C" or "V" for an instruction on cube or vector buffers, None for one on neither
+    (scalars, which both cores compute)."""
+    bufs = [b for b in analysis.reads(st) + analysis.writes(st)]
+    cube = any(b.scope in CUBE_SCOPES for b in bufs)
+    vector = any(b.scope == "UB" for b in bufs)
+    if cube and vector:
+        raise _NotConcurrent("an instruction on both cube and vector buffers", st.loc)
+    if cube or vector:
+        return "C" if cube else "V"
+    if any(b.scope in GLOBAL_SCOPES for b in analysis.writes(st)):
+        raise _NotConcurrent("a scalar store to global memory (neither core's statement)", st.loc)
+    return None
+
+
+def _combine(kernel: Kernel, names) -> Kernel:
+    allocs = [s for s in kernel.body if isinstance(s, Alloc)]
+    body = [s for s in kernel.body if not isinstance(s, Alloc)]
+    sites = _sites(body, names)
+    flags, prime = {}, {"C": [], "V": []}
+    for w, (writes, reads) in sites.items():
+        writer = {c for _, c, _ in writes}
+        if len(writer) != 1:
+            raise _NotConcurrent(f"workspace '{w}' is written by both cores", writes[0][0].loc)
+        (wc,) = writer
+        cross = [r for r in reads if r[1] != wc]
+        if not cross:
+            continue
+        if sum(n for _, _, n in writes) != sum(n for _, _, n in cross):
+            raise _NotConcurrent(
+                f"workspace '{w}' is written {sum(n for _, _, n in writes)} times by one core "
+                f"and read {sum(n for _, _, n in cross)} times by the other: the reads cannot "
+                f"be paired with the writes", cross[0][0].loc)
+        data, free = 2 * len(flags), 2 * len(flags) + 1
+        flags[w] = (wc, data, free)
+        prime[cross[0][1]].append(SetCrossFlag(pipe_of(cross[0][0]), free, cross[0][0].loc))
+
+    def project(stmts, side):
+        out = []
+        for st in stmts:
+            if isinstance(st, Alloc):
+                out.append(st)
+            elif isinstance(st, For) and st.kind != "parallel":
+                inner = project(st.body, side)
+                if _holds_work(inner):
+                    out.append(replace(st, body=tuple(inner)))
+            elif isinstance(st, If):
+                then, other = project(st.then_body, side), project(st.else_body, side)
+                if _holds_work(then) or _holds_work(other):
+                    if side == "C" and any(isinstance(n, Load) and n.buffer.scope == "UB"
+                                           for n in walk(st.cond)):
+                        raise _NotConcurrent("the cube's statements depend on vector data", st.loc)
+                    out.append(replace(st, then_body=tuple(then), else_body=tuple(other)))
+            elif isinstance(st, (*TILE_OPS, Store)) or analysis.is_map(st):
+                core = _core(st)
+                if core is None and side == "C" and any(
+                        isinstance(n, Load) and n.buffer.scope == "UB" for n in walk(st)):
+                    raise _NotConcurrent("the cube reads a scalar of vector data", st.loc)
+                if core in (None, side):
+                    out += _flagged(st, side, flags, alone if core == "V" else None)
+            else:
+                raise _NotConcurrent(f"unexpected statement {type(st).__name__}", st.loc)
+        return out
+
+    vid = Var(kernel.grid_vars[1])
+    alone = None if any(isinstance(n, Var) and n.name == vid.name
+                        for st in walk_statements(body) for n in walk_own(st)) \
+        else BinOp("==", vid, Const(0))  # vector work not written per AIV: AIV 0 does it
+    programs = [Scope(side, tuple(prime[side] + project(body, side)), kernel.loc)
+                for side in ("C", "V")]
+    return replace(kernel, body=tuple(allocs + [p for p in programs if _holds_work(p.body)]))
+
+
+def _flagged(st, side, flags, alone=None) -> list:
+    """`st` with the cross flags of the workspaces it writes or reads across the cores; under
+    `if alone` when one AIV does the work (both keep the flags: the cube counts both AIVs'
+    sets)."""
+    before, after = [], []
+    pipe = pipe_of(st)
+    for w, (wc, data, free) in flags.items():
+        if any(b.name == w for b in analysis.writes(st)) and side == wc:
+            before.append(WaitCrossFlag(pipe, free, st.loc))
+            after.append(SetCrossFlag(pipe, data, st.loc))
+        elif any(b.name == w for b in analysis.reads(st)) and side != wc:
+            before.append(WaitCrossFlag(pipe, data, st.loc))
+            after.append(SetCrossFlag(pipe, free, st.loc))
+    if (before or after) and pipe is None:
+        raise _NotConcurrent("a workspace access that is not a copy of its own pipe", st.loc)
+    return before + [st if alone is None else If(alone, (st,), (), st.loc)] + after
+
+
+def _holds_work(stmts) -> bool:
+    return any(not isinstance(s, Alloc) for s in stmts)
+
+
+def _sites(body, names) -> dict:
+    """workspace -> ([(write instr, core, times)], [(read instr, core, times)]): how often each
+    access runs, from the constant extents of the loops around it (an if around a workspace
+    access, or a loop of run-time extent, cannot be paired)."""
+    out: dict = {}
+
+    def visit(stmts, times, guarded):
+        for st in stmts:
+            if isinstance(st, For) and st.kind != "parallel":
+                ext = 1
+                for e in st.extents:
+                    ext = ext * e.value if isinstance(e, Const) and type(e.value) is int else None
+                    if ext is None:
+                        break
+                visit(st.body, None if ext is None or times is None else times * ext, guarded)
+            elif isinstance(st, If):
+                visit(st.then_body, times, True)
+                visit(st.else_body, times, True)
+            elif isinstance(st, (*TILE_OPS, Store)) or analysis.is_map(st):
+                ws = [b.name for b in analysis.writes(st) if b.name in names]
+                rs = [b.name for b in analysis.reads(st) if b.name in names]
+                if not (ws or rs):
+                    continue
+                if guarded or times is None:
+                    raise _NotConcurrent("a workspace access under an if or in a loop of run-time "
+                                         "extent: its writes and reads cannot be paired", st.loc)
+                core = _core(st)
+                for w in ws:
+                    out.setdefault(w, ([], []))[0].append((st, core, times))
+                for r in rs:
+                    out.setdefault(r, ([], []))[1].append((st, core, times))
+    visit(body, 1, False)
+    return out

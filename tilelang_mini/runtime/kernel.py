@@ -249,10 +249,11 @@ def _compile_ir(prim_func, kernel: Kernel, out_idx, options: Options,
                 workspace_idx=None) -> JITKernel:
     idx = _normalize_out_idx(out_idx, len(kernel.params))
     ws = _normalize_out_idx(workspace_idx, len(kernel.params))
-    if ws:
-        from ..frontend.workspace_order import check_workspace_order
-        check_workspace_order(kernel, ws)
     _check_chip(options.chip)
+    if ws:
+        from ..frontend.workspace_order import check_workspace_order, concurrent_programs
+        kernel = concurrent_programs(kernel, ws, options.chip)
+        check_workspace_order(kernel, ws)
     backend = get_backend(options.target)
     compilation, artifact, key = _lower_cached(kernel, options, backend)
     return _observed(JITKernel(prim_func, kernel, idx, options, compilation, artifact, ws, key))
