@@ -6,7 +6,7 @@ M, N not multiples of the 64 x 128 tile, K a multiple of 32 but not of 128. Refe
 float64 products of the values the operands stand for (nibbles decoded from the e2m1 table)."""
 import numpy as np
 import pytest
-from refs import BF16, close, rng
+from refs import BF16, close, dequant_per_block, quant_per_block, rng
 from test_lib_fp4_mx import pack_pairs, quant_fp4, quant_fp8_ue8m0
 
 from tilelang_mini.kernels import deep_gemm as dg
@@ -143,3 +143,50 @@ def test_m_grouped_fp4_simulate():
     for g in range(G):
         close(d[g, :masked_m[g]], ops[g][2][:masked_m[g]] @ bs[g][2].T, "float32",
               scale=np.sqrt(K) * 10)
+
+
+def block_operand(x, mn_major, sf_t=False):
+    """An e4m3 operand with UE8M0 (128, 128)-block scales [ceil(MN/128), ceil(K/128)]
+    (DeepGEMM's (1, 128, 128) recipe for B): (stored, scales, float64 values)."""
+    q, sf = quant_per_block(x, ue8m0=True)
+    v = dequant_per_block(q, sf)
+    q = np.ascontiguousarray(q.T) if mn_major else q
+    return q, (np.ascontiguousarray(sf.T) if sf_t else sf), v
+
+
+@pytest.mark.parametrize("layout,fp8_side,sf_t", [("nt", "b", False), ("nn", "b", True),
+                                                  ("tt", "a", True), ("tn", "a", False)])
+def test_mixed_fp4_fp8_with_block_scales(target, layout, fp8_side, sf_t):
+    """FP4 x FP8 where the FP8 operand has fp32 (128, 128)-block scales (DeepGEMM's recipe for
+    an FP8 B next to an FP4 A): the kernel spreads each block's scale over its rows. M 200 and
+    N 138 straddle 128-row blocks (64-row tiles share a block's scales)."""
+    r = rng(47)
+    M, N, K = 200, 138, 288
+    a_t, b_t = layout[0] == "t", layout[1] == "n"
+    xa, xb = r.standard_normal((M, K)), r.standard_normal((N, K)) * 3
+    if fp8_side == "b":
+        a, sa, va = operand(xa, "fp4", a_t)
+        b, sb, vb = block_operand(xb, b_t, sf_t)
+    else:
+        a, sa, va = block_operand(xa, a_t, sf_t)
+        b, sb, vb = operand(xb, "fp4", b_t)
+    d = np.full((M, N), np.nan, np.float32)
+    getattr(dg, f"fp8_fp4_gemm_{layout}")((a, sa), (b, sb), d, target=target)
+    close(d, va @ vb.T, "float32", scale=np.sqrt(K) * 10)
+
+
+def test_m_grouped_fp4_with_fp8_block_scales(target):
+    r = rng(48)
+    G, maxM, N, K = 2, 40, 200, 160
+    masked_m = np.array([40, 17], np.int32)
+    ops = [operand(r.standard_normal((maxM, K)), "fp4", False) for _ in range(G)]
+    bs = [block_operand(r.standard_normal((N, K)), False) for _ in range(G)]
+    a, sa = np.stack([x[0] for x in ops]), np.stack([x[1] for x in ops])
+    b, sb = np.stack([x[0] for x in bs]), np.stack([x[1] for x in bs])
+    assert sb.shape == (G, 2, 2)
+    d = np.full((G, maxM, N), 7.0, np.float32)
+    dg.m_grouped_fp8_fp4_gemm_nt_masked((a, sa), (b, sb), d, masked_m, 32, target=target)
+    for g in range(G):
+        m = masked_m[g]
+        close(d[g, :m], ops[g][2][:m] @ bs[g][2].T, "float32", scale=np.sqrt(K) * 10)
+        assert np.all(d[g, m:] == 7.0)

@@ -24,7 +24,8 @@ from ._tiles import sum_with_c
 
 def dequant_gemm_kernel(M, N, K, a_fp4, b_fp4, gran_a, gran_b, out_dtype, separate_c,
                         block_M=64, block_N=128, block_K=128, a_t=False, b_t=False,
-                        sfa_t=False, sfb_t=False, groups=0, grouping=None):
+                        sfa_t=False, sfb_t=False, groups=0, grouping=None, sfa_blk=False,
+                        sfb_blk=False):
     """D[M, N] (= C +) A @ B with each operand dequantised to bfloat16 on the vector unit.
 
     a_fp4/b_fp4: the operand is packed e2m1 (int8, two codes a byte along its contiguous axis),
@@ -34,7 +35,10 @@ def dequant_gemm_kernel(M, N, K, a_fp4, b_fp4, gran_a, gran_b, out_dtype, separa
     [ceil(K/gran), MN]. groups/grouping: 0/None dense (separate_c: a C parameter, else C is D);
     G/"contiguous" (B [G, N, .], grouped_layout [M], rows of group -1 left untouched) or
     G/"masked" (A [G, M, .], D [G, M, N], masked_m [G]), K-major operands only.
-    separate_c: False (D = A @ B), True (a C parameter) or "inplace" (D holds C on entry)."""
+    separate_c: False (D = A @ B), True (a C parameter) or "inplace" (D holds C on entry).
+    sfa_blk/sfb_blk: an FP8 operand's scales per (128 rows, gran K) block, [ceil(MN/128),
+    ceil(K/gran)] (DeepGEMM's (1, 128, 128) recipe for B; [.., MN-blocks] with sf_t): the
+    block's row of scales is loaded and spread over its rows on the vector unit."""
     masked, contiguous = grouping == "masked", grouping == "contiguous"
     pa, pb = (2 if a_fp4 else 1), (2 if b_fp4 else 1)
     a_dt = "int8" if a_fp4 else "float8_e4m3fn"
@@ -48,8 +52,10 @@ def dequant_gemm_kernel(M, N, K, a_fp4, b_fp4, gran_a, gran_b, out_dtype, separa
             else ((rows, K // pack), (block, block_K // pack))
 
     (a_shape, a_tile), (b_shape, b_tile) = stored(M, block_M, a_t, pa), stored(N, block_N, b_t, pb)
-    sa_shape = (sa_cols, M) if sfa_t else (M, sa_cols)
-    sb_shape = (sb_cols, N) if sfb_t else (N, sb_cols)
+    sa_rows = -(-M // 128) if sfa_blk else M
+    sb_rows = -(-N // 128) if sfb_blk else N
+    sa_shape = (sa_cols, sa_rows) if sfa_t else (sa_rows, sa_cols)
+    sb_shape = (sb_cols, sb_rows) if sfb_t else (sb_rows, sb_cols)
     if masked:
         a_shape, sa_shape = (G,) + a_shape, (G,) + sa_shape
     if groups:
@@ -89,21 +95,37 @@ def dequant_gemm_kernel(M, N, K, a_fp4, b_fp4, gran_a, gran_b, out_dtype, separa
                 dst[i, k] = T.cast(src[i, k] * sf[i, k // gran], "bfloat16")
 
     @T.macro
-    def load(X, SF, x_s, s_s, g, r, rows, k, pack, cols, t, sf_t, grouped):
+    def load(X, SF, x_s, s_s, s_b, g, r, rows, k, pack, cols, t, sf_t, grouped, blk):
         """K step k of row block r: the stored tile and its scales (group g's when grouped)."""
+        if blk:  # the 128-row block's scales (rows divides 128), spread over the tile's rows
+            if grouped:
+                T.copy(SF[g, (r * rows) // 128:(r * rows) // 128 + 1, k * cols:(k + 1) * cols],
+                       s_b)
+            elif sf_t:
+                T.copy(SF[k * cols:(k + 1) * cols, (r * rows) // 128:(r * rows) // 128 + 1], s_b)
+            else:
+                T.copy(SF[(r * rows) // 128:(r * rows) // 128 + 1, k * cols:(k + 1) * cols], s_b)
+            if sf_t:
+                for j, i in T.Parallel(cols, rows):
+                    s_s[j, i] = s_b[j, 0]
+            else:
+                for i, j in T.Parallel(rows, cols):
+                    s_s[i, j] = s_b[0, j]
         if grouped:
             T.copy(X[g, r * rows:(r + 1) * rows, k * (block_K // pack):(k + 1) * (block_K // pack)],
                    x_s)
-            T.copy(SF[g, r * rows:(r + 1) * rows, k * cols:(k + 1) * cols], s_s)
+            if not blk:
+                T.copy(SF[g, r * rows:(r + 1) * rows, k * cols:(k + 1) * cols], s_s)
         else:
             if t:
                 T.copy(X[k * block_K, r * (rows // pack)], x_s)
             else:
                 T.copy(X[r * rows, k * (block_K // pack)], x_s)
-            if sf_t:
-                T.copy(SF[k * cols:(k + 1) * cols, r * rows:(r + 1) * rows], s_s)
-            else:
-                T.copy(SF[r * rows:(r + 1) * rows, k * cols:(k + 1) * cols], s_s)
+            if not blk:
+                if sf_t:
+                    T.copy(SF[k * cols:(k + 1) * cols, r * rows:(r + 1) * rows], s_s)
+                else:
+                    T.copy(SF[r * rows:(r + 1) * rows, k * cols:(k + 1) * cols], s_s)
 
     @T.macro
     def mainloop(A, SFA, B, SFB, acc, g, bx, by):
@@ -111,14 +133,16 @@ def dequant_gemm_kernel(M, N, K, a_fp4, b_fp4, gran_a, gran_b, out_dtype, separa
         b_s = T.alloc_shared(b_tile, b_dt)
         sa = T.alloc_fragment((ca, block_M) if sfa_t else (block_M, ca), "float32")
         sb = T.alloc_fragment((cb, block_N) if sfb_t else (block_N, cb), "float32")
+        sa_b = T.alloc_fragment((ca, 1) if sfa_t else (1, ca), "float32")
+        sb_b = T.alloc_fragment((cb, 1) if sfb_t else (1, cb), "float32")
         a_w = T.alloc_shared((block_K, block_M) if a_t else (block_M, block_K), "bfloat16")
         b_w = T.alloc_shared((block_K, block_N) if b_t else (block_N, block_K), "bfloat16")
         code_a = T.alloc_fragment((block_K, block_M) if a_t else (block_M, block_K), "uint8")
         code_b = T.alloc_fragment((block_K, block_N) if b_t else (block_N, block_K), "uint8")
         T.clear(acc)
         for k in T.serial(T.ceildiv(K, block_K)):
-            load(A, SFA, a_s, sa, g, by, block_M, k, pa, ca, a_t, sfa_t, masked)
-            load(B, SFB, b_s, sb, g, bx, block_N, k, pb, cb, b_t, sfb_t, groups)
+            load(A, SFA, a_s, sa, sa_b, g, by, block_M, k, pa, ca, a_t, sfa_t, masked, sfa_blk)
+            load(B, SFB, b_s, sb, sb_b, g, bx, block_N, k, pb, cb, b_t, sfb_t, groups, sfb_blk)
             dequant(a_s, sa, a_w, code_a, block_M, a_fp4, gran_a, a_t, sfa_t)
             dequant(b_s, sb, b_w, code_b, block_N, b_fp4, gran_b, b_t, sfb_t)
             T.gemm(a_w, b_w, acc, transpose_A=a_t, transpose_B=not b_t)

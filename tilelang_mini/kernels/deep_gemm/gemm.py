@@ -75,23 +75,28 @@ def _fp4_operand(x, fp4, mn_major, name):
 
 
 def _fp4_scales(sf, rows, K, name, fp4, transposable, lead=()):
-    """(fp32 scales, gran, transposed) for one operand: per-row [*lead, rows, ceil(K/g)] with
-    g = 32 or 128; an MN-major operand also takes DeepGEMM's transposed form [ceil(K/g), rows]
-    (its alias calls pass `sf.T`), read as such when the shape is not also the per-row one."""
+    """(fp32 scales, gran, transposed, per 128-row block) for one operand: per-row
+    [*lead, rows, ceil(K/g)] with g = 32 or 128; an FP8 operand also per (128, 128) block
+    [*lead, ceil(rows/128), ceil(K/128)] (DeepGEMM's (1, 128, 128) recipe for B); an MN-major
+    operand also DeepGEMM's transposed forms [ceil(K/g), rows] / [ceil(K/128), ceil(rows/128)]
+    (its alias calls pass `sf.T`), read as such when the shape is not also a K-major one."""
     arr = as_input(sf, "float32", name)
     shape = tuple(arr.shape)
-    for gran in (32, 128):
-        if shape == (*lead, rows, ceil_div(K, gran)):
-            return arr, gran, False
-    for gran in (32, 128):
-        if transposable and shape == (ceil_div(K, gran), rows):
-            return arr, gran, True
-    want = " or ".join(str((*lead, rows, ceil_div(K, g))) for g in (32, 128))
+    forms = [((*lead, rows, ceil_div(K, g)), g, False, False) for g in (32, 128)]
+    if not fp4:
+        forms.append(((*lead, ceil_div(rows, 128), ceil_div(K, 128)), 128, False, True))
     if transposable:
-        want += " (or transposed, " + " or ".join(str((ceil_div(K, g), rows)) for g in (32, 128)) + ")"
+        forms += [((ceil_div(K, g), rows), g, True, False) for g in (32, 128)]
+        if not fp4:
+            forms.append(((ceil_div(K, 128), ceil_div(rows, 128)), 128, True, True))
+    for form, gran, t, blk in forms:
+        if shape == form:
+            return arr, gran, t, blk
     kind = "FP4" if fp4 else "FP8"
-    raise ValueError(f"{name} ({kind} operand) has shape {shape}; expected per-row fp32 scales "
-                     f"{want} (gran_k 32 or 128)")
+    raise ValueError(f"{name} ({kind} operand) has shape {shape}; expected fp32 scales "
+                     + " or ".join(str(f[0]) for f in forms)
+                     + " (per row, gran_k 32 or 128" + ("; or per (128, 128) block" if not fp4
+                                                         else "") + ")")
 
 
 def _dense_fp4(ctx, layout, a, b, d, c):
@@ -122,8 +127,8 @@ def _dense_fp4(ctx, layout, a, b, d, c):
         raise ValueError(f"fp8_fp4_gemm_{layout}: A and B disagree on K ({K} and {KB}); A "
                          f"{a_arr.shape}{' packed' if a_fp4 else ''}, B {b_arr.shape}"
                          f"{' packed' if b_fp4 else ''}")
-    sfa_arr, gran_a, sfa_t = _fp4_scales(sfa, M, K, "sfa", a_fp4, a_t)
-    sfb_arr, gran_b, sfb_t = _fp4_scales(sfb, N, K, "sfb", b_fp4, b_t)
+    sfa_arr, gran_a, sfa_t, sfa_blk = _fp4_scales(sfa, M, K, "sfa", a_fp4, a_t)
+    sfb_arr, gran_b, sfb_t, sfb_blk = _fp4_scales(sfb, N, K, "sfb", b_fp4, b_t)
     out_dtype = dtype_of(d_np)
     if out_dtype not in ("bfloat16", "float32"):
         raise ValueError(f"d must be bfloat16 or float32, got {d_np.dtype}")
@@ -132,7 +137,8 @@ def _dense_fp4(ctx, layout, a, b, d, c):
     d_arr = as_output(plan, d_np, "d")
     from .fp4 import dequant_gemm_kernel
     kernel = ctx.compile(dequant_gemm_kernel, M, N, K, a_fp4, b_fp4, gran_a, gran_b,
-                         out_dtype, c_mode or False, 64, 128, 128, a_t, b_t, sfa_t, sfb_t)
+                         out_dtype, c_mode or False, 64, 128, 128, a_t, b_t, sfa_t, sfb_t, 0,
+                         None, sfa_blk, sfb_blk)
     plan.launch(kernel, a_arr, sfa_arr, b_arr, sfb_arr, *c_args, d_arr)
     return plan
 
@@ -161,8 +167,9 @@ def _grouped_fp4(ctx, plan, a, sfa, b, sfb, d, info, grouping, expected_m):
         raise ValueError(f"a must be {want}{' (packed FP4)' if a_fp4 else ''} to match b "
                          f"{b_arr.shape}, got {a_arr.shape}")
     M = a_arr.shape[-2]
-    sfa_arr, gran_a, _ = _fp4_scales(sfa, M, K, "sfa", a_fp4, False, (G,) if masked else ())
-    sfb_arr, gran_b, _ = _fp4_scales(sfb, N, K, "sfb", b_fp4, False, (G,))
+    sfa_arr, gran_a, _, sfa_blk = _fp4_scales(sfa, M, K, "sfa", a_fp4, False,
+                                              (G,) if masked else ())
+    sfb_arr, gran_b, _, sfb_blk = _fp4_scales(sfb, N, K, "sfb", b_fp4, False, (G,))
     info_arr = as_input(info, "int32", "masked_m" if masked else "grouped_layout")
     check_shape(info_arr, (G,) if masked else (M,), "masked_m" if masked else "grouped_layout")
     d_np = to_numpy(d, "d")
@@ -173,7 +180,8 @@ def _grouped_fp4(ctx, plan, a, sfa, b, sfb, d, info, grouping, expected_m):
     d_arr = as_output(plan, d_np, "d")
     from .fp4 import dequant_gemm_kernel
     kernel = ctx.compile(dequant_gemm_kernel, M, N, K, a_fp4, b_fp4, gran_a, gran_b, out_dtype,
-                         False, 64, 128, 128, False, False, False, False, G, grouping)
+                         False, 64, 128, 128, False, False, False, False, G, grouping, sfa_blk,
+                         sfb_blk)
     arrays = (a_arr, sfa_arr, b_arr, sfb_arr, d_arr)
     plan.launch(kernel, *arrays, info_arr, estimate_with=_hint(expected_m, arrays, info_arr))
     return plan
