@@ -1,5 +1,7 @@
-"""FP4 (e2m1) operands for `fp8_fp4_gemm_nt`: DeepGEMM's packed layout, two codes per byte
-(the even K index in the low nibble), one scale per 32 K values (recipe gran_k = 32).
+"""FP4 (e2m1) operands for `fp8_fp4_gemm_{nt,nn,tn,tt}` and the m-grouped GEMMs: DeepGEMM's
+packed layout, two codes per byte along the contiguous axis (K-major [MN, K/2]: the even K index
+in the low nibble; MN-major [K, MN/2]: the even MN index, transpose_packed_fp4's layout), one
+scale per 32 K values (recipe gran_k = 32).
 
 Each operand tile is dequantised on the vector unit into a bfloat16 tile (the nibble by shifts,
 read as a float4_e2m1fn value with T.reinterpret, times its scale) and the cube runs a plain bfloat16 GEMM over all of K.
