@@ -70,6 +70,10 @@ def rows(small=False):
                 ((e((M, K // 2), np.uint8), e((-(-g32 // 2), M), np.uint16)),
                  (e((N, K // 2), np.uint8), e((-(-g32 // 2), N), np.uint16)), e((M, N), BF16)),
                 {}, CHIPS))
+    out.append(("fp8_fp4_gemm_tn FP4 x FP4, fp32 scales (vector dequant, MN-major)", mnk,
+                dg.fp8_fp4_gemm_tn,
+                ((e((K, M // 2), np.int8), e((M, g32), np.float32)),
+                 (e((K, N // 2), np.int8), e((N, g32), np.float32)), e((M, N), BF16)), {}, CHIPS))
 
     G, rows_g, GN, GK = (3, 70, 136, 384) if small else (8, 512, 4096, 7168)
     layout = _contiguous(G, rows_g)
@@ -82,6 +86,12 @@ def rows(small=False):
                 dg.m_grouped_fp8_gemm_nt_contiguous,
                 ((e((layout.size, GK), FP8), e((layout.size, gkb), np.float32)),
                  (e((G, GN, GK), FP8), e((G, -(-GN // 128), gkb), np.float32)),
+                 e((layout.size, GN), BF16), layout), {}, CHIPS))
+    g32 = -(-GK // 32)
+    out.append(("m_grouped_fp8_fp4_gemm_nt_contiguous FP4 x FP4 (fp32 scales)", shape,
+                dg.m_grouped_fp8_fp4_gemm_nt_contiguous,
+                ((e((layout.size, GK // 2), np.int8), e((layout.size, g32), np.float32)),
+                 (e((G, GN, GK // 2), np.int8), e((G, GN, g32), np.float32)),
                  e((layout.size, GN), BF16), layout), {}, CHIPS))
     mm = np.full(G, rows_g // 2, np.int32)
     out.append(("m_grouped_bf16_gemm_nt_masked (masked_m = maxM / 2)",
@@ -145,6 +155,14 @@ def rows(small=False):
                 flash_mla.flash_mla_with_kvcache,
                 (e((MB, 1, MH, 576), BF16), e((MB * mp, 64, 1, 656), np.uint8), None, None, 512,
                  None, None), {"is_fp8_kvcache": True, "indices": ind}, CHIPS))
+    XK = TK // 4
+    xind = (np.arange(MB * XK, dtype=np.int64) % 64).astype(np.int32).reshape(MB, 1, XK)
+    out.append(("flash_mla_with_kvcache, FP8 cache, sparse + extra_k_cache",
+                f"B {MB}, h_q {MH}, topk {TK} + extra {XK}", flash_mla.flash_mla_with_kvcache,
+                (e((MB, 1, MH, 576), BF16), e((MB * mp, 64, 1, 656), np.uint8), None, None, 512,
+                 None, None), {"is_fp8_kvcache": True, "indices": ind,
+                               "extra_k_cache": e((1, 64, 1, 656), np.uint8),
+                               "extra_indices_in_kvcache": xind}, CHIPS))
 
     R, RN, RK = (3, 3000, 300) if small else (64, 131072, 2048)
     out.append(("topk", f"{R} x {RN}, k {RK}", topk, (e((R, RN), np.float32), RK), {}, CHIPS))

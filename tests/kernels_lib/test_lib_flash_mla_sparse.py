@@ -180,3 +180,112 @@ def test_sparse_decode_model1_layout(target, B, SQ, HQ, page, topk, sink):
     with pytest.raises(ValueError, match="one KV head"):
         flash_mla.flash_mla_with_kvcache(q, np.zeros((nb, page, 2, 584), np.uint8), None, None,
                                          512, meta, None, is_fp8_kvcache=True, indices=indices)
+
+
+def sparse_ref_lists(q, lists, sink, scale):
+    """Float64 attention of each query over the kept tokens of several (values [T, d], indices
+    [B, s_q, topk], topk_length [B] or None) lists at once: FlashMLA's extra_k_cache tokens join
+    the main top-k tokens in one softmax (its reference concatenates the gathered rows)."""
+    b, sq, hq, _ = q.shape
+    out = np.zeros((b, sq, hq, 512))
+    lse = np.full((b, hq, sq), np.inf)
+    for bi in range(b):
+        for si in range(sq):
+            rows = []
+            for vals, ind, length in lists:
+                ids = ind[bi, si].astype(np.int64)
+                n = ind.shape[-1] if length is None else length[bi]
+                keep = (ids >= 0) & (ids < vals.shape[0]) & (np.arange(ids.size) < n)
+                rows.append(vals[ids[keep]])
+            k = np.concatenate(rows)
+            if not len(k):
+                continue
+            s = q[bi, si].astype(np.float64) @ k.T * scale
+            m = s.max(-1, keepdims=True)
+            l = np.log(np.exp(s - m).sum(-1)) + m[:, 0]
+            o = np.exp(s - l[:, None]) @ k[:, :512]
+            if sink is not None:
+                o = o / (1 + np.exp(sink.astype(np.float64) - l))[:, None]
+            out[bi, si], lse[bi, :, si] = o, l
+    return out, lse
+
+
+@pytest.mark.parametrize("layout,B,SQ,HQ,topk,extra_topk,with_len,sink", [
+    ("v32", 2, 2, 16, 70, 40, True, False),
+    ("model1", 2, 1, 24, 45, 600, True, True),
+    ("model1", 1, 2, 8, 530, 33, False, False),
+])
+def test_sparse_decode_with_extra_k_cache(target, layout, B, SQ, HQ, topk, extra_topk,
+                                          with_len, sink):
+    """extra_k_cache / extra_indices_in_kvcache / extra_topk_length (FlashMLA's interface):
+    a second cache of the same layout with its own page size, whose named tokens join the
+    main list's in one softmax; invalid and out-of-cache slots in both lists, a query whose
+    main list is empty (the extra tokens alone), a query with no token at all (out 0, lse
+    +inf), extra_topk_length shorter than the extra list, the sink."""
+    r = rng(46)
+    d = 576 if layout == "v32" else 512
+    if layout == "v32":
+        nb, nbx = 5, 3
+        raw, vals = fp8_cache(r.standard_normal((nb * BLOCK, 576)) * 2)
+        xraw, xvals = fp8_cache(r.standard_normal((nbx * BLOCK, 576)) * 2)
+        kc, xkc = raw.reshape(nb, BLOCK, 1, 656), xraw.reshape(nbx, BLOCK, 1, 656)
+    else:
+        kc, vals = model1_cache(r.standard_normal((6 * 16, 512)) * 2, 16)
+        xkc, xvals = model1_cache(r.standard_normal((5 * 8, 512)) * 2, 8)   # another page size
+    nt, xnt = vals.shape[0], xvals.shape[0]
+    q = r.standard_normal((B, SQ, HQ, d)).astype(BF16)
+    ind = r.integers(0, nt, (B, SQ, topk)).astype(np.int32)
+    xind = r.integers(0, xnt, (B, SQ, extra_topk)).astype(np.int32)
+    ind[0, 0, ::3] = -1
+    xind[0, 0, ::4] = -1
+    xind[0, -1, 2] = xnt + 1                      # past the extra cache: invalid
+    ind[-1, -1, :] = -1                           # main list empty: the extra tokens alone
+    if SQ > 1:
+        ind[0, 1, :] = -1
+        xind[0, 1, :] = -1                        # nothing at all
+    tl_len = np.array([topk - 2] + [topk] * (B - 1), np.int32) if with_len else None
+    xl_len = np.array([extra_topk - 5] + [max(1, extra_topk // 2)] * (B - 1), np.int32) \
+        if with_len else None
+    sink_arr = r.standard_normal(HQ).astype(np.float32) if sink else None
+    args = (q, kc, None, None, 512, flash_mla.get_mla_metadata()[0], None)
+    kw = dict(is_fp8_kvcache=True, indices=ind, topk_length=tl_len, attn_sink=sink_arr,
+              extra_k_cache=xkc, extra_indices_in_kvcache=xind, extra_topk_length=xl_len)
+    out, lse = flash_mla.flash_mla_with_kvcache(*args, **kw, target=target)
+    want_o, want_l = sparse_ref_lists(q, [(vals, ind, tl_len), (xvals, xind, xl_len)], sink_arr,
+                                      1 / math.sqrt(d))
+    close(out, want_o, "bfloat16")
+    assert np.array_equal(np.isinf(lse), np.isinf(want_l)) and np.all(lse[np.isinf(lse)] > 0)
+    finite = np.isfinite(want_l)
+    close(lse[finite], want_l[finite], "float32", scale=10)
+    # the extra tokens change the answer: the main list alone gives other numbers
+    alone, _ = sparse_ref_lists(q, [(vals, ind, tl_len)], sink_arr, 1 / math.sqrt(d))
+    assert np.max(np.abs(alone - want_o)) > 0.05
+    if target == "numpy" and B * SQ * HQ <= 32:
+        launches = flash_mla.flash_mla_with_kvcache.launches(*args, **kw, target="numpy")
+        assert len(launches) == 3   # the main list's splits, the extra list's, the combine
+        for kernel, arrays in launches:
+            _, report = kernel.simulate(*arrays)
+            assert report.cycles > 0
+        close(launches[-1][1][-2], want_o, "bfloat16")
+
+
+def test_extra_k_cache_argument_errors():
+    q = np.zeros((1, 1, 8, 576), BF16)
+    cache = np.zeros((1, BLOCK, 1, 656), np.uint8)
+    ind = np.zeros((1, 1, 4), np.int32)
+    f = flash_mla.flash_mla_with_kvcache
+    with pytest.raises(ValueError, match="come together"):
+        f(q, cache, None, None, 512, None, None, is_fp8_kvcache=True, indices=ind,
+          extra_k_cache=cache)
+    with pytest.raises(ValueError, match="come together"):
+        f(q, cache, None, None, 512, None, None, is_fp8_kvcache=True, indices=ind,
+          extra_topk_length=np.ones(1, np.int32))
+    with pytest.raises(ValueError, match="extra_k_cache must be"):
+        f(q, cache, None, None, 512, None, None, is_fp8_kvcache=True, indices=ind,
+          extra_k_cache=np.zeros((1, BLOCK, 1, 584), np.uint8), extra_indices_in_kvcache=ind)
+    with pytest.raises(ValueError, match="extra_indices_in_kvcache must be"):
+        f(q, cache, None, None, 512, None, None, is_fp8_kvcache=True, indices=ind,
+          extra_k_cache=cache, extra_indices_in_kvcache=np.zeros((2, 1, 4), np.int32))
+    with pytest.raises(ValueError, match="take sparse attention"):
+        f(q, np.zeros((1, 64, 1, 576), BF16), np.zeros((1, 1), np.int32), np.ones(1, np.int32),
+          512, *flash_mla.get_mla_metadata(np.ones(1, np.int32), 8, 1), extra_k_cache=cache)

@@ -176,15 +176,3 @@ def test_unscaled_fp4_gemm_is_a_located_error():
         tl.compile(fp4_gemm_kernel(16, 16, 64), chip=CHIP)
     msg = str(e.value)
     assert "block-scaled MMAD only" in msg and "T.gemm(a, b, c" in msg and "^" in msg
-
-
-def test_fp4_in_grouped_and_transposed_layouts_is_a_clear_error():
-    """Not supported (docs/kernels.md Limits): a ValueError, never packed bytes read as e4m3."""
-    pa, ps = np.zeros((128, 64), np.int8), np.zeros((128, 4), np.float32)
-    pb = np.zeros((2, 16, 64), np.int8)
-    with pytest.raises(ValueError, match="m-grouped"):
-        dg.m_grouped_fp8_fp4_gemm_nt_contiguous((pa, ps), (pb, np.zeros((2, 1, 1), np.float32)),
-                                                np.zeros((128, 16), BF16),
-                                                np.zeros(128, np.int32))
-    with pytest.raises(ValueError, match="nt layout"):
-        dg.fp8_fp4_gemm_nn((pa, ps), (np.zeros((128, 8), np.int8), ps), np.zeros((128, 16), BF16))

@@ -326,10 +326,10 @@ def flash_mla_with_kvcache(ctx, q, k_cache, block_table, cache_seqlens, head_dim
     if q_arr.ndim != 4:
         raise ValueError(f"q must be [batch, s_q, h_q, head_dim], got {q_arr.shape}")
     B, SQ, HQ, D = q_arr.shape
-    if extra_k_cache is not None or extra_indices_in_kvcache is not None or \
-            extra_topk_length is not None:
-        raise ValueError("extra_k_cache / extra_indices_in_kvcache / extra_topk_length are not "
-                         "supported")
+    extra = (extra_k_cache, extra_indices_in_kvcache, extra_topk_length)
+    if indices is None and any(x is not None for x in extra):
+        raise ValueError("extra_k_cache / extra_indices_in_kvcache / extra_topk_length take "
+                         "sparse attention (indices=)")
     if indices is not None:
         if causal:
             raise ValueError("causal must be False with sparse attention (indices given)")
@@ -337,7 +337,7 @@ def flash_mla_with_kvcache(ctx, q, k_cache, block_table, cache_seqlens, head_dim
             raise ValueError("sparse attention (indices) reads FlashMLA's FP8 KV cache layout: "
                              "pass is_fp8_kvcache=True")
         return _sparse_plan(ctx, plan, q_arr, k_cache, indices, topk_length, attn_sink,
-                            int(head_dim_v), softmax_scale)
+                            int(head_dim_v), softmax_scale, extra)
     if is_fp8_kvcache:
         raise ValueError("an FP8 KV cache is FlashMLA's sparse layout: pass indices= (dense "
                          "decoding reads a bfloat16 cache)")
@@ -377,56 +377,89 @@ def flash_mla_with_kvcache(ctx, q, k_cache, block_table, cache_seqlens, head_dim
     return plan
 
 
-def _sparse_plan(ctx, plan, q_arr, k_cache, indices, topk_length, attn_sink, DV, softmax_scale):
-    from .flash_mla_sparse import (D_NOPE, D_ROPE, M1_NOPE, M1_TOKEN, ROWS, TOKEN_BYTES,
-                                   sparse_split_kernel)
+def _sparse_plan(ctx, plan, q_arr, k_cache, indices, topk_length, attn_sink, DV, softmax_scale,
+                 extra=(None, None, None)):
+    """The sparse decode's launches: the split kernel over the main list, again over the extra
+    list (extra_k_cache, its own page size, extra_indices_in_kvcache, extra_topk_length) into
+    the split slots after the main list's, then the combine kernel over all splits."""
+    from .flash_mla_sparse import D_NOPE, D_ROPE, M1_NOPE, sparse_split_kernel
     B, SQ, HQ, D = q_arr.shape
     model1 = D == M1_NOPE + D_ROPE
     if D not in (D_NOPE + D_ROPE, M1_NOPE + D_ROPE) or DV != 512:
         raise ValueError(f"the FP8 sparse caches hold 512 + 64 (V3.2) or 448 + 64 (MODEL1) dims: "
                          f"q head_dim must be 576 or 512 and head_dim_v 512, got {D} and {DV}")
+    extra_kc, extra_ind, extra_len = extra
+    if (extra_kc is None) != (extra_ind is None) or (extra_len is not None and extra_ind is None):
+        raise ValueError("extra_k_cache and extra_indices_in_kvcache come together "
+                         "(extra_topk_length only with them)")
+    lists = [(k_cache, indices, topk_length, "")]
+    if extra_kc is not None:
+        lists.append((extra_kc, extra_ind, extra_len, "extra_"))
+    prepared = []
+    for kc, ind, length, pre in lists:
+        kc_arg, NT, page = _sparse_cache(kc, model1, f"{pre}k_cache")
+        ind_arr, tl_arr, TOPK, S, per = _sparse_list(ind, length, B, SQ, pre)
+        prepared.append((kc_arg, NT, page, ind_arr, tl_arr, TOPK, S, per))
+    S_all = sum(p[6] for p in prepared)
+    scale = float(softmax_scale) if softmax_scale is not None else 1.0 / math.sqrt(D)
+    op = np.empty((B, S_all, SQ, HQ, DV), np.float32)
+    lp = np.empty((B, S_all, SQ, HQ), np.float32)
+    out = np.empty((B, SQ, HQ, DV), q_arr.dtype)
+    lse = np.empty((B, HQ, SQ), np.float32)
+    s0 = 0
+    for kc_arg, NT, page, ind_arr, tl_arr, TOPK, S, per in prepared:
+        split = ctx.compile(sparse_split_kernel, B, SQ, HQ, TOPK, NT, S, per, scale, 32, page,
+                            s0, S_all)
+        plan.launch(split, q_arr, kc_arg, ind_arr, tl_arr, op, lp)
+        s0 += S
+    if attn_sink is not None:
+        sink = as_input(attn_sink, "float32", "attn_sink").reshape(-1)
+        check_shape(sink, (HQ,), "attn_sink")
+        combine = ctx.compile(mla_combine_kernel, B, SQ, HQ, DV, S_all, 32, True)
+        plan.launch(combine, op, lp, sink, out, lse)
+    else:
+        plan.launch(ctx.compile(mla_combine_kernel, B, SQ, HQ, DV, S_all), op, lp, out, lse)
+    plan.result = (out, lse)
+    return plan
+
+
+def _sparse_cache(k_cache, model1, name):
+    """(the cache as the split kernel reads it, its token count, MODEL1's page size or 0)."""
+    from .flash_mla_sparse import M1_TOKEN, TOKEN_BYTES
     token = M1_TOKEN if model1 else TOKEN_BYTES
-    kc = to_numpy(k_cache, "k_cache")
+    kc = to_numpy(k_cache, name)
     if kc.dtype.itemsize != 1 or kc.ndim != 4 or kc.shape[2] != 1 or kc.shape[3] != token:
         hk = f" (h_k = {kc.shape[2]}: FlashMLA's sparse decode takes one KV head)" \
             if kc.ndim == 4 and kc.shape[2] != 1 else ""
-        raise ValueError(f"k_cache must be [num_blocks, page_block_size, 1, {token}] bytes "
+        raise ValueError(f"{name} must be [num_blocks, page_block_size, 1, {token}] bytes "
                          f"(FlashMLA's {'MODEL1' if model1 else 'V3.2'} FP8 sparse layout), got "
                          f"{kc.shape} {kc.dtype}{hk}")
     page = kc.shape[1] if model1 else 0
     if model1:  # each block's bytes (blocks may be padded apart): [num_blocks, page * 584]
         if kc.strides[1] != token or kc.strides[3] != 1:
-            raise ValueError("a MODEL1 k_cache must be a view of whole blocks: tokens "
+            raise ValueError(f"a MODEL1 {name} must be a view of whole blocks: tokens "
                              f"{token} bytes apart, got strides {kc.strides}")
         kc = np.lib.stride_tricks.as_strided(kc, (kc.shape[0], page * token),
                                              (kc.strides[0], 1), writeable=False)
     kc = np.ascontiguousarray(kc)
     NT = kc.shape[0] * (page or kc.shape[1])
-    ind = as_input(indices, "int32", "indices")
+    kc_arg = kc.view(np.uint8) if model1 else kc.view(np.uint8).reshape(NT, TOKEN_BYTES)
+    return kc_arg, NT, page
+
+
+def _sparse_list(indices, length, B, SQ, pre):
+    """(indices [B, SQ, topk] int32, lengths [B], topk, splits, entries per split)."""
+    from .flash_mla_sparse import ROWS
+    ind = as_input(indices, "int32", f"{pre}indices")
     if ind.ndim != 3 or ind.shape[:2] != (B, SQ):
-        raise ValueError(f"indices must be [{B}, {SQ}, topk] int32, got {ind.shape}")
+        raise ValueError(f"{pre}indices{'_in_kvcache' if pre else ''} must be [{B}, {SQ}, "
+                         f"{pre}topk] int32, got {ind.shape}")
     TOPK = ind.shape[2]
-    tl_arr = (np.full(B, TOPK, np.int32) if topk_length is None
-              else as_input(topk_length, "int32", "topk_length").reshape(-1))
-    check_shape(tl_arr, (B,), "topk_length")
+    tl_arr = (np.full(B, TOPK, np.int32) if length is None
+              else as_input(length, "int32", f"{pre}topk_length").reshape(-1))
+    check_shape(tl_arr, (B,), f"{pre}topk_length")
     steps = max(1, ceil_div(TOPK, ROWS))
     S = max(1, ceil_div(TOPK, 512))   # a split per 512 entries of the topk list
     per = ROWS * ceil_div(steps, S)
     S = ceil_div(steps * ROWS, per)
-    scale = float(softmax_scale) if softmax_scale is not None else 1.0 / math.sqrt(D)
-    op = np.empty((B, S, SQ, HQ, DV), np.float32)
-    lp = np.empty((B, S, SQ, HQ), np.float32)
-    out = np.empty((B, SQ, HQ, DV), q_arr.dtype)
-    lse = np.empty((B, HQ, SQ), np.float32)
-    split = ctx.compile(sparse_split_kernel, B, SQ, HQ, TOPK, NT, S, per, scale, 32, page)
-    kc_arg = kc.view(np.uint8) if model1 else kc.view(np.uint8).reshape(NT, TOKEN_BYTES)
-    plan.launch(split, q_arr, kc_arg, ind, tl_arr, op, lp)
-    if attn_sink is not None:
-        sink = as_input(attn_sink, "float32", "attn_sink").reshape(-1)
-        check_shape(sink, (HQ,), "attn_sink")
-        combine = ctx.compile(mla_combine_kernel, B, SQ, HQ, DV, S, 32, True)
-        plan.launch(combine, op, lp, sink, out, lse)
-    else:
-        plan.launch(ctx.compile(mla_combine_kernel, B, SQ, HQ, DV, S), op, lp, out, lse)
-    plan.result = (out, lse)
-    return plan
+    return ind, tl_arr, TOPK, S, per

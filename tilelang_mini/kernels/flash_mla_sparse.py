@@ -36,10 +36,15 @@ M1_SCALES = 8                           # then 7 scale bytes and a pad byte a to
 M1_TOKEN = M1_DATA + M1_SCALES          # 584
 
 
-def sparse_split_kernel(B, SQ, HQ, TOPK, NT, S, per, scale, block_H=32, page=0):
-    """Partials OP [B, S, SQ, HQ, 512] (normalised) and LP [B, S, SQ, HQ] (log-sum-exp) of
-    split s: topk entries [s * per, (s + 1) * per). page > 0: MODEL1's layout with blocks of
-    `page` tokens (KC [NT / page, page * 584] bytes), else V3.2's (KC [NT, 656])."""
+def sparse_split_kernel(B, SQ, HQ, TOPK, NT, S, per, scale, block_H=32, page=0, s0=0,
+                        S_out=0):
+    """Partials OP [B, S_out, SQ, HQ, 512] (normalised) and LP [B, S_out, SQ, HQ] (log-sum-exp)
+    of split s (written at s0 + s): topk entries [s * per, (s + 1) * per). page > 0: MODEL1's
+    layout with blocks of `page` tokens (KC [NT / page, page * 584] bytes), else V3.2's
+    (KC [NT, 656]). S_out (default S) and s0 let a second launch over FlashMLA's
+    extra_k_cache / extra_indices_in_kvcache write its splits after the main list's, so the
+    combine kernel merges both lists into one softmax."""
+    S_out = S_out or S
     block_H = min(block_H, HQ)
     HB = T.ceildiv(HQ, block_H)
     model1 = page > 0
@@ -58,8 +63,8 @@ def sparse_split_kernel(B, SQ, HQ, TOPK, NT, S, per, scale, block_H=32, page=0):
     def mla_sparse_fp8_split(Q: T.Tensor((B, SQ, HQ, D), "bfloat16"),
                              KC: T.Tensor(kc_shape, "uint8"),
                              IND: T.Tensor((B, SQ, TOPK), "int32"), TL: T.Tensor((B,), "int32"),
-                             OP: T.Tensor((B, S, SQ, HQ, DV), "float32"),
-                             LP: T.Tensor((B, S, SQ, HQ), "float32")):
+                             OP: T.Tensor((B, S_out, SQ, HQ, DV), "float32"),
+                             LP: T.Tensor((B, S_out, SQ, HQ), "float32")):
         with T.Kernel(HB * SQ, S, B) as (bh, s, b):
             q_s = T.alloc_shared((block_H, D), "bfloat16")
             raw = T.alloc_fragment((ROWS, row_bytes), "uint8")
@@ -134,7 +139,7 @@ def sparse_split_kernel(B, SQ, HQ, TOPK, NT, S, per, scale, block_H=32, page=0):
                 acc_o[i, j] = acc_o[i, j] / T.max(l_sum[i], 1e-30)
             for i in T.Parallel(block_H):  # -1e30 scores only: no key (the combine drops it)
                 lse[i] = T.if_then_else(m[i] > -1e29, m[i] + T.log(l_sum[i]), NEG)
-            T.copy(acc_o, OP[b, s, sq, h0, 0])
-            T.copy(lse, LP[b, s, sq, h0])
+            T.copy(acc_o, OP[b, s0 + s, sq, h0, 0])
+            T.copy(lse, LP[b, s0 + s, sq, h0])
 
     return mla_sparse_fp8_split

@@ -1,5 +1,7 @@
-"""FP4 (e2m1) operands for `fp8_fp4_gemm_nt`: DeepGEMM's packed layout, two codes per byte
-(the even K index in the low nibble), one scale per 32 K values (recipe gran_k = 32).
+"""FP4 (e2m1) operands for `fp8_fp4_gemm_{nt,nn,tn,tt}` and the m-grouped GEMMs: DeepGEMM's
+packed layout, two codes per byte along the contiguous axis (K-major [MN, K/2]: the even K index
+in the low nibble; MN-major [K, MN/2]: the even MN index, transpose_packed_fp4's layout), one
+scale per 32 K values (recipe gran_k = 32).
 
 Each operand tile is dequantised on the vector unit into a bfloat16 tile (the nibble by shifts,
 read as a float4_e2m1fn value with T.reinterpret, times its scale) and the cube runs a plain bfloat16 GEMM over all of K.
@@ -23,17 +25,68 @@ from ._tiles import sum_with_c
 
 
 def dequant_gemm_kernel(M, N, K, a_fp4, b_fp4, gran_a, gran_b, out_dtype, separate_c,
-                        block_M=64, block_N=128, block_K=128):
-    KA = K // 2 if a_fp4 else K
-    KB = K // 2 if b_fp4 else K
+                        block_M=64, block_N=128, block_K=128, a_t=False, b_t=False,
+                        sfa_t=False, sfb_t=False, groups=0, grouping=None, sfa_blk=False,
+                        sfb_blk=False):
+    """D[M, N] (= C +) A @ B with each operand dequantised to bfloat16 on the vector unit.
+
+    a_fp4/b_fp4: the operand is packed e2m1 (int8, two codes a byte along its contiguous axis),
+    else e4m3. a_t/b_t: the operand is MN-major (A stored [K, M], B [K, N]; packed FP4: [K, M/2],
+    two M values a byte, DeepGEMM's transpose_packed_fp4 layout), read with transpose_A/B on the
+    cube. gran_a/gran_b: K values per fp32 scale; scales [MN, ceil(K/gran)], or with sfa_t/sfb_t
+    [ceil(K/gran), MN]. groups/grouping: 0/None dense (separate_c: a C parameter, else C is D);
+    G/"contiguous" (B [G, N, .], grouped_layout [M], rows of group -1 left untouched) or
+    G/"masked" (A [G, M, .], D [G, M, N], masked_m [G]), K-major operands only.
+    separate_c: False (D = A @ B), True (a C parameter) or "inplace" (D holds C on entry).
+    sfa_blk/sfb_blk: an FP8 operand's scales per (128 rows, gran K) block, [ceil(MN/128),
+    ceil(K/gran)] (DeepGEMM's (1, 128, 128) recipe for B; [.., MN-blocks] with sf_t): the
+    block's row of scales is loaded and spread over its rows on the vector unit."""
+    masked, contiguous = grouping == "masked", grouping == "contiguous"
+    pa, pb = (2 if a_fp4 else 1), (2 if b_fp4 else 1)
     a_dt = "int8" if a_fp4 else "float8_e4m3fn"
     b_dt = "int8" if b_fp4 else "float8_e4m3fn"
+    ca, cb = block_K // gran_a, block_K // gran_b    # scale columns per K step
     sa_cols, sb_cols = -(-K // gran_a), -(-K // gran_b)
-    ta, tb = block_K // 2 if a_fp4 else block_K, block_K // 2 if b_fp4 else block_K
+    G = max(groups, 1)
+
+    def stored(rows, block, t, pack):  # (stored shape, tile shape) of an operand
+        return ((K, rows // pack), (block_K, block // pack)) if t \
+            else ((rows, K // pack), (block, block_K // pack))
+
+    (a_shape, a_tile), (b_shape, b_tile) = stored(M, block_M, a_t, pa), stored(N, block_N, b_t, pb)
+    sa_rows = -(-M // 128) if sfa_blk else M
+    sb_rows = -(-N // 128) if sfb_blk else N
+    sa_shape = (sa_cols, sa_rows) if sfa_t else (sa_rows, sa_cols)
+    sb_shape = (sb_cols, sb_rows) if sfb_t else (sb_rows, sb_cols)
+    if masked:
+        a_shape, sa_shape = (G,) + a_shape, (G,) + sa_shape
+    if groups:
+        b_shape, sb_shape = (G,) + b_shape, (G,) + sb_shape
 
     @T.macro
-    def dequant(src, sf, dst, code, rows, fp4, gran):
-        if fp4:
+    def dequant(src, sf, dst, code, rows, fp4, gran, mn_major, sf_t):
+        """dst = the operand's K step as bfloat16: [rows, block_K], or [block_K, rows] when
+        mn_major; code holds the nibbles of a packed FP4 operand (two a byte along the
+        contiguous axis, the even index in the low nibble)."""
+        if mn_major:
+            if fp4:
+                for k, i in T.Parallel(block_K, rows):
+                    code[k, i] = (T.cast(src[k, i // 2], "int32") >> ((i % 2) * 4)) & 15
+                if sf_t:
+                    for k, i in T.Parallel(block_K, rows):
+                        dst[k, i] = T.cast(T.reinterpret(code[k, i], "float4_e2m1fn")
+                                           * sf[k // gran, i], "bfloat16")
+                else:
+                    for k, i in T.Parallel(block_K, rows):
+                        dst[k, i] = T.cast(T.reinterpret(code[k, i], "float4_e2m1fn")
+                                           * sf[i, k // gran], "bfloat16")
+            elif sf_t:
+                for k, i in T.Parallel(block_K, rows):
+                    dst[k, i] = T.cast(src[k, i] * sf[k // gran, i], "bfloat16")
+            else:
+                for k, i in T.Parallel(block_K, rows):
+                    dst[k, i] = T.cast(src[k, i] * sf[i, k // gran], "bfloat16")
+        elif fp4:
             for i, k in T.Parallel(rows, block_K):  # the nibble of K index k
                 code[i, k] = (T.cast(src[i, k // 2], "int32") >> ((k % 2) * 4)) & 15
             for i, k in T.Parallel(rows, block_K):  # the code read as an e2m1 value
@@ -44,32 +97,107 @@ def dequant_gemm_kernel(M, N, K, a_fp4, b_fp4, gran_a, gran_b, out_dtype, separa
                 dst[i, k] = T.cast(src[i, k] * sf[i, k // gran], "bfloat16")
 
     @T.macro
-    def body(A, SFA, B, SFB, C, D, bx, by):
-        a_s = T.alloc_shared((block_M, ta), a_dt)
-        b_s = T.alloc_shared((block_N, tb), b_dt)
-        sa = T.alloc_fragment((block_M, block_K // gran_a), "float32")
-        sb = T.alloc_fragment((block_N, block_K // gran_b), "float32")
-        a_w = T.alloc_shared((block_M, block_K), "bfloat16")
-        b_w = T.alloc_shared((block_N, block_K), "bfloat16")
-        code_a = T.alloc_fragment((block_M, block_K), "uint8")
-        code_b = T.alloc_fragment((block_N, block_K), "uint8")
-        acc = T.alloc_fragment((block_M, block_N), "float32")
-        out = T.alloc_fragment((block_M, block_N), out_dtype)
+    def load(X, SF, x_s, s_s, s_b, g, r, rows, k, pack, cols, t, sf_t, grouped, blk):
+        """K step k of row block r: the stored tile and its scales (group g's when grouped)."""
+        if blk:  # the 128-row block's scales (rows divides 128), spread over the tile's rows
+            if grouped:
+                T.copy(SF[g, (r * rows) // 128:(r * rows) // 128 + 1, k * cols:(k + 1) * cols],
+                       s_b)
+            elif sf_t:
+                T.copy(SF[k * cols:(k + 1) * cols, (r * rows) // 128:(r * rows) // 128 + 1], s_b)
+            else:
+                T.copy(SF[(r * rows) // 128:(r * rows) // 128 + 1, k * cols:(k + 1) * cols], s_b)
+            if sf_t:
+                for j, i in T.Parallel(cols, rows):
+                    s_s[j, i] = s_b[j, 0]
+            else:
+                for i, j in T.Parallel(rows, cols):
+                    s_s[i, j] = s_b[0, j]
+        if grouped:
+            T.copy(X[g, r * rows:(r + 1) * rows, k * (block_K // pack):(k + 1) * (block_K // pack)],
+                   x_s)
+            if not blk:
+                T.copy(SF[g, r * rows:(r + 1) * rows, k * cols:(k + 1) * cols], s_s)
+        else:
+            if t:
+                T.copy(X[k * block_K, r * (rows // pack)], x_s)
+            else:
+                T.copy(X[r * rows, k * (block_K // pack)], x_s)
+            if not blk:
+                if sf_t:
+                    T.copy(SF[k * cols:(k + 1) * cols, r * rows:(r + 1) * rows], s_s)
+                else:
+                    T.copy(SF[r * rows:(r + 1) * rows, k * cols:(k + 1) * cols], s_s)
+
+    @T.macro
+    def mainloop(A, SFA, B, SFB, acc, g, bx, by):
+        a_s = T.alloc_shared(a_tile, a_dt)
+        b_s = T.alloc_shared(b_tile, b_dt)
+        sa = T.alloc_fragment((ca, block_M) if sfa_t else (block_M, ca), "float32")
+        sb = T.alloc_fragment((cb, block_N) if sfb_t else (block_N, cb), "float32")
+        sa_b = T.alloc_fragment((ca, 1) if sfa_t else (1, ca), "float32")
+        sb_b = T.alloc_fragment((cb, 1) if sfb_t else (1, cb), "float32")
+        a_w = T.alloc_shared((block_K, block_M) if a_t else (block_M, block_K), "bfloat16")
+        b_w = T.alloc_shared((block_K, block_N) if b_t else (block_N, block_K), "bfloat16")
+        code_a = T.alloc_fragment((block_K, block_M) if a_t else (block_M, block_K), "uint8")
+        code_b = T.alloc_fragment((block_K, block_N) if b_t else (block_N, block_K), "uint8")
         T.clear(acc)
         for k in T.serial(T.ceildiv(K, block_K)):
-            T.copy(A[by * block_M, k * ta], a_s)
-            T.copy(B[bx * block_N, k * tb], b_s)
-            T.copy(SFA[by * block_M, k * (block_K // gran_a)], sa)
-            T.copy(SFB[bx * block_N, k * (block_K // gran_b)], sb)
-            dequant(a_s, sa, a_w, code_a, block_M, a_fp4, gran_a)
-            dequant(b_s, sb, b_w, code_b, block_N, b_fp4, gran_b)
-            T.gemm(a_w, b_w, acc, transpose_B=True)
+            load(A, SFA, a_s, sa, sa_b, g, by, block_M, k, pa, ca, a_t, sfa_t, masked, sfa_blk)
+            load(B, SFB, b_s, sb, sb_b, g, bx, block_N, k, pb, cb, b_t, sfb_t, groups, sfb_blk)
+            dequant(a_s, sa, a_w, code_a, block_M, a_fp4, gran_a, a_t, sfa_t)
+            dequant(b_s, sb, b_w, code_b, block_N, b_fp4, gran_b, b_t, sfb_t)
+            T.gemm(a_w, b_w, acc, transpose_A=a_t, transpose_B=not b_t)
+
+    @T.macro
+    def body(A, SFA, B, SFB, C, D, bx, by):
+        acc = T.alloc_fragment((block_M, block_N), "float32")
+        out = T.alloc_fragment((block_M, block_N), out_dtype)
+        mainloop(A, SFA, B, SFB, acc, 0, bx, by)
         add_c(C, acc, out, bx, by)
         T.copy(out, D[by * block_M, bx * block_N])
 
-    add_c = sum_with_c(block_M, block_N, separate_c)
-    return _prim_func(body, M, N, ((M, KA), a_dt), ((M, sa_cols), "float32"), ((N, KB), b_dt),
-                      ((N, sb_cols), "float32"), out_dtype, separate_c, block_M, block_N)
+    @T.macro
+    def grouped_body(A, SFA, B, SFB, D, INFO, bx, by, bz):
+        """Contiguous: the block's group is its first row's; rows marked -1 are not stored.
+        Masked: group bz's rows below masked_m[bz] only."""
+        acc = T.alloc_fragment((block_M, block_N), "float32")
+        out = T.alloc_fragment((block_M, block_N), out_dtype)
+        if contiguous:
+            g = INFO[by * block_M]
+            if g >= 0:
+                mainloop(A, SFA, B, SFB, acc, g, bx, by)
+                T.copy(acc, out)
+                for i in T.serial(block_M):
+                    if by * block_M + i < M:
+                        if INFO[by * block_M + i] >= 0:
+                            T.copy(out[i:i + 1, :], D[by * block_M + i, bx * block_N])
+        else:
+            if by * block_M < INFO[bz]:
+                mainloop(A, SFA, B, SFB, acc, bz, bx, by)
+                T.copy(acc, out)
+                for i in T.serial(block_M):
+                    if by * block_M + i < INFO[bz]:
+                        T.copy(out[i:i + 1, :],
+                               D[bz, by * block_M + i, bx * block_N:(bx + 1) * block_N])
+
+    add_c = sum_with_c(block_M, block_N, bool(separate_c))  # "inplace": C is D
+    if grouping is None:
+        return _prim_func(body, M, N, (a_shape, a_dt), (sa_shape, "float32"), (b_shape, b_dt),
+                          (sb_shape, "float32"), out_dtype, separate_c not in (None, False,
+                                                                            "inplace"),
+                          block_M, block_N)
+    d_shape = (G, M, N) if masked else (M, N)
+    info_shape = (G,) if masked else (M,)
+    gx, gy, gz = T.ceildiv(N, block_N), T.ceildiv(M, block_M), (G if masked else 1)
+
+    @T.prim_func
+    def fp8_fp4_grouped_gemm(A: T.Tensor(a_shape, a_dt), SFA: T.Tensor(sa_shape, "float32"),
+                             B: T.Tensor(b_shape, b_dt), SFB: T.Tensor(sb_shape, "float32"),
+                             D: T.Tensor(d_shape, out_dtype), INFO: T.Tensor(info_shape, "int32")):
+        with T.Kernel(gx, gy, gz) as (bx, by, bz):
+            grouped_body(A, SFA, B, SFB, D, INFO, bx, by, bz)
+    return fp8_fp4_grouped_gemm
 
 
 def _prim_func(body, M, N, a, sfa, b, sfb, out_dtype, with_c, block_M, block_N):

@@ -62,47 +62,128 @@ def _packed_fp4(x) -> bool:
     return to_numpy(x).dtype in (np.int8, np.uint8)
 
 
+def _fp4_operand(x, fp4, mn_major, name):
+    """(the stored array, its MN, its K) of an FP8/FP4 operand: K-major [MN, K] (FP4 packed
+    [MN, K/2]) or MN-major [K, MN] (FP4 packed [K, MN/2], two MN values a byte)."""
+    arr = as_input(to_numpy(x).view(np.int8) if fp4 else x, "int8" if fp4 else "float8_e4m3fn",
+                   name)
+    if arr.ndim != 2:
+        raise ValueError(f"{name} must be 2-D, got {arr.shape}")
+    rows, cols = arr.shape
+    cols *= 2 if fp4 else 1
+    return (arr, cols, rows) if mn_major else (arr, rows, cols)
+
+
+def _fp4_scales(sf, rows, K, name, fp4, transposable, lead=()):
+    """(fp32 scales, gran, transposed, per 128-row block) for one operand: per-row
+    [*lead, rows, ceil(K/g)] with g = 32 or 128; an FP8 operand also per (128, 128) block
+    [*lead, ceil(rows/128), ceil(K/128)] (DeepGEMM's (1, 128, 128) recipe for B); an MN-major
+    operand also DeepGEMM's transposed forms [ceil(K/g), rows] / [ceil(K/128), ceil(rows/128)]
+    (its alias calls pass `sf.T`), read as such when the shape is not also a K-major one."""
+    arr = as_input(sf, "float32", name)
+    shape = tuple(arr.shape)
+    forms = [((*lead, rows, ceil_div(K, g)), g, False, False) for g in (32, 128)]
+    if not fp4:
+        forms.append(((*lead, ceil_div(rows, 128), ceil_div(K, 128)), 128, False, True))
+    if transposable:
+        forms += [((ceil_div(K, g), rows), g, True, False) for g in (32, 128)]
+        if not fp4:
+            forms.append(((ceil_div(K, 128), ceil_div(rows, 128)), 128, True, True))
+    for form, gran, t, blk in forms:
+        if shape == form:
+            return arr, gran, t, blk
+    kind = "FP4" if fp4 else "FP8"
+    raise ValueError(f"{name} ({kind} operand) has shape {shape}; expected fp32 scales "
+                     + " or ".join(str(f[0]) for f in forms)
+                     + " (per row, gran_k 32 or 128" + ("; or per (128, 128) block" if not fp4
+                                                         else "") + ")")
+
+
 def _dense_fp4(ctx, layout, a, b, d, c):
-    """An FP4 operand (packed e2m1 bytes, gran_k 32 scales): both operands dequantised to
-    bfloat16 tiles in the kernel (fp4.py); K-major A and B (the nt layout) only."""
-    if layout != "nt":
-        raise ValueError(f"FP4 operands take the nt layout (K-major A and B), not {layout}")
+    """An FP4 operand (packed e2m1 bytes, gran_k 32 scales) in any layout: both operands
+    dequantised to bfloat16 tiles in the kernel (fp4.py), MN-major ones read with transpose_A/B
+    on the cube. An MN-major FP4 operand is packed along MN (DeepGEMM's transpose_packed_fp4:
+    [K, MN/2]), so its MN is even. Packed UE8M0 scales (the MX MMAD) take the nt layout."""
     plan = Plan()
     (a0, sfa), (b0, sfb) = a, b
     a_fp4, b_fp4 = _packed_fp4(a0), _packed_fp4(b0)
+    a_t, b_t = LAYOUTS[layout]
     if _packed_sf(sfa, sfb):
+        if layout != "nt":
+            raise ValueError(f"fp8_fp4_gemm_{layout}: packed UE8M0 scales (the MX MMAD) with FP4 "
+                             f"operands take the nt layout (K-major A and B); for {layout} pass "
+                             f"fp32 scales (the vector-dequantising path)")
         return _mx_fp4(ctx, plan, a0, sfa, b0, sfb, d, c, a_fp4 and b_fp4)
-    a_arr = as_input(to_numpy(a0).view(np.int8) if a_fp4 else a0,
-                     "int8" if a_fp4 else "float8_e4m3fn", "a")
-    b_arr = as_input(to_numpy(b0).view(np.int8) if b_fp4 else b0,
-                     "int8" if b_fp4 else "float8_e4m3fn", "b")
-    M, K = a_arr.shape[0], a_arr.shape[1] * (2 if a_fp4 else 1)
-    N, KB = b_arr.shape[0], b_arr.shape[1] * (2 if b_fp4 else 1)
+    d_np = to_numpy(d, "d")
+    for fp4, t, which, dim in ((a_fp4, a_t, "A", 0), (b_fp4, b_t, "B", 1)):
+        if fp4 and t and d_np.ndim == 2 and d_np.shape[dim] % 2:
+            mn = "M" if which == "A" else "N"
+            raise ValueError(f"fp8_fp4_gemm_{layout}: an MN-major FP4 {which} is packed two {mn} "
+                             f"values a byte ([K, {mn}/2]), so {mn} must be even; d has {mn} = "
+                             f"{d_np.shape[dim]}")
+    a_arr, M, K = _fp4_operand(a0, a_fp4, a_t, "a")
+    b_arr, N, KB = _fp4_operand(b0, b_fp4, b_t, "b")
     if K != KB:
-        raise ValueError(f"A and B disagree on K ({K} and {KB})")
-    sfa_arr, sfb_arr = as_input(sfa, "float32", "sfa"), as_input(sfb, "float32", "sfb")
-    grans = []
-    for name, sf, rows in (("sfa", sfa_arr, M), ("sfb", sfb_arr, N)):
-        gran = {ceil_div(K, 32): 32, ceil_div(K, 128): 128}.get(sf.shape[1]) \
-            if sf.ndim == 2 and sf.shape[0] == rows else None
-        if gran is None:
-            raise ValueError(f"{name} has shape {sf.shape}; expected ({rows}, ceil(K/32)) or "
-                             f"({rows}, ceil(K/128)) per-row scales")
-        grans.append(gran)
-    if K % 128:
-        raise ValueError(f"FP4 GEMMs take K a multiple of 128, got {K}")
-    d_arr = to_numpy(d, "d")
-    out_dtype = dtype_of(d_arr)
-    check_shape(d_arr, (M, N), "d")
-    separate = c is not None
-    c_arr = (as_input(c, "float32", "c"),) if separate and not _same_memory(c, d) else ()
-    d_arr = as_output(plan, d_arr, "d")
+        raise ValueError(f"fp8_fp4_gemm_{layout}: A and B disagree on K ({K} and {KB}); A "
+                         f"{a_arr.shape}{' packed' if a_fp4 else ''}, B {b_arr.shape}"
+                         f"{' packed' if b_fp4 else ''}")
+    sfa_arr, gran_a, sfa_t, sfa_blk = _fp4_scales(sfa, M, K, "sfa", a_fp4, a_t)
+    sfb_arr, gran_b, sfb_t, sfb_blk = _fp4_scales(sfb, N, K, "sfb", b_fp4, b_t)
+    out_dtype = dtype_of(d_np)
+    if out_dtype not in ("bfloat16", "float32"):
+        raise ValueError(f"d must be bfloat16 or float32, got {d_np.dtype}")
+    check_shape(d_np, (M, N), "d")
+    c_mode, c_args = _c_mode(plan, c, d, M, N)
+    d_arr = as_output(plan, d_np, "d")
     from .fp4 import dequant_gemm_kernel
-    kernel = ctx.compile(dequant_gemm_kernel, M, N, K, a_fp4, b_fp4, grans[0], grans[1],
-                         out_dtype, separate)
-    if separate:
-        c_arr = c_arr or (d_arr,)
-    plan.launch(kernel, a_arr, sfa_arr, b_arr, sfb_arr, *c_arr, d_arr)
+    kernel = ctx.compile(dequant_gemm_kernel, M, N, K, a_fp4, b_fp4, gran_a, gran_b,
+                         out_dtype, c_mode or False, 64, 128, 128, a_t, b_t, sfa_t, sfb_t, 0,
+                         None, sfa_blk, sfb_blk)
+    plan.launch(kernel, a_arr, sfa_arr, b_arr, sfb_arr, *c_args, d_arr)
+    return plan
+
+
+def _grouped_fp4(ctx, plan, a, sfa, b, sfb, d, info, grouping, expected_m):
+    """The m-grouped GEMMs with an FP4 operand (packed e2m1, K-major as DeepGEMM's grouped
+    GEMMs): the dequantising kernel of the dense form, with the group read at run time."""
+    if _packed_sf(sfa, sfb):
+        raise ValueError(f"m-grouped {grouping} GEMM with FP4 operands: packed UE8M0 scales are "
+                         f"not supported here (the MX MMAD path is dense nt only); pass fp32 "
+                         f"scales [rows, ceil(K/32)]")
+    a_fp4, b_fp4 = _packed_fp4(a), _packed_fp4(b)
+    a_arr = as_input(to_numpy(a).view(np.int8) if a_fp4 else a,
+                     "int8" if a_fp4 else "float8_e4m3fn", "a")
+    b_arr = as_input(to_numpy(b).view(np.int8) if b_fp4 else b,
+                     "int8" if b_fp4 else "float8_e4m3fn", "b")
+    if b_arr.ndim != 3:
+        raise ValueError(f"b must be [G, N, K] (FP4 packed [G, N, K/2]), got {b_arr.shape}")
+    G, N, K = b_arr.shape
+    K *= 2 if b_fp4 else 1
+    masked = grouping == "masked"
+    ka = a_arr.shape[-1] * (2 if a_fp4 else 1)
+    if a_arr.ndim != (3 if masked else 2) or ka != K or (masked and a_arr.shape[0] != G):
+        want = f"[{G}, maxM, {K // 2 if a_fp4 else K}]" if masked else \
+            f"[M, {K // 2 if a_fp4 else K}]"
+        raise ValueError(f"a must be {want}{' (packed FP4)' if a_fp4 else ''} to match b "
+                         f"{b_arr.shape}, got {a_arr.shape}")
+    M = a_arr.shape[-2]
+    sfa_arr, gran_a, _, sfa_blk = _fp4_scales(sfa, M, K, "sfa", a_fp4, False,
+                                              (G,) if masked else ())
+    sfb_arr, gran_b, _, sfb_blk = _fp4_scales(sfb, N, K, "sfb", b_fp4, False, (G,))
+    info_arr = as_input(info, "int32", "masked_m" if masked else "grouped_layout")
+    check_shape(info_arr, (G,) if masked else (M,), "masked_m" if masked else "grouped_layout")
+    d_np = to_numpy(d, "d")
+    out_dtype = dtype_of(d_np)
+    if out_dtype not in ("bfloat16", "float32"):
+        raise ValueError(f"d must be bfloat16 or float32, got {d_np.dtype}")
+    check_shape(d_np, (G, M, N) if masked else (M, N), "d")
+    d_arr = as_output(plan, d_np, "d")
+    from .fp4 import dequant_gemm_kernel
+    kernel = ctx.compile(dequant_gemm_kernel, M, N, K, a_fp4, b_fp4, gran_a, gran_b, out_dtype,
+                         False, 64, 128, 128, False, False, False, False, G, grouping, sfa_blk,
+                         sfb_blk)
+    arrays = (a_arr, sfa_arr, b_arr, sfb_arr, d_arr)
+    plan.launch(kernel, *arrays, info_arr, estimate_with=_hint(expected_m, arrays, info_arr))
     return plan
 
 
@@ -262,8 +343,7 @@ def _grouped(ctx, a, b, d, info, grouping, scaled, expected_m=None):
     if scaled:
         (a, sfa), (b, sfb) = a, b
         if _packed_fp4(a) or _packed_fp4(b):  # (an int8 array cast to e4m3 would be wrong)
-            raise ValueError("FP4 operands (packed e2m1 int8/uint8) are not supported by the "
-                             "m-grouped GEMMs: pass e4m3 operands, or use fp8_fp4_gemm_nt per group")
+            return _grouped_fp4(ctx, plan, a, sfa, b, sfb, d, info, grouping, expected_m)
     in_dtype = "float8_e4m3fn" if scaled else "bfloat16"
     a_arr, b_arr = as_input(a, in_dtype, "a"), as_input(b, in_dtype, "b")
     info_arr = as_input(info, "int32", "grouped_layout" if grouping == "contiguous" else "masked_m")
