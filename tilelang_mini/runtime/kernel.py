@@ -280,13 +280,23 @@ def _key(options: Options, backend, **parts: str) -> str:
         backend=backend.cache_tag({"chip": options.chip}))
 
 
+def _text_places(kernel: Kernel) -> dict:
+    """For IR text read without `# LINE:COL` comments, the places in the text of its nodes (the
+    printed IR, the rest of the key, leaves them out): a cached artifact's run-time errors point
+    at lines of the text it was compiled from. Empty for other kernels (keys unchanged)."""
+    from ..ir.nodes import TextLoc, walk
+    places = [(n.line, n.col, n.text) for n in (getattr(x, "loc", None) for x in walk(kernel))
+              if isinstance(n, TextLoc)]
+    return {"text_places": repr(places)} if places else {}
+
+
 def _lower_cached(kernel: Kernel, options: Options, backend):
     """(compilation, artifact, key): from the disk cache when it holds this kernel (looked up
     before any pass runs; the stages are then recomputed only if asked for), else compiled and
     stored. Backends without `dump`/`load` are not cached (key None)."""
     path = key = None
     if _cacheable(backend):
-        key = _key(options, backend, ir=print_ir(kernel))
+        key = _key(options, backend, ir=print_ir(kernel), **_text_places(kernel))
         path = cache.entry_path(options.target, key)
         entry = cache.read_entry(path, key)
         if entry is not None:
