@@ -241,6 +241,13 @@ class ExprVisitor:
         if is_ir(base):
             raise self.error(n, "cannot index an expression")
         key = self.eval(n.slice)
+        if isinstance(base, (list, tuple)) and any(
+                is_ir(k) for k in (key if isinstance(key, tuple) else (key,))):
+            kind = type(base).__name__
+            raise self.error(n, f"a Python {kind} is a trace-time constant and cannot be indexed "
+                                f"by a run-time value; index it with constants (`for v in "
+                                f"the_{kind}:` or `for k, v in enumerate(the_{kind}):` unroll "
+                                f"at trace time) or pass its values as a tensor")
         try:
             return base[key]
         except Exception as e:

@@ -541,6 +541,8 @@ class KernelBuilder(ExprVisitor, TileOps, Dialect, TileAscend, Eager, Atomics, V
             if fn is range:
                 return [self.range_loop(names, it, s)]
         value = self.eval(it)
+        if isinstance(value, (enumerate, zip)):  # of trace-time lists: unrolled like them
+            value = list(value)
         if isinstance(value, (list, tuple)) and not is_ir(value):
             out = []
             for v in value:  # a Python loop: unrolled at trace time
@@ -552,7 +554,7 @@ class KernelBuilder(ExprVisitor, TileOps, Dialect, TileAscend, Eager, Atomics, V
                 out.extend(self.body(s.body))
             return out
         raise self.error(it, "a kernel loop iterates over T.Parallel, T.Pipelined, T.serial, "
-                             "T.unroll, range or a Python list")
+                             "T.unroll, range or a Python list (or enumerate/zip of lists)")
 
     def persistent_loop(self, names, call: ast.Call, s) -> list:
         """TileLang's `for bx, by in T.Persistent([d0, d1], wave_size, index):` each block takes

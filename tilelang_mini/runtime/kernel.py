@@ -418,6 +418,17 @@ class CompileSettings:
         self._cache: dict = {}
 
 
+def frozen(v):
+    """A trace-time argument (of a factory or an eager function) as a memo key: lists, tuples
+    and dicts by their contents (one compiled kernel per distinct value), every leaf with its
+    type (1, 1.0 and True trace to different constants, though Python hashes them alike)."""
+    if isinstance(v, (list, tuple)):
+        return (type(v).__name__, tuple(frozen(x) for x in v))
+    if isinstance(v, dict):
+        return ("dict", tuple(sorted(((frozen(k), frozen(x)) for k, x in v.items()), key=repr)))
+    return (type(v).__name__, v)
+
+
 class JITFactory(CompileSettings):
     """`@tilelang_mini.jit(...)` applied to a factory that returns a T.prim_func.
 
@@ -441,9 +452,9 @@ class JITFactory(CompileSettings):
         try:  # one key however the arguments are spelled (positional, keyword, defaulted)
             bound = inspect.signature(self.factory).bind(*args, **kwargs)
             bound.apply_defaults()
-            key = (tuple(bound.arguments.items()), target, chip)
+            key = (tuple((k, frozen(v)) for k, v in bound.arguments.items()), target, chip)
         except TypeError:
-            key = (args, tuple(sorted(kwargs.items())), target, chip)
+            key = (frozen(args), frozen(dict(kwargs)), target, chip)
         try:
             return self._cache[key]
         except (KeyError, TypeError):
