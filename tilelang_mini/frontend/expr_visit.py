@@ -233,6 +233,8 @@ class ExprVisitor:
 
     def expr_Subscript(self, n):
         base = self.eval(n.value)
+        if isinstance(base, Load) and base.buffer.scope == "var":  # x[0] of a scalar
+            base = base.buffer
         if isinstance(base, Buffer):
             return Load(base, self.indices(n, base))
         from .views import TileView

@@ -32,6 +32,7 @@ from .bindings import Bindings, Capture, StaleValue, vector_flags_without_scopes
 _ALLOC_SCOPES = {"alloc_shared": "shared", "alloc_fragment": "fragment", "alloc_var": "var",
                  "alloc_L1": "L1", "alloc_L0A": "L0A", "alloc_L0B": "L0B", "alloc_L0C": "L0C",
                  "alloc_ub": "UB", "alloc_UB": "UB", "alloc_local": "fragment"}
+_MAX_TRACE_WHILE = 100_000  # passes of a trace-time `while` before it is called endless
 _LOOPS = dict(Parallel="parallel", Pipelined="pipelined", serial="serial", Serial="serial", unroll="unroll")
 
 
@@ -461,6 +462,8 @@ class KernelBuilder(ExprVisitor, TileOps, Dialect, TileAscend, Eager, Atomics, V
         if isinstance(buf, TileView):
             idx = buf.base_indices(self.view_indices(target, buf))
             return Store(buf.base, idx, as_expr(value), self.loc(node))
+        if isinstance(buf, Load) and buf.buffer.scope == "var":  # x[0] = v on a scalar
+            buf = buf.buffer
         if not isinstance(buf, Buffer):
             raise self.error(target, "only buffers can be assigned element-wise")
         idx = self.indices(target, buf)
@@ -482,7 +485,11 @@ class KernelBuilder(ExprVisitor, TileOps, Dialect, TileAscend, Eager, Atomics, V
         scope = _ALLOC_SCOPES[kind]
         args = [self.eval(a) for a in call.args]
         kw = {k.arg: self.eval(k.value) for k in call.keywords}
-        kw.pop("scope", None)  # TileLang's memory-scope strings ("shared.dyn", "local.var")
+        # TileLang's memory-scope strings ("shared.dyn", "local.var"), by keyword or third
+        # positional argument: T.alloc_fragment((1,), T.int32, "local")
+        mem = kw.pop("scope", None)
+        if scope != "var" and len(args) == 3 and isinstance(args[2], str):
+            mem = args.pop()
         init = None
         if scope == "var":
             init = kw.pop("init", args.pop(1) if len(args) == 2 else None)
@@ -506,6 +513,11 @@ class KernelBuilder(ExprVisitor, TileOps, Dialect, TileAscend, Eager, Atomics, V
                     raise self.error(call.args[0] if call.args else call,
                                      f"tile shapes must be positive constant ints, got {show(s)}")
         dt = self.dtype(dtype, call.args[-1] if call.args else call)
+        if mem in ("local", "local.var") and math.prod(shape) == 1 and scope in (
+                "shared", "fragment"):
+            # one per-thread register: a scalar (alloc_var), which every core that reads it
+            # (the cube, for a loop bound or an if around a gemm) computes itself
+            scope = "var"
         if scope in ("shared", "fragment"):
             scope = self.expert_home(name, scope) or scope
         buf = Buffer(self.fresh_buffer_name(name), tuple(shape), dt, scope)
@@ -653,6 +665,28 @@ class KernelBuilder(ExprVisitor, TileOps, Dialect, TileAscend, Eager, Atomics, V
         body = self.body(s.body)
         self.scopes.pop()
         return For((name,), (as_expr(extent),), "serial", tuple(body), 0, self.loc(s))
+
+    def stmt_While(self, s):
+        """`while c:` on a trace-time condition runs at trace time (its body is emitted once per
+        pass, like a Python `for` over a list); on a run-time condition it is a located error:
+        every loop here has a trip count known when it starts (the lowering schedules pipes
+        and flags per iteration, the simulator and the estimate count them)."""
+        if s.orelse:
+            raise self.error(s, "while/else is not supported in a kernel")
+        out = []
+        for _ in range(_MAX_TRACE_WHILE):
+            cond = self.resolved(self.eval(s.test), s.test)
+            if is_ir(cond):
+                raise self.error(s.test, "a `while` loop on a run-time condition is not "
+                                         "supported: loops need a trip count known when they "
+                                         "start; write `for _ in T.serial(max_trips):` with "
+                                         "`if cond:` around the body (max_trips: a bound on the "
+                                         "iterations)")
+            if not cond:
+                return out
+            out.extend(self.body(s.body))
+        raise self.error(s, f"a trace-time `while` loop ran {_MAX_TRACE_WHILE} times; "
+                            f"its condition never became false")
 
     def stmt_If(self, s):
         cond = self.resolved(self.eval(s.test), s.test)
