@@ -170,7 +170,7 @@ class TileAscend(TileSort):
             return Load(buf, tuple(as_expr(i) for i in full))
         return at, self.numel(ext)
 
-    def flat_index(self, names, extent):
+    def map_flat_index(self, names, extent):
         flat, stride = 0, 1
         for n, e in reversed(list(zip(names, extent))):
             flat = binop("+", flat, binop("*", self.var(n), stride))
@@ -191,7 +191,7 @@ class TileAscend(TileSort):
             v = self.value_arg(other_node)
             other = lambda f: v  # noqa: E731
         names = tuple(self.fresh_var("t") for _ in extent)
-        byte = self.flat_index(names, extent)
+        byte = self.map_flat_index(names, extent)
         total = None
         for k in range(8):
             f = binop("+", binop("*", byte, 8), k)
@@ -210,7 +210,7 @@ class TileAscend(TileSort):
         buf, starts, extent, dims = self.tile_dst(dst_node)
         mask, _ = self.flat_at(mask_node)
         names = tuple(self.fresh_var("t") for _ in extent)
-        f = self.flat_index(names, extent)
+        f = self.map_flat_index(names, extent)
         byte = Cast("int32", as_expr(mask(binop("//", f, 8))))
         bit = Call("bitwise_and", (Call("shift_right", (as_expr(byte), as_expr(binop("%", f, 8)))),
                                    const(1)))
