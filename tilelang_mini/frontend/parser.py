@@ -17,7 +17,7 @@ from ..errors import CompileError
 from ..ir import dtypes
 from ..ir.nodes import Alloc, Buffer, For, If, Kernel, Load, Loc, Scope, Store, Var
 from ..language.symbols import SymExpr
-from .common import Marker, is_docstring, show
+from .common import SIMT_ADVICE, Marker, ThreadIndex, is_docstring, show
 from .dialect import Dialect
 from .eager import Eager, SymbolicPrimFunc
 from .expr_visit import _BINOPS, ExprVisitor
@@ -477,6 +477,8 @@ class KernelBuilder(ExprVisitor, TileOps, Dialect, TileAscend, Eager, Atomics, V
         if len(idx) != len(buf.shape):
             raise self.error(sub, f"'{buf.name}' has {len(buf.shape)} dimensions, got {len(idx)} indices")
         for n, i in zip(nodes, idx):
+            if isinstance(i, ThreadIndex):
+                raise self.error(n, SIMT_ADVICE)
             if not (is_ir(i) or (isinstance(i, int) and not isinstance(i, bool))):
                 raise self.error(n, f"an index must be an integer expression, got {show(i)}")
         return tuple(as_expr(i) for i in idx)
