@@ -32,7 +32,7 @@ from .bindings import Bindings, Capture, StaleValue, vector_flags_without_scopes
 _ALLOC_SCOPES = {"alloc_shared": "shared", "alloc_fragment": "fragment", "alloc_var": "var",
                  "alloc_L1": "L1", "alloc_L0A": "L0A", "alloc_L0B": "L0B", "alloc_L0C": "L0C",
                  "alloc_ub": "UB", "alloc_UB": "UB", "alloc_local": "fragment"}
-_MAX_TRACE_WHILE = 100_000  # passes of a trace-time `while` before it is called endless
+_MAX_TRACE_WHILE = 4096  # passes of a trace-time `while` before it is called endless
 _LOOPS = dict(Parallel="parallel", Pipelined="pipelined", serial="serial", Serial="serial", unroll="unroll")
 
 
