@@ -454,3 +454,30 @@ def _(m, rng):
         x.astype(f64), (KH, KH), axis=(2, 3))).reshape(OC, -1)
     k = m["matmul"](OC, Np, Kp, 32, 64, 64)
     return [Check(k, [a, bm], {0: want}, "float16", C * KH * KH)]
+
+
+@case("asc/hisa/block_sparse_mqa_attn_expert", A, "examples/HISA/block_sparse_mqa_attn_expert_test.py",
+      "expert mode; packed compare masks (GE/LT), bitwise_and, select")
+def _(m, rng):
+    S, SKV, H, D, KV, TOPK, PAIRS = 4, 512, 16, 32, 32, 4, 2
+    k = m["block_sparse_mqa_attn_return_logits"](S, SKV, KV, TOPK, H, D, num_pairs=PAIRS)
+    q = rng.random((S, H, D)).astype(np.float16)
+    kk = rng.random((SKV, D)).astype(np.float16)
+    w = rng.random((S, H)).astype(np.float16)
+    ks = np.array([0, 40, 0, 100], np.int32)                       # windows that cut blocks
+    ke = np.array([128, 200, 512, 300], np.int32)
+    idx = rng.integers(0, SKV // KV, (S, TOPK)).astype(np.int32)
+    pos = idx[:, :, None] * KV + np.arange(KV)                      # (S, TOPK, KV)
+    kg = kk.astype(f64)[pos]                                        # (S, TOPK, KV, D)
+    scores = np.maximum(np.einsum("shd,stbd->stbh", q.astype(f64), kg), 0) * w.astype(f64)[:, None, None, :]
+    logits = scores.sum(-1)
+    bad = (pos < ks[:, None, None]) | (pos >= ke[:, None, None]) | (pos >= SKV)
+    want = np.where(bad, -np.inf, logits)
+
+    def cmp(got, want):
+        g = got.astype(f64)
+        assert np.array_equal(np.isinf(g), np.isinf(want)), "masked positions differ"
+        fin = ~np.isinf(want)
+        assert np.allclose(g[fin], want[fin], rtol=2e-3, atol=2e-3), \
+            f"max abs err {np.abs(g[fin] - want[fin]).max():.3g}"
+    return [Check(k, [q, kk, idx, w, ks, ke], {0: want}, compare=cmp)]

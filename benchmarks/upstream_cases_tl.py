@@ -330,3 +330,26 @@ def _(m, rng):
     f = m["group_per_split_token_cast_to_fp8"]
     return [Check(f, [x, sizes, M_max, blk], {0: q8}, compare=cmp_q),
             Check(f, [x, sizes, M_max, blk], {1: sg}, compare=cmp_s)]
+
+
+@case("tl/gemm_streamk", TL, "examples/gemm_streamk/example_tilelang_gemm_streamk.py",
+      "stream-K: run-time while loop over a local var, atomic_add of partial tiles")
+def _(m, rng):
+    # host code: the example derives its schedule at module level from torch tensors and the
+    # GPU's SM count; the same arithmetic for small shapes and 6 "SMs" (so that 2 tiles are
+    # split over programs, some at a tile's start, some in its middle, and 6 are whole)
+    M, N, K, bm, bn, bk, sms = 64, 256, 128, 16, 128, 32, 6
+    total_tiles = -(-M // bm) * -(-N // bn)
+    iters = -(-K // bk)
+    sk_tiles = total_tiles % sms
+    if total_tiles - sk_tiles > sms:
+        sk_tiles += sms
+    sk_iters = sk_tiles * iters
+    m.update(total_sm=sms, streamk_programs=sms, iters_per_tile=iters,
+             streamk_full_tiles=sk_iters // sms, streamk_partial_tiles=sk_iters % sms,
+             sm_patition_factor=max((total_tiles - sk_tiles) // sms, 1))
+    a, b = rn(rng, (M, K), "float16"), rn(rng, (N, K), "float16")
+    c = np.zeros((M, N), np.float32)
+    args = [a, b, c, sk_tiles, bm, bn, bk, False, True, "float16", "float32", "float32", 2, 64]
+    return [Check(m["tl_matmul_streamk"], args, {("arg", 2): a.astype(f64) @ b.astype(f64).T},
+                  "float32", K, tol=(2e-3, 2e-3))]

@@ -237,7 +237,18 @@ def test_while_loop():
                 while True:  # ERR:while
                     pass
         return k
-    check_located(parse_error(make), "while", "unsupported Python construct", "While")
+    check_located(parse_error(make), "while", "trace-time `while`", "never became false")
+
+
+def test_run_time_while_loop():
+    def make():
+        @T.prim_func
+        def k(X: T.Tensor((8,), "float32"), Y: T.Tensor((8,), "float32")):
+            with T.Kernel(1) as bx:
+                while X[0] > 0.0:  # ERR:rtwhile
+                    pass
+        return k
+    check_located(parse_error(make), "rtwhile", "run-time condition", "T.serial(max_trips)")
 
 
 def test_try():

@@ -13,7 +13,7 @@ from tilelang_mini.ir.dtypes import DTYPES
 from tilelang_mini.ir.nodes import (
     BIN_OPS, BINARY_FNS, NO_LOC, UNARY_FNS, Alloc, BinOp, Buffer, Call, Cast, Const, Copy, Fill,
     For, Gemm, If, Kernel, Load, Loc, PipeBarrier, Reduce, Region, Scope, SetCrossFlag, SetFlag,
-    Store, Var, WaitCrossFlag, WaitFlag, walk,
+    Store, TextLoc, Var, WaitCrossFlag, WaitFlag, walk,
 )
 
 A = Buffer("A", (1024, 512), "float16")
@@ -130,10 +130,23 @@ def test_dev_kernel_round_trips_with_locs():
 
 
 def test_lowered_kernel_round_trips_without_locs():
+    """No `# LINE:COL` comments: every node is located in the text itself (a TextLoc at the
+    start of its own line), which the printer does not print back."""
     k = lowered_kernel()
+    text = print_ir(k)
     back = roundtrip(k)
-    assert back.is_npu and back.loc == NO_LOC
-    assert all(s.loc == NO_LOC for s in walk(back) if hasattr(s, "loc"))
+    assert back.is_npu and isinstance(back.loc, TextLoc) and back.loc.line == 2
+    lines = text.split("\n")
+    located = [s for s in walk(back) if hasattr(s, "loc") and not isinstance(s, Kernel)]
+    assert located
+    for s in located:
+        loc = s.loc
+        assert isinstance(loc, TextLoc) and loc.file == "<ir>", loc
+        line = lines[loc.line - 1]
+        assert loc.text == line and loc.col == len(line) - len(line.lstrip()) + 1
+    # nodes of the text round trip by structure; the places differ from a located kernel's
+    assert [type(s) for s in located] == [type(s) for s in walk(k)
+                                          if hasattr(s, "loc") and not isinstance(s, Kernel)]
 
 
 def test_pipe_tags_are_derived_and_ignored_when_read():
@@ -155,7 +168,8 @@ def test_text_round_trips_and_hand_edits():
         "\n".join(lines[4:]).replace("  # 26:9", "")
     k = parse_ir(edited)
     assert k == dev_kernel()
-    assert k.body[0].loc == L(5) and k.body[-1].loc == NO_LOC
+    last = edited.split("\n").index("        copy(C_f, C[by * 128 +: 128, 0 +: 64])") + 1
+    assert k.body[0].loc == L(5) and k.body[-1].loc == TextLoc("<ir>", last, 9)
 
 
 def test_str_of_a_parsed_kernel_is_its_ir_text():
@@ -385,3 +399,84 @@ def test_a_tile_in_a_memory_its_unit_cannot_reach_is_a_located_compile_error(bod
     assert not isinstance(err, InternalCompilerError)
     assert (err.loc.file, err.loc.line) == ("k.py", line), str(err)
     assert words in err.message and ("UB" in err.message and "L0" in err.message), err.message
+
+
+# ------------------------------------------------------- hand-written text without LINE:COL comments
+
+HAND_HEAD = ('@prim_func(source="k.py")\n'
+             'def k(A: Tensor((16, 8), "float32"), B: Tensor((16, 8), "float32")):\n'
+             '    with Kernel(4) as (bx):\n')
+
+HAND_CHECKS = [  # (body, line, col, words): mistakes found after parsing, by check
+    ('        x = alloc_fragment((4, 8), "float32")\n'
+     '        copy(A[bx * 4 +: 4, 0 +: 8], x)\n'
+     '        copy(x, B)\n', 6, 9, "copy shapes differ"),
+    ('        e = alloc_L1((4, 8), "float32")\n'
+     '        r = alloc_ub((4, 1), "float32")\n'
+     '        copy(A[bx * 4 +: 4, 0 +: 8], e)\n'
+     '        for i in serial(2):\n'
+     '            reduce_sum(e, r, dim=1)\n', 8, 13, "'e' is an L1 tile"),
+    ('        x = alloc_fragment((4, 8), "float32")\n'
+     '        copy(A[M * 4 +: 4, 0 +: 8], x)\n', 5, 9, "variable M is not bound"),
+]
+
+
+@pytest.mark.parametrize("body, line, col, words", HAND_CHECKS, ids=["shapes", "scope", "unbound"])
+def test_checks_on_text_without_loc_comments_point_into_the_text(body, line, col, words):
+    """A statement with no `# LINE:COL` comment is located at its own place in the text (a
+    TextLoc): the error names the text, its line and column, and shows the line with a caret."""
+    import tilelang_mini
+    from tilelang_mini.errors import InternalCompilerError
+    text = HAND_HEAD + body
+    with pytest.raises(CompileError) as info:
+        tilelang_mini.compile_ir(text, target="numpy", filename="hand.ir")
+    err = info.value
+    assert not isinstance(err, InternalCompilerError)
+    assert isinstance(err.loc, TextLoc)
+    assert (err.loc.file, err.loc.line, err.loc.col) == ("hand.ir", line, col), str(err)
+    shown = str(err).split("\n")
+    assert shown[0].startswith(f"hand.ir:{line}:{col}: ") and words in shown[0]
+    assert shown[1] == "    " + text.split("\n")[line - 1]
+    assert shown[2] == "    " + " " * (col - 1) + "^"
+
+
+def test_run_time_errors_of_text_without_loc_comments_point_into_the_text(
+        target, monkeypatch, tmp_path):
+    """An index out of bounds at run time, on every target, twice (the second llvm compile
+    comes from the disk cache, whose entry keeps the place in the text); the same text moved
+    down two lines is a different entry, located at its own line."""
+    import numpy as np
+
+    import tilelang_mini
+    from tilelang_mini.errors import KernelRuntimeError
+    monkeypatch.setenv("TILELANG_MINI_CACHE_DIR", str(tmp_path / "cache"))
+    body = ('        x = alloc_fragment((4, 8), "float32")\n'
+            '        for i, j in Parallel(4, 8):\n'
+            '            x[i, j] = A[bx * 5 + i, j]\n'  # bx = 3 reads row 15..18 of 16
+            '        copy(x, B[bx * 4 +: 4, 0 +: 8])\n')
+    a = np.arange(128, dtype=np.float32).reshape(16, 8)
+    for head, line in ((HAND_HEAD, 6), (HAND_HEAD + "\n\n", 8), (HAND_HEAD, 6)):
+        kern = tilelang_mini.compile_ir(head + body, target=target)
+        with pytest.raises(KernelRuntimeError) as info:
+            kern(a, np.zeros_like(a))
+        err = info.value
+        assert isinstance(err.loc, TextLoc) and (err.loc.file, err.loc.line) == ("<ir>", line)
+        assert "out of bounds" in str(err) and "A[bx * 5 + i, j]" in str(err).split("\n")[1]
+
+
+def test_text_without_loc_comments_in_range_runs_and_prints_without_comments(target):
+    """The same kernel, in bounds, matches NumPy; its printed IR has no comments from TextLocs
+    and keeps the header's source."""
+    import numpy as np
+
+    import tilelang_mini
+    body = ('        x = alloc_fragment((4, 8), "float32")\n'
+            '        for i, j in Parallel(4, 8):\n'
+            '            x[i, j] = A[bx * 4 + i, j] * 2.0\n'
+            '        copy(x, B[bx * 4 +: 4, 0 +: 8])\n')
+    text = HAND_HEAD + body
+    assert print_ir(parse_ir(text)) == text
+    a = np.random.default_rng(0).standard_normal((16, 8)).astype(np.float32)
+    b = np.zeros_like(a)
+    tilelang_mini.compile_ir(text, target=target)(a, b)
+    np.testing.assert_allclose(b, a.astype(np.float64) * 2.0, rtol=1e-6)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import linecache
 import traceback
 
-from .ir.nodes import NO_LOC, Loc
+from .ir.nodes import NO_LOC, Loc, TextLoc
 
 
 class TileLangMiniError(Exception):
@@ -44,6 +44,8 @@ class TileLangMiniError(Exception):
         if self.loc is NO_LOC or not self.loc.line:
             return self.message
         line = self.source_line
+        if line is None and isinstance(self.loc, TextLoc):  # a line of IR text, not a file
+            line = self.loc.text
         if line is None:
             line = linecache.getline(self.loc.file, self.loc.line).rstrip("\n")
         head = f"{self.loc}: {self.message}"

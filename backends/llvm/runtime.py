@@ -28,7 +28,7 @@ import numpy as np
 from tilelang_mini.errors import (
     CompileError, InternalCompilerError, KernelRuntimeError, TileLangMiniError, internal_error,
 )
-from tilelang_mini.ir.nodes import Kernel, Loc
+from tilelang_mini.ir.nodes import Kernel, Loc, TextLoc
 from tilelang_mini.runtime import config
 from tilelang_mini.runtime.arguments import check_arrays
 
@@ -227,13 +227,29 @@ def _header(kernel: Kernel) -> Kernel:
     return replace(kernel, body=())
 
 
+def _dump_loc(message: str, loc) -> list:
+    """An error's (message, location) as JSON; a TextLoc keeps its line of text and source."""
+    if loc is None:
+        return [message, None, 0, 0]
+    row = [message, loc.file, loc.line, loc.col]
+    return row + [loc.text, loc.source] if isinstance(loc, TextLoc) else row
+
+
+def _load_loc(message, file, line, col, *text):
+    """The inverse of `_dump_loc`."""
+    if file is None:
+        return str(message), None
+    if text:
+        return str(message), TextLoc(str(file), int(line), int(col), str(text[0]), str(text[1]))
+    return str(message), Loc(str(file), int(line), int(col))
+
+
 def dump(artifact: LLVMArtifact) -> tuple[dict, list[bytes]]:
     """The artifact as a cache entry: (meta, [llvm_ir_z, object code])."""
     k = artifact.kernel
     meta = {"scratch_bytes": artifact.scratch_bytes, "grid": list(k.grid),
             "grid_vars": list(k.grid_vars), "is_npu": k.is_npu,
-            "errors": [(m, loc.file, loc.line, loc.col) if loc is not None else (m, None, 0, 0)
-                       for m, loc in artifact.errors],
+            "errors": [_dump_loc(m, loc) for m, loc in artifact.errors],
             "cores": [artifact.cores, artifact.zero_bytes, artifact.arena_bytes,
                       artifact.temp_bytes]}
     return meta, [artifact.llvm_ir_z, artifact.obj]
@@ -248,8 +264,7 @@ def load(meta: dict, blobs: list[bytes], kernel: Kernel, key: str = "") -> LLVMA
         grid_vars = tuple(str(v) for v in meta["grid_vars"])
         header = replace(kernel, body=(), grid=grid, grid_vars=grid_vars,
                          is_npu=bool(meta["is_npu"]))
-        errors = [(str(m), Loc(f, int(ln), int(c)) if f is not None else None)
-                  for m, f, ln, c in meta["errors"]]
+        errors = [_load_loc(*e) for e in meta["errors"]]
         scratch = int(meta["scratch_bytes"])
         cores, zero, arena, temp = (bool(meta["cores"][0]), *(int(n) for n in meta["cores"][1:]))
         if scratch < 0 or len(grid) != len(grid_vars) - (1 if header.is_npu else 0):

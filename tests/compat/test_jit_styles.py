@@ -165,3 +165,93 @@ def test_eager_call_with_wrong_keywords_is_a_located_argument_error():
             call()
         assert info.value.loc.file == __file__
         assert info.value.loc.line == eager_rowstats.fn.__code__.co_firstlineno
+
+
+@tilelang_mini.jit
+def eager_offsets(X, offsets, blocks=[8, 16]):
+    """Y = X + sum_k offsets[k] * 10**k, tiled by `blocks`: a list of offsets (any length) and
+    a list of block sizes, both trace-time constants."""
+    M, N = T.const("M, N")
+    X: T.Tensor((M, N), T.float32)
+    Y = T.empty((M, N), T.float32)
+    bm, bn = blocks
+    with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm)) as (bx, by):
+        x = T.alloc_fragment((bm, bn), T.float32)
+        T.copy(X[by * bm, bx * bn], x)
+        for k, off in enumerate(offsets):  # unrolled at trace time
+            for i, j in T.Parallel(bm, bn):
+                x[i, j] = x[i, j] + off * 10.0 ** k
+        T.copy(x, Y[by * bm, bx * bn])
+    return Y
+
+
+def test_eager_list_arguments_are_constants_memoised_by_contents(target, monkeypatch):
+    """Lists and tuples passed to an eager function are trace-time constants: one compiled
+    kernel per distinct contents (a new list with the same values reuses it), any length."""
+    monkeypatch.setenv("TILELANG_MINI_TARGET", target)
+    x = rand((32, 32), seed=5)
+    eager_offsets._cache.clear()
+
+    def want(offsets):
+        return f64(x) + sum(o * 10.0 ** k for k, o in enumerate(offsets))
+
+    close(eager_offsets(x, [1, 2]), want([1, 2]))
+    assert len(eager_offsets._cache) == 1
+    close(eager_offsets(x, [1, 2]), want([1, 2]))          # equal contents, a new list object
+    close(eager_offsets(x, offsets=[1, 2], blocks=[8, 16]), want([1, 2]))  # spelled otherwise
+    assert len(eager_offsets._cache) == 1
+    close(eager_offsets(x, [3, 0, 1]), want([3, 0, 1]))
+    close(eager_offsets(x, (1, 2), blocks=(16, 8)), want([1, 2]))
+    close(eager_offsets(x, [0.5, 2]), want([0.5, 2]))     # 0.5 is not 1: its own kernel
+    assert len(eager_offsets._cache) == 4
+    grids = {tuple(k.frontend.grid) for k in eager_offsets._cache.values()}
+    assert grids == {(32 // 16, 32 // 8), (32 // 8, 32 // 16)}  # (N / bn, M / bm) per blocks
+    kern, args = eager_offsets.kernel_for(x, [3, 0, 1], blocks=(16, 8))
+    close(kern.simulate(*args)[0], want([3, 0, 1]))
+
+
+def test_eager_list_indexed_at_run_time_is_a_located_error():
+    @tilelang_mini.jit
+    def per_row(X, offsets):
+        M, N = T.const("M, N")
+        X: T.Tensor((M, N), T.float32)
+        Y = T.empty((M, N), T.float32)
+        with T.Kernel(1) as bx:
+            x = T.alloc_fragment((M, N), T.float32)
+            T.copy(X, x)
+            for i, j in T.Parallel(M, N):
+                x[i, j] = x[i, j] + offsets[i]
+            T.copy(x, Y)
+        return Y
+
+    with pytest.raises(CompileError) as info:
+        per_row(np.zeros((4, 8), np.float32), [1, 2, 3, 4])
+    err = info.value
+    assert err.loc.file == __file__ and "offsets[i]" in str(err).split("\n")[1]
+    assert "trace-time constant" in err.message and "tensor" in err.message
+
+
+def test_factory_list_arguments_are_memoised_by_contents():
+    calls = []
+
+    @tilelang_mini.jit(out_idx=[-1])
+    def scaled(scales, n=16):
+        calls.append(list(scales))
+
+        @T.prim_func
+        def main(X: T.Tensor((n,), T.float32), Y: T.Tensor((n,), T.float32)):
+            with T.Kernel(1) as bx:
+                x = T.alloc_fragment((n,), T.float32)
+                T.copy(X, x)
+                for i in T.Parallel(n):
+                    x[i] = x[i] * scales[0] + scales[1]
+                T.copy(x, Y)
+        return main
+
+    x = rand((16,), seed=6)
+    k1 = scaled([2, 1])
+    assert scaled([2, 1]) is k1 and scaled(scales=[2, 1]) is k1
+    k2 = scaled([2.5, 1])
+    assert k2 is not k1
+    close(k1(x), f64(x) * 2 + 1)
+    close(k2(x), f64(x) * 2.5 + 1)

@@ -14,6 +14,29 @@ class Marker:
         self.name = name
 
 
+class ThreadIndex:
+    """What `T.get_thread_binding(dim)` evaluates to: a GPU thread's index. This machine has no
+    threads (the scalar unit of a core runs the kernel's code once), so the only use with a
+    meaning is the one-thread guard `tx == 0` (true) / `tx != 0` (false); every other use is
+    per-thread (SIMT) code, a located error with `SIMT_ADVICE`."""
+
+    def __init__(self, dim: int):
+        self.dim = dim
+
+    def __repr__(self) -> str:
+        return f"T.get_thread_binding({self.dim})"
+
+
+SIMT_ADVICE = (
+    "T.get_thread_binding() is a GPU thread's index, and this use of it (an index, arithmetic "
+    "or a comparison other than == 0) makes the code per-thread (SIMT); this machine has no "
+    "threads (a vector core works on whole tiles, its scalar unit runs the code once). Write "
+    "the threads' work as a map, `for tx in T.Parallel(threads): ...`, with per-thread locals "
+    "as tiles indexed by tx, cross-thread sums as T.reduce_sum and warp shuffles as reads of "
+    "another tx's row; only the one-thread guard `if T.get_thread_binding() == 0:` keeps its "
+    "meaning here (it holds once per core)")
+
+
 class LanguageNamespace:
     """The `T` module as seen inside a kernel."""
 
@@ -30,4 +53,6 @@ def show(v) -> str:
         return f"'{print_expr(v)}' (not a constant)"
     if isinstance(v, Marker):
         return f"T.{v.name}"
+    if isinstance(v, ThreadIndex):
+        return f"{v!r} (a GPU thread index)"
     return repr(v)

@@ -14,7 +14,7 @@ from ..errors import CompileError
 from ..ir import dtypes
 from ..ir.nodes import Buffer, Call, Cast, Load
 from ..language.symbols import SymExpr
-from .common import LanguageNamespace, Marker, show
+from .common import SIMT_ADVICE, LanguageNamespace, Marker, ThreadIndex, show
 from .dialect import power
 from .exprs import as_expr, binop, bit_not, const, is_ir, plain_number
 
@@ -85,6 +85,8 @@ class ExprVisitor:
                 return getattr(T_module, n.attr)
             if dtypes.canonical(n.attr):
                 return n.attr  # T.float16 and friends
+            if n.attr == "get_thread_binding":
+                return Marker(n.attr)
             self.unknown_name(n.attr, n)
             close = difflib.get_close_matches(n.attr, [*T_module.__all__, *dtypes.DTYPES], n=1)
             hint = f"did you mean T.{close[0]}? " if close else ""
@@ -132,6 +134,12 @@ class ExprVisitor:
         return self.arith(op, a, b, n)
 
     def arith(self, op, a, b, n):
+        if isinstance(a, ThreadIndex) or isinstance(b, ThreadIndex):
+            other = b if isinstance(a, ThreadIndex) else a
+            if op in ("==", "!=") and type(other) is int and other == 0 \
+                    and not isinstance(other, ThreadIndex):
+                return op == "=="  # the one thread this machine has is thread 0
+            raise self.error(n, SIMT_ADVICE)
         if (is_ir(a) or is_ir(b)) and (isinstance(a, SymExpr) or isinstance(b, SymExpr)):
             a, b = self.resolved(a, n), self.resolved(b, n)
         for v in (a, b):
@@ -233,6 +241,8 @@ class ExprVisitor:
 
     def expr_Subscript(self, n):
         base = self.eval(n.value)
+        if isinstance(base, Load) and base.buffer.scope == "var":  # x[0] of a scalar
+            base = base.buffer
         if isinstance(base, Buffer):
             return Load(base, self.indices(n, base))
         from .views import TileView
@@ -241,6 +251,13 @@ class ExprVisitor:
         if is_ir(base):
             raise self.error(n, "cannot index an expression")
         key = self.eval(n.slice)
+        if isinstance(base, (list, tuple)) and any(
+                is_ir(k) for k in (key if isinstance(key, tuple) else (key,))):
+            kind = type(base).__name__
+            raise self.error(n, f"a Python {kind} is a trace-time constant and cannot be indexed "
+                                f"by a run-time value; index it with constants (`for v in "
+                                f"the_{kind}:` or `for k, v in enumerate(the_{kind}):` unroll "
+                                f"at trace time) or pass its values as a tensor")
         try:
             return base[key]
         except Exception as e:
@@ -287,6 +304,12 @@ class ExprVisitor:
         return out
 
     def intrinsic(self, name: str, n: ast.Call):
+        if name == "get_thread_binding":
+            args = [self.eval(a) for a in n.args] + [self.eval(k.value) for k in n.keywords]
+            dim = args[0] if args else 0
+            if type(dim) is not int or not 0 <= dim <= 2 or len(args) > 1:
+                raise self.error(n, "T.get_thread_binding(dim) takes a dimension 0, 1 or 2")
+            return ThreadIndex(dim)
         value = self.dialect_intrinsic(name, n)
         if value is not None:
             return value

@@ -17,7 +17,7 @@ from ..errors import CompileError
 from ..ir import dtypes
 from ..ir.nodes import Alloc, Buffer, For, If, Kernel, Load, Loc, Scope, Store, Var
 from ..language.symbols import SymExpr
-from .common import Marker, is_docstring, show
+from .common import SIMT_ADVICE, Marker, ThreadIndex, is_docstring, show
 from .dialect import Dialect
 from .eager import Eager, SymbolicPrimFunc
 from .expr_visit import _BINOPS, ExprVisitor
@@ -32,6 +32,7 @@ from .bindings import Bindings, Capture, StaleValue, vector_flags_without_scopes
 _ALLOC_SCOPES = {"alloc_shared": "shared", "alloc_fragment": "fragment", "alloc_var": "var",
                  "alloc_L1": "L1", "alloc_L0A": "L0A", "alloc_L0B": "L0B", "alloc_L0C": "L0C",
                  "alloc_ub": "UB", "alloc_UB": "UB", "alloc_local": "fragment"}
+_MAX_TRACE_WHILE = 4096  # passes of a trace-time `while` before it is called endless
 _LOOPS = dict(Parallel="parallel", Pipelined="pipelined", serial="serial", Serial="serial", unroll="unroll")
 
 
@@ -465,6 +466,8 @@ class KernelBuilder(ExprVisitor, TileOps, Dialect, TileAscend, Eager, Atomics, V
         if isinstance(buf, TileView):
             idx = buf.base_indices(self.view_indices(target, buf))
             return Store(buf.base, idx, as_expr(value), self.loc(node))
+        if isinstance(buf, Load) and buf.buffer.scope == "var":  # x[0] = v on a scalar
+            buf = buf.buffer
         if not isinstance(buf, Buffer):
             raise self.error(target, "only buffers can be assigned element-wise")
         idx = self.indices(target, buf)
@@ -478,6 +481,8 @@ class KernelBuilder(ExprVisitor, TileOps, Dialect, TileAscend, Eager, Atomics, V
         if len(idx) != len(buf.shape):
             raise self.error(sub, f"'{buf.name}' has {len(buf.shape)} dimensions, got {len(idx)} indices")
         for n, i in zip(nodes, idx):
+            if isinstance(i, ThreadIndex):
+                raise self.error(n, SIMT_ADVICE)
             if not (is_ir(i) or (isinstance(i, int) and not isinstance(i, bool))):
                 raise self.error(n, f"an index must be an integer expression, got {show(i)}")
         return tuple(as_expr(i) for i in idx)
@@ -486,7 +491,11 @@ class KernelBuilder(ExprVisitor, TileOps, Dialect, TileAscend, Eager, Atomics, V
         scope = _ALLOC_SCOPES[kind]
         args = [self.eval(a) for a in call.args]
         kw = {k.arg: self.eval(k.value) for k in call.keywords}
-        kw.pop("scope", None)  # TileLang's memory-scope strings ("shared.dyn", "local.var")
+        # TileLang's memory-scope strings ("shared.dyn", "local.var"), by keyword or third
+        # positional argument: T.alloc_fragment((1,), T.int32, "local")
+        mem = kw.pop("scope", None)
+        if scope != "var" and len(args) == 3 and isinstance(args[2], str):
+            mem = args.pop()
         init = None
         if scope == "var":
             init = kw.pop("init", args.pop(1) if len(args) == 2 else None)
@@ -510,6 +519,11 @@ class KernelBuilder(ExprVisitor, TileOps, Dialect, TileAscend, Eager, Atomics, V
                     raise self.error(call.args[0] if call.args else call,
                                      f"tile shapes must be positive constant ints, got {show(s)}")
         dt = self.dtype(dtype, call.args[-1] if call.args else call)
+        if mem in ("local", "local.var") and math.prod(shape) == 1 and scope in (
+                "shared", "fragment"):
+            # one per-thread register: a scalar (alloc_var), which every core that reads it
+            # (the cube, for a loop bound or an if around a gemm) computes itself
+            scope = "var"
         if scope in ("shared", "fragment"):
             scope = self.expert_home(name, scope) or scope
         buf = Buffer(self.fresh_buffer_name(name), tuple(shape), dt, scope)
@@ -545,6 +559,8 @@ class KernelBuilder(ExprVisitor, TileOps, Dialect, TileAscend, Eager, Atomics, V
             if fn is range:
                 return [self.range_loop(names, it, s)]
         value = self.eval(it)
+        if isinstance(value, (enumerate, zip)):  # of trace-time lists: unrolled like them
+            value = list(value)
         if isinstance(value, (list, tuple)) and not is_ir(value):
             out = []
             for v in value:  # a Python loop: unrolled at trace time
@@ -556,7 +572,7 @@ class KernelBuilder(ExprVisitor, TileOps, Dialect, TileAscend, Eager, Atomics, V
                 out.extend(self.body(s.body))
             return out
         raise self.error(it, "a kernel loop iterates over T.Parallel, T.Pipelined, T.serial, "
-                             "T.unroll, range or a Python list")
+                             "T.unroll, range or a Python list (or enumerate/zip of lists)")
 
     def persistent_loop(self, names, call: ast.Call, s) -> list:
         """TileLang's `for bx, by in T.Persistent([d0, d1], wave_size, index):` each block takes
@@ -673,6 +689,28 @@ class KernelBuilder(ExprVisitor, TileOps, Dialect, TileAscend, Eager, Atomics, V
             self.var_ranges = outer
         self.scopes.pop()
         return For((name,), (as_expr(extent),), "serial", tuple(body), 0, self.loc(s))
+
+    def stmt_While(self, s):
+        """`while c:` on a trace-time condition runs at trace time (its body is emitted once per
+        pass, like a Python `for` over a list); on a run-time condition it is a located error:
+        every loop here has a trip count known when it starts (the lowering schedules pipes
+        and flags per iteration, the simulator and the estimate count them)."""
+        if s.orelse:
+            raise self.error(s, "while/else is not supported in a kernel")
+        out = []
+        for _ in range(_MAX_TRACE_WHILE):
+            cond = self.resolved(self.eval(s.test), s.test)
+            if is_ir(cond):
+                raise self.error(s.test, "a `while` loop on a run-time condition is not "
+                                         "supported: loops need a trip count known when they "
+                                         "start; write `for _ in T.serial(max_trips):` with "
+                                         "`if cond:` around the body (max_trips: a bound on the "
+                                         "iterations)")
+            if not cond:
+                return out
+            out.extend(self.body(s.body))
+        raise self.error(s, f"a trace-time `while` loop ran {_MAX_TRACE_WHILE} times; "
+                            f"its condition never became false")
 
     def stmt_If(self, s):
         cond = self.resolved(self.eval(s.test), s.test)

@@ -106,12 +106,18 @@ class TileAscend(TileSort):
                 return Call("min", (x, as_expr(hi))) if hi is not None else x
             return self.tile_map(a[0], [a[1]], clamp, call)
         if name == "compare":  # dst (bool mask) = src0 <mode> src1
+            self.nargs(call, 3, name)
             mode = self.eval(a[3] if len(a) > 3 else kw["mode"])
             if mode not in _CMP:
                 raise self.error(call, f"compare mode must be one of {', '.join(_CMP)}, got {mode!r}")
+            if self.packed_mask(a[0], a[1]):  # Ascend's form: one bit per element
+                return self.compare_packed(a[0], a[1], a[2], _CMP[mode], call)
             return self.tile_map(a[0], [a[1], a[2]], lambda x, y: binop(_CMP[mode], x, y), call,
                                  scalar_last=True)
         if name == "select":  # dst = mask ? src0 : src1
+            self.nargs(call, 4, name)
+            if self.packed_mask(a[1], a[0]):
+                return self.select_packed(a[0], a[1], a[2], a[3], call)
             return self.tile_map(a[0], [a[1], a[2], a[3]], lambda m, x, y: select(
                 binop("!=", m, 0) if not self.is_bool(m) else m, x, y), call, scalar_last=True)
         if name in _BITWISE:
@@ -138,6 +144,91 @@ class TileAscend(TileSort):
             op = {"row_expand_mul": "*", "row_expand_sub": "-", "row_expand_div": "/"}[name]
             return self.tile_row_expand(a[0], a[1], a[2], op, call)
         raise self.error(call, f"T.tile.{name} is not supported")
+
+    # -------------------------------------------------------------- packed compare masks
+
+    def packed_mask(self, mask_node, data_node) -> bool:
+        """Whether `mask_node` is a bit mask of `data_node`'s elements, as Ascend's Compare
+        writes and Select reads it: an 8-bit integer tile with one bit per element (element
+        8*b + k is bit k of byte b, the least significant bit first)."""
+        if not (self.is_region_node(mask_node) and self.is_region_node(data_node)):
+            return False
+        mbuf, _, mext, _ = self.tile_dst(mask_node)
+        _, _, dext, _ = self.tile_dst(data_node)
+        return mbuf.dtype in ("uint8", "int8") and self.numel(mext) * 8 == self.numel(dext)
+
+    def flat_at(self, node):
+        """(function of a flat element index -> the element, element count) of a region,
+        row-major over its non-unit dims."""
+        buf, starts, ext, dims = self.tile_dst(node)
+
+        def at(f):
+            full, rest = list(starts), f
+            for d, e in reversed(list(zip(dims, ext))):
+                full[d] = binop("+", starts[d], binop("%", rest, e) if d != dims[0] else rest)
+                rest = binop("//", rest, e)
+            return Load(buf, tuple(as_expr(i) for i in full))
+        return at, self.numel(ext)
+
+    def map_flat_index(self, names, extent):
+        flat, stride = 0, 1
+        for n, e in reversed(list(zip(names, extent))):
+            flat = binop("+", flat, binop("*", self.var(n), stride))
+            stride *= e
+        return flat
+
+    def compare_packed(self, dst_node, src_node, other_node, op, call) -> list:
+        """dst byte b = sum over k < 8 of (src[8b + k] op other[8b + k]) << k.
+
+            T.tile.compare(m, x, 0.5, "GT")  (x: 64 float, m: 8 uint8)  ->
+            for t0 in parallel(8):  m[t0] = cast(select(x[t0*8] > 0.5, 1, 0) + ... +
+                                                 select(x[t0*8 + 7] > 0.5, 128, 0), "uint8")"""
+        buf, starts, extent, dims = self.tile_dst(dst_node)
+        src, _ = self.flat_at(src_node)
+        if self.is_region_node(other_node):
+            other, _ = self.flat_at(other_node)
+        else:
+            v = self.value_arg(other_node)
+            other = lambda f: v  # noqa: E731
+        names = tuple(self.fresh_var("t") for _ in extent)
+        byte = self.map_flat_index(names, extent)
+        total = None
+        for k in range(8):
+            f = binop("+", binop("*", byte, 8), k)
+            bit = select(binop(op, src(f), other(f)), const(1 << k), const(0))
+            total = bit if total is None else binop("+", total, bit)
+        full = list(starts)
+        for d, n in zip(dims, names):
+            full[d] = binop("+", starts[d], self.var(n))
+        store = Store(buf, tuple(as_expr(i) for i in full), Cast(buf.dtype, as_expr(total)),
+                      self.loc(call))
+        return [For(names, tuple(const(e) for e in extent), "parallel", (store,), 0,
+                    self.loc(call))]
+
+    def select_packed(self, dst_node, mask_node, a_node, b_node, call) -> list:
+        """dst[i] = a[i] if bit i of the packed mask is set else b[i] (a, b: tiles or scalars)."""
+        buf, starts, extent, dims = self.tile_dst(dst_node)
+        mask, _ = self.flat_at(mask_node)
+        names = tuple(self.fresh_var("t") for _ in extent)
+        f = self.map_flat_index(names, extent)
+        byte = Cast("int32", as_expr(mask(binop("//", f, 8))))
+        bit = Call("bitwise_and", (Call("shift_right", (as_expr(byte), as_expr(binop("%", f, 8)))),
+                                   const(1)))
+        srcs = []
+        for node in (a_node, b_node):
+            if self.is_region_node(node):
+                srcs.append(self.tile_operand(node, extent, call, False))
+            else:
+                v = self.value_arg(node)
+                srcs.append(lambda idx, v=v: v)
+        idx = [self.var(n) for n in names]
+        value = select(binop("!=", bit, 0), srcs[0](idx), srcs[1](idx))
+        full = list(starts)
+        for d, i in zip(dims, idx):
+            full[d] = binop("+", starts[d], i)
+        store = Store(buf, tuple(as_expr(i) for i in full), as_expr(value), self.loc(call))
+        return [For(names, tuple(const(e) for e in extent), "parallel", (store,), 0,
+                    self.loc(call))]
 
     def nargs(self, call, n, name):
         if len(call.args) < n:

@@ -14,7 +14,7 @@ from ..ir.nodes import (
     WaitFlag, PIPES,
 )
 from ..language.hints import HINT_NAMES
-from .common import Marker, is_docstring, show
+from .common import SIMT_ADVICE, Marker, ThreadIndex, is_docstring, show
 from .exprs import as_expr, binop, const, constant_difference, is_ir
 
 
@@ -175,7 +175,7 @@ class TileOps:
             from ..ir.nodes import Store
             zero = const(0) if dtypes.is_int(var.dtype) else const(0.0)
             return Store(var, (const(0),), zero, self.loc(call))
-        r = self.full_region(a["buffer"])
+        r = self.full_region(a["buffer"], point_ok=True)
         zero = const(0) if dtypes.is_int(r.buffer.dtype) else const(0.0)
         return Fill(r, zero, self.loc(call))
 
@@ -191,9 +191,9 @@ class TileOps:
                 value = float(value)
             return Store(var, (const(0),), as_expr(value), self.loc(call))
         if isinstance(value, int) and not isinstance(value, bool):
-            r0 = self.full_region(a["buffer"])
+            r0 = self.full_region(a["buffer"], point_ok=True)
             value = value if dtypes.is_int(r0.buffer.dtype) else float(value)
-        r = self.full_region(a["buffer"])
+        r = self.full_region(a["buffer"], point_ok=True)
         from ..ir.nodes import Load, walk
         if is_ir(value) and any(isinstance(n, Load) and n.buffer.scope not in ("var", "global")
                                 for n in walk(value)):
@@ -416,8 +416,12 @@ class TileOps:
 
     # ------------------------------------------------------------------------------- regions
 
-    def full_region(self, node) -> Region:
+    def full_region(self, node, point_ok=False) -> Region:
+        """The region `node` names; with `point_ok`, one element (`s[0]`) is a region of
+        extent 1 (T.fill / T.clear of one element)."""
         r = self.region(node)
+        if point_ok and all(e is None for e in r[2]):
+            return Region(r[0], r[1], tuple(1 for _ in r[2]))
         if any(e is None for e in r[2]):
             raise self.error(node, "expected a buffer or a sliced region of one")
         return Region(r[0], r[1], tuple(r[2]))
@@ -447,6 +451,8 @@ class TileOps:
                     extents.append(n)
                 else:
                     v = self.eval(e)
+                    if isinstance(v, ThreadIndex):
+                        raise self.error(e, SIMT_ADVICE)
                     if not (is_ir(v) or isinstance(v, int)) or isinstance(v, bool):
                         raise self.error(e, f"an index must be an integer expression, got {show(v)}")
                     starts.append(as_expr(v))

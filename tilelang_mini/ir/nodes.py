@@ -26,6 +26,17 @@ class Loc:
 NO_LOC = Loc("<unknown>", 0, 0)
 
 
+@dataclass(frozen=True)
+class TextLoc(Loc):
+    """A place in IR text (`file` is the text's name, e.g. "<ir>"), for a node read from a line
+    without a `# LINE:COL` comment: errors point into the text itself, with `text` (that line)
+    under the caret, since no kernel source file holds it. `source` is the text's header
+    `source=`, which the printer keeps; neither takes part in equality. The printer prints no
+    comment for a TextLoc (it is a place in the text, not in the kernel source)."""
+    text: str = field(default="", compare=False, repr=False)
+    source: str = field(default="<unknown>", compare=False, repr=False)
+
+
 def _loc() -> Loc:
     return field(default=NO_LOC, compare=False, repr=False)
 

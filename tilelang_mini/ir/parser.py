@@ -21,7 +21,7 @@ from .dtypes import canonical
 from .nodes import (
     BIN_OPS, CALL_FNS, CORES, NO_LOC, PIPES, REDUCE_KINDS, Alloc, BinOp, Buffer, Call, Cast, Const,
     ATOMIC_KINDS, call_arity, Reinterpret, Sort, Copy, Fill, For, Gemm, If, Kernel, Load, Loc, PipeBarrier, Reduce, Region, Scope, SetCrossFlag,
-    SetFlag, Store, Var, WaitCrossFlag, WaitFlag, FUSED_KINDS, Fused,
+    SetFlag, Store, TextLoc, Var, WaitCrossFlag, WaitFlag, FUSED_KINDS, Fused,
 )
 from .printer import ALLOC_NAMES, LOOP_NAMES
 
@@ -258,9 +258,18 @@ class _ToIR(Transformer):
             (at.line, at.col) if isinstance(at, _Arg) else at
         raise _error(message, self.filename, self.lines, line, col)
 
-    def loc(self, comment) -> Loc:
+    def loc(self, comment, meta=None) -> Loc:
+        """The kernel source location in a statement's `# LINE:COL` comment; without one, the
+        statement's own place in the text (`meta`: its lark position), so that errors found
+        later (checks, passes, the simulator) point into the text with a caret."""
         m = _LOC_RE.search(str(comment)) if comment is not None else None
-        return Loc(self.source, int(m.group(1)), int(m.group(2))) if m else NO_LOC
+        if m:
+            return Loc(self.source, int(m.group(1)), int(m.group(2)))
+        line = getattr(meta, "line", None)
+        if not line:
+            return NO_LOC
+        text = self.lines[line - 1] if line <= len(self.lines) else ""
+        return TextLoc(self.filename, line, getattr(meta, "column", None) or 1, text, self.source)
 
     def dtype(self, tok: Token) -> str:
         name = canonical(tok[1:-1])
@@ -292,9 +301,10 @@ class _ToIR(Transformer):
         self.hints = tuple(str(t)[1:-1] for t in children[1:] if isinstance(t, Token)
                            and t.type == "STRING")
 
-    def kernel(self, children):
+    @v_args(meta=True)
+    def kernel(self, meta, children):
         name, *params, comment, (grid, is_npu, names, body) = children
-        return Kernel(str(name), tuple(params), grid, names, body, is_npu, self.loc(comment),
+        return Kernel(str(name), tuple(params), grid, names, body, is_npu, self.loc(comment, meta),
                       getattr(self, "hints", ()))
 
     def param(self, children):
@@ -320,9 +330,10 @@ class _ToIR(Transformer):
     def block(self, children):
         return tuple(s for s in children if s is not None)
 
-    def line(self, children):
+    @v_args(meta=True)
+    def line(self, meta, children):
         stmt, comment = children
-        return None if stmt is None else replace(stmt, loc=self.loc(comment))
+        return None if stmt is None else replace(stmt, loc=self.loc(comment, meta))
 
     def pass_(self, _children):
         return None
@@ -413,7 +424,8 @@ class _ToIR(Transformer):
         self.err(f"unknown statement '{fn}'; expected copy, gemm, fill, {reduces}, set_flag, "
                  "wait_flag, pipe_barrier, set_cross_flag or wait_cross_flag", fn)
 
-    def for_(self, children):
+    @v_args(meta=True)
+    def for_(self, meta, children):
         names, kind_tok, *args, _comment, body = children
         kind = _KIND_OF_LOOP.get(str(kind_tok))
         if kind is None:
@@ -428,26 +440,29 @@ class _ToIR(Transformer):
             if isinstance(v, Const) and (type(v.value) is not int or v.value < 0):
                 self.err(f"a loop extent must be a non-negative integer, got {v.value!r}", e)
         return For(names, tuple(self.expr(e) for e in extents), kind, body, stages,
-                   self.loc(_comment))
+                   self.loc(_comment, meta))
 
-    def if_(self, children):
+    @v_args(meta=True)
+    def if_(self, meta, children):
         cond, comment, then_body, *else_body = children
-        return If(cond, then_body, else_body[0] if else_body else (), self.loc(comment))
+        return If(cond, then_body, else_body[0] if else_body else (), self.loc(comment, meta))
 
     def else_(self, children):
         return children[1]
 
-    def scope(self, children):
+    @v_args(meta=True)
+    def scope(self, meta, children):
         core, comment, body = children
         if core[1:-1] not in CORES:
             self.err(f'unknown core scope {core}; expected "C" (cube) or "V" (vector)', core)
-        return Scope(core[1:-1], body, self.loc(comment))
+        return Scope(core[1:-1], body, self.loc(comment, meta))
 
-    def fused(self, children):
+    @v_args(meta=True)
+    def fused(self, meta, children):
         kind, comment, body = children
         if kind[1:-1] not in FUSED_KINDS:
             self.err(f'unknown fused kind {kind}; expected one of {", ".join(FUSED_KINDS)}', kind)
-        return Fused(kind[1:-1], body, self.loc(comment))
+        return Fused(kind[1:-1], body, self.loc(comment, meta))
 
     # -- arguments
     @v_args(meta=True)

@@ -1,14 +1,15 @@
 """Print IR as text that reads like the DSL; `parser.parse_ir` reads it back (docs/ir_format.md).
 
-Every statement line ends with `# LINE:COL` (its kernel source location); lowered instructions
-also show `CORE.PIPE` there, which is derived, not stored.
+Every statement line ends with `# LINE:COL` (its kernel source location; none for a node read
+from IR text without one, whose `TextLoc` is a place in that text); lowered instructions also
+show `CORE.PIPE` there, which is derived, not stored.
 """
 from __future__ import annotations
 
 from .nodes import (
     Alloc, BinOp, Call, Cast, Const, Copy, Fill, For, Gemm, If, Kernel, Load, PipeBarrier,
     Reinterpret, Sort, Fused,
-    Reduce, Region, Scope, SetCrossFlag, SetFlag, Store, Var, WaitCrossFlag, WaitFlag,
+    Reduce, Region, Scope, SetCrossFlag, SetFlag, Store, TextLoc, Var, WaitCrossFlag, WaitFlag,
 )
 
 INDENT = "    "
@@ -119,7 +120,8 @@ class _Printer:
 
     def kernel(self, k: Kernel) -> str:
         hints = ", hints=[" + ", ".join(f'"{h}"' for h in k.hints) + "]" if k.hints else ""
-        self.lines = [f'@prim_func(source="{_display_path(k.loc.file)}"{hints})']
+        source = k.loc.source if isinstance(k.loc, TextLoc) else k.loc.file
+        self.lines = [f'@prim_func(source="{_display_path(source)}"{hints})']
         params = ", ".join(f"{b.name}: Tensor({_shape(b.shape)}, {_dtype(b.dtype)})" for b in k.params)
         self.emit(0, f"def {k.name}({params}):", k.loc)
         grid = ", ".join(str(g) for g in k.grid)
@@ -130,7 +132,8 @@ class _Printer:
         return "\n".join(self.lines) + "\n"
 
     def emit(self, depth: int, text: str, loc, tag: str = "") -> None:
-        where = f"{loc.line}:{loc.col}" if loc is not None and loc.line else ""
+        located = loc is not None and loc.line and not isinstance(loc, TextLoc)
+        where = f"{loc.line}:{loc.col}" if located else ""
         comment = " ".join(x for x in (tag, where) if x)
         self.lines.append(INDENT * depth + text + (f"  # {comment}" if comment else ""))
 

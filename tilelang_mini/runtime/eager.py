@@ -18,7 +18,7 @@ import numpy as np
 
 from ..errors import ArgumentError, CompileError
 from .errors import user_facing
-from .kernel import CompileSettings
+from .kernel import CompileSettings, frozen
 
 
 def is_array(v) -> bool:
@@ -102,10 +102,11 @@ class EagerJIT:
         target = target or self.target or config.default_target()
         chip = self.chip or config.default_chip()
         try:
-            key = (tuple(tensors.items()), tuple(sorted(scalars.items(), key=str)),
+            key = (tuple(tensors.items()),
+                   tuple(sorted(((k, frozen(v)) for k, v in scalars.items()), key=str)),
                    tuple(sorted(symbols.items())), target, chip)
             hash(key)
-        except TypeError:
+        except TypeError:  # a value that is neither hashable nor a container of such
             key = None
         if key is not None and key in self._cache:
             return self._cache[key]

@@ -281,13 +281,23 @@ def _key(options: Options, backend, **parts: str) -> str:
         backend=backend.cache_tag({"chip": options.chip}))
 
 
+def _text_places(kernel: Kernel) -> dict:
+    """For IR text read without `# LINE:COL` comments, the places in the text of its nodes (the
+    printed IR, the rest of the key, leaves them out): a cached artifact's run-time errors point
+    at lines of the text it was compiled from. Empty for other kernels (keys unchanged)."""
+    from ..ir.nodes import TextLoc, walk
+    places = [(n.line, n.col, n.text) for n in (getattr(x, "loc", None) for x in walk(kernel))
+              if isinstance(n, TextLoc)]
+    return {"text_places": repr(places)} if places else {}
+
+
 def _lower_cached(kernel: Kernel, options: Options, backend):
     """(compilation, artifact, key): from the disk cache when it holds this kernel (looked up
     before any pass runs; the stages are then recomputed only if asked for), else compiled and
     stored. Backends without `dump`/`load` are not cached (key None)."""
     path = key = None
     if _cacheable(backend):
-        key = _key(options, backend, ir=print_ir(kernel))
+        key = _key(options, backend, ir=print_ir(kernel), **_text_places(kernel))
         path = cache.entry_path(options.target, key)
         entry = cache.read_entry(path, key)
         if entry is not None:
@@ -409,6 +419,17 @@ class CompileSettings:
         self._cache: dict = {}
 
 
+def frozen(v):
+    """A trace-time argument (of a factory or an eager function) as a memo key: lists, tuples
+    and dicts by their contents (one compiled kernel per distinct value), every leaf with its
+    type (1, 1.0 and True trace to different constants, though Python hashes them alike)."""
+    if isinstance(v, (list, tuple)):
+        return (type(v).__name__, tuple(frozen(x) for x in v))
+    if isinstance(v, dict):
+        return ("dict", tuple(sorted(((frozen(k), frozen(x)) for k, x in v.items()), key=repr)))
+    return (type(v).__name__, v)
+
+
 class JITFactory(CompileSettings):
     """`@tilelang_mini.jit(...)` applied to a factory that returns a T.prim_func.
 
@@ -432,9 +453,9 @@ class JITFactory(CompileSettings):
         try:  # one key however the arguments are spelled (positional, keyword, defaulted)
             bound = inspect.signature(self.factory).bind(*args, **kwargs)
             bound.apply_defaults()
-            key = (tuple(bound.arguments.items()), target, chip)
+            key = (tuple((k, frozen(v)) for k, v in bound.arguments.items()), target, chip)
         except TypeError:
-            key = (args, tuple(sorted(kwargs.items())), target, chip)
+            key = (frozen(args), frozen(dict(kwargs)), target, chip)
         try:
             return self._cache[key]
         except (KeyError, TypeError):

@@ -42,7 +42,7 @@ from tilelang_mini.ir.nodes import (
 from .batched_ops import INSTR, Ctx, store
 from .exprs import _uses, compile_expr
 from .groups import Bail, BBuffers, BEnv, Marks, Pool, uniform
-from .run import scope_runner, sequence
+from .run import scalars_stored, scope_runner, sequence
 
 GROUP_BYTES = 1 << 20     # the largest buffer of a group of blocks (stays in cache)
 
@@ -161,7 +161,7 @@ def _scope(s: Scope, ctx):
         body = _body(s.body, ctx)
     finally:
         ctx.core = None
-    return scope_runner(s.core, body, ctx.vid_name)
+    return scope_runner(s.core, body, ctx.vid_name, scalars_stored(s))
 
 
 # ------------------------------------------------------------------------------ driver

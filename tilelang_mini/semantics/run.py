@@ -27,7 +27,7 @@ from tilelang_mini.runtime.arguments import check_arrays
 from tilelang_mini.ir.analysis import SYNC_OPS
 from tilelang_mini.ir.verifier import check_grid
 from tilelang_mini.ir.nodes import (
-    CORES, Const, For, Fused, If, Kernel, Scope, SetCrossFlag, Var, WaitCrossFlag, walk,
+    CORES, Const, For, Fused, If, Kernel, Scope, SetCrossFlag, Store, Var, WaitCrossFlag, walk,
 )
 
 from .exprs import Buffers
@@ -212,17 +212,35 @@ def _lower_scope(s: Scope, ctx: _Ctx):
     finally:
         ctx.core = None
 
-    return scope_runner(s.core, body, ctx.vid_name)
+    return scope_runner(s.core, body, ctx.vid_name, scalars_stored(s))
 
 
-def scope_runner(core_kind: str, body, vid_name: str):
+def scalars_stored(s: Scope) -> tuple[str, ...]:
+    """The scalars (alloc_var buffers) a Scope writes."""
+    return tuple(sorted({n.buffer.name for n in walk(s) if isinstance(n, Store)
+                         and n.buffer.scope == "var"}))
+
+
+def scope_runner(core_kind: str, body, vid_name: str, scalars: tuple[str, ...] = ()):
     """Run a Scope's lowered `body` on its core(s) of the block (env.block: the block, the cube,
-    vector core 0, vector core 1): the cube once, the vector cores each with its `vid`."""
+    vector core 0, vector core 1): the cube once, the vector cores each with its `vid`.
+
+    Control flow outside Scopes runs at block level, but on the machine every core runs it
+    itself, reading its own registers: the `scalars` the Scope writes are copied to the block
+    level afterwards, so an `if`/loop bound outside the Scopes reads their current values
+    (split_cores gives the cube and the vector cores the same store of a scalar both read;
+    a scalar only the vector cores write is read as vector core 0 left it)."""
+    def publish(env, core):
+        for name in scalars:
+            if name in core.bufs:
+                env.bufs[name] = np.array(core.bufs[name], copy=True)
+
     if core_kind == "C":
         def scope_c(env):
             core = env.block[1]
             core.vars.update(env.vars)
             body(core)
+            publish(env, core)
         return scope_c
 
     def scope_v(env):
@@ -230,6 +248,7 @@ def scope_runner(core_kind: str, body, vid_name: str):
             core.vars.update(env.vars)
             core.vars[vid_name] = vid
             body(core)
+        publish(env, env.block[2])
 
     return scope_v
 

@@ -50,8 +50,8 @@ from .. import semantics
 from ..semantics.coroutines import lower_core_program
 from .aliasing import alias_boxes, aliases, byte_ranges, placements
 from .streams import (
-    CORE_NAMES, block_envs, cached, check_sync_ids, core_stream, execute_effect,
-    instr_accesses, instr_cost, instr_pipe, written_buffers,
+    CORE_NAMES, Env, ScalarSnapshot, block_envs, cached, check_sync_ids, core_stream,
+    execute_effect, instr_accesses, instr_cost, instr_pipe, written_buffers,
 )
 
 NPIPES = len(PIPES)
@@ -281,6 +281,8 @@ class _Block:
                 self.check_access(core, p, di, epoch, clk)
             env = core.xenv
             env.vars = di.vars
+            if di.scalars:  # the scalar registers as dispatched, not as now
+                env = Env(di.vars, ScalarSnapshot(env.bufs, di.scalars), env.core, env.block)
             execute_effect(st, env)
         elif isinstance(st, SetFlag):
             key = (core.idx, st.src, st.dst, st.event)
@@ -336,7 +338,8 @@ class _Block:
     # ---- races
     def check_access(self, core: _Core, p: _Pipe, di, epoch: int, clk) -> None:
         tracked = self.sim.tracked
-        for buf, box, w in instr_accesses(di.stmt, di.vars, core.xenv.bufs):
+        bufs = core.xenv.bufs if not di.scalars else ScalarSnapshot(core.xenv.bufs, di.scalars)
+        for buf, box, w in instr_accesses(di.stmt, di.vars, bufs):
             if buf.name not in tracked:
                 continue
             # The buffer itself, then the buffers plan_memory placed on some of its bytes, on

@@ -25,7 +25,7 @@ from ..ir import dtypes
 from ..ir.analysis import SYNC_OPS, is_map, operands, written_names
 from ..ir.nodes import (
     Alloc, Const, Copy, Fill, For, Gemm, If, Load, Reduce, Region, Scope, Sort,
-    SetCrossFlag, SetFlag, Store, WaitCrossFlag, WaitFlag, walk_own, walk_statements,
+    SetCrossFlag, SetFlag, Store, WaitCrossFlag, WaitFlag, walk, walk_own, walk_statements,
 )
 from ..ir.happens_before import sync_pipe
 from ..ir.pipes import pipe_of
@@ -42,12 +42,14 @@ compile_expr, execute = semantics.compile_expr, semantics.execute
 class DynInstr:
     """One dynamic instruction: the statement, its pipe, the loop variables when dispatched."""
 
-    __slots__ = ("stmt", "pipe", "vars", "dispatch", "dclock", "wclock", "start", "end", "seq")
+    __slots__ = ("stmt", "pipe", "vars", "scalars", "dispatch", "dclock", "wclock", "start",
+                 "end", "seq")
 
-    def __init__(self, stmt, pipe: str, vars: dict):
+    def __init__(self, stmt, pipe: str, vars: dict, scalars: dict | None = None):
         self.stmt = stmt
         self.pipe = pipe
         self.vars = vars
+        self.scalars = scalars  # the scalar registers (alloc_var) it reads, as dispatched
         self.dispatch = 0
         self.dclock = None
         self.wclock = None
@@ -144,7 +146,31 @@ def _walk(body, kind, env, in_scope):
             if not in_scope and pipe != "S":
                 raise CompileError(f"{type(s).__name__} outside a Scope: lowered IR puts every "
                                    f"pipe instruction in Scope(\"C\") or Scope(\"V\")", s.loc)
-            yield DynInstr(s, pipe, dict(env.vars))
+            names = cached(s, _scalar_reads, "scalars")
+            scalars = {n: np.array(env.bufs[n], copy=True) for n in names} \
+                if names and pipe != "S" else None
+            yield DynInstr(s, pipe, dict(env.vars), scalars)
+
+
+def _scalar_reads(stmt) -> tuple[str, ...]:
+    """The scalar registers (alloc_var buffers) an instruction reads. The scalar unit computes
+    an instruction's operands (addresses, extents, values) when it dispatches it: a pipe that
+    runs it later still sees the values of then, not a later scalar store's."""
+    return tuple(sorted({n.buffer.name for n in walk(stmt) if isinstance(n, Load)
+                         and n.buffer.scope == "var"}))
+
+
+class ScalarSnapshot(dict):
+    """A core's buffers with the scalar registers as an instruction was dispatched with
+    (`DynInstr.scalars`); buffers it creates on first use go to the core's own."""
+
+    def __init__(self, bufs: dict, scalars: dict):
+        super().__init__(bufs)
+        self.update(scalars)
+        self.base = bufs
+
+    def __missing__(self, name):
+        return self.base[name]
 
 
 def _walk_for(s: For, kind, env, in_scope):
