@@ -1,5 +1,6 @@
-"""Sweep cases: tilelang-ascend's HISA block-sparse MQA logits kernels (expert mode: manual C/V
-scopes, flags and cross flags; the paged form picks its cross-flag id from the vector core)."""
+"""Sweep case: tilelang-ascend's paged HISA block-sparse MQA logits kernel (expert mode: manual
+C/V scopes, flags and cross flags, the cross-flag id picked from the vector core). The unpaged
+kernel's case is asc/hisa/block_sparse_mqa_attn_expert in upstream_cases_ascend.py."""
 import numpy as np
 
 from upstream_sweep import Check, case
@@ -16,22 +17,6 @@ def hisa_logits(q, k_blocks, w, lo, hi, starts):
     pos = starts[:, :, None] + np.arange(k_blocks.shape[2])
     bad = (pos < lo[:, None, None]) | (pos >= hi[:, None, None])
     return np.where(bad, -np.inf, out)
-
-
-@case("asc/hisa/block_sparse_mqa", A, "examples/HISA/block_sparse_mqa_attn_expert_test.py",
-      "expert C/V, packed bit-mask compare + select, cross flags chosen by n_outer parity")
-def _(m, rng):
-    S, SKV, H, D, KV, TOPK, PAIRS = 6, 256, 16, 32, 32, 8, 2  # 6 tokens: the last block is partial
-    q = rng.random((S, H, D)).astype(np.float16)
-    k = rng.random((SKV, D)).astype(np.float16)
-    w = rng.random((S, H)).astype(np.float16)
-    ks = np.zeros(S, np.int32)
-    ke = np.minimum(np.arange(1, S + 1) * (SKV // S), SKV).astype(np.int32)
-    idx = rng.integers(0, SKV // KV, (S, TOPK)).astype(np.int32)
-    rows = idx[:, :, None] * KV + np.arange(KV)
-    want = hisa_logits(q, k[rows], w, ks, ke, idx * KV)
-    kern = m["block_sparse_mqa_attn_return_logits"](S, SKV, KV, TOPK, H, D, num_pairs=PAIRS)
-    return [Check(kern, [q, k, idx, w, ks, ke], {0: want}, reduce_len=D * H, tol=(2e-3, 2e-3))]
 
 
 @case("asc/hisa/paged_block_sparse_mqa", A, "examples/HISA/paged_block_sparse_mqa_attn_expert.py",
