@@ -351,11 +351,11 @@ class TileOps:
 
     @staticmethod
     def is_tiles(value) -> bool:
-        """A tile (an on-chip buffer or a view of one) or a non-empty tuple of tiles."""
+        """A tile (an on-chip buffer or a view of one) or a non-empty (nested) tuple of tiles."""
         from .views import TileView
-        items = value if isinstance(value, (tuple, list)) and value else [value]
-        return all(isinstance(v, TileView) or (isinstance(v, Buffer) and v.scope != "global")
-                   for v in items)
+        if isinstance(value, (tuple, list)):
+            return len(value) > 0 and all(TileOps.is_tiles(v) for v in value)
+        return isinstance(value, TileView) or (isinstance(value, Buffer) and value.scope != "global")
 
     @staticmethod
     def is_python_function(fn) -> bool:
