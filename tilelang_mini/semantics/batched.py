@@ -29,7 +29,6 @@ whole launch to the plain run, which rewrites every element written.
 """
 from __future__ import annotations
 
-import itertools
 
 import numpy as np
 
@@ -42,7 +41,7 @@ from tilelang_mini.ir.nodes import (
 from .batched_ops import INSTR, Ctx, store
 from .exprs import _uses, compile_expr
 from .groups import Bail, BBuffers, BEnv, Marks, Pool, uniform
-from .run import scope_runner, sequence
+from .run import lane_aranges, lower_scope, run_serial, sequence
 
 GROUP_BYTES = 1 << 20     # the largest buffer of a group of blocks (stays in cache)
 
@@ -105,12 +104,8 @@ def _for(s: For, ctx):
 
         def parallel(env):
             exts = tuple(uniform(f(env)) for f in ext_fns)
-            aranges = cache.get(exts)
-            if aranges is None:
-                aranges = cache[exts] = tuple(np.arange(n, dtype=np.int64).reshape(
-                    (1,) * d + (n,) + (1,) * (nd - d - 1)) for d, n in enumerate(exts))
             vs, shape = env.vars, (env.n,) + (1,) * nd
-            for name, a in zip(names, aranges):
+            for name, a in zip(names, lane_aranges(exts, cache)):
                 vs[name] = a
             for name, ids in env.grid.items():
                 vs[name] = ids.reshape(shape)
@@ -133,11 +128,7 @@ def _for(s: For, ctx):
     def serial(env):
         if by_element:
             raise Bail("a loop extent on a Parallel loop variable")
-        vs = env.vars
-        for idx in itertools.product(*(range(uniform(f(env))) for f in ext_fns)):
-            for name, i in zip(names, idx):
-                vs[name] = i
-            body(env)
+        run_serial(names, [uniform(f(env)) for f in ext_fns], body, env)
 
     return serial
 
@@ -156,12 +147,7 @@ def _if(s: If, ctx):
 
 
 def _scope(s: Scope, ctx):
-    ctx.core = s.core
-    try:
-        body = _body(s.body, ctx)
-    finally:
-        ctx.core = None
-    return scope_runner(s.core, body, ctx.vid_name)
+    return lower_scope(s, ctx, _body)
 
 
 # ------------------------------------------------------------------------------ driver
