@@ -57,6 +57,15 @@ def from_example(stem: str, attr: str, **test_defaults):
     return make
 
 
+@T.macro
+def load_for(pipe, src, tile, event=0):
+    """An expert kernel's load: T.copy(src, tile) on MTE2 (`src` a tensor or its start corner
+    `X[i, j]`), then pipe `pipe` waits for it (set_flag / wait_flag MTE2 -> pipe on `event`)."""
+    T.copy(src, tile)
+    T.set_flag("MTE2", pipe, event)
+    T.wait_flag("MTE2", pipe, event)
+
+
 @out_idx(-1)
 def gemm(M, N, K, block_M=32, block_N=32, block_K=16, dtype="float32", accum_dtype="float32",
          out_dtype="float32", trans_A=False, trans_B=False, num_stages=2, clear_accum=False):
@@ -147,9 +156,7 @@ def two_phases(M, N):
 def ub_round_trip(X, Y, x, row):
     """Rows of X from `row` on through the UB tile x into Y on a vector core, the store ordered
     behind the load (MTE2 -> MTE3)."""
-    T.copy(X[row, 0], x)
-    T.set_flag("MTE2", "MTE3", 0)
-    T.wait_flag("MTE2", "MTE3", 0)
+    load_for("MTE3", X[row, 0], x)
     T.copy(x, Y[row, 0])
 
 

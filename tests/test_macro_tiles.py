@@ -11,6 +11,7 @@ import tilelang_mini.language as T
 from tilelang_mini import CompileError
 from tilelang_mini.ir.nodes import Alloc
 
+from kernels import load_for
 from markers import Marked
 
 MARKED = Marked(__file__, prefix="ERR:")
@@ -122,3 +123,27 @@ def test_assigning_a_macro_that_returns_nothing_is_located():
                 T.copy(t, Y)
     MARKED.located(err.value, "nothing")
     assert "returns nothing" in str(err.value)
+
+
+def test_a_start_corner_passes_through_a_macro(target):
+    """`X[i, j]` as a macro argument is the region starting there (tests/kernels.py's
+    load_for: copy, then the vector pipe waits for MTE2)."""
+    @T.prim_func
+    def k(X: T.Tensor((16, 16), "float32"), Y: T.Tensor((16, 16), "float32")):
+        with T.Kernel(1, is_npu=True) as (cid, vid):
+            x = T.alloc_ub((8, 16), "float32")
+            with T.Scope("V"):
+                load_for("V", X[vid * 8, 0], x)
+                for i, j in T.Parallel(8, 16):
+                    x[i, j] = x[i, j] * 3.0 + 1.0
+                T.set_flag("V", "MTE3", 0)
+                T.wait_flag("V", "MTE3", 0)
+                T.copy(x, Y[(1 - vid) * 8, 0])  # halves swapped
+
+    x = np.random.default_rng(3).standard_normal((16, 16)).astype(np.float32)
+    want = np.concatenate([x[8:], x[:8]]).astype(np.float64) * 3.0 + 1.0
+    kernel = tl.compile(k, out_idx=[-1], target=target)
+    np.testing.assert_allclose(kernel(x), want, rtol=1e-5, atol=1e-6)
+    if target == "numpy":
+        got, _ = kernel.simulate(x)
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)

@@ -11,6 +11,7 @@ from tilelang_mini.ir.parser import parse_ir
 from tilelang_mini.ir.printer import print_ir
 
 from util import close, f64, rand
+from kernels import load_for
 
 M, N, K = 64, 64, 256
 
@@ -288,9 +289,7 @@ def test_expert_both_vector_cores_add_to_one_tile(target):
             x = T.alloc_ub((n, n), "float32")
             s = T.alloc_ub((n,), "float32")
             with T.Scope("V"):
-                T.copy(X[(cid * 2 + vid) * n, 0], x)
-                T.set_flag("MTE2", "V", 0)
-                T.wait_flag("MTE2", "V", 0)
+                load_for("V", X[(cid * 2 + vid) * n, 0], x)
                 T.reduce_sum(x, s, dim=0)
                 T.set_flag("V", "MTE3", 0)
                 T.wait_flag("V", "MTE3", 0)

@@ -463,6 +463,9 @@ class TileOps:
         from .views import TileView
         if isinstance(v, TileView):  # a whole view is its whole base (T.clear, T.fill)
             v = v.base
+        if isinstance(v, Load) and len(v.indices) == len(v.buffer.shape):
+            # `X[i, j]` reaching here through a name (a T.macro argument): its start corner
+            return v.buffer, tuple(v.indices), [None] * len(v.indices)
         if not isinstance(v, Buffer):
             raise self.error(node, f"expected a buffer or region, got {show(v)}")
         return v, tuple(const(0) for _ in v.shape), list(v.shape)
