@@ -66,6 +66,16 @@ def load_for(pipe, src, tile, event=0):
     T.wait_flag("MTE2", pipe, event)
 
 
+@T.macro
+def cube_tiles(m, n, k, trans_A=False, trans_B=False, dtype="float16", accum="float32"):
+    """`a_l1, b_l1, c_l0 = cube_tiles(...)`: an expert gemm's L1 operand tiles (a (m, k), b
+    (k, n); transposed with trans_A / trans_B) and its (m, n) L0C accumulator."""
+    a_l1 = T.alloc_L1((k, m) if trans_A else (m, k), dtype)
+    b_l1 = T.alloc_L1((n, k) if trans_B else (k, n), dtype)
+    c_l0 = T.alloc_L0C((m, n), accum)
+    return a_l1, b_l1, c_l0
+
+
 @out_idx(-1)
 def gemm(M, N, K, block_M=32, block_N=32, block_K=16, dtype="float32", accum_dtype="float32",
          out_dtype="float32", trans_A=False, trans_B=False, num_stages=2, clear_accum=False):
