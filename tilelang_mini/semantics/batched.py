@@ -35,13 +35,13 @@ import numpy as np
 from tilelang_mini.ir import dtypes
 from tilelang_mini.ir.analysis import core_instructions, reads, writes
 from tilelang_mini.ir.nodes import (
-    Alloc, Copy, For, Fused, Gemm, If, Kernel, Load, Scope, Sort, Store, walk,
+    Alloc, Copy, For, Gemm, If, Kernel, Load, Scope, Sort, Store, walk,
 )
 
 from .batched_ops import INSTR, Ctx, store
 from .exprs import _uses, compile_expr
 from .groups import Bail, BBuffers, BEnv, Marks, Pool, uniform
-from .run import lane_aranges, lower_scope, run_serial, sequence
+from .run import lane_aranges, lower_scope, run_serial, sequence, statement_lowering
 
 GROUP_BYTES = 1 << 20     # the largest buffer of a group of blocks (stays in cache)
 
@@ -77,15 +77,7 @@ def _body(stmts, ctx):
     return sequence([f for f in (_stmt(s, ctx) for s in stmts) if f is not None])
 
 
-def _stmt(s, ctx):
-    if isinstance(s, For):
-        return _for(s, ctx)
-    if isinstance(s, If):
-        return _if(s, ctx)
-    if isinstance(s, Scope):
-        return _scope(s, ctx)
-    if isinstance(s, Fused):  # the body in order (the llvm target fuses it)
-        return _body(s.body, ctx)
+def _leaf(s, ctx):
     if isinstance(s, Store):
         return store(s, ctx.par, ctx.table, ctx.params)
     return INSTR[type(s)](s, ctx)
@@ -148,6 +140,9 @@ def _if(s: If, ctx):
 
 def _scope(s: Scope, ctx):
     return lower_scope(s, ctx, _body)
+
+
+_stmt = statement_lowering(_for, _if, _scope, _body, _leaf)
 
 
 # ------------------------------------------------------------------------------ driver

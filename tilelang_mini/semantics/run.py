@@ -85,15 +85,21 @@ def run_serial(names, exts, body, env) -> None:
         body(env)
 
 
-def lower_stmt(s, ctx: _Ctx) -> Callable[[Env], None]:
-    if isinstance(s, For):
-        return _lower_for(s, ctx)
-    if isinstance(s, If):
-        return _lower_if(s, ctx)
-    if isinstance(s, Scope):
-        return _lower_scope(s, ctx)
-    if isinstance(s, Fused):  # the body in order (a CPU target fuses it)
-        return lower_body(s.body, ctx)
+def statement_lowering(lower_for, lower_if, lower_scope, lower_body, lower_leaf):
+    """A run's `lower(s, ctx)` of one statement (the plain and the batched run's): a For, If or
+    Scope through its lowering, a Fused block as its body in order (a CPU target fuses it),
+    anything else through `lower_leaf`."""
+    control = {For: lower_for, If: lower_if, Scope: lower_scope,
+               Fused: lambda s, ctx: lower_body(s.body, ctx)}
+
+    def lower(s, ctx):
+        f = control.get(type(s), lower_leaf)
+        return f(s, ctx)
+
+    return lower
+
+
+def _lower_leaf(s, ctx: _Ctx) -> Callable[[Env], None]:
     try:
         return lower_instruction(s, ctx.par)
     except TypeError:
@@ -312,6 +318,8 @@ def _run_blocks(kernel: Kernel, body, has_scopes: bool, bufs: dict) -> None:
     for idx in itertools.product(*(range(n) for n in kernel.grid)):
         body(new_block(bufs, dict(zip(names, idx)), has_scopes))
 
+
+lower_stmt = statement_lowering(_lower_for, _lower_if, _lower_scope, lower_body, _lower_leaf)
 
 __all__ = ["Env", "Fault", "new_block", "check_args", "lower_body", "lower_stmt", "lower_kernel",
            "kernel_traits", "run_grid", "sequence"]
