@@ -67,6 +67,16 @@ def load_for(pipe, src, tile, event=0):
 
 
 @T.macro
+def gemm_tiles(m, n, k, dtype="float16", accum="float32", trans_A=False, trans_B=False):
+    """`A_s, B_s, C_f = gemm_tiles(...)`: a gemm's shared operand tiles (A (m, k), B (k, n);
+    transposed with trans_A / trans_B) and its (m, n) fragment accumulator."""
+    A_s = T.alloc_shared((k, m) if trans_A else (m, k), dtype)
+    B_s = T.alloc_shared((n, k) if trans_B else (k, n), dtype)
+    C_f = T.alloc_fragment((m, n), accum)
+    return A_s, B_s, C_f
+
+
+@T.macro
 def cube_tiles(m, n, k, trans_A=False, trans_B=False, dtype="float16", accum="float32"):
     """`a_l1, b_l1, c_l0 = cube_tiles(...)`: an expert gemm's L1 operand tiles (a (m, k), b
     (k, n); transposed with trans_A / trans_B) and its (m, n) L0C accumulator."""
@@ -83,16 +93,13 @@ def gemm(M, N, K, block_M=32, block_N=32, block_K=16, dtype="float32", accum_dty
     each K step's gemm clears the accumulator, so C is the last K block's product alone."""
     a_shape = (K, M) if trans_A else (M, K)
     b_shape = (N, K) if trans_B else (K, N)
-    a_tile = (block_K, block_M) if trans_A else (block_M, block_K)
-    b_tile = (block_N, block_K) if trans_B else (block_K, block_N)
 
     @T.prim_func
     def main(A: T.Tensor(a_shape, dtype), B: T.Tensor(b_shape, dtype),
              C: T.Tensor((M, N), out_dtype)):
         with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M)) as (bx, by):
-            A_s = T.alloc_shared(a_tile, dtype)
-            B_s = T.alloc_shared(b_tile, dtype)
-            C_f = T.alloc_fragment((block_M, block_N), accum_dtype)
+            A_s, B_s, C_f = gemm_tiles(block_M, block_N, block_K, dtype, accum_dtype,
+                                       trans_A, trans_B)
             T.clear(C_f)
             for k in T.Pipelined(T.ceildiv(K, block_K), num_stages=num_stages):
                 if trans_A:
@@ -121,9 +128,7 @@ def grouped_gemm(M, N, K, G, bm=16, bn=32, bk=32, scaled=False, guarded_epilogue
              MI: T.Tensor((M,), "int32"), W: T.Tensor((G,), "float32"),
              C: T.Tensor((M, N), "float32")):
         with T.Kernel(N // bn, M // bm) as (bx, by):
-            A_s = T.alloc_shared((bm, bk), "float16")
-            B_s = T.alloc_shared((bk, bn), "float16")
-            C_f = T.alloc_fragment((bm, bn), "float32")
+            A_s, B_s, C_f = gemm_tiles(bm, bn, bk)
             g = T.alloc_var("int32")
             g = MI[by * bm]
             T.clear(C_f)
