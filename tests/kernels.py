@@ -57,35 +57,6 @@ def from_example(stem: str, attr: str, **test_defaults):
     return make
 
 
-@T.macro
-def load_for(pipe, src, tile, event=0):
-    """An expert kernel's load: T.copy(src, tile) on MTE2 (`src` a tensor or its start corner
-    `X[i, j]`), then pipe `pipe` waits for it (set_flag / wait_flag MTE2 -> pipe on `event`)."""
-    T.copy(src, tile)
-    T.set_flag("MTE2", pipe, event)
-    T.wait_flag("MTE2", pipe, event)
-
-
-@T.macro
-def gemm_tiles(m, n, k, dtype="float16", accum="float32", trans_A=False, trans_B=False):
-    """`A_s, B_s, C_f = gemm_tiles(...)`: a gemm's shared operand tiles (A (m, k), B (k, n);
-    transposed with trans_A / trans_B) and its (m, n) fragment accumulator."""
-    A_s = T.alloc_shared((k, m) if trans_A else (m, k), dtype)
-    B_s = T.alloc_shared((n, k) if trans_B else (k, n), dtype)
-    C_f = T.alloc_fragment((m, n), accum)
-    return A_s, B_s, C_f
-
-
-@T.macro
-def cube_tiles(m, n, k, trans_A=False, trans_B=False, dtype="float16", accum="float32"):
-    """`a_l1, b_l1, c_l0 = cube_tiles(...)`: an expert gemm's L1 operand tiles (a (m, k), b
-    (k, n); transposed with trans_A / trans_B) and its (m, n) L0C accumulator."""
-    a_l1 = T.alloc_L1((k, m) if trans_A else (m, k), dtype)
-    b_l1 = T.alloc_L1((n, k) if trans_B else (k, n), dtype)
-    c_l0 = T.alloc_L0C((m, n), accum)
-    return a_l1, b_l1, c_l0
-
-
 @out_idx(-1)
 def gemm(M, N, K, block_M=32, block_N=32, block_K=16, dtype="float32", accum_dtype="float32",
          out_dtype="float32", trans_A=False, trans_B=False, num_stages=2, clear_accum=False):
@@ -257,3 +228,49 @@ def scaled_gemm(M, N, K, gran, a_t, b_t, scales="packed"):
             T.copy(c, C)
 
     return mx_gemm
+
+
+# ----------------------------------------------------------------- shared tile helpers (T.macro)
+
+
+@T.macro
+def load_for(pipe, src, tile, event=0):
+    """An expert kernel's load: T.copy(src, tile) on MTE2 (`src` a tensor or its start corner
+    `X[i, j]`), then pipe `pipe` waits for it (set_flag / wait_flag MTE2 -> pipe on `event`)."""
+    T.copy(src, tile)
+    T.set_flag("MTE2", pipe, event)
+    T.wait_flag("MTE2", pipe, event)
+
+
+@T.macro
+def gemm_tiles(m, n, k, dtype="float16", accum="float32", trans_A=False, trans_B=False):
+    """`A_s, B_s, C_f = gemm_tiles(...)`: a gemm's shared operand tiles (A (m, k), B (k, n);
+    transposed with trans_A / trans_B) and its (m, n) fragment accumulator."""
+    A_s = T.alloc_shared((k, m) if trans_A else (m, k), dtype)
+    B_s = T.alloc_shared((n, k) if trans_B else (k, n), dtype)
+    C_f = T.alloc_fragment((m, n), accum)
+    return A_s, B_s, C_f
+
+
+@T.macro
+def attention_tiles(bm, bn, dk, dv, dtype, accum="float32"):
+    """`q_s, k_s, v_s, acc_s, p, acc_o = attention_tiles(...)`: an attention step's shared Q
+    (bm, dk), K (bn, dk) and V (bn, dv) tiles, its scores acc_s (bm, bn, accum), their
+    probabilities p (dtype, the P @ V operand) and the output accumulator acc_o (bm, dv)."""
+    q_s = T.alloc_shared((bm, dk), dtype)
+    k_s = T.alloc_shared((bn, dk), dtype)
+    v_s = T.alloc_shared((bn, dv), dtype)
+    acc_s = T.alloc_fragment((bm, bn), accum)
+    p = T.alloc_fragment((bm, bn), dtype)
+    acc_o = T.alloc_fragment((bm, dv), accum)
+    return q_s, k_s, v_s, acc_s, p, acc_o
+
+
+@T.macro
+def cube_tiles(m, n, k, trans_A=False, trans_B=False, dtype="float16", accum="float32"):
+    """`a_l1, b_l1, c_l0 = cube_tiles(...)`: an expert gemm's L1 operand tiles (a (m, k), b
+    (k, n); transposed with trans_A / trans_B) and its (m, n) L0C accumulator."""
+    a_l1 = T.alloc_L1((k, m) if trans_A else (m, k), dtype)
+    b_l1 = T.alloc_L1((n, k) if trans_B else (k, n), dtype)
+    c_l0 = T.alloc_L0C((m, n), accum)
+    return a_l1, b_l1, c_l0
