@@ -162,6 +162,7 @@ matmul_add = from_example("matmul_add", "matmul_add", block_M=32, block_N=32, bl
 prenorm = from_example("prenorm", "hc_prenorm", block_M=32, block_N=32, block_K=32)
 rmsnorm = from_example("rmsnorm", "rms_norm", blk_m=16)
 softmax = from_example("softmax", "softmax", blk_m=16)
+attention_tiles = example_module("flash_attention").attention_tiles  # a T.macro of the example
 flash_attention = from_example("flash_attention", "flash_attention", block_M=32, block_N=32,
                                num_stages=1)
 gemm_expert = from_example("gemm_expert", "gemm_expert", bm=64, bn=64, bk=32)
@@ -250,20 +251,6 @@ def gemm_tiles(m, n, k, dtype="float16", accum="float32", trans_A=False, trans_B
     B_s = T.alloc_shared((n, k) if trans_B else (k, n), dtype)
     C_f = T.alloc_fragment((m, n), accum)
     return A_s, B_s, C_f
-
-
-@T.macro
-def attention_tiles(bm, bn, dk, dv, dtype, accum="float32"):
-    """`q_s, k_s, v_s, acc_s, p, acc_o = attention_tiles(...)`: an attention step's shared Q
-    (bm, dk), K (bn, dk) and V (bn, dv) tiles, its scores acc_s (bm, bn, accum), their
-    probabilities p (dtype, the P @ V operand) and the output accumulator acc_o (bm, dv)."""
-    q_s = T.alloc_shared((bm, dk), dtype)
-    k_s = T.alloc_shared((bn, dk), dtype)
-    v_s = T.alloc_shared((bn, dv), dtype)
-    acc_s = T.alloc_fragment((bm, bn), accum)
-    p = T.alloc_fragment((bm, bn), dtype)
-    acc_o = T.alloc_fragment((bm, dv), accum)
-    return q_s, k_s, v_s, acc_s, p, acc_o
 
 
 @T.macro
