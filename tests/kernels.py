@@ -31,6 +31,8 @@ def build(factory, *args, target=None, chip=None, **kwargs):
 def example_module(stem: str):
     """examples/STEM.py as a module (its `main` is not run)."""
     name = f"tilelang_mini_examples.{stem}"
+    if str(EXAMPLES) not in sys.path:  # as `python examples/STEM.py`: examples import each other
+        sys.path.append(str(EXAMPLES))
     if name not in sys.modules:
         spec = importlib.util.spec_from_file_location(name, EXAMPLES / f"{stem}.py")
         module = importlib.util.module_from_spec(spec)
