@@ -11,7 +11,7 @@ from tilelang_mini.ir.parser import parse_ir
 from tilelang_mini.ir.printer import print_ir
 
 from util import close, f64, rand
-from kernels import load_for
+from kernels import gemm_tiles, load_for
 
 M, N, K = 64, 64, 256
 
@@ -220,9 +220,7 @@ def test_developer_vid_halves(target):
              X: T.Tensor((4 * n, n), "float32"), C: T.Tensor((n, n), "float32"),
              S: T.Tensor((n,), "float32")):
         with T.Kernel(2, is_npu=True) as (cid, vid):
-            a = T.alloc_shared((n, n), "float16")
-            b = T.alloc_shared((n, n), "float16")
-            c = T.alloc_fragment((n, n), "float32")
+            a, b, c = gemm_tiles(n, n, n)
             x = T.alloc_ub((n, n), "float32")
             s = T.alloc_ub((n,), "float32")
             T.copy(A[cid * n, 0], a)
