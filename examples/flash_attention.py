@@ -21,6 +21,21 @@ import tilelang_mini.language as T
 DEFAULT_ARGS = (2, 200, 64)  # BH, S, D: S is not a multiple of the blocks (masked tail)
 
 
+@T.macro
+def attention_tiles(block_M, block_N, dk, dv, dtype, accum="float32"):
+    """`Q_shared, K_shared, V_shared, acc_s, acc_s_cast, acc_o = attention_tiles(...)`: one
+    attention step's shared Q (block_M, dk), K (block_N, dk) and V (block_N, dv) tiles, the
+    scores acc_s (accum), their probabilities acc_s_cast (`dtype`, the P @ V operand) and the
+    output accumulator acc_o (block_M, dv)."""
+    Q_shared = T.alloc_shared((block_M, dk), dtype)
+    K_shared = T.alloc_shared((block_N, dk), dtype)
+    V_shared = T.alloc_shared((block_N, dv), dtype)
+    acc_s = T.alloc_fragment((block_M, block_N), accum)
+    acc_s_cast = T.alloc_fragment((block_M, block_N), dtype)
+    acc_o = T.alloc_fragment((block_M, dv), accum)
+    return Q_shared, K_shared, V_shared, acc_s, acc_s_cast, acc_o
+
+
 @tilelang_mini.jit(out_idx=[-1])
 def flash_attention(batch_heads, seq_len, dim, block_M=64, block_N=64, dtype="float16",
                     num_stages=2):
@@ -33,12 +48,8 @@ def flash_attention(batch_heads, seq_len, dim, block_M=64, block_N=64, dtype="fl
     def main(Q: T.Tensor((BH, S, D), dtype), K: T.Tensor((BH, S, D), dtype),
              V: T.Tensor((BH, S, D), dtype), Output: T.Tensor((BH, S, D), accum)):
         with T.Kernel(T.ceildiv(S, block_M), BH) as (bx, by):
-            Q_shared = T.alloc_shared((block_M, D), dtype)
-            K_shared = T.alloc_shared((block_N, D), dtype)
-            V_shared = T.alloc_shared((block_N, D), dtype)
-            acc_s = T.alloc_fragment((block_M, block_N), accum)
-            acc_s_cast = T.alloc_fragment((block_M, block_N), dtype)
-            acc_o = T.alloc_fragment((block_M, D), accum)
+            Q_shared, K_shared, V_shared, acc_s, acc_s_cast, acc_o = attention_tiles(
+                block_M, block_N, D, D, dtype, accum)
             scores_max = T.alloc_fragment((block_M,), accum)
             scores_max_prev = T.alloc_fragment((block_M,), accum)
             scores_scale = T.alloc_fragment((block_M,), accum)

@@ -9,6 +9,7 @@ compiler hands C_f from the cube (L0C) to the vector cores (UB) before the store
 """
 import tilelang_mini
 import tilelang_mini.language as T
+from gemm import gemm_k_loop  # examples/gemm.py (this file's directory is on sys.path)
 
 DEFAULT_ARGS = (300, 200, 130)  # M, N, K: tails in every dimension
 
@@ -24,11 +25,7 @@ def matmul_add(M, N, K, block_M=128, block_N=128, block_K=64, num_stages=2, dtyp
             B_s = T.alloc_shared((block_K, block_N), dtype)
             C_f = T.alloc_fragment((block_M, block_N), accum_dtype)
             D_f = T.alloc_fragment((block_M, block_N), accum_dtype)
-            T.clear(C_f)
-            for k in T.Pipelined(T.ceildiv(K, block_K), num_stages=num_stages):
-                T.copy(A[by * block_M, k * block_K], A_s)
-                T.copy(B[k * block_K, bx * block_N], B_s)
-                T.gemm(A_s, B_s, C_f)
+            gemm_k_loop(A, B, A_s, B_s, C_f, bx, by, num_stages)
             T.copy(D[by * block_M, bx * block_N], D_f)
             for i, j in T.Parallel(block_M, block_N):
                 C_f[i, j] = C_f[i, j] + D_f[i, j]

@@ -5,10 +5,13 @@
 A is (M, K) bfloat16, B is (N, K) float32 with N small (24 or 32 in DeepSeek's mHC), so one tile
 covers all of N, as in DeepGEMM. Each K step loads an A tile, casts it to float32 (a casting
 T.copy), feeds it to the cube (T.gemm with transpose_B) and, as a separate vector tile op,
-squares it (T.Parallel) and accumulates the row sums (T.reduce_sum with clear=False).
+squares it (T.Parallel) and accumulates the row sums (T.reduce_sum with clear=False): the
+block is the library's (`prenorm_block` of tilelang_mini/kernels/deep_gemm/hc.py, a T.macro that
+allocates its tiles and returns the two accumulators to the kernel, which stores them).
 """
 import tilelang_mini
 import tilelang_mini.language as T
+from tilelang_mini.kernels.deep_gemm.hc import prenorm_block  # the library kernel's block
 
 DEFAULT_ARGS = (300, 24, 1000)  # M, N, K: awkward on purpose (not multiples of the tiles)
 
@@ -22,22 +25,8 @@ def hc_prenorm(M, N, K, block_M=64, block_N=32, block_K=128, num_stages=2):
     def main(A: T.Tensor((M, K), "bfloat16"), B: T.Tensor((N, K), "float32"),
              D: T.Tensor((M, N), "float32"), sqr_sum: T.Tensor((M,), "float32")):
         with T.Kernel(T.ceildiv(M, block_M)) as bx:
-            A_s = T.alloc_shared((block_M, block_K), "bfloat16")
-            A_f = T.alloc_shared((block_M, block_K), "float32")
-            B_s = T.alloc_shared((block_N, block_K), "float32")
-            D_f = T.alloc_fragment((block_M, block_N), "float32")
-            sq = T.alloc_fragment((block_M, block_K), "float32")
-            ss = T.alloc_fragment((block_M,), "float32")
-            T.clear(D_f)
-            T.clear(ss)
-            for k in T.Pipelined(T.ceildiv(K, block_K), num_stages=num_stages):
-                T.copy(A[bx * block_M, k * block_K], A_s)
-                T.copy(A_s, A_f)                                   # bfloat16 -> float32
-                T.copy(B[0, k * block_K], B_s)
-                T.gemm(A_f, B_s, D_f, transpose_B=True)            # cube: tf32 GEMM
-                for i, j in T.Parallel(block_M, block_K):          # vector: square ...
-                    sq[i, j] = A_f[i, j] * A_f[i, j]
-                T.reduce_sum(sq, ss, dim=1, clear=False)           # ... and accumulate rows
+            D_f, ss = prenorm_block(A, B, bx * block_M, 0, T.ceildiv(K, block_K),
+                                    block_M, block_N, block_K, num_stages)
             T.copy(D_f, D[bx * block_M, 0])
             T.copy(ss, sqr_sum[bx * block_M])
 

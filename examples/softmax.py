@@ -12,6 +12,18 @@ import tilelang_mini.language as T
 DEFAULT_ARGS = (1000, 300)  # M, N
 
 
+@T.macro
+def softmax_rows(x, e, row_max, row_sum, rows, cols):
+    """e = softmax of x's (rows, cols) tile along each row (e may be x), through the row max
+    and row sum tiles."""
+    T.reduce_max(x, row_max, dim=1)
+    for i, j in T.Parallel(rows, cols):
+        e[i, j] = T.exp(x[i, j] - row_max[i])
+    T.reduce_sum(e, row_sum, dim=1)
+    for i, j in T.Parallel(rows, cols):
+        e[i, j] = e[i, j] / row_sum[i]
+
+
 @tilelang_mini.jit(out_idx=[-1])
 def softmax(M, N, blk_m=32, dtype="float32"):
     accum = "float32"
@@ -24,12 +36,7 @@ def softmax(M, N, blk_m=32, dtype="float32"):
             row_max = T.alloc_fragment((blk_m,), accum)
             row_sum = T.alloc_fragment((blk_m,), accum)
             T.copy(X[bx * blk_m, 0], x)
-            T.reduce_max(x, row_max, dim=1)
-            for i, j in T.Parallel(blk_m, N):
-                e[i, j] = T.exp(x[i, j] - row_max[i])
-            T.reduce_sum(e, row_sum, dim=1)
-            for i, j in T.Parallel(blk_m, N):
-                e[i, j] = e[i, j] / row_sum[i]
+            softmax_rows(x, e, row_max, row_sum, blk_m, N)
             T.copy(e, Y[bx * blk_m, 0])
 
     return main

@@ -31,6 +31,8 @@ def build(factory, *args, target=None, chip=None, **kwargs):
 def example_module(stem: str):
     """examples/STEM.py as a module (its `main` is not run)."""
     name = f"tilelang_mini_examples.{stem}"
+    if str(EXAMPLES) not in sys.path:  # as `python examples/STEM.py`: examples import each other
+        sys.path.append(str(EXAMPLES))
     if name not in sys.modules:
         spec = importlib.util.spec_from_file_location(name, EXAMPLES / f"{stem}.py")
         module = importlib.util.module_from_spec(spec)
@@ -64,16 +66,13 @@ def gemm(M, N, K, block_M=32, block_N=32, block_K=16, dtype="float32", accum_dty
     each K step's gemm clears the accumulator, so C is the last K block's product alone."""
     a_shape = (K, M) if trans_A else (M, K)
     b_shape = (N, K) if trans_B else (K, N)
-    a_tile = (block_K, block_M) if trans_A else (block_M, block_K)
-    b_tile = (block_N, block_K) if trans_B else (block_K, block_N)
 
     @T.prim_func
     def main(A: T.Tensor(a_shape, dtype), B: T.Tensor(b_shape, dtype),
              C: T.Tensor((M, N), out_dtype)):
         with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M)) as (bx, by):
-            A_s = T.alloc_shared(a_tile, dtype)
-            B_s = T.alloc_shared(b_tile, dtype)
-            C_f = T.alloc_fragment((block_M, block_N), accum_dtype)
+            A_s, B_s, C_f = gemm_tiles(block_M, block_N, block_K, dtype, accum_dtype,
+                                       trans_A, trans_B)
             T.clear(C_f)
             for k in T.Pipelined(T.ceildiv(K, block_K), num_stages=num_stages):
                 if trans_A:
@@ -102,9 +101,7 @@ def grouped_gemm(M, N, K, G, bm=16, bn=32, bk=32, scaled=False, guarded_epilogue
              MI: T.Tensor((M,), "int32"), W: T.Tensor((G,), "float32"),
              C: T.Tensor((M, N), "float32")):
         with T.Kernel(N // bn, M // bm) as (bx, by):
-            A_s = T.alloc_shared((bm, bk), "float16")
-            B_s = T.alloc_shared((bk, bn), "float16")
-            C_f = T.alloc_fragment((bm, bn), "float32")
+            A_s, B_s, C_f = gemm_tiles(bm, bn, bk)
             g = T.alloc_var("int32")
             g = MI[by * bm]
             T.clear(C_f)
@@ -147,9 +144,7 @@ def two_phases(M, N):
 def ub_round_trip(X, Y, x, row):
     """Rows of X from `row` on through the UB tile x into Y on a vector core, the store ordered
     behind the load (MTE2 -> MTE3)."""
-    T.copy(X[row, 0], x)
-    T.set_flag("MTE2", "MTE3", 0)
-    T.wait_flag("MTE2", "MTE3", 0)
+    load_for("MTE3", X[row, 0], x)
     T.copy(x, Y[row, 0])
 
 
@@ -169,6 +164,7 @@ matmul_add = from_example("matmul_add", "matmul_add", block_M=32, block_N=32, bl
 prenorm = from_example("prenorm", "hc_prenorm", block_M=32, block_N=32, block_K=32)
 rmsnorm = from_example("rmsnorm", "rms_norm", blk_m=16)
 softmax = from_example("softmax", "softmax", blk_m=16)
+attention_tiles = example_module("flash_attention").attention_tiles  # a T.macro of the example
 flash_attention = from_example("flash_attention", "flash_attention", block_M=32, block_N=32,
                                num_stages=1)
 gemm_expert = from_example("gemm_expert", "gemm_expert", bm=64, bn=64, bk=32)
@@ -235,3 +231,35 @@ def scaled_gemm(M, N, K, gran, a_t, b_t, scales="packed"):
             T.copy(c, C)
 
     return mx_gemm
+
+
+# ----------------------------------------------------------------- shared tile helpers (T.macro)
+
+
+@T.macro
+def load_for(pipe, src, tile, event=0):
+    """An expert kernel's load: T.copy(src, tile) on MTE2 (`src` a tensor or its start corner
+    `X[i, j]`), then pipe `pipe` waits for it (set_flag / wait_flag MTE2 -> pipe on `event`)."""
+    T.copy(src, tile)
+    T.set_flag("MTE2", pipe, event)
+    T.wait_flag("MTE2", pipe, event)
+
+
+@T.macro
+def gemm_tiles(m, n, k, dtype="float16", accum="float32", trans_A=False, trans_B=False):
+    """`A_s, B_s, C_f = gemm_tiles(...)`: a gemm's shared operand tiles (A (m, k), B (k, n);
+    transposed with trans_A / trans_B) and its (m, n) fragment accumulator."""
+    A_s = T.alloc_shared((k, m) if trans_A else (m, k), dtype)
+    B_s = T.alloc_shared((n, k) if trans_B else (k, n), dtype)
+    C_f = T.alloc_fragment((m, n), accum)
+    return A_s, B_s, C_f
+
+
+@T.macro
+def cube_tiles(m, n, k, trans_A=False, trans_B=False, dtype="float16", accum="float32"):
+    """`a_l1, b_l1, c_l0 = cube_tiles(...)`: an expert gemm's L1 operand tiles (a (m, k), b
+    (k, n); transposed with trans_A / trans_B) and its (m, n) L0C accumulator."""
+    a_l1 = T.alloc_L1((k, m) if trans_A else (m, k), dtype)
+    b_l1 = T.alloc_L1((n, k) if trans_B else (k, n), dtype)
+    c_l0 = T.alloc_L0C((m, n), accum)
+    return a_l1, b_l1, c_l0

@@ -10,6 +10,7 @@ import tilelang_mini
 import tilelang_mini.language as T
 from markers import Marked
 from tilelang_mini import CompileError
+from kernels import load_for
 
 MARKED = Marked(__file__)
 R, N, NX, NY = 16, 32, 2, 3  # rows and columns per block, blocks along columns and rows
@@ -73,9 +74,7 @@ def accumulate(atomic: bool, data_index: bool):
         with T.Kernel(NY, is_npu=True) as (cid, vid):
             x = T.alloc_ub((R // 2, N), "float32")
             with T.Scope("V"):
-                T.copy(X[cid * R + vid * (R // 2), 0], x)
-                T.set_flag("MTE2", "MTE3", 0)
-                T.wait_flag("MTE2", "MTE3", 0)
+                load_for("MTE3", X[cid * R + vid * (R // 2), 0], x)
                 if atomic:
                     T.atomic_add(Y[vid * (R // 2), 0], x)
                 if data_index:
@@ -110,9 +109,7 @@ def indexed(blocks: int, mode: str):
         with T.Kernel(blocks, is_npu=True) as (cid, vid):
             x = T.alloc_ub((R // 2, N), "float32")
             with T.Scope("V"):
-                T.copy(X[cid * R + vid * (R // 2), 0], x)
-                T.set_flag("MTE2", "MTE3", 0)
-                T.wait_flag("MTE2", "MTE3", 0)
+                load_for("MTE3", X[cid * R + vid * (R // 2), 0], x)
                 if mode == "perm":  # a permutation of the blocks: no race
                     T.copy(x, Y[(cid * 3) % blocks * R + vid * (R // 2), 0])
                 if mode == "mod":  # (cid * 3) % 4 on 5 blocks: blocks 0 and 4 meet
@@ -173,9 +170,7 @@ def test_a_large_grid_is_checked_whole():
         with T.Kernel(2000, is_npu=True) as (cid, vid):
             x = T.alloc_ub((R // 2, N), "float32")
             with T.Scope("V"):
-                T.copy(X[cid * R + vid * (R // 2), 0], x)
-                T.set_flag("MTE2", "MTE3", 0)
-                T.wait_flag("MTE2", "MTE3", 0)
+                load_for("MTE3", X[cid * R + vid * (R // 2), 0], x)
                 T.copy(x, Y[(cid - cid // 1500) * R + vid * (R // 2), 0])  # AT:large
     with pytest.raises(CompileError) as info:
         tilelang_mini.compile(k, out_idx=[-1])

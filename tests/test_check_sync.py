@@ -14,6 +14,7 @@ import tilelang_mini.language as T
 from irbuild import compile_unchecked
 from tilelang_mini import CompileError, DeadlockError, RaceError, SimulationError, SyncError
 from tilelang_mini.ir.printer import print_ir
+from kernels import load_for
 
 MARKED = Marked(__file__)
 THIS = MARKED.path
@@ -99,9 +100,7 @@ def gemm_from(l1: bool):
             with T.Scope("C"):
                 if l1:
                     T.copy(A, a)  # AT:l1_load
-                    T.copy(B, b)
-                    T.set_flag("MTE2", "M", 0)
-                    T.wait_flag("MTE2", "M", 0)
+                    load_for("M", B, b)
                 T.gemm(a, b, c)  # AT:gemm
                 T.set_flag("M", "FIX", 0)
                 T.wait_flag("M", "FIX", 0)
@@ -132,9 +131,7 @@ def bad_copy(kind):
                 if kind == "gm_l0a":
                     T.copy(A, l0a)  # AT:gm_l0a
                 if kind == "l1_gm":
-                    T.copy(A, l1)
-                    T.set_flag("MTE2", "MTE3", 0)
-                    T.wait_flag("MTE2", "MTE3", 0)
+                    load_for("MTE3", A, l1)
                     T.copy(l1, C)  # AT:l1_gm
                 if kind == "ub_in_cube":
                     T.copy(A, ub)  # AT:ub_in_cube
@@ -373,9 +370,7 @@ def aiv_exchange(mode: str):
             x = T.alloc_ub((8, 16), "float32")
             u = T.alloc_ub((8, 16), "float32")
             with T.Scope("V"):
-                T.copy(X[vid * 8, 0], x)
-                T.set_flag("MTE2", "MTE3", 0)
-                T.wait_flag("MTE2", "MTE3", 0)
+                load_for("MTE3", X[vid * 8, 0], x)
                 if mode == "same_rows":
                     T.copy(x, W[0, 0])  # AT:same
                 else:
@@ -471,9 +466,7 @@ def chained_tile_ops():
             a = T.alloc_ub((8, 32), "float32")
             b = T.alloc_ub((8, 32), "float32")
             with T.Scope("V"):
-                T.copy(X[vid * 8, 0], a)
-                T.set_flag("MTE2", "V", 0)
-                T.wait_flag("MTE2", "V", 0)
+                load_for("V", X[vid * 8, 0], a)
                 T.copy(a, b)
                 T.tile.add(b, b, 1.0)
                 T.tile.mul(a, b, b)

@@ -77,9 +77,7 @@ def ranged_gemm(M, N, K, bk, G):
              R: T.Tensor((G,), "int32"), KS: T.Tensor((G,), "int32"),
              KE: T.Tensor((G,), "int32"), C: T.Tensor((G * M, N), "float32")):
         with T.Kernel(G) as bx:
-            a = T.alloc_shared((M, bk), "float16")
-            b = T.alloc_shared((bk, N), "float16")
-            c = T.alloc_fragment((M, N), "float32")
+            a, b, c = kernels.gemm_tiles(M, N, bk)
             d = T.alloc_fragment((M, N), "float32")
             T.clear(c)
             for k in T.serial(KS[bx] // bk, T.ceildiv(KE[bx], bk)):

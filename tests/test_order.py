@@ -7,6 +7,7 @@ import kernels
 import tilelang_mini
 import tilelang_mini.language as T
 from tilelang_mini.runtime.backends import available_targets
+from kernels import load_for
 
 
 def cube_waits_first():
@@ -54,9 +55,7 @@ def cube_then_vector(gate_on_block: bool):
                     T.set_cross_flag("FIX", 1)
             with T.Scope("V"):
                 T.wait_cross_flag("FIX", 1)
-                T.copy(X[cid * 16 + vid * 8, 0], y)
-                T.set_flag("MTE2", "MTE3", 0)
-                T.wait_flag("MTE2", "MTE3", 0)
+                load_for("MTE3", X[cid * 16 + vid * 8, 0], y)
                 T.copy(y, Y[cid * 16 + vid * 8, 0])
     return k
 

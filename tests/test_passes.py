@@ -77,22 +77,20 @@ def test_infer_scopes_accumulator_updated_on_the_vector_unit():
     def acc(A: T.Tensor((32, 32), "float16"), B: T.Tensor((32, 32), "float16"),
             C: T.Tensor((32, 32), "float32")):
         with T.Kernel(1) as bx:
-            A_s = T.alloc_shared((32, 32), "float16")
-            B_s = T.alloc_shared((32, 32), "float16")
-            O = T.alloc_fragment((32, 32), "float32")
+            A_s, B_s, C_f = kernels.gemm_tiles(32, 32, 32)
             T.copy(A, A_s)
             T.copy(B, B_s)
-            T.fill(O, 1.0)
+            T.fill(C_f, 1.0)
             for i, j in T.Parallel(32, 32):
-                O[i, j] = O[i, j] * 0.5
-            T.gemm(A_s, B_s, O)
-            T.copy(O, C)
+                C_f[i, j] = C_f[i, j] * 0.5
+            T.gemm(A_s, B_s, C_f)
+            T.copy(C_f, C)
 
     _, after = before_after("acc_on_vector", acc, "infer_scopes")
     ops = [s for s in walk_statements(after.body) if isinstance(s, (Gemm, Copy, For))]
     gemm = next(s for s in ops if isinstance(s, Gemm))
     assert gemm.clear_accum and gemm.c.buffer.scope == "L0C"   # the product alone ...
-    assert any(isinstance(s, For) and s.body[0].buffer.name == "O_ub" for s in ops[-3:])  # ... added
+    assert any(isinstance(s, For) and s.body[0].buffer.name == "C_f_ub" for s in ops[-3:])  # ... added
 
 
 # ------------------------------------------------------------------------------------ legalize

@@ -149,15 +149,21 @@ def test_hoist_private_work_moves_the_squares_next_to_their_copy_in():
     same_results(before, after, a, b, np.zeros((64, 24), np.float32), np.zeros(64, np.float32))
 
 
-def test_hoist_private_work_keeps_work_the_cube_depends_on():
+def hoisted(ub: str, body: str):
+    """hoist_private_work on an (8, 8) float32 X -> Y kernel of the split form: UB tiles named in
+    `ub`, a workspace w, then `body` (IR text of the statements under the Kernel)."""
     from tilelang_mini.transform.cpu_hoist import hoist_private_work
+    allocs = "".join(f'        {n} = alloc_ub((8, 8), "float32")\n' for n in ub.split())
     k = tilelang_mini.parse_ir('''
 @prim_func(source="<test>")
 def k(X: Tensor((8, 8), "float32"), Y: Tensor((8, 8), "float32")):
     with Kernel(1, is_npu=True) as (cid, vid):
-        t = alloc_ub((8, 8), "float32")
-        u = alloc_ub((8, 8), "float32")
-        w = alloc_workspace((8, 8), "float32")
+''' + allocs + '        w = alloc_workspace((8, 8), "float32")\n' + body)
+    return [s for s in hoist_private_work(k).body if isinstance(s, Scope)]
+
+
+def test_hoist_private_work_keeps_work_the_cube_depends_on():
+    v = hoisted("t u", '''
         with Scope("V"):
             copy(X, t)
         with Scope("C"):
@@ -167,23 +173,12 @@ def k(X: Tensor((8, 8), "float32"), Y: Tensor((8, 8), "float32")):
             copy(u, w)
             copy(t, Y)
 ''')
-    after = hoist_private_work(k)
-    v = [s for s in after.body if isinstance(s, Scope)]
     # t -> u moves up (private); u -> w (the workspace the cube writes) and what follows stay
     assert [len(s.body) for s in v] == [2, 1, 2]
 
 
 def test_hoist_private_work_never_passes_a_wait_for_another_core():
-    from tilelang_mini.transform.cpu_hoist import hoist_private_work
-    k = tilelang_mini.parse_ir('''
-@prim_func(source="<test>")
-def k(X: Tensor((8, 8), "float32"), Y: Tensor((8, 8), "float32")):
-    with Kernel(1, is_npu=True) as (cid, vid):
-        t = alloc_ub((8, 8), "float32")
-        u = alloc_ub((8, 8), "float32")
-        a = alloc_ub((8, 8), "float32")
-        b = alloc_ub((8, 8), "float32")
-        w = alloc_workspace((8, 8), "float32")
+    v = hoisted("t u a b", '''
         with Scope("V"):
             copy(X, t)
             wait_cross_flag(MTE3, 0)
@@ -196,7 +191,6 @@ def k(X: Tensor((8, 8), "float32"), Y: Tensor((8, 8), "float32")):
             wait_cross_flag(MTE3, 1)
             copy(u, b)
 ''')
-    v = [s for s in hoist_private_work(k).body if isinstance(s, Scope)]
     names = [[type(t).__name__ + (f":{t.dst.buffer.name}" if hasattr(t, "dst") else "")
               for t in s.body] for s in v]
     # t -> a goes after the wait of the first Scope, not right after t's copy-in;

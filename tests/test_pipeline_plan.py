@@ -87,12 +87,7 @@ def mla_page(S=128, D=576, DV=512, bm=64, bn=64, stages=2):
     def main(Q: T.Tensor((bm, D), "bfloat16"), KV: T.Tensor((S, D), "bfloat16"),
              O: T.Tensor((bm, DV), "float32")):
         with T.Kernel(1) as bx:
-            Q_s = T.alloc_shared((bm, D), "bfloat16")
-            K_s = T.alloc_shared((bn, D), "bfloat16")
-            V_s = T.alloc_shared((bn, DV), "bfloat16")
-            acc_s = T.alloc_fragment((bm, bn), "float32")
-            P = T.alloc_fragment((bm, bn), "bfloat16")
-            acc_o = T.alloc_fragment((bm, DV), "float32")
+            Q_s, K_s, V_s, acc_s, P, acc_o = kernels.attention_tiles(bm, bn, D, DV, "bfloat16")
             T.copy(Q, Q_s)
             T.clear(acc_o)
             for k in T.Pipelined(S // bn, num_stages=stages):

@@ -11,6 +11,7 @@ from irbuild import compile_unchecked
 from tilelang_mini import RaceError
 from tilelang_mini.ir.nodes import Buffer
 from tilelang_mini.sim.aliasing import alias_boxes, byte_ranges
+from kernels import gemm_tiles
 
 
 def test_byte_ranges_by_rows():
@@ -159,9 +160,7 @@ def vector_to_cube(stages):
              C: T.Tensor((64, 64), "float32")):
         with T.Kernel(1) as bx:
             x = T.alloc_fragment((64, 64), "float32")
-            A_s = T.alloc_shared((64, 64), "float16")
-            B_s = T.alloc_shared((64, 64), "float16")
-            C_f = T.alloc_fragment((64, 64), "float32")
+            A_s, B_s, C_f = gemm_tiles(64, 64, 64)
             T.clear(C_f)
             for k in T.Pipelined(2, num_stages=stages):
                 T.copy(X[0, k * 64], x)

@@ -19,6 +19,7 @@ from tilelang_mini.ir.nodes import (
     Buffer, For, If, Kernel, Scope, SetFlag, WaitFlag, transform,
 )
 from tilelang_mini.sim.simulator import run_ordered, simulate_kernel
+from kernels import load_for
 
 CHIP = get_chip("ascend910b")
 line_of = Marked(__file__, prefix="").line_of
@@ -91,9 +92,7 @@ def vector_kernel(R, W, barrier: bool, split: int = 1):
             x_ub = T.alloc_ub((h, W), "float32")
             t_ub = T.alloc_ub((h, W), "float32")
             with T.Scope("V"):
-                T.copy(X[cid * 2 * h + vid * h * split, 0], x_ub)
-                T.set_flag("MTE2", "V", 0)
-                T.wait_flag("MTE2", "V", 0)
+                load_for("V", X[cid * 2 * h + vid * h * split, 0], x_ub)
                 for i, j in T.Parallel(h, W):  # VEC_1
                     t_ub[i, j] = x_ub[i, j] * 2.0
                 if barrier:

@@ -80,9 +80,7 @@ def block_scaled_gemm(M, N, K, bm=32, bn=32):
     def main(A: T.Tensor((M, K), "float16"), Bm: T.Tensor((K, N), "float16"),
              Sc: T.Tensor((M // bm,), "float32"), C: T.Tensor((M, N), "float32")):
         with T.Kernel(N // bn, M // bm) as (bx, by):
-            A_s = T.alloc_shared((bm, K), "float16")
-            B_s = T.alloc_shared((K, bn), "float16")
-            C_f = T.alloc_fragment((bm, bn), "float32")
+            A_s, B_s, C_f = kernels.gemm_tiles(bm, bn, K)
             s = T.alloc_fragment((1,), "float32")
             T.copy(A[by * bm, 0], A_s)
             T.copy(Bm[0, bx * bn], B_s)
@@ -123,9 +121,7 @@ def test_a_cube_scalar_computed_from_vector_data_is_a_located_error():
     def main(A: T.Tensor((16, 32), "float16"), B: T.Tensor((4, 32, 32), "float16"),
              X: T.Tensor((16,), "int32"), C: T.Tensor((16, 32), "float32")):
         with T.Kernel(1) as bx:
-            A_s = T.alloc_shared((16, 32), "float16")
-            B_s = T.alloc_shared((32, 32), "float16")
-            C_f = T.alloc_fragment((16, 32), "float32")
+            A_s, B_s, C_f = kernels.gemm_tiles(16, 32, 32)
             x = T.alloc_fragment((16,), "int32")
             g = T.alloc_var("int32")
             T.copy(X, x)

@@ -35,9 +35,7 @@ def gemm_rowmax(M, N, K, bm=32):
     @T.prim_func
     def main(A: T.Tensor((M, K), "float16"), B: T.Tensor((K, N), "float16"), R: T.Tensor((M,), "float32")):
         with T.Kernel(T.ceildiv(M, bm)) as bx:
-            A_s = T.alloc_shared((bm, K), "float16")
-            B_s = T.alloc_shared((K, N), "float16")
-            C_f = T.alloc_fragment((bm, N), "float32")
+            A_s, B_s, C_f = kernels.gemm_tiles(bm, N, K)
             r = T.alloc_fragment((bm,), "float32")
             T.copy(A[bx * bm, 0], A_s)
             T.copy(B, B_s)
@@ -122,9 +120,7 @@ def batched_gemm(B_, M, N, K, bm=32, bn=32, bk=32):
     @T.prim_func
     def main(A: T.Tensor((B_, M, K), "float16"), Bm: T.Tensor((B_, K, N), "float16"), C: T.Tensor((B_, M, N), "float32")):
         with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm), B_) as (bx, by, bz):
-            A_s = T.alloc_shared((bm, bk), "float16")
-            B_s = T.alloc_shared((bk, bn), "float16")
-            C_f = T.alloc_fragment((bm, bn), "float32")
+            A_s, B_s, C_f = kernels.gemm_tiles(bm, bn, bk)
             T.clear(C_f)
             for k in T.Pipelined(T.ceildiv(K, bk), num_stages=2):
                 T.copy(A[bz, by * bm:(by + 1) * bm, k * bk:(k + 1) * bk], A_s)

@@ -21,9 +21,7 @@ def block_sparse_gemm(variant, M, N, K, bm=32, bn=32, bk=64, stages=2):
              Mask: T.Tensor((M // bm, N // bn, K // bk), "int32"),
              C: T.Tensor((M, N), "float32")):
         with T.Kernel(N // bn, M // bm) as (bx, by):
-            A_s = T.alloc_shared((bm, bk), "float16")
-            B_s = T.alloc_shared((bk, bn), "float16")
-            C_f = T.alloc_fragment((bm, bn), "float32")
+            A_s, B_s, C_f = kernels.gemm_tiles(bm, bn, bk)
             C_o = T.alloc_fragment((bm, bn), "float32")
             T.clear(C_f)
             for k in T.Pipelined(K // bk, num_stages=stages):

@@ -12,6 +12,7 @@ import tilelang_mini.language as T
 from markers import Marked
 from tilelang_mini import CompileError
 from tilelang_mini.ir.nodes import SetCrossFlag, SetFlag, WaitCrossFlag, walk_statements
+from kernels import cube_tiles
 
 MARKED = Marked(__file__)
 BM, BN, K = 32, 16, 32  # rows per block, columns per trip, reduction length
@@ -27,9 +28,7 @@ def cube_then_vector(blocks: int, trips: int, late_wait: bool = False):
     def k(A: T.Tensor((M, K), "float16"), B: T.Tensor((K, N), "float16"),
           W: T.Tensor((M, N), "float32"), Y: T.Tensor((M, N), "float32")):
         with T.Kernel(blocks, is_npu=True) as (cid, vid):
-            a_l1 = T.alloc_L1((BM, K), "float16")
-            b_l1 = T.alloc_L1((K, BN), "float16")
-            c_l0 = T.alloc_L0C((BM, BN), "float32")
+            a_l1, b_l1, c_l0 = cube_tiles(BM, BN, K)
             u = T.alloc_ub((half, BN), "float32")
             y = T.alloc_ub((half, BN), "float32")
             with T.Scope("C"):
@@ -63,9 +62,7 @@ def both_ways(trips: int):
     def k(A: T.Tensor((trips, M, K), "float16"), B: T.Tensor((trips, K, N), "float16"),
           W: T.Tensor((M, N), "float32"), Y: T.Tensor((trips, M, N), "float32")):
         with T.Kernel(1, is_npu=True) as (cid, vid):
-            a_l1 = T.alloc_L1((M, K), "float16")
-            b_l1 = T.alloc_L1((K, N), "float16")
-            c_l0 = T.alloc_L0C((M, N), "float32")
+            a_l1, b_l1, c_l0 = cube_tiles(M, N, K)
             u = T.alloc_ub((half, N), "float32")
             acc = T.alloc_ub((half, N), "float32")
             with T.Scope("C"):
@@ -154,9 +151,7 @@ def gemm_v0_between_barriers(M, N, Kt, bm, bn, bk, stages):
         with T.Kernel((M // bm) * (N // bn), is_npu=True) as (cid, vid):
             bx = cid // (N // bn)
             by = cid % (N // bn)
-            a_l1 = T.alloc_L1((bm, bk), "float16")
-            b_l1 = T.alloc_L1((bk, bn), "float16")
-            c_l0 = T.alloc_L0C((bm, bn), "float32")
+            a_l1, b_l1, c_l0 = cube_tiles(bm, bn, bk)
             with T.Scope("C"):
                 for kk in T.Pipelined(Kt // bk, num_stages=stages):
                     T.barrier_all()

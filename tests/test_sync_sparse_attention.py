@@ -10,6 +10,7 @@ import pytest
 
 import tilelang_mini
 import tilelang_mini.language as T
+from kernels import attention_tiles
 from markers import Marked
 from tilelang_mini import CompileError
 
@@ -25,12 +26,7 @@ def sparse_attention(heads: int, stages: int, mask_in_tile: bool):
           V: T.Tensor((S, D), "float16"), Mask: T.Tensor((heads, NB, NB), "bool"),
           O: T.Tensor((heads, S, D), "float32")):
         with T.Kernel(NB) as bx:
-            q_s = T.alloc_shared((B, D), "float16")
-            k_s = T.alloc_shared((B, D), "float16")
-            v_s = T.alloc_shared((B, D), "float16")
-            acc_s = T.alloc_fragment((B, B), "float32")
-            p = T.alloc_fragment((B, B), "float16")
-            acc_o = T.alloc_fragment((B, D), "float32")
+            q_s, k_s, v_s, acc_s, p, acc_o = attention_tiles(B, B, D, D, "float16")
             row = T.alloc_fragment((NB,), "bool")
             for h in T.serial(heads):
                 T.copy(Q[h, bx * B, 0], q_s)

@@ -6,6 +6,7 @@ aligned, and LLVM would otherwise assume the ABI alignment of the vector type.
 """
 from __future__ import annotations
 
+import operator
 import platform
 from contextlib import contextmanager
 
@@ -132,35 +133,32 @@ class FoldingBuilder(ir.IRBuilder):
     arithmetic of tile accesses is mostly constant, and every instruction not emitted is one
     LLVM does not have to parse, simplify and select (compile time)."""
 
-    def add(self, lhs, rhs, name=""):
+    @staticmethod
+    def _fold(lhs, rhs, op, unit, zero=None):
+        """lhs op rhs without an instruction when it can be: both constants, either side the
+        unit of op (only rhs for a non-commutative op: unit[0] is None) or its zero; else None."""
         a, c = _int_const(lhs), _int_const(rhs)
         if a is not None and c is not None:
-            return _wrap(lhs.type, a + c)
-        if a == 0:
+            return _wrap(lhs.type, op(a, c))
+        if a is not None and a == unit[0]:
             return rhs
-        if c == 0:
+        if c is not None and c == unit[1]:
             return lhs
-        return super().add(lhs, rhs, name)
+        if zero is not None and zero in (a, c):
+            return _wrap(lhs.type, zero)
+        return None
+
+    def add(self, lhs, rhs, name=""):
+        v = self._fold(lhs, rhs, operator.add, (0, 0))
+        return super().add(lhs, rhs, name) if v is None else v
 
     def sub(self, lhs, rhs, name=""):
-        a, c = _int_const(lhs), _int_const(rhs)
-        if a is not None and c is not None:
-            return _wrap(lhs.type, a - c)
-        if c == 0:
-            return lhs
-        return super().sub(lhs, rhs, name)
+        v = self._fold(lhs, rhs, operator.sub, (None, 0))
+        return super().sub(lhs, rhs, name) if v is None else v
 
     def mul(self, lhs, rhs, name=""):
-        a, c = _int_const(lhs), _int_const(rhs)
-        if a is not None and c is not None:
-            return _wrap(lhs.type, a * c)
-        if a == 1:
-            return rhs
-        if c == 1:
-            return lhs
-        if 0 in (a, c):
-            return _wrap(lhs.type, 0)
-        return super().mul(lhs, rhs, name)
+        v = self._fold(lhs, rhs, operator.mul, (1, 1), zero=0)
+        return super().mul(lhs, rhs, name) if v is None else v
 
     def icmp_signed(self, cmpop, lhs, rhs, name=""):
         a, c = _int_const(lhs), _int_const(rhs)

@@ -11,6 +11,7 @@ from tilelang_mini.ir.parser import parse_ir
 from tilelang_mini.ir.printer import print_ir
 
 from util import close, f64, rand
+from kernels import gemm_tiles, load_for
 
 M, N, K = 64, 64, 256
 
@@ -219,9 +220,7 @@ def test_developer_vid_halves(target):
              X: T.Tensor((4 * n, n), "float32"), C: T.Tensor((n, n), "float32"),
              S: T.Tensor((n,), "float32")):
         with T.Kernel(2, is_npu=True) as (cid, vid):
-            a = T.alloc_shared((n, n), "float16")
-            b = T.alloc_shared((n, n), "float16")
-            c = T.alloc_fragment((n, n), "float32")
+            a, b, c = gemm_tiles(n, n, n)
             x = T.alloc_ub((n, n), "float32")
             s = T.alloc_ub((n,), "float32")
             T.copy(A[cid * n, 0], a)
@@ -288,9 +287,7 @@ def test_expert_both_vector_cores_add_to_one_tile(target):
             x = T.alloc_ub((n, n), "float32")
             s = T.alloc_ub((n,), "float32")
             with T.Scope("V"):
-                T.copy(X[(cid * 2 + vid) * n, 0], x)
-                T.set_flag("MTE2", "V", 0)
-                T.wait_flag("MTE2", "V", 0)
+                load_for("V", X[(cid * 2 + vid) * n, 0], x)
                 T.reduce_sum(x, s, dim=0)
                 T.set_flag("V", "MTE3", 0)
                 T.wait_flag("V", "MTE3", 0)

@@ -11,6 +11,7 @@ from tilelang_mini.ir.parser import parse_ir
 from tilelang_mini.ir.printer import print_ir
 
 from util import close, f64, rand
+from kernels import cube_tiles
 
 M, N, K, BM = 64, 32, 32, 32
 TARGETS = ("numpy", "llvm")
@@ -22,9 +23,7 @@ def relu_gemm(expert):
              C: T.Tensor((M, N), "float32")):
         with T.Kernel(M // BM, is_npu=True) as (cid, vid):
             if expert:
-                a_l1 = T.alloc_L1((BM, K), "float16")
-                b_l1 = T.alloc_L1((N, K), "float16")
-                c_l0 = T.alloc_L0C((BM, N), "float32")
+                a_l1, b_l1, c_l0 = cube_tiles(BM, N, K, trans_B=True)
                 with T.Scope("C"):
                     T.copy(A[cid * BM, 0], a_l1)
                     T.copy(B[0, 0], b_l1)

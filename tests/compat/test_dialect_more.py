@@ -11,6 +11,7 @@ import tilelang_mini.language as T
 from tilelang_mini import CompileError
 
 from util import close, f64, rand
+from kernels import cube_tiles
 
 TARGETS = ("numpy", "llvm")
 
@@ -246,9 +247,7 @@ def cross_flag_wait_with_pipe_last():
     def main(A: T.Tensor((16, 16), "float16"), B: T.Tensor((16, 16), "float16"),
              C: T.Tensor((16, 16), "float32"), D: T.Tensor((16, 16), "float32")):
         with T.Kernel(1, is_npu=True) as (cid, vid):
-            a_l1 = T.alloc_L1((16, 16), "float16")
-            b_l1 = T.alloc_L1((16, 16), "float16")
-            c_l0 = T.alloc_L0C((16, 16), "float32")
+            a_l1, b_l1, c_l0 = cube_tiles(16, 16, 16)
             c_ub = T.alloc_ub((8, 16), "float32")
             with T.Scope("C"):
                 T.copy(A, a_l1)

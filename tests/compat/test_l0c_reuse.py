@@ -15,6 +15,7 @@ from tilelang_mini.ir.nodes import Alloc, walk_statements
 from tilelang_mini.transform.plan_memory import _live_ranges
 
 from util import close, f64, rand
+from kernels import cube_tiles
 
 BM, D, NK = 64, 512, 2
 TARGETS = ("numpy", "llvm")
@@ -107,9 +108,7 @@ def cv_combine_kernel():
                  C: T.Tensor((64, 64), "float32"), workspace_1: T.Tensor((64, 64), "float32"),
                  workspace_2: T.Tensor((64, 64), "float16")):
             with T.Kernel(1, is_npu=True) as (cid, vid):
-                a_l1 = T.alloc_L1((64, 64), "float16")
-                b_l1 = T.alloc_L1((64, 64), "float16")
-                c_l0 = T.alloc_L0C((64, 64), "float32")
+                a_l1, b_l1, c_l0 = cube_tiles(64, 64, 64)
                 x_ub = T.alloc_ub((32, 64), "float32")
                 h_ub = T.alloc_ub((32, 64), "float16")
                 T.copy(workspace_2[0:64, 0:64], a_l1)

@@ -11,6 +11,7 @@ from tilelang_mini import CompileError
 from tilelang_mini.ir.nodes import Fill, walk_statements
 
 from util import close, f64, rand
+from kernels import cube_tiles
 
 M, N, K, BK = 32, 32, 64, 32
 
@@ -20,9 +21,7 @@ def filled_gemm(value=0, read_back=False):
     def main(A: T.Tensor((K, M), "float16"), B: T.Tensor((K, N), "float16"),
              C: T.Tensor((M, N), "float32")):
         with T.Kernel(1, is_npu=True) as (cid, _):
-            a_l1 = T.alloc_L1((BK, M), "float16")
-            b_l1 = T.alloc_L1((BK, N), "float16")
-            c_l0 = T.alloc_L0C((M, N), "float32")
+            a_l1, b_l1, c_l0 = cube_tiles(M, N, BK, trans_A=True)
             with T.Scope("C"):
                 for i, j in T.Parallel(M, N):
                     if read_back:

@@ -10,6 +10,7 @@ import tilelang_mini as tilelang
 import tilelang_mini.language as T
 
 from util import close, f64, rand
+from kernels import gemm_tiles
 
 
 def run_all(kernel, target, args, want, dtype="float32", reduce_len=1):
@@ -258,9 +259,7 @@ def test_persistent_tile_loop(target):
         def main(A: T.Tensor((M, K), "float16"), B: T.Tensor((K, N), "float16"),
                  C: T.Tensor((M, N), "float32")):
             with T.Kernel(4) as bid:
-                a = T.alloc_shared((BM, K), "float16")
-                b = T.alloc_shared((K, BN), "float16")
-                c = T.alloc_fragment((BM, BN), "float32")
+                a, b, c = gemm_tiles(BM, BN, K)
                 for bx, by in T.Persistent([T.ceildiv(M, BM), T.ceildiv(N, BN)], 4, bid):
                     T.copy(A[bx * BM, 0], a)
                     T.copy(B[0, by * BN], b)

@@ -11,6 +11,7 @@ from tilelang_mini.ir.parser import parse_ir
 from tilelang_mini.ir.printer import print_ir
 
 from util import close, f64, rand
+from kernels import load_for
 
 H, KV, D = 16, 32, 64
 
@@ -27,9 +28,7 @@ def test_expert_l1_to_l0b_transpose(target):
             l0c = T.alloc_L0C([H, KV], "float32")
             with T.Scope("C"):
                 T.copy(Q[0, 0], q_l1)
-                T.copy(K[cid * KV, 0], k_l1)
-                T.set_flag("MTE2", "MTE1", 0)
-                T.wait_flag("MTE2", "MTE1", 0)
+                load_for("MTE1", K[cid * KV, 0], k_l1)
                 T.copy(q_l1, l0a)
                 T.copy(k_l1, l0b, transpose=True)
                 T.set_flag("MTE1", "M", 0)

@@ -415,11 +415,20 @@ class KernelBuilder(ExprVisitor, TileOps, Dialect, TileAscend, Eager, Atomics, V
                                           "tiles with T.alloc_shared/T.alloc_fragment")
         if isinstance(target, ast.Subscript):
             return [self.store(target, self.eval(s.value), s)]
-        if isinstance(target, ast.Name):
+        stmts = []
+        if isinstance(s.value, ast.Call) and isinstance(self.eval_callee(s.value.func), T_module.Macro):
+            stmts, value = self.assign_macro(s.value)  # its tiles, or a trace-time value
+        else:
+            value = self.eval(s.value)
+        if isinstance(target, ast.Name) and not self.is_tiles(value):
             current = self.try_lookup(target.id)
             if isinstance(current, Buffer) and current.scope == "var":
-                return [Store(current, (const(0),), as_expr(self.eval(s.value)), self.loc(s))]
-            value = self.eval(s.value)
+                return stmts + [Store(current, (const(0),), as_expr(value), self.loc(s))]
+        return stmts + self.bind_value(target, value, s)
+
+    def bind_value(self, target, value, s) -> list:
+        """Bind the name(s) of an assignment's target to a trace-time value."""
+        if isinstance(target, ast.Name):
             view = self.view_assign(target.id, value, s.value)
             if view is not None:
                 return view
@@ -428,7 +437,6 @@ class KernelBuilder(ExprVisitor, TileOps, Dialect, TileAscend, Eager, Atomics, V
                 self.note_binding(target.id, value, self.loc(s))
             return []
         if isinstance(target, (ast.Tuple, ast.List)):
-            value = self.eval(s.value)
             if is_ir(value) or not isinstance(value, (tuple, list)) or len(value) != len(target.elts):
                 raise self.error(s, "tuple assignment needs a trace-time tuple of the same length")
             for t, v in zip(target.elts, value):
@@ -753,7 +761,7 @@ class KernelBuilder(ExprVisitor, TileOps, Dialect, TileAscend, Eager, Atomics, V
         if getattr(self, "inline_result", None) is not None:
             if getattr(self, "runtime_if_depth", 0):
                 raise self.error(s, "`return` inside an `if` on kernel values; return after it")
-            self.returned = True
+            self.returned, self.return_node = True, s
             if isinstance(s.value, ast.Call) and self.is_statement_call(s.value):
                 return self.call_stmt(s.value)  # `return T.tile.cast(...)` in a helper
             self.inline_result.append(self.eval(s.value) if s.value is not None else None)

@@ -358,6 +358,21 @@ class TileOps:
     def inline_macro(self, macro, call) -> list:
         return self.inline_function(macro.fn, call)[0]
 
+    def assign_macro(self, call: ast.Call):
+        """`x = m(...)` / `a, b = m(...)` with `m` a T.macro: (its inlined statements, the value to
+        bind). A macro that issues kernel operations (e.g. allocates tiles) may return tiles: a
+        tile or a tuple of tiles, which the caller then names; anything else it returns after
+        kernel operations is a CompileError at its `return`."""
+        return self.inline_function(self.eval_callee(call.func).fn, call, returns_tiles=True)
+
+    @staticmethod
+    def is_tiles(value) -> bool:
+        """A tile (an on-chip buffer or a view of one) or a non-empty (nested) tuple of tiles."""
+        from .views import TileView
+        if isinstance(value, (tuple, list)):
+            return len(value) > 0 and all(TileOps.is_tiles(v) for v in value)
+        return isinstance(value, TileView) or (isinstance(value, Buffer) and value.scope != "global")
+
     @staticmethod
     def is_python_function(fn) -> bool:
         """A user's Python function whose source can be inlined into the kernel."""
@@ -366,9 +381,10 @@ class TileOps:
         module = fn.__module__
         return not (module.startswith("tilelang_mini") or module.startswith("numpy"))
 
-    def inline_function(self, fn, call) -> tuple[list, object]:
+    def inline_function(self, fn, call, returns_tiles=False) -> tuple[list, object]:
         """Inline a T.macro or a plain Python helper at `call`: (statements, returned value).
-        Its source is parsed with this kernel's names; the arguments are bound as values."""
+        Its source is parsed with this kernel's names; the arguments are bound as values.
+        With `returns_tiles`, a value returned after kernel operations must be tiles."""
         depth = getattr(self, "macro_depth", 0) + 1
         if depth > MAX_MACRO_DEPTH:
             raise self.error(call, f"{fn.__name__} is inlined more than {MAX_MACRO_DEPTH} "
@@ -405,7 +421,15 @@ class TileOps:
             raise self.error(call, f"cannot inline {fn.__name__}: not a function definition")
         stmts = sub.body([s for s in fdef.body if not is_docstring(s)])
         self.n_fresh = sub.n_fresh
-        return stmts, (sub.inline_result[0] if sub.inline_result else None)
+        value = sub.inline_result[0] if sub.inline_result else None
+        if returns_tiles and stmts and not self.is_tiles(value):
+            where = getattr(sub, "return_node", None)
+            raise (sub.error(where, f"{fn.__name__} issues kernel operations, so what it returns "
+                                    f"to an assignment must be tiles it allocates (a tile or a "
+                                    f"tuple of tiles), got {show(value)}") if where is not None
+                   else self.error(call, f"{fn.__name__} issues kernel operations and returns "
+                                         f"nothing; call it as a statement"))
+        return stmts, value
 
     def inline_value(self, fn, n):
         stmts, value = self.inline_function(fn, n)
@@ -462,6 +486,9 @@ class TileOps:
         from .views import TileView
         if isinstance(v, TileView):  # a whole view is its whole base (T.clear, T.fill)
             v = v.base
+        if isinstance(v, Load) and len(v.indices) == len(v.buffer.shape):
+            # `X[i, j]` reaching here through a name (a T.macro argument): its start corner
+            return v.buffer, tuple(v.indices), [None] * len(v.indices)
         if not isinstance(v, Buffer):
             raise self.error(node, f"expected a buffer or region, got {show(v)}")
         return v, tuple(const(0) for _ in v.shape), list(v.shape)

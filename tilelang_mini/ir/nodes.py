@@ -342,7 +342,9 @@ PIPES = ("MTE2", "MTE1", "M", "FIX", "V", "MTE3", "S")
 
 @dataclass(frozen=True)
 class _Flag:
-    """The two ends of an intra-core flag: pipe `src` signals pipe `dst` on event id `event`."""
+    """The two ends of an intra-core flag: pipe `src` signals pipe `dst` on event id `event`.
+    (The ends of a flag, here and in _CrossFlag, add no fields: they need no @dataclass of
+    their own; fields, equality by class, repr and replace are the base's.)"""
 
     src: str
     dst: str
@@ -350,12 +352,10 @@ class _Flag:
     loc: Loc = _loc()
 
 
-@dataclass(frozen=True)
 class SetFlag(_Flag):
     """Set by `src` once its earlier work is done."""
 
 
-@dataclass(frozen=True)
 class WaitFlag(_Flag):
     """`dst` waits for the flag that `src` sets."""
 
@@ -375,12 +375,10 @@ class _CrossFlag:
     loc: Loc = _loc()
 
 
-@dataclass(frozen=True)
 class SetCrossFlag(_CrossFlag):
     """Set by `pipe` after its earlier work; counted, released to the other core."""
 
 
-@dataclass(frozen=True)
 class WaitCrossFlag(_CrossFlag):
     """`pipe` waits for the flag the other core sets."""
 

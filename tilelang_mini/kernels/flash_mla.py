@@ -35,12 +35,30 @@ def head_block(HQ, HK, block_H):
 
 
 def online_softmax(block_H, cols, DV):
-    """The split kernels' online-softmax step as a T.macro: fold one (block_H x cols) tile of
-    scaled scores `acc_s` into the running max `m`, sum `l_sum` and output `acc_o` (rescaled by
-    exp(m_prev - m)), leaving the tile's probabilities in `p_s` for the caller's P @ V gemm."""
+    """The split kernels' online softmax as two T.macros over (block_H x cols) tiles of scores.
+
+    `state()` allocates its tiles: `acc_s, p_s, acc_o, m, l_sum, lse, scratch = state()` gives the
+    float32 scores, their bfloat16 probabilities (for the P @ V gemm), the output accumulator
+    (block_H x DV), the running max and sum, a log-sum-exp row and fold's own tiles.
+    `fold(acc_s, p_s, acc_o, m, l_sum, scratch)` folds one tile of scaled scores `acc_s` into
+    `m`, `l_sum` and `acc_o` (rescaled by exp(m_prev - m)), leaving its probabilities in `p_s`."""
 
     @T.macro
-    def fold(acc_s, p_s, acc_o, m, m_prev, alpha, l_sum, row_sum):
+    def state():
+        acc_s = T.alloc_fragment((block_H, cols), "float32")
+        p_s = T.alloc_fragment((block_H, cols), "bfloat16")
+        acc_o = T.alloc_fragment((block_H, DV), "float32")
+        m = T.alloc_fragment((block_H,), "float32")
+        m_prev = T.alloc_fragment((block_H,), "float32")
+        alpha = T.alloc_fragment((block_H,), "float32")
+        l_sum = T.alloc_fragment((block_H,), "float32")
+        row_sum = T.alloc_fragment((block_H,), "float32")
+        lse = T.alloc_fragment((block_H,), "float32")
+        return acc_s, p_s, acc_o, m, l_sum, lse, (m_prev, alpha, row_sum)
+
+    @T.macro
+    def fold(acc_s, p_s, acc_o, m, l_sum, scratch):
+        m_prev, alpha, row_sum = scratch
         T.copy(m, m_prev)
         T.reduce_max(acc_s, m, dim=1, clear=False)
         for i in T.Parallel(block_H):
@@ -54,14 +72,14 @@ def online_softmax(block_H, cols, DV):
             l_sum[i] = l_sum[i] * alpha[i] + row_sum[i]
         T.copy(acc_s, p_s)
 
-    return fold
+    return state, fold
 
 
 def mla_split_kernel(B, SQ, HQ, D, DV, NB, MAXB, S, PARTS, scale, causal, block_H=32, HK=1):
     block_H = head_block(HQ, HK, block_H)
     HB = T.ceildiv(HQ, block_H)
     group = HQ // HK
-    fold = online_softmax(block_H, PAGE, DV)
+    softmax_state, fold = online_softmax(block_H, PAGE, DV)
 
     @T.prim_func
     def mla_decode_split(Q: T.Tensor((B, SQ, HQ, D), "bfloat16"),
@@ -76,15 +94,7 @@ def mla_split_kernel(B, SQ, HQ, D, DV, NB, MAXB, S, PARTS, scale, causal, block_
             q_s = T.alloc_shared((block_H, D), "bfloat16")
             k_s = T.alloc_shared((PAGE, D), "bfloat16")
             v_s = T.alloc_shared((PAGE, DV), "bfloat16")
-            acc_s = T.alloc_fragment((block_H, PAGE), "float32")
-            p_s = T.alloc_fragment((block_H, PAGE), "bfloat16")
-            acc_o = T.alloc_fragment((block_H, DV), "float32")
-            m = T.alloc_fragment((block_H,), "float32")
-            m_prev = T.alloc_fragment((block_H,), "float32")
-            alpha = T.alloc_fragment((block_H,), "float32")
-            l_sum = T.alloc_fragment((block_H,), "float32")
-            row_sum = T.alloc_fragment((block_H,), "float32")
-            lse = T.alloc_fragment((block_H,), "float32")
+            acc_s, p_s, acc_o, m, l_sum, lse, scratch = softmax_state()
             lo = T.alloc_var("int32")  # the split's keys [lo, hi), from the part that has it
             hi = T.alloc_var("int32")
             seqlen = SL[b]
@@ -122,7 +132,7 @@ def mla_split_kernel(B, SQ, HQ, D, DV, NB, MAXB, S, PARTS, scale, causal, block_
                         for i, j in T.Parallel(block_H, PAGE):
                             acc_s[i, j] = acc_s[i, j] * scale - T.cast(
                                 page * PAGE + j >= seqlen, "float32") * 1e30
-                    fold(acc_s, p_s, acc_o, m, m_prev, alpha, l_sum, row_sum)
+                    fold(acc_s, p_s, acc_o, m, l_sum, scratch)
                     T.gemm(p_s, v_s, acc_o)
             for i, j in T.Parallel(block_H, DV):
                 acc_o[i, j] = acc_o[i, j] / T.max(l_sum[i], 1e-30)

@@ -57,7 +57,7 @@ def sparse_split_kernel(B, SQ, HQ, TOPK, NT, S, per, scale, block_H=32, page=0, 
     kc_shape = (NT // page, page * M1_TOKEN) if model1 else (NT, TOKEN_BYTES)
     steps = per // ROWS
     from .flash_mla import online_softmax
-    fold = online_softmax(block_H, ROWS, DV)
+    softmax_state, fold = online_softmax(block_H, ROWS, DV)
 
     @T.prim_func
     def mla_sparse_fp8_split(Q: T.Tensor((B, SQ, HQ, D), "bfloat16"),
@@ -73,15 +73,7 @@ def sparse_split_kernel(B, SQ, HQ, TOPK, NT, S, per, scale, block_H=32, page=0, 
             ok = T.alloc_fragment((ROWS,), "float32")
             ids = T.alloc_fragment((ROWS,), "int32")
             k_s = T.alloc_shared((ROWS, D), "bfloat16")
-            acc_s = T.alloc_fragment((block_H, ROWS), "float32")
-            p_s = T.alloc_fragment((block_H, ROWS), "bfloat16")
-            acc_o = T.alloc_fragment((block_H, DV), "float32")
-            m = T.alloc_fragment((block_H,), "float32")
-            m_prev = T.alloc_fragment((block_H,), "float32")
-            alpha = T.alloc_fragment((block_H,), "float32")
-            l_sum = T.alloc_fragment((block_H,), "float32")
-            row_sum = T.alloc_fragment((block_H,), "float32")
-            lse = T.alloc_fragment((block_H,), "float32")
+            acc_s, p_s, acc_o, m, l_sum, lse, scratch = softmax_state()
             sq = bh // HB
             h0 = (bh % HB) * block_H
             n_valid = T.min(TL[b], TOPK)
@@ -133,7 +125,7 @@ def sparse_split_kernel(B, SQ, HQ, TOPK, NT, S, per, scale, block_H=32, page=0, 
                     T.gemm(q_s, k_s, acc_s, transpose_B=True, clear_accum=True)
                     for i, j in T.Parallel(block_H, ROWS):
                         acc_s[i, j] = acc_s[i, j] * scale - (1.0 - ok[j]) * 1e30
-                    fold(acc_s, p_s, acc_o, m, m_prev, alpha, l_sum, row_sum)
+                    fold(acc_s, p_s, acc_o, m, l_sum, scratch)
                     T.gemm(p_s, k_s[:, 0:DV], acc_o)
             for i, j in T.Parallel(block_H, DV):
                 acc_o[i, j] = acc_o[i, j] / T.max(l_sum[i], 1e-30)

@@ -99,29 +99,29 @@ class Fragment(Layout):
     pass
 
 
-class IntImm(_builtins.int):
-    """An int that also answers TileLang's `IntImm` attributes (`.value`, `.dtype`): the result
-    of `T.max`/`T.min`/`T.clamp`/... on Python ints in factory code (`T.min(n, 2).value`)."""
+class _Imm:
+    """TileLang's immediate attributes (`.value`, `.dtype`) on a Python number: the result of
+    `T.max`/`T.min`/`T.clamp`/... on Python numbers in factory code (`T.min(n, 2).value`)."""
+
+    _number, _dtype = _builtins.int, "int32"
 
     @property
-    def value(self) -> _builtins.int:
-        return _builtins.int(self)
-
-    @property
-    def dtype(self) -> str:
-        return "int32"
-
-
-class FloatImm(_builtins.float):
-    """The float counterpart of `IntImm` (`.value`, `.dtype`)."""
-
-    @property
-    def value(self) -> _builtins.float:
-        return _builtins.float(self)
+    def value(self):
+        return self._number(self)
 
     @property
     def dtype(self) -> str:
-        return "float32"
+        return self._dtype
+
+
+class IntImm(_Imm, _builtins.int):
+    """An int that also answers TileLang's `IntImm` attributes (`.value` an int, `.dtype`)."""
+
+
+class FloatImm(_Imm, _builtins.float):
+    """The float counterpart of `IntImm` (`.value` a float, `.dtype` float32)."""
+
+    _number, _dtype = _builtins.float, "float32"
 
 
 def _imm(v):

@@ -29,20 +29,19 @@ whole launch to the plain run, which rewrites every element written.
 """
 from __future__ import annotations
 
-import itertools
 
 import numpy as np
 
 from tilelang_mini.ir import dtypes
 from tilelang_mini.ir.analysis import core_instructions, reads, writes
 from tilelang_mini.ir.nodes import (
-    Alloc, Copy, For, Fused, Gemm, If, Kernel, Load, Scope, Sort, Store, walk,
+    Alloc, Copy, For, Gemm, If, Kernel, Load, Scope, Sort, Store, walk,
 )
 
 from .batched_ops import INSTR, Ctx, store
 from .exprs import _uses, compile_expr
 from .groups import Bail, BBuffers, BEnv, Marks, Pool, uniform
-from .run import scalars_stored, scope_runner, sequence
+from .run import lane_aranges, lower_scope, run_serial, sequence, statement_lowering
 
 GROUP_BYTES = 1 << 20     # the largest buffer of a group of blocks (stays in cache)
 
@@ -78,15 +77,7 @@ def _body(stmts, ctx):
     return sequence([f for f in (_stmt(s, ctx) for s in stmts) if f is not None])
 
 
-def _stmt(s, ctx):
-    if isinstance(s, For):
-        return _for(s, ctx)
-    if isinstance(s, If):
-        return _if(s, ctx)
-    if isinstance(s, Scope):
-        return _scope(s, ctx)
-    if isinstance(s, Fused):  # the body in order (the llvm target fuses it)
-        return _body(s.body, ctx)
+def _leaf(s, ctx):
     if isinstance(s, Store):
         return store(s, ctx.par, ctx.table, ctx.params)
     return INSTR[type(s)](s, ctx)
@@ -105,12 +96,8 @@ def _for(s: For, ctx):
 
         def parallel(env):
             exts = tuple(uniform(f(env)) for f in ext_fns)
-            aranges = cache.get(exts)
-            if aranges is None:
-                aranges = cache[exts] = tuple(np.arange(n, dtype=np.int64).reshape(
-                    (1,) * d + (n,) + (1,) * (nd - d - 1)) for d, n in enumerate(exts))
             vs, shape = env.vars, (env.n,) + (1,) * nd
-            for name, a in zip(names, aranges):
+            for name, a in zip(names, lane_aranges(exts, cache)):
                 vs[name] = a
             for name, ids in env.grid.items():
                 vs[name] = ids.reshape(shape)
@@ -133,11 +120,7 @@ def _for(s: For, ctx):
     def serial(env):
         if by_element:
             raise Bail("a loop extent on a Parallel loop variable")
-        vs = env.vars
-        for idx in itertools.product(*(range(uniform(f(env))) for f in ext_fns)):
-            for name, i in zip(names, idx):
-                vs[name] = i
-            body(env)
+        run_serial(names, [uniform(f(env)) for f in ext_fns], body, env)
 
     return serial
 
@@ -156,12 +139,10 @@ def _if(s: If, ctx):
 
 
 def _scope(s: Scope, ctx):
-    ctx.core = s.core
-    try:
-        body = _body(s.body, ctx)
-    finally:
-        ctx.core = None
-    return scope_runner(s.core, body, ctx.vid_name, scalars_stored(s))
+    return lower_scope(s, ctx, _body)
+
+
+_stmt = statement_lowering(_for, _if, _scope, _body, _leaf)
 
 
 # ------------------------------------------------------------------------------ driver

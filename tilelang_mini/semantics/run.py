@@ -65,15 +65,41 @@ def sequence(fns: list) -> Callable[[Env], None]:
     return body
 
 
-def lower_stmt(s, ctx: _Ctx) -> Callable[[Env], None]:
-    if isinstance(s, For):
-        return _lower_for(s, ctx)
-    if isinstance(s, If):
-        return _lower_if(s, ctx)
-    if isinstance(s, Scope):
-        return _lower_scope(s, ctx)
-    if isinstance(s, Fused):  # the body in order (a CPU target fuses it)
-        return lower_body(s.body, ctx)
+def lane_aranges(exts: tuple, cache: dict) -> tuple:
+    """The index arrays of a Parallel map over extents `exts` (the plain and the batched run's):
+    axis d's indices along dimension d, broadcasting against the others; kept in `cache`."""
+    aranges = cache.get(exts)
+    if aranges is None:
+        nd = len(exts)
+        aranges = cache[exts] = tuple(np.arange(n, dtype=np.int64).reshape(
+            (1,) * d + (n,) + (1,) * (nd - d - 1)) for d, n in enumerate(exts))
+    return aranges
+
+
+def run_serial(names, exts, body, env) -> None:
+    """A serial loop nest over `exts` (its variables `names`) running `body` each step."""
+    vs = env.vars
+    for idx in itertools.product(*(range(n) for n in exts)):
+        for name, i in zip(names, idx):
+            vs[name] = i
+        body(env)
+
+
+def statement_lowering(lower_for, lower_if, lower_scope, lower_body, lower_leaf):
+    """A run's `lower(s, ctx)` of one statement (the plain and the batched run's): a For, If or
+    Scope through its lowering, a Fused block as its body in order (a CPU target fuses it),
+    anything else through `lower_leaf`."""
+    control = {For: lower_for, If: lower_if, Scope: lower_scope,
+               Fused: lambda s, ctx: lower_body(s.body, ctx)}
+
+    def lower(s, ctx):
+        f = control.get(type(s), lower_leaf)
+        return f(s, ctx)
+
+    return lower
+
+
+def _lower_leaf(s, ctx: _Ctx) -> Callable[[Env], None]:
     try:
         return lower_instruction(s, ctx.par)
     except TypeError:
@@ -107,18 +133,12 @@ def _lower_for(s: For, ctx: _Ctx):
         finally:
             ctx.parallel_depth -= 1
             ctx.par = ctx.lanes = ()
-        nd = len(names)
         cache: dict = {}
 
         def parallel(env):
             exts = extents(env)
-            aranges = cache.get(exts)
-            if aranges is None:
-                aranges = tuple(np.arange(n, dtype=np.int64).reshape(
-                    (1,) * d + (n,) + (1,) * (nd - d - 1)) for d, n in enumerate(exts))
-                cache[exts] = aranges
             vs = env.vars
-            for name, a in zip(names, aranges):
+            for name, a in zip(names, lane_aranges(exts, cache)):
                 vs[name] = a
             if all(exts):
                 body(env)
@@ -144,11 +164,7 @@ def _lower_for(s: For, ctx: _Ctx):
         return located(serial1, s)
 
     def serial(env):
-        vs = env.vars
-        for idx in itertools.product(*(range(n) for n in extents(env))):
-            for name, i in zip(names, idx):
-                vs[name] = i
-            body(env)
+        run_serial(names, extents(env), body, env)
 
     return located(serial, s)
 
@@ -206,12 +222,17 @@ def _lower_scope(s: Scope, ctx: _Ctx):
         raise CompileError(f"Scope({s.core!r}) nested in Scope({ctx.core!r})", s.loc)
     if ctx.parallel_depth:
         raise CompileError(f"Scope({s.core!r}) inside a Parallel loop", s.loc)
+    return lower_scope(s, ctx, lower_body)
+
+
+def lower_scope(s: Scope, ctx, lower_body):
+    """A Scope's runner (the plain and the batched run's): its body lowered by `lower_body` with
+    `ctx.core` set, run on the scope's core(s)."""
     ctx.core = s.core
     try:
         body = lower_body(s.body, ctx)
     finally:
         ctx.core = None
-
     return scope_runner(s.core, body, ctx.vid_name, scalars_stored(s))
 
 
@@ -316,6 +337,8 @@ def _run_blocks(kernel: Kernel, body, has_scopes: bool, bufs: dict) -> None:
     for idx in itertools.product(*(range(n) for n in kernel.grid)):
         body(new_block(bufs, dict(zip(names, idx)), has_scopes))
 
+
+lower_stmt = statement_lowering(_lower_for, _lower_if, _lower_scope, lower_body, _lower_leaf)
 
 __all__ = ["Env", "Fault", "new_block", "check_args", "lower_body", "lower_stmt", "lower_kernel",
            "kernel_traits", "run_grid", "sequence"]

@@ -32,6 +32,33 @@ def hc_clear_kernel(M, N, block_M=64):
     return hc_prenorm_clear
 
 
+@T.macro
+def prenorm_block(A, B, row0, k0, n_k, block_M, block_N, block_K, num_stages=2):
+    """`D_f, ss = prenorm_block(...)`: D_f (block_M, block_N) = float(A) @ B.T and ss (block_M,)
+    = the row sums of float(A)^2 over A's rows [row0, row0 + block_M) and K blocks
+    [k0, k0 + n_k) (all of B's N rows in one tile). Each K step casts the A tile to float32 (a
+    casting T.copy) for the cube's tf32 GEMM and, as a separate vector op, squares it and
+    accumulates the row sums."""
+    A_s = T.alloc_shared((block_M, block_K), "bfloat16")
+    A_f = T.alloc_shared((block_M, block_K), "float32")
+    B_s = T.alloc_shared((block_N, block_K), "float32")
+    D_f = T.alloc_fragment((block_M, block_N), "float32")
+    sq = T.alloc_fragment((block_M, block_K), "float32")
+    ss = T.alloc_fragment((block_M,), "float32")
+    T.clear(D_f)
+    T.clear(ss)
+    for kk in T.Pipelined(n_k, num_stages=num_stages):
+        # K blocks past the end load as zeros (clipped copies), adding nothing
+        T.copy(A[row0, (k0 + kk) * block_K], A_s)
+        T.copy(A_s, A_f)                                   # bfloat16 -> float32
+        T.copy(B[0, (k0 + kk) * block_K], B_s)
+        T.gemm(A_f, B_s, D_f, transpose_B=True)            # cube: tf32 GEMM
+        for i, j in T.Parallel(block_M, block_K):          # vector: square ...
+            sq[i, j] = A_f[i, j] * A_f[i, j]
+        T.reduce_sum(sq, ss, dim=1, clear=False)           # ... and accumulate rows
+    return D_f, ss
+
+
 def hc_prenorm_kernel(M, N, K, splits, block_M=64, block_K=128, atomic=False):
     block_N = max(16, -(-N // 16) * 16)
     k_blocks = ceil_div(K, block_K)
@@ -39,23 +66,8 @@ def hc_prenorm_kernel(M, N, K, splits, block_M=64, block_K=128, atomic=False):
 
     @T.macro
     def body(A, B, D, SQ, bx, s):
-        A_s = T.alloc_shared((block_M, block_K), "bfloat16")
-        A_f = T.alloc_shared((block_M, block_K), "float32")
-        B_s = T.alloc_shared((block_N, block_K), "float32")
-        D_f = T.alloc_fragment((block_M, block_N), "float32")
-        sq = T.alloc_fragment((block_M, block_K), "float32")
-        ss = T.alloc_fragment((block_M,), "float32")
-        T.clear(D_f)
-        T.clear(ss)
-        for kk in T.Pipelined(per_split, num_stages=2):
-            # K blocks past the end load as zeros (clipped copies), adding nothing
-            T.copy(A[bx * block_M, (s * per_split + kk) * block_K], A_s)
-            T.copy(A_s, A_f)
-            T.copy(B[0, (s * per_split + kk) * block_K], B_s)
-            T.gemm(A_f, B_s, D_f, transpose_B=True)
-            for i, j in T.Parallel(block_M, block_K):
-                sq[i, j] = A_f[i, j] * A_f[i, j]
-            T.reduce_sum(sq, ss, dim=1, clear=False)
+        D_f, ss = prenorm_block(A, B, bx * block_M, s * per_split, per_split,
+                                block_M, block_N, block_K)
         if atomic:  # every split adds its partial sums into the one result
             T.atomic_add(D[bx * block_M:(bx + 1) * block_M, :], D_f[:, 0:N])
             T.atomic_add(SQ[bx * block_M:(bx + 1) * block_M], ss)
