@@ -155,7 +155,11 @@ def to_numpy(x, name: str = "argument"):
 
 
 def from_numpy_like(src: np.ndarray, dst: np.ndarray) -> np.ndarray:
-    return src.astype(dst.dtype, copy=False)
+    """`src` in `dst`'s dtype (float8_e8m0fnu by our rounding rule, dtypes.to_e8m0)."""
+    name = dtypes.canonical(dst.dtype)
+    if src.dtype == dst.dtype or name is None:
+        return src.astype(dst.dtype, copy=False)
+    return dtypes.cast_array(src, name)
 
 
 def dtype_of(a: np.ndarray) -> str:
@@ -169,7 +173,7 @@ def as_input(x, dtype: str | None = None, name: str = "argument") -> np.ndarray:
     """A C-contiguous NumPy array for a kernel input (cast to `dtype` if given)."""
     a = to_numpy(x, name)
     if dtype is not None and dtypes.canonical(a.dtype) != dtype:
-        a = a.astype(dtypes.to_numpy(dtype))
+        a = dtypes.cast_array(a, dtype)
     return np.ascontiguousarray(a)
 
 
@@ -179,7 +183,7 @@ def as_output(plan: Plan, x, name: str = "output", dtype: str | None = None) -> 
     a = to_numpy(x, name)
     if a.flags.c_contiguous and (dtype is None or dtypes.canonical(a.dtype) == dtype):
         return a
-    work = np.ascontiguousarray(a.astype(dtypes.to_numpy(dtype)) if dtype else a)
+    work = np.ascontiguousarray(dtypes.cast_array(a, dtype) if dtype else a)
     plan.writeback.append((a, work))
     return work
 
