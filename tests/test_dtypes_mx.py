@@ -1,14 +1,16 @@
-"""The MX dtypes, on every target against references written from their bit layouts:
-float8_e8m0fnu (UE8M0): casts from float32 round as ml_dtypes does (the exponent, up when the
-mantissa is at least a half; zero, negatives, inf and NaN become NaN), decoding is 2^(e - 127);
-e8m0 scale tiles of the block-scaled gemm. float4_e2m1fn (one value per byte; packed data is
-two codes per byte, unpacked with shifts and T.reinterpret)."""
+"""The MX dtypes, on every target against references written from their definitions:
+float8_e8m0fnu (UE8M0): casts from float32 round to the nearest power of two 2^(e - 127),
+e in 0..254, ties up (our rule, dtypes.to_e8m0, whatever the installed ml_dtypes does: 0.6 and
+0.7 differ on float32 subnormals); zero, negatives, inf and NaN become NaN; decoding is
+2^(e - 127). e8m0 scale tiles of the block-scaled gemm. float4_e2m1fn (one value per byte;
+packed data is two codes per byte, unpacked with shifts and T.reinterpret)."""
 import ml_dtypes
 import numpy as np
 import pytest
 
 import tilelang_mini as tl
 import tilelang_mini.language as T
+from tilelang_mini.ir import dtypes
 import kernels
 
 E8M0 = ml_dtypes.float8_e8m0fnu
@@ -33,32 +35,103 @@ def round_trip(n, dt):
     return mx_cast
 
 
-def _bits_ref(x):
-    """The UE8M0 byte of each float32, from its bits (written from ml_dtypes' behaviour)."""
-    u = x.view(np.uint32)
-    a = u & 0x7FFFFFFF
-    ex, m = a >> 23, a & 0x7FFFFF
-    r = np.where(ex == 0, (m > 0x400000).astype(np.uint32), ex + (m >= 0x400000))
-    return np.where((r > 254) | (u != a) | (a == 0), 255, r).astype(np.uint8)
+def _nearest_ref(x):
+    """The UE8M0 byte of each float32 by the nearest-value rule, in float64 from the value (not
+    its bits, not ml_dtypes): x = f * 2^k with f in [0.5, 1) (frexp, exact) lies between
+    2^(k-1) and 2^k, their midpoint is f = 0.75 (ties go up); below 2^-127 the only candidate
+    is 2^-127 (code 0); a code past 254, zero, negatives, inf and NaN give 255."""
+    with np.errstate(invalid="ignore"):
+        v = x.astype(np.float64)
+    ok = np.isfinite(v) & (v > 0)
+    f, k = np.frexp(np.where(ok, v, 1.0))
+    code = np.maximum(k - 1 + 127 + (f >= 0.75), 0)
+    return np.where(ok & (code <= 254), code, 255).astype(np.uint8)
+
+
+def _e8m0_inputs():
+    """Special values, both sides of every exponent's midpoint 1.5 * 2^e (exact, one ulp
+    below, one above), the float32 subnormals around 2^-127 and 1.5 * 2^-127, random bit
+    patterns and random normals."""
+    r = np.random.default_rng(0)
+    special = np.array([0.0, -0.0, -1.0, 1.0, 1.5, 1.4999, 3.0, 6.0, 0.75, 1e-40, 2.0 ** -127,
+                        2.0 ** -126 * 1.5, 2.0 ** -127 * 1.5, 2.0 ** -127 * 1.25, 2.0 ** -128,
+                        2.0 ** -149, np.inf, -np.inf, np.nan, 1.7e38, 2.0 ** 127 * 1.5,
+                        np.finfo(np.float32).max], np.float32)
+    mid = (1.5 * 2.0 ** np.arange(-126, 128)).astype(np.float32)
+    sub = np.array([0x3FFFFF, 0x400000, 0x400001, 0x500000, 0x5FFFFF, 0x600000, 0x600001,
+                    0x7FFFFF], np.uint32).view(np.float32)
+    bits = r.integers(0, 2 ** 32, 4000, dtype=np.uint64).astype(np.uint32)
+    return np.concatenate([special, mid, np.nextafter(mid, 0), np.nextafter(mid, np.inf), sub,
+                           bits.view(np.float32),
+                           (r.standard_normal(999) * 100).astype(np.float32)])
+
+
+def test_e8m0_reference_rule():
+    """The reference itself on hand-derived codes, and to_e8m0 against it on every 97th
+    float32 bit pattern (all exponents, both signs, subnormals)."""
+    x = np.array([1.0, 1.5, np.nextafter(np.float32(1.5), 0), 2.0 ** -127 * 1.5,
+                  np.nextafter(np.float32(2.0 ** -127 * 1.5), 0), 2.0 ** -127, 2.0 ** -149,
+                  2.0 ** 127, 2.0 ** 127 * 1.5, 0.0, -2.0], np.float32)
+    assert list(_nearest_ref(x)) == [127, 128, 127, 1, 0, 0, 0, 254, 255, 255, 255]
+    every = np.arange(0, 2 ** 32, 97, dtype=np.uint64).astype(np.uint32).view(np.float32)
+    assert np.array_equal(dtypes.to_e8m0(every).view(np.uint8), _nearest_ref(every))
 
 
 def test_e8m0_cast_and_decode(target):
-    r = np.random.default_rng(0)
-    special = np.array([0.0, -0.0, -1.0, 1.0, 1.5, 1.4999, 3.0, 6.0, 0.75, 1e-40, 2.0 ** -127,
-                        2.0 ** -126 * 1.5, np.inf, -np.inf, np.nan, 1.7e38, 2.0 ** 127 * 1.5],
-                       np.float32)
-    bits = r.integers(0, 2 ** 32, 4000, dtype=np.uint64).astype(np.uint32)
-    x = np.concatenate([special, bits.view(np.float32), (r.standard_normal(999) * 100)
-                        .astype(np.float32)])
+    x = _e8m0_inputs()
     n = x.size
     q, y = np.zeros(n, E8M0), np.zeros(n, np.float32)
     tl.compile(round_trip(n, "float8_e8m0fnu"), target=target)(x, q, y)
-    assert np.array_equal(q.view(np.uint8), _bits_ref(x))
-    with np.errstate(invalid="ignore", over="ignore"):
-        assert np.array_equal(q.view(np.uint8), x.astype(E8M0).view(np.uint8))  # ml_dtypes too
-        e = q.view(np.uint8).astype(np.float64)
+    assert np.array_equal(q.view(np.uint8), _nearest_ref(x))
+    e = q.view(np.uint8).astype(np.float64)
+    with np.errstate(over="ignore"):
         want = (np.where(e == 255, np.nan, 2.0 ** (e - 127)) * 2.0).astype(np.float32)
     np.testing.assert_array_equal(y, want)
+
+
+def test_e8m0_implicit_casts(target):
+    """Stores, copies, fills and reductions into e8m0 tiles round by the same rule as T.cast."""
+    x = _e8m0_inputs()[:4096].reshape(64, 64)
+    R, C = x.shape
+
+    @T.prim_func
+    def implicit(X: T.Tensor((R, C), "float32"), Q: T.Tensor((R, C), "float8_e8m0fnu"),
+                 P: T.Tensor((R, C), "float8_e8m0fnu"), F: T.Tensor((R, C), "float8_e8m0fnu"),
+                 Y: T.Tensor((R, C), "float32"), M: T.Tensor((R,), "float8_e8m0fnu")):
+        with T.Kernel(1) as bx:
+            x = T.alloc_fragment((R, C), "float32")
+            q = T.alloc_fragment((R, C), "float8_e8m0fnu")
+            p = T.alloc_fragment((R, C), "float8_e8m0fnu")
+            f = T.alloc_fragment((R, C), "float8_e8m0fnu")
+            y = T.alloc_fragment((R, C), "float32")
+            m = T.alloc_fragment((R,), "float8_e8m0fnu")
+            T.copy(X, x)
+            T.copy(Y, y)
+            for i, j in T.Parallel(R, C):
+                q[i, j] = x[i, j]
+            T.copy(x, p)
+            T.fill(f, x[0, 5])
+            T.reduce_min(y, m, dim=1)
+            T.copy(q, Q)
+            T.copy(p, P)
+            T.copy(f, F)
+            T.copy(m, M)
+
+    # each row's minimum in column 3: subnormals and exponent midpoints, ulp either side
+    mid = (1.5 * 2.0 ** np.arange(-126, 126, 14)).astype(np.float32)
+    low = np.concatenate([np.array([0x3FFFFF, 0x400000, 0x400001, 0x5FFFFF, 0x600000, 0x600001],
+                                   np.uint32).view(np.float32),
+                          mid, np.nextafter(mid, 0), np.nextafter(mid, np.inf)])[:R]
+    pos = np.full((R, C), 2.0 ** 100, np.float32)
+    pos[:, 3] = np.resize(low, R)
+    outs = [np.zeros((R, C), E8M0) for _ in range(3)] + [np.zeros(R, E8M0)]
+    tl.compile(implicit, target=target)(x, *outs[:3], pos, outs[3])
+    want = _nearest_ref(x)
+    for got in outs[:2]:
+        assert np.array_equal(got.view(np.uint8), want)
+    assert np.array_equal(outs[2].view(np.uint8), np.full((R, C), want[0, 5]))
+    assert np.array_equal(outs[3].view(np.uint8), _nearest_ref(pos.min(axis=1)))
+    assert len(set(outs[3].view(np.uint8))) > 15
 
 
 def test_e8m0_scale_tiles_in_a_scaled_gemm(target):

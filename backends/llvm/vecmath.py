@@ -3,7 +3,9 @@
 Conversions match NumPy / ml_dtypes bit for bit: float16 through the hardware conversion
 (round-to-nearest-even), bfloat16 round-to-nearest-even with quiet NaNs (`sign | 0x7fc0`),
 float8_e4m3fn (no infinities: overflow and inf become NaN `sign | 0x7f`) and float8_e5m2
-(overflow becomes inf, NaN is `sign | 0x7e`), subnormals included.
+(overflow becomes inf, NaN is `sign | 0x7e`), subnormals included; float8_e8m0fnu follows
+our own rule (dtypes.to_e8m0: the nearest power of two), which ml_dtypes 0.7 shares and 0.6
+does not for float32 subnormals.
 
 exp/exp2/log are Cephes-style polynomial approximations (about 1-2 ulp), NaN/inf/zero/subnormal
 inputs handled like NumPy; sqrt is the IEEE instruction and rsqrt is `1 / sqrt(x)` as NumPy does.
@@ -249,8 +251,10 @@ def _encode_fp8(e: Emitter, f, mant: int, bias: int, e4m3: bool):
 
 
 def _encode_e8m0(e: Emitter, f):
-    """As ml_dtypes: the exponent, plus one when the mantissa is at least a half (a subnormal
-    goes to 2^-126 when above 2^-127); zero, negatives, inf and NaN give 255 (NaN)."""
+    """dtypes.to_e8m0's rule (the nearest power of two, ties up): the exponent, plus one when
+    the mantissa is at least a half; a subnormal gives code 0 (2^-127), or code 1 (2^-126) from
+    mantissa 0x600000 (1.5 * 2^-127, the midpoint) on; zero, negatives, inf, NaN and values
+    rounding past 2^127 give 255 (NaN)."""
     b = e.b
     it = like(f.type, I32)
     u = b.bitcast(f, it)
@@ -258,7 +262,7 @@ def _encode_e8m0(e: Emitter, f):
     ex = b.lshr(a, const(it, 23))
     m = b.and_(a, const(it, 0x7FFFFF))
     up = b.zext(b.icmp_unsigned(">=", m, const(it, 0x400000)), it)
-    sub = b.zext(b.icmp_unsigned(">", m, const(it, 0x400000)), it)
+    sub = b.zext(b.icmp_unsigned(">=", m, const(it, 0x600000)), it)
     r = b.select(b.icmp_unsigned("==", ex, const(it, 0)), sub, b.add(ex, up))
     bad = b.or_(b.icmp_unsigned(">", r, const(it, 254)),
                 b.or_(b.icmp_unsigned("!=", u, a), b.icmp_unsigned("==", a, const(it, 0))))

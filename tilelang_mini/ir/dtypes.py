@@ -91,6 +91,43 @@ def exact_in(src: str, dst: str) -> bool:
     return src == dst or dst in _EXACT_IN.get(src, set())
 
 
+E8M0 = _NUMPY["float8_e8m0fnu"]
+
+
+def to_e8m0(x) -> np.ndarray:
+    """Values -> float8_e8m0fnu (UE8M0) by our own rule, whatever ml_dtypes' version does: the
+    value as float32 (the DSL's value type), then the nearest power of two 2^(e - 127),
+    e in 0..254, ties up. For a normal 2^E * (1 + m / 2^23) that is 2^E, or 2^(E + 1) when
+    m >= 0x400000 (half the mantissa range); a float32 subnormal m * 2^-149 becomes code 0
+    (2^-127), or code 1 (2^-126) from m >= 0x600000 (1.5 * 2^-127, the midpoint). Zero,
+    negatives, inf, NaN and values rounding past 2^127 give 255 (NaN). An e8m0 input is
+    returned as it is."""
+    a = np.asarray(x)
+    if a.dtype == E8M0:
+        return a
+    with np.errstate(invalid="ignore", over="ignore"):
+        u = np.asarray(a, np.float32).view(np.uint32)
+    mag = u & np.uint32(0x7FFFFFFF)
+    ex, m = mag >> np.uint32(23), mag & np.uint32(0x7FFFFF)
+    code = np.where(ex == 0, (m >= 0x600000).astype(np.uint32), ex + (m >= 0x400000))
+    code = np.where((code > 254) | (u != mag) | (mag == 0), 255, code).astype(np.uint8)
+    return code.view(E8M0)
+
+
+def store_rounding(name: str):
+    """The function a target applies to values before writing them into a `name` element
+    (NumPy's own cast by assignment for every other dtype): to_e8m0 for float8_e8m0fnu,
+    else None."""
+    return to_e8m0 if name == "float8_e8m0fnu" else None
+
+
+def cast_array(a, name: str) -> np.ndarray:
+    """`a` converted to dtype `name` (a new array): NumPy's cast, to_e8m0 for float8_e8m0fnu."""
+    if name == "float8_e8m0fnu":
+        return np.array(to_e8m0(a))
+    return np.asarray(a).astype(_NUMPY[name])
+
+
 def tolerance(name: str) -> tuple[float, float]:
     """(rtol, atol) to compare a result stored in `name` against a float64 reference."""
     return {

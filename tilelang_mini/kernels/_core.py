@@ -89,21 +89,31 @@ class LibraryFunction:
         return Context(target or DEFAULT_TARGET, chip or config.default_chip())
 
     def __call__(self, *args, target=None, chip=None, **kwargs):
+        tensors = TorchArgs()
+        args, kwargs = tensors.convert(args), tensors.convert(kwargs)
         plan = self.plan(self._context(target, chip), *args, **kwargs)
         for kernel, arrays in plan.launches:
             kernel(*arrays)
         for dst, src in plan.writeback:
             dst[...] = from_numpy_like(src, dst)
-        return plan.result
+        if not tensors:
+            return plan.result
+        copies = {id(src): dst for dst, src in plan.writeback}  # an output's working copy
+        return tensors.back(plan.result, copies)
 
     def kernels(self, *args, target=None, chip=None, **kwargs) -> list:
         """The compiled JITKernels this call launches, in order (for get_ir and simulate)."""
-        plan = self.plan(self._context(target, chip), *args, **kwargs)
+        tensors = TorchArgs()
+        plan = self.plan(self._context(target, chip), *tensors.convert(args),
+                         **tensors.convert(kwargs))
         return [k for k, _ in plan.launches]
 
     def launches(self, *args, target=None, chip=None, **kwargs) -> list:
-        """(JITKernel, arrays) per launch: `kernel.simulate(*arrays)` replays one launch."""
-        return self.plan(self._context(target, chip), *args, **kwargs).launches
+        """(JITKernel, arrays) per launch: `kernel.simulate(*arrays)` replays one launch (torch
+        tensors given are NumPy views of the same memory there)."""
+        tensors = TorchArgs()
+        return self.plan(self._context(target, chip), *tensors.convert(args),
+                         **tensors.convert(kwargs)).launches
 
     def estimate(self, *args, chip=None, data=True, **kwargs) -> CallEstimate:
         """The estimate of the whole call on `chip`. With `data` the model reads the arrays
@@ -111,7 +121,8 @@ class LibraryFunction:
         cannot use (np.empty garbage that faults) fall back to the data-free estimate."""
         from ..errors import TileLangMiniError
         ctx = self._context("numpy", chip)
-        plan = self.plan(ctx, *args, **kwargs)
+        tensors = TorchArgs()
+        plan = self.plan(ctx, *tensors.convert(args), **tensors.convert(kwargs))
         out = []
         for n, (k, arrays) in enumerate(plan.launches):
             est = None
@@ -131,31 +142,103 @@ def library_function(plan) -> LibraryFunction:
 # ----------------------------------------------------------------------------- arrays
 
 
+def _is_torch(x) -> bool:
+    return type(x).__module__.startswith("torch") and hasattr(x, "detach")
+
+
+# torch dtype name -> (the integer torch dtype of its bits, our dtype name): the dtypes NumPy
+# has no type for, viewed through ml_dtypes (float4_e2m1fn_x2: two e2m1 codes a byte, as uint8)
+_TORCH_BITS = {"bfloat16": ("int16", "bfloat16"), "float8_e4m3fn": ("uint8", "float8_e4m3fn"),
+               "float8_e5m2": ("uint8", "float8_e5m2"),
+               "float8_e8m0fnu": ("uint8", "float8_e8m0fnu"),
+               "float4_e2m1fn_x2": ("uint8", "uint8")}
+
+
 def to_numpy(x, name: str = "argument"):
-    """A NumPy view of `x` (NumPy array, or torch CPU tensor: bf16/fp8 viewed through ml_dtypes)."""
+    """A NumPy view of `x` (NumPy array, or torch CPU tensor sharing its memory: detached when
+    it requires grad; bf16/fp8/e8m0 viewed through ml_dtypes, torch's float4_e2m1fn_x2 as the
+    packed uint8 bytes)."""
     if isinstance(x, np.ndarray):
         return x
-    mod = type(x).__module__
-    if mod.startswith("torch"):
+    if _is_torch(x):
         import torch
         if x.device.type != "cpu":
             raise TypeError(f"{name}: only CPU torch tensors are supported, got {x.device}")
-        special = {torch.bfloat16: ("int16", "bfloat16")}
-        for tname, npname in (("float8_e4m3fn", "float8_e4m3fn"), ("float8_e5m2", "float8_e5m2"),
-                              ("float8_e8m0fnu", "float8_e8m0fnu")):
-            if hasattr(torch, tname):
-                special[getattr(torch, tname)] = ("uint8", npname)
-        if x.dtype in special:
-            raw, npname = special[x.dtype]
+        x = x.detach()
+        tname = str(x.dtype).removeprefix("torch.")
+        if tname in _TORCH_BITS:
+            raw, npname = _TORCH_BITS[tname]
             return x.view(getattr(torch, raw)).numpy().view(dtypes.to_numpy(npname))
-        return x.numpy()
+        try:
+            return x.numpy()
+        except TypeError as err:
+            raise TypeError(f"{name}: torch dtype {x.dtype} is not supported ({err})") from None
     if np.isscalar(x) or isinstance(x, (list, tuple)):
         return np.asarray(x)
     raise TypeError(f"{name}: expected a NumPy array or a torch CPU tensor, got {type(x).__name__}")
 
 
+def to_torch(a: np.ndarray):
+    """A torch tensor sharing `a`'s memory (bf16/fp8/e8m0 through their bits; a float4_e2m1fn
+    array, one code a byte, stays uint8)."""
+    import torch
+    if not a.flags.writeable:   # torch.from_numpy wants writable memory
+        a = a.copy()
+    name = dtypes.canonical(a.dtype)
+    for tname, (raw, npname) in _TORCH_BITS.items():
+        if name == npname and npname != "uint8" and hasattr(torch, tname):
+            return torch.from_numpy(a.view(np.dtype(raw))).view(getattr(torch, tname))
+    if name in ("float4_e2m1fn", "float8_e8m0fnu"):
+        return torch.from_numpy(a.view(np.uint8))
+    return torch.from_numpy(a)
+
+
+class TorchArgs:
+    """The torch tensors of one call: `convert` replaces each (in nested tuples, lists and
+    dicts) by a NumPy view of its memory, the same view for the same tensor, so kernels write
+    outputs in place; `back` turns the NumPy arrays of the result into torch tensors, the
+    caller's own tensor where the result is (a working copy of) one it passed."""
+
+    def __init__(self):
+        self.views = {}     # id(tensor) -> (tensor, view)
+
+    def __bool__(self) -> bool:
+        return bool(self.views)
+
+    def convert(self, x):
+        if _is_torch(x):
+            hit = self.views.get(id(x))
+            if hit is None:
+                hit = self.views[id(x)] = (x, to_numpy(x))
+            return hit[1]
+        if isinstance(x, tuple):
+            return tuple(self.convert(v) for v in x)
+        if isinstance(x, list):
+            return [self.convert(v) for v in x]
+        if isinstance(x, dict):
+            return {k: self.convert(v) for k, v in x.items()}
+        return x
+
+    def back(self, result, copies=None):
+        if isinstance(result, tuple):
+            return tuple(self.back(v, copies) for v in result)
+        if isinstance(result, list):
+            return [self.back(v, copies) for v in result]
+        if not isinstance(result, np.ndarray):
+            return result
+        result = (copies or {}).get(id(result), result)
+        for tensor, view in self.views.values():
+            if result is view:
+                return tensor
+        return to_torch(result)
+
+
 def from_numpy_like(src: np.ndarray, dst: np.ndarray) -> np.ndarray:
-    return src.astype(dst.dtype, copy=False)
+    """`src` in `dst`'s dtype (float8_e8m0fnu by our rounding rule, dtypes.to_e8m0)."""
+    name = dtypes.canonical(dst.dtype)
+    if src.dtype == dst.dtype or name is None:
+        return src.astype(dst.dtype, copy=False)
+    return dtypes.cast_array(src, name)
 
 
 def dtype_of(a: np.ndarray) -> str:
@@ -169,7 +252,7 @@ def as_input(x, dtype: str | None = None, name: str = "argument") -> np.ndarray:
     """A C-contiguous NumPy array for a kernel input (cast to `dtype` if given)."""
     a = to_numpy(x, name)
     if dtype is not None and dtypes.canonical(a.dtype) != dtype:
-        a = a.astype(dtypes.to_numpy(dtype))
+        a = dtypes.cast_array(a, dtype)
     return np.ascontiguousarray(a)
 
 
@@ -179,7 +262,7 @@ def as_output(plan: Plan, x, name: str = "output", dtype: str | None = None) -> 
     a = to_numpy(x, name)
     if a.flags.c_contiguous and (dtype is None or dtypes.canonical(a.dtype) == dtype):
         return a
-    work = np.ascontiguousarray(a.astype(dtypes.to_numpy(dtype)) if dtype else a)
+    work = np.ascontiguousarray(dtypes.cast_array(a, dtype) if dtype else a)
     plan.writeback.append((a, work))
     return work
 

@@ -186,12 +186,11 @@ def _from_python(kernel: Kernel, b: Buffer, a) -> np.ndarray:
     if not ok:
         raise _err(kernel, b, f"is a {type(a).__name__} of {arr.dtype} values; expected "
                               f"{b.dtype} values")
-    target = dtypes.to_numpy(b.dtype)
     if kind in "i" and b.dtype == "int32":
         info = np.iinfo(np.int32)
         if arr.size and (arr.min() < info.min or arr.max() > info.max):
             raise _err(kernel, b, "holds integers outside the int32 range")
-    return arr.astype(target)
+    return dtypes.cast_array(arr, b.dtype)
 
 
 def _native(arr: np.ndarray) -> np.ndarray:

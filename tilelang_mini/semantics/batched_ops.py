@@ -143,7 +143,7 @@ def store(s: Store, par, table, params):
     name, aligned, rank = buf.name, buf.name not in params, len(par)
     fv, _ = compile_expr(s.value, par, table)
     wrap = dtypes.to_numpy(buf.dtype).kind in "iu" and not _uses(s.value, par)
-    dt = dtypes.to_numpy(buf.dtype)
+    dt = dtypes.store_rounding(buf.dtype) or dtypes.to_numpy(buf.dtype)
     form = affine_dims(buf, s.indices, par, table)
     if form is None:
         idx_fns = [compile_expr(i, par, table)[0] for i in s.indices]
@@ -227,9 +227,12 @@ def _into(e, par, table):
 
 
 def _value(v, wrap, dt):
-    """A stored value: integers wrap as the element type does (the plain run's scalar rule)."""
+    """A stored value: integers wrap as the element type does (the plain run's scalar rule);
+    `dt` a rounding function (dtypes.store_rounding) rounds the value by it."""
     if wrap:
         return np.asarray(v, np.int64).astype(dt)
+    if callable(dt):
+        return dt(v)
     return v
 
 
@@ -402,6 +405,7 @@ def _plain_copy(s: Copy, ctx):
     ones = (1,) * len(s_ext), (1,) * len(d_ext)
     transpose, reshape = s.transpose, s_ext != d_ext
     s_sl, d_sl = _fixed_slices(src, s_al), _fixed_slices(dst, d_al)
+    rnd = dtypes.store_rounding(dst.buffer.dtype)
 
     def copy(env):
         n = env.n
@@ -419,6 +423,8 @@ def _plain_copy(s: Copy, ctx):
             tile = tile.reshape((n,) + _squeezed(s_ext)).swapaxes(1, 2)
         if reshape:
             tile = tile.reshape((n,) + d_ext)
+        if rnd is not None:
+            tile = rnd(tile)
         if d_sl is not None:
             t = darr[d_sl]
             lead = tile.shape[:tile.ndim - len(d_ext)]
@@ -470,9 +476,10 @@ def _fill(s: Fill, ctx):
     r = s.dst
     starts, name, ext = _starts(r, ctx), r.buffer.name, tuple(r.extent)
     aligned, shape, ones = name not in ctx.params, r.buffer.shape, (1,) * len(ext)
+    rnd = dtypes.store_rounding(r.buffer.dtype) or (lambda v: v)
 
     def fill(env):
-        v = fv(env)
+        v = rnd(fv(env))
         if np.ndim(v):
             v = np.reshape(v, (env.n,) + ones)
         st = starts(env)
@@ -489,6 +496,7 @@ def _reduce(s: Reduce, ctx):
     vs, vd = _region(s.src, ctx), _dest(s.dst, ctx)
     comb = _COMBINE[s.kind]
     absolute, clear, d_ext = s.kind.startswith("abs"), s.clear, tuple(s.dst.extent)
+    rnd = dtypes.store_rounding(s.dst.buffer.dtype) or (lambda v: v)
 
     def reduce(env):
         x = to_f32(vs(env))
@@ -498,7 +506,7 @@ def _reduce(s: Reduce, ctx):
         d = vd(env)
         if not clear:
             r = comb(d.astype(F32), r)
-        d[...] = r
+        d[...] = rnd(r)
 
     return reduce
 

@@ -393,6 +393,11 @@ def _cast(e: Cast, par=(), table=None):
     kind = kind_of(e.dtype)
     if e.dtype == "float32":
         return (fv if kv == "float" else _wrap_f32(fv)), kind
+    if e.dtype == "float8_e8m0fnu":  # our rounding rule, not the ml_dtypes version's
+        def cast_e8m0(env):
+            a = dtypes.to_e8m0(fv(env)).astype(F32)
+            return a if a.ndim else a[()]
+        return cast_e8m0, kind
     if kind == "float":
         def cast_low(env):
             a = np.asarray(fv(env), dtype=np.float64).astype(dt).astype(F32)

@@ -204,7 +204,18 @@ def _plain_copy(s: Copy):
             write_clipped(darr, ds, d_ext, tile, combine)
 
     combine = _combiner(s.atomic, dst.buffer.dtype) if s.atomic else None
+    rnd = dtypes.store_rounding(dst.buffer.dtype)
+    if rnd is not None:   # the stored values rounded by our rule (atomic: after combining)
+        combine = _rounded(combine, rnd)
     return copy
+
+
+def _rounded(combine, rnd):
+    """combine(old, tile) followed by the destination's rounding (just the rounding for a
+    plain copy)."""
+    if combine is None:
+        return lambda old, tile: rnd(tile)
+    return lambda old, tile: rnd(combine(old, tile))
 
 
 def read_padded(arr, start, ext, dtype) -> np.ndarray:
@@ -366,7 +377,9 @@ def _gemm(s: Gemm, par=()):
 
 def accumulate(c: np.ndarray, prod: np.ndarray, clear: bool) -> None:
     """A gemm's accumulator update in place: c = prod (clear) or c += prod, in float32."""
-    if clear:
+    if c.dtype == dtypes.E8M0:
+        c[...] = dtypes.to_e8m0(prod if clear else c.astype(F32) + prod)
+    elif clear:
         c[...] = prod
     elif c.dtype == F32:
         np.add(c, prod, out=c)
@@ -377,9 +390,10 @@ def accumulate(c: np.ndarray, prod: np.ndarray, clear: bool) -> None:
 def _fill(s: Fill, par=()):
     view = region_view(s.dst)
     fv, _ = compile_expr(s.value)
+    rnd = dtypes.store_rounding(s.dst.buffer.dtype) or (lambda v: v)
 
     def fill(env):
-        view(env)[...] = fv(env)
+        view(env)[...] = rnd(fv(env))
 
     return fill
 
@@ -400,6 +414,7 @@ def _reduce(s: Reduce, par=()):
     vs, vd = region_view(s.src), region_view(s.dst)
     comb = _COMBINE[s.kind]   # comb.reduce(x, axis) is np.sum / np.max / np.min
     absolute, clear, d_ext = s.kind.startswith("abs"), s.clear, s.dst.extent
+    rnd = dtypes.store_rounding(s.dst.buffer.dtype) or (lambda v: v)
 
     def reduce(env):
         x = to_f32(vs(env))
@@ -409,7 +424,7 @@ def _reduce(s: Reduce, par=()):
         d = vd(env)
         if not clear:
             r = comb(d.astype(F32), r)
-        d[...] = r
+        d[...] = rnd(r)
 
     return reduce
 
@@ -442,6 +457,7 @@ def _store(s: Store, par=()):
     idx_fns = [compile_expr(i, par)[0] for i in s.indices]
     fv, _ = compile_expr(s.value, par)
     view = affine_view(buf, s.indices, par)   # the elements as a strided view, when affine
+    rnd = dtypes.store_rounding(buf.dtype)
 
     def store(env):
         if view is not None:
@@ -464,6 +480,8 @@ def _store(s: Store, par=()):
                             f"used in the indices would make this a reduction") from None
         if arr.dtype.kind in "iu" and not isinstance(v, np.ndarray):
             v = np.asarray(v, np.int64).astype(arr.dtype)  # wrap, as the element type does
+        elif rnd is not None:
+            v = rnd(v)
         arr[idx] = v
 
     return store

@@ -154,12 +154,11 @@ def make_inputs(case: Case) -> dict:
     for t in case.tensors:
         if t.output:
             continue
-        np_dtype = dtypes.to_numpy(t.dtype)
         if t.dtype in ("int32", "bool"):
             arr = rng.integers(int(t.lo), int(t.hi) + 1, size=t.shape)
         else:
             arr = rng.uniform(t.lo, t.hi, size=t.shape)
-        out[t.name] = np.ascontiguousarray(arr.astype(np_dtype))
+        out[t.name] = np.ascontiguousarray(dtypes.cast_array(arr, t.dtype))
     return out
 
 
