@@ -22,7 +22,7 @@ import numpy as np
 from ..errors import CompileError, KernelRuntimeError, SyncError
 from .. import semantics
 from ..ir import dtypes
-from ..ir.analysis import SYNC_OPS, is_map, operands, written_names
+from ..ir.analysis import SYNC_OPS, exact_boxes, is_map, operands, written_names
 from ..ir.nodes import (
     Alloc, Const, Copy, Fill, For, Gemm, If, Load, Reduce, Region, Scope, Sort,
     SetCrossFlag, SetFlag, Store, WaitCrossFlag, WaitFlag, walk_own, walk_statements,
@@ -241,6 +241,26 @@ def _instr_accesses(stmt, vars: dict, bufs: dict):
             box = _index_box(node.buffer, node.indices, e)
         else:
             continue
+        if box is not None:
+            out.append((node.buffer, box, w))
+    return out
+
+
+def shared_accesses(stmt, vars: dict, bufs: dict):
+    """[(buffer, box, write flag)] of the accesses of a data instruction to global tensors
+    (shared by every block) whose box is exactly the elements touched (analysis.exact_boxes);
+    the other accesses are left out (a box that over-approximates proves no race)."""
+    ops = cached(stmt, lambda s: [(n, w) for (n, w), ok in zip(
+        operands(s, accumulate=False), exact_boxes(s, accumulate=False))
+        if ok and n.buffer.scope == "global"], "shared_operands")
+    if not ops:
+        return []
+    env = Env(vars, bufs)
+    e = Env(_parallel_vars(stmt, vars), bufs) if is_map(stmt) else env
+    out = []
+    for node, w in ops:
+        box = region_box(node, env) if isinstance(node, Region) else _index_box(
+            node.buffer, node.indices, e)
         if box is not None:
             out.append((node.buffer, box, w))
     return out
