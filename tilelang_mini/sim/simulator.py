@@ -50,8 +50,8 @@ from .. import semantics
 from ..semantics.coroutines import lower_core_program
 from .aliasing import alias_boxes, aliases, byte_ranges, placements
 from .streams import (
-    CORE_NAMES, block_envs, cached, check_sync_ids, core_stream, execute_effect,
-    instr_accesses, instr_cost, instr_pipe, shared_accesses, written_buffers,
+    CORE_NAMES, Hull, block_envs, box_elements, cached, check_sync_ids, core_stream,
+    execute_effect, instr_accesses, instr_cost, instr_pipe, shared_accesses, written_buffers,
 )
 
 NPIPES = len(PIPES)
@@ -378,9 +378,10 @@ class _Block:
                     covers = False
             if overlap:
                 if a_ep <= clk[a_tid]:
-                    if covers and (w or not a_w):
+                    if covers and (w or not a_w) and not isinstance(box, Hull):
                         continue
-                elif (w or a_w) and not is_atomic_pair(w, a_w):  # atomic adds commute
+                elif (w or a_w) and not is_atomic_pair(w, a_w) and (  # atomic adds commute
+                        self.touch_common(buf, box, a_box, core.name, a[5])):
                     self.race(buf, key, a, (tid, epoch, box, w, di, core.name))
             keep.append(a)
         keep.append((tid, epoch, box, w, di, core.name))
@@ -388,6 +389,18 @@ class _Block:
             keep = self.prune(keep, h.threads)
             h.limit = max(64, 2 * len(keep))
         h.items = keep
+
+    @staticmethod
+    def touch_common(buf, box, a_box, core, a_core) -> bool:
+        """Two overlapping boxes: do the accesses touch common elements? Yes unless one is the
+        Hull of a strided map whose elements miss the other's, or (between the two AIVs, on
+        GM, as check_sync decides) the Hull of a guarded map, whose elements are unknown."""
+        if not isinstance(box, Hull) and not isinstance(a_box, Hull):
+            return True
+        e1, e2 = box_elements(box, buf.shape), box_elements(a_box, buf.shape)
+        if e1 is None or e2 is None:
+            return not ({core, a_core} == {"V0", "V1"} and buf.scope in GM_SCOPES)
+        return np.intersect1d(e1, e2, assume_unique=True).size > 0
 
     def prune(self, items, threads):
         front = None
