@@ -125,7 +125,8 @@ def _same_on_both_aivs(body) -> frozenset:
     contents may differ between the AIVs, and no if/loop around them does. Both AIVs would
     write the same bytes to the same elements (an unordered write-write pair on the hardware);
     AIV 0 alone writes them. A buffer may differ between the AIVs when a vector instruction
-    that reads `vid` or such a buffer writes it (cube instructions run once: never)."""
+    that reads `vid` or such a buffer writes it (cube instructions run once: never). A tensor
+    that vector code reads back is left written by both (each AIV reads its own write)."""
     differs: set = set()
 
     def reads_vid(node) -> bool:
@@ -153,9 +154,13 @@ def _same_on_both_aivs(body) -> frozenset:
                 if depends(st, ctl):
                     differs.update(b.name for b in analysis.writes(st))
             elif not depends(st, ctl) and not (isinstance(st, Copy) and st.atomic) and any(
-                    b.scope in analysis.GM_SCOPES for b in analysis.writes(st)):
+                    b.scope in analysis.GM_SCOPES for b in analysis.writes(st)) and not (
+                    {b.name for b in analysis.writes(st)} & vector_reads):
                 out.add(id(st))
 
+    # a tensor the vector code reads back keeps both writes: each AIV then reads its own
+    vector_reads = {b.name for st in analysis.instructions(body) if core_of(st) != "C"
+                    for b in analysis.reads(st)}
     size = -1
     while size != len(differs):
         size = len(differs)
