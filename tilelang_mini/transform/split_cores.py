@@ -129,8 +129,7 @@ def _same_on_both_aivs(body) -> frozenset:
     that vector code reads back is left written by both (each AIV reads its own write)."""
     differs: set = set()
 
-    def reads_vid(node) -> bool:
-        return any(isinstance(n, Var) and n.name == VID.name for n in walk(node))
+    reads_vid = _mentions_vid
 
     def depends(st, ctl) -> bool:
         return ctl or reads_vid(st) or any(b.name in differs for b in analysis.reads(st))
