@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from ..ir import dtypes
 from ..ir.analysis import GM_SCOPES
 from ..ir.nodes import (
-    Alloc, BinOp, Buffer, Call, Const, Copy, For, If, Load, Loc, Region, Store, Var, walk,
+    Alloc, BinOp, Buffer, Call, Const, Copy, For, Load, Loc, Region, Store, Var, walk,
 )
 from .common import show
 from .exprs import as_expr, binop, const, is_ir, region_dims, region_index
@@ -90,7 +90,7 @@ class Atomics:
                                   "the GM source into a tile first")
         d_r, s_r = Region(dst[0], dst[1], ext_d), Region(sbuf, sidx, ext_s)
         if dst[0].scope in GM_SCOPES:
-            return self.once_per_block([Copy(s_r, d_r, loc, atomic="add")], loc)
+            return [Copy(s_r, d_r, loc, atomic="add")]
         return [self.local_update("add", d_r, lambda idx: Load(sbuf, idx), s_r, call)]
 
     def atomic_value(self, kind: str, call: ast.Call):
@@ -127,26 +127,7 @@ class Atomics:
         return old
 
     def atomic(self, kind: str, call: ast.Call) -> list:
-        out = self.atomic_stmts(kind, call)
-        return out if self.parallel_depth else self.once_per_block(out, self.loc(call))
-
-    def cube_outputs(self) -> set:
-        """Names of the gemm accumulators seen so far (shared with inlined helpers)."""
-        if not hasattr(self, "gemm_accumulators"):
-            self.gemm_accumulators = set()
-        return self.gemm_accumulators
-
-    def once_per_block(self, out: list, loc) -> list:
-        """In a kernel whose two vid halves are blocks of their own (tile_ascend.vid_as_blocks),
-        an atomic copy-out of a gemm accumulator that does not depend on vid is the cube's
-        (one per block): it runs in half 0 only. Vector data is each AIV's own, as on the
-        hardware where both vector cores run the code: both halves add theirs."""
-        half = getattr(self, "vid_half", None)
-        cube = any(isinstance(s, Copy) and s.atomic and s.src.buffer.name in self.cube_outputs()
-                   for s in out)
-        if half is not None and cube and not any(n == half for s in out for n in walk(s)):
-            return [If(BinOp("==", half, Const(0)), tuple(out), (), loc)]
-        return out
+        return self.atomic_stmts(kind, call)
 
     def atomic_stmts(self, kind: str, call: ast.Call) -> list:
         a = self.args(call, _ARGS, {n: None for n in _ARGS[2:]})
@@ -235,7 +216,7 @@ class Atomics:
                 raise self.error(s, "a T.Parallel body holds element assignments and atomic "
                                     "updates only")
             flush()
-            out += self.once_per_block(self.parallel_atomic(b, names, extents), b.loc)
+            out += self.parallel_atomic(b, names, extents)
         flush()
         return out
 

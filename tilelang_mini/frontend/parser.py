@@ -304,8 +304,6 @@ class KernelBuilder(ExprVisitor, TileOps, Dialect, TileAscend, Eager, Atomics, V
             what = "(cid, vid)" if is_npu else f"{want} block variables"
             raise self.error(stmt, f"`as` must name {what}, got {len(names)}")
         vector_only = is_npu and vector_flags_without_scopes(stmt)
-        if is_npu and not vector_only and self.uses_vid_without_scope(stmt, names[1]):
-            return self.vid_as_blocks(stmt, grid[0], names)
         self.scopes.append({n: Var(n) for n in names})
         self.var_ranges.update({n: (0, g - 1) for n, g in zip(names, grid)})
         if is_npu:

@@ -409,7 +409,6 @@ class TileAscend(TileSort):
         L1 operands in an expert scope: expert_l1_gemm)."""
         a = self.args(call, names, {n: None for n in names[3:]})
         regs = [self.full_region(a[n]) for n in "ABC"]
-        self.cube_outputs().add(regs[2].buffer.name)  # an accumulator: cube data (atomic.py)
         trans = [self.bool_arg(a.get(n), False) for n in flag_names[:2]]
         clear_node = a.get(flag_names[2])
         clear = False if clear_node is None else self.resolved(self.eval(clear_node), clear_node)
@@ -600,35 +599,3 @@ class TileAscend(TileSort):
         inner = (For(names, tuple(const(src.extent[d]) for d in others), "parallel", (store,), 0,
                      loc),) if others else (store,)
         return out + [For((t.name,), (const(n - 1),), "serial", inner, 0, loc)]
-
-    # ------------------------------------------------------------------ developer-mode vid
-
-    def uses_vid_without_scope(self, stmt: ast.With, vid: str) -> bool:
-        """A developer-mode is_npu kernel (no T.Scope) whose body reads `vid` itself."""
-        body = [n for s in stmt.body for n in ast.walk(s)]  # not the `as (cid, _)` target
-        names = {n.id for n in body if isinstance(n, ast.Name)}
-        scoped = any(isinstance(n, ast.Attribute) and n.attr == "Scope" for n in body)
-        return vid in names and not scoped
-
-    def vid_as_blocks(self, stmt: ast.With, n: int, names):
-        """tilelang-ascend developer mode with the vector-core index spelled out: each of the
-        n blocks' two halves (vid = 0, 1) becomes a block of its own, so the compiler's own
-        cube/vector split applies unchanged:
-
-            with Kernel(n, is_npu=True) as (cid, vid):  ->  with Kernel(2 * n) as (b,):
-                ... cid ... vid ...                           ... b // 2 ... b % 2 ...
-
-        Work that does not depend on vid (a block's GEMM) runs in both halves: the same values,
-        written twice; an atomic update that does not depend on vid runs in half 0 only."""
-        from ..ir.nodes import Var
-        blk = self.fresh_var("blk")
-        b = Var(blk)
-        self.vid_half = binop("%", b, 2)
-        self.scopes.append({names[0]: binop("//", b, 2), names[1]: self.vid_half})
-        self.hoisted_allocs, self.implied_flags = {}, []
-        try:
-            body = self.body(stmt.body)
-        finally:
-            self.vid_half = None
-        self.scopes.pop()
-        return (2 * n,), (blk,), False, list(self.hoisted_allocs.values()) + body

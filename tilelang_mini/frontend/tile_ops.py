@@ -400,10 +400,8 @@ class TileOps:
         sub.buffer_names = self.buffer_names
         sub.parallel_depth = self.parallel_depth
         sub.scope_core = getattr(self, "scope_core", None)
-        sub.vid_half = getattr(self, "vid_half", None)
         sub.hints = self.hints
         sub.hidden_params = self.hidden_list()
-        sub.gemm_accumulators = self.cube_outputs()
         sub.hoisted_allocs = getattr(self, "hoisted_allocs", {})
         sub.var_ranges = dict(self.var_ranges)
         sub.n_fresh = self.n_fresh + 1000

@@ -32,7 +32,7 @@ BLOCK_SCOPES = GM_SCOPES + AIC_SCOPES
 __all__ = ["SYNC_OPS", "TILE_OPS", "GM_SCOPES", "AIC_SCOPES", "BLOCK_SCOPES", "is_map",
            "is_sync", "core_instructions", "instructions", "loads", "map_stores", "operands", "reads", "writes",
            "accesses", "written_names", "static_box", "boxes_overlap", "buffer_refs",
-           "full_map_store", "interval"]
+           "full_map_store", "interval", "exact_boxes"]
 
 
 def is_map(s) -> bool:
@@ -135,6 +135,68 @@ def reads(stmt) -> list[Buffer]:
 def writes(stmt) -> list[Buffer]:
     """Buffers an instruction writes."""
     return [node.buffer for node, write in operands(stmt) if write]
+
+
+def exact_boxes(stmt, accumulate: bool = True) -> list[bool]:
+    """Per operand of `operands(stmt, accumulate)`: is its element box (a region's box, or the
+    box of a map's indices over the map's whole index space) exactly the set of elements the
+    instruction touches, for every value of the variables outside it? A region, a scalar Store
+    and its loads: yes. In a Parallel map, an access is exact when it is not under an if of the
+    map's body and each index is a map variable plus (or minus) an expression free of map
+    variables, or free of them altogether, no map variable indexing two dimensions:
+
+        for i, j in Parallel(8, 4): Y[r + i, j] = X[i, 2 * j]     Y: exact; X: not (stride 2)
+        for i in Parallel(8): if m[i] > 0: Y[i] = 1.0             Y: not (guarded); m: exact
+
+    A box that is not exact over-approximates: an overlap with it proves nothing."""
+    ops = operands(stmt, accumulate)
+    if not is_map(stmt):
+        return [True] * len(ops)
+    mvars = set(stmt.vars)
+    guarded: set = set()  # ids of the Stores (and their loads) under an if of the map's body
+
+    def visit(body, under):
+        for st in body:
+            if isinstance(st, Store):
+                if under:
+                    guarded.add(id(st))
+                    guarded.update(id(ld) for ld in loads(st))
+            elif isinstance(st, If):
+                if under:  # a condition evaluated only where an outer one holds
+                    guarded.update(id(ld) for ld in loads(st))
+                visit(st.then_body, True)
+                visit(st.else_body, True)
+            else:  # a nested loop or anything else: its accesses repeat, not a box
+                for inner in walk_statements([st]):
+                    guarded.add(id(inner))
+                    guarded.update(id(ld) for ld in loads(inner))
+    visit(stmt.body, False)
+
+    def free(x) -> bool:
+        return not any(isinstance(n, Var) and n.name in mvars for n in walk(x))
+
+    def var_of(x):
+        """The map variable of an index `v`, `v + e`, `e + v`, `v - e`; "" if free; else None."""
+        if free(x):
+            return ""
+        if isinstance(x, Var):
+            return x.name
+        if isinstance(x, BinOp) and x.op in ("+", "-"):
+            if isinstance(x.a, Var) and x.a.name in mvars and free(x.b):
+                return x.a.name
+            if x.op == "+" and isinstance(x.b, Var) and x.b.name in mvars and free(x.a):
+                return x.b.name
+        return None
+
+    def exact(node) -> bool:
+        if isinstance(node, Region):
+            return True
+        if id(node) in guarded:
+            return False
+        used = [var_of(ix) for ix in node.indices]
+        named = [v for v in used if v]
+        return None not in used and len(named) == len(set(named))
+    return [exact(node) for node, _ in ops]
 
 
 def accesses(stmt) -> tuple[set[str], set[str]]:

@@ -50,8 +50,9 @@ from .. import semantics
 from ..semantics.coroutines import lower_core_program
 from .aliasing import alias_boxes, aliases, byte_ranges, placements
 from .streams import (
-    CORE_NAMES, Env, ScalarSnapshot, block_envs, cached, check_sync_ids, core_stream,
-    execute_effect, instr_accesses, instr_cost, instr_pipe, written_buffers,
+    CORE_NAMES, Env, Hull, ScalarSnapshot, block_envs, box_elements, cached, check_sync_ids,
+    core_stream, execute_effect, instr_accesses, instr_cost, instr_pipe, shared_accesses,
+    written_buffers,
 )
 
 NPIPES = len(PIPES)
@@ -277,13 +278,17 @@ class _Block:
         if p.name == "S":  # the scalar unit waited for it: later dispatches follow it
             core.D = _join(core.D, clk)
         if not is_sync and (self.sim.data or p.name == "S"):
+            shared = None
             if self.sim.check:  # scalar accesses of UB and GM too (var registers are not memory)
                 self.check_access(core, p, di, epoch, clk)
+                shared = self.sim.blocks.before(self.block, di, core.xenv.bufs)
             env = core.xenv
             env.vars = di.vars
             if di.scalars:  # the scalar registers as dispatched, not as now
                 env = Env(di.vars, ScalarSnapshot(env.bufs, di.scalars), env.core, env.block)
             execute_effect(st, env)
+            if shared:
+                self.sim.blocks.after(shared)
         elif isinstance(st, SetFlag):
             key = (core.idx, st.src, st.dst, st.event)
             old = self.flags.get(key)
@@ -377,9 +382,10 @@ class _Block:
                     covers = False
             if overlap:
                 if a_ep <= clk[a_tid]:
-                    if covers and (w or not a_w):
+                    if covers and (w or not a_w) and not isinstance(box, Hull):
                         continue
-                elif (w or a_w) and not is_atomic_pair(w, a_w):  # atomic adds commute
+                elif (w or a_w) and not is_atomic_pair(w, a_w) and (  # atomic adds commute
+                        self.touch_common(buf, box, a_box, core.name, a[5])):
                     self.race(buf, key, a, (tid, epoch, box, w, di, core.name))
             keep.append(a)
         keep.append((tid, epoch, box, w, di, core.name))
@@ -387,6 +393,18 @@ class _Block:
             keep = self.prune(keep, h.threads)
             h.limit = max(64, 2 * len(keep))
         h.items = keep
+
+    @staticmethod
+    def touch_common(buf, box, a_box, core, a_core) -> bool:
+        """Two overlapping boxes: do the accesses touch common elements? Yes unless one is the
+        Hull of a strided map whose elements miss the other's, or (between the two AIVs, on
+        GM, as check_sync decides) the Hull of a guarded map, whose elements are unknown."""
+        if not isinstance(box, Hull) and not isinstance(a_box, Hull):
+            return True
+        e1, e2 = box_elements(box, buf.shape), box_elements(a_box, buf.shape)
+        if e1 is None or e2 is None:
+            return not ({core, a_core} == {"V0", "V1"} and buf.scope in GM_SCOPES)
+        return np.intersect1d(e1, e2, assume_unique=True).size > 0
 
     def prune(self, items, threads):
         front = None
@@ -505,6 +523,7 @@ class _Sim:
         self.aliases = aliases(self.placed)
         self.tracked |= {y.name for x in list(self.tracked) for y in self.aliases.get(x, ())}
         self._threads = {}
+        self.blocks = _BlockRaces(kernel, self.bufs)
 
     def threads_of(self, buf, owner: str):
         key = (buf.name, owner)
@@ -518,6 +537,105 @@ class _Sim:
             t = tuple((c, pipe) for c in cores for kind, pipe in users if CORE_NAMES[c][0] == kind)
             self._threads[key] = t
         return t
+
+
+class _BlockRaces:
+    """Races between blocks on global tensors. Blocks run concurrently and nothing orders them;
+    the simulator runs them one after another, so it records every access of a global tensor
+    that some instruction writes, with the values it read (or, for a write, the values before
+    and after), where the access's box is exactly the elements touched (analysis.exact_boxes).
+    After the last block, two accesses of different blocks to common elements, one writing
+    and not both atomic updates of one kind, are a race when the result depends on the blocks'
+    order: two writes of different values, or a read that would have seen other values had the
+    writing block run on the other side of it. Same-value writes (both AIVs' or blocks'
+    identical stores) are not reported."""
+    BUDGET = 20000  # value comparisons of overlapping pairs per tensor
+
+    def __init__(self, kernel, bufs):
+        from ..ir.analysis import written_names
+        self.bufs = bufs
+        written = set()
+        for s in kernel.body:
+            written |= written_names(s)
+        self.written = {n for n in written if n in bufs}
+        self.recs = defaultdict(list)  # name -> [block, box, write, stmt, values, values after]
+
+    def before(self, block, di, bufs):
+        if not self.written:
+            return None
+        out = []
+        for buf, box, w in shared_accesses(di.stmt, di.vars, bufs):
+            arr = self.bufs.get(buf.name)
+            if arr is None or buf.name not in self.written:
+                continue
+            sl = tuple(slice(box[i], box[i + 1]) for i in range(0, len(box), 2))
+            rec = [block, box, w, di.stmt, np.array(arr[sl]), None]
+            self.recs[buf.name].append(rec)
+            if w:
+                out.append((rec, arr, sl))
+        return out
+
+    def after(self, shared) -> None:
+        for rec, arr, sl in shared:
+            rec[5] = np.array(arr[sl])
+
+    def check(self) -> None:
+        """Raise a located RaceError for the first order-dependent pair of blocks."""
+        for name, recs in self.recs.items():
+            if len({r[0] for r in recs}) < 2 or not any(r[2] for r in recs):
+                continue
+            blk = np.array([r[0] for r in recs])
+            lo = np.array([r[1][0::2] for r in recs])
+            hi = np.array([r[1][1::2] for r in recs])
+            budget = self.BUDGET
+            for i, r in enumerate(recs):
+                if not r[2]:
+                    continue
+                hit = (blk != r[0]) & (lo < hi[i]).all(axis=1) & (lo[i] < hi).all(axis=1)
+                hit[:i + 1] &= np.array([not recs[j][2] for j in range(i + 1)])  # pairs once
+                for j in np.flatnonzero(hit):
+                    o = recs[j]
+                    if r[2] and o[2] and is_atomic_pair(r[2], o[2]):
+                        continue
+                    budget -= 1
+                    if budget < 0:
+                        break
+                    if not self.benign(r, o, lo[i], hi[i], lo[j], hi[j]):
+                        self.report(name, r, o, np.maximum(lo[i], lo[j]),
+                                    np.minimum(hi[i], hi[j]))
+                if budget < 0:
+                    break
+
+    @staticmethod
+    def benign(w, o, wlo, whi, olo, ohi) -> bool:
+        """Would the values be the same had the two blocks run in the other order?"""
+        ov_lo, ov_hi = np.maximum(wlo, olo), np.minimum(whi, ohi)
+
+        def part(vals, lo):
+            return np.ascontiguousarray(vals[tuple(slice(a - b, c - b) for a, c, b in
+                                                   zip(ov_lo, ov_hi, lo))]).tobytes()
+        if o[2]:  # both write: the same values either way
+            return part(w[5], wlo) == part(o[5], olo)
+        # o reads: had it run on the other side of the write, it would have read the values
+        # after the write (it ran first) or before it (it ran after)
+        seen = w[5] if o[0] < w[0] else w[4]
+        return part(seen, wlo) == part(o[4], olo)
+
+    @staticmethod
+    def report(name, a, b, lo, hi) -> None:
+        if b[0] < a[0]:
+            a, b = b, a
+        elems = ", ".join(f"{x}:{y}" for x, y in zip(lo.tolist(), hi.tolist()))
+
+        def desc(r):
+            return (f"block {r[0]} `{_label(r[3])}` at {r[3].loc} "
+                    f"{'writes' if r[2] else 'reads'} it")
+        raise RaceError(
+            f"race between blocks on global buffer {name}[{elems}]: {desc(a)} and {desc(b)}; "
+            f"blocks run concurrently and nothing orders them, and the result depends on "
+            f"which runs first ({'different values written' if a[2] and b[2] else 'the read sees the write or not'}). "
+            f"Give each block its own part of {name} (index it by the block), or accumulate "
+            f"with T.atomic_add", b[3].loc)
 
 
 def zero_args(kernel: Kernel) -> list:
@@ -554,6 +672,8 @@ def simulate_kernel(kernel: Kernel, args: list | None, chip, *, check: bool = Tr
             for (core, pipe), c in blk.busy.items():
                 core_busy[f"{core}.{pipe}"] += c
                 pipe_busy[pipe] += c
+    if sim.check:
+        sim.blocks.check()
     mean = -(-sum(block_cycles.values()) // len(block_cycles)) if block_cycles else 0
     per_core = [0] * max(1, chip.aic_cores)
     for b in range(n):

@@ -22,7 +22,7 @@ import numpy as np
 from ..errors import CompileError, KernelRuntimeError, SyncError
 from .. import semantics
 from ..ir import dtypes
-from ..ir.analysis import SYNC_OPS, is_map, operands, written_names
+from ..ir.analysis import SYNC_OPS, exact_boxes, is_map, operands, written_names
 from ..ir.nodes import (
     Alloc, Const, Copy, Fill, For, Gemm, If, Load, Reduce, Region, Scope, Sort,
     SetCrossFlag, SetFlag, Store, WaitCrossFlag, WaitFlag, walk, walk_own, walk_statements,
@@ -256,17 +256,78 @@ def instr_accesses(stmt, vars: dict, bufs: dict):
         raise KernelRuntimeError(f"{type(stmt).__name__} failed at run time: {e}", stmt.loc) from None
 
 
+class Hull(tuple):
+    """The element box of a map access that is not exactly the elements it touches (a strided
+    or guarded map: analysis.exact_boxes). `elements`: the sorted flat indices it touches when
+    the map has no if around it (a strided one), else None (unknown: only the box bounds it)."""
+    elements = None
+
+
 def _instr_accesses(stmt, vars: dict, bufs: dict):
     env = Env(vars, bufs)
     e = Env(_parallel_vars(stmt, vars), bufs) if is_map(stmt) else env
     out = []
-    for node, w in cached(stmt, lambda s: operands(s, accumulate=False), "operands"):
+    ops = cached(stmt, lambda s: list(zip(operands(s, accumulate=False),
+                                          exact_boxes(s, accumulate=False))), "operands_exact")
+    unguarded = cached(stmt, _unguarded_map, "unguarded") if is_map(stmt) else False
+    for (node, w), exact in ops:
         if isinstance(node, Region):
             box = region_box(node, env)
         elif node.buffer.scope != "var":
             box = _index_box(node.buffer, node.indices, e)
+            if box is not None and not exact:
+                box = Hull(box)
+                if unguarded:
+                    box.elements = _elements(node.buffer, node.indices, e)
         else:
             continue
+        if box is not None:
+            out.append((node.buffer, box, w))
+    return out
+
+
+def _unguarded_map(stmt) -> bool:
+    """A map whose body is stores only (no if, no nested loop): every access happens at every
+    point of its index space."""
+    return all(isinstance(s, Store) for s in stmt.body)
+
+
+def _elements(buf, indices, env):
+    """The sorted distinct flat (row-major) indices of `buf` an element access touches over a
+    map's index space (those inside the buffer)."""
+    vals = np.broadcast_arrays(*[np.asarray(_expr_fn(x)(env), dtype=np.int64) for x in indices])
+    shape = tuple(buf.shape)
+    ok = np.ones(vals[0].shape, dtype=bool)
+    for v, n in zip(vals, shape):
+        ok &= (v >= 0) & (v < n)
+    flat = np.ravel_multi_index(tuple(v[ok] for v in vals), shape) if shape else np.zeros(1, np.int64)
+    return np.unique(flat)
+
+
+def box_elements(box, shape):
+    """The sorted flat indices of an element box (lo0, hi0, lo1, hi1, ...) of a buffer."""
+    if isinstance(box, Hull):
+        return box.elements
+    grids = np.meshgrid(*[np.arange(box[i], box[i + 1]) for i in range(0, len(box), 2)],
+                        indexing="ij")
+    return np.unique(np.ravel_multi_index(tuple(g.ravel() for g in grids), tuple(shape)))
+
+
+def shared_accesses(stmt, vars: dict, bufs: dict):
+    """[(buffer, box, write flag)] of the accesses of a data instruction to global tensors
+    (shared by every block) whose box is exactly the elements touched (analysis.exact_boxes);
+    the other accesses are left out (a box that over-approximates proves no race)."""
+    ops = cached(stmt, lambda s: [(n, w) for (n, w), ok in zip(
+        operands(s, accumulate=False), exact_boxes(s, accumulate=False))
+        if ok and n.buffer.scope == "global"], "shared_operands")
+    if not ops:
+        return []
+    env = Env(vars, bufs)
+    e = Env(_parallel_vars(stmt, vars), bufs) if is_map(stmt) else env
+    out = []
+    for node, w in ops:
+        box = region_box(node, env) if isinstance(node, Region) else _index_box(
+            node.buffer, node.indices, e)
         if box is not None:
             out.append((node.buffer, box, w))
     return out

@@ -10,7 +10,9 @@ blocks is compared, not a sample:
    cut as check_sync cuts them when the walk is long);
 2. each GM access's element box evaluated per block on that vector (a map's indices over its
    whole index space), then all boxes of one tensor swept along the dimension where they are
-   thinnest: two boxes of different blocks that overlap, one writing, are a race.
+   thinnest: two boxes of different blocks that overlap, one writing, are a race. Only boxes
+   that are exactly the elements touched take part (analysis.exact_boxes): a strided map
+   (`Y[2 * i + cid]`) or a store under an if in a map would be a false alarm.
 
 Accesses whose index or guard depends on data are left to `simulate` (no false alarm). Only a
 walk or a sweep beyond its budget falls back to comparing a sample of blocks (0, 1, the last,
@@ -24,7 +26,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import CompileError
-from ..ir.analysis import is_map, operands
+from ..ir.analysis import exact_boxes, is_map, operands
 from ..ir.happens_before import Instr
 from ..ir.nodes import BinOp, Const, For, SYNC_OPS, Var, walk
 
@@ -181,10 +183,10 @@ class _Walk:
 
     def instr(self, s, env, blocks):
         par = None
-        for node, write in operands(s):
+        for (node, write), exact in zip(operands(s), exact_boxes(s)):
             buf = node.buffer
-            if buf.scope != "global":
-                continue
+            if buf.scope != "global" or not exact:
+                continue  # a strided or guarded map's box over-approximates: no proof of a race
             if par is None and is_map(s):
                 exts = [self.values(x, env, blocks) for x in s.extents]
                 if any(x is None or (x != x[0]).any() or x[0] <= 0 for x in exts):

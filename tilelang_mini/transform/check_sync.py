@@ -187,6 +187,11 @@ def _buffers(s):
 
 # ------------------------------------------------------------------------------ synchronisation
 
+class _Hull(tuple):
+    """An element box that over-approximates the elements an access touches (a strided or
+    guarded map): an overlap with it proves no race between the two AIVs."""
+
+
 AIVS = ("V0", "V1")  # the vector cores of the block: vid 0 and vid 1
 
 
@@ -329,6 +334,20 @@ class _Verifier(HappensBefore):
             return int(self.fn(e)(self.Env(env, {})))
         except (self.Fault, TypeError, ValueError, OverflowError, ZeroDivisionError, KeyError):
             return None
+
+    def exact_index_box(self, stmt, env):
+        """index_box, with the box of an access that is not exactly the elements it touches
+        (a strided or guarded map: analysis.exact_boxes) marked as a _Hull."""
+        from ..ir.analysis import exact_boxes, operands
+        node_box = self.index_box(stmt, env)
+        hull = {id(n) for (n, _), ok in zip(operands(stmt), exact_boxes(stmt)) if not ok}
+        if not hull:
+            return node_box
+
+        def box(node):
+            b = node_box(node)
+            return _Hull(b) if b is not None and id(node) in hull else b
+        return box
 
     def box(self, env):
         def region_box(r: Region):
@@ -503,7 +522,7 @@ class _Verifier(HappensBefore):
             self.record(occ, [], known)
             return True
         acc = accesses(item, self.offsets, box=self.box(env),
-                       index_box=self.index_box(s, env))
+                       index_box=self.exact_index_box(s, env))
         if item.core == "C":  # the cube's FixPipe writes into both AIVs' UB (dual destination)
             acc = [(m, b, w) for mem, b, w in acc
                    for m in ([(v,) + mem[1:] for v in AIVS] if mem[0] == "V" else [mem])]
@@ -557,15 +576,17 @@ class _Verifier(HappensBefore):
             push(self.cross["C"].setdefault(s.flag, deque()))
 
     def conflicts(self, prev, pacc, occ, acc) -> bool:
-        """Accesses of the two AIVs conflict only where both element boxes are known (a
-        data-dependent index is left to `simulate`, not a false alarm)."""
+        """Accesses of the two AIVs conflict only where both element boxes are known and exact
+        (a data-dependent index, a strided or guarded map, is left to `simulate`, not a false
+        alarm)."""
         return any(self._conflict(prev, x, occ, y) for x in pacc for y in acc)
 
     def _conflict(self, prev, x, occ, y) -> bool:
         if not conflict(x, y, True):
             return False
         cores = {prev.item.core, occ.item.core}
-        return cores != set(AIVS) or (x[1] is not None and y[1] is not None)
+        return cores != set(AIVS) or (x[1] is not None and y[1] is not None and not isinstance(
+            x[1], _Hull) and not isinstance(y[1], _Hull))
 
     def race(self, prev: Occ, occ: Occ, acc):
         pacc = next(a for o, a, _ in self.history if o is prev)

@@ -49,13 +49,16 @@ def core_of(stmt) -> str | None:
 def split_cores(kernel: Kernel) -> Kernel:
     """A grid kernel, or a developer-mode `Kernel(n, is_npu=True) as (cid, vid)` kernel (no
     Scope of its own: the block's program, the compiler splits it), becomes per-core programs."""
+    per_aiv = False
     if kernel.is_npu:
         if is_expert(kernel):
             return kernel
         user_cid, user_vid = kernel.grid_vars
         blocks = kernel.grid[0]
-        _reject_vid(kernel.body, user_vid)
+        per_aiv = _reads_vid(kernel.body, user_vid)
         mapping = {user_cid: Var("cid")} if user_cid != "cid" else {}
+        if per_aiv and user_vid != "vid":
+            mapping[user_vid] = VID
     else:
         blocks = 1
         for g in kernel.grid:
@@ -67,27 +70,116 @@ def split_cores(kernel: Kernel) -> Kernel:
             mapping[name] = e if stride * g == blocks else BinOp("%", e, Const(g))
             stride *= g
     body = _cube_conditions([substitute(s, mapping) for s in kernel.body])
-    rows = _row_split(body)
-    body = _wrap(body, rows, _cube_scalars(body))
+    rows = None if per_aiv else _row_split(body)
+    once = frozenset()
+    if per_aiv:
+        body = _per_vid_workspaces(body)
+        once = _same_on_both_aivs(body)
+    body = _wrap(body, rows, _cube_scalars(body), per_aiv, once)
     return replace(kernel, grid=(blocks,), grid_vars=("cid", "vid"), is_npu=True, body=tuple(body))
 
 
-def _reject_vid(body, vid: str) -> None:
-    """In a developer-mode is_npu kernel the compiler decides what each AIV does; code that
-    reads `vid` itself is per-core code, which needs T.Scope (expert mode)."""
-    for st in walk_statements(body):
-        for n in walk_own(st):
-            if isinstance(n, Var) and n.name == vid:
-                raise CompileError(
-                    f"'{vid}' (the vector core index) is used in a kernel without T.Scope: "
-                    f"without scopes the compiler splits the work between the cube and the two "
-                    f"vector cores itself; write per-core code inside T.Scope(\"C\") / "
-                    f"T.Scope(\"V\") blocks (expert mode), or drop '{vid}'", st.loc)
+def _reads_vid(body, vid: str) -> bool:
+    """Whether the developer-mode body reads `vid` itself: then it is written per vector core
+    (tilelang-ascend's developer mode: each AIV handles the part of the block its vid names),
+    and the compiler does not split its vector work again."""
+    return any(isinstance(n, Var) and n.name == vid
+               for st in walk_statements(body) for n in walk_own(st))
 
 
-def _wrap(stmts, rows, cube_vars=frozenset()) -> list:
+def _mentions_vid(node) -> bool:
+    return any(isinstance(n, Var) and n.name == VID.name for n in walk(node))
+
+
+def _per_vid_workspaces(body) -> list:
+    """Per-AIV mode: a cube instruction that reads `vid` runs once for each AIV (_wrap), so a
+    block workspace it writes (legalize's staging of an L0C -> UB or UB -> L1 copy the chip has
+    no path for) gets one copy per AIV, indexed by vid everywhere:
+
+        ws = alloc_workspace((16, 32))                ws = alloc_workspace((2, 16, 32))
+        copy(acc[vid * 16 +: 16, 0 +: 32], ws)   ->   copy(acc[vid * 16 +: 16, 0 +: 32], ws[vid +: 1, 0 +: 16, 0 +: 32])
+        copy(ws, c_ub)                                copy(ws[vid +: 1, 0 +: 16, 0 +: 32], c_ub)"""
+    from ..ir.nodes import Buffer
+    local = {s.buffer.name for s in walk_statements(body)
+             if isinstance(s, Alloc) and s.buffer.scope == "workspace"}
+    names = {b.name for st in analysis.instructions(body)
+             if core_of(st) == "C" and _mentions_vid(st) for b in analysis.writes(st)} & local
+    if not names:
+        return list(body)
+
+    def rw(n):
+        if isinstance(n, Buffer) and n.name in names:
+            return replace(n, shape=(2,) + tuple(n.shape))
+        if isinstance(n, Region) and n.buffer.name in names and len(n.start) < len(n.buffer.shape):
+            return Region(n.buffer, (VID,) + tuple(n.start), (1,) + tuple(n.extent))
+        if isinstance(n, (Load, Store)) and n.buffer.name in names and len(n.indices) < len(
+                n.buffer.shape):
+            return replace(n, indices=(VID,) + tuple(n.indices))
+        return n
+    return [transform(st, rw) for st in body]
+
+
+def _same_on_both_aivs(body) -> frozenset:
+    """ids of the vector instructions of a per-AIV (developer-mode vid) body that write global
+    memory (not atomically) the same on both AIVs: they read neither `vid` nor a buffer whose
+    contents may differ between the AIVs, and no if/loop around them does. Both AIVs would
+    write the same bytes to the same elements (an unordered write-write pair on the hardware);
+    AIV 0 alone writes them. A buffer may differ between the AIVs when a vector instruction
+    that reads `vid` or such a buffer writes it (cube instructions run once: never). A tensor
+    that vector code reads back is left written by both (each AIV reads its own write)."""
+    differs: set = set()
+
+    reads_vid = _mentions_vid
+
+    def depends(st, ctl) -> bool:
+        return ctl or reads_vid(st) or any(b.name in differs for b in analysis.reads(st))
+
+    def visit(stmts, ctl, out):
+        for st in stmts:
+            if isinstance(st, Scope):
+                visit(st.body, ctl, out)
+            elif isinstance(st, If):
+                c = ctl or any(reads_vid(n) or (isinstance(n, Load) and n.buffer.name in differs)
+                               for n in walk(st.cond))
+                visit(st.then_body, c, out)
+                visit(st.else_body, c, out)
+            elif isinstance(st, For) and st.kind != "parallel":
+                c = ctl or any(reads_vid(n) or (isinstance(n, Load) and n.buffer.name in differs)
+                               for e in st.extents for n in walk(e))
+                visit(st.body, c, out)
+            elif isinstance(st, Alloc) or core_of(st) == "C":
+                continue
+            elif out is None:
+                if depends(st, ctl):
+                    differs.update(b.name for b in analysis.writes(st))
+            elif not depends(st, ctl) and not (isinstance(st, Copy) and st.atomic) and any(
+                    b.scope in analysis.GM_SCOPES for b in analysis.writes(st)) and not (
+                    {b.name for b in analysis.writes(st)} & vector_reads):
+                out.add(id(st))
+
+    # a tensor the vector code reads back keeps both writes: each AIV then reads its own
+    vector_reads = {b.name for st in analysis.instructions(body) if core_of(st) != "C"
+                    for b in analysis.reads(st)}
+    size = -1
+    while size != len(differs):
+        size = len(differs)
+        visit(body, False, None)
+    once: set = set()
+    visit(body, False, once)
+    return frozenset(once)
+
+
+def _wrap(stmts, rows, cube_vars=frozenset(), per_aiv=False, once=frozenset()) -> list:
     """Group consecutive instructions of one core into Scope blocks. A scalar the cube reads
-    (`cube_vars`) is computed by the cube core too: each core loads it itself."""
+    (`cube_vars`) is computed by the cube core too: each core loads it itself. `per_aiv`: the
+    body spells the vector core's part with `vid` (developer mode), so each vector instruction
+    runs on both AIVs as written (vid 0 and vid 1 of ONE block), except that a global-memory
+    write the same on both (`once`, _same_on_both_aivs) is AIV 0's alone:
+
+        with Kernel(n, is_npu=True) as (c, v):        with Kernel(n, is_npu=True) as (cid, vid):
+            gemm(A_l1, B_l1, C_l0)               ->       with Scope("C"): gemm(...); copy(C_l0, W[cid])
+            copy(C_l0, W[c])                              with Scope("V"):
+            copy(W[c, v * 16 +: 16], x_ub)                    copy(W[cid, vid * 16 +: 16], x_ub)"""
     out, run, run_core = [], [], None
 
     def flush():
@@ -99,31 +191,68 @@ def _wrap(stmts, rows, cube_vars=frozenset()) -> list:
     for s in stmts:
         core = core_of(s) if isinstance(s, (*TILE_OPS, Store)) or (
             isinstance(s, For) and s.kind == "parallel") else None
+        if per_aiv and core is None and _vid_head(s):
+            core = "V"  # an if / loop on vid around vector work: the AIV's own control flow
         if core is None:
             flush()
             if isinstance(s, Alloc):
                 out.append(_split_alloc(s, rows))
             elif isinstance(s, For):
-                out.append(replace(s, body=tuple(_wrap(list(s.body), rows, cube_vars))))
+                out.append(replace(s, body=tuple(_wrap(list(s.body), rows, cube_vars, per_aiv, once))))
             elif isinstance(s, If):
-                out.append(replace(s, then_body=tuple(_wrap(list(s.then_body), rows, cube_vars)),
-                                   else_body=tuple(_wrap(list(s.else_body), rows, cube_vars))))
+                out.append(replace(
+                    s, then_body=tuple(_wrap(list(s.then_body), rows, cube_vars, per_aiv, once)),
+                    else_body=tuple(_wrap(list(s.else_body), rows, cube_vars, per_aiv, once))))
             else:
                 out.append(s)
             continue
         if isinstance(s, Store) and s.buffer.scope == "var" and s.buffer.name in cube_vars:
+            if per_aiv and _mentions_vid(s):
+                raise CompileError(
+                    f"the scalar '{s.buffer.name}' is read by the cube core (a gemm or a cube "
+                    f"copy, or the if/loop around one), but is computed here from vid: the "
+                    f"cube core runs once per block and has no vid. Compute it without vid, "
+                    f"or keep it to vector work", s.loc)
             flush()
             out.append(Scope("C", (s,), s.loc))
         if core != run_core:
             flush()
             run_core = core
-        if core == "V":
+        if core == "V" and not per_aiv:
             s = _split_vector(s, rows)
+        elif core == "V" and id(s) in once:
+            s = If(BinOp("==", VID, Const(0)), (s,), (), s.loc)
+        elif per_aiv and core == "C" and _mentions_vid(s):
+            # the cube runs once per block: it does the work of both AIVs' vid, one after the other
+            run.extend(substitute(s, {VID.name: Const(v)}) for v in (0, 1))
+            continue
         elif rows is not None:
             s = _split_cube(s, rows)
         run.append(s)
     flush()
     return out
+
+
+def _vid_head(s) -> bool:
+    """An if whose condition, or a serial loop whose bounds, read `vid` (per-AIV mode): the
+    AIV's own control flow, so it may hold vector work only (a located CompileError else)."""
+    if isinstance(s, If):
+        heads = [s.cond]
+    elif isinstance(s, For) and s.kind != "parallel":
+        heads = list(s.extents)
+    else:
+        return False
+    if not any(_mentions_vid(h) for h in heads):
+        return False
+    cube = next((x for x in analysis.instructions([s]) if core_of(x) == "C"), None)
+    if cube is not None:
+        raise CompileError(
+            f"this {'if' if isinstance(s, If) else 'loop'} reads vid (the vector core index) "
+            f"in its {'condition' if isinstance(s, If) else 'bounds'} but holds cube work "
+            f"(line {cube.loc.line if cube.loc else '?'}): the cube core runs once per block "
+            f"and has no vid. Keep the cube work outside it (index the cube's data by vid "
+            f"instead: the cube then does both vector cores' parts)", s.loc)
+    return True
 
 
 # ------------------------------------------------------------------------- scalars of the cube
