@@ -171,6 +171,8 @@ def _combine(kernel: Kernel, names) -> Kernel:
     flags, prime = {}, {"C": [], "V": []}
     for w, (writes, reads) in sites.items():
         writer = {c for _, c, _ in writes}
+        if not writes:
+            raise _NotConcurrent(f"workspace '{w}' is read but never written", reads[0][0].loc)
         if len(writer) != 1:
             raise _NotConcurrent(f"workspace '{w}' is written by both cores", writes[0][0].loc)
         (wc,) = writer
