@@ -10,6 +10,7 @@ import tilelang_mini as tilelang
 import tilelang_mini.language as T
 from tilelang_mini.errors import CompileError
 
+from kernels import cube_tiles
 from util import close, f64, rand
 
 
@@ -28,10 +29,8 @@ def ping_pong(n_iter, M=32, N=32, reads=1):
              Y: T.Tensor((2 * M, N), "float32"),
              ws_s: T.Tensor((2, M, N), "float32"), ws_p: T.Tensor((2, M, N), "float16")):
         with T.Kernel(2, is_npu=True) as (cid, vid):
-            a_l1 = T.alloc_L1((M, N), "float16")
-            b_l1 = T.alloc_L1((N, N), "float16")
+            a_l1, b_l1, c_l0 = cube_tiles(M, N, N)
             p_l1 = T.alloc_L1((M, N), "float16")
-            c_l0 = T.alloc_L0C((M, N), "float32")
             s_ub = T.alloc_ub((M, N), "float32")
             p_ub = T.alloc_ub((M, N), "float16")
             acc = T.alloc_ub((M, N), "float32")

@@ -10,6 +10,7 @@ import tilelang_mini as tilelang
 import tilelang_mini.language as T
 from tilelang_mini.errors import CompileError
 
+from kernels import cube_tiles
 from util import close, f64, rand
 
 
@@ -28,9 +29,7 @@ def relu_rows_kernel(blocks, base):
     def main(A: T.Tensor((blocks * M, K), "float16"), B: T.Tensor((K, N), "float16"),
              Y: T.Tensor((blocks * M, N), "float32"), WS: T.Tensor((blocks * M, N), "float32")):
         with T.Kernel(blocks, is_npu=True) as (cid, vid):
-            a_l1 = T.alloc_L1((M, K), "float16")
-            b_l1 = T.alloc_L1((K, N), "float16")
-            c_l0 = T.alloc_L0C((M, N), "float32")
+            a_l1, b_l1, c_l0 = cube_tiles(M, N, K)
             s_ub = T.alloc_ub((half, N), "float32")
             with T.Scope("C"):
                 T.copy(A[cid * M, 0], a_l1)

@@ -154,29 +154,34 @@ def test_gemm_simulates_and_estimates():
     assert dg.bf16_gemm_nt.estimate(*big, chip="ascend910b").time_us > est.time_us
 
 
-@pytest.mark.parametrize("chip", ("ascend910b", "ascend950"))
-def test_k_grouped_fp8_gemm_tn_contiguous(target, chip):
-    r = rng(7)
-    ks = [256, 0, 128]  # an empty group
-    G, M, N = len(ks), 72, 40
-    a = r.standard_normal((sum(ks), M))
-    b = r.standard_normal((sum(ks), N))
+def k_grouped_case(r, ks, M, N):
+    """FP8 operands of the weight-gradient GEMM (groups of ks K rows each, per-channel scales
+    per 128 K rows, group by group), C, and the float64 D = C + A_g^T @ B_g per group."""
+    a, b = r.standard_normal((sum(ks), M)), r.standard_normal((sum(ks), N))
 
-    def per_channel(x):  # one scale per 128 K rows and per column, group by group
-        kb = x.shape[0] // 128
-        v = x.reshape(kb, 128, -1)
+    def per_channel(x):  # one scale per 128 K rows and per column
+        v = x.reshape(x.shape[0] // 128, 128, -1)
         sf = (np.maximum(np.abs(v).max(1), 1e-4) / 448).astype(np.float32)
         return (v / sf[:, None, :]).reshape(x.shape).astype(FP8), sf
 
     (qa, sa), (qb, sb) = per_channel(a), per_channel(b)
     da = qa.astype(np.float64) * np.repeat(sa.astype(np.float64), 128, 0)
     db = qb.astype(np.float64) * np.repeat(sb.astype(np.float64), 128, 0)
-    c = r.standard_normal((G, M, N)).astype(np.float32)
+    c = r.standard_normal((len(ks), M, N)).astype(np.float32)
     want = c.astype(np.float64).copy()
     start = 0
     for g, k in enumerate(ks):
         want[g] += da[start:start + k].T @ db[start:start + k]
         start += k
+    return (qa, sa), (qb, sb), c, want
+
+
+@pytest.mark.parametrize("chip", ("ascend910b", "ascend950"))
+def test_k_grouped_fp8_gemm_tn_contiguous(target, chip):
+    r = rng(7)
+    ks = [256, 0, 128]  # an empty group
+    G, M, N = len(ks), 72, 40
+    (qa, sa), (qb, sb), c, want = k_grouped_case(r, ks, M, N)
     d = c.copy()
     dg.k_grouped_fp8_gemm_tn_contiguous((qa, sa), (qb, sb), d, ks, np.array(ks, np.int32), d,
                                         target=target, chip=chip)

@@ -60,9 +60,16 @@ def test_fp8_paged_mqa_logits(target, chip):
     bt = r.permutation(NB)[:B * MAXB].reshape(B, MAXB).astype(np.int32)
     meta = dg.get_paged_mqa_logits_metadata(lens, BKV, 4)
     got = dg.fp8_paged_mqa_logits(q, kv, w, lens, bt, meta, L, target=target, chip=chip)
+    check_logits(got, paged_ref(q, kv64, w, lens, bt, L), D, H)
+
+
+def paged_ref(q, kv64, w, lens, bt, L):
+    """float64 paged logits [B * NN, L]: query i of batch b (position lens[b] - NN + i) over the
+    keys of its page table, -inf past its position (causal) and past L."""
+    B, NN = q.shape[:2]
     want = np.full((B * NN, L), -np.inf)
     for b in range(B):
-        keys = np.concatenate([kv64[bt[b, p], :, 0] for p in range(MAXB)])
+        keys = np.concatenate([kv64[bt[b, p], :, 0] for p in range(bt.shape[1])])
         for i in range(NN):
             pos = lens[b] - NN + i
             s = np.maximum(np.einsum("hd,td->ht", q[b, i].astype(np.float64), keys), 0)
@@ -70,6 +77,11 @@ def test_fp8_paged_mqa_logits(target, chip):
             n = min(pos + 1, L)
             if n > 0:
                 want[b * NN + i, :n] = logit[:n]
+    return want
+
+
+def check_logits(got, want, D, H):
+    """-inf exactly where the reference has it, the finite logits close."""
     finite = np.isfinite(want)
     assert np.array_equal(np.isneginf(got), ~finite)
     close(got[finite], want[finite], "float32", scale=np.sqrt(D * H) * 4)

@@ -180,24 +180,9 @@ def test_m_grouped_masked(target, name):
 
 def test_k_grouped_fp8_gemm_tn_contiguous(target):
     r = rng(75)
+    from test_lib_deep_gemm import k_grouped_case
     ks = [128, 0, 256]
-    G, M, N = len(ks), 24, 40
-    a, b = r.standard_normal((sum(ks), M)), r.standard_normal((sum(ks), N))
-
-    def per_channel(x):
-        v = x.reshape(x.shape[0] // 128, 128, -1)
-        sf = (np.maximum(np.abs(v).max(1), 1e-4) / 448).astype(np.float32)
-        return (v / sf[:, None, :]).reshape(x.shape).astype(FP8), sf
-
-    (qa, sa), (qb, sb) = per_channel(a), per_channel(b)
-    da = qa.astype(np.float64) * np.repeat(sa.astype(np.float64), 128, 0)
-    db = qb.astype(np.float64) * np.repeat(sb.astype(np.float64), 128, 0)
-    c = r.standard_normal((G, M, N)).astype(np.float32)
-    want = c.astype(np.float64).copy()
-    start = 0
-    for g, k in enumerate(ks):
-        want[g] += da[start:start + k].T @ db[start:start + k]
-        start += k
+    (qa, sa), (qb, sb), c, want = k_grouped_case(r, ks, 24, 40)
     d = tt(c)
     dg.k_grouped_fp8_gemm_tn_contiguous((tt(qa), tt(sa)), (tt(qb), tt(sb)), d, ks,
                                         tt(np.array(ks, np.int32)), d, target=target)
@@ -230,7 +215,7 @@ def test_mega_moe(target, fp8):
 
 
 def test_fp8_mqa_logits(target):
-    from test_lib_mqa import mqa_ref
+    from test_lib_mqa import check_logits, mqa_ref
     r = rng(77)
     S, H, D, SK = 13, 2, 64, 90
     q = (r.standard_normal((S, H, D)) * 0.5).astype(FP8)
@@ -243,15 +228,11 @@ def test_fp8_mqa_logits(target):
     got = dg.fp8_mqa_logits(tt(q, requires_grad=False), (tt(kv), tt(sf)), tt(w, True), tt(ks),
                             tt(ke), clean_logits=True, target=target)
     assert isinstance(got, torch.Tensor) and got.dtype == torch.float32
-    want = mqa_ref(q, kv, sf, w, ks, ke, True)
-    got = f64(got)
-    finite = np.isfinite(want)
-    assert np.array_equal(np.isneginf(got), ~finite)
-    close(got[finite], want[finite], "float32", scale=np.sqrt(D * H) * 4)
+    check_logits(f64(got), mqa_ref(q, kv, sf, w, ks, ke, True), D, H)
 
 
 def test_fp8_paged_mqa_logits_and_metadata(target):
-    from test_lib_mqa import kv_cache_bytes, meta_ref
+    from test_lib_mqa import check_logits, kv_cache_bytes, meta_ref, paged_ref
     r = rng(78)
     B, NN, H, D, BKV, MAXB, NB, L = 2, 2, 2, 32, 16, 3, 7, 40
     lens = np.array([37, 2], np.int32)
@@ -264,20 +245,7 @@ def test_fp8_paged_mqa_logits_and_metadata(target):
     assert np.array_equal(meta.numpy(), meta_ref(lens, BKV, 4))
     got = dg.fp8_paged_mqa_logits(tt(q), tt(kv), tt(w), tt(lens), tt(bt), meta, L, target=target)
     assert isinstance(got, torch.Tensor)
-    want = np.full((B * NN, L), -np.inf)
-    for b in range(B):
-        keys = np.concatenate([kv64[bt[b, p], :, 0] for p in range(MAXB)])
-        for i in range(NN):
-            pos = lens[b] - NN + i
-            s = np.maximum(np.einsum("hd,td->ht", q[b, i].astype(np.float64), keys), 0)
-            logit = (s * w[b * NN + i, :, None]).sum(0)
-            n = min(pos + 1, L)
-            if n > 0:
-                want[b * NN + i, :n] = logit[:n]
-    got = f64(got)
-    finite = np.isfinite(want)
-    assert np.array_equal(np.isneginf(got), ~finite)
-    close(got[finite], want[finite], "float32", scale=np.sqrt(D * H) * 4)
+    check_logits(f64(got), paged_ref(q, kv64, w, lens, bt, L), D, H)
 
 
 def test_tf32_hc_prenorm_gemm(target):
