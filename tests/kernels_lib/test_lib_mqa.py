@@ -18,17 +18,23 @@ def mqa_ref(q, kv, sf, w, ks, ke, clean):
     return logits
 
 
-@pytest.mark.parametrize("chip", ("ascend910b", "ascend950"))
-def test_fp8_mqa_logits(target, chip):
-    r = rng(30)
-    S, H, D, SK = 37, 3, 64, 200
+def mqa_inputs(r, S, H, D, SK):
+    """FP8 q [S,H,D], kv [SK,D] with per-key scales, weights [S,H] and each query's key window
+    [ks, ke) (query 2's empty)."""
     q = (r.standard_normal((S, H, D)) * 0.5).astype(FP8)
     kv = (r.standard_normal((SK, D)) * 0.5).astype(FP8)
     sf = r.uniform(0.5, 2.0, SK).astype(np.float32)
     w = r.standard_normal((S, H)).astype(np.float32)
-    ks = r.integers(0, 50, S).astype(np.int32)
-    ke = np.minimum(ks + r.integers(0, 180, S), SK).astype(np.int32)
-    ke[3] = ks[3]  # an empty window
+    ks = r.integers(0, SK // 4, S).astype(np.int32)
+    ke = np.minimum(ks + r.integers(0, SK - SK // 10, S), SK).astype(np.int32)
+    ke[2] = ks[2]  # an empty window
+    return q, kv, sf, w, ks, ke
+
+
+@pytest.mark.parametrize("chip", ("ascend910b", "ascend950"))
+def test_fp8_mqa_logits(target, chip):
+    S, H, D, SK = 37, 3, 64, 200
+    q, kv, sf, w, ks, ke = mqa_inputs(rng(30), S, H, D, SK)
     for clean in (True, False):
         got = dg.fp8_mqa_logits(q, (kv, sf), w, ks, ke, clean_logits=clean, target=target,
                                 chip=chip)

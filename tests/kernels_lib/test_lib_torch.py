@@ -108,15 +108,7 @@ def test_fp8_fp4_gemm_with_packed_fp4_weights(target, fp4_form):
     close(f64(d), dequant_per_token(qa, sa) @ vb.T, "float32", scale=np.sqrt(K) * 10)
 
 
-def _contiguous_layout(ms):
-    align = dg.get_mk_alignment_for_contiguous_layout()
-    sizes = [-(-m // align) * align for m in ms]
-    layout = np.full(sum(sizes), -1, np.int32)
-    start = 0
-    for g, (m, s) in enumerate(zip(ms, sizes)):
-        layout[start:start + m] = g
-        start += s
-    return layout
+from test_lib_deep_gemm import _contiguous_layout  # noqa: E402
 
 
 def _fp8_groups(x, w):
@@ -215,16 +207,9 @@ def test_mega_moe(target, fp8):
 
 
 def test_fp8_mqa_logits(target):
-    from test_lib_mqa import check_logits, mqa_ref
-    r = rng(77)
+    from test_lib_mqa import check_logits, mqa_inputs, mqa_ref
     S, H, D, SK = 13, 2, 64, 90
-    q = (r.standard_normal((S, H, D)) * 0.5).astype(FP8)
-    kv = (r.standard_normal((SK, D)) * 0.5).astype(FP8)
-    sf = r.uniform(0.5, 2.0, SK).astype(np.float32)
-    w = r.standard_normal((S, H)).astype(np.float32)
-    ks = r.integers(0, 30, S).astype(np.int32)
-    ke = np.minimum(ks + r.integers(0, 80, S), SK).astype(np.int32)
-    ke[2] = ks[2]
+    q, kv, sf, w, ks, ke = mqa_inputs(rng(77), S, H, D, SK)
     got = dg.fp8_mqa_logits(tt(q, requires_grad=False), (tt(kv), tt(sf)), tt(w, True), tt(ks),
                             tt(ke), clean_logits=True, target=target)
     assert isinstance(got, torch.Tensor) and got.dtype == torch.float32
