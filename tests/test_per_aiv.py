@@ -13,6 +13,7 @@ import pytest
 
 import tilelang_mini
 import tilelang_mini.language as T
+from kernels import cube_tiles
 
 CHIPS = ["ascend910b", "ascend950"]
 f64 = np.float64
@@ -29,9 +30,7 @@ def cube_to_vector(blocks, steps, bm=32, bn=32, bk=32):
              Out: T.Tensor((blocks * bm, bn), "float32"),
              W: T.Tensor((blocks, bm, bn), "float32")):
         with T.Kernel(blocks, is_npu=True) as (cid, vid):
-            a_l1 = T.alloc_L1((bm, bk), "float16")
-            b_l1 = T.alloc_L1((bk, bn), "float16")
-            c_l0 = T.alloc_L0C((bm, bn), "float32")
+            a_l1, b_l1, c_l0 = cube_tiles(bm, bn, bk)
             part = T.alloc_ub((h, bn), "float32")
             acc = T.alloc_ub((h, bn), "float32")
             T.tile.fill(acc, 0.0)
@@ -68,9 +67,7 @@ def vector_to_cube(blocks, steps, bm=32, bn=32, bk=32):
         with T.Kernel(blocks, is_npu=True) as (cid, vid):
             x_ub = T.alloc_ub((h, bk), "float32")
             p_ub = T.alloc_ub((h, bk), "float16")
-            p_l1 = T.alloc_L1((bm, bk), "float16")
-            v_l1 = T.alloc_L1((bk, bn), "float16")
-            o_l0 = T.alloc_L0C((bm, bn), "float32")
+            p_l1, v_l1, o_l0 = cube_tiles(bm, bn, bk)
             for t in T.serial(steps):
                 T.copy(X[cid * bm + vid * h, t * bk], x_ub)
                 T.tile.exp(x_ub, x_ub)
@@ -103,9 +100,7 @@ def shared_operand(blocks, steps, bm=32, bn=32, bk=32):
         with T.Kernel(blocks, is_npu=True) as (cid, vid):
             x_ub = T.alloc_ub((h, bk), "float16")
             v_ub = T.alloc_ub((bk, bn), "float16")
-            p_l1 = T.alloc_L1((bm, bk), "float16")
-            v_l1 = T.alloc_L1((bk, bn), "float16")
-            o_l0 = T.alloc_L0C((bm, bn), "float32")
+            p_l1, v_l1, o_l0 = cube_tiles(bm, bn, bk)
             for t in T.serial(steps):
                 T.copy(X[cid * bm + vid * h, t * bk], x_ub)
                 T.tile.mul(x_ub, x_ub, 2.0)
