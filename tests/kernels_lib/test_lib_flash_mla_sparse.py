@@ -30,6 +30,18 @@ def fp8_cache(kv):
     return out, vals
 
 
+def attend(q, k, scale, sink):
+    """One query's float64 attention over keys k [n, 512 + rope] (values: the first 512
+    columns): (output [hq, 512], log-sum-exp [hq]), divided by 1 + exp(sink - lse) with a sink."""
+    s = q.astype(np.float64) @ k.T * scale   # [hq, n]
+    m = s.max(-1, keepdims=True)
+    l = np.log(np.exp(s - m).sum(-1)) + m[:, 0]
+    o = np.exp(s - l[:, None]) @ k[:, :512]
+    if sink is not None:
+        o = o / (1 + np.exp(sink.astype(np.float64) - l))[:, None]
+    return o, l
+
+
 def sparse_ref(q, kv, indices, topk_length, sink, scale):
     """Float64 attention over each query's kept indices; V is a key row's first 512 columns
     (NoPE for the 576-wide V32 rows, the whole row for MODEL1's 512-wide ones)."""
@@ -43,14 +55,7 @@ def sparse_ref(q, kv, indices, topk_length, sink, scale):
             keep = (ids >= 0) & (ids < nt) & (np.arange(topk) < topk_length[bi])
             if not keep.any():
                 continue
-            k = kv[ids[keep]]
-            s = q[bi, si].astype(np.float64) @ k.T * scale   # [hq, n]
-            m = s.max(-1, keepdims=True)
-            l = np.log(np.exp(s - m).sum(-1)) + m[:, 0]
-            o = np.exp(s - l[:, None]) @ k[:, :512]
-            if sink is not None:
-                o = o / (1 + np.exp(sink.astype(np.float64) - l))[:, None]
-            out[bi, si], lse[bi, :, si] = o, l
+            out[bi, si], lse[bi, :, si] = attend(q[bi, si], kv[ids[keep]], scale, sink)
     return out, lse
 
 
@@ -200,13 +205,7 @@ def sparse_ref_lists(q, lists, sink, scale):
             k = np.concatenate(rows)
             if not len(k):
                 continue
-            s = q[bi, si].astype(np.float64) @ k.T * scale
-            m = s.max(-1, keepdims=True)
-            l = np.log(np.exp(s - m).sum(-1)) + m[:, 0]
-            o = np.exp(s - l[:, None]) @ k[:, :512]
-            if sink is not None:
-                o = o / (1 + np.exp(sink.astype(np.float64) - l))[:, None]
-            out[bi, si], lse[bi, :, si] = o, l
+            out[bi, si], lse[bi, :, si] = attend(q[bi, si], k, scale, sink)
     return out, lse
 
 
