@@ -17,11 +17,15 @@ from __future__ import annotations
 
 import ast
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from .. import language as T_module
 from ..ir.nodes import Buffer
 from ..language.symbols import Symbol, has_symbols, resolve
 from .common import Marker
+
+if TYPE_CHECKING:  # the parser imports this module
+    from .parser import PrimFunc
 
 
 @dataclass

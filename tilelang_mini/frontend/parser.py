@@ -15,7 +15,7 @@ import textwrap
 from .. import language as T_module
 from ..errors import CompileError
 from ..ir import dtypes
-from ..ir.nodes import Alloc, Buffer, For, If, Kernel, Load, Loc, Scope, Store, Var
+from ..ir.nodes import Alloc, Buffer, Kernel, Load, Loc, Scope, Store, Var
 from ..language.symbols import SymExpr
 from .common import SIMT_ADVICE, Marker, ThreadIndex, is_docstring, show
 from .dialect import Dialect
@@ -24,7 +24,8 @@ from .expr_visit import _BINOPS, ExprVisitor
 from .exprs import as_expr, binop, const, is_ir, plain_number
 from .tile_ops import TileOps
 from .tile_ascend import TileAscend
-from .atomic import Atomics, ParallelAtomic
+from .atomic import Atomics
+from .control import ControlFlow
 from .views import Views
 from .bindings import Bindings, Capture, StaleValue, vector_flags_without_scopes
 
@@ -32,8 +33,6 @@ from .bindings import Bindings, Capture, StaleValue, vector_flags_without_scopes
 _ALLOC_SCOPES = {"alloc_shared": "shared", "alloc_fragment": "fragment", "alloc_var": "var",
                  "alloc_L1": "L1", "alloc_L0A": "L0A", "alloc_L0B": "L0B", "alloc_L0C": "L0C",
                  "alloc_ub": "UB", "alloc_UB": "UB", "alloc_local": "fragment"}
-_MAX_TRACE_WHILE = 4096  # passes of a trace-time `while` before it is called endless
-_LOOPS = dict(Parallel="parallel", Pipelined="pipelined", serial="serial", Serial="serial", unroll="unroll")
 
 
 class Launches:
@@ -143,7 +142,8 @@ def _source(fn, file: str):
     return lines, first, ast.parse(textwrap.dedent("".join(lines)))
 
 
-class KernelBuilder(ExprVisitor, TileOps, Dialect, TileAscend, Eager, Atomics, Views, Bindings):
+class KernelBuilder(ExprVisitor, ControlFlow, TileOps, Dialect, TileAscend, Eager, Atomics, Views,
+                    Bindings):
     def __init__(self, fn, file: str | None = None, symbols: dict | None = None, eager=None):
         self.fn = fn
         self.file = file or inspect.getsourcefile(fn) or "<unknown>"
@@ -540,200 +540,6 @@ class KernelBuilder(ExprVisitor, TileOps, Dialect, TileAscend, Eager, Atomics, V
         if not (is_ir(init) or isinstance(init, (int, float))):
             raise self.error(call, f"init must be a number or an expression, got {show(init)}")
         return [alloc, Store(buf, (const(0),), as_expr(init), self.loc(call))]
-
-    def stmt_For(self, s):
-        if s.orelse:
-            raise self.error(s, "for/else is not supported in a kernel")
-        it = s.iter
-        names = self.target_names(s.target, s)
-        if isinstance(it, ast.Call) and isinstance(it.func, ast.Attribute) \
-                and it.func.attr == "Persistent":
-            return self.persistent_loop(names, it, s)
-        if isinstance(it, ast.Call):
-            fn = self.eval_callee(it.func)
-            if isinstance(fn, Marker) and fn.name in ("serial", "Serial", "unroll"):
-                out = self.serial_loop(names, it, s, fn.name)
-                if out is not None:
-                    return out
-            if isinstance(fn, Marker) and fn.name == "grid":
-                return self.grid_loop(names, it, s)
-            if isinstance(fn, Marker) and fn.name == "vectorized":
-                return self.vectorized_loop(names, it, s)
-            if isinstance(fn, Marker) and fn.name in _LOOPS:
-                loop = self.ir_loop(_LOOPS[fn.name], names, it, s)
-                return loop if isinstance(loop, list) else [loop]
-            if fn is range:
-                return [self.range_loop(names, it, s)]
-        value = self.eval(it)
-        if isinstance(value, (enumerate, zip)):  # of trace-time lists: unrolled like them
-            value = list(value)
-        if isinstance(value, (list, tuple)) and not is_ir(value):
-            out = []
-            for v in value:  # a Python loop: unrolled at trace time
-                if len(names) == 1:
-                    self.bind(names[0], v)
-                else:
-                    for n, x in zip(names, v):
-                        self.bind(n, x)
-                out.extend(self.body(s.body))
-            return out
-        raise self.error(it, "a kernel loop iterates over T.Parallel, T.Pipelined, T.serial, "
-                             "T.unroll, range or a Python list (or enumerate/zip of lists)")
-
-    def persistent_loop(self, names, call: ast.Call, s) -> list:
-        """TileLang's `for bx, by in T.Persistent([d0, d1], wave_size, index):` each block takes
-        the tiles index, index + wave_size, ... of the row-major domain:
-
-            for w in serial(ceildiv(d0 * d1, wave_size)):
-                if index + w * wave_size < d0 * d1:  bx = t // d1;  by = t % d1;  body
-        """
-        a = self.args(call, ["domain", "wave_size", "index", "group_size"], {"group_size": None})
-        domain = self.eval(a["domain"])
-        domain = list(domain) if isinstance(domain, (list, tuple)) else [domain]
-        domain = [self.resolved(d, a["domain"]) for d in domain]
-        wave = self.resolved(self.eval(a["wave_size"]), a["wave_size"])
-        if not all(isinstance(d, int) and d > 0 for d in domain + [wave]):
-            raise self.error(call, "T.Persistent takes a constant domain and wave size")
-        if len(names) != len(domain):
-            raise self.error(s, f"T.Persistent over a {len(domain)}-D domain binds "
-                                f"{len(domain)} names, got {len(names)}")
-        total = math.prod(domain)
-        w = self.fresh_var("wave")
-        t = binop("+", self.eval(a["index"]), binop("*", Var(w), wave))
-        bound, stride = {}, total
-        for n, d in zip(names, domain):
-            stride //= d
-            bound[n] = binop("%", binop("//", t, stride), d)
-        self.scopes.append(bound)
-        body = self.body(s.body)
-        self.scopes.pop()
-        guard = If(as_expr(binop("<", t, total)), tuple(body), (), self.loc(s))
-        return [For((w,), (const(-(-total // wave)),), "serial", (guard,), 0, self.loc(s))]
-
-    def ir_loop(self, kind: str, names, call: ast.Call, s) -> For:
-        extents = [self.resolved(self.eval(a), a) for a in call.args]
-        stages = 0
-        for kw in call.keywords:
-            if kind == "pipelined" and kw.arg == "num_stages":
-                stages = self.eval(kw.value)
-                if not isinstance(stages, int) or stages < 0:
-                    raise self.error(kw.value, "num_stages must be a constant int >= 0")
-                stages = max(stages, 1)
-            elif kind == "pipelined" and kw.arg in ("order", "stage", "group", "sync"):
-                pass  # TileLang's GPU warp-specialisation schedule: a hint here
-            elif kind in ("serial", "unroll") and kw.arg in ("unroll_factor", "annotations"):
-                pass
-            elif kind == "parallel" and kw.arg in ("coalesced_width", "loop_layout"):
-                pass
-            else:
-                raise self.error(kw, f"unexpected argument '{kw.arg}'")
-        if kind == "pipelined" and stages == 0:
-            stages = 1
-        start = 0
-        if kind == "pipelined" and len(extents) == 2:  # T.Pipelined(start, stop, num_stages=)
-            start, extents = extents[0], [binop("-", extents[1], extents[0])
-                                          if is_ir(extents[0]) or is_ir(extents[1])
-                                          else extents[1] - extents[0]]
-        if kind != "parallel" and len(extents) != 1:
-            raise self.error(call, f"this loop takes one extent, got {len(extents)}")
-        if not extents:
-            raise self.error(call, "a loop needs an extent")
-        for a, e in zip(call.args, extents):
-            if kind == "parallel" and not (isinstance(e, int) and e > 0):
-                raise self.error(a, f"T.Parallel extents must be positive constant ints, got {show(e)}")
-            if not (is_ir(e) or isinstance(e, int)):
-                raise self.error(a, f"a loop extent must be an integer expression, got {show(e)}")
-        if len(names) != len(extents):
-            raise self.error(s.target, f"expected {len(extents)} loop variables, got {len(names)}")
-        self.scopes.append({n: Var(n) if isinstance(start, int) and start == 0 else binop("+", Var(n), start)
-                            for n in names})
-        self.parallel_depth += kind == "parallel"
-        outer = self.with_ranges(names, extents)
-        try:
-            body = self.body(s.body)
-        finally:
-            self.parallel_depth -= kind == "parallel"
-            self.var_ranges = outer
-        self.scopes.pop()
-        if kind == "parallel" and any(isinstance(b, ParallelAtomic) for b in body):
-            return self.parallel_body(names, extents, body, s)
-        if kind == "parallel" and any(isinstance(b, For) for b in body):
-            return self.parallel_with_loops(names, extents, body, s)
-        if kind == "parallel":
-            for b in body:
-                if not isinstance(b, (Store, If)):  # parallel_if: Ifs of element assignments
-                    raise self.error(s, "a T.Parallel body holds element assignments only")
-        return self.parallel_fill(For(names, tuple(as_expr(e) for e in extents), kind, tuple(body),
-                                      stages, self.loc(s)))
-
-    def with_ranges(self, names, extents) -> dict:
-        """Record the ranges of loop variables with constant extents (0..e-1) for the body;
-        returns the ranges to restore after it."""
-        outer = self.var_ranges
-        self.var_ranges = dict(outer)
-        for n, e in zip(names, extents):
-            if isinstance(e, int) and not isinstance(e, bool) and e > 0:
-                self.var_ranges[n] = (0, e - 1)
-            else:
-                self.var_ranges.pop(n, None)
-        return outer
-
-    def range_loop(self, names, call: ast.Call, s) -> For:
-        args = [self.eval(a) for a in call.args]
-        if len(names) != 1 or not 1 <= len(args) <= 3 or call.keywords:
-            raise self.error(call, "range(stop), range(start, stop) or range(start, stop, step)")
-        start, stop, step = (0, args[0], 1) if len(args) == 1 else (args + [1])[:3]
-        if not isinstance(step, int) or step <= 0:
-            raise self.error(call, "range step must be a positive constant int")
-        extent = binop("//", binop("+", binop("-", stop, start), step - 1), step)
-        name = names[0]
-        self.scopes.append({name: binop("+", binop("*", Var(name), step), start)})
-        outer = self.with_ranges(names, [extent])
-        try:
-            body = self.body(s.body)
-        finally:
-            self.var_ranges = outer
-        self.scopes.pop()
-        return For((name,), (as_expr(extent),), "serial", tuple(body), 0, self.loc(s))
-
-    def stmt_While(self, s):
-        """`while c:` on a trace-time condition runs at trace time (its body is emitted once per
-        pass, like a Python `for` over a list); on a run-time condition it is a located error:
-        every loop here has a trip count known when it starts (the lowering schedules pipes
-        and flags per iteration, the simulator and the estimate count them)."""
-        if s.orelse:
-            raise self.error(s, "while/else is not supported in a kernel")
-        out = []
-        for _ in range(_MAX_TRACE_WHILE):
-            cond = self.resolved(self.eval(s.test), s.test)
-            if is_ir(cond):
-                raise self.error(s.test, "a `while` loop on a run-time condition is not "
-                                         "supported: loops need a trip count known when they "
-                                         "start; write `for _ in T.serial(max_trips):` with "
-                                         "`if cond:` around the body (max_trips: a bound on the "
-                                         "iterations)")
-            if not cond:
-                return out
-            out.extend(self.body(s.body))
-        raise self.error(s, f"a trace-time `while` loop ran {_MAX_TRACE_WHILE} times; "
-                            f"its condition never became false")
-
-    def stmt_If(self, s):
-        cond = self.resolved(self.eval(s.test), s.test)
-        if not is_ir(cond):  # trace-time condition: pick the branch now
-            return self.flat_body(s.body if cond else s.orelse)
-        if isinstance(cond, Load) and cond.buffer.dtype != "bool":
-            cond = binop("!=", cond, const(0.0 if dtypes.is_float(cond.buffer.dtype) else 0))
-        self.scopes.append({})
-        self.runtime_if_depth = getattr(self, "runtime_if_depth", 0) + 1
-        then = self.body(s.body)
-        self.scopes[-1] = {}
-        other = self.body(s.orelse)
-        self.runtime_if_depth -= 1
-        self.scopes.pop()
-        if self.parallel_depth:
-            return self.parallel_if(cond, then, other, s)
-        return [If(cond, tuple(then), tuple(other), self.loc(s))]
 
     def stmt_With(self, s):
         call = s.items[0].context_expr
