@@ -39,24 +39,28 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..errors import CompileError, DeadlockError, RaceError, SyncError
-from ..ir.analysis import AIC_SCOPES, GM_SCOPES, SYNC_OPS, accesses, is_atomic_pair
+from ..errors import CompileError, DeadlockError, KernelRuntimeError, RaceError, SyncError
+from ..ir.analysis import (
+    AIC_SCOPES, GM_SCOPES, SYNC_OPS, accesses, is_atomic_pair, loads, operands,
+)
 from ..ir.graph import print_ir_line
 from ..ir.nodes import (
-    PIPES, Alloc, Kernel, PipeBarrier, Scope, SetCrossFlag, SetFlag, WaitCrossFlag, WaitFlag,
-    walk_statements,
+    PIPES, Alloc, Const, For, Kernel, PipeBarrier, Region, Scope, SetCrossFlag, SetFlag,
+    WaitCrossFlag, WaitFlag, walk_statements,
 )
 from .. import semantics
 from ..semantics.coroutines import lower_core_program
 from .aliasing import alias_boxes, aliases, byte_ranges, placements
 from .streams import (
-    CORE_NAMES, block_envs, cached, check_sync_ids, core_stream, execute_effect,
-    instr_accesses, instr_cost, instr_pipe, written_buffers,
+    CORE_NAMES, Env, Fault, block_envs, cached, check_sync_ids, core_stream, effect_fn,
+    instr_accesses, instr_cost, instr_pipe, region_box, written_buffers,
 )
 
 NPIPES = len(PIPES)
 NTHREADS = len(CORE_NAMES) * NPIPES
 ZERO = (0,) * NTHREADS
+S_PIPE = PIPES.index("S")
+INSTR, SET, WAIT, XSET, XWAIT, BARRIER = range(6)
 
 
 class SimEvent(NamedTuple):
@@ -97,12 +101,41 @@ def _join(a, b):
 _LABEL_CACHE: dict[int, tuple] = {}
 
 
-def _label(stmt) -> str:  # noqa: N802
+def _labels(stmt) -> tuple:
+    """(stmt, its IR line, its location as text), made once per statement object."""
     hit = _LABEL_CACHE.get(id(stmt))
     if hit is None or hit[0] is not stmt:
-        hit = (stmt, print_ir_line(stmt))
+        hit = (stmt, print_ir_line(stmt), str(stmt.loc))
         _LABEL_CACHE[id(stmt)] = hit
-    return hit[1]
+    return hit
+
+
+def _label(stmt) -> str:  # noqa: N802
+    return _labels(stmt)[1]
+
+
+class _Op:
+    """What the simulator needs of one statement, found once per simulation: its pipe (index
+    into PIPES), cycles, kind (INSTR or a sync op) and flag key."""
+
+    __slots__ = ("stmt", "pidx", "cost", "code", "key", "effect")
+
+    def __init__(self, st, pipe: str, costs):
+        self.stmt = st
+        self.effect = None      # the data effect's closure (streams.effect_fn), once needed
+        self.pidx = PIPES.index(pipe)
+        self.cost = instr_cost(st, pipe, costs)
+        self.code, self.key = INSTR, None
+        if isinstance(st, SetFlag):
+            self.code, self.key = SET, (st.src, st.dst, st.event)
+        elif isinstance(st, WaitFlag):
+            self.code, self.key = WAIT, (st.src, st.dst, st.event)
+        elif isinstance(st, SetCrossFlag):
+            self.code, self.key = XSET, st.flag
+        elif isinstance(st, WaitCrossFlag):
+            self.code, self.key = XWAIT, st.flag
+        elif isinstance(st, PipeBarrier):
+            self.code = BARRIER
 
 
 def _where(core: str, di) -> str:
@@ -140,7 +173,8 @@ def _static_threads(kernel: Kernel) -> dict:
 
 
 class _Pipe:
-    __slots__ = ("core", "name", "tid", "queue", "busy", "free", "B", "count", "is_v")
+    __slots__ = ("core", "name", "tid", "queue", "busy", "free", "B", "count", "is_v", "is_s",
+                 "dclock", "cycles")
 
     def __init__(self, core, name, tid):
         self.core = core
@@ -149,13 +183,17 @@ class _Pipe:
         self.queue = deque()
         self.busy = False
         self.free = 0
-        self.B = ZERO
+        self.B = list(ZERO)     # the pipe's vector clock, updated in place
+        self.dclock = None      # the last dispatch clock joined into B
         self.count = 0
         self.is_v = name == "V"
+        self.is_s = name == "S"
+        self.cycles = None      # busy cycles, None until the first completion
 
 
 class _Core:
-    __slots__ = ("idx", "name", "kind", "gen", "xenv", "pipes", "D", "t_s", "blocked", "done")
+    __slots__ = ("idx", "name", "kind", "gen", "xenv", "pipes", "plist", "D", "t_s", "blocked",
+                 "done")
 
     def __init__(self, idx, kernel, xenv, wenv):
         self.idx = idx
@@ -164,6 +202,7 @@ class _Core:
         self.gen = core_stream(kernel.body, self.kind, wenv)
         self.xenv = xenv
         self.pipes = {p: _Pipe(self, p, idx * NPIPES + i) for i, p in enumerate(PIPES)}
+        self.plist = list(self.pipes.values())
         self.D = ZERO
         self.t_s = 0
         self.blocked = None
@@ -189,6 +228,8 @@ class _Block:
         kernel = sim.kernel
         xenvs, wenvs = block_envs(sim.bufs, kernel, block)
         self.cores = [_Core(i, kernel, xenvs[i], wenvs[i]) for i in range(3)]
+        self.by_tid = [p for c in self.cores for p in c.plist]
+        self.busy_order = []    # pipes in the order of their first completion
         self.heap = []
         self.seq = 0
         self.dirty = set()
@@ -198,27 +239,32 @@ class _Block:
         self.half = [defaultdict(deque) for _ in range(2)]      # AIV sets not yet paired
         self.hist = {}
         self.events = []
-        self.busy = defaultdict(int)
+        self.data, self.check = sim.data, sim.check
         self.ninstr = 0
         self.end = 0
 
     # ---- scalar unit
     def advance(self, core: _Core) -> None:
         chip = self.sim.chip
+        op_of = self.sim.op
+        gen, plist, dirty = core.gen, core.plist, self.dirty
         while not core.done and core.blocked is None:
             try:
-                di = next(core.gen)
+                di = next(gen)
             except StopIteration:
                 core.done = True
                 break
-            check_sync_ids(di.stmt, chip)
+            st = di.stmt
+            op = di.op = op_of(st, di.pipe)
+            if op.code != INSTR:
+                check_sync_ids(st, chip)
             di.dispatch = core.t_s
             di.dclock = core.D
-            p = core.pipes[di.pipe]
+            p = plist[op.pidx]
             p.queue.append(di)
-            self.dirty.add(p)
+            dirty.add(p.tid)
             self.ninstr += 1
-            if di.pipe == "S":
+            if op.pidx == S_PIPE:
                 core.blocked = di
 
     # ---- issue
@@ -227,17 +273,16 @@ class _Block:
             return
         di = p.queue[0]
         t = max(now, p.free, di.dispatch)
-        st = di.stmt
-        core = p.core
-        if isinstance(st, WaitFlag):
-            key = (core.idx, st.src, st.dst, st.event)
-            f = self.flags.pop(key, None)
+        op = di.op
+        code = op.code
+        if code == WAIT:
+            f = self.flags.pop((p.core.idx,) + op.key, None)
             if f is None:
                 return
             t = max(t, f[0])
             di.wclock = f[1]
-        elif isinstance(st, WaitCrossFlag):
-            q = self.pending[core.idx].get(st.flag)
+        elif code == XWAIT:
+            q = self.pending[p.core.idx].get(op.key)
             if not q:
                 return
             if q[0][0] > now:  # still in flight: look again when it arrives
@@ -249,8 +294,7 @@ class _Block:
         p.queue.popleft()
         p.busy = True
         di.start = t
-        di.end = t + cached(st, lambda s: instr_cost(s, instr_pipe(s), self.sim.chip.costs),
-                              self.sim.chip.costs)
+        di.end = t + op.cost
         self.seq += 1
         heapq.heappush(self.heap, (di.end, self.seq, p, di))
 
@@ -258,32 +302,46 @@ class _Block:
     def complete(self, p: _Pipe, di, t: int) -> None:
         core = p.core
         st = di.stmt
+        op = di.op
+        code = op.code
         p.busy = False
         p.free = t
-        clk = _join(p.B, di.dclock)
+        # clk: the pipe's clock B joined with the dispatch clock (once per new one: the
+        # dispatch clocks a pipe sees only grow, and B with them) and a wait's clock
+        clk = p.B
+        d = di.dclock
+        if d is not p.dclock:
+            p.dclock = d
+            for i, v in enumerate(d):
+                if v > clk[i]:
+                    clk[i] = v
         if di.wclock is not None:
-            clk = _join(clk, di.wclock)
-        p.count += 1
-        epoch = p.count
-        is_sync = isinstance(st, SYNC_OPS)
+            for i, v in enumerate(di.wclock):
+                if v > clk[i]:
+                    clk[i] = v
+        epoch = p.count = p.count + 1
         tid = p.tid
-        # What a flag set here publishes: every earlier instruction of this pipe is done.
-        flag_clk = clk[:tid] + (epoch,) + clk[tid + 1:]
         # Later instructions of an in-order pipe follow the earlier ones; on V only a
         # pipe_barrier orders vector instructions among themselves (a set_flag does not).
-        if not p.is_v or isinstance(st, PipeBarrier):
-            clk = flag_clk
-        p.B = clk
-        if p.name == "S":  # the scalar unit waited for it: later dispatches follow it
-            core.D = _join(core.D, clk)
-        if not is_sync and (self.sim.data or p.name == "S"):
-            if self.sim.check:  # scalar accesses of UB and GM too (var registers are not memory)
+        if not p.is_v or code == BARRIER:
+            clk[tid] = epoch
+        if p.is_s:  # the scalar unit waited for it: later dispatches follow it
+            core.D = tuple(map(max, core.D, clk))
+        if code == INSTR and (self.data or p.is_s):
+            if self.check:  # scalar accesses of UB and GM too (var registers are not memory)
                 self.check_access(core, p, di, epoch, clk)
             env = core.xenv
-            env.vars = di.vars
-            execute_effect(st, env)
-        elif isinstance(st, SetFlag):
-            key = (core.idx, st.src, st.dst, st.event)
+            env.vars = dict(di.vars) if isinstance(st, For) else di.vars  # a map sets its lanes
+            fn = op.effect
+            if fn is None:  # made at the first completion: a lowering error is reported there
+                fn = op.effect = effect_fn(st)
+            fn(env)
+        elif code == SET:
+            # What a flag set here publishes: every earlier instruction of this pipe is done.
+            flag_clk = tuple(clk)
+            if flag_clk[tid] != epoch:
+                flag_clk = flag_clk[:tid] + (epoch,) + flag_clk[tid + 1:]
+            key = (core.idx,) + op.key
             old = self.flags.get(key)
             if old is not None:
                 # Reported when the block ends unless a race shows the cause first: a double
@@ -295,14 +353,21 @@ class _Block:
                         f"(block {self.block})", st.loc)
             else:
                 self.flags[key] = (t, flag_clk, di)
-            self.dirty.add(core.pipes[st.dst])
-        elif isinstance(st, SetCrossFlag):
+            self.dirty.add(core.idx * NPIPES + PIPES.index(st.dst))
+        elif code == XSET:
+            flag_clk = tuple(clk)
+            if flag_clk[tid] != epoch:
+                flag_clk = flag_clk[:tid] + (epoch,) + flag_clk[tid + 1:]
             self.cross_set(core, st, t, flag_clk)
-        self.events.append((core.name, p.name, di.start, t, st))
-        self.busy[(core.name, p.name)] += t - di.start
+        start = di.start
+        self.events.append((core.name, p.name, start, t, st))
+        if p.cycles is None:
+            p.cycles = 0
+            self.busy_order.append(p)
+        p.cycles += t - start
         if t > self.end:
             self.end = t
-        self.dirty.add(p)
+        self.dirty.add(p.tid)
         if core.blocked is di:
             core.blocked = None
             core.t_s = t
@@ -322,7 +387,7 @@ class _Block:
         if core.kind == "C":
             for v in (1, 2):
                 push(self.pending[v][st.flag], (arrival, clk), CORE_NAMES[v])
-                self.dirty.update(self.cores[v].pipes.values())
+                self.dirty.update(range(v * NPIPES, (v + 1) * NPIPES))
             return
         vid = core.idx - 1
         push(self.half[vid][st.flag], (arrival, clk), core.name)
@@ -331,29 +396,22 @@ class _Block:
             a0, c0 = h0.popleft()
             a1, c1 = h1.popleft()
             push(self.pending[0][st.flag], (max(a0, a1), _join(c0, c1)), "C")
-            self.dirty.update(self.cores[0].pipes.values())
+            self.dirty.update(range(NPIPES))
 
     # ---- races
     def check_access(self, core: _Core, p: _Pipe, di, epoch: int, clk) -> None:
-        tracked = self.sim.tracked
-        for buf, box, w in instr_accesses(di.stmt, di.vars, core.xenv.bufs):
-            if buf.name not in tracked:
-                continue
-            # The buffer itself, then the buffers plan_memory placed on some of its bytes, on
-            # the bytes this access touches (sim/aliasing.py): reusing memory needs ordering.
-            views = [(buf, box)]
-            shared = self.sim.aliases.get(buf.name)
-            if shared:
-                placed = self.sim.placed
-                ranges = byte_ranges(buf, placed[buf.name][1], box)
-                views += [(y, bx) for y in shared
-                          for bx in alias_boxes(ranges, y, placed[y.name][1])]
-            for b, bx in views:
-                for key, owner in _instances(b, core.name):
-                    h = self.hist.get(key)
-                    if h is None:
-                        h = self.hist[key] = _Hist(self.sim.threads_of(b, owner))
-                    self.access(h, key, b, bx, w, p.tid, epoch, clk, core, di)
+        sim = self.sim
+        plan = sim.static_plan(di.stmt, core.name)
+        if callable(plan):
+            plan = plan(di.vars)
+        elif plan is None:
+            plan = sim.plan(instr_accesses(di.stmt, di.vars, core.xenv.bufs), core.name)
+        hist = self.hist
+        for key, owner, b, bx, w in plan:
+            h = hist.get(key)
+            if h is None:
+                h = hist[key] = _Hist(sim.threads_of(b, owner))
+            self.access(h, key, b, bx, w, p.tid, epoch, clk, core, di)
 
     def access(self, h, key, buf, box, w, tid, epoch, clk, core, di) -> None:
         keep = []
@@ -365,13 +423,14 @@ class _Block:
             a_tid, a_ep, a_box, a_w = a[0], a[1], a[2], a[3]
             overlap = True
             covers = True
-            for i in range(0, n, 2):
-                lo, hi, alo, ahi = box[i], box[i + 1], a_box[i], a_box[i + 1]
-                if lo >= ahi or alo >= hi:
-                    overlap = False
-                    break
-                if lo > alo or hi < ahi:
-                    covers = False
+            if a_box != box:  # (equal boxes, e.g. a tile loaded again: they overlap and cover)
+                for i in range(0, n, 2):
+                    lo, hi, alo, ahi = box[i], box[i + 1], a_box[i], a_box[i + 1]
+                    if lo >= ahi or alo >= hi:
+                        overlap = False
+                        break
+                    if lo > alo or hi < ahi:
+                        covers = False
             if overlap:
                 if a_ep <= clk[a_tid]:
                     if covers and (w or not a_w):
@@ -421,15 +480,16 @@ class _Block:
         heap = self.heap
         while True:
             dirty, self.dirty = self.dirty, set()
-            for p in sorted(dirty, key=lambda p: p.tid):
-                self.try_start(p, now)
+            by_tid = self.by_tid
+            for tid in sorted(dirty):
+                self.try_start(by_tid[tid], now)
             if not heap:
                 if self.dirty:
                     continue
                 break
             now, _, p, di = heapq.heappop(heap)
             if di is None:  # a cross-core set arrives
-                self.dirty.add(p)
+                self.dirty.add(p.tid)
             else:
                 self.complete(p, di, now)
         self.finish()
@@ -502,6 +562,78 @@ class _Sim:
         self.aliases = aliases(self.placed)
         self.tracked |= {y.name for x in list(self.tracked) for y in self.aliases.get(x, ())}
         self._threads = {}
+        self._ops = {}
+        self._plans = {}
+
+    def plan(self, accesses, core: str) -> list:
+        """[(history key, owner, buffer, box, is_write)] that `accesses` of `core` check, in
+        order: each tracked buffer itself, then the buffers plan_memory placed on some of its
+        bytes, on the bytes the access touches (sim/aliasing.py): reusing memory needs
+        ordering."""
+        out = []
+        for buf, box, w in accesses:
+            if buf.name not in self.tracked:
+                continue
+            views = [(buf, box)]
+            shared = self.aliases.get(buf.name)
+            if shared:
+                placed = self.placed
+                ranges = byte_ranges(buf, placed[buf.name][1], box)
+                views += [(y, bx) for y in shared
+                          for bx in alias_boxes(ranges, y, placed[y.name][1])]
+            for b, bx in views:
+                for key, owner in _instances(b, core):
+                    out.append((key, owner, b, bx, w))
+        return out
+
+    def static_plan(self, st, core: str):
+        """`plan` of an instruction whose accesses do not depend on variables (every operand a
+        region with constant starts), made once; for one whose operands are regions with
+        starts that do (and read no buffer), a function of the variables giving it; None for
+        the others."""
+        key = (id(st), core)
+        hit = self._plans.get(key)
+        if hit is None or hit[0] is not st:
+            hit = self._plans[key] = (st, self._make_plan(st, core))
+        return hit[1]
+
+    def _make_plan(self, st, core: str):
+        ops = cached(st, lambda s: operands(s, accumulate=False), "operands")
+        if not all(isinstance(n, Region) for n, _ in ops):
+            return None
+        if all(isinstance(x, Const) for n, _ in ops for x in n.start):
+            return self.plan(instr_accesses(st, {}, {}), core)
+        if any(loads(n) for n, _ in ops) or any(
+                self.aliases.get(n.buffer.name) for n, _ in ops):
+            return None
+        parts = [(n, w, [(key, owner) for key, owner in _instances(n.buffer, core)]
+                  if n.buffer.name in self.tracked else []) for n, w in ops]
+
+        def plan(vars):
+            out = []
+            env = Env(vars, {})
+            for n, w, inst in parts:
+                try:
+                    box = region_box(n, env)
+                except Fault as e:
+                    raise KernelRuntimeError(str(e), st.loc) from None
+                except (ValueError, OverflowError) as e:
+                    raise KernelRuntimeError(f"{type(st).__name__} failed at run time: {e}",
+                                             st.loc) from None
+                if box is not None:
+                    b = n.buffer
+                    for key, owner in inst:
+                        out.append((key, owner, b, box, w))
+            return out
+
+        return plan
+
+    def op(self, st, pipe: str) -> _Op:
+        """The static facts of statement `st` (found once per statement object)."""
+        hit = self._ops.get(id(st))
+        if hit is None or hit.stmt is not st:
+            hit = self._ops[id(st)] = _Op(st, pipe, self.chip.costs)
+        return hit
 
     def threads_of(self, buf, owner: str):
         key = (buf.name, owner)
@@ -547,10 +679,11 @@ def simulate_kernel(kernel: Kernel, args: list | None, chip, *, check: bool = Tr
             ninstr += blk.ninstr
             prefix = f"b{b}." if len(todo) > 1 else ""
             for core, pipe, s, e, st in blk.events:
-                events.append(SimEvent(prefix + core, pipe, s, e, _label(st), str(st.loc)))
-            for (core, pipe), c in blk.busy.items():
-                core_busy[f"{core}.{pipe}"] += c
-                pipe_busy[pipe] += c
+                _, label, loc = _labels(st)
+                events.append(SimEvent(prefix + core, pipe, s, e, label, loc))
+            for p in blk.busy_order:
+                core_busy[f"{p.core.name}.{p.name}"] += p.cycles
+                pipe_busy[p.name] += p.cycles
     mean = -(-sum(block_cycles.values()) // len(block_cycles)) if block_cycles else 0
     per_core = [0] * max(1, chip.aic_cores)
     for b in range(n):

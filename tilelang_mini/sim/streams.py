@@ -42,12 +42,14 @@ compile_expr, execute = semantics.compile_expr, semantics.execute
 class DynInstr:
     """One dynamic instruction: the statement, its pipe, the loop variables when dispatched."""
 
-    __slots__ = ("stmt", "pipe", "vars", "dispatch", "dclock", "wclock", "start", "end", "seq")
+    __slots__ = ("stmt", "pipe", "vars", "dispatch", "dclock", "wclock", "start", "end", "seq",
+                 "op")
 
     def __init__(self, stmt, pipe: str, vars: dict):
         self.stmt = stmt
         self.pipe = pipe
         self.vars = vars
+        self.op = None          # the consumer's static facts of stmt
         self.dispatch = 0
         self.dclock = None
         self.wclock = None
@@ -95,13 +97,18 @@ def instr_pipe(stmt) -> str:
     return p
 
 
+def effect_fn(stmt):
+    """The closure `fn(env)` running the data effect of a (non-sync) instruction, by the NumPy
+    interpreter's own code (made once per statement object)."""
+    if isinstance(stmt, For):
+        return cached(stmt, lambda s: lower_stmt(s, _Ctx()), "lower")
+    return semantics.ops.instruction(stmt)
+
+
 def execute_effect(stmt, env: Env) -> None:
     """The data effect of one instruction, by the NumPy interpreter's own code."""
-    if isinstance(stmt, For):
-        fn = cached(stmt, lambda s: lower_stmt(s, _Ctx()), "lower")
-        fn(env)
-    elif not isinstance(stmt, SYNC_OPS):
-        execute(stmt, env)
+    if not isinstance(stmt, SYNC_OPS):
+        effect_fn(stmt)(env)
 
 
 # ------------------------------------------------------------------------------------ the walk
@@ -119,11 +126,13 @@ def block_envs(bufs: dict, kernel, block: int):
 
 
 def core_stream(body, kind: str, env: Env):
-    """Yield the DynInstrs of the program of a core of kind "C" or "V", walking with `env`."""
-    yield from _walk(body, kind, env, False)
+    """Yield the DynInstrs of the program of a core of kind "C" or "V", walking with `env`.
+    Instructions dispatched with the same loop variables share one snapshot of them (a
+    consumer that changes variables while executing, a Parallel map, copies it first)."""
+    yield from _walk(body, kind, env, False, [None])
 
 
-def _walk(body, kind, env, in_scope):
+def _walk(body, kind, env, in_scope, snap):
     for s in body:
         if isinstance(s, Scope):
             if s.core not in ("C", "V"):
@@ -131,23 +140,26 @@ def _walk(body, kind, env, in_scope):
             if in_scope:
                 raise CompileError(f"Scope({s.core!r}) nested in another Scope", s.loc)
             if s.core == kind:
-                yield from _walk(s.body, kind, env, True)
+                yield from _walk(s.body, kind, env, True, snap)
         elif isinstance(s, For) and s.kind != "parallel":
-            yield from _walk_for(s, kind, env, in_scope)
+            yield from _walk_for(s, kind, env, in_scope, snap)
         elif isinstance(s, If):
             yield from _walk(s.then_body if if_condition(s, env) else s.else_body, kind, env,
-                             in_scope)
+                             in_scope, snap)
         elif isinstance(s, Alloc):
             execute(s, env)
         else:
-            pipe = instr_pipe(s)
+            pipe = cached(s, instr_pipe, "pipe")
             if not in_scope and pipe != "S":
                 raise CompileError(f"{type(s).__name__} outside a Scope: lowered IR puts every "
                                    f"pipe instruction in Scope(\"C\") or Scope(\"V\")", s.loc)
-            yield DynInstr(s, pipe, dict(env.vars))
+            vs = snap[0]
+            if vs is None:
+                vs = snap[0] = dict(env.vars)
+            yield DynInstr(s, pipe, vs)
 
 
-def _walk_for(s: For, kind, env, in_scope):
+def _walk_for(s: For, kind, env, in_scope, snap):
     try:
         exts = [as_index(_expr_fn(e)(env), "a loop extent") for e in s.extents]
     except Fault as e:
@@ -157,12 +169,14 @@ def _walk_for(s: For, kind, env, in_scope):
         name = s.vars[0]
         for i in range(exts[0]):
             vs[name] = i
-            yield from _walk(s.body, kind, env, in_scope)
+            snap[0] = None
+            yield from _walk(s.body, kind, env, in_scope, snap)
         return
     for idx in itertools.product(*(range(n) for n in exts)):
         for name, i in zip(s.vars, idx):
             vs[name] = i
-        yield from _walk(s.body, kind, env, in_scope)
+        snap[0] = None
+        yield from _walk(s.body, kind, env, in_scope, snap)
 
 
 # ---------------------------------------------------------------------------------- accesses
@@ -210,11 +224,17 @@ def _index_box(buf, indices, env):
 
 def _parallel_vars(s: For, vars: dict) -> dict:
     env_vars = dict(vars)
-    exts = [int(e.value) if isinstance(e, Const) else as_index(_expr_fn(e)(Env(vars, {})), "extent")
-            for e in s.extents]
-    nd = len(exts)
-    for d, (name, n) in enumerate(zip(s.vars, exts)):
-        env_vars[name] = np.arange(n, dtype=np.int64).reshape((1,) * d + (n,) + (1,) * (nd - d - 1))
+    exts = tuple(int(e.value) if isinstance(e, Const) else
+                 as_index(_expr_fn(e)(Env(vars, {})), "extent") for e in s.extents)
+    lanes = cached(s, lambda _: {}, "lanes")  # extents -> the lane index arrays (read only)
+    aranges = lanes.get(exts)
+    if aranges is None:
+        nd = len(exts)
+        aranges = lanes[exts] = tuple(
+            np.arange(n, dtype=np.int64).reshape((1,) * d + (n,) + (1,) * (nd - d - 1))
+            for d, n in enumerate(exts))
+    for name, a in zip(s.vars, aranges):
+        env_vars[name] = a
     return env_vars
 
 
