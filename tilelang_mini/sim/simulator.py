@@ -118,10 +118,11 @@ class _Op:
     """What the simulator needs of one statement, found once per simulation: its pipe (index
     into PIPES), cycles, kind (INSTR or a sync op) and flag key."""
 
-    __slots__ = ("stmt", "pidx", "cost", "code", "key", "effect")
+    __slots__ = ("stmt", "costs", "pidx", "cost", "code", "key", "effect")
 
     def __init__(self, st, pipe: str, costs):
         self.stmt = st
+        self.costs = costs
         self.effect = None      # the data effect's closure (streams.effect_fn), once needed
         self.pidx = PIPES.index(pipe)
         self.cost = instr_cost(st, pipe, costs)
@@ -482,7 +483,9 @@ class _Block:
             dirty, self.dirty = self.dirty, set()
             by_tid = self.by_tid
             for tid in sorted(dirty):
-                self.try_start(by_tid[tid], now)
+                p = by_tid[tid]
+                if p.queue and not p.busy:
+                    self.try_start(p, now)
             if not heap:
                 if self.dirty:
                     continue
@@ -546,6 +549,22 @@ def _instances(buf, core: str):
     return (((core, buf.name), core),)
 
 
+class _KernelFacts:
+    """What the simulator finds once per kernel: the threads that may access each buffer, the
+    buffers race-checked, plan_memory's placements and aliases, and caches of per-statement
+    facts (_Op per chip, access plans, threads of buffer instances)."""
+
+    def __init__(self, kernel):
+        self.static = _static_threads(kernel)
+        self.tracked = written_buffers(kernel.body, "C") | written_buffers(kernel.body, "V")
+        self.placed = placements(kernel)
+        self.aliases = aliases(self.placed)
+        self.tracked |= {y.name for x in list(self.tracked) for y in self.aliases.get(x, ())}
+        self.threads: dict = {}
+        self.plans: dict = {}
+        self.ops: dict = {}     # id(chip costs) -> {id(stmt): _Op}
+
+
 class _Sim:
     def __init__(self, kernel, args, chip, check, data=True):
         _check_kernel(kernel)
@@ -556,14 +575,12 @@ class _Sim:
         if args is None and not data:
             args = zero_args(kernel)
         self.bufs = semantics.check_args(kernel, args)
-        self.static = _static_threads(kernel)
-        self.tracked = written_buffers(kernel.body, "C") | written_buffers(kernel.body, "V")
-        self.placed = placements(kernel)
-        self.aliases = aliases(self.placed)
-        self.tracked |= {y.name for x in list(self.tracked) for y in self.aliases.get(x, ())}
-        self._threads = {}
-        self._ops = {}
-        self._plans = {}
+        # what depends on the kernel alone is found once per kernel object (the IR is immutable)
+        facts = cached(kernel, _KernelFacts, "sim")
+        self.static, self.tracked = facts.static, facts.tracked
+        self.placed, self.aliases = facts.placed, facts.aliases
+        self._threads, self._plans = facts.threads, facts.plans
+        self._ops = facts.ops.setdefault(id(chip.costs), {})
 
     def plan(self, accesses, core: str) -> list:
         """[(history key, owner, buffer, box, is_write)] that `accesses` of `core` check, in
@@ -629,9 +646,9 @@ class _Sim:
         return plan
 
     def op(self, st, pipe: str) -> _Op:
-        """The static facts of statement `st` (found once per statement object)."""
+        """The static facts of statement `st` (found once per statement object and chip)."""
         hit = self._ops.get(id(st))
-        if hit is None or hit.stmt is not st:
+        if hit is None or hit.stmt is not st or hit.costs is not self.chip.costs:
             hit = self._ops[id(st)] = _Op(st, pipe, self.chip.costs)
         return hit
 

@@ -25,7 +25,7 @@ from ..ir import dtypes
 from ..ir.analysis import SYNC_OPS, is_map, operands, written_names
 from ..ir.nodes import (
     Alloc, Const, Copy, Fill, For, Gemm, If, Load, Reduce, Region, Scope, Sort,
-    SetCrossFlag, SetFlag, Store, WaitCrossFlag, WaitFlag, walk_own, walk_statements,
+    SetCrossFlag, SetFlag, Store, Var, WaitCrossFlag, WaitFlag, walk_own, walk_statements,
 )
 from ..ir.happens_before import sync_pipe
 from ..ir.pipes import pipe_of
@@ -203,17 +203,25 @@ def region_box(r: Region, env):
     return tuple(box)
 
 
-def _index_box(buf, indices, env):
+def _index_box(buf, indices, env, lanes=None):
+    """The element box of a load or store, clipped to its buffer; None when empty. `lanes`: a
+    map's lane variables and their extents (a lane variable as an index spans 0..extent, what
+    the min and max of its index array give)."""
     box = []
     for x, n in zip(indices, buf.shape):
-        v = _expr_fn(x)(env)
-        if isinstance(v, np.ndarray):
-            if not v.size:
+        if lanes is not None and type(x) is Var and x.name in lanes:
+            lo, hi = 0, lanes[x.name]
+            if not hi:
                 return None
-            lo, hi = int(v.min()), int(v.max()) + 1
         else:
-            lo = int(v)
-            hi = lo + 1
+            v = _expr_fn(x)(env)
+            if isinstance(v, np.ndarray):
+                if not v.size:
+                    return None
+                lo, hi = int(v.min()), int(v.max()) + 1
+            else:
+                lo = int(v)
+                hi = lo + 1
         lo, hi = max(lo, 0), min(hi, n)
         if hi <= lo:
             return None
@@ -222,7 +230,8 @@ def _index_box(buf, indices, env):
     return tuple(box)
 
 
-def _parallel_vars(s: For, vars: dict) -> dict:
+def _parallel_vars(s: For, vars: dict) -> tuple[dict, dict]:
+    """(the variables of a map's lanes: `vars` and each lane's index array, {lane: extent})."""
     env_vars = dict(vars)
     exts = tuple(int(e.value) if isinstance(e, Const) else
                  as_index(_expr_fn(e)(Env(vars, {})), "extent") for e in s.extents)
@@ -235,7 +244,7 @@ def _parallel_vars(s: For, vars: dict) -> dict:
             for d, n in enumerate(exts))
     for name, a in zip(s.vars, aranges):
         env_vars[name] = a
-    return env_vars
+    return env_vars, dict(zip(s.vars, exts))
 
 
 def instr_accesses(stmt, vars: dict, bufs: dict):
@@ -251,14 +260,17 @@ def instr_accesses(stmt, vars: dict, bufs: dict):
 
 
 def _instr_accesses(stmt, vars: dict, bufs: dict):
-    env = Env(vars, bufs)
-    e = Env(_parallel_vars(stmt, vars), bufs) if is_map(stmt) else env
+    env = e = Env(vars, bufs)
+    lanes = None
+    if is_map(stmt):
+        lane_vars, lanes = _parallel_vars(stmt, vars)
+        e = Env(lane_vars, bufs)
     out = []
     for node, w in cached(stmt, lambda s: operands(s, accumulate=False), "operands"):
         if isinstance(node, Region):
             box = region_box(node, env)
         elif node.buffer.scope != "var":
-            box = _index_box(node.buffer, node.indices, e)
+            box = _index_box(node.buffer, node.indices, e, lanes)
         else:
             continue
         if box is not None:
