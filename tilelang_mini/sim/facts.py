@@ -87,7 +87,7 @@ class KernelFacts:
         self.placed = placements(kernel)
         self.aliases = aliases(self.placed)
         self.tracked |= {y.name for x in list(self.tracked) for y in self.aliases.get(x, ())}
-        self.gm_written = set().union(*(written_names(s) for s in kernel.body))  # _BlockRaces
+        self.gm_written = set().union(*(written_names(s) for s in kernel.body))  # BlockRaces
         self.threads: dict = {}
         self.plans: dict = {}
         self.ops: dict = {}     # id(chip costs) -> (costs, {id(stmt): Op})
