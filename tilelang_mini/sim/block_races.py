@@ -11,7 +11,7 @@ import numpy as np
 from ..errors import RaceError
 from ..ir.analysis import is_atomic_pair
 from ..ir.graph import print_ir_line
-from .streams import shared_accesses
+from .streams import shared_accesses, shared_operands
 
 
 class BlockRaces:
@@ -30,9 +30,17 @@ class BlockRaces:
         self.bufs = bufs
         self.written = {n for n in written if n in bufs}  # (KernelFacts.gm_written)
         self.recs = defaultdict(list)  # name -> [block, box, write, stmt, values, values after]
+        self.touches = {}  # id(stmt) -> (stmt, whether it accesses one of `written`)
 
     def before(self, block, di, bufs):
-        if not self.written:
+        """Record the accesses of `di`, about to run in `block`, to global tensors that some
+        instruction writes; the records of its writes, for `after` once the effect ran."""
+        st = di.stmt
+        hit = self.touches.get(id(st))
+        if hit is None or hit[0] is not st:  # (found once per statement)
+            hit = self.touches[id(st)] = (st, any(
+                n.buffer.name in self.written for n, _ in shared_operands(st)))
+        if not hit[1]:
             return None
         out = []
         for buf, box, w in shared_accesses(di.stmt, di.vars, bufs):
@@ -47,6 +55,7 @@ class BlockRaces:
         return out
 
     def after(self, shared) -> None:
+        """Complete the records of writes with the values after them."""
         for rec, arr, sl in shared:
             rec[5] = np.array(arr[sl])
 

@@ -349,13 +349,19 @@ def box_elements(box, shape):
     return np.unique(np.ravel_multi_index(tuple(g.ravel() for g in grids), tuple(shape)))
 
 
+def shared_operands(stmt) -> list:
+    """[(operand, write flag)] of a data instruction's accesses to global tensors whose box is
+    exactly the elements touched (analysis.exact_boxes), found once per statement."""
+    return cached(stmt, lambda s: [(n, w) for (n, w), ok in zip(
+        operands(s, accumulate=False), exact_boxes(s, accumulate=False))
+        if ok and n.buffer.scope == "global"], "shared_operands")
+
+
 def shared_accesses(stmt, vars: dict, bufs: dict):
     """[(buffer, box, write flag)] of the accesses of a data instruction to global tensors
     (shared by every block) whose box is exactly the elements touched (analysis.exact_boxes);
     the other accesses are left out (a box that over-approximates proves no race)."""
-    ops = cached(stmt, lambda s: [(n, w) for (n, w), ok in zip(
-        operands(s, accumulate=False), exact_boxes(s, accumulate=False))
-        if ok and n.buffer.scope == "global"], "shared_operands")
+    ops = shared_operands(stmt)
     if not ops:
         return []
     env = e = Env(vars, bufs)
