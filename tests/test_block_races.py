@@ -1,4 +1,4 @@
-"""`simulate` reports races between blocks on global tensors (sim/simulator.py, _BlockRaces):
+"""`simulate` reports races between blocks on global tensors (sim/block_races.py):
 two blocks that write common elements with different values, or one that reads elements
 another writes where the value read depends on which block runs first. The CPU targets run
 blocks in an order (or on threads) and cannot tell; the hardware runs them concurrently.

@@ -517,10 +517,15 @@ def lower_instruction(stmt, par: tuple = ()):
 _CACHE: dict[int, tuple] = {}
 
 
-def execute(stmt, env: Env) -> None:
-    """Execute one instruction in `env` (closures are cached per statement object)."""
+def instruction(stmt):
+    """The closure `fn(env)` that executes one instruction (made once per statement object)."""
     hit = _CACHE.get(id(stmt))
     if hit is None or hit[0] is not stmt:
         hit = (stmt, lower_instruction(stmt))
         _CACHE[id(stmt)] = hit
-    hit[1](env)
+    return hit[1]
+
+
+def execute(stmt, env: Env) -> None:
+    """Execute one instruction in `env` (closures are cached per statement object)."""
+    instruction(stmt)(env)

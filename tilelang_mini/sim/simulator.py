@@ -40,24 +40,24 @@ from typing import NamedTuple
 import numpy as np
 
 from ..errors import CompileError, DeadlockError, RaceError, SyncError
-from ..ir.analysis import AIC_SCOPES, GM_SCOPES, SYNC_OPS, accesses, is_atomic_pair
+from ..ir.analysis import GM_SCOPES, is_atomic_pair
 from ..ir.graph import print_ir_line
 from ..ir.nodes import (
-    PIPES, Alloc, Kernel, PipeBarrier, Scope, SetCrossFlag, SetFlag, WaitCrossFlag, WaitFlag,
-    walk_statements,
+    PIPES, For, Kernel, SetCrossFlag, SetFlag, WaitCrossFlag, WaitFlag,
 )
 from .. import semantics
 from ..semantics.coroutines import lower_core_program
-from .aliasing import alias_boxes, aliases, byte_ranges, placements
+from .block_races import BlockRaces
+from .facts import BARRIER, INSTR, SET, WAIT, XSET, XWAIT, KernelFacts, Op
 from .streams import (
     CORE_NAMES, Env, Hull, ScalarSnapshot, block_envs, box_elements, cached, check_sync_ids,
-    core_stream, execute_effect, instr_accesses, instr_cost, instr_pipe, shared_accesses,
-    written_buffers,
+    core_stream, effect_fn, instr_accesses,
 )
 
 NPIPES = len(PIPES)
 NTHREADS = len(CORE_NAMES) * NPIPES
 ZERO = (0,) * NTHREADS
+S_PIPE = PIPES.index("S")
 
 
 class SimEvent(NamedTuple):
@@ -98,12 +98,17 @@ def _join(a, b):
 _LABEL_CACHE: dict[int, tuple] = {}
 
 
-def _label(stmt) -> str:  # noqa: N802
+def _labels(stmt) -> tuple:
+    """(stmt, its IR line, its location as text), made once per statement object."""
     hit = _LABEL_CACHE.get(id(stmt))
     if hit is None or hit[0] is not stmt:
-        hit = (stmt, print_ir_line(stmt))
+        hit = (stmt, print_ir_line(stmt), str(stmt.loc))
         _LABEL_CACHE[id(stmt)] = hit
-    return hit[1]
+    return hit
+
+
+def _label(stmt) -> str:  # noqa: N802
+    return _labels(stmt)[1]
 
 
 def _where(core: str, di) -> str:
@@ -119,29 +124,12 @@ def _check_kernel(kernel: Kernel) -> None:
                            "and variables (cid, vid)", kernel.loc)
 
 
-def _static_threads(kernel: Kernel) -> dict:
-    """buffer name -> set of (core kind, pipe) whose instructions may access it."""
-    out = defaultdict(set)
-    for s in walk_statements(kernel.body):
-        if isinstance(s, Scope):
-            for x in walk_statements(s.body):
-                if isinstance(x, SYNC_OPS) or not hasattr(x, "loc"):
-                    continue
-                try:
-                    pipe = instr_pipe(x)
-                except CompileError:
-                    continue
-                r, w = accesses(x)
-                for name in r | w:
-                    out[name].add((s.core, pipe))
-    return out
-
-
 # ------------------------------------------------------------------------------- block model
 
 
 class _Pipe:
-    __slots__ = ("core", "name", "tid", "queue", "busy", "free", "B", "count", "is_v")
+    __slots__ = ("core", "name", "tid", "queue", "busy", "free", "B", "count", "is_v", "is_s",
+                 "dclock", "cycles")
 
     def __init__(self, core, name, tid):
         self.core = core
@@ -150,13 +138,17 @@ class _Pipe:
         self.queue = deque()
         self.busy = False
         self.free = 0
-        self.B = ZERO
+        self.B = list(ZERO)     # the pipe's vector clock, updated in place
+        self.dclock = None      # the last dispatch clock joined into B
         self.count = 0
         self.is_v = name == "V"
+        self.is_s = name == "S"
+        self.cycles = None      # busy cycles, None until the first completion
 
 
 class _Core:
-    __slots__ = ("idx", "name", "kind", "gen", "xenv", "pipes", "D", "t_s", "blocked", "done")
+    __slots__ = ("idx", "name", "kind", "gen", "xenv", "pipes", "plist", "D", "t_s", "blocked",
+                 "done")
 
     def __init__(self, idx, kernel, xenv, wenv):
         self.idx = idx
@@ -165,6 +157,7 @@ class _Core:
         self.gen = core_stream(kernel.body, self.kind, wenv)
         self.xenv = xenv
         self.pipes = {p: _Pipe(self, p, idx * NPIPES + i) for i, p in enumerate(PIPES)}
+        self.plist = list(self.pipes.values())
         self.D = ZERO
         self.t_s = 0
         self.blocked = None
@@ -190,6 +183,8 @@ class _Block:
         kernel = sim.kernel
         xenvs, wenvs = block_envs(sim.bufs, kernel, block)
         self.cores = [_Core(i, kernel, xenvs[i], wenvs[i]) for i in range(3)]
+        self.by_tid = [p for c in self.cores for p in c.plist]
+        self.busy_order = []    # pipes in the order of their first completion
         self.heap = []
         self.seq = 0
         self.dirty = set()
@@ -199,27 +194,33 @@ class _Block:
         self.half = [defaultdict(deque) for _ in range(2)]      # AIV sets not yet paired
         self.hist = {}
         self.events = []
-        self.busy = defaultdict(int)
+        self.data, self.check = sim.data, sim.check
+        self.blocks = sim.blocks    # races between blocks (GM accesses of every block)
         self.ninstr = 0
         self.end = 0
 
     # ---- scalar unit
     def advance(self, core: _Core) -> None:
         chip = self.sim.chip
+        op_of = self.sim.op
+        gen, plist, dirty = core.gen, core.plist, self.dirty
         while not core.done and core.blocked is None:
             try:
-                di = next(core.gen)
+                di = next(gen)
             except StopIteration:
                 core.done = True
                 break
-            check_sync_ids(di.stmt, chip)
+            st = di.stmt
+            op = di.op = op_of(st, di.pipe)
+            if op.code != INSTR:
+                check_sync_ids(st, chip)
             di.dispatch = core.t_s
             di.dclock = core.D
-            p = core.pipes[di.pipe]
+            p = plist[op.pidx]
             p.queue.append(di)
-            self.dirty.add(p)
+            dirty.add(p.tid)
             self.ninstr += 1
-            if di.pipe == "S":
+            if op.pidx == S_PIPE:
                 core.blocked = di
 
     # ---- issue
@@ -228,17 +229,16 @@ class _Block:
             return
         di = p.queue[0]
         t = max(now, p.free, di.dispatch)
-        st = di.stmt
-        core = p.core
-        if isinstance(st, WaitFlag):
-            key = (core.idx, st.src, st.dst, st.event)
-            f = self.flags.pop(key, None)
+        op = di.op
+        code = op.code
+        if code == WAIT:
+            f = self.flags.pop((p.core.idx,) + op.key, None)
             if f is None:
                 return
             t = max(t, f[0])
             di.wclock = f[1]
-        elif isinstance(st, WaitCrossFlag):
-            q = self.pending[core.idx].get(st.flag)
+        elif code == XWAIT:
+            q = self.pending[p.core.idx].get(op.key)
             if not q:
                 return
             if q[0][0] > now:  # still in flight: look again when it arrives
@@ -250,8 +250,7 @@ class _Block:
         p.queue.popleft()
         p.busy = True
         di.start = t
-        di.end = t + cached(st, lambda s: instr_cost(s, instr_pipe(s), self.sim.chip.costs),
-                              self.sim.chip.costs)
+        di.end = t + op.cost
         self.seq += 1
         heapq.heappush(self.heap, (di.end, self.seq, p, di))
 
@@ -259,38 +258,56 @@ class _Block:
     def complete(self, p: _Pipe, di, t: int) -> None:
         core = p.core
         st = di.stmt
+        op = di.op
+        code = op.code
         p.busy = False
         p.free = t
-        clk = _join(p.B, di.dclock)
+        # clk: the pipe's clock B joined with the dispatch clock (once per new one: the
+        # dispatch clocks a pipe sees only grow, and B with them) and a wait's clock
+        clk = p.B
+        d = di.dclock
+        if d is not p.dclock:
+            p.dclock = d
+            for i, v in enumerate(d):
+                if v > clk[i]:
+                    clk[i] = v
         if di.wclock is not None:
-            clk = _join(clk, di.wclock)
-        p.count += 1
-        epoch = p.count
-        is_sync = isinstance(st, SYNC_OPS)
+            for i, v in enumerate(di.wclock):
+                if v > clk[i]:
+                    clk[i] = v
+        epoch = p.count = p.count + 1
         tid = p.tid
-        # What a flag set here publishes: every earlier instruction of this pipe is done.
-        flag_clk = clk[:tid] + (epoch,) + clk[tid + 1:]
         # Later instructions of an in-order pipe follow the earlier ones; on V only a
         # pipe_barrier orders vector instructions among themselves (a set_flag does not).
-        if not p.is_v or isinstance(st, PipeBarrier):
-            clk = flag_clk
-        p.B = clk
-        if p.name == "S":  # the scalar unit waited for it: later dispatches follow it
-            core.D = _join(core.D, clk)
-        if not is_sync and (self.sim.data or p.name == "S"):
-            shared = None
-            if self.sim.check:  # scalar accesses of UB and GM too (var registers are not memory)
-                self.check_access(core, p, di, epoch, clk)
-                shared = self.sim.blocks.before(self.block, di, core.xenv.bufs)
+        if not p.is_v or code == BARRIER:
+            clk[tid] = epoch
+        if p.is_s:  # the scalar unit waited for it: later dispatches follow it
+            core.D = tuple(map(max, core.D, clk))
+        if code == INSTR and (self.data or p.is_s):
             env = core.xenv
-            env.vars = di.vars
+            bufs = env.bufs
             if di.scalars:  # the scalar registers as dispatched, not as now
-                env = Env(di.vars, ScalarSnapshot(env.bufs, di.scalars), env.core, env.block)
-            execute_effect(st, env)
+                bufs = ScalarSnapshot(bufs, di.scalars)
+            shared = None
+            if self.check:  # scalar accesses of UB and GM too (var registers are not memory)
+                self.check_access(core, p, di, epoch, clk, bufs)
+                shared = self.blocks.before(self.block, di, bufs)
+            # (a map sets its lanes: it runs on a copy of the shared snapshot of variables)
+            env.vars = vs = dict(di.vars) if isinstance(st, For) else di.vars
+            if di.scalars:
+                env = Env(vs, bufs, env.core, env.block)
+            fn = op.effect
+            if fn is None:  # made at the first completion: a lowering error is reported there
+                fn = op.effect = effect_fn(st)
+            fn(env)
             if shared:
-                self.sim.blocks.after(shared)
-        elif isinstance(st, SetFlag):
-            key = (core.idx, st.src, st.dst, st.event)
+                self.blocks.after(shared)
+        elif code == SET:
+            # What a flag set here publishes: every earlier instruction of this pipe is done.
+            flag_clk = tuple(clk)
+            if flag_clk[tid] != epoch:
+                flag_clk = flag_clk[:tid] + (epoch,) + flag_clk[tid + 1:]
+            key = (core.idx,) + op.key
             old = self.flags.get(key)
             if old is not None:
                 # Reported when the block ends unless a race shows the cause first: a double
@@ -302,14 +319,21 @@ class _Block:
                         f"(block {self.block})", st.loc)
             else:
                 self.flags[key] = (t, flag_clk, di)
-            self.dirty.add(core.pipes[st.dst])
-        elif isinstance(st, SetCrossFlag):
+            self.dirty.add(core.idx * NPIPES + PIPES.index(st.dst))
+        elif code == XSET:
+            flag_clk = tuple(clk)
+            if flag_clk[tid] != epoch:
+                flag_clk = flag_clk[:tid] + (epoch,) + flag_clk[tid + 1:]
             self.cross_set(core, st, t, flag_clk)
-        self.events.append((core.name, p.name, di.start, t, st))
-        self.busy[(core.name, p.name)] += t - di.start
+        start = di.start
+        self.events.append((core.name, p.name, start, t, st))
+        if p.cycles is None:
+            p.cycles = 0
+            self.busy_order.append(p)
+        p.cycles += t - start
         if t > self.end:
             self.end = t
-        self.dirty.add(p)
+        self.dirty.add(p.tid)
         if core.blocked is di:
             core.blocked = None
             core.t_s = t
@@ -329,7 +353,7 @@ class _Block:
         if core.kind == "C":
             for v in (1, 2):
                 push(self.pending[v][st.flag], (arrival, clk), CORE_NAMES[v])
-                self.dirty.update(self.cores[v].pipes.values())
+                self.dirty.update(range(v * NPIPES, (v + 1) * NPIPES))
             return
         vid = core.idx - 1
         push(self.half[vid][st.flag], (arrival, clk), core.name)
@@ -338,30 +362,26 @@ class _Block:
             a0, c0 = h0.popleft()
             a1, c1 = h1.popleft()
             push(self.pending[0][st.flag], (max(a0, a1), _join(c0, c1)), "C")
-            self.dirty.update(self.cores[0].pipes.values())
+            self.dirty.update(range(NPIPES))
 
     # ---- races
-    def check_access(self, core: _Core, p: _Pipe, di, epoch: int, clk) -> None:
-        tracked = self.sim.tracked
-        bufs = core.xenv.bufs if not di.scalars else ScalarSnapshot(core.xenv.bufs, di.scalars)
-        for buf, box, w in instr_accesses(di.stmt, di.vars, bufs):
-            if buf.name not in tracked:
-                continue
-            # The buffer itself, then the buffers plan_memory placed on some of its bytes, on
-            # the bytes this access touches (sim/aliasing.py): reusing memory needs ordering.
-            views = [(buf, box)]
-            shared = self.sim.aliases.get(buf.name)
-            if shared:
-                placed = self.sim.placed
-                ranges = byte_ranges(buf, placed[buf.name][1], box)
-                views += [(y, bx) for y in shared
-                          for bx in alias_boxes(ranges, y, placed[y.name][1])]
-            for b, bx in views:
-                for key, owner in _instances(b, core.name):
-                    h = self.hist.get(key)
-                    if h is None:
-                        h = self.hist[key] = _Hist(self.sim.threads_of(b, owner))
-                    self.access(h, key, b, bx, w, p.tid, epoch, clk, core, di)
+    def check_access(self, core: _Core, p: _Pipe, di, epoch: int, clk, bufs) -> None:
+        """Check the accesses of `di` (its buffers `bufs`: the core's, with the scalar
+        registers as dispatched) against the history of each buffer instance it touches."""
+        sim = self.sim
+        # A static plan reads no buffer (its region starts are constants or loop variables):
+        # an instruction that reads scalar registers has its accesses found from `bufs`.
+        plan = None if di.scalars else sim.static_plan(di.stmt, core.name)
+        if callable(plan):
+            plan = plan(di.vars)
+        elif plan is None:
+            plan = sim.plan(instr_accesses(di.stmt, di.vars, bufs), core.name)
+        hist = self.hist
+        for key, owner, b, bx, w in plan:
+            h = hist.get(key)
+            if h is None:
+                h = hist[key] = _Hist(sim.threads_of(b, owner))
+            self.access(h, key, b, bx, w, p.tid, epoch, clk, core, di)
 
     def access(self, h, key, buf, box, w, tid, epoch, clk, core, di) -> None:
         keep = []
@@ -373,13 +393,14 @@ class _Block:
             a_tid, a_ep, a_box, a_w = a[0], a[1], a[2], a[3]
             overlap = True
             covers = True
-            for i in range(0, n, 2):
-                lo, hi, alo, ahi = box[i], box[i + 1], a_box[i], a_box[i + 1]
-                if lo >= ahi or alo >= hi:
-                    overlap = False
-                    break
-                if lo > alo or hi < ahi:
-                    covers = False
+            if a_box != box:  # (equal boxes, e.g. a tile loaded again: they overlap and cover)
+                for i in range(0, n, 2):
+                    lo, hi, alo, ahi = box[i], box[i + 1], a_box[i], a_box[i + 1]
+                    if lo >= ahi or alo >= hi:
+                        overlap = False
+                        break
+                    if lo > alo or hi < ahi:
+                        covers = False
             if overlap:
                 if a_ep <= clk[a_tid]:
                     if covers and (w or not a_w) and not isinstance(box, Hull):
@@ -442,15 +463,18 @@ class _Block:
         heap = self.heap
         while True:
             dirty, self.dirty = self.dirty, set()
-            for p in sorted(dirty, key=lambda p: p.tid):
-                self.try_start(p, now)
+            by_tid = self.by_tid
+            for tid in sorted(dirty):
+                p = by_tid[tid]
+                if p.queue and not p.busy:
+                    self.try_start(p, now)
             if not heap:
                 if self.dirty:
                     continue
                 break
             now, _, p, di = heapq.heappop(heap)
             if di is None:  # a cross-core set arrives
-                self.dirty.add(p)
+                self.dirty.add(p.tid)
             else:
                 self.complete(p, di, now)
         self.finish()
@@ -496,17 +520,6 @@ class _Block:
                             f"{self.block} ends: set_flag without a matching wait_flag", st.loc)
 
 
-def _instances(buf, core: str):
-    """(history key, owner for threads_of) of the buffer instances an access of `core` touches:
-    GM and the AIC's buffers are one per block (AIVs write L1 on chips with UB -> L1); UB is per
-    AIV, and the cube's FixPipe writes both AIVs' UB (dual destination)."""
-    if buf.scope in GM_SCOPES or buf.scope in AIC_SCOPES:
-        return ((("G", buf.name), "G"),)
-    if core == "C":
-        return (((name, buf.name), name) for name in ("V0", "V1"))
-    return (((core, buf.name), core),)
-
-
 class _Sim:
     def __init__(self, kernel, args, chip, check, data=True):
         _check_kernel(kernel)
@@ -517,125 +530,22 @@ class _Sim:
         if args is None and not data:
             args = zero_args(kernel)
         self.bufs = semantics.check_args(kernel, args)
-        self.static = _static_threads(kernel)
-        self.tracked = written_buffers(kernel.body, "C") | written_buffers(kernel.body, "V")
-        self.placed = placements(kernel)
-        self.aliases = aliases(self.placed)
-        self.tracked |= {y.name for x in list(self.tracked) for y in self.aliases.get(x, ())}
-        self._threads = {}
-        self.blocks = _BlockRaces(kernel, self.bufs)
+        # what depends on the kernel alone is found once per kernel object (the IR is immutable)
+        facts = cached(kernel, KernelFacts, "sim")
+        self.tracked, self.aliases = facts.tracked, facts.aliases
+        self.plan, self.static_plan, self.threads_of = (
+            facts.plan, facts.static_plan, facts.threads_of)
+        ops, costs = facts.ops_for(chip.costs), chip.costs
+        self.blocks = BlockRaces(facts.gm_written, self.bufs)
 
-    def threads_of(self, buf, owner: str):
-        key = (buf.name, owner)
-        t = self._threads.get(key)
-        if t is None:
-            users = self.static.get(buf.name, ())
-            if owner == "G":
-                cores = range(3)
-            else:
-                cores = (CORE_NAMES.index(owner),)
-            t = tuple((c, pipe) for c in cores for kind, pipe in users if CORE_NAMES[c][0] == kind)
-            self._threads[key] = t
-        return t
+        def op(st, pipe: str) -> Op:
+            """The static facts of statement `st` (found once per statement object and chip)."""
+            hit = ops.get(id(st))
+            if hit is None or hit.stmt is not st:
+                hit = ops[id(st)] = Op(st, pipe, costs)
+            return hit
 
-
-class _BlockRaces:
-    """Races between blocks on global tensors. Blocks run concurrently and nothing orders them;
-    the simulator runs them one after another, so it records every access of a global tensor
-    that some instruction writes, with the values it read (or, for a write, the values before
-    and after), where the access's box is exactly the elements touched (analysis.exact_boxes).
-    After the last block, two accesses of different blocks to common elements, one writing
-    and not both atomic updates of one kind, are a race when the result depends on the blocks'
-    order: two writes of different values, or a read that would have seen other values had the
-    writing block run on the other side of it. Same-value writes (both AIVs' or blocks'
-    identical stores) are not reported."""
-    BUDGET = 20000  # value comparisons of overlapping pairs per tensor
-
-    def __init__(self, kernel, bufs):
-        from ..ir.analysis import written_names
-        self.bufs = bufs
-        written = set()
-        for s in kernel.body:
-            written |= written_names(s)
-        self.written = {n for n in written if n in bufs}
-        self.recs = defaultdict(list)  # name -> [block, box, write, stmt, values, values after]
-
-    def before(self, block, di, bufs):
-        if not self.written:
-            return None
-        out = []
-        for buf, box, w in shared_accesses(di.stmt, di.vars, bufs):
-            arr = self.bufs.get(buf.name)
-            if arr is None or buf.name not in self.written:
-                continue
-            sl = tuple(slice(box[i], box[i + 1]) for i in range(0, len(box), 2))
-            rec = [block, box, w, di.stmt, np.array(arr[sl]), None]
-            self.recs[buf.name].append(rec)
-            if w:
-                out.append((rec, arr, sl))
-        return out
-
-    def after(self, shared) -> None:
-        for rec, arr, sl in shared:
-            rec[5] = np.array(arr[sl])
-
-    def check(self) -> None:
-        """Raise a located RaceError for the first order-dependent pair of blocks."""
-        for name, recs in self.recs.items():
-            if len({r[0] for r in recs}) < 2 or not any(r[2] for r in recs):
-                continue
-            blk = np.array([r[0] for r in recs])
-            lo = np.array([r[1][0::2] for r in recs])
-            hi = np.array([r[1][1::2] for r in recs])
-            budget = self.BUDGET
-            for i, r in enumerate(recs):
-                if not r[2]:
-                    continue
-                hit = (blk != r[0]) & (lo < hi[i]).all(axis=1) & (lo[i] < hi).all(axis=1)
-                hit[:i + 1] &= np.array([not recs[j][2] for j in range(i + 1)])  # pairs once
-                for j in np.flatnonzero(hit):
-                    o = recs[j]
-                    if r[2] and o[2] and is_atomic_pair(r[2], o[2]):
-                        continue
-                    budget -= 1
-                    if budget < 0:
-                        break
-                    if not self.benign(r, o, lo[i], hi[i], lo[j], hi[j]):
-                        self.report(name, r, o, np.maximum(lo[i], lo[j]),
-                                    np.minimum(hi[i], hi[j]))
-                if budget < 0:
-                    break
-
-    @staticmethod
-    def benign(w, o, wlo, whi, olo, ohi) -> bool:
-        """Would the values be the same had the two blocks run in the other order?"""
-        ov_lo, ov_hi = np.maximum(wlo, olo), np.minimum(whi, ohi)
-
-        def part(vals, lo):
-            return np.ascontiguousarray(vals[tuple(slice(a - b, c - b) for a, c, b in
-                                                   zip(ov_lo, ov_hi, lo))]).tobytes()
-        if o[2]:  # both write: the same values either way
-            return part(w[5], wlo) == part(o[5], olo)
-        # o reads: had it run on the other side of the write, it would have read the values
-        # after the write (it ran first) or before it (it ran after)
-        seen = w[5] if o[0] < w[0] else w[4]
-        return part(seen, wlo) == part(o[4], olo)
-
-    @staticmethod
-    def report(name, a, b, lo, hi) -> None:
-        if b[0] < a[0]:
-            a, b = b, a
-        elems = ", ".join(f"{x}:{y}" for x, y in zip(lo.tolist(), hi.tolist()))
-
-        def desc(r):
-            return (f"block {r[0]} `{_label(r[3])}` at {r[3].loc} "
-                    f"{'writes' if r[2] else 'reads'} it")
-        raise RaceError(
-            f"race between blocks on global buffer {name}[{elems}]: {desc(a)} and {desc(b)}; "
-            f"blocks run concurrently and nothing orders them, and the result depends on "
-            f"which runs first ({'different values written' if a[2] and b[2] else 'the read sees the write or not'}). "
-            f"Give each block its own part of {name} (index it by the block), or accumulate "
-            f"with T.atomic_add", b[3].loc)
+        self.op = op
 
 
 def zero_args(kernel: Kernel) -> list:
@@ -668,10 +578,11 @@ def simulate_kernel(kernel: Kernel, args: list | None, chip, *, check: bool = Tr
             ninstr += blk.ninstr
             prefix = f"b{b}." if len(todo) > 1 else ""
             for core, pipe, s, e, st in blk.events:
-                events.append(SimEvent(prefix + core, pipe, s, e, _label(st), str(st.loc)))
-            for (core, pipe), c in blk.busy.items():
-                core_busy[f"{core}.{pipe}"] += c
-                pipe_busy[pipe] += c
+                _, label, loc = _labels(st)
+                events.append(SimEvent(prefix + core, pipe, s, e, label, loc))
+            for p in blk.busy_order:
+                core_busy[f"{p.core.name}.{p.name}"] += p.cycles
+                pipe_busy[p.name] += p.cycles
     if sim.check:
         sim.blocks.check()
     mean = -(-sum(block_cycles.values()) // len(block_cycles)) if block_cycles else 0

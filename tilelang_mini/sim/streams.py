@@ -25,7 +25,8 @@ from ..ir import dtypes
 from ..ir.analysis import SYNC_OPS, exact_boxes, is_map, operands, written_names
 from ..ir.nodes import (
     Alloc, Const, Copy, Fill, For, Gemm, If, Load, Reduce, Region, Scope, Sort,
-    SetCrossFlag, SetFlag, Store, WaitCrossFlag, WaitFlag, walk, walk_own, walk_statements,
+    SetCrossFlag, SetFlag, Store, Var, WaitCrossFlag, WaitFlag, walk, walk_own,
+    walk_statements,
 )
 from ..ir.happens_before import sync_pipe
 from ..ir.pipes import pipe_of
@@ -43,13 +44,14 @@ class DynInstr:
     """One dynamic instruction: the statement, its pipe, the loop variables when dispatched."""
 
     __slots__ = ("stmt", "pipe", "vars", "scalars", "dispatch", "dclock", "wclock", "start",
-                 "end", "seq")
+                 "end", "seq", "op")
 
     def __init__(self, stmt, pipe: str, vars: dict, scalars: dict | None = None):
         self.stmt = stmt
         self.pipe = pipe
         self.vars = vars
         self.scalars = scalars  # the scalar registers (alloc_var) it reads, as dispatched
+        self.op = None          # the consumer's static facts of stmt
         self.dispatch = 0
         self.dclock = None
         self.wclock = None
@@ -97,13 +99,18 @@ def instr_pipe(stmt) -> str:
     return p
 
 
+def effect_fn(stmt):
+    """The closure `fn(env)` running the data effect of a (non-sync) instruction, by the NumPy
+    interpreter's own code (made once per statement object)."""
+    if isinstance(stmt, For):
+        return cached(stmt, lambda s: lower_stmt(s, _Ctx()), "lower")
+    return semantics.ops.instruction(stmt)
+
+
 def execute_effect(stmt, env: Env) -> None:
     """The data effect of one instruction, by the NumPy interpreter's own code."""
-    if isinstance(stmt, For):
-        fn = cached(stmt, lambda s: lower_stmt(s, _Ctx()), "lower")
-        fn(env)
-    elif not isinstance(stmt, SYNC_OPS):
-        execute(stmt, env)
+    if not isinstance(stmt, SYNC_OPS):
+        effect_fn(stmt)(env)
 
 
 # ------------------------------------------------------------------------------------ the walk
@@ -121,11 +128,13 @@ def block_envs(bufs: dict, kernel, block: int):
 
 
 def core_stream(body, kind: str, env: Env):
-    """Yield the DynInstrs of the program of a core of kind "C" or "V", walking with `env`."""
-    yield from _walk(body, kind, env, False)
+    """Yield the DynInstrs of the program of a core of kind "C" or "V", walking with `env`.
+    Instructions dispatched with the same loop variables share one snapshot of them (a
+    consumer that changes variables while executing, a Parallel map, copies it first)."""
+    yield from _walk(body, kind, env, False, [None])
 
 
-def _walk(body, kind, env, in_scope):
+def _walk(body, kind, env, in_scope, snap):
     for s in body:
         if isinstance(s, Scope):
             if s.core not in ("C", "V"):
@@ -133,23 +142,30 @@ def _walk(body, kind, env, in_scope):
             if in_scope:
                 raise CompileError(f"Scope({s.core!r}) nested in another Scope", s.loc)
             if s.core == kind:
-                yield from _walk(s.body, kind, env, True)
+                yield from _walk(s.body, kind, env, True, snap)
         elif isinstance(s, For) and s.kind != "parallel":
-            yield from _walk_for(s, kind, env, in_scope)
+            yield from _walk_for(s, kind, env, in_scope, snap)
         elif isinstance(s, If):
             yield from _walk(s.then_body if if_condition(s, env) else s.else_body, kind, env,
-                             in_scope)
+                             in_scope, snap)
         elif isinstance(s, Alloc):
             execute(s, env)
         else:
-            pipe = instr_pipe(s)
+            pipe, names = cached(s, _pipe_and_scalars, "walk")
             if not in_scope and pipe != "S":
                 raise CompileError(f"{type(s).__name__} outside a Scope: lowered IR puts every "
                                    f"pipe instruction in Scope(\"C\") or Scope(\"V\")", s.loc)
-            names = cached(s, _scalar_reads, "scalars")
-            scalars = {n: np.array(env.bufs[n], copy=True) for n in names} \
-                if names and pipe != "S" else None
-            yield DynInstr(s, pipe, dict(env.vars), scalars)
+            vs = snap[0]
+            if vs is None:
+                vs = snap[0] = dict(env.vars)
+            scalars = {n: np.array(env.bufs[n], copy=True) for n in names} if names else None
+            yield DynInstr(s, pipe, vs, scalars)
+
+
+def _pipe_and_scalars(stmt) -> tuple[str, tuple[str, ...]]:
+    """(the pipe of an instruction, the scalar registers it reads as dispatched: none on S)."""
+    pipe = instr_pipe(stmt)
+    return pipe, (_scalar_reads(stmt) if pipe != "S" else ())
 
 
 def _scalar_reads(stmt) -> tuple[str, ...]:
@@ -173,7 +189,7 @@ class ScalarSnapshot(dict):
         return self.base[name]
 
 
-def _walk_for(s: For, kind, env, in_scope):
+def _walk_for(s: For, kind, env, in_scope, snap):
     try:
         exts = [as_index(_expr_fn(e)(env), "a loop extent") for e in s.extents]
     except Fault as e:
@@ -183,12 +199,14 @@ def _walk_for(s: For, kind, env, in_scope):
         name = s.vars[0]
         for i in range(exts[0]):
             vs[name] = i
-            yield from _walk(s.body, kind, env, in_scope)
+            snap[0] = None
+            yield from _walk(s.body, kind, env, in_scope, snap)
         return
     for idx in itertools.product(*(range(n) for n in exts)):
         for name, i in zip(s.vars, idx):
             vs[name] = i
-        yield from _walk(s.body, kind, env, in_scope)
+        snap[0] = None
+        yield from _walk(s.body, kind, env, in_scope, snap)
 
 
 # ---------------------------------------------------------------------------------- accesses
@@ -215,17 +233,25 @@ def region_box(r: Region, env):
     return tuple(box)
 
 
-def _index_box(buf, indices, env):
+def _index_box(buf, indices, env, lanes=None):
+    """The element box of a load or store, clipped to its buffer; None when empty. `lanes`: a
+    map's lane variables and their extents (a lane variable as an index spans 0..extent, what
+    the min and max of its index array give)."""
     box = []
     for x, n in zip(indices, buf.shape):
-        v = _expr_fn(x)(env)
-        if isinstance(v, np.ndarray):
-            if not v.size:
+        if lanes is not None and type(x) is Var and x.name in lanes:
+            lo, hi = 0, lanes[x.name]
+            if not hi:
                 return None
-            lo, hi = int(v.min()), int(v.max()) + 1
         else:
-            lo = int(v)
-            hi = lo + 1
+            v = _expr_fn(x)(env)
+            if isinstance(v, np.ndarray):
+                if not v.size:
+                    return None
+                lo, hi = int(v.min()), int(v.max()) + 1
+            else:
+                lo = int(v)
+                hi = lo + 1
         lo, hi = max(lo, 0), min(hi, n)
         if hi <= lo:
             return None
@@ -234,14 +260,21 @@ def _index_box(buf, indices, env):
     return tuple(box)
 
 
-def _parallel_vars(s: For, vars: dict) -> dict:
+def _parallel_vars(s: For, vars: dict) -> tuple[dict, dict]:
+    """(the variables of a map's lanes: `vars` and each lane's index array, {lane: extent})."""
     env_vars = dict(vars)
-    exts = [int(e.value) if isinstance(e, Const) else as_index(_expr_fn(e)(Env(vars, {})), "extent")
-            for e in s.extents]
-    nd = len(exts)
-    for d, (name, n) in enumerate(zip(s.vars, exts)):
-        env_vars[name] = np.arange(n, dtype=np.int64).reshape((1,) * d + (n,) + (1,) * (nd - d - 1))
-    return env_vars
+    exts = tuple(int(e.value) if isinstance(e, Const) else
+                 as_index(_expr_fn(e)(Env(vars, {})), "extent") for e in s.extents)
+    lanes = cached(s, lambda _: {}, "lanes")  # extents -> the lane index arrays (read only)
+    aranges = lanes.get(exts)
+    if aranges is None:
+        nd = len(exts)
+        aranges = lanes[exts] = tuple(
+            np.arange(n, dtype=np.int64).reshape((1,) * d + (n,) + (1,) * (nd - d - 1))
+            for d, n in enumerate(exts))
+    for name, a in zip(s.vars, aranges):
+        env_vars[name] = a
+    return env_vars, dict(zip(s.vars, exts))
 
 
 def instr_accesses(stmt, vars: dict, bufs: dict):
@@ -264,8 +297,11 @@ class Hull(tuple):
 
 
 def _instr_accesses(stmt, vars: dict, bufs: dict):
-    env = Env(vars, bufs)
-    e = Env(_parallel_vars(stmt, vars), bufs) if is_map(stmt) else env
+    env = e = Env(vars, bufs)
+    lanes = None
+    if is_map(stmt):
+        lane_vars, lanes = _parallel_vars(stmt, vars)
+        e = Env(lane_vars, bufs)
     out = []
     ops = cached(stmt, lambda s: list(zip(operands(s, accumulate=False),
                                           exact_boxes(s, accumulate=False))), "operands_exact")
@@ -274,7 +310,7 @@ def _instr_accesses(stmt, vars: dict, bufs: dict):
         if isinstance(node, Region):
             box = region_box(node, env)
         elif node.buffer.scope != "var":
-            box = _index_box(node.buffer, node.indices, e)
+            box = _index_box(node.buffer, node.indices, e, lanes)
             if box is not None and not exact:
                 box = Hull(box)
                 if unguarded:
@@ -313,21 +349,30 @@ def box_elements(box, shape):
     return np.unique(np.ravel_multi_index(tuple(g.ravel() for g in grids), tuple(shape)))
 
 
+def shared_operands(stmt) -> list:
+    """[(operand, write flag)] of a data instruction's accesses to global tensors whose box is
+    exactly the elements touched (analysis.exact_boxes), found once per statement."""
+    return cached(stmt, lambda s: [(n, w) for (n, w), ok in zip(
+        operands(s, accumulate=False), exact_boxes(s, accumulate=False))
+        if ok and n.buffer.scope == "global"], "shared_operands")
+
+
 def shared_accesses(stmt, vars: dict, bufs: dict):
     """[(buffer, box, write flag)] of the accesses of a data instruction to global tensors
     (shared by every block) whose box is exactly the elements touched (analysis.exact_boxes);
     the other accesses are left out (a box that over-approximates proves no race)."""
-    ops = cached(stmt, lambda s: [(n, w) for (n, w), ok in zip(
-        operands(s, accumulate=False), exact_boxes(s, accumulate=False))
-        if ok and n.buffer.scope == "global"], "shared_operands")
+    ops = shared_operands(stmt)
     if not ops:
         return []
-    env = Env(vars, bufs)
-    e = Env(_parallel_vars(stmt, vars), bufs) if is_map(stmt) else env
+    env = e = Env(vars, bufs)
+    lanes = None
+    if is_map(stmt):
+        lane_vars, lanes = _parallel_vars(stmt, vars)
+        e = Env(lane_vars, bufs)
     out = []
     for node, w in ops:
         box = region_box(node, env) if isinstance(node, Region) else _index_box(
-            node.buffer, node.indices, e)
+            node.buffer, node.indices, e, lanes)
         if box is not None:
             out.append((node.buffer, box, w))
     return out

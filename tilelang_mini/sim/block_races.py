@@ -1,0 +1,118 @@
+"""Races between blocks on global tensors (`simulate_kernel` records, `BlockRaces.check`
+reports): blocks run concurrently and nothing orders them, so two accesses of different blocks to
+common elements of a global tensor, one writing, race when the result depends on the blocks'
+order."""
+from __future__ import annotations
+
+from collections import defaultdict
+
+import numpy as np
+
+from ..errors import RaceError
+from ..ir.analysis import is_atomic_pair
+from ..ir.graph import print_ir_line
+from .streams import shared_accesses, shared_operands
+
+
+class BlockRaces:
+    """Races between blocks on global tensors. Blocks run concurrently and nothing orders them;
+    the simulator runs them one after another, so it records every access of a global tensor
+    that some instruction writes, with the values it read (or, for a write, the values before
+    and after), where the access's box is exactly the elements touched (analysis.exact_boxes).
+    After the last block, two accesses of different blocks to common elements, one writing
+    and not both atomic updates of one kind, are a race when the result depends on the blocks'
+    order: two writes of different values, or a read that would have seen other values had the
+    writing block run on the other side of it. Same-value writes (both AIVs' or blocks'
+    identical stores) are not reported."""
+    BUDGET = 20000  # value comparisons of overlapping pairs per tensor
+
+    def __init__(self, written, bufs):
+        self.bufs = bufs
+        self.written = {n for n in written if n in bufs}  # (KernelFacts.gm_written)
+        self.recs = defaultdict(list)  # name -> [block, box, write, stmt, values, values after]
+        self.touches = {}  # id(stmt) -> (stmt, whether it accesses one of `written`)
+
+    def before(self, block, di, bufs):
+        """Record the accesses of `di`, about to run in `block`, to global tensors that some
+        instruction writes; the records of its writes, for `after` once the effect ran."""
+        st = di.stmt
+        hit = self.touches.get(id(st))
+        if hit is None or hit[0] is not st:  # (found once per statement)
+            hit = self.touches[id(st)] = (st, any(
+                n.buffer.name in self.written for n, _ in shared_operands(st)))
+        if not hit[1]:
+            return None
+        out = []
+        for buf, box, w in shared_accesses(di.stmt, di.vars, bufs):
+            arr = self.bufs.get(buf.name)
+            if arr is None or buf.name not in self.written:
+                continue
+            sl = tuple(slice(box[i], box[i + 1]) for i in range(0, len(box), 2))
+            rec = [block, box, w, di.stmt, np.array(arr[sl]), None]
+            self.recs[buf.name].append(rec)
+            if w:
+                out.append((rec, arr, sl))
+        return out
+
+    def after(self, shared) -> None:
+        """Complete the records of writes with the values after them."""
+        for rec, arr, sl in shared:
+            rec[5] = np.array(arr[sl])
+
+    def check(self) -> None:
+        """Raise a located RaceError for the first order-dependent pair of blocks."""
+        for name, recs in self.recs.items():
+            if len({r[0] for r in recs}) < 2 or not any(r[2] for r in recs):
+                continue
+            blk = np.array([r[0] for r in recs])
+            lo = np.array([r[1][0::2] for r in recs])
+            hi = np.array([r[1][1::2] for r in recs])
+            budget = self.BUDGET
+            for i, r in enumerate(recs):
+                if not r[2]:
+                    continue
+                hit = (blk != r[0]) & (lo < hi[i]).all(axis=1) & (lo[i] < hi).all(axis=1)
+                hit[:i + 1] &= np.array([not recs[j][2] for j in range(i + 1)])  # pairs once
+                for j in np.flatnonzero(hit):
+                    o = recs[j]
+                    if r[2] and o[2] and is_atomic_pair(r[2], o[2]):
+                        continue
+                    budget -= 1
+                    if budget < 0:
+                        break
+                    if not self.benign(r, o, lo[i], hi[i], lo[j], hi[j]):
+                        self.report(name, r, o, np.maximum(lo[i], lo[j]),
+                                    np.minimum(hi[i], hi[j]))
+                if budget < 0:
+                    break
+
+    @staticmethod
+    def benign(w, o, wlo, whi, olo, ohi) -> bool:
+        """Would the values be the same had the two blocks run in the other order?"""
+        ov_lo, ov_hi = np.maximum(wlo, olo), np.minimum(whi, ohi)
+
+        def part(vals, lo):
+            return np.ascontiguousarray(vals[tuple(slice(a - b, c - b) for a, c, b in
+                                                   zip(ov_lo, ov_hi, lo))]).tobytes()
+        if o[2]:  # both write: the same values either way
+            return part(w[5], wlo) == part(o[5], olo)
+        # o reads: had it run on the other side of the write, it would have read the values
+        # after the write (it ran first) or before it (it ran after)
+        seen = w[5] if o[0] < w[0] else w[4]
+        return part(seen, wlo) == part(o[4], olo)
+
+    @staticmethod
+    def report(name, a, b, lo, hi) -> None:
+        if b[0] < a[0]:
+            a, b = b, a
+        elems = ", ".join(f"{x}:{y}" for x, y in zip(lo.tolist(), hi.tolist()))
+
+        def desc(r):
+            return (f"block {r[0]} `{print_ir_line(r[3])}` at {r[3].loc} "
+                    f"{'writes' if r[2] else 'reads'} it")
+        raise RaceError(
+            f"race between blocks on global buffer {name}[{elems}]: {desc(a)} and {desc(b)}; "
+            f"blocks run concurrently and nothing orders them, and the result depends on "
+            f"which runs first ({'different values written' if a[2] and b[2] else 'the read sees the write or not'}). "
+            f"Give each block its own part of {name} (index it by the block), or accumulate "
+            f"with T.atomic_add", b[3].loc)
