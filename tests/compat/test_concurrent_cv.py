@@ -160,3 +160,30 @@ def test_gathered_workspace_pairs_per_iteration(target, guarded):
     want = gather_gemm_ref(a, b, idx, on)
     close(kernel(a, b, idx, on), want, "float32", reduce_len=32 * n_iter)
     close(kernel.simulate(a, b, idx, on)[0], want, "float32", reduce_len=32 * n_iter)
+
+
+def test_on_chip_hand_off_read_before_written_is_located():
+    """tilelang-ascend's vid_reduce style: the cube's gemm reads an L1 tile that the vector
+    core fills (UB -> L1) later in the loop body. Run in program order the first gemm would
+    read an unwritten tile: a located error naming the workspace form."""
+    @T.prim_func
+    def main(A: T.Tensor((32, 32), "float16"), B: T.Tensor((32, 32), "float16"),
+             Y: T.Tensor((32, 32), "float32")):
+        with T.Kernel(1, is_npu=True) as (cid, vid):
+            a_l1 = T.alloc_L1((32, 32), "float16")
+            b_l1 = T.alloc_L1((32, 32), "float16")
+            c_l0 = T.alloc_L0C((32, 32), "float32")
+            b_ub = T.alloc_ub((32, 32), "float16")
+            T.copy(A[0, 0], a_l1)
+            for k in T.serial(2):
+                T.gemm_v0(a_l1, b_l1, c_l0, init=True)
+                T.copy(B[0, 0], b_ub)
+                T.copy(b_ub, b_l1)
+            T.copy(c_l0, Y[0, 0])
+
+    with pytest.raises(CompileError) as e:
+        tilelang.compile(main, out_idx=[2])
+    msg = str(e.value)
+    assert "tile 'b_l1' (L1) is read here before any statement writes it" in msg, msg
+    assert "workspace_idx tensor" in msg, msg
+    assert "T.gemm_v0(a_l1, b_l1" in open(__file__).read().splitlines()[e.value.loc.line - 1]

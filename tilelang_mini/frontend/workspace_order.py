@@ -367,3 +367,52 @@ def _sites(body, names) -> dict:
                     out.setdefault(r, ([], []))[1].append((st, core, times, path))
     visit(body, 1, ())
     return out
+
+
+def check_cross_tile_order(kernel: Kernel) -> None:
+    """Developer-mode is_npu kernels (no T.Scope, no flags): an on-chip tile read before any
+    statement writes it, whose writes copy it from the other core (UB -> L1, L0C -> UB), is
+    tilelang-ascend's TL_ASCEND_AUTO_CV_COMBINE hand-off through the compiler's own workspaces
+    (the cube's read meets the vector's write of the same iteration):
+
+        for i in T.serial(n):
+            T.gemm_v0(q_l1, kv_l1, s_l0c)      # reads kv_l1 ...
+            T.copy(kv_ub, kv_l1[r, :])         # ... which the vector core writes below
+
+    Here statements run in program order, so the first read would see an unwritten tile: a
+    located error naming the workspace_idx form that says the same thing."""
+    if not kernel.is_npu or any(isinstance(s, (Scope, SetCrossFlag, WaitCrossFlag, SetFlag,
+                                               WaitFlag, PipeBarrier))
+                                for s in walk_statements(kernel.body)):
+        return
+    from ..transform.infer_scopes import infer_scopes
+    kernel = infer_scopes(kernel)  # alloc_shared / alloc_fragment tiles get their memories
+    cross = {}
+    for s in walk_statements(kernel.body):
+        if isinstance(s, Copy) and s.src.buffer.scope != s.dst.buffer.scope and \
+                {s.src.buffer.scope, s.dst.buffer.scope} <= {"UB", *CUBE_SCOPES} and \
+                "UB" in (s.src.buffer.scope, s.dst.buffer.scope):
+            cross.setdefault(s.dst.buffer.name, s)
+    if not cross:
+        return
+    guarded = {id(t) for s in walk_statements(kernel.body) if isinstance(s, If)
+               for t in walk_statements(s.then_body + s.else_body)}  # e.g. `if k > 0:` reads
+    written: set[str] = set()
+    for s in walk_statements(kernel.body):
+        if isinstance(s, (*TILE_OPS, Store)) or analysis.is_map(s):
+            for b in analysis.reads(s):
+                w = cross.get(b.name)
+                if w is not None and b.name not in written and id(s) not in guarded:
+                    here = "the vector core's UB" if w.src.buffer.scope == "UB" else \
+                        f"the cube's {w.src.buffer.scope}"
+                    raise CompileError(
+                        f"tile '{b.name}' ({b.scope}) is read here before any statement writes "
+                        f"it; its write (line {w.loc.line}) copies it from {here}: this kernel "
+                        f"relies on tilelang-ascend's TL_ASCEND_AUTO_CV_COMBINE running its cube "
+                        f"and vector statements as two concurrent programs that meet at "
+                        f"compiler-made workspaces, which is not done here for on-chip tiles. "
+                        f"Pass the tile through a workspace_idx tensor: the reading core copies "
+                        f"it in (T.copy(workspace[cid, ...], {b.name})) where it reads the tile "
+                        f"now, the writing core copies its data out to the workspace "
+                        f"(tilelang-ascend's sparse_flash_attn_developer.py form)", s.loc)
+            written |= {b.name for b in analysis.writes(s)}

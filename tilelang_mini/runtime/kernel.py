@@ -250,6 +250,8 @@ def _compile_ir(prim_func, kernel: Kernel, out_idx, options: Options,
     idx = _normalize_out_idx(out_idx, len(kernel.params))
     ws = _normalize_out_idx(workspace_idx, len(kernel.params))
     _check_chip(options.chip)
+    from ..frontend.workspace_order import check_cross_tile_order
+    check_cross_tile_order(kernel)
     if ws:
         from ..frontend.workspace_order import check_workspace_order, concurrent_programs
         kernel = concurrent_programs(kernel, ws, options.chip)
