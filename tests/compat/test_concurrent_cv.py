@@ -187,3 +187,19 @@ def test_on_chip_hand_off_read_before_written_is_located():
     assert "tile 'b_l1' (L1) is read here before any statement writes it" in msg, msg
     assert "workspace_idx tensor" in msg, msg
     assert "T.gemm_v0(a_l1, b_l1" in open(__file__).read().splitlines()[e.value.loc.line - 1]
+
+
+def test_caller_passed_workspaces_are_hand_offs(target):
+    """The same kernel with its workspaces passed in by the caller (not workspace_idx), as
+    tilelang-ascend's example_sparse_flash_attn_gqa_pto_developer.py does: ws_b is read by the
+    cube before the vector core writes it in the loop, so both tensors are hand-offs."""
+    n_iter = 2
+    kernel = tilelang.compile(gather_gemm(n_iter), out_idx=[4], target=target)
+    rng = np.random.default_rng(8)
+    a, b = rand((64, 32), "float16", 3, 0.3), rand((64, 32), "float16", 4, 0.3)
+    idx = np.stack([rng.permutation(64)[:32] for _ in range(n_iter)]).astype(np.int32)
+    on = np.ones(2, np.int32)
+    ws = [np.zeros((2, 32, 32), np.float16), np.zeros((2, 32, 32), np.float32)]
+    want = gather_gemm_ref(a, b, idx, on)
+    close(kernel(a, b, idx, on, *ws), want, "float32", reduce_len=32 * n_iter)
+    close(kernel.simulate(a, b, idx, on, *ws)[0], want, "float32", reduce_len=32 * n_iter)

@@ -33,12 +33,15 @@ def check_workspace_order(kernel: Kernel, workspace_idx, because=None) -> None:
     from making the kernel two concurrent programs."""
     if any(isinstance(s, (Scope, SetCrossFlag, WaitCrossFlag)) for s in walk_statements(kernel.body)):
         return
-    early = _first_early_read(kernel.body, {kernel.params[i].name for i in workspace_idx})
+    names = {kernel.params[i].name for i in workspace_idx}
+    early = _first_early_read(kernel.body, names | caller_hand_offs(kernel))
     if early is None:
         return
     s, buf = early
+    what = "a workspace_idx scratch tensor" if buf in names else \
+        "a tensor the caller passes, written by one core and read by the other"
     raise CompileError(
-        f"workspace '{buf}' (a workspace_idx scratch tensor) is read here before any statement "
+        f"workspace '{buf}' ({what}) is read here before any statement "
         f"writes it: this kernel relies on tilelang-ascend's TL_ASCEND_AUTO_CV_COMBINE running "
         f"its cube and vector statements as two concurrent programs that meet at the "
         f"workspaces" + (", which needs a kernel without flags of its own" if because is None else
@@ -47,6 +50,61 @@ def check_workspace_order(kernel: Kernel, workspace_idx, because=None) -> None:
         ". Write the producer before the consumer in the loop body, or spell the two programs "
         "as T.Scope(\"C\") / T.Scope(\"V\") blocks with T.set_cross_flag / T.wait_cross_flag "
         "(tilelang-ascend's flash_attn_bhsd.py form)", s.loc)
+
+
+def caller_hand_offs(kernel: Kernel) -> set:
+    """Tensor parameters (not workspace_idx) that are hand-offs between the cores as a
+    workspace is (written by one core only, read by the other), where one of them is read by
+    the other core first, inside a loop that also holds a write, as tilelang-ascend's examples
+    that pass their workspaces in do:
+
+        for i in T.serial(n):
+            T.copy(workspace_1[cid, ...], kv_l1)     # cube: this iteration's gathered rows
+            ...
+            T.copy(kv_ub, workspace_1[cid, r, :])    # vector
+
+    (in program order the cube would read the previous iteration's rows, and the caller's
+    data at the first). Empty where no parameter is read so; only developer-mode is_npu
+    kernels (no T.Scope, no flags)."""
+    if not kernel.is_npu or len(kernel.grid_vars) != 2 or any(
+            isinstance(s, (Scope, SetCrossFlag, WaitCrossFlag, SetFlag, WaitFlag, PipeBarrier))
+            for s in walk_statements(kernel.body)):
+        return set()
+    params = {b.name for b in kernel.params}
+    acc: dict = {}
+
+    def visit(stmts, loops):
+        for st in stmts:
+            if isinstance(st, For) and st.kind != "parallel":
+                visit(st.body, loops + (id(st),))
+            elif isinstance(st, If):
+                visit(st.then_body + st.else_body, loops)
+            elif isinstance(st, (*TILE_OPS, Store)) or analysis.is_map(st):
+                try:
+                    core = _core(st)
+                except _NotConcurrent:
+                    core = "both"
+                for n in walk_own(st):
+                    buf = n.buffer.name if isinstance(n, (Region, Load)) else None
+                    if buf in params:
+                        acc.setdefault(buf, []).append(
+                            ("w" if _is_write_region(st, n) else "r", core, set(loops)))
+                for b in _writes(st) & params:
+                    acc.setdefault(b, []).append(("w", core, set(loops)))
+    visit(kernel.body, ())
+    out, early = set(), False
+    for name, uses in acc.items():
+        writers = {c for k, c, _ in uses if k == "w"}
+        if len(writers) != 1 or None in writers or "both" in writers:
+            continue
+        other = {"C", "V"} - writers
+        if not any(k == "r" and c in other for k, c, _ in uses):
+            continue
+        out.add(name)
+        kind, core, loops = uses[0]
+        early |= kind == "r" and core in other and any(k == "w" and lw & loops
+                                                       for k, _, lw in uses)
+    return out if early else set()
 
 
 def _writes(s) -> set:
@@ -119,7 +177,7 @@ def concurrent_programs(kernel: Kernel, workspace_idx, chip: str) -> Kernel:
                                                WaitFlag, PipeBarrier))
                                 for s in walk_statements(kernel.body)):
         return kernel
-    names = {kernel.params[i].name for i in workspace_idx}
+    names = {kernel.params[i].name for i in workspace_idx} | caller_hand_offs(kernel)
     if _first_early_read(kernel.body, names) is None:
         return kernel
     from ..arch import get_chip
