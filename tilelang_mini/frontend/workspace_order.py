@@ -13,7 +13,11 @@ same loop iteration, wherever that write stands in the source:
 
 Such a kernel (a workspace read that comes before every write of it) becomes those two
 programs with the cross flags between them (`concurrent_programs`), or, where its reads cannot
-be paired with its writes, a located error (not a silent wrong number).
+be paired with its writes, a located error (not a silent wrong number). Accesses are paired one
+by one where their counts agree, else per iteration of the loop around them (a gather writing
+a workspace row by row against one read; accesses under data-dependent ifs). Workspaces the
+caller passes in (not workspace_idx) are hand-offs alike (`caller_hand_offs`); an on-chip tile
+handed over the same way, with no workspace, is a located error (`check_cross_tile_order`).
 """
 from __future__ import annotations
 
