@@ -234,7 +234,8 @@ def _combine(kernel: Kernel, names) -> Kernel:
     marks: dict = {}                 # (id(statement), side) -> ([before], [after])
     grouped: dict = {}               # id(site statement) -> (site, side, workspaces)
     prime = {"C": [], "V": []}
-    for n, (w, (writes, reads)) in enumerate(sites.items()):
+    n = -1                           # hand-offs so far (flags 2n, 2n + 1)
+    for w, (writes, reads) in sites.items():
         writer = {c for _, c, _, _ in writes}
         if not writes:
             raise _NotConcurrent(f"workspace '{w}' is read but never written", reads[0][0].loc)
@@ -245,6 +246,7 @@ def _combine(kernel: Kernel, names) -> Kernel:
         cross = [r for r in reads if r[1] != wc]
         if not cross:
             continue
+        n += 1
         data, free = 2 * n, 2 * n + 1
         counted = all(t is not None for _, _, t, _ in writes + cross)
         nw, nr = sum(t or 0 for _, _, t, _ in writes), sum(t or 0 for _, _, t, _ in cross)
