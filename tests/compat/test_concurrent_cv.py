@@ -84,3 +84,121 @@ def test_unpairable_workspace_reads_are_located():
     msg = str(e.value)
     assert "read here before any statement writes it" in msg, msg
     assert "written 4 times by one core and read 6 times by the other" in msg, msg
+
+
+def gather_loop(n_iter, N, H, cid, vid, a_l1, b_l1, c_l0, idx_ub, row_ub, s_ub, acc, B, idx,
+                ws_b, ws_s):
+    """gather_gemm's loop (a Python helper: inlined where it is called)."""
+    for k in T.serial(n_iter):
+        T.copy(ws_b[cid, 0, 0], b_l1)
+        T.gemm_v0(a_l1, b_l1, c_l0, init=True)
+        T.copy(c_l0, ws_s[cid, 0, 0])
+        T.copy(idx[k, 0], idx_ub)
+        for r in T.serial(N // 2):
+            T.copy(B[idx_ub[r + vid * (N // 2)], 0], row_ub)
+            T.copy(row_ub, ws_b[cid, r + vid * (N // 2), 0])
+        T.copy(ws_s[cid, vid * H, 0], s_ub)
+        T.tile.add(acc, acc, s_ub)
+
+
+def gather_gemm(n_iter, guarded=False, M=32, N=32, R=64):
+    """Per block: for each k the vector cores gather rows idx[k, :] of B into ws_b one row at
+    a time (each AIV half of them: N/2 writes per read of the cube), the cube reads the whole
+    ws_b at the top of the iteration (before the writes in the source) and writes
+    S = A_b @ gathered to ws_s, which each AIV adds into its half of Y. `guarded`: the loop
+    sits under `if on[cid] > 0` (a GM scalar both cores read alike; Y stays 0 where off)."""
+    H = M // 2
+
+    @T.prim_func
+    def main(A: T.Tensor((2 * M, N), "float16"), B: T.Tensor((R, N), "float16"),
+             idx: T.Tensor((n_iter, N), "int32"), on: T.Tensor((2,), "int32"),
+             Y: T.Tensor((2 * M, N), "float32"),
+             ws_b: T.Tensor((2, N, N), "float16"), ws_s: T.Tensor((2, M, N), "float32")):
+        with T.Kernel(2, is_npu=True) as (cid, vid):
+            a_l1 = T.alloc_L1((M, N), "float16")
+            b_l1 = T.alloc_L1((N, N), "float16")
+            c_l0 = T.alloc_L0C((M, N), "float32")
+            idx_ub = T.alloc_ub((N,), "int32")
+            row_ub = T.alloc_ub((N,), "float16")
+            s_ub = T.alloc_ub((H, N), "float32")
+            acc = T.alloc_ub((H, N), "float32")
+            T.copy(A[cid * M, 0], a_l1)
+            T.tile.fill(acc, 0.0)
+            if guarded:
+                if on[cid] > 0:
+                    gather_loop(n_iter, N, H, cid, vid, a_l1, b_l1, c_l0, idx_ub, row_ub, s_ub,
+                                acc, B, idx, ws_b, ws_s)
+            else:
+                gather_loop(n_iter, N, H, cid, vid, a_l1, b_l1, c_l0, idx_ub, row_ub, s_ub, acc,
+                            B, idx, ws_b, ws_s)
+            T.copy(acc, Y[cid * M + vid * H, 0])
+
+    return main
+
+
+def gather_gemm_ref(a, b, idx, on):
+    out = np.zeros(a.shape)
+    for blk in range(2):
+        if on[blk] > 0:
+            ab = f64(a[blk * 32:(blk + 1) * 32])
+            out[blk * 32:(blk + 1) * 32] = sum(ab @ f64(b[row]) for row in idx)
+    return out
+
+
+@pytest.mark.parametrize("guarded", [False, True])
+def test_gathered_workspace_pairs_per_iteration(target, guarded):
+    """Row-by-row writes (N/2 per AIV) against one read per iteration, and the same under a
+    data-dependent if: the hand-off is paired per iteration of the loop around it."""
+    n_iter = 3
+    kernel = tilelang.compile(gather_gemm(n_iter, guarded), out_idx=[4], workspace_idx=[5, 6],
+                              target=target)
+    rng = np.random.default_rng(7)
+    a, b = rand((64, 32), "float16", 1, 0.3), rand((64, 32), "float16", 2, 0.3)
+    idx = np.stack([rng.permutation(64)[:32] for _ in range(n_iter)]).astype(np.int32)
+    on = np.array([1, 0 if guarded else 1], np.int32)
+    want = gather_gemm_ref(a, b, idx, on)
+    close(kernel(a, b, idx, on), want, "float32", reduce_len=32 * n_iter)
+    close(kernel.simulate(a, b, idx, on)[0], want, "float32", reduce_len=32 * n_iter)
+
+
+def test_on_chip_hand_off_read_before_written_is_located():
+    """tilelang-ascend's vid_reduce style: the cube's gemm reads an L1 tile that the vector
+    core fills (UB -> L1) later in the loop body. Run in program order the first gemm would
+    read an unwritten tile: a located error naming the workspace form."""
+    @T.prim_func
+    def main(A: T.Tensor((32, 32), "float16"), B: T.Tensor((32, 32), "float16"),
+             Y: T.Tensor((32, 32), "float32")):
+        with T.Kernel(1, is_npu=True) as (cid, vid):
+            a_l1 = T.alloc_L1((32, 32), "float16")
+            b_l1 = T.alloc_L1((32, 32), "float16")
+            c_l0 = T.alloc_L0C((32, 32), "float32")
+            b_ub = T.alloc_ub((32, 32), "float16")
+            T.copy(A[0, 0], a_l1)
+            for k in T.serial(2):
+                T.gemm_v0(a_l1, b_l1, c_l0, init=True)
+                T.copy(B[0, 0], b_ub)
+                T.copy(b_ub, b_l1)
+            T.copy(c_l0, Y[0, 0])
+
+    with pytest.raises(CompileError) as e:
+        tilelang.compile(main, out_idx=[2])
+    msg = str(e.value)
+    assert "tile 'b_l1' (L1) is read here before any statement writes it" in msg, msg
+    assert "workspace_idx tensor" in msg, msg
+    assert "T.gemm_v0(a_l1, b_l1" in open(__file__).read().splitlines()[e.value.loc.line - 1]
+
+
+def test_caller_passed_workspaces_are_hand_offs(target):
+    """The same kernel with its workspaces passed in by the caller (not workspace_idx), as
+    tilelang-ascend's example_sparse_flash_attn_gqa_pto_developer.py does: ws_b is read by the
+    cube before the vector core writes it in the loop, so both tensors are hand-offs."""
+    n_iter = 2
+    kernel = tilelang.compile(gather_gemm(n_iter), out_idx=[4], target=target)
+    rng = np.random.default_rng(8)
+    a, b = rand((64, 32), "float16", 3, 0.3), rand((64, 32), "float16", 4, 0.3)
+    idx = np.stack([rng.permutation(64)[:32] for _ in range(n_iter)]).astype(np.int32)
+    on = np.ones(2, np.int32)
+    ws = [np.zeros((2, 32, 32), np.float16), np.zeros((2, 32, 32), np.float32)]
+    want = gather_gemm_ref(a, b, idx, on)
+    close(kernel(a, b, idx, on, *ws), want, "float32", reduce_len=32 * n_iter)
+    close(kernel.simulate(a, b, idx, on, *ws)[0], want, "float32", reduce_len=32 * n_iter)

@@ -13,13 +13,17 @@ same loop iteration, wherever that write stands in the source:
 
 Such a kernel (a workspace read that comes before every write of it) becomes those two
 programs with the cross flags between them (`concurrent_programs`), or, where its reads cannot
-be paired with its writes, a located error (not a silent wrong number).
+be paired with its writes, a located error (not a silent wrong number). Accesses are paired one
+by one where their counts agree, else per iteration of the loop around them (a gather writing
+a workspace row by row against one read; accesses under data-dependent ifs). Workspaces the
+caller passes in (not workspace_idx) are hand-offs alike (`caller_hand_offs`); an on-chip tile
+handed over the same way, with no workspace, is a located error (`check_cross_tile_order`).
 """
 from __future__ import annotations
 
 from dataclasses import replace
 
-from ..errors import CompileError
+from ..errors import CompileError, InternalCompilerError
 from ..ir import analysis
 from ..ir.nodes import (GLOBAL_SCOPES, TILE_OPS, Alloc, BinOp, Const, Copy, Fill, For, Gemm, If, Kernel,
                         Load, PipeBarrier, Reduce, Region, Scope, SetCrossFlag, SetFlag, Sort,
@@ -33,12 +37,15 @@ def check_workspace_order(kernel: Kernel, workspace_idx, because=None) -> None:
     from making the kernel two concurrent programs."""
     if any(isinstance(s, (Scope, SetCrossFlag, WaitCrossFlag)) for s in walk_statements(kernel.body)):
         return
-    early = _first_early_read(kernel.body, {kernel.params[i].name for i in workspace_idx})
+    names = {kernel.params[i].name for i in workspace_idx}
+    early = _first_early_read(kernel.body, names | caller_hand_offs(kernel))
     if early is None:
         return
     s, buf = early
+    what = "a workspace_idx scratch tensor" if buf in names else \
+        "a tensor the caller passes, written by one core and read by the other"
     raise CompileError(
-        f"workspace '{buf}' (a workspace_idx scratch tensor) is read here before any statement "
+        f"workspace '{buf}' ({what}) is read here before any statement "
         f"writes it: this kernel relies on tilelang-ascend's TL_ASCEND_AUTO_CV_COMBINE running "
         f"its cube and vector statements as two concurrent programs that meet at the "
         f"workspaces" + (", which needs a kernel without flags of its own" if because is None else
@@ -47,6 +54,61 @@ def check_workspace_order(kernel: Kernel, workspace_idx, because=None) -> None:
         ". Write the producer before the consumer in the loop body, or spell the two programs "
         "as T.Scope(\"C\") / T.Scope(\"V\") blocks with T.set_cross_flag / T.wait_cross_flag "
         "(tilelang-ascend's flash_attn_bhsd.py form)", s.loc)
+
+
+def caller_hand_offs(kernel: Kernel) -> set:
+    """Tensor parameters (not workspace_idx) that are hand-offs between the cores as a
+    workspace is (written by one core only, read by the other), where one of them is read by
+    the other core first, inside a loop that also holds a write, as tilelang-ascend's examples
+    that pass their workspaces in do:
+
+        for i in T.serial(n):
+            T.copy(workspace_1[cid, ...], kv_l1)     # cube: this iteration's gathered rows
+            ...
+            T.copy(kv_ub, workspace_1[cid, r, :])    # vector
+
+    (in program order the cube would read the previous iteration's rows, and the caller's
+    data at the first). Empty where no parameter is read so; only developer-mode is_npu
+    kernels (no T.Scope, no flags)."""
+    if not kernel.is_npu or len(kernel.grid_vars) != 2 or any(
+            isinstance(s, (Scope, SetCrossFlag, WaitCrossFlag, SetFlag, WaitFlag, PipeBarrier))
+            for s in walk_statements(kernel.body)):
+        return set()
+    params = {b.name for b in kernel.params}
+    acc: dict = {}
+
+    def visit(stmts, loops):
+        for st in stmts:
+            if isinstance(st, For) and st.kind != "parallel":
+                visit(st.body, loops + (id(st),))
+            elif isinstance(st, If):
+                visit(st.then_body + st.else_body, loops)
+            elif isinstance(st, (*TILE_OPS, Store)) or analysis.is_map(st):
+                try:
+                    core = _core(st)
+                except _NotConcurrent:
+                    core = "both"
+                for n in walk_own(st):
+                    buf = n.buffer.name if isinstance(n, (Region, Load)) else None
+                    if buf in params:
+                        acc.setdefault(buf, []).append(
+                            ("w" if _is_write_region(st, n) else "r", core, set(loops)))
+                for b in _writes(st) & params:
+                    acc.setdefault(b, []).append(("w", core, set(loops)))
+    visit(kernel.body, ())
+    out, early = set(), False
+    for name, uses in acc.items():
+        writers = {c for k, c, _ in uses if k == "w"}
+        if len(writers) != 1 or None in writers or "both" in writers:
+            continue
+        other = {"C", "V"} - writers
+        if not any(k == "r" and c in other for k, c, _ in uses):
+            continue
+        out.add(name)
+        kind, core, loops = uses[0]
+        early |= kind == "r" and core in other and any(k == "w" and lw & loops
+                                                       for k, _, lw in uses)
+    return out if early else set()
 
 
 def _writes(s) -> set:
@@ -119,7 +181,7 @@ def concurrent_programs(kernel: Kernel, workspace_idx, chip: str) -> Kernel:
                                                WaitFlag, PipeBarrier))
                                 for s in walk_statements(kernel.body)):
         return kernel
-    names = {kernel.params[i].name for i in workspace_idx}
+    names = {kernel.params[i].name for i in workspace_idx} | caller_hand_offs(kernel)
     if _first_early_read(kernel.body, names) is None:
         return kernel
     from ..arch import get_chip
@@ -167,55 +229,95 @@ def _core(st) -> str | None:
 def _combine(kernel: Kernel, names) -> Kernel:
     allocs = [s for s in kernel.body if isinstance(s, Alloc)]
     body = [s for s in kernel.body if not isinstance(s, Alloc)]
+    vid = Var(kernel.grid_vars[1])
     sites = _sites(body, names)
-    flags, prime = {}, {"C": [], "V": []}
+    marks: dict = {}                 # (id(statement), side) -> ([before], [after])
+    grouped: dict = {}               # id(site statement) -> (site, side, workspaces)
+    prime = {"C": [], "V": []}
+    n = -1                           # hand-offs so far (flags 2n, 2n + 1)
     for w, (writes, reads) in sites.items():
-        writer = {c for _, c, _ in writes}
+        writer = {c for _, c, _, _ in writes}
         if not writes:
             raise _NotConcurrent(f"workspace '{w}' is read but never written", reads[0][0].loc)
         if len(writer) != 1:
             raise _NotConcurrent(f"workspace '{w}' is written by both cores", writes[0][0].loc)
         (wc,) = writer
+        rc = "V" if wc == "C" else "C"
         cross = [r for r in reads if r[1] != wc]
         if not cross:
             continue
-        if sum(n for _, _, n in writes) != sum(n for _, _, n in cross):
-            raise _NotConcurrent(
-                f"workspace '{w}' is written {sum(n for _, _, n in writes)} times by one core "
-                f"and read {sum(n for _, _, n in cross)} times by the other: the reads cannot "
-                f"be paired with the writes", cross[0][0].loc)
-        data, free = 2 * len(flags), 2 * len(flags) + 1
-        flags[w] = (wc, data, free)
-        prime[cross[0][1]].append(SetCrossFlag(pipe_of(cross[0][0]), free, cross[0][0].loc))
+        n += 1
+        data, free = 2 * n, 2 * n + 1
+        counted = all(t is not None for _, _, t, _ in writes + cross)
+        nw, nr = sum(t or 0 for _, _, t, _ in writes), sum(t or 0 for _, _, t, _ in cross)
+        if counted and nw == nr:
+            # the i-th read of each access's own count waits for the i-th write
+            for st, *_ in writes:
+                _mark(marks, st, wc, WaitCrossFlag(_pipe(st), free, st.loc),
+                      SetCrossFlag(_pipe(st), data, st.loc))
+            for st, *_ in cross:
+                _mark(marks, st, rc, WaitCrossFlag(_pipe(st), data, st.loc),
+                      SetCrossFlag(_pipe(st), free, st.loc))
+        else:
+            why = (f"workspace '{w}' is written {nw} times by one core and read {nr} times by "
+                   f"the other" if counted else "a workspace access under an if or in a loop of "
+                   "run-time extent")
+            ws, rs = _group_sites(w, [(st, p) for st, _, _, p in writes],
+                                  [(st, p) for st, _, _, p in cross], body, vid, why)
+            for side, group, (first, last) in ((wc, ws, (free, data)), (rc, rs, (data, free))):
+                for site, _ in group:
+                    grouped.setdefault(id(site), (site, side, set(), why))[2].add(w)
+                (s0, a0), (s1, a1) = group[0], group[-1]
+                _mark(marks, s0, side, WaitCrossFlag(_pipe(a0[0]), first, a0[0].loc), None)
+                _mark(marks, s1, side, None, SetCrossFlag(_pipe(a1[-1]), last, a1[-1].loc))
+        first_read = cross[0][0] if counted and nw == nr else rs[0][1][0]
+        prime[rc].append(SetCrossFlag(_pipe(first_read), free, first_read.loc))
+    # a grouped site moves its flags to its own start and end: it may hold no other hand-off
+    for site, side, ws, why in grouped.values():
+        for inner in walk_statements(_body_of(site)):
+            if any(k in marks for k in ((id(inner), "C"), (id(inner), "V"))) \
+                    and id(inner) not in grouped:
+                raise _NotConcurrent(
+                    f"{why}; paired per iteration of the loop around them, the accesses of "
+                    f"workspace {', '.join(sorted(ws))} stand for this statement, which also "
+                    "holds another workspace hand-off", site.loc)
+            if id(inner) in grouped:
+                raise _NotConcurrent(f"{why}; paired per iteration of the loop around them, "
+                                     "the accesses stand for nested statements", site.loc)
 
     def project(stmts, side):
         out = []
         for st in stmts:
             if isinstance(st, Alloc):
                 out.append(st)
-            elif isinstance(st, For) and st.kind != "parallel":
+                continue
+            if isinstance(st, For) and st.kind != "parallel":
                 inner = project(st.body, side)
-                if _holds_work(inner):
-                    out.append(replace(st, body=tuple(inner)))
+                got = [replace(st, body=tuple(inner))] if _holds_work(inner) else []
             elif isinstance(st, If):
                 then, other = project(st.then_body, side), project(st.else_body, side)
+                got = []
                 if _holds_work(then) or _holds_work(other):
                     if side == "C" and any(isinstance(n, Load) and n.buffer.scope == "UB"
                                            for n in walk(st.cond)):
                         raise _NotConcurrent("the cube's statements depend on vector data", st.loc)
-                    out.append(replace(st, then_body=tuple(then), else_body=tuple(other)))
+                    got = [replace(st, then_body=tuple(then), else_body=tuple(other))]
             elif isinstance(st, (*TILE_OPS, Store)) or analysis.is_map(st):
                 core = _core(st)
                 if core is None and side == "C" and any(
                         isinstance(n, Load) and n.buffer.scope == "UB" for n in walk(st)):
                     raise _NotConcurrent("the cube reads a scalar of vector data", st.loc)
+                got = []
                 if core in (None, side):
-                    out += _flagged(st, side, flags, alone if core == "V" else None)
+                    got = [st if alone is None or core != "V" else If(alone, (st,), (), st.loc)]
             else:
                 raise _NotConcurrent(f"unexpected statement {type(st).__name__}", st.loc)
+            before, after = marks.get((id(st), side), ((), ()))
+            if (before or after) and not got:
+                raise InternalCompilerError(f"a workspace hand-off of core {side} projected away")
+            out += [*before, *got, *after]
         return out
 
-    vid = Var(kernel.grid_vars[1])
     alone = None if any(isinstance(n, Var) and n.name == vid.name
                         for st in walk_statements(body) for n in walk_own(st)) \
         else BinOp("==", vid, Const(0))  # vector work not written per AIV: AIV 0 does it
@@ -224,22 +326,74 @@ def _combine(kernel: Kernel, names) -> Kernel:
     return replace(kernel, body=tuple(allocs + [p for p in programs if _holds_work(p.body)]))
 
 
-def _flagged(st, side, flags, alone=None) -> list:
-    """`st` with the cross flags of the workspaces it writes or reads across the cores; under
-    `if alone` when one AIV does the work (both keep the flags: the cube counts both AIVs'
-    sets)."""
-    before, after = [], []
+def _pipe(st):
     pipe = pipe_of(st)
-    for w, (wc, data, free) in flags.items():
-        if any(b.name == w for b in analysis.writes(st)) and side == wc:
-            before.append(WaitCrossFlag(pipe, free, st.loc))
-            after.append(SetCrossFlag(pipe, data, st.loc))
-        elif any(b.name == w for b in analysis.reads(st)) and side != wc:
-            before.append(WaitCrossFlag(pipe, data, st.loc))
-            after.append(SetCrossFlag(pipe, free, st.loc))
-    if (before or after) and pipe is None:
+    if pipe is None:
         raise _NotConcurrent("a workspace access that is not a copy of its own pipe", st.loc)
-    return before + [st if alone is None else If(alone, (st,), (), st.loc)] + after
+    return pipe
+
+
+def _mark(marks, st, side, before, after):
+    b, a = marks.setdefault((id(st), side), ([], []))
+    if before is not None:
+        b.append(before)
+    if after is not None:
+        a.append(after)
+
+
+def _body_of(st):
+    if isinstance(st, For):
+        return st.body
+    if isinstance(st, If):
+        return st.then_body + st.else_body
+    return ()
+
+
+def _group_sites(w, writes, reads, body, vid, why):
+    """A workspace whose accesses cannot be paired one by one (`why`): pair them per iteration
+    of the innermost loop L holding them all. Each access stands for the statement of L's body
+    holding it (its site); the writer waits for the buffer before its first site and hands it
+    over after its last, the reader likewise:
+
+        for i in T.serial(n):                       for i in T.serial(n):          # C
+            copy(ws[cid], kv_l1)          # C   ->      wait(data); copy(ws[cid], kv_l1); set(free)
+            for r in T.serial(32):        # V       for i in T.serial(n):          # V
+                copy(kv_ub, ws[cid, r])                 wait(free); for r ...: copy(kv_ub, ws[cid, r]); set(data)
+
+    Needs every loop and if around L to run alike on the cube and both vector cores (not on
+    `vid`), and no site to hold both cores' accesses. Returns ([(site, [access])] of the
+    writer, of the reader), in program order."""
+    accesses = writes + reads
+    common = accesses[0][1]
+    for _, path in accesses[1:]:
+        k = 0
+        while k < min(len(common), len(path)) and common[k] is path[k]:
+            k += 1
+        common = common[:k]
+    depth = max((i + 1 for i, st in enumerate(common)
+                 if isinstance(st, For) and st.kind != "parallel"), default=0)
+    for st in common[:depth]:
+        own = [n for n in walk_own(st) if not isinstance(n, (For, If))] + \
+            ([st.cond] if isinstance(st, If) else list(st.extents))
+        if any(isinstance(n, Var) and n.name == vid.name for e in own for n in walk(e)):
+            raise _NotConcurrent(f"{why}, and a loop or if around them depends on the vector "
+                                 "core's id", st.loc)
+    order = {}
+    for i, st in enumerate(walk_statements(common[depth - 1].body if depth else body)):
+        order.setdefault(id(st), i)
+
+    def group(accs):
+        out: dict = {}
+        for st, path in accs:
+            site = path[depth] if len(path) > depth else st
+            out.setdefault(id(site), (site, []))[1].append(st)
+        return sorted(out.values(), key=lambda g: order[id(g[0])])
+    ws, rs = group(writes), group(reads)
+    if {id(s) for s, _ in ws} & {id(s) for s, _ in rs}:
+        site = next(s for s, _ in ws if id(s) in {id(r) for r, _ in rs})
+        raise _NotConcurrent(f"{why}, and one statement holds both cores' accesses of "
+                             f"workspace '{w}'", site.loc)
+    return ws, rs
 
 
 def _holds_work(stmts) -> bool:
@@ -247,12 +401,12 @@ def _holds_work(stmts) -> bool:
 
 
 def _sites(body, names) -> dict:
-    """workspace -> ([(write instr, core, times)], [(read instr, core, times)]): how often each
-    access runs, from the constant extents of the loops around it (an if around a workspace
-    access, or a loop of run-time extent, cannot be paired)."""
+    """workspace -> ([(write instr, core, times, path)], [(read instr, core, times, path)]):
+    how often each access runs, from the constant extents of the loops around it (None under
+    an if or in a loop of run-time extent), and the loops and ifs around it (outermost first)."""
     out: dict = {}
 
-    def visit(stmts, times, guarded):
+    def visit(stmts, times, path):
         for st in stmts:
             if isinstance(st, For) and st.kind != "parallel":
                 ext = 1
@@ -260,22 +414,69 @@ def _sites(body, names) -> dict:
                     ext = ext * e.value if isinstance(e, Const) and type(e.value) is int else None
                     if ext is None:
                         break
-                visit(st.body, None if ext is None or times is None else times * ext, guarded)
+                visit(st.body, None if ext is None or times is None else times * ext,
+                      path + (st,))
             elif isinstance(st, If):
-                visit(st.then_body, times, True)
-                visit(st.else_body, times, True)
+                visit(st.then_body, None, path + (st,))
+                visit(st.else_body, None, path + (st,))
             elif isinstance(st, (*TILE_OPS, Store)) or analysis.is_map(st):
                 ws = [b.name for b in analysis.writes(st) if b.name in names]
                 rs = [b.name for b in analysis.reads(st) if b.name in names]
                 if not (ws or rs):
                     continue
-                if guarded or times is None:
-                    raise _NotConcurrent("a workspace access under an if or in a loop of run-time "
-                                         "extent: its writes and reads cannot be paired", st.loc)
                 core = _core(st)
                 for w in ws:
-                    out.setdefault(w, ([], []))[0].append((st, core, times))
+                    out.setdefault(w, ([], []))[0].append((st, core, times, path))
                 for r in rs:
-                    out.setdefault(r, ([], []))[1].append((st, core, times))
-    visit(body, 1, False)
+                    out.setdefault(r, ([], []))[1].append((st, core, times, path))
+    visit(body, 1, ())
     return out
+
+
+def check_cross_tile_order(kernel: Kernel) -> None:
+    """Developer-mode is_npu kernels (no T.Scope, no flags): an on-chip tile read before any
+    statement writes it, whose writes copy it from the other core (UB -> L1, L0C -> UB), is
+    tilelang-ascend's TL_ASCEND_AUTO_CV_COMBINE hand-off through the compiler's own workspaces
+    (the cube's read meets the vector's write of the same iteration):
+
+        for i in T.serial(n):
+            T.gemm_v0(q_l1, kv_l1, s_l0c)      # reads kv_l1 ...
+            T.copy(kv_ub, kv_l1[r, :])         # ... which the vector core writes below
+
+    Here statements run in program order, so the first read would see an unwritten tile: a
+    located error naming the workspace_idx form that says the same thing."""
+    if not kernel.is_npu or any(isinstance(s, (Scope, SetCrossFlag, WaitCrossFlag, SetFlag,
+                                               WaitFlag, PipeBarrier))
+                                for s in walk_statements(kernel.body)):
+        return
+    from ..transform.infer_scopes import infer_scopes
+    kernel = infer_scopes(kernel)  # alloc_shared / alloc_fragment tiles get their memories
+    cross = {}
+    for s in walk_statements(kernel.body):
+        if isinstance(s, Copy) and s.src.buffer.scope != s.dst.buffer.scope and \
+                {s.src.buffer.scope, s.dst.buffer.scope} <= {"UB", *CUBE_SCOPES} and \
+                "UB" in (s.src.buffer.scope, s.dst.buffer.scope):
+            cross.setdefault(s.dst.buffer.name, s)
+    if not cross:
+        return
+    guarded = {id(t) for s in walk_statements(kernel.body) if isinstance(s, If)
+               for t in walk_statements(s.then_body + s.else_body)}  # e.g. `if k > 0:` reads
+    written: set[str] = set()
+    for s in walk_statements(kernel.body):
+        if isinstance(s, (*TILE_OPS, Store)) or analysis.is_map(s):
+            for b in analysis.reads(s):
+                w = cross.get(b.name)
+                if w is not None and b.name not in written and id(s) not in guarded:
+                    here = "the vector core's UB" if w.src.buffer.scope == "UB" else \
+                        f"the cube's {w.src.buffer.scope}"
+                    raise CompileError(
+                        f"tile '{b.name}' ({b.scope}) is read here before any statement writes "
+                        f"it; its write (line {w.loc.line}) copies it from {here}: this kernel "
+                        f"relies on tilelang-ascend's TL_ASCEND_AUTO_CV_COMBINE running its cube "
+                        f"and vector statements as two concurrent programs that meet at "
+                        f"compiler-made workspaces, which is not done here for on-chip tiles. "
+                        f"Pass the tile through a workspace_idx tensor: the reading core copies "
+                        f"it in (T.copy(workspace[cid, ...], {b.name})) where it reads the tile "
+                        f"now, the writing core copies its data out to the workspace "
+                        f"(tilelang-ascend's sparse_flash_attn_developer.py form)", s.loc)
+            written |= {b.name for b in analysis.writes(s)}

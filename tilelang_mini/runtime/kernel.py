@@ -250,10 +250,11 @@ def _compile_ir(prim_func, kernel: Kernel, out_idx, options: Options,
     idx = _normalize_out_idx(out_idx, len(kernel.params))
     ws = _normalize_out_idx(workspace_idx, len(kernel.params))
     _check_chip(options.chip)
-    if ws:
-        from ..frontend.workspace_order import check_workspace_order, concurrent_programs
-        kernel = concurrent_programs(kernel, ws, options.chip)
-        check_workspace_order(kernel, ws)
+    from ..frontend.workspace_order import (check_cross_tile_order, check_workspace_order,
+                                            concurrent_programs)
+    check_cross_tile_order(kernel)
+    kernel = concurrent_programs(kernel, ws or (), options.chip)
+    check_workspace_order(kernel, ws or ())
     backend = get_backend(options.target)
     compilation, artifact, key = _lower_cached(kernel, options, backend)
     return _observed(JITKernel(prim_func, kernel, idx, options, compilation, artifact, ws, key))

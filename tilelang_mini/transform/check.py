@@ -273,8 +273,15 @@ def _problems(node):
         want = tuple(src[:node.dim] + src[node.dim + 1:])
         keep = tuple(src[:node.dim] + [1] + src[node.dim + 1:])
         if node.dst.extent not in (want, keep) and _squeeze(node.dst.extent) != _squeeze(want):
+            hint = ""
+            if len(node.dst.extent) == len(want) and all(
+                    isinstance(d, int) and isinstance(w, int) and d >= w
+                    for d, w in zip(node.dst.extent, want)):
+                part = ", ".join(f"0:{w}" for w in want)
+                hint = (f" (a longer destination, e.g. padded to 32 bytes, takes the result in "
+                        f"its leading part: pass {node.dst.buffer.name}[{part}])")
             yield (f"reduce_{node.kind} over dim {node.dim} of {tuple(src)} gives {want}; the "
-                   f"destination is {node.dst.extent}")
+                   f"destination is {node.dst.extent}{hint}")
     elif isinstance(node, Sort):
         v, i = node.values.buffer, node.indices.buffer
         if not (node.values.is_full and node.indices.is_full):

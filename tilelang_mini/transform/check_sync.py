@@ -86,10 +86,15 @@ def check_sync(kernel: Kernel, chip: Chip) -> Kernel:
                if isinstance(a, Alloc) and a.offset is not None}
     tree = build_tree([s for s in kernel.body if not isinstance(s, Alloc)])
     ifs = [it for it in _blocks(tree) if isinstance(it.stmt, If) and _has_sync(it)]
+    # one choice per condition: the cube's and the vector cores' copies of an if on values
+    # every core sees alike (scalars, GM) take the same branch
+    conds = {id(it.stmt): _uniform_cond(it.stmt.cond, kernel) for it in ifs}
+    keys = list(dict.fromkeys(conds.values()))
     # blocks 0 and 1: an if on the block index (`cid % 2 == 0`) takes each branch in one of them
     for block in range(min(2, kernel.grid[0])):
-        for n in range(min(2 ** len(ifs), MAX_SCENARIOS)):
-            choice = {id(it.stmt): bool(n >> k & 1) for k, it in enumerate(ifs)}
+        for n in range(min(2 ** len(keys), MAX_SCENARIOS)):
+            bit = {key: bool(n >> k & 1) for k, key in enumerate(keys)}
+            choice = {i: bit[key] for i, key in conds.items()}
             _Verifier(kernel, offsets, chip, choice, block).run(tree)
     # GM races between blocks (nothing orders blocks): check_blocks
     check_blocks(kernel, tree, lambda block: _Verifier(kernel, offsets, chip, {}, block))
@@ -193,6 +198,21 @@ class _Hull(tuple):
 
 
 AIVS = ("V0", "V1")  # the vector cores of the block: vid 0 and vid 1
+
+
+def _uniform_cond(cond, kernel):
+    """The key of an if's branch choice: its condition where every core computes it alike
+    (no `vid`, no load from a core's own buffers), else the if alone (`object()`)."""
+    from ..ir.nodes import Load, Var
+    for n in walk(cond):
+        if isinstance(n, Var) and n.name == kernel.grid_vars[1] or \
+                isinstance(n, Load) and n.buffer.scope not in GM_SCOPES:
+            return object()
+    try:
+        hash(cond)
+    except TypeError:
+        return object()
+    return cond
 
 
 def _blocks(items):

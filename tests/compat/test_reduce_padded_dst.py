@@ -1,0 +1,44 @@
+"""A reduce into a destination longer than its result (tilelang-ascend pads row statistics to
+32 bytes: `ub_len = max(8, v_block)`): a located error that says to pass the leading part, and
+that form computed right (numpy, llvm, simulate vs float64)."""
+import numpy as np
+import pytest
+
+import tilelang_mini as tilelang
+import tilelang_mini.language as T
+from tilelang_mini.errors import CompileError
+
+from util import close, f64, rand
+
+
+def row_max(leading):
+    @T.prim_func
+    def main(X: T.Tensor((2, 64), "float32"), Y: T.Tensor((8,), "float32")):
+        with T.Kernel(1, is_npu=True) as (cid, vid):
+            x = T.alloc_ub((2, 64), "float32")
+            m = T.alloc_ub((8,), "float32")
+            T.copy(X[0, 0], x)
+            T.tile.fill(m, -1.0)
+            if leading:
+                T.reduce_max(x, m[0:2], dim=-1)
+            else:
+                T.reduce_max(x, m, dim=-1)
+            T.copy(m, Y[0])
+
+    return main
+
+
+def test_longer_destination_is_located_with_the_form_to_write():
+    with pytest.raises(CompileError) as e:
+        tilelang.compile(row_max(False), out_idx=[1])
+    assert "gives (2,); the destination is (8,)" in str(e.value)
+    assert "pass m[0:2]" in str(e.value)
+
+
+def test_leading_part_destination(target):
+    kernel = tilelang.compile(row_max(True), out_idx=[1], target=target)
+    x = rand((2, 64), "float32", 5)
+    want = np.full(8, -1.0)
+    want[:2] = f64(x).max(1)
+    close(kernel(x), want)
+    close(kernel.simulate(x)[0], want)
