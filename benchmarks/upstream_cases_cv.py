@@ -35,14 +35,19 @@ def _mla_inputs(rng, heads, dq, topk):
     return q, kv, idx, rows
 
 
-@case("asc/cv/sparse_flash_attn_developer", A, "examples/developer_mode/sparse_flash_attn_developer.py",
-      "auto CV combine: five workspaces read before written, vid-split gather, D=64 + tail 32")
-def _(m, rng):
-    heads, dim, tail, topk = 16, 64, 32, 128
+def _developer_check(m, rng, heads=16, dim=64, tail=32, topk=128):
+    """The developer-mode sparse attention examples' sparse_attention_fwd(heads, dim, tail_dim,
+    topk, kv_stride=1) on one batch, against sparse_ref."""
     q, kv, idx, rows = _mla_inputs(rng, heads, dim + tail, topk)
     want = sparse_ref(q[0], rows, dim, (dim + tail) ** -0.5)[None]
     k = m["sparse_attention_fwd"](heads=heads, dim=dim, tail_dim=tail, topk=topk, kv_stride=1)
-    return [Check(k, [q, kv, idx], {0: want}, "float16", topk)]
+    return Check(k, [q, kv, idx], {0: want}, "float16", topk)
+
+
+@case("asc/cv/sparse_flash_attn_developer", A, "examples/developer_mode/sparse_flash_attn_developer.py",
+      "auto CV combine: five workspaces read before written, vid-split gather, D=64 + tail 32")
+def _(m, rng):
+    return [_developer_check(m, rng)]
 
 
 @case("asc/cv/sparse_flash_attn_developer_vid_reduce", A,
@@ -50,11 +55,7 @@ def _(m, rng):
       "no workspaces: threads=2 without vid, UB->L1 gather, L0C->UB copies, gemm before its "
       "operand's write in the loop body")
 def _(m, rng):
-    heads, dim, tail, topk = 16, 64, 32, 128
-    q, kv, idx, rows = _mla_inputs(rng, heads, dim + tail, topk)
-    want = sparse_ref(q[0], rows, dim, (dim + tail) ** -0.5)[None]
-    k = m["sparse_attention_fwd"](heads=heads, dim=dim, tail_dim=tail, topk=topk, kv_stride=1)
-    return [Check(k, [q, kv, idx], {0: want}, "float16", topk)]
+    return [_developer_check(m, rng)]
 
 
 @case("asc/cv/sparse_flash_attn_pa_developer", A,

@@ -296,12 +296,18 @@ class Hull(tuple):
     elements = None
 
 
+def _access_envs(stmt, vars: dict, bufs: dict):
+    """(env of the instruction, env of its operands' indices, lane extents): a map's indices
+    see its lane variables as index arrays (`_parallel_vars`), else both envs are one."""
+    env = Env(vars, bufs)
+    if not is_map(stmt):
+        return env, env, None
+    lane_vars, lanes = _parallel_vars(stmt, vars)
+    return env, Env(lane_vars, bufs), lanes
+
+
 def _instr_accesses(stmt, vars: dict, bufs: dict):
-    env = e = Env(vars, bufs)
-    lanes = None
-    if is_map(stmt):
-        lane_vars, lanes = _parallel_vars(stmt, vars)
-        e = Env(lane_vars, bufs)
+    env, e, lanes = _access_envs(stmt, vars, bufs)
     out = []
     ops = cached(stmt, lambda s: list(zip(operands(s, accumulate=False),
                                           exact_boxes(s, accumulate=False))), "operands_exact")
@@ -364,11 +370,7 @@ def shared_accesses(stmt, vars: dict, bufs: dict):
     ops = shared_operands(stmt)
     if not ops:
         return []
-    env = e = Env(vars, bufs)
-    lanes = None
-    if is_map(stmt):
-        lane_vars, lanes = _parallel_vars(stmt, vars)
-        e = Env(lane_vars, bufs)
+    env, e, lanes = _access_envs(stmt, vars, bufs)
     out = []
     for node, w in ops:
         box = region_box(node, env) if isinstance(node, Region) else _index_box(
