@@ -25,9 +25,9 @@ from dataclasses import replace
 
 from ..errors import CompileError, InternalCompilerError
 from ..ir import analysis
-from ..ir.nodes import (GLOBAL_SCOPES, TILE_OPS, Alloc, BinOp, Const, Copy, Fill, For, Gemm, If, Kernel,
-                        Load, PipeBarrier, Reduce, Region, Scope, SetCrossFlag, SetFlag, Sort,
-                        Store, Var, WaitCrossFlag, WaitFlag, walk, walk_own, walk_statements)
+from ..ir.nodes import (GLOBAL_SCOPES, TILE_OPS, Alloc, BinOp, Const, Copy, Fill, For, Gemm, If,
+                        Kernel, Load, Reduce, Region, Scope, SetCrossFlag, Store, Var,
+                        WaitCrossFlag, walk, walk_own, walk_statements)
 from ..ir.pipes import pipe_of
 
 
@@ -70,9 +70,7 @@ def caller_hand_offs(kernel: Kernel) -> set:
     (in program order the cube would read the previous iteration's rows, and the caller's
     data at the first). Empty where no parameter is read so; only developer-mode is_npu
     kernels (no T.Scope, no flags)."""
-    if not kernel.is_npu or len(kernel.grid_vars) != 2 or any(
-            isinstance(s, (Scope, SetCrossFlag, WaitCrossFlag, SetFlag, WaitFlag, PipeBarrier))
-            for s in walk_statements(kernel.body)):
+    if not kernel.is_npu or len(kernel.grid_vars) != 2 or analysis.is_expert(kernel):
         return set()
     params = {b.name for b in kernel.params}
     acc: dict = {}
@@ -93,7 +91,7 @@ def caller_hand_offs(kernel: Kernel) -> set:
                     if buf in params:
                         acc.setdefault(buf, []).append(
                             ("w" if _is_write_region(st, n) else "r", core, set(loops)))
-                for b in _writes(st) & params:
+                for b in _written(st) & params:
                     acc.setdefault(b, []).append(("w", core, set(loops)))
     visit(kernel.body, ())
     out, early = set(), False
@@ -111,18 +109,10 @@ def caller_hand_offs(kernel: Kernel) -> set:
     return out if early else set()
 
 
-def _writes(s) -> set:
-    if isinstance(s, Copy):
-        return {s.dst.buffer.name}
-    if isinstance(s, (Fill, Reduce)):
-        return {s.dst.buffer.name}
-    if isinstance(s, Gemm):
-        return {s.c.buffer.name}
-    if isinstance(s, Store):
-        return {s.buffer.name}
-    if isinstance(s, Sort):
-        return {s.values.buffer.name, s.indices.buffer.name}
-    return set()
+def _written(s) -> set:
+    """Names an instruction writes; a map's are its Stores' (walked after it, in program order
+    with the reads they hold)."""
+    return set() if analysis.is_map(s) else {b.name for b in analysis.writes(s)}
 
 
 def _is_write_region(s, n) -> bool:
@@ -139,9 +129,6 @@ def _is_write_region(s, n) -> bool:
 
 
 # --------------------------------------------------------------- concurrent cube/vector programs
-
-CUBE_SCOPES = ("L1", "L0A", "L0B", "L0C")
-
 
 class _NotConcurrent(Exception):
     def __init__(self, why, loc):
@@ -177,9 +164,7 @@ def concurrent_programs(kernel: Kernel, workspace_idx, chip: str) -> Kernel:
     insert_sync's, as for any expert kernel with only its cross flags. Other
     kernels are returned unchanged; a kernel this cannot pair is the located error of
     `check_workspace_order`, with the reason."""
-    if not kernel.is_npu or any(isinstance(s, (Scope, SetCrossFlag, WaitCrossFlag, SetFlag,
-                                               WaitFlag, PipeBarrier))
-                                for s in walk_statements(kernel.body)):
+    if not kernel.is_npu or analysis.is_expert(kernel):
         return kernel
     names = {kernel.params[i].name for i in workspace_idx} | caller_hand_offs(kernel)
     if _first_early_read(kernel.body, names) is None:
@@ -207,7 +192,7 @@ def _first_early_read(body, names):
             buf = n.buffer.name if isinstance(n, (Region, Load)) else None
             if buf in names and buf not in written and not _is_write_region(s, n):
                 return s, buf
-        written |= _writes(s) & names
+        written |= _written(s) & names
     return None
 
 
@@ -215,7 +200,7 @@ def _core(st) -> str | None:
     """"C" or "V" for an instruction on cube or vector buffers, None for one on neither
     (scalars, which both cores compute)."""
     bufs = [b for b in analysis.reads(st) + analysis.writes(st)]
-    cube = any(b.scope in CUBE_SCOPES for b in bufs)
+    cube = any(b.scope in analysis.AIC_SCOPES for b in bufs)
     vector = any(b.scope == "UB" for b in bufs)
     if cube and vector:
         raise _NotConcurrent("an instruction on both cube and vector buffers", st.loc)
@@ -445,16 +430,14 @@ def check_cross_tile_order(kernel: Kernel) -> None:
 
     Here statements run in program order, so the first read would see an unwritten tile: a
     located error naming the workspace_idx form that says the same thing."""
-    if not kernel.is_npu or any(isinstance(s, (Scope, SetCrossFlag, WaitCrossFlag, SetFlag,
-                                               WaitFlag, PipeBarrier))
-                                for s in walk_statements(kernel.body)):
+    if not kernel.is_npu or analysis.is_expert(kernel):
         return
     from ..transform.infer_scopes import infer_scopes
     kernel = infer_scopes(kernel)  # alloc_shared / alloc_fragment tiles get their memories
     cross = {}
     for s in walk_statements(kernel.body):
         if isinstance(s, Copy) and s.src.buffer.scope != s.dst.buffer.scope and \
-                {s.src.buffer.scope, s.dst.buffer.scope} <= {"UB", *CUBE_SCOPES} and \
+                {s.src.buffer.scope, s.dst.buffer.scope} <= {"UB", *analysis.AIC_SCOPES} and \
                 "UB" in (s.src.buffer.scope, s.dst.buffer.scope):
             cross.setdefault(s.dst.buffer.name, s)
     if not cross:

@@ -32,7 +32,7 @@ BLOCK_SCOPES = GM_SCOPES + AIC_SCOPES
 __all__ = ["SYNC_OPS", "TILE_OPS", "GM_SCOPES", "AIC_SCOPES", "BLOCK_SCOPES", "is_map",
            "is_sync", "core_instructions", "instructions", "loads", "map_stores", "operands", "reads", "writes",
            "accesses", "written_names", "static_box", "boxes_overlap", "buffer_refs",
-           "full_map_store", "interval", "exact_boxes"]
+           "full_map_store", "interval", "exact_boxes", "is_expert"]
 
 
 def is_map(s) -> bool:
@@ -42,6 +42,11 @@ def is_map(s) -> bool:
 
 def is_sync(s) -> bool:
     return isinstance(s, SYNC_OPS)
+
+
+def is_expert(kernel) -> bool:
+    """Expert-mode kernels place their own Scopes and flags; the compiler only checks them."""
+    return any(isinstance(s, (Scope, *SYNC_OPS)) for s in walk_statements(kernel.body))
 
 
 def core_instructions(body, core: str | None = None):

@@ -37,7 +37,8 @@ from .insert_sync import insert_sync
 from .legalize import legalize
 from .pipeline_stages import pipeline
 from .plan_memory import plan_memory
-from .split_cores import is_expert, split_cores
+from ..ir.analysis import is_expert
+from .split_cores import split_cores
 
 
 # name, pass, why. The order is the lowering order; each step's why is one line.

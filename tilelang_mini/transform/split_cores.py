@@ -20,19 +20,15 @@ from dataclasses import replace
 from ..ir.nodes import (
     Alloc, BinOp, Const, Copy, Fill, For, If, Kernel, Load, Reduce, Region, Scope, Sort, Store,
     Var,
-    SYNC_OPS, TILE_OPS, transform, walk, walk_own, walk_statements,
+    TILE_OPS, transform, walk, walk_own, walk_statements,
 )
 from ..ir.pipes import pipe_of
 from ..ir import analysis
+from ..ir.analysis import is_expert
 from .util import substitute
 from ..errors import CompileError
 
 CUBE_PIPES = ("MTE1", "M", "FIX")
-
-
-def is_expert(kernel: Kernel) -> bool:
-    """Expert-mode kernels place their own Scopes and flags; the compiler only checks them."""
-    return any(isinstance(s, (Scope, *SYNC_OPS)) for s in walk_statements(kernel.body))
 
 
 def core_of(stmt) -> str | None:
