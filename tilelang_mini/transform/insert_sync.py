@@ -25,7 +25,7 @@ The analysis runs on the program unrolled twice per loop (once where the trip co
 from __future__ import annotations
 
 from bisect import bisect_left
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 from ..arch import Chip
 from ..errors import CompileError
@@ -34,12 +34,11 @@ from ..ir.happens_before import (
     join, threads_to_check,
 )
 from ..ir.nodes import (
-    Alloc, Const, For, Kernel, PipeBarrier, SetCrossFlag, SetFlag, Var, WaitCrossFlag, WaitFlag,
-    walk, walk_statements,
+    Alloc, Const, For, Kernel, PipeBarrier, SetFlag, Var, WaitFlag, walk, walk_statements,
 )
 from .plan_memory import _live_ranges
 from .sync_events import assign_events
-from .util import group_scopes
+from .sync_render import render
 
 # ----------------------------------------------------------------------------------- channels
 
@@ -92,7 +91,7 @@ def insert_sync(kernel: Kernel, chip: Chip, intra_only: bool = False,
         tree = _tree([s for s in kernel.body if not isinstance(s, Alloc)])
         channels = _Analysis(offsets, coalesce=True, **modes).run(tree)
         assign_events(channels, chip, kernel, taken)
-    body = _render(tree, channels)
+    body = render(tree, channels)
     return replace(kernel, body=tuple(allocs + body))
 
 
@@ -631,74 +630,3 @@ def _placement(a: Occ, b: Occ):
     set_at = a.ancestors[d][0] if d < len(a.ancestors) else a.item
     wait_at = b.ancestors[d][0] if d < len(b.ancestors) else b.item
     return set_at, wait_at, primed, False
-
-
-# ------------------------------------------------------------------------------- rendering
-
-
-def _render(tree, channels) -> list:
-    for ch in channels:
-        loc = ch.loc
-        if ch.kind == "barrier":
-            ch.wait_at.before.append((ch.dst[0], PipeBarrier(ch.dst[1], loc)))
-            continue
-        if ch.kind == "flag":
-            set_ = SetFlag(ch.src[1], ch.dst[1], ch.event, loc)
-            wait = WaitFlag(ch.src[1], ch.dst[1], ch.event, loc)
-        else:
-            set_ = SetCrossFlag(ch.src[1], ch.event, loc)
-            wait = WaitCrossFlag(ch.dst[1], ch.event, loc)
-        ch.set_at.after.append((ch.src[0], set_))
-        if ch.wait_after:
-            ch.set_at.after.append((ch.dst[0], wait))
-        else:
-            ch.wait_at.before.append((ch.dst[0], wait))
-        if ch.primed is not None:
-            ch.primed.before.append((ch.src[0], set_))
-            ch.primed.after.append((ch.dst[0], wait))
-    return _emit(tree)
-
-
-def _cores(items) -> set:
-    """The cores that run anything in `items` (instructions and the sync placed around them)."""
-    out = set()
-    for it in items:
-        if isinstance(it, Alloc):
-            continue
-        out |= {core for core, _ in it.before + it.after}
-        if isinstance(it, Instr):
-            if not it.probe:
-                out.add(it.core)
-        else:
-            for body in it.bodies:
-                out |= _cores(body)
-    return out
-
-
-def _emit(items, in_scope=False) -> list:
-    flat: list = []  # (core or None, stmt)
-    for it in items:
-        if isinstance(it, Alloc):
-            flat.append((None, it))
-            continue
-        flat += it.before
-        if isinstance(it, Instr):
-            if not it.probe:
-                flat.append((it.core, it.stmt))
-        else:
-            # Control flow that only one core runs goes inside that core's Scope: its
-            # condition may read `vid`, which only means something on a vector core.
-            cores = _cores([replace(it, before=[], after=[])])
-            core = next(iter(cores)) if len(cores) == 1 and not in_scope else None
-            inner = in_scope or core is not None
-            s = it.stmt
-            if isinstance(s, For):
-                s = replace(s, body=tuple(_emit(it.bodies[0], inner)))
-            else:
-                s = replace(s, then_body=tuple(_emit(it.bodies[0], inner)),
-                            else_body=tuple(_emit(it.bodies[1], inner)))
-            flat.append((core, s))
-        flat += it.after
-    if in_scope:
-        return [s for _, s in flat]
-    return group_scopes(flat)
