@@ -277,6 +277,12 @@ class _ToIR(Transformer):
             self.err(f"unknown dtype {tok}; expected a dtype like \"float16\" or \"float32\"", tok)
         return name
 
+    def one_of(self, tok: Token, allowed, what: str, expected: str) -> str:
+        """The quoted name `tok` without its quotes, when it is one of `allowed`."""
+        if tok[1:-1] not in allowed:
+            self.err(f"unknown {what} {tok}; expected {expected}", tok)
+        return tok[1:-1]
+
     def int_(self, tok: Token) -> int:
         if not re.fullmatch(r"[0-9]+", tok):
             self.err(f"expected an integer, found '{tok}'", tok)
@@ -453,16 +459,15 @@ class _ToIR(Transformer):
     @v_args(meta=True)
     def scope(self, meta, children):
         core, comment, body = children
-        if core[1:-1] not in CORES:
-            self.err(f'unknown core scope {core}; expected "C" (cube) or "V" (vector)', core)
-        return Scope(core[1:-1], body, self.loc(comment, meta))
+        return Scope(self.one_of(core, CORES, "core scope", '"C" (cube) or "V" (vector)'), body,
+                     self.loc(comment, meta))
 
     @v_args(meta=True)
     def fused(self, meta, children):
         kind, comment, body = children
-        if kind[1:-1] not in FUSED_KINDS:
-            self.err(f'unknown fused kind {kind}; expected one of {", ".join(FUSED_KINDS)}', kind)
-        return Fused(kind[1:-1], body, self.loc(comment, meta))
+        return Fused(self.one_of(kind, FUSED_KINDS, "fused kind",
+                                 f"one of {', '.join(FUSED_KINDS)}"), body,
+                     self.loc(comment, meta))
 
     # -- arguments
     @v_args(meta=True)
