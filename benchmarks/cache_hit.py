@@ -177,8 +177,11 @@ def end_to_end(name: str, target: str, cache: str, kernels, runs: int) -> float:
         subprocess.run([sys.executable, "-c", "import tilelang_mini"], check=True, env=env)
         bare = time.perf_counter() - t
         t = time.perf_counter()
-        subprocess.run([sys.executable, "-c", E2E, str(EXAMPLES), name, target, *extra],
-                       check=True, env=env)
+        r = subprocess.run([sys.executable, "-c", E2E, str(EXAMPLES), name, target, *extra],
+                           env=env, capture_output=True, text=True)
+        if r.returncode:  # not a hit (or a failure): no figure, the row says so
+            print(f"{name} {target}: end-to-end run failed\n{r.stderr[-2000:]}", file=sys.stderr)
+            return float("nan")
         diffs.append(time.perf_counter() - t - bare)
     return statistics.median(diffs)
 
