@@ -107,23 +107,6 @@ def test_sparse_fp8_decode_simulates():
     close(out, want_o, "bfloat16", scale=1.0)
 
 
-def test_sparse_argument_errors():
-    q = np.zeros((1, 1, 8, 576), BF16)
-    cache = np.zeros((1, BLOCK, 1, 656), np.uint8)
-    ind = np.zeros((1, 1, 4), np.int32)
-    f = flash_mla.flash_mla_with_kvcache
-    with pytest.raises(ValueError, match="is_fp8_kvcache=True"):
-        f(q, cache, None, None, 512, None, None, indices=ind)
-    with pytest.raises(ValueError, match="causal must be False"):
-        f(q, cache, None, None, 512, None, None, causal=True, is_fp8_kvcache=True, indices=ind)
-    with pytest.raises(ValueError, match="pass indices="):
-        f(q, cache, np.zeros((1, 1), np.int32), np.zeros(1, np.int32), 512, None, None,
-          is_fp8_kvcache=True)
-    with pytest.raises(ValueError, match="656"):
-        f(q, np.zeros((1, BLOCK, 1, 576), np.uint8), None, None, 512, None, None,
-          is_fp8_kvcache=True, indices=ind)
-
-
 def model1_cache(kv, page, pad_to=576):
     """MODEL1's layout from FlashMLA's description: per block, each token's 448 e4m3 values and
     64 bf16 RoPE values (576 bytes), then each token's 7 UE8M0 scales (one per 64 values) and a
@@ -268,23 +251,44 @@ def test_sparse_decode_with_extra_k_cache(target, layout, B, SQ, HQ, topk, extra
         close(launches[-1][1][-2], want_o, "bfloat16")
 
 
-def test_extra_k_cache_argument_errors():
-    q = np.zeros((1, 1, 8, 576), BF16)
-    cache = np.zeros((1, BLOCK, 1, 656), np.uint8)
-    ind = np.zeros((1, 1, 4), np.int32)
-    f = flash_mla.flash_mla_with_kvcache
-    with pytest.raises(ValueError, match="come together"):
-        f(q, cache, None, None, 512, None, None, is_fp8_kvcache=True, indices=ind,
-          extra_k_cache=cache)
-    with pytest.raises(ValueError, match="come together"):
-        f(q, cache, None, None, 512, None, None, is_fp8_kvcache=True, indices=ind,
-          extra_topk_length=np.ones(1, np.int32))
-    with pytest.raises(ValueError, match="extra_k_cache must be"):
-        f(q, cache, None, None, 512, None, None, is_fp8_kvcache=True, indices=ind,
-          extra_k_cache=np.zeros((1, BLOCK, 1, 584), np.uint8), extra_indices_in_kvcache=ind)
-    with pytest.raises(ValueError, match="extra_indices_in_kvcache must be"):
-        f(q, cache, None, None, 512, None, None, is_fp8_kvcache=True, indices=ind,
-          extra_k_cache=cache, extra_indices_in_kvcache=np.zeros((2, 1, 4), np.int32))
+Q_ERR = np.zeros((1, 1, 8, 576), BF16)           # the argument-error calls' operands
+CACHE_ERR = np.zeros((1, BLOCK, 1, 656), np.uint8)
+IND_ERR = np.zeros((1, 1, 4), np.int32)
+FP8_ERR = dict(is_fp8_kvcache=True, indices=IND_ERR)
+
+
+def _call(cache=CACHE_ERR, table=None, seqlens=None, **kwargs):
+    """A flash_mla_with_kvcache call on the operands above, made when the test runs."""
+    return lambda: flash_mla.flash_mla_with_kvcache(Q_ERR, cache, table, seqlens, 512, None,
+                                                    None, **kwargs)
+
+
+ARGUMENT_ERRORS = [
+    ("is_fp8_kvcache=True", _call(indices=IND_ERR)),
+    ("causal must be False", _call(causal=True, **FP8_ERR)),
+    ("pass indices=", _call(table=np.zeros((1, 1), np.int32), seqlens=np.zeros(1, np.int32),
+                            is_fp8_kvcache=True)),
+    ("656", _call(np.zeros((1, BLOCK, 1, 576), np.uint8), **FP8_ERR)),
+    ("come together", _call(extra_k_cache=CACHE_ERR, **FP8_ERR)),
+    ("come together", _call(extra_topk_length=np.ones(1, np.int32), **FP8_ERR)),
+    ("extra_k_cache must be", _call(extra_k_cache=np.zeros((1, BLOCK, 1, 584), np.uint8),
+                                    extra_indices_in_kvcache=IND_ERR, **FP8_ERR)),
+    ("extra_indices_in_kvcache must be",
+     _call(extra_k_cache=CACHE_ERR, extra_indices_in_kvcache=np.zeros((2, 1, 4), np.int32),
+           **FP8_ERR)),
+]
+
+
+@pytest.mark.parametrize("match, call", ARGUMENT_ERRORS,
+                         ids=[f"{n}-{m}" for n, (m, _) in enumerate(ARGUMENT_ERRORS)])
+def test_sparse_argument_errors(match, call):
+    with pytest.raises(ValueError, match=match):
+        call()
+
+
+def test_extra_k_cache_needs_sparse_attention():
     with pytest.raises(ValueError, match="take sparse attention"):
-        f(q, np.zeros((1, 64, 1, 576), BF16), np.zeros((1, 1), np.int32), np.ones(1, np.int32),
-          512, *flash_mla.get_mla_metadata(np.ones(1, np.int32), 8, 1), extra_k_cache=cache)
+        flash_mla.flash_mla_with_kvcache(
+            Q_ERR, np.zeros((1, 64, 1, 576), BF16), np.zeros((1, 1), np.int32),
+            np.ones(1, np.int32), 512, *flash_mla.get_mla_metadata(np.ones(1, np.int32), 8, 1),
+            extra_k_cache=CACHE_ERR)

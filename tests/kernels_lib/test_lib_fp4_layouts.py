@@ -117,14 +117,23 @@ def test_m_grouped_fp4_masked(target, kinds):
     masked_m = np.array([70, 0, 33], np.int32)
     ops = [operand(r.standard_normal((maxM, K)), kinds[0], False) for _ in range(G)]
     bs = [operand(r.standard_normal((N, K)), kinds[1], False) for _ in range(G)]
+    masked_gemm_checked(ops, bs, masked_m, 40, target)
+
+
+def masked_gemm_checked(ops, bs, masked_m, expected_m, target):
+    """The masked grouped GEMM of per-group operands `ops` (A) and `bs` (B), each (stored,
+    scales, float64 values): group g's first masked_m[g] rows checked against A @ B.T, the
+    rows after them still 7.0. -> the stacked scales of B."""
     a, sa = np.stack([x[0] for x in ops]), np.stack([x[1] for x in ops])
     b, sb = np.stack([x[0] for x in bs]), np.stack([x[1] for x in bs])
+    G, (maxM, K), N = len(ops), ops[0][2].shape, bs[0][2].shape[0]
     d = np.full((G, maxM, N), 7.0, np.float32)
-    dg.m_grouped_fp8_fp4_gemm_nt_masked((a, sa), (b, sb), d, masked_m, 40, target=target)
+    dg.m_grouped_fp8_fp4_gemm_nt_masked((a, sa), (b, sb), d, masked_m, expected_m, target=target)
     for g in range(G):
         m = masked_m[g]
         close(d[g, :m], ops[g][2][:m] @ bs[g][2].T, "float32", scale=np.sqrt(K) * 10)
         assert np.all(d[g, m:] == 7.0)
+    return sb
 
 
 def test_m_grouped_fp4_simulate():
@@ -181,12 +190,5 @@ def test_m_grouped_fp4_with_fp8_block_scales(target):
     masked_m = np.array([40, 17], np.int32)
     ops = [operand(r.standard_normal((maxM, K)), "fp4", False) for _ in range(G)]
     bs = [block_operand(r.standard_normal((N, K)), False) for _ in range(G)]
-    a, sa = np.stack([x[0] for x in ops]), np.stack([x[1] for x in ops])
-    b, sb = np.stack([x[0] for x in bs]), np.stack([x[1] for x in bs])
-    assert sb.shape == (G, 2, 2)
-    d = np.full((G, maxM, N), 7.0, np.float32)
-    dg.m_grouped_fp8_fp4_gemm_nt_masked((a, sa), (b, sb), d, masked_m, 32, target=target)
-    for g in range(G):
-        m = masked_m[g]
-        close(d[g, :m], ops[g][2][:m] @ bs[g][2].T, "float32", scale=np.sqrt(K) * 10)
-        assert np.all(d[g, m:] == 7.0)
+    sb = masked_gemm_checked(ops, bs, masked_m, 32, target)
+    assert sb.shape == (G, 2, 2)  # one scale per (128, 128) block of B
