@@ -78,6 +78,28 @@ def test_cube_and_vector_programs_meet_at_workspaces(target, n_iter):
     assert 'Scope("C")' in text and 'Scope("V")' in text and "wait_cross_flag" in text
 
 
+def test_a_cache_hit_skips_the_pairing_and_recomputes_it_when_asked(target, monkeypatch):
+    """The workspace checks and the pairing into two programs follow from the kernel text,
+    workspace_idx and chip (the cache key): a hit runs none of them, and the stages asked of
+    the loaded kernel (get_ir, simulate) are the paired kernel's, as after a miss."""
+    from tilelang_mini.frontend import workspace_order
+    monkeypatch.setenv("TILELANG_MINI_CACHE", "1")
+    cold = tilelang.compile(ping_pong(2), out_idx=[2], workspace_idx=[3, 4], target=target)
+    calls = []
+    real = workspace_order.concurrent_programs
+    monkeypatch.setattr(workspace_order, "concurrent_programs",
+                        lambda *a: calls.append(a) or real(*a))
+    warm = tilelang.compile(ping_pong(2), out_idx=[2], workspace_idx=[3, 4], target=target)
+    assert not cold.from_cache and warm.from_cache and calls == []
+    a, b = rand((64, 32), "float16", 1, 0.3), rand((2, 32, 32), "float16", 2, 0.3)
+    want = ping_pong_ref(a, b)
+    close(warm(a, b), want, "float16", reduce_len=64)
+    close(warm.simulate(a, b)[0], want, "float16", reduce_len=64)
+    assert len(calls) == 1 and warm.get_ir() == cold.get_ir()  # paired when asked, the same
+    other = tilelang.compile(ping_pong(2), out_idx=[2], workspace_idx=[3], target=target)
+    assert not other.from_cache  # workspace_idx is in the key
+
+
 def test_unpairable_workspace_reads_are_located():
     with pytest.raises(CompileError) as e:
         tilelang.compile(ping_pong(2, reads=2), out_idx=[2], workspace_idx=[3, 4])

@@ -51,6 +51,7 @@ class JITKernel:
         # (zeros), neither passed nor returned
         self.workspace_idx = tuple(sorted(i % n for i in workspace_idx if i % n not in
                                           self.out_idx))
+        self._hand_offs = tuple(workspace_idx)  # what _prepared pairs (out_idx not taken out)
         self.inputs = [b for i, b in enumerate(frontend.params)
                        if i not in self.out_idx and i not in self.workspace_idx]
         self.outputs = [frontend.params[i] for i in self.out_idx]
@@ -73,7 +74,8 @@ class JITKernel:
     def compilation(self) -> Compilation:
         """The IR after every stage (run again when the kernel came from the disk cache)."""
         if self._compilation is None:
-            self._compilation = _run_passes(self.frontend, self.options)
+            self._compilation = _run_passes(
+                _prepared(self.frontend, self._hand_offs, self.options.chip), self.options)
         return self._compilation
 
     @property
@@ -250,14 +252,25 @@ def _compile_ir(prim_func, kernel: Kernel, out_idx, options: Options,
     idx = _normalize_out_idx(out_idx, len(kernel.params))
     ws = _normalize_out_idx(workspace_idx, len(kernel.params))
     _check_chip(options.chip)
+    backend = get_backend(options.target)
+    compilation, artifact, key = _lower_cached(kernel, options, backend, ws or ())
+    return _observed(JITKernel(prim_func, kernel, idx, options, compilation, artifact, ws, key))
+
+
+def _prepared(kernel: Kernel, workspace_idx: tuple, chip: str) -> Kernel:
+    """The traced kernel as the pass list takes it: the located errors of a developer-mode
+    kernel whose workspaces or on-chip hand-offs are read before written, and tilelang-ascend's
+    AUTO_CV_COMBINE (frontend/workspace_order.py: a developer-mode is_npu kernel meeting at its
+    workspaces becomes two concurrent programs). Its outcome follows from the kernel's IR text,
+    `workspace_idx` and the chip, all in the cache key: a cache hit skips it."""
+    # the frontend package loads through the language (they import each other, language first)
+    from .. import language  # noqa: F401
     from ..frontend.workspace_order import (check_cross_tile_order, check_workspace_order,
                                             concurrent_programs)
     check_cross_tile_order(kernel)
-    kernel = concurrent_programs(kernel, ws or (), options.chip)
-    check_workspace_order(kernel, ws or ())
-    backend = get_backend(options.target)
-    compilation, artifact, key = _lower_cached(kernel, options, backend)
-    return _observed(JITKernel(prim_func, kernel, idx, options, compilation, artifact, ws, key))
+    kernel = concurrent_programs(kernel, workspace_idx, chip)
+    check_workspace_order(kernel, workspace_idx)
+    return kernel
 
 
 def _observed(compiled: JITKernel) -> JITKernel:
@@ -292,13 +305,15 @@ def _text_places(kernel: Kernel) -> dict:
     return {"text_places": repr(places)} if places else {}
 
 
-def _lower_cached(kernel: Kernel, options: Options, backend):
+def _lower_cached(kernel: Kernel, options: Options, backend, workspace_idx: tuple = ()):
     """(compilation, artifact, key): from the disk cache when it holds this kernel (looked up
-    before any pass runs; the stages are then recomputed only if asked for), else compiled and
-    stored. Backends without `dump`/`load` are not cached (key None)."""
+    before `_prepared` and any pass run; the stages are then recomputed only if asked for),
+    else prepared, compiled and stored. Backends without `dump`/`load` are not cached (key
+    None)."""
     path = key = None
     if _cacheable(backend):
-        key = _key(options, backend, ir=print_ir(kernel), **_text_places(kernel))
+        hand_offs = {"workspace_idx": repr(workspace_idx)} if workspace_idx else {}
+        key = _key(options, backend, ir=print_ir(kernel), **hand_offs, **_text_places(kernel))
         path = cache.entry_path(options.target, key)
         entry = cache.read_entry(path, key)
         if entry is not None:
@@ -306,7 +321,7 @@ def _lower_cached(kernel: Kernel, options: Options, backend):
             if artifact is not None:
                 return None, artifact, key
     with _collector_paused():
-        compilation = _run_passes(kernel, options)
+        compilation = _run_passes(_prepared(kernel, workspace_idx, options.chip), options)
         artifact = guarded(f"the {options.target} code generator", kernel.loc, backend.lower,
                            compilation.final, {"chip": options.chip})
     if key is not None:
