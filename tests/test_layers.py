@@ -1,9 +1,8 @@
 """The layering of the compiler, read from its import statements and its run-time module look-ups
 (import_module, __import__, sys.modules with a constant name): nothing under tilelang_mini/
 imports or looks up a backend (runtime/ finds them through entry points); ir/ imports nothing
-above it; transform/
-receives its options instead of reading the environment; only runtime/config.py reads
-TILELANG_MINI_* variables."""
+above it; transform/ receives its options instead of reading the environment; only
+runtime/config.py reads TILELANG_MINI_* variables."""
 import ast
 from pathlib import Path
 
