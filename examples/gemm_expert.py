@@ -29,21 +29,23 @@ def gemm_expert(M, N, K, bm=128, bn=128, bk=64, dtype="float16"):
                          f"got M={M} N={N} K={K}")
     nbn = N // bn
 
+    @T.macro
+    def buffer_set():
+        """One buffer set: its A and B tiles in L1 and in L0A / L0B."""
+        A_L1 = T.alloc_L1((bm, bk), dtype)
+        B_L1 = T.alloc_L1((bk, bn), dtype)
+        A_L0 = T.alloc_L0A((bm, bk), dtype)
+        B_L0 = T.alloc_L0B((bk, bn), dtype)
+        return A_L1, B_L1, A_L0, B_L0
+
     @T.prim_func
     def main(A: T.Tensor((M, K), dtype), B: T.Tensor((K, N), dtype),
              C: T.Tensor((M, N), "float32")):
         with T.Kernel((M // bm) * nbn, is_npu=True) as (cid, vid):
-            A_L1_0 = T.alloc_L1((bm, bk), dtype)
-            A_L1_1 = T.alloc_L1((bm, bk), dtype)
-            B_L1_0 = T.alloc_L1((bk, bn), dtype)
-            B_L1_1 = T.alloc_L1((bk, bn), dtype)
-            A_L0_0 = T.alloc_L0A((bm, bk), dtype)
-            A_L0_1 = T.alloc_L0A((bm, bk), dtype)
-            B_L0_0 = T.alloc_L0B((bk, bn), dtype)
-            B_L0_1 = T.alloc_L0B((bk, bn), dtype)
+            set_0 = buffer_set()
+            set_1 = buffer_set()
+            sets = ((0, set_0), (1, set_1))  # (event id, tiles) of each set: trace-time
             C_L0 = T.alloc_L0C((bm, bn), "float32")
-            # (event id, L1 tiles, L0 tiles) of each buffer set; a trace-time list
-            sets = ((0, A_L1_0, B_L1_0, A_L0_0, B_L0_0), (1, A_L1_1, B_L1_1, A_L0_1, B_L0_1))
             with T.Scope("C"):
                 row = cid // nbn * bm
                 col = cid % nbn * bn
@@ -52,7 +54,8 @@ def gemm_expert(M, N, K, bm=128, bn=128, bk=64, dtype="float16"):
                     T.set_flag("M", "MTE1", s)  # L0 set s free
                 T.clear(C_L0)
                 for ko in T.serial(K // bk // 2):
-                    for s, a_l1, b_l1, a_l0, b_l0 in sets:
+                    for s, tiles in sets:
+                        a_l1, b_l1, a_l0, b_l0 = tiles
                         T.wait_flag("MTE1", "MTE2", s)  # WAR: MTE1 has read L1 set s
                         T.copy(A[row, (ko * 2 + s) * bk], a_l1)
                         T.copy(B[(ko * 2 + s) * bk, col], b_l1)
