@@ -1,5 +1,5 @@
 """The source lines of a test file marked `# <prefix><tag>` (`# AT:cross`), where an error
-raised for the kernel written there must be located."""
+raised for the kernel written there must be located; `kernel_error`, the error of a kernel."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -28,3 +28,16 @@ class Marked:
         assert shown[1].strip() == self.lines[err.loc.line - 1].strip(), text
         assert shown[2].strip() == "^", text
         assert "Traceback" not in text and "tilelang_mini/" not in text, text
+
+
+def kernel_error(fn):
+    """`@kernel_error` on a kernel function: the CompileError of making it a T.prim_func (the
+    frontend) or of compiling it (the check pass), which the decorated name then holds; the
+    test fails when there is none."""
+    import pytest
+
+    import tilelang_mini
+    import tilelang_mini.language as T
+    with pytest.raises(tilelang_mini.CompileError) as info:
+        tilelang_mini.compile(T.prim_func(fn), out_idx=[-1])
+    return info.value

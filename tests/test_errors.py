@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from markers import Marked
+from markers import Marked, kernel_error
 import tilelang_mini
 import tilelang_mini.language as T
 from tilelang_mini import ArgumentError, CompileError
@@ -39,14 +39,6 @@ def check_located(err: CompileError, tag: str, *fragments: str) -> None:
         assert f in text, f"{f!r} not in:\n{text}"
     for bad in INTERNAL:
         assert bad not in text, f"{bad!r} in:\n{text}"
-
-
-def kernel_error(fn) -> CompileError:
-    """`@kernel_error` on a kernel function: the error of making it a T.prim_func (the frontend)
-    or of compiling it (the check pass), which the decorated name then holds."""
-    with pytest.raises(CompileError) as info:
-        tilelang_mini.compile(T.prim_func(fn), out_idx=[-1])
-    return info.value
 
 
 # ------------------------------------------------------------------------------ names and calls

@@ -6,10 +6,10 @@ import pytest
 
 import tilelang_mini as tilelang
 import tilelang_mini.language as T
-from tilelang_mini import CompileError
 from tilelang_mini.ir.parser import parse_ir
 from tilelang_mini.ir.printer import print_ir
 
+from markers import kernel_error
 from util import close, f64, rand
 from kernels import cube_tiles
 
@@ -66,12 +66,11 @@ def test_relu_copy_prints_and_parses():
 
 
 def test_enable_relu_from_a_vector_tile_is_located():
-    with pytest.raises(CompileError) as err:
-        @T.prim_func
-        def main(X: T.Tensor((16,), "float32"), Y: T.Tensor((16,), "float32")):
-            with T.Kernel(1, is_npu=True) as (cid, vid):
-                x = T.alloc_ub((16,), "float32")
-                T.copy(X, x)
-                T.copy(x, Y, enable_relu=True)  # UB_RELU
-    msg = str(err.value)
+    @kernel_error
+    def err(X: T.Tensor((16,), "float32"), Y: T.Tensor((16,), "float32")):
+        with T.Kernel(1, is_npu=True) as (cid, vid):
+            x = T.alloc_ub((16,), "float32")
+            T.copy(X, x)
+            T.copy(x, Y, enable_relu=True)  # UB_RELU
+    msg = str(err)
     assert "UB_RELU" in msg and "T.tile.relu" in msg

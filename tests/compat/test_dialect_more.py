@@ -10,6 +10,7 @@ import tilelang_mini as tilelang
 import tilelang_mini.language as T
 from tilelang_mini import CompileError
 
+from markers import kernel_error
 from util import close, f64, rand
 from kernels import cube_tiles
 
@@ -58,14 +59,13 @@ def test_with_if_then_else(target):
 
 
 def test_if_without_then_is_located():
-    with pytest.raises(CompileError) as err:
-        @T.prim_func
-        def main(X: T.Tensor((8,), "float32")):
-            with T.Kernel(1, is_npu=True) as (cid, vid):
-                x = T.alloc_ub((8,), "float32")
-                with T.If(cid > 0):
-                    T.tile.fill(x, 1.0)  # NO_THEN
-    assert "NO_THEN" in str(err.value) and "T.Then()" in str(err.value)
+    @kernel_error
+    def err(X: T.Tensor((8,), "float32")):
+        with T.Kernel(1, is_npu=True) as (cid, vid):
+            x = T.alloc_ub((8,), "float32")
+            with T.If(cid > 0):
+                T.tile.fill(x, 1.0)  # NO_THEN
+    assert "NO_THEN" in str(err) and "T.Then()" in str(err)
 
 
 G, CPG, CPG_PAD, S = 2, 6, 8, 16
@@ -181,16 +181,15 @@ def test_serial_loop_in_parallel_body(target):
 
 
 def test_parallel_dependent_loop_extent_is_located():
-    with pytest.raises(CompileError) as err:
-        @T.prim_func
-        def main(X: T.Tensor((4, 4), "float32")):
-            with T.Kernel(1) as bx:
-                x = T.alloc_fragment((4, 4), "float32")
-                for i, j in T.Parallel(4, 4):  # TRIANGLE
-                    x[i, j] = 0.0
-                    for k in T.serial(i):
-                        x[i, j] += 1.0
-    assert "TRIANGLE" in str(err.value) and "serial" in str(err.value)
+    @kernel_error
+    def err(X: T.Tensor((4, 4), "float32")):
+        with T.Kernel(1) as bx:
+            x = T.alloc_fragment((4, 4), "float32")
+            for i, j in T.Parallel(4, 4):  # TRIANGLE
+                x[i, j] = 0.0
+                for k in T.serial(i):
+                    x[i, j] += 1.0
+    assert "TRIANGLE" in str(err) and "serial" in str(err)
 
 
 def vector_flags_no_scope(n=4, w=64):
