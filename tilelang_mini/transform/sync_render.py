@@ -3,8 +3,8 @@ producer, each `wait_flag` before its consumer (or right after the set, in a bra
 before a loop and the drains after it, `pipe_barrier(V)` before a dependent vector instruction;
 then the items flattened back to statements, grouped into one `Scope` per core run:
 
-    items (Instr, Block) + channels      ->   Scope(AIC, (copy, set_flag(MTE2, M, 0), ...))
-                                              Scope(AIV, (...))
+    items (Instr, Block) + channels      ->   Scope("C", (copy, set_flag(MTE2, MTE1, 0), ...))
+                                              Scope("V", (...))
 
 Control flow that only one core runs goes inside that core's Scope (its condition may read `vid`).
 """
@@ -18,7 +18,8 @@ from .util import group_scopes
 
 
 def render(tree, channels) -> list:
-    """The statements of `tree` (build_tree's items) with every channel's flags placed."""
+    """The statements of `tree` (build_tree's items) with every channel's flags placed (it fills
+    the items' `before`/`after` lists, which insert_sync built for this one use)."""
     for ch in channels:
         loc = ch.loc
         if ch.kind == "barrier":
