@@ -1,6 +1,6 @@
 """DeepGEMM's Python API on tilelang_mini tile kernels (names and conventions as DeepGEMM's)."""
 from .hc import tf32_hc_prenorm_gemm  # noqa: F401
-from .kgrouped import k_grouped_fp8_gemm_tn_contiguous  # noqa: F401
+from .kgrouped import k_grouped_bf16_gemm_tn_contiguous, k_grouped_fp8_gemm_tn_contiguous  # noqa: F401,E501
 from .mega import bf16_mega_moe, fp8_mega_moe  # noqa: F401
 from .mqa import fp8_mqa_logits  # noqa: F401
 from .paged_mqa import fp8_paged_mqa_logits, get_paged_mqa_logits_metadata  # noqa: F401
