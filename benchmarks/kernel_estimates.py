@@ -87,6 +87,15 @@ def rows(small=False):
                 ((e((layout.size, GK), FP8), e((layout.size, gkb), np.float32)),
                  (e((G, GN, GK), FP8), e((G, -(-GN // 128), gkb), np.float32)),
                  e((layout.size, GN), BF16), layout), {}, CHIPS))
+    out.append(("m_grouped_bf16_gemm_nn_contiguous (B [G, K, N])", shape,
+                dg.m_grouped_bf16_gemm_nn_contiguous,
+                (e((layout.size, GK), BF16), e((G, GK, GN), BF16), e((layout.size, GN), BF16),
+                 layout), {}, CHIPS))
+    out.append(("m_grouped_fp8_gemm_nn_contiguous (B [G, K, N], sfb transposed)", shape,
+                dg.m_grouped_fp8_gemm_nn_contiguous,
+                ((e((layout.size, GK), FP8), e((layout.size, gkb), np.float32)),
+                 (e((G, GK, GN), FP8), e((G, gkb, -(-GN // 128)), np.float32)),
+                 e((layout.size, GN), BF16), layout), {}, CHIPS))
     g32 = -(-GK // 32)
     out.append(("m_grouped_fp8_fp4_gemm_nt_contiguous FP4 x FP4 (fp32 scales)", shape,
                 dg.m_grouped_fp8_fp4_gemm_nt_contiguous,
@@ -106,6 +115,10 @@ def rows(small=False):
                 ((e((sk, KM), FP8), e((sk // 128, KM), np.float32)),
                  (e((sk, KN), FP8), e((sk // 128, KN), np.float32)),
                  e((KG, KM, KN), np.float32), ks), {}, CHIPS))
+    out.append(("k_grouped_bf16_gemm_tn_contiguous", f"{KG} groups, K {ks[0]}.., M {KM}, N {KN}",
+                dg.k_grouped_bf16_gemm_tn_contiguous,
+                (e((sk, KM), BF16), e((sk, KN), BF16), e((KG, KM, KN), np.float32), ks), {},
+                CHIPS))
 
     HM, HN, HK, S = (70, 24, 1000, 3) if small else (4096, 24, 28672, 16)
     hshape = f"{HM}x{HN}x{HK}, {S} splits"

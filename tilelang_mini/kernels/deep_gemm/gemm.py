@@ -23,6 +23,16 @@ def get_mk_alignment_for_contiguous_layout() -> int:
     return MK_ALIGNMENT
 
 
+def get_theoretical_mk_alignment_for_contiguous_layout(expected_m=None) -> int:
+    """DeepGEMM's tuning hint: here always the one alignment the grouped kernels use."""
+    return MK_ALIGNMENT
+
+
+# DeepGEMM's aliases (deep_gemm.utils.layout)
+get_m_alignment_for_contiguous_layout = get_mk_alignment_for_contiguous_layout
+get_k_alignment_for_contiguous_layout = get_mk_alignment_for_contiguous_layout
+
+
 def _same_memory(x, y) -> bool:
     return x is y or (x is not None and y is not None and np.shares_memory(to_numpy(x), to_numpy(y)))
 
@@ -82,14 +92,20 @@ def _scale_form(sf, rows, K, name, grans, blocks, transposable, lead=()):
     [*lead, ceil(rows/128), ceil(K/128)]; and when `transposable` (the operand is stored
     MN-major: DeepGEMM's nn/tn/tt aliases transpose its scales with it) the same forms
     transposed, [*lead, ceil(K/g), rows] / [*lead, ceil(K/128), ceil(rows/128)]. A shape that is
-    both a K-major and a transposed form (square) is read K-major."""
-    arr = as_input(sf, "float32", name)
+    both (square) is read as DeepGEMM's transposed form when the array is a transposed view
+    (`sf.T`, as DeepGEMM's own tests pass it: its last two axes swapped are C-contiguous while it
+    is not), else per row."""
+    view = to_numpy(sf, name)
+    t_view = (view.ndim >= 2 and not view.flags.c_contiguous
+              and np.swapaxes(view, -1, -2).flags.c_contiguous)
+    arr = as_input(view, "float32", name)
     shape = tuple(arr.shape)
     forms = [((*lead, rows, ceil_div(K, g)), g, False, False) for g in grans]
     if blocks:
         forms.append(((*lead, ceil_div(rows, 128), ceil_div(K, 128)), 128, False, True))
     if transposable:
-        forms += [((*lead, f[-1], f[-2]), g, True, blk) for f, g, _, blk in list(forms)]
+        t_forms = [((*lead, f[-1], f[-2]), g, True, blk) for f, g, _, blk in forms]
+        forms = t_forms + forms if t_view else forms + t_forms
     for form, gran, t, blk in forms:
         if shape == form:
             return arr, gran, t, blk
@@ -341,6 +357,10 @@ fp8_gemm_tn = _make_dense("tn", True)
 fp8_gemm_tt = _make_dense("tt", True)
 fp8_fp4_gemm_nt, fp8_fp4_gemm_nn = fp8_gemm_nt, fp8_gemm_nn
 fp8_fp4_gemm_tn, fp8_fp4_gemm_tt = fp8_gemm_tn, fp8_gemm_tt
+# DeepGEMM's cuBLASLt baselines (D = C + A @ B without scales): the bf16 GEMMs, whose inputs are
+# cast to bfloat16 (exact for e4m3 operands)
+cublaslt_gemm_nt, cublaslt_gemm_nn = bf16_gemm_nt, bf16_gemm_nn
+cublaslt_gemm_tn, cublaslt_gemm_tt = bf16_gemm_tn, bf16_gemm_tt
 
 
 # ----------------------------------------------------------------------------- grouped (MoE)
