@@ -120,6 +120,14 @@ def rows(small=False):
                 (e((sk, KM), BF16), e((sk, KN), BF16), e((KG, KM, KN), np.float32), ks), {},
                 CHIPS))
 
+    EB, EH, ER, ED = (5, 3, 128, 136) if small else (4096, 128, 512, 128)
+    out.append(("einsum bhr,hdr->bhd", f"B {EB}, H {EH}, R {ER}, D {ED}", dg.einsum,
+                ("bhr,hdr->bhd", e((EB, EH, ER), BF16), e((EH, ED, ER), BF16),
+                 e((EB, EH, ED), BF16)), {}, CHIPS))
+    ES, EM, EN, EK = (3, 70, 136, 200) if small else (8, 4096, 7168, 2048)
+    out.append(("einsum bmk,bnk->mn (bf16 d)", f"S {ES}, {EM}x{EN}x{EK}", dg.einsum,
+                ("bmk,bnk->mn", e((ES, EM, EK), BF16), e((ES, EN, EK), BF16),
+                 e((EM, EN), BF16)), {}, CHIPS))
     HM, HN, HK, S = (70, 24, 1000, 3) if small else (4096, 24, 28672, 16)
     hshape = f"{HM}x{HN}x{HK}, {S} splits"
     out.append(("tf32_hc_prenorm_gemm (partials)", hshape, dg.tf32_hc_prenorm_gemm,

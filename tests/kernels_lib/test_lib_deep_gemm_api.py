@@ -153,3 +153,30 @@ def test_per_token_cast_tiny_rows(target, shape):
     np.testing.assert_array_equal(sf, wsf)
     close(q.astype(np.float32) * np.repeat(sf, 128, 1)[:, :shape[1]], x.astype(np.float64),
           "float8_e4m3fn", scale=np.abs(x).max())
+
+
+@pytest.mark.parametrize("expr", ("bmk,bnk->mn", "bhr,hdr->bhd", "bhd,hdr->bhr"))
+def test_einsum(target, expr):
+    """DeepGEMM's einsum expressions at shapes off the tiles (odd batch, 130 columns)."""
+    r = rng(78)
+    if expr == "bmk,bnk->mn":
+        a = r.standard_normal((3, 5, 70)).astype(BF16)
+        b = r.standard_normal((3, 130, 70)).astype(BF16)
+        want = np.einsum(expr, a.astype(np.float64), b.astype(np.float64))
+        d = r.standard_normal((5, 130)).astype(np.float32)
+        d0 = d.copy()
+        dg.einsum(expr, a, b, d, c=d, target=target)   # float32 d accumulates
+        close(d, d0 + want, "float32", scale=10)
+        d = np.full((5, 130), np.nan, BF16)
+        dg.einsum(expr, a, b, d, target=target)
+        close(d, want, "bfloat16")
+        with pytest.raises(ValueError, match="c=d"):
+            dg.einsum(expr, a, b, np.zeros((5, 130), np.float32), target=target)
+        return
+    a = r.standard_normal((3, 2, 70)).astype(BF16)
+    b = r.standard_normal((2, 130, 70) if expr == "bhr,hdr->bhd" else (2, 70, 130)).astype(BF16)
+    d = np.full((3, 2, 130), np.nan, BF16)
+    dg.einsum(expr, a, b, d, target=target)
+    close(d, np.einsum(expr, a.astype(np.float64), b.astype(np.float64)), "bfloat16")
+    with pytest.raises(ValueError, match="not supported"):
+        dg.einsum("bhd,hrd->bhr", a, b, d, target=target)

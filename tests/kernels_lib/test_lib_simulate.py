@@ -51,6 +51,9 @@ def cases():
            (qx, (np.ascontiguousarray(np.stack([q for q, _ in qg]).transpose(0, 2, 1)),
                  np.stack([s for _, s in qg]).transpose(0, 2, 1)),
             np.full((lay_nn.size, 136), 5, BF16), lay_nn), {})
+    yield ("einsum bhd,hdr->bhr", dg.einsum,
+           ("bhd,hdr->bhr", r.standard_normal((3, 2, 40)).astype(BF16),
+            r.standard_normal((2, 40, 24)).astype(BF16), np.zeros((3, 2, 24), BF16)), {})
     S, H, D, SK = 9, 2, 64, 70
     yield ("fp8_mqa_logits", dg.fp8_mqa_logits,
            ((r.standard_normal((S, H, D)) * .5).astype(FP8),
