@@ -181,8 +181,8 @@ def _grouped_fp4(ctx, plan, a, sfa, b, sfb, d, info, grouping, expected_m, b_t=F
     b_arr = as_input(to_numpy(b).view(np.int8) if b_fp4 else b,
                      "int8" if b_fp4 else "float8_e4m3fn", "b")
     if b_arr.ndim != 3:
-        raise ValueError(f"b must be {'[G, K, N] (FP4 packed [G, K, N/2])' if b_t else '[G, N, K] (FP4 packed [G, N, K/2])'}"
-                         f", got {b_arr.shape}")
+        want = "[G, K, N] (FP4 packed [G, K, N/2])" if b_t else "[G, N, K] (FP4 packed [G, N, K/2])"
+        raise ValueError(f"b must be {want}, got {b_arr.shape}")
     if b_t:
         G, K, N = b_arr.shape
         N *= 2 if b_fp4 else 1
