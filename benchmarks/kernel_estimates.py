@@ -120,6 +120,14 @@ def rows(small=False):
                 (e((sk, KM), BF16), e((sk, KN), BF16), e((KG, KM, KN), np.float32), ks), {},
                 CHIPS))
 
+    SM, SH, SK_ = (70, 2, 256) if small else (4096, 64, 512)
+    sl, smid, sr = 128, 64, 128
+    sn = SH * (sl + sr)
+    out.append(("fp8_gemm_nt_skip_head_mid (128, 64, 128)", f"{SM}x{sn}x{SK_}, {SH} heads",
+                dg.fp8_gemm_nt_skip_head_mid,
+                ((e((SM, SK_), FP8), e((SM, -(-SK_ // 128)), np.float32)),
+                 (e((sn, SK_), FP8), e((-(-sn // 128), -(-SK_ // 128)), np.float32)),
+                 e((SM, SH * (sl + smid + sr)), BF16), (sl, smid, sr)), {}, CHIPS))
     EB, EH, ER, ED = (5, 3, 128, 136) if small else (4096, 128, 512, 128)
     out.append(("einsum bhr,hdr->bhd", f"B {EB}, H {EH}, R {ER}, D {ED}", dg.einsum,
                 ("bhr,hdr->bhd", e((EB, EH, ER), BF16), e((EH, ED, ER), BF16),

@@ -180,3 +180,27 @@ def test_einsum(target, expr):
     close(d, np.einsum(expr, a.astype(np.float64), b.astype(np.float64)), "bfloat16")
     with pytest.raises(ValueError, match="not supported"):
         dg.einsum("bhd,hrd->bhr", a, b, d, target=target)
+
+
+@pytest.mark.parametrize("splits,M,heads", [((128, 64, 128), 3, 2), ((64, 0, 32), 1, 3),
+                                            ((16, 16, 0), 129, 4)])
+def test_fp8_gemm_nt_skip_head_mid(target, splits, M, heads):
+    """Each head's left columns, then `mid` columns left as they were, then its right columns
+    (DeepGEMM's EpilogueHeadSplits); a zero-width part on either side."""
+    r = rng(79)
+    left, mid, right = splits
+    N, K, W = heads * (left + right), 130, left + mid + right
+    qa, sa = quant_per_token(r.standard_normal((M, K)))
+    qb, sb = quant_per_block(r.standard_normal((N, K)))
+    g = dequant_per_token(qa, sa) @ dequant_per_block(qb, sb).T
+    d0 = r.standard_normal((M, heads * W)).astype(np.float32)
+    d = d0.copy()
+    dg.fp8_gemm_nt_skip_head_mid((qa, sa), (qb, sb), d, splits, target=target)
+    want = d0.astype(np.float64)
+    for h in range(heads):
+        want[:, h * W:h * W + left] = g[:, h * (left + right):h * (left + right) + left]
+        lo = h * (left + right) + left
+        want[:, h * W + left + mid:(h + 1) * W] = g[:, lo:lo + right]
+    close(d, want, "float32", scale=np.sqrt(K) * 10)
+    with pytest.raises(ValueError, match="multiple of left"):
+        dg.fp8_gemm_nt_skip_head_mid((qa, sa), (qb, sb), d, (left + 1, mid, right), target=target)

@@ -24,6 +24,9 @@ def cases():
     qa, sa = quant_per_token(r.standard_normal((20, 300)))
     qb, sb = quant_per_block(r.standard_normal((24, 300)))
     yield "fp8_gemm_nt", dg.fp8_gemm_nt, ((qa, sa), (qb, sb), np.zeros((20, 24), np.float32)), {}
+    hb = quant_per_block(r.standard_normal((48, 300)))
+    yield ("fp8_gemm_nt_skip_head_mid", dg.fp8_gemm_nt_skip_head_mid,
+           ((qa, sa), hb, np.full((20, 64), 3, BF16), (16, 8, 8)), {})
     lay = _layout([5, 0, 3])
     yield ("m_grouped_bf16_gemm_nt_contiguous", dg.m_grouped_bf16_gemm_nt_contiguous,
            (r.standard_normal((lay.size, 64)).astype(BF16),

@@ -431,6 +431,15 @@ def test_k_grouped_bf16_einsum_and_other_names(target):
     dg.bf16_m_grouped_gemm_nt_masked(tt(ma), tt(mb), md, tt(np.array([1, 4], np.int32)), 2,
                                      target=target)
     close(f64(md)[1], ma[1].astype(np.float64) @ mb[1].astype(np.float64).T, "float32", scale=10)
+    qa, sa = quant_per_token(r.standard_normal((3, 128)))
+    qb, sb = quant_per_block(r.standard_normal((96, 128)))
+    hd = torch.zeros((3, 96 + 2 * 16), dtype=torch.bfloat16)
+    dg.fp8_gemm_nt_skip_head_mid((tt(qa), tt(sa)), (tt(qb), tt(sb)), hd, (32, 16, 16),
+                                 target=target)
+    g = dequant_per_token(qa, sa) @ dequant_per_block(qb, sb).T
+    want = np.concatenate([np.concatenate([g[:, h * 48:h * 48 + 32], np.zeros((3, 16)),
+                                           g[:, h * 48 + 32:(h + 1) * 48]], 1) for h in range(2)], 1)
+    close(f64(hd), want, "bfloat16")
     from test_lib_mqa import check_logits, kv_cache_bytes, mqa_inputs, mqa_ref, paged_ref
     q, kv, sf, w, ks_, ke = mqa_inputs(rng(92), 7, 2, 32, 50)
     got = dg.fp8_fp4_mqa_logits((tt(q), None), (tt(kv), tt(sf)), tt(w), tt(ks_), tt(ke),
@@ -470,7 +479,7 @@ COVERED = {
     "deep_gemm.einsum", "deep_gemm.fp8_fp4_mqa_logits", "deep_gemm.fp8_fp4_paged_mqa_logits",
     "deep_gemm.cublaslt_gemm_nt", "deep_gemm.cublaslt_gemm_nn", "deep_gemm.cublaslt_gemm_tn",
     "deep_gemm.cublaslt_gemm_tt", "deep_gemm.bf16_m_grouped_gemm_nt_masked",
-    "deep_gemm.fp8_m_grouped_gemm_nt_masked",
+    "deep_gemm.fp8_m_grouped_gemm_nt_masked", "deep_gemm.fp8_gemm_nt_skip_head_mid",
 }
 
 

@@ -272,3 +272,26 @@ def gemm_kernel(M, N, K, a_t, b_t, in_dtype, out_dtype, c_mode, sf_mode, cube_fp
         with T.Kernel(grid_x, grid_y) as (bx, by):
             body(A, B, A, B, D, D, D, bx, by, 0)
     return bf16_gemm
+
+
+def head_split_kernel(M, N, left, mid, right, dtype, block_M=32):
+    """D [M, heads * (left + mid + right)] from X [M, N] (N = heads * (left + right)): head h's
+    first `left` columns of X go to D's columns h*W + [0, left), its last `right` columns to
+    h*W + left + mid + [0, right); the `mid` columns between are not written."""
+    heads, W = N // (left + right), left + mid + right
+
+    @T.prim_func
+    def skip_head_mid(X: T.Tensor((M, N), dtype), D: T.Tensor((M, heads * W), dtype)):
+        with T.Kernel(heads, T.ceildiv(M, block_M)) as (h, by):
+            if left > 0:
+                l_s = T.alloc_fragment((block_M, left), dtype)
+                T.copy(X[by * block_M:(by + 1) * block_M,
+                         h * (left + right):h * (left + right) + left], l_s)
+                T.copy(l_s, D[by * block_M:(by + 1) * block_M, h * W:h * W + left])
+            if right > 0:
+                r_s = T.alloc_fragment((block_M, right), dtype)
+                T.copy(X[by * block_M:(by + 1) * block_M,
+                         h * (left + right) + left:(h + 1) * (left + right)], r_s)
+                T.copy(r_s, D[by * block_M:(by + 1) * block_M, h * W + left + mid:(h + 1) * W])
+
+    return skip_head_mid

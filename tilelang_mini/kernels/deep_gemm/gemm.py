@@ -10,7 +10,7 @@ import numpy as np
 
 from .._core import (Plan, as_input, as_output, ceil_div, check_shape, dtype_of, library_function,
                      to_numpy)
-from ._tiles import SF_GRAN, fp8_cube, gemm_kernel
+from ._tiles import SF_GRAN, fp8_cube, gemm_kernel, head_split_kernel
 
 MK_ALIGNMENT = 128  # rows of a group in the contiguous layout are padded to this (one M block)
 
@@ -479,3 +479,30 @@ m_grouped_fp8_fp4_gemm_nn_contiguous = m_grouped_fp8_gemm_nn_contiguous
 # DeepGEMM's legacy names (its __init__ keeps them as aliases)
 fp8_m_grouped_gemm_nt_masked = m_grouped_fp8_gemm_nt_masked
 bf16_m_grouped_gemm_nt_masked = m_grouped_bf16_gemm_nt_masked
+
+
+# ----------------------------------------------------------------------------- head splits
+
+
+@library_function
+def fp8_gemm_nt_skip_head_mid(ctx, a, b, d, head_splits, recipe=None, **_ignored):
+    """fp8_gemm_nt whose output columns come in heads of (left + right) and are stored with
+    `mid` columns skipped inside each head: d [M, N + N / (left + right) * mid]; GEMM column j
+    of head h = j // (left + right) goes to column j + h * mid (left part) or j + (h + 1) * mid
+    (right part), DeepGEMM's EpilogueHeadSplits; the skipped columns are left as they were.
+    Launches fp8_gemm_nt into a work array, then a column-scatter kernel."""
+    left, mid, right = (int(x) for x in head_splits)
+    if min(left, mid, right) < 0 or left + right == 0:
+        raise ValueError(f"head_splits {head_splits!r}: (left, mid, right) >= 0, left + right > 0")
+    (a0, _), (b0, _) = a, b
+    M, N = to_numpy(a0, "a").shape[0], to_numpy(b0, "b").shape[0]
+    if N % (left + right):
+        raise ValueError(f"N = {N} is not a multiple of left + right = {left + right}")
+    d_np = to_numpy(d, "d")
+    out_dtype = dtype_of(d_np)
+    check_shape(d_np, (M, N + N // (left + right) * mid), "d")
+    work = np.empty((M, N), d_np.dtype)
+    plan = fp8_gemm_nt.plan(ctx, a, b, work, recipe=recipe)
+    d_arr = as_output(plan, d_np, "d")
+    plan.launch(ctx.compile(head_split_kernel, M, N, left, mid, right, out_dtype), work, d_arr)
+    return plan
