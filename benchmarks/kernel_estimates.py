@@ -87,6 +87,15 @@ def rows(small=False):
                 ((e((layout.size, GK), FP8), e((layout.size, gkb), np.float32)),
                  (e((G, GN, GK), FP8), e((G, -(-GN // 128), gkb), np.float32)),
                  e((layout.size, GN), BF16), layout), {}, CHIPS))
+    out.append(("m_grouped_bf16_gemm_nn_contiguous (B [G, K, N])", shape,
+                dg.m_grouped_bf16_gemm_nn_contiguous,
+                (e((layout.size, GK), BF16), e((G, GK, GN), BF16), e((layout.size, GN), BF16),
+                 layout), {}, CHIPS))
+    out.append(("m_grouped_fp8_gemm_nn_contiguous (B [G, K, N], sfb transposed)", shape,
+                dg.m_grouped_fp8_gemm_nn_contiguous,
+                ((e((layout.size, GK), FP8), e((layout.size, gkb), np.float32)),
+                 (e((G, GK, GN), FP8), e((G, gkb, -(-GN // 128)), np.float32)),
+                 e((layout.size, GN), BF16), layout), {}, CHIPS))
     g32 = -(-GK // 32)
     out.append(("m_grouped_fp8_fp4_gemm_nt_contiguous FP4 x FP4 (fp32 scales)", shape,
                 dg.m_grouped_fp8_fp4_gemm_nt_contiguous,
@@ -106,7 +115,27 @@ def rows(small=False):
                 ((e((sk, KM), FP8), e((sk // 128, KM), np.float32)),
                  (e((sk, KN), FP8), e((sk // 128, KN), np.float32)),
                  e((KG, KM, KN), np.float32), ks), {}, CHIPS))
+    out.append(("k_grouped_bf16_gemm_tn_contiguous", f"{KG} groups, K {ks[0]}.., M {KM}, N {KN}",
+                dg.k_grouped_bf16_gemm_tn_contiguous,
+                (e((sk, KM), BF16), e((sk, KN), BF16), e((KG, KM, KN), np.float32), ks), {},
+                CHIPS))
 
+    SM, SH, SK_ = (70, 2, 256) if small else (4096, 64, 512)
+    sl, smid, sr = 128, 64, 128
+    sn = SH * (sl + sr)
+    out.append(("fp8_gemm_nt_skip_head_mid (128, 64, 128)", f"{SM}x{sn}x{SK_}, {SH} heads",
+                dg.fp8_gemm_nt_skip_head_mid,
+                ((e((SM, SK_), FP8), e((SM, -(-SK_ // 128)), np.float32)),
+                 (e((sn, SK_), FP8), e((-(-sn // 128), -(-SK_ // 128)), np.float32)),
+                 e((SM, SH * (sl + smid + sr)), BF16), (sl, smid, sr)), {}, CHIPS))
+    EB, EH, ER, ED = (5, 3, 128, 136) if small else (4096, 128, 512, 128)
+    out.append(("einsum bhr,hdr->bhd", f"B {EB}, H {EH}, R {ER}, D {ED}", dg.einsum,
+                ("bhr,hdr->bhd", e((EB, EH, ER), BF16), e((EH, ED, ER), BF16),
+                 e((EB, EH, ED), BF16)), {}, CHIPS))
+    ES, EM, EN, EK = (3, 70, 136, 200) if small else (8, 4096, 7168, 2048)
+    out.append(("einsum bmk,bnk->mn (bf16 d)", f"S {ES}, {EM}x{EN}x{EK}", dg.einsum,
+                ("bmk,bnk->mn", e((ES, EM, EK), BF16), e((ES, EN, EK), BF16),
+                 e((EM, EN), BF16)), {}, CHIPS))
     HM, HN, HK, S = (70, 24, 1000, 3) if small else (4096, 24, 28672, 16)
     hshape = f"{HM}x{HN}x{HK}, {S} splits"
     out.append(("tf32_hc_prenorm_gemm (partials)", hshape, dg.tf32_hc_prenorm_gemm,

@@ -24,6 +24,9 @@ def cases():
     qa, sa = quant_per_token(r.standard_normal((20, 300)))
     qb, sb = quant_per_block(r.standard_normal((24, 300)))
     yield "fp8_gemm_nt", dg.fp8_gemm_nt, ((qa, sa), (qb, sb), np.zeros((20, 24), np.float32)), {}
+    hb = quant_per_block(r.standard_normal((48, 300)))
+    yield ("fp8_gemm_nt_skip_head_mid", dg.fp8_gemm_nt_skip_head_mid,
+           ((qa, sa), hb, np.full((20, 64), 3, BF16), (16, 8, 8)), {})
     lay = _layout([5, 0, 3])
     yield ("m_grouped_bf16_gemm_nt_contiguous", dg.m_grouped_bf16_gemm_nt_contiguous,
            (r.standard_normal((lay.size, 64)).astype(BF16),
@@ -39,6 +42,21 @@ def cases():
     kb = (r.standard_normal((128, 24)).astype(FP8), np.ones((1, 24), np.float32))
     yield ("k_grouped_fp8_gemm_tn_contiguous", dg.k_grouped_fp8_gemm_tn_contiguous,
            (ka, kb, np.zeros((2, 16, 24), np.float32), ks), {})
+    kc = r.standard_normal((2, 16, 24)).astype(np.float32)
+    yield ("k_grouped_bf16_gemm_tn_contiguous (separate C: a copy launch)",
+           dg.k_grouped_bf16_gemm_tn_contiguous,
+           (r.standard_normal((128, 16)).astype(BF16), r.standard_normal((128, 24)).astype(BF16),
+            np.zeros((2, 16, 24), np.float32), ks), {"c": kc})
+    lay_nn = _layout([3, 0, 1])
+    qx = quant_per_token(r.standard_normal((lay_nn.size, 256)))
+    qg = [quant_per_block(r.standard_normal((136, 256))) for _ in range(3)]
+    yield ("m_grouped_fp8_gemm_nn_contiguous (sfb.mT)", dg.m_grouped_fp8_gemm_nn_contiguous,
+           (qx, (np.ascontiguousarray(np.stack([q for q, _ in qg]).transpose(0, 2, 1)),
+                 np.stack([s for _, s in qg]).transpose(0, 2, 1)),
+            np.full((lay_nn.size, 136), 5, BF16), lay_nn), {})
+    yield ("einsum bhd,hdr->bhr", dg.einsum,
+           ("bhd,hdr->bhr", r.standard_normal((3, 2, 40)).astype(BF16),
+            r.standard_normal((2, 40, 24)).astype(BF16), np.zeros((3, 2, 24), BF16)), {})
     S, H, D, SK = 9, 2, 64, 70
     yield ("fp8_mqa_logits", dg.fp8_mqa_logits,
            ((r.standard_normal((S, H, D)) * .5).astype(FP8),

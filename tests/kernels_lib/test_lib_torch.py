@@ -370,6 +370,92 @@ def test_a_torch_dtype_without_a_numpy_view_is_rejected():
         topk(torch.zeros((2, 8)).to(torch.float8_e4m3fnuz), 2)
 
 
+@pytest.mark.parametrize("kind", ("bf16", "fp8", "fp8_fp4"))
+def test_m_grouped_nn_contiguous(target, kind):
+    """B [G, K, N] torch tensors; FP8 scales passed as DeepGEMM's alias passes them, `sfb.mT`
+    (a non-contiguous torch view of a square [G, 2, 2]: read transposed)."""
+    from test_lib_deep_gemm import _contiguous_layout
+    r = rng(90)
+    G, N, K = 2, 136, 256
+    layout = _contiguous_layout([3, 129])
+    x, w = r.standard_normal((layout.size, K)), r.standard_normal((G, N, K))
+    d = torch.full((layout.size, N), float("nan"))
+    if kind == "bf16":
+        a, b = x.astype(BF16), w.astype(BF16)
+        xa, wb = a.astype(np.float64), b.astype(np.float64)
+        dg.m_grouped_bf16_gemm_nn_contiguous(tt(a), tt(b).transpose(1, 2).contiguous(), d,
+                                             tt(layout), target=target)
+    else:
+        qa, sa = quant_per_token(x)
+        qbs = [quant_per_block(w[g]) for g in range(G)]
+        qb, sb = np.stack([q for q, _ in qbs]), np.stack([s for _, s in qbs])
+        xa = dequant_per_token(qa, sa)
+        wb = np.stack([dequant_per_block(q, s) for q, s in qbs])
+        fn = getattr(dg, f"m_grouped_{kind}_gemm_nn_contiguous")
+        fn((tt(qa), tt(sa)), (tt(qb).transpose(1, 2).contiguous(), tt(sb).mT), d, tt(layout),
+           target=target)
+    rows = layout >= 0
+    want = np.stack([xa[i] @ wb[g].T if g >= 0 else np.zeros(N) for i, g in enumerate(layout)])
+    close(f64(d)[rows], want[rows], "float32", scale=np.sqrt(K) * 10)
+    assert torch.isnan(d[torch.from_numpy(~rows)]).all()
+
+
+def test_k_grouped_bf16_einsum_and_other_names(target):
+    r = rng(91)
+    ks, M, N = [128, 0, 256], 24, 40
+    a = r.standard_normal((sum(ks), M)).astype(BF16)
+    b = r.standard_normal((sum(ks), N)).astype(BF16)
+    c = r.standard_normal((3, M, N)).astype(np.float32)
+    d = tt(c)
+    dg.k_grouped_bf16_gemm_tn_contiguous(tt(a), tt(b), d, ks, c=d, target=target)
+    want = c.astype(np.float64).copy()
+    start = 0
+    for g, k in enumerate(ks):
+        want[g] += a[start:start + k].astype(np.float64).T @ b[start:start + k].astype(np.float64)
+        start += k
+    close(f64(d), want, "float32", scale=20)
+    ea = r.standard_normal((3, 2, 40)).astype(BF16)
+    eb = r.standard_normal((2, 40, 24)).astype(BF16)
+    ed = torch.empty((3, 2, 24), dtype=torch.bfloat16)
+    dg.einsum("bhd,hdr->bhr", tt(ea, True), tt(eb), ed, target=target)
+    close(f64(ed), np.einsum("bhd,hdr->bhr", ea.astype(np.float64), eb.astype(np.float64)),
+          "bfloat16")
+    ga, gb = r.standard_normal((5, 64)).astype(BF16), r.standard_normal((64, 24)).astype(BF16)
+    for name in ("cublaslt_gemm_nn", "bf16_gemm_nn"):
+        gd = torch.empty((5, 24))
+        getattr(dg, name)(tt(ga), tt(gb), gd, target=target)
+        close(f64(gd), ga.astype(np.float64) @ gb.astype(np.float64), "float32", scale=10)
+    ma = r.standard_normal((2, 4, 64)).astype(BF16)
+    mb = r.standard_normal((2, 24, 64)).astype(BF16)
+    md = torch.full((2, 4, 24), float("nan"))
+    dg.bf16_m_grouped_gemm_nt_masked(tt(ma), tt(mb), md, tt(np.array([1, 4], np.int32)), 2,
+                                     target=target)
+    close(f64(md)[1], ma[1].astype(np.float64) @ mb[1].astype(np.float64).T, "float32", scale=10)
+    qa, sa = quant_per_token(r.standard_normal((3, 128)))
+    qb, sb = quant_per_block(r.standard_normal((96, 128)))
+    hd = torch.zeros((3, 96 + 2 * 16), dtype=torch.bfloat16)
+    dg.fp8_gemm_nt_skip_head_mid((tt(qa), tt(sa)), (tt(qb), tt(sb)), hd, (32, 16, 16),
+                                 target=target)
+    g = dequant_per_token(qa, sa) @ dequant_per_block(qb, sb).T
+    want = np.concatenate([np.concatenate([g[:, h * 48:h * 48 + 32], np.zeros((3, 16)),
+                                           g[:, h * 48 + 32:(h + 1) * 48]], 1) for h in range(2)], 1)
+    close(f64(hd), want, "bfloat16")
+    from test_lib_mqa import check_logits, kv_cache_bytes, mqa_inputs, mqa_ref, paged_ref
+    q, kv, sf, w, ks_, ke = mqa_inputs(rng(92), 7, 2, 32, 50)
+    got = dg.fp8_fp4_mqa_logits((tt(q), None), (tt(kv), tt(sf)), tt(w), tt(ks_), tt(ke),
+                                target=target)
+    check_logits(f64(got), mqa_ref(q, kv, sf, w, ks_, ke, True), 32, 2)
+    lens = np.array([20, 3], np.int32)
+    pkv, kv64 = kv_cache_bytes(r.standard_normal((4, 16, 1, 32)))
+    pq = (r.standard_normal((2, 1, 2, 32)) * 0.5).astype(FP8)
+    pw = r.standard_normal((2, 2)).astype(np.float32)
+    bt = np.array([[2, 0], [1, 3]], np.int32)
+    meta = dg.get_paged_mqa_logits_metadata(tt(lens), 16, 2, target=target)
+    got = dg.fp8_fp4_paged_mqa_logits((tt(pq), None), tt(pkv), tt(pw), tt(lens), tt(bt), meta,
+                                      24, target=target)
+    check_logits(f64(got), paged_ref(pq, kv64, pw, lens, bt, 24), 32, 2)
+
+
 # every public library function and the test above that calls it with torch tensors
 COVERED = {
     "deep_gemm.bf16_gemm_nt", "deep_gemm.bf16_gemm_nn", "deep_gemm.bf16_gemm_tn",
@@ -387,6 +473,13 @@ COVERED = {
     "deep_gemm.unpack_ue8m0_from_int", "deep_gemm.transform_sf_into_required_layout",
     "flash_mla.get_mla_metadata", "flash_mla.flash_mla_with_kvcache", "mhc.mhc_pre",
     "mhc.mhc_post", "mhc.sinkhorn", "topk",
+    # test_m_grouped_nn_contiguous, test_k_grouped_bf16_einsum_and_other_names
+    "deep_gemm.m_grouped_bf16_gemm_nn_contiguous", "deep_gemm.m_grouped_fp8_gemm_nn_contiguous",
+    "deep_gemm.m_grouped_fp8_fp4_gemm_nn_contiguous", "deep_gemm.k_grouped_bf16_gemm_tn_contiguous",
+    "deep_gemm.einsum", "deep_gemm.fp8_fp4_mqa_logits", "deep_gemm.fp8_fp4_paged_mqa_logits",
+    "deep_gemm.cublaslt_gemm_nt", "deep_gemm.cublaslt_gemm_nn", "deep_gemm.cublaslt_gemm_tn",
+    "deep_gemm.cublaslt_gemm_tt", "deep_gemm.bf16_m_grouped_gemm_nt_masked",
+    "deep_gemm.fp8_m_grouped_gemm_nt_masked", "deep_gemm.fp8_gemm_nt_skip_head_mid",
 }
 
 

@@ -34,6 +34,22 @@ def head_block(HQ, HK, block_H):
     return max(d for d in range(1, min(block_H, group) + 1) if group % d == 0)
 
 
+def row_vectors(block_H):
+    """A T.macro allocating five float32 (block_H,) fragments, one value per head row: the
+    running statistics of the online softmax and of the split combine."""
+
+    @T.macro
+    def five():
+        a = T.alloc_fragment((block_H,), "float32")
+        b = T.alloc_fragment((block_H,), "float32")
+        c = T.alloc_fragment((block_H,), "float32")
+        d = T.alloc_fragment((block_H,), "float32")
+        e = T.alloc_fragment((block_H,), "float32")
+        return a, b, c, d, e
+
+    return five
+
+
 def online_softmax(block_H, cols, DV):
     """The split kernels' online softmax as two T.macros over (block_H x cols) tiles of scores.
 
@@ -48,13 +64,11 @@ def online_softmax(block_H, cols, DV):
         acc_s = T.alloc_fragment((block_H, cols), "float32")
         p_s = T.alloc_fragment((block_H, cols), "bfloat16")
         acc_o = T.alloc_fragment((block_H, DV), "float32")
-        m = T.alloc_fragment((block_H,), "float32")
-        m_prev = T.alloc_fragment((block_H,), "float32")
-        alpha = T.alloc_fragment((block_H,), "float32")
-        l_sum = T.alloc_fragment((block_H,), "float32")
-        row_sum = T.alloc_fragment((block_H,), "float32")
+        m, m_prev, alpha, l_sum, row_sum = rows()
         lse = T.alloc_fragment((block_H,), "float32")
         return acc_s, p_s, acc_o, m, l_sum, lse, (m_prev, alpha, row_sum)
+
+    rows = row_vectors(block_H)
 
     @T.macro
     def fold(acc_s, p_s, acc_o, m, l_sum, scratch):
@@ -149,16 +163,13 @@ def mla_combine_kernel(B, SQ, HQ, DV, S, block_H=32, sink=False):
     1 / (1 + exp(SINK[h] - lse)) (FlashMLA's attn_sink; LSE unchanged)."""
     block_H = min(block_H, HQ)
     HB = T.ceildiv(HQ, block_H)
+    rows = row_vectors(block_H)
 
     @T.macro
     def body(OP, LP, O, LSE, SINK, bh, b):
         o_s = T.alloc_fragment((block_H, DV), "float32")
         acc = T.alloc_fragment((block_H, DV), "float32")
-        l_s = T.alloc_fragment((block_H,), "float32")
-        top = T.alloc_fragment((block_H,), "float32")
-        w = T.alloc_fragment((block_H,), "float32")
-        total = T.alloc_fragment((block_H,), "float32")
-        valid = T.alloc_fragment((block_H,), "float32")
+        l_s, top, w, total, valid = rows()
         lse = T.alloc_fragment((block_H, 1), "float32")
         sq = bh // HB
         h0 = (bh % HB) * block_H

@@ -45,15 +45,19 @@ def sum_with_c(block_M, block_N, with_c):
 
 
 def gemm_kernel(M, N, K, a_t, b_t, in_dtype, out_dtype, c_mode, sf_mode, cube_fp8,
-                block_M=128, block_N=128, block_K=64, groups=0, grouping=None):
+                block_M=128, block_N=128, block_K=64, groups=0, grouping=None, sfa_t=False,
+                sfb_t=False):
     """D[M,N] (= C +) A @ B for one layout.
 
     a_t/b_t: A stored [K,M] / B stored [K,N] (MN-major) instead of [M,K] / [N,K].
     c_mode: None, "separate" (a C parameter) or "inplace" (D holds C on entry).
     sf_mode: None (bf16), "block" (sfb [ceil(N/128), ceil(K/128)]), "channel" (sfb [N, ...]) or
     "mx" (sfa [ceil(KB/2), M], sfb [ceil(KB/2), N] uint16 UE8M0 pairs, MN-major: the scaled MMAD).
-    groups/grouping: 0/None dense; G/"contiguous" (B [G,N,K], layout [M]); G/"masked"
-    (A [G,M,K], B [G,N,K], D [G,M,N], masked_m [G])."""
+    groups/grouping: 0/None dense; G/"contiguous" (B [G,N,K], or [G,K,N] with b_t, layout [M]);
+    G/"masked" (A [G,M,K], B [G,N,K], D [G,M,N], masked_m [G]).
+    sfa_t/sfb_t (fp32 scales): the scales of that operand are stored transposed, K blocks first
+    (sfa [KB, M]; sfb [KB, NB] or [KB, N], after the group index when grouped): DeepGEMM's
+    aliases pass an MN-major operand's scales transposed with it."""
     mx = sf_mode == "mx"
     scaled = sf_mode is not None and not mx
     with_c = c_mode is not None
@@ -77,10 +81,13 @@ def gemm_kernel(M, N, K, a_t, b_t, in_dtype, out_dtype, c_mode, sf_mode, cube_fp
     contiguous = grouping == "contiguous"
     G = max(groups, 1)
     a_shape = ((G, M, K) if masked else ((K, M) if a_t else (M, K)))
-    b_shape = (((G, N, K) if groups else ((K, N) if b_t else (N, K))))
+    b_shape = ((K, N) if b_t else (N, K))
+    b_shape = (G,) + b_shape if groups else b_shape
     d_shape = (G, M, N) if masked else (M, N)
-    sfa_shape = (G, M, KB) if masked else (M, KB)
-    sfb_shape = (G, sfb_rows, KB) if groups else (sfb_rows, KB)
+    sfa_shape = (KB, M) if sfa_t else (M, KB)
+    sfa_shape = (G,) + sfa_shape if masked else sfa_shape
+    sfb_shape = (KB, sfb_rows) if sfb_t else (sfb_rows, KB)
+    sfb_shape = (G,) + sfb_shape if groups else sfb_shape
     sf_dtype = "float32"
     if mx:  # UE8M0 pairs packed in uint16, MN-major
         KP = T.ceildiv(KB, 2)
@@ -93,14 +100,33 @@ def gemm_kernel(M, N, K, a_t, b_t, in_dtype, out_dtype, c_mode, sf_mode, cube_fp
 
     @T.macro
     def load_tile(X, X_s, g, rows, r, k, grouped, k_major):
-        """K block k of the operand's row block r (`rows` rows): from group g's [rows, K] slice
-        when `grouped`, else a [K, rows] (k_major) or [rows, K] matrix."""
-        if grouped:
+        """K block k of the operand's row block r (`rows` rows): from group g's [rows, K] (or
+        [K, rows] when k_major) slice when `grouped`, else a [K, rows] (k_major) or [rows, K]
+        matrix."""
+        if grouped and k_major:
+            T.copy(X[g, k * block_K:(k + 1) * block_K, r * rows:(r + 1) * rows], X_s)
+        elif grouped:
             T.copy(X[g, r * rows:(r + 1) * rows, k * block_K:(k + 1) * block_K], X_s)
         elif k_major:
             T.copy(X[k * block_K, r * rows], X_s)
         else:
             T.copy(X[r * rows, k * block_K], X_s)
+
+    @T.macro
+    def load_scales(SF, s, s_row, g, rows, r, k, grouped, sf_t):
+        """The fp32 scales of K block k for row block r into s [rows, 1]; stored transposed
+        (sf_t, [KB, rows]) they arrive as a row s_row [1, rows] and are turned into s's column."""
+        if sf_t:
+            if grouped:
+                T.copy(SF[g, k:k + 1, r * rows:(r + 1) * rows], s_row)
+            else:
+                T.copy(SF[k:k + 1, r * rows:(r + 1) * rows], s_row)
+            for i, j in T.Parallel(rows, 1):
+                s[i, j] = s_row[j, i]
+        elif grouped:
+            T.copy(SF[g, r * rows:(r + 1) * rows, k:k + 1], s)
+        else:
+            T.copy(SF[r * rows:(r + 1) * rows, k:k + 1], s)
 
     @T.macro
     def load_tiles(A, B, A_s, B_s, g, bx, by, k):
@@ -138,22 +164,23 @@ def gemm_kernel(M, N, K, a_t, b_t, in_dtype, out_dtype, c_mode, sf_mode, cube_fp
             A_w = T.alloc_shared(a_tile, mma_dtype)
             B_w = T.alloc_shared(b_tile, mma_dtype)
             sb = T.alloc_fragment((block_N, 1), "float32")
+            sa_row = T.alloc_fragment((1, block_M), "float32")
+            sb_row = T.alloc_fragment((1, block_N), "float32")
             s_b = T.alloc_var("float32")
             T.clear(acc)
             for k in T.Pipelined(T.ceildiv(K, block_K), num_stages=stages):
                 load_tiles(A, B, A_s, B_s, g, bx, by, k)
-                if masked:
-                    T.copy(SFA[g, by * block_M:(by + 1) * block_M, k:k + 1], sa)
-                else:
-                    T.copy(SFA[by * block_M:(by + 1) * block_M, k:k + 1], sa)
-                if sf_mode == "block" and groups:
-                    s_b = SFB[g, bx, k]   # one scale for the whole tile: a scalar
+                load_scales(SFA, sa, sa_row, g, block_M, by, k, masked, sfa_t)
+                if sf_mode == "block" and groups and sfb_t:
+                    s_b = SFB[g, k, bx]   # one scale for the whole tile: a scalar
+                elif sf_mode == "block" and groups:
+                    s_b = SFB[g, bx, k]
+                elif sf_mode == "block" and sfb_t:
+                    s_b = SFB[k, bx]
                 elif sf_mode == "block":
                     s_b = SFB[bx, k]
-                elif groups:
-                    T.copy(SFB[g, bx * block_N:(bx + 1) * block_N, k:k + 1], sb)
                 else:
-                    T.copy(SFB[bx * block_N:(bx + 1) * block_N, k:k + 1], sb)
+                    load_scales(SFB, sb, sb_row, g, block_N, bx, k, groups, sfb_t)
                 if widen:
                     T.copy(A_s, A_w)                      # fp8 -> bf16 on the vector unit
                     T.copy(B_s, B_w)
@@ -245,3 +272,26 @@ def gemm_kernel(M, N, K, a_t, b_t, in_dtype, out_dtype, c_mode, sf_mode, cube_fp
         with T.Kernel(grid_x, grid_y) as (bx, by):
             body(A, B, A, B, D, D, D, bx, by, 0)
     return bf16_gemm
+
+
+def head_split_kernel(M, N, left, mid, right, dtype, block_M=32):
+    """D [M, heads * (left + mid + right)] from X [M, N] (N = heads * (left + right)): head h's
+    first `left` columns of X go to D's columns h*W + [0, left), its last `right` columns to
+    h*W + left + mid + [0, right); the `mid` columns between are not written."""
+    heads, W = N // (left + right), left + mid + right
+
+    @T.prim_func
+    def skip_head_mid(X: T.Tensor((M, N), dtype), D: T.Tensor((M, heads * W), dtype)):
+        with T.Kernel(heads, T.ceildiv(M, block_M)) as (h, by):
+            if left > 0:
+                l_s = T.alloc_fragment((block_M, left), dtype)
+                T.copy(X[by * block_M:(by + 1) * block_M,
+                         h * (left + right):h * (left + right) + left], l_s)
+                T.copy(l_s, D[by * block_M:(by + 1) * block_M, h * W:h * W + left])
+            if right > 0:
+                r_s = T.alloc_fragment((block_M, right), dtype)
+                T.copy(X[by * block_M:(by + 1) * block_M,
+                         h * (left + right) + left:(h + 1) * (left + right)], r_s)
+                T.copy(r_s, D[by * block_M:(by + 1) * block_M, h * W + left + mid:(h + 1) * W])
+
+    return skip_head_mid

@@ -36,7 +36,8 @@ def dequant_gemm_kernel(M, N, K, a_fp4, b_fp4, gran_a, gran_b, out_dtype, separa
     cube. gran_a/gran_b: K values per fp32 scale; scales [MN, ceil(K/gran)], or with sfa_t/sfb_t
     [ceil(K/gran), MN]. groups/grouping: 0/None dense (separate_c: a C parameter, else C is D);
     G/"contiguous" (B [G, N, .], grouped_layout [M], rows of group -1 left untouched) or
-    G/"masked" (A [G, M, .], D [G, M, N], masked_m [G]), K-major operands only.
+    G/"masked" (A [G, M, .], D [G, M, N], masked_m [G]); A K-major, B either (b_t: B [G, K, .],
+    the nn_contiguous form, scales [G, ceil(K/gran), N] with sfb_t).
     separate_c: False (D = A @ B), True (a C parameter) or "inplace" (D holds C on entry).
     sfa_blk/sfb_blk: an FP8 operand's scales per (128 rows, gran K) block, [ceil(MN/128),
     ceil(K/gran)] (DeepGEMM's (1, 128, 128) recipe for B; [.., MN-blocks] with sf_t): the
@@ -100,7 +101,10 @@ def dequant_gemm_kernel(M, N, K, a_fp4, b_fp4, gran_a, gran_b, out_dtype, separa
     def load(X, SF, x_s, s_s, s_b, g, r, rows, k, pack, cols, t, sf_t, grouped, blk):
         """K step k of row block r: the stored tile and its scales (group g's when grouped)."""
         if blk:  # the 128-row block's scales (rows divides 128), spread over the tile's rows
-            if grouped:
+            if grouped and sf_t:
+                T.copy(SF[g, k * cols:(k + 1) * cols, (r * rows) // 128:(r * rows) // 128 + 1],
+                       s_b)
+            elif grouped:
                 T.copy(SF[g, (r * rows) // 128:(r * rows) // 128 + 1, k * cols:(k + 1) * cols],
                        s_b)
             elif sf_t:
@@ -114,10 +118,17 @@ def dequant_gemm_kernel(M, N, K, a_fp4, b_fp4, gran_a, gran_b, out_dtype, separa
                 for i, j in T.Parallel(rows, cols):
                     s_s[i, j] = s_b[0, j]
         if grouped:
-            T.copy(X[g, r * rows:(r + 1) * rows, k * (block_K // pack):(k + 1) * (block_K // pack)],
-                   x_s)
+            if t:
+                T.copy(X[g, k * block_K:(k + 1) * block_K,
+                         r * (rows // pack):(r + 1) * (rows // pack)], x_s)
+            else:
+                T.copy(X[g, r * rows:(r + 1) * rows,
+                         k * (block_K // pack):(k + 1) * (block_K // pack)], x_s)
             if not blk:
-                T.copy(SF[g, r * rows:(r + 1) * rows, k * cols:(k + 1) * cols], s_s)
+                if sf_t:
+                    T.copy(SF[g, k * cols:(k + 1) * cols, r * rows:(r + 1) * rows], s_s)
+                else:
+                    T.copy(SF[g, r * rows:(r + 1) * rows, k * cols:(k + 1) * cols], s_s)
         else:
             if t:
                 T.copy(X[k * block_K, r * (rows // pack)], x_s)

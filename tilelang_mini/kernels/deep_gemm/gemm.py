@@ -10,7 +10,7 @@ import numpy as np
 
 from .._core import (Plan, as_input, as_output, ceil_div, check_shape, dtype_of, library_function,
                      to_numpy)
-from ._tiles import SF_GRAN, fp8_cube, gemm_kernel
+from ._tiles import SF_GRAN, fp8_cube, gemm_kernel, head_split_kernel
 
 MK_ALIGNMENT = 128  # rows of a group in the contiguous layout are padded to this (one M block)
 
@@ -21,6 +21,16 @@ def get_mk_alignment_for_contiguous_layout() -> int:
     """Rows of each group in an m-grouped contiguous layout are padded to a multiple of this
     (one block_M: every M block then belongs to a single group)."""
     return MK_ALIGNMENT
+
+
+def get_theoretical_mk_alignment_for_contiguous_layout(expected_m=None) -> int:
+    """DeepGEMM's tuning hint: here always the one alignment the grouped kernels use."""
+    return MK_ALIGNMENT
+
+
+# DeepGEMM's aliases (deep_gemm.utils.layout)
+get_m_alignment_for_contiguous_layout = get_mk_alignment_for_contiguous_layout
+get_k_alignment_for_contiguous_layout = get_mk_alignment_for_contiguous_layout
 
 
 def _same_memory(x, y) -> bool:
@@ -74,29 +84,43 @@ def _fp4_operand(x, fp4, mn_major, name):
     return (arr, cols, rows) if mn_major else (arr, rows, cols)
 
 
-def _fp4_scales(sf, rows, K, name, fp4, transposable, lead=()):
-    """(fp32 scales, gran, transposed, per 128-row block) for one operand: per-row
-    [*lead, rows, ceil(K/g)] with g = 32 or 128; an FP8 operand also per (128, 128) block
-    [*lead, ceil(rows/128), ceil(K/128)] (DeepGEMM's (1, 128, 128) recipe for B); an MN-major
-    operand also DeepGEMM's transposed forms [ceil(K/g), rows] / [ceil(K/128), ceil(rows/128)]
-    (its alias calls pass `sf.T`), read as such when the shape is not also a K-major one."""
-    arr = as_input(sf, "float32", name)
+def _scale_form(sf, rows, K, name, grans, blocks, transposable, lead=()):
+    """(fp32 scales, gran, transposed, per 128-row block) of one operand's scales, by shape.
+
+    The one rule for every FP8/FP4 entry point: per row [*lead, rows, ceil(K/g)] for each gran g
+    in `grans`; with `blocks` (an FP8 operand) also per (128 rows, 128 K) block
+    [*lead, ceil(rows/128), ceil(K/128)]; and when `transposable` (the operand is stored
+    MN-major: DeepGEMM's nn/tn/tt aliases transpose its scales with it) the same forms
+    transposed, [*lead, ceil(K/g), rows] / [*lead, ceil(K/128), ceil(rows/128)]. A shape that is
+    both (square) is read as DeepGEMM's transposed form when the array is a transposed view
+    (`sf.T`, as DeepGEMM's own tests pass it: its last two axes swapped are C-contiguous while it
+    is not), else per row."""
+    view = to_numpy(sf, name)
+    t_view = (view.ndim >= 2 and not view.flags.c_contiguous
+              and np.swapaxes(view, -1, -2).flags.c_contiguous)
+    arr = as_input(view, "float32", name)
     shape = tuple(arr.shape)
-    forms = [((*lead, rows, ceil_div(K, g)), g, False, False) for g in (32, 128)]
-    if not fp4:
+    forms = [((*lead, rows, ceil_div(K, g)), g, False, False) for g in grans]
+    if blocks:
         forms.append(((*lead, ceil_div(rows, 128), ceil_div(K, 128)), 128, False, True))
     if transposable:
-        forms += [((ceil_div(K, g), rows), g, True, False) for g in (32, 128)]
-        if not fp4:
-            forms.append(((ceil_div(K, 128), ceil_div(rows, 128)), 128, True, True))
+        t_forms = [((*lead, f[-1], f[-2]), g, True, blk) for f, g, _, blk in forms]
+        forms = t_forms + forms if t_view else forms + t_forms
     for form, gran, t, blk in forms:
         if shape == form:
             return arr, gran, t, blk
-    kind = "FP4" if fp4 else "FP8"
-    raise ValueError(f"{name} ({kind} operand) has shape {shape}; expected fp32 scales "
+    raise ValueError(f"{name} has shape {shape}; expected fp32 scales "
                      + " or ".join(str(f[0]) for f in forms)
-                     + " (per row, gran_k 32 or 128" + ("; or per (128, 128) block" if not fp4
-                                                         else "") + ")")
+                     + f" (per row, gran_k {' or '.join(map(str, grans))}"
+                     + ("; or per (128, 128) block" if blocks else "")
+                     + ("; transposed as DeepGEMM's aliases pass an MN-major operand's"
+                        if transposable else "") + ")")
+
+
+def _fp4_scales(sf, rows, K, name, fp4, transposable, lead=()):
+    """_scale_form for the dequantising FP4 path: gran 32 or 128, blocks for an FP8 operand."""
+    return _scale_form(sf, rows, K, f"{name} ({'FP4' if fp4 else 'FP8'} operand)", (32, 128),
+                       not fp4, transposable, lead)
 
 
 def _dense_fp4(ctx, layout, a, b, d, c):
@@ -143,9 +167,10 @@ def _dense_fp4(ctx, layout, a, b, d, c):
     return plan
 
 
-def _grouped_fp4(ctx, plan, a, sfa, b, sfb, d, info, grouping, expected_m):
-    """The m-grouped GEMMs with an FP4 operand (packed e2m1, K-major as DeepGEMM's grouped
-    GEMMs): the dequantising kernel of the dense form, with the group read at run time."""
+def _grouped_fp4(ctx, plan, a, sfa, b, sfb, d, info, grouping, expected_m, b_t=False):
+    """The m-grouped GEMMs with an FP4 operand (packed e2m1; A K-major, B K-major or, b_t, the
+    nn form [G, K, N] packed along N): the dequantising kernel of the dense form, with the group
+    read at run time."""
     if _packed_sf(sfa, sfb):
         raise ValueError(f"m-grouped {grouping} GEMM with FP4 operands: packed UE8M0 scales are "
                          f"not supported here (the MX MMAD path is dense nt only); pass fp32 "
@@ -156,9 +181,14 @@ def _grouped_fp4(ctx, plan, a, sfa, b, sfb, d, info, grouping, expected_m):
     b_arr = as_input(to_numpy(b).view(np.int8) if b_fp4 else b,
                      "int8" if b_fp4 else "float8_e4m3fn", "b")
     if b_arr.ndim != 3:
-        raise ValueError(f"b must be [G, N, K] (FP4 packed [G, N, K/2]), got {b_arr.shape}")
-    G, N, K = b_arr.shape
-    K *= 2 if b_fp4 else 1
+        want = "[G, K, N] (FP4 packed [G, K, N/2])" if b_t else "[G, N, K] (FP4 packed [G, N, K/2])"
+        raise ValueError(f"b must be {want}, got {b_arr.shape}")
+    if b_t:
+        G, K, N = b_arr.shape
+        N *= 2 if b_fp4 else 1
+    else:
+        G, N, K = b_arr.shape
+        K *= 2 if b_fp4 else 1
     masked = grouping == "masked"
     ka = a_arr.shape[-1] * (2 if a_fp4 else 1)
     if a_arr.ndim != (3 if masked else 2) or ka != K or (masked and a_arr.shape[0] != G):
@@ -169,7 +199,7 @@ def _grouped_fp4(ctx, plan, a, sfa, b, sfb, d, info, grouping, expected_m):
     M = a_arr.shape[-2]
     sfa_arr, gran_a, _, sfa_blk = _fp4_scales(sfa, M, K, "sfa", a_fp4, False,
                                               (G,) if masked else ())
-    sfb_arr, gran_b, _, sfb_blk = _fp4_scales(sfb, N, K, "sfb", b_fp4, False, (G,))
+    sfb_arr, gran_b, sfb_t, sfb_blk = _fp4_scales(sfb, N, K, "sfb", b_fp4, b_t, (G,))
     info_arr = as_input(info, "int32", "masked_m" if masked else "grouped_layout")
     check_shape(info_arr, (G,) if masked else (M,), "masked_m" if masked else "grouped_layout")
     d_np = to_numpy(d, "d")
@@ -180,7 +210,7 @@ def _grouped_fp4(ctx, plan, a, sfa, b, sfb, d, info, grouping, expected_m):
     d_arr = as_output(plan, d_np, "d")
     from .fp4 import dequant_gemm_kernel
     kernel = ctx.compile(dequant_gemm_kernel, M, N, K, a_fp4, b_fp4, gran_a, gran_b, out_dtype,
-                         False, 64, 128, 128, False, False, False, False, G, grouping, sfa_blk,
+                         False, 64, 128, 128, False, b_t, False, sfb_t, G, grouping, sfa_blk,
                          sfb_blk)
     arrays = (a_arr, sfa_arr, b_arr, sfb_arr, d_arr)
     plan.launch(kernel, *arrays, info_arr, estimate_with=_hint(expected_m, arrays, info_arr))
@@ -274,17 +304,11 @@ def _dense(ctx, layout, a, b, d, c, scaled):
                              "mx", True)
         plan.launch(kernel, a_arr, sfa_arr, b_arr, sfb_arr, *c_args, d_arr)
         return plan
-    sfa_arr, sfb_arr = as_input(sfa, "float32", "sfa"), as_input(sfb, "float32", "sfb")
-    check_shape(sfa_arr, (M, KB), "sfa")
-    if sfb_arr.shape == (ceil_div(N, SF_GRAN), KB):
-        sf_mode = "block"
-    elif sfb_arr.shape == (N, KB):
-        sf_mode = "channel"
-    else:
-        raise ValueError(f"sfb has shape {sfb_arr.shape}; expected ({ceil_div(N, SF_GRAN)}, {KB}) "
-                         f"(recipe 1,128,128) or ({N}, {KB}) (recipe 1,1,128)")
+    sfa_arr, _, sfa_t, _ = _scale_form(sfa, M, K, "sfa", (SF_GRAN,), False, a_t)
+    sfb_arr, _, sfb_t, blk = _scale_form(sfb, N, K, "sfb", (SF_GRAN,), True, b_t)
     kernel = ctx.compile(gemm_kernel, M, N, K, a_t, b_t, "float8_e4m3fn", out_dtype, c_mode,
-                         sf_mode, fp8_cube(ctx.chip))
+                         "block" if blk else "channel", fp8_cube(ctx.chip), 128, 128, 64, 0,
+                         None, sfa_t, sfb_t)
     plan.launch(kernel, a_arr, sfa_arr, b_arr, sfb_arr, *c_args, d_arr)
     return plan
 
@@ -333,36 +357,46 @@ fp8_gemm_tn = _make_dense("tn", True)
 fp8_gemm_tt = _make_dense("tt", True)
 fp8_fp4_gemm_nt, fp8_fp4_gemm_nn = fp8_gemm_nt, fp8_gemm_nn
 fp8_fp4_gemm_tn, fp8_fp4_gemm_tt = fp8_gemm_tn, fp8_gemm_tt
+# DeepGEMM's cuBLASLt baselines (D = C + A @ B without scales): the bf16 GEMMs, whose inputs are
+# cast to bfloat16 (exact for e4m3 operands)
+cublaslt_gemm_nt, cublaslt_gemm_nn = bf16_gemm_nt, bf16_gemm_nn
+cublaslt_gemm_tn, cublaslt_gemm_tt = bf16_gemm_tn, bf16_gemm_tt
 
 
 # ----------------------------------------------------------------------------- grouped (MoE)
 
 
-def _grouped(ctx, a, b, d, info, grouping, scaled, expected_m=None):
+def _grouped(ctx, a, b, d, info, grouping, scaled, expected_m=None, b_t=False):
+    """The m-grouped GEMMs; b_t: B stored [G, K, N] (the nn_contiguous form)."""
     plan = Plan()
     if scaled:
         (a, sfa), (b, sfb) = a, b
         if _packed_fp4(a) or _packed_fp4(b):  # (an int8 array cast to e4m3 would be wrong)
-            return _grouped_fp4(ctx, plan, a, sfa, b, sfb, d, info, grouping, expected_m)
+            return _grouped_fp4(ctx, plan, a, sfa, b, sfb, d, info, grouping, expected_m, b_t)
     in_dtype = "float8_e4m3fn" if scaled else "bfloat16"
     a_arr, b_arr = as_input(a, in_dtype, "a"), as_input(b, in_dtype, "b")
     info_arr = as_input(info, "int32", "grouped_layout" if grouping == "contiguous" else "masked_m")
-    G, N, K = b_arr.shape
+    if b_arr.ndim != 3:
+        raise ValueError(f"b must be {'[G, K, N]' if b_t else '[G, N, K]'}, got {b_arr.shape}")
+    G, N, K = (b_arr.shape[0], b_arr.shape[2], b_arr.shape[1]) if b_t else b_arr.shape
     d_arr = to_numpy(d, "d")
     out_dtype = dtype_of(d_arr)
-    if grouping == "contiguous":
+    if out_dtype not in ("bfloat16", "float32"):
+        raise ValueError(f"d must be bfloat16 or float32, got {d_arr.dtype}")
+    masked = grouping == "masked"
+    if not masked:
         M = a_arr.shape[0]
         check_shape(a_arr, (M, K), "a")
         check_shape(info_arr, (M,), "grouped_layout")
         check_shape(d_arr, (M, N), "d")
     else:
-        M = a_arr.shape[1]
+        M = a_arr.shape[1] if a_arr.ndim == 3 else -1
         check_shape(a_arr, (G, M, K), "a")
         check_shape(info_arr, (G,), "masked_m")
         check_shape(d_arr, (G, M, N), "d")
     d_arr = as_output(plan, d_arr, "d")
     if not scaled:
-        kernel = ctx.compile(gemm_kernel, M, N, K, False, False, "bfloat16", out_dtype, None, None,
+        kernel = ctx.compile(gemm_kernel, M, N, K, False, b_t, "bfloat16", out_dtype, None, None,
                              False, 128, 128, 64, G, grouping)
         plan.launch(kernel, a_arr, b_arr, d_arr, info_arr,
                     estimate_with=_hint(expected_m, (a_arr, b_arr, d_arr), info_arr))
@@ -370,27 +404,18 @@ def _grouped(ctx, a, b, d, info, grouping, scaled, expected_m=None):
     KB = ceil_div(K, SF_GRAN)
     if _packed_sf(sfa, sfb):
         KP = ceil_div(KB, 2)
-        sfa_arr, sfb_arr = _packed_pair(sfa, sfb, (KP, M) if grouping == "contiguous" else
-                                        (G, KP, M), (G, KP, N))
-        kernel = ctx.compile(gemm_kernel, M, N, K, False, False, "float8_e4m3fn", out_dtype, None,
+        sfa_arr, sfb_arr = _packed_pair(sfa, sfb, (G, KP, M) if masked else (KP, M), (G, KP, N))
+        kernel = ctx.compile(gemm_kernel, M, N, K, False, b_t, "float8_e4m3fn", out_dtype, None,
                              "mx", True, 128, 128, 64, G, grouping)
-        plan.launch(kernel, a_arr, sfa_arr, b_arr, sfb_arr, d_arr, info_arr,
-                    estimate_with=_hint(expected_m, (a_arr, sfa_arr, b_arr, sfb_arr, d_arr),
-                                        info_arr))
-        return plan
-    sfa_arr, sfb_arr = as_input(sfa, "float32", "sfa"), as_input(sfb, "float32", "sfb")
-    check_shape(sfa_arr, (M, KB) if grouping == "contiguous" else (G, M, KB), "sfa")
-    if sfb_arr.shape == (G, ceil_div(N, SF_GRAN), KB):
-        sf_mode = "block"
-    elif sfb_arr.shape == (G, N, KB):
-        sf_mode = "channel"
     else:
-        raise ValueError(f"sfb has shape {sfb_arr.shape}; expected ({G}, {ceil_div(N, SF_GRAN)}, "
-                         f"{KB}) or ({G}, {N}, {KB})")
-    kernel = ctx.compile(gemm_kernel, M, N, K, False, False, "float8_e4m3fn", out_dtype, None,
-                         sf_mode, fp8_cube(ctx.chip), 128, 128, 64, G, grouping)
-    plan.launch(kernel, a_arr, sfa_arr, b_arr, sfb_arr, d_arr, info_arr,
-                estimate_with=_hint(expected_m, (a_arr, sfa_arr, b_arr, sfb_arr, d_arr), info_arr))
+        sfa_arr, _, sfa_t, _ = _scale_form(sfa, M, K, "sfa", (SF_GRAN,), False, False,
+                                           (G,) if masked else ())
+        sfb_arr, _, sfb_t, blk = _scale_form(sfb, N, K, "sfb", (SF_GRAN,), True, b_t, (G,))
+        kernel = ctx.compile(gemm_kernel, M, N, K, False, b_t, "float8_e4m3fn", out_dtype, None,
+                             "block" if blk else "channel", fp8_cube(ctx.chip), 128, 128, 64, G,
+                             grouping, sfa_t, sfb_t)
+    arrays = (a_arr, sfa_arr, b_arr, sfb_arr, d_arr)
+    plan.launch(kernel, *arrays, info_arr, estimate_with=_hint(expected_m, arrays, info_arr))
     return plan
 
 
@@ -432,3 +457,52 @@ def m_grouped_fp8_gemm_nt_masked(ctx, a, b, d, masked_m, expected_m=None, recipe
 
 m_grouped_fp8_fp4_gemm_nt_contiguous = m_grouped_fp8_gemm_nt_contiguous
 m_grouped_fp8_fp4_gemm_nt_masked = m_grouped_fp8_gemm_nt_masked
+
+
+@library_function
+def m_grouped_bf16_gemm_nn_contiguous(ctx, a, b, d, grouped_layout, **_ignored):
+    """m_grouped_bf16_gemm_nt_contiguous with B stored MN-major, [G, K, N] (DeepGEMM passes
+    b.transpose(1, 2) to the nt form)."""
+    return _grouped(ctx, a, b, d, grouped_layout, "contiguous", False, b_t=True)
+
+
+@library_function
+def m_grouped_fp8_gemm_nn_contiguous(ctx, a, b, d, grouped_layout, recipe=None, **_ignored):
+    """m_grouped_fp8_gemm_nt_contiguous with B stored MN-major: b = (B [G, K, N], sfb), sfb
+    [G, ceil(N/128), ceil(K/128)] or, as DeepGEMM's alias passes it, transposed
+    [G, ceil(K/128), ceil(N/128)] (per-channel: [G, N, ceil(K/128)] or [G, ceil(K/128), N]).
+    FP4 B (packed along N, [G, K, N/2]) takes gran-32 scales the same two ways."""
+    return _grouped(ctx, a, b, d, grouped_layout, "contiguous", True, b_t=True)
+
+
+m_grouped_fp8_fp4_gemm_nn_contiguous = m_grouped_fp8_gemm_nn_contiguous
+# DeepGEMM's legacy names (its __init__ keeps them as aliases)
+fp8_m_grouped_gemm_nt_masked = m_grouped_fp8_gemm_nt_masked
+bf16_m_grouped_gemm_nt_masked = m_grouped_bf16_gemm_nt_masked
+
+
+# ----------------------------------------------------------------------------- head splits
+
+
+@library_function
+def fp8_gemm_nt_skip_head_mid(ctx, a, b, d, head_splits, recipe=None, **_ignored):
+    """fp8_gemm_nt whose output columns come in heads of (left + right) and are stored with
+    `mid` columns skipped inside each head: d [M, N + N / (left + right) * mid]; GEMM column j
+    of head h = j // (left + right) goes to column j + h * mid (left part) or j + (h + 1) * mid
+    (right part), DeepGEMM's EpilogueHeadSplits; the skipped columns are left as they were.
+    Launches fp8_gemm_nt into a work array, then a column-scatter kernel."""
+    left, mid, right = (int(x) for x in head_splits)
+    if min(left, mid, right) < 0 or left + right == 0:
+        raise ValueError(f"head_splits {head_splits!r}: (left, mid, right) >= 0, left + right > 0")
+    (a0, _), (b0, _) = a, b
+    M, N = to_numpy(a0, "a").shape[0], to_numpy(b0, "b").shape[0]
+    if N % (left + right):
+        raise ValueError(f"N = {N} is not a multiple of left + right = {left + right}")
+    d_np = to_numpy(d, "d")
+    out_dtype = dtype_of(d_np)
+    check_shape(d_np, (M, N + N // (left + right) * mid), "d")
+    work = np.empty((M, N), d_np.dtype)
+    plan = fp8_gemm_nt.plan(ctx, a, b, work, recipe=recipe)
+    d_arr = as_output(plan, d_np, "d")
+    plan.launch(ctx.compile(head_split_kernel, M, N, left, mid, right, out_dtype), work, d_arr)
+    return plan

@@ -1,75 +1,40 @@
-"""DeepGEMM's `k_grouped_fp8_gemm_tn_contiguous`: the MoE weight gradient, grouped along K.
+"""DeepGEMM's k-grouped GEMMs, the MoE weight gradient grouped along K:
+`k_grouped_fp8_gemm_tn_contiguous` and `k_grouped_bf16_gemm_tn_contiguous`.
 
-a = (A [sum_k, M] e4m3, sfa [sum_kb, M]), b = (B [sum_k, N] e4m3, sfb [sum_kb, N]): group g owns
-the K rows [off_g, off_g + k_g) of A and B (k_g from ks, multiples of 128, zero allowed) and the
-scale rows [kboff_g, kboff_g + k_g / 128) (recipe (1, 1, 128): one scale per 128 K rows and per
-column). D [G, M, N] float32 = C + A_g.T @ B_g per group; `c` may be `d` (in-place).
+A [sum_k, M], B [sum_k, N] (MN-major: DeepGEMM's tn form): group g owns the K rows
+[off_g, off_g + k_g) of A and B (k_g from ks, multiples of 128, zero allowed). FP8: a = (A e4m3,
+sfa [sum_k/128, M]), b = (B, sfb [sum_k/128, N]), one scale per 128 K rows and per column (recipe
+(1, 1, 128)), group g's scale rows [off_g/128, (off_g + k_g)/128). D [G, M, N] float32 =
+C + A_g.T @ B_g per group; `c` may be `d` (in-place, as DeepGEMM's tests call it); a separate C
+is copied into D first (one copy launch), then accumulated in place.
 
 One kernel: block (bx, by, g) loops over the group's K blocks (the count and offsets read at run
 time; the loop runs to the largest group and skips the rest); the cube multiplies the MN-major
-tiles (transpose_A), the vector unit folds `P * sfa[kb, m] * sfb[kb, n]` into the accumulator.
+tiles (transpose_A). FP8: the vector unit folds `P * sfa[kb, m] * sfb[kb, n]` into the
+accumulator per K block; bf16: the cube accumulates the group's K blocks in L0C and the vector
+unit adds C once.
+
+Not mapped: DeepGEMM's `k_grouped_fp8_gemm_nt_contiguous` (its SM90 form) stores each group's
+A as a K-major [M, k_g] matrix one after the other in a flat buffer; a tile copy out of it needs
+a row stride (k_g) read at run time, which T.copy regions do not express. The tn form computes
+the same weight gradient.
 """
 import numpy as np
 
 import tilelang_mini.language as T
 
-from .._core import Plan, as_input, as_output, ceil_div, check_shape, library_function
+from .._core import Plan, as_input, as_output, check_shape, library_function
 from ._tiles import fp8_cube
 
 GRAN = 128
 
 
-def k_grouped_kernel(G, M, N, SK, SKB, max_kb, c_mode, cube_fp8, block_M=128, block_N=128):
-    separate_c = c_mode == "separate"
-    zero_c = c_mode == "none"
+def k_grouped_kernel(G, M, N, SK, SKB, max_kb, zero_c, cube_fp8, block_M=128, block_N=128):
+    """The FP8 kernel: D[g] = (0 if zero_c else D[g]) + sum over g's K blocks of
+    (A_kb.T @ B_kb) * sfa[kb] (x) sfb[kb]."""
     mma = "float8_e4m3fn" if cube_fp8 else "bfloat16"
     widen = not cube_fp8
     block_M = block_M if cube_fp8 else 64
-
-    @T.macro
-    def body(A, SFA, B, SFB, C, D, OFF, KBOFF, NKB, bx, by, g):
-        a_s = T.alloc_shared((GRAN, block_M), "float8_e4m3fn")
-        b_s = T.alloc_shared((GRAN, block_N), "float8_e4m3fn")
-        a_w = T.alloc_shared((GRAN, block_M), mma)
-        b_w = T.alloc_shared((GRAN, block_N), mma)
-        P = T.alloc_fragment((block_M, block_N), "float32")
-        acc = T.alloc_fragment((block_M, block_N), "float32")
-        sa = T.alloc_fragment((1, block_M), "float32")
-        sb = T.alloc_fragment((1, block_N), "float32")
-        if zero_c:
-            T.clear(acc)
-        else:
-            T.copy(C[g, by * block_M, bx * block_N], acc)
-        for kb in T.serial(max_kb):
-            if kb < NKB[g]:
-                T.copy(A[OFF[g] + kb * GRAN, by * block_M], a_s)
-                T.copy(B[OFF[g] + kb * GRAN, bx * block_N], b_s)
-                T.copy(SFA[KBOFF[g] + kb, by * block_M], sa)
-                T.copy(SFB[KBOFF[g] + kb, bx * block_N], sb)
-                if widen:
-                    T.copy(a_s, a_w)
-                    T.copy(b_s, b_w)
-                    T.gemm(a_w, b_w, P, transpose_A=True, clear_accum=True)
-                else:
-                    T.gemm(a_s, b_s, P, transpose_A=True, clear_accum=True)
-                for i, j in T.Parallel(block_M, block_N):
-                    acc[i, j] = acc[i, j] + P[i, j] * (sa[0, i] * sb[0, j])
-        T.copy(acc, D[g, by * block_M, bx * block_N])
-
-    grid = (T.ceildiv(N, block_N), T.ceildiv(M, block_M), G)
-    if separate_c:
-        @T.prim_func
-        def k_grouped_fp8_gemm_c(A: T.Tensor((SK, M), "float8_e4m3fn"),
-                                 SFA: T.Tensor((SKB, M), "float32"),
-                                 B: T.Tensor((SK, N), "float8_e4m3fn"),
-                                 SFB: T.Tensor((SKB, N), "float32"),
-                                 C: T.Tensor((G, M, N), "float32"),
-                                 D: T.Tensor((G, M, N), "float32"),
-                                 OFF: T.Tensor((G,), "int32"), KBOFF: T.Tensor((G,), "int32"),
-                                 NKB: T.Tensor((G,), "int32")):
-            with T.Kernel(grid[0], grid[1], grid[2]) as (bx, by, g):
-                body(A, SFA, B, SFB, C, D, OFF, KBOFF, NKB, bx, by, g)
-        return k_grouped_fp8_gemm_c
 
     @T.prim_func
     def k_grouped_fp8_gemm(A: T.Tensor((SK, M), "float8_e4m3fn"),
@@ -79,9 +44,114 @@ def k_grouped_kernel(G, M, N, SK, SKB, max_kb, c_mode, cube_fp8, block_M=128, bl
                            D: T.Tensor((G, M, N), "float32"),
                            OFF: T.Tensor((G,), "int32"), KBOFF: T.Tensor((G,), "int32"),
                            NKB: T.Tensor((G,), "int32")):
-        with T.Kernel(grid[0], grid[1], grid[2]) as (bx, by, g):
-            body(A, SFA, B, SFB, D, D, OFF, KBOFF, NKB, bx, by, g)
+        with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), G) as (bx, by, g):
+            a_s = T.alloc_shared((GRAN, block_M), "float8_e4m3fn")
+            b_s = T.alloc_shared((GRAN, block_N), "float8_e4m3fn")
+            a_w = T.alloc_shared((GRAN, block_M), mma)
+            b_w = T.alloc_shared((GRAN, block_N), mma)
+            P = T.alloc_fragment((block_M, block_N), "float32")
+            acc = T.alloc_fragment((block_M, block_N), "float32")
+            sa = T.alloc_fragment((1, block_M), "float32")
+            sb = T.alloc_fragment((1, block_N), "float32")
+            if zero_c:
+                T.clear(acc)
+            else:
+                T.copy(D[g, by * block_M, bx * block_N], acc)
+            for kb in T.serial(max_kb):
+                if kb < NKB[g]:
+                    T.copy(A[OFF[g] + kb * GRAN, by * block_M], a_s)
+                    T.copy(B[OFF[g] + kb * GRAN, bx * block_N], b_s)
+                    T.copy(SFA[KBOFF[g] + kb, by * block_M], sa)
+                    T.copy(SFB[KBOFF[g] + kb, bx * block_N], sb)
+                    if widen:
+                        T.copy(a_s, a_w)
+                        T.copy(b_s, b_w)
+                        T.gemm(a_w, b_w, P, transpose_A=True, clear_accum=True)
+                    else:
+                        T.gemm(a_s, b_s, P, transpose_A=True, clear_accum=True)
+                    for i, j in T.Parallel(block_M, block_N):
+                        acc[i, j] = acc[i, j] + P[i, j] * (sa[0, i] * sb[0, j])
+            T.copy(acc, D[g, by * block_M, bx * block_N])
+
     return k_grouped_fp8_gemm
+
+
+def k_grouped_bf16_kernel(G, M, N, SK, max_kb, zero_c, block_M=128, block_N=128):
+    """The bf16 kernel: D[g] = (0 if zero_c else D[g]) + A_g.T @ B_g, the group's K blocks
+    accumulated in L0C."""
+
+    @T.prim_func
+    def k_grouped_bf16_gemm(A: T.Tensor((SK, M), "bfloat16"), B: T.Tensor((SK, N), "bfloat16"),
+                            D: T.Tensor((G, M, N), "float32"), OFF: T.Tensor((G,), "int32"),
+                            NKB: T.Tensor((G,), "int32")):
+        with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), G) as (bx, by, g):
+            a_s = T.alloc_shared((GRAN, block_M), "bfloat16")
+            b_s = T.alloc_shared((GRAN, block_N), "bfloat16")
+            P = T.alloc_fragment((block_M, block_N), "float32")
+            acc = T.alloc_fragment((block_M, block_N), "float32")
+            T.clear(P)
+            for kb in T.serial(max_kb):
+                if kb < NKB[g]:
+                    T.copy(A[OFF[g] + kb * GRAN, by * block_M], a_s)
+                    T.copy(B[OFF[g] + kb * GRAN, bx * block_N], b_s)
+                    T.gemm(a_s, b_s, P, transpose_A=True)
+            if zero_c:
+                T.copy(P, acc)
+            else:
+                T.copy(D[g, by * block_M, bx * block_N], acc)
+                for i, j in T.Parallel(block_M, block_N):
+                    acc[i, j] = acc[i, j] + P[i, j]
+            T.copy(acc, D[g, by * block_M, bx * block_N])
+
+    return k_grouped_bf16_gemm
+
+
+def copy_kernel(G, M, N, block_M=64, block_N=128):
+    """D = C ([G, M, N] float32): a separate C of the k-grouped GEMMs, before the in-place sum."""
+
+    @T.prim_func
+    def k_grouped_c_copy(C: T.Tensor((G, M, N), "float32"), D: T.Tensor((G, M, N), "float32")):
+        with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), G) as (bx, by, g):
+            t = T.alloc_fragment((block_M, block_N), "float32")
+            T.copy(C[g, by * block_M, bx * block_N], t)
+            T.copy(t, D[g, by * block_M, bx * block_N])
+
+    return k_grouped_c_copy
+
+
+def _k_groups(ks_cpu, grouped_layout):
+    """(ks, offsets, K blocks per group, the largest) from ks_cpu (or grouped_layout)."""
+    ks = [int(k) for k in (ks_cpu if ks_cpu is not None else np.asarray(grouped_layout))]
+    if any(k % GRAN or k < 0 for k in ks):
+        raise ValueError(f"each group's K must be a multiple of {GRAN}: {ks}")
+    off = np.concatenate([[0], np.cumsum(ks)[:-1]]).astype(np.int32) if ks else \
+        np.zeros(0, np.int32)
+    nkb = np.array([k // GRAN for k in ks], np.int32)
+    return ks, off, nkb, max(1, int(nkb.max()) if ks else 1)
+
+
+def _operands(a, b, ks, dtype):
+    a_arr, b_arr = as_input(a, dtype, "a"), as_input(b, dtype, "b")
+    if a_arr.ndim != 2 or b_arr.ndim != 2:
+        raise ValueError(f"a and b must be [sum_k, M] and [sum_k, N], got {a_arr.shape} and "
+                         f"{b_arr.shape}")
+    if a_arr.shape[0] != sum(ks) or b_arr.shape[0] != sum(ks):
+        raise ValueError(f"a {a_arr.shape} and b {b_arr.shape} must have the groups' "
+                         f"{sum(ks)} K rows")
+    return a_arr, b_arr
+
+
+def _d_from_c(ctx, plan, c, d, G, M, N):
+    """The output array and whether it starts from zero; a separate C is copied into it."""
+    d_arr = as_output(plan, d, "d", "float32")
+    check_shape(d_arr, (G, M, N), "d")
+    if c is None:
+        return d_arr, True
+    if not np.shares_memory(np.asarray(c), d_arr):
+        c_arr = as_input(c, "float32", "c")
+        check_shape(c_arr, (G, M, N), "c")
+        plan.launch(ctx.compile(copy_kernel, G, M, N), c_arr, d_arr)
+    return d_arr, False
 
 
 @library_function
@@ -93,33 +163,28 @@ def k_grouped_fp8_gemm_tn_contiguous(ctx, a, b, d, ks_cpu, grouped_layout=None, 
     if tuple(recipe) != (1, 1, GRAN):
         raise ValueError(f"recipe {recipe!r}: only (1, 1, 128) is supported")
     (a0, sfa), (b0, sfb) = a, b
-    a_arr, b_arr = as_input(a0, "float8_e4m3fn", "a"), as_input(b0, "float8_e4m3fn", "b")
-    ks = [int(k) for k in (ks_cpu if ks_cpu is not None else np.asarray(grouped_layout))]
-    if any(k % GRAN or k < 0 for k in ks):
-        raise ValueError(f"each group's K must be a multiple of {GRAN}: {ks}")
-    G = len(ks)
-    SK, M = a_arr.shape
-    N = b_arr.shape[1]
-    check_shape(b_arr, (sum(ks), N), "b[0]")
-    if SK != sum(ks):
-        raise ValueError(f"a[0] has {SK} K rows; the groups sum to {sum(ks)}")
-    SKB = sum(ks) // GRAN
+    ks, off, nkb, max_kb = _k_groups(ks_cpu, grouped_layout)
+    a_arr, b_arr = _operands(a0, b0, ks, "float8_e4m3fn")
+    (SK, M), N, G = a_arr.shape, b_arr.shape[1], len(ks)
+    SKB = SK // GRAN
     sfa_arr, sfb_arr = as_input(sfa, "float32", "sfa"), as_input(sfb, "float32", "sfb")
     check_shape(sfa_arr, (SKB, M), "sfa")
     check_shape(sfb_arr, (SKB, N), "sfb")
-    d_arr = as_output(plan, d, "d", "float32")
-    check_shape(d_arr, (G, M, N), "d")
-    off = np.concatenate([[0], np.cumsum(ks)[:-1]]).astype(np.int32)
-    nkb = np.array([k // GRAN for k in ks], np.int32)
-    kboff = (off // GRAN).astype(np.int32)
-    max_kb = max(1, int(nkb.max()) if G else 1)
-    separate = c is not None and not np.shares_memory(np.asarray(c), d_arr)
-    mode = "none" if c is None else ("separate" if separate else "inplace")
-    kernel = ctx.compile(k_grouped_kernel, G, M, N, SK, SKB, max_kb, mode, fp8_cube(ctx.chip))
-    if separate:
-        c_arr = as_input(c, "float32", "c")
-        check_shape(c_arr, (G, M, N), "c")
-        plan.launch(kernel, a_arr, sfa_arr, b_arr, sfb_arr, c_arr, d_arr, off, kboff, nkb)
-    else:
-        plan.launch(kernel, a_arr, sfa_arr, b_arr, sfb_arr, d_arr, off, kboff, nkb)
+    d_arr, zero_c = _d_from_c(ctx, plan, c, d, G, M, N)
+    kernel = ctx.compile(k_grouped_kernel, G, M, N, SK, SKB, max_kb, zero_c, fp8_cube(ctx.chip))
+    plan.launch(kernel, a_arr, sfa_arr, b_arr, sfb_arr, d_arr, off, off // GRAN, nkb)
+    return plan
+
+
+@library_function
+def k_grouped_bf16_gemm_tn_contiguous(ctx, a, b, d, ks_cpu, grouped_layout=None, c=None,
+                                      **_ignored):
+    """The bf16 form: A [sum_k, M], B [sum_k, N] bfloat16; D[g] = C[g] + A_g.T @ B_g."""
+    plan = Plan()
+    ks, off, nkb, max_kb = _k_groups(ks_cpu, grouped_layout)
+    a_arr, b_arr = _operands(a, b, ks, "bfloat16")
+    (SK, M), N, G = a_arr.shape, b_arr.shape[1], len(ks)
+    d_arr, zero_c = _d_from_c(ctx, plan, c, d, G, M, N)
+    kernel = ctx.compile(k_grouped_bf16_kernel, G, M, N, SK, max_kb, zero_c)
+    plan.launch(kernel, a_arr, b_arr, d_arr, off, nkb)
     return plan

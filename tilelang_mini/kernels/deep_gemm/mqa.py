@@ -66,9 +66,13 @@ def mqa_logits_kernel(S, H, D, SK, clean, cube_fp8, block_M=64, block_N=128):
 
 @library_function
 def fp8_mqa_logits(ctx, q, kv, weights, cu_seq_len_k_start, cu_seq_len_k_end, clean_logits=True,
-                   logits=None):
-    """-> logits [S, SK] float32 (written into `logits` when given); see the module doc."""
+                   max_seqlen_k=0, logits=None):
+    """-> logits [S, SK] float32 (written into `logits` when given); see the module doc.
+    max_seqlen_k: DeepGEMM's narrower logits layout is not supported (0 only)."""
     plan = Plan()
+    if int(max_seqlen_k or 0):
+        raise ValueError(f"max_seqlen_k={max_seqlen_k}: only the full [S, SK] logits layout "
+                         f"(max_seqlen_k=0) is supported")
     q_arr = as_input(q, "float8_e4m3fn", "q")
     S, H, D = q_arr.shape
     kv_arr, sf_arr = as_input(kv[0], "float8_e4m3fn", "kv"), as_input(kv[1], "float32", "kv_sf")
@@ -89,3 +93,19 @@ def fp8_mqa_logits(ctx, q, kv, weights, cu_seq_len_k_start, cu_seq_len_k_end, cl
     plan.launch(kernel, q_arr, kv_arr, sf_arr, w_arr, ks, ke, out)
     plan.result = out if logits is None else logits
     return plan
+
+
+@library_function
+def fp8_fp4_mqa_logits(ctx, q, kv, weights, cu_seq_len_k_start, cu_seq_len_k_end,
+                       clean_logits=True, max_seqlen_k=0, logits_dtype=None, logits=None):
+    """DeepGEMM's newer name: q = (q e4m3, None) or q alone is fp8_mqa_logits; an FP4 q (with
+    its scales) is not supported here. Logits are float32."""
+    q0, q_sf = q if isinstance(q, tuple) else (q, None)
+    if q_sf is not None:
+        raise ValueError("fp8_fp4_mqa_logits: FP4 q (q with scales) is not supported; pass an "
+                         "e4m3 q (q, None)")
+    if logits_dtype not in (None, "float32", np.float32) and str(logits_dtype) not in (
+            "torch.float32", "float32"):
+        raise ValueError(f"logits_dtype {logits_dtype!r}: only float32 logits are supported")
+    return fp8_mqa_logits.plan(ctx, q0, kv, weights, cu_seq_len_k_start, cu_seq_len_k_end,
+                               clean_logits, max_seqlen_k, logits)

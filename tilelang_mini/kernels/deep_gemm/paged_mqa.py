@@ -147,3 +147,19 @@ def fp8_paged_mqa_logits(ctx, q, kv_cache, weights, context_lens, block_table, s
     plan.launch(kernel, qa, kv.reshape(NB, BKV * (D + 4)), w, cl, bt, out)
     plan.result = out if logits is None else logits
     return plan
+
+
+@library_function
+def fp8_fp4_paged_mqa_logits(ctx, q, kv_cache, weights, context_lens, block_table, schedule_meta,
+                             max_context_len, clean_logits=True, logits_dtype=None, indices=None,
+                             logits=None):
+    """DeepGEMM's newer name: q = (q e4m3, None) or q alone is fp8_paged_mqa_logits (FP8 cache);
+    FP4 q / an FP4 cache and `indices` are not supported here. Logits are float32."""
+    q0, q_sf = q if isinstance(q, tuple) else (q, None)
+    if q_sf is not None or indices is not None:
+        raise ValueError("fp8_fp4_paged_mqa_logits: FP4 q (q with scales) and indices are not "
+                         "supported; pass an e4m3 q (q, None) and DeepGEMM's FP8 kv cache")
+    if logits_dtype not in (None, "float32", np.float32) and str(logits_dtype) != "torch.float32":
+        raise ValueError(f"logits_dtype {logits_dtype!r}: only float32 logits are supported")
+    return fp8_paged_mqa_logits.plan(ctx, q0, kv_cache, weights, context_lens, block_table,
+                                     schedule_meta, max_context_len, clean_logits, logits)

@@ -63,6 +63,9 @@ def per_token_kernel(M, N, in_dtype, gran, ue8m0, fp4, block_M=ROWS):
             T.copy(q, Q[bx * block_M, kb * gran])
             T.copy(amax, SF[bx * block_M:(bx + 1) * block_M, kb])
 
+    if not fp4:  # (the FP4 form's packed [M, N/2] needs an even N)
+        return per_token_cast
+
     @T.prim_func
     def per_token_cast_fp4(X: T.Tensor((M, N), in_dtype), Q: T.Tensor((M, N // 2), "int8"),
                            SF: T.Tensor((M, KB), "float32")):
@@ -89,7 +92,7 @@ def per_token_kernel(M, N, in_dtype, gran, ue8m0, fp4, block_M=ROWS):
             T.copy(q, Q[bx * block_M, kb * half])
             T.copy(amax, SF[bx * block_M:(bx + 1) * block_M, kb])
 
-    return per_token_cast_fp4 if fp4 else per_token_cast
+    return per_token_cast_fp4
 
 
 def per_block_kernel(M, N, in_dtype, gran, ue8m0):
