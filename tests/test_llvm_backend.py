@@ -141,6 +141,22 @@ def test_lowered_npu_gemm_through_the_pipeline(dtype):
     assert "tlm_kernel" in src and "<16 x float>" in src
 
 
+@pytest.mark.parametrize("shape", [(48, 72, 40, 16, 64, 32), (16, 100, 37, 16, 96, 32),
+                                   (32, 130, 70, 32, 128, 64), (16, 17, 19, 16, 48, 16)])
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_transposed_b_packing_full_and_partial_panels(dtype, shape):
+    # a B^T tile packed 16 x 16 blocks at a time: whole 32-row panels in a loop, then a partial
+    # last panel (rows past N zero), K tails, and blocks clipped at the tensor's last row/column
+    import kernels
+    M, N, K, bm, bn, bk = shape
+    a, b = rand((M, K), dtype), rand((N, K), dtype)
+    prim = kernels.gemm(M, N, K, bm, bn, bk, dtype=dtype, trans_B=True)
+    out = tilelang_mini.compile(prim, out_idx=[-1], target="llvm")(a, b)
+    close(out, a.astype(np.float64) @ b.astype(np.float64).T, "float32")
+    ref = tilelang_mini.compile(prim, out_idx=[-1], target="numpy")(a, b)
+    close(out, ref, "float32")
+
+
 @pytest.mark.parametrize("n", [8, 20, 40, 136, 200])
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 def test_narrow_gemm_stops_at_each_blocks_valid_columns(dtype, n):

@@ -13,7 +13,7 @@ import llvmlite.ir as ir
 from tilelang_mini.ir.nodes import Load, walk
 
 from . import vecmath as vm
-from .access import base_offset, const_mask, elem_ptr, inside, lane_mask, vload
+from .access import ALL_LANES, base_offset, const_mask, elem_ptr, inside, lane_mask, vload
 from .irutil import F32, I1, I32, I64, PTR, STORAGE, VL, vty
 from .layout import NR
 from .values import Val, vars_in
@@ -77,12 +77,15 @@ def copy_packed(g, s, si, di, sbase, dbase, s_off0, s_rng, s_dims, s_ok1, kind, 
 
 def store_transposed(e, rows, nk, dst, k0, n0, K):
     """A 16 x 16 block of B (rows: the VL columns n0.. of B^T, lanes: K from k0) transposed in
-    registers, its first `nk` K rows stored at their place in the float32 micro-panels."""
+    registers, its first `nk` K rows stored at their place in the float32 micro-panels. `n0`:
+    an int, or (panel, lane) with the panel an i64 value (a loop over panels)."""
     b = e.b
     cols = transpose16(b, rows)
-    jp, lane = divmod(n0, NR)
+    jp, lane = divmod(n0, NR) if isinstance(n0, int) else n0
+    k0 = b.add(k0, b.mul(jp if isinstance(jp, ir.Value) else ir.Constant(I64, jp),
+                         ir.Constant(I64, K)))
     for c in range(nk):
-        pos = b.add(b.mul(b.add(k0, ir.Constant(I64, jp * K + c)), ir.Constant(I64, NR)),
+        pos = b.add(b.mul(b.add(k0, ir.Constant(I64, c)), ir.Constant(I64, NR)),
                     ir.Constant(I64, lane))
         e.store(cols[c], e.gep(dst, b.mul(pos, ir.Constant(I64, 4))), 4)
 
@@ -172,33 +175,52 @@ def _copy_transposed(g, si, di, sbase, dbase, s_off0, s_dims, kind, exact, row_o
     zero = ir.Constant(vty(F32), None)
     lo, hi = k_rng
 
-    def block(n0, k0, nk):
+    def block(jp, lane, k0, nk, nrows):
+        """The 16 x 16 block of rows jp * NR + lane.. (the first `nrows` inside N)."""
+        first = b.add(b.mul(jp, ir.Constant(I64, NR)), ir.Constant(I64, lane))
+        row0 = b.add(s_off0, b.mul(first, ir.Constant(I64, si.strides[sn])))
+        koff = b.mul(k0, ir.Constant(I64, si.strides[sk]))
+        # the K lanes to load, the same for every row: none to check when K is whole and the
+        # block inside it
+        whole = isinstance(lo, ir.Constant) and isinstance(hi, ir.Constant) and \
+            lo.constant <= 0 and hi.constant >= K
+        kmask = ALL_LANES if whole else lane_mask(g, k0, lo, hi)
+        if nk < VL:
+            kmask = const_mask(nk) if whole else b.and_(kmask, const_mask(nk))
         rows = []
         for r in range(VL):
-            n = n0 + r
-            if n >= N:
+            if r >= nrows:
                 rows.append(zero)
                 continue
-            ok = row_ok(ir.Constant(I64, n))
+            ok = row_ok(b.add(first, ir.Constant(I64, r)))
             if isinstance(ok, ir.Constant) and not ok.constant:  # known outside: no load
                 rows.append(zero)
                 continue
-            mask = lane_mask(g, k0, b.select(ok, lo, hi), hi)
-            if nk < VL:
-                mask = b.and_(mask, const_mask(nk))
-            raw = vload(g, si, sbase, b.add(b.add(s_off0, ir.Constant(I64, n * si.strides[sn])),
-                                             b.mul(k0, ir.Constant(I64, si.strides[sk]))),
-                        si.strides[sk], mask)
+            mask = kmask if isinstance(ok, ir.Constant) else b.and_(kmask, e.splat(ok))
+            raw = vload(g, si, sbase, b.add(b.add(row0, ir.Constant(I64, r * si.strides[sn])),
+                                            koff), si.strides[sk], mask)
             rows.append(vm.encode(e, vm.decode(e, raw, si.storage), kind, di.dtype, "float32",
                                   exact))
-        store_transposed(e, rows, nk, dbase, k0, n0, K)
+        store_transposed(e, rows, nk, dbase, k0, (jp, lane), K)
 
-    for n0 in range(0, -(-N // NR) * NR, VL):
+    def panel(jp, nrows):
+        """Panel jp's NR rows (the first `nrows` inside N), VL of them per block."""
+        halves = [(lane, max(0, min(VL, nrows - lane))) for lane in range(0, NR, VL)]
         if K // VL:
             with e.loop(0, K // VL * VL, VL, name="pkt") as k0:
-                block(n0, k0, VL)
+                for lane, n in halves:
+                    block(jp, lane, k0, VL, n)
         if K % VL:
-            block(n0, ir.Constant(I64, K // VL * VL), K % VL)
+            for lane, n in halves:
+                block(jp, lane, ir.Constant(I64, K // VL * VL), K % VL, n)
+
+    # the full panels in one loop (the body is emitted once, not once per panel), then the
+    # partial last panel with its rows past N as zeros
+    if N // NR:
+        with e.loop(0, N // NR, name="pkp") as jp:
+            panel(jp, NR)
+    if N % NR:
+        panel(ir.Constant(I64, N // NR), N % NR)
 
 
 def transpose16(b, rows):
