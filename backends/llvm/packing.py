@@ -13,18 +13,40 @@ import llvmlite.ir as ir
 from tilelang_mini.ir.nodes import Load, walk
 
 from . import vecmath as vm
-from .access import ALL_LANES, base_offset, const_mask, elem_ptr, inside, lane_mask, vload
+from .access import (
+    ALL_LANES, base_offset, const_mask, elem_ptr, inside, lane_mask, outlined, vload,
+)
 from .irutil import F32, I1, I32, I64, PTR, STORAGE, VL, vty
 from .layout import NR
 from .values import Val, vars_in
 
 
+def _key(what, si, di, s_dims):
+    """What a packing function's code depends on besides its arguments."""
+    return (what, si.storage, si.dtype, tuple(si.strides), di.layout, tuple(di.shape), di.dtype,
+            tuple(s_dims))
+
+
 def copy_packed(g, s, si, di, sbase, dbase, s_off0, s_rng, s_dims, s_ok1, kind, exact):
     """Copy into a packed B tile (K, N): micro-panels [N/NR][K][NR] of float32, or the VNNI
-    bf16 pair layout [N/NR][K/2][NR][2]. Columns past N are written as zeros."""
-    e, b = g.e, g.e.b
+    bf16 pair layout [N/NR][K/2][NR][2]. Columns past N are written as zeros. One internal
+    function per shape and layout (outlined): the source, destination, offset and the valid
+    ranges of the two copied dimensions are its arguments."""
     if len(s_dims) != 2:
         raise g.fail("internal: packed copy needs a 2-d source")
+    d0, d1 = s_dims
+
+    def emit(sb, db, off, ok1, lo0, hi0, lo1, hi1):
+        rng = [None] * len(s_rng)  # (the caller's values are not this function's)
+        rng[d0], rng[d1] = (lo0, hi0), (lo1, hi1)
+        _copy_packed(g, si, di, sb, db, off, rng, s_dims, ok1, kind, exact)
+
+    outlined(g, _key("pkc", si, di, s_dims), emit, sbase, dbase, s_off0, s_ok1,
+             *s_rng[d0], *s_rng[d1])
+
+
+def _copy_packed(g, si, di, sbase, dbase, s_off0, s_rng, s_dims, s_ok1, kind, exact):
+    e, b = g.e, g.e.b
     if di.layout == "packBT":
         return _copy_transposed(g, si, di, sbase, dbase, s_off0, s_dims, kind, exact,
                                 lambda n: b.and_(s_ok1, inside(g, n, *s_rng[s_dims[0]])),
@@ -103,7 +125,14 @@ def store_pair(e, h0, h1, dst, jp, kp, n_kp, v):
 
 
 def copy_packed_fast(g, s, si, di, sbase, dbase, s_off0, s_dims, convert_unused):
-    """In-bounds copy into a packed B tile: unmasked loads, constant tail masks."""
+    """In-bounds copy into a packed B tile: unmasked loads, constant tail masks (outlined as
+    copy_packed's, the source, destination and offset its arguments)."""
+    outlined(g, _key("pkf", si, di, s_dims),
+             lambda sb, db, off: _copy_packed_fast(g, si, di, sb, db, off, s_dims),
+             sbase, dbase, s_off0)
+
+
+def _copy_packed_fast(g, si, di, sbase, dbase, s_off0, s_dims):
     e, b = g.e, g.e.b
     kind = vm.kind_of(si.dtype)
     exact = si.dtype if si.dtype in vm.FLOATS else None
