@@ -400,28 +400,39 @@ def _pack_bt(g, bi, bbase, cs, K, N, dst):
     """float32 micro-panels of a B whose K dimension is contiguous (a transposed operand):
     16 x 16 blocks loaded as rows of K and transposed in registers (no gathers)."""
     e, b = g.e, g.e.b
-    npan = -(-N // NR)
     zero = ir.Constant(vty(F32), None)
     kind = vm.kind_of(bi.dtype)
 
-    def block(k0, nk):
-        kmask = None if nk == VL else ir.Constant(vty(I1), [1] * nk + [0] * (VL - nk))
-        for n0 in range(0, npan * NR, VL):
-            rows = []
-            for r in range(VL):
-                if n0 + r >= N:
-                    rows.append(zero)
-                    continue
-                off = b.add(ir.Constant(I64, (n0 + r) * cs), k0)
-                raw = vload(g, bi, bbase, off, 1, kmask or ir.Constant(vty(I1), [1] * VL))
-                rows.append(vm.to_float(e, vm.decode(e, raw, bi.storage), kind))
-            store_transposed(e, rows, nk, dst, k0, n0, K)
+    def block(jp, lane, k0, nk, nrows):
+        """The 16 x 16 block of B rows jp * NR + lane.. (the first `nrows` inside N)."""
+        kmask = ir.Constant(vty(I1), [1] * nk + [0] * (VL - nk))
+        first = b.add(b.mul(jp, ir.Constant(I64, NR)), ir.Constant(I64, lane))
+        row0 = b.add(b.mul(first, ir.Constant(I64, cs)), k0)
+        rows = []
+        for r in range(VL):
+            if r >= nrows:
+                rows.append(zero)
+                continue
+            raw = vload(g, bi, bbase, b.add(row0, ir.Constant(I64, r * cs)), 1, kmask)
+            rows.append(vm.to_float(e, vm.decode(e, raw, bi.storage), kind))
+        store_transposed(e, rows, nk, dst, k0, (jp, lane), K)
 
-    if K // VL:
-        with e.loop(0, K // VL * VL, VL, name="pbt") as k0:
-            block(k0, VL)
-    if K % VL:
-        block(ir.Constant(I64, K // VL * VL), K % VL)
+    def panel(jp, nrows):
+        halves = [(lane, max(0, min(VL, nrows - lane))) for lane in range(0, NR, VL)]
+        if K // VL:
+            with e.loop(0, K // VL * VL, VL, name="pbt") as k0:
+                for lane, n in halves:
+                    block(jp, lane, k0, VL, n)
+        if K % VL:
+            for lane, n in halves:
+                block(jp, lane, ir.Constant(I64, K // VL * VL), K % VL, n)
+
+    # whole panels in one loop (one copy of the block code), then the partial last panel
+    if N // NR:
+        with e.loop(0, N // NR, name="pbp") as jp:
+            panel(jp, NR)
+    if N % NR:
+        panel(ir.Constant(I64, N // NR), N % NR)
 
 
 def _c_through(g, ci, cbase, ldc, M, N, tmp, load: bool):
