@@ -287,8 +287,9 @@ class Expressions:
         p, q = e.match(*ints)
         if fn.startswith("shift") and not (isinstance(args[1], Const) and 0 <= args[1].value < 64):
             bad = b.icmp_unsigned(">", q, const(q.type, 63))  # a fault, as in the semantics
-            e.error_if(b.and_(bad, self.par.mask) if is_vec(bad) and self.par is not None and self.par.mask
-                       is not None else bad, self.error(f"{fn} by a count outside 0..63"))
+            if is_vec(bad) and self.par is not None and self.par.mask is not None:
+                bad = b.and_(bad, self.par.mask)  # masked-off lanes are not checked
+            e.error_if(bad, self.error(f"{fn} by a count outside 0..63"))
             q = b.and_(q, const(q.type, 63))  # (an LLVM shift by >= 64 is poison)
         op = {"bitwise_and": b.and_, "bitwise_or": b.or_, "bitwise_xor": b.xor,
               "shift_left": b.shl, "shift_right": b.ashr}[fn]
