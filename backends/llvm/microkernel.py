@@ -31,7 +31,9 @@ from .access import (
 )
 from .irutil import F32, I1, I32, I64, PTR, VL, Emitter, vty
 from .layout import MR, NR
-from .packing import flush_prefetch, prefetch_rows, store_pair, store_transposed
+from .packing import (
+    flush_prefetch, prefetch_rows, store_pair, store_transposed, transposed_blocks,
+)
 
 UNROLL = 4
 DPBF16 = "tlm_dpbf16"
@@ -403,10 +405,10 @@ def _pack_bt(g, bi, bbase, cs, K, N, dst):
     zero = ir.Constant(vty(F32), None)
     kind = vm.kind_of(bi.dtype)
 
-    def block(jp, lane, k0, nk, nrows):
-        """The 16 x 16 block of B rows jp * NR + lane.. (the first `nrows` inside N)."""
+    def block(j, k0, nk, nrows):
+        """The 16 x 16 block of B rows 16j.. (the first `nrows` inside N)."""
         kmask = ir.Constant(vty(I1), [1] * nk + [0] * (VL - nk))
-        first = b.add(b.mul(jp, ir.Constant(I64, NR)), ir.Constant(I64, lane))
+        first = b.mul(j if isinstance(j, ir.Value) else ir.Constant(I64, j), ir.Constant(I64, VL))
         row0 = b.add(b.mul(first, ir.Constant(I64, cs)), k0)
         rows = []
         for r in range(VL):
@@ -415,24 +417,9 @@ def _pack_bt(g, bi, bbase, cs, K, N, dst):
                 continue
             raw = vload(g, bi, bbase, b.add(row0, ir.Constant(I64, r * cs)), 1, kmask)
             rows.append(vm.to_float(e, vm.decode(e, raw, bi.storage), kind))
-        store_transposed(e, rows, nk, dst, k0, (jp, lane), K)
+        store_transposed(e, rows, nk, dst, k0, j, K)
 
-    def panel(jp, nrows):
-        halves = [(lane, max(0, min(VL, nrows - lane))) for lane in range(0, NR, VL)]
-        if K // VL:
-            with e.loop(0, K // VL * VL, VL, name="pbt") as k0:
-                for lane, n in halves:
-                    block(jp, lane, k0, VL, n)
-        if K % VL:
-            for lane, n in halves:
-                block(jp, lane, ir.Constant(I64, K // VL * VL), K % VL, n)
-
-    # whole panels in one loop (one copy of the block code), then the partial last panel
-    if N // NR:
-        with e.loop(0, N // NR, name="pbp") as jp:
-            panel(jp, NR)
-    if N % NR:
-        panel(ir.Constant(I64, N // NR), N % NR)
+    transposed_blocks(e, N, K, block, "pbt")
 
 
 def _c_through(g, ci, cbase, ldc, M, N, tmp, load: bool):

@@ -97,19 +97,43 @@ def _copy_packed(g, si, di, sbase, dbase, s_off0, s_rng, s_dims, s_ok1, kind, ex
                 store_pair(e, h0, h1, dbase, jp, kp, kp_total, v)
 
 
-def store_transposed(e, rows, nk, dst, k0, n0, K):
-    """A 16 x 16 block of B (rows: the VL columns n0.. of B^T, lanes: K from k0) transposed in
-    registers, its first `nk` K rows stored at their place in the float32 micro-panels. `n0`:
-    an int, or (panel, lane) with the panel an i64 value (a loop over panels)."""
+def store_transposed(e, rows, nk, dst, k0, j, K):
+    """A 16 x 16 block of B (rows: the VL columns 16j.. of B^T, lanes: K from k0) transposed in
+    registers, its first `nk` K rows stored at their place in the float32 micro-panels. `j`: the
+    block's index, an int or an i64 value (a loop over blocks)."""
     b = e.b
     cols = transpose16(b, rows)
-    jp, lane = divmod(n0, NR) if isinstance(n0, int) else n0
-    k0 = b.add(k0, b.mul(jp if isinstance(jp, ir.Value) else ir.Constant(I64, jp),
-                         ir.Constant(I64, K)))
+    per = NR // VL
+    if isinstance(j, int):
+        jp, lane = ir.Constant(I64, j // per), ir.Constant(I64, j % per * VL)
+    else:
+        jp = b.udiv(j, ir.Constant(I64, per))
+        lane = b.mul(b.urem(j, ir.Constant(I64, per)), ir.Constant(I64, VL))
+    k0 = b.add(k0, b.mul(jp, ir.Constant(I64, K)))
     for c in range(nk):
-        pos = b.add(b.mul(b.add(k0, ir.Constant(I64, c)), ir.Constant(I64, NR)),
-                    ir.Constant(I64, lane))
+        pos = b.add(b.mul(b.add(k0, ir.Constant(I64, c)), ir.Constant(I64, NR)), lane)
         e.store(cols[c], e.gep(dst, b.mul(pos, ir.Constant(I64, 4))), 4)
+
+
+def transposed_blocks(e, N, K, block, name):
+    """`block(j, k0, nk, nrows)` for every 16 x 16 block of a transposed B's micro-panels: rows
+    16j.. (the first `nrows` inside N, the others zeros), K lanes k0.. (the first `nk`). The
+    whole blocks run in one loop (their code is emitted once, not once per block), then the
+    partial block and the zero blocks that pad the last panel."""
+    whole, blocks = N // VL, -(-N // NR) * (NR // VL)
+
+    def along_k(j, nrows):
+        if K // VL:
+            with e.loop(0, K // VL * VL, VL, name=name) as k0:
+                block(j, k0, VL, nrows)
+        if K % VL:
+            block(j, ir.Constant(I64, K // VL * VL), K % VL, nrows)
+
+    if whole:
+        with e.loop(0, whole, name=name + "b") as j:
+            along_k(j, VL)
+    for j in range(whole, blocks):
+        along_k(j, max(0, N - j * VL))
 
 
 def store_pair(e, h0, h1, dst, jp, kp, n_kp, v):
@@ -204,9 +228,9 @@ def _copy_transposed(g, si, di, sbase, dbase, s_off0, s_dims, kind, exact, row_o
     zero = ir.Constant(vty(F32), None)
     lo, hi = k_rng
 
-    def block(jp, lane, k0, nk, nrows):
-        """The 16 x 16 block of rows jp * NR + lane.. (the first `nrows` inside N)."""
-        first = b.add(b.mul(jp, ir.Constant(I64, NR)), ir.Constant(I64, lane))
+    def block(j, k0, nk, nrows):
+        """The 16 x 16 block of rows 16j.. (the first `nrows` inside N)."""
+        first = b.mul(j if isinstance(j, ir.Value) else ir.Constant(I64, j), ir.Constant(I64, VL))
         row0 = b.add(s_off0, b.mul(first, ir.Constant(I64, si.strides[sn])))
         koff = b.mul(k0, ir.Constant(I64, si.strides[sk]))
         # the K lanes to load, the same for every row: none to check when K is whole and the
@@ -230,26 +254,9 @@ def _copy_transposed(g, si, di, sbase, dbase, s_off0, s_dims, kind, exact, row_o
                                             koff), si.strides[sk], mask)
             rows.append(vm.encode(e, vm.decode(e, raw, si.storage), kind, di.dtype, "float32",
                                   exact))
-        store_transposed(e, rows, nk, dbase, k0, (jp, lane), K)
+        store_transposed(e, rows, nk, dbase, k0, j, K)
 
-    def panel(jp, nrows):
-        """Panel jp's NR rows (the first `nrows` inside N), VL of them per block."""
-        halves = [(lane, max(0, min(VL, nrows - lane))) for lane in range(0, NR, VL)]
-        if K // VL:
-            with e.loop(0, K // VL * VL, VL, name="pkt") as k0:
-                for lane, n in halves:
-                    block(jp, lane, k0, VL, n)
-        if K % VL:
-            for lane, n in halves:
-                block(jp, lane, ir.Constant(I64, K // VL * VL), K % VL, n)
-
-    # the full panels in one loop (the body is emitted once, not once per panel), then the
-    # partial last panel with its rows past N as zeros
-    if N // NR:
-        with e.loop(0, N // NR, name="pkp") as jp:
-            panel(jp, NR)
-    if N % NR:
-        panel(ir.Constant(I64, N // NR), N % NR)
+    transposed_blocks(e, N, K, block, "pkt")
 
 
 def transpose16(b, rows):
