@@ -141,6 +141,46 @@ def test_lowered_npu_gemm_through_the_pipeline(dtype):
     assert "tlm_kernel" in src and "<16 x float>" in src
 
 
+@pytest.mark.parametrize("shape", [(48, 72, 40, 16, 64, 32), (16, 100, 37, 16, 96, 32),
+                                   (32, 130, 70, 32, 128, 64), (16, 17, 19, 16, 48, 16)])
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_transposed_b_packing_full_and_partial_panels(dtype, shape):
+    # a B^T tile packed 16 x 16 blocks at a time: whole 32-row panels in a loop, then a partial
+    # last panel (rows past N zero), K tails, and blocks clipped at the tensor's last row/column
+    import kernels
+    M, N, K, bm, bn, bk = shape
+    a, b = rand((M, K), dtype), rand((N, K), dtype)
+    prim = kernels.gemm(M, N, K, bm, bn, bk, dtype=dtype, trans_B=True)
+    out = tilelang_mini.compile(prim, out_idx=[-1], target="llvm")(a, b)
+    close(out, a.astype(np.float64) @ b.astype(np.float64).T, "float32")
+    ref = tilelang_mini.compile(prim, out_idx=[-1], target="numpy")(a, b)
+    close(out, ref, "float32")
+
+
+@pytest.mark.parametrize("shape", [(16, 72, 40), (8, 17, 19), (24, 64, 48)])
+def test_gemm_packs_a_transposed_row_major_b(shape):
+    # the B tile is also copied out, so it stays a row-major tile and the gemm packs it itself
+    # (16 x 16 blocks transposed in registers): whole 32-row panels, a partial one, K tails
+    M, N, K = shape
+    A, B = Buffer("A", (M, K), "float32"), Buffer("B", (N, K), "float32")
+    C, E = Buffer("C", (M, N), "float32"), Buffer("E", (N, K), "float32")
+    A_s, B_s = Buffer("A_s", (M, K), "float32", "shared"), Buffer("B_s", (N, K), "float32",
+                                                                  "shared")
+    C_l = Buffer("C_l", (M, N), "float32", "fragment")
+    k = kernel((A, B, C, E), [
+        Alloc(A_s), Alloc(B_s), Alloc(C_l), Fill(full(C_l), c(0.0)),
+        Copy(full(A), full(A_s)), Copy(full(B), full(B_s)),
+        Gemm(full(A_s), full(B_s), full(C_l), transpose_b=True),
+        Copy(full(C_l), full(C)), Copy(full(B_s), full(E)),
+    ])
+    a, b = rand((M, K), "float32"), rand((N, K), "float32")
+    out, e = np.zeros((M, N), np.float32), np.zeros((N, K), np.float32)
+    ref = run_both(k, a, b, out, e)
+    close(out, a.astype(np.float64) @ b.astype(np.float64).T, "float32")
+    close(out, ref[2], "float32")
+    np.testing.assert_array_equal(e, b)
+
+
 @pytest.mark.parametrize("n", [8, 20, 40, 136, 200])
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 def test_narrow_gemm_stops_at_each_blocks_valid_columns(dtype, n):

@@ -11,7 +11,7 @@ import llvmlite.ir as ir
 from . import vecmath as vm
 from .access import (
     ALL_LANES, all_in_bounds, base_offset, check_in_bounds, check_reshape, const_mask, elem_ptr,
-    lane_mask, runs, starts_of, valid_range, inside, vload, vstore,
+    lane_mask, outlined, runs, starts_of, valid_range, inside, vload, vstore,
 )
 from .irutil import I1, I64, STORAGE, VL, constant, vty
 from .packing import copy_packed, copy_packed_fast, prefetch_next
@@ -74,7 +74,6 @@ def copy(g, s):
 
 def _copy_general(g, s, si, di, sbase, dbase, s_off0, d_off0, s_dims, d_dims, s_rng, d_rng,
                   s_ok1, d_ok1, convert, kind, exact):
-    e, b = g.e, g.e.b
     src = s.src
     if di.layout != "row":
         return copy_packed(g, s, si, di, sbase, dbase, s_off0, s_rng, s_dims, s_ok1, kind,
@@ -82,7 +81,34 @@ def _copy_general(g, s, si, di, sbase, dbase, s_off0, d_off0, s_dims, d_dims, s_
     if not s_dims:  # a single element
         _copy_single(g, si, di, sbase, dbase, s_off0, d_off0, s_ok1, d_ok1, convert)
         return
-    exts = [src.extent[d] for d in s_dims]
+    # one internal function per shape, layout and dtype pair (outlined): the pointers, offsets
+    # and the valid ranges of the copied dimensions are its arguments
+    n = len(s_dims)
+
+    def emit(sb, db, so, do, sok, dok, *r):
+        s_r, d_r = [None] * len(s_rng), [None] * len(d_rng)
+        for i, d in enumerate(s_dims):
+            s_r[d] = r[2 * i:2 * i + 2]
+        for i, d in enumerate(d_dims):
+            d_r[d] = r[2 * n + 2 * i:2 * n + 2 * i + 2]
+        _copy_rows(g, src.extent, si, di, sb, db, so, do, s_dims, d_dims, s_r, d_r, sok, dok,
+                   kind, exact)
+
+    key = ("cpg", si.storage, si.dtype, tuple(si.strides), di.storage, di.dtype,
+           tuple(di.strides), tuple(src.extent), tuple(s_dims), tuple(d_dims))
+    outlined(g, key, emit, sbase, dbase, s_off0, d_off0, s_ok1, d_ok1,
+             *[v for d in s_dims for v in s_rng[d]], *[v for d in d_dims for v in d_rng[d]])
+
+
+def _copy_rows(g, extent, si, di, sbase, dbase, s_off0, d_off0, s_dims, d_dims, s_rng, d_rng,
+               s_ok1, d_ok1, kind, exact):
+    """The clipping copy of a region of 1+ dimensions: zeros where the source is outside."""
+    e, b = g.e, g.e.b
+
+    def convert(raw):
+        return vm.encode(e, vm.decode(e, raw, si.storage), kind, di.dtype, di.storage, exact)
+
+    exts = [extent[d] for d in s_dims]
     outer = len(exts) - 1
 
     def nest(q, s_ok, d_ok, s_off, d_off):

@@ -293,6 +293,8 @@ class Emitter:
         st.set_metadata("nontemporal", self.module.add_metadata([ir.Constant(I32, 1)]))
 
     def masked_load(self, t, ptr, mask, passthru=None):
+        if _all_ones(mask):  # what InstCombine would make of it, without the call
+            return self.load(t, ptr)
         if passthru is None:
             passthru = ir.Constant(t, None)
         align = ir.Constant(I32, _size(t.element))
@@ -301,6 +303,9 @@ class Emitter:
     def masked_store(self, v, ptr, mask):
         if NARROW_STORE_BARRIER and v.type.element in (I8, I16):
             v = self.opaque(v)
+        elif _all_ones(mask):
+            self.store(v, ptr)
+            return
         align = ir.Constant(I32, _size(v.type.element))
         self.intr("masked.store", ir.VoidType(), [v, ptr, align, mask], [v.type, PTR])
 
@@ -374,6 +379,12 @@ class Emitter:
         cond = self.reduce_or(cond)
         with self.b.if_then(cond, likely=False):
             self.b.ret(ir.Constant(I32, code))
+
+
+def _all_ones(mask) -> bool:
+    """A constant vector mask with every lane on."""
+    return isinstance(mask, ir.Constant) and isinstance(mask.constant, list) and \
+        all(c is True or c == 1 for c in mask.constant)
 
 
 def _size(t) -> int:

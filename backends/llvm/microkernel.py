@@ -26,10 +26,14 @@ from tilelang_mini.ir.nodes import Const
 from tilelang_mini.semantics.ops import gemm_shape
 
 from . import vecmath as vm
-from .access import base_offset, check_in_bounds, elem_ptr, lane_mask, starts_of, vload, vstore
+from .access import (
+    base_offset, check_in_bounds, elem_ptr, lane_mask, outlined, starts_of, vload, vstore,
+)
 from .irutil import F32, I1, I32, I64, PTR, VL, Emitter, vty
 from .layout import MR, NR
-from .packing import flush_prefetch, prefetch_rows, store_pair, store_transposed
+from .packing import (
+    flush_prefetch, prefetch_rows, store_pair, store_transposed, transposed_blocks,
+)
 
 UNROLL = 4
 DPBF16 = "tlm_dpbf16"
@@ -97,7 +101,7 @@ def gemm(g, s):
         a_ptr, a_rs_b, a_cs_b = abase, a_rs * esz, a_cs * esz
     else:
         a_ptr = e.gep(tmp, offs[0])
-        _outlined(g, ("pa", ai.dtype, ai.storage, a_rs, a_cs, M, K, bf16),
+        outlined(g, ("pa", ai.dtype, ai.storage, a_rs, a_cs, M, K, bf16),
                   lambda src, dst: _pack_a(g, ai, src, a_rs, a_cs, M, K, dst, bf16), abase, a_ptr)
         a_rs_b, a_cs_b = (KP * 4, 2) if bf16 else (K * 4, 4)
     # ---- B: (panel pointer function, row stride bytes, masked loads)
@@ -112,7 +116,7 @@ def gemm(g, s):
         b_ptr = bbase
     else:
         b_ptr = e.gep(tmp, offs[1])
-        _outlined(g, ("pb", bi.dtype, bi.storage, b_rs, b_cs, K, N, bf16),
+        outlined(g, ("pb", bi.dtype, bi.storage, b_rs, b_cs, K, N, bf16),
                   lambda src, dst: _pack_b(g, bi, src, b_rs, b_cs, K, N, dst, bf16), bbase, b_ptr)
         pan_b, ldb_b, bmask = (KP if bf16 else K) * NR * 4, NR * 4, False
     # ---- C
@@ -122,7 +126,7 @@ def gemm(g, s):
     else:
         c_ptr, ldc_b = e.gep(tmp, offs[2]), N * 4
         if not zero:
-            _outlined(g, ("ci", ci.dtype, ci.storage, ci.strides[-2], M, N),
+            outlined(g, ("ci", ci.dtype, ci.storage, ci.strides[-2], M, N),
                       lambda src, dst: _c_through(g, ci, src, ci.strides[-2], M, N, dst, True),
                       cbase, c_ptr)
     steps = KP if bf16 else K
@@ -168,7 +172,7 @@ def gemm(g, s):
         with e.if_then(b.icmp_signed(">", rem, ir.Constant(I64, 0))):
             _narrow_panel(g, panel, full, rem, N)
     if not c_direct:
-        _outlined(g, ("co", ci.dtype, ci.storage, ci.strides[-2], M, N),
+        outlined(g, ("co", ci.dtype, ci.storage, ci.strides[-2], M, N),
                   lambda dst, src: _c_through(g, ci, dst, ci.strides[-2], M, N, src, False),
                   cbase, c_ptr)
 
@@ -227,27 +231,6 @@ def _valid_columns(g, s, N):
     nv = ir.Constant(I64, 0)
     nv = b.select(b.icmp_signed(">", x, nv), x, nv)
     return b.select(b.icmp_signed("<", nv, ir.Constant(I64, N)), nv, ir.Constant(I64, N))
-
-
-def _outlined(g, key, emit, *ptrs):
-    """Call the internal function `emit(*its pointer arguments)` generates, once per `key`, with
-    `ptrs`: the packing loops of every gemm with the same shapes and layouts share one copy (a
-    pipelined loop's prologue, body and epilogue hold the same gemm several times; LLVM's time
-    grows with the code it is given)."""
-    fn = g.helpers.get(key)
-    if fn is None:
-        fn = ir.Function(g.module, ir.FunctionType(ir.VoidType(), [PTR] * len(ptrs)),
-                         f"tlm_{key[0]}{len(g.helpers)}")
-        fn.linkage = "internal"
-        g.helpers[key] = fn
-        outer = g.e
-        g.e = Emitter(g.module, fn)
-        try:
-            emit(*fn.args)
-            g.e.b.ret_void()
-        finally:
-            g.e = outer
-    g.e.b.call(fn, list(ptrs))
 
 
 def _microkernel(g, key):
@@ -419,28 +402,24 @@ def _pack_bt(g, bi, bbase, cs, K, N, dst):
     """float32 micro-panels of a B whose K dimension is contiguous (a transposed operand):
     16 x 16 blocks loaded as rows of K and transposed in registers (no gathers)."""
     e, b = g.e, g.e.b
-    npan = -(-N // NR)
     zero = ir.Constant(vty(F32), None)
     kind = vm.kind_of(bi.dtype)
 
-    def block(k0, nk):
-        kmask = None if nk == VL else ir.Constant(vty(I1), [1] * nk + [0] * (VL - nk))
-        for n0 in range(0, npan * NR, VL):
-            rows = []
-            for r in range(VL):
-                if n0 + r >= N:
-                    rows.append(zero)
-                    continue
-                off = b.add(ir.Constant(I64, (n0 + r) * cs), k0)
-                raw = vload(g, bi, bbase, off, 1, kmask or ir.Constant(vty(I1), [1] * VL))
-                rows.append(vm.to_float(e, vm.decode(e, raw, bi.storage), kind))
-            store_transposed(e, rows, nk, dst, k0, n0, K)
+    def block(j, k0, nk, nrows):
+        """The 16 x 16 block of B rows 16j.. (the first `nrows` inside N)."""
+        kmask = ir.Constant(vty(I1), [1] * nk + [0] * (VL - nk))
+        first = b.mul(j if isinstance(j, ir.Value) else ir.Constant(I64, j), ir.Constant(I64, VL))
+        row0 = b.add(b.mul(first, ir.Constant(I64, cs)), k0)
+        rows = []
+        for r in range(VL):
+            if r >= nrows:
+                rows.append(zero)
+                continue
+            raw = vload(g, bi, bbase, b.add(row0, ir.Constant(I64, r * cs)), 1, kmask)
+            rows.append(vm.to_float(e, vm.decode(e, raw, bi.storage), kind))
+        store_transposed(e, rows, nk, dst, k0, j, K)
 
-    if K // VL:
-        with e.loop(0, K // VL * VL, VL, name="pbt") as k0:
-            block(k0, VL)
-    if K % VL:
-        block(ir.Constant(I64, K // VL * VL), K % VL)
+    transposed_blocks(e, N, K, block, "pbt")
 
 
 def _c_through(g, ci, cbase, ldc, M, N, tmp, load: bool):

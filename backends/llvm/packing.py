@@ -13,18 +13,40 @@ import llvmlite.ir as ir
 from tilelang_mini.ir.nodes import Load, walk
 
 from . import vecmath as vm
-from .access import base_offset, const_mask, elem_ptr, inside, lane_mask, vload
+from .access import (
+    ALL_LANES, base_offset, const_mask, elem_ptr, inside, lane_mask, outlined, vload,
+)
 from .irutil import F32, I1, I32, I64, PTR, STORAGE, VL, vty
 from .layout import NR
 from .values import Val, vars_in
 
 
+def _key(what, si, di, s_dims):
+    """What a packing function's code depends on besides its arguments."""
+    return (what, si.storage, si.dtype, tuple(si.strides), di.layout, tuple(di.shape), di.dtype,
+            tuple(s_dims))
+
+
 def copy_packed(g, s, si, di, sbase, dbase, s_off0, s_rng, s_dims, s_ok1, kind, exact):
     """Copy into a packed B tile (K, N): micro-panels [N/NR][K][NR] of float32, or the VNNI
-    bf16 pair layout [N/NR][K/2][NR][2]. Columns past N are written as zeros."""
-    e, b = g.e, g.e.b
+    bf16 pair layout [N/NR][K/2][NR][2]. Columns past N are written as zeros. One internal
+    function per shape and layout (outlined): the source, destination, offset and the valid
+    ranges of the two copied dimensions are its arguments."""
     if len(s_dims) != 2:
         raise g.fail("internal: packed copy needs a 2-d source")
+    d0, d1 = s_dims
+
+    def emit(sb, db, off, ok1, lo0, hi0, lo1, hi1):
+        rng = [None] * len(s_rng)  # (the caller's values are not this function's)
+        rng[d0], rng[d1] = (lo0, hi0), (lo1, hi1)
+        _copy_packed(g, si, di, sb, db, off, rng, s_dims, ok1, kind, exact)
+
+    outlined(g, _key("pkc", si, di, s_dims), emit, sbase, dbase, s_off0, s_ok1,
+             *s_rng[d0], *s_rng[d1])
+
+
+def _copy_packed(g, si, di, sbase, dbase, s_off0, s_rng, s_dims, s_ok1, kind, exact):
+    e, b = g.e, g.e.b
     if di.layout == "packBT":
         return _copy_transposed(g, si, di, sbase, dbase, s_off0, s_dims, kind, exact,
                                 lambda n: b.and_(s_ok1, inside(g, n, *s_rng[s_dims[0]])),
@@ -75,16 +97,43 @@ def copy_packed(g, s, si, di, sbase, dbase, s_off0, s_rng, s_dims, s_ok1, kind, 
                 store_pair(e, h0, h1, dbase, jp, kp, kp_total, v)
 
 
-def store_transposed(e, rows, nk, dst, k0, n0, K):
-    """A 16 x 16 block of B (rows: the VL columns n0.. of B^T, lanes: K from k0) transposed in
-    registers, its first `nk` K rows stored at their place in the float32 micro-panels."""
+def store_transposed(e, rows, nk, dst, k0, j, K):
+    """A 16 x 16 block of B (rows: the VL columns 16j.. of B^T, lanes: K from k0) transposed in
+    registers, its first `nk` K rows stored at their place in the float32 micro-panels. `j`: the
+    block's index, an int or an i64 value (a loop over blocks)."""
     b = e.b
     cols = transpose16(b, rows)
-    jp, lane = divmod(n0, NR)
+    per = NR // VL
+    if isinstance(j, int):
+        jp, lane = ir.Constant(I64, j // per), ir.Constant(I64, j % per * VL)
+    else:
+        jp = b.udiv(j, ir.Constant(I64, per))
+        lane = b.mul(b.urem(j, ir.Constant(I64, per)), ir.Constant(I64, VL))
+    k0 = b.add(k0, b.mul(jp, ir.Constant(I64, K)))
     for c in range(nk):
-        pos = b.add(b.mul(b.add(k0, ir.Constant(I64, jp * K + c)), ir.Constant(I64, NR)),
-                    ir.Constant(I64, lane))
+        pos = b.add(b.mul(b.add(k0, ir.Constant(I64, c)), ir.Constant(I64, NR)), lane)
         e.store(cols[c], e.gep(dst, b.mul(pos, ir.Constant(I64, 4))), 4)
+
+
+def transposed_blocks(e, N, K, block, name):
+    """`block(j, k0, nk, nrows)` for every 16 x 16 block of a transposed B's micro-panels: rows
+    16j.. (the first `nrows` inside N, the others zeros), K lanes k0.. (the first `nk`). The
+    whole blocks run in one loop (their code is emitted once, not once per block), then the
+    partial block and the zero blocks that pad the last panel."""
+    whole, blocks = N // VL, -(-N // NR) * (NR // VL)
+
+    def along_k(j, nrows):
+        if K // VL:
+            with e.loop(0, K // VL * VL, VL, name=name) as k0:
+                block(j, k0, VL, nrows)
+        if K % VL:
+            block(j, ir.Constant(I64, K // VL * VL), K % VL, nrows)
+
+    if whole:
+        with e.loop(0, whole, name=name + "b") as j:
+            along_k(j, VL)
+    for j in range(whole, blocks):
+        along_k(j, max(0, N - j * VL))
 
 
 def store_pair(e, h0, h1, dst, jp, kp, n_kp, v):
@@ -100,7 +149,14 @@ def store_pair(e, h0, h1, dst, jp, kp, n_kp, v):
 
 
 def copy_packed_fast(g, s, si, di, sbase, dbase, s_off0, s_dims, convert_unused):
-    """In-bounds copy into a packed B tile: unmasked loads, constant tail masks."""
+    """In-bounds copy into a packed B tile: unmasked loads, constant tail masks (outlined as
+    copy_packed's, the source, destination and offset its arguments)."""
+    outlined(g, _key("pkf", si, di, s_dims),
+             lambda sb, db, off: _copy_packed_fast(g, si, di, sb, db, off, s_dims),
+             sbase, dbase, s_off0)
+
+
+def _copy_packed_fast(g, si, di, sbase, dbase, s_off0, s_dims):
     e, b = g.e, g.e.b
     kind = vm.kind_of(si.dtype)
     exact = si.dtype if si.dtype in vm.FLOATS else None
@@ -172,33 +228,35 @@ def _copy_transposed(g, si, di, sbase, dbase, s_off0, s_dims, kind, exact, row_o
     zero = ir.Constant(vty(F32), None)
     lo, hi = k_rng
 
-    def block(n0, k0, nk):
+    def block(j, k0, nk, nrows):
+        """The 16 x 16 block of rows 16j.. (the first `nrows` inside N)."""
+        first = b.mul(j if isinstance(j, ir.Value) else ir.Constant(I64, j), ir.Constant(I64, VL))
+        row0 = b.add(s_off0, b.mul(first, ir.Constant(I64, si.strides[sn])))
+        koff = b.mul(k0, ir.Constant(I64, si.strides[sk]))
+        # the K lanes to load, the same for every row: none to check when K is whole and the
+        # block inside it
+        whole = isinstance(lo, ir.Constant) and isinstance(hi, ir.Constant) and \
+            lo.constant <= 0 and hi.constant >= K
+        kmask = ALL_LANES if whole else lane_mask(g, k0, lo, hi)
+        if nk < VL:
+            kmask = const_mask(nk) if whole else b.and_(kmask, const_mask(nk))
         rows = []
         for r in range(VL):
-            n = n0 + r
-            if n >= N:
+            if r >= nrows:
                 rows.append(zero)
                 continue
-            ok = row_ok(ir.Constant(I64, n))
+            ok = row_ok(b.add(first, ir.Constant(I64, r)))
             if isinstance(ok, ir.Constant) and not ok.constant:  # known outside: no load
                 rows.append(zero)
                 continue
-            mask = lane_mask(g, k0, b.select(ok, lo, hi), hi)
-            if nk < VL:
-                mask = b.and_(mask, const_mask(nk))
-            raw = vload(g, si, sbase, b.add(b.add(s_off0, ir.Constant(I64, n * si.strides[sn])),
-                                             b.mul(k0, ir.Constant(I64, si.strides[sk]))),
-                        si.strides[sk], mask)
+            mask = kmask if isinstance(ok, ir.Constant) else b.and_(kmask, e.splat(ok))
+            raw = vload(g, si, sbase, b.add(b.add(row0, ir.Constant(I64, r * si.strides[sn])),
+                                            koff), si.strides[sk], mask)
             rows.append(vm.encode(e, vm.decode(e, raw, si.storage), kind, di.dtype, "float32",
                                   exact))
-        store_transposed(e, rows, nk, dbase, k0, n0, K)
+        store_transposed(e, rows, nk, dbase, k0, j, K)
 
-    for n0 in range(0, -(-N // NR) * NR, VL):
-        if K // VL:
-            with e.loop(0, K // VL * VL, VL, name="pkt") as k0:
-                block(n0, k0, VL)
-        if K % VL:
-            block(n0, ir.Constant(I64, K // VL * VL), K % VL)
+    transposed_blocks(e, N, K, block, "pkt")
 
 
 def transpose16(b, rows):
