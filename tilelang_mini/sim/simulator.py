@@ -32,6 +32,7 @@ later sees the value at dispatch time; `var` scalars are not race-checked.
 """
 from __future__ import annotations
 
+import gc
 import heapq
 from collections import defaultdict, deque
 from dataclasses import dataclass, field
@@ -206,22 +207,24 @@ class _Block:
         gen, plist, dirty = core.gen, core.plist, self.dirty
         while not core.done and core.blocked is None:
             try:
-                di = next(gen)
+                batch = next(gen)  # (a scalar-unit instruction ends its batch)
             except StopIteration:
                 core.done = True
                 break
-            st = di.stmt
-            op = di.op = op_of(st, di.pipe)
-            if op.code != INSTR:
-                check_sync_ids(st, chip)
-            di.dispatch = core.t_s
-            di.dclock = core.D
-            p = plist[op.pidx]
-            p.queue.append(di)
-            dirty.add(p.tid)
-            self.ninstr += 1
-            if op.pidx == S_PIPE:
-                core.blocked = di
+            t_s, d = core.t_s, core.D
+            for di in batch:
+                st = di.stmt
+                op = di.op = op_of(st, di.pipe)
+                if op.code != INSTR:
+                    check_sync_ids(st, chip)
+                di.dispatch = t_s
+                di.dclock = d
+                p = plist[op.pidx]
+                p.queue.append(di)
+                dirty.add(p.tid)
+                if op.pidx == S_PIPE:
+                    core.blocked = di
+            self.ninstr += len(batch)
 
     # ---- issue
     def try_start(self, p: _Pipe, now: int) -> None:
@@ -574,7 +577,15 @@ def simulate_kernel(kernel: Kernel, args: list | None, chip, *, check: bool = Tr
     with np.errstate(all="ignore"):
         for b in todo:
             blk = _Block(sim, b)
-            block_cycles[b] = blk.run()
+            # a block makes an object per instruction and frees most of them soon: the cyclic
+            # collector's passes over a large process would cost more than the simulation
+            enabled = gc.isenabled()
+            gc.disable()
+            try:
+                block_cycles[b] = blk.run()
+            finally:
+                if enabled:
+                    gc.enable()
             ninstr += blk.ninstr
             prefix = f"b{b}." if len(todo) > 1 else ""
             for core, pipe, s, e, st in blk.events:
