@@ -35,6 +35,7 @@ from __future__ import annotations
 import gc
 import heapq
 from collections import defaultdict, deque
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -557,6 +558,21 @@ def zero_args(kernel: Kernel) -> list:
     return [np.zeros(p.shape, dtypes.to_numpy(p.dtype)) for p in kernel.params]
 
 
+@contextmanager
+def _collector_paused():
+    """The cyclic garbage collector off while one block runs: a block makes objects per
+    instruction and frees most of them soon, and the collector's passes over a large process
+    would cost more than the simulation. (Turned on again between blocks: a block's own cycles
+    are collected then, so memory does not grow with the blocks.)"""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
 def simulate_kernel(kernel: Kernel, args: list | None, chip, *, check: bool = True,
                     blocks=None, data: bool = True) -> SimReport:
     """Simulate the blocks of a lowered kernel on `chip`; outputs are written into `args`.
@@ -576,21 +592,13 @@ def simulate_kernel(kernel: Kernel, args: list | None, chip, *, check: bool = Tr
     ninstr = 0
     with np.errstate(all="ignore"):
         for b in todo:
-            blk = _Block(sim, b)
-            # a block makes an object per instruction and frees most of them soon: the cyclic
-            # collector's passes over a large process would cost more than the simulation
-            enabled = gc.isenabled()
-            gc.disable()
-            try:
-                block_cycles[b] = blk.run()
-            finally:
-                if enabled:
-                    gc.enable()
-            ninstr += blk.ninstr
             prefix = f"b{b}." if len(todo) > 1 else ""
-            for core, pipe, s, e, st in blk.events:
-                _, label, loc = _labels(st)
-                events.append(SimEvent(prefix + core, pipe, s, e, label, loc))
+            with _collector_paused():
+                blk = _Block(sim, b)
+                block_cycles[b] = blk.run()
+                events += [SimEvent(prefix + core, pipe, s, e, *_labels(st)[1:])
+                           for core, pipe, s, e, st in blk.events]
+            ninstr += blk.ninstr
             for p in blk.busy_order:
                 core_busy[f"{p.core.name}.{p.name}"] += p.cycles
                 pipe_busy[p.name] += p.cycles
