@@ -50,7 +50,7 @@ class Pool:
     """Arrays of zeros for the groups of a run: a group's buffers, zeroed again, serve the next
     group and the next run (cheaper than fresh memory, whose pages fault in on first use)."""
 
-    KEEP = 4 << 20          # bytes a kernel keeps between runs
+    KEEP = 16 << 20         # bytes a kernel keeps between runs (16 of the largest groups' buffers)
 
     def __init__(self):
         self.free: dict = {}
