@@ -27,16 +27,19 @@ class Op:
     """What the simulator needs of one statement, found once per statement and chip: its pipe
     (index into PIPES), cycles, kind (INSTR or a sync op), flag key and data effect."""
 
-    __slots__ = ("stmt", "pidx", "cost", "code", "key", "effect")
+    __slots__ = ("stmt", "pidx", "cost", "code", "key", "effect", "didx", "checked")
 
     def __init__(self, st, pipe: str, costs):
         self.stmt = st
         self.effect = None      # the data effect's closure (streams.effect_fn), once needed
+        self.checked = None     # the chip whose flag and event ids it was checked against
+        self.didx = None        # a set_flag's destination pipe (index into PIPES)
         self.pidx = PIPES.index(pipe)
         self.cost = instr_cost(st, pipe, costs)
         self.code, self.key = INSTR, None
         if isinstance(st, SetFlag):
             self.code, self.key = SET, (st.src, st.dst, st.event)
+            self.didx = PIPES.index(st.dst)
         elif isinstance(st, WaitFlag):
             self.code, self.key = WAIT, (st.src, st.dst, st.event)
         elif isinstance(st, SetCrossFlag):

@@ -109,6 +109,18 @@ def _labels(stmt) -> tuple:
     return hit
 
 
+def _events(raw, prefix: str) -> list:
+    """SimEvents of a block's (core, pipe, start, end, stmt) records."""
+    out = []
+    new = tuple.__new__  # (SimEvent(...) without its Python-level __new__: once per event)
+    for core, pipe, s, e, st in raw:
+        hit = _LABEL_CACHE.get(id(st))  # (_labels, inline)
+        if hit is None or hit[0] is not st:
+            hit = _labels(st)
+        out.append(new(SimEvent, (prefix + core, pipe, s, e, hit[1], hit[2])))
+    return out
+
+
 def _label(stmt) -> str:  # noqa: N802
     return _labels(stmt)[1]
 
@@ -204,7 +216,7 @@ class _Block:
     # ---- scalar unit
     def advance(self, core: _Core) -> None:
         chip = self.sim.chip
-        op_of = self.sim.op
+        ops, op_of = self.sim.ops, self.sim.op
         gen, plist, dirty = core.gen, core.plist, self.dirty
         while not core.done and core.blocked is None:
             try:
@@ -215,9 +227,13 @@ class _Block:
             t_s, d = core.t_s, core.D
             for di in batch:
                 st = di.stmt
-                op = di.op = op_of(st, di.pipe)
-                if op.code != INSTR:
-                    check_sync_ids(st, chip)
+                op = ops.get(id(st))  # (op_of, inline: once per dynamic instruction)
+                if op is None or op.stmt is not st:
+                    op = op_of(st, di.pipe)
+                di.op = op
+                if op.code != INSTR and op.checked is not chip:
+                    check_sync_ids(st, chip)  # (raises again at every dispatch until fixed)
+                    op.checked = chip
                 di.dispatch = t_s
                 di.dclock = d
                 p = plist[op.pidx]
@@ -232,14 +248,17 @@ class _Block:
         if p.busy or not p.queue:
             return
         di = p.queue[0]
-        t = max(now, p.free, di.dispatch)
+        t = now if now > p.free else p.free
+        if di.dispatch > t:
+            t = di.dispatch
         op = di.op
         code = op.code
         if code == WAIT:
             f = self.flags.pop((p.core.idx,) + op.key, None)
             if f is None:
                 return
-            t = max(t, f[0])
+            if f[0] > t:
+                t = f[0]
             di.wclock = f[1]
         elif code == XWAIT:
             q = self.pending[p.core.idx].get(op.key)
@@ -323,7 +342,7 @@ class _Block:
                         f"(block {self.block})", st.loc)
             else:
                 self.flags[key] = (t, flag_clk, di)
-            self.dirty.add(core.idx * NPIPES + PIPES.index(st.dst))
+            self.dirty.add(core.idx * NPIPES + op.didx)
         elif code == XSET:
             flag_clk = tuple(clk)
             if flag_clk[tid] != epoch:
@@ -549,7 +568,7 @@ class _Sim:
                 hit = ops[id(st)] = Op(st, pipe, costs)
             return hit
 
-        self.op = op
+        self.op, self.ops = op, ops
 
 
 def zero_args(kernel: Kernel) -> list:
@@ -596,8 +615,7 @@ def simulate_kernel(kernel: Kernel, args: list | None, chip, *, check: bool = Tr
             with _collector_paused():
                 blk = _Block(sim, b)
                 block_cycles[b] = blk.run()
-                events += [SimEvent(prefix + core, pipe, s, e, *_labels(st)[1:])
-                           for core, pipe, s, e, st in blk.events]
+                events += _events(blk.events, prefix)
             ninstr += blk.ninstr
             for p in blk.busy_order:
                 core_busy[f"{p.core.name}.{p.name}"] += p.cycles
