@@ -16,7 +16,7 @@ from ..ir.nodes import (
 )
 from .aliasing import alias_boxes, aliases, byte_ranges, placements
 from .streams import (
-    CORE_NAMES, Env, Fault, cached, instr_accesses, instr_cost, instr_pipe, region_box,
+    CORE_NAMES, Env, Fault, cached, instr_accesses, instr_cost, instr_pipe, region_box_fn,
     written_buffers,
 )
 
@@ -144,14 +144,14 @@ class KernelFacts:
                 self.aliases.get(n.buffer.name) for n, _ in ops):
             return None
         parts = [(n, w, [(key, owner) for key, owner in instances(n.buffer, core)]
-                  if n.buffer.name in self.tracked else []) for n, w in ops]
+                  if n.buffer.name in self.tracked else [], region_box_fn(n)) for n, w in ops]
 
         def plan(vars):
             out = []
             env = Env(vars, {})
-            for n, w, inst in parts:
+            for n, w, inst, box_of in parts:
                 try:
-                    box = region_box(n, env)
+                    box = box_of(env)
                 except Fault as e:
                     raise KernelRuntimeError(str(e), st.loc) from None
                 except (ValueError, OverflowError) as e:

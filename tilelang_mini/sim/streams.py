@@ -274,15 +274,33 @@ def _starts_fn(r: Region):
 
 def region_box(r: Region, env):
     """The element box [(lo, hi), ...] of a region, clipped to its buffer; None when empty."""
-    st = cached(r, _starts_fn, "starts")(env)
-    box = []
-    for a, e, n in zip(st, r.extent, r.buffer.shape):
-        lo, hi = max(a, 0), min(a + e, n)
-        if hi <= lo:
-            return None
-        box.append(lo)
-        box.append(hi)
-    return tuple(box)
+    return region_box_fn(r)(env)
+
+
+def region_box_fn(r: Region):
+    """`region_box` of region `r` as a function of the env, made once per region (a constant
+    box when every start is)."""
+    return cached(r, _box_fn, "box")
+
+
+def _box_fn(r: Region):
+    starts = _starts_fn(r)
+    dims = tuple(zip(r.extent, r.buffer.shape))
+
+    def box(env):
+        out = []
+        for a, (e, n) in zip(starts(env), dims):
+            lo, hi = max(a, 0), min(a + e, n)
+            if hi <= lo:
+                return None
+            out.append(lo)
+            out.append(hi)
+        return tuple(out)
+
+    if all(isinstance(x, Const) for x in r.start):
+        fixed = box(None)
+        return lambda env: fixed
+    return box
 
 
 def _index_box(buf, indices, env, lanes=None):
