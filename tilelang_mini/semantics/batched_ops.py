@@ -449,7 +449,7 @@ def _plain_copy(s: Copy, ctx):
 def _assign(dst, src):
     """dst[...] = src, visiting the elements in the source's memory order (a grid view of a
     parameter: NumPy would follow the destination's order, striding through the source)."""
-    if src.shape != dst.shape or src.ndim < 3:
+    if src.shape != dst.shape or src.ndim < 3 or src.flags.c_contiguous:
         dst[...] = src
         return
     perm = sorted(range(src.ndim), key=lambda d: (src.strides[d] != 0, -abs(src.strides[d])))

@@ -50,7 +50,7 @@ class Pool:
     """Arrays of zeros for the groups of a run: a group's buffers, zeroed again, serve the next
     group and the next run (cheaper than fresh memory, whose pages fault in on first use)."""
 
-    KEEP = 4 << 20          # bytes a kernel keeps between runs
+    KEEP = 16 << 20         # bytes a kernel keeps between runs (16 of the largest groups' buffers)
 
     def __init__(self):
         self.free: dict = {}
@@ -190,7 +190,9 @@ def box_view(arr, starts, ext, steps, n):
     view with the blocks' axes first (a grid, `offset_grid`), or None. `arr` is C-contiguous."""
     if not arr.flags.c_contiguous:
         return None
-    off = np.broadcast_to(_linear(arr.shape, starts), (n,))
+    off = _linear(arr.shape, starts)
+    if off.shape != (n,):  # (every start the same for the blocks)
+        off = np.broadcast_to(off, (n,))
     grid = offset_grid(off)
     if grid is None:
         return None

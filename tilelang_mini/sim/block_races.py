@@ -67,13 +67,16 @@ class BlockRaces:
             blk = np.array([r[0] for r in recs])
             lo = np.array([r[1][0::2] for r in recs])
             hi = np.array([r[1][1::2] for r in recs])
+            reads = np.array([not r[2] for r in recs])
+            near = _Neighbours(lo, hi)
             budget = self.BUDGET
             for i, r in enumerate(recs):
                 if not r[2]:
                     continue
-                hit = (blk != r[0]) & (lo < hi[i]).all(axis=1) & (lo[i] < hi).all(axis=1)
-                hit[:i + 1] &= np.array([not recs[j][2] for j in range(i + 1)])  # pairs once
-                for j in np.flatnonzero(hit):
+                cand = near.of(lo[i], hi[i])
+                hit = ((blk[cand] != r[0]) & (lo[cand] < hi[i]).all(axis=1)
+                       & (lo[i] < hi[cand]).all(axis=1) & ((cand > i) | reads[cand]))  # pairs once
+                for j in np.sort(cand[hit]):
                     o = recs[j]
                     if r[2] and o[2] and is_atomic_pair(r[2], o[2]):
                         continue
@@ -116,3 +119,32 @@ class BlockRaces:
             f"which runs first ({'different values written' if a[2] and b[2] else 'the read sees the write or not'}). "
             f"Give each block its own part of {name} (index it by the block), or accumulate "
             f"with T.atomic_add", b[3].loc)
+
+
+class _Neighbours:
+    """The records whose boxes may overlap a given box, found along one axis (the one where
+    the boxes are shortest against their spread) in the records sorted by their start there:
+    a box [lo, hi) can only overlap boxes that start before hi and after lo minus the longest
+    box. Linear in the records for tiles of a grid, where checking every pair was quadratic."""
+
+    def __init__(self, lo, hi):
+        n, nd = lo.shape
+        self.all = np.arange(n)
+        self.axis = None
+        if not nd or not n:
+            return
+        length = (hi - lo).max(axis=0)
+        spread = hi.max(axis=0) - lo.min(axis=0)
+        d = int(np.argmin(length / np.maximum(spread, 1)))
+        self.axis, self.longest = d, int(length[d])
+        self.order = np.argsort(lo[:, d], kind="stable")
+        self.starts = lo[self.order, d]
+
+    def of(self, lo, hi) -> np.ndarray:
+        """Indices (in no particular order) of the records that may overlap [lo, hi)."""
+        d = self.axis
+        if d is None:
+            return self.all
+        a = np.searchsorted(self.starts, lo[d] - self.longest, side="right")
+        b = np.searchsorted(self.starts, hi[d], side="left")
+        return self.order[a:b]

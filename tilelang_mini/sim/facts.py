@@ -16,7 +16,7 @@ from ..ir.nodes import (
 )
 from .aliasing import alias_boxes, aliases, byte_ranges, placements
 from .streams import (
-    CORE_NAMES, Env, Fault, cached, instr_accesses, instr_cost, instr_pipe, region_box,
+    CORE_NAMES, Env, Fault, cached, instr_accesses, instr_cost, instr_pipe, region_box_fn,
     written_buffers,
 )
 
@@ -27,16 +27,19 @@ class Op:
     """What the simulator needs of one statement, found once per statement and chip: its pipe
     (index into PIPES), cycles, kind (INSTR or a sync op), flag key and data effect."""
 
-    __slots__ = ("stmt", "pidx", "cost", "code", "key", "effect")
+    __slots__ = ("stmt", "pidx", "cost", "code", "key", "effect", "didx", "checked")
 
     def __init__(self, st, pipe: str, costs):
         self.stmt = st
         self.effect = None      # the data effect's closure (streams.effect_fn), once needed
+        self.checked = None     # the chip whose flag and event ids it was checked against
+        self.didx = None        # a set_flag's destination pipe (index into PIPES)
         self.pidx = PIPES.index(pipe)
         self.cost = instr_cost(st, pipe, costs)
         self.code, self.key = INSTR, None
         if isinstance(st, SetFlag):
             self.code, self.key = SET, (st.src, st.dst, st.event)
+            self.didx = PIPES.index(st.dst)
         elif isinstance(st, WaitFlag):
             self.code, self.key = WAIT, (st.src, st.dst, st.event)
         elif isinstance(st, SetCrossFlag):
@@ -141,14 +144,14 @@ class KernelFacts:
                 self.aliases.get(n.buffer.name) for n, _ in ops):
             return None
         parts = [(n, w, [(key, owner) for key, owner in instances(n.buffer, core)]
-                  if n.buffer.name in self.tracked else []) for n, w in ops]
+                  if n.buffer.name in self.tracked else [], region_box_fn(n)) for n, w in ops]
 
         def plan(vars):
             out = []
             env = Env(vars, {})
-            for n, w, inst in parts:
+            for n, w, inst, box_of in parts:
                 try:
-                    box = region_box(n, env)
+                    box = box_of(env)
                 except Fault as e:
                     raise KernelRuntimeError(str(e), st.loc) from None
                 except (ValueError, OverflowError) as e:

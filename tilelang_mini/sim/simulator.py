@@ -32,8 +32,10 @@ later sees the value at dispatch time; `var` scalars are not race-checked.
 """
 from __future__ import annotations
 
+import gc
 import heapq
 from collections import defaultdict, deque
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -105,6 +107,18 @@ def _labels(stmt) -> tuple:
         hit = (stmt, print_ir_line(stmt), str(stmt.loc))
         _LABEL_CACHE[id(stmt)] = hit
     return hit
+
+
+def _events(raw, prefix: str) -> list:
+    """SimEvents of a block's (core, pipe, start, end, stmt) records."""
+    out = []
+    new = tuple.__new__  # (SimEvent(...) without its Python-level __new__: once per event)
+    for core, pipe, s, e, st in raw:
+        hit = _LABEL_CACHE.get(id(st))  # (_labels, inline)
+        if hit is None or hit[0] is not st:
+            hit = _labels(st)
+        out.append(new(SimEvent, (prefix + core, pipe, s, e, hit[1], hit[2])))
+    return out
 
 
 def _label(stmt) -> str:  # noqa: N802
@@ -202,40 +216,49 @@ class _Block:
     # ---- scalar unit
     def advance(self, core: _Core) -> None:
         chip = self.sim.chip
-        op_of = self.sim.op
+        ops, op_of = self.sim.ops, self.sim.op
         gen, plist, dirty = core.gen, core.plist, self.dirty
         while not core.done and core.blocked is None:
             try:
-                di = next(gen)
+                batch = next(gen)  # (a scalar-unit instruction ends its batch)
             except StopIteration:
                 core.done = True
                 break
-            st = di.stmt
-            op = di.op = op_of(st, di.pipe)
-            if op.code != INSTR:
-                check_sync_ids(st, chip)
-            di.dispatch = core.t_s
-            di.dclock = core.D
-            p = plist[op.pidx]
-            p.queue.append(di)
-            dirty.add(p.tid)
-            self.ninstr += 1
-            if op.pidx == S_PIPE:
-                core.blocked = di
+            t_s, d = core.t_s, core.D
+            for di in batch:
+                st = di.stmt
+                op = ops.get(id(st))  # (op_of, inline: once per dynamic instruction)
+                if op is None or op.stmt is not st:
+                    op = op_of(st, di.pipe)
+                di.op = op
+                if op.code != INSTR and op.checked is not chip:
+                    check_sync_ids(st, chip)  # (raises again at every dispatch until fixed)
+                    op.checked = chip
+                di.dispatch = t_s
+                di.dclock = d
+                p = plist[op.pidx]
+                p.queue.append(di)
+                dirty.add(p.tid)
+                if op.pidx == S_PIPE:
+                    core.blocked = di
+            self.ninstr += len(batch)
 
     # ---- issue
     def try_start(self, p: _Pipe, now: int) -> None:
         if p.busy or not p.queue:
             return
         di = p.queue[0]
-        t = max(now, p.free, di.dispatch)
+        t = now if now > p.free else p.free
+        if di.dispatch > t:
+            t = di.dispatch
         op = di.op
         code = op.code
         if code == WAIT:
             f = self.flags.pop((p.core.idx,) + op.key, None)
             if f is None:
                 return
-            t = max(t, f[0])
+            if f[0] > t:
+                t = f[0]
             di.wclock = f[1]
         elif code == XWAIT:
             q = self.pending[p.core.idx].get(op.key)
@@ -319,7 +342,7 @@ class _Block:
                         f"(block {self.block})", st.loc)
             else:
                 self.flags[key] = (t, flag_clk, di)
-            self.dirty.add(core.idx * NPIPES + PIPES.index(st.dst))
+            self.dirty.add(core.idx * NPIPES + op.didx)
         elif code == XSET:
             flag_clk = tuple(clk)
             if flag_clk[tid] != epoch:
@@ -545,13 +568,28 @@ class _Sim:
                 hit = ops[id(st)] = Op(st, pipe, costs)
             return hit
 
-        self.op = op
+        self.op, self.ops = op, ops
 
 
 def zero_args(kernel: Kernel) -> list:
     """Zero-filled arguments of a kernel (np.zeros: pages are only touched when written)."""
     from ..ir import dtypes
     return [np.zeros(p.shape, dtypes.to_numpy(p.dtype)) for p in kernel.params]
+
+
+@contextmanager
+def _collector_paused():
+    """The cyclic garbage collector off while one block runs: a block makes objects per
+    instruction and frees most of them soon, and the collector's passes over a large process
+    would cost more than the simulation. (Turned on again between blocks: a block's own cycles
+    are collected then, so memory does not grow with the blocks.)"""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def simulate_kernel(kernel: Kernel, args: list | None, chip, *, check: bool = True,
@@ -573,13 +611,12 @@ def simulate_kernel(kernel: Kernel, args: list | None, chip, *, check: bool = Tr
     ninstr = 0
     with np.errstate(all="ignore"):
         for b in todo:
-            blk = _Block(sim, b)
-            block_cycles[b] = blk.run()
-            ninstr += blk.ninstr
             prefix = f"b{b}." if len(todo) > 1 else ""
-            for core, pipe, s, e, st in blk.events:
-                _, label, loc = _labels(st)
-                events.append(SimEvent(prefix + core, pipe, s, e, label, loc))
+            with _collector_paused():
+                blk = _Block(sim, b)
+                block_cycles[b] = blk.run()
+                events += _events(blk.events, prefix)
+            ninstr += blk.ninstr
             for p in blk.busy_order:
                 core_busy[f"{p.core.name}.{p.name}"] += p.cycles
                 pipe_busy[p.name] += p.cycles

@@ -128,38 +128,90 @@ def block_envs(bufs: dict, kernel, block: int):
 
 
 def core_stream(body, kind: str, env: Env):
-    """Yield the DynInstrs of the program of a core of kind "C" or "V", walking with `env`.
-    Instructions dispatched with the same loop variables share one snapshot of them (a
-    consumer that changes variables while executing, a Parallel map, copies it first)."""
+    """Yield the DynInstrs of the program of a core of kind "C" or "V", walking with `env`, in
+    batches: lists of instructions dispatched back to back (a run of pipe instructions with no
+    control flow, allocation or scalar-unit instruction between them; a scalar-unit instruction
+    ends its batch). Instructions dispatched with the same loop variables share one snapshot of
+    them (a consumer that changes variables while executing, a Parallel map, copies it first)."""
     yield from _walk(body, kind, env, False, [None])
 
 
-def _walk(body, kind, env, in_scope, snap):
+_SEG, _SCOPE, _FOR, _IF, _ALLOC, _ERR = range(6)
+
+
+def _items(body, kind: str, in_scope: bool) -> list:
+    """The walk's items of a statement list, made once per (list, core kind, in Scope):
+    (_SEG, [(stmt, pipe, scalar names)]) for a batch, (_SCOPE, body) for the core's own Scope,
+    (_FOR | _IF | _ALLOC, stmt), (_ERR, raise) for a statement the walk rejects when it gets
+    there. A Scope of the other core is left out."""
+    out, seg = [], None
     for s in body:
+        item = None
         if isinstance(s, Scope):
             if s.core not in ("C", "V"):
-                raise CompileError(f"unknown core {s.core!r}", s.loc)
-            if in_scope:
-                raise CompileError(f"Scope({s.core!r}) nested in another Scope", s.loc)
-            if s.core == kind:
-                yield from _walk(s.body, kind, env, True, snap)
+                item = (_ERR, _raiser(f"unknown core {s.core!r}", s.loc))
+            elif in_scope:
+                item = (_ERR, _raiser(f"Scope({s.core!r}) nested in another Scope", s.loc))
+            elif s.core == kind:
+                item = (_SCOPE, s.body)
+            else:
+                continue
         elif isinstance(s, For) and s.kind != "parallel":
-            yield from _walk_for(s, kind, env, in_scope, snap)
+            item = (_FOR, s)
         elif isinstance(s, If):
-            yield from _walk(s.then_body if if_condition(s, env) else s.else_body, kind, env,
-                             in_scope, snap)
+            item = (_IF, s)
         elif isinstance(s, Alloc):
-            execute(s, env)
+            item = (_ALLOC, s)
         else:
-            pipe, names = cached(s, _pipe_and_scalars, "walk")
-            if not in_scope and pipe != "S":
-                raise CompileError(f"{type(s).__name__} outside a Scope: lowered IR puts every "
-                                   f"pipe instruction in Scope(\"C\") or Scope(\"V\")", s.loc)
+            try:
+                pipe, names = cached(s, _pipe_and_scalars, "walk")
+            except Exception:  # noqa: BLE001 -- raised again when the walk gets there
+                item = (_ERR, lambda s=s: _pipe_and_scalars(s))
+            else:
+                if not in_scope and pipe != "S":
+                    item = (_ERR, _raiser(
+                        f"{type(s).__name__} outside a Scope: lowered IR puts every pipe "
+                        f"instruction in Scope(\"C\") or Scope(\"V\")", s.loc))
+                else:
+                    if seg is None:
+                        seg = []
+                        out.append((_SEG, seg))
+                    seg.append((s, pipe, names))
+                    if pipe == "S":
+                        seg = None
+                    continue
+        seg = None
+        out.append(item)
+    return out
+
+
+def _raiser(msg, loc):
+    def fail():
+        raise CompileError(msg, loc)
+    return fail
+
+
+def _walk(body, kind, env, in_scope, snap):
+    items = cached(body, lambda b: _items(b, kind, in_scope), f"walk{kind}{in_scope:d}")
+    for code, x in items:
+        if code == _SEG:
             vs = snap[0]
             if vs is None:
                 vs = snap[0] = dict(env.vars)
-            scalars = {n: np.array(env.bufs[n], copy=True) for n in names} if names else None
-            yield DynInstr(s, pipe, vs, scalars)
+            bufs = env.bufs
+            yield [DynInstr(s, pipe, vs, {n: np.array(bufs[n], copy=True) for n in names}
+                            if names else None) for s, pipe, names in x]
+        elif code == _FOR:
+            yield from _walk_for(x, kind, env, in_scope, snap)
+        elif code == _SCOPE:
+            yield from _walk(x, kind, env, True, snap)
+        elif code == _IF:
+            yield from _walk(x.then_body if if_condition(x, env) else x.else_body, kind, env,
+                             in_scope, snap)
+        elif code == _ALLOC:
+            execute(x, env)
+        else:
+            x()
 
 
 def _pipe_and_scalars(stmt) -> tuple[str, tuple[str, ...]]:
@@ -222,15 +274,33 @@ def _starts_fn(r: Region):
 
 def region_box(r: Region, env):
     """The element box [(lo, hi), ...] of a region, clipped to its buffer; None when empty."""
-    st = cached(r, _starts_fn, "starts")(env)
-    box = []
-    for a, e, n in zip(st, r.extent, r.buffer.shape):
-        lo, hi = max(a, 0), min(a + e, n)
-        if hi <= lo:
-            return None
-        box.append(lo)
-        box.append(hi)
-    return tuple(box)
+    return region_box_fn(r)(env)
+
+
+def region_box_fn(r: Region):
+    """`region_box` of region `r` as a function of the env, made once per region (a constant
+    box when every start is)."""
+    return cached(r, _box_fn, "box")
+
+
+def _box_fn(r: Region):
+    starts = _starts_fn(r)
+    dims = tuple(zip(r.extent, r.buffer.shape))
+
+    def box(env):
+        out = []
+        for a, (e, n) in zip(starts(env), dims):
+            lo, hi = max(a, 0), min(a + e, n)
+            if hi <= lo:
+                return None
+            out.append(lo)
+            out.append(hi)
+        return tuple(out)
+
+    if all(isinstance(x, Const) for x in r.start):
+        fixed = box(None)
+        return lambda env: fixed
+    return box
 
 
 def _index_box(buf, indices, env, lanes=None):
