@@ -30,6 +30,10 @@ def __getattr__(name):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
+# Blocks `simulate` runs without being told which (about a second per thousand small blocks).
+SIMULATE_MAX_BLOCKS = 4096
+
+
 class JITKernel:
     """A kernel compiled for one target and chip.
 
@@ -122,9 +126,19 @@ class JITKernel:
     def simulate(self, *args, blocks=None, chip: str | None = None, **kwargs):
         """Run on the pipe-level simulator: `(outputs, report)`. Raises RaceError, DeadlockError
         or SyncError when the lowered code is not correctly synchronised. `blocks` limits the
-        simulation to some block ids (the others count at the simulated blocks' mean)."""
+        simulation to some block ids (the others count at the simulated blocks' mean, and
+        their outputs are not computed). Without `blocks`, a launch of more than
+        SIMULATE_MAX_BLOCKS blocks is a CompileError (the simulator runs every block one after
+        another: pass the blocks to simulate, or use `estimate`)."""
         from ..arch import get_chip
         from ..sim.simulator import simulate_kernel
+        n = self.ir.grid[0]
+        if blocks is None and n > SIMULATE_MAX_BLOCKS:
+            raise CompileError(
+                f"simulate runs every block of the launch one after another, and this launch "
+                f"has {n} blocks (more than {SIMULATE_MAX_BLOCKS}); pass blocks= (the ids to "
+                f"simulate, e.g. range({n}) for all of them, however long it takes) or use "
+                f"estimate()", self.ir.loc)
         args = bind_keywords(self.frontend, self.inputs, args, kwargs)
         inputs, back = prepare_args(self.frontend, self.inputs, args, self.written,
                                     getattr(self, "views", None))
