@@ -320,3 +320,19 @@ def test_simulate_of_a_launch_too_large_to_run_block_by_block_says_so():
     out, report = kern.simulate(x, blocks=[0, n - 1])
     assert report.estimated and report.blocks == (0, n - 1)
     np.testing.assert_allclose(out[[0, n - 1]], want[[0, n - 1]], rtol=1e-6)
+
+
+@pytest.mark.parametrize("blocks", ["abc", 3, [1.5], [True], ["1"], {1: 2}, [-1], [8]])
+def test_simulate_blocks_that_are_not_block_ids_are_compile_errors(blocks):
+    # a string or a number was an internal error in the simulator, 1.5 simulated block 1
+    kern = tilelang_mini.compile(many_blocks(8), out_idx=[-1])
+    with pytest.raises(CompileError, match="blocks= takes|outside the grid of 8 blocks"):
+        kern.simulate(np.ones((8, 4), np.float32), blocks=blocks)
+
+
+@pytest.mark.parametrize("out_idx", [[0, 0], [1, -1], [True]])
+def test_out_idx_naming_a_parameter_twice_is_a_compile_error(out_idx):
+    # [1, -1] returned two arrays, the second never written
+    with pytest.raises(CompileError, match="names parameter 1 twice|names parameter 0 twice"
+                                           "|not a parameter index"):
+        tilelang_mini.compile(many_blocks(8), out_idx=out_idx)
