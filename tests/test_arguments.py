@@ -97,6 +97,40 @@ def test_output_overlapping_an_input_is_rejected(k_inplace):
         k_inplace(x, x)
 
 
+@pytest.mark.parametrize("strides", [(0, 0), (0, 4), (4, 4), (8, 4)])
+def test_output_whose_elements_overlap_is_rejected(strides, k_inplace):
+    # a writeable broadcast view (np.lib.stride_tricks.as_strided): the kernel's writes would
+    # land on one another and the caller would read whichever came last
+    base = np.zeros(M * N, np.float32)
+    out = np.lib.stride_tricks.as_strided(base, shape=(M, N), strides=strides)
+    with pytest.raises(ArgumentError, match="'B' .* elements overlap in memory"):
+        k_inplace(data(), out)
+    assert (base == 0).all()
+
+
+def test_output_with_interleaved_strides_that_do_not_overlap_is_written(target):
+    # strides that do not nest (rows 3 floats apart, columns 2 apart) yet never collide
+    base = np.zeros(16, np.float32)
+    out = np.lib.stride_tricks.as_strided(base, shape=(2, 3), strides=(12, 8))
+    assert len({12 * i + 8 * j for i in range(2) for j in range(3)}) == 6
+    k = tilelang_mini.compile(affine_2x3(), target=target)
+    x = data((2, 3))
+    k(x, out)
+    np.testing.assert_array_equal(out, ref(x))
+
+
+def affine_2x3():
+    @T.prim_func
+    def main(A: T.Tensor((2, 3), "float32"), B: T.Tensor((2, 3), "float32")):
+        with T.Kernel(1) as bx:
+            a = T.alloc_fragment((2, 3), "float32")
+            T.copy(A[0, 0], a)
+            for i, j in T.Parallel(2, 3):
+                a[i, j] = a[i, j] * 2.0 + 1.0
+            T.copy(a, B[0, 0])
+    return main
+
+
 def test_read_only_input_is_fine(k_out):
     x = data()
     x.flags.writeable = False

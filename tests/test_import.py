@@ -29,3 +29,27 @@ def test_importing_the_package_and_the_language_loads_nothing_heavy():
 def test_the_llvm_target_loads_llvm_when_used():
     assert "llvmlite" in loaded_after(
         "from tilelang_mini.runtime.backends import get_backend\nget_backend('llvm')")
+
+
+IR_TEXT = '''@prim_func(source="add_one.py")
+def add_one(X: Tensor((4, 8), "float32"), Y: Tensor((4, 8), "float32")):
+    with Kernel(1) as (bx):
+        x = alloc_fragment((4, 8), "float32")
+        copy(X, x)
+        for i, j in Parallel(4, 8):
+            x[i, j] = x[i, j] + 1.0
+        copy(x, Y)
+'''
+
+
+def test_compile_ir_and_the_frontend_work_without_importing_the_language_first():
+    # `import tilelang_mini` then `compile_ir` (or `import tilelang_mini.frontend`) in a fresh
+    # process was an ImportError: the frontend loaded the language, which imported the
+    # half-loaded frontend back
+    run = (f"import numpy as np, tilelang_mini\n"
+           f"k = tilelang_mini.compile_ir({IR_TEXT!r}, out_idx=[-1])\n"
+           f"x = np.arange(32, dtype=np.float32).reshape(4, 8)\n"
+           f"assert (k(x) == x + 1).all()\n")
+    loaded_after(run)
+    loaded_after("import tilelang_mini.frontend\nimport tilelang_mini.language as T\n"
+                 "assert callable(T.parse_prim_func)")

@@ -292,3 +292,47 @@ def test_deeply_nested_loops_and_huge_integers_in_ir_text_are_located():
     with pytest.raises(CompileError, match="cannot read this") as info:
         tilelang_mini.compile_ir(huge, out_idx=[0], filename="edited.ir")
     assert (info.value.loc.file, info.value.loc.line) == ("edited.ir", 5)
+
+
+def many_blocks(n):
+    @T.prim_func
+    def k(X: T.Tensor((n, 4), "float32"), Y: T.Tensor((n, 4), "float32")):
+        with T.Kernel(n) as bx:
+            x = T.alloc_fragment((1, 4), "float32")
+            T.copy(X[bx, 0], x)
+            for i, j in T.Parallel(1, 4):
+                x[i, j] = x[i, j] * 2.0 + 1.0
+            T.copy(x, Y[bx, 0])
+    return k
+
+
+def test_simulate_of_a_launch_too_large_to_run_block_by_block_says_so():
+    # simulate runs each block in turn (a 500000-block grid from a mutated IR ran for hours);
+    # past the limit it asks which blocks, and runs those
+    from tilelang_mini.runtime.kernel import SIMULATE_MAX_BLOCKS
+    n = SIMULATE_MAX_BLOCKS + 1
+    x = np.random.default_rng(3).standard_normal((n, 4)).astype(np.float32)
+    want = x.astype(np.float64) * 2 + 1
+    kern = tilelang_mini.compile(many_blocks(n), out_idx=[-1])
+    np.testing.assert_allclose(kern(x), want, rtol=1e-6)
+    with pytest.raises(CompileError, match=f"this launch has {n} blocks .*pass blocks="):
+        kern.simulate(x)
+    out, report = kern.simulate(x, blocks=[0, n - 1])
+    assert report.estimated and report.blocks == (0, n - 1)
+    np.testing.assert_allclose(out[[0, n - 1]], want[[0, n - 1]], rtol=1e-6)
+
+
+@pytest.mark.parametrize("blocks", ["abc", 3, [1.5], [True], ["1"], {1: 2}, [-1], [8]])
+def test_simulate_blocks_that_are_not_block_ids_are_compile_errors(blocks):
+    # a string or a number was an internal error in the simulator, 1.5 simulated block 1
+    kern = tilelang_mini.compile(many_blocks(8), out_idx=[-1])
+    with pytest.raises(CompileError, match="blocks= takes|outside the grid of 8 blocks"):
+        kern.simulate(np.ones((8, 4), np.float32), blocks=blocks)
+
+
+@pytest.mark.parametrize("out_idx", [[0, 0], [1, -1], [True]])
+def test_out_idx_naming_a_parameter_twice_is_a_compile_error(out_idx):
+    # [1, -1] returned two arrays, the second never written
+    with pytest.raises(CompileError, match="names parameter 1 twice|names parameter 0 twice"
+                                           "|not a parameter index"):
+        tilelang_mini.compile(many_blocks(8), out_idx=out_idx)

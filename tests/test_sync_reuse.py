@@ -82,3 +82,49 @@ def test_three_stage_attention_fits_the_cross_core_flags_of_910b(target):
     ref = ((p / p.sum(1, keepdims=True)) @ vf)[None]
     prim = kernels.flash_attention(1, S, D, block_M=32, block_N=32, num_stages=3)
     run_everywhere(prim, [q, k, v], ref, target, 2e-2)
+
+
+def cube_vector_cube(M, K, N, N2, bm, bk, stages):
+    """O = (relu(A @ B) * 0.5 in float16) @ V: the second gemm reads what the vector cores wrote
+    from the first one's result."""
+    @T.prim_func
+    def main(A: T.Tensor((M, K), "float16"), B: T.Tensor((K, N), "float16"),
+             V: T.Tensor((N, N2), "float16"), O: T.Tensor((M, N2), "float32")):
+        with T.Kernel(T.ceildiv(M, bm)) as bx:
+            A_s = T.alloc_shared((bm, bk), "float16")
+            B_s = T.alloc_shared((bk, N), "float16")
+            S_f = T.alloc_fragment((bm, N), "float32")
+            P_s = T.alloc_shared((bm, N), "float16")
+            V_s = T.alloc_shared((N, N2), "float16")
+            O_f = T.alloc_fragment((bm, N2), "float32")
+            T.clear(S_f)
+            for k in T.Pipelined(T.ceildiv(K, bk), num_stages=stages):
+                T.copy(A[bx * bm, k * bk], A_s)
+                T.copy(B[k * bk, 0], B_s)
+                T.gemm(A_s, B_s, S_f)
+            for i, j in T.Parallel(bm, N):
+                S_f[i, j] = T.max(S_f[i, j], 0.0) * 0.5
+            T.copy(S_f, P_s)
+            T.copy(V[0, 0], V_s)
+            T.clear(O_f)
+            T.gemm(P_s, V_s, O_f)
+            T.copy(O_f, O[bx * bm, 0])
+    return main
+
+
+@pytest.mark.parametrize("shape", [(17, 33, 16, 32, 16, 16, 1), (129, 17, 16, 16, 64, 16, 2),
+                                   (40, 64, 32, 16, 32, 32, 3)])
+def test_cross_core_waits_on_different_pipes_get_their_own_flag_ids(target, shape):
+    # On ascend950 (L0C -> UB direct) the cube waits for the vector cores twice: on FIX before
+    # it copies S_f out (the vector cores' clear of S_f's UB copy is done) and on MTE1 before it
+    # loads P_s. One cross-core id for both let MTE1 take the first set and load P_s before it
+    # was written (a race; with one stage a deadlock, FIX waiting for a set already taken).
+    M, K, N, N2, bm, bk, stages = shape
+    rng = np.random.default_rng(13)
+    a = rng.standard_normal((M, K)).astype("float16")
+    b = rng.standard_normal((K, N)).astype("float16")
+    v = rng.standard_normal((N, N2)).astype("float16")
+    s = a.astype(np.float64) @ b.astype(np.float64)
+    p = (np.maximum(s, 0.0) * 0.5).astype(np.float16).astype(np.float64)
+    run_everywhere(cube_vector_cube(M, K, N, N2, bm, bk, stages), [a, b, v],
+                   p @ v.astype(np.float64), target, 2e-2)

@@ -63,7 +63,7 @@ def prim_func(fn=None, **_attrs):
     A function whose tensor shapes hold `T.dynamic`/`T.symbolic` symbols is parsed per call."""
     if fn is None:  # `@T.prim_func(private=True)` and similar spellings
         return prim_func
-    return parse_prim_func(fn)
+    return _parser()(fn)
 
 
 class Macro:
@@ -200,7 +200,23 @@ for _name, _fn in {"max": _builtins.max, "min": _builtins.min, "abs": _builtins.
 del _name
 
 from . import tile  # noqa: E402  (T.tile.* : tilelang-ascend's vector operations)
-from ..frontend import parse_prim_func  # noqa: E402 (the frontend reads the names above)
+
+
+def _parser():
+    """The frontend's `parse_prim_func`, imported at the first kernel: the frontend reads the
+    names above when it loads, so importing it here would make `tilelang_mini.frontend` (or
+    `compile_ir`, which loads it) fail when it is imported before this module."""
+    fn = globals().get("parse_prim_func")
+    if fn is None:
+        from ..frontend import parse_prim_func as fn
+        globals()["parse_prim_func"] = fn
+    return fn
+
+
+def __getattr__(name):
+    if name == "parse_prim_func":
+        return _parser()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 __all__ = ["Tensor", "Buffer", "TensorType", "prim_func", "macro", "Macro", "ceildiv", "dtype",
            "infinity", "max_value", "min_value", "const", "dynamic", "symbolic", "Symbol",

@@ -9,7 +9,8 @@
   an integer dtype, any real number to a float dtype), an object with `__dlpack__` or
   `__array__` (a torch tensor on the CPU, for instance);
 * a parameter the kernel writes (an output passed in place) must be a writeable NumPy array of
-  its dtype and shape that shares no memory with another argument; one that is not C-contiguous
+  its dtype and shape that shares no memory with another argument, nor between its own
+  elements (a broadcast view); one that is not C-contiguous
   or not aligned runs on a contiguous copy that is written back after the call.
 
 `check_arrays` is what each backend's `run` checks again (every parameter, as given: NumPy arrays
@@ -227,7 +228,31 @@ def _output(kernel: Kernel, b: Buffer, a) -> tuple[np.ndarray, np.ndarray]:
                               "array, or let the kernel allocate it with out_idx)")
     if a.flags.c_contiguous and a.flags.aligned:
         return a, a
+    if _overlaps_itself(a):
+        raise _err(kernel, b, f"is written by the kernel, but its elements overlap in memory "
+                              f"(strides {a.strides} for shape {a.shape}, e.g. a broadcast "
+                              f"view): the kernel's writes would land on one another")
     return a, np.array(a, order="C", copy=True)
+
+
+def _overlaps_itself(a: np.ndarray) -> bool:
+    """Whether two elements of `a` share bytes (a zero or too small stride). Quick when the
+    dimensions sorted by stride nest; otherwise the element offsets are compared."""
+    dims = sorted((abs(st), n) for st, n in zip(a.strides, a.shape) if n > 1)
+    if a.size == 0:
+        return False
+    end = a.itemsize
+    for st, n in dims:
+        if st < end:
+            break
+        end = st * (n - 1) + end
+    else:
+        return False
+    offsets = np.zeros((), np.int64)
+    for st, n in zip(a.strides, a.shape):
+        offsets = (offsets[..., None] + np.arange(n, dtype=np.int64) * st).ravel()
+    offsets.sort()
+    return bool(offsets.size > 1 and np.min(np.diff(offsets)) < a.itemsize)
 
 
 def _is_dlpack_tensor(a) -> bool:

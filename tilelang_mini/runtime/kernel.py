@@ -30,6 +30,10 @@ def __getattr__(name):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
+# Blocks `simulate` runs without being told which (about a second per thousand small blocks).
+SIMULATE_MAX_BLOCKS = 4096
+
+
 class JITKernel:
     """A kernel compiled for one target and chip.
 
@@ -124,9 +128,20 @@ class JITKernel:
     def simulate(self, *args, blocks=None, chip: str | None = None, **kwargs):
         """Run on the pipe-level simulator: `(outputs, report)`. Raises RaceError, DeadlockError
         or SyncError when the lowered code is not correctly synchronised. `blocks` limits the
-        simulation to some block ids (the others count at the simulated blocks' mean)."""
+        simulation to some block ids (the others count at the simulated blocks' mean, and
+        their outputs are not computed). Without `blocks`, a launch of more than
+        SIMULATE_MAX_BLOCKS blocks is a CompileError (the simulator runs every block one after
+        another: pass the blocks to simulate, or use `estimate`)."""
         from ..arch import get_chip
         from ..sim.simulator import simulate_kernel
+        n = self.ir.grid[0]
+        blocks = _simulated_blocks(blocks, n, self.ir.loc)
+        if blocks is None and n > SIMULATE_MAX_BLOCKS:
+            raise CompileError(
+                f"simulate runs every block of the launch one after another, and this launch "
+                f"has {n} blocks (more than {SIMULATE_MAX_BLOCKS}); pass blocks= (the ids to "
+                f"simulate, e.g. range({n}) for all of them, however long it takes) or use "
+                f"estimate()", self.ir.loc)
         args = bind_keywords(self.frontend, self.inputs, args, kwargs)
         inputs, back = prepare_args(self.frontend, self.inputs, args, self.written,
                                     getattr(self, "views", None))
@@ -195,11 +210,35 @@ def _normalize_out_idx(out_idx, nparams: int) -> tuple[int, ...]:
     if out_idx is None:
         return ()
     idx = (out_idx,) if isinstance(out_idx, int) else tuple(out_idx)
+    seen = set()
     for i in idx:
-        if not isinstance(i, int) or not -nparams <= i < nparams:
+        if not isinstance(i, int) or isinstance(i, bool) or not -nparams <= i < nparams:
             raise CompileError(f"out_idx {i!r} is not a parameter index of a kernel with "
                                f"{nparams} parameters")
+        if i % nparams in seen:  # (the second output would be returned unwritten)
+            raise CompileError(f"out_idx {list(idx)!r} names parameter {i % nparams} twice")
+        seen.add(i % nparams)
     return idx
+
+
+def _simulated_blocks(blocks, n: int, loc) -> list[int] | None:
+    """The block ids `simulate(blocks=...)` asks for (None: all), each an integer in the grid,
+    or a CompileError."""
+    if blocks is None:
+        return None
+    import numbers
+    try:
+        ids = list(blocks)
+    except TypeError:
+        ids = None
+    if ids is None or isinstance(blocks, (str, bytes, dict)):
+        raise CompileError(f"simulate's blocks= takes a list of block ids, got {blocks!r}", loc)
+    for b in ids:
+        if not isinstance(b, numbers.Integral) or isinstance(b, bool):
+            raise CompileError(f"simulate's blocks= takes integer block ids, got {b!r}", loc)
+        if not 0 <= b < n:
+            raise CompileError(f"block {b} is outside the grid of {n} blocks", loc)
+    return [int(b) for b in ids]
 
 
 @user_facing

@@ -13,7 +13,8 @@ if TYPE_CHECKING:  # (insert_sync imports this module)
 
 
 def assign_events(channels, chip: Chip, kernel, taken: dict | None = None):
-    """Event ids per pipe pair, cross-core flag ids per block. Two channels share an id only if,
+    """Event ids per pipe pair, cross-core flag ids per block. Two channels share an id only if
+    they wait on the same pipe (for cross-core ids: a wait takes any set of its id), and,
     in the recorded run, their sets and waits alternate, each wait pairs with the set of its own
     channel, and every wait happens before the next set of that id: a pipe that runs ahead
     could otherwise set a flag that is still set. `taken`: (src pipe, dst pipe) -> ids the
@@ -34,10 +35,12 @@ def assign_events(channels, chip: Chip, kernel, taken: dict | None = None):
         uses: list = []  # per id: its members' sets and waits in order (None: cannot be shared)
         for ch in chans:
             # A cross-core id is shared only between channels of one direction (C -> V or
-            # V -> C) whose uses never overlap, like a local event id.
+            # V -> C) whose uses never overlap, like a local event id, and that wait on the same
+            # pipe: a wait takes whichever set of its id has arrived, so two waits on different
+            # pipes (unordered with each other) could take each other's set.
             shared = None
             for i, members in enumerate(ids):
-                if members[0].src[0] == ch.src[0]:  # (all members of an id share a direction)
+                if members[0].src[0] == ch.src[0] and members[0].dst == ch.dst:
                     both = _share(members, uses[i], ch)
                     if both is not None:
                         shared = i

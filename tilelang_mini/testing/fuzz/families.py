@@ -4,7 +4,7 @@ from __future__ import annotations
 from .case import Case
 from .draw import RandomDraw
 from .gen_control import gen_control
-from .gen_cube import gen_cube_vector, gen_gemm, gen_sparse_gemm, gen_vector_cube
+from .gen_cube import gen_cube_vector, gen_cvc_chain, gen_gemm, gen_sparse_gemm, gen_vector_cube
 from .gen_expert import gen_expert, gen_expert_broken
 from .gen_invalid import gen_invalid
 from .gen_nd import gen_tile_nd
@@ -20,6 +20,7 @@ VALID = {
     "rownorm": gen_rownorm,
     "cube_vector": gen_cube_vector,
     "vector_cube": gen_vector_cube,
+    "cvc_chain": gen_cvc_chain,
     "sparse_gemm": gen_sparse_gemm,
     "gather": gen_gather,
     "grouped_gemm": gen_grouped_gemm,
@@ -32,7 +33,7 @@ VALID = {
 }
 # Relative frequencies in a random mix (the cheap families more often).
 WEIGHTS = {"gemm": 4, "elementwise": 4, "reduce": 3, "rownorm": 2, "cube_vector": 3,
-           "vector_cube": 2, "sparse_gemm": 1, "gather": 2, "grouped_gemm": 1, "dyn_bounds": 2,
+           "vector_cube": 2, "cvc_chain": 2, "sparse_gemm": 1, "gather": 2, "grouped_gemm": 1, "dyn_bounds": 2,
            "control": 2, "invalid": 3, "mutation": 4, "args": 2, "expert": 2,
            "expert_broken": 2, "scenario": 1,
            "tile_nd": 2, "select": 3, "atomic": 2}
