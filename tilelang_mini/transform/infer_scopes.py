@@ -142,6 +142,9 @@ class _Rewriter:
         for b in _reads_before_writes(s):
             if self.is_dev(b):
                 pre += self.ensure(b, "UB", state, s)
+        for b in _partial_writes(s):  # the elements it leaves keep their value: in UB first
+            if self.is_dev(b) and state[b.name]:
+                pre += self.ensure(b, "UB", state, s)
         for b in analysis.writes(s):
             if self.is_dev(b):
                 state[b.name] = frozenset({"UB"})
@@ -275,3 +278,23 @@ def _reads_before_writes(s) -> list:
         out += [b for b in analysis.reads(st) if b.name not in written]
         written |= {b.name for b in analysis.writes(st)}
     return out
+
+
+def _partial_writes(s) -> list:
+    """Buffers a vector statement writes in part, keeping the other elements: a scalar Store,
+    and a map's stores except one at the top of its body whose indices are the map's
+    variables in order over the whole buffer (`acc[i, j] = ...` in `Parallel(M, N)` of an
+    (M, N) tile). A store under an `if` of the map (`if i <= j: acc[i, j] = 0`, TileLang's
+    masked triangle after a gemm) writes only where the condition holds."""
+    if isinstance(s, Store):
+        return [s.buffer]
+    if not analysis.is_map(s):
+        return []
+    full = set()
+    for st in s.body:
+        if isinstance(st, Store) and len(st.indices) == len(s.vars) and all(
+                isinstance(ix, Var) and ix.name == v for ix, v in zip(st.indices, s.vars)) and \
+                all(isinstance(e, Const) and e.value == n
+                    for e, n in zip(s.extents, st.buffer.shape)):
+            full.add(st.buffer.name)
+    return [st.buffer for st in analysis.map_stores(s) if st.buffer.name not in full]
