@@ -315,3 +315,91 @@ def _(m, rng):
         checks.append(Check(kern, [q, k, v, mask], {0: masked_attn_ref(q, k, v, allowed)},
                             "float16", SK))
     return checks
+
+
+# ------------------------------------------------------------------- tilelang-ascend, batch 2
+
+@case("asc/grouped_gemm/grouped_gemm_fwd", A, "examples/grouped_gemm/example_grouped_gemm_fwd.py",
+      "expert grouped GEMM: per-block (group, row start, valid rows) metadata read from GM")
+def _(m, rng):
+    checks = []
+    # group sizes that are multiples of block_M, or one group: the example copies whole
+    # block_M-row tiles out ("tail handling is not supported yet"), so a partial block of one
+    # group would overwrite the next group's first rows (a race between blocks)
+    for sizes in ((64,), (64, 128, 192), (63,)):
+        K, N, bm = 128, 128, 64
+        a = rn(rng, (sum(sizes), K), "float16")
+        b = rn(rng, (len(sizes), K, N), "float16")
+        meta, off = [], 0
+        for g, sz in enumerate(sizes):
+            for i in range(0, sz, bm):
+                meta.append([g, off + i, min(bm, sz - i)])
+            off += sz
+        want = np.zeros((sum(sizes), N))
+        off = 0
+        for g, sz in enumerate(sizes):
+            want[off:off + sz] = mm(a[off:off + sz], b[g])
+            off += sz
+        kern = m["grouped_gemm"](tuple(sizes), K, N, bm, 64, 64)
+        checks.append(Check(kern, [a, b, np.array(meta, np.int32)], {0: want}, "float16", K))
+    return checks
+
+
+@case("asc/flash_attention/paged_flash_attn_bhsd", A, "examples/flash_attention/paged_flash_attn_bhsd.py",
+      "paged KV cache through a block table (shuffled blocks), developer mode, workspaces")
+def _(m, rng):
+    B, H, S, D, bs = 2, 2, 256, 64, 128
+    q, k, v = (rn(rng, (B, H, S, D), "float16") for _ in range(3))
+    nb = S // bs
+    table = rng.permutation(B * nb).reshape(B, nb).astype(np.int32)
+    kc = np.zeros((B * nb, bs, H, D), np.float16)
+    vc = np.zeros((B * nb, bs, H, D), np.float16)
+    for b in range(B):
+        for si in range(nb):
+            kc[table[b, si]] = k[b, :, si * bs:(si + 1) * bs].transpose(1, 0, 2)
+            vc[table[b, si]] = v[b, :, si * bs:(si + 1) * bs].transpose(1, 0, 2)
+    kern = m["paged_flash_attention_fwd"](B, H, S, D, B * nb, nb, block_size=bs)
+    want = masked_attn_ref(q, k, v, np.ones((S, S), bool))
+    return [Check(kern, [q, kc, vc, table], {0: want}, "float16", S)]
+
+
+def fa_gqa_case(m, rng, **kw):
+    q = rn(rng, (1, 4, 256, 128), "float16")
+    k, v = rn(rng, (1, 2, 256, 128), "float16"), rn(rng, (1, 2, 256, 128), "float16")
+    want = masked_attn_ref(q, np.repeat(k, 2, 1), np.repeat(v, 2, 1), np.ones((256, 256), bool))
+    kern = m["flash_attention_fwd"](batch=1, seq_len=256, heads_q=4, heads_kv=2, dim=128, **kw)
+    return [Check(kern, [q, k, v], {0: want}, "float16", 256)]
+
+
+@case("asc/flash_attention/fa_opt_expert_h16_d128", A,
+      "examples/flash_attention/fa_opt/flash_attn_bhsd_expert_h16_d128.py",
+      "expert GQA flash attention: own C/V flags, staged workspaces, persistent cores")
+def _(m, rng):
+    return fa_gqa_case(m, rng, num_stages=2)  # 2 kv blocks per stage group at seq_len 256
+
+
+@case("asc/flash_attention/fa_opt_auto_pipeline_h16_d128", A,
+      "examples/flash_attention/fa_opt/flash_attn_bhsd_auto_pipeline_h16_d128.py",
+      "GQA flash attention, auto pipeline, persistent cores")
+def _(m, rng):
+    return fa_gqa_case(m, rng, num_stages=2)
+
+
+@case("asc/seer_attention/block_sparse_attn", A, "examples/seer_attention/block_sparse_attn.py",
+      "int8 block mask, causal, developer mode with workspaces")
+def _(m, rng):
+    checks = []
+    for B, H, SQ, SK in ((1, 2, 256, 256), (1, 1, 128, 256)):
+        blk = 64  # the example's block_M = block_N
+        ds = SK // blk
+        q = rn(rng, (B, H, SQ, 64), "float16")
+        k, v = rn(rng, (B, H, SK, 64), "float16"), rn(rng, (B, H, SK, 64), "float16")
+        mask = (rng.random((B, H, ds, ds)) < 0.5).astype(np.int8)
+        mask[..., 0] = 1
+        mask = np.tril(mask)
+        i, j = np.indices((SQ, SK))
+        allowed = np.kron(mask, np.ones((blk, blk)))[..., :SQ, :SK].astype(bool) & (i + (SK - SQ) >= j)
+        kern = m["blocksparse_flashattn_ascend"](B, H, SQ, SK, 64, ds, is_causal=True)
+        checks.append(Check(kern, [q, k, v, mask], {0: masked_attn_ref(q, k, v, allowed)},
+                            "float16", SK))
+    return checks

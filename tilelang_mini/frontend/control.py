@@ -96,8 +96,12 @@ class ControlFlow:
                 if not isinstance(stages, int) or stages < 0:
                     raise self.error(kw.value, "num_stages must be a constant int >= 0")
                 stages = max(stages, 1)
-            elif kind == "pipelined" and kw.arg in ("order", "stage", "group", "sync"):
-                pass  # TileLang's GPU warp-specialisation schedule: a hint here
+            elif kind == "pipelined" and kw.arg in ("order", "stage", "group", "sync",
+                                                    "cross_interval"):
+                # TileLang's GPU warp-specialisation schedule, tilelang-ascend's interval of
+                # the cross-core signals of an auto-pipelined loop: hints here (the compiler
+                # places the cross-core flags itself)
+                pass
             elif kind in ("serial", "unroll") and kw.arg in ("unroll_factor", "annotations"):
                 pass
             elif kind == "parallel" and kw.arg in ("coalesced_width", "loop_layout"):
