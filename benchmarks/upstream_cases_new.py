@@ -403,3 +403,50 @@ def _(m, rng):
         checks.append(Check(kern, [q, k, v, mask], {0: masked_attn_ref(q, k, v, allowed)},
                             "float16", SK))
     return checks
+
+
+def attn_grads(q, k, v, do, causal):
+    """float64 attention forward and backward (softmax(q k^T / sqrt(d)) v, causal optional):
+    O, lse (log2 of the softmax denominator of the scaled scores), Delta = rowsum(dO * O),
+    dQ, dK, dV."""
+    q, k, v, do = (x.astype(f64) for x in (q, k, v, do))
+    d = q.shape[-1]
+    s = q @ np.swapaxes(k, -1, -2) / np.sqrt(d)
+    if causal:
+        i, j = np.indices(s.shape[-2:])
+        s = np.where(i >= j, s, -np.inf)
+    mx = s.max(-1, keepdims=True)
+    e = np.exp(s - mx)
+    den = e.sum(-1, keepdims=True)
+    p = e / den
+    o = p @ v
+    lse = ((np.log(den) + mx) / np.log(2))[..., 0]
+    delta = (do * o).sum(-1)
+    dv = np.swapaxes(p, -1, -2) @ do
+    dp = do @ np.swapaxes(v, -1, -2)
+    ds = p * (dp - delta[..., None]) / np.sqrt(d)
+    return o, lse, delta, ds @ k, np.swapaxes(ds, -1, -2) @ q, dv
+
+
+@case("tl/flash_attention/mha_bwd_bhsd", TL, "examples/flash_attention/example_mha_bwd_bhsd.py",
+      "fwd with lse, bwd preprocess (Delta), bwd (dQ by element-wise atomic_add, dK, dV), postprocess")
+def _(m, rng):
+    B, H, S, D = 1, 2, 128, 64
+    checks = []
+    for causal in (False, True):
+        q, k, v, do = (rn(rng, (B, H, S, D), "float16") for _ in range(4))
+        o, lse, delta, dq, dk, dv = attn_grads(q, k, v, do, causal)
+        checks.append(Check(m["flashattn_fwd"](B, H, S, D, causal, 64, 64), [q, k, v],
+                            {0: o, 1: lse}, "float16", S))
+        o16 = o.astype(np.float16)
+        checks.append(Check(m["flashattn_bwd_preprocess"](B, H, S, D), [o16, do],
+                            {0: (o16.astype(f64) * do).sum(-1)}, "float32", D))
+        args = [q, k, v, do, lse.astype(np.float32), delta.astype(np.float32),
+                np.zeros((B, H, S, D), np.float32), np.zeros((B, H, S, D), np.float16),
+                np.zeros((B, H, S, D), np.float16)]
+        checks.append(Check(m["flashattn_bwd"](B, H, S, D, causal, 64, 64), args,
+                            {("arg", 6): dq, ("arg", 7): dk, ("arg", 8): dv}, "float16", S))
+        dq32 = dq.astype(np.float32)
+        checks.append(Check(m["flashattn_bwd_postprocess"](B, H, S, D), [dq32],
+                            {0: dq32.astype(f64)}, "float16"))
+    return checks
