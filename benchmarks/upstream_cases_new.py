@@ -450,3 +450,47 @@ def _(m, rng):
         checks.append(Check(m["flashattn_bwd_postprocess"](B, H, S, D), [dq32],
                             {0: dq32.astype(f64)}, "float16"))
     return checks
+
+
+def silu(x):
+    return x * sigmoid(x)
+
+
+@case("tl/fusedmoe/shared_and_routed", TL, "examples/fusedmoe/example_fusedmoe_tilelang.py",
+      "eager jit with two T.Kernel launches, in-place outputs; routed: grouped GEMM over "
+      "padded expert groups (metadata from GM), masked row stores scaled by routing weights")
+def _(m, rng):
+    T_, D, E, NE, TOPK, bt = 32, 128, 128, 4, 2, 128
+    x = rn(rng, (T_, D), "float16")
+    wg, wu, wd = rn(rng, (E, D), "float16", 0.1), rn(rng, (E, D), "float16", 0.1), \
+        rn(rng, (D, E), "float16", 0.1)
+    up = silu(mm(x, wg.T)) * mm(x, wu.T)
+    up16 = up.astype(np.float16)
+    shared = Check(m["moe_forward_tilelang_shared"],
+                   [x, wg, wu, wd, np.zeros((T_, E), np.float16), np.zeros((T_, D), np.float16),
+                    "float16"],
+                   {("arg", 4): up, ("arg", 5): mm(up16, wd.T)}, "float16", D)
+    # routed experts: tokens sorted by expert (the example's host code), groups padded
+    idx = rng.integers(0, NE, T_ * TOPK)
+    order = np.argsort(idx, kind="stable")
+    counts = np.bincount(idx, minlength=NE)
+    xs = x[order // TOPK]
+    wts = (rng.random(T_ * TOPK) + 0.5).astype(np.float16)
+    rg, ru, rd = (rn(rng, (NE, E, D), "float16", 0.1), rn(rng, (NE, E, D), "float16", 0.1),
+                  rn(rng, (NE, D, E), "float16", 0.1))
+    offs = (np.cumsum(counts) - counts).astype(np.int32)
+    padded = np.zeros(NE, np.int64)
+    for i in range(1, NE):
+        padded[i] = padded[i - 1] + -(-(counts[i - 1] + 1) // bt) * bt
+    M = -(-(T_ * TOPK) // bt) + NE
+    gidx = np.array([max(i for i in range(NE) if b * bt >= padded[i]) for b in range(M)], np.int32)
+    g_of_row = np.repeat(np.arange(NE), counts)
+    up_r = np.stack([silu(mm(xs[r], rg[g].T)) * mm(xs[r], ru[g].T) for r, g in enumerate(g_of_row)])
+    out_r = np.stack([mm(up_r[r].astype(np.float16), rd[g].T) * wts[r]
+                      for r, g in enumerate(g_of_row)])
+    routed = Check(m["moe_forward_tilelang_routed"],
+                   [xs, rg, ru, rd, wts, counts.astype(np.int32), offs, padded.astype(np.int32),
+                    gidx, np.zeros((T_ * TOPK, E), np.float16),
+                    np.zeros((T_ * TOPK, D), np.float16), "float16", T_ * TOPK, NE],
+                   {("arg", 9): up_r, ("arg", 10): out_r}, "float16", D)
+    return [shared, routed]
