@@ -494,3 +494,52 @@ def _(m, rng):
                     np.zeros((T_ * TOPK, D), np.float16), "float16", T_ * TOPK, NE],
                    {("arg", 9): up_r, ("arg", 10): out_r}, "float16", D)
     return [shared, routed]
+
+
+@case("asc/moe/token_unpermute", A, "examples/moe_token_permute/moe_token_unpermute.py",
+      "expert V: row gathers by sorted indices read from UB, probability-weighted sum (axpy) "
+      "in float32, and the plain gather without probabilities")
+def _(m, rng):
+    nt, topk, hid = 16, 4, 32
+    E = nt * topk
+    perm = rn(rng, (E, hid), "float16")
+    sio = rng.permutation(E).astype(np.int32)
+    checks = []
+    fn, ptok, pE, _ = m["_compile_gather"](nt, topk, hid, has_probs=True, NUM_CORES=4)
+    idx = np.zeros((1, pE), np.int32)
+    idx[0, :E] = sio
+    probs = np.zeros((1, ptok * topk), np.float16)
+    probs[0, :E] = rng.random(E).astype(np.float16)
+    want = (perm.astype(f64)[sio] * probs[0, :E, None].astype(f64)).reshape(nt, topk, hid).sum(1)
+    checks.append(Check(fn, [perm, idx, probs], {0: want}, "float16", topk))
+    fn, _, pE, _ = m["_compile_gather"](nt, topk, hid, has_probs=False, NUM_CORES=4)
+    idx = np.zeros((1, pE), np.int32)
+    idx[0, :E] = sio
+    checks.append(Check(fn, [perm, idx], {0: perm.astype(f64)[sio]}, "float16", tol=(0, 0)))
+    return checks
+
+
+@case("asc/xllm/rope", A, "examples/xllm_kernels/rope.py",
+      "in-place interleaved RoPE over a run-time token count (scalar params), T.tile.gather by "
+      "byte offsets, sign mask, bf16 <-> f32 casts, AUTO_SYNC with the kernel's own layout")
+def _(m, rng):
+    import ml_dtypes
+    hd, rd, ntok = 128, 64, 10
+    k = m["rope_in_place_kernel_jit"](head_dim=hd, rope_dim=rd, vec_core_num=4,
+                                       ub_buffer_bytes=64 * 1024)
+    cap = max(4 * (64 * 1024 // (30 * rd)), 65536)  # the example's compile_num_tokens
+    x = np.zeros((1, cap * hd), ml_dtypes.bfloat16)
+    x[0, :ntok * hd] = rn(rng, ntok * hd).astype(ml_dtypes.bfloat16)
+    sin = np.zeros((cap, rd), ml_dtypes.bfloat16)
+    cos = np.zeros((cap, rd), ml_dtypes.bfloat16)
+    sin[:ntok] = rn(rng, (ntok, rd)).astype(ml_dtypes.bfloat16)
+    cos[:ntok] = rn(rng, (ntok, rd)).astype(ml_dtypes.bfloat16)
+    rows = x[0, :ntok * hd].reshape(ntok, hd).astype(f64)
+    part = rows[:, :rd]
+    rot = np.empty_like(part)
+    rot[:, 0::2], rot[:, 1::2] = -part[:, 1::2], part[:, 0::2]
+    want_rows = rows.copy()
+    want_rows[:, :rd] = part * cos[:ntok].astype(f64) + rot * sin[:ntok].astype(f64)
+    want = x.astype(f64)
+    want[0, :ntok * hd] = want_rows.reshape(-1)
+    return [Check(k, [x, sin, cos, x.copy(), ntok, hd], {("arg", 3): want}, "bfloat16")]

@@ -119,7 +119,7 @@ def load(repo: str, path: str, workdir: Path) -> dict:
     sys.path.insert(0, str(workdir))
     ns = {"__name__": "upstream_example", "__file__": str(local)}
     keep = (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.ClassDef, ast.Assign, ast.AnnAssign,
-            ast.AugAssign)
+            ast.AugAssign, ast.Try)  # try: optional imports (`from .utils import ...` / except)
     tree = ast.parse(src)
     defined = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
     for node in tree.body:

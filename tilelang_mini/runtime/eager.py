@@ -172,8 +172,8 @@ class EagerJIT:
 class SymbolicKernel(CompileSettings):
     """A compiled kernel with symbolic tensor shapes: specialised per call."""
 
-    def __init__(self, prim, out_idx, target, chip, workspace_idx=None):
-        super().__init__(out_idx, target, chip, workspace_idx)
+    def __init__(self, prim, out_idx, target, chip, workspace_idx=None, pass_configs=None):
+        super().__init__(out_idx, target, chip, workspace_idx, pass_configs)
         self.prim = prim
         anns = getattr(prim.fn, "__annotations__", {})
         names = list(inspect.signature(prim.fn).parameters)
@@ -214,7 +214,8 @@ class SymbolicKernel(CompileSettings):
         if key not in self._cache:
             self._cache[key] = tl_compile(self.prim.specialize(values), out_idx=self.out_idx,
                                             target=self.target, chip=self.chip,
-                                            workspace_idx=self.workspace_idx)
+                                            workspace_idx=self.workspace_idx,
+                                            pass_configs=self.pass_configs)
         return self._cache[key]
 
     @user_facing
