@@ -543,3 +543,23 @@ def _(m, rng):
     want = x.astype(f64)
     want[0, :ntok * hd] = want_rows.reshape(-1)
     return [Check(k, [x, sin, cos, x.copy(), ntok, hd], {("arg", 3): want}, "bfloat16")]
+
+
+@case("asc/random_1d", A, "examples/random_1d/random_1d.py",
+      "int32 LCG with wrapping multiplies, T.tile.arith_progression, no inputs")
+def _(m, rng):
+    M, seed, a, c = 512, 42, 1103515245, 12345
+    state = (seed + np.arange(M, dtype=np.int64))
+    for _ in range(3):
+        state = (state * a + c) % 2 ** 32
+    want = np.where(state >= 2 ** 31, state - 2 ** 32, state).astype(f64)
+    return [Check(m["random_1d"](M, 128, seed, a, c), [], {0: want}, "int32", tol=(0, 0))]
+
+
+@case("asc/print/elementwise_print", A, "examples/print/elementwise_print.py",
+      "T.printf / T.dump_tensor (device debug output) around an int16 bitwise_and")
+def _(m, rng):
+    a = rng.integers(-2 ** 15, 2 ** 15, (2, 16)).astype(np.int16)
+    b = rng.integers(-2 ** 15, 2 ** 15, (2, 16)).astype(np.int16)
+    return [Check(m["bitwise_and"](2, 16, 2, 16), [a, b], {0: (a & b).astype(f64)}, "int16",
+                  tol=(0, 0))]

@@ -22,6 +22,10 @@ HINT_NAMES = (
     "use_swizzle", "annotate_layout", "func_attr", "no_set_max_nreg", "set_max_nreg",
     "disable_warp_group_reg_alloc", "sync_threads", "annotate_address", "assume",
     "annotate_l2_hit_ratio", "annotate_safe_value", "annotate_restrict_buffers",
+    # device debug output (tilelang-ascend's T.printf / T.dump_tensor under TL_PTO_DEBUG,
+    # TileLang's T.print): accepted and not printed; kernel.simulate(...) or the numpy target
+    # show the values
+    "printf", "dump_tensor", "print",
 )
 
 # GPU-only constructs whose meaning this machine cannot reproduce: name -> what to write instead.
@@ -52,9 +56,6 @@ GPU_ONLY = {
     "access_ptr": "buffer regions (A[i:i+n, :]) in T.copy",
     "shmem_put_nbi": "host-side communication", "shmem_ub_put_nbi": "host-side communication",
     "shmem_get_nbi": "host-side communication", "shmem_ub_get_nbi": "host-side communication",
-    "printf": "kernel.simulate(...) or the numpy target to inspect values",
-    "dump_tensor": "kernel.simulate(...) or the numpy target to inspect values",
-    "print": "the numpy target to inspect values",
 }
 
 # Families of GPU-only names (TileLang's Blackwell/Hopper intrinsics and warp specialisation):
