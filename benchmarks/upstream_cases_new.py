@@ -563,3 +563,53 @@ def _(m, rng):
     b = rng.integers(-2 ** 15, 2 ** 15, (2, 16)).astype(np.int16)
     return [Check(m["bitwise_and"](2, 16, 2, 16), [a, b], {0: (a & b).astype(f64)}, "int16",
                   tol=(0, 0))]
+
+
+@case("tl/deepseek_v4/act_quant_fp8", TL, "examples/deepseek_v4/act_quant.py",
+      "eager, T.dynamic M, reduce_absmax, power-of-two scales by IEEE bit tricks "
+      "(T.reinterpret, shifts, masks), clamp, cast to float8_e4m3")
+def _(m, rng):
+    import ml_dtypes
+    checks = []
+    for rs in (True, False):
+        x = rn(rng, (64, 256), scale=3.0).astype(ml_dtypes.bfloat16)
+        g = x.astype(f64).reshape(64, 2, 128)
+        amax = np.maximum(np.abs(g).max(-1), 1e-4)
+        s = 2.0 ** np.ceil(np.log2(amax / 448.0)) if rs else \
+            (amax.astype(np.float32) * np.float32(1 / 448.0)).astype(f64)
+        q = np.clip(g / s[..., None], -448, 448).reshape(64, 256)
+        want_q = q.astype(ml_dtypes.float8_e4m3fn).astype(f64)
+        fn = m["fp8_quant_kernel"]
+        chk = Check(lambda x, rs=rs: fn(x, block_size=128, round_scale=rs), [x],
+                    {0: want_q, 1: s}, tol=(0.07, 2 ** -9))
+        chk.fn.kernel_for = lambda x, rs=rs: fn.kernel_for(x, block_size=128, round_scale=rs)
+        checks.append(chk)
+    return checks
+
+
+@case("tl/deepseek_mla/mla_decode_paged", TL, "examples/deepseek_mla/example_mla_decode_paged.py",
+      "MLA decode over a paged KV cache (shuffled block table), per-batch cache lengths from GM, "
+      "split-KV with an LSE combine and without")
+def _(m, rng):
+    b, hq, dv, dpe, bs, pad = 2, 16, 128, 64, 64, 256
+    lens = np.array([100, 190], np.int32)
+    nb = pad // bs
+    table = rng.permutation(b * nb).reshape(b, nb).astype(np.int32)
+    q = rn(rng, (b, hq, dv + dpe), "float16")
+    kv = rn(rng, (b * pad, 1, dv + dpe), "float16")
+    want = np.zeros((b, hq, dv))
+    for i in range(b):
+        rows = np.concatenate([table[i, p] * bs + np.arange(bs) for p in range(nb)])[:lens[i]]
+        keys = kv[rows, 0].astype(f64)
+        s = q[i].astype(f64) @ keys.T * (dv + dpe) ** -0.5
+        p = np.exp(s - s.max(-1, keepdims=True))
+        want[i] = (p / p.sum(-1, keepdims=True)) @ keys[:, :dv]
+    qn, qp = np.ascontiguousarray(q[..., :dv]), np.ascontiguousarray(q[..., dv:])
+    kn, kp = np.ascontiguousarray(kv[..., :dv]), np.ascontiguousarray(kv[..., dv:])
+    checks = []
+    for split in (1, 2):
+        kern = m["mla_decode_tilelang"](b, hq, 1, pad, dv, dpe, 64, 16, split, bs, (dv + dpe) ** -0.5)
+        args = [qn, qp, kn, kp, table, lens, np.zeros((b, hq, split), np.float16),
+                np.zeros((b, hq, split, dv), np.float16)]
+        checks.append(Check(kern, args, {0: want}, "float16", 190))
+    return checks

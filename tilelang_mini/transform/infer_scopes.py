@@ -119,6 +119,7 @@ class _Rewriter:
             pre, s, state = self.own_reads(s, "cond", state)
             then, st1 = self.block(list(s.then_body), state)
             other, st2 = self.block(list(s.else_body), state)
+            then, other, st1, st2 = self.agree(s, then, other, dict(st1), dict(st2))
             return pre + [replace(s, then_body=tuple(then), else_body=tuple(other))], {
                 n: st1[n] & st2[n] for n in state}
         if isinstance(s, Scope):
@@ -151,6 +152,27 @@ class _Rewriter:
         mapping = {b.name: self.v(b, "UB") for b in analysis.reads(s) + analysis.writes(s)
                    if self.is_dev(b)}
         return pre + [rebuffer(s, mapping)], state
+
+    def agree(self, s, then, other, st1, st2):
+        """After an if whose branches leave a tile's value in different places (TileLang's
+        `if kr == 0: acc_s[i, j] = select(...)` after a gemm: the then-branch's map leaves it in
+        UB, the empty else-branch in L0C), copies at the end of one branch put it where the
+        other has it, so that after the if it is valid somewhere:
+
+            if c: map on acc_ub              if c: map on acc_ub
+                                     ->      else: copy(acc, acc_ub)
+        """
+        then, other = list(then), list(other)
+        for n in st1:
+            if not st1[n] or not st2[n] or st1[n] & st2[n]:
+                continue
+            buf = next(iter(self.versions[n].values()))  # the version with the user's name
+            for scope in [h for h in ORDER if h in st1[n]] + [h for h in ORDER if h in st2[n]]:
+                src_state, body = (st2, other) if scope in st1[n] else (st1, then)
+                if any(h in src_state[n] and (h, scope) in PATHS for h in ORDER):
+                    body += self.ensure(buf, scope, src_state, s)
+                    break
+        return then, other, st1, st2
 
     def own_reads(self, s, field: str, state):
         """A loop's extents or an if's condition read tiles on the scalar unit of the vector
