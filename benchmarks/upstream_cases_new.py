@@ -613,3 +613,50 @@ def _(m, rng):
                 np.zeros((b, hq, split, dv), np.float16)]
         checks.append(Check(kern, args, {0: want}, "float16", 190))
     return checks
+
+
+@case("asc/sparse_flash_attention/sparse_flash_attn", A,
+      "examples/sparse_flash_attention/example_sparse_flash_attn.py",
+      "MLA-style sparse attention over top-k gathered KV rows, auto CV combine, five workspaces")
+def _(m, rng):
+    from upstream_cases_cv import _developer_check
+    return [_developer_check(m, rng)]
+
+
+@case("asc/sparse_flash_attention/sparse_flash_attn_gqa", A,
+      "examples/sparse_flash_attention/example_sparse_flash_attn_gqa.py",
+      "GQA sparse attention, symbolic batch/seq shapes, per-group index lists")
+def _(m, rng):
+    from upstream_cases_cv import sparse_ref
+    B, S, SKV, H, G, dim, tail, topk = 1, 8, 512, 16, 2, 64, 32, 128
+    dq = dim + tail
+    q = rn(rng, (B, S, H, dq), "float16")
+    kv = rn(rng, (B, SKV, G, dq), "float16")
+    idx = np.stack([np.stack([rng.choice(SKV - S, topk, replace=False) for _ in range(G)])
+                    for _ in range(S)]).astype(np.int32)[None]          # [B, S, G, topk]
+    want = np.zeros((B, S, H, dim))
+    hg = H // G
+    for g in range(G):
+        rows = kv[0, idx[0, :, g], g]                                  # [S, topk, dq]
+        want[0, :, g * hg:(g + 1) * hg] = sparse_ref(q[0, :, g * hg:(g + 1) * hg], rows, dim,
+                                                     dq ** -0.5)
+    k = m["sparse_attention_fwd"](heads=H, dim=dim, tail_dim=tail, topk=topk, kv_stride=1,
+                                  kv_group=G)
+    return [Check(k, [q, kv, idx], {0: want}, "float16", topk)]
+
+
+@case("asc/sparse_flash_attention/sparse_flash_attn_dynamic_shape", A,
+      "examples/sparse_flash_attention/example_sparse_flash_attn_dynamic_shape.py",
+      "bf16 sparse attention with T.symbolic batch/seq/kv lengths")
+def _(m, rng):
+    import ml_dtypes
+    from upstream_cases_cv import sparse_ref
+    B, S, SKV, H, dim, tail, topk = 2, 5, 300, 16, 64, 32, 128
+    dq = dim + tail
+    q = rn(rng, (B, S, H, dq)).astype(ml_dtypes.bfloat16)
+    kv = rn(rng, (B, SKV, 1, dq)).astype(ml_dtypes.bfloat16)
+    idx = np.stack([np.stack([rng.choice(SKV - S, topk, replace=False) for _ in range(S)])
+                    for _ in range(B)]).astype(np.int32)[:, :, None]   # [B, S, 1, topk]
+    want = np.stack([sparse_ref(q[b], kv[b, idx[b, :, 0], 0], dim, dq ** -0.5) for b in range(B)])
+    k = m["sparse_attention_fwd"](heads=H, dim=dim, tail_dim=tail, topk=topk, kv_stride=1)
+    return [Check(k, [q, kv, idx], {0: want}, "bfloat16", topk)]
