@@ -660,3 +660,45 @@ def _(m, rng):
     want = np.stack([sparse_ref(q[b], kv[b, idx[b, :, 0], 0], dim, dq ** -0.5) for b in range(B)])
     k = m["sparse_attention_fwd"](heads=H, dim=dim, tail_dim=tail, topk=topk, kv_stride=1)
     return [Check(k, [q, kv, idx], {0: want}, "bfloat16", topk)]
+
+
+@case("asc/lightning_indexer/dynamic_shape", A,
+      "examples/lightning_indexer/example_lightning_indexer_dynamic_shape.py",
+      "the lightning indexer with T.symbolic B/S1/S2 (buffers sized by MAX_S2), workspace_idx=[-3]")
+def _(m, rng):
+    B, N2, G, S1, S2, D, K = 2, 1, 4, 64, 128, 64, 16
+    q = rn(rng, (B, S1, N2, G * D), "float16", 0.3)
+    k = rn(rng, (B, S2, N2, D), "float16", 0.3)
+    w = rn(rng, (B, S1, N2, G))
+    qf = q.astype(f64).reshape(B, S1, N2, G, D)
+    s = np.maximum(np.einsum("bsngd,btnd->bnsgt", qf, k.astype(f64)), 0)
+    score = np.einsum("bnsgt,bsng->bnst", s, w.astype(f64))
+
+    def cmp(got, want):  # the chosen indices hold the top-k scores (ties within tolerance)
+        kth = -np.sort(-score, -1)[..., K - 1:K]
+        picked = np.take_along_axis(score, got.astype(np.int64), -1)
+        assert np.all(picked >= kth - 1e-3 * (1 + np.abs(kth))), "an index outside the top-k"
+        assert all(len(set(r)) == K for r in got.reshape(-1, K)), "repeated indices"
+    kern = m["indexer"](N2, G, D, K, 64, 4, 64, 64, 64, MAX_S2=S2)
+    return [Check(kern, [q, k, w], {0: score}, compare=cmp)]
+
+
+@case("asc/pos_embedding/rms_rope_fused_mask", A, "examples/pos_embedding/rms_rope_fused_mask.py",
+      "RMSNorm + interleaved RoPE with host-built uint32 gather offsets and a sign mask")
+def _(m, rng):
+    from upstream_cases_held import rope_pairs
+    bsz, heads, hd, rd, eps, bm = 2, 16, 64, 32, 1e-6, 16
+    q = rn(rng, (bsz * heads, hd), "float16")
+    sin, cos = rn(rng, (bsz, rd), "float16"), rn(rng, (bsz, rd), "float16")
+    idx = np.arange(rd * (bm // 2), dtype=np.int64)
+    mask = np.empty(rd * (bm // 2), np.uint32)      # the example's host code
+    mask[0::2], mask[1::2] = idx[1::2] * 4, idx[0::2] * 4
+    mask = mask.reshape(bm // 2, rd)
+    sin_mask = np.ones(rd, np.float32)
+    sin_mask[0::2] = -1
+    x = q.astype(f64)
+    x = x / np.sqrt((x * x).mean(1, keepdims=True) + eps)
+    b = np.arange(bsz * heads) // heads
+    x[:, hd - rd:] = rope_pairs(x[:, hd - rd:], sin.astype(f64)[b], cos.astype(f64)[b])
+    k = m["rms_rope_fused"](bsz * heads, bm, bsz, hd, rd, heads, eps)
+    return [Check(k, [q, sin, cos, mask, sin_mask], {0: x}, "float16")]
