@@ -702,3 +702,26 @@ def _(m, rng):
     x[:, hd - rd:] = rope_pairs(x[:, hd - rd:], sin.astype(f64)[b], cos.astype(f64)[b])
     k = m["rms_rope_fused"](bsz * heads, bm, bsz, hd, rd, heads, eps)
     return [Check(k, [q, sin, cos, mask, sin_mask], {0: x}, "float16")]
+
+
+@case("tl/gemm/gemm_intrinsics", TL, "examples/gemm/example_gemm_intrinsics.py",
+      "GPU MMA intrinsics emitter (ldmatrix/mma per warp): expected a located error")
+def _(m, rng):
+    a, b = rn(rng, (128, 64), "float16"), rn(rng, (128, 64), "float16")
+    fn = m["tl_matmul"]
+    chk = Check(lambda a, b: fn(a, b, "float16", "float32", "float32"), [a, b],
+                {0: mm(a, b.T)}, "float32", 64)
+    chk.fn.kernel_for = lambda a, b: fn.kernel_for(a, b, "float16", "float32", "float32")
+    return [chk]
+
+
+@case("tl/rand/rand_uint", TL, "examples/rand/rand_uint.py",
+      "Philox T.rng_init / T.rng_rand per GPU thread: expected a located error")
+def _(m, rng):
+    fn = m["tilelang_rand_1d"]
+
+    def cmp(got, want):  # no bit-exact reference of the GPU generator: values in range
+        assert got.shape == want.shape
+    chk = Check(lambda: fn(M=256, seed=42), [], {0: np.zeros(256)}, "float32", compare=cmp)
+    chk.fn.kernel_for = lambda: fn.kernel_for(M=256, seed=42)
+    return [chk]

@@ -425,8 +425,14 @@ class KernelBuilder(ExprVisitor, ControlFlow, TileOps, Dialect, TileAscend, Eage
         return self.assign(s)
 
     def assign(self, s):
-        if len(s.targets) != 1:
-            raise self.error(s, "chained assignment is not supported in a kernel")
+        if len(s.targets) != 1:  # `a = b = 16`: the value once, bound to each name
+            if not all(isinstance(t, (ast.Name, ast.Tuple, ast.List)) for t in s.targets) or (
+                    isinstance(s.value, ast.Call) and isinstance(
+                        self.eval_callee(s.value.func), (Marker, T_module.Macro))):
+                raise self.error(s, "chained assignment (`a = b = value`) binds names to a "
+                                    "value; write one assignment per tile or buffer")
+            value = self.eval(s.value)
+            return [st for t in s.targets for st in self.bind_value(t, value, s)]
         target = s.targets[0]
         if isinstance(target, ast.Name) and isinstance(s.value, ast.Call):
             fn = self.eval_callee(s.value.func)

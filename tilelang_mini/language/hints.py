@@ -54,6 +54,11 @@ GPU_ONLY = {
     "ws": "T.Scope('C')/T.Scope('V') (expert mode)", "annotate_ws_schedule": "T.Scope blocks",
     "WSSchedule": "T.Scope blocks", "WSRole": "T.Scope blocks", "WSPipeline": "T.Pipelined",
     "access_ptr": "buffer regions (A[i:i+n, :]) in T.copy",
+    "rng_init": "a counter-based generator written as integer arithmetic in a T.Parallel map "
+                "(tilelang-ascend's random_1d: an LCG on int32 tiles); GPU Philox state per "
+                "thread has no counterpart",
+    "rng_rand": "integer arithmetic on a T.Parallel index (see rng_init)",
+    "rng_rand_float": "integer arithmetic on a T.Parallel index (see rng_init)",
     "shmem_put_nbi": "host-side communication", "shmem_ub_put_nbi": "host-side communication",
     "shmem_get_nbi": "host-side communication", "shmem_ub_get_nbi": "host-side communication",
 }
