@@ -725,3 +725,37 @@ def _(m, rng):
     chk = Check(lambda: fn(M=256, seed=42), [], {0: np.zeros(256)}, "float32", compare=cmp)
     chk.fn.kernel_for = lambda: fn.kernel_for(M=256, seed=42)
     return [chk]
+
+
+@case("tl/deepseek_nsa/nsa_fwd", TL, "examples/deepseek_nsa/example_tilelang_nsa_fwd.py",
+      "native sparse attention: per-query selected KV blocks from GM, skip blocks past the "
+      "query (`if i_s <= i_t and i_s >= 0`), causal inside a block, eager jit")
+def _(m, rng):
+    B, L, H, HQ, D, S, bs, scale = 1, 128, 1, 16, 32, 3, 32, 0.1
+    G = HQ // H
+    q = rn(rng, (B, L, HQ, D), "float16")
+    k, v = rn(rng, (B, L, H, D), "float16"), rn(rng, (B, L, H, D), "float16")
+    nb = L // bs
+    idx = np.stack([rng.permutation(nb)[:S] for _ in range(B * L * H)]).reshape(B, L, H, S)
+    for t in range(L):  # the query's own block first (every query sees a key), then others
+        own = t // bs
+        for b in range(B):
+            for h in range(H):
+                rest = [x for x in rng.permutation(nb) if x != own][:S - 1]
+                idx[b, t, h] = [own] + rest
+    idx = idx.astype(np.int32)
+    want = np.zeros((B, L, HQ, D))
+    for b in range(B):
+        for t in range(L):
+            for h in range(H):
+                keys = [blk * bs + j for blk in idx[b, t, h] if blk * bs <= t
+                        for j in range(bs) if t >= blk * bs + j]
+                kk, vv = k[b, keys, h].astype(f64), v[b, keys, h].astype(f64)
+                s = q[b, t, h * G:(h + 1) * G].astype(f64) @ kk.T * scale
+                p = np.exp(s - s.max(-1, keepdims=True))
+                want[b, t, h * G:(h + 1) * G] = (p / p.sum(-1, keepdims=True)) @ vv
+    fn = m["native_sparse_attention"]
+    kw = dict(dim=D, is_causal=True, scale=scale, block_size=bs, groups=G, selected_blocks=S)
+    chk = Check(lambda *a: fn(*a, **kw), [q, k, v, idx], {0: want}, "float16", L)
+    chk.fn.kernel_for = lambda *a: fn.kernel_for(*a, **kw)
+    return [chk]

@@ -126,8 +126,14 @@ class ControlFlow:
                 raise self.error(a, f"a loop extent must be an integer expression, got {show(e)}")
         if len(names) != len(extents):
             raise self.error(s.target, f"expected {len(extents)} loop variables, got {len(names)}")
-        self.scopes.append({n: Var(n) if isinstance(start, int) and start == 0 else binop("+", Var(n), start)
-                            for n in names})
+        # a loop variable that shadows an enclosing loop's (TileLang's nsa_fwd: `for i, j in
+        # T.Parallel(G, BS)` inside `for i in T.Pipelined(NS)`) gets its own IR name, so that an
+        # expression bound to the outer one (`i_s = BlockIndices[..., i] * BS`, inlined where it
+        # is used) still means the outer one inside the inner loop
+        py_names = names
+        names = tuple(self.fresh_var(n) if n in self.var_ranges else n for n in names)
+        self.scopes.append({p: Var(n) if isinstance(start, int) and start == 0 else binop("+", Var(n), start)
+                            for p, n in zip(py_names, names)})
         self.parallel_depth += kind == "parallel"
         outer = self.with_ranges(names, extents)
         try:
