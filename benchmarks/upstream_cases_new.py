@@ -759,3 +759,44 @@ def _(m, rng):
     chk = Check(lambda *a: fn(*a, **kw), [q, k, v, idx], {0: want}, "float16", L)
     chk.fn.kernel_for = lambda *a: fn.kernel_for(*a, **kw)
     return [chk]
+
+
+def sink_varlen_ref(q, k, v, cu_q, cu_k, sinks, group, causal, window=None):
+    """Varlen attention whose softmax denominator also holds exp(sinks[h]) (a logit with no
+    value); causal aligned on the right, optional sliding window (key j visible to query i
+    when i - window < j)."""
+    out = np.zeros(q.shape)
+    d = q.shape[-1]
+    for b in range(len(cu_q) - 1):
+        qs, qe, ks, ke = cu_q[b], cu_q[b + 1], cu_k[b], cu_k[b + 1]
+        i, j = np.indices((qe - qs, ke - ks))
+        qi = i + (ke - ks) - (qe - qs)
+        ok = np.ones(i.shape, bool)
+        if causal:
+            ok &= qi >= j
+        if window is not None:
+            ok &= j > qi - window
+        for h in range(q.shape[1]):
+            s = q[qs:qe, h].astype(f64) @ k[ks:ke, h // group].astype(f64).T / np.sqrt(d)
+            s = np.where(ok, s, -np.inf)
+            mx = np.maximum(s.max(-1, keepdims=True), float(sinks[h]))
+            e = np.exp(s - mx)
+            den = e.sum(-1, keepdims=True) + np.exp(float(sinks[h]) - mx)
+            out[qs:qe, h] = (e / den) @ v[ks:ke, h // group].astype(f64)
+    return out
+
+
+@case("tl/attention_sink/gqa_sink_fwd_varlen", TL, "examples/attention_sink/example_gqa_sink_fwd_varlen.py",
+      "varlen GQA with attention sinks, scalar max_seqlen_q, causal with and without a sliding window")
+def _(m, rng):
+    checks = []
+    lq, lk = [50, 64], [90, 64]
+    for window in (None, 64):
+        q, k, v, cu_q, cu_k = varlen_inputs(rng, lq, lk, 4, 2, 64)
+        sinks = rn(rng, (4,), "float16")
+        kern = m["flashattn_sink"](2, 2, int(cu_q[-1]), int(cu_k[-1]), 4, 64, True,
+                                   window_size=window)
+        checks.append(Check(kern, [q, k, v, cu_q, cu_k, max(lq), sinks],
+                            {0: sink_varlen_ref(q, k, v, cu_q, cu_k, sinks, 2, True, window)},
+                            "float16", 154))
+    return checks
