@@ -800,3 +800,35 @@ def _(m, rng):
                             {0: sink_varlen_ref(q, k, v, cu_q, cu_k, sinks, 2, True, window)},
                             "float16", 154))
     return checks
+
+
+@case("tl/mamba/chunk_scan", TL, "examples/linear_attention/example_mamba_chunk_scan.py",
+      "@autotune above an eager @jit (every config given): intra-chunk decayed causal scores, "
+      "inter-chunk states, skip term D")
+def _(m, rng):
+    batch, seqlen, cs, ngroups, nheads, hd, dstate = 1, 128, 64, 1, 2, 64, 128
+    nc = seqlen // cs
+    cb = rn(rng, (batch, nc, ngroups, cs, cs), "float16", 0.2)
+    x = rn(rng, (batch, seqlen, nheads, hd), "float16")
+    dt = (rng.random((batch, nheads, nc, cs)) * 0.5).astype(np.float16)
+    dA = np.cumsum(-rng.random((batch, nheads, nc, cs)) * 0.05, -1).astype(np.float16)
+    C = rn(rng, (batch, seqlen, ngroups, dstate), "float16", 0.2)
+    prev = rn(rng, (batch, nc, nheads, hd, dstate), "float16", 0.2)
+    D = rn(rng, (nheads,), "float16")
+    want = np.zeros((batch, seqlen, nheads, hd))
+    tri = np.tril(np.ones((cs, cs), bool))
+    for c in range(nc):
+        sl = slice(c * cs, (c + 1) * cs)
+        for h in range(nheads):
+            g = h // (nheads // ngroups)
+            a = dA[0, h, c].astype(f64)
+            sc = np.where(tri, cb[0, c, g].astype(f64) * np.exp(a[:, None] - a[None, :]), 0)
+            intra = (sc * dt[0, h, c].astype(f64)[None, :]) @ x[0, sl, h].astype(f64)
+            inter = (C[0, sl, g].astype(f64) @ prev[0, c, h].astype(f64).T) * np.exp(a)[:, None]
+            want[0, sl, h] = intra + inter + x[0, sl, h].astype(f64) * float(D[h])
+    fn = m["chunk_scan_fwd"]
+    kw = dict(block_M=64, block_N=64, block_K=64, block_Dstate=128, num_stages=2)
+    chk = Check(lambda *a: fn(*a, **kw), [cb, x, dt, dA, C, prev, D], {0: want}, "float16", cs)
+    chk.fn.kernel_for = lambda *a: fn.factory.kernel_for(*a, **kw) if hasattr(fn, "factory") \
+        else fn.kernel_for(*a, **kw)
+    return [chk]

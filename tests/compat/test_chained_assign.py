@@ -47,3 +47,34 @@ def test_chained_allocation_is_located():
     with pytest.raises(CompileError) as e:
         T.prim_func(main)
     assert "chained assignment" in str(e.value) and "test_chained_assign.py:" in str(e.value)
+
+
+@tilelang_mini.jit
+def chunk_sums(cb, x):
+    """cb's annotation uses `nchunks`, derived from seqlen, which only x's annotation binds
+    (TileLang's mamba chunk_scan annotates cb before x)."""
+    seqlen, cs = T.const("seqlen, cs")
+    nchunks = T.ceildiv(seqlen, cs)
+    cb: T.Tensor((nchunks, cs), T.float32)
+    x: T.Tensor((seqlen,), T.float32)
+    Y = T.empty((nchunks, cs), T.float32)
+    with T.Kernel(nchunks) as bx:
+        a = T.alloc_fragment((cs,), T.float32)
+        b = T.alloc_fragment((cs,), T.float32)
+        T.copy(cb[bx, 0], a)
+        T.copy(x[bx * cs], b)
+        for i in T.Parallel(cs):
+            a[i] = a[i] + b[i]
+        T.copy(a, Y[bx, 0])
+    return Y
+
+
+@pytest.mark.parametrize("target", ["numpy", "llvm"])
+def test_symbol_bound_by_a_later_annotation(target):
+    cb, x = rand((4, 32), seed=3), rand((128,), seed=4)
+    kern, args = chunk_sums.kernel_for(cb, x, target=target)
+    want = f64(cb) + f64(x).reshape(4, 32)
+    close(np.asarray(kern(*args)), want)
+    if target == "numpy":
+        got, _ = kern.simulate(*args)
+        close(np.asarray(got), want)

@@ -234,6 +234,7 @@ class KernelBuilder(ExprVisitor, ControlFlow, TileOps, Dialect, TileAscend, Eage
         params = self.params(fdef)
         body = [s for s in fdef.body if not is_docstring(s)]
         launches, returned = [], None  # several `with T.Kernel` blocks: launches run in order
+        self.eager_body, self.prebound = body, False
         for stmt in body:
             if isinstance(stmt, ast.With) and self.is_call_to(stmt.items[0].context_expr, "Kernel"):
                 self.hints = []
