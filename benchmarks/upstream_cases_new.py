@@ -832,3 +832,29 @@ def _(m, rng):
     chk.fn.kernel_for = lambda *a: fn.factory.kernel_for(*a, **kw) if hasattr(fn, "factory") \
         else fn.kernel_for(*a, **kw)
     return [chk]
+
+
+@case("tl/block_causal_attention/fwd_varlen", TL,
+      "examples/block_causal_attention/block_causal_attention_varlen.py",
+      "dLLM block-causal attention over packed sequences: T.dynamic total_tokens plus the "
+      "scalar max_seqlen, in-place Output and LSE (log2)")
+def _(m, rng):
+    from upstream_cases_held import block_causal_mask
+    lens, H, D, d = [128, 256], 1, 64, 16
+    cu = np.concatenate([[0], np.cumsum(lens)]).astype(np.int32)
+    tot = int(cu[-1])
+    scale = D ** -0.5
+    q, k, v = (rn(rng, (tot, H, D), "float16") for _ in range(3))
+    o_want, lse_want = np.zeros((tot, H, D)), np.zeros((H, tot))
+    for b, L in enumerate(lens):
+        sl = slice(cu[b], cu[b + 1])
+        for h in range(H):
+            s = q[sl, h].astype(f64) @ k[sl, h].astype(f64).T * scale
+            s = np.where(block_causal_mask(L, d), s, -np.inf)
+            mx = s.max(-1, keepdims=True)
+            p = np.exp(s - mx)
+            o_want[sl, h] = (p / p.sum(-1, keepdims=True)) @ v[sl, h].astype(f64)
+            lse_want[h, sl] = (np.log(p.sum(-1)) + mx[:, 0]) / np.log(2)
+    kern = m["_fwd_varlen_template"](len(lens), H, D, d, scale, dtype="float16")
+    args = [q, k, v, cu, max(lens), np.zeros((tot, H, D), np.float16), np.zeros((H, tot), np.float32)]
+    return [Check(kern, args, {("arg", 5): o_want, ("arg", 6): lse_want}, "float16", max(lens))]
