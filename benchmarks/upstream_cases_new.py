@@ -858,3 +858,41 @@ def _(m, rng):
     kern = m["_fwd_varlen_template"](len(lens), H, D, d, scale, dtype="float16")
     args = [q, k, v, cu, max(lens), np.zeros((tot, H, D), np.float16), np.zeros((H, tot), np.float32)]
     return [Check(kern, args, {("arg", 5): o_want, ("arg", 6): lse_want}, "float16", max(lens))]
+
+
+def chunk_cumsum_ref(g, C):
+    B, H, L = g.shape
+    return np.cumsum(g.astype(f64).reshape(B, H, L // C, C), -1).reshape(B, H, L)
+
+
+@case("asc/gdn/chunk_cumsum", A, "examples/linear_attention_and_rnn/gdn/gdn_chunk_cumsum.py",
+      "per-chunk cumulative sums of the gates, rows split over the two vector cores")
+def _(m, rng):
+    g = rn(rng, (2, 4, 256), scale=0.1)
+    return [Check(m["cumsum_ker"](2, 4, 256, 64), [g], {0: chunk_cumsum_ref(g, 64)}, reduce_len=64)]
+
+
+@case("asc/opt_gdn/chunk_cumsum", A, "examples/linear_attention_and_rnn/opt_gdn/opt_gdn_chunk_cumsum.py",
+      "per-chunk cumulative sums, CC rows at a time")
+def _(m, rng):
+    g = rn(rng, (2, 4, 256), scale=0.1)
+    return [Check(m["cumsum_ker"](2, 4, 256, 64), [g], {0: chunk_cumsum_ref(g, 64)}, reduce_len=64)]
+
+
+@case("asc/gdn/chunk_scaled_dot_kkt", A, "examples/linear_attention_and_rnn/gdn/gdn_chunk_scaled_dot_kkt.py",
+      "developer mode: K K^T on the cube through a workspace, gated by beta and exp(g_i - g_j), "
+      "strictly lower mask tensor")
+def _(m, rng):
+    B, H, L, DK, C, BK = 1, 2, 128, 64, 32, 32
+    k = rn(rng, (B, H, L, DK), "float16", 0.5)
+    beta = rn(rng, (B, H, L), "float16")
+    g = np.cumsum(-rng.random((B, H, L)) * 0.1, -1).astype(np.float32)
+    msk = np.tril(np.ones((C, C)), -1).astype(np.float32)
+    want = np.zeros((B, H, L, C))
+    for c in range(L // C):
+        sl = slice(c * C, (c + 1) * C)
+        kk = k[:, :, sl].astype(f64)
+        a = np.einsum("bhid,bhjd->bhij", kk, kk) * beta[:, :, sl, None].astype(f64)
+        a *= np.exp(g[:, :, sl, None].astype(f64) - g[:, :, None, sl].astype(f64))
+        want[:, :, sl] = a * np.tril(np.ones((C, C)), -1)
+    return [Check(m["kkt_ker"](B, H, L, DK, C, BK), [k, beta, g, msk], {0: want}, "float16", DK)]
