@@ -896,3 +896,26 @@ def _(m, rng):
         a *= np.exp(g[:, :, sl, None].astype(f64) - g[:, :, None, sl].astype(f64))
         want[:, :, sl] = a * np.tril(np.ones((C, C)), -1)
     return [Check(m["kkt_ker"](B, H, L, DK, C, BK), [k, beta, g, msk], {0: want}, "float16", DK)]
+
+
+@case("asc/gdn/chunk_o", A, "examples/linear_attention_and_rnn/gdn/gdn_chunk_o.py",
+      "expert C/V with cross flags: exp(g)-scaled Q S plus the gated causal (Q K^T) V, three "
+      "workspaces")
+def _(m, rng):
+    B, H, L, DK, DV, C, BK, BV = 1, 2, 128, 64, 64, 32, 32, 32
+    q, k = rn(rng, (B, H, L, DK), "float16", 0.3), rn(rng, (B, H, L, DK), "float16", 0.3)
+    v = rn(rng, (B, H, L, DV), "float16")
+    nc = L // C
+    s = rn(rng, (B, H, nc, DK, DV), "float16", 0.3)
+    g = np.cumsum(-rng.random((B, H, L)) * 0.1, -1).astype(np.float32)
+    msk = np.tril(np.ones((C, C))).astype(np.float32)
+    want = np.zeros((B, H, L, DV))
+    for c in range(nc):
+        sl = slice(c * C, (c + 1) * C)
+        qc, kc, vc, gc = (x[:, :, sl].astype(f64) for x in (q, k, v, g))
+        t1 = np.exp(gc)[..., None] * (qc @ s[:, :, c].astype(f64))
+        qk = (qc @ np.swapaxes(kc, -1, -2)) * np.exp(gc[..., :, None] - gc[..., None, :]) * msk
+        qk = qk.astype(np.float16).astype(f64)   # the kernel's float16 workspace_3
+        want[:, :, sl] = t1 + qk @ vc
+    return [Check(m["chunk_o_ker"](B, H, L, DK, DV, C, BK, BV), [q, k, v, s, g, msk], {0: want},
+                  "float16", C)]
