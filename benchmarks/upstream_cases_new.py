@@ -628,7 +628,7 @@ def _(m, rng):
       "GQA sparse attention, symbolic batch/seq shapes, per-group index lists")
 def _(m, rng):
     from upstream_cases_cv import sparse_ref
-    B, S, SKV, H, G, dim, tail, topk = 1, 8, 512, 16, 2, 64, 32, 128
+    B, S, SKV, H, G, dim, tail, topk = 1, 8, 512, 32, 2, 64, 0, 128  # tail 0 as the example calls it
     dq = dim + tail
     q = rn(rng, (B, S, H, dq), "float16")
     kv = rn(rng, (B, SKV, G, dq), "float16")
