@@ -119,10 +119,13 @@ def load(repo: str, path: str, workdir: Path) -> dict:
     sys.path.insert(0, str(workdir))
     ns = {"__name__": "upstream_example", "__file__": str(local)}
     keep = (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.ClassDef, ast.Assign, ast.AnnAssign,
-            ast.AugAssign)
+            ast.AugAssign, ast.Try)  # try: optional imports (`from .utils import ...` / except)
     tree = ast.parse(src)
     defined = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
     for node in tree.body:
+        if _adds_argument(node):  # `parser.add_argument(...)`: module globals come from args
+            node = ast.copy_location(ast.Assign([ast.Name("_", ast.Store())], node.value), node)
+            ast.fix_missing_locations(node)
         if not isinstance(node, keep) or (not isinstance(node, (ast.FunctionDef, ast.ClassDef))
                                           and _runs_host_code(node, defined)):
             continue
@@ -132,6 +135,11 @@ def load(repo: str, path: str, workdir: Path) -> dict:
         except Exception:  # noqa: BLE001 - host-code definitions this machine cannot run
             pass
     return ns
+
+
+def _adds_argument(node) -> bool:
+    return isinstance(node, ast.Expr) and isinstance(node.value, ast.Call) and \
+        isinstance(node.value.func, ast.Attribute) and node.value.func.attr == "add_argument"
 
 
 def _runs_host_code(node, defined) -> bool:
@@ -250,6 +258,7 @@ def load_cases():
     import upstream_cases_held  # noqa: F401
     import upstream_cases_hisa  # noqa: F401
     import upstream_cases_cv  # noqa: F401
+    import upstream_cases_new  # noqa: F401
     import upstream_sweep  # the cases register in the importable module (not __main__)
     return upstream_sweep.CASES
 

@@ -74,6 +74,21 @@ class AutotuneResult:
     def best_kernel(self):
         return self.best.kernel
 
+    # TileLang's AutotuneResult fields (`result.kernel`, `.config`, `.latency` in ms)
+    @property
+    def kernel(self):
+        return self.best_kernel
+
+    @property
+    def config(self) -> dict:
+        return self.best_config
+
+    @property
+    def latency(self) -> float:
+        return self.best.time_us / 1e3
+
+    ref_latency = None
+
     @property
     def default(self) -> TuneEntry | None:
         return next((e for e in self.entries if e.default), None)
@@ -107,6 +122,17 @@ def _expand(configs) -> list[dict]:
             raise TypeError(f"autotune configs are dicts of factory keyword arguments, got {c!r}")
         out.append(dict(c))
     return out
+
+
+# keys of a TileLang configuration that are jit options, not factory arguments (TileLang's
+# example_gemm_autotune_pass_configs tunes `pass_configs`); here they have no effect (hints, see
+# docs/tilelang_compat.md), so they are dropped from the factory call and kept in the config
+COMPILE_KEYS = ("pass_configs", "compile_flags", "execution_backend", "target_host")
+
+
+def _factory_args(cfg: dict) -> dict:
+    """A configuration's factory keyword arguments: `cfg` without COMPILE_KEYS."""
+    return {k: v for k, v in cfg.items() if k not in COMPILE_KEYS}
 
 
 def _defaults(fn) -> dict:
@@ -203,7 +229,7 @@ class AutoTuned:
             given = set(inspect.signature(fn).bind_partial(*args, **kwargs).arguments)
         except TypeError:
             given = set(kwargs)
-        names = {k for c in _expand(configs) for k in c}
+        names = {k for c in _expand(configs) for k in _factory_args(c)}
         if names and names <= given:  # every tuned argument given: no search
             return self.factory(*args, **kwargs)
         from .runtime.eager import EagerJIT
@@ -215,7 +241,7 @@ class AutoTuned:
         if key not in self._cache:
             result = autotune(self.factory, configs, by=self.by, chip=self.chip, args=args,
                               kwargs=kwargs, repeat=self.repeat, warmup=self.warmup)
-            kernel = self.factory(*args, **kwargs, **result.best_config)
+            kernel = self.factory(*args, **kwargs, **_factory_args(result.best_config))
             if not hasattr(kernel, "estimate"):
                 from .runtime.kernel import compile as tl_compile
                 kernel = tl_compile(kernel)
@@ -262,6 +288,46 @@ def _autotuned_compile(self, **kwargs):
 AutoTuned.compile = _autotuned_compile
 
 
+class AutoTuner:
+    """TileLang's API form: `AutoTuner.from_kernel(kernel=f, configs=[...])
+    .set_compile_args(out_idx=..., target=...).set_profile_args(...).run(warmup=, rep=)` returns
+    the AutotuneResult whose `.kernel` is the best configuration compiled for the default target
+    (`.config`, `.latency` in ms). `f` returns a `T.prim_func` for keyword arguments of a
+    configuration. Profile options (supply_type, ref_prog, skip_check, ...) and run options
+    (early_stop, enable_grouped_compile, ...) are accepted: configurations are ranked by the
+    estimate (or measured with `by="measure"`), not checked against a reference."""
+
+    def __init__(self, fn=None, configs=None, by: str = "estimate", chip: str | None = None):
+        self.fn, self.configs, self.by, self.chip = fn, configs, by, chip
+        self.compile_args: dict = {}
+        self.profile_args: dict = {}
+
+    @classmethod
+    def from_kernel(cls, kernel, configs, **kw):
+        return cls(kernel, configs, **kw)
+
+    def set_compile_args(self, out_idx=None, target=None, **_ignored):
+        self.compile_args = {"out_idx": out_idx, "target": target}
+        return self
+
+    def set_profile_args(self, **kw):
+        self.profile_args = kw
+        return self
+
+    def run(self, warmup: int = 1, rep: int = 5, **_ignored) -> AutotuneResult:
+        from .runtime.kernel import compile as tl_compile
+        configs = self.configs() if callable(self.configs) else self.configs
+        result = autotune(self.fn, configs, by=self.by, chip=self.chip,
+                          out_idx=self.compile_args.get("out_idx"), repeat=rep, warmup=warmup,
+                          include_default=False)
+        best = result.best
+        target = self.compile_args.get("target")
+        target = target if target in ("numpy", "llvm") else None  # GPU targets: the default
+        best.kernel = tl_compile(self.fn(**_factory_args(best.config)),
+                                 out_idx=self.compile_args.get("out_idx"), target=target)
+        return result
+
+
 def autotune(factory=None, configs=None, by: str = "estimate", chip: str | None = None, *, args=(),
              kwargs=None, out_idx=None, repeat: int = 5, warmup: int = 1, seed: int = 0,
              include_default: bool = True, progress=None, rep: int | None = None,
@@ -306,7 +372,7 @@ def autotune(factory=None, configs=None, by: str = "estimate", chip: str | None 
         for i, (cfg, dflt) in enumerate(zip(todo, is_default)):
             entry = TuneEntry(config=cfg, status="skipped", default=dflt)
             try:
-                built = fn(*args, **kwargs, **cfg)
+                built = fn(*args, **kwargs, **_factory_args(cfg))
                 if isinstance(built, JITKernel):
                     kernel = built
                 else:
@@ -338,4 +404,4 @@ def autotune(factory=None, configs=None, by: str = "estimate", chip: str | None 
     return result
 
 
-__all__ = ["autotune", "AutoTuned", "AutotuneResult", "TuneEntry"]
+__all__ = ["autotune", "AutoTuned", "AutoTuner", "AutotuneResult", "TuneEntry"]

@@ -6,7 +6,7 @@ import contextlib
 
 import sys
 
-from .autotune import AutoTuned as AutoTuner, AutotuneResult, autotune  # noqa: F401
+from .autotune import AutoTuned, AutoTuner, AutotuneResult, autotune  # noqa: F401
 
 # importing the submodule `autotune` set the package attribute `tilelang_mini.autotune` to the
 # module; the package's public `autotune` is the decorator (as its lazy attribute gives it)

@@ -82,3 +82,42 @@ def test_flag_id_without_known_range_is_located():
     msg = str(e.value)
     assert "a flag id must be a constant int" in msg and "test_flag_ids.py:" in msg, msg
     assert 'T.set_flag("MTE2", "V", I[0])' in msg, msg
+
+
+def pingpong_relu(n_max):
+    """An expert V program over a run-time number of 16-element chunks (`n = N[0]`), each
+    chunk's flags `base + i % 2` (tilelang-ascend's fa_opt expert kernel: `SIG_L0AB + side`
+    with `side = i % 2` in a loop whose extent is a run-time value): `i % 2` is in [0, 1]
+    whatever i is, so each id has two possible values."""
+
+    @T.prim_func
+    def main(X: T.Tensor((16 * n_max,), "float32"), N: T.Tensor((1,), "int32"),
+             Y: T.Tensor((16 * n_max,), "float32")):
+        with T.Kernel(1, is_npu=True) as (cid, vid):
+            x = T.alloc_ub((2, 16), "float32")
+            with T.Scope("V"):
+                if vid == 0:
+                    for i in T.serial(N[0]):
+                        side = i % 2
+                        T.copy(X[i * 16], x[side, :])
+                        T.set_flag("MTE2", "V", 2 + side)
+                        T.wait_flag("MTE2", "V", 2 + side)
+                        T.tile.relu(x[side, :], x[side, :])
+                        T.set_flag("V", "MTE3", 4 + side)
+                        T.wait_flag("V", "MTE3", 4 + side)
+                        T.copy(x[side, :], Y[i * 16])
+                        T.set_flag("MTE3", "MTE2", side)
+                        T.wait_flag("MTE3", "MTE2", side)
+
+    return main
+
+
+@pytest.mark.parametrize("n", [3, 4])
+def test_flag_id_modulo_of_runtime_loop_var(target, n):
+    kernel = tilelang.compile(pingpong_relu(4), out_idx=[2], target=target)
+    x = rand((64,), "float32", n)
+    want = np.zeros(64)
+    want[:16 * n] = np.maximum(f64(x)[:16 * n], 0)
+    nn = np.array([n], np.int32)
+    close(kernel(x, nn), want)
+    close(kernel.simulate(x, nn)[0], want)

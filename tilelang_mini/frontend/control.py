@@ -96,8 +96,12 @@ class ControlFlow:
                 if not isinstance(stages, int) or stages < 0:
                     raise self.error(kw.value, "num_stages must be a constant int >= 0")
                 stages = max(stages, 1)
-            elif kind == "pipelined" and kw.arg in ("order", "stage", "group", "sync"):
-                pass  # TileLang's GPU warp-specialisation schedule: a hint here
+            elif kind == "pipelined" and kw.arg in ("order", "stage", "group", "sync",
+                                                    "cross_interval"):
+                # TileLang's GPU warp-specialisation schedule, tilelang-ascend's interval of
+                # the cross-core signals of an auto-pipelined loop: hints here (the compiler
+                # places the cross-core flags itself)
+                pass
             elif kind in ("serial", "unroll") and kw.arg in ("unroll_factor", "annotations"):
                 pass
             elif kind == "parallel" and kw.arg in ("coalesced_width", "loop_layout"):
@@ -122,8 +126,14 @@ class ControlFlow:
                 raise self.error(a, f"a loop extent must be an integer expression, got {show(e)}")
         if len(names) != len(extents):
             raise self.error(s.target, f"expected {len(extents)} loop variables, got {len(names)}")
-        self.scopes.append({n: Var(n) if isinstance(start, int) and start == 0 else binop("+", Var(n), start)
-                            for n in names})
+        # a loop variable that shadows an enclosing loop's (TileLang's nsa_fwd: `for i, j in
+        # T.Parallel(G, BS)` inside `for i in T.Pipelined(NS)`) gets its own IR name, so that an
+        # expression bound to the outer one (`i_s = BlockIndices[..., i] * BS`, inlined where it
+        # is used) still means the outer one inside the inner loop
+        py_names = names
+        names = tuple(self.fresh_var(n) if n in self.var_ranges else n for n in names)
+        self.scopes.append({p: Var(n) if isinstance(start, int) and start == 0 else binop("+", Var(n), start)
+                            for p, n in zip(py_names, names)})
         self.parallel_depth += kind == "parallel"
         outer = self.with_ranges(names, extents)
         try:

@@ -113,6 +113,28 @@ class Eager:
                 self.bind(name, self.eager.scalars[name])
         return ()
 
+    def prebind_symbols(self, body) -> None:
+        """Bind the shape symbols that are whole dimensions of annotated tensor arguments
+        (`x: T.Tensor((batch, seqlen, nheads, headdim), dt)`) when the first annotation is read,
+        before the annotations are read in order, so that an earlier annotation may use a later one's symbols in an expression
+        (mamba chunk_scan: `cb: T.Tensor((batch, T.ceildiv(seqlen, chunk_size), ...))` before
+        `x` binds seqlen). An annotation that cannot be evaluated yet is left to its turn."""
+        for stmt in body:
+            if not (isinstance(stmt, ast.AnnAssign) and stmt.value is None and
+                    isinstance(stmt.target, ast.Name) and stmt.target.id in self.eager.tensors):
+                continue
+            actual = self.eager.tensors[stmt.target.id]
+            try:
+                ann = self.eval(stmt.annotation)
+            except Exception:  # noqa: BLE001 - names bound by earlier statements: later
+                continue
+            if not isinstance(ann, T_module.TensorType) or actual is None or \
+                    len(actual[0]) != len(ann.shape):
+                continue
+            for d, n in zip(ann.shape, actual[0]):
+                if isinstance(d, Symbol) and d.name not in self.symbols:
+                    self.symbols[d.name] = int(n)
+
     def eager_stmt(self, stmt) -> bool:
         """Handle a statement before `with T.Kernel` that only eager functions have."""
         if isinstance(stmt, ast.AnnAssign) and stmt.value is None and \
@@ -120,6 +142,9 @@ class Eager:
             name = stmt.target.id
             if name not in self.eager.tensors:
                 raise self.error(stmt, f"'{name}' is not a tensor argument of this function")
+            if not self.prebound:  # at the first annotation: the T.const symbols exist now
+                self.prebound = True
+                self.prebind_symbols(self.eager_body)
             ann = self.eval(stmt.annotation)
             if not isinstance(ann, T_module.TensorType):
                 raise self.error(stmt.annotation, "expected a T.Tensor(shape, dtype) annotation")

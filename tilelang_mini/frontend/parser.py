@@ -81,13 +81,20 @@ class PrimFunc:
         return f"<PrimFunc {self.ir.name}>"
 
 
+def is_scalar_param(ann) -> bool:
+    """A scalar kernel parameter's annotation: a dtype (`n: T.int32`, `x: T.float32`)."""
+    return isinstance(ann, T_module.dtype) and not isinstance(ann, T_module.TensorType)
+
+
 def parse_prim_func(fn):
     symbols = set()
-    for ann in getattr(fn, "__annotations__", {}).values():
+    for name, ann in getattr(fn, "__annotations__", {}).items():
         if isinstance(ann, T_module.TensorType):
             for d in ann.shape:
                 if isinstance(d, SymExpr):
                     symbols |= d.symbols()
+        elif is_scalar_param(ann):  # `n: T.int32`: specialised per value, like a shape symbol
+            symbols.add(name)
     if symbols:
         return SymbolicPrimFunc(fn, symbols)
     builder = KernelBuilder(fn)
@@ -227,6 +234,7 @@ class KernelBuilder(ExprVisitor, ControlFlow, TileOps, Dialect, TileAscend, Eage
         params = self.params(fdef)
         body = [s for s in fdef.body if not is_docstring(s)]
         launches, returned = [], None  # several `with T.Kernel` blocks: launches run in order
+        self.eager_body, self.prebound = body, False
         for stmt in body:
             if isinstance(stmt, ast.With) and self.is_call_to(stmt.items[0].context_expr, "Kernel"):
                 self.hints = []
@@ -265,12 +273,35 @@ class KernelBuilder(ExprVisitor, ControlFlow, TileOps, Dialect, TileAscend, Eage
             if isinstance(ann, str) and arg.annotation is not None:
                 # `from __future__ import annotations`: evaluate the source in the kernel's scope
                 ann = self.eval(arg.annotation)
+            if is_scalar_param(ann):
+                out.append(self.scalar_param(arg.arg, ann, arg.annotation or arg))
+                continue
             if not isinstance(ann, T_module.TensorType):
-                raise self.error(arg, f"parameter '{arg.arg}' needs a T.Tensor(shape, dtype) annotation")
+                raise self.error(arg, f"parameter '{arg.arg}' needs a T.Tensor(shape, dtype) "
+                                      "annotation (or a scalar dtype: `n: T.int32`)")
             out.append(self.tensor_param(arg.arg, ann, arg.annotation or arg))
         if fdef.args.vararg or fdef.args.kwarg or fdef.args.kwonlyargs:
             raise self.error(fdef, "kernel parameters are plain positional T.Tensor arguments")
         return tuple(out)
+
+    def scalar_param(self, name: str, ann, where) -> Buffer:
+        """TileLang's scalar kernel argument `n: T.int32` (a varlen maximum length, a batch
+        count, a float coefficient). The kernel is specialised per value, as for a `T.dynamic`
+        shape symbol (parse_prim_func makes it a SymbolicPrimFunc; runtime/eager.py's
+        SymbolicKernel binds the value from the call), so in the body `n` is that Python number
+        (a grid extent, a loop bound, a trace-time `if`). The parameter stays in its place (the
+        positions of `out_idx` count it) as a one-element tensor the caller passes the number
+        for; the kernel does not read it. Without a value (not specialised) the name reads
+        that element at run time."""
+        dtype = self.dtype(ann, where)
+        self.buffer_names.add(name)
+        buf = Buffer(name, (1,), dtype, "global")
+        if name in self.symbols:
+            v = self.symbols[name]
+            self.bind(name, plain_number(float(v) if dtypes.is_float(dtype) else int(v)))
+        else:
+            self.bind(name, Load(buf, (as_expr(0),)))
+        return buf
 
     def dtype(self, value, node) -> str:
         name = dtypes.canonical(value)
@@ -395,8 +426,14 @@ class KernelBuilder(ExprVisitor, ControlFlow, TileOps, Dialect, TileAscend, Eage
         return self.assign(s)
 
     def assign(self, s):
-        if len(s.targets) != 1:
-            raise self.error(s, "chained assignment is not supported in a kernel")
+        if len(s.targets) != 1:  # `a = b = 16`: the value once, bound to each name
+            if not all(isinstance(t, (ast.Name, ast.Tuple, ast.List)) for t in s.targets) or (
+                    isinstance(s.value, ast.Call) and isinstance(
+                        self.eval_callee(s.value.func), (Marker, T_module.Macro))):
+                raise self.error(s, "chained assignment (`a = b = value`) binds names to a "
+                                    "value; write one assignment per tile or buffer")
+            value = self.eval(s.value)
+            return [st for t in s.targets for st in self.bind_value(t, value, s)]
         target = s.targets[0]
         if isinstance(target, ast.Name) and isinstance(s.value, ast.Call):
             fn = self.eval_callee(s.value.func)

@@ -233,6 +233,7 @@ class TileOps:
         clear = self.bool_arg(a.get("clear"), True)
         if "real_shape" in a:
             src, dst = self.real_shape(src, dst, dim % rank, a["real_shape"])
+        dst = _leading_part(src, dst, dim % rank)
         return Reduce(kind, src, dst, dim % rank, clear, self.loc(call))
 
     def real_shape(self, src: Region, dst: Region, dim: int, node):
@@ -523,3 +524,20 @@ class TileOps:
             raise self.error(node, f"a {len(other[2])}-D tile does not fit a {len(extents)}-D region")
         full = [1] * (len(extents) - len(src_ext)) + src_ext
         return Region(buf, starts, tuple(full))
+
+
+def _leading_part(src, dst, dim):
+    """A whole-tile reduce destination longer than the result (tilelang-ascend pads row
+    statistics to 32 bytes: `m_i = T.alloc_ub([max(8, v_block)], ...)`, then
+    `T.reduce_max(acc_s_ub, m_i, dim=-1)` with v_block rows) takes the result in its leading
+    part, as on the device; the other elements are left as they are:
+
+        reduce_max(s[2, 64], m[8])   ->   reduce_max(s, m[0 +: 2])
+    """
+    from ..ir.nodes import Region
+    want = tuple(e for d, e in enumerate(src.extent) if d != dim)
+    ext = tuple(dst.extent)
+    if not dst.is_full or ext == want or len(ext) != len(want) or not all(
+            isinstance(d, int) and isinstance(w, int) and d >= w for d, w in zip(ext, want)):
+        return dst
+    return Region(dst.buffer, dst.start, want)

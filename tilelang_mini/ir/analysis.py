@@ -260,6 +260,8 @@ def interval(ranges, x):
         return ranges.get(x.name)
     if isinstance(x, BinOp) and x.op in ("+", "-", "*", "//", "%"):
         a, c = interval(ranges, x.a), interval(ranges, x.b)
+        if x.op == "%" and a is None and c is not None and c[0] == c[1] and c[0] > 0:
+            return (0, c[0] - 1)  # floor modulo by a positive constant, whatever the dividend
         if a is None or c is None:
             return None
         if x.op == "+":

@@ -33,6 +33,8 @@ ALIASES = {
     "fp8_e5m2": "float8_e5m2", "int": "int32", "e8m0": "float8_e8m0fnu",
     "float8_e8m0": "float8_e8m0fnu", "fp4_e2m1": "float4_e2m1fn", "float4_e2m1": "float4_e2m1fn",
     "fp4_e2m1x2": "float4_e2m1fn_x2", "float4_e2m1x2": "float4_e2m1fn_x2",
+    # TVM's older fp8 spellings (tilelang-ascend's example_gemm_fp8_pto)
+    "e4m3_float8": "float8_e4m3fn", "e5m2_float8": "float8_e5m2",
 }
 
 DTYPES = tuple(_NUMPY)

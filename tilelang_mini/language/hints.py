@@ -22,6 +22,10 @@ HINT_NAMES = (
     "use_swizzle", "annotate_layout", "func_attr", "no_set_max_nreg", "set_max_nreg",
     "disable_warp_group_reg_alloc", "sync_threads", "annotate_address", "assume",
     "annotate_l2_hit_ratio", "annotate_safe_value", "annotate_restrict_buffers",
+    # device debug output (tilelang-ascend's T.printf / T.dump_tensor under TL_PTO_DEBUG,
+    # TileLang's T.print): accepted and not printed; kernel.simulate(...) or the numpy target
+    # show the values
+    "printf", "dump_tensor", "print",
 )
 
 # GPU-only constructs whose meaning this machine cannot reproduce: name -> what to write instead.
@@ -50,11 +54,13 @@ GPU_ONLY = {
     "ws": "T.Scope('C')/T.Scope('V') (expert mode)", "annotate_ws_schedule": "T.Scope blocks",
     "WSSchedule": "T.Scope blocks", "WSRole": "T.Scope blocks", "WSPipeline": "T.Pipelined",
     "access_ptr": "buffer regions (A[i:i+n, :]) in T.copy",
+    "rng_init": "a counter-based generator written as integer arithmetic in a T.Parallel map "
+                "(tilelang-ascend's random_1d: an LCG on int32 tiles); GPU Philox state per "
+                "thread has no counterpart",
+    "rng_rand": "integer arithmetic on a T.Parallel index (see rng_init)",
+    "rng_rand_float": "integer arithmetic on a T.Parallel index (see rng_init)",
     "shmem_put_nbi": "host-side communication", "shmem_ub_put_nbi": "host-side communication",
     "shmem_get_nbi": "host-side communication", "shmem_ub_get_nbi": "host-side communication",
-    "printf": "kernel.simulate(...) or the numpy target to inspect values",
-    "dump_tensor": "kernel.simulate(...) or the numpy target to inspect values",
-    "print": "the numpy target to inspect values",
 }
 
 # Families of GPU-only names (TileLang's Blackwell/Hopper intrinsics and warp specialisation):

@@ -200,6 +200,8 @@ def _native(arr: np.ndarray) -> np.ndarray:
 
 def _input(kernel: Kernel, b: Buffer, a) -> np.ndarray:
     arr = _native(_as_array(kernel, b, a))
+    if arr.ndim == 0 and b.shape == (1,):  # a number for a scalar parameter (`n: T.int32`)
+        arr = arr.reshape(1)
     _check_dtype_shape(kernel, b, arr)
     if not (arr.flags.c_contiguous and arr.flags.aligned):
         arr = np.array(arr, order="C", copy=True)

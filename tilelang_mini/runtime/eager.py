@@ -172,14 +172,15 @@ class EagerJIT:
 class SymbolicKernel(CompileSettings):
     """A compiled kernel with symbolic tensor shapes: specialised per call."""
 
-    def __init__(self, prim, out_idx, target, chip, workspace_idx=None):
-        super().__init__(out_idx, target, chip, workspace_idx)
+    def __init__(self, prim, out_idx, target, chip, workspace_idx=None, pass_configs=None):
+        super().__init__(out_idx, target, chip, workspace_idx, pass_configs)
         self.prim = prim
         anns = getattr(prim.fn, "__annotations__", {})
         names = list(inspect.signature(prim.fn).parameters)
         n = len(names)
         outs = {i % n for i in (out_idx or ())} | {i % n for i in (workspace_idx or ())}
         self.input_types = [anns.get(p) for i, p in enumerate(names) if i not in outs]
+        self.names = [p for i, p in enumerate(names) if i not in outs]
 
     def bind(self, args) -> dict:
         from ..language.symbols import Symbol
@@ -187,7 +188,15 @@ class SymbolicKernel(CompileSettings):
         if len(args) != len(self.input_types):
             raise ArgumentError(f"{self.prim.__name__} takes {len(self.input_types)} input "
                                 f"arrays, got {len(args)}")
+        from ..frontend.parser import is_scalar_param
         for i, (ann, a) in enumerate(zip(self.input_types, args)):
+            if is_scalar_param(ann):  # `n: T.int32`: the kernel is specialised per value
+                v = np.asarray(a).reshape(-1)
+                if v.size != 1:
+                    raise ArgumentError(f"input {i} ({self.names[i]}): expected a number, got "
+                                        f"{type(a).__name__}")
+                values[self.names[i]] = v[0].item()
+                continue
             shape = getattr(a, "shape", None)
             if shape is None or len(shape) != len(ann.shape):
                 raise ArgumentError(f"input {i}: expected a {len(ann.shape)}-D array, got "
@@ -205,7 +214,8 @@ class SymbolicKernel(CompileSettings):
         if key not in self._cache:
             self._cache[key] = tl_compile(self.prim.specialize(values), out_idx=self.out_idx,
                                             target=self.target, chip=self.chip,
-                                            workspace_idx=self.workspace_idx)
+                                            workspace_idx=self.workspace_idx,
+                                            pass_configs=self.pass_configs)
         return self._cache[key]
 
     @user_facing

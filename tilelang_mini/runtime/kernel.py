@@ -248,13 +248,16 @@ def compile(prim_func, out_idx=None, target: str | None = None, chip: str | None
     (tilelang-ascend) names scratch tensor parameters the runtime allocates on each call."""
     from ..frontend import PrimFunc
     from ..frontend.parser import SymbolicPrimFunc
+    from ..transform.options import auto_sync_of
     target = _our_target(target)
+    pass_configs = tilelang_options.get("pass_configs")
     if isinstance(prim_func, SymbolicPrimFunc):
         from .eager import SymbolicKernel
-        return SymbolicKernel(prim_func, out_idx, target, chip, workspace_idx)
+        return SymbolicKernel(prim_func, out_idx, target, chip, workspace_idx, pass_configs)
     if not isinstance(prim_func, PrimFunc):
         raise CompileError(f"compile() takes a T.prim_func, got {type(prim_func).__name__}")
-    options = Options(chip=chip or config.default_chip(), target=target or config.default_target())
+    options = Options(chip=chip or config.default_chip(), target=target or config.default_target(),
+                      auto_sync=auto_sync_of(pass_configs))
     if len(prim_func.launches) > 1 or prim_func.hidden:  # several `with T.Kernel` blocks,
         from .launches import LaunchSequence            # T.alloc_global, GM views
         if workspace_idx:
@@ -371,15 +374,17 @@ def _lower_cached(kernel: Kernel, options: Options, backend, workspace_idx: tupl
 @user_facing
 def compile_call(factory, args: tuple = (), kwargs: dict | None = None, out_idx=None,
                  target: str | None = None, chip: str | None = None,
-                 workspace_idx=None):
+                 workspace_idx=None, pass_configs=None):
     """`compile(factory(*args, **kwargs), ...)`, looked up in the disk cache before the factory
     is traced: the key of the call (runtime/trace_key.py: the factory's code, closure values,
     the globals it names, the arguments) with the options, compiler and host names an entry
     that points at the compiled code's entry and holds the frontend IR. On such a hit nothing
     is traced (`prim_func` traces when asked for); otherwise the factory is traced and compiled
     as by `compile`, and the pointer is stored."""
+    from ..transform.options import auto_sync_of
     kwargs = kwargs or {}
-    options = Options(chip=chip or config.default_chip(), target=target or config.default_target())
+    options = Options(chip=chip or config.default_chip(), target=target or config.default_target(),
+                      auto_sync=auto_sync_of(pass_configs))
     _check_chip(options.chip)
     backend = get_backend(options.target)
     path = key = None
@@ -395,7 +400,7 @@ def compile_call(factory, args: tuple = (), kwargs: dict | None = None, out_idx=
             if hit is not None:
                 return _observed(hit)
     kernel = compile(factory(*args, **kwargs), out_idx=out_idx, target=options.target,
-                     chip=options.chip, workspace_idx=workspace_idx)
+                     chip=options.chip, workspace_idx=workspace_idx, pass_configs=pass_configs)
     if key is not None and type(kernel) is JITKernel and kernel.cache_key is not None:
         cache.write_entry(path, key, {"code_key": kernel.cache_key},
                           [cache.dump_ir(kernel.frontend)])
@@ -466,9 +471,10 @@ class CompileSettings:
     """What a jit object compiles its kernels for (out_idx, workspace_idx, target, chip; None:
     the defaults at compile time), and its memo of the kernels compiled (`_cache`)."""
 
-    def __init__(self, out_idx, target, chip, workspace_idx=None):
+    def __init__(self, out_idx, target, chip, workspace_idx=None, pass_configs=None):
         self.out_idx = out_idx
         self.workspace_idx = workspace_idx
+        self.pass_configs = pass_configs  # honoured: TL_ASCEND_AUTO_SYNC (transform/options.py)
         self.target = target
         self.chip = chip
         self._cache: dict = {}
@@ -490,8 +496,8 @@ class JITFactory(CompileSettings):
 
     Calling it compiles the kernel for those arguments, memoised per (arguments, target, chip)."""
 
-    def __init__(self, factory, out_idx, target, chip, workspace_idx=None):
-        super().__init__(out_idx, target, chip, workspace_idx)
+    def __init__(self, factory, out_idx, target, chip, workspace_idx=None, pass_configs=None):
+        super().__init__(out_idx, target, chip, workspace_idx, pass_configs)
         self.factory = factory
         functools.update_wrapper(self, factory)
 
@@ -516,7 +522,8 @@ class JITFactory(CompileSettings):
         except (KeyError, TypeError):
             pass
         kernel = compile_call(self.factory, args, kwargs, out_idx=self.out_idx, target=target,
-                              chip=chip, workspace_idx=self.workspace_idx)
+                              chip=chip, workspace_idx=self.workspace_idx,
+                              pass_configs=self.pass_configs)
         try:
             self._cache[key] = kernel
         except TypeError:  # unhashable arguments: compile every time
@@ -538,7 +545,7 @@ def jit(fn=None, *, out_idx=None, target: str | None = None, chip: str | None = 
         from .eager import EagerJIT, is_eager_function
         if is_eager_function(factory):
             return EagerJIT(factory, _our_target(target), chip)
-        return JITFactory(factory, out_idx, target, chip, workspace_idx)
+        return JITFactory(factory, out_idx, target, chip, workspace_idx, pass_configs)
     return wrap(fn) if fn is not None else wrap
 
 

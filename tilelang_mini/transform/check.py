@@ -60,6 +60,15 @@ def check(kernel: Kernel, chip: Chip | str | None = None) -> Kernel:
                 f"an expression nested {depth} levels deep; the compiler takes at most "
                 f"{MAX_EXPR_DEPTH} (split it with intermediate tiles or variables)", stmt.loc))
             continue
+        if isinstance(stmt, Gemm) and stmt.a.buffer.dtype in ("float8_e4m3fn", "float8_e5m2") \
+                and not chip.fp8_cube and stmt.scale_a is None:
+            # also expert gemm_v0/mma, which legalize leaves alone (a block-scaled gemm gets
+            # legalize's own message)
+            errors.append(CompileError(
+                f"gemm on {stmt.a.buffer.dtype} operands: the cube of {chip.name} has no FP8; "
+                "widen the tiles to bfloat16 first (T.copy to a bfloat16 tile) or compile for a "
+                "chip with FP8 (ascend950)", stmt.loc))
+            continue
         if isinstance(stmt, Alloc):  # edited IR text may declare a name twice
             name = stmt.buffer.name
             if name in declared:

@@ -40,7 +40,7 @@ from ..ir.happens_before import (
 )
 from ..ir.nodes import (
     Alloc, BinOp, Const, Copy, For, Gemm, If, Kernel, PipeBarrier, Region, SetCrossFlag, SetFlag,
-    WaitCrossFlag, WaitFlag, walk, walk_statements,
+    WaitCrossFlag, WaitFlag, body_fields, walk, walk_statements,
 )
 from ..ir.pipes import COPY_PIPES, pipe_of
 from .check_blocks import check_blocks
@@ -52,7 +52,7 @@ FULL_UNROLL_BUDGET = 1000   # occurrences walked with loops fully unrolled; else
 MAX_SCENARIOS = 8           # branch choices tried for data-dependent ifs holding flags
 
 
-def sync_expert(kernel: Kernel, chip: Chip) -> Kernel:
+def sync_expert(kernel: Kernel, chip: Chip, auto_sync: bool = False) -> Kernel:
     """The insert_sync stage of a kernel that places its own scopes: its flags are checked
     (check_sync); a kernel with no flag at all (tilelang-ascend's TL_ASCEND_AUTO_SYNC, or IR
     printed before insert_sync) gets them from insert_sync, after the same legality check; a
@@ -67,6 +67,8 @@ def sync_expert(kernel: Kernel, chip: Chip) -> Kernel:
     from .insert_sync import insert_sync
     if not kernel.is_npu or len(kernel.grid_vars) != 2:
         return kernel
+    if auto_sync:  # TL_ASCEND_AUTO_SYNC: the compiler's intra-core flags replace the kernel's
+        kernel = without_intra_core_sync(kernel)
     ops = [s for s in walk_statements(kernel.body) if isinstance(s, SYNC_OPS)]
     check_legal(kernel, chip)
     if any(not isinstance(s, (SetCrossFlag, WaitCrossFlag)) for s in ops):
@@ -76,6 +78,31 @@ def sync_expert(kernel: Kernel, chip: Chip) -> Kernel:
     if not ops:
         return insert_sync(kernel, chip)
     return check_sync(insert_sync(kernel, chip, intra_only=True), chip)
+
+
+def without_intra_core_sync(kernel: Kernel) -> Kernel:
+    """An expert kernel compiled with tilelang-ascend's TL_ASCEND_AUTO_SYNC (its examples place
+    some flags and barriers of their own and leave the rest to the compiler): its flags and
+    barriers between the pipes of one core are dropped, for insert_sync to place every one
+    that is needed; cross-core flags stay (they order the cores, which insert_sync then keeps):
+
+        copy(X, x_ub)                        copy(X, x_ub)
+        pipe_barrier(V)              ->      exp(x_ub, x_ub)     # insert_sync: MTE2 -> V
+        exp(x_ub, x_ub)                      ..."""
+    intra = (SetFlag, WaitFlag, PipeBarrier)
+
+    def strip(stmts):
+        out = []
+        for s in stmts:
+            if isinstance(s, intra):
+                continue
+            fields = body_fields(s) if not isinstance(s, Alloc) else ()
+            if fields:
+                s = replace(s, **{f: tuple(strip(getattr(s, f))) for f in fields})
+            out.append(s)
+        return out
+
+    return replace(kernel, body=tuple(strip(kernel.body)))
 
 
 def check_sync(kernel: Kernel, chip: Chip) -> Kernel:

@@ -119,6 +119,7 @@ class _Rewriter:
             pre, s, state = self.own_reads(s, "cond", state)
             then, st1 = self.block(list(s.then_body), state)
             other, st2 = self.block(list(s.else_body), state)
+            then, other, st1, st2 = self.agree(s, then, other, dict(st1), dict(st2))
             return pre + [replace(s, then_body=tuple(then), else_body=tuple(other))], {
                 n: st1[n] & st2[n] for n in state}
         if isinstance(s, Scope):
@@ -142,12 +143,36 @@ class _Rewriter:
         for b in _reads_before_writes(s):
             if self.is_dev(b):
                 pre += self.ensure(b, "UB", state, s)
+        for b in _partial_writes(s):  # the elements it leaves keep their value: in UB first
+            if self.is_dev(b) and state[b.name]:
+                pre += self.ensure(b, "UB", state, s)
         for b in analysis.writes(s):
             if self.is_dev(b):
                 state[b.name] = frozenset({"UB"})
         mapping = {b.name: self.v(b, "UB") for b in analysis.reads(s) + analysis.writes(s)
                    if self.is_dev(b)}
         return pre + [rebuffer(s, mapping)], state
+
+    def agree(self, s, then, other, st1, st2):
+        """After an if whose branches leave a tile's value in different places (TileLang's
+        `if kr == 0: acc_s[i, j] = select(...)` after a gemm: the then-branch's map leaves it in
+        UB, the empty else-branch in L0C), copies at the end of one branch put it where the
+        other has it, so that after the if it is valid somewhere:
+
+            if c: map on acc_ub              if c: map on acc_ub
+                                     ->      else: copy(acc, acc_ub)
+        """
+        then, other = list(then), list(other)
+        for n in st1:
+            if not st1[n] or not st2[n] or st1[n] & st2[n]:
+                continue
+            buf = next(iter(self.versions[n].values()))  # the version with the user's name
+            for scope in [h for h in ORDER if h in st1[n]] + [h for h in ORDER if h in st2[n]]:
+                src_state, body = (st2, other) if scope in st1[n] else (st1, then)
+                if any(h in src_state[n] and (h, scope) in PATHS for h in ORDER):
+                    body += self.ensure(buf, scope, src_state, s)
+                    break
+        return then, other, st1, st2
 
     def own_reads(self, s, field: str, state):
         """A loop's extents or an if's condition read tiles on the scalar unit of the vector
@@ -275,3 +300,23 @@ def _reads_before_writes(s) -> list:
         out += [b for b in analysis.reads(st) if b.name not in written]
         written |= {b.name for b in analysis.writes(st)}
     return out
+
+
+def _partial_writes(s) -> list:
+    """Buffers a vector statement writes in part, keeping the other elements: a scalar Store,
+    and a map's stores except one at the top of its body whose indices are the map's
+    variables in order over the whole buffer (`acc[i, j] = ...` in `Parallel(M, N)` of an
+    (M, N) tile). A store under an `if` of the map (`if i <= j: acc[i, j] = 0`, TileLang's
+    masked triangle after a gemm) writes only where the condition holds."""
+    if isinstance(s, Store):
+        return [s.buffer]
+    if not analysis.is_map(s):
+        return []
+    full = set()
+    for st in s.body:
+        if isinstance(st, Store) and len(st.indices) == len(s.vars) and all(
+                isinstance(ix, Var) and ix.name == v for ix, v in zip(st.indices, s.vars)) and \
+                all(isinstance(e, Const) and e.value == n
+                    for e, n in zip(s.extents, st.buffer.shape)):
+            full.add(st.buffer.name)
+    return [st.buffer for st in analysis.map_stores(s) if st.buffer.name not in full]

@@ -16,3 +16,15 @@ class Options:
     chip: str = DEFAULT_CHIP
     target: str = DEFAULT_TARGET
     expert: bool = False  # the kernel places its own scopes and flags (set by run_pipeline)
+    # tilelang-ascend's pass config TL_ASCEND_AUTO_SYNC on an expert kernel: the compiler places
+    # the flags between the pipes of each core (the kernel's own intra-core flags and barriers
+    # are replaced by them; its cross-core flags are kept)
+    auto_sync: bool = False
+
+
+AUTO_SYNC_KEYS = ("TL_ASCEND_AUTO_SYNC", "tl.ascend_auto_sync")
+
+
+def auto_sync_of(pass_configs) -> bool:
+    """Whether a jit's `pass_configs` turn tilelang-ascend's TL_ASCEND_AUTO_SYNC on."""
+    return bool(pass_configs) and any(bool(pass_configs.get(k)) for k in AUTO_SYNC_KEYS)

@@ -55,7 +55,8 @@ NPU_PASSES = (
      "Pipelined(num_stages): buffer versions so transfers overlap compute"),
     ("plan_memory", lambda k, o: plan_memory(k, get_chip(o.chip)),
      "aligned offsets with reuse; overflow is an error at the allocation"),
-    ("insert_sync", lambda k, o: (sync_expert if o.expert else insert_sync)(k, get_chip(o.chip)),
+    ("insert_sync", lambda k, o: sync_expert(k, get_chip(o.chip), o.auto_sync) if o.expert
+     else insert_sync(k, get_chip(o.chip)),
      "flags between pipes and cores: sets early, waits late, none redundant (expert kernels: "
      "their own flags proved enough by the same happens-before analysis)"),
 )

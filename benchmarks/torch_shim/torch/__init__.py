@@ -340,3 +340,15 @@ Tensor.pow = lambda self, p: Tensor(_np.power(_f32(self), p).astype(self.dtype))
 Tensor.clamp = lambda self, min=None, max=None: Tensor(_np.clip(self, min, max))  # noqa: A002
 Tensor.sqrt = lambda self: sqrt(self)
 Tensor.abs = lambda self: Tensor(_np.abs(self))
+
+
+class _Function:
+    """torch.autograd.Function stand-in: examples subclass it at module level (host code)."""
+
+    @classmethod
+    def apply(cls, *args):
+        raise NotImplementedError("torch.autograd is not available in the NumPy stand-in")
+
+
+class autograd:  # noqa: N801
+    Function = _Function

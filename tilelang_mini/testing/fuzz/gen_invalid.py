@@ -80,8 +80,10 @@ def gen_invalid(d, seed):
             line = m["gemm"]
             also = [sub("alloc_C_f", r"\((\d+), (\d+)\)", lambda mm: f"({int(mm.group(1)) + 16}, {mm.group(2)})")]
         else:
+            # a destination of another rank (a longer one of the same rank is valid: it takes
+            # the result in its leading part, tilelang-ascend's padded row statistics)
             line = m["reduce"]
-            also = [sub("alloc_r", r"\((\d+)", lambda mm: f"({int(mm.group(1)) + 3}")]
+            also = [sub("alloc_r", r"\((\d+)", lambda mm: f"({int(mm.group(1))}, 3")]
     elif kind == "reduce_dim":
         line = sub("reduce", r"dim=-?\d+", f"dim={d.choice([3, 4, -5])}")
     elif kind == "parallel_extent":
