@@ -259,6 +259,7 @@ def load_cases():
     import upstream_cases_hisa  # noqa: F401
     import upstream_cases_cv  # noqa: F401
     import upstream_cases_new  # noqa: F401
+    import upstream_cases_new2  # noqa: F401
     import upstream_sweep  # the cases register in the importable module (not __main__)
     return upstream_sweep.CASES
 

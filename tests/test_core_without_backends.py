@@ -39,7 +39,8 @@ SCRIPT = textwrap.dedent("""
     from tilelang_mini.arch import get_chip
     from tilelang_mini.semantics.order import check_program_order
     from tilelang_mini.sim.estimate import estimate_kernel
-    from tilelang_mini.sim.simulator import run_ordered, simulate_kernel
+    from tilelang_mini.sim.ordered import run_ordered
+    from tilelang_mini.sim.simulator import simulate_kernel
     from tilelang_mini.transform.pipeline import Options, run_pipeline
 
     rng = np.random.default_rng(0)

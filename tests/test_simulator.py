@@ -18,7 +18,8 @@ from tilelang_mini.errors import DeadlockError, RaceError, SyncError
 from tilelang_mini.ir.nodes import (
     Buffer, For, If, Kernel, Scope, SetFlag, WaitFlag, transform,
 )
-from tilelang_mini.sim.simulator import run_ordered, simulate_kernel
+from tilelang_mini.sim.ordered import run_ordered
+from tilelang_mini.sim.simulator import simulate_kernel
 from kernels import load_for
 
 CHIP = get_chip("ascend910b")

@@ -4,7 +4,7 @@
 the scheduler below in machine code, about a microsecond a switch); elsewhere, with threads:
 each core of a block (0 = AIC, 1 = AIV0, 2 = AIV1) runs its function on a thread of its own, but
 only the core holding the block's baton runs: like the numpy target's ordered run
-(sim.simulator.run_ordered), a core runs until it finishes or reaches a cross-core wait with no
+(sim.ordered.run_ordered), a core runs until it finishes or reaches a cross-core wait with no
 pending set, then the baton passes to the next core that can go on (round robin from it). The
 result is the same deterministic interleaving on both targets. Cross-core flags are counters
 with the hardware's release rule: a set by the AIC releases both AIVs, the AIC is released once

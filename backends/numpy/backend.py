@@ -55,7 +55,7 @@ class NumpyBackend:
         if artifact.cross_core:
             # Program order may not respect cross-core flags (expert kernels): run the core
             # programs as coroutines that switch at an unsatisfied cross-core wait.
-            from tilelang_mini.sim.simulator import run_ordered
+            from tilelang_mini.sim.ordered import run_ordered
             run_ordered(artifact.kernel, args)
             artifact.last_run[0] = "ordered"
             return

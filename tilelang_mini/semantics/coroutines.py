@@ -1,5 +1,5 @@
 """The programs of a block's cores as coroutines: the ordered run of kernels whose cores wait on
-each other (sim.simulator.run_ordered, the numpy target's run of such kernels).
+each other (sim.ordered.run_ordered, the numpy target's run of such kernels).
 
 The program of a core kind is the kernel body with the other kind's Scopes removed and its own
 inlined (as sim/streams.py walks it). `lower_core_program` turns it into closures once, like

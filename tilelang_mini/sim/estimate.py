@@ -233,7 +233,7 @@ def estimate_kernel(kernel: Kernel, chip, args: list | None = None) -> Estimate:
     bufs = semantics.check_args(kernel, args)
     model = TimingModel(kernel, chip, bufs)
     classes = block_classes(kernel, model)
-    cls_of, cyc, busy, events, instr = {}, {}, {}, [], 0
+    cls_of, cyc, busy, events = {}, {}, {}, []
     flops = ideal = traffic = 0
     ninstr = 0
     moved = {}

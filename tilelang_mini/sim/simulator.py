@@ -18,8 +18,8 @@ instructions started), and checks synchronisation:
   access the buffer.
 * `RaceError` / `DeadlockError` / `SyncError` as the contract says.
 
-`run_ordered` executes the core programs as coroutines in program order, switching core only at
-an unsatisfied cross-core wait; local flags and barriers are no-ops there.
+The ordered run (`sim/ordered.py`, `run_ordered`) executes the same core programs as coroutines
+in program order.
 
 Cycles of the launch (`SimReport.cycles`): blocks are dealt round-robin to the chip's AIC cores
 (block b on core b % aic_cores); a core runs its blocks one after another; the makespan is the
@@ -45,10 +45,9 @@ from ..errors import CompileError, DeadlockError, RaceError, SyncError
 from ..ir.analysis import GM_SCOPES, is_atomic_pair
 from ..ir.graph import print_ir_line
 from ..ir.nodes import (
-    PIPES, For, Kernel, SetCrossFlag, SetFlag, WaitCrossFlag, WaitFlag,
+    PIPES, For, Kernel, SetCrossFlag, SetFlag, WaitFlag,
 )
 from .. import semantics
-from ..semantics.coroutines import lower_core_program
 from .block_races import BlockRaces
 from .facts import BARRIER, INSTR, SET, WAIT, XSET, XWAIT, KernelFacts, Op
 from .streams import (
@@ -630,74 +629,3 @@ def simulate_kernel(kernel: Kernel, args: list | None, chip, *, check: bool = Tr
                      core_pipe_busy=dict(core_busy), events=events, instructions=ninstr,
                      blocks=tuple(todo), estimated=len(todo) < n, aic_cores=len(per_core),
                      clock_ghz=chip.clock_ghz)
-
-
-# ---------------------------------------------------------------------------- ordered executor
-
-
-def run_ordered(kernel: Kernel, args: list) -> None:
-    """Execute each block's core programs in program order as coroutines, switching core only at
-    an unsatisfied cross-core wait; DeadlockError when every unfinished core is stuck."""
-    _check_kernel(kernel)
-    bufs = semantics.check_args(kernel, args)
-    with np.errstate(all="ignore"):
-        for b in range(kernel.grid[0]):
-            _run_block_ordered(kernel, bufs, b)
-
-
-def _run_block_ordered(kernel, bufs, block):
-    xenvs, wenvs = block_envs(bufs, kernel, block)
-    # each core's program runs its own instructions and yields its cross-core flags
-    programs = cached(kernel, lambda k: {c: lower_core_program(k, c) for c in "CV"}, "cores")
-    gens = [programs[CORE_NAMES[i][0]](wenvs[i]) for i in range(3)]
-    pending = [defaultdict(int) for _ in range(3)]
-    half = [defaultdict(int) for _ in range(2)]
-    waiting = [None, None, None]
-    done = [False, False, False]
-
-    def step(i):
-        """Run core i until it finishes or blocks; True when it made progress."""
-        progressed = False
-        w = waiting[i]
-        if w is not None:
-            if pending[i][w.flag] <= 0:
-                return False
-            pending[i][w.flag] -= 1
-            waiting[i] = None
-            progressed = True
-        for st in gens[i]:
-            progressed = True
-            if isinstance(st, WaitCrossFlag):
-                if pending[i][st.flag] > 0:
-                    pending[i][st.flag] -= 1
-                    continue
-                waiting[i] = st
-                return True
-            if isinstance(st, SetCrossFlag):
-                if i == 0:
-                    pending[1][st.flag] += 1
-                    pending[2][st.flag] += 1
-                else:
-                    half[i - 1][st.flag] += 1
-                    if half[0][st.flag] and half[1][st.flag]:
-                        half[0][st.flag] -= 1
-                        half[1][st.flag] -= 1
-                        pending[0][st.flag] += 1
-        done[i] = True
-        return True
-
-    cur = 0
-    while not all(done):
-        progressed = False
-        for k in range(3):
-            i = (cur + k) % 3
-            if not done[i] and step(i):
-                progressed = True
-                cur = i
-                break
-        if not progressed:
-            stuck = [f"{CORE_NAMES[i]} waits at `{_label(waiting[i])}` ({waiting[i].loc})"
-                     for i in range(3) if waiting[i] is not None]
-            first = next(w for w in waiting if w is not None)
-            raise DeadlockError(f"deadlock in block {block} (ordered run): every unfinished core "
-                                f"waits for a cross-core flag: " + "; ".join(stuck), first.loc)

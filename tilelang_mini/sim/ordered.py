@@ -1,0 +1,80 @@
+"""The ordered run: each block's core programs (`semantics.coroutines`) execute as coroutines in
+program order, switching core only at an unsatisfied cross-core wait; local flags and barriers are
+no-ops there. The numpy target runs kernels whose cores meet at cross-core flags this way."""
+from __future__ import annotations
+
+from collections import defaultdict
+
+import numpy as np
+
+from .. import semantics
+from ..errors import DeadlockError
+from ..ir.nodes import Kernel, SetCrossFlag, WaitCrossFlag
+from ..semantics.coroutines import lower_core_program
+from .simulator import _check_kernel, _label
+from .streams import CORE_NAMES, block_envs, cached
+
+
+def run_ordered(kernel: Kernel, args: list) -> None:
+    """Execute each block's core programs in program order as coroutines, switching core only at
+    an unsatisfied cross-core wait; DeadlockError when every unfinished core is stuck."""
+    _check_kernel(kernel)
+    bufs = semantics.check_args(kernel, args)
+    with np.errstate(all="ignore"):
+        for b in range(kernel.grid[0]):
+            _run_block_ordered(kernel, bufs, b)
+
+
+def _run_block_ordered(kernel, bufs, block):
+    xenvs, wenvs = block_envs(bufs, kernel, block)
+    # each core's program runs its own instructions and yields its cross-core flags
+    programs = cached(kernel, lambda k: {c: lower_core_program(k, c) for c in "CV"}, "cores")
+    gens = [programs[CORE_NAMES[i][0]](wenvs[i]) for i in range(3)]
+    pending = [defaultdict(int) for _ in range(3)]
+    half = [defaultdict(int) for _ in range(2)]
+    waiting = [None, None, None]
+    done = [False, False, False]
+
+    def step(i):
+        """Run core i until it finishes or blocks; True when it made progress."""
+        w = waiting[i]
+        if w is not None:
+            if pending[i][w.flag] <= 0:
+                return False
+            pending[i][w.flag] -= 1
+            waiting[i] = None
+        for st in gens[i]:
+            if isinstance(st, WaitCrossFlag):
+                if pending[i][st.flag] > 0:
+                    pending[i][st.flag] -= 1
+                    continue
+                waiting[i] = st
+                return True
+            if isinstance(st, SetCrossFlag):
+                if i == 0:
+                    pending[1][st.flag] += 1
+                    pending[2][st.flag] += 1
+                else:
+                    half[i - 1][st.flag] += 1
+                    if half[0][st.flag] and half[1][st.flag]:
+                        half[0][st.flag] -= 1
+                        half[1][st.flag] -= 1
+                        pending[0][st.flag] += 1
+        done[i] = True
+        return True
+
+    cur = 0
+    while not all(done):
+        progressed = False
+        for k in range(3):
+            i = (cur + k) % 3
+            if not done[i] and step(i):
+                progressed = True
+                cur = i
+                break
+        if not progressed:
+            stuck = [f"{CORE_NAMES[i]} waits at `{_label(waiting[i])}` ({waiting[i].loc})"
+                     for i in range(3) if waiting[i] is not None]
+            first = next(w for w in waiting if w is not None)
+            raise DeadlockError(f"deadlock in block {block} (ordered run): every unfinished core "
+                                f"waits for a cross-core flag: " + "; ".join(stuck), first.loc)
