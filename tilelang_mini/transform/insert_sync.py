@@ -34,7 +34,8 @@ from ..ir.happens_before import (
     join, threads_to_check,
 )
 from ..ir.nodes import (
-    Alloc, Const, For, Kernel, PipeBarrier, SetFlag, Var, WaitFlag, walk, walk_statements,
+    Alloc, Const, For, Kernel, PipeBarrier, SetCrossFlag, SetFlag, Var, WaitFlag, walk,
+    walk_statements,
 )
 from .plan_memory import _live_ranges
 from .sync_events import assign_events
@@ -80,7 +81,8 @@ def insert_sync(kernel: Kernel, chip: Chip, intra_only: bool = False,
                if isinstance(a, Alloc) and a.offset is not None}
     tree = _tree([s for s in kernel.body if not isinstance(s, Alloc)])
     modes = {"intra_only": intra_only or v_only, "v_only": v_only,
-             "live": _live_ranges(kernel.body) if v_only else None}
+             "live": _live_ranges(kernel.body) if v_only else None,
+             "shared_gm": _shared_gm(tree, offsets) if intra_only and not v_only else ()}
     channels = _Analysis(offsets, **modes).run(tree)
     if v_only and not channels:
         return kernel
@@ -106,6 +108,32 @@ def _own_event_ids(kernel) -> dict:
     return out
 
 
+def _shared_gm(tree, offsets) -> list:
+    """Writes of every GM tensor both the cube and the vector cores access: what a kernel's own
+    cross-core flag hands over (intra_only). Its set releases them: every earlier access of them
+    on the core's other pipes is ordered before the set, and every later write after it (so the
+    set's flag alternates with its wait like a consumer's):
+
+        copy(W[...], x)       # V.MTE2    ->   copy(W[...], x)
+        copy(y, W2[...])      # V.MTE3         copy(y, W2[...])
+        set_cross_flag(1)     # V.MTE3         set_flag(MTE2, MTE3, 0); wait_flag(MTE2, MTE3, 0)
+                                               set_cross_flag(1)
+    (the other core may overwrite W once the flag arrives)."""
+    users: dict = {}
+
+    def scan(items):
+        for it in items:
+            if isinstance(it, Instr):
+                for key, _, _ in _accesses(it, offsets):
+                    if key[0] == "GM":
+                        users.setdefault(key, set()).add(it.core[0])
+            elif not isinstance(it, Alloc):
+                for body in it.bodies:
+                    scan(body)
+    scan(tree)
+    return [(key, None, True) for key, cores in users.items() if len(cores) > 1]
+
+
 def _scalar_after_vector(p, q) -> bool:
     """A scalar-unit access of UB after a vector instruction of the same core: the Ascend C
     compiler's automatic synchronisation orders it (a V -> S flag), as it does V -> V
@@ -118,8 +146,10 @@ class _Uncovered(Exception):
 
 
 class _Analysis(HappensBefore):
-    def __init__(self, offsets, coalesce=False, intra_only=False, v_only=False, live=None):
+    def __init__(self, offsets, coalesce=False, intra_only=False, v_only=False, live=None,
+                 shared_gm=()):
         self.offsets = offsets
+        self.shared_gm = list(shared_gm)  # (intra_only) what the kernel's cross sets release
         self.coalesce = coalesce
         self.intra_only = intra_only  # dependencies between cores are the kernel's own
         self.v_only = v_only          # ... and those between pipes: only V -> V barriers
@@ -365,10 +395,16 @@ class _Analysis(HappensBefore):
         acc = self.accesses.get(id(item))
         if acc is None:  # fixed for the whole pass: computed once per instruction
             acc = self.accesses[id(item)] = _accesses(item, self.offsets)
+        check = acc  # the accesses earlier ones are checked against
+        if self.shared_gm and isinstance(item.stmt, SetCrossFlag):
+            # a release (_shared_gm): ordered after every earlier access of what it hands over,
+            # and recorded as reading it (later writes of it wait for the set)
+            check = self.shared_gm
+            acc = self.accesses[id(item)] = [(key, None, False) for key, _, _ in check]
         needed = []  # every unordered conflicting producer: one in a branch covers no other
         seen = set()
         # earlier accesses of the same memory, per thread, newest first
-        for p, entries in threads_to_check(self.by_mem, acc, q):
+        for p, entries in threads_to_check(self.by_mem, check, q):
             if self.intra_only and p[0] != q[0]:
                 continue
             floor = known.get(p, -1)  # everything up to it is ordered before `occ` already
@@ -385,7 +421,7 @@ class _Analysis(HappensBefore):
                     continue
                 if any(conflict(x, y) and (p == q or not self.v_only or self.reused(x, y)
                                            or _scalar_after_vector(p, q))
-                       for x in pacc for y in acc):
+                       for x in pacc for y in check):
                     # v_only: between pipes only what plan_memory's shared bytes make dependent,
                     # and a scalar access after a vector one (both the toolchain's to order)
                     needed.append(prev)
