@@ -377,6 +377,12 @@ def _(m, rng):
 @case("asc/lightning_indexer", A, "examples/lightning_indexer/example_lightning_indexer.py",
       "expert C+V, topk, copy(enable_relu=)")
 def _(m, rng):
+    return indexer_checks(rng, lambda B, N2, G, S1, S2, D, K:
+                          m["indexer"](B, N2, G, S1, S2, D, K, 64, 4, 64, 64, 64))
+
+
+def indexer_checks(rng, make):
+    """The lightning indexer's check: `make(B, N2, G, S1, S2, D, K)` builds the kernel."""
     B, N2, G, S1, S2, D, K = 2, 1, 4, 64, 128, 64, 16
     q = rn(rng, (B, S1, N2, G * D), "float16", 0.3)
     k = rn(rng, (B, S2, N2, D), "float16", 0.3)
@@ -390,8 +396,7 @@ def _(m, rng):
         picked = np.take_along_axis(score, got.astype(np.int64), -1)
         assert np.all(picked >= kth - 1e-3 * (1 + np.abs(kth))), "an index outside the top-k"
         assert all(len(set(r)) == K for r in got.reshape(-1, K)), "repeated indices"
-    kern = m["indexer"](B, N2, G, S1, S2, D, K, 64, 4, 64, 64, 64)
-    return [Check(kern, [q, k, w], {0: score}, compare=cmp)]
+    return [Check(make(B, N2, G, S1, S2, D, K), [q, k, w], {0: score}, compare=cmp)]
 
 
 @case("asc/hadamard_transform", A, "examples/hadamard_transform/example_hadamard_transform.py",

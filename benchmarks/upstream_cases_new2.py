@@ -4,6 +4,7 @@ here; the kernels are the examples' own, read from the mirror at run time by ups
 import numpy as np
 
 from upstream_sweep import Check, case, rn
+from upstream_cases_ascend import indexer_checks
 from upstream_cases_new import A, TL, f64, masked_attn_ref, mm, sigmoid, varlen_inputs
 
 # ------------------------------------------------------------------- tilelang-ascend, batch 2
@@ -355,21 +356,8 @@ def _(m, rng):
       "examples/lightning_indexer/example_lightning_indexer_dynamic_shape.py",
       "the lightning indexer with T.symbolic B/S1/S2 (buffers sized by MAX_S2), workspace_idx=[-3]")
 def _(m, rng):
-    B, N2, G, S1, S2, D, K = 2, 1, 4, 64, 128, 64, 16
-    q = rn(rng, (B, S1, N2, G * D), "float16", 0.3)
-    k = rn(rng, (B, S2, N2, D), "float16", 0.3)
-    w = rn(rng, (B, S1, N2, G))
-    qf = q.astype(f64).reshape(B, S1, N2, G, D)
-    s = np.maximum(np.einsum("bsngd,btnd->bnsgt", qf, k.astype(f64)), 0)
-    score = np.einsum("bnsgt,bsng->bnst", s, w.astype(f64))
-
-    def cmp(got, want):  # the chosen indices hold the top-k scores (ties within tolerance)
-        kth = -np.sort(-score, -1)[..., K - 1:K]
-        picked = np.take_along_axis(score, got.astype(np.int64), -1)
-        assert np.all(picked >= kth - 1e-3 * (1 + np.abs(kth))), "an index outside the top-k"
-        assert all(len(set(r)) == K for r in got.reshape(-1, K)), "repeated indices"
-    kern = m["indexer"](N2, G, D, K, 64, 4, 64, 64, 64, MAX_S2=S2)
-    return [Check(kern, [q, k, w], {0: score}, compare=cmp)]
+    return indexer_checks(rng, lambda B, N2, G, S1, S2, D, K:
+                          m["indexer"](N2, G, D, K, 64, 4, 64, 64, 64, MAX_S2=S2))
 
 
 @case("asc/pos_embedding/rms_rope_fused_mask", A, "examples/pos_embedding/rms_rope_fused_mask.py",
