@@ -2,6 +2,8 @@
 cross-core flag ids like local event ids. A pipelined loop with several cube -> vector -> cube
 steps per iteration needs more cross-core channels than the chip has ids; it compiles, runs
 right on every target and simulates clean on both chips."""
+import re
+
 import numpy as np
 import pytest
 
@@ -128,3 +130,26 @@ def test_cross_core_waits_on_different_pipes_get_their_own_flag_ids(target, shap
     p = (np.maximum(s, 0.0) * 0.5).astype(np.float16).astype(np.float64)
     run_everywhere(cube_vector_cube(M, K, N, N2, bm, bk, stages), [a, b, v],
                    p @ v.astype(np.float64), target, 2e-2)
+
+
+@pytest.mark.parametrize("stages", [5, 8])
+@pytest.mark.parametrize("target", ["numpy", "llvm"])
+def test_deep_pipelines_share_one_flag_per_stage(target, stages):
+    """A GEMM pipelined 5 or 8 deep with two operand tiles per stage: one MTE1 -> MTE2 flag
+    per tile and stage is 10-16 ids, more than a pipe pair has (8); the loads of a stage wait
+    for one flag set after the stage's last MTE1 read (insert_sync's coalescing retry), so it
+    compiles, matches float64 and simulates clean on both chips."""
+    M, N, K = 64, 64, 640
+    rng = np.random.default_rng(stages)
+    a = (rng.standard_normal((M, K)) * 0.3).astype(np.float16)
+    b = (rng.standard_normal((K, N)) * 0.3).astype(np.float16)
+    want = a.astype(np.float64) @ b.astype(np.float64)
+    for chip in CHIPS:
+        kern = tilelang_mini.compile(kernels.gemm(M, N, K, 64, 64, 32, "float16",
+                                                  num_stages=stages), target=target, chip=chip)
+        ids = set(re.findall(r"set_flag\(MTE1, MTE2, (\d+)\)", kern.get_ir("insert_sync")))
+        assert stages <= len(ids) <= 8, ids  # one per stage, not one per tile and stage
+        for run in (kern, kern.simulate):
+            c = np.zeros((M, N), np.float32)
+            run(a, b, c)
+            np.testing.assert_allclose(c, want, rtol=2e-3, atol=2e-3 * np.sqrt(K))

@@ -89,7 +89,8 @@ def insert_sync(kernel: Kernel, chip: Chip, intra_only: bool = False,
     taken = _own_event_ids(kernel) if v_only else {}
     try:
         assign_events(channels, chip, kernel, taken)
-    except CompileError:  # out of ids: one flag per group of adjacent producers, and try again
+    except CompileError:  # out of ids: one flag per run of adjacent producers and of adjacent
+        # consumers, and try again
         tree = _tree([s for s in kernel.body if not isinstance(s, Alloc)])
         channels = _Analysis(offsets, coalesce=True, **modes).run(tree)
         assign_events(channels, chip, kernel, taken)
@@ -518,6 +519,7 @@ class _Analysis(HappensBefore):
             set_at, wait_at, primed, after = _placement(prev, occ)
             if self.coalesce and not after:
                 set_at = _last_producer(set_at, wait_at, prev.item)
+                wait_at = _first_consumer(wait_at, occ.item)
         key = (kind, p, q, id(wait_at), id(primed), after)
         for ch in self.by_key.get(key, ()):
             if after:
@@ -602,6 +604,21 @@ def _last_producer(set_at, wait_at, producer: Instr):
         if isinstance(x, Instr) and (x.core, x.pipe) == (producer.core, producer.pipe):
             return x
     return set_at
+
+
+def _first_consumer(wait_at, consumer: Instr):
+    """The first of the instructions on the consumer's pipe that run up to `wait_at` in one
+    list with nothing else between them: a single wait before it covers all of them (waiting
+    earlier on that in-order pipe cannot deadlock: no other pipe's instruction, so no producer,
+    sits inside the run)."""
+    siblings = getattr(wait_at, "parent", None)
+    if siblings is None or not isinstance(wait_at, Instr):
+        return wait_at
+    j = next(n for n, x in enumerate(siblings) if x is wait_at)
+    while (j and isinstance(siblings[j - 1], Instr)
+           and (siblings[j - 1].core, siblings[j - 1].pipe) == (consumer.core, consumer.pipe)):
+        j -= 1
+    return siblings[j]
 
 
 def _uniform(ancestor) -> bool:
