@@ -155,29 +155,28 @@ def varlen_inputs(rng, lq, lk, heads, kv_heads, dim):
 @case("tl/flash_attention/mha_fwd_varlen", TL, "examples/flash_attention/example_mha_fwd_varlen.py",
       "scalar parameter max_seqlen_q: T.int32 (the grid extent), cu_seqlens from GM, masked stores")
 def _(m, rng):
+    return varlen_checks(rng, [50, 77], [90, 64], 2, 2, 154, lambda lq_sum, lk_sum, causal:
+                         m["flashattn"](2, lq_sum, lk_sum, 2, 64, causal, block_M=64,
+                                        block_N=64, num_stages=1, threads=128))
+
+
+def varlen_checks(rng, lq, lk, heads, kv_heads, reduce_len, make):
+    """Causal and not: `make(total q rows, total k rows, causal)` builds the kernel."""
     checks = []
-    lq, lk = [50, 77], [90, 64]
     for causal in (False, True):
-        q, k, v, cu_q, cu_k = varlen_inputs(rng, lq, lk, 2, 2, 64)
-        kern = m["flashattn"](2, int(cu_q[-1]), int(cu_k[-1]), 2, 64, causal, block_M=64,
-                              block_N=64, num_stages=1, threads=128)
-        checks.append(Check(kern, [q, k, v, cu_q, cu_k, max(lq)],
-                            {0: varlen_attn_ref(q, k, v, cu_q, cu_k, causal)}, "float16", 154))
+        q, k, v, cu_q, cu_k = varlen_inputs(rng, lq, lk, heads, kv_heads, 64)
+        want = varlen_attn_ref(q, k, v, cu_q, cu_k, causal, heads // kv_heads)
+        checks.append(Check(make(int(cu_q[-1]), int(cu_k[-1]), causal),
+                            [q, k, v, cu_q, cu_k, max(lq)], {0: want}, "float16", reduce_len))
     return checks
 
 
 @case("tl/flash_attention/gqa_fwd_varlen", TL, "examples/flash_attention/example_gqa_fwd_varlen.py",
       "GQA, scalar parameter max_seqlen_q, cu_seqlens from GM")
 def _(m, rng):
-    checks = []
-    lq, lk = [64, 33], [64, 100]
-    for causal in (False, True):
-        q, k, v, cu_q, cu_k = varlen_inputs(rng, lq, lk, 4, 2, 64)
-        kern = m["flashattn"](2, 2, int(cu_q[-1]), int(cu_k[-1]), 4, 64, causal, block_M=64,
-                              block_N=64, num_stages=1, threads=128)
-        checks.append(Check(kern, [q, k, v, cu_q, cu_k, max(lq)],
-                            {0: varlen_attn_ref(q, k, v, cu_q, cu_k, causal, 2)}, "float16", 164))
-    return checks
+    return varlen_checks(rng, [64, 33], [64, 100], 4, 2, 164, lambda lq_sum, lk_sum, causal:
+                         m["flashattn"](2, 2, lq_sum, lk_sum, 4, 64, causal, block_M=64,
+                                        block_N=64, num_stages=1, threads=128))
 
 
 def conv_nhwc_ref(a, w, S, D, P):
