@@ -82,7 +82,7 @@ def insert_sync(kernel: Kernel, chip: Chip, intra_only: bool = False,
     tree = _tree([s for s in kernel.body if not isinstance(s, Alloc)])
     modes = {"intra_only": intra_only or v_only, "v_only": v_only,
              "live": _live_ranges(kernel.body) if v_only else None,
-             "shared_gm": _shared_gm(tree, offsets) if intra_only and not v_only else ()}
+             "releases": intra_only and not v_only}
     channels = _Analysis(offsets, **modes).run(tree)
     if v_only and not channels:
         return kernel
@@ -109,32 +109,6 @@ def _own_event_ids(kernel) -> dict:
     return out
 
 
-def _shared_gm(tree, offsets) -> list:
-    """Writes of every GM tensor both the cube and the vector cores access: what a kernel's own
-    cross-core flag hands over (intra_only). Its set releases them: every earlier access of them
-    on the core's other pipes is ordered before the set, and every later write after it (so the
-    set's flag alternates with its wait like a consumer's):
-
-        copy(W[...], x)       # V.MTE2    ->   copy(W[...], x)
-        copy(y, W2[...])      # V.MTE3         copy(y, W2[...])
-        set_cross_flag(1)     # V.MTE3         set_flag(MTE2, MTE3, 0); wait_flag(MTE2, MTE3, 0)
-                                               set_cross_flag(1)
-    (the other core may overwrite W once the flag arrives)."""
-    users: dict = {}
-
-    def scan(items):
-        for it in items:
-            if isinstance(it, Instr):
-                for key, _, _ in _accesses(it, offsets):
-                    if key[0] == "GM":
-                        users.setdefault(key, set()).add(it.core[0])
-            elif not isinstance(it, Alloc):
-                for body in it.bodies:
-                    scan(body)
-    scan(tree)
-    return [(key, None, True) for key, cores in users.items() if len(cores) > 1]
-
-
 def _scalar_after_vector(p, q) -> bool:
     """A scalar-unit access of UB after a vector instruction of the same core: the Ascend C
     compiler's automatic synchronisation orders it (a V -> S flag), as it does V -> V
@@ -148,9 +122,10 @@ class _Uncovered(Exception):
 
 class _Analysis(HappensBefore):
     def __init__(self, offsets, coalesce=False, intra_only=False, v_only=False, live=None,
-                 shared_gm=()):
+                 releases=False):
         self.offsets = offsets
-        self.shared_gm = list(shared_gm)  # (intra_only) what the kernel's cross sets release
+        self.releases = releases   # the kernel's own cross sets release shared GM (_index_releases)
+        self.release: dict = {}    # id(set_cross_flag item) -> the accesses it is checked against
         self.coalesce = coalesce
         self.intra_only = intra_only  # dependencies between cores are the kernel's own
         self.v_only = v_only          # ... and those between pipes: only V -> V barriers
@@ -195,6 +170,8 @@ class _Analysis(HappensBefore):
         return super().record(occ, acc, known)
 
     def run(self, tree):
+        if self.releases:
+            self._index_releases(tree)
         self.walk(tree, ())
         self._index(tree)
         # A channel placed early may be covered by ones placed later (a flag round trip that
@@ -215,6 +192,38 @@ class _Analysis(HappensBefore):
         if not self.replay(tree, record=True):
             raise AssertionError("insert_sync: the channels no longer cover the dependencies")
         return self.channels
+
+    def _index_releases(self, tree):
+        """(intra_only) A kernel's own set_cross_flag releases every GM tensor both the cube and
+        the vector cores access: every earlier access of them on the core's other pipes is
+        ordered before the set (it is checked as writing them), and every later write after it
+        (it is recorded as reading them, so its flag alternates with its wait like a consumer's):
+
+            copy(W[...], x)       # V.MTE2    ->   copy(W[...], x)
+            copy(y, W2[...])      # V.MTE3         copy(y, W2[...])
+            set_cross_flag(1)     # V.MTE3         set_flag(MTE2, MTE3, 0); wait_flag(MTE2, MTE3, 0)
+                                                   set_cross_flag(1)
+        (the other core may overwrite W once the flag arrives)."""
+        users: dict = {}
+        sets = []
+
+        def scan(items):
+            for it in items:
+                if isinstance(it, Instr):
+                    acc = self.accesses[id(it)] = _accesses(it, self.offsets)
+                    for key, _, _ in acc:
+                        if key[0] == "GM":
+                            users.setdefault(key, set()).add(it.core[0])
+                    if isinstance(it.stmt, SetCrossFlag):
+                        sets.append(it)
+                elif not isinstance(it, Alloc):
+                    for body in it.bodies:
+                        scan(body)
+        scan(tree)
+        shared = [key for key, cores in users.items() if len(cores) > 1]
+        for it in sets if shared else ():
+            self.release[id(it)] = [(key, None, True) for key in shared]
+            self.accesses[id(it)] = [(key, None, False) for key in shared]
 
     def _index(self, tree):
         """Top-level item and list position of every item; per top-level item, the channels
@@ -396,12 +405,7 @@ class _Analysis(HappensBefore):
         acc = self.accesses.get(id(item))
         if acc is None:  # fixed for the whole pass: computed once per instruction
             acc = self.accesses[id(item)] = _accesses(item, self.offsets)
-        check = acc  # the accesses earlier ones are checked against
-        if self.shared_gm and isinstance(item.stmt, SetCrossFlag):
-            # a release (_shared_gm): ordered after every earlier access of what it hands over,
-            # and recorded as reading it (later writes of it wait for the set)
-            check = self.shared_gm
-            acc = self.accesses[id(item)] = [(key, None, False) for key, _, _ in check]
+        check = self.release.get(id(item), acc)  # what earlier accesses are checked against
         needed = []  # every unordered conflicting producer: one in a branch covers no other
         seen = set()
         # earlier accesses of the same memory, per thread, newest first
