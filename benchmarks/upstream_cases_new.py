@@ -286,6 +286,20 @@ def _(m, rng):
     return [chk]
 
 
+def block_sparse_inputs(rng, B, H, SQ, SK, blk=64, dim=64):
+    """q, k, v (fp16), a causal int8 block mask [B, H, SK/blk, SK/blk] (the first block column
+    always on) and the element mask it allows (causal aligned on the right)."""
+    ds = SK // blk
+    q = rn(rng, (B, H, SQ, dim), "float16")
+    k, v = rn(rng, (B, H, SK, dim), "float16"), rn(rng, (B, H, SK, dim), "float16")
+    mask = (rng.random((B, H, ds, ds)) < 0.5).astype(np.int8)
+    mask[..., 0] = 1
+    mask = np.tril(mask)
+    i, j = np.indices((SQ, SK))
+    allowed = np.kron(mask, np.ones((blk, blk)))[..., :SQ, :SK].astype(bool) & (i + (SK - SQ) >= j)
+    return q, k, v, mask, allowed
+
+
 def masked_attn_ref(q, k, v, allowed, scale=None):
     """softmax(q k^T * scale masked by `allowed`) v over the last two axes, in float64."""
     scale = scale if scale is not None else q.shape[-1] ** -0.5
@@ -301,15 +315,8 @@ def masked_attn_ref(q, k, v, allowed, scale=None):
 def _(m, rng):
     checks = []
     for B, H, SQ, SK in ((2, 2, 256, 256), (1, 1, 128, 256)):
+        q, k, v, mask, allowed = block_sparse_inputs(rng, B, H, SQ, SK)
         ds = SK // 64
-        q = rn(rng, (B, H, SQ, 64), "float16")
-        k, v = rn(rng, (B, H, SK, 64), "float16"), rn(rng, (B, H, SK, 64), "float16")
-        mask = (rng.random((B, H, ds, ds)) < 0.5).astype(np.int8)
-        mask[..., 0] = 1
-        mask = np.tril(mask)
-        i, j = np.indices((SQ, SK))
-        allowed = np.kron(mask[:, :, :SQ // 64], np.ones((64, 64)))[..., :SQ, :SK].astype(bool) \
-            & (i + (SK - SQ) >= j)
         kern = m["blocksparse_flashattn"](B, H, SQ, SK, 64, ds, is_causal=True)
         checks.append(Check(kern, [q, k, v, mask], {0: masked_attn_ref(q, k, v, allowed)},
                             "float16", SK))

@@ -5,7 +5,9 @@ import numpy as np
 
 from upstream_sweep import Check, case, rn
 from upstream_cases_ascend import indexer_checks
-from upstream_cases_new import A, TL, f64, masked_attn_ref, mm, sigmoid, varlen_inputs
+from upstream_cases_new import (
+    A, TL, block_sparse_inputs, f64, masked_attn_ref, mm, sigmoid, varlen_inputs,
+)
 
 # ------------------------------------------------------------------- tilelang-ascend, batch 2
 
@@ -80,15 +82,8 @@ def _(m, rng):
 def _(m, rng):
     checks = []
     for B, H, SQ, SK in ((1, 2, 256, 256), (1, 1, 128, 256)):
-        blk = 64  # the example's block_M = block_N
-        ds = SK // blk
-        q = rn(rng, (B, H, SQ, 64), "float16")
-        k, v = rn(rng, (B, H, SK, 64), "float16"), rn(rng, (B, H, SK, 64), "float16")
-        mask = (rng.random((B, H, ds, ds)) < 0.5).astype(np.int8)
-        mask[..., 0] = 1
-        mask = np.tril(mask)
-        i, j = np.indices((SQ, SK))
-        allowed = np.kron(mask, np.ones((blk, blk)))[..., :SQ, :SK].astype(bool) & (i + (SK - SQ) >= j)
+        q, k, v, mask, allowed = block_sparse_inputs(rng, B, H, SQ, SK)  # block_M = block_N = 64
+        ds = SK // 64
         kern = m["blocksparse_flashattn_ascend"](B, H, SQ, SK, 64, ds, is_causal=True)
         checks.append(Check(kern, [q, k, v, mask], {0: masked_attn_ref(q, k, v, allowed)},
                             "float16", SK))

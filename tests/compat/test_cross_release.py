@@ -9,6 +9,7 @@ import pytest
 import tilelang_mini as tilelang
 import tilelang_mini.language as T
 
+from kernels import cube_tiles
 from util import close, f64, rand
 
 
@@ -28,9 +29,7 @@ def read_then_overwrite(M=32, N=32):
              B2: T.Tensor((N, N), "float16"), ws: T.Tensor((M, N), "float16"),
              done: T.Tensor((M, N), "float16"), O: T.Tensor((M, N), "float32")):
         with T.Kernel(1, is_npu=True) as (cid, vid):
-            a_l1 = T.alloc_L1((M, N), "float16")
-            b_l1 = T.alloc_L1((N, N), "float16")
-            c_l0 = T.alloc_L0C((M, N), "float32")
+            a_l1, b_l1, c_l0 = cube_tiles(M, N, N)
             x_ub = T.alloc_ub((H, N), "float16")
             y_ub = T.alloc_ub((H, N), "float16")
             z_ub = T.alloc_ub((H, N), "float16")
