@@ -216,7 +216,7 @@ def estimate_kernel(kernel: Kernel, chip, args: list | None = None) -> Estimate:
     """Estimate a launch of the lowered kernel `kernel` on `chip` (an arch.Chip). `args`: the
     kernel's arrays, read only where control flow reads data (a grouped GEMM's group ids);
     zero-filled when None. They are not modified."""
-    from .simulator import SimEvent, _label, zero_args
+    from .simulator import SimEvent, instr_label, zero_args
     from .timing import TimingModel
     if not kernel.is_npu or len(kernel.grid) != 1:
         raise CompileError("estimate() needs a lowered kernel (is_npu=True, grid (n,))",
@@ -244,7 +244,7 @@ def estimate_kernel(kernel: Kernel, chip, args: list | None = None) -> Estimate:
         busy[rep] = {f"{c}.{p}": v for (c, p), v in r.busy.items()}
         ninstr += r.instructions * len(members)
         for core, pipe, s0, s1, st in r.events:
-            events.append(SimEvent(f"b{rep}.{core}", pipe, s0, s1, _label(st), str(st.loc)))
+            events.append(SimEvent(f"b{rep}.{core}", pipe, s0, s1, instr_label(st), str(st.loc)))
         f, i, moved[rep] = _stream_stats(streams)
         flops += f * len(members)
         ideal += i * len(members)

@@ -11,14 +11,14 @@ from .. import semantics
 from ..errors import DeadlockError
 from ..ir.nodes import Kernel, SetCrossFlag, WaitCrossFlag
 from ..semantics.coroutines import lower_core_program
-from .simulator import _check_kernel, _label
+from .simulator import check_lowered, instr_label
 from .streams import CORE_NAMES, block_envs, cached
 
 
 def run_ordered(kernel: Kernel, args: list) -> None:
     """Execute each block's core programs in program order as coroutines, switching core only at
     an unsatisfied cross-core wait; DeadlockError when every unfinished core is stuck."""
-    _check_kernel(kernel)
+    check_lowered(kernel)
     bufs = semantics.check_args(kernel, args)
     with np.errstate(all="ignore"):
         for b in range(kernel.grid[0]):
@@ -73,7 +73,7 @@ def _run_block_ordered(kernel, bufs, block):
                 cur = i
                 break
         if not progressed:
-            stuck = [f"{CORE_NAMES[i]} waits at `{_label(waiting[i])}` ({waiting[i].loc})"
+            stuck = [f"{CORE_NAMES[i]} waits at `{instr_label(waiting[i])}` ({waiting[i].loc})"
                      for i in range(3) if waiting[i] is not None]
             first = next(w for w in waiting if w is not None)
             raise DeadlockError(f"deadlock in block {block} (ordered run): every unfinished core "

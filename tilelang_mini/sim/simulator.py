@@ -120,18 +120,20 @@ def _events(raw, prefix: str) -> list:
     return out
 
 
-def _label(stmt) -> str:  # noqa: N802
+def instr_label(stmt) -> str:
+    """The short text of a statement in reports (race, deadlock and timeline events)."""
     return _labels(stmt)[1]
 
 
 def _where(core: str, di) -> str:
-    return f"{core}.{di.pipe} `{_label(di.stmt)}` ({di.stmt.loc})"
+    return f"{core}.{di.pipe} `{instr_label(di.stmt)}` ({di.stmt.loc})"
 
 
 # --------------------------------------------------------------------------------- static info
 
 
-def _check_kernel(kernel: Kernel) -> None:
+def check_lowered(kernel: Kernel) -> None:
+    """A located CompileError unless the kernel is lowered (is_npu, grid (n,), (cid, vid))."""
     if not kernel.is_npu or len(kernel.grid) != 1 or len(kernel.grid_vars) != 2:
         raise CompileError("the simulator runs lowered kernels: is_npu=True with grid (n,) "
                            "and variables (cid, vid)", kernel.loc)
@@ -464,7 +466,7 @@ class _Block:
     def race(self, buf, key, a, b) -> None:
         def desc(x):
             kind = "writes" if x[3] else "reads"
-            return f"{x[5]}.{x[4].pipe} `{_label(x[4].stmt)}` at {x[4].stmt.loc} {kind} it"
+            return f"{x[5]}.{x[4].pipe} `{instr_label(x[4].stmt)}` at {x[4].stmt.loc} {kind} it"
         where = "workspace " if buf.scope == "workspace" else ""
         owner = "" if key[0] == "G" else f" of {key[0]}"
         box = ", ".join(f"{a[2][i]}:{a[2][i + 1]}" for i in range(0, len(a[2]), 2))
@@ -529,7 +531,7 @@ class _Block:
                        key=lambda x: x[:3])
         stuck = [x[1:] for x in stuck]
         if stuck:
-            parts = [f"{core.name}.{p.name} waits at `{_label(p.queue[0].stmt)}` "
+            parts = [f"{core.name}.{p.name} waits at `{instr_label(p.queue[0].stmt)}` "
                      f"({p.queue[0].stmt.loc}) since cycle {t}" for t, _, core, p in stuck]
             raise DeadlockError(f"deadlock in block {self.block}: pipes have work left and none "
                                 f"can progress; " + "; ".join(parts),
@@ -544,7 +546,7 @@ class _Block:
 
 class _Sim:
     def __init__(self, kernel, args, chip, check, data=True):
-        _check_kernel(kernel)
+        check_lowered(kernel)
         self.kernel = kernel
         self.chip = chip
         self.data = data

@@ -383,11 +383,11 @@ def _finish(block, queue, free, flags) -> None:
     stuck = [(max(free[t], q[0][1]), t) for t, q in enumerate(queue) if q]
     if stuck:
         stuck.sort()
-        from .simulator import _label
+        from .simulator import instr_label
 
         def at(t):
             st = queue[t][0][0][4]
-            return f"`{_label(st)}` ({st.loc})"
+            return f"`{instr_label(st)}` ({st.loc})"
         parts = [f"{CORE_NAMES[t // NPIPES]}.{PIPES[t % NPIPES]} waits at {at(t)} since cycle "
                  f"{t0}" for t0, t in stuck]
         raise DeadlockError(f"deadlock in block {block}: pipes have work left and none can "
