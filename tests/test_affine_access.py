@@ -16,6 +16,7 @@ from tilelang_mini.errors import KernelRuntimeError
 from tilelang_mini.ir.nodes import BinOp, Buffer, Cast, For, Load, Loc, Store
 from tilelang_mini.runtime.backends import get_backend
 from tilelang_mini.semantics.exprs import affine_view, split_affine
+from tilelang_mini.runtime.kernel import pass_options
 from tilelang_mini.transform.pipeline import Options, run_target_passes
 
 from irbuild import add, c, kernel, mul, v
@@ -30,7 +31,7 @@ def sub(a, b):
 
 def run(k, *args, target="numpy"):
     backend = BACKEND if target == "numpy" else get_backend(target)
-    k = run_target_passes(k, Options(target=target), verify=True)  # what compile_ir runs
+    k = run_target_passes(k, pass_options(Options(target=target)), verify=True)  # as compile_ir
     backend.run(backend.lower(k, {}), list(args))
 
 

@@ -49,7 +49,7 @@ def _private_cache(tmp_path, monkeypatch):
 
 def run(k, *args, options=None):
     """Run lowered IR `k` on llvm after the llvm target's own passes (as a compile does)."""
-    k = run_target_passes(k, Options(target="llvm"), verify=True)
+    k = run_target_passes(k, BACKEND.pass_options(Options(target="llvm"), options), verify=True)
     BACKEND.run(BACKEND.lower(k, options or {}), list(args))
 
 

@@ -11,6 +11,7 @@ import tilelang_mini
 from backends.llvm import BACKEND
 from backends.numpy import BACKEND as NUMPY
 from irbuild import add, c, full, mul, reg, v
+from tilelang_mini.runtime.kernel import pass_options
 from tilelang_mini.transform.pipeline import Options, run_target_passes
 from tilelang_mini.ir.nodes import (
     Alloc, BinOp, Buffer, Call, Const, Copy, Fill, For, Kernel, Load, PipeBarrier, Reduce, Region,
@@ -47,7 +48,7 @@ def runs(monkeypatch):
 
 def llvm_passes(k):
     """Lowered IR `k` after the llvm target's own passes (what its backend receives)."""
-    return run_target_passes(k, Options(target="llvm"), verify=True)
+    return run_target_passes(k, pass_options(Options(target="llvm")), verify=True)
 
 
 def npu_kernel(params, body, blocks):

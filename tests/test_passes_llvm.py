@@ -69,7 +69,7 @@ def test_the_llvm_list_branches_from_the_npu_list():
     assert [name for name, _, _ in CPU_PASSES] == [
         "expand_scaled_gemm", "fuse_copy_chains", "forward_copies", "infer_uninit",
         "infer_live_columns", "infer_panels", "hoist_private_work", "fuse_rows",
-        "fuse_map_reduce", "fuse_row_copies", "split_maps"]
+        "fuse_map_reduce", "fuse_row_copies", "split_maps", "mark_dual_copies", "widen_storage"]
     assert all(why for _, _, why in CPU_PASSES)
     assert passes_for("numpy") == NPU_PASSES and passes_for("llvm") == LLVM_PASSES
 
@@ -352,7 +352,7 @@ def k(X: Tensor((4, 8), "float32"), Y: Tensor((4, 8), "float32"), Z: Tensor((4, 
 
 @pytest.mark.parametrize("stage", ["fuse_copy_chains", "forward_copies", "infer_uninit",
                                    "infer_live_columns", "infer_panels", "fuse_rows",
-                                   "fuse_map_reduce", "fuse_row_copies"])
+                                   "fuse_map_reduce", "fuse_row_copies", "widen_storage"])
 def test_llvm_stages_print_and_parse_back(stage):
     k = kernels.build(kernels.flash_attention, 2, 64, 32, target="llvm")
     text = k.get_ir(stage)
@@ -391,3 +391,76 @@ def k(X: Tensor((16, 16), "float32"), Y: Tensor((16, 16), "float32")):
     assert not forwarded(kernel(wait=True, vector_writes=True))
     assert forwarded(kernel(wait=False, vector_writes=True))
     assert forwarded(kernel(wait=True, vector_writes=False))
+
+
+def test_mark_dual_copies_marks_the_cubes_l0c_to_ub_copies():
+    """ascend950 has the FixPipe's L0C -> UB path: matmul_add's accumulator goes straight to the
+    vector cores' UB. The copy gets dual=True; llvm then writes both AIVs' halves of the rows."""
+    prim = kernels.matmul_add(64, 64, 64)
+    before, after = before_after("matmul_add", prim, "mark_dual_copies", chip="ascend950")
+    l0c_ub = lambda k: [c for c in copies(k) if (c.src.buffer.scope, c.dst.buffer.scope)  # noqa: E731
+                        == ("L0C", "UB")]
+    assert l0c_ub(before) and not any(c.dual for c in copies(before))
+    assert all(c.dual for c in l0c_ub(after)) and sum(c.dual for c in copies(after)) == len(
+        l0c_ub(after))
+    assert tilelang_mini.parse_ir(print_ir(after)) == after
+    a, b = (RNG.standard_normal((64, 64)).astype(np.float16) for _ in range(2))
+    d = RNG.standard_normal((64, 64)).astype(np.float32)
+    want = a.astype(np.float64) @ b.astype(np.float64) + d
+    for target in ("numpy", "llvm"):
+        got = tilelang_mini.compile(prim, out_idx=[-1], target=target, chip="ascend950")(a, b, d)
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+def test_the_verifier_checks_where_dual_copies_stand():
+    from tilelang_mini.ir.verifier import IRVerificationError, verify_kernel
+    src = '''
+@prim_func(source="<test>")
+def k(X: Tensor((8, 8), "float32")):
+    with Kernel(1, is_npu=True) as (cid, vid):
+        l = alloc_L0C((8, 8), "float32")
+        u = alloc_ub((8, 8), "float32")
+        v = alloc_ub((8, 8), "float32")
+        with Scope("C"):
+            copy(l, u, dual=True)
+            COPY
+'''
+    verify_kernel(tilelang_mini.parse_ir(src.replace("COPY", "copy(l, u, dual=True)")))
+    with pytest.raises(IRVerificationError, match="dual=True needs"):  # not L0C -> UB
+        verify_kernel(tilelang_mini.parse_ir(src.replace("COPY", "copy(u, v, dual=True)")))
+    with pytest.raises(IRVerificationError, match="without dual=True"):  # one left unmarked
+        verify_kernel(tilelang_mini.parse_ir(src.replace("COPY", "copy(l, v)")))
+    with pytest.raises(IRVerificationError, match="dual=True needs"):  # not the cube's
+        verify_kernel(tilelang_mini.parse_ir(src.replace('Scope("C")', 'Scope("V")')
+                                             .replace("COPY", "pass")))
+
+
+def widened(k):
+    return {n for n, a in allocs(k).items() if a.widened}
+
+
+def test_widen_storage_marks_the_tiles_a_cpu_keeps_as_float32():
+    """Without a native bfloat16 product every on-chip bfloat16 tile is widened; with one none
+    is; float32 tiles and GM never are. llvm computes the product either way."""
+    from backends.llvm import BACKEND, host_target
+    prim = kernels.gemm(64, 48, 64, block_M=32, block_N=32, block_K=32, dtype="bfloat16")
+    before, after = before_after("gemm_bf16", prim, "widen_storage")
+    on_chip_bf16 = {n for n, a in allocs(after).items() if a.buffer.dtype == "bfloat16"
+                    and a.buffer.scope not in ("global", "workspace")}
+    assert on_chip_bf16 and not widened(before) and widened(after) == on_chip_bf16
+    native = run_pipeline(prim.ir, Options(target="llvm", native_bf16=True), verify=True).final
+    assert not widened(native)
+    from tilelang_mini.ir import dtypes
+    a = RNG.standard_normal((64, 64)).astype(dtypes.to_numpy("bfloat16"))
+    b = RNG.standard_normal((64, 48)).astype(dtypes.to_numpy("bfloat16"))
+    want = a.astype(np.float64) @ b.astype(np.float64)
+    for k in (after, native):
+        c = np.zeros((64, 48), np.float32)
+        BACKEND.run(BACKEND.lower(k, {}), [a, b, c])
+        np.testing.assert_allclose(c, want, rtol=1e-4, atol=1e-4)
+    # a compile asks the backend whether this host has the product (avx512_bf16)
+    assert BACKEND.pass_options(Options(target="llvm")).native_bf16 == host_target().bf16
+    assert not BACKEND.pass_options(Options(target="llvm"), {"llvm_disable_bf16": True}).native_bf16
+    k = tilelang_mini.compile(prim, out_idx=[-1], target="llvm")
+    assert widened(k.compilation.final) == (set() if host_target().bf16 else on_chip_bf16)
+    np.testing.assert_allclose(k(a, b), want, rtol=1e-4, atol=1e-4)

@@ -29,7 +29,7 @@ from . import codegen_ops, microkernel, rowpass
 from . import vecmath as vm
 from .irutil import I32, I64, PTR, Emitter
 from .cores import core_scope, cross_flag, generate_cores, top_buf_ptr
-from .layout import PER_BLOCK, is_dual_copy, plan_buffers
+from .layout import PER_BLOCK, plan_buffers
 from .packing import flush_prefetch
 from .reduce import reduce
 from .parallel import ParallelMaps
@@ -168,7 +168,7 @@ class KernelGen(ParallelMaps, Expressions):
                     atomic_copy(self, s)
                 elif isinstance(s, Copy) and s.transpose:
                     transposed_copy(self, s)
-                elif isinstance(s, Copy) and self.ctx == "C" and is_dual_copy(s):
+                elif isinstance(s, Copy) and s.dual:  # transform/cpu_dual.py
                     self.dual_copy(s)
                 elif isinstance(s, Gemm):
                     microkernel.gemm(self, s)

@@ -5,10 +5,9 @@
 * L1/L0A/L0B/L0C buffers: one copy per block (the AIC's, shared with the AIVs).
 * other on-chip buffers (shared/fragment/var/UB): one copy per core context that references
   them: "top" (code outside any Scope), "C", and "V" (two copies, indexed by vid).
-* on-chip float16/float8 buffers are stored widened to float32 (they always hold values of
-  their dtype, so this is exact): tile ops and the GEMM micro-kernel read them without
-  conversion. bfloat16 stays bfloat16 when the host has avx512_bf16 (pairs feed vdpbf16ps),
-  else it is widened too.
+* an allocation marked `widened=True` (transform/cpu_storage.py `widen_storage`: on-chip
+  float16/float8 tiles, and bfloat16 ones unless the host has avx512_bf16) is stored as float32;
+  every other buffer in its dtype.
 * a `panels=True` allocation (transform/cpu_layout.py `infer_panels`: a tile only copied into
   whole and read as the B operand of gemms) is kept packed in micro-panels of NR columns: the
   copy into the tile is the packing step of the BLIS-style GEMM. With avx512_bf16 and bfloat16
@@ -24,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from tilelang_mini.errors import CompileError
-from tilelang_mini.ir.analysis import AIC_SCOPES, GM_SCOPES, core_instructions, written_names
+from tilelang_mini.ir.analysis import AIC_SCOPES, core_instructions, written_names
 from tilelang_mini.ir.nodes import (
     Alloc, Copy, Fill, Gemm, Kernel, Load, Reduce, Region, Scope, Sort, Store, body_fields, walk,
     walk_own,
@@ -39,12 +38,6 @@ ALIGN = 64
 # one instance per block, shared by its cores (analysis.BLOCK_SCOPES but the kernel parameters):
 # GM scratch and the AIC's buffers (which the AIVs can write on chips with a UB -> L1 path)
 PER_BLOCK = ("workspace",) + AIC_SCOPES
-_WIDEN = ("float16", "float8_e4m3fn", "float8_e5m2")
-
-
-def is_dual_copy(s) -> bool:
-    """L0C -> UB from the cube: each AIV's UB receives its half of the rows (or all of them)."""
-    return s.src.buffer.scope == "L0C" and s.dst.buffer.scope == "UB"
 
 
 def _align(n: int) -> int:
@@ -97,14 +90,6 @@ class Plan:
     top_source: dict = field(default_factory=dict)
 
 
-def storage_of(buf, bf16: bool) -> str:
-    if buf.scope in GM_SCOPES:
-        return buf.dtype
-    if buf.dtype in _WIDEN or (buf.dtype == "bfloat16" and not bf16):
-        return "float32"
-    return buf.dtype
-
-
 def plan_buffers(kernel: Kernel, bf16: bool, top_copies: int = 1) -> Plan:
     """Where every buffer lives. `top_copies` copies of the buffers of code outside any Scope:
     3 when a block's cores run as coroutines, each running that code on its own copy."""
@@ -137,13 +122,13 @@ def plan_buffers(kernel: Kernel, bf16: bool, top_copies: int = 1) -> Plan:
                 note(s.buffer.name, ctx, ("store",))
             elif isinstance(s, Copy):
                 note(s.src.buffer.name, ctx, ("copy_src",))
-                dual = ctx == "C" and is_dual_copy(s)  # FixPipe writes the AIVs' UB
-                note(s.dst.buffer.name, "V" if dual else ctx,
+                # transform/cpu_dual.py: the FixPipe writes the AIVs' UB
+                note(s.dst.buffer.name, "V" if s.dual else ctx,
                      ("copy_dst_t",) if s.transpose else ("copy_dst", s.dst.is_full))
             elif isinstance(s, Gemm):
                 note(s.a.buffer.name, ctx, ("gemm_a",))
                 note(s.b.buffer.name, ctx, ("gemm_b", s.b.is_full, s.transpose_b,
-                                            s.a.buffer.dtype))
+                                            s.a.buffer.name))
                 note(s.c.buffer.name, ctx, ("gemm_c",))
             elif isinstance(s, (Fill, Reduce, Sort)):
                 for n in walk_own(s):
@@ -155,6 +140,10 @@ def plan_buffers(kernel: Kernel, bf16: bool, top_copies: int = 1) -> Plan:
     visit(kernel.body, "top")
     has_scopes = any(isinstance(n, Scope) for s in kernel.body for n in walk(s))
 
+    # the bfloat16 buffers stored as such (not widened), where the host multiplies them natively
+    stored_bf16 = {n for n, b in [*params.items(), *((n, a.buffer) for n, a in allocs.items()
+                                                     if not a.widened)]
+                   if b.dtype == "bfloat16"} if bf16 else set()
     infos: dict = {}
     for i, p in enumerate(kernel.params):
         infos[p.name] = BufInfo(p, p.dtype, param=i)
@@ -168,8 +157,8 @@ def plan_buffers(kernel: Kernel, bf16: bool, top_copies: int = 1) -> Plan:
             zero_bytes = offset
         if name in params:
             continue
-        info = BufInfo(buf, storage_of(buf, bf16))
-        info.layout = _layout(allocs[name], uses.get(name, []), bf16)
+        info = BufInfo(buf, "float32" if allocs[name].widened else buf.dtype)
+        info.layout = _layout(allocs[name], uses.get(name, []), stored_bf16)
         info.nbytes = _nbytes(info)
         size = _align(info.nbytes)
         if buf.scope in PER_BLOCK:
@@ -205,14 +194,15 @@ def _top_sources(kernel: Kernel, infos: dict) -> dict:
     return out
 
 
-def _layout(alloc, uses, bf16: bool) -> str:
+def _layout(alloc, uses, stored_bf16) -> str:
     """Row-major, or the micro-panels a `panels=True` allocation asks for (transform/cpu_layout.py):
-    VNNI bfloat16 pairs where the host multiplies them natively and every gemm reading the tile
-    has a bfloat16 A, else float32 panels."""
+    VNNI bfloat16 pairs where the host multiplies them natively and the tile and the A operand of
+    every gemm reading it are stored as bfloat16 (`stored_bf16`: their names, or empty without
+    the native product), else float32 panels."""
     if not alloc.panels:
         return "row"
     gemm = [u for u in uses if u[0] == "gemm_b"]
-    vnni = bf16 and alloc.buffer.dtype == "bfloat16" and all(u[3] == "bfloat16" for u in gemm)
+    vnni = alloc.buffer.name in stored_bf16 and all(u[3] in stored_bf16 for u in gemm)
     if gemm and all(u[2] for u in gemm):  # read transposed: panels of the transpose
         return "row" if vnni else "packBT"  # (no transposing VNNI copy: the gemm packs it)
     return "packB_vnni" if vnni else "packB"

@@ -64,7 +64,9 @@ def gemm(g, s):
     for r, st in ((s.a, sa), (s.b, sb), (s.c, sc)):
         check_in_bounds(g, r, st)
     e, b = g.e, g.e.b
-    bf16 = g.bf16 and s.a.buffer.dtype == "bfloat16" and s.b.buffer.dtype == "bfloat16"
+    # the native bfloat16 product where the host has it and both operands are stored as bfloat16
+    # (not widened: transform/cpu_storage.py)
+    bf16 = g.bf16 and ai.storage == "bfloat16" and bi.storage == "bfloat16"
     if bi.layout == "packB_vnni" and not bf16 or bi.layout in ("packB", "packBT") and bf16 \
             or (bi.layout == "packBT") != (bi.layout != "row" and s.transpose_b):
         raise g.fail("internal: packed B layout does not match the gemm mode")

@@ -398,6 +398,13 @@ class LLVMBackend:
     def run(self, artifact: LLVMArtifact, args) -> None:
         run(artifact, args)
 
+    def pass_options(self, options, backend_options: dict | None = None):
+        """`options` (transform/options.py) with what the llvm target's passes must know of the
+        host: `native_bf16` (widen_storage keeps bfloat16 tiles bfloat16 where the host
+        multiplies them natively and `llvm_disable_bf16` is not set)."""
+        feats = _features(host_target(), dict(backend_options or {}))
+        return replace(options, native_bf16=feats["bf16"])
+
     # the disk cache (tilelang_mini/runtime/cache.py) stores and loads artifacts through these
     cache_tag = staticmethod(cache_tag)
     dump = staticmethod(dump)

@@ -28,11 +28,14 @@ from .nodes import (
 GM_SCOPES = GLOBAL_SCOPES
 AIC_SCOPES = ("L1", "L0A", "L0B", "L0C")
 BLOCK_SCOPES = GM_SCOPES + AIC_SCOPES
+# dtypes an on-chip tile may be stored widened to float32 (Alloc.widened; GM never is)
+WIDENABLE_DTYPES = ("float16", "bfloat16", "float8_e4m3fn", "float8_e5m2")
 
 __all__ = ["SYNC_OPS", "TILE_OPS", "GM_SCOPES", "AIC_SCOPES", "BLOCK_SCOPES", "is_map",
            "is_sync", "core_instructions", "instructions", "loads", "map_stores", "operands", "reads", "writes",
            "accesses", "written_names", "static_box", "boxes_overlap", "buffer_refs",
-           "full_map_store", "interval", "exact_boxes", "is_expert"]
+           "full_map_store", "interval", "exact_boxes", "is_expert", "is_dual_copy", "can_widen",
+           "WIDENABLE_DTYPES"]
 
 
 def is_map(s) -> bool:
@@ -42,6 +45,18 @@ def is_map(s) -> bool:
 
 def is_sync(s) -> bool:
     return isinstance(s, SYNC_OPS)
+
+
+def is_dual_copy(s, core) -> bool:
+    """An L0C -> UB copy on the cube core (`core` "C"): the FixPipe writes the UB of both vector
+    cores of the block, not a buffer of the core that runs it."""
+    return (isinstance(s, Copy) and core == "C" and s.src.buffer.scope == "L0C"
+            and s.dst.buffer.scope == "UB")
+
+
+def can_widen(b: Buffer) -> bool:
+    """Whether buffer `b` may be stored as float32 (Alloc.widened): an on-chip 16-/8-bit float."""
+    return b.dtype in WIDENABLE_DTYPES and b.scope not in GM_SCOPES
 
 
 def is_expert(kernel) -> bool:

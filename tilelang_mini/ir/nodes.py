@@ -176,13 +176,17 @@ class Alloc:
 
     `panels`: a 2-d tile only written by whole copies and read as a gemm's B operand, which a CPU
     keeps in GEMM micro-panels (set by the llvm target's `infer_panels`; its elements are never
-    addressed one by one, so the layout is the backend's to choose)."""
+    addressed one by one, so the layout is the backend's to choose).
+
+    `widened`: an on-chip float16/bfloat16/float8 tile a CPU stores as float32 (it only ever holds
+    values of its dtype, so this is exact; set by the llvm target's `widen_storage`)."""
 
     buffer: Buffer
     offset: int | None = None
     loc: Loc = _loc()
     uninit: bool = False
     panels: bool = False
+    widened: bool = False
 
 
 # Read-modify-write kinds of an atomic copy to GM (`T.atomic_add` / `T.atomic_max` / ...).
@@ -200,13 +204,17 @@ class Copy:
     dtype, atomically with respect to the atomic copies of other blocks and cores (Ascend: an
     MTE3 or FixPipe copy-out with the atomic mode on). Printed `copy(x, C[...], atomic_add=True)`.
     `atomic="relu"` is the FixPipe's relu mode instead (tilelang-ascend `T.copy(C_L0, C[...],
-    enable_relu=True)`): a plain write of max(src, 0) from an L0C tile, printed `relu=True`."""
+    enable_relu=True)`): a plain write of max(src, 0) from an L0C tile, printed `relu=True`.
+    `dual`: an L0C -> UB copy of the cube core, which the FixPipe delivers to both vector cores'
+    UB (semantics/ops.py `dual_copy_parts`); set by the llvm target's `mark_dual_copies`, printed
+    `dual=True`."""
 
     src: Region
     dst: Region
     loc: Loc = _loc()
     atomic: str = ""
     transpose: bool = False  # dst = src^T (2-D after dropping extent-1 dims): an MTE1 L1 -> L0 load
+    dual: bool = False
 
 
 @dataclass(frozen=True)

@@ -353,7 +353,7 @@ class _ToIR(Transformer):
             if scope != "var":
                 self.err(f"{fn} needs a shape: {fn}((d0, d1), \"dtype\")", dtype)
             shape = (1,)
-        offset, flags = None, {"uninit": False, "panels": False}
+        offset, flags = None, {"uninit": False, "panels": False, "widened": False}
         for kw in kwargs:
             arg = _Arg(kw.value, kw.name.line, kw.name.column)
             if str(kw.name) == "offset":
@@ -361,8 +361,8 @@ class _ToIR(Transformer):
             elif str(kw.name) in flags:
                 flags[str(kw.name)] = self.const_bool(arg)
             else:
-                self.err(f"unknown keyword '{kw.name}' of {fn}; expected offset=, uninit= or "
-                         f"panels=", kw.name)
+                self.err(f"unknown keyword '{kw.name}' of {fn}; expected offset=, uninit=, "
+                         f"panels= or widened=", kw.name)
         b = Buffer(str(name), shape, self.dtype(dtype), scope)
         self.buffers[b.name] = b
         return Alloc(b, offset, **flags)
@@ -377,14 +377,15 @@ class _ToIR(Transformer):
         name = str(fn)
         if name == "copy":
             (src, dst), kws = self.split(args, fn, {f"atomic_{k}" for k in ATOMIC_KINDS}
-                                         | {"transpose", "relu"}, 2)
+                                         | {"transpose", "relu", "dual"}, 2)
             trans = self.const_bool(kws.pop("transpose")) if "transpose" in kws else False
+            dual = self.const_bool(kws.pop("dual")) if "dual" in kws else False
             on = [k[len("atomic_"):] if k != "relu" else k for k, v in kws.items()
                   if self.const_bool(v)]
             if len(on) > 1:
                 self.err("a copy has at most one atomic_ kind", fn)
             return Copy(self.as_region(src), self.as_region(dst), atomic=on[0] if on else "",
-                        transpose=trans)
+                        transpose=trans, dual=dual)
         if name == "gemm":
             flags = {"transpose_A", "transpose_B", "clear_accum"}
             scale_keys = {"scale_A", "scale_B", "scale_gran"}

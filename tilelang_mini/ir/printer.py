@@ -163,11 +163,14 @@ class _Printer:
                 args.append("uninit=True")
             if s.panels:
                 args.append("panels=True")
+            if s.widened:
+                args.append("widened=True")
             self.emit(d, f"{b.name} = {ALLOC_NAMES[b.scope]}({', '.join(args)})", s.loc)
         elif isinstance(s, Copy):
             atomic = ", relu=True" if s.atomic == "relu" else \
                 f", atomic_{s.atomic}=True" if s.atomic else ""
             atomic += ", transpose=True" if s.transpose else ""
+            atomic += ", dual=True" if s.dual else ""
             self.emit(d, f"copy({print_region(s.src)}, {print_region(s.dst)}{atomic})", s.loc, t())
         elif isinstance(s, Gemm):
             flags = "".join(f", {name}=True" for name, on in (

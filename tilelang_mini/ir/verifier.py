@@ -11,6 +11,7 @@ from .nodes import (
     BIN_OPS, CALL_FNS, FUSED_KINDS, LOOP_KINDS, SCOPES, TILE_OPS, SYNC_OPS, body_fields, walk_own,
 )
 from .. import errors  # a module, not its names: errors.py imports ir.nodes (a cycle)
+from .analysis import can_widen, is_dual_copy
 from .dtypes import DTYPES, itemsize
 
 
@@ -58,7 +59,11 @@ class _Verifier:
             buffers[b.name] = b
         if len(k.grid_vars) != (2 if k.is_npu else len(k.grid)):
             self.fail("grid variables do not match the grid")
+        self.dual = {}  # marked (True) / unmarked (False) -> an L0C -> UB copy of the cube
         self.body(k.body, buffers, set(k.grid_vars))
+        if len(self.dual) == 2:  # after mark_dual_copies, every one is marked
+            self.fail("an L0C -> UB copy of the cube without dual=True where others have it",
+                      self.dual[False])
 
     def buffer(self, b: Buffer, node):
         if b.dtype not in DTYPES or b.scope not in SCOPES:
@@ -66,7 +71,7 @@ class _Verifier:
         if not all(isinstance(s, int) and s > 0 for s in b.shape):
             self.fail(f"buffer {b.name}: shape {b.shape} must be positive ints", node)
 
-    def body(self, stmts, buffers: dict, names: set):
+    def body(self, stmts, buffers: dict, names: set, core=None):
         if not isinstance(stmts, tuple):
             self.fail("a statement list must be a tuple")
         buffers = dict(buffers)
@@ -78,7 +83,14 @@ class _Verifier:
                 buffers[s.buffer.name] = s.buffer
                 if s.panels and len(s.buffer.shape) != 2:
                     self.fail(f"buffer {s.buffer.name}: panels=True needs a 2-d tile", s)
+                if s.widened and not can_widen(s.buffer):
+                    self.fail(f"buffer {s.buffer.name}: widened=True needs an on-chip 16- or "
+                              f"8-bit float tile, not {s.buffer.dtype} in {s.buffer.scope}", s)
                 continue
+            if isinstance(s, Copy) and s.dual and not is_dual_copy(s, core):
+                self.fail("dual=True needs an L0C -> UB copy inside Scope(\"C\")", s)
+            if is_dual_copy(s, core):
+                self.dual[s.dual] = s
             if not isinstance(s, (*TILE_OPS, *SYNC_OPS, Store, For, If, Scope, Fused)):
                 self.fail(f"not a statement: {type(s).__name__}", s)
             if isinstance(s, Fused):
@@ -91,7 +103,7 @@ class _Verifier:
             for node in walk_own(s):
                 self.node(node, buffers, names, s)
             for f in body_fields(s):
-                self.body(getattr(s, f), buffers, inner)
+                self.body(getattr(s, f), buffers, inner, s.core if isinstance(s, Scope) else core)
 
     def fused(self, s: Fused):
         """The body of a fused block is what its kind says (FUSED_KINDS), sync instructions

@@ -443,8 +443,17 @@ def _collector_paused():
 def _run_passes(kernel: Kernel, options: Options):
     """The pass list, with the driver's choices from the environment (runtime/config.py)."""
     from ..transform.pipeline import run_pipeline
-    return run_pipeline(kernel, options, print_after=config.print_after(),
+    return run_pipeline(kernel, pass_options(options), print_after=config.print_after(),
                         verify=config.verify_ir(), time_passes=config.time_passes())
+
+
+def pass_options(options: Options) -> Options:
+    """`options` with what the target's passes need to know of the host, from its backend's
+    `pass_options` (the llvm target: whether the host multiplies bfloat16 natively)."""
+    backend = get_backend(options.target)
+    if not hasattr(backend, "pass_options"):
+        return options
+    return backend.pass_options(options, {"chip": options.chip})
 
 
 _OBSERVERS: list = []

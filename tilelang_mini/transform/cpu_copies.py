@@ -36,7 +36,9 @@ import heapq
 from bisect import bisect_right
 from dataclasses import replace
 
-from ..ir.analysis import BLOCK_SCOPES, GM_SCOPES, SYNC_OPS, buffer_refs, written_names
+from ..ir.analysis import (
+    BLOCK_SCOPES, GM_SCOPES, SYNC_OPS, WIDENABLE_DTYPES, buffer_refs, written_names,
+)
 from ..ir.dtypes import FLOAT_DTYPES, exact_in
 from ..ir.nodes import (
     Alloc, Buffer, Copy, Kernel, Load, Region, Store, WaitCrossFlag, body_fields, transform,
@@ -45,8 +47,6 @@ from ..ir.nodes import (
 
 # block-wide buffers: one instance per block, shared by its cores (kernel parameters aside)
 _PER_BLOCK = tuple(s for s in BLOCK_SCOPES if s != "global")
-# dtypes the llvm target may keep in a wider storage on chip than in GM
-_WIDENED = ("float16", "bfloat16", "float8_e4m3fn", "float8_e5m2")
 
 
 def _composes(s_dtype: str, x_dtype: str, y_dtype: str) -> bool:
@@ -127,8 +127,8 @@ def fuse_copy_chains(kernel: Kernel) -> Kernel:
 
 def _same_storage(x: Buffer, y: Buffer) -> bool:
     """X and Y are stored alike on every host (on chip, the llvm target may widen 16- and 8-bit
-    floats; in GM and workspace it never does)."""
-    return x.dtype not in _WIDENED or (x.scope in GM_SCOPES) == (y.scope in GM_SCOPES)
+    floats, widen_storage; in GM and workspace it never does)."""
+    return x.dtype not in WIDENABLE_DTYPES or (x.scope in GM_SCOPES) == (y.scope in GM_SCOPES)
 
 
 def _whole_copy(s) -> bool:

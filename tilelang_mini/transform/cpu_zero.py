@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ..ir.analysis import BLOCK_SCOPES, SYNC_OPS, full_map_store
+from ..ir.analysis import BLOCK_SCOPES, SYNC_OPS, full_map_store, is_dual_copy
 from ..ir.nodes import (
     Alloc, Const, Copy, Fill, For, Gemm, If, Kernel, Load, Reduce, Region, Scope,
     body_fields, walk, walk_own,
@@ -84,10 +84,8 @@ def zeroed_buffers(kernel: Kernel) -> set:
             elif isinstance(s, Copy):
                 region_reads(s.src, ctx, defined)
                 starts(s.dst, ctx, defined)
-                # FixPipe L0C -> UB writes the AIVs' UB
-                dual = ctx == "C" and s.src.buffer.scope == "L0C" and s.dst.buffer.scope == "UB"
-                if s.dst.is_full:
-                    defined = defined | {key(s.dst.buffer, "V" if dual else ctx)}
+                if s.dst.is_full:  # the cube's L0C -> UB copy writes the AIVs' UB
+                    defined = defined | {key(s.dst.buffer, "V" if is_dual_copy(s, ctx) else ctx)}
             elif isinstance(s, Fill):
                 loads(s, ctx, defined)
                 if s.dst.is_full:

@@ -20,6 +20,9 @@ class Options:
     # the flags between the pipes of each core (the kernel's own intra-core flags and barriers
     # are replaced by them; its cross-core flags are kept)
     auto_sync: bool = False
+    # the llvm host multiplies bfloat16 pairs natively (x86 avx512_bf16): widen_storage keeps
+    # on-chip bfloat16 tiles bfloat16 (set from the host by the llvm backend's `pass_options`)
+    native_bf16: bool = False
 
 
 AUTO_SYNC_KEYS = ("TL_ASCEND_AUTO_SYNC", "tl.ascend_auto_sync")

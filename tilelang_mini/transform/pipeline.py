@@ -24,11 +24,13 @@ from .check import check
 from .check_sync import sync_expert
 from .cpu_columns import infer_live_columns
 from .cpu_copies import forward_copies, fuse_copy_chains
+from .cpu_dual import mark_dual_copies
 from .cpu_fuse import fuse_map_reduce, fuse_row_copies
 from .cpu_hoist import hoist_private_work
 from .cpu_layout import infer_panels
 from .cpu_maps import split_maps
 from .cpu_rows import fuse_rows
+from .cpu_storage import widen_storage
 from .cpu_zero import infer_uninit
 from .expand_scaled_gemm import expand_scaled_gemm
 from .options import Options
@@ -91,6 +93,12 @@ CPU_PASSES = _kernel_passes(
     (split_maps,
      "a Parallel map -> maps of stores that run in one lane loop (temporaries for a store "
      "reading its target elsewhere; serial loops and uniform ifs moved out)"),
+    (mark_dual_copies,
+     "the cube's L0C -> UB copies write both AIVs' UB (dual=True)"),
+) + (
+    ("widen_storage", lambda k, o: widen_storage(k, o.native_bf16),
+     "on-chip float16/float8 tiles (bfloat16 without a native bf16 dot) stored as float32 "
+     "(widened=True)"),
 )
 LLVM_PASSES = NPU_PASSES + CPU_PASSES
 
