@@ -44,18 +44,19 @@ def _developer_check(m, rng, heads=16, dim=64, tail=32, topk=128):
     return Check(k, [q, kv, idx], {0: want}, "float16", topk)
 
 
-@case("asc/cv/sparse_flash_attn_developer", A, "examples/developer_mode/sparse_flash_attn_developer.py",
-      "auto CV combine: five workspaces read before written, vid-split gather, D=64 + tail 32")
-def _(m, rng):
+def developer_case(m, rng):
+    """The case of every developer-mode sparse attention example (this file's and
+    upstream_cases_new2's): its kernel at the default shapes, _developer_check."""
     return [_developer_check(m, rng)]
 
 
-@case("asc/cv/sparse_flash_attn_developer_vid_reduce", A,
-      "examples/developer_mode/sparse_flash_attn_developer_vid_reduce.py",
-      "no workspaces: threads=2 without vid, UB->L1 gather, L0C->UB copies, gemm before its "
-      "operand's write in the loop body")
-def _(m, rng):
-    return [_developer_check(m, rng)]
+case("asc/cv/sparse_flash_attn_developer", A, "examples/developer_mode/sparse_flash_attn_developer.py",
+     "auto CV combine: five workspaces read before written, vid-split gather, D=64 + tail 32")(
+    developer_case)
+case("asc/cv/sparse_flash_attn_developer_vid_reduce", A,
+     "examples/developer_mode/sparse_flash_attn_developer_vid_reduce.py",
+     "no workspaces: threads=2 without vid, UB->L1 gather, L0C->UB copies, gemm before its "
+     "operand's write in the loop body")(developer_case)
 
 
 @case("asc/cv/sparse_flash_attn_pa_developer", A,
@@ -100,37 +101,35 @@ def _gqa_inputs(rng, heads, groups, dim, topk, B=1, S=3, SKV=256):
     return q, kv, idx, want
 
 
+def _gqa_check(m, rng, heads, workspaces=None, groups=2, dim=64, topk=128):
+    """The Check of a GQA sparse attention case: the example's kernel for `heads` heads in
+    `groups` KV groups on _gqa_inputs, with the workspaces the caller passes (a function of the
+    inputs' sizes, or None when the kernel allocates its own)."""
+    q, kv, idx, want = _gqa_inputs(rng, heads, groups, dim, topk)
+    k = m["sparse_attention_fwd"](heads=heads, dim=dim, tail_dim=0, topk=topk, kv_stride=1,
+                                  kv_group=groups)
+    ws = workspaces(q.shape[0] * q.shape[1] * groups, heads // groups, dim) if workspaces else []
+    return [Check(k, [q, kv, idx, *ws], {0: want}, "float16", topk)]
+
+
 @case("asc/cv/sparse_flash_attn_gqa_pto_developer", A,
       "examples/sparse_flash_attention/example_sparse_flash_attn_gqa_pto_developer.py",
       "GQA, workspaces passed by the caller (not workspace_idx), target='pto'")
 def _(m, rng):
-    heads, groups, dim, topk = 32, 2, 64, 128
-    q, kv, idx, want = _gqa_inputs(rng, heads, groups, dim, topk)
-    n, hg = q.shape[0] * q.shape[1] * groups, heads // groups
-    ws = [np.zeros((n, 64, dim), np.float16), np.zeros((n, hg, 64), np.float32),
-          np.zeros((n, hg, 64), np.float16), np.zeros((n, hg, dim), np.float32)]
-    k = m["sparse_attention_fwd"](heads=heads, dim=dim, tail_dim=0, topk=topk, kv_stride=1,
-                                  kv_group=groups)
-    return [Check(k, [q, kv, idx, *ws], {0: want}, "float16", topk)]
+    return _gqa_check(m, rng, 32, lambda n, hg, dim: [
+        np.zeros((n, 64, dim), np.float16), np.zeros((n, hg, 64), np.float32),
+        np.zeros((n, hg, 64), np.float16), np.zeros((n, hg, dim), np.float32)])
 
 
 @case("asc/cv/sparse_flash_attn_gqa_pipeline", A, "examples/pipeline/sparse_flash_attn_gqa_pipeline.py",
       "GQA, T.Pipelined(num_stages=2) over workspaces read before written, 6-D workspaces, "
       "an inner loop var shadowing an outer name")
 def _(m, rng):
-    heads, groups, dim, topk = 32, 2, 64, 128
-    q, kv, idx, want = _gqa_inputs(rng, heads, groups, dim, topk)
-    k = m["sparse_attention_fwd"](heads=heads, dim=dim, tail_dim=0, topk=topk, kv_stride=1,
-                                  kv_group=groups)
-    return [Check(k, [q, kv, idx], {0: want}, "float16", topk)]
+    return _gqa_check(m, rng, 32)
 
 
 @case("asc/cv/sparse_flash_attn_gqa_pipeline_4heads", A, "examples/pipeline/sparse_flash_attn_gqa_pipeline.py",
       "4 heads per KV group: the row statistics are padded to 8 floats (ub_len) and reduced into "
       "whole (a located error: the example's own shapes have 16 heads per group)")
 def _(m, rng):
-    heads, groups, dim, topk = 8, 2, 64, 128
-    q, kv, idx, want = _gqa_inputs(rng, heads, groups, dim, topk)
-    k = m["sparse_attention_fwd"](heads=heads, dim=dim, tail_dim=0, topk=topk, kv_stride=1,
-                                  kv_group=groups)
-    return [Check(k, [q, kv, idx], {0: want}, "float16", topk)]
+    return _gqa_check(m, rng, 8)

@@ -5,6 +5,7 @@ import numpy as np
 
 from upstream_sweep import Check, case, rn
 from upstream_cases_ascend import indexer_checks
+from upstream_cases_cv import developer_case
 from upstream_cases_new import (
     A, TL, block_sparse_inputs, f64, masked_attn_ref, mm, sigmoid, varlen_inputs,
 )
@@ -63,18 +64,17 @@ def fa_gqa_case(m, rng, **kw):
     return [Check(kern, [q, k, v], {0: want}, "float16", 256)]
 
 
-@case("asc/flash_attention/fa_opt_expert_h16_d128", A,
-      "examples/flash_attention/fa_opt/flash_attn_bhsd_expert_h16_d128.py",
-      "expert GQA flash attention: own C/V flags, staged workspaces, persistent cores")
-def _(m, rng):
-    return fa_gqa_case(m, rng, num_stages=2)  # 2 kv blocks per stage group at seq_len 256
-
-
-@case("asc/flash_attention/fa_opt_auto_pipeline_h16_d128", A,
-      "examples/flash_attention/fa_opt/flash_attn_bhsd_auto_pipeline_h16_d128.py",
-      "GQA flash attention, auto pipeline, persistent cores")
-def _(m, rng):
+def fa_opt_case(m, rng):
+    """The fa_opt examples' case: fa_gqa_case with 2 kv blocks per stage group at seq_len 256."""
     return fa_gqa_case(m, rng, num_stages=2)
+
+
+case("asc/flash_attention/fa_opt_expert_h16_d128", A,
+     "examples/flash_attention/fa_opt/flash_attn_bhsd_expert_h16_d128.py",
+     "expert GQA flash attention: own C/V flags, staged workspaces, persistent cores")(fa_opt_case)
+case("asc/flash_attention/fa_opt_auto_pipeline_h16_d128", A,
+     "examples/flash_attention/fa_opt/flash_attn_bhsd_auto_pipeline_h16_d128.py",
+     "GQA flash attention, auto pipeline, persistent cores")(fa_opt_case)
 
 
 @case("asc/seer_attention/block_sparse_attn", A, "examples/seer_attention/block_sparse_attn.py",
@@ -300,12 +300,10 @@ def _(m, rng):
     return checks
 
 
-@case("asc/sparse_flash_attention/sparse_flash_attn", A,
-      "examples/sparse_flash_attention/example_sparse_flash_attn.py",
-      "MLA-style sparse attention over top-k gathered KV rows, auto CV combine, five workspaces")
-def _(m, rng):
-    from upstream_cases_cv import _developer_check
-    return [_developer_check(m, rng)]
+case("asc/sparse_flash_attention/sparse_flash_attn", A,
+     "examples/sparse_flash_attention/example_sparse_flash_attn.py",
+     "MLA-style sparse attention over top-k gathered KV rows, auto CV combine, five workspaces")(
+    developer_case)
 
 
 @case("asc/sparse_flash_attention/sparse_flash_attn_gqa", A,

@@ -18,16 +18,18 @@ def _private_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("TILELANG_MINI_CACHE_DIR", str(tmp_path / "cache"))
 
 
-def affine(dtype="float32"):
-    """B = 2 * A + 1 (rows in blocks of 4)."""
+def affine(dtype="float32", shape=(M, N), block=4):
+    """B = 2 * A + 1 (rows in blocks of `block`)."""
+    rows, cols = shape
+
     @T.prim_func
-    def main(A: T.Tensor((M, N), dtype), B: T.Tensor((M, N), dtype)):
-        with T.Kernel(T.ceildiv(M, 4)) as bx:
-            a = T.alloc_fragment((4, N), "float32")
-            T.copy(A[bx * 4, 0], a)
-            for i, j in T.Parallel(4, N):
+    def main(A: T.Tensor((rows, cols), dtype), B: T.Tensor((rows, cols), dtype)):
+        with T.Kernel(T.ceildiv(rows, block)) as bx:
+            a = T.alloc_fragment((block, cols), "float32")
+            T.copy(A[bx * block, 0], a)
+            for i, j in T.Parallel(block, cols):
                 a[i, j] = a[i, j] * 2.0 + 1.0
-            T.copy(a, B[bx * 4, 0])
+            T.copy(a, B[bx * block, 0])
     return main
 
 
@@ -113,22 +115,10 @@ def test_output_with_interleaved_strides_that_do_not_overlap_is_written(target):
     base = np.zeros(16, np.float32)
     out = np.lib.stride_tricks.as_strided(base, shape=(2, 3), strides=(12, 8))
     assert len({12 * i + 8 * j for i in range(2) for j in range(3)}) == 6
-    k = tilelang_mini.compile(affine_2x3(), target=target)
+    k = tilelang_mini.compile(affine(shape=(2, 3), block=2), target=target)
     x = data((2, 3))
     k(x, out)
     np.testing.assert_array_equal(out, ref(x))
-
-
-def affine_2x3():
-    @T.prim_func
-    def main(A: T.Tensor((2, 3), "float32"), B: T.Tensor((2, 3), "float32")):
-        with T.Kernel(1) as bx:
-            a = T.alloc_fragment((2, 3), "float32")
-            T.copy(A[0, 0], a)
-            for i, j in T.Parallel(2, 3):
-                a[i, j] = a[i, j] * 2.0 + 1.0
-            T.copy(a, B[0, 0])
-    return main
 
 
 def test_read_only_input_is_fine(k_out):

@@ -5,11 +5,12 @@ import threading
 import pytest
 
 import tilelang_mini
-import tilelang_mini.language as T
 from tilelang_mini import CompileError
 from tilelang_mini.ir import parse_ir
 from tilelang_mini.runtime import kernel as kernel_module
 from tilelang_mini.runtime.kernel import observe_compiles
+
+import kernels
 
 HEAD = ('@prim_func(source="k.py")\n'
         'def k(A: Tensor((256, 128), "float16")):  # 1:1\n'
@@ -51,13 +52,7 @@ def test_threads_parsing_at_once_keep_their_own_errors():
 
 
 def _kernel():
-    @T.prim_func
-    def copy_kernel(A: T.Tensor((16, 16), "float32"), B: T.Tensor((16, 16), "float32")):
-        with T.Kernel(1) as bx:
-            a = T.alloc_fragment((16, 16), "float32")
-            T.copy(A[0, 0], a)
-            T.copy(a, B[0, 0])
-    return copy_kernel
+    return kernels.scale_rows(16, 2.0, cols=16, block=16)
 
 
 def test_compiles_are_observed_through_the_runtime_hook():

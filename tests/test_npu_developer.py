@@ -8,7 +8,7 @@ import tilelang_mini
 import tilelang_mini.language as T
 from tilelang_mini import CompileError
 
-from kernels import example_module
+from kernels import cube_tiles, example_module, gemm_tiles
 
 softmax_rows = example_module("softmax").softmax_rows
 
@@ -26,15 +26,11 @@ def matmul_add(M, N, K, bm=32, bn=32, bk=32, alloc="developer"):
             bx = cid // n_num
             by = cid % n_num
             if alloc == "developer":
-                A_L1 = T.alloc_shared((bm, bk), "float16")
-                B_L1 = T.alloc_shared((bk, bn), "float16")
-                C_L0 = T.alloc_fragment((bm, bn), "float32")
+                A_L1, B_L1, C_L0 = gemm_tiles(bm, bn, bk)
                 d_ub = T.alloc_shared((bm, bn), "float32")
                 c_ub = T.alloc_shared((bm, bn), "float32")
             else:
-                A_L1 = T.alloc_L1((bm, bk), "float16")
-                B_L1 = T.alloc_L1((bk, bn), "float16")
-                C_L0 = T.alloc_L0C((bm, bn), "float32")
+                A_L1, B_L1, C_L0 = cube_tiles(bm, bn, bk)
                 d_ub = T.alloc_ub((bm, bn), "float32")
                 c_ub = T.alloc_ub((bm, bn), "float32")
             T.clear(C_L0)

@@ -132,10 +132,8 @@ def two_gemms(M, N, K, bm=32):
     @T.prim_func
     def main(A: T.Tensor((M, K), "float16"), B1: T.Tensor((K, N), "float16"), B2: T.Tensor((K, N), "float16"), C: T.Tensor((M, N), "float32")):
         with T.Kernel(T.ceildiv(M, bm)) as bx:
-            A_s = T.alloc_shared((bm, K), "float16")
-            B1_s = T.alloc_shared((K, N), "float16")
+            A_s, B1_s, X = kernels.gemm_tiles(bm, N, K)
             B2_s = T.alloc_shared((K, N), "float16")
-            X = T.alloc_fragment((bm, N), "float32")
             Y = T.alloc_fragment((bm, N), "float32")
             T.copy(A[bx * bm, 0], A_s)
             T.copy(B1, B1_s)

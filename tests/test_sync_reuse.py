@@ -23,11 +23,9 @@ def chained_mlp(M, D, H, n_chunks, stages, bm=32):
              W3: T.Tensor((n_chunks, H, H), "float16"), W2: T.Tensor((n_chunks, H, D), "float16"),
              O: T.Tensor((M, D), "float32")):
         with T.Kernel(M // bm) as bx:
-            X_s = T.alloc_shared((bm, D), "float16")
-            W1_s = T.alloc_shared((D, H), "float16")
+            X_s, W1_s, h = kernels.gemm_tiles(bm, H, D)
             W2_s = T.alloc_shared((H, D), "float16")
             W3_s = T.alloc_shared((H, H), "float16")
-            h = T.alloc_fragment((bm, H), "float32")
             h16 = T.alloc_fragment((bm, H), "float16")
             g = T.alloc_fragment((bm, H), "float32")
             g16 = T.alloc_fragment((bm, H), "float16")
@@ -93,9 +91,7 @@ def cube_vector_cube(M, K, N, N2, bm, bk, stages):
     def main(A: T.Tensor((M, K), "float16"), B: T.Tensor((K, N), "float16"),
              V: T.Tensor((N, N2), "float16"), O: T.Tensor((M, N2), "float32")):
         with T.Kernel(T.ceildiv(M, bm)) as bx:
-            A_s = T.alloc_shared((bm, bk), "float16")
-            B_s = T.alloc_shared((bk, N), "float16")
-            S_f = T.alloc_fragment((bm, N), "float32")
+            A_s, B_s, S_f = kernels.gemm_tiles(bm, N, bk)
             P_s = T.alloc_shared((bm, N), "float16")
             V_s = T.alloc_shared((N, N2), "float16")
             O_f = T.alloc_fragment((bm, N2), "float32")
@@ -118,7 +114,7 @@ def cube_vector_cube(M, K, N, N2, bm, bk, stages):
                                    (40, 64, 32, 16, 32, 32, 3)])
 def test_cross_core_waits_on_different_pipes_get_their_own_flag_ids(target, shape):
     # On ascend950 (L0C -> UB direct) the cube waits for the vector cores twice: on FIX before
-    # it copies S_f out (the vector cores' clear of S_f's UB copy is done) and on MTE1 before it
+    # it copies S_f (C_f in the IR) out (the vector cores' clear of its UB copy is done) and on MTE1 before it
     # loads P_s. One cross-core id for both let MTE1 take the first set and load P_s before it
     # was written (a race; with one stage a deadlock, FIX waiting for a set already taken).
     M, K, N, N2, bm, bk, stages = shape

@@ -191,9 +191,7 @@ def test_on_chip_hand_off_read_before_written_is_located():
     def main(A: T.Tensor((32, 32), "float16"), B: T.Tensor((32, 32), "float16"),
              Y: T.Tensor((32, 32), "float32")):
         with T.Kernel(1, is_npu=True) as (cid, vid):
-            a_l1 = T.alloc_L1((32, 32), "float16")
-            b_l1 = T.alloc_L1((32, 32), "float16")
-            c_l0 = T.alloc_L0C((32, 32), "float32")
+            a_l1, b_l1, c_l0 = cube_tiles(32, 32, 32)
             b_ub = T.alloc_ub((32, 32), "float16")
             T.copy(A[0, 0], a_l1)
             for k in T.serial(2):

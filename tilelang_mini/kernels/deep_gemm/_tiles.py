@@ -28,6 +28,18 @@ def fp8_cube(chip: str) -> bool:
     return get_chip(chip).fp8_cube
 
 
+@T.macro
+def fp8_operand_tiles(a_tile, b_tile, mma_dtype):
+    """`a_s, b_s, a_w, b_w = fp8_operand_tiles(...)`: a cube product's FP8 operand tiles as loaded
+    and their copies in the cube's dtype `mma_dtype` (bfloat16 where the cube has no FP8: the
+    vector unit widens the FP8 tiles into them; unused otherwise)."""
+    a_s = T.alloc_shared(a_tile, "float8_e4m3fn")
+    b_s = T.alloc_shared(b_tile, "float8_e4m3fn")
+    a_w = T.alloc_shared(a_tile, mma_dtype)
+    b_w = T.alloc_shared(b_tile, mma_dtype)
+    return a_s, b_s, a_w, b_w
+
+
 def sum_with_c(block_M, block_N, with_c):
     """The epilogue's sum as a T.macro: out = C tile (float32, at (by, bx)) + acc, or acc."""
 

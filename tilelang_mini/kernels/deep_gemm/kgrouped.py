@@ -24,7 +24,7 @@ import numpy as np
 import tilelang_mini.language as T
 
 from .._core import Plan, as_input, as_output, check_shape, library_function
-from ._tiles import fp8_cube
+from ._tiles import fp8_cube, fp8_operand_tiles
 
 GRAN = 128
 
@@ -45,10 +45,7 @@ def k_grouped_kernel(G, M, N, SK, SKB, max_kb, zero_c, cube_fp8, block_M=128, bl
                            OFF: T.Tensor((G,), "int32"), KBOFF: T.Tensor((G,), "int32"),
                            NKB: T.Tensor((G,), "int32")):
         with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), G) as (bx, by, g):
-            a_s = T.alloc_shared((GRAN, block_M), "float8_e4m3fn")
-            b_s = T.alloc_shared((GRAN, block_N), "float8_e4m3fn")
-            a_w = T.alloc_shared((GRAN, block_M), mma)
-            b_w = T.alloc_shared((GRAN, block_N), mma)
+            a_s, b_s, a_w, b_w = fp8_operand_tiles((GRAN, block_M), (GRAN, block_N), mma)
             P = T.alloc_fragment((block_M, block_N), "float32")
             acc = T.alloc_fragment((block_M, block_N), "float32")
             sa = T.alloc_fragment((1, block_M), "float32")

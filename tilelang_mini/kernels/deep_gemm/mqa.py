@@ -15,7 +15,7 @@ import numpy as np
 import tilelang_mini.language as T
 
 from .._core import Plan, as_input, as_output, check_shape, library_function
-from ._tiles import fp8_cube
+from ._tiles import fp8_cube, fp8_operand_tiles
 
 
 def mqa_logits_kernel(S, H, D, SK, clean, cube_fp8, block_M=64, block_N=128):
@@ -28,10 +28,7 @@ def mqa_logits_kernel(S, H, D, SK, clean, cube_fp8, block_M=64, block_N=128):
                        W: T.Tensor((S, H), "float32"), KS: T.Tensor((S,), "int32"),
                        KE: T.Tensor((S,), "int32"), L: T.Tensor((S, SK), "float32")):
         with T.Kernel(T.ceildiv(SK, block_N), T.ceildiv(S, block_M)) as (bx, by):
-            q_s = T.alloc_shared((block_M, D), "float8_e4m3fn")
-            k_s = T.alloc_shared((block_N, D), "float8_e4m3fn")
-            q_w = T.alloc_shared((block_M, D), mma)
-            k_w = T.alloc_shared((block_N, D), mma)
+            q_s, k_s, q_w, k_w = fp8_operand_tiles((block_M, D), (block_N, D), mma)
             score = T.alloc_fragment((block_M, block_N), "float32")
             acc = T.alloc_fragment((block_M, block_N), "float32")
             sf = T.alloc_fragment((block_N,), "float32")
