@@ -100,21 +100,19 @@ def test_e8m0_implicit_casts(target):
                  Y: T.Tensor((R, C), "float32"), M: T.Tensor((R,), "float8_e8m0fnu")):
         with T.Kernel(1) as bx:
             x = T.alloc_fragment((R, C), "float32")
-            q = T.alloc_fragment((R, C), "float8_e8m0fnu")
-            p = T.alloc_fragment((R, C), "float8_e8m0fnu")
-            f = T.alloc_fragment((R, C), "float8_e8m0fnu")
+            e = T.alloc_fragment((R, C), "float8_e8m0fnu")  # each way in, then copied out
             y = T.alloc_fragment((R, C), "float32")
             m = T.alloc_fragment((R,), "float8_e8m0fnu")
             T.copy(X, x)
             T.copy(Y, y)
             for i, j in T.Parallel(R, C):
-                q[i, j] = x[i, j]
-            T.copy(x, p)
-            T.fill(f, x[0, 5])
+                e[i, j] = x[i, j]
+            T.copy(e, Q)
+            T.copy(x, e)
+            T.copy(e, P)
+            T.fill(e, x[0, 5])
+            T.copy(e, F)
             T.reduce_min(y, m, dim=1)
-            T.copy(q, Q)
-            T.copy(p, P)
-            T.copy(f, F)
             T.copy(m, M)
 
     # each row's minimum in column 3: subnormals and exponent midpoints, ulp either side

@@ -9,6 +9,8 @@ import tilelang_mini.language as T
 from tilelang_mini import CompileError
 from tilelang_mini.ir.nodes import For, If
 
+import kernels
+
 SCALE = 3.0  # a module constant used inside kernels
 RNG = np.random.default_rng(0)
 
@@ -33,15 +35,12 @@ def test_closures_constants_arithmetic(target):
     blk = 4 * 2  # trace-time arithmetic
     offset = 0.5
 
-    @T.prim_func
-    def k(X: T.Tensor((M, N), "float32"), Y: T.Tensor((M, N), "float32")):
-        with T.Kernel(T.ceildiv(M, blk)) as bx:
-            t = T.alloc_fragment((blk, N), "float32")
-            T.copy(X[bx * blk, 0], t)
-            for i, j in T.Parallel(blk, N):
-                t[i, j] = t[i, j] * SCALE + offset - (N % 5) + half(N) / 3
-            T.copy(t, Y[bx * blk, 0])
+    @T.macro
+    def body(X, x, y, bx):  # in the row-block frame of tests/kernels.py
+        for i, j in T.Parallel(blk, N):
+            y[i, j] = x[i, j] * SCALE + offset - (N % 5) + half(N) / 3
 
+    k = kernels.row_blocks(M, N, blk, body)
     x = rand(M, N)
     np.testing.assert_allclose(run(k, target, x), x * 3.0 + 0.5 - 2 + 2.0, rtol=1e-6, atol=1e-6)
     assert "6 / 3" not in k.script()  # folded at trace time

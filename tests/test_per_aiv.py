@@ -221,12 +221,12 @@ def test_if_on_vid_around_cube_work_is_a_located_error():
     @T.prim_func
     def main(A: T.Tensor((32, 32), "float16"), C: T.Tensor((32, 32), "float32")):
         with T.Kernel(1, is_npu=True) as (cid, vid):
-            a_l1 = T.alloc_L1((32, 32), "float16")
-            acc = T.alloc_L0C((32, 32), "float32")
+            a_l1, b_l1, acc = cube_tiles(32, 32, 32)
             c_ub = T.alloc_ub((16, 32), "float32")
             T.copy(A[0, 0], a_l1)
+            T.copy(A[0, 0], b_l1)
             if vid == 0:
-                T.gemm_v0(a_l1, a_l1, acc, init=True)
+                T.gemm_v0(a_l1, b_l1, acc, init=True)
             T.copy(acc[vid * 16:vid * 16 + 16, :], c_ub)
             T.copy(c_ub, C[vid * 16, 0])
     with pytest.raises(tilelang_mini.CompileError) as err:
