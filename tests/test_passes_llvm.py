@@ -433,6 +433,14 @@ def k(X: Tensor((8, 8), "float32")):
     with pytest.raises(IRVerificationError, match="dual=True needs"):  # not the cube's
         verify_kernel(tilelang_mini.parse_ir(src.replace('Scope("C")', 'Scope("V")')
                                              .replace("COPY", "pass")))
+    # the passes decide from scratch: a mark written by hand where it does not belong goes
+    from tilelang_mini.transform.cpu_dual import mark_dual_copies
+    from tilelang_mini.transform.cpu_storage import widen_storage
+    bad = tilelang_mini.parse_ir(src.replace("COPY", "copy(u, v, dual=True)").replace(
+        'alloc_ub((8, 8), "float32")', 'alloc_ub((8, 8), "float32", widened=True)'))
+    fixed = widen_storage(mark_dual_copies(bad))
+    verify_kernel(fixed)
+    assert [c.dual for c in copies(fixed)] == [True, False] and not widened(fixed)
 
 
 def widened(k):

@@ -10,27 +10,31 @@ checks that no other copy has it, and that once one has it every such copy has i
     with Scope("C"):                                  with Scope("C"):
         copy(C_l[0 +: 64, 0 +: 32], C_u)      ->          copy(C_l[0 +: 64, 0 +: 32], C_u, dual=True)
 
-An L0C -> UB copy outside the cube's Scope (code every core runs) is left alone: it is a plain copy.
+An L0C -> UB copy outside the cube's Scope (code every core runs) is a plain copy: the pass
+clears a `dual=True` found anywhere else (IR text written by hand), so its output says what the
+copies are whatever its input said.
 """
 from __future__ import annotations
 
 from dataclasses import replace
 
 from ..ir.analysis import is_dual_copy
-from ..ir.nodes import Kernel, Scope, body_fields
+from ..ir.nodes import Copy, Kernel, Scope, body_fields
 from .util import map_bodies
 
 
 def mark_dual_copies(kernel: Kernel) -> Kernel:
-    """Every L0C -> UB copy of the cube core gets `dual=True` (module docstring)."""
+    """Every L0C -> UB copy of the cube core gets `dual=True`, every other copy `dual=False`
+    (module docstring)."""
     return replace(kernel, body=tuple(_mark(kernel.body, None)))
 
 
 def _mark(stmts, core) -> list:
     out = []
     for s in stmts:
-        if is_dual_copy(s, core):
-            s = s if s.dual else replace(s, dual=True)
+        if isinstance(s, Copy):
+            dual = is_dual_copy(s, core)
+            s = s if s.dual == dual else replace(s, dual=dual)
         elif body_fields(s):
             inner = s.core if isinstance(s, Scope) else core
             s = map_bodies(s, lambda body, inner=inner: _mark(body, inner))

@@ -21,12 +21,12 @@ from ..ir.nodes import Alloc, Kernel, transform
 
 def widen_storage(kernel: Kernel, native_bf16: bool = False) -> Kernel:
     """Allocations of on-chip float16/float8 tiles (and bfloat16 ones unless `native_bf16`) get
-    `widened=True` (module docstring)."""
+    `widened=True`, all others `widened=False` (module docstring)."""
 
     def rewrite(node):
-        if (isinstance(node, Alloc) and not node.widened and can_widen(node.buffer)
-                and not (native_bf16 and node.buffer.dtype == "bfloat16")):
-            return replace(node, widened=True)
-        return node
+        if not isinstance(node, Alloc):
+            return node
+        widened = can_widen(node.buffer) and not (native_bf16 and node.buffer.dtype == "bfloat16")
+        return node if node.widened == widened else replace(node, widened=widened)
 
     return replace(kernel, body=tuple(transform(s, rewrite) for s in kernel.body))
