@@ -193,3 +193,39 @@ def test_control_flow_that_differs_between_blocks():
     assert path == "partly batched" and got == want
     assert k.artifact.batched.bailed.endswith("differs between the blocks of the group")
     np.testing.assert_array_equal(k(x), x * 2.0 ** (np.arange(64) // 8 % 3 + 1)[:, None])
+
+
+def test_tiles_at_grid_and_loop_starts():
+    """Rows at the grid's start (plus the vector core's), columns at a loop's
+    (batched_ops._grid_region: the blocks' layout found once per group, the loop's start
+    checked per call), on a 2-D grid whose last row of tiles is ragged (read zero-padded: the
+    general path); a start whose term mixes both kinds of variable goes the general path."""
+    M, N, bm, bn = 37, 40, 8, 16
+
+    @T.prim_func
+    def main(A: T.Tensor((37, 40), "float32"), C: T.Tensor((37, 48), "float32")):
+        with T.Kernel(3, T.ceildiv(M, bm)) as (bx, by):
+            a = T.alloc_fragment((bm, bn), "float32")
+            acc = T.alloc_fragment((bm, bn), "float32")
+            T.clear(acc)
+            for k in T.serial(3):
+                T.copy(A[by * bm, k * bn], a)          # grid rows, loop columns
+                for i, j in T.Parallel(bm, bn):
+                    acc[i, j] = acc[i, j] + a[i, j] * (k + 1)
+                T.copy(A[by * bm, (bx + k) * 4], a)    # columns mix grid and loop
+                for i, j in T.Parallel(bm, bn):
+                    acc[i, j] = acc[i, j] + a[i, j] * 10.0
+            T.copy(acc, C[by * bm, bx * bn])
+
+    k = tilelang_mini.compile(main, out_idx=[-1], target="numpy")
+    x = np.random.default_rng(4).standard_normal((M, N)).astype(np.float32)
+    path, got, want = run_both(k, [x])
+    assert path == "batched" and got == want
+    pad = np.zeros((M, 64))
+    pad[:, :N] = x
+    ref = np.zeros((M, 48))
+    for bx in range(3):
+        for step in range(3):
+            ref[:, bx * bn:(bx + 1) * bn] += ((step + 1) * pad[:, step * bn:(step + 1) * bn] +
+                                              10 * pad[:, (bx + step) * 4:(bx + step) * 4 + bn])
+    np.testing.assert_allclose(k(x), ref, rtol=1e-5, atol=1e-5)
