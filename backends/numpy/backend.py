@@ -20,6 +20,7 @@ from tilelang_mini.semantics.batched import lower_batched
 from tilelang_mini.semantics.ops import Env
 from tilelang_mini.semantics.order import program_order_is_valid
 from tilelang_mini.semantics.run import kernel_traits, lower_kernel, run_grid
+from tilelang_mini.sim.ordered import lower_ordered_batched
 
 
 @dataclass(frozen=True)
@@ -46,7 +47,8 @@ class NumpyBackend:
         # insert_sync's flags always follow program order; a kernel whose order is proven
         # runs its cores one after the other like any other (the same values, far faster)
         ordered = cross and not program_order_is_valid(kernel)
-        batched, why = (None, "cross-core order") if ordered else lower_batched(kernel, has_scopes)
+        batched, why = lower_ordered_batched(kernel) if ordered else lower_batched(kernel,
+                                                                                  has_scopes)
         if not (options or {}).get("batched", True):
             batched, why = None, "batched=False"
         return NumpyArtifact(kernel, body, has_scopes, ordered, batched, why)
@@ -56,7 +58,7 @@ class NumpyBackend:
             # Program order may not respect cross-core flags (expert kernels): run the core
             # programs as coroutines that switch at an unsatisfied cross-core wait.
             from tilelang_mini.sim.ordered import run_ordered
-            run_ordered(artifact.kernel, args)
+            run_ordered(artifact.kernel, args, artifact.batched)
             artifact.last_run[0] = "ordered"
             return
         artifact.last_run[0] = run_grid(artifact.kernel, artifact.body, artifact.has_scopes,
@@ -78,10 +80,12 @@ class NumpyBackend:
         if not isinstance(lowered, Kernel) or lowered.params != kernel.params:
             return None
         has_scopes, ordered = bool(meta.get("has_scopes")), bool(meta.get("cross_core"))
-        if ordered or not meta.get("batched", True):
-            batched, why = None, str(meta.get("why_plain") or "cross-core order")
+        if ordered:
+            batched, why = _BatchedOnFirstRun(lambda: lower_ordered_batched(lowered)[0]), None
+        elif not meta.get("batched", True):
+            batched, why = None, str(meta.get("why_plain") or "batched=False")
         else:
-            batched, why = _BatchedOnFirstRun(lowered, has_scopes), None
+            batched, why = _BatchedOnFirstRun(lambda: lower_batched(lowered, has_scopes)[0]), None
         return NumpyArtifact(lowered, _BodyOnFirstRun(lowered), has_scopes, ordered, batched, why,
                              from_cache=True)
 
@@ -114,12 +118,10 @@ class _BodyOnFirstRun(_OnFirstUse):
 
 
 class _BatchedOnFirstRun(_OnFirstUse):
-    """The batched run of a kernel loaded from the disk cache, built (`lower_batched`) when it
-    first runs, so that a cache hit does not pay for it at compile time; otherwise the object
-    `lower_batched` returns (`run`, `bailed`, ... are its)."""
-
-    def __init__(self, kernel: Kernel, has_scopes: bool):
-        super().__init__(lambda: lower_batched(kernel, has_scopes)[0])
+    """The batched run of a kernel loaded from the disk cache, built (`lower_batched`, or
+    `lower_ordered_batched` for the ordered run) when it first runs, so that a cache hit does
+    not pay for it at compile time; otherwise the object built (`run`, `bailed`, ... are
+    its)."""
 
     def run(self, bufs, plain) -> str:
         built = self.get()

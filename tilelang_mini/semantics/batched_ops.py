@@ -157,8 +157,7 @@ def store(s: Store, par, table, params):
             _fits(v, target)
             arr[idx] = v
             if not aligned:
-                env.marks.of(name)[idx] = 1
-                env.marks.count += int(np.prod(target))
+                env.marks.mark(name, idx, int(np.prod(target)))
 
         return scatter
     view = _affine(buf, form, par, aligned)
@@ -199,8 +198,7 @@ def store(s: Store, par, table, params):
             _fits(vk, t.shape)
             t[...] = vk
             if not aligned:
-                env.marks.of(name)[sl] = 1
-                env.marks.count += t.size
+                env.marks.mark(name, sl, t.size)
 
     return store
 
@@ -511,8 +509,7 @@ def _plain_copy(s: Copy, ctx):
         for k in range(n):
             box = write_clipped(darr[k] if d_al else darr, _at(ds, k), d_ext, tile[k])
             if box is not None and not d_al:
-                env.marks.of(d_name)[box] = 1
-                env.marks.count += int(np.prod([b.stop - b.start for b in box]))
+                env.marks.mark(d_name, box, int(np.prod([b.stop - b.start for b in box])))
 
     return copy
 

@@ -102,13 +102,22 @@ def aligned_empty(shape, dtype, align: int = 64) -> np.ndarray:
 
 class Marks:
     """Which elements of each written parameter the run wrote, and how many writes: a count
-    above the number of marked elements means an element was written twice."""
+    above the number of marked elements means an element was written twice. Parameters
+    `private` to each block (batched.block_private) are not marked: only their own block
+    touches an element, in its own order."""
 
-    def __init__(self, arrays: dict, spare: dict):
+    def __init__(self, arrays: dict, spare: dict, private=frozenset()):
         self.shapes = {k: a.shape for k, a in arrays.items()}
         self.spare = spare      # mark arrays of earlier runs, reused (cleared)
         self.marks: dict = {}
         self.count = 0
+        self.private = private
+
+    def mark(self, name, index, count: int) -> None:
+        """Mark the `count` elements [index] of parameter `name` written."""
+        if name not in self.private:
+            self.of(name)[index] = 1
+            self.count += count
 
     def of(self, name):
         m = self.marks.get(name)
@@ -313,6 +322,7 @@ def write_box(env, name, arr, starts, ext, steps, value, aligned):
     ext1 = ext
     if aligned:       # the blocks' axis of arr is one more dimension, block k at start k
         starts, steps, ext1 = (np.arange(n),) + tuple(starts), (1,) + tuple(steps), (1,) + ext
+    marked = not aligned and name not in env.marks.private
     v = box_view(arr, starts, ext1, steps, n)
     if len(lead) > 1 and (v is None or aligned or lead != v.shape[:len(lead)]):
         value, lead = flat(value, n, ext), (n,)
@@ -321,14 +331,14 @@ def write_box(env, name, arr, starts, ext, steps, value, aligned):
             grid = v.shape[:v.ndim - len(ext1)]
             value = value.reshape(grid + (1,) * (len(ext1) - len(ext)) + value.shape[1:])
         v[...] = value
-        if not aligned:
+        if marked:
             box_view(env.marks.of(name), starts, ext, steps, n)[...] = 1
     else:
         value = np.broadcast_to(value, (n,) + ext)
         for k in range(n):
             sl = slices_of(starts, ext1, steps, k)
             arr[sl] = value[k].reshape(ext1)
-            if not aligned:
+            if marked:
                 env.marks.of(name)[sl] = 1
-    if not aligned:
+    if marked:
         env.marks.count += n * int(np.prod(ext))
