@@ -11,7 +11,7 @@ from .. import semantics
 from ..errors import DeadlockError
 from ..ir.nodes import Kernel, SetCrossFlag, WaitCrossFlag
 from ..semantics.coroutines import lower_core_program
-from .simulator import check_lowered, instr_label
+from .simulator import check_lowered, collector_paused, instr_label
 from .streams import CORE_NAMES, block_envs, cached
 
 
@@ -61,7 +61,13 @@ def _run_block_ordered(kernel, bufs, block):
 
 
 def _schedule(gens, where: str) -> None:
-    """Run the core programs C, V0, V1 (generators of their cross-core flags) as coroutines."""
+    """Run the core programs C, V0, V1 (generators of their cross-core flags) as coroutines
+    (the cyclic garbage collector paused meanwhile, as the simulator does per block)."""
+    with collector_paused():
+        _switch(gens, where)
+
+
+def _switch(gens, where: str) -> None:
     pending = [defaultdict(int) for _ in range(3)]
     half = [defaultdict(int) for _ in range(2)]
     waiting = [None, None, None]
