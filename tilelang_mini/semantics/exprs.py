@@ -89,8 +89,22 @@ def to_f32(x):
     if isinstance(x, np.ndarray):
         if x.dtype == np.float16 and x.size >= 4096:
             return f16_to_f32(x)
+        if x.dtype == _BF16:
+            return bf16_to_f32(x)
         return x.astype(F32, copy=False)
     return F32(x)
+
+
+_BF16 = dtypes.to_numpy("bfloat16")
+
+
+def bf16_to_f32(b: np.ndarray) -> np.ndarray:
+    """b.astype(float32), bit-exact: a bfloat16 is the upper half of a float's bits (one
+    integer pass and a shift; ml_dtypes' cast is about 4x slower)."""
+    out = np.empty(b.shape, np.uint32)
+    np.copyto(out, b.view(np.uint16), casting="unsafe")
+    out <<= 16
+    return out.view(F32)
 
 
 _F16_SCALE = F32(2.0 ** 112)    # 2^(127 - 15): a half's exponent field in a float's place
