@@ -1,11 +1,12 @@
 """The numpy target: `lower` prepares the kernel's closures once, `run` runs its grid in program
 order, or, when cores hand data over through cross-core flags in an order that program order may
 not respect (expert kernels), as coroutines (sim.run_ordered). Block-independent kernels run as
-groups of blocks (semantics/batched.py) when that gives the same values; `last_run` says which
-run ran (for tests and benchmarks); `lower(kernel, {"batched": False})` always runs block by
-block (the specification the batched run is tested against). `dump`/`load` make an artifact a disk-cache entry (the
-lowered IR and the order verdict) and back (the closures and the batched run are built again
-when the kernel first runs: a cache hit runs no pass and builds no closure)."""
+groups of blocks (semantics/batched.py) when that gives the same values, in either run;
+`last_run` says which run ran (for tests and benchmarks); `lower(kernel, {"batched": False})`
+always runs block by block (the specification the batched run is tested against). `dump`/`load`
+make an artifact a disk-cache entry (the lowered IR and the order verdict) and back (the
+closures and the batched run are built again when the kernel first runs: a cache hit runs no
+pass and builds no closure)."""
 from __future__ import annotations
 
 import threading

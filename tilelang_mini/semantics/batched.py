@@ -17,15 +17,22 @@ for every block of the group. The instructions are in batched_ops.py.
 
 When it applies (`why_not_batched` is None for the kernel):
 - no parameter is both read and written (so no block reads what another writes, in any order
-  of the blocks), and no parameter written shares memory with another (checked per call);
+  of the blocks) unless every access to it is at the block's own index (`block_private`: a
+  per-block GM workspace), and no parameter written shares memory with another (checked per
+  call);
 - no atomic copy, no block-scaled gemm, no sort of a parameter (those run plainly).
 During the run, anything the batched form does not reproduce exactly raises `Bail`: control flow
 that differs between the blocks of a group, an access out of bounds (the plain run reports it
 at its block), a construct it lacks. The group's blocks then run again block by block, in order
 (each block's batched part was a prefix of its own plain instructions, so the plain run rewrites
-every element it wrote), and later groups are smaller. At the end, an element of a parameter
-written twice (`Marks`: by two blocks, whose order the batched run may have swapped) sends the
-whole launch to the plain run, which rewrites every element written.
+every element it wrote; the group's elements of block-private parameters, which a block may
+read before writing, are put back first), and later groups are smaller. At the end, an element
+of a parameter written twice (`Marks`: by two blocks, whose order the batched run may have
+swapped) sends the whole launch to the plain run, which rewrites every element written.
+
+The ordered run of kernels whose cores wait on each other (sim/ordered.py) runs groups the same
+way: the core programs of coroutines.py lowered with `BATCHED`, one coroutine per core over
+the group's BEnvs, switching where a single block's would (`lower_batched_programs`).
 """
 from __future__ import annotations
 
