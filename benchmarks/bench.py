@@ -119,6 +119,7 @@ class Row:
 # ------------------------------------------------------------------------------ helpers
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # measure.py, beside this file
+sys.path.insert(1, str(REPO))   # this checkout's package (and workers'), not the installed one
 from measure import (  # noqa: E402
     LOAD, _all_threads, _check, _env, _examples, _interleaved, _ms, _numpy_threads, _OtherLoad,
     _runner, blas_info,

@@ -193,3 +193,100 @@ def test_control_flow_that_differs_between_blocks():
     assert path == "partly batched" and got == want
     assert k.artifact.batched.bailed.endswith("differs between the blocks of the group")
     np.testing.assert_array_equal(k(x), x * 2.0 ** (np.arange(64) // 8 % 3 + 1)[:, None])
+
+
+def test_tiles_at_grid_and_loop_starts():
+    """Rows at the grid's start (plus the vector core's), columns at a loop's
+    (batched_ops._grid_region: the blocks' layout found once per group, the loop's start
+    checked per call), on a 2-D grid whose last row of tiles is ragged (read zero-padded: the
+    general path); a start whose term mixes both kinds of variable goes the general path."""
+    M, N, bm, bn = 37, 40, 8, 16
+
+    @T.prim_func
+    def main(A: T.Tensor((37, 40), "float32"), C: T.Tensor((37, 48), "float32")):
+        with T.Kernel(3, T.ceildiv(M, bm)) as (bx, by):
+            a = T.alloc_fragment((bm, bn), "float32")
+            acc = T.alloc_fragment((bm, bn), "float32")
+            T.clear(acc)
+            for k in T.serial(3):
+                T.copy(A[by * bm, k * bn], a)          # grid rows, loop columns
+                for i, j in T.Parallel(bm, bn):
+                    acc[i, j] = acc[i, j] + a[i, j] * (k + 1)
+                T.copy(A[by * bm, (bx + k) * 4], a)    # columns mix grid and loop
+                for i, j in T.Parallel(bm, bn):
+                    acc[i, j] = acc[i, j] + a[i, j] * 10.0
+            T.copy(acc, C[by * bm, bx * bn])
+
+    k = tilelang_mini.compile(main, out_idx=[-1], target="numpy")
+    x = np.random.default_rng(4).standard_normal((M, N)).astype(np.float32)
+    path, got, want = run_both(k, [x])
+    assert path == "batched" and got == want
+    pad = np.zeros((M, 64))
+    pad[:, :N] = x
+    ref = np.zeros((M, 48))
+    for bx in range(3):
+        for step in range(3):
+            ref[:, bx * bn:(bx + 1) * bn] += ((step + 1) * pad[:, step * bn:(step + 1) * bn] +
+                                              10 * pad[:, (bx + step) * 4:(bx + step) * 4 + bn])
+    np.testing.assert_allclose(k(x), ref, rtol=1e-5, atol=1e-5)
+
+
+# ------------------------------------------------------------------- the ordered run, batched
+
+
+def test_ordered_run_of_groups_equals_block_by_block():
+    """Cores that wait on each other both ways (the ordered run, sim/ordered.py) run a group of
+    blocks at once (lower_ordered_batched): the same bytes as block by block, its per-block
+    GM workspaces read and written (batched.block_private), no fallback on the way."""
+    sys.path.insert(0, str(ROOT / "tests" / "compat"))
+    from test_cross_core_coroutines import attention_ref, expert_attention
+    shape = (2, 64, 32)
+    k = tilelang_mini.compile(expert_attention(*shape).prim_func, out_idx=[3],
+                              workspace_idx=[4, 5, 6], target="numpy")
+    rng = np.random.default_rng(6)
+    q, kk, v = ((rng.standard_normal(shape) * 0.5).astype(np.float16) for _ in range(3))
+    path, got, want = run_both(k, [q, kk, v])
+    assert path == "ordered" and got == want
+    assert k.artifact.batched.bailed is None
+    np.testing.assert_allclose(k(q, kk, v), attention_ref(q, kk, v), atol=2e-3, rtol=2e-3)
+
+
+def test_ordered_group_that_bails_restores_private_parameters():
+    """A group that bails (a loop whose extent differs between its blocks) after writing a
+    parameter each block reads and writes at its own index: the group's elements are put back
+    before its blocks run again one by one, so each block reads the caller's values once."""
+    @T.prim_func
+    def main(X: T.Tensor((4, 8, 16), "float32"), Y: T.Tensor((4, 8, 16), "float32"),
+             W: T.Tensor((4, 8, 16), "float32")):
+        with T.Kernel(4, is_npu=True) as (cid, vid):
+            x = T.alloc_ub((4, 16), "float32")
+            w = T.alloc_ub((4, 16), "float32")
+            with T.Scope("C"):
+                T.wait_cross_flag("MTE2", 0)
+                T.set_cross_flag("MTE2", 1)
+            with T.Scope("V"):
+                T.copy(X[cid, vid * 4, 0], x)
+                T.copy(W[cid, vid * 4, 0], w)
+                T.barrier_all()
+                for i, j in T.Parallel(4, 16):
+                    w[i, j] = w[i, j] + x[i, j]
+                T.barrier_all()
+                T.copy(w, W[cid, vid * 4, 0])
+                T.barrier_all()
+                T.set_cross_flag("MTE3", 0)
+                T.wait_cross_flag("MTE2", 1)
+                for _ in T.serial(cid % 2 + 1):
+                    for i, j in T.Parallel(4, 16):
+                        w[i, j] = w[i, j] * 2.0
+                T.barrier_all()
+                T.copy(w, Y[cid, vid * 4, 0])
+
+    k = tilelang_mini.compile(main, out_idx=[1], target="numpy")
+    assert k.artifact.cross_core
+    rng = np.random.default_rng(7)
+    x, w0 = (rng.standard_normal((4, 8, 16)).astype(np.float32) for _ in range(2))
+    w = w0.copy()
+    y = k(x, w)
+    assert k.artifact.batched.bailed.endswith("differs between the blocks of the group")
+    np.testing.assert_array_equal(w, w0 + x)
+    np.testing.assert_array_equal(y, (w0 + x) * (2.0 ** (np.arange(4) % 2 + 1))[:, None, None])

@@ -419,3 +419,17 @@ def test_float16_widening_is_numpys_cast_bit_for_bit():
     view = h.reshape(256, 256)[::3, 1::2]
     np.testing.assert_array_equal(to_f32(view), view.astype(np.float32))
     assert to_f32(view).dtype == np.float32
+
+
+def test_bfloat16_widening_is_the_cast_bit_for_bit():
+    """semantics' bfloat16 -> float32 (exprs.bf16_to_f32, through to_f32) on every bfloat16:
+    the float32 bits of ml_dtypes' cast, NaN payloads included, strided views included."""
+    from tilelang_mini.semantics.exprs import to_f32
+    bf = dtypes.to_numpy("bfloat16")
+    b = np.arange(1 << 16, dtype=np.uint16).view(bf)
+    got = to_f32(b)
+    assert got.dtype == np.float32
+    np.testing.assert_array_equal(got.view(np.uint32), b.astype(np.float32).view(np.uint32))
+    view = b.reshape(256, 256)[::3, 1::2]
+    np.testing.assert_array_equal(to_f32(view).view(np.uint32),
+                                  view.astype(np.float32).view(np.uint32))

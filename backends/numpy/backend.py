@@ -1,11 +1,12 @@
 """The numpy target: `lower` prepares the kernel's closures once, `run` runs its grid in program
 order, or, when cores hand data over through cross-core flags in an order that program order may
 not respect (expert kernels), as coroutines (sim.run_ordered). Block-independent kernels run as
-groups of blocks (semantics/batched.py) when that gives the same values; `last_run` says which
-run ran (for tests and benchmarks); `lower(kernel, {"batched": False})` always runs block by
-block (the specification the batched run is tested against). `dump`/`load` make an artifact a disk-cache entry (the
-lowered IR and the order verdict) and back (the closures and the batched run are built again
-when the kernel first runs: a cache hit runs no pass and builds no closure)."""
+groups of blocks (semantics/batched.py) when that gives the same values, in either run;
+`last_run` says which run ran (for tests and benchmarks); `lower(kernel, {"batched": False})`
+always runs block by block (the specification the batched run is tested against). `dump`/`load`
+make an artifact a disk-cache entry (the lowered IR and the order verdict) and back (the
+closures and the batched run are built again when the kernel first runs: a cache hit runs no
+pass and builds no closure)."""
 from __future__ import annotations
 
 import threading
@@ -20,6 +21,7 @@ from tilelang_mini.semantics.batched import lower_batched
 from tilelang_mini.semantics.ops import Env
 from tilelang_mini.semantics.order import program_order_is_valid
 from tilelang_mini.semantics.run import kernel_traits, lower_kernel, run_grid
+from tilelang_mini.sim.ordered import lower_ordered_batched
 
 
 @dataclass(frozen=True)
@@ -46,7 +48,8 @@ class NumpyBackend:
         # insert_sync's flags always follow program order; a kernel whose order is proven
         # runs its cores one after the other like any other (the same values, far faster)
         ordered = cross and not program_order_is_valid(kernel)
-        batched, why = (None, "cross-core order") if ordered else lower_batched(kernel, has_scopes)
+        batched, why = lower_ordered_batched(kernel) if ordered else lower_batched(kernel,
+                                                                                  has_scopes)
         if not (options or {}).get("batched", True):
             batched, why = None, "batched=False"
         return NumpyArtifact(kernel, body, has_scopes, ordered, batched, why)
@@ -56,7 +59,7 @@ class NumpyBackend:
             # Program order may not respect cross-core flags (expert kernels): run the core
             # programs as coroutines that switch at an unsatisfied cross-core wait.
             from tilelang_mini.sim.ordered import run_ordered
-            run_ordered(artifact.kernel, args)
+            run_ordered(artifact.kernel, args, artifact.batched)
             artifact.last_run[0] = "ordered"
             return
         artifact.last_run[0] = run_grid(artifact.kernel, artifact.body, artifact.has_scopes,
@@ -78,10 +81,12 @@ class NumpyBackend:
         if not isinstance(lowered, Kernel) or lowered.params != kernel.params:
             return None
         has_scopes, ordered = bool(meta.get("has_scopes")), bool(meta.get("cross_core"))
-        if ordered or not meta.get("batched", True):
-            batched, why = None, str(meta.get("why_plain") or "cross-core order")
+        if ordered:
+            batched, why = _BatchedOnFirstRun(lambda: lower_ordered_batched(lowered)[0]), None
+        elif not meta.get("batched", True):
+            batched, why = None, str(meta.get("why_plain") or "batched=False")
         else:
-            batched, why = _BatchedOnFirstRun(lowered, has_scopes), None
+            batched, why = _BatchedOnFirstRun(lambda: lower_batched(lowered, has_scopes)[0]), None
         return NumpyArtifact(lowered, _BodyOnFirstRun(lowered), has_scopes, ordered, batched, why,
                              from_cache=True)
 
@@ -114,12 +119,10 @@ class _BodyOnFirstRun(_OnFirstUse):
 
 
 class _BatchedOnFirstRun(_OnFirstUse):
-    """The batched run of a kernel loaded from the disk cache, built (`lower_batched`) when it
-    first runs, so that a cache hit does not pay for it at compile time; otherwise the object
-    `lower_batched` returns (`run`, `bailed`, ... are its)."""
-
-    def __init__(self, kernel: Kernel, has_scopes: bool):
-        super().__init__(lambda: lower_batched(kernel, has_scopes)[0])
+    """The batched run of a kernel loaded from the disk cache, built (`lower_batched`, or
+    `lower_ordered_batched` for the ordered run) when it first runs, so that a cache hit does
+    not pay for it at compile time; otherwise the object built (`run`, `bailed`, ... are
+    its)."""
 
     def run(self, bufs, plain) -> str:
         built = self.get()

@@ -17,15 +17,22 @@ for every block of the group. The instructions are in batched_ops.py.
 
 When it applies (`why_not_batched` is None for the kernel):
 - no parameter is both read and written (so no block reads what another writes, in any order
-  of the blocks), and no parameter written shares memory with another (checked per call);
+  of the blocks) unless every access to it is at the block's own index (`block_private`: a
+  per-block GM workspace), and no parameter written shares memory with another (checked per
+  call);
 - no atomic copy, no block-scaled gemm, no sort of a parameter (those run plainly).
 During the run, anything the batched form does not reproduce exactly raises `Bail`: control flow
 that differs between the blocks of a group, an access out of bounds (the plain run reports it
 at its block), a construct it lacks. The group's blocks then run again block by block, in order
 (each block's batched part was a prefix of its own plain instructions, so the plain run rewrites
-every element it wrote), and later groups are smaller. At the end, an element of a parameter
-written twice (`Marks`: by two blocks, whose order the batched run may have swapped) sends the
-whole launch to the plain run, which rewrites every element written.
+every element it wrote; the group's elements of block-private parameters, which a block may
+read before writing, are put back first), and later groups are smaller. At the end, an element
+of a parameter written twice (`Marks`: by two blocks, whose order the batched run may have
+swapped) sends the whole launch to the plain run, which rewrites every element written.
+
+The ordered run of kernels whose cores wait on each other (sim/ordered.py) runs groups the same
+way: the core programs of coroutines.py lowered with `BATCHED`, one coroutine per core over
+the group's BEnvs, switching where a single block's would (`lower_batched_programs`).
 """
 from __future__ import annotations
 
@@ -35,10 +42,11 @@ import numpy as np
 from tilelang_mini.ir import dtypes
 from tilelang_mini.ir.analysis import core_instructions, reads, writes
 from tilelang_mini.ir.nodes import (
-    Alloc, Copy, For, Gemm, If, Kernel, Load, Scope, Sort, Store, walk,
+    Alloc, Copy, For, Gemm, If, Kernel, Load, Region, Scope, Sort, Store, Var, walk,
 )
 
 from .batched_ops import INSTR, Ctx, store
+from .coroutines import Lowering, lower_core_program
 from .exprs import _uses, compile_expr
 from .groups import Bail, BBuffers, BEnv, Marks, Pool, uniform
 from .run import lane_aranges, lower_scope, run_serial, sequence, statement_lowering
@@ -64,10 +72,39 @@ def why_not_batched(kernel: Kernel) -> str | None:
         written |= {b.name for b in writes(s)}
     for s in kernel.body:
         read |= {n.buffer.name for n in walk(s) if isinstance(n, Load)}
-    both = sorted(read & written & params)
+    both = sorted(read & written & params - set(block_private(kernel)))
     if both:
         return f"parameter {both[0]} is read and written"
     return None
+
+
+def block_private(kernel: Kernel) -> dict:
+    """{parameter: dimension} of the parameters each block touches only at its own index:
+    every access (a region, a load, a store) indexes that dimension by the block id itself
+    (`ws[cid, ...]`, extent 1), so no two blocks share an element (e.g. a per-block GM
+    workspace both cores read and write). Such a parameter may be read and written in a
+    batched run."""
+    grid = kernel.grid_vars[:1] if kernel.is_npu else kernel.grid_vars
+    nodes = [n for s in kernel.body for n in walk(s)]
+    if len(grid) != 1 or any(isinstance(n, For) and grid[0] in n.vars for n in nodes):
+        return {}
+    bid = grid[0]
+
+    def own_dims(n) -> set:
+        if isinstance(n, Region):
+            return {d for d, (a, e) in enumerate(zip(n.start, n.extent))
+                    if isinstance(a, Var) and a.name == bid and e == 1}
+        if isinstance(n, (Load, Store)):
+            return {d for d, a in enumerate(n.indices) if isinstance(a, Var) and a.name == bid}
+        return set()
+
+    params = {p.name for p in kernel.params}
+    dims: dict = {}
+    for n in nodes:
+        b = getattr(n, "buffer", None)
+        if b is not None and b.name in params:
+            dims[b.name] = dims.get(b.name, own_dims(n)) & own_dims(n)
+    return {name: min(ds) for name, ds in dims.items() if ds}
 
 
 # ----------------------------------------------------------------------- control flow
@@ -162,6 +199,8 @@ class BatchedKernel:
         self.pools: list = []   # the buffers of the last run, for the next
         self.written = frozenset(b.name for s, _ in core_instructions(kernel.body)
                                  for b in writes(s)) & frozenset(p.name for p in kernel.params)
+        # written parameters private to each block: {name: the dimension of the block id}
+        self.private = {k: d for k, d in block_private(kernel).items() if k in self.written}
 
     def run(self, bufs: dict, plain_block) -> str:
         """Run every block: in groups, a group that bails again block by block
@@ -174,7 +213,8 @@ class BatchedKernel:
                    for other in bufs.values()):
                 self.bailed = f"parameter {name} shares memory with another"
                 return "plain"
-        kernel, marks = self.kernel, Marks({k: bufs[k] for k in self.written}, self.spare)
+        kernel = self.kernel
+        marks = Marks({k: bufs[k] for k in self.written}, self.spare, frozenset(self.private))
         names = kernel.grid_vars[:1] if kernel.is_npu else kernel.grid_vars
         shape = tuple(kernel.grid[:1]) if kernel.is_npu else tuple(kernel.grid)
         fixed = {kernel.grid_vars[1]: 0} if kernel.is_npu else {}
@@ -188,6 +228,10 @@ class BatchedKernel:
             ids = np.unravel_index(np.arange(lo, min(lo + size, total), dtype=np.int64), shape)
             grid = {name: a for name, a in zip(names, ids)}
             n = ids[0].size
+            # the group's elements of the private parameters, put back if it bails (a block
+            # may read its own before writing them)
+            saved = [(bufs[k], sl, bufs[k][sl].copy()) for k, sl in (
+                (k, (slice(None),) * d + (slice(lo, lo + n),)) for k, d in self.private.items())]
             try:
                 if size == 1:
                     raise Bail("groups of one block run plainly")
@@ -196,6 +240,8 @@ class BatchedKernel:
                 pool.release(top.block or (top,), params)
             except Exception as e:  # noqa: BLE001 - Bail, or a fault the plain run reports
                 self.bailed = self.bailed or f"{type(e).__name__}: {e}"
+                for arr, sl, old in saved:
+                    arr[sl] = old
                 for k in range(n):
                     plain_block({**{name: int(a[k]) for name, a in grid.items()}, **fixed})
                 size = max(1, size // 2)
@@ -216,6 +262,31 @@ class BatchedKernel:
             for e in block:
                 e.block = block
         return top
+
+
+def _extents(s: For, ctx):
+    fns = [compile_expr(e, (), ctx.table)[0] for e in s.extents]
+    return lambda env: tuple(uniform(f(env)) for f in fns)
+
+
+def _cond(s: If, ctx):
+    cond, _ = compile_expr(s.cond, ctx.par, ctx.table)
+    return lambda env: uniform(cond(env))
+
+
+BATCHED = Lowering(_stmt, _extents, _cond)   # a core program's pieces for a group (coroutines)
+
+
+def lower_batched_programs(kernel: Kernel):
+    """({"C": program, "V": program}, None): the core programs of coroutines.py for a group
+    of blocks (each program's env a BEnv), or (None, why the kernel runs block by block)."""
+    why = why_not_batched(kernel)
+    if why is not None:
+        return None, why
+    try:
+        return {c: lower_core_program(kernel, c, BATCHED, Ctx(kernel)) for c in "CV"}, None
+    except Exception as e:  # noqa: BLE001 - a construct the batched form lacks: run plainly
+        return None, f"{type(e).__name__}: {e}"
 
 
 def lower_batched(kernel: Kernel, has_scopes: bool):

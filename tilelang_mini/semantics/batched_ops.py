@@ -8,14 +8,15 @@ from tilelang_mini.ir import dtypes
 from tilelang_mini.ir.analysis import BLOCK_SCOPES, SYNC_OPS, is_map, reads, writes
 from tilelang_mini.ir.nodes import (
     Alloc, BinOp, Const, Copy, Fill, For, Gemm, If, Kernel, Load, Reduce, Scope,
-    Sort, Store, body_fields,
+    Sort, Store, Var, body_fields, walk,
 )
 
 from .exprs import (
     EXPR_HANDLERS, F32, _uses, _wrap_f32, affine_dims, compile_expr, kind_of, to_f32, to_int,
 )
 from .groups import (
-    Bail, BEnv, flat, get_buf, in_bounds, per_block, read_box, slices_of, slice_of, write_box,
+    Bail, BEnv, box_layout, element_offsets, flat, get_buf, in_bounds, per_block, read_box,
+    slices_of, slice_of, strided, write_box,
 )
 from .ops import (
     _COMBINE, _squeezed, accumulate, dual_copy_parts, gemm_shape, matrix_ext, read_padded,
@@ -156,8 +157,7 @@ def store(s: Store, par, table, params):
             _fits(v, target)
             arr[idx] = v
             if not aligned:
-                env.marks.of(name)[idx] = 1
-                env.marks.count += int(np.prod(target))
+                env.marks.mark(name, idx, int(np.prod(target)))
 
         return scatter
     view = _affine(buf, form, par, aligned)
@@ -198,8 +198,7 @@ def store(s: Store, par, table, params):
             _fits(vk, t.shape)
             t[...] = vk
             if not aligned:
-                env.marks.of(name)[sl] = 1
-                env.marks.count += t.size
+                env.marks.mark(name, sl, t.size)
 
     return store
 
@@ -257,6 +256,9 @@ class Ctx:
         self.core = None
         self.vid_name = kernel.grid_vars[1] if kernel.is_npu else None
         self.overwritten = overwritten_first(kernel)
+        # the grid variables held as arrays of block ids (none rebound by a loop)
+        looped = {v for st in kernel.body for n in walk(st) if isinstance(n, For) for v in n.vars}
+        self.grid = frozenset(kernel.grid_vars[:1] if kernel.is_npu else kernel.grid_vars) - looped
 
 
 def overwritten_first(kernel: Kernel) -> frozenset:
@@ -323,6 +325,70 @@ def _region(r, ctx):
         return flat(read_box(get_buf(env, name), s, ext, ones, env.n, aligned), env.n, ext)
 
     return region
+
+
+def _grid_region(r, ctx):
+    """A faster form of reading a parameter's region (None when it does not apply): when each
+    start is a sum of terms that depend on the grid variables alone and terms free of them
+    (rows `cid // 4 * 64 + vid * 32`, columns `k * 64`), the blocks' offsets form the same grid
+    all through a group, so `box_layout` and the bounds of the grid terms are found once per
+    group; each call adds the other terms as integers and checks the bounds. read(env) -> the
+    G + extent view (read_box's), or None: out of bounds, or terms that are not one integer
+    (the caller's general path handles both)."""
+    name, shape, ext = r.buffer.name, r.buffer.shape, tuple(r.extent)
+    if name not in ctx.params:
+        return None
+    dims = []       # per start: ([(sign, grid term)], [(sign, other term)])
+    for a in r.start:
+        terms = _summands(a, 1)
+        on_grid = [(sg, t) for sg, t in terms if _uses(t, ctx.grid)]
+        if any(isinstance(n, Load) or isinstance(n, Var) and n.name not in ctx.grid
+               for _, t in on_grid for n in walk(t)):
+            return None     # a term mixing the grid with other variables
+        dims.append(([(sg, compile_expr(t, (), ctx.table)[0]) for sg, t in on_grid],
+                     [(sg, compile_expr(t, (), ctx.table)[0]) for sg, t in terms
+                      if not _uses(t, ctx.grid)]))
+    if not any(g for g, _ in dims):
+        return None
+    ones = (1,) * len(ext)
+    strides = tuple(int(np.prod(shape[d + 1:])) for d in range(len(shape)))
+    last = [None]       # (the group's grid, first element, bounds of the grid terms, layout)
+
+    def group(env, arr):
+        starts = [per_block(sum(sg * f(env) for sg, f in g), env.n) for g, _ in dims]
+        off = np.broadcast_to(element_offsets(shape, starts), (env.n,))
+        layout = box_layout(arr, off, ext, ones) if arr.flags.c_contiguous else None
+        bounds = [(int(np.min(a)), int(np.max(a))) for a in starts]
+        return env.grid, int(off[0]), bounds, layout
+
+    def read(env):
+        arr = get_buf(env, name)
+        hit = last[0]
+        if hit is None or hit[0] is not env.grid:
+            hit = last[0] = group(env, arr)
+        _, first, bounds, layout = hit
+        if layout is None:
+            return None
+        for (_, other), (lo, hi), e, n, st in zip(dims, bounds, ext, shape, strides):
+            if other:
+                v = sum(sg * f(env) for sg, f in other)
+                if type(v) is not int:
+                    v = per_block(v, env.n)
+                    if type(v) is not int:
+                        return None
+                lo, hi, first = lo + v, hi + v, first + v * st
+            if lo < 0 or hi + e > n:
+                return None
+        return strided(arr, first, layout)
+
+    return read
+
+
+def _summands(e, sign):
+    """[(sign, term)] with e == sum(sign * term) (e's top-level + and -)."""
+    if isinstance(e, BinOp) and e.op in ("+", "-"):
+        return _summands(e.a, sign) + _summands(e.b, sign if e.op == "+" else -sign)
+    return [(sign, e)]
 
 
 def _dest(r, ctx):
@@ -405,6 +471,7 @@ def _plain_copy(s: Copy, ctx):
     ones = (1,) * len(s_ext), (1,) * len(d_ext)
     transpose, reshape = s.transpose, s_ext != d_ext
     s_sl, d_sl = _fixed_slices(src, s_al), _fixed_slices(dst, d_al)
+    s_grid = _grid_region(src, ctx) if s_sl is None else None
     rnd = dtypes.store_rounding(dst.buffer.dtype)
 
     def copy(env):
@@ -412,6 +479,8 @@ def _plain_copy(s: Copy, ctx):
         sarr, darr = get_buf(env, s_name), get_buf(env, d_name)
         if s_sl is not None:
             tile = sarr[s_sl]
+        elif s_grid is not None and (tile := s_grid(env)) is not None:
+            pass
         else:
             ss = s_starts(env)
             if in_bounds(s_shape, ss, s_ext, ones[0]):
@@ -440,8 +509,7 @@ def _plain_copy(s: Copy, ctx):
         for k in range(n):
             box = write_clipped(darr[k] if d_al else darr, _at(ds, k), d_ext, tile[k])
             if box is not None and not d_al:
-                env.marks.of(d_name)[box] = 1
-                env.marks.count += int(np.prod([b.stop - b.start for b in box]))
+                env.marks.mark(d_name, box, int(np.prod([b.stop - b.start for b in box])))
 
     return copy
 
@@ -529,7 +597,8 @@ def _gemm(s: Gemm, ctx):
         c = cv.reshape((n,) + c2)
         if not np.may_share_memory(c, cv):
             raise Bail("an accumulator that is not a view")
-        accumulate(c, np.matmul(a, b), clear)
+        shape = a.shape[:-1] + b.shape[-1:]
+        accumulate(c, np.matmul(a, b, out=env.bufs.pool.scratch(shape, F32)), clear)
 
     return gemm
 

@@ -16,6 +16,7 @@ so a dynamic instruction costs one closure call, not a walk of the IR and a disp
 from __future__ import annotations
 
 import itertools
+from typing import Callable, NamedTuple
 
 from tilelang_mini.errors import CompileError, KernelRuntimeError
 from tilelang_mini.ir.analysis import SYNC_OPS
@@ -29,10 +30,23 @@ from .run import _Ctx, _extent_fns, lower_stmt
 CROSS = (SetCrossFlag, WaitCrossFlag)
 
 
-def lower_core_program(kernel: Kernel, kind: str):
+class Lowering(NamedTuple):
+    """How a core program's pieces become closures: the plain run's (one block, run.py) or
+    the batched run's (a group of blocks, batched.py)."""
+    stmt: Callable      # (statement, ctx) -> fn(env)
+    extents: Callable   # (For, ctx) -> fn(env) -> the loop's extents
+    cond: Callable      # (If, ctx) -> fn(env) -> the condition's truth
+
+
+PLAIN = Lowering(lower_stmt, lambda s, ctx: _extent_fns(s),
+                 lambda s, ctx: compile_expr(s.cond)[0])
+
+
+def lower_core_program(kernel: Kernel, kind: str, lowering: Lowering = PLAIN, ctx=None):
     """program(env) -> a generator of the cross-core flag statements of a core of `kind`
-    ("C" or "V") running `kernel`'s body on `env` (module docstring)."""
-    gen = _gen_body(kernel.body, kind, _Ctx(), False)
+    ("C" or "V") running `kernel`'s body on `env` (module docstring); `lowering` and its
+    `ctx` (default: the plain run's)."""
+    gen = _gen_body(kernel.body, kind, _Ctx() if ctx is None else ctx, False, lowering)
 
     def program(env):
         yield from gen(env)
@@ -44,7 +58,7 @@ def _has_flags(s) -> bool:
     return any(isinstance(n, CROSS) for n in walk(s))
 
 
-def _parts(stmts, kind, ctx, in_scope):
+def _parts(stmts, kind, ctx, in_scope, low):
     """[(is_generator, fn)] of a statement list, the other kind's Scopes dropped and this
     kind's inlined."""
     out = []
@@ -57,7 +71,7 @@ def _parts(stmts, kind, ctx, in_scope):
             if s.core == kind:
                 ctx.core = kind
                 try:
-                    out += _parts(s.body, kind, ctx, True)
+                    out += _parts(s.body, kind, ctx, True, low)
                 finally:
                     ctx.core = None
         elif isinstance(s, CROSS):
@@ -65,13 +79,13 @@ def _parts(stmts, kind, ctx, in_scope):
         elif isinstance(s, SYNC_OPS):
             continue
         elif isinstance(s, Fused):
-            out += _parts(s.body, kind, ctx, in_scope)
+            out += _parts(s.body, kind, ctx, in_scope, low)
         elif isinstance(s, For) and s.kind != "parallel" and _needs_own(s):
-            out.append((_has_flags(s), _loop(s, kind, ctx, in_scope)))
+            out.append((_has_flags(s), _loop(s, kind, ctx, in_scope, low)))
         elif isinstance(s, If) and _needs_own(s):
-            out.append((_has_flags(s), _branch(s, kind, ctx, in_scope)))
+            out.append((_has_flags(s), _branch(s, kind, ctx, in_scope, low)))
         else:
-            out.append((False, lower_stmt(s, ctx)))
+            out.append((False, low.stmt(s, ctx)))
     return out
 
 
@@ -86,9 +100,9 @@ def _flag(s):
     return flag
 
 
-def _gen_body(stmts, kind, ctx, in_scope):
+def _gen_body(stmts, kind, ctx, in_scope, low):
     """The statements as one generator function (generator parts delegated to)."""
-    parts = tuple(_parts(stmts, kind, ctx, in_scope))
+    parts = tuple(_parts(stmts, kind, ctx, in_scope, low))
 
     def body(env):
         for is_gen, f in parts:
@@ -100,9 +114,9 @@ def _gen_body(stmts, kind, ctx, in_scope):
     return body
 
 
-def _plain_body(stmts, kind, ctx, in_scope):
+def _plain_body(stmts, kind, ctx, in_scope, low):
     """The statements (holding no flag) as one plain function."""
-    fns = tuple(f for _, f in _parts(stmts, kind, ctx, in_scope))
+    fns = tuple(f for _, f in _parts(stmts, kind, ctx, in_scope, low))
 
     def body(env):
         for f in fns:
@@ -111,10 +125,10 @@ def _plain_body(stmts, kind, ctx, in_scope):
     return body
 
 
-def _loop(s: For, kind, ctx, in_scope):
-    extents, names = _extent_fns(s), s.vars
+def _loop(s: For, kind, ctx, in_scope, low):
+    extents, names = low.extents(s, ctx), s.vars
     if not _has_flags(s):
-        body = _plain_body(s.body, kind, ctx, in_scope)
+        body = _plain_body(s.body, kind, ctx, in_scope, low)
 
         def loop(env):
             vs = env.vars
@@ -123,7 +137,7 @@ def _loop(s: For, kind, ctx, in_scope):
                 body(env)
 
         return located(loop, s)
-    body = _gen_body(s.body, kind, ctx, in_scope)
+    body = _gen_body(s.body, kind, ctx, in_scope, low)
 
     def gen_loop(env):
         vs = env.vars
@@ -138,11 +152,11 @@ def _loop(s: For, kind, ctx, in_scope):
     return gen_loop
 
 
-def _branch(s: If, kind, ctx, in_scope):
-    cond, _ = compile_expr(s.cond)
+def _branch(s: If, kind, ctx, in_scope, low):
+    cond = low.cond(s, ctx)
     make = _gen_body if _has_flags(s) else _plain_body
-    then_body = make(s.then_body, kind, ctx, in_scope)
-    else_body = make(s.else_body, kind, ctx, in_scope)
+    then_body = make(s.then_body, kind, ctx, in_scope, low)
+    else_body = make(s.else_body, kind, ctx, in_scope, low)
     if make is _plain_body:
         return located(lambda env: (then_body if cond(env) else else_body)(env), s)
 

@@ -89,8 +89,22 @@ def to_f32(x):
     if isinstance(x, np.ndarray):
         if x.dtype == np.float16 and x.size >= 4096:
             return f16_to_f32(x)
+        if x.dtype == _BF16:
+            return bf16_to_f32(x)
         return x.astype(F32, copy=False)
     return F32(x)
+
+
+_BF16 = dtypes.to_numpy("bfloat16")
+
+
+def bf16_to_f32(b: np.ndarray) -> np.ndarray:
+    """b.astype(float32), bit-exact: a bfloat16 is the upper half of a float's bits (one
+    integer pass and a shift; ml_dtypes' cast is about 4x slower)."""
+    out = np.empty(b.shape, np.uint32)
+    np.copyto(out, b.view(np.uint16), casting="unsafe")
+    out <<= 16
+    return out.view(F32)
 
 
 _F16_SCALE = F32(2.0 ** 112)    # 2^(127 - 15): a half's exponent field in a float's place
@@ -98,22 +112,22 @@ _F16_SCALE = F32(2.0 ** 112)    # 2^(127 - 15): a half's exponent field in a flo
 
 def f16_to_f32(h: np.ndarray) -> np.ndarray:
     """h.astype(float32), bit-exact, in a few integer passes (NumPy's own float16 cast converts
-    one element at a time, about 3x slower): the half's exponent and mantissa shifted into a
-    float's, scaled by 2^112 (which also normalises subnormals), infinities and NaNs given the
-    float's all-ones exponent, the sign put back."""
-    out = np.empty(h.shape, F32)
-    u = out.view(np.uint32)
-    np.copyto(u, h.view(np.uint16), casting="unsafe")      # zero-extended bits
-    sign = u & 0x8000
-    u &= 0x7fff
-    special = u >= 0x7c00
-    u <<= 13
+    one element at a time, about 3x slower): the half's bits sign-extended to 32 and shifted
+    so that its exponent and mantissa sit in a float's (the sign stays in bit 31; the copies
+    of it in bits 30..28 cleared), scaled by 2^112 (which also normalises subnormals).
+    Infinities and NaNs (the only values that scale to 2^16 or more) take NumPy's cast."""
+    i = h.view(np.int16).astype(np.int32)
+    i <<= 13
+    i &= _F16_FIELDS
+    out = i.view(F32)
     out *= _F16_SCALE
-    if special.any():
-        u[special] |= 0x7f800000
-    sign <<= 16
-    u |= sign
+    if out.size and (out.max() >= 65536 or out.min() <= -65536):
+        special = np.abs(out) >= 65536
+        out[special] = h[special].astype(F32)
     return out
+
+
+_F16_FIELDS = np.uint32(0x8FFFE000).view(np.int32)   # sign, float exponent and mantissa bits
 
 
 def to_int(x):

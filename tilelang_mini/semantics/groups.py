@@ -54,9 +54,19 @@ class Pool:
 
     def __init__(self):
         self.free: dict = {}
+        self.scratches: dict = {}
+
+    def scratch(self, shape, dtype) -> np.ndarray:
+        """An aligned array of any values for an intermediate result (a gemm's product), the
+        same one for each use of this shape and dtype."""
+        arr = self.scratches.get((shape, dtype))
+        if arr is None:
+            arr = self.scratches[shape, dtype] = aligned_empty(shape, dtype)
+        return arr
 
     def nbytes(self) -> int:
-        return sum(a.nbytes for stack in self.free.values() for a in stack)
+        return (sum(a.nbytes for stack in self.free.values() for a in stack) +
+                sum(a.nbytes for a in self.scratches.values()))
 
     def zeros(self, shape, dtype, zero=True):
         """An array of zeros (zero=False: of any values, all overwritten before use)."""
@@ -66,7 +76,10 @@ class Pool:
             if zero:
                 arr.fill(0)
             return arr
-        return np.zeros(shape, dtype) if zero else np.empty(shape, dtype)
+        arr = aligned_empty(shape, dtype)
+        if zero:
+            arr.fill(0)
+        return arr
 
     def release(self, envs, params):
         seen = set()
@@ -77,15 +90,34 @@ class Pool:
                     self.free.setdefault((arr.shape, arr.dtype), []).append(arr)
 
 
+def aligned_empty(shape, dtype, align: int = 64) -> np.ndarray:
+    """np.empty(shape, dtype) starting at a multiple of `align` bytes (NumPy's large arrays
+    start 16 bytes into a page: BLAS runs a quarter slower on such operands)."""
+    dtype = np.dtype(dtype)
+    nbytes = int(np.prod(shape)) * dtype.itemsize
+    raw = np.empty(nbytes + align, np.uint8)
+    skip = -raw.ctypes.data % align
+    return raw[skip:skip + nbytes].view(dtype).reshape(shape)
+
+
 class Marks:
     """Which elements of each written parameter the run wrote, and how many writes: a count
-    above the number of marked elements means an element was written twice."""
+    above the number of marked elements means an element was written twice. Parameters
+    `private` to each block (batched.block_private) are not marked: only their own block
+    touches an element, in its own order."""
 
-    def __init__(self, arrays: dict, spare: dict):
+    def __init__(self, arrays: dict, spare: dict, private=frozenset()):
         self.shapes = {k: a.shape for k, a in arrays.items()}
         self.spare = spare      # mark arrays of earlier runs, reused (cleared)
         self.marks: dict = {}
         self.count = 0
+        self.private = private
+
+    def mark(self, name, index, count: int) -> None:
+        """Mark the `count` elements [index] of parameter `name` written."""
+        if name not in self.private:
+            self.of(name)[index] = 1
+            self.count += count
 
     def of(self, name):
         m = self.marks.get(name)
@@ -176,7 +208,7 @@ def find_grid(off: np.ndarray):
     return dims[::-1]
 
 
-def _linear(shape, starts):
+def element_offsets(shape, starts):
     """Row-major element offsets of the starts (ints or arrays [n]) in an array of `shape`."""
     off, stride = 0, 1
     for s, size in zip(reversed(starts), reversed(shape)):
@@ -190,9 +222,17 @@ def box_view(arr, starts, ext, steps, n):
     view with the blocks' axes first (a grid, `offset_grid`), or None. `arr` is C-contiguous."""
     if not arr.flags.c_contiguous:
         return None
-    off = _linear(arr.shape, starts)
+    off = element_offsets(arr.shape, starts)
     if off.shape != (n,):  # (every start the same for the blocks)
         off = np.broadcast_to(off, (n,))
+    layout = box_layout(arr, off, ext, steps)
+    return None if layout is None else strided(arr, int(off[0]), layout)
+
+
+def box_layout(arr, off, ext, steps):
+    """(shape, strides, whether the blocks' steps are all >= 0) of box_view's view for the
+    blocks' element offsets `off` [n] (the view starts at off[0]), or None when they are not a
+    grid."""
     grid = offset_grid(off)
     if grid is None:
         return None
@@ -201,12 +241,17 @@ def box_view(arr, starts, ext, steps, n):
     for d in reversed(range(arr.ndim)):
         inner.append(stride * steps[d] * size)
         stride *= arr.shape[d]
-    shape = tuple(c for c, _ in grid) + tuple(ext)
-    strides = tuple(s * size for _, s in grid) + tuple(inner[::-1])
-    if all(s >= 0 for _, s in grid):     # a view of arr's memory, bounds checked by NumPy
-        return np.ndarray(shape, arr.dtype, buffer=arr, offset=int(off[0]) * size,
+    return (tuple(c for c, _ in grid) + tuple(ext),
+            tuple(s * size for _, s in grid) + tuple(inner[::-1]), all(s >= 0 for _, s in grid))
+
+
+def strided(arr, first: int, layout):
+    """The view of `arr` (C-contiguous) at element `first` with box_layout's layout."""
+    shape, strides, forward = layout
+    if forward:     # a view of arr's memory, bounds checked by NumPy
+        return np.ndarray(shape, arr.dtype, buffer=arr, offset=first * arr.itemsize,
                           strides=strides)
-    return np.lib.stride_tricks.as_strided(arr.reshape(-1)[int(off[0]):], shape, strides)
+    return np.lib.stride_tricks.as_strided(arr.reshape(-1)[first:], shape, strides)
 
 
 def in_bounds(shape, starts, ext, steps) -> bool:
@@ -277,6 +322,7 @@ def write_box(env, name, arr, starts, ext, steps, value, aligned):
     ext1 = ext
     if aligned:       # the blocks' axis of arr is one more dimension, block k at start k
         starts, steps, ext1 = (np.arange(n),) + tuple(starts), (1,) + tuple(steps), (1,) + ext
+    marked = not aligned and name not in env.marks.private
     v = box_view(arr, starts, ext1, steps, n)
     if len(lead) > 1 and (v is None or aligned or lead != v.shape[:len(lead)]):
         value, lead = flat(value, n, ext), (n,)
@@ -285,14 +331,14 @@ def write_box(env, name, arr, starts, ext, steps, value, aligned):
             grid = v.shape[:v.ndim - len(ext1)]
             value = value.reshape(grid + (1,) * (len(ext1) - len(ext)) + value.shape[1:])
         v[...] = value
-        if not aligned:
+        if marked:
             box_view(env.marks.of(name), starts, ext, steps, n)[...] = 1
     else:
         value = np.broadcast_to(value, (n,) + ext)
         for k in range(n):
             sl = slices_of(starts, ext1, steps, k)
             arr[sl] = value[k].reshape(ext1)
-            if not aligned:
+            if marked:
                 env.marks.of(name)[sl] = 1
-    if not aligned:
+    if marked:
         env.marks.count += n * int(np.prod(ext))

@@ -11,25 +11,63 @@ from .. import semantics
 from ..errors import DeadlockError
 from ..ir.nodes import Kernel, SetCrossFlag, WaitCrossFlag
 from ..semantics.coroutines import lower_core_program
-from .simulator import check_lowered, instr_label
+from .simulator import check_lowered, collector_paused, instr_label
 from .streams import CORE_NAMES, block_envs, cached
 
 
-def run_ordered(kernel: Kernel, args: list) -> None:
+def run_ordered(kernel: Kernel, args: list, batched=None) -> str:
     """Execute each block's core programs in program order as coroutines, switching core only at
-    an unsatisfied cross-core wait; DeadlockError when every unfinished core is stuck."""
+    an unsatisfied cross-core wait; DeadlockError when every unfinished core is stuck. With
+    `batched` (lower_ordered_batched) groups of blocks run together when that gives the same
+    values (semantics/batched.py); returns which run ran ("batched", "partly batched",
+    "plain")."""
     check_lowered(kernel)
     bufs = semantics.check_args(kernel, args)
+    cid = kernel.grid_vars[0]
     with np.errstate(all="ignore"):
+        if batched is not None:
+            ran = batched.run(bufs, lambda vals: _run_block_ordered(kernel, bufs, vals[cid]))
+            if ran != "plain":
+                return ran
         for b in range(kernel.grid[0]):
             _run_block_ordered(kernel, bufs, b)
+    return "plain"
+
+
+def lower_ordered_batched(kernel: Kernel):
+    """(BatchedKernel, None): the ordered run of a group of blocks at once, every instruction
+    one NumPy operation over the group's blocks (the cores' coroutines switch where one
+    block's would: control flow and flags are the same for every block of a group, else the
+    group bails and runs block by block); or (None, why the kernel runs block by block)."""
+    from ..semantics.batched import BatchedKernel, lower_batched_programs
+    programs, why = lower_batched_programs(kernel)
+    if programs is None:
+        return None, why
+    vid = kernel.grid_vars[1]
+
+    def group(top):
+        _, c, v0, v1 = top.block
+        v1.vars[vid] = 1
+        _schedule([programs["C"](c), programs["V"](v0), programs["V"](v1)], "a group of blocks")
+
+    return BatchedKernel(kernel, group, True), None
 
 
 def _run_block_ordered(kernel, bufs, block):
     xenvs, wenvs = block_envs(bufs, kernel, block)
     # each core's program runs its own instructions and yields its cross-core flags
     programs = cached(kernel, lambda k: {c: lower_core_program(k, c) for c in "CV"}, "cores")
-    gens = [programs[CORE_NAMES[i][0]](wenvs[i]) for i in range(3)]
+    _schedule([programs[CORE_NAMES[i][0]](wenvs[i]) for i in range(3)], f"block {block}")
+
+
+def _schedule(gens, where: str) -> None:
+    """Run the core programs C, V0, V1 (generators of their cross-core flags) as coroutines
+    (the cyclic garbage collector paused meanwhile, as the simulator does per block)."""
+    with collector_paused():
+        _switch(gens, where)
+
+
+def _switch(gens, where: str) -> None:
     pending = [defaultdict(int) for _ in range(3)]
     half = [defaultdict(int) for _ in range(2)]
     waiting = [None, None, None]
@@ -76,5 +114,5 @@ def _run_block_ordered(kernel, bufs, block):
             stuck = [f"{CORE_NAMES[i]} waits at `{instr_label(waiting[i])}` ({waiting[i].loc})"
                      for i in range(3) if waiting[i] is not None]
             first = next(w for w in waiting if w is not None)
-            raise DeadlockError(f"deadlock in block {block} (ordered run): every unfinished core "
+            raise DeadlockError(f"deadlock in {where} (ordered run): every unfinished core "
                                 f"waits for a cross-core flag: " + "; ".join(stuck), first.loc)

@@ -579,7 +579,7 @@ def zero_args(kernel: Kernel) -> list:
 
 
 @contextmanager
-def _collector_paused():
+def collector_paused():
     """The cyclic garbage collector off while one block runs: a block makes objects per
     instruction and frees most of them soon, and the collector's passes over a large process
     would cost more than the simulation. (Turned on again between blocks: a block's own cycles
@@ -613,7 +613,7 @@ def simulate_kernel(kernel: Kernel, args: list | None, chip, *, check: bool = Tr
     with np.errstate(all="ignore"):
         for b in todo:
             prefix = f"b{b}." if len(todo) > 1 else ""
-            with _collector_paused():
+            with collector_paused():
                 blk = _Block(sim, b)
                 block_cycles[b] = blk.run()
                 events += _events(blk.events, prefix)
