@@ -14,7 +14,7 @@ from tilelang_mini.ir.nodes import Load, walk
 
 from . import vecmath as vm
 from .access import (
-    ALL_LANES, base_offset, const_mask, elem_ptr, inside, lane_mask, outlined, vload,
+    ALL_LANES, base_offset, const_mask, elem_ptr, inside, lane_mask, load_if, outlined, vload,
 )
 from .irutil import F32, I1, I32, I64, PTR, STORAGE, VL, vty
 from .layout import NR
@@ -65,10 +65,15 @@ def _copy_packed(g, si, di, sbase, dbase, s_off0, s_rng, s_dims, s_ok1, kind, ex
         shi = b.select(ok, s_rng[sn][1], zero)
         return slo, shi, b.add(s_off0, b.mul(k, ir.Constant(I64, si.strides[sk])))
 
+    rt = STORAGE[si.storage][0]
+
     def values(slo, shi, off, c0):
         mask = lane_mask(g, c0, slo, shi)
-        raw = vload(g, si, sbase, b.add(off, b.mul(c0, ir.Constant(I64, si.strides[sn]))),
-                    si.strides[sn], mask)
+        some = b.and_(b.icmp_signed("<", c0, shi),
+                      b.icmp_signed(">", b.add(c0, ir.Constant(I64, VL)), slo))
+        raw = load_if(g, some, lambda: vload(
+            g, si, sbase, b.add(off, b.mul(c0, ir.Constant(I64, si.strides[sn]))),
+            si.strides[sn], mask), ir.Constant(vty(rt), None))
         return vm.decode(e, raw, si.storage)
 
     if not vnni:
@@ -249,9 +254,9 @@ def _copy_transposed(g, si, di, sbase, dbase, s_off0, s_dims, kind, exact, row_o
             if isinstance(ok, ir.Constant) and not ok.constant:  # known outside: no load
                 rows.append(zero)
                 continue
-            mask = kmask if isinstance(ok, ir.Constant) else b.and_(kmask, e.splat(ok))
-            raw = vload(g, si, sbase, b.add(b.add(row0, ir.Constant(I64, r * si.strides[sn])),
-                                            koff), si.strides[sk], mask)
+            at = b.add(b.add(row0, ir.Constant(I64, r * si.strides[sn])), koff)
+            raw = load_if(g, ok, lambda at=at: vload(g, si, sbase, at, si.strides[sk], kmask),
+                          ir.Constant(vty(STORAGE[si.storage][0]), None))
             rows.append(vm.encode(e, vm.decode(e, raw, si.storage), kind, di.dtype, "float32",
                                   exact))
         store_transposed(e, rows, nk, dbase, k0, j, K)
