@@ -254,20 +254,43 @@ def _microkernel(g, key):
         masks.append(None if n == w else ir.Constant(vty(I1, w), [1] * n + [0] * (w - n)))
     fv = vty(F32)
     fvs = [vty(F32, w) for w in widths]
+    # f32 with a half-width last vector: rows 2i and 2i+1 share one full vector for it (lanes
+    # 0..7 row 2i, 8..15 row 2i+1; B's half row duplicated, A's two values blended), so those
+    # columns cost half the FMAs of two half-width vectors
+    half = VL // 2
+    paired = not bf16 and widths[-1] == half and mr >= 2
+    pv = nvec - 1 if paired else None
+    npairs = mr // 2 if paired else 0
+    lo_hi = ir.Constant(vty(I32, VL), list(range(VL)))
+    dup = ir.Constant(vty(I32, VL), list(range(half)) * 2)
+    blend = ir.Constant(vty(I32, VL), list(range(half)) + list(range(VL + half, 2 * VL)))
+    halves = (ir.Constant(vty(I32, half), list(range(half))),
+              ir.Constant(vty(I32, half), list(range(half, VL))))
 
     def cptr(r, v):
         return e.gep(c, r * ldc_b + v * VL * 4)
 
+    def own(r, v):
+        """Row r's column vector v has an accumulator of its own (not a paired one)."""
+        return v != pv or r >= 2 * npairs
+
+    # accumulators: every own (r, v), then the pairs
+    slots = [(r, v) for r in range(mr) for v in range(nvec) if own(r, v)]
+    index = {rv: i for i, rv in enumerate(slots)}
+    pair_at = len(slots)
+
+    def c_load(r, v):
+        zero_v = ir.Constant(fvs[v], None)
+        if masks[v] is None:
+            return e.load(fvs[v], cptr(r, v), 4)
+        return e.masked_load(fvs[v], cptr(r, v), masks[v], zero_v)
+
     init = []
-    for r in range(mr):
-        for v in range(nvec):
-            zero_v = ir.Constant(fvs[v], None)
-            if zero:
-                init.append(zero_v)
-            elif masks[v] is None:
-                init.append(e.load(fvs[v], cptr(r, v), 4))
-            else:
-                init.append(e.masked_load(fvs[v], cptr(r, v), masks[v], zero_v))
+    for r, v in slots:
+        init.append(ir.Constant(fvs[v], None) if zero else c_load(r, v))
+    for i in range(npairs):
+        init.append(ir.Constant(fv, None) if zero else
+                    b.shuffle_vector(c_load(2 * i, pv), c_load(2 * i + 1, pv), lo_hi))
     if bf16:
         g.needs_dpbf16 = True
         dp = e.declare(DPBF16, fv, [fv, vty(I32), vty(I32)])
@@ -284,18 +307,26 @@ def _microkernel(g, key):
                 bv.append(e.masked_load(bt, p, masks[v], ir.Constant(bt, None)))
             else:
                 bv.append(e.load(bt, p, 4))
+        bdup = b.shuffle_vector(bv[pv], bv[pv], dup) if paired else None
         aoff = b.mul(kb, ir.Constant(I64, 4 if bf16 else a_cs_b))
         out = list(acc)
+        splats = []
         for r in range(mr):
             p = e.gep(a, b.add(aoff, ir.Constant(I64, r * a_rs_b)))
             a1 = e.load(I32 if bf16 else F32, p, 2 if bf16 else 4)
-            av = {w: e.splat(a1, w) for w in set(widths)}
+            av = {w: e.splat(a1, w) for w in set(widths) | ({VL} if paired else set())}
+            splats.append(av)
             for v in range(nvec):
-                i = r * nvec + v
+                if not own(r, v):
+                    continue
+                i = index[r, v]
                 if bf16:
                     out[i] = b.call(dp, [out[i], av[VL], bv[v]])
                 else:
                     out[i] = e.intr("fma", fvs[v], [av[widths[v]], bv[v], out[i]])
+        for i in range(npairs):
+            a2 = b.shuffle_vector(splats[2 * i][VL], splats[2 * i + 1][VL], blend)
+            out[pair_at + i] = e.intr("fma", fv, [a2, bdup, out[pair_at + i]])
         return out
 
     unroll = 2 if bf16 else UNROLL
@@ -326,13 +357,19 @@ def _microkernel(g, key):
         acc = cur
     for kk in range(main, steps):
         acc = step(acc, ir.Constant(I64, kk), 0)
-    for r in range(mr):
-        for v in range(nvec):
-            x = acc[r * nvec + v]
-            if masks[v] is None:
-                e.store(x, cptr(r, v), 4)
-            else:
-                e.masked_store(x, cptr(r, v), masks[v])
+
+    def c_store(x, r, v):
+        if masks[v] is None:
+            e.store(x, cptr(r, v), 4)
+        else:
+            e.masked_store(x, cptr(r, v), masks[v])
+
+    for (r, v), x in zip(slots, acc):
+        c_store(x, r, v)
+    for i in range(npairs):
+        x = acc[pair_at + i]
+        for h in range(2):
+            c_store(b.shuffle_vector(x, x, halves[h]), 2 * i + h, pv)
     b.ret_void()
     return fn
 
