@@ -120,6 +120,9 @@ class Row:
 # ------------------------------------------------------------------------------ helpers
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # measure.py, beside this file
+# the package and backends of this checkout, not whichever copy is installed (an editable
+# install of another checkout, e.g. the main one seen from a git worktree, would be measured)
+sys.path.insert(0, str(REPO))
 from measure import (  # noqa: E402
     LOAD, _all_threads, _check, _env, _examples, _interleaved, _ms, _numpy_threads, _OtherLoad,
     _runner, blas_info,
