@@ -77,15 +77,38 @@ def _copy_packed(g, si, di, sbase, dbase, s_off0, s_rng, s_dims, s_ok1, kind, ex
         return vm.decode(e, raw, si.storage)
 
     if not vnni:
-        with e.loop(0, K, name="pk") as k:
-            slo, shi, off = row(k)
-            with e.loop(0, npan, name="pj") as jp:
-                for v in range(NR // VL):
-                    c0 = b.add(b.mul(jp, ir.Constant(I64, NR)), ir.Constant(I64, v * VL))
-                    f = vm.encode(e, values(slo, shi, off, c0), kind, di.dtype, "float32", exact)
-                    pos = b.add(b.mul(b.add(b.mul(jp, ir.Constant(I64, K)), k),
-                                      ir.Constant(I64, NR)), ir.Constant(I64, v * VL))
-                    e.store(f, e.gep(dbase, b.mul(pos, ir.Constant(I64, 4))), 4)
+        # column vectors outer, rows inner: the loads of one vector's rows are independent and
+        # close together (many in flight: a clipped tile's rows are often cache misses), and a
+        # vector with no valid column is only zeros, without a test per row
+        clo, chi = s_rng[sn]
+        zero_f = ir.Constant(vty(F32), None)
+        with e.loop(0, npan, name="pj") as jp:
+            for v in range(NR // VL):
+                c0 = b.add(b.mul(jp, ir.Constant(I64, NR)), ir.Constant(I64, v * VL))
+                some = b.and_(b.icmp_signed("<", c0, chi),
+                              b.icmp_signed(">", b.add(c0, ir.Constant(I64, VL)), clo))
+                mask = lane_mask(g, c0, clo, chi)
+                col = b.mul(c0, ir.Constant(I64, si.strides[sn]))
+
+                def stores(value):
+                    with e.loop(0, K, name="pk") as k:
+                        pos = b.add(b.mul(b.add(b.mul(jp, ir.Constant(I64, K)), k),
+                                          ir.Constant(I64, NR)), ir.Constant(I64, v * VL))
+                        e.store(value(k), e.gep(dbase, b.mul(pos, ir.Constant(I64, 4))), 4)
+
+                def loaded(k):
+                    ok = b.and_(s_ok1, inside(g, k, *s_rng[sk]))
+                    off = b.add(b.add(s_off0, b.mul(k, ir.Constant(I64, si.strides[sk]))), col)
+                    raw = load_if(g, ok, lambda: vload(g, si, sbase, off, si.strides[sn], mask),
+                                  ir.Constant(vty(rt), None))
+                    return vm.encode(e, vm.decode(e, raw, si.storage), kind, di.dtype,
+                                     "float32", exact)
+
+                with b.if_else(some) as (then, other):
+                    with then:
+                        stores(loaded)
+                    with other:
+                        stores(lambda k: zero_f)
         return
     with e.loop(0, kp_total, name="pk") as kp:
         k0 = b.mul(kp, ir.Constant(I64, 2))
