@@ -136,10 +136,27 @@ def gemm(g, s):
         flush_prefetch(g, pending)
         pending = []
 
+    nv = _valid_columns(g, s, N)
+    dyn_calls = None
+    if nv is not None and pending and calls:
+        # only the panels up to the valid columns run: spread the rows over those calls
+        ran = b.sdiv(b.add(nv, ir.Constant(I64, NR - 1)), ir.Constant(I64, NR))
+        ran = b.select(b.icmp_signed(">", ran, ir.Constant(I64, 1)), ran, ir.Constant(I64, 1))
+        dyn_calls = b.mul(ran, ir.Constant(I64, M // MR))
+
     def prefetch(call_index):
         for desc in pending:
-            per = -(-desc[1] // calls)
-            prefetch_rows(g, desc, b.mul(call_index, ir.Constant(I64, per)), per)
+            if dyn_calls is None:
+                per = -(-desc[1] // calls)
+                prefetch_rows(g, desc, b.mul(call_index, ir.Constant(I64, per)), per)
+                continue
+            rows = ir.Constant(I64, desc[1])
+            per = b.sdiv(b.add(rows, b.sub(dyn_calls, ir.Constant(I64, 1))), dyn_calls)
+            first = b.mul(call_index, per)
+            last = b.add(first, per)
+            last = b.select(b.icmp_signed("<", last, rows), last, rows)
+            with e.loop(first, last, name="pfd") as row:
+                prefetch_rows(g, desc, row, 1)
 
     def panel(jp, ncols):
         bp = e.gep(b_ptr, b.mul(jp, ir.Constant(I64, pan_b)))
@@ -157,7 +174,6 @@ def gemm(g, s):
             m0 = M // MR * MR
             b.call(fn, [e.gep(a_ptr, m0 * a_rs_b), bp, e.gep(cp, m0 * ldc_b)])
 
-    nv = _valid_columns(g, s, N)
     if nv is None:
         if N // NR:
             with e.loop(0, N // NR, name="nj") as jp:
