@@ -565,7 +565,7 @@ def format_table(result: dict) -> str:
 def _ratio_text(ratio: float) -> str:
     """A ratio to two decimals, rounded down: never shown above what was measured (1.797 is
     "1.79x", so a MISS against ">= 1.8x" does not read as 1.80x)."""
-    return f"{math.floor(ratio * 100) / 100:.2f}x"
+    return f"{math.floor(ratio * 100 + 1e-9) / 100:.2f}x"  # (0.29 * 100 is 28.999...)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -16,7 +16,8 @@ row-major B), or are packed here into the scratch arena (anything else). A is pa
 when it is not float32 (f32 path) or not row-major bf16 with even K (bf16 path). C is updated in
 place when it is float32, else through a float32 temporary (rounded back to C's dtype after).
 The K loop is unrolled by 4 (f32) / 2 (bf16 pairs); tile tails use masked loads and stores and
-separate micro-kernels for the last rows.
+separate micro-kernels for the last rows. An f32 kernel whose last column vector holds at most 8
+columns (the 8/24-column narrow kernels, tails) keeps those columns of two rows in one vector.
 """
 from __future__ import annotations
 
