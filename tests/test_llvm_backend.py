@@ -202,6 +202,72 @@ def test_narrow_gemm_stops_at_each_blocks_valid_columns(dtype, n):
     close(out, kn(a, b), "float32")
 
 
+@pytest.mark.parametrize("n", [3, 8, 21, 24, 40, 56])
+@pytest.mark.parametrize("m", [7, 13, 16])
+def test_gemm_half_width_last_vector_shared_by_row_pairs(m, n):
+    # columns with a last vector of at most 8 (n % 16 in 1..8) are computed by pairs of rows
+    # sharing one vector (an odd last row keeps its own); C holds values before the gemm,
+    # which adds to them (loaded into the pairs and stored back per row, masked)
+    K = 37
+    A, B, C0, D = Buffer("A", (m, K), "float32"), Buffer("B", (K, n), "float32"), \
+        Buffer("C0", (m, n), "float32"), Buffer("D", (m, n), "float32")
+    A_s, B_s = Buffer("A_s", (m, K), "float32", "shared"), \
+        Buffer("B_s", (K, n), "float32", "shared")
+    C_l = Buffer("C_l", (m, n), "float32", "fragment")
+    k = kernel((A, B, C0, D), [
+        Alloc(A_s), Alloc(B_s), Alloc(C_l), Copy(full(A), full(A_s)), Copy(full(B), full(B_s)),
+        Copy(full(C0), full(C_l)), Gemm(full(A_s), full(B_s), full(C_l)),
+        Copy(full(C_l), full(D)),
+    ])
+    a, b, c0 = rand((m, K), "float32"), rand((K, n), "float32"), rand((m, n), "float32")
+    d = np.zeros((m, n), np.float32)
+    ref = run_both(k, a, b, c0, d)
+    close(d, c0.astype(np.float64) + a.astype(np.float64) @ b.astype(np.float64), "float32")
+    close(d, ref[3], "float32")
+
+
+@pytest.mark.parametrize("n", [136, 200])
+def test_narrow_last_block_column_with_odd_rows_and_k_tail(n):
+    # the last block column's narrow panels (8 valid columns of 128, or 2 panels + 8) with an
+    # odd row tail and a K tail: the clipped B copies load only the vectors with valid lanes,
+    # and the paired half-width vector covers the odd row count
+    M, K = 69, 97
+    prim = dsl_gemm(M, n, K, "float32", block_M=64, block_N=128, block_K=32)
+    kl = tilelang_mini.compile(prim, out_idx=[-1], target="llvm")
+    kn = tilelang_mini.compile(prim, out_idx=[-1], target="numpy")
+    a, b = rand((M, K), "float32"), rand((K, n), "float32")
+    out = kl(a, b)
+    close(out, a.astype(np.float64) @ b.astype(np.float64), "float32")
+    close(out, kn(a, b), "float32")
+
+
+def test_clipped_tiles_in_a_pipelined_vector_loop():
+    # a vector-core pipelined loop over 2-d GM tiles clipped on both sides (rows past M,
+    # columns past N) whose zeros add nothing to the squared sums
+    M, N, bm, bn = 37, 83, 16, 32
+
+    @T.prim_func
+    def colsum(A: T.Tensor((M, N), "float32"), S: T.Tensor((M,), "float32")):
+        with T.Kernel(T.ceildiv(M, bm)) as bx:
+            A_s = T.alloc_shared((bm, bn), "float32")
+            acc = T.alloc_fragment((bm, bn), "float32")
+            s = T.alloc_fragment((bm,), "float32")
+            T.clear(acc)
+            for k in T.Pipelined(T.ceildiv(N, bn), num_stages=2):
+                T.copy(A[bx * bm, k * bn], A_s)
+                for i, j in T.Parallel(bm, bn):
+                    acc[i, j] += A_s[i, j] * A_s[i, j]
+            T.reduce_sum(acc, s, dim=1)
+            T.copy(s, S[bx * bm])
+
+    kl = tilelang_mini.compile(colsum, out_idx=[-1], target="llvm")
+    kn = tilelang_mini.compile(colsum, out_idx=[-1], target="numpy")
+    a = rand((M, N), "float32")
+    want = np.sum(a.astype(np.float64) ** 2, axis=1)
+    close(kl(a), want, "float32")
+    close(kn(a), want, "float32")
+
+
 def test_landings_need_starts_from_grid_variables():
     # the copy out of C starts at a loop variable's column: no run-time bound is taken
     from tilelang_mini.transform.cpu_columns import live_columns

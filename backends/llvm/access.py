@@ -88,6 +88,25 @@ def vstore(g, info, base, off, stride, raw, mask):
     e.scatter(raw, base, offs, mask)
 
 
+def load_if(g, ok, load, zero):
+    """`load()` when the i1 `ok` holds, else `zero`, behind a branch: a masked load whose mask
+    is all false still costs a memory access, and a slow one (a microcode assist on x86) when
+    its address lies outside any mapping, e.g. a clipped tile's rows past the tensor's end."""
+    if isinstance(ok, ir.Constant):
+        return load() if ok.constant else zero
+    b = g.e.b
+    with b.if_else(ok) as (then, other):
+        with then:
+            val = load()
+            then_bb = b.block
+        with other:
+            other_bb = b.block
+    phi = b.phi(zero.type)
+    phi.add_incoming(val, then_bb)
+    phi.add_incoming(zero, other_bb)
+    return phi
+
+
 def lane_mask(g, t0, lo, hi):
     """Lanes t0 + i with lo <= t0 + i < hi (the bounds clamped to a lane index in i32)."""
     e, b = g.e, g.e.b

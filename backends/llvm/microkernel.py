@@ -16,7 +16,8 @@ row-major B), or are packed here into the scratch arena (anything else). A is pa
 when it is not float32 (f32 path) or not row-major bf16 with even K (bf16 path). C is updated in
 place when it is float32, else through a float32 temporary (rounded back to C's dtype after).
 The K loop is unrolled by 4 (f32) / 2 (bf16 pairs); tile tails use masked loads and stores and
-separate micro-kernels for the last rows.
+separate micro-kernels for the last rows. An f32 kernel whose last column vector holds at most 8
+columns (the 8/24-column narrow kernels, tails) keeps those columns of two rows in one vector.
 """
 from __future__ import annotations
 
@@ -138,10 +139,27 @@ def gemm(g, s):
         flush_prefetch(g, pending)
         pending = []
 
+    nv = _valid_columns(g, s, N)
+    dyn_calls = None
+    if nv is not None and pending and calls:
+        # only the panels up to the valid columns run: spread the rows over those calls
+        ran = b.sdiv(b.add(nv, ir.Constant(I64, NR - 1)), ir.Constant(I64, NR))
+        ran = b.select(b.icmp_signed(">", ran, ir.Constant(I64, 1)), ran, ir.Constant(I64, 1))
+        dyn_calls = b.mul(ran, ir.Constant(I64, M // MR))
+
     def prefetch(call_index):
         for desc in pending:
-            per = -(-desc[1] // calls)
-            prefetch_rows(g, desc, b.mul(call_index, ir.Constant(I64, per)), per)
+            if dyn_calls is None:
+                per = -(-desc[1] // calls)
+                prefetch_rows(g, desc, b.mul(call_index, ir.Constant(I64, per)), per)
+                continue
+            rows = ir.Constant(I64, desc[1])
+            per = b.sdiv(b.add(rows, b.sub(dyn_calls, ir.Constant(I64, 1))), dyn_calls)
+            first = b.mul(call_index, per)
+            last = b.add(first, per)
+            last = b.select(b.icmp_signed("<", last, rows), last, rows)
+            with e.loop(first, last, name="pfd") as row:
+                prefetch_rows(g, desc, row, 1)
 
     def panel(jp, ncols):
         bp = e.gep(b_ptr, b.mul(jp, ir.Constant(I64, pan_b)))
@@ -159,7 +177,6 @@ def gemm(g, s):
             m0 = M // MR * MR
             b.call(fn, [e.gep(a_ptr, m0 * a_rs_b), bp, e.gep(cp, m0 * ldc_b)])
 
-    nv = _valid_columns(g, s, N)
     if nv is None:
         if N // NR:
             with e.loop(0, N // NR, name="nj") as jp:
@@ -256,20 +273,43 @@ def _microkernel(g, key):
         masks.append(None if n == w else ir.Constant(vty(I1, w), [1] * n + [0] * (w - n)))
     fv = vty(F32)
     fvs = [vty(F32, w) for w in widths]
+    # f32 with a half-width last vector: rows 2i and 2i+1 share one full vector for it (lanes
+    # 0..7 row 2i, 8..15 row 2i+1; B's half row duplicated, A's two values blended), so those
+    # columns cost half the FMAs of two half-width vectors
+    half = VL // 2
+    paired = not bf16 and widths[-1] == half and mr >= 2
+    pv = nvec - 1 if paired else None
+    npairs = mr // 2 if paired else 0
+    lo_hi = ir.Constant(vty(I32, VL), list(range(VL)))
+    dup = ir.Constant(vty(I32, VL), list(range(half)) * 2)
+    blend = ir.Constant(vty(I32, VL), list(range(half)) + list(range(VL + half, 2 * VL)))
+    halves = (ir.Constant(vty(I32, half), list(range(half))),
+              ir.Constant(vty(I32, half), list(range(half, VL))))
 
     def cptr(r, v):
         return e.gep(c, r * ldc_b + v * VL * 4)
 
+    def own(r, v):
+        """Row r's column vector v has an accumulator of its own (not a paired one)."""
+        return v != pv or r >= 2 * npairs
+
+    # accumulators: every own (r, v), then the pairs
+    slots = [(r, v) for r in range(mr) for v in range(nvec) if own(r, v)]
+    index = {rv: i for i, rv in enumerate(slots)}
+    pair_at = len(slots)
+
+    def c_load(r, v):
+        zero_v = ir.Constant(fvs[v], None)
+        if masks[v] is None:
+            return e.load(fvs[v], cptr(r, v), 4)
+        return e.masked_load(fvs[v], cptr(r, v), masks[v], zero_v)
+
     init = []
-    for r in range(mr):
-        for v in range(nvec):
-            zero_v = ir.Constant(fvs[v], None)
-            if zero:
-                init.append(zero_v)
-            elif masks[v] is None:
-                init.append(e.load(fvs[v], cptr(r, v), 4))
-            else:
-                init.append(e.masked_load(fvs[v], cptr(r, v), masks[v], zero_v))
+    for r, v in slots:
+        init.append(ir.Constant(fvs[v], None) if zero else c_load(r, v))
+    for i in range(npairs):
+        init.append(ir.Constant(fv, None) if zero else
+                    b.shuffle_vector(c_load(2 * i, pv), c_load(2 * i + 1, pv), lo_hi))
     if bf16:
         g.needs_dpbf16 = True
         dp = e.declare(DPBF16, fv, [fv, vty(I32), vty(I32)])
@@ -286,18 +326,26 @@ def _microkernel(g, key):
                 bv.append(e.masked_load(bt, p, masks[v], ir.Constant(bt, None)))
             else:
                 bv.append(e.load(bt, p, 4))
+        bdup = b.shuffle_vector(bv[pv], bv[pv], dup) if paired else None
         aoff = b.mul(kb, ir.Constant(I64, 4 if bf16 else a_cs_b))
         out = list(acc)
+        splats = []
         for r in range(mr):
             p = e.gep(a, b.add(aoff, ir.Constant(I64, r * a_rs_b)))
             a1 = e.load(I32 if bf16 else F32, p, 2 if bf16 else 4)
-            av = {w: e.splat(a1, w) for w in set(widths)}
+            av = {w: e.splat(a1, w) for w in set(widths) | ({VL} if paired else set())}
+            splats.append(av)
             for v in range(nvec):
-                i = r * nvec + v
+                if not own(r, v):
+                    continue
+                i = index[r, v]
                 if bf16:
                     out[i] = b.call(dp, [out[i], av[VL], bv[v]])
                 else:
                     out[i] = e.intr("fma", fvs[v], [av[widths[v]], bv[v], out[i]])
+        for i in range(npairs):
+            a2 = b.shuffle_vector(splats[2 * i][VL], splats[2 * i + 1][VL], blend)
+            out[pair_at + i] = e.intr("fma", fv, [a2, bdup, out[pair_at + i]])
         return out
 
     unroll = 2 if bf16 else UNROLL
@@ -328,13 +376,19 @@ def _microkernel(g, key):
         acc = cur
     for kk in range(main, steps):
         acc = step(acc, ir.Constant(I64, kk), 0)
-    for r in range(mr):
-        for v in range(nvec):
-            x = acc[r * nvec + v]
-            if masks[v] is None:
-                e.store(x, cptr(r, v), 4)
-            else:
-                e.masked_store(x, cptr(r, v), masks[v])
+
+    def c_store(x, r, v):
+        if masks[v] is None:
+            e.store(x, cptr(r, v), 4)
+        else:
+            e.masked_store(x, cptr(r, v), masks[v])
+
+    for (r, v), x in zip(slots, acc):
+        c_store(x, r, v)
+    for i in range(npairs):
+        x = acc[pair_at + i]
+        for h in range(2):
+            c_store(b.shuffle_vector(x, x, halves[h]), 2 * i + h, pv)
     b.ret_void()
     return fn
 

@@ -14,7 +14,7 @@ from tilelang_mini.ir.nodes import Load, walk
 
 from . import vecmath as vm
 from .access import (
-    ALL_LANES, base_offset, const_mask, elem_ptr, inside, lane_mask, outlined, vload,
+    ALL_LANES, base_offset, const_mask, elem_ptr, inside, lane_mask, load_if, outlined, vload,
 )
 from .irutil import F32, I1, I32, I64, PTR, STORAGE, VL, vty
 from .layout import NR
@@ -65,22 +65,50 @@ def _copy_packed(g, si, di, sbase, dbase, s_off0, s_rng, s_dims, s_ok1, kind, ex
         shi = b.select(ok, s_rng[sn][1], zero)
         return slo, shi, b.add(s_off0, b.mul(k, ir.Constant(I64, si.strides[sk])))
 
+    rt = STORAGE[si.storage][0]
+
     def values(slo, shi, off, c0):
         mask = lane_mask(g, c0, slo, shi)
-        raw = vload(g, si, sbase, b.add(off, b.mul(c0, ir.Constant(I64, si.strides[sn]))),
-                    si.strides[sn], mask)
+        some = b.and_(b.icmp_signed("<", c0, shi),
+                      b.icmp_signed(">", b.add(c0, ir.Constant(I64, VL)), slo))
+        raw = load_if(g, some, lambda: vload(
+            g, si, sbase, b.add(off, b.mul(c0, ir.Constant(I64, si.strides[sn]))),
+            si.strides[sn], mask), ir.Constant(vty(rt), None))
         return vm.decode(e, raw, si.storage)
 
     if not vnni:
-        with e.loop(0, K, name="pk") as k:
-            slo, shi, off = row(k)
-            with e.loop(0, npan, name="pj") as jp:
-                for v in range(NR // VL):
-                    c0 = b.add(b.mul(jp, ir.Constant(I64, NR)), ir.Constant(I64, v * VL))
-                    f = vm.encode(e, values(slo, shi, off, c0), kind, di.dtype, "float32", exact)
-                    pos = b.add(b.mul(b.add(b.mul(jp, ir.Constant(I64, K)), k),
-                                      ir.Constant(I64, NR)), ir.Constant(I64, v * VL))
-                    e.store(f, e.gep(dbase, b.mul(pos, ir.Constant(I64, 4))), 4)
+        # column vectors outer, rows inner: the loads of one vector's rows are independent and
+        # close together (many in flight: a clipped tile's rows are often cache misses), and a
+        # vector with no valid column is only zeros, without a test per row
+        clo, chi = s_rng[sn]
+        zero_f = ir.Constant(vty(F32), None)
+        with e.loop(0, npan, name="pj") as jp:
+            for v in range(NR // VL):
+                c0 = b.add(b.mul(jp, ir.Constant(I64, NR)), ir.Constant(I64, v * VL))
+                some = b.and_(b.icmp_signed("<", c0, chi),
+                              b.icmp_signed(">", b.add(c0, ir.Constant(I64, VL)), clo))
+                mask = lane_mask(g, c0, clo, chi)
+                col = b.mul(c0, ir.Constant(I64, si.strides[sn]))
+
+                def stores(value):
+                    with e.loop(0, K, name="pk") as k:
+                        pos = b.add(b.mul(b.add(b.mul(jp, ir.Constant(I64, K)), k),
+                                          ir.Constant(I64, NR)), ir.Constant(I64, v * VL))
+                        e.store(value(k), e.gep(dbase, b.mul(pos, ir.Constant(I64, 4))), 4)
+
+                def loaded(k):
+                    ok = b.and_(s_ok1, inside(g, k, *s_rng[sk]))
+                    off = b.add(b.add(s_off0, b.mul(k, ir.Constant(I64, si.strides[sk]))), col)
+                    raw = load_if(g, ok, lambda: vload(g, si, sbase, off, si.strides[sn], mask),
+                                  ir.Constant(vty(rt), None))
+                    return vm.encode(e, vm.decode(e, raw, si.storage), kind, di.dtype,
+                                     "float32", exact)
+
+                with b.if_else(some) as (then, other):
+                    with then:
+                        stores(loaded)
+                    with other:
+                        stores(lambda k: zero_f)
         return
     with e.loop(0, kp_total, name="pk") as kp:
         k0 = b.mul(kp, ir.Constant(I64, 2))
@@ -249,9 +277,9 @@ def _copy_transposed(g, si, di, sbase, dbase, s_off0, s_dims, kind, exact, row_o
             if isinstance(ok, ir.Constant) and not ok.constant:  # known outside: no load
                 rows.append(zero)
                 continue
-            mask = kmask if isinstance(ok, ir.Constant) else b.and_(kmask, e.splat(ok))
-            raw = vload(g, si, sbase, b.add(b.add(row0, ir.Constant(I64, r * si.strides[sn])),
-                                            koff), si.strides[sk], mask)
+            at = b.add(b.add(row0, ir.Constant(I64, r * si.strides[sn])), koff)
+            raw = load_if(g, ok, lambda at=at: vload(g, si, sbase, at, si.strides[sk], kmask),
+                          ir.Constant(vty(STORAGE[si.storage][0]), None))
             rows.append(vm.encode(e, vm.decode(e, raw, si.storage), kind, di.dtype, "float32",
                                   exact))
         store_transposed(e, rows, nk, dbase, k0, j, K)

@@ -347,6 +347,9 @@ def run(artifact: LLVMArtifact, args) -> None:
         _, scratch = _arena(size, k.loc)
         code = fn(ptrs, 0, nblocks, scratch)
     else:
+        # guided chunks: runs of consecutive blocks (they share operand tiles), at most a
+        # quarter of a thread's share, shrinking with what is left so the threads finish
+        # together (a last big chunk on one thread would leave the others idle)
         chunk = max(1, nblocks // (threads * 4))
         state = {"next": 0, "code": 0}
         lock = threading.Lock()
@@ -358,7 +361,8 @@ def run(artifact: LLVMArtifact, args) -> None:
                     lo = state["next"]
                     if lo >= nblocks or state["code"]:
                         return
-                    hi = min(nblocks, lo + chunk)
+                    left = nblocks - lo
+                    hi = lo + max(1, min(chunk, -(-left // (threads * 2))))
                     state["next"] = hi
                 c = fn(ptrs, lo, hi, scratch)
                 if c:
