@@ -2,7 +2,8 @@
 from .einsum import einsum  # noqa: F401
 from .hc import tf32_hc_prenorm_gemm  # noqa: F401
 from .kgrouped import (  # noqa: F401
-    k_grouped_bf16_gemm_tn_contiguous, k_grouped_fp8_gemm_tn_contiguous,
+    k_grouped_bf16_gemm_tn_contiguous, k_grouped_fp8_gemm_nt_contiguous,
+    k_grouped_fp8_gemm_tn_contiguous,
 )
 from .mega import bf16_mega_moe, fp8_mega_moe  # noqa: F401
 from .mqa import fp8_fp4_mqa_logits, fp8_mqa_logits  # noqa: F401
