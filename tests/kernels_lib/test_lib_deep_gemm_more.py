@@ -55,3 +55,96 @@ def test_k_grouped_fp8_gemm_nt_contiguous_errors():
         dg.k_grouped_fp8_gemm_nt_contiguous((qa, sa.T), (qb, sb.T), d, [200, 56], c=d)
     with pytest.raises(ValueError, match="sum_k \\* M"):
         dg.k_grouped_fp8_gemm_nt_contiguous((qa[:128], sa.T), (qb, sb.T), d, ks, c=d)
+
+
+def _per_channel(x):
+    """(1, 1, 128) along the leading axis: e4m3 values and scales [ceil(rows/128), cols]."""
+    rows, cols = x.shape
+    rb = -(-rows // 128)
+    xp = np.zeros((rb * 128, cols))
+    xp[:rows] = x
+    v = xp.reshape(rb, 128, cols)
+    sf = np.maximum(np.abs(v).max(1), 1e-4) / 448.0
+    q = (v / sf[:, None, :]).reshape(rb * 128, cols)[:rows].astype(FP8)
+    deq = q.astype(np.float64) * np.repeat(sf, 128, 0)[:rows]
+    return q, sf.astype(np.float32), deq
+
+
+def _per_token3(x):
+    """Per-token (1, 128) scales of a [B, H, K] operand: values, sf [B, H, ceil(K/128)], and the
+    float64 dequantised values."""
+    Bn, H, K = x.shape
+    q, sf = quant_per_token(x.reshape(Bn * H, K))
+    deq = q.astype(np.float64) * np.repeat(sf.astype(np.float64), 128, 1)[:, :K]
+    return q.reshape(Bn, H, K), sf.reshape(Bn, H, -1), deq.reshape(Bn, H, K)
+
+
+def _per_block_heads(y):
+    """(128, 128) block scales of each head's [rows, cols] matrix: values, sf [H, rb, cb],
+    float64 dequantised."""
+    qs, sfs, deqs = [], [], []
+    for yh in y:
+        q, sf = quant_per_block(yh)
+        s = np.repeat(np.repeat(sf.astype(np.float64), 128, 0), 128, 1)[:yh.shape[0], :yh.shape[1]]
+        qs.append(q), sfs.append(sf), deqs.append(q.astype(np.float64) * s)
+    return np.stack(qs), np.stack(sfs), np.stack(deqs)
+
+
+@pytest.mark.parametrize("chip", CHIPS)
+@pytest.mark.parametrize("expr", ("bhr,hdr->bhd", "bhd,hdr->bhr"))
+@pytest.mark.parametrize("out", (BF16, np.float32))
+def test_fp8_einsum_per_head(target, chip, expr, out):
+    r = rng(13)
+    Bn, H, K, N = 70, 3, 200, 136  # batch not a multiple of the tile, K with a tail, N > 128
+    x = r.standard_normal((Bn, H, K))
+    qx, sx, dx = _per_token3(x)
+    if expr == "bhr,hdr->bhd":
+        qy, sy, dy = _per_block_heads(r.standard_normal((H, N, K)))
+    else:
+        qy, sy, dy = _per_block_heads(r.standard_normal((H, K, N)))
+    want = np.einsum(expr, dx, dy)
+    d = np.full((Bn, H, N), 5, out)
+    if out is np.float32:  # c = d accumulates
+        c0 = r.standard_normal((Bn, H, N)).astype(np.float32)
+        d[...] = c0
+        dg.fp8_einsum(expr, (qx, sx), (qy, sy), d, d, target=target, chip=chip)
+        want = want + c0
+    else:
+        dg.fp8_einsum(expr, (qx, sx), (qy, sy), d, target=target, chip=chip)
+    close(d, want, "bfloat16" if out is BF16 else "float32", scale=np.sqrt(K) * 4)
+
+
+@pytest.mark.parametrize("chip", CHIPS)
+@pytest.mark.parametrize("c_mode", ("inplace", "separate", None))
+def test_fp8_einsum_bhd_bhr_hdr(target, chip, c_mode):
+    r = rng(14)
+    Bn, H, D, R = 200, 2, 37, 136  # the batch (K) not a multiple of 128, odd D
+    qx, sx, dx = _per_channel(r.standard_normal((Bn, H * D)))
+    qy, sy, dy = _per_channel(r.standard_normal((Bn, H * R)))
+    want = np.einsum("bhd,bhr->hdr", dx.reshape(Bn, H, D), dy.reshape(Bn, H, R))
+    a = (qx.reshape(Bn, H, D), sx.reshape(-1, H, D))
+    b = (qy.reshape(Bn, H, R), sy.reshape(-1, H, R))
+    c0 = (r.standard_normal((H, D, R)) * 10).astype(np.float32)
+    d = np.full((H, D, R), 9, np.float32)
+    if c_mode == "inplace":
+        d[...] = c0
+        dg.fp8_einsum("bhd,bhr->hdr", a, b, d, d, recipe=(1, 1, 128), target=target, chip=chip)
+    elif c_mode == "separate":
+        dg.fp8_einsum("bhd,bhr->hdr", a, b, d, c0, recipe=(1, 1, 128), target=target, chip=chip)
+    else:
+        dg.fp8_einsum("bhd,bhr->hdr", a, b, d, target=target, chip=chip)
+        c0 = 0
+    close(d, want + c0, "float32", scale=np.sqrt(Bn) * 10)
+
+
+def test_fp8_einsum_errors():
+    r = rng(15)
+    qx, sx, _ = _per_token3(r.standard_normal((4, 2, 128)))
+    qy, sy, _ = _per_block_heads(r.standard_normal((2, 64, 128)))
+    with pytest.raises(ValueError, match="not supported"):
+        dg.fp8_einsum("bmk,bnk->mn", (qx, sx), (qy, sy), np.zeros((4, 64), np.float32))
+    with pytest.raises(ValueError, match="sfb"):
+        dg.fp8_einsum("bhr,hdr->bhd", (qx, sx), (qy, sy[:, :, :0]), np.zeros((4, 2, 64), BF16))
+    with pytest.raises(ValueError, match="float32"):
+        d = np.zeros((4, 2, 64), BF16)
+        dg.fp8_einsum("bhr,hdr->bhd", (qx, sx), (qy, sy), d, d)

@@ -47,6 +47,23 @@ def cases():
            dg.k_grouped_bf16_gemm_tn_contiguous,
            (r.standard_normal((128, 16)).astype(BF16), r.standard_normal((128, 24)).astype(BF16),
             np.zeros((2, 16, 24), np.float32), ks), {"c": kc})
+    kn = [128, 0, 256]  # the nt form: flat K-major groups, one launch per non-empty group
+    for chip in ("ascend910b", "ascend950"):
+        yield (f"k_grouped_fp8_gemm_nt_contiguous ({chip})", dg.k_grouped_fp8_gemm_nt_contiguous,
+               ((r.standard_normal(384 * 9).astype(FP8), np.ones((9, 3), np.float32)),
+                (r.standard_normal(384 * 24).astype(FP8), np.ones((24, 3), np.float32)),
+                np.zeros((3, 9, 24), np.float32), kn), {"chip": chip})
+    ex, esx = quant_per_token(r.standard_normal((10, 130)))
+    ey, esy = quant_per_block(r.standard_normal((24, 130)))
+    yield ("fp8_einsum bhr,hdr->bhd", dg.fp8_einsum,
+           ("bhr,hdr->bhd", (ex.reshape(5, 2, 130), esx.reshape(5, 2, 2)),
+            (np.stack([ey[:12], ey[12:]]), np.stack([esy, esy])), np.zeros((5, 2, 12), BF16)), {})
+    yield ("fp8_einsum bhd,bhr->hdr (separate C)", dg.fp8_einsum,
+           ("bhd,bhr->hdr", (r.standard_normal((130, 2, 9)).astype(FP8),
+                             np.ones((2, 2, 9), np.float32)),
+            (r.standard_normal((130, 2, 16)).astype(FP8), np.ones((2, 2, 16), np.float32)),
+            np.zeros((2, 9, 16), np.float32)),
+           {"c": r.standard_normal((2, 9, 16)).astype(np.float32), "chip": "ascend950"})
     lay_nn = _layout([3, 0, 1])
     qx = quant_per_token(r.standard_normal((lay_nn.size, 256)))
     qg = [quant_per_block(r.standard_normal((136, 256))) for _ in range(3)]

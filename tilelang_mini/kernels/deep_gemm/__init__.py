@@ -1,5 +1,5 @@
 """DeepGEMM's Python API on tilelang_mini tile kernels (names and conventions as DeepGEMM's)."""
-from .einsum import einsum  # noqa: F401
+from .einsum import einsum, fp8_einsum  # noqa: F401
 from .hc import tf32_hc_prenorm_gemm  # noqa: F401
 from .kgrouped import (  # noqa: F401
     k_grouped_bf16_gemm_tn_contiguous, k_grouped_fp8_gemm_nt_contiguous,
