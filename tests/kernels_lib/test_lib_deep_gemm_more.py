@@ -148,3 +148,69 @@ def test_fp8_einsum_errors():
     with pytest.raises(ValueError, match="float32"):
         d = np.zeros((4, 2, 64), BF16)
         dg.fp8_einsum("bhr,hdr->bhd", (qx, sx), (qy, sy), d, d)
+
+
+E2M1 = np.array([0, 0.5, 1, 1.5, 2, 3, 4, 6, -0.0, -0.5, -1, -1.5, -2, -3, -4, -6])
+
+
+def fp4_rows(r, rows, D, lead=()):
+    """Random packed e2m1 rows ([*lead, rows, D/2] int8, even index in the low nibble), their
+    UE8M0 exponents per 32 values packed four to an int32 ([*lead, rows]; unused bytes 127), and
+    the float64 values code * 2^(e - 127)."""
+    shape = (*lead, rows)
+    codes = r.integers(0, 16, (*shape, D))
+    exps = r.integers(122, 133, (*shape, D // 32))
+    packed = (codes[..., 0::2] | (codes[..., 1::2] << 4)).astype(np.uint8).view(np.int8)
+    e4 = np.full((*shape, 4), 127, np.int64)
+    e4[..., :D // 32] = exps
+    sf = (e4[..., 0] | (e4[..., 1] << 8) | (e4[..., 2] << 16) | (e4[..., 3] << 24))
+    sf = sf.astype(np.uint32).view(np.int32)
+    vals = E2M1[codes] * np.repeat(2.0 ** (exps - 127), 32, axis=-1)
+    return packed, sf, vals
+
+
+@pytest.mark.parametrize("chip", CHIPS)
+@pytest.mark.parametrize("D", (64, 128))
+def test_fp8_fp4_mqa_logits_fp4_q(target, chip, D):
+    r = rng(16)
+    S, H, SK = 70, 3, 200  # rows and keys not multiples of the tiles
+    q, q_sf, qd = fp4_rows(r, H, D, lead=(S,))
+    kv, kv_sf, kd = fp4_rows(r, SK, D)
+    w = r.standard_normal((S, H)).astype(np.float32)
+    ks = r.integers(0, SK // 4, S).astype(np.int32)
+    ke = np.minimum(ks + r.integers(0, SK, S), SK).astype(np.int32)
+    ke[5] = ks[5]  # an empty window
+    score = np.maximum(np.einsum("shd,td->sht", qd, kd), 0)
+    want = np.einsum("sht,sh->st", score, w.astype(np.float64))
+    t = np.arange(SK)
+    inside = (t[None, :] >= ks[:, None]) & (t[None, :] < ke[:, None])
+    for clean in (True, False):
+        logits = np.full((S, SK), 3, np.float32)
+        dg.fp8_fp4_mqa_logits((q, q_sf), (kv, kv_sf), w, ks, ke, clean_logits=clean,
+                              logits=logits, target=target, chip=chip)
+        ref = np.where(inside, want, -np.inf) if clean else want
+        finite = np.isfinite(ref)
+        assert np.array_equal(np.isneginf(logits), ~finite)
+        close(logits[finite], ref[finite], "float32", scale=float(np.abs(want).max()))
+
+
+@pytest.mark.parametrize("chip", CHIPS)
+def test_fp8_fp4_paged_mqa_logits_fp4(target, chip):
+    from test_lib_mqa import paged_ref
+    r = rng(17)
+    B, NN, H, D, BKV, MAXB, NB, L = 3, 2, 3, 64, 16, 4, 13, 60
+    lens = np.array([37, 2, 64], np.int32)  # a tail page, fewer keys than a page, a full table
+    codes, sf, kvd = fp4_rows(r, BKV, D, lead=(NB,))
+    cache = np.empty((NB, BKV * (D // 2 + 4)), np.uint8)  # DeepGEMM's FP4 cache layout
+    cache[:, :BKV * D // 2] = codes.reshape(NB, -1).view(np.uint8)
+    cache[:, BKV * D // 2:] = sf.reshape(NB, BKV).view(np.uint8)
+    q, q_sf, qd = fp4_rows(r, H, D, lead=(B, NN))
+    w = r.standard_normal((B * NN, H)).astype(np.float32)
+    bt = r.permutation(NB)[:B * MAXB].reshape(B, MAXB).astype(np.int32)
+    meta = dg.get_paged_mqa_logits_metadata(lens, BKV, 4)
+    got = dg.fp8_fp4_paged_mqa_logits((q, q_sf), cache.reshape(NB, BKV, 1, D // 2 + 4), w, lens,
+                                      bt, meta, L, target=target, chip=chip)
+    want = paged_ref(qd, kvd[:, :, None, :], w, lens, bt, L)
+    finite = np.isfinite(want)
+    assert np.array_equal(np.isneginf(got), ~finite)
+    close(got[finite], want[finite], "float32", scale=float(np.abs(want[finite]).max()))

@@ -9,12 +9,20 @@ and, with clean_logits, -inf outside the window. One kernel: block (bx, by) owns
 rows and block_N keys; for each head the cube computes the (block_M x block_N) scores and the
 vector unit folds relu(score * sf) * w into the accumulator. The window is applied as
 `+ log(inside)` (log 1 = 0, log 0 = -inf), which needs no select.
+
+FP4 (`fp8_fp4_mqa_logits` with q = (q, q_sf)): q [S, H, D/2] and kv [SK, D/2] hold e2m1 codes two
+a byte (the even index in the low nibble), with UE8M0 scales per 32 values packed four to an
+int32 (byte j, little-endian, is group j's exponent: DeepGEMM's `per_token_cast_to_fp4(...,
+gran_k=32, use_packed_ue8m0=True)`), q_sf [S, H], kv_sf [SK]. The kernel dequantises the tiles
+on the vector unit (nibble, `T.reinterpret` as float4_e2m1fn, times `2^(e - 127)` built as the
+float32 bits `e << 23`) into bfloat16 (exact) and runs the same head loop with a bfloat16 cube
+GEMM; the logits are `sum_h relu(q_h . kv) * w_h` (the scales are inside the dot product).
 """
 import numpy as np
 
 import tilelang_mini.language as T
 
-from .._core import Plan, as_input, as_output, check_shape, library_function
+from .._core import Plan, as_input, as_output, check_shape, library_function, to_numpy
 from ._tiles import fp8_cube
 
 
@@ -64,6 +72,127 @@ def mqa_logits_kernel(S, H, D, SK, clean, cube_fp8, block_M=64, block_N=128):
     return fp8_mqa_logits
 
 
+def fp4_dequant(ctx_rows, D):
+    """A T.macro: dst [rows, D] bfloat16 = the packed e2m1 codes src [rows, D/2] (int8) times the
+    UE8M0 exponent byte of their 32-value group, sfb[i, sf0 + k // 32] (uint8); code is an int32
+    scratch tile [rows, D]."""
+
+    @T.macro
+    def dequant(src, sfb, sf0, code, dst):
+        for i, k in T.Parallel(ctx_rows, D):
+            code[i, k] = (T.cast(src[i, k // 2], "int32") >> ((k % 2) * 4)) & 15
+        for i, k in T.Parallel(ctx_rows, D):
+            dst[i, k] = T.cast(T.reinterpret(code[i, k], "float4_e2m1fn") * T.reinterpret(
+                T.cast(sfb[i, sf0 + k // 32], "int32") << 23, "float32"), "bfloat16")
+
+    return dequant
+
+
+def mqa_logits_fp4_kernel(S, H, D, SK, clean, block_M=64, block_N=128):
+    """The FP4 form (see the module doc): Q [S, H, D/2] int8 with QSF [S, H * 4] uint8 (the
+    packed int32 scales' bytes), KV [SK, D/2] int8 with KSF [SK, 4] uint8."""
+    dq_q = fp4_dequant(block_M, D)
+    dq_k = fp4_dequant(block_N, D)
+    D2 = D // 2
+
+    @T.prim_func
+    def fp4_mqa_logits(Q: T.Tensor((S, H, D2), "int8"), QSF: T.Tensor((S, H * 4), "uint8"),
+                       KV: T.Tensor((SK, D2), "int8"), KSF: T.Tensor((SK, 4), "uint8"),
+                       W: T.Tensor((S, H), "float32"), KS: T.Tensor((S,), "int32"),
+                       KE: T.Tensor((S,), "int32"), L: T.Tensor((S, SK), "float32")):
+        with T.Kernel(T.ceildiv(SK, block_N), T.ceildiv(S, block_M)) as (bx, by):
+            q_b = T.alloc_shared((block_M, D2), "int8")
+            k_b = T.alloc_shared((block_N, D2), "int8")
+            q_sf = T.alloc_fragment((block_M, H * 4), "uint8")
+            k_sf = T.alloc_fragment((block_N, 4), "uint8")
+            q_c = T.alloc_fragment((block_M, D), "int32")
+            k_c = T.alloc_fragment((block_N, D), "int32")
+            q_w = T.alloc_shared((block_M, D), "bfloat16")
+            k_w = T.alloc_shared((block_N, D), "bfloat16")
+            score = T.alloc_fragment((block_M, block_N), "float32")
+            acc = T.alloc_fragment((block_M, block_N), "float32")
+            w = T.alloc_fragment((block_M, H), "float32")
+            ks = T.alloc_fragment((block_M,), "int32")
+            ke = T.alloc_fragment((block_M,), "int32")
+            T.copy(KV[bx * block_N, 0], k_b)
+            T.copy(KSF[bx * block_N, 0], k_sf)
+            T.copy(QSF[by * block_M, 0], q_sf)
+            T.copy(W[by * block_M, 0], w)
+            dq_k(k_b, k_sf, 0, k_c, k_w)
+            T.clear(acc)
+            for h in T.serial(H):
+                T.copy(Q[by * block_M:(by + 1) * block_M, h, :], q_b)
+                dq_q(q_b, q_sf, h * 4, q_c, q_w)
+                T.gemm(q_w, k_w, score, transpose_B=True, clear_accum=True)
+                for i, j in T.Parallel(block_M, block_N):
+                    acc[i, j] = acc[i, j] + T.max(score[i, j], 0.0) * w[i, h]
+            if clean:
+                T.copy(KS[by * block_M], ks)
+                T.copy(KE[by * block_M], ke)
+                for i, j in T.Parallel(block_M, block_N):
+                    acc[i, j] = acc[i, j] + T.log(T.cast(
+                        (bx * block_N + j >= ks[i]) and (bx * block_N + j < ke[i]), "float32"))
+            T.copy(acc, L[by * block_M, bx * block_N])
+
+    return fp4_mqa_logits
+
+
+def packed_sf_bytes(x, shape, name):
+    """The bytes of DeepGEMM's int32-packed UE8M0 scales (four a value, little-endian), as a
+    uint8 view [*shape, 4] (layout only: no arithmetic)."""
+    arr = as_input(x, None, name)
+    if arr.dtype.itemsize != 4 or arr.dtype.kind not in "iu":
+        raise ValueError(f"{name}: FP4 scales are UE8M0 bytes packed four to an int32 "
+                         f"(per_token_cast_to_fp4(..., use_packed_ue8m0=True)), got {arr.dtype}")
+    check_shape(arr, shape, name)
+    return np.ascontiguousarray(arr.astype("<i4", copy=False)).view(np.uint8).reshape(*shape, 4)
+
+
+def packed_fp4(x, shape, name):
+    """Packed e2m1 codes (int8/uint8, or torch's float4_e2m1fn_x2 bytes) of `shape` as int8."""
+    arr = to_numpy(x, name)
+    if arr.dtype not in (np.int8, np.uint8):
+        raise ValueError(f"{name}: FP4 values are e2m1 codes packed two a byte (int8/uint8), got "
+                         f"{arr.dtype}")
+    arr = np.ascontiguousarray(arr.view(np.int8))
+    check_shape(arr, shape, name)
+    return arr
+
+
+def _logits_fp4(ctx, plan, q, q_sf, kv, weights, ks, ke, clean, logits):
+    q0 = to_numpy(q, "q")
+    if q0.ndim != 3:
+        raise ValueError(f"q must be [S, H, D/2] packed FP4, got {q0.shape}")
+    S, H, D2 = q0.shape
+    D = 2 * D2
+    if D % 32 or D > 128:
+        raise ValueError(f"FP4 q: head dim {D} must be a multiple of 32 up to 128 (one UE8M0 "
+                         f"scale per 32 values, four packed in an int32)")
+    q_arr = packed_fp4(q0, (S, H, D2), "q")
+    qsf = packed_sf_bytes(q_sf, (S, H), "q_sf").reshape(S, H * 4)
+    kv0 = to_numpy(kv[0], "kv")
+    SK = kv0.shape[0]
+    kv_arr = packed_fp4(kv0, (SK, D2), "kv (packed FP4 with an FP4 q)")
+    ksf = packed_sf_bytes(kv[1], (SK,), "kv_sf")
+    w_arr = as_input(weights, "float32", "weights")
+    check_shape(w_arr, (S, H), "weights")
+    out = np.empty((S, SK), np.float32) if logits is None else as_output(plan, logits, "logits",
+                                                                          "float32")
+    check_shape(out, (S, SK), "logits")
+    kernel = ctx.compile(mqa_logits_fp4_kernel, S, H, D, SK, bool(clean))
+    plan.launch(kernel, q_arr, qsf, kv_arr, ksf, w_arr, ks, ke, out)
+    plan.result = out if logits is None else logits
+    return plan
+
+
+def _windows(ks, ke, S):
+    ks = as_input(ks, "int32", "cu_seq_len_k_start").reshape(-1)
+    ke = as_input(ke, "int32", "cu_seq_len_k_end").reshape(-1)
+    check_shape(ks, (S,), "cu_seq_len_k_start")
+    check_shape(ke, (S,), "cu_seq_len_k_end")
+    return ks, ke
+
+
 @library_function
 def fp8_mqa_logits(ctx, q, kv, weights, cu_seq_len_k_start, cu_seq_len_k_end, clean_logits=True,
                    max_seqlen_k=0, logits=None):
@@ -98,14 +227,19 @@ def fp8_mqa_logits(ctx, q, kv, weights, cu_seq_len_k_start, cu_seq_len_k_end, cl
 @library_function
 def fp8_fp4_mqa_logits(ctx, q, kv, weights, cu_seq_len_k_start, cu_seq_len_k_end,
                        clean_logits=True, max_seqlen_k=0, logits_dtype=None, logits=None):
-    """DeepGEMM's newer name: q = (q e4m3, None) or q alone is fp8_mqa_logits; an FP4 q (with
-    its scales) is not supported here. Logits are float32."""
+    """DeepGEMM's newer name: q = (q e4m3, None) or q alone is fp8_mqa_logits; q = (q packed
+    FP4 [S, H, D/2], q_sf int32 [S, H]) with kv = (packed FP4 [SK, D/2], kv_sf int32 [SK]) is
+    the FP4 form (module doc). Logits are float32."""
     q0, q_sf = q if isinstance(q, tuple) else (q, None)
-    if q_sf is not None:
-        raise ValueError("fp8_fp4_mqa_logits: FP4 q (q with scales) is not supported; pass an "
-                         "e4m3 q (q, None)")
     if logits_dtype not in (None, "float32", np.float32) and str(logits_dtype) not in (
             "torch.float32", "float32"):
         raise ValueError(f"logits_dtype {logits_dtype!r}: only float32 logits are supported")
-    return fp8_mqa_logits.plan(ctx, q0, kv, weights, cu_seq_len_k_start, cu_seq_len_k_end,
-                               clean_logits, max_seqlen_k, logits)
+    if q_sf is None:
+        return fp8_mqa_logits.plan(ctx, q0, kv, weights, cu_seq_len_k_start, cu_seq_len_k_end,
+                                   clean_logits, max_seqlen_k, logits)
+    if int(max_seqlen_k or 0):
+        raise ValueError(f"max_seqlen_k={max_seqlen_k}: only the full [S, SK] logits layout "
+                         f"(max_seqlen_k=0) is supported")
+    S = to_numpy(q0, "q").shape[0]
+    ks, ke = _windows(cu_seq_len_k_start, cu_seq_len_k_end, S)
+    return _logits_fp4(ctx, Plan(), q0, q_sf, kv, weights, ks, ke, clean_logits, logits)
