@@ -89,6 +89,24 @@ def cases():
             r.standard_normal((2, H)).astype(np.float32), cl,
             np.array([[2, 0], [1, 1]], np.int32), dg.get_paged_mqa_logits_metadata(cl, 64, 2),
             80), {"logits": np.zeros((2, 80), np.float32)})
+    from test_lib_deep_gemm_more import fp4_rows
+    fq, fqs, _ = fp4_rows(r, H, D, lead=(S,))
+    fk, fks, _ = fp4_rows(r, SK, D)
+    yield ("fp8_fp4_mqa_logits (FP4 q, kv)", dg.fp8_fp4_mqa_logits,
+           ((fq, fqs), (fk, fks), r.standard_normal((S, H)).astype(np.float32),
+            np.zeros(S, np.int32), np.arange(S, dtype=np.int32) * 7),
+           {"logits": np.zeros((S, SK), np.float32), "chip": "ascend950"})
+    pc, pcs, _ = fp4_rows(r, 16, D, lead=(3,))
+    fcache = np.empty((3, 16 * (D // 2 + 4)), np.uint8)
+    fcache[:, :16 * D // 2] = pc.reshape(3, -1).view(np.uint8)
+    fcache[:, 16 * D // 2:] = pcs.view(np.uint8)
+    pq, pqs, _ = fp4_rows(r, H, D, lead=(2, 1))
+    fcl = np.array([20, 5], np.int32)
+    yield ("fp8_fp4_paged_mqa_logits (FP4 q, cache)", dg.fp8_fp4_paged_mqa_logits,
+           ((pq, pqs), fcache.reshape(3, 16, 1, D // 2 + 4),
+            r.standard_normal((2, H)).astype(np.float32), fcl,
+            np.array([[2, 0], [1, 1]], np.int32), dg.get_paged_mqa_logits_metadata(fcl, 16, 2),
+            32), {"logits": np.zeros((2, 32), np.float32)})
     yield ("get_paged_mqa_logits_metadata", dg.get_paged_mqa_logits_metadata,
            (np.array([70, 0, 130], np.int32), 64, 3), {})
     x = r.standard_normal((19, 300)).astype(np.float32)
