@@ -214,3 +214,27 @@ def test_fp8_fp4_paged_mqa_logits_fp4(target, chip):
     finite = np.isfinite(want)
     assert np.array_equal(np.isneginf(got), ~finite)
     close(got[finite], want[finite], "float32", scale=float(np.abs(want[finite]).max()))
+
+
+@pytest.mark.parametrize("layout", ("nt", "nn", "tn", "tt"))
+@pytest.mark.parametrize("per_block", (True, False))
+def test_fp8_gemm_256_row_tiles_on_950(target, layout, per_block):
+    """M past one 128-row tile on the 950 with fp32 scales: 256-row tiles (scaled_block_m), one
+    full and one partial (M 300), per-block and per-channel sfb, C separate."""
+    from refs import dequant_per_token
+    from test_lib_deep_gemm import _store
+    r = rng(18)
+    M, N, K = 300, 136, 390
+    qa, sa = quant_per_token(r.standard_normal((M, K)))
+    if per_block:
+        qb, sb = quant_per_block(r.standard_normal((N, K)))
+        s = np.repeat(np.repeat(sb.astype(np.float64), 128, 0), 128, 1)[:N, :K]
+        db = qb.astype(np.float64) * s
+    else:
+        qb, sb = quant_per_token(r.standard_normal((N, K)))
+        db = dequant_per_token(qb, sb)
+    c = r.standard_normal((M, N)).astype(np.float32)
+    d = np.full((M, N), 7, np.float32)
+    getattr(dg, f"fp8_gemm_{layout}")((_store(qa, layout, "a"), sa), (_store(qb, layout, "b"), sb),
+                                      d, c=c, target=target, chip="ascend950")
+    close(d, dequant_per_token(qa, sa) @ db.T + c, "float32", scale=np.sqrt(K) * 4)

@@ -24,6 +24,9 @@ def cases():
     qa, sa = quant_per_token(r.standard_normal((20, 300)))
     qb, sb = quant_per_block(r.standard_normal((24, 300)))
     yield "fp8_gemm_nt", dg.fp8_gemm_nt, ((qa, sa), (qb, sb), np.zeros((20, 24), np.float32)), {}
+    qa2, sa2 = quant_per_token(r.standard_normal((130, 300)))
+    yield ("fp8_gemm_nt (950, 256-row tile)", dg.fp8_gemm_nt,
+           ((qa2, sa2), (qb, sb), np.zeros((130, 24), np.float32)), {"chip": "ascend950"})
     hb = quant_per_block(r.standard_normal((48, 300)))
     yield ("fp8_gemm_nt_skip_head_mid", dg.fp8_gemm_nt_skip_head_mid,
            ((qa, sa), hb, np.full((20, 64), 3, BF16), (16, 8, 8)), {})

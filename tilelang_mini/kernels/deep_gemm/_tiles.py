@@ -28,6 +28,21 @@ def fp8_cube(chip: str) -> bool:
     return get_chip(chip).fp8_cube
 
 
+def scaled_block_m(chip: str, M: int) -> int:
+    """The M tile of a dense FP8 GEMM with fp32 scales on an FP8 cube: every 128-K step's fp32
+    partial leaves L0C through FixPipe, 4 bytes an output element per 128 K, and on the 950 that
+    is as fast as the cube (FixPipe 256 B/cycle, FP8 MMAD 8192 MACs/cycle: 1/64 cycle an output
+    element a step for each), so the per-transfer FixPipe latency decides the bound. A 256-row
+    tile halves the transfers (and the B loads) per output; it is taken when M has more than one
+    128-row tile and L0C holds two 256 x 128 fp32 partials (the next step's MMAD writes one while
+    FixPipe drains the other). 128 otherwise (the 910b widens on the vector unit: 64 there)."""
+    from ...arch import get_chip
+    c = get_chip(chip)
+    if c.fp8_cube and M > SF_GRAN and c.capacity_of("L0C") >= 2 * (2 * SF_GRAN) * SF_GRAN * 4:
+        return 2 * SF_GRAN
+    return SF_GRAN
+
+
 def sum_with_c(block_M, block_N, with_c):
     """The epilogue's sum as a T.macro: out = C tile (float32, at (by, bx)) + acc, or acc."""
 
