@@ -14,30 +14,38 @@ FP4 (`fp8_fp4_mqa_logits` with q = (q, q_sf)): q [S, H, D/2] and kv [SK, D/2] ho
 a byte (the even index in the low nibble), with UE8M0 scales per 32 values packed four to an
 int32 (byte j, little-endian, is group j's exponent: DeepGEMM's `per_token_cast_to_fp4(...,
 gran_k=32, use_packed_ue8m0=True)`), q_sf [S, H], kv_sf [SK]. The kernel dequantises the tiles
-on the vector unit (nibble, `T.reinterpret` as float4_e2m1fn, times `2^(e - 127)` built as the
-float32 bits `e << 23`) into bfloat16 (exact) and runs the same head loop with a bfloat16 cube
-GEMM; the logits are `sum_h relu(q_h . kv) * w_h` (the scales are inside the dot product).
+(a prepass kernel per operand, `fp4_decode`: nibble, `T.reinterpret` as float4_e2m1fn, times
+`2^(e - 127)` built as the float32 bits `e << 23`) into bfloat16 (exact), once for all key
+blocks, then runs the same logits kernel on bfloat16 tiles (no scale left to apply): the logits
+are `sum_h relu(q_h . kv) * w_h` (the scales are inside the dot product).
 """
 import numpy as np
 
 import tilelang_mini.language as T
 
+from ...ir import dtypes
+
 from .._core import Plan, as_input, as_output, check_shape, library_function, to_numpy
 from ._tiles import fp8_cube
 
 
-def mqa_logits_kernel(S, H, D, SK, clean, cube_fp8, block_M=64, block_N=128):
+def mqa_logits_kernel(S, H, D, SK, clean, cube_fp8, block_M=64, block_N=128,
+                      in_dtype="float8_e4m3fn"):
+    """in_dtype "bfloat16": q and kv already hold the values (the FP4 form, decoded by
+    fp4_decode_kernel), SF is all ones and not read."""
     mma = "float8_e4m3fn" if cube_fp8 else "bfloat16"
-    widen = not cube_fp8
+    mma = "bfloat16" if in_dtype == "bfloat16" else mma
+    widen = mma != in_dtype
+    scaled = in_dtype != "bfloat16"
 
     @T.prim_func
-    def fp8_mqa_logits(Q: T.Tensor((S, H, D), "float8_e4m3fn"),
-                       KV: T.Tensor((SK, D), "float8_e4m3fn"), SF: T.Tensor((SK,), "float32"),
+    def fp8_mqa_logits(Q: T.Tensor((S, H, D), in_dtype),
+                       KV: T.Tensor((SK, D), in_dtype), SF: T.Tensor((SK,), "float32"),
                        W: T.Tensor((S, H), "float32"), KS: T.Tensor((S,), "int32"),
                        KE: T.Tensor((S,), "int32"), L: T.Tensor((S, SK), "float32")):
         with T.Kernel(T.ceildiv(SK, block_N), T.ceildiv(S, block_M)) as (bx, by):
-            q_s = T.alloc_shared((block_M, D), "float8_e4m3fn")
-            k_s = T.alloc_shared((block_N, D), "float8_e4m3fn")
+            q_s = T.alloc_shared((block_M, D), in_dtype)
+            k_s = T.alloc_shared((block_N, D), in_dtype)
             q_w = T.alloc_shared((block_M, D), mma)
             k_w = T.alloc_shared((block_N, D), mma)
             score = T.alloc_fragment((block_M, block_N), "float32")
@@ -47,7 +55,8 @@ def mqa_logits_kernel(S, H, D, SK, clean, cube_fp8, block_M=64, block_N=128):
             ks = T.alloc_fragment((block_M,), "int32")
             ke = T.alloc_fragment((block_M,), "int32")
             T.copy(KV[bx * block_N, 0], k_s)
-            T.copy(SF[bx * block_N], sf)
+            if scaled:
+                T.copy(SF[bx * block_N], sf)
             T.copy(W[by * block_M, 0], w)
             if widen:
                 T.copy(k_s, k_w)
@@ -59,8 +68,12 @@ def mqa_logits_kernel(S, H, D, SK, clean, cube_fp8, block_M=64, block_N=128):
                     T.gemm(q_w, k_w, score, transpose_B=True, clear_accum=True)
                 else:
                     T.gemm(q_s, k_s, score, transpose_B=True, clear_accum=True)
-                for i, j in T.Parallel(block_M, block_N):
-                    acc[i, j] = acc[i, j] + T.max(score[i, j] * sf[j], 0.0) * w[i, h]
+                if scaled:
+                    for i, j in T.Parallel(block_M, block_N):
+                        acc[i, j] = acc[i, j] + T.max(score[i, j] * sf[j], 0.0) * w[i, h]
+                else:
+                    for i, j in T.Parallel(block_M, block_N):
+                        acc[i, j] = acc[i, j] + T.max(score[i, j], 0.0) * w[i, h]
             if clean:
                 T.copy(KS[by * block_M], ks)
                 T.copy(KE[by * block_M], ke)
@@ -88,53 +101,25 @@ def fp4_dequant(ctx_rows, D):
     return dequant
 
 
-def mqa_logits_fp4_kernel(S, H, D, SK, clean, block_M=64, block_N=128):
-    """The FP4 form (see the module doc): Q [S, H, D/2] int8 with QSF [S, H * 4] uint8 (the
-    packed int32 scales' bytes), KV [SK, D/2] int8 with KSF [SK, 4] uint8."""
-    dq_q = fp4_dequant(block_M, D)
-    dq_k = fp4_dequant(block_N, D)
-    D2 = D // 2
+def fp4_decode_kernel(R, D, block_R=64):
+    """Y [R, D] bfloat16 = the values of X [R, D/2] (packed e2m1 codes, int8) times the UE8M0
+    exponent bytes SF [R, 4] (uint8, one per 32 values): exact in bfloat16."""
+    dq = fp4_dequant(block_R, D)
 
     @T.prim_func
-    def fp4_mqa_logits(Q: T.Tensor((S, H, D2), "int8"), QSF: T.Tensor((S, H * 4), "uint8"),
-                       KV: T.Tensor((SK, D2), "int8"), KSF: T.Tensor((SK, 4), "uint8"),
-                       W: T.Tensor((S, H), "float32"), KS: T.Tensor((S,), "int32"),
-                       KE: T.Tensor((S,), "int32"), L: T.Tensor((S, SK), "float32")):
-        with T.Kernel(T.ceildiv(SK, block_N), T.ceildiv(S, block_M)) as (bx, by):
-            q_b = T.alloc_shared((block_M, D2), "int8")
-            k_b = T.alloc_shared((block_N, D2), "int8")
-            q_sf = T.alloc_fragment((block_M, H * 4), "uint8")
-            k_sf = T.alloc_fragment((block_N, 4), "uint8")
-            q_c = T.alloc_fragment((block_M, D), "int32")
-            k_c = T.alloc_fragment((block_N, D), "int32")
-            q_w = T.alloc_shared((block_M, D), "bfloat16")
-            k_w = T.alloc_shared((block_N, D), "bfloat16")
-            score = T.alloc_fragment((block_M, block_N), "float32")
-            acc = T.alloc_fragment((block_M, block_N), "float32")
-            w = T.alloc_fragment((block_M, H), "float32")
-            ks = T.alloc_fragment((block_M,), "int32")
-            ke = T.alloc_fragment((block_M,), "int32")
-            T.copy(KV[bx * block_N, 0], k_b)
-            T.copy(KSF[bx * block_N, 0], k_sf)
-            T.copy(QSF[by * block_M, 0], q_sf)
-            T.copy(W[by * block_M, 0], w)
-            dq_k(k_b, k_sf, 0, k_c, k_w)
-            T.clear(acc)
-            for h in T.serial(H):
-                T.copy(Q[by * block_M:(by + 1) * block_M, h, :], q_b)
-                dq_q(q_b, q_sf, h * 4, q_c, q_w)
-                T.gemm(q_w, k_w, score, transpose_B=True, clear_accum=True)
-                for i, j in T.Parallel(block_M, block_N):
-                    acc[i, j] = acc[i, j] + T.max(score[i, j], 0.0) * w[i, h]
-            if clean:
-                T.copy(KS[by * block_M], ks)
-                T.copy(KE[by * block_M], ke)
-                for i, j in T.Parallel(block_M, block_N):
-                    acc[i, j] = acc[i, j] + T.log(T.cast(
-                        (bx * block_N + j >= ks[i]) and (bx * block_N + j < ke[i]), "float32"))
-            T.copy(acc, L[by * block_M, bx * block_N])
+    def fp4_decode(X: T.Tensor((R, D // 2), "int8"), SF: T.Tensor((R, 4), "uint8"),
+                   Y: T.Tensor((R, D), "bfloat16")):
+        with T.Kernel(T.ceildiv(R, block_R)) as bx:
+            x_b = T.alloc_fragment((block_R, D // 2), "int8")
+            s_b = T.alloc_fragment((block_R, 4), "uint8")
+            code = T.alloc_fragment((block_R, D), "int32")
+            y = T.alloc_fragment((block_R, D), "bfloat16")
+            T.copy(X[bx * block_R, 0], x_b)
+            T.copy(SF[bx * block_R, 0], s_b)
+            dq(x_b, s_b, 0, code, y)
+            T.copy(y, Y[bx * block_R, 0])
 
-    return fp4_mqa_logits
+    return fp4_decode
 
 
 def packed_sf_bytes(x, shape, name):
@@ -168,8 +153,8 @@ def _logits_fp4(ctx, plan, q, q_sf, kv, weights, ks, ke, clean, logits):
     if D % 32 or D > 128:
         raise ValueError(f"FP4 q: head dim {D} must be a multiple of 32 up to 128 (one UE8M0 "
                          f"scale per 32 values, four packed in an int32)")
-    q_arr = packed_fp4(q0, (S, H, D2), "q")
-    qsf = packed_sf_bytes(q_sf, (S, H), "q_sf").reshape(S, H * 4)
+    q_arr = packed_fp4(q0, (S, H, D2), "q").reshape(S * H, D2)
+    qsf = packed_sf_bytes(q_sf, (S, H), "q_sf").reshape(S * H, 4)
     kv0 = to_numpy(kv[0], "kv")
     SK = kv0.shape[0]
     kv_arr = packed_fp4(kv0, (SK, D2), "kv (packed FP4 with an FP4 q)")
@@ -179,8 +164,12 @@ def _logits_fp4(ctx, plan, q, q_sf, kv, weights, ks, ke, clean, logits):
     out = np.empty((S, SK), np.float32) if logits is None else as_output(plan, logits, "logits",
                                                                           "float32")
     check_shape(out, (S, SK), "logits")
-    kernel = ctx.compile(mqa_logits_fp4_kernel, S, H, D, SK, bool(clean))
-    plan.launch(kernel, q_arr, qsf, kv_arr, ksf, w_arr, ks, ke, out)
+    q_bf = np.empty((S, H, D), dtypes.to_numpy("bfloat16"))   # the decoded values (work arrays)
+    kv_bf = np.empty((SK, D), dtypes.to_numpy("bfloat16"))
+    plan.launch(ctx.compile(fp4_decode_kernel, S * H, D), q_arr, qsf, q_bf.reshape(S * H, D))
+    plan.launch(ctx.compile(fp4_decode_kernel, SK, D), kv_arr, ksf, kv_bf)
+    kernel = ctx.compile(mqa_logits_kernel, S, H, D, SK, bool(clean), False, 64, 128, "bfloat16")
+    plan.launch(kernel, q_bf, kv_bf, np.ones(SK, np.float32), w_arr, ks, ke, out)
     plan.result = out if logits is None else logits
     return plan
 
