@@ -44,6 +44,17 @@ def test_k_grouped_fp8_gemm_nt_contiguous(target, chip, c_mode):
     close(d, want, "float32", scale=20)
 
 
+def test_k_grouped_fp8_gemm_nt_contiguous_256_rows(target):
+    """M past one 128-row tile on the 950: the per-group launches take 256-row tiles."""
+    r = rng(19)
+    ks = [128, 256]
+    (qa, sa), (qb, sb), c, want = k_grouped_case(r, ks, 200, 72)
+    d = c.copy()
+    dg.k_grouped_fp8_gemm_nt_contiguous((_nt_flat(qa, ks), sa.T), (_nt_flat(qb, ks), sb.T), d,
+                                        ks, c=d, target=target, chip="ascend950")
+    close(d, want, "float32", scale=20)
+
+
 def test_k_grouped_fp8_gemm_nt_contiguous_errors():
     r = rng(12)
     ks = [128, 128]

@@ -1,4 +1,5 @@
-"""DeepGEMM's `einsum(expr, a, b, d, c=None)`: the three bfloat16 expressions it supports.
+"""DeepGEMM's `einsum(expr, a, b, d, c=None)`: the three bfloat16 expressions it supports, and
+`fp8_einsum` (three FP8 expressions with fp32 scales, one per-head GEMM kernel: see its doc).
 
 * `"bmk,bnk->mn"`: D[m, n] = sum over s and k of A[s, m, k] * B[s, n, k] (A [S, M, K],
   B [S, N, K]). D float32 accumulates (`c` must be `d`, as DeepGEMM asserts: D += the sum);
@@ -141,7 +142,7 @@ def fp8_bmm_kernel(expr, H, M, N, K, out_dtype, c_mode, cube_fp8, block_M=128, b
         block_M = 64
     per_head = expr != "bhd,bhr->hdr"   # A/D rows are the batch, read per head in place
     b_k_major = expr == "bhr,hdr->bhd"
-    KB, MB, NB = T.ceildiv(K, GRAN), T.ceildiv(M, GRAN), T.ceildiv(N, GRAN)
+    KB, NB = T.ceildiv(K, GRAN), T.ceildiv(N, GRAN)
     if per_head:
         a_shape, sfa_shape = (M, H, K), (M, H, KB)
         b_shape = (H, N, K) if b_k_major else (H, K, N)
