@@ -272,3 +272,52 @@ def test_fp32_scale_fp8_gemm_estimate_on_950():
                                         "block", True, 128, 128), target="numpy",
                           chip="ascend950")
     assert narrow.estimate().time_us > est.time_us
+
+
+@pytest.mark.parametrize("ue8m0", (False, True))
+def test_per_channel_cast_to_fp8(target, ue8m0):
+    r = rng(20)
+    x = (r.standard_normal((256, 200)) * r.uniform(0.01, 10, 200)).astype(np.float32)
+    q, sf = dg.per_channel_cast_to_fp8(x, ue8m0, target=target)
+    v = x.astype(np.float64).reshape(2, 128, 200)
+    want_sf = np.maximum(np.abs(v).max(1), 1e-4) / 448.0
+    if ue8m0:
+        want_sf = 2.0 ** np.ceil(np.log2(want_sf))
+    assert sf.shape == (2, 200) and q.shape == x.shape
+    np.testing.assert_allclose(sf, want_sf, rtol=1e-6)
+    deq = q.astype(np.float64).reshape(2, 128, 200) * sf.astype(np.float64)[:, None, :]
+    assert np.all(np.abs(deq - v) <= np.abs(v) / 16 + sf[:, None, :] * 2 ** -9)  # e4m3 rounding
+    with pytest.raises(ValueError, match="multiple of gran_k"):
+        dg.per_channel_cast_to_fp8(x[:100], ue8m0)
+
+
+@pytest.mark.parametrize("packed", (False, True))
+def test_cast_back_from_fp4(target, packed):
+    r = rng(21)
+    M, N, g = 5, 100, 32   # N not a multiple of the group: a partial last group
+    codes = r.integers(0, 16, (M, N))
+    pk = (codes[:, 0::2] | (codes[:, 1::2] << 4)).astype(np.uint8).view(np.int8)
+    exps = r.integers(120, 135, (M, 4))
+    vals = E2M1[codes]
+    want = vals * np.repeat(2.0 ** (exps - 127), g, 1)[:, :N]
+    if packed:
+        sf = (exps[:, 0] | exps[:, 1] << 8 | exps[:, 2] << 16 | exps[:, 3] << 24)
+        sf = sf.astype(np.uint32).view(np.int32).reshape(M, 1)
+    else:
+        sf = (2.0 ** (exps - 127)).astype(np.float32)
+    got = dg.cast_back_from_fp4(pk, sf, g, packed, target=target)
+    assert got.shape == (M, N)
+    np.testing.assert_array_equal(got, want)  # exact: e2m1 times a power of two
+
+
+def test_transpose_packed_fp4(target):
+    r = rng(22)
+    M, N = 70, 46
+    codes = r.integers(0, 16, (M, N))
+    pk = (codes[:, 0::2] | (codes[:, 1::2] << 4)).astype(np.uint8).view(np.int8)
+    t = codes.T
+    want = (t[:, 0::2] | (t[:, 1::2] << 4)).astype(np.uint8).view(np.int8)
+    got = dg.transpose_packed_fp4(pk, target=target)
+    np.testing.assert_array_equal(got, want)
+    with pytest.raises(ValueError, match="M even"):
+        dg.transpose_packed_fp4(pk[:69])

@@ -116,6 +116,11 @@ def cases():
     yield "per_token_cast_to_fp8", dg.per_token_cast_to_fp8, (x, True), {}
     yield "per_block_cast_to_fp8", dg.per_block_cast_to_fp8, (x, False), {}
     yield "per_token_cast_to_fp4", dg.per_token_cast_to_fp4, (x[:, :256], True), {"gran_k": 32}
+    yield ("per_channel_cast_to_fp8", dg.per_channel_cast_to_fp8,
+           (r.standard_normal((128, 200)).astype(np.float32), True), {})
+    fpk, fsf, _ = fp4_rows(r, 19, 64)
+    yield "cast_back_from_fp4", dg.cast_back_from_fp4, (fpk, fsf, 32, True), {}
+    yield "transpose_packed_fp4", dg.transpose_packed_fp4, (fpk[:18],), {}
     sf = 2.0 ** r.integers(-3, 3, (19, 5)).astype(np.float32)
     yield "ceil_to_ue8m0", dg.ceil_to_ue8m0, (sf * 1.3,), {}
     yield "pack_ue8m0_to_int", dg.pack_ue8m0_to_int, (sf[:, :4],), {}

@@ -484,6 +484,16 @@ def test_k_grouped_nt_fp8_einsum_and_fp4_mqa(target):
     assert isinstance(got, torch.Tensor)
     want = np.einsum("sht,sh->st", np.maximum(np.einsum("shd,td->sht", qd, kd), 0), w)
     close(f64(got), want, "float32", scale=float(np.abs(want).max()))
+    back = dg.cast_back_from_fp4(tt(kv), tt(kv_sf), 32, True, target=target)
+    assert isinstance(back, torch.Tensor)
+    np.testing.assert_array_equal(f64(back), kd)
+    tq = dg.transpose_packed_fp4(tt(kv[:, :8]), target=target)   # [40, 16] codes -> [16, 20]
+    again = dg.transpose_packed_fp4(tq, target=target)
+    np.testing.assert_array_equal(f64(again), kv[:, :8])
+    x = r.standard_normal((128, 24)).astype(np.float32)
+    pq, psf = dg.per_channel_cast_to_fp8(tt(x, True), True, target=target)
+    assert pq.dtype == torch.float8_e4m3fn and tuple(psf.shape) == (1, 24)
+    close(f64(pq) * f64(psf), x.astype(np.float64), "float8_e4m3fn", scale=float(np.abs(x).max()))
 
 
 # every public library function and the test above that calls it with torch tensors
@@ -512,6 +522,8 @@ COVERED = {
     "deep_gemm.fp8_m_grouped_gemm_nt_masked", "deep_gemm.fp8_gemm_nt_skip_head_mid",
     # test_k_grouped_nt_fp8_einsum_and_fp4_mqa
     "deep_gemm.k_grouped_fp8_gemm_nt_contiguous", "deep_gemm.fp8_einsum",
+    "deep_gemm.per_channel_cast_to_fp8", "deep_gemm.cast_back_from_fp4",
+    "deep_gemm.transpose_packed_fp4",
 }
 
 
