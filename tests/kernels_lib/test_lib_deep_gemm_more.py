@@ -321,3 +321,24 @@ def test_transpose_packed_fp4(target):
     np.testing.assert_array_equal(got, want)
     with pytest.raises(ValueError, match="M even"):
         dg.transpose_packed_fp4(pk[:69])
+
+
+@pytest.mark.parametrize("layout", ("nn", "tn"))
+def test_fp8_gemm_transposed_channel_sfb_falls_back_to_128_rows(target, layout):
+    """A transposed per-row sfb (DeepGEMM's sfb.T for an MN-major B) keeps a 256-row tile's
+    vector work on each AIV, which overflows the 950's UB: the call takes 128-row tiles."""
+    from refs import dequant_per_token
+    from test_lib_deep_gemm import _store
+    r = rng(23)
+    M, N, K = 300, 136, 260
+    qa, sa = quant_per_token(r.standard_normal((M, K)))
+    qb, sb = quant_per_token(r.standard_normal((N, K)))
+    sa_in = sa.T if layout == "tn" else sa
+    d = np.full((M, N), 3, np.float32)
+    c = r.standard_normal((M, N)).astype(np.float32)
+    d[...] = c
+    getattr(dg, f"fp8_gemm_{layout}")((_store(qa, layout, "a"), sa_in),
+                                      (_store(qb, layout, "b"), sb.T), d, c=d, target=target,
+                                      chip="ascend950")
+    close(d, dequant_per_token(qa, sa) @ dequant_per_token(qb, sb).T + c, "float32",
+          scale=np.sqrt(K) * 4)

@@ -43,6 +43,25 @@ def scaled_block_m(chip: str, M: int) -> int:
     return SF_GRAN
 
 
+def compile_fitting(ctx, block_M, call):
+    """ctx.compile(*call(block_M)), or with 128-row tiles when the wider tile's buffers do not
+    fit the chip's on-chip memories (e.g. a transposed per-row sfb keeps a whole tile's
+    vector work on each AIV): the largest M tile that fits."""
+    from ...errors import CompileError
+    key = (call(block_M), ctx)
+    if key not in _TOO_BIG:
+        try:
+            return ctx.compile(*call(block_M))
+        except CompileError as err:
+            if block_M <= SF_GRAN or "overflow" not in str(err):
+                raise
+            _TOO_BIG.add(key)   # (not tried again in this process)
+    return ctx.compile(*call(SF_GRAN))
+
+
+_TOO_BIG: set = set()
+
+
 def sum_with_c(block_M, block_N, with_c):
     """The epilogue's sum as a T.macro: out = C tile (float32, at (by, bx)) + acc, or acc."""
 

@@ -29,7 +29,7 @@ import numpy as np
 import tilelang_mini.language as T
 
 from .._core import Plan, as_input, as_output, check_shape, library_function, to_numpy
-from ._tiles import fp8_cube, gemm_kernel, scaled_block_m
+from ._tiles import compile_fitting, fp8_cube, gemm_kernel, scaled_block_m
 
 GRAN = 128
 
@@ -259,8 +259,8 @@ def k_grouped_fp8_gemm_nt_contiguous(ctx, a, b, d, ks_cpu, grouped_layout=None, 
         b_g = b_flat[o * N:(o + k) * N].reshape(N, k)
         sfa_g = np.ascontiguousarray(sfa_arr[:, kb0:kb0 + k // GRAN])
         sfb_g = np.ascontiguousarray(sfb_arr[:, kb0:kb0 + k // GRAN])
-        kernel = ctx.compile(gemm_kernel, M, N, k, False, False, "float8_e4m3fn", "float32",
-                             None if zero_c else "inplace", "channel", cube,
-                             scaled_block_m(ctx.chip, M))
+        kernel = compile_fitting(ctx, scaled_block_m(ctx.chip, M), lambda bm, k=k: (
+            gemm_kernel, M, N, k, False, False, "float8_e4m3fn", "float32",
+            None if zero_c else "inplace", "channel", cube, bm))
         plan.launch(kernel, a_g, sfa_g, b_g, sfb_g, d_arr[g])
     return plan
