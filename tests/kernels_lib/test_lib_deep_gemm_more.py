@@ -181,7 +181,7 @@ def fp4_rows(r, rows, D, lead=()):
 
 
 @pytest.mark.parametrize("chip", CHIPS)
-@pytest.mark.parametrize("D", (64, 128))
+@pytest.mark.parametrize("D", (64, 96, 128))   # 96: not a whole number of MX scale pairs
 def test_fp8_fp4_mqa_logits_fp4_q(target, chip, D):
     r = rng(16)
     S, H, SK = 70, 3, 200  # rows and keys not multiples of the tiles
@@ -203,6 +203,10 @@ def test_fp8_fp4_mqa_logits_fp4_q(target, chip, D):
         finite = np.isfinite(ref)
         assert np.array_equal(np.isneginf(logits), ~finite)
         close(logits[finite], ref[finite], "float32", scale=float(np.abs(want).max()))
+    names = [k.ir.name for k in dg.fp8_fp4_mqa_logits.kernels((q, q_sf), (kv, kv_sf), w, ks, ke,
+                                                              target=target, chip=chip)]
+    mx = chip == "ascend950" and D % 64 == 0   # the 950's MX MMAD takes the codes as they are
+    assert ("fp4_mqa_logits_mx" in names) == mx and ("fp4_decode" in names) != mx, names
 
 
 @pytest.mark.parametrize("chip", CHIPS)

@@ -17,7 +17,10 @@ gran_k=32, use_packed_ue8m0=True)`), q_sf [S, H], kv_sf [SK]. The kernel dequant
 (a prepass kernel per operand, `fp4_decode`: nibble, `T.reinterpret` as float4_e2m1fn, times
 `2^(e - 127)` built as the float32 bits `e << 23`) into bfloat16 (exact), once for all key
 blocks, then runs the same logits kernel on bfloat16 tiles (no scale left to apply): the logits
-are `sum_h relu(q_h . kv) * w_h` (the scales are inside the dot product).
+are `sum_h relu(q_h . kv) * w_h` (the scales are inside the dot product). On a chip whose cube
+applies UE8M0 scales per 32 K values (ascend950's MX MMAD) and D a multiple of 64, the codes go
+to the cube as they are (float4_e2m1fn_x2 tiles, one scaled MMAD per head); a small kernel
+regroups the scale bytes into the MMAD's MN-major uint16 pairs first (`ue8m0_mqa_pairs`).
 """
 import numpy as np
 
@@ -164,6 +167,18 @@ def _logits_fp4(ctx, plan, q, q_sf, kv, weights, ks, ke, clean, logits):
     out = np.empty((S, SK), np.float32) if logits is None else as_output(plan, logits, "logits",
                                                                           "float32")
     check_shape(out, (S, SK), "logits")
+    from ...arch import get_chip
+    if get_chip(ctx.chip).mx_gran and D % 64 == 0:   # the MX MMAD takes codes and scales as they are
+        KPD = D // 64
+        qp = np.empty((H, KPD, S), np.uint16)
+        kp = np.empty((1, KPD, SK), np.uint16)
+        plan.launch(ctx.compile(pairs_kernel, S, H, KPD), qsf.reshape(S, H * 4), qp)
+        plan.launch(ctx.compile(pairs_kernel, SK, 1, KPD), ksf, kp)
+        kernel = ctx.compile(mqa_logits_mx_kernel, S, H, D, SK, bool(clean))
+        plan.launch(kernel, q_arr.view(np.uint8).reshape(S, H, D2), qp, kv_arr.view(np.uint8), kp,
+                    w_arr, ks, ke, out)
+        plan.result = out if logits is None else logits
+        return plan
     q_bf = np.empty((S, H, D), dtypes.to_numpy("bfloat16"))   # the decoded values (work arrays)
     kv_bf = np.empty((SK, D), dtypes.to_numpy("bfloat16"))
     plan.launch(ctx.compile(fp4_decode_kernel, S * H, D), q_arr, qsf, q_bf.reshape(S * H, D))
@@ -232,3 +247,69 @@ def fp8_fp4_mqa_logits(ctx, q, kv, weights, cu_seq_len_k_start, cu_seq_len_k_end
     S = to_numpy(q0, "q").shape[0]
     ks, ke = _windows(cu_seq_len_k_start, cu_seq_len_k_end, S)
     return _logits_fp4(ctx, Plan(), q0, q_sf, kv, weights, ks, ke, clean_logits, logits)
+
+
+# ----------------------------------------------------------------------------- FP4 on the MX MMAD
+
+
+def pairs_kernel(R, H, KP, block_R=64):
+    """P [H, KP, R] uint16 = the UE8M0 bytes B [R, H * 4] (four a row and head: DeepGEMM's int32
+    packed scales) regrouped as the MX MMAD's pairs, MN-major: P[h, p, r] = B[r, 4h + 2p] |
+    B[r, 4h + 2p + 1] << 8."""
+
+    @T.prim_func
+    def ue8m0_mqa_pairs(B: T.Tensor((R, H * 4), "uint8"), P: T.Tensor((H, KP, R), "uint16")):
+        with T.Kernel(T.ceildiv(R, block_R), H) as (bx, h):
+            b = T.alloc_fragment((block_R, H * 4), "uint8")
+            p = T.alloc_fragment((KP, block_R), "uint16")
+            T.copy(B[bx * block_R, 0], b)
+            for j, i in T.Parallel(KP, block_R):
+                p[j, i] = T.cast(T.cast(b[i, 4 * h + 2 * j], "int32")
+                                 | (T.cast(b[i, 4 * h + 2 * j + 1], "int32") << 8), "uint16")
+            T.copy(p, P[h, 0:KP, bx * block_R:(bx + 1) * block_R])
+
+    return ue8m0_mqa_pairs
+
+
+def mqa_logits_mx_kernel(S, H, D, SK, clean, block_M=64, block_N=128):
+    """The FP4 logits on the MX MMAD (a chip whose cube applies UE8M0 scales per 32 K values):
+    Q [S, H, D/2] and KV [SK, D/2] packed e2m1 as they are, their scale pairs QP [H, D/64, S] and
+    KP [1, D/64, SK] (pairs_kernel); one scaled MMAD per head."""
+    KPD = D // 64
+    x2 = "float4_e2m1fn_x2"
+
+    @T.prim_func
+    def fp4_mqa_logits_mx(Q: T.Tensor((S, H, D // 2), x2), QP: T.Tensor((H, KPD, S), "uint16"),
+                          KV: T.Tensor((SK, D // 2), x2), KP: T.Tensor((1, KPD, SK), "uint16"),
+                          W: T.Tensor((S, H), "float32"), KS: T.Tensor((S,), "int32"),
+                          KE: T.Tensor((S,), "int32"), L: T.Tensor((S, SK), "float32")):
+        with T.Kernel(T.ceildiv(SK, block_N), T.ceildiv(S, block_M)) as (bx, by):
+            q_s = T.alloc_shared((block_M, D // 2), x2)
+            k_s = T.alloc_shared((block_N, D // 2), x2)
+            sa = T.alloc_shared((KPD, block_M), "uint16")
+            sb = T.alloc_shared((KPD, block_N), "uint16")
+            score = T.alloc_fragment((block_M, block_N), "float32")
+            acc = T.alloc_fragment((block_M, block_N), "float32")
+            w = T.alloc_fragment((block_M, H), "float32")
+            ks = T.alloc_fragment((block_M,), "int32")
+            ke = T.alloc_fragment((block_M,), "int32")
+            T.copy(KV[bx * block_N, 0], k_s)
+            T.copy(KP[0, 0:KPD, bx * block_N:(bx + 1) * block_N], sb)
+            T.copy(W[by * block_M, 0], w)
+            T.clear(acc)
+            for h in T.serial(H):
+                T.copy(Q[by * block_M:(by + 1) * block_M, h, :], q_s)
+                T.copy(QP[h, 0:KPD, by * block_M:(by + 1) * block_M], sa)
+                T.gemm(q_s, k_s, score, transpose_B=True, clear_accum=True, scale_A=sa,
+                       scale_B=sb, scale_gran=32)
+                for i, j in T.Parallel(block_M, block_N):
+                    acc[i, j] = acc[i, j] + T.max(score[i, j], 0.0) * w[i, h]
+            if clean:
+                T.copy(KS[by * block_M], ks)
+                T.copy(KE[by * block_M], ke)
+                for i, j in T.Parallel(block_M, block_N):
+                    acc[i, j] = acc[i, j] + T.log(T.cast(
+                        (bx * block_N + j >= ks[i]) and (bx * block_N + j < ke[i]), "float32"))
+            T.copy(acc, L[by * block_M, bx * block_N])
+
+    return fp4_mqa_logits_mx
