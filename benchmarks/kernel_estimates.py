@@ -115,6 +115,11 @@ def rows(small=False):
                 ((e((sk, KM), FP8), e((sk // 128, KM), np.float32)),
                  (e((sk, KN), FP8), e((sk // 128, KN), np.float32)),
                  e((KG, KM, KN), np.float32), ks), {}, CHIPS))
+    out.append(("k_grouped_fp8_gemm_nt_contiguous (flat K-major groups)",
+                f"{KG} groups, K {ks[0]}.., M {KM}, N {KN}", dg.k_grouped_fp8_gemm_nt_contiguous,
+                ((e((sk * KM,), FP8), e((KM, sk // 128), np.float32)),
+                 (e((sk * KN,), FP8), e((KN, sk // 128), np.float32)),
+                 e((KG, KM, KN), np.float32), ks), {}, CHIPS))
     out.append(("k_grouped_bf16_gemm_tn_contiguous", f"{KG} groups, K {ks[0]}.., M {KM}, N {KN}",
                 dg.k_grouped_bf16_gemm_tn_contiguous,
                 (e((sk, KM), BF16), e((sk, KN), BF16), e((KG, KM, KN), np.float32), ks), {},
@@ -132,6 +137,16 @@ def rows(small=False):
     out.append(("einsum bhr,hdr->bhd", f"B {EB}, H {EH}, R {ER}, D {ED}", dg.einsum,
                 ("bhr,hdr->bhd", e((EB, EH, ER), BF16), e((EH, ED, ER), BF16),
                  e((EB, EH, ED), BF16)), {}, CHIPS))
+    out.append(("fp8_einsum bhr,hdr->bhd", f"B {EB}, H {EH}, R {ER}, D {ED}", dg.fp8_einsum,
+                ("bhr,hdr->bhd", (e((EB, EH, ER), FP8), e((EB, EH, -(-ER // 128)), np.float32)),
+                 (e((EH, ED, ER), FP8), e((EH, -(-ED // 128), -(-ER // 128)), np.float32)),
+                 e((EB, EH, ED), BF16)), {}, CHIPS))
+    WB, WH, WD, WR = (200, 2, 37, 136) if small else (8192, 8, 1024, 4096)
+    out.append(("fp8_einsum bhd,bhr->hdr (c = d)", f"B {WB}, H {WH}, D {WD}, R {WR}",
+                dg.fp8_einsum,
+                ("bhd,bhr->hdr", (e((WB, WH, WD), FP8), e((-(-WB // 128), WH, WD), np.float32)),
+                 (e((WB, WH, WR), FP8), e((-(-WB // 128), WH, WR), np.float32)),
+                 e((WH, WD, WR), np.float32)), {"recipe": (1, 1, 128)}, CHIPS))
     ES, EM, EN, EK = (3, 70, 136, 200) if small else (8, 4096, 7168, 2048)
     out.append(("einsum bmk,bnk->mn (bf16 d)", f"S {ES}, {EM}x{EN}x{EK}", dg.einsum,
                 ("bmk,bnk->mn", e((ES, EM, EK), BF16), e((ES, EN, EK), BF16),
@@ -158,6 +173,11 @@ def rows(small=False):
     out.append(("fp8_mqa_logits", f"S {Sq}, H {H}, D {D}, SK {SK}", dg.fp8_mqa_logits,
                 (e((Sq, H, D), FP8), (e((SK, D), FP8), e((SK,), np.float32)),
                  e((Sq, H), np.float32), ks_, ke_), {}, CHIPS))
+    out.append(("fp8_fp4_mqa_logits, FP4 q and kv", f"S {Sq}, H {H}, D {D}, SK {SK}",
+                dg.fp8_fp4_mqa_logits,
+                ((e((Sq, H, D // 2), np.int8), np.full((Sq, H), 0x7F7F7F7F, np.int32)),
+                 (e((SK, D // 2), np.int8), np.full(SK, 0x7F7F7F7F, np.int32)),
+                 e((Sq, H), np.float32), ks_, ke_), {}, CHIPS))
     PB, NN, PL, BKV = (3, 2, 300, 64) if small else (64, 2, 8192, 64)
     pages = -(-PL // BKV)
     cl = np.full(PB, PL, np.int32)
@@ -165,6 +185,13 @@ def rows(small=False):
                 dg.fp8_paged_mqa_logits,
                 (e((PB, NN, H, D), FP8), e((PB * pages, BKV, 1, D + 4), np.uint8),
                  e((PB * NN, H), np.float32), cl,
+                 np.arange(PB * pages, dtype=np.int32).reshape(PB, pages),
+                 dg.get_paged_mqa_logits_metadata(cl, BKV), PL), {}, CHIPS))
+
+    out.append(("fp8_fp4_paged_mqa_logits, FP4 q and cache", f"B {PB}, next_n {NN}, H {H}, "
+                f"ctx {PL}", dg.fp8_fp4_paged_mqa_logits,
+                ((e((PB, NN, H, D // 2), np.int8), np.full((PB, NN, H), 0x7F7F7F7F, np.int32)),
+                 e((PB * pages, BKV, 1, D // 2 + 4), np.uint8), e((PB * NN, H), np.float32), cl,
                  np.arange(PB * pages, dtype=np.int32).reshape(PB, pages),
                  dg.get_paged_mqa_logits_metadata(cl, BKV), PL), {}, CHIPS))
 

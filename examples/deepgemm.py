@@ -2,7 +2,8 @@
 on ascend950 UE8M0 scales packed in pairs that the cube applies itself), an FP4 GEMM on the 950's
 MX MMAD and an m-grouped
 contiguous MoE GEMM, each checked against float64 NumPy, then estimated at DeepGEMM-Ascend's
-benchmark shape (4096 x 7168 x 16384): bf16 on both chip presets, FP8 on ascend950.
+benchmark shape (4096 x 7168 x 16384): bf16 and FP8 with fp32 scales on both chip presets, packed
+UE8M0 and FP4 on ascend950.
 
     python examples/deepgemm.py [--target numpy|llvm] [--chip ascend910b|ascend950] [--shape M N K]
 """
@@ -106,6 +107,14 @@ def main(argv=None):
     fp8_args = ((np.empty((big[0], big[2]), float8_e4m3fn), np.empty((kp, big[0]), np.uint16)),
                 (np.empty((big[1], big[2]), float8_e4m3fn), np.empty((kp, big[1]), np.uint16)),
                 d_)
+    kb = big[2] // 128  # fp32 scales: per-token sfa, (128, 128)-block sfb
+    f32_args = ((np.empty((big[0], big[2]), float8_e4m3fn), np.empty((big[0], kb), np.float32)),
+                (np.empty((big[1], big[2]), float8_e4m3fn),
+                 np.empty((big[1] // 128, kb), np.float32)), d_)
+    for chip in ESTIMATE_CHIPS:
+        est = deep_gemm.fp8_gemm_nt.estimate(*f32_args, chip=chip)
+        print(f"estimate fp8_gemm_nt {big} (fp32 block scales) on {chip}: {est.time_us:.1f} us "
+              f"({2 * big[0] * big[1] * big[2] / est.time_us / 1e6:.0f} TFLOP/s)")
     est = deep_gemm.fp8_gemm_nt.estimate(*fp8_args, chip="ascend950")
     print(f"estimate fp8_gemm_nt {big} (packed UE8M0 scales) on ascend950: {est.time_us:.1f} us "
           f"({2 * big[0] * big[1] * big[2] / est.time_us / 1e6:.0f} TFLOP/s)")

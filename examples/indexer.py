@@ -1,6 +1,6 @@
 """The sparse-attention indexer on tilelang_mini: DeepGEMM's fp8_mqa_logits (contiguous keys with
-per-query windows) and fp8_paged_mqa_logits (a paged FP8 cache through a block table), then the
-top-k of each row of logits, checked against float64 NumPy and estimated on both chips at a
+per-query windows, FP8 and FP4) and fp8_paged_mqa_logits (a paged FP8 cache through a block
+table), then the top-k of each row of logits, checked against float64 NumPy and estimated on both chips at a
 DeepSeek-sized shape.
 
     python examples/indexer.py [--target numpy|llvm] [--chip ascend910b|ascend950] [--shape S SK]
@@ -26,6 +26,17 @@ def fp8_rows(rng, n):
     x = rng.standard_normal((n, D))
     sf = (np.abs(x).max(1) / 448.0).astype(np.float32)
     return (x / sf[:, None]).astype(float8_e4m3fn), sf
+
+
+def fp4_values(packed, sf):
+    """float64 values of packed e2m1 codes (low nibble first) times 2^(e - 127) of their group's
+    UE8M0 byte (four bytes a row in an int32, group j in byte j)."""
+    u = packed.view(np.uint8)
+    codes = np.stack([u & 15, u >> 4], -1).reshape(u.shape[0], -1)
+    mag = np.array([0, 0.5, 1, 1.5, 2, 3, 4, 6])[codes & 7]
+    exps = sf.reshape(u.shape[0], -1).astype("<i4").view(np.uint8).astype(np.float64)
+    scale = np.repeat(2.0 ** (exps - 127), 32, axis=1)[:, :codes.shape[1]]
+    return np.where(codes & 8, -mag, mag) * scale
 
 
 def main(argv=None):
@@ -73,6 +84,20 @@ def main(argv=None):
             ok &= verify(f"fp8_paged_mqa_logits b{b} q{i}", got[fin], row[fin], "float32",
                          reduce_len=H * D)
 
+    # FP4 q and kv (e2m1 codes two a byte, UE8M0 scales per 32 values packed four to an int32),
+    # quantised by DeepGEMM's helper; the reference uses the values the codes stand for
+    q4, q4_sf = deep_gemm.per_token_cast_to_fp4(q.astype(np.float32).reshape(S * H, D), True,
+                                                gran_k=32, use_packed_ue8m0=True, **run)
+    k4, k4_sf = deep_gemm.per_token_cast_to_fp4(kv.astype(np.float32) * sf[:, None], True,
+                                                gran_k=32, use_packed_ue8m0=True, **run)
+    logits4 = deep_gemm.fp8_fp4_mqa_logits((q4.reshape(S, H, D // 2), q4_sf.reshape(S, H)),
+                                           (k4, k4_sf.reshape(SK)), w, ks, ke, **run)
+    q4v, k4v = fp4_values(q4, q4_sf).reshape(S, H, D), fp4_values(k4, k4_sf)
+    want4 = mqa_reference(q4v, k4v, np.ones(SK), w, ks, ke)
+    ok &= bool(np.array_equal(np.isfinite(logits4), inside))
+    ok &= verify("fp8_fp4_mqa_logits (FP4 q and kv)", logits4[inside], want4[inside], "float32",
+                 reduce_len=H * D)
+
     k = min(2048, SK // 2)
     vals, idx = topk(logits, k, **run)
     order = np.argsort(-want, axis=1, kind="stable")[:, :k]
@@ -89,6 +114,11 @@ def main(argv=None):
            np.full(big_s, big_sk, np.int32))
     print_estimates(f"fp8_mqa_logits (S {big_s}, H 64, SK {big_sk})",
                     deep_gemm.fp8_mqa_logits.estimate, *big)
+    big4 = ((np.empty((big_s, 64, D // 2), np.int8), np.full((big_s, 64), 0x7F7F7F7F, np.int32)),
+            (np.empty((big_sk, D // 2), np.int8), np.full(big_sk, 0x7F7F7F7F, np.int32)),
+            *big[2:])
+    print_estimates(f"fp8_fp4_mqa_logits, FP4 q and kv (S {big_s}, H 64, SK {big_sk})",
+                    deep_gemm.fp8_fp4_mqa_logits.estimate, *big4)
     return verdict("indexer", ok)
 
 

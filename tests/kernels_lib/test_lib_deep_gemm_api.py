@@ -134,7 +134,7 @@ def test_deepgemm_other_names(target):
     finite = np.isfinite(want)
     assert np.array_equal(np.isneginf(got), ~finite)
     close(got[finite], want[finite], "float32", scale=30)
-    with pytest.raises(ValueError, match="FP4 q"):
+    with pytest.raises(ValueError, match="packed two a byte"):  # scales given: q must be FP4
         dg.fp8_fp4_mqa_logits((q, sf), (kv, sf), w, ks, ke, target=target)
     with pytest.raises(ValueError, match="max_seqlen_k"):
         dg.fp8_mqa_logits(q, (kv, sf), w, ks, ke, False, 64, target=target)

@@ -42,9 +42,8 @@ HELPERS = {"ceil_to_ue8m0", "pack_ue8m0_to_int", "unpack_ue8m0_from_int", "per_b
            "per_token_cast_to_fp4", "transform_sf_into_required_layout", "sinkhorn",
            "fp8_gemm_nn", "fp8_gemm_tn", "fp8_gemm_tt", "bf16_gemm_nn", "bf16_gemm_tn",
            "bf16_gemm_tt", "m_grouped_fp8_gemm_nt_masked", "fp8_mega_moe",
-           "get_paged_mqa_logits_metadata", "get_mla_metadata",
-           # DeepGEMM's newer names of the MQA logits rows above (wrappers)
-           "fp8_fp4_mqa_logits", "fp8_fp4_paged_mqa_logits"}
+           "get_paged_mqa_logits_metadata", "get_mla_metadata", "per_channel_cast_to_fp8",
+           "cast_back_from_fp4", "transpose_packed_fp4"}
 
 
 @pytest.mark.parametrize("chip", ke.CHIPS)

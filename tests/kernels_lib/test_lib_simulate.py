@@ -24,6 +24,9 @@ def cases():
     qa, sa = quant_per_token(r.standard_normal((20, 300)))
     qb, sb = quant_per_block(r.standard_normal((24, 300)))
     yield "fp8_gemm_nt", dg.fp8_gemm_nt, ((qa, sa), (qb, sb), np.zeros((20, 24), np.float32)), {}
+    qa2, sa2 = quant_per_token(r.standard_normal((130, 300)))
+    yield ("fp8_gemm_nt (950, 256-row tile)", dg.fp8_gemm_nt,
+           ((qa2, sa2), (qb, sb), np.zeros((130, 24), np.float32)), {"chip": "ascend950"})
     hb = quant_per_block(r.standard_normal((48, 300)))
     yield ("fp8_gemm_nt_skip_head_mid", dg.fp8_gemm_nt_skip_head_mid,
            ((qa, sa), hb, np.full((20, 64), 3, BF16), (16, 8, 8)), {})
@@ -47,6 +50,23 @@ def cases():
            dg.k_grouped_bf16_gemm_tn_contiguous,
            (r.standard_normal((128, 16)).astype(BF16), r.standard_normal((128, 24)).astype(BF16),
             np.zeros((2, 16, 24), np.float32), ks), {"c": kc})
+    kn = [128, 0, 256]  # the nt form: flat K-major groups, one launch per non-empty group
+    for chip in ("ascend910b", "ascend950"):
+        yield (f"k_grouped_fp8_gemm_nt_contiguous ({chip})", dg.k_grouped_fp8_gemm_nt_contiguous,
+               ((r.standard_normal(384 * 9).astype(FP8), np.ones((9, 3), np.float32)),
+                (r.standard_normal(384 * 24).astype(FP8), np.ones((24, 3), np.float32)),
+                np.zeros((3, 9, 24), np.float32), kn), {"chip": chip})
+    ex, esx = quant_per_token(r.standard_normal((10, 130)))
+    ey, esy = quant_per_block(r.standard_normal((24, 130)))
+    yield ("fp8_einsum bhr,hdr->bhd", dg.fp8_einsum,
+           ("bhr,hdr->bhd", (ex.reshape(5, 2, 130), esx.reshape(5, 2, 2)),
+            (np.stack([ey[:12], ey[12:]]), np.stack([esy, esy])), np.zeros((5, 2, 12), BF16)), {})
+    yield ("fp8_einsum bhd,bhr->hdr (separate C)", dg.fp8_einsum,
+           ("bhd,bhr->hdr", (r.standard_normal((130, 2, 9)).astype(FP8),
+                             np.ones((2, 2, 9), np.float32)),
+            (r.standard_normal((130, 2, 16)).astype(FP8), np.ones((2, 2, 16), np.float32)),
+            np.zeros((2, 9, 16), np.float32)),
+           {"c": r.standard_normal((2, 9, 16)).astype(np.float32), "chip": "ascend950"})
     lay_nn = _layout([3, 0, 1])
     qx = quant_per_token(r.standard_normal((lay_nn.size, 256)))
     qg = [quant_per_block(r.standard_normal((136, 256))) for _ in range(3)]
@@ -72,12 +92,35 @@ def cases():
             r.standard_normal((2, H)).astype(np.float32), cl,
             np.array([[2, 0], [1, 1]], np.int32), dg.get_paged_mqa_logits_metadata(cl, 64, 2),
             80), {"logits": np.zeros((2, 80), np.float32)})
+    from test_lib_deep_gemm_more import fp4_rows
+    fq, fqs, _ = fp4_rows(r, H, D, lead=(S,))
+    fk, fks, _ = fp4_rows(r, SK, D)
+    yield ("fp8_fp4_mqa_logits (FP4 q, kv)", dg.fp8_fp4_mqa_logits,
+           ((fq, fqs), (fk, fks), r.standard_normal((S, H)).astype(np.float32),
+            np.zeros(S, np.int32), np.arange(S, dtype=np.int32) * 7),
+           {"logits": np.zeros((S, SK), np.float32), "chip": "ascend950"})
+    pc, pcs, _ = fp4_rows(r, 16, D, lead=(3,))
+    fcache = np.empty((3, 16 * (D // 2 + 4)), np.uint8)
+    fcache[:, :16 * D // 2] = pc.reshape(3, -1).view(np.uint8)
+    fcache[:, 16 * D // 2:] = pcs.view(np.uint8)
+    pq, pqs, _ = fp4_rows(r, H, D, lead=(2, 1))
+    fcl = np.array([20, 5], np.int32)
+    yield ("fp8_fp4_paged_mqa_logits (FP4 q, cache)", dg.fp8_fp4_paged_mqa_logits,
+           ((pq, pqs), fcache.reshape(3, 16, 1, D // 2 + 4),
+            r.standard_normal((2, H)).astype(np.float32), fcl,
+            np.array([[2, 0], [1, 1]], np.int32), dg.get_paged_mqa_logits_metadata(fcl, 16, 2),
+            32), {"logits": np.zeros((2, 32), np.float32)})
     yield ("get_paged_mqa_logits_metadata", dg.get_paged_mqa_logits_metadata,
            (np.array([70, 0, 130], np.int32), 64, 3), {})
     x = r.standard_normal((19, 300)).astype(np.float32)
     yield "per_token_cast_to_fp8", dg.per_token_cast_to_fp8, (x, True), {}
     yield "per_block_cast_to_fp8", dg.per_block_cast_to_fp8, (x, False), {}
     yield "per_token_cast_to_fp4", dg.per_token_cast_to_fp4, (x[:, :256], True), {"gran_k": 32}
+    yield ("per_channel_cast_to_fp8", dg.per_channel_cast_to_fp8,
+           (r.standard_normal((128, 200)).astype(np.float32), True), {})
+    fpk, fsf, _ = fp4_rows(r, 19, 64)
+    yield "cast_back_from_fp4", dg.cast_back_from_fp4, (fpk, fsf, 32, True), {}
+    yield "transpose_packed_fp4", dg.transpose_packed_fp4, (fpk[:18],), {}
     sf = 2.0 ** r.integers(-3, 3, (19, 5)).astype(np.float32)
     yield "ceil_to_ue8m0", dg.ceil_to_ue8m0, (sf * 1.3,), {}
     yield "pack_ue8m0_to_int", dg.pack_ue8m0_to_int, (sf[:, :4],), {}

@@ -456,6 +456,46 @@ def test_k_grouped_bf16_einsum_and_other_names(target):
     check_logits(f64(got), paged_ref(pq, kv64, pw, lens, bt, 24), 32, 2)
 
 
+def test_k_grouped_nt_fp8_einsum_and_fp4_mqa(target):
+    """The last DeepGEMM names: the flat K-major k-grouped GEMM (torch fp8 tensors, the scales'
+    .T view, d = c in place), fp8_einsum into a bf16 torch tensor, FP4 q / kv as torch int8 /
+    uint8 bytes with int32 packed scales."""
+    from test_lib_deep_gemm import k_grouped_case
+    from test_lib_deep_gemm_more import _nt_flat, _per_block_heads, _per_token3, fp4_rows
+    r = rng(93)
+    ks, M, N = [128, 0, 256], 9, 24
+    (qa, sa), (qb, sb), c, want = k_grouped_case(r, ks, M, N)
+    d = tt(c)
+    dg.k_grouped_fp8_gemm_nt_contiguous((tt(_nt_flat(qa, ks)), tt(sa).T),
+                                        (tt(_nt_flat(qb, ks)), tt(sb).T), d, ks, None, d,
+                                        target=target)
+    close(f64(d), want, "float32", scale=20)
+    qx, sx, dx = _per_token3(r.standard_normal((6, 2, 130)))
+    qy, sy, dy = _per_block_heads(r.standard_normal((2, 24, 130)))
+    ed = torch.empty((6, 2, 24), dtype=torch.bfloat16)
+    dg.fp8_einsum("bhr,hdr->bhd", (tt(qx, True), tt(sx)), (tt(qy), tt(sy)), ed, target=target)
+    close(f64(ed), np.einsum("bhr,hdr->bhd", dx, dy), "bfloat16", scale=40)
+    q, q_sf, qd = fp4_rows(r, 2, 64, lead=(5,))
+    kv, kv_sf, kd = fp4_rows(r, 40, 64)
+    w = r.standard_normal((5, 2)).astype(np.float32)
+    ks_, ke_ = np.zeros(5, np.int32), np.full(5, 40, np.int32)
+    got = dg.fp8_fp4_mqa_logits((tt(q), tt(q_sf)), (tt(kv.view(np.uint8)), tt(kv_sf)), tt(w),
+                                tt(ks_), tt(ke_), target=target)
+    assert isinstance(got, torch.Tensor)
+    want = np.einsum("sht,sh->st", np.maximum(np.einsum("shd,td->sht", qd, kd), 0), w)
+    close(f64(got), want, "float32", scale=float(np.abs(want).max()))
+    back = dg.cast_back_from_fp4(tt(kv), tt(kv_sf), 32, True, target=target)
+    assert isinstance(back, torch.Tensor)
+    np.testing.assert_array_equal(f64(back), kd)
+    tq = dg.transpose_packed_fp4(tt(kv[:, :8]), target=target)   # [40, 16] codes -> [16, 20]
+    again = dg.transpose_packed_fp4(tq, target=target)
+    np.testing.assert_array_equal(f64(again), kv[:, :8])
+    x = r.standard_normal((128, 24)).astype(np.float32)
+    pq, psf = dg.per_channel_cast_to_fp8(tt(x, True), True, target=target)
+    assert pq.dtype == torch.float8_e4m3fn and tuple(psf.shape) == (1, 24)
+    close(f64(pq) * f64(psf), x.astype(np.float64), "float8_e4m3fn", scale=float(np.abs(x).max()))
+
+
 # every public library function and the test above that calls it with torch tensors
 COVERED = {
     "deep_gemm.bf16_gemm_nt", "deep_gemm.bf16_gemm_nn", "deep_gemm.bf16_gemm_tn",
@@ -480,6 +520,10 @@ COVERED = {
     "deep_gemm.cublaslt_gemm_nt", "deep_gemm.cublaslt_gemm_nn", "deep_gemm.cublaslt_gemm_tn",
     "deep_gemm.cublaslt_gemm_tt", "deep_gemm.bf16_m_grouped_gemm_nt_masked",
     "deep_gemm.fp8_m_grouped_gemm_nt_masked", "deep_gemm.fp8_gemm_nt_skip_head_mid",
+    # test_k_grouped_nt_fp8_einsum_and_fp4_mqa
+    "deep_gemm.k_grouped_fp8_gemm_nt_contiguous", "deep_gemm.fp8_einsum",
+    "deep_gemm.per_channel_cast_to_fp8", "deep_gemm.cast_back_from_fp4",
+    "deep_gemm.transpose_packed_fp4",
 }
 
 

@@ -1,8 +1,9 @@
 """DeepGEMM's Python API on tilelang_mini tile kernels (names and conventions as DeepGEMM's)."""
-from .einsum import einsum  # noqa: F401
+from .einsum import einsum, fp8_einsum  # noqa: F401
 from .hc import tf32_hc_prenorm_gemm  # noqa: F401
 from .kgrouped import (  # noqa: F401
-    k_grouped_bf16_gemm_tn_contiguous, k_grouped_fp8_gemm_tn_contiguous,
+    k_grouped_bf16_gemm_tn_contiguous, k_grouped_fp8_gemm_nt_contiguous,
+    k_grouped_fp8_gemm_tn_contiguous,
 )
 from .mega import bf16_mega_moe, fp8_mega_moe  # noqa: F401
 from .mqa import fp8_fp4_mqa_logits, fp8_mqa_logits  # noqa: F401
@@ -10,8 +11,9 @@ from .paged_mqa import (  # noqa: F401
     fp8_fp4_paged_mqa_logits, fp8_paged_mqa_logits, get_paged_mqa_logits_metadata,
 )
 from .quant import (  # noqa: F401
-    ceil_to_ue8m0, pack_ue8m0_to_int, per_block_cast_to_fp8, per_token_cast_to_fp4,
-    per_token_cast_to_fp8, transform_sf_into_required_layout, unpack_ue8m0_from_int,
+    cast_back_from_fp4, ceil_to_ue8m0, pack_ue8m0_to_int, per_block_cast_to_fp8,
+    per_channel_cast_to_fp8, per_token_cast_to_fp4, per_token_cast_to_fp8,
+    transform_sf_into_required_layout, transpose_packed_fp4, unpack_ue8m0_from_int,
 )
 from .gemm import (  # noqa: F401
     bf16_gemm_nn, bf16_gemm_nt, bf16_gemm_tn, bf16_gemm_tt, bf16_m_grouped_gemm_nt_masked,

@@ -29,15 +29,49 @@ def fp8_cube(chip: str) -> bool:
 
 
 @T.macro
-def fp8_operand_tiles(a_tile, b_tile, mma_dtype):
-    """`a_s, b_s, a_w, b_w = fp8_operand_tiles(...)`: a cube product's FP8 operand tiles as loaded
+def fp8_operand_tiles(a_tile, b_tile, mma_dtype, in_dtype="float8_e4m3fn"):
+    """`a_s, b_s, a_w, b_w = fp8_operand_tiles(...)`: a cube product's operand tiles as loaded (`in_dtype`)
     and their copies in the cube's dtype `mma_dtype` (bfloat16 where the cube has no FP8: the
     vector unit widens the FP8 tiles into them; unused otherwise)."""
-    a_s = T.alloc_shared(a_tile, "float8_e4m3fn")
-    b_s = T.alloc_shared(b_tile, "float8_e4m3fn")
+    a_s = T.alloc_shared(a_tile, in_dtype)
+    b_s = T.alloc_shared(b_tile, in_dtype)
     a_w = T.alloc_shared(a_tile, mma_dtype)
     b_w = T.alloc_shared(b_tile, mma_dtype)
     return a_s, b_s, a_w, b_w
+
+
+def scaled_block_m(chip: str, M: int) -> int:
+    """The M tile of a dense FP8 GEMM with fp32 scales on an FP8 cube: every 128-K step's fp32
+    partial leaves L0C through FixPipe, 4 bytes an output element per 128 K, and on the 950 that
+    is as fast as the cube (FixPipe 256 B/cycle, FP8 MMAD 8192 MACs/cycle: 1/64 cycle an output
+    element a step for each), so the per-transfer FixPipe latency decides the bound. A 256-row
+    tile halves the transfers (and the B loads) per output; it is taken when M has more than one
+    128-row tile and L0C holds two 256 x 128 fp32 partials (the next step's MMAD writes one while
+    FixPipe drains the other). 128 otherwise (the 910b widens on the vector unit: 64 there)."""
+    from ...arch import get_chip
+    c = get_chip(chip)
+    if c.fp8_cube and M > SF_GRAN and c.capacity_of("L0C") >= 2 * (2 * SF_GRAN) * SF_GRAN * 4:
+        return 2 * SF_GRAN
+    return SF_GRAN
+
+
+def compile_fitting(ctx, block_M, call):
+    """ctx.compile(*call(block_M)), or with 128-row tiles when the wider tile's buffers do not
+    fit the chip's on-chip memories (e.g. a transposed per-row sfb keeps a whole tile's
+    vector work on each AIV): the largest M tile that fits."""
+    from ...errors import CompileError
+    key = (call(block_M), ctx)
+    if key not in _TOO_BIG:
+        try:
+            return ctx.compile(*call(block_M))
+        except CompileError as err:
+            if block_M <= SF_GRAN or "overflow" not in str(err):
+                raise
+            _TOO_BIG.add(key)   # (not tried again in this process)
+    return ctx.compile(*call(SF_GRAN))
+
+
+_TOO_BIG: set = set()
 
 
 def sum_with_c(block_M, block_N, with_c):

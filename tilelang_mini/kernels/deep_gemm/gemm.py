@@ -10,7 +10,8 @@ import numpy as np
 
 from .._core import (Plan, as_input, as_output, ceil_div, check_shape, dtype_of, library_function,
                      to_numpy)
-from ._tiles import SF_GRAN, fp8_cube, gemm_kernel, head_split_kernel
+from ._tiles import (SF_GRAN, compile_fitting, fp8_cube, gemm_kernel, head_split_kernel,
+                     scaled_block_m)
 
 MK_ALIGNMENT = 128  # rows of a group in the contiguous layout are padded to this (one M block)
 
@@ -306,9 +307,9 @@ def _dense(ctx, layout, a, b, d, c, scaled):
         return plan
     sfa_arr, _, sfa_t, _ = _scale_form(sfa, M, K, "sfa", (SF_GRAN,), False, a_t)
     sfb_arr, _, sfb_t, blk = _scale_form(sfb, N, K, "sfb", (SF_GRAN,), True, b_t)
-    kernel = ctx.compile(gemm_kernel, M, N, K, a_t, b_t, "float8_e4m3fn", out_dtype, c_mode,
-                         "block" if blk else "channel", fp8_cube(ctx.chip), 128, 128, 64, 0,
-                         None, sfa_t, sfb_t)
+    kernel = compile_fitting(ctx, scaled_block_m(ctx.chip, M), lambda bm: (
+        gemm_kernel, M, N, K, a_t, b_t, "float8_e4m3fn", out_dtype, c_mode,
+        "block" if blk else "channel", fp8_cube(ctx.chip), bm, 128, 64, 0, None, sfa_t, sfb_t))
     plan.launch(kernel, a_arr, sfa_arr, b_arr, sfb_arr, *c_args, d_arr)
     return plan
 

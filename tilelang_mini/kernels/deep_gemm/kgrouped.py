@@ -14,17 +14,22 @@ tiles (transpose_A). FP8: the vector unit folds `P * sfa[kb, m] * sfb[kb, n]` in
 accumulator per K block; bf16: the cube accumulates the group's K blocks in L0C and the vector
 unit adds C once.
 
-Not mapped: DeepGEMM's `k_grouped_fp8_gemm_nt_contiguous` (its SM90 form) stores each group's
-A as a K-major [M, k_g] matrix one after the other in a flat buffer; a tile copy out of it needs
-a row stride (k_g) read at run time, which T.copy regions do not express. The tn form computes
-the same weight gradient.
+`k_grouped_fp8_gemm_nt_contiguous` (DeepGEMM's SM90 form) stores each group's A as a K-major
+[M, k_g] matrix one after the other in a flat buffer (B likewise, [N, k_g]): a tile of group g
+is strided by k_g, which a kernel cannot take at run time (T.copy regions have compile-time
+strides), but DeepGEMM requires `ks_cpu` for it, so the host knows every k_g: the call views each
+group's [M, k_g] / [N, k_g] slice of the flat buffers (no copy) and launches the dense FP8 nt
+GEMM kernel on it (recipe (1, 1, 128), `D[g]` in place as its C), one launch per non-empty
+group (one compiled kernel per distinct k_g). Scales: sfa [M, sum_k/128], sfb [N, sum_k/128]
+(DeepGEMM's tests pass the tn scales transposed, `sf.T`), group g's columns
+[off_g/128, (off_g + k_g)/128).
 """
 import numpy as np
 
 import tilelang_mini.language as T
 
-from .._core import Plan, as_input, as_output, check_shape, library_function
-from ._tiles import fp8_cube, fp8_operand_tiles
+from .._core import Plan, as_input, as_output, check_shape, library_function, to_numpy
+from ._tiles import compile_fitting, fp8_cube, fp8_operand_tiles, gemm_kernel, scaled_block_m
 
 GRAN = 128
 
@@ -184,4 +189,75 @@ def k_grouped_bf16_gemm_tn_contiguous(ctx, a, b, d, ks_cpu, grouped_layout=None,
     d_arr, zero_c = _d_from_c(ctx, plan, c, d, G, M, N)
     kernel = ctx.compile(k_grouped_bf16_kernel, G, M, N, SK, max_kb, zero_c)
     plan.launch(kernel, a_arr, b_arr, d_arr, off, nkb)
+    return plan
+
+
+def clear_kernel(M, N, block_M=64, block_N=128):
+    """D = 0 ([M, N] float32): an empty group's D[g] when there is no C."""
+
+    @T.prim_func
+    def k_grouped_clear(D: T.Tensor((M, N), "float32")):
+        with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M)) as (bx, by):
+            t = T.alloc_fragment((block_M, block_N), "float32")
+            T.clear(t)
+            T.copy(t, D[by * block_M, bx * block_N])
+
+    return k_grouped_clear
+
+
+def _nt_scales(sf, rows, SKB, name):
+    """Per-row scales [rows, sum_k/128] (any strides: DeepGEMM passes the tn scales' `.T`); a
+    [sum_k/128, rows] array (when not square) is read as that transposed."""
+    arr = as_input(sf, "float32", name)
+    if arr.shape == (rows, SKB):
+        return arr
+    if arr.shape == (SKB, rows):
+        return np.ascontiguousarray(arr.T)
+    raise ValueError(f"{name} has shape {arr.shape}; expected fp32 scales [{rows}, {SKB}] (one per "
+                     f"row and 128 K values of the groups' K)")
+
+
+@library_function
+def k_grouped_fp8_gemm_nt_contiguous(ctx, a, b, d, ks_cpu, grouped_layout=None, c=None,
+                                     recipe=(1, 1, 128), **_ignored):
+    """D[g] = C[g] + A_g @ B_g.T with each group's A_g [M, k_g] and B_g [N, k_g] K-major, one after
+    the other in flat buffers (a: sum_k * M values, b: sum_k * N); see the module doc."""
+    plan = Plan()
+    if tuple(recipe) != (1, 1, GRAN):
+        raise ValueError(f"recipe {recipe!r}: only (1, 1, 128) is supported")
+    if ks_cpu is None:
+        raise ValueError("k_grouped_fp8_gemm_nt_contiguous needs ks_cpu (each group's K, as "
+                         "DeepGEMM requires for this layout)")
+    (a0, sfa), (b0, sfb) = a, b
+    ks, off, nkb, _ = _k_groups(ks_cpu, None)
+    d_np = to_numpy(d, "d")
+    if d_np.ndim != 3 or d_np.shape[0] != len(ks):
+        raise ValueError(f"d must be [G, M, N] float32 with G = len(ks_cpu) = {len(ks)}, got "
+                         f"{d_np.shape}")
+    G, M, N = d_np.shape
+    SK = sum(ks)
+    a_flat = as_input(a0, "float8_e4m3fn", "a").reshape(-1)
+    b_flat = as_input(b0, "float8_e4m3fn", "b").reshape(-1)
+    if a_flat.size != SK * M or b_flat.size != SK * N:
+        raise ValueError(f"a and b must hold sum_k * M = {SK * M} and sum_k * N = {SK * N} "
+                         f"values (each group's [M, k_g] / [N, k_g] K-major), got {a_flat.size} "
+                         f"and {b_flat.size}")
+    sfa_arr = _nt_scales(sfa, M, SK // GRAN, "sfa")
+    sfb_arr = _nt_scales(sfb, N, SK // GRAN, "sfb")
+    d_arr, zero_c = _d_from_c(ctx, plan, c, d, G, M, N)
+    cube = fp8_cube(ctx.chip)
+    for g, (k, o) in enumerate(zip(ks, off)):
+        if k == 0:
+            if zero_c:
+                plan.launch(ctx.compile(clear_kernel, M, N), d_arr[g])
+            continue
+        o, kb0 = int(o), int(o) // GRAN
+        a_g = a_flat[o * M:(o + k) * M].reshape(M, k)
+        b_g = b_flat[o * N:(o + k) * N].reshape(N, k)
+        sfa_g = np.ascontiguousarray(sfa_arr[:, kb0:kb0 + k // GRAN])
+        sfb_g = np.ascontiguousarray(sfb_arr[:, kb0:kb0 + k // GRAN])
+        kernel = compile_fitting(ctx, scaled_block_m(ctx.chip, M), lambda bm, k=k: (
+            gemm_kernel, M, N, k, False, False, "float8_e4m3fn", "float32",
+            None if zero_c else "inplace", "channel", cube, bm))
+        plan.launch(kernel, a_g, sfa_g, b_g, sfb_g, d_arr[g])
     return plan

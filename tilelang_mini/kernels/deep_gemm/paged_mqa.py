@@ -14,12 +14,19 @@ One kernel: block (page p, batch b) reads its block-table entry and context leng
 decodes the page's bytes in the kernel (T.reinterpret of uint8 as e4m3; the four scale bytes
 assembled with shifts into an int32 and reinterpreted as float32), and for each head folds
 `relu(score * sf) * w` into the page's logits. Pages past the context write -inf.
+
+FP4 (`fp8_fp4_paged_mqa_logits` with q = (q [B, next_n, H, D/2] packed e2m1, q_sf [B, next_n, H]
+int32)): the cache is DeepGEMM's FP4 layout, kv_cache [num_blocks, block_kv, 1, D/2 + 4] uint8,
+each block holding its rows' packed e2m1 codes (block_kv * D/2 bytes) and then one int32 of four
+UE8M0 exponents (one per 32 values) per row; the kernel decodes the page's nibbles and exponent
+bytes into a bfloat16 tile (exact), q likewise per head, and the score needs no further scale.
 """
 import numpy as np
 
 import tilelang_mini.language as T
 
-from .._core import Plan, as_input, as_output, ceil_div, check_shape, library_function
+from .._core import (Plan, as_input, as_output, ceil_div, check_shape, library_function,
+                     to_numpy)
 from ._tiles import fp8_cube
 
 NEG_INF = float("-inf")
@@ -75,6 +82,62 @@ def paged_mqa_kernel(B, NN, H, D, NB, BKV, MAXB, L, cube_fp8):
             T.copy(acc[0:NN, :], LOG[b * NN, p * BKV])
 
     return fp8_paged_mqa_logits
+
+
+def paged_mqa_fp4_kernel(B, NN, H, D, NB, BKV, MAXB, L):
+    """The FP4 form: Q [B, NN, H, D/2] int8, QSF [B * NN, H * 4] uint8 (the packed int32 scales'
+    bytes), KV [NB, BKV * (D/2 + 4)] uint8."""
+    from .mqa import fp4_dequant
+    D2 = D // 2
+    row_bytes = BKV * (D2 + 4)
+    rows = max(16, NN)
+    dq_q = fp4_dequant(rows, D)
+
+    @T.prim_func
+    def fp4_paged_mqa_logits(Q: T.Tensor((B, NN, H, D2), "int8"),
+                             QSF: T.Tensor((B * NN, H * 4), "uint8"),
+                             KV: T.Tensor((NB, row_bytes), "uint8"),
+                             W: T.Tensor((B * NN, H), "float32"),
+                             CL: T.Tensor((B,), "int32"), BT: T.Tensor((B, MAXB), "int32"),
+                             LOG: T.Tensor((B * NN, L), "float32")):
+        with T.Kernel(T.ceildiv(L, BKV), B) as (p, b):
+            raw = T.alloc_fragment((BKV * D2,), "uint8")
+            sfb = T.alloc_fragment((BKV * 4,), "uint8")
+            code = T.alloc_fragment((BKV, D), "int32")
+            kv = T.alloc_shared((BKV, D), "bfloat16")
+            q_b = T.alloc_shared((rows, D2), "int8")
+            q_sf = T.alloc_fragment((rows, H * 4), "uint8")
+            q_c = T.alloc_fragment((rows, D), "int32")
+            qw = T.alloc_shared((rows, D), "bfloat16")
+            s = T.alloc_fragment((rows, BKV), "float32")
+            w = T.alloc_fragment((rows, H), "float32")
+            acc = T.alloc_fragment((rows, BKV), "float32")
+            T.fill(acc, NEG_INF)
+            if p * BKV < CL[b]:
+                blk = BT[b, T.min(p, MAXB - 1)]
+                T.copy(KV[blk, 0:BKV * D2], raw)             # the page's codes ...
+                T.copy(KV[blk, BKV * D2:row_bytes], sfb)     # ... then their exponents
+                for r, d in T.Parallel(BKV, D):
+                    code[r, d] = (T.cast(raw[r * D2 + d // 2], "int32") >> ((d % 2) * 4)) & 15
+                for r, d in T.Parallel(BKV, D):
+                    kv[r, d] = T.cast(T.reinterpret(code[r, d], "float4_e2m1fn") * T.reinterpret(
+                        T.cast(sfb[r * 4 + d // 32], "int32") << 23, "float32"), "bfloat16")
+                T.copy(W[b * NN, 0], w)
+                T.clear(q_b)
+                T.clear(q_sf)
+                T.copy(QSF[b * NN:(b + 1) * NN, :], q_sf[0:NN, :])
+                T.clear(acc)
+                for h in T.serial(H):
+                    T.copy(Q[b, 0:NN, h, :], q_b[0:NN, :])
+                    dq_q(q_b, q_sf, h * 4, q_c, qw)
+                    T.gemm(qw, kv, s, transpose_B=True, clear_accum=True)
+                    for i, j in T.Parallel(rows, BKV):
+                        acc[i, j] = acc[i, j] + T.max(s[i, j], 0.0) * w[i, h]
+                for i, j in T.Parallel(rows, BKV):  # keys past the query's position: -inf
+                    acc[i, j] = T.if_then_else(p * BKV + j <= CL[b] - NN + i, acc[i, j], NEG_INF)
+            T.copy(acc[0:NN, :], LOG[b * NN, p * BKV])
+
+    return fp4_paged_mqa_logits
 
 
 def paged_meta_kernel(B, NSM, BKV):
@@ -149,17 +212,55 @@ def fp8_paged_mqa_logits(ctx, q, kv_cache, weights, context_lens, block_table, s
     return plan
 
 
+def _paged_fp4(ctx, q0, q_sf, kv_cache, weights, context_lens, block_table, max_context_len,
+               logits):
+    from .mqa import packed_fp4, packed_sf_bytes
+    plan = Plan()
+    q_np = to_numpy(q0, "q")
+    if q_np.ndim != 4:
+        raise ValueError(f"q must be [B, next_n, H, D/2] packed FP4, got {q_np.shape}")
+    B, NN, H, D2 = q_np.shape
+    D = 2 * D2
+    if D % 32 or D > 128:
+        raise ValueError(f"FP4 q: head dim {D} must be a multiple of 32 up to 128 (one UE8M0 "
+                         f"scale per 32 values, four packed in an int32)")
+    qa = packed_fp4(q_np, (B, NN, H, D2), "q")
+    qsf = packed_sf_bytes(q_sf, (B, NN, H), "q_sf").reshape(B * NN, H * 4)
+    kv = as_input(to_numpy(kv_cache, "kv_cache").view(np.uint8), None, "kv_cache")
+    if kv.ndim != 4 or kv.shape[2] != 1 or kv.shape[3] != D2 + 4:
+        raise ValueError(f"kv_cache must be DeepGEMM's FP4 cache [num_blocks, block_kv, 1, "
+                         f"{D2 + 4}] uint8 (D/2 code bytes and an int32 of UE8M0 scales a row), "
+                         f"got {kv.shape}")
+    NB, BKV = kv.shape[:2]
+    w = as_input(weights, "float32", "weights")
+    check_shape(w, (B * NN, H), "weights")
+    cl = as_input(context_lens, "int32", "context_lens").reshape(-1)
+    check_shape(cl, (B,), "context_lens")
+    bt = as_input(block_table, "int32", "block_table")
+    L = int(max_context_len)
+    out = np.empty((B * NN, L), np.float32) if logits is None else as_output(
+        plan, logits, "logits", "float32")
+    check_shape(out, (B * NN, L), "logits")
+    kernel = ctx.compile(paged_mqa_fp4_kernel, B, NN, H, D, NB, BKV, bt.shape[1], L)
+    plan.launch(kernel, qa, qsf, kv.reshape(NB, BKV * (D2 + 4)), w, cl, bt, out)
+    plan.result = out if logits is None else logits
+    return plan
+
+
 @library_function
 def fp8_fp4_paged_mqa_logits(ctx, q, kv_cache, weights, context_lens, block_table, schedule_meta,
                              max_context_len, clean_logits=True, logits_dtype=None, indices=None,
                              logits=None):
     """DeepGEMM's newer name: q = (q e4m3, None) or q alone is fp8_paged_mqa_logits (FP8 cache);
-    FP4 q / an FP4 cache and `indices` are not supported here. Logits are float32."""
+    q = (packed FP4 q, q_sf int32) reads DeepGEMM's FP4 cache (module doc). `indices` is not
+    supported. Logits are float32."""
     q0, q_sf = q if isinstance(q, tuple) else (q, None)
-    if q_sf is not None or indices is not None:
-        raise ValueError("fp8_fp4_paged_mqa_logits: FP4 q (q with scales) and indices are not "
-                         "supported; pass an e4m3 q (q, None) and DeepGEMM's FP8 kv cache")
+    if indices is not None:
+        raise ValueError("fp8_fp4_paged_mqa_logits: indices are not supported")
     if logits_dtype not in (None, "float32", np.float32) and str(logits_dtype) != "torch.float32":
         raise ValueError(f"logits_dtype {logits_dtype!r}: only float32 logits are supported")
+    if q_sf is not None:
+        return _paged_fp4(ctx, q0, q_sf, kv_cache, weights, context_lens, block_table,
+                          max_context_len, logits)
     return fp8_paged_mqa_logits.plan(ctx, q0, kv_cache, weights, context_lens, block_table,
                                      schedule_meta, max_context_len, clean_logits, logits)

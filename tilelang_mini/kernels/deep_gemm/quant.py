@@ -8,6 +8,9 @@
 * ceil_to_ue8m0(x) -> the power of two at or above |x| (exponent byte rounded up), float32
 * pack_ue8m0_to_int(sf [..., 4k]) -> int32 [..., k]: exponent bytes, little-endian
 * unpack_ue8m0_from_int(p [..., k]) -> float32 [..., 4k]
+* per_channel_cast_to_fp8(x [M, N], use_ue8m0, gran_k=128) -> (e4m3 [M, N], sf [M/g, N])
+* cast_back_from_fp4(packed [M, N/2], sf, gran_k=128, use_packed_ue8m0=False) -> float32 [M, N]
+* transpose_packed_fp4(a [M, N/2]) -> [N, M/2] (the codes transposed, packed along M)
 * transform_sf_into_required_layout(sf, mn, k, recipe, ...) -> the layout this library's GEMMs
   read: on ascend950 UE8M0 pairs packed in uint16, MN-major [ceil(k/256), mn] (the scaled MMAD's
   operands); elsewhere fp32 [mn, ceil(k/g)] (packed UE8M0 ints are unpacked; per-block B scales
@@ -20,7 +23,7 @@ import numpy as np
 
 import tilelang_mini.language as T
 
-from .._core import Plan, as_input, ceil_div, library_function
+from .._core import Plan, as_input, ceil_div, library_function, to_numpy
 
 FP8_MAX = 448.0
 FP4_MAX = 6.0
@@ -383,3 +386,156 @@ def _fp8():
 def _dt(a) -> str:
     from ...ir import dtypes
     return dtypes.canonical(a.dtype)
+
+
+# ----------------------------------------------------------------------------- more of deep_gemm.utils
+
+
+def per_channel_kernel(M, N, in_dtype, gran, ue8m0, block_N=128):
+    """Q [M, N] e4m3 and SF [M/gran, N]: one scale per column and per `gran` rows."""
+
+    @T.prim_func
+    def per_channel_cast(X: T.Tensor((M, N), in_dtype), Q: T.Tensor((M, N), "float8_e4m3fn"),
+                         SF: T.Tensor((M // gran, N), "float32")):
+        with T.Kernel(T.ceildiv(N, block_N), M // gran) as (bx, by):
+            x = T.alloc_fragment((gran, block_N), "float32")
+            q = T.alloc_fragment((gran, block_N), "float8_e4m3fn")
+            amax = T.alloc_fragment((block_N,), "float32")
+            T.copy(X[by * gran, bx * block_N], x)
+            T.reduce_absmax(x, amax, dim=0)
+            for j in T.Parallel(block_N):
+                amax[j] = T.max(amax[j], 1e-4) / FP8_MAX
+            if ue8m0:
+                ue8m0_ceil(amax, block_N)
+            for i, j in T.Parallel(gran, block_N):
+                q[i, j] = T.cast(x[i, j] * (1.0 / amax[j]), "float8_e4m3fn")
+            T.copy(q, Q[by * gran, bx * block_N])
+            T.copy(amax, SF[by, bx * block_N:(bx + 1) * block_N])
+
+    return per_channel_cast
+
+
+def cast_back_fp4_kernel(M, N, gran, packed_sf, block_M=ROWS):
+    """Y [M, N] float32 = the e2m1 values of X [M, N/2] (two codes a byte, even column low) times
+    their group's scale: SF [M, ceil(N/gran)] float32, or (packed_sf) the UE8M0 bytes
+    SFB [M, 4 * ceil(ceil(N/gran)/4)] of DeepGEMM's int32-packed scales, 2^(byte - 127)."""
+    KB = ceil_div(N, gran)
+    sf_shape = (M, 4 * ceil_div(KB, 4)) if packed_sf else (M, KB)
+    half = gran // 2
+
+    @T.prim_func
+    def cast_back_from_fp4(X: T.Tensor((M, N // 2), "int8"),
+                           SF: T.Tensor(sf_shape, "uint8" if packed_sf else "float32"),
+                           Y: T.Tensor((M, N), "float32")):
+        with T.Kernel(T.ceildiv(M, block_M), KB) as (bx, kb):
+            x = T.alloc_fragment((block_M, half), "int8")
+            s = T.alloc_fragment((block_M, 1), "uint8" if packed_sf else "float32")
+            code = T.alloc_fragment((block_M, gran), "int32")
+            y = T.alloc_fragment((block_M, gran), "float32")
+            T.copy(X[bx * block_M, kb * half], x)
+            T.copy(SF[bx * block_M:(bx + 1) * block_M, kb:kb + 1], s)
+            for i, j in T.Parallel(block_M, gran):
+                code[i, j] = (T.cast(x[i, j // 2], "int32") >> ((j % 2) * 4)) & 15
+            if packed_sf:
+                for i, j in T.Parallel(block_M, gran):
+                    y[i, j] = T.cast(T.reinterpret(code[i, j], "float4_e2m1fn"), "float32") \
+                        * T.reinterpret(T.cast(s[i, 0], "int32") << 23, "float32")
+            else:
+                for i, j in T.Parallel(block_M, gran):
+                    y[i, j] = T.cast(T.reinterpret(code[i, j], "float4_e2m1fn"), "float32") \
+                        * s[i, 0]
+            T.copy(y, Y[bx * block_M, kb * gran])
+
+    return cast_back_from_fp4
+
+
+def transpose_fp4_kernel(M, N, block_M=32, block_B=32):
+    """Y [N, M/2] = the codes of X [M, N/2] transposed (both packed two a byte along their last
+    axis, the even index in the low nibble): DeepGEMM's MN-major FP4 layout."""
+
+    @T.prim_func
+    def transpose_packed_fp4(X: T.Tensor((M, N // 2), "int8"), Y: T.Tensor((N, M // 2), "int8")):
+        with T.Kernel(T.ceildiv(N // 2, block_B), T.ceildiv(M, block_M)) as (bx, by):
+            x = T.alloc_fragment((block_M, block_B), "int8")
+            code = T.alloc_fragment((block_M, 2 * block_B), "int32")
+            y = T.alloc_fragment((2 * block_B, block_M // 2), "int8")
+            T.copy(X[by * block_M, bx * block_B], x)
+            for i, j in T.Parallel(block_M, 2 * block_B):
+                code[i, j] = (T.cast(x[i, j // 2], "int32") >> ((j % 2) * 4)) & 15
+            for j, i in T.Parallel(2 * block_B, block_M // 2):
+                y[j, i] = code[2 * i, j] | (code[2 * i + 1, j] << 4)
+            T.copy(y, Y[bx * 2 * block_B, by * (block_M // 2)])
+
+    return transpose_packed_fp4
+
+
+@library_function
+def per_channel_cast_to_fp8(ctx, x, use_ue8m0=False, gran_k=128):
+    """-> (x_fp8 [M, N] e4m3, sf [M/gran_k, N] fp32): one scale per column and per gran_k rows
+    (the recipe (1, 1, 128) operands of the k-grouped GEMMs and fp8_einsum's bhd,bhr->hdr). M is
+    a multiple of gran_k, as DeepGEMM asserts."""
+    plan, xa = Plan(), _cast_input(x)
+    M, N = xa.shape
+    if M % int(gran_k):
+        raise ValueError(f"per_channel_cast_to_fp8: M={M} must be a multiple of gran_k={gran_k}")
+    q = np.empty((M, N), _fp8())
+    sf = np.empty((M // int(gran_k), N), np.float32)
+    plan.launch(ctx.compile(per_channel_kernel, M, N, _dt(xa), int(gran_k), bool(use_ue8m0)),
+                xa, q, sf)
+    plan.result = (q, sf)
+    return plan
+
+
+@library_function
+def cast_back_from_fp4(ctx, packed, sf, gran_k=128, use_packed_ue8m0=False):
+    """packed e2m1 [M, N/2] (int8/uint8) and its scales (fp32 [M, ceil(N/gran_k)], or int32
+    packed UE8M0 with use_packed_ue8m0) -> float32 [M, N], each value times its group's scale."""
+    from .mqa import packed_fp4
+    plan = Plan()
+    p = to_numpy(packed, "packed")
+    if p.ndim != 2:
+        raise ValueError(f"packed must be [M, N/2], got {p.shape}")
+    M, N = p.shape[0], 2 * p.shape[1]
+    g = int(gran_k)
+    if g % 2 or g <= 0:
+        raise ValueError(f"gran_k={gran_k} must be a positive even number")
+    xa = packed_fp4(p, p.shape, "packed")
+    kb = ceil_div(N, g)
+    if use_packed_ue8m0:
+        sfa = as_input(sf, None, "sf")
+        want = (M, ceil_div(kb, 4))
+        if sfa.size == M * want[1]:   # [M] when one int holds a row's scales (DeepGEMM's kv_sf)
+            sfa = sfa.reshape(want)
+        if sfa.dtype.itemsize != 4 or sfa.dtype.kind not in "iu" or sfa.shape != want:
+            raise ValueError(f"sf: packed UE8M0 scales are int32 {want}, got {sfa.dtype} "
+                             f"{sfa.shape}")
+        sfa = np.ascontiguousarray(sfa.astype("<i4", copy=False)).view(np.uint8)
+    else:
+        sfa = as_input(sf, "float32", "sf")
+        if sfa.shape != (M, kb):
+            raise ValueError(f"sf has shape {sfa.shape}; expected fp32 {(M, kb)}")
+    if N % g:   # the last group is partial: decode a padded copy of the codes (zeros)
+        pad = np.zeros((M, kb * g // 2), np.int8)
+        pad[:, :N // 2] = xa
+        xa = pad
+    out = np.empty((M, xa.shape[1] * 2), np.float32)
+    plan.launch(ctx.compile(cast_back_fp4_kernel, M, out.shape[1], g, bool(use_packed_ue8m0)),
+                xa, sfa, out)
+    plan.result = out[:, :N]
+    return plan
+
+
+@library_function
+def transpose_packed_fp4(ctx, a):
+    """int8 [M, N/2] packed e2m1 (two codes a byte along N) -> int8 [N, M/2] packed along M: the
+    transposed codes (DeepGEMM's layout of an MN-major FP4 operand). M must be even."""
+    from .mqa import packed_fp4
+    plan = Plan()
+    p = to_numpy(a, "a")
+    if p.ndim != 2 or p.shape[0] % 2:
+        raise ValueError(f"transpose_packed_fp4 takes [M, N/2] with M even, got {p.shape}")
+    M, N = p.shape[0], 2 * p.shape[1]
+    out = np.empty((N, M // 2), np.int8)
+    plan.launch(ctx.compile(transpose_fp4_kernel, M, N), packed_fp4(p, p.shape, "a"), out)
+    plan.result = out
+    return plan
