@@ -25,7 +25,7 @@ import numpy as np
 
 import tilelang_mini.language as T
 
-from .._core import (Plan, as_input, as_output, ceil_div, check_shape, library_function,
+from .._core import (Plan, as_input, as_output, check_shape, library_function,
                      to_numpy)
 from ._tiles import fp8_cube
 
