@@ -269,3 +269,48 @@ def test_vector_read_back_of_a_same_value_write_simulates():
     y, _ = tilelang_mini.compile(read_back(), out_idx=[1]).simulate(
         x, np.zeros((2, 32, 8), np.float32))
     np.testing.assert_allclose(y, 3 * x.astype(f64), rtol=1e-6)
+
+
+def aiv_accumulator_parts(form):
+    """Each AIV copies its own part of the block's accumulator out of L0C (developer mode):
+    consecutive row halves (FixPipe's dual destination), the halves swapped, or column halves
+    (through a workspace on every chip)."""
+    @T.prim_func
+    def main(A: T.Tensor((64, 32), "float16"), B: T.Tensor((32, 32), "float16"),
+             C: T.Tensor((64, 32), "float32")):
+        with T.Kernel(1, is_npu=True) as (cid, vid):
+            a_l1 = T.alloc_L1((64, 32), "float16")
+            b_l1 = T.alloc_L1((32, 32), "float16")
+            acc = T.alloc_L0C((64, 32), "float32")
+            T.copy(A[0, 0], a_l1)
+            T.copy(B[0, 0], b_l1)
+            T.gemm(a_l1, b_l1, acc, clear_accum=True)
+            if form == "rows":
+                c_ub = T.alloc_ub((32, 32), "float32")
+                T.copy(acc[vid * 32:vid * 32 + 32, :], c_ub)
+                T.copy(c_ub, C[vid * 32, 0])
+            elif form == "swapped":
+                c_ub = T.alloc_ub((32, 32), "float32")
+                T.copy(acc[(1 - vid) * 32:(1 - vid) * 32 + 32, :], c_ub)
+                T.copy(c_ub, C[(1 - vid) * 32, 0])
+            else:
+                c_ub = T.alloc_ub((64, 16), "float32")
+                T.copy(acc[:, vid * 16:vid * 16 + 16], c_ub)
+                T.copy(c_ub, C[0, vid * 16])
+    return main
+
+
+@pytest.mark.parametrize("form", ["rows", "swapped", "columns"])
+def test_each_aiv_copies_its_own_part_of_the_accumulator(target, form):
+    """On ascend950 (FixPipe L0C -> UB) the two per-vid copies each went to both AIVs, so the
+    second overwrote AIV 0's rows: simulate returned AIV 1's part in AIV 0's rows."""
+    rng = np.random.default_rng(12)
+    a = rng.standard_normal((64, 32)).astype(np.float16)
+    b = rng.standard_normal((32, 32)).astype(np.float16)
+    ref = a.astype(f64) @ b.astype(f64)
+    prim = aiv_accumulator_parts(form)
+    out = tilelang_mini.compile(prim, out_idx=[-1], target=target)(a, b)
+    np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4)
+    for chip in ("ascend910b", "ascend950"):
+        simulated, _ = tilelang_mini.compile(prim, out_idx=[-1], chip=chip).simulate(a, b)
+        np.testing.assert_allclose(simulated, ref, rtol=1e-4, atol=1e-4)
