@@ -262,9 +262,9 @@ def test_vector_read_back_of_a_same_value_write(target, monkeypatch):
                                    3 * x.astype(f64), rtol=1e-6)
 
 
-@pytest.mark.xfail(strict=True, reason="known limitation: the simulator counts the two AIVs' "
-                   "unordered writes of the same bytes to W (benign on the hardware) as a race")
 def test_vector_read_back_of_a_same_value_write_simulates():
+    """Both AIVs write the same bytes to W unordered (benign on the hardware: either order
+    leaves the same bytes) and each reads back after its own write: no race reported."""
     x = np.random.default_rng(10).standard_normal((64, 8)).astype(np.float32)
     y, _ = tilelang_mini.compile(read_back(), out_idx=[1]).simulate(
         x, np.zeros((2, 32, 8), np.float32))
@@ -314,3 +314,28 @@ def test_each_aiv_copies_its_own_part_of_the_accumulator(target, form):
     for chip in ("ascend910b", "ascend950"):
         simulated, _ = tilelang_mini.compile(prim, out_idx=[-1], chip=chip).simulate(a, b)
         np.testing.assert_allclose(simulated, ref, rtol=1e-4, atol=1e-4)
+
+
+def different_value_write(blocks=2):
+    """Each AIV writes ITS half of X to the same bytes W[c, 0:16] and reads them back: the
+    bytes read depend on which write lands last, a real race."""
+    @T.prim_func
+    def main(X: T.Tensor((blocks * 32, 8), "float32"), Y: T.Tensor((blocks * 32, 8), "float32"),
+             W: T.Tensor((blocks, 16, 8), "float32")):
+        with T.Kernel(blocks, is_npu=True) as (cid, vid):
+            a = T.alloc_ub((16, 8), "float32")
+            T.copy(X[cid * 32 + vid * 16, 0], a)
+            T.copy(a, W[cid, 0:16, 0:8])
+            T.copy(W[cid, 0:16, 0:8], a)
+            T.copy(a, Y[cid * 32 + vid * 16, 0])
+    return main
+
+
+def test_vector_read_back_of_a_different_value_write_is_a_race():
+    """Still reported with the values compared: the two writes' bytes differ."""
+    x = np.random.default_rng(11).standard_normal((64, 8)).astype(np.float32)
+    for chip in CHIPS:
+        with pytest.raises(tilelang_mini.RaceError) as err:
+            tilelang_mini.compile(different_value_write(), out_idx=[1], chip=chip).simulate(
+                x, np.zeros((2, 16, 8), np.float32))
+        assert "buffer W" in str(err.value)
