@@ -339,3 +339,43 @@ def test_vector_read_back_of_a_different_value_write_is_a_race():
             tilelang_mini.compile(different_value_write(), out_idx=[1], chip=chip).simulate(
                 x, np.zeros((2, 16, 8), np.float32))
         assert "buffer W" in str(err.value)
+
+
+def aiv_operand_halves():
+    """Each AIV prepares its half of the rows of the GEMM's A operand (scale, cast) and copies
+    it into its rows of one L1 tile; the cube multiplies the whole tile."""
+    @T.prim_func
+    def main(A: T.Tensor((32, 32), "float32"), B: T.Tensor((32, 32), "float16"),
+             C: T.Tensor((32, 32), "float32")):
+        with T.Kernel(1, is_npu=True) as (cid, vid):
+            a_ub = T.alloc_ub((16, 32), "float32")
+            h_ub = T.alloc_ub((16, 32), "float16")
+            a_l1 = T.alloc_L1((32, 32), "float16")
+            b_l1 = T.alloc_L1((32, 32), "float16")
+            acc = T.alloc_L0C((32, 32), "float32")
+            c_ub = T.alloc_ub((16, 32), "float32")
+            T.copy(A[vid * 16, 0], a_ub)
+            T.tile.muls(a_ub, a_ub, 2.0)
+            T.tile.cast(h_ub, a_ub, "CAST_RINT", 512)
+            T.copy(h_ub, a_l1[vid * 16:vid * 16 + 16, :])
+            T.copy(B[0, 0], b_l1)
+            T.gemm(a_l1, b_l1, acc, clear_accum=True)
+            T.copy(acc[vid * 16:vid * 16 + 16, :], c_ub)
+            T.copy(c_ub, C[vid * 16, 0])
+    return main
+
+
+def test_each_aiv_writes_its_rows_of_an_l1_operand(target):
+    """On ascend910b (no UB -> L1 path) both AIVs staged their halves through ONE workspace
+    and the cube copied it into both halves of the L1 tile: wrong numbers on numpy and llvm,
+    a race in simulate. Each AIV now stages through its own copy of the workspace."""
+    rng = np.random.default_rng(13)
+    a = rng.standard_normal((32, 32)).astype(np.float32)
+    b = rng.standard_normal((32, 32)).astype(np.float16)
+    ref = (a.astype(f64) * 2).astype(np.float16).astype(f64) @ b.astype(f64)
+    prim = aiv_operand_halves()
+    out = tilelang_mini.compile(prim, out_idx=[-1], target=target)(a, b)
+    np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4)
+    for chip in CHIPS:
+        simulated, _ = tilelang_mini.compile(prim, out_idx=[-1], chip=chip).simulate(a, b)
+        np.testing.assert_allclose(simulated, ref, rtol=1e-4, atol=1e-4)

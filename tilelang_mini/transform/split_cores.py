@@ -89,8 +89,9 @@ def _mentions_vid(node) -> bool:
 
 def _per_vid_workspaces(body) -> list:
     """Per-AIV mode: a cube instruction that reads `vid` runs once for each AIV (_wrap), so a
-    block workspace it writes (legalize's staging of an L0C -> UB or UB -> L1 copy the chip has
-    no path for) gets one copy per AIV, indexed by vid everywhere:
+    block workspace it writes or reads (legalize's staging of an L0C -> UB or UB -> L1 copy the
+    chip has no path for: each AIV stages its own part) gets one copy per AIV, indexed by vid
+    everywhere:
 
         ws = alloc_workspace((16, 32))                ws = alloc_workspace((2, 16, 32))
         copy(acc[vid * 16 +: 16, 0 +: 32], ws)   ->   copy(acc[vid * 16 +: 16, 0 +: 32], ws[vid +: 1, 0 +: 16, 0 +: 32])
@@ -98,8 +99,8 @@ def _per_vid_workspaces(body) -> list:
     from ..ir.nodes import Buffer
     local = {s.buffer.name for s in walk_statements(body)
              if isinstance(s, Alloc) and s.buffer.scope == "workspace"}
-    names = {b.name for st in analysis.instructions(body)
-             if core_of(st) == "C" and _mentions_vid(st) for b in analysis.writes(st)} & local
+    names = {b.name for st in analysis.instructions(body) if core_of(st) == "C" and
+             _mentions_vid(st) for b in analysis.writes(st) + analysis.reads(st)} & local
     if not names:
         return list(body)
 
