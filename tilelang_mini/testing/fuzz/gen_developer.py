@@ -190,20 +190,27 @@ def gen_developer(d, seed):
     M = d.dim(1, 130)
     N = d.dim(1, 130)
     K = d.dim(1, 160)
-    bm = d.choice([16, 32, 64]) if gemm else d.choice([2, 4, 8, 16, 32])
-    bn = d.choice([16, 32, 64]) if gemm or d.boolean(0.7) else d.choice([8, 24, 40])
+    bm = d.choice([16, 32, 64]) if gemm else d.choice([1, 2, 3, 4, 8, 16, 32])
+    bn = d.choice([16, 32, 64]) if gemm or d.boolean(0.7) else d.choice([1, 8, 24, 40])
     bk = d.choice([16, 32, 64])
     dt = d.choice(["float16", "bfloat16", "float32"])
     out_dt = d.choice(["float32", "float32", "float16", "bfloat16"])
     hdt = d.choice(["float16", "bfloat16"])
     ta, tb = gemm and d.boolean(0.25), gemm and d.boolean(0.3)
+    # the vector cores prepare A (scale, cast) and copy it into the L1 operand (their rows)
+    pro = gemm and not ta and d.boolean(0.35)
+    pro_c = d.choice([0.5, -2.0, 1.5])
+    swapped = halves and d.boolean(0.4)  # AIV v handles the rows of part 1 - v
     m_num, n_num = -(-M // bm), -(-N // bn)
     rows = bm // 2 if halves else bm
     feats = {"developer", f"in_{dt}", f"out_{out_dt}"} | ({"developer_gemm"} if gemm else set())
     feats |= {"developer_vid_halves"} if halves else set()
     tensors = []
     if gemm:
-        tensors += [Tensor("A", [K, M] if ta else [M, K], dt), Tensor("B", [N, K] if tb else [K, N], dt)]
+        tensors += [Tensor("A", [K, M] if ta else [M, K], "float32" if pro else dt),
+                    Tensor("B", [N, K] if tb else [K, N], dt)]
+        feats |= {"developer_prologue"} if pro else set()
+        feats |= {"developer_vid_swapped"} if swapped else set()
         feats |= ({"transpose_A"} if ta else set()) | ({"transpose_B"} if tb else set())
     else:
         tensors.append(Tensor("X", [M, N], dt, -2.0, 2.0))
@@ -245,7 +252,11 @@ def gen_developer(d, seed):
         if name == "h" and "tile_cast" not in ch.feats:
             continue
         src.add(2, f'{name}_ub = T.alloc_{alloc(ub_kinds)}({shape}, "{dtype}")')
-    row0 = f"bx * {bm} + vid * {rows}" if halves else f"bx * {bm}"
+    part = "(1 - vid)" if swapped else "vid"
+    row0 = f"bx * {bm} + {part} * {rows}" if halves else f"bx * {bm}"
+    if pro:
+        src.add(2, f'a_ub = T.alloc_{alloc(ub_kinds)}(({rows}, {bk}), "float32")')
+        src.add(2, f'ah_ub = T.alloc_{alloc(ub_kinds)}(({rows}, {bk}), "{dt}")')
     if gemm:
         nk = f"T.ceildiv({K}, {bk})"
         kind = d.weighted(["pipelined", "serial", "range"], [3, 3, 1])
@@ -255,12 +266,19 @@ def gen_developer(d, seed):
         if not clear_in_loop:
             src.add(2, "T.clear(C_L0)")
         src.add(2, f"for k in {loop}:")
-        src.add(3, f"T.copy(A[k * {bk}, bx * {bm}], A_L1)" if ta else f"T.copy(A[bx * {bm}, k * {bk}], A_L1)")
+        if pro:
+            src.add(3, f"T.copy(A[{row0}, k * {bk}], a_ub)")
+            src.add(3, f"T.tile.muls(a_ub, a_ub, {pro_c})")
+            src.add(3, f'T.tile.cast(ah_ub, a_ub, "CAST_RINT", {rows * bk})')
+            src.add(3, f"T.copy(ah_ub, A_L1[{part} * {rows}:{part} * {rows} + {rows}, :])" if halves
+                    else "T.copy(ah_ub, A_L1)")
+        else:
+            src.add(3, f"T.copy(A[k * {bk}, bx * {bm}], A_L1)" if ta else f"T.copy(A[bx * {bm}, k * {bk}], A_L1)")
         src.add(3, f"T.copy(B[by * {bn}, k * {bk}], B_L1)" if tb else f"T.copy(B[k * {bk}, by * {bn}], B_L1)")
         flags = (", transpose_A=True" if ta else "") + (", transpose_B=True" if tb else "")
         src.add(3, f"T.gemm(A_L1, B_L1, C_L0{flags}{', clear_accum=(k == 0)' if clear_in_loop else ''})")
         if halves:
-            src.add(2, f"T.copy(C_L0[vid * {rows}:vid * {rows} + {rows}, :], c_ub)")
+            src.add(2, f"T.copy(C_L0[{part} * {rows}:{part} * {rows} + {rows}, :], c_ub)")
         else:
             src.add(2, "T.copy(C_L0, c_ub)")
     else:
@@ -282,18 +300,21 @@ def gen_developer(d, seed):
     ref, _ = reference_source(input_names(tensors), [("C", (M, N))],
                               [("bx", m_num), ("by", n_num)] + ([("v", 2)] if halves else []))
     ind = 3 + halves
-    r0 = f"bx * {bm} + v * {rows}" if halves else f"bx * {bm}"
+    vpart = "(1 - v)" if swapped else "v"
+    r0 = f"bx * {bm} + {vpart} * {rows}" if halves else f"bx * {bm}"
     ref.add(ind, f"HDT = '{hdt}'")
     if gemm:
         ref.add(ind, f"c = np.zeros(({bm}, {bn}))")
         ref.add(ind, f"for k in range(cdiv({K}, {bk})):")
         a = (f"load(A, (k * {bk}, bx * {bm}), {(bk, bm)}).T" if ta
              else f"load(A, (bx * {bm}, k * {bk}), {(bm, bk)})")
+        if pro:
+            a = f"rnd(rnd({a}, 'float32') * {pro_c}, '{dt}')"
         bb = (f"load(B, (by * {bn}, k * {bk}), {(bn, bk)}).T" if tb
               else f"load(B, (k * {bk}, by * {bn}), {(bk, bn)})")
         ref.add(ind + 1, f"c = c + {a} @ {bb}")
         if halves:
-            ref.add(ind, f"c = c[v * {rows}:(v + 1) * {rows}]")
+            ref.add(ind, f"c = c[{vpart} * {rows}:({vpart} + 1) * {rows}]")
     else:
         ref.add(ind, f"c = rnd(load(X, ({r0}, by * {bn}), ({rows}, {bn})), 'float32')")
     ref.add(ind, f"d = load(D, ({r0}, by * {bn}), ({rows}, {bn}))")
