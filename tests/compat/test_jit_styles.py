@@ -113,6 +113,18 @@ def test_symbolic_shapes_specialise_per_call(target):
     assert len(kernel._cache) == 3
 
 
+def test_symbolic_shape_of_zero_is_an_argument_error(target):
+    """A symbol bound to 0 by an empty input is a located ArgumentError naming the argument
+    and the symbol (as an empty array is for fixed shapes), not a CompileError about the
+    kernel's tensor shapes."""
+    kernel = tilelang_mini.jit(out_idx=[-1], target=target)(symbolic_add)()
+    with pytest.raises(tilelang_mini.ArgumentError) as err:
+        kernel(np.zeros((0, 32), np.float32))
+    assert "argument 'X'" in str(err.value) and "symbol M would be 0" in str(err.value)
+    assert err.value.loc.line
+    close(kernel(rand((3, 32), seed=1)), f64(rand((3, 32), seed=1)) + 1)
+
+
 def test_autotune_decorator_form():
     @tilelang_mini.autotune(configs=[{"block_M": 8}, {"block_M": 16}], warmup=1, rep=2)
     @tilelang_mini.jit(out_idx=[-1])

@@ -200,9 +200,15 @@ class SymbolicKernel(CompileSettings):
             shape = getattr(a, "shape", None)
             if shape is None or len(shape) != len(ann.shape):
                 raise ArgumentError(f"input {i}: expected a {len(ann.shape)}-D array, got "
-                                    f"{'shape ' + str(tuple(shape)) if shape is not None else type(a).__name__}")
+                                    f"{'shape ' + str(tuple(shape)) if shape is not None else type(a).__name__}",
+                                    _def_loc(self.prim.fn))
             for d, n in zip(ann.shape, shape):
                 if isinstance(d, Symbol):
+                    if int(n) < 1:  # (a tensor dimension is at least 1, as for fixed shapes)
+                        raise ArgumentError(
+                            f"argument '{self.names[i]}' of kernel '{self.prim.__name__}' has "
+                            f"shape {tuple(shape)}: shape symbol {d.name} would be {int(n)}; "
+                            f"tensor dimensions must be at least 1", _def_loc(self.prim.fn))
                     if values.setdefault(d.name, int(n)) != int(n):
                         raise ArgumentError(f"shape symbol {d.name} is {values[d.name]} by an "
                                             f"earlier input but {n} by input {i}")
