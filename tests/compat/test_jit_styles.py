@@ -125,6 +125,25 @@ def test_symbolic_shape_of_zero_is_an_argument_error(target):
     close(kernel(rand((3, 32), seed=1)), f64(rand((3, 32), seed=1)) + 1)
 
 
+def test_symbolic_kernel_takes_lists_and_array_objects(target):
+    """A kernel with symbolic shapes binds its symbols from a nested list's or an `__array__`
+    object's shape, as a fixed-shape kernel accepts them (bind rejected both as 'expected a
+    2-D array')."""
+    class Wrapped:
+        def __init__(self, a):
+            self.a = a
+
+        def __array__(self, dtype=None, copy=None):
+            return self.a
+
+    kernel = tilelang_mini.jit(out_idx=[-1], target=target)(symbolic_add)()
+    x = rand((7, 32), seed=3)
+    close(kernel(x.tolist()), f64(x) + 1)
+    close(kernel(Wrapped(x)), f64(x) + 1)
+    with pytest.raises(tilelang_mini.ArgumentError):
+        kernel([[1.0, 2.0], [3.0]])  # ragged
+
+
 def test_autotune_decorator_form():
     @tilelang_mini.autotune(configs=[{"block_M": 8}, {"block_M": 16}], warmup=1, rep=2)
     @tilelang_mini.jit(out_idx=[-1])
