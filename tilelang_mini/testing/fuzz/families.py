@@ -63,7 +63,8 @@ def generate(d, family: str, seed) -> Case:
         return base
     if family == "args":
         from .badargs import KINDS
-        base = generate(d, d.choice(("elementwise", "reduce", "gemm", "gather")), seed)
+        base = generate(d, d.choice(("elementwise", "reduce", "gemm", "gather", "dialect",
+                                     "developer")), seed)
         n_in = len([t for t in base.tensors if not t.output])
         base.call = {"kind": d.choice(KINDS), "index": d.int(0, n_in - 1)}
         base.features = sorted(set(base.features) | {f"base_{base.family}", "args",
