@@ -262,10 +262,120 @@ def test_vector_read_back_of_a_same_value_write(target, monkeypatch):
                                    3 * x.astype(f64), rtol=1e-6)
 
 
-@pytest.mark.xfail(strict=True, reason="known limitation: the simulator counts the two AIVs' "
-                   "unordered writes of the same bytes to W (benign on the hardware) as a race")
 def test_vector_read_back_of_a_same_value_write_simulates():
+    """Both AIVs write the same bytes to W unordered (benign on the hardware: either order
+    leaves the same bytes) and each reads back after its own write: no race reported."""
     x = np.random.default_rng(10).standard_normal((64, 8)).astype(np.float32)
     y, _ = tilelang_mini.compile(read_back(), out_idx=[1]).simulate(
         x, np.zeros((2, 32, 8), np.float32))
     np.testing.assert_allclose(y, 3 * x.astype(f64), rtol=1e-6)
+
+
+def aiv_accumulator_parts(form):
+    """Each AIV copies its own part of the block's accumulator out of L0C (developer mode):
+    consecutive row halves (FixPipe's dual destination), the halves swapped, or column halves
+    (through a workspace on every chip)."""
+    @T.prim_func
+    def main(A: T.Tensor((64, 32), "float16"), B: T.Tensor((32, 32), "float16"),
+             C: T.Tensor((64, 32), "float32")):
+        with T.Kernel(1, is_npu=True) as (cid, vid):
+            a_l1 = T.alloc_L1((64, 32), "float16")
+            b_l1 = T.alloc_L1((32, 32), "float16")
+            acc = T.alloc_L0C((64, 32), "float32")
+            T.copy(A[0, 0], a_l1)
+            T.copy(B[0, 0], b_l1)
+            T.gemm(a_l1, b_l1, acc, clear_accum=True)
+            if form == "rows":
+                c_ub = T.alloc_ub((32, 32), "float32")
+                T.copy(acc[vid * 32:vid * 32 + 32, :], c_ub)
+                T.copy(c_ub, C[vid * 32, 0])
+            elif form == "swapped":
+                c_ub = T.alloc_ub((32, 32), "float32")
+                T.copy(acc[(1 - vid) * 32:(1 - vid) * 32 + 32, :], c_ub)
+                T.copy(c_ub, C[(1 - vid) * 32, 0])
+            else:
+                c_ub = T.alloc_ub((64, 16), "float32")
+                T.copy(acc[:, vid * 16:vid * 16 + 16], c_ub)
+                T.copy(c_ub, C[0, vid * 16])
+    return main
+
+
+@pytest.mark.parametrize("form", ["rows", "swapped", "columns"])
+def test_each_aiv_copies_its_own_part_of_the_accumulator(target, form):
+    """On ascend950 (FixPipe L0C -> UB) the two per-vid copies each went to both AIVs, so the
+    second overwrote AIV 0's rows: simulate returned AIV 1's part in AIV 0's rows."""
+    rng = np.random.default_rng(12)
+    a = rng.standard_normal((64, 32)).astype(np.float16)
+    b = rng.standard_normal((32, 32)).astype(np.float16)
+    ref = a.astype(f64) @ b.astype(f64)
+    prim = aiv_accumulator_parts(form)
+    out = tilelang_mini.compile(prim, out_idx=[-1], target=target)(a, b)
+    np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4)
+    for chip in ("ascend910b", "ascend950"):
+        simulated, _ = tilelang_mini.compile(prim, out_idx=[-1], chip=chip).simulate(a, b)
+        np.testing.assert_allclose(simulated, ref, rtol=1e-4, atol=1e-4)
+
+
+def different_value_write(blocks=2):
+    """Each AIV writes ITS half of X to the same bytes W[c, 0:16] and reads them back: the
+    bytes read depend on which write lands last, a real race."""
+    @T.prim_func
+    def main(X: T.Tensor((blocks * 32, 8), "float32"), Y: T.Tensor((blocks * 32, 8), "float32"),
+             W: T.Tensor((blocks, 16, 8), "float32")):
+        with T.Kernel(blocks, is_npu=True) as (cid, vid):
+            a = T.alloc_ub((16, 8), "float32")
+            T.copy(X[cid * 32 + vid * 16, 0], a)
+            T.copy(a, W[cid, 0:16, 0:8])
+            T.copy(W[cid, 0:16, 0:8], a)
+            T.copy(a, Y[cid * 32 + vid * 16, 0])
+    return main
+
+
+def test_vector_read_back_of_a_different_value_write_is_a_race():
+    """Still reported with the values compared: the two writes' bytes differ."""
+    x = np.random.default_rng(11).standard_normal((64, 8)).astype(np.float32)
+    for chip in CHIPS:
+        with pytest.raises(tilelang_mini.RaceError) as err:
+            tilelang_mini.compile(different_value_write(), out_idx=[1], chip=chip).simulate(
+                x, np.zeros((2, 16, 8), np.float32))
+        assert "buffer W" in str(err.value)
+
+
+def aiv_operand_halves():
+    """Each AIV prepares its half of the rows of the GEMM's A operand (scale, cast) and copies
+    it into its rows of one L1 tile; the cube multiplies the whole tile."""
+    @T.prim_func
+    def main(A: T.Tensor((32, 32), "float32"), B: T.Tensor((32, 32), "float16"),
+             C: T.Tensor((32, 32), "float32")):
+        with T.Kernel(1, is_npu=True) as (cid, vid):
+            a_ub = T.alloc_ub((16, 32), "float32")
+            h_ub = T.alloc_ub((16, 32), "float16")
+            a_l1 = T.alloc_L1((32, 32), "float16")
+            b_l1 = T.alloc_L1((32, 32), "float16")
+            acc = T.alloc_L0C((32, 32), "float32")
+            c_ub = T.alloc_ub((16, 32), "float32")
+            T.copy(A[vid * 16, 0], a_ub)
+            T.tile.muls(a_ub, a_ub, 2.0)
+            T.tile.cast(h_ub, a_ub, "CAST_RINT", 512)
+            T.copy(h_ub, a_l1[vid * 16:vid * 16 + 16, :])
+            T.copy(B[0, 0], b_l1)
+            T.gemm(a_l1, b_l1, acc, clear_accum=True)
+            T.copy(acc[vid * 16:vid * 16 + 16, :], c_ub)
+            T.copy(c_ub, C[vid * 16, 0])
+    return main
+
+
+def test_each_aiv_writes_its_rows_of_an_l1_operand(target):
+    """On ascend910b (no UB -> L1 path) both AIVs staged their halves through ONE workspace
+    and the cube copied it into both halves of the L1 tile: wrong numbers on numpy and llvm,
+    a race in simulate. Each AIV now stages through its own copy of the workspace."""
+    rng = np.random.default_rng(13)
+    a = rng.standard_normal((32, 32)).astype(np.float32)
+    b = rng.standard_normal((32, 32)).astype(np.float16)
+    ref = (a.astype(f64) * 2).astype(np.float16).astype(f64) @ b.astype(f64)
+    prim = aiv_operand_halves()
+    out = tilelang_mini.compile(prim, out_idx=[-1], target=target)(a, b)
+    np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4)
+    for chip in CHIPS:
+        simulated, _ = tilelang_mini.compile(prim, out_idx=[-1], chip=chip).simulate(a, b)
+        np.testing.assert_allclose(simulated, ref, rtol=1e-4, atol=1e-4)

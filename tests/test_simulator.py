@@ -82,9 +82,9 @@ def cube_gemm_db(M, N, K, bm=64, bn=64, bk=32):
     return kernels.gemm_expert(M, N, K, bm=bm, bn=bn, bk=bk).ir
 
 
-def vector_kernel(R, W, barrier: bool, split: int = 1):
+def vector_kernel(R, W, barrier: bool, split: int = 1, differ: bool = False):
     """y = (x * 2) + 1 on the two AIVs, each a half of a block of rows (split=0: both AIVs take
-    the same rows)."""
+    the same rows; differ: AIV 1 adds 1 more)."""
     h = 8
 
     @T.prim_func
@@ -99,7 +99,7 @@ def vector_kernel(R, W, barrier: bool, split: int = 1):
                 if barrier:
                     T.pipe_barrier("V")
                 for i, j in T.Parallel(h, W):  # VEC_2
-                    x_ub[i, j] = t_ub[i, j] + 1.0
+                    x_ub[i, j] = t_ub[i, j] + 1.0 + T.cast(vid, "float32") * float(differ)
                 T.set_flag("V", "MTE3", 0)
                 T.wait_flag("V", "MTE3", 0)
                 T.copy(x_ub, Y[cid * 2 * h + vid * h * split, 0])  # Y_OUT
@@ -312,12 +312,18 @@ def test_vector_barrier():
     msg = str(e.value)
     assert _loc("VEC_1") in msg and _loc("VEC_2") in msg and "V0.V" in msg
     assert "UB buffer" in msg
-    # both AIVs write the same rows of Y: a race between the cores on GM
+    # both AIVs write the same rows of Y with different values: a race between the cores on GM
     with pytest.raises(RaceError) as e:
-        simulate_kernel(vector_kernel(R, W, True, split=0), [x, np.zeros_like(x)], CHIP)
+        simulate_kernel(vector_kernel(R, W, True, split=0, differ=True), [x, np.zeros_like(x)],
+                        CHIP)
     msg = str(e.value)
     assert "V0.MTE3" in msg and "V1.MTE3" in msg and "global buffer Y" in msg
     assert msg.count(_loc("Y_OUT")) >= 2
+    # the same values: either order leaves the same bytes, not a race
+    y0 = np.zeros_like(x)
+    simulate_kernel(vector_kernel(R, W, True, split=0), [x, y0], CHIP)
+    half = (np.arange(R) // 8) % 2 == 0
+    np.testing.assert_allclose(y0[half], x[half] * 2 + 1, rtol=1e-6)
 
 
 def test_cube_vector_workspace():

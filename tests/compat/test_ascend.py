@@ -257,3 +257,34 @@ def test_developer_mode_with_vid(target):
     close(kernel(a, b, d), want, reduce_len=Kx)
     if target == "numpy":
         close(kernel.simulate(a, b, d)[0], want, reduce_len=Kx)
+
+
+def row_expand_rows(M, N, bm):
+    """softmax-like rows with T.tile.row_expand_sub / row_expand_mul on (bm, N) UB tiles."""
+    @T.prim_func
+    def main(X: T.Tensor((M, N), "float32"), Y: T.Tensor((M, N), "float32")):
+        with T.Kernel(T.ceildiv(M, bm), is_npu=True) as (cid, vid):
+            x = T.alloc_ub((bm, N), "float32")
+            r = T.alloc_ub((bm,), "float32")
+            T.copy(X[cid * bm, 0], x)
+            T.reduce_max(x, r, dim=-1)
+            T.tile.row_expand_sub(x, x, r)
+            T.tile.exp(x, x)
+            T.reduce_sum(x, r, dim=-1)
+            T.tile.reciprocal(r, r)
+            T.tile.row_expand_mul(x, x, r)
+            T.copy(x, Y[cid * bm, 0])
+    return main
+
+
+@pytest.mark.parametrize("M, N, bm", [(7, 5, 1), (5, 1, 2), (20, 8, 4)])
+def test_row_expand_on_one_row_or_one_column_tiles(target, M, N, bm):
+    """A (1, N) or (bm, 1) tile is 2-D: row_expand used to drop its extent-1 dimension and
+    reject it ("row_expand operations take 2-D tiles")."""
+    x = rand((M, N), seed=21)
+    e = np.exp(f64(x) - f64(x).max(1, keepdims=True))
+    want = e / e.sum(1, keepdims=True)
+    prim = row_expand_rows(M, N, bm)
+    close(tilelang.compile(prim, out_idx=[-1], target=target)(x), want)
+    for chip in ("ascend910b", "ascend950"):
+        close(tilelang.compile(prim, out_idx=[-1], chip=chip).simulate(x)[0], want)

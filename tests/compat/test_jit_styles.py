@@ -113,6 +113,37 @@ def test_symbolic_shapes_specialise_per_call(target):
     assert len(kernel._cache) == 3
 
 
+def test_symbolic_shape_of_zero_is_an_argument_error(target):
+    """A symbol bound to 0 by an empty input is a located ArgumentError naming the argument
+    and the symbol (as an empty array is for fixed shapes), not a CompileError about the
+    kernel's tensor shapes."""
+    kernel = tilelang_mini.jit(out_idx=[-1], target=target)(symbolic_add)()
+    with pytest.raises(tilelang_mini.ArgumentError) as err:
+        kernel(np.zeros((0, 32), np.float32))
+    assert "argument 'X'" in str(err.value) and "symbol M would be 0" in str(err.value)
+    assert err.value.loc.line
+    close(kernel(rand((3, 32), seed=1)), f64(rand((3, 32), seed=1)) + 1)
+
+
+def test_symbolic_kernel_takes_lists_and_array_objects(target):
+    """A kernel with symbolic shapes binds its symbols from a nested list's or an `__array__`
+    object's shape, as a fixed-shape kernel accepts them (bind rejected both as 'expected a
+    2-D array')."""
+    class Wrapped:
+        def __init__(self, a):
+            self.a = a
+
+        def __array__(self, dtype=None, copy=None):
+            return self.a
+
+    kernel = tilelang_mini.jit(out_idx=[-1], target=target)(symbolic_add)()
+    x = rand((7, 32), seed=3)
+    close(kernel(x.tolist()), f64(x) + 1)
+    close(kernel(Wrapped(x)), f64(x) + 1)
+    with pytest.raises(tilelang_mini.ArgumentError):
+        kernel([[1.0, 2.0], [3.0]])  # ragged
+
+
 def test_autotune_decorator_form():
     @tilelang_mini.autotune(configs=[{"block_M": 8}, {"block_M": 16}], warmup=1, rep=2)
     @tilelang_mini.jit(out_idx=[-1])

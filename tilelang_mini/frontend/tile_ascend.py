@@ -386,6 +386,11 @@ class TileAscend(TileSort):
     def tile_row_expand(self, dst_node, src_node, row_node, op, call) -> list:
         """dst[i, j] = src[i, j] op row[i] (one value per row)."""
         buf, starts, extent, dims = self.tile_dst(dst_node)
+        if len(extent) < 2:  # a tile of one row or one column, (1, n) or (m, 1): its last two dims
+            full = [buf.shape[d] if e is None else e for d, e in enumerate(self.region(dst_node)[2])]
+            if len(full) >= 2 and all(e == 1 for e in full[:-2]):
+                dims = [len(full) - 2, len(full) - 1]
+                extent = [full[d] for d in dims]
         if len(extent) != 2:
             raise self.error(call, "row_expand operations take 2-D tiles")
         src = self.tile_operand(src_node, extent, call, False)

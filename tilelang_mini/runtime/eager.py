@@ -197,12 +197,18 @@ class SymbolicKernel(CompileSettings):
                                         f"{type(a).__name__}")
                 values[self.names[i]] = v[0].item()
                 continue
-            shape = getattr(a, "shape", None)
+            shape = _shape_of(a)
             if shape is None or len(shape) != len(ann.shape):
                 raise ArgumentError(f"input {i}: expected a {len(ann.shape)}-D array, got "
-                                    f"{'shape ' + str(tuple(shape)) if shape is not None else type(a).__name__}")
+                                    f"{'shape ' + str(tuple(shape)) if shape is not None else type(a).__name__}",
+                                    _def_loc(self.prim.fn))
             for d, n in zip(ann.shape, shape):
                 if isinstance(d, Symbol):
+                    if int(n) < 1:  # (a tensor dimension is at least 1, as for fixed shapes)
+                        raise ArgumentError(
+                            f"argument '{self.names[i]}' of kernel '{self.prim.__name__}' has "
+                            f"shape {tuple(shape)}: shape symbol {d.name} would be {int(n)}; "
+                            f"tensor dimensions must be at least 1", _def_loc(self.prim.fn))
                     if values.setdefault(d.name, int(n)) != int(n):
                         raise ArgumentError(f"shape symbol {d.name} is {values[d.name]} by an "
                                             f"earlier input but {n} by input {i}")
@@ -231,6 +237,24 @@ class SymbolicKernel(CompileSettings):
 
 
 __all__ = ["EagerJIT", "SymbolicKernel", "is_eager_function", "is_array", "CompileError"]
+
+
+def _shape_of(a):
+    """The shape the call's argument conversion (runtime/arguments.py) will give `a`: an
+    array's, a nested list's, an `__array__`/`__dlpack__` object's; None for anything else."""
+    shape = getattr(a, "shape", None)
+    if shape is not None:
+        try:
+            return tuple(int(n) for n in shape)
+        except (TypeError, ValueError):
+            return None
+    if isinstance(a, (list, tuple)) or hasattr(a, "__array__") or hasattr(a, "__dlpack__"):
+        try:
+            with np.errstate(all="ignore"):
+                return np.shape(np.asarray(a))
+        except Exception:  # noqa: BLE001 - ragged lists, broken __array__: the call reports it
+            return None
+    return None
 
 
 def _def_loc(fn):

@@ -142,6 +142,31 @@ def check_lowered(kernel: Kernel) -> None:
 # ------------------------------------------------------------------------------- block model
 
 
+def _snapshot(bufs, buf, box):
+    """A copy of the elements of `box` (lo0, hi0, lo1, hi1, ...) of GM buffer `buf`."""
+    try:
+        arr = bufs[buf.name]
+    except KeyError:
+        return None
+    sl = tuple(slice(box[i], box[i + 1]) for i in range(0, len(box), 2))
+    if len(sl) != np.ndim(arr):
+        return None
+    return np.array(arr[sl], copy=True)
+
+
+def _part(vals, box, over):
+    """The elements of `over` in a snapshot of `box` (None when the snapshot does not hold
+    them: a box past the buffer's end)."""
+    if vals is None:
+        return None
+    sl = tuple(slice(over[i] - box[i], over[i + 1] - box[i]) for i in range(0, len(box), 2))
+    part = vals[sl]
+    want = tuple(over[i + 1] - over[i] for i in range(0, len(over), 2))
+    if part.shape != want:
+        return None
+    return np.ascontiguousarray(part)
+
+
 class _Pipe:
     __slots__ = ("core", "name", "tid", "queue", "busy", "free", "B", "count", "is_v", "is_s",
                  "dclock", "cycles")
@@ -208,6 +233,7 @@ class _Block:
         self.pending = [defaultdict(deque) for _ in range(3)]   # receiver core -> flag -> sets
         self.half = [defaultdict(deque) for _ in range(2)]      # AIV sets not yet paired
         self.hist = {}
+        self.fresh, self.suspects = [], []  # this instruction's GM records, deferred pairs
         self.events = []
         self.data, self.check = sim.data, sim.check
         self.blocks = sim.blocks    # races between blocks (GM accesses of every block)
@@ -314,6 +340,7 @@ class _Block:
                 bufs = ScalarSnapshot(bufs, di.scalars)
             shared = None
             if self.check:  # scalar accesses of UB and GM too (var registers are not memory)
+                self.fresh, self.suspects = [], []
                 self.check_access(core, p, di, epoch, clk, bufs)
                 shared = self.blocks.before(self.block, di, bufs)
             # (a map sets its lanes: it runs on a copy of the shared snapshot of variables)
@@ -324,6 +351,8 @@ class _Block:
             if fn is None:  # made at the first completion: a lowering error is reported there
                 fn = op.effect = effect_fn(st)
             fn(env)
+            if self.check and self.fresh:
+                self.settle(bufs)
             if shared:
                 self.blocks.after(shared)
         elif code == SET:
@@ -405,11 +434,18 @@ class _Block:
             h = hist.get(key)
             if h is None:
                 h = hist[key] = _Hist(sim.threads_of(b, owner))
-            self.access(h, key, b, bx, w, p.tid, epoch, clk, core, di)
+            self.access(h, key, b, bx, w, p.tid, epoch, clk, core, di, bufs)
 
-    def access(self, h, key, buf, box, w, tid, epoch, clk, core, di) -> None:
+    def access(self, h, key, buf, box, w, tid, epoch, clk, core, di, bufs=None) -> None:
         keep = []
         n = len(box)
+        # GM accesses keep their values (settle): the bytes read, or the bytes before and
+        # after a write, so that unordered accesses that cannot differ are not races
+        rec = None
+        if bufs is not None and buf.scope in GM_SCOPES and not isinstance(box, Hull):
+            rec = [_snapshot(bufs, buf, box), None]
+            self.fresh.append((buf, box, w, rec))
+        new = (tid, epoch, box, w, di, core.name, rec)
         for a in h.items:
             if a[4] is di:  # the instruction's own other operand
                 keep.append(a)
@@ -431,13 +467,51 @@ class _Block:
                         continue
                 elif (w or a_w) and not is_atomic_pair(w, a_w) and (  # atomic adds commute
                         self.touch_common(buf, box, a_box, core.name, a[5])):
-                    self.race(buf, key, a, (tid, epoch, box, w, di, core.name))
+                    if rec is not None and len(a) > 6 and a[6] is not None:
+                        self.suspects.append((buf, key, a, new, h, clk))  # settle decides
+                    else:
+                        self.race(buf, key, a, new)
             keep.append(a)
-        keep.append((tid, epoch, box, w, di, core.name))
+        keep.append(new)
         if len(keep) > h.limit:
             keep = self.prune(keep, h.threads)
             h.limit = max(64, 2 * len(keep))
         h.items = keep
+
+    def settle(self, bufs) -> None:
+        """After the instruction's effect: record what its GM writes wrote, then decide each
+        unordered pair `access` deferred. Not a race when no order of the two can give other
+        values: two writes of the same bytes; a write of the bytes a read got; a read of bytes a
+        write left as they were, or that another write ordered before the read wrote the same.
+        Anything else raises RaceError as before."""
+        for buf, box, w, rec in self.fresh:
+            rec[1] = _snapshot(bufs, buf, box) if w else rec[0]
+        for buf, key, a, new, h, clk in self.suspects:
+            if not self.benign(a, new, h, clk):
+                self.race(buf, key, a, new)
+
+    @staticmethod
+    def benign(a, new, h, clk) -> bool:
+        box, a_box = new[2], a[2]
+        over = tuple(x for i in range(0, len(box), 2)
+                     for x in (max(box[i], a_box[i]), min(box[i + 1], a_box[i + 1])))
+        a_vals, vals = _part(a[6][1], a_box, over), _part(new[6][1], box, over)
+        if a_vals is None or vals is None or a_vals.tobytes() != vals.tobytes():
+            return False
+        if new[3]:  # a write: of the bytes the earlier write wrote or the earlier read got
+            return True
+        # a read of what an unordered write wrote: the same without that write?
+        if _part(a[6][0], a_box, over).tobytes() == a_vals.tobytes():
+            return True  # the write left the bytes as they were
+        for t in h.items:  # another write ordered before the read wrote the same bytes
+            if t is a or not t[3] or len(t) < 7 or t[6] is None or t[6][1] is None:
+                continue
+            if t[1] > clk[t[0]]:
+                continue
+            t_vals = _part(t[6][1], t[2], over)
+            if t_vals is not None and t_vals.tobytes() == a_vals.tobytes():
+                return True
+        return False
 
     @staticmethod
     def touch_common(buf, box, a_box, core, a_core) -> bool:

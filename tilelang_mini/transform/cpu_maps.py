@@ -14,7 +14,9 @@ index. This pass makes that grouping, and everything else the loop cannot do, ex
 * a serial loop or an `if` whose condition does not depend on the map's variables moves out of
   the map (one map per segment of its body);
 * an `if` on the map's variables (a masked store) becomes one map per store under every
-  condition around it (the code generator and-s them into the lane mask).
+  condition around it (the code generator and-s them into the lane mask); a condition that
+  reads what its branches write is first evaluated into a bool tile of the iteration space
+  (`if_cond[i, j] = a[i, j] > 0`; `if if_cond[i, j]: a[i, j] = ...`).
 
     for i, j in Parallel(4, 8):                 for i, j in Parallel(4, 8):
         x[i, j] = a[i, j] + 1                       x[i, j] = a[i, j] + 1
@@ -30,8 +32,8 @@ index. This pass makes that grouping, and everything else the loop cannot do, ex
                                                 for i, j in Parallel(4, 8):
                                                     x[i, j] = x_rhs[i, j]
 
-What the code generator rejects (a loop extent or an `if` condition that reads what the `if`
-writes, a tile op in a map) is left in its map, so the error it reports stays the same. Fused
+What the code generator rejects (a loop extent that reads what the loop writes, an `if`
+condition that does so in a map of run-time extents, a tile op in a map) is left in its map, so the error it reports stays the same. Fused
 blocks are not entered (their map is one store already).
 """
 from __future__ import annotations
@@ -99,6 +101,10 @@ def _split(loop: For, body, guards: tuple, taken: set) -> list:
         if isinstance(s, (*SYNC_OPS, Alloc)):
             out.append(s)
         elif isinstance(s, If) and (guards or _vars(s.cond) & names):
+            if _cond_hazard(s) and all(isinstance(x, Const) and type(x.value) is int
+                                       for x in loop.extents):
+                pre, s = _cond_via_temp(loop, s, guards, taken)
+                out += pre
             if _maskable(s):
                 out += _split(loop, s.then_body, guards + ((s, "then"),), taken)
                 out += _split(loop, s.else_body, guards + ((s, "else"),), taken)
@@ -137,15 +143,32 @@ def _via_temp(loop: For, s: Store, guards: tuple, taken: set) -> list:
             _map(loop, (replace(s, value=Load(tmp, at)),), guards)]
 
 
-def _maskable(s: If) -> bool:
-    """An if the code generator masks: element assignments and ifs only, its conditions not
-    reading what it writes."""
+def _cond_hazard(s: If) -> bool:
+    """Does the condition of `s` read a buffer its branches write? (A lane loop evaluates the
+    condition again for each store under it, after the earlier stores.)"""
     reads = {n.buffer.name for n in walk(s.cond) if isinstance(n, Load)}
-    written = {n.buffer.name for f in ("then_body", "else_body") for t in getattr(s, f)
-               for n in walk(t) if isinstance(n, Store)}
-    if reads & written:
-        return False
-    return all(isinstance(t, (Store, *SYNC_OPS, Alloc)) or (isinstance(t, If) and _maskable(t))
+    return bool(reads & {n.buffer.name for f in ("then_body", "else_body") for t in getattr(s, f)
+                         for n in walk(t) if isinstance(n, Store)})
+
+
+def _cond_via_temp(loop: For, s: If, guards: tuple, taken: set):
+    """if c(x): x[..] = ..  ->  c_tmp[vars] = c(x); if c_tmp[vars]: x[..] = ..  (the condition
+    of each element as the map's statement reached it, before its branch writes)."""
+    tmp = Buffer(fresh_name("if_cond", taken), tuple(e.value for e in loop.extents), "bool", "UB")
+    at = tuple(Var(v) for v in loop.vars)
+    pre = [Alloc(tmp, None, s.loc, uninit=True),
+           _map(loop, (Store(tmp, at, s.cond, s.loc),), guards)]
+    return pre, replace(s, cond=Load(tmp, at))
+
+
+def _maskable(s: If) -> bool:
+    """An if the code generator masks: element assignments and ifs only, its condition not
+    reading what it writes (a nested if's condition gets its temporary when _split reaches it)."""
+    return not _cond_hazard(s) and _assignments_only(s)
+
+
+def _assignments_only(s: If) -> bool:
+    return all(isinstance(t, (Store, *SYNC_OPS, Alloc)) or (isinstance(t, If) and _assignments_only(t))
                for t in s.then_body + s.else_body)
 
 

@@ -23,7 +23,8 @@ from ..errors import CompileError
 from ..ir import dtypes
 from ..ir.analysis import GM_SCOPES
 from ..ir.nodes import (
-    Alloc, BinOp, Buffer, Const, Copy, For, Gemm, Kernel, Region, Var, body_fields, walk_statements,
+    Alloc, BinOp, Buffer, Const, Copy, For, Gemm, Kernel, Region, Var, body_fields, walk,
+    walk_statements,
 )
 from ..ir.pipes import copy_pipe
 from .util import all_allocs, fresh_name, map_bodies, strip_allocs
@@ -36,6 +37,7 @@ CASTING_PIPES = ("V", "FIX")  # the pipes that can convert dtypes on the way
 def legalize(kernel: Kernel, chip: Chip) -> Kernel:
     state = _Legalizer(chip, {a.buffer.name for a in all_allocs(kernel.body)} |
                        {p.name for p in kernel.params})
+    state.vid = kernel.grid_vars[1] if kernel.is_npu and len(kernel.grid_vars) > 1 else None
     stripped = strip_allocs(kernel.body)
     state.plan_chunks(stripped)
     body = state.block(stripped)
@@ -50,6 +52,7 @@ class _Legalizer:
         self.new_allocs: list[Alloc] = []
         self.l0: dict = {}
         self.kc_of: dict = {}  # id(gemm) -> K chunk shared out among the gemms of its loop
+        self.vid = None
 
     def fresh(self, base: str, shape, dtype: str, scope: str, loc) -> Buffer:
         buf = Buffer(fresh_name(base, self.names), tuple(shape), dtype, scope)
@@ -72,7 +75,7 @@ class _Legalizer:
         pipe = copy_pipe(src, dst)
         if s.src.buffer.dtype != s.dst.buffer.dtype and pipe not in CASTING_PIPES:
             return self.cast_on_vector(s)
-        if pipe is not None and self.direct(src, dst):
+        if pipe is not None and self.direct(src, dst) and not self.per_aiv_l0c_to_ub(s):
             return [s]
         if src in GM_SCOPES and dst in GM_SCOPES:
             tmp = self.fresh(f"{s.dst.buffer.name}_ub", s.src.extent, s.src.buffer.dtype, "UB", s.loc)
@@ -98,6 +101,17 @@ class _Legalizer:
         cast = self.fresh(f"{dst.name}_cast", s.src.extent, dst.dtype, "UB", s.loc)
         out.append(Copy(region, Region.full(cast), s.loc))
         return out + self.copy(replace(s, src=Region.full(cast)))  # keeps an atomic mode
+
+    def per_aiv_l0c_to_ub(self, s: Copy) -> bool:
+        """An L0C -> UB copy that reads vid (developer mode, each AIV's own part) which FixPipe's
+        dual destination cannot deliver (split_cores.aiv_rows_copy: consecutive row halves):
+        it goes through a workspace, as on a chip without the path."""
+        from .split_cores import aiv_rows_copy
+        if self.vid is None or (s.src.buffer.scope, s.dst.buffer.scope) != ("L0C", "UB"):
+            return False
+        if not any(isinstance(n, Var) and n.name == self.vid for n in walk(s)):
+            return False
+        return aiv_rows_copy(s, self.vid) is None
 
     def direct(self, src: str, dst: str) -> bool:
         if (src, dst) == ("L0C", "UB"):

@@ -89,8 +89,9 @@ def _mentions_vid(node) -> bool:
 
 def _per_vid_workspaces(body) -> list:
     """Per-AIV mode: a cube instruction that reads `vid` runs once for each AIV (_wrap), so a
-    block workspace it writes (legalize's staging of an L0C -> UB or UB -> L1 copy the chip has
-    no path for) gets one copy per AIV, indexed by vid everywhere:
+    block workspace it writes or reads (legalize's staging of an L0C -> UB or UB -> L1 copy the
+    chip has no path for: each AIV stages its own part) gets one copy per AIV, indexed by vid
+    everywhere:
 
         ws = alloc_workspace((16, 32))                ws = alloc_workspace((2, 16, 32))
         copy(acc[vid * 16 +: 16, 0 +: 32], ws)   ->   copy(acc[vid * 16 +: 16, 0 +: 32], ws[vid +: 1, 0 +: 16, 0 +: 32])
@@ -98,8 +99,8 @@ def _per_vid_workspaces(body) -> list:
     from ..ir.nodes import Buffer
     local = {s.buffer.name for s in walk_statements(body)
              if isinstance(s, Alloc) and s.buffer.scope == "workspace"}
-    names = {b.name for st in analysis.instructions(body)
-             if core_of(st) == "C" and _mentions_vid(st) for b in analysis.writes(st)} & local
+    names = {b.name for st in analysis.instructions(body) if core_of(st) == "C" and
+             _mentions_vid(st) for b in analysis.writes(st) + analysis.reads(st)} & local
     if not names:
         return list(body)
 
@@ -219,6 +220,13 @@ def _wrap(stmts, rows, cube_vars=frozenset(), per_aiv=False, once=frozenset()) -
         elif core == "V" and id(s) in once:
             s = If(BinOp("==", VID, Const(0)), (s,), (), s.loc)
         elif per_aiv and core == "C" and _mentions_vid(s):
+            dual = aiv_rows_copy(s, VID.name)
+            if dual is not None:  # FixPipe's dual destination: each AIV gets its own rows
+                run.append(dual)
+                continue
+            if isinstance(s, Copy) and s.dst.buffer.scope == "UB":
+                raise CompileError(  # (legalize stages the others through a workspace)
+                    "internal: an L0C -> UB copy that reads vid reached split_cores", s.loc)
             # the cube runs once per block: it does the work of both AIVs' vid, one after the other
             run.extend(substitute(s, {VID.name: Const(v)}) for v in (0, 1))
             continue
@@ -227,6 +235,37 @@ def _wrap(stmts, rows, cube_vars=frozenset(), per_aiv=False, once=frozenset()) -
         run.append(s)
     flush()
     return out
+
+
+def aiv_rows_copy(s, vid: str):
+    """The one dual-destination copy of a per-AIV L0C -> UB copy whose two AIVs' sources are
+    consecutive row blocks of the accumulator (FixPipe delivers the first half of the rows to
+    AIV 0, the second to AIV 1), or None when it is not of that form:
+
+        copy(C_L0[vid * 16 +: 16, 0 +: 32], c_ub)   ->   copy(C_L0[0 +: 32, 0 +: 32], c_ub)
+
+    (Substituting vid = 0 and vid = 1 instead would give two copies that each deliver to both
+    AIVs: the second would overwrite the first AIV's rows.)"""
+    from ..frontend.exprs import constant_difference
+    if not (isinstance(s, Copy) and s.src.buffer.scope == "L0C" and s.dst.buffer.scope == "UB"):
+        return None
+    if _mentions_vid_named(s.dst, vid) or s.transpose or s.atomic:
+        return None
+    src = s.src
+    if not src.extent or src.extent[0] != s.dst.extent[0]:
+        return None
+    v0 = [substitute(x, {vid: Const(0)}) for x in src.start]
+    v1 = [substitute(x, {vid: Const(1)}) for x in src.start]
+    if constant_difference(v1[0], v0[0]) != src.extent[0]:
+        return None
+    if any(constant_difference(b, a) != 0 for a, b in zip(v0[1:], v1[1:])):
+        return None
+    whole = Region(src.buffer, tuple(v0), (2 * src.extent[0],) + tuple(src.extent[1:]))
+    return replace(s, src=whole)
+
+
+def _mentions_vid_named(node, vid: str) -> bool:
+    return any(isinstance(n, Var) and n.name == vid for n in walk(node))
 
 
 def _vid_head(s) -> bool:

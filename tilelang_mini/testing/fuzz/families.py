@@ -4,6 +4,8 @@ from __future__ import annotations
 from .case import Case
 from .draw import RandomDraw
 from .gen_control import gen_control
+from .gen_developer import gen_developer
+from .gen_dialect import gen_dialect
 from .gen_cube import gen_cube_vector, gen_cvc_chain, gen_gemm, gen_sparse_gemm, gen_vector_cube
 from .gen_expert import gen_expert, gen_expert_broken
 from .gen_invalid import gen_invalid
@@ -30,17 +32,19 @@ VALID = {
     "tile_nd": gen_tile_nd,
     "select": gen_select,
     "atomic": gen_atomic,
+    "developer": gen_developer,
+    "dialect": gen_dialect,
 }
 # Relative frequencies in a random mix (the cheap families more often).
 WEIGHTS = {"gemm": 4, "elementwise": 4, "reduce": 3, "rownorm": 2, "cube_vector": 3,
            "vector_cube": 2, "cvc_chain": 2, "sparse_gemm": 1, "gather": 2, "grouped_gemm": 1, "dyn_bounds": 2,
            "control": 2, "invalid": 3, "mutation": 4, "args": 2, "expert": 2,
            "expert_broken": 2, "scenario": 1,
-           "tile_nd": 2, "select": 3, "atomic": 2}
+           "tile_nd": 2, "select": 3, "atomic": 2, "developer": 3, "dialect": 3}
 FAMILIES = tuple(VALID) + ("expert_broken", "invalid", "mutation", "args", "scenario")
 # Kernels whose IR is mutated: small, quick to compile and run.
 MUTATION_BASES = ("elementwise", "reduce", "gemm", "cube_vector", "rownorm", "tile_nd", "expert",
-                  "select", "atomic")
+                  "select", "atomic", "developer")
 
 
 def generate(d, family: str, seed) -> Case:
@@ -59,7 +63,8 @@ def generate(d, family: str, seed) -> Case:
         return base
     if family == "args":
         from .badargs import KINDS
-        base = generate(d, d.choice(("elementwise", "reduce", "gemm", "gather")), seed)
+        base = generate(d, d.choice(("elementwise", "reduce", "gemm", "gather", "dialect",
+                                     "developer")), seed)
         n_in = len([t for t in base.tensors if not t.output])
         base.call = {"kind": d.choice(KINDS), "index": d.int(0, n_in - 1)}
         base.features = sorted(set(base.features) | {f"base_{base.family}", "args",

@@ -49,8 +49,24 @@ def gen_expert_vector(d, seed, broken=False):
     src.add(loop_ind, "T.copy(x_in, x)")  # a cast on V: the map after it needs a V barrier
     if not bare:
         src.add(loop_ind, 'T.pipe_barrier("V")')
-    src.add(loop_ind, f"for i, j in T.Parallel({h}, {N}):")
-    src.add(loop_ind + 1, f"x[i, j] = x[i, j] * {c} + 1.0")
+    tile_form = d.choice([None, "whole", "rows"])  # T.tile.* instead of the first map
+    if tile_form is None:
+        src.add(loop_ind, f"for i, j in T.Parallel({h}, {N}):")
+        src.add(loop_ind + 1, f"x[i, j] = x[i, j] * {c} + 1.0")
+    elif tile_form == "whole":
+        feats.add("expert_tile_ops")
+        src.add(loop_ind, f"T.tile.muls(x, x, {c})")
+        if not bare:
+            src.add(loop_ind, 'T.pipe_barrier("V")')
+        src.add(loop_ind, "T.tile.adds(x, x, 1.0)")
+    else:  # on row slices x[r, :]
+        feats.add("expert_tile_rows")
+        src.add(loop_ind, f"for r in range({h}):")
+        src.add(loop_ind + 1, f"T.tile.mul(x[r, :], x[r, :], {c})")
+        if not bare:
+            src.add(loop_ind, 'T.pipe_barrier("V")')
+        src.add(loop_ind, f"for r in T.serial({h}):")
+        src.add(loop_ind + 1, "T.tile.add(x[r, :], x[r, :], 1.0)")
     ref_expr = f"x * {c} + 1.0"
     if two_maps:
         if not bare:
