@@ -1,0 +1,184 @@
+"""Sweep cases added in the dialect10 session: upstream example kernels not in the other case
+files (host code and float64 references written here; the kernels are the examples' own, read
+from the mirror at run time by upstream_sweep.py)."""
+import numpy as np
+
+from upstream_sweep import Check, case, rn
+from upstream_cases_new import A, TL, f64, mm, sigmoid  # noqa: F401
+
+# ------------------------------------------------------------------------------ tilelang-ascend
+
+
+def rope_perm(rd, mode):
+    """The partner column of each rotary column and the sign of sin there: interleave pairs
+    (2k, 2k+1), half pairs (k, k + rd/2); out = x*cos + sign*x[partner]*sin."""
+    cols = np.arange(rd)
+    if mode == "interleave":
+        partner = cols ^ 1
+        sign = np.where(cols % 2 == 0, -1.0, 1.0)
+    else:
+        partner = (cols + rd // 2) % rd
+        sign = np.where(cols < rd // 2, -1.0, 1.0)
+    return partner, sign
+
+
+@case("asc/pos_embedding/rope_mask_bwd", A, "examples/pos_embedding/rope_mask_bwd.py",
+      "rope fwd and bwd in place: uint32 gather mask, per-row tile.mul on row slices, casts")
+def _(m, rng):
+    checks = []
+    for dtype, mode, (rows, heads, hidden, rd, sc_rows) in (
+            ("float16", "interleave", (128, 32, 64, 32, 4)),    # TND: one sin row per token
+            ("float32", "half", (64, 16, 32, 32, 4)),
+            ("float16", "half", (256, 32, 96, 64, 4))):       # BSND: B=2, S=4
+        # the kernel reads one sin/cos row per vector core's row_per_vec rows: head_num is a
+        # multiple of row_per_vec, as in the example's shapes
+        tl_dtype = "float" if dtype == "float32" else dtype
+        block_m = 32 if dtype == "float32" else 64
+        rpv = block_m // 2
+        partner, sign = rope_perm(rd, mode)
+        mask = ((np.arange(rpv)[:, None] * rd + partner[None, :]) * 4).astype(np.uint32)
+        x = rn(rng, (rows, hidden), dtype)
+        sin, cos = rn(rng, (sc_rows, rd), dtype), rn(rng, (sc_rows, rd), dtype)
+        sin_m = (sin.astype(f64) * sign).astype(dtype)  # host code: sin * sin_mask
+        r = (np.arange(rows) // heads) % sc_rows
+        s, c = sin.astype(f64)[r], cos.astype(f64)[r]
+        xr = x.astype(f64)[:, hidden - rd:]
+        fwd = x.astype(f64)
+        fwd[:, hidden - rd:] = xr * c + sign * xr[:, partner] * s
+        # backward of the linear map y = x*c + sign*x[partner]*s: dx = dy*c + (sign*s*dy)[inverse partner]
+        inv = np.argsort(partner)
+        bwd = x.astype(f64)
+        bwd[:, hidden - rd:] = xr * c + (sign * s * xr)[:, inv]
+        nb = min(rows // block_m, 48)
+        for fn, want in (("rope_fwd_kernel", fwd), ("rope_bwd_kernel", bwd)):
+            k = m[fn](rows, block_m, nb, sc_rows, hidden, rd, heads, dtype=tl_dtype)
+            checks.append(Check(k, [x, sin_m, cos, mask], {("arg", 0): want}, dtype))
+    return checks
+
+
+def sinkhorn_ref(mixes, scale, base, hc, iters, eps):
+    x = mixes.astype(f64) * np.repeat(scale.astype(f64), [hc, hc, hc * hc]) + base
+    pre = sigmoid(x[:, :hc]) + eps
+    post = 2 * sigmoid(x[:, hc:2 * hc])
+    c = x[:, 2 * hc:].reshape(-1, hc, hc)
+    c = np.exp(c - c.max(-1, keepdims=True))
+    c = c / c.sum(-1, keepdims=True) + eps
+    c = c / (c.sum(-2, keepdims=True) + eps)
+    for _ in range(iters - 1):
+        c = c / (c.sum(-1, keepdims=True) + eps)
+        c = c / (c.sum(-2, keepdims=True) + eps)
+    return pre, post, c
+
+
+@case("asc/deepseek_v4/hc_split_sinkhorn", A, "examples/deepseek_v4/hc_split_sinkhorn.py",
+      "symbolic n (odd), workspace_idx, scalar GM reads, reduce_max/sum real_shape, sinkhorn loop")
+def _(m, rng):
+    checks = []
+    for n, hc, iters in ((5, 4, 20), (4, 4, 3)):
+        mix_hc = (2 + hc) * hc
+        mixes = rng.random((n, mix_hc)).astype(np.float32)
+        scale, base = rng.random(3).astype(np.float32), rng.random(mix_hc).astype(np.float32)
+        pre, post, comb = sinkhorn_ref(mixes, scale, base, hc, iters, 1e-6)
+        k = m["hc_split_sinkhorn"](hc=hc, sinkhorn_iters=iters, eps=1e-6)
+        checks.append(Check(k, [mixes, scale, base], {0: pre, 1: post, 2: comb}, "float32", 16))
+    return checks
+
+
+@case("asc/moe/token_permute_grad", A, "examples/moe_token_permute/moe_token_permute_grad.py",
+      "gather-reduce of topK rows per token: group/lane-pipelined expert flags, cast and fp32 paths")
+def _(m, rng):
+    checks = []
+    # (tokens, topK, hidden, dtype, TILE_H): group-pipelined (topK 8), lane-pipelined (topK 4),
+    # multi-tile cast path (TILE_H < hidden), fp32 path; tokens not a multiple of the cores
+    for T_, K, H, dtype, tile_h in ((6, 8, 64, "float16", None), (5, 4, 64, "float16", None),
+                                    (7, 2, 64, "float16", 16), (6, 3, 64, "float32", None)):
+        E = T_ * K
+        kern, padded_e = m["_compile_gather_reduce"](T_, K, H, E, NUM_CORES=4, TILE_H=tile_h,
+                                                     dtype=dtype)
+        g = rn(rng, (E, H), dtype)
+        idx = np.zeros((1, padded_e), np.int32)
+        idx[0, :E] = rng.permutation(E)
+        want = g.astype(f64)[idx[0, :E]].reshape(T_, K, H).sum(1)
+        checks.append(Check(kern, [g, idx], {0: want}, dtype, K))
+    return checks
+
+
+@case("asc/moe/token_unpermute_grad", A, "examples/moe_token_permute/moe_token_unpermute_grad.py",
+      "scatter rows by sorted index (no probs); with probs: scaled scatter and per-half dot products "
+      "through a T.macro with expert flags; fp32 developer-mode path")
+def _(m, rng):
+    checks = []
+    T_, K, H = 16, 4, 64
+    E = T_ * K
+    for dtype in ("float16", "float32"):
+        kern, padded_t, padded_e, _cores = m["_compile_grad"](T_, K, H, has_probs=True,
+                                                              NUM_CORES=4, dtype=dtype)
+        assert padded_t == T_
+        perm = rn(rng, (E, H), dtype)
+        og = rn(rng, (T_, H), dtype)
+        idx = np.zeros((1, padded_e), np.int32)
+        idx[0, :E] = rng.permutation(E)
+        probs = rng.random((T_, K)).astype(dtype)
+        dst = idx[0, :E].reshape(T_, K)
+        pg = np.zeros((E, H))
+        pg[dst] = og.astype(f64)[:, None, :] * probs.astype(f64)[:, :, None]
+        rows = perm.astype(f64)[dst]                    # (T, K, H)
+        dots = rows * og.astype(f64)[:, None, :]
+        if dtype == "float16":   # one partial sum per vector core (hidden halves), summed by host code
+            want_p = np.stack([dots[..., :H // 2].sum(-1), dots[..., H // 2:].sum(-1)])
+        else:
+            want_p = dots.sum(-1)
+        checks.append(Check(kern, [perm, og, idx, probs], {0: pg, 1: want_p}, dtype, H))
+    kern, _, padded_e, _ = m["_compile_grad"](T_, K, H, has_probs=False, NUM_CORES=4)
+    og = rn(rng, (E, H), "float16")
+    idx = np.zeros((1, padded_e), np.int32)
+    idx[0, :E] = rng.permutation(E)
+    pg = np.zeros((E, H))
+    pg[idx[0, :E]] = og
+    checks.append(Check(kern, [og, idx], {0: pg}, "float16"))
+    return checks
+
+
+@case("asc/quant_batch_matmul/quant_batch_matmul", A,
+      "examples/quant_batch_matmul/example_quant_batch_matmul.py",
+      "int8 x int8 -> int32 L0C through a workspace, cast, per-tensor / per-channel scale")
+def _(m, rng):
+    checks = []
+    for scale_size, out_dtype in (("1", "float16"), ("N", "bfloat16")):
+        B_, M, N, K = 2, 128, 256, 128
+        a = rng.integers(-8, 8, (B_, M, K)).astype(np.int8)
+        b = rng.integers(-8, 8, (B_, K, N)).astype(np.int8)
+        scale = (rng.standard_normal(N if scale_size == "N" else 1) * 0.01).astype(np.float32)
+        want = np.einsum("bmk,bkn->bmn", a.astype(f64), b.astype(f64)) * scale.astype(f64)
+        kern = m["simple_quant_batch_matmul"](B_, M, N, K, scale_size, 64, 128, 64,
+                                              out_dtype=out_dtype)
+        checks.append(Check(kern, [a, b, scale], {0: want}, out_dtype))
+    return checks
+
+
+def grouped_inputs(rng, sizes, K, N, bm):
+    """Padded grouped-GEMM inputs: A rows of group g start at a block_M-aligned offset (zero
+    padding), per-block metadata (group, row start, valid rows) and the float64 result."""
+    padded = [-(-s // bm) * bm for s in sizes]
+    offs = np.concatenate([[0], np.cumsum(padded)[:-1]]).astype(int)
+    a = np.zeros((sum(padded), K), np.float16)
+    b = rn(rng, (len(sizes), K, N), "float16")
+    want = np.zeros((sum(padded), N))
+    meta = []
+    for g, (s, o) in enumerate(zip(sizes, offs)):
+        a[o:o + s] = rn(rng, (s, K), "float16")
+        want[o:o + s] = mm(a[o:o + s], b[g])
+        meta += [[g, o + i, min(bm, s - i)] for i in range(0, s, bm)]
+    return a, b, np.array(meta, np.int32), want
+
+
+@case("asc/grouped_gemm/grouped_gemm_fwd_ptr", A, "examples/grouped_gemm/example_grouped_gemm_fwd_ptr.py",
+      "expert C scope, padded groups, block metadata read from GM, barrier_all")
+def _(m, rng):
+    checks = []
+    for sizes in ((16, 33, 96), (29, 57)):
+        K, N, bm = 128, 96, 32
+        a, b, meta, want = grouped_inputs(rng, sizes, K, N, bm)
+        kern = m["grouped_gemm_fwd_ptr"](tuple(sizes), K, N, bm, 32, 32)
+        checks.append(Check(kern, [a, b, meta], {0: want}, "float16", K))
+    return checks
