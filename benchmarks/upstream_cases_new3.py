@@ -182,3 +182,82 @@ def _(m, rng):
         kern = m["grouped_gemm_fwd_ptr"](tuple(sizes), K, N, bm, 32, 32)
         checks.append(Check(kern, [a, b, meta], {0: want}, "float16", K))
     return checks
+
+
+# ------------------------------------------------------------------------------ TileLang
+
+def bshd_grads(q, k, v, do, causal):
+    """attn_grads (float64) on B,S,H,D tensors, GQA (K/V heads shared by H/HK query heads):
+    O, lse, Delta in B,H,S; dQ, dK, dV in B,S,H,D (dK/dV summed over each group)."""
+    from upstream_cases_new2 import attn_grads
+    g = q.shape[2] // k.shape[2]
+    t = lambda x: np.swapaxes(x, 1, 2)  # noqa: E731
+    kk, vv = np.repeat(t(k), g, 1), np.repeat(t(v), g, 1)
+    o, lse, delta, dq, dk, dv = attn_grads(t(q), kk, vv, t(do), causal)
+    B, HK, S = k.shape[0], k.shape[2], k.shape[1]
+    dk = dk.reshape(B, HK, g, S, -1).sum(2)
+    dv = dv.reshape(B, HK, g, S, -1).sum(2)
+    return t(o), lse, delta, t(dq), t(dk), t(dv)
+
+
+@case("tl/flash_attention/mha_bwd_bshd", TL, "examples/flash_attention/example_mha_bwd_bshd.py",
+      "B,S,H,D layout: fwd with lse, preprocess, bwd (dQ by atomic_add), postprocess with "
+      "T.annotate_layout (a hint)")
+def _(m, rng):
+    B, H, S, D = 1, 2, 128, 64
+    checks = []
+    for causal in (False, True):
+        q, k, v, do = (rn(rng, (B, S, H, D), "float16") for _ in range(4))
+        o, lse, delta, dq, dk, dv = bshd_grads(q, k, v, do, causal)
+        checks.append(Check(m["flashattn_fwd"](B, H, S, D, causal, 64, 64), [q, k, v],
+                            {0: o, 1: lse}, "float16", S))
+        o16 = o.astype(np.float16)
+        checks.append(Check(m["flashattn_bwd_preprocess"](B, H, S, D), [o16, do],
+                            {0: np.swapaxes((o16.astype(f64) * do).sum(-1), 1, 2)}, "float32", D))
+        args = [q, k, v, do, lse.astype(np.float32), delta.astype(np.float32),
+                np.zeros((B, S, H, D), np.float32), np.zeros((B, S, H, D), np.float16),
+                np.zeros((B, S, H, D), np.float16)]
+        checks.append(Check(m["flashattn_bwd"](B, H, S, D, causal, 64, 64), args,
+                            {("arg", 6): dq, ("arg", 7): dk, ("arg", 8): dv}, "float16", S))
+        dq32 = dq.astype(np.float32)
+        checks.append(Check(m["flashattn_bwd_postprocess"](B, H, S, D), [dq32],
+                            {0: dq32.astype(f64)}, "float16"))
+    return checks
+
+
+@case("tl/flash_attention/gqa_bwd", TL, "examples/flash_attention/example_gqa_bwd.py",
+      "GQA (groups 2, dim_v != dim_qk) fwd, bwd by atomic_add of dQ/dK/dV and the split "
+      "variant (per-group dK/dV summed by host code)")
+def _(m, rng):
+    B, H, HK, S, DQK, DV = 1, 4, 2, 128, 64, 32
+    g = H // HK
+    checks = []
+    for causal in (False, True):
+        q, do = rn(rng, (B, S, H, DQK), "float16"), rn(rng, (B, S, H, DV), "float16")
+        k, v = rn(rng, (B, S, HK, DQK), "float16"), rn(rng, (B, S, HK, DV), "float16")
+        o, lse, delta, dq, dk, dv = bshd_grads(q, k, v, do, causal)
+        checks.append(Check(m["flashattn_fwd"](B, H, S, DQK, DV, causal, 64, 64, g), [q, k, v],
+                            {0: o, 1: lse}, "float16", S))
+        lse32, delta32 = lse.astype(np.float32), delta.astype(np.float32)
+        zeros = [np.zeros((B, S, H, DQK), np.float32), np.zeros((B, S, HK, DQK), np.float32),
+                 np.zeros((B, S, HK, DV), np.float32)]
+        kern = m["flashattn_bwd_atomic_add"](B, H, S, DQK, DV, causal, 64, 32, groups=g)
+        checks.append(Check(kern, [q, k, v, do, lse32, delta32] + zeros,
+                            {("arg", 6): dq, ("arg", 7): dk, ("arg", 8): dv}, "float16", S))
+        if not causal:
+            continue
+        # split: dK/dV of each query head of a group in its own slot; the sum is host code
+        kern = m["flashattn_bwd_split"](B, H, S, DQK, DV, causal, 64, 32, groups=g)
+        dks = np.zeros((g, B, S, HK, DQK), np.float16)
+        dvs = np.zeros((g, B, S, HK, DV), np.float16)
+
+        def summed(got, want):
+            from upstream_sweep import tolerance
+            rtol, atol = tolerance("float16", S)
+            assert np.allclose(got.astype(f64).sum(0), want, rtol=rtol, atol=2 * atol), \
+                f"split sum: max abs err {np.abs(got.astype(f64).sum(0) - want).max():.3g}"
+        checks.append(Check(kern, [q, k, v, do, lse32, delta32, zeros[0].copy(), dks, dvs],
+                            {("arg", 6): dq}, "float16", S))
+        checks.append(Check(kern, [q, k, v, do, lse32, delta32, zeros[0].copy(), dks, dvs],
+                            {("arg", 7): dk, ("arg", 8): dv}, "float16", S, compare=summed))
+    return checks
