@@ -261,3 +261,77 @@ def _(m, rng):
         checks.append(Check(kern, [q, k, v, do, lse32, delta32, zeros[0].copy(), dks, dvs],
                             {("arg", 7): dk, ("arg", 8): dv}, "float16", S, compare=summed))
     return checks
+
+
+def gdn_gates(rng, B, S, H):
+    """Cumulative log-gates as gated delta-rule chunk kernels take them: decreasing along S."""
+    return np.cumsum(-rng.random((B, S, H)) * 0.1, axis=1).astype(np.float32)
+
+
+@case("tl/gdn/chunk_o", TL, "examples/gdn/example_chunk_o.py",
+      "gated chunk output: two gemms into fragments, gate scaling with T.if_then_else, causal "
+      "mask by `if` in T.Parallel, T.disable_warp_group_reg_alloc (a hint)")
+def _(m, rng):
+    B, S, H, DK, DV, BS = 1, 128, 2, 64, 64, 64
+    checks = []
+    for use_g in (True, False):
+        q, k, v = (rn(rng, (B, S, H, d), "float16", 0.3) for d in (DK, DK, DV))
+        hid = rn(rng, (B, S // BS, H, DK, DV), "float16", 0.3)
+        g = gdn_gates(rng, B, S, H)
+        scale = DK ** -0.5
+        want = np.zeros((B, S, H, DV))
+        for b in range(B):
+            for h in range(H):
+                for c in range(S // BS):
+                    r = slice(c * BS, (c + 1) * BS)
+                    qc, kc, vc = (x[b, r, h].astype(f64) for x in (q, k, v))
+                    o = qc @ hid[b, c, h].astype(f64)
+                    a = qc @ kc.T
+                    if use_g:
+                        gc = g[b, r, h].astype(f64)
+                        o = o * np.exp(gc)[:, None]
+                        d = gc[:, None] - gc[None, :]
+                        a = np.where(d <= 0, a * np.exp(d), 0)
+                    a = np.tril(a)
+                    want[b, r, h] = (o + a @ vc) * scale
+        kern = m["tilelang_chunk_fwd_o"](B, S, H, DK, DV, "float16", "float16", "float32",
+                                         "float32", BS, scale, use_g, BS, 64, 64, 128, 1)
+        checks.append(Check(kern, [q, k, v, hid, g], {0: want}, "float16", DK + BS))
+    return checks
+
+
+@case("tl/gdn/chunk_delta_h", TL, "examples/gdn/example_chunk_delta_h.py",
+      "gated delta-rule state recurrence over chunks: T.alloc_var scalar gate, ternary in a "
+      "Parallel body, gemm clear_accum, transpose_A, three outputs (out_idx negative)")
+def _(m, rng):
+    B, S, H, DK, DV, BS = 1, 128, 2, 64, 64, 64
+    checks = []
+    for use_g in (True, False):
+        k, w = rn(rng, (B, S, H, DK), "float16", 0.1), rn(rng, (B, S, H, DK), "float16", 0.1)
+        u = rn(rng, (B, S, H, DV), "float16")
+        g = gdn_gates(rng, B, S, H)
+        h0 = rn(rng, (B, H, DK, DV), "float16", 0.5)
+        hs = np.zeros((B, S // BS, H, DK, DV))
+        vnew = np.zeros((B, S, H, DV))
+        final = np.zeros((B, H, DK, DV))
+        for b in range(B):
+            for h in range(H):
+                st = h0[b, h].astype(f64)
+                for c in range(S // BS):
+                    r = slice(c * BS, (c + 1) * BS)
+                    hs[b, c, h] = st
+                    vn = u[b, r, h] - w[b, r, h].astype(f64) @ st
+                    vnew[b, r, h] = vn
+                    if use_g:
+                        gl = f64(g[b, (c + 1) * BS - 1, h])
+                        d = gl - g[b, r, h].astype(f64)
+                        vn = np.where(d[:, None] <= 0, vn * np.exp(d)[:, None], 0)
+                        st = st * np.exp(gl)
+                    st = st + k[b, r, h].astype(f64).T @ vn
+                final[b, h] = st
+        kern = m["tilelang_chunk_gated_delta_rule_fwd_h"](
+            B, S, H, DK, DV, "float16", "float16", "float32", "float32", "float32", BS, use_g,
+            True, True, True, 64, 32, 128, 1)
+        checks.append(Check(kern, [k, w, u, g, h0], {0: hs, 1: final, 2: vnew}, "float16",
+                            DK * 2))
+    return checks
