@@ -335,3 +335,47 @@ def _(m, rng):
         checks.append(Check(kern, [k, w, u, g, h0], {0: hs, 1: final, 2: vnew}, "float16",
                             DK * 2))
     return checks
+
+
+@case("tl/gdn/wy_fast", TL, "examples/gdn/example_wy_fast.py",
+      "recompute W/U per chunk: gate exp in a 1-D Parallel fill, scaled operands, gemms with "
+      "clear_accum in Pipelined loops")
+def _(m, rng):
+    B, S, H, DK, DV, BS = 1, 128, 2, 128, 64, 64
+    k, v = rn(rng, (B, S, H, DK), "float16", 0.5), rn(rng, (B, S, H, DV), "float16", 0.5)
+    beta = rng.random((B, S, H)).astype(np.float16)
+    g = gdn_gates(rng, B, S, H)
+    a = rn(rng, (B, S, H, BS), "float16", 0.2)
+    w, u = np.zeros((B, S, H, DK)), np.zeros((B, S, H, DV))
+    for b in range(B):
+        for h in range(H):
+            for c in range(S // BS):
+                r = slice(c * BS, (c + 1) * BS)
+                ac, bc = a[b, r, h].astype(f64), beta[b, r, h].astype(f64)[:, None]
+                u[b, r, h] = ac @ (v[b, r, h] * bc)
+                w[b, r, h] = ac @ (k[b, r, h] * bc * np.exp(g[b, r, h].astype(f64))[:, None])
+    kern = m["tilelang_recompute_w_u_fwd"](B, S, H, DK, DV, "float16", "float16", "float32",
+                                           "float32", BS, BS, 64, 64, 128, 1)
+    return [Check(kern, [k, v, beta, g, a], {0: w, 1: u}, "float16", BS)]
+
+
+@case("tl/linear_attention/linear_attn_bwd", TL, "examples/linear_attention/example_linear_attn_bwd.py",
+      "causal linear attention backward: masked T.if_then_else copies into shared, chunk "
+      "states as accumulators, a reversed Pipelined loop, tile atomic_add of dQ/dK/dV")
+def _(m, rng):
+    B, S, H, D = 1, 128, 2, 64
+    q, k, v, do = (rn(rng, (B, S, H, D), "float16", 0.5) for _ in range(4))
+    scale = D ** -0.5
+    dq, dk, dv = (np.zeros((B, S, H, D)) for _ in range(3))
+    mask = np.tril(np.ones((S, S)))
+    for b in range(B):
+        for h in range(H):
+            qq, kk, vv, oo = (x[b, :, h].astype(f64) for x in (q, k, v, do))
+            ds = (oo @ vv.T) * mask
+            dq[b, :, h] = scale * ds @ kk
+            dk[b, :, h] = scale * ds.T @ qq
+            dv[b, :, h] = scale * ((qq @ kk.T) * mask).T @ oo
+    kern = m["tl_fused_chunk_bwd_kernel"](B, S, H, D, D)
+    zeros = [np.zeros((B, S, H, D), np.float32) for _ in range(3)]
+    return [Check(kern, [q, k, v, do] + zeros, {("arg", 4): dq, ("arg", 5): dk, ("arg", 6): dv},
+                  "float16", S)]
