@@ -379,3 +379,46 @@ def _(m, rng):
     zeros = [np.zeros((B, S, H, D), np.float32) for _ in range(3)]
     return [Check(kern, [q, k, v, do] + zeros, {("arg", 4): dq, ("arg", 5): dk, ("arg", 6): dv},
                   "float16", S)]
+
+
+@case("tl/deepseek_mhc/mhc_pre", TL, "examples/deepseek_mhc/example_mhc_pre.py",
+      "eager, T.dynamic tokens: gemm+sqrsum (tfloat32 operands, fragment A operand, tail "
+      "block) and the fused pre block (scalar accumulation, sinkhorn, branches on "
+      "T.get_thread_binding() < 32)")
+def _(m, rng):
+    from upstream_cases_more import bf16
+    n, hc, hidden = 40, 4, 256
+    hc3 = hc * (2 + hc)
+    res = bf16(rn(rng, (n, hc, hidden)))
+    fn = rn(rng, (hc3, hc * hidden), "float32", 0.05)
+    x = res.reshape(n, hc * hidden)
+    out, sq = np.zeros((n, hc3), np.float32), np.zeros(n, np.float32)
+    xf = x.astype(f64)
+    want_out, want_sq = xf @ fn.astype(f64).T, (xf * xf).sum(1)
+    checks = [Check(m["mhc_pre_gemm_sqrsum_tilelang"], [x, fn, out, sq, hc3, hc * hidden],
+                    {("arg", 2): want_out, ("arg", 3): want_sq}, "float32", hc * hidden,
+                    tol=(2e-3, 2e-3))]  # tfloat32 operands (10-bit mantissa)
+    # the fused block on exact inputs (the gemm's result, as float32)
+    gm, gs = want_out.astype(np.float32)[None], want_sq.astype(np.float32)[None]
+    scale, base = rng.random(3).astype(np.float32), rng.random(hc3).astype(np.float32) * 0.1
+    rms_eps, pre_eps, sk_eps, post_mult, rep = 1e-6, 1e-2, 1e-6, 2.0, 5
+    mixes = gm[0].astype(f64) / np.sqrt(gs[0].astype(f64)[:, None] / (hc * hidden) + rms_eps)
+    xm = mixes * np.repeat(scale.astype(f64), [hc, hc, hc * hc]) + base
+    pre = sigmoid(xm[:, :hc]) + pre_eps
+    post = sigmoid(xm[:, hc:2 * hc]) * post_mult
+    c = xm[:, 2 * hc:].reshape(-1, hc, hc)
+    c = np.exp(c - c.max(-1, keepdims=True))
+    c = c / c.sum(-1, keepdims=True) + sk_eps
+    c = c / (c.sum(-2, keepdims=True) + sk_eps)
+    for _ in range(rep - 1):
+        c = c / (c.sum(-1, keepdims=True) + sk_eps)
+        c = c / (c.sum(-2, keepdims=True) + sk_eps)
+    layer = np.einsum("nc,nch->nh", pre, res.astype(f64))
+    outs = [np.zeros((n, hc), np.float32), np.zeros((n, hc * hc), np.float32),
+            bf16(np.zeros((n, hidden), np.float32))]
+    checks.append(Check(m["mhc_pre_big_fuse_tilelang"],
+                        [gm, gs, scale, base, res] + outs
+                        + [hidden, rms_eps, pre_eps, sk_eps, post_mult, rep, 1, hc],
+                        {("arg", 5): post, ("arg", 6): c.reshape(n, hc * hc),
+                         ("arg", 7): layer}, "bfloat16", hc))
+    return checks
