@@ -422,3 +422,91 @@ def _(m, rng):
                         {("arg", 5): post, ("arg", 6): c.reshape(n, hc * hc),
                          ("arg", 7): layer}, "bfloat16", hc))
     return checks
+
+
+# --------------------------------------------------- tilelang-ascend linear_attention_and_rnn/gdn
+
+def asc_gdn_inputs(rng, B, H, L, DK, C):
+    """Normalised keys, beta in [0, 1), per-chunk cumulative log-sigmoid gates (B, H, L)."""
+    k = rng.standard_normal((B, H, L, DK))
+    k = (k / np.linalg.norm(k, axis=-1, keepdims=True)).astype(np.float16)
+    beta = rng.random((B, H, L)).astype(np.float16)
+    g = -np.log1p(np.exp(-rng.standard_normal((B, H, L))))
+    g = np.cumsum(g.reshape(B, H, L // C, C), -1).reshape(B, H, L).astype(np.float32)
+    return k, beta, g
+
+
+def asc_kkt(k, beta, g, C):
+    """Strictly lower (K K^T * beta_i * exp(g_i - g_j)) per chunk, fp16."""
+    B, H, L, _ = k.shape
+    a = np.zeros((B, H, L, C))
+    for c in range(L // C):
+        r = slice(c * C, (c + 1) * C)
+        kc, gc = k[:, :, r].astype(f64), g[:, :, r].astype(f64)
+        kkt = np.einsum("bhid,bhjd->bhij", kc, kc) * beta[:, :, r, None]
+        a[:, :, r] = np.tril(kkt * np.exp(gc[..., :, None] - gc[..., None, :]), -1)
+    return a.astype(np.float16)
+
+
+@case("asc/gdn/solve_tril", A, "examples/linear_attention_and_rnn/gdn/gdn_solve_tril.py",
+      "(I + A)^-1 of strictly lower chunks: row recurrence with row reads of the tile being "
+      "updated, reduce_sum over dim 0, jit_func.__jit_impl__.target")
+def _(m, rng):
+    B, H, L, DK, C = 1, 2, 64, 64, 32
+    k, beta, g = asc_gdn_inputs(rng, B, H, L, DK, C)
+    a = asc_kkt(k, beta, g, C)
+    want = np.zeros((B, H, L, C))
+    for c in range(L // C):
+        r = slice(c * C, (c + 1) * C)
+        want[:, :, r] = np.linalg.inv(np.eye(C) + a[:, :, r].astype(f64))
+    kern = m["solve_tril_ker"](B, H, L, C)
+    return [Check(kern, [a, np.eye(C, dtype=np.float32)], {0: want}, "float16", C)]
+
+
+@case("asc/gdn/wy_fast", A, "examples/linear_attention_and_rnn/gdn/gdn_wy_fast.py",
+      "expert V then C with a cross flag: beta/exp(g)-scaled K, V through workspaces, A @ each")
+def _(m, rng):
+    B, H, L, DK, DV, C = 1, 2, 64, 64, 64, 32
+    k, v = rn(rng, (B, H, L, DK), "float16"), rn(rng, (B, H, L, DV), "float16")
+    beta = rn(rng, (B, H, L), "float16")
+    g = rn(rng, (B, H, L), scale=0.5)
+    a = rn(rng, (B, H, L, C), "float16", 0.3)
+    kg = (k * (beta.astype(f64) * np.exp(g.astype(f64)))[..., None]).astype(np.float16)
+    vg = (v * beta.astype(f64)[..., None]).astype(np.float16)
+    w, u = np.zeros((B, H, L, DK)), np.zeros((B, H, L, DV))
+    for c in range(L // C):
+        r = slice(c * C, (c + 1) * C)
+        w[:, :, r] = a[:, :, r].astype(f64) @ kg[:, :, r]
+        u[:, :, r] = a[:, :, r].astype(f64) @ vg[:, :, r]
+    kern = m["wy_fast_ker"](B, H, L, DK, DV, C, 32, 32)
+    return [Check(kern, [k, v, beta, g, a], {0: w, 1: u}, "float16", C)]
+
+
+@case("asc/gdn/chunk_h", A, "examples/linear_attention_and_rnn/gdn/gdn_chunk_h.py",
+      "expert C/V chunk recurrence with four cross flags: state via a caller-zeroed "
+      "workspace, the new V written by AIV and read back by AIC, shadowed loop variable")
+def _(m, rng):
+    B, H, L, DK, DV, C, BV = 1, 2, 96, 64, 64, 32, 32
+    k, _, g = asc_gdn_inputs(rng, B, H, L, DK, C)
+    w = rn(rng, (B, H, L, DK), "float16", 0.1)
+    u = rn(rng, (B, H, L, DV), "float16", 0.5)
+    n = L // C
+    s_all, v_new, fs = np.zeros((B, H, n, DK, DV)), np.zeros((B, H, L, DV)), None
+    st = np.zeros((B, H, DK, DV))
+    for c in range(n):
+        r = slice(c * C, (c + 1) * C)
+        s_all[:, :, c] = st
+        st16 = st.astype(np.float16).astype(f64)  # the state passes through fp16 workspaces
+        ws = (w[:, :, r].astype(f64) @ st16).astype(np.float16)
+        vn = (u[:, :, r] - ws.astype(f64)).astype(np.float16)
+        v_new[:, :, r] = vn
+        gc = g[:, :, r].astype(f64)
+        kk = (k[:, :, r] * np.exp(gc[..., -1:] - gc)[..., None]).astype(np.float16)
+        kv = (np.swapaxes(kk.astype(f64), -1, -2) @ vn.astype(f64)).astype(np.float16)
+        st = st * np.exp(gc[..., -1])[..., None, None] + kv
+    fs = st
+    ws3 = np.zeros((B * H * (DV // BV), DK, BV), np.float16)
+    s = np.zeros((B, H, n, DK, DV), np.float16)
+    kern = m["chunk_h_ker"](B, H, L, DK, DV, C, 32, BV)
+    return [Check(kern, [k, w, u, g, ws3, s], {("arg", 5): s_all, 0: v_new, 1: fs}, "float16",
+                  C * n)]
