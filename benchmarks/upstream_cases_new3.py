@@ -452,20 +452,28 @@ def asc_kkt(k, beta, g, C):
       "(I + A)^-1 of strictly lower chunks: row recurrence with row reads of the tile being "
       "updated, reduce_sum over dim 0, jit_func.__jit_impl__.target")
 def _(m, rng):
-    B, H, L, DK, C = 1, 2, 64, 64, 32
+    return solve_tril_checks(m, rng, lambda B, H, L, C: m["solve_tril_ker"](B, H, L, C), 32)
+
+
+def solve_tril_checks(m, rng, make, C):
+    B, H, L, DK = 1, 2, 2 * C, 64
     k, beta, g = asc_gdn_inputs(rng, B, H, L, DK, C)
     a = asc_kkt(k, beta, g, C)
     want = np.zeros((B, H, L, C))
     for c in range(L // C):
         r = slice(c * C, (c + 1) * C)
         want[:, :, r] = np.linalg.inv(np.eye(C) + a[:, :, r].astype(f64))
-    kern = m["solve_tril_ker"](B, H, L, C)
+    kern = make(B, H, L, C)
     return [Check(kern, [a, np.eye(C, dtype=np.float32)], {0: want}, "float16", C)]
 
 
 @case("asc/gdn/wy_fast", A, "examples/linear_attention_and_rnn/gdn/gdn_wy_fast.py",
       "expert V then C with a cross flag: beta/exp(g)-scaled K, V through workspaces, A @ each")
 def _(m, rng):
+    return wy_fast_checks(m, rng, 32, 32)
+
+
+def wy_fast_checks(m, rng, *blocks):
     B, H, L, DK, DV, C = 1, 2, 64, 64, 64, 32
     k, v = rn(rng, (B, H, L, DK), "float16"), rn(rng, (B, H, L, DV), "float16")
     beta = rn(rng, (B, H, L), "float16")
@@ -478,7 +486,7 @@ def _(m, rng):
         r = slice(c * C, (c + 1) * C)
         w[:, :, r] = a[:, :, r].astype(f64) @ kg[:, :, r]
         u[:, :, r] = a[:, :, r].astype(f64) @ vg[:, :, r]
-    kern = m["wy_fast_ker"](B, H, L, DK, DV, C, 32, 32)
+    kern = m["wy_fast_ker"](B, H, L, DK, DV, C, *blocks)
     return [Check(kern, [k, v, beta, g, a], {0: w, 1: u}, "float16", C)]
 
 
@@ -486,7 +494,12 @@ def _(m, rng):
       "expert C/V chunk recurrence with four cross flags: state via a caller-zeroed "
       "workspace, the new V written by AIV and read back by AIC, shadowed loop variable")
 def _(m, rng):
-    B, H, L, DK, DV, C, BV = 1, 2, 96, 64, 64, 32, 32
+    return chunk_h_checks(m, rng, 32, 32)
+
+
+def chunk_h_checks(m, rng, *blocks):
+    B, H, L, DK, DV, C = 1, 2, 96, 64, 64, 32
+    BV = blocks[1] if blocks else DV
     k, _, g = asc_gdn_inputs(rng, B, H, L, DK, C)
     w = rn(rng, (B, H, L, DK), "float16", 0.1)
     u = rn(rng, (B, H, L, DV), "float16", 0.5)
@@ -507,6 +520,6 @@ def _(m, rng):
     fs = st
     ws3 = np.zeros((B * H * (DV // BV), DK, BV), np.float16)
     s = np.zeros((B, H, n, DK, DV), np.float16)
-    kern = m["chunk_h_ker"](B, H, L, DK, DV, C, 32, BV)
+    kern = m["chunk_h_ker"](B, H, L, DK, DV, C, *blocks)
     return [Check(kern, [k, w, u, g, ws3, s], {("arg", 5): s_all, 0: v_new, 1: fs}, "float16",
                   C * n)]
