@@ -68,3 +68,50 @@ def _(m, rng):
         want[:, :, r] = t1 + qk @ vc
     return [Check(m["chunk_o_ker"](B, H, L, DK, DV, C), [q, k, v, s, g, msk], {0: want},
                   "float16", C)]
+
+
+# ------------------------------------------------------------------------- tilelang-ascend, more
+
+def im2col_padded(x, w, stride, pad, blk):
+    """Host code of the convolution examples: im2col columns (rows c, kh, kw; columns b, ho, wo)
+    and the flattened kernel, zero-padded to multiples of blk; the float64 conv2d result."""
+    B, C, H, W = x.shape
+    OC, _, KH, KW = w.shape
+    HO, WO = (H + 2 * pad - KH) // stride + 1, (W + 2 * pad - KW) // stride + 1
+    xp = np.pad(x.astype(f64), ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+    win = np.lib.stride_tricks.sliding_window_view(xp, (KH, KW), axis=(2, 3))
+    win = win[:, :, ::stride, ::stride][:, :, :HO, :WO]            # b, c, ho, wo, kh, kw
+    cols = win.transpose(1, 4, 5, 0, 2, 3).reshape(C * KH * KW, B * HO * WO)
+    M, K, N = OC, C * KH * KW, B * HO * WO
+    up = lambda v: -(-v // blk) * blk  # noqa: E731
+    a = np.zeros((up(M), up(K)), np.float16)
+    a[:M, :K] = w.reshape(OC, -1)
+    b = np.zeros((up(K), up(N)), np.float16)
+    b[:K, :N] = cols
+    want = np.zeros((up(M), up(N)))
+    want[:M, :N] = np.einsum("ocij,bchwij->obhw", w.astype(f64), win).reshape(OC, -1)
+    return a, b, want, K
+
+
+@case("asc/convolution/convolution_autotune", A, "examples/convolution/example_convolution_autotune.py",
+      "host im2col + developer-mode gemm_v0 under @autotune(configs=<callable of the shapes>), "
+      "and a fixed config")
+def _(m, rng):
+    checks = []
+    for (B, C, H, W, OC, KH, stride, pad), tune in (((1, 2, 10, 10, 50, 3, 1, 0), True),
+                                                    ((2, 3, 12, 12, 64, 3, 2, 1), False)):
+        x, w = rn(rng, (B, C, H, W), "float16"), rn(rng, (OC, C, KH, KH), "float16")
+        a, b, want, K = im2col_padded(x, w, stride, pad, 64 if tune else 128)
+        M, N, Kp = a.shape[0], b.shape[1], a.shape[1]
+        kern = m["matmul"](M, N, Kp) if tune else m["matmul"](M, N, Kp, block_M=128,
+                                                                 block_N=128, K_L1=128)
+        checks.append(Check(kern, [a, b], {0: want}, "float16", K))
+    return checks
+
+
+@case("asc/autotune/gemm_carver", A, "examples/autotune/example_gemm_carver.py",
+      "@autotune over the configs carver.MatmulTemplate(...).with_arch(Ascend()).recommend_hints "
+      "gives (module-level host code at the example's default 1024^3), called at 256^3")
+def _(m, rng):
+    a, b = rn(rng, (256, 256), "float16"), rn(rng, (256, 256), "float16")
+    return [Check(m["matmul"](256, 256, 256), [a, b], {0: mm(a, b)}, "float16", 256)]
