@@ -115,3 +115,44 @@ def _(m, rng):
 def _(m, rng):
     a, b = rn(rng, (256, 256), "float16"), rn(rng, (256, 256), "float16")
     return [Check(m["matmul"](256, 256, 256), [a, b], {0: mm(a, b)}, "float16", 256)]
+
+
+def causal_sparse_inputs(rng, S, SKV, H, dq, topk, dtype="float16"):
+    """Query t attends a random subset of the keys before it (one key when t = 0), the rest of
+    its topk indices padded with SKV (out of range, masked by `index <= t`)."""
+    q = rn(rng, (1, S, H, dq), dtype)
+    kv = rn(rng, (1, SKV, 1, dq), dtype)
+    idx = np.full((1, S, 1, topk), SKV, np.int32)
+    for t in range(S):
+        sel = rng.permutation(max(1, t))[:topk]
+        idx[0, t, 0, :len(sel)] = sel
+    return q, kv, idx
+
+
+def causal_sparse_ref(q, kv, idx, dim, scale):
+    S = q.shape[1]
+    out = np.zeros(q.shape[:3] + (dim,))
+    for t in range(S):
+        ids = idx[0, t, 0]
+        valid = ids <= t
+        rows = kv[0, np.minimum(ids, kv.shape[1] - 1), 0]
+        out[0, t] = sparse_ref_rows(q[0, t], rows, dim, scale, valid)
+    return out
+
+
+def sparse_ref_rows(q, rows, dim, scale, valid):
+    from upstream_cases_cv import sparse_ref
+    return sparse_ref(q, rows, dim, scale, valid)
+
+
+@case("asc/sparse_flash_attention/sparse_flash_attn_mask", A,
+      "examples/sparse_flash_attention/example_sparse_flash_attn_mask.py",
+      "expert C/V sparse MLA attention with a causal index mask (tile.compare LE on the float "
+      "indices, tile.select with -inf), fixed core loop, T.annotate_address with aliased UB")
+def _(m, rng):
+    S, SKV, H, dim, tail, topk = 12, 64, 16, 64, 32, 64
+    q, kv, idx = causal_sparse_inputs(rng, S, SKV, H, dim + tail, topk)
+    want = causal_sparse_ref(q, kv, idx, dim, (dim + tail) ** -0.5)
+    k = m["sparse_attention_fwd"](heads=H, dim=dim, tail_dim=tail, topk=topk, kv_stride=1,
+                                  dtype="float16")
+    return [Check(k, [q, kv, idx], {0: want}, "float16", topk)]
