@@ -156,3 +156,32 @@ def _(m, rng):
     k = m["sparse_attention_fwd"](heads=H, dim=dim, tail_dim=tail, topk=topk, kv_stride=1,
                                   dtype="float16")
     return [Check(k, [q, kv, idx], {0: want}, "float16", topk)]
+
+
+@case("asc/sparse_flash_attention/sparse_flash_attn_mask_pa", A,
+      "examples/sparse_flash_attention/example_sparse_flash_attn_mask_pa.py",
+      "paged KV (block table) sparse MLA attention: -1 padded indices (`if index_i > -1` "
+      "gathers), mask index <= kv_len - q_len + t AND index != -1 (two compares, bitwise_and)")
+def _(m, rng):
+    from upstream_cases_cv import sparse_ref
+    S, H, dim, tail, topk, bs, nblk = 12, 16, 64, 32, 64, 16, 6
+    SKV = 64
+    dq = dim + tail
+    q = rn(rng, (1, S, H, dq), "float16")
+    kv = rn(rng, (nblk, bs, 1, dq), "float16")
+    table = rng.permutation(nblk)[:SKV // bs].astype(np.int32)[None]      # [1, 4]
+    logical = kv[table[0]].reshape(SKV, dq)                               # token -> row
+    idx = np.full((S, 1, topk), -1, np.int32)
+    want = np.zeros((1, S, H, dim))
+    for t in range(S):
+        lim = SKV - S + t                                                 # last visible token
+        sel = list(rng.permutation(lim + 1)[:40]) + list(rng.integers(lim + 1, SKV, 3)
+                                                         if lim + 1 < SKV else [])
+        idx[t, 0, :len(sel)] = sel
+        ids = idx[t, 0]
+        valid = (ids != -1) & (ids <= lim)
+        want[0, t] = sparse_ref(q[0, t], logical[np.maximum(ids, 0)], dim, dq ** -0.5, valid)
+    k = m["sparse_attention_fwd"](heads=H, dim=dim, tail_dim=tail, topk=topk, dtype="float16",
+                                  block_num=nblk, block_size=bs, core_num=4)
+    lens = np.array([S], np.int32), np.array([SKV], np.int32)
+    return [Check(k, [q, kv, idx, *lens, table], {0: want}, "float16", topk)]
