@@ -185,3 +185,59 @@ def _(m, rng):
                                   block_num=nblk, block_size=bs, core_num=4)
     lens = np.array([S], np.int32), np.array([SKV], np.int32)
     return [Check(k, [q, kv, idx, *lens, table], {0: want}, "float16", topk)]
+
+
+def gqa_sparse_case(m, rng, make, B=1, S=4, SKV=256, H=32, G=2, dim=128, topk=128):
+    """GQA sparse attention over top-k KV rows per (batch, position, kv group); K = V = the
+    gathered rows (dim, no tail)."""
+    from upstream_cases_cv import sparse_ref
+    q = rn(rng, (B, S, H, dim), "float16")
+    kv = rn(rng, (B, SKV, G, dim), "float16")
+    idx = np.stack([np.stack([np.stack([rng.choice(SKV, topk, replace=False) for _ in range(G)])
+                              for _ in range(S)]) for _ in range(B)]).astype(np.int32)
+    want = np.zeros((B, S, H, dim))
+    hg = H // G
+    for b in range(B):
+        for g in range(G):
+            rows = kv[b, idx[b, :, g], g]                                 # [S, topk, dim]
+            want[b, :, g * hg:(g + 1) * hg] = sparse_ref(q[b, :, g * hg:(g + 1) * hg], rows, dim,
+                                                         dim ** -0.5)
+    return [Check(make(B, S, H, G, dim, topk), [q, kv, idx], {0: want}, "float16", topk)]
+
+
+@case("asc/sparse_flash_attention/sparse_flash_attn_gqa_pto", A,
+      "examples/sparse_flash_attention/example_sparse_flash_attn_gqa_pto.py",
+      "expert C/V GQA sparse attention, target='pto', one block per (position, group), L0C "
+      "address reuse by T.annotate_address")
+def _(m, rng):
+    return gqa_sparse_case(m, rng, lambda B, S, H, G, dim, topk: m["sparse_attention_fwd"](
+        heads=H, dim=dim, tail_dim=0, topk=topk, kv_stride=1, kv_group=G,
+        workspace_block_num=B * S * G))
+
+
+@case("asc/pipeline/sparse_flash_attn_gqa_pipeline_pto", A,
+      "examples/pipeline/sparse_flash_attn_gqa_pipeline_pto.py",
+      "developer-mode GQA sparse attention, target='pto', T.Pipelined(num_stages=2) over "
+      "caller-passed workspaces")
+def _(m, rng):
+    def make(B, S, H, G, dim, topk):
+        wbn, hb = B * S * G, H // G
+        k = m["sparse_attention_fwd"](heads=H, dim=dim, tail_dim=0, topk=topk, kv_stride=1,
+                                      kv_group=G, workspace_block_num=wbn)
+        ws = [np.zeros((wbn, 64, dim), np.float16), np.zeros((wbn, hb, 64), np.float32),
+              np.zeros((wbn, hb, 64), np.float16), np.zeros((wbn, hb, dim), np.float32)]
+        return Extra(k, ws)
+    return gqa_sparse_case(m, rng, make)
+
+
+class Extra:
+    """A kernel called with trailing arguments the host code adds (caller-passed workspaces,
+    fresh zeros each call); `simulate` the same way."""
+    def __init__(self, kernel, extra):
+        self.kernel, self.extra = kernel, extra
+
+    def __call__(self, *args):
+        return self.kernel(*args, *[e.copy() for e in self.extra])
+
+    def simulate(self, *args):
+        return self.kernel.simulate(*args, *[e.copy() for e in self.extra])
