@@ -241,3 +241,20 @@ class Extra:
 
     def simulate(self, *args):
         return self.kernel.simulate(*args, *[e.copy() for e in self.extra])
+
+
+@case("asc/dequantize_gemm/dequant_gemm_w4a8", A, "examples/dequantize_gemm/example_dequant_gemm_w4a8.py",
+      "developer mode: the vector cores unpack int4 pairs (casts, bitwise and/shift, compare + "
+      "select sign fix, element interleave) into a caller-passed workspace the cube reads")
+def _(m, rng):
+    checks = []
+    for M, N, K in ((64, 32, 256), (64, 16, 512)):
+        a = rng.integers(-8, 8, (M, K)).astype(np.int8)
+        b = rng.integers(-8, 8, (N, K)).astype(np.int8)
+        nib = (b.astype(np.int16) & 0xF).astype(np.uint8)
+        packed = (nib[:, 0::2] | (nib[:, 1::2] << 4)).astype(np.uint8)   # low nibble first
+        want = a.astype(f64) @ b.astype(f64).T
+        kern = m["w4a8_gemm_cv"](M, N, K)
+        checks.append(Check(Extra(kern, [np.zeros((N, K), np.int8)]), [a, packed], {0: want},
+                            "int32", tol=(0, 0)))
+    return checks
