@@ -258,3 +258,26 @@ def _(m, rng):
         checks.append(Check(Extra(kern, [np.zeros((N, K), np.int8)]), [a, packed], {0: want},
                             "int32", tol=(0, 0)))
     return checks
+
+
+@case("asc/aclgraph/rms_rope_aclgraph", A, "examples/aclgraph/rms_rope_aclgraph.py",
+      "RMSNorm (row slices divided by a per-row scalar) and in-place interleaved rope "
+      "(createvecindex, bitwise_xor, reinterpretcast gather mask, broadcast)")
+def _(m, rng):
+    from upstream_cases_new3 import rope_perm
+    bsz, heads, hidden, rd, eps = 2, 16, 64, 32, 1e-6
+    q = rn(rng, (bsz * heads, hidden), "float16")
+    x = q.astype(f64)
+    rms = x / np.sqrt((x * x).mean(1, keepdims=True) + eps)
+    checks = [Check(m["rms_norm_kernel"](bsz * heads, hidden, 32, eps), [q], {0: rms}, "float16",
+                    hidden)]
+    sin, cos = rn(rng, (bsz, rd), "float16"), rn(rng, (bsz, rd), "float16")
+    partner, sign = rope_perm(rd, "interleave")
+    r = np.arange(bsz * heads) // heads
+    s, c = sin.astype(f64)[r], cos.astype(f64)[r]
+    xr = x[:, hidden - rd:]
+    want = x.copy()
+    want[:, hidden - rd:] = xr * c + sign * xr[:, partner] * s
+    kern = m["rope_kernel_in_place"](bsz * heads, 32, bsz, hidden, rd, heads)
+    checks.append(Check(kern, [q.copy(), sin, cos], {("arg", 0): want}, "float16"))
+    return checks
