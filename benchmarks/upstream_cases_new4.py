@@ -281,3 +281,51 @@ def _(m, rng):
     kern = m["rope_kernel_in_place"](bsz * heads, 32, bsz, hidden, rd, heads)
     checks.append(Check(kern, [q.copy(), sin, cos], {("arg", 0): want}, "float16"))
     return checks
+
+
+def gated_delta_h_ref(k, w, u, g, h0, cu, BT, hg_ratio):
+    """Per sequence and head: h_t (state before chunk t), v_new = u - w h, state update
+    h <- h * exp(g_last) + k^T (v_new * exp(g_last - g)); k heads shared by hg_ratio heads.
+    k [T, Hg, K], w [T, H, K], u [T, H, V], g [T, H], h0 [N, H, K, V]."""
+    N, H = len(cu) - 1, w.shape[1]
+    hs = np.zeros((N, max(-(-(cu[i + 1] - cu[i]) // BT) for i in range(N)), H) + h0.shape[2:])
+    vn_all, ht = np.zeros(u.shape), np.zeros(h0.shape)
+    for n in range(N):
+        for hh in range(H):
+            st = h0[n, hh].astype(f64)
+            for t in range(-(-(cu[n + 1] - cu[n]) // BT)):
+                r = slice(cu[n] + t * BT, min(cu[n] + (t + 1) * BT, cu[n + 1]))
+                hs[n, t, hh] = st
+                vn = u[r, hh].astype(f64) - w[r, hh].astype(f64) @ st
+                vn_all[r, hh] = vn
+                gc = g[r, hh].astype(f64)
+                vn = vn * np.exp(gc[-1] - gc)[:, None]
+                st = st * np.exp(gc[-1]) + k[r, hh // hg_ratio].astype(f64).T @ vn
+            ht[n, hh] = st
+    return hs, vn_all, ht
+
+
+@case("asc/chunk_gated_delta_rule/chunk_gated_delta_rule", A,
+      "examples/chunk_gated_delta_rule/chunk_gated_delta_rule.py",
+      "varlen (cu_seqlens read in the kernel, run-time chunk count), developer mode with four "
+      "workspaces, grouped K heads, T.if_then_else on GM scalar reads, broadcast(axis=1)")
+def _(m, rng):
+    seqlens, H, Hg, K, V, BT = (64, 128), 2, 1, 64, 64, 64
+    T_ = sum(seqlens)
+    cu = np.concatenate([[0], np.cumsum(seqlens)]).astype(np.int32)
+    k = rn(rng, (T_, Hg, K), "float16", 0.1)
+    w = rn(rng, (T_, H, K), "float16", 0.1)
+    u = rn(rng, (T_, H, V), "float16", 0.1)
+    g = -rng.random((T_, H)).astype(np.float32) * 0.1
+    h0 = rn(rng, (len(seqlens), H, K, V), "float16", 0.1)
+    hs, vn, ht = gated_delta_h_ref(k, w, u, g, h0, cu, BT, H // Hg)
+    N, NT = len(seqlens), hs.shape[1]
+    pad = lambda x: np.concatenate([x, np.zeros((BT,) + x.shape[1:], x.dtype)])  # noqa: E731
+    g_pad = np.concatenate([g.T, np.zeros((H, BT), np.float32)], 1)
+    want_vn = np.zeros((T_ + BT, H, V))
+    want_vn[:T_] = vn
+    kern = m["chunk_gated_delta_rule"](N, H, T_ + BT, Hg, K, V, NT, BT=BT)
+    args = [np.zeros((N, NT, H, K, V), np.float16), pad(k), pad(u), pad(w), g_pad,
+            np.zeros((T_ + BT, H, V), np.float16), h0, np.zeros((N, H, K, V), np.float16), cu]
+    return [Check(kern, args, {("arg", 0): hs, ("arg", 5): want_vn, ("arg", 7): ht}, "float16",
+                  BT * NT)]
