@@ -329,3 +329,25 @@ def _(m, rng):
             np.zeros((T_ + BT, H, V), np.float16), h0, np.zeros((N, H, K, V), np.float16), cu]
     return [Check(kern, args, {("arg", 0): hs, ("arg", 5): want_vn, ("arg", 7): ht}, "float16",
                   BT * NT)]
+
+
+@case("asc/chunk_gated_delta_rule/expert_chunk_gated_delta_rule", A,
+      "examples/chunk_gated_delta_rule/expert_chunk_gated_delta_rule.py",
+      "the same recurrence in expert mode: V halves per AIV, own set/wait flags (event ids up "
+      "to 10) and cross flags")
+def _(m, rng):
+    seqlens, H, Hg, K, V, BT = (64, 128), 2, 1, 64, 64, 64
+    T_ = sum(seqlens)
+    cu = np.concatenate([[0], np.cumsum(seqlens)]).astype(np.int32)
+    k = rn(rng, (T_, Hg, K), "float16", 0.1)
+    w = rn(rng, (T_, H, K), "float16", 0.1)
+    u = rn(rng, (T_, H, V), "float16", 0.1)
+    g = -rng.random((T_, H)).astype(np.float32) * 0.1
+    h0 = rn(rng, (len(seqlens), H, K, V), "float16", 0.1)
+    hs, vn, ht = gated_delta_h_ref(k, w, u, g, h0, cu, BT, H // Hg)
+    N, NT = len(seqlens), hs.shape[1]
+    kern = m["chunk_gated_delta_rule_fwd_kernel"](N, H, T_, Hg, K, V, NT, BT=BT)
+    args = [np.zeros((N, NT, H, K, V), np.float16), k, u, w, np.ascontiguousarray(g.T),
+            np.zeros((T_, H, V), np.float16), h0, np.zeros((N, H, K, V), np.float16), cu]
+    return [Check(kern, args, {("arg", 0): hs, ("arg", 5): vn, ("arg", 7): ht}, "float16",
+                  BT * NT)]
