@@ -351,3 +351,50 @@ def _(m, rng):
             np.zeros((T_, H, V), np.float16), h0, np.zeros((N, H, K, V), np.float16), cu]
     return [Check(kern, args, {("arg", 0): hs, ("arg", 5): vn, ("arg", 7): ht}, "float16",
                   BT * NT)]
+
+
+def sfa_pa_case(m, rng, heads, tail=32, **kw):
+    """bench_sfa's paged sparse attention: two batches of paged KV (block table), indices of
+    a 128-token prefix, causal visibility kv_len - q_len + s, bf16."""
+    import ml_dtypes
+    from upstream_cases_cv import sparse_ref
+    dim, topk = 64, 128
+    B, S, nblk, bsz = 2, 3, 8, 32
+    dq = dim + tail
+    q = rn(rng, (B, S, heads, dq)).astype(ml_dtypes.bfloat16)
+    kv = rn(rng, (nblk, bsz, 1, dq)).astype(ml_dtypes.bfloat16)
+    table = rng.permutation(nblk).reshape(B, nblk // B).astype(np.int32)
+    q_len, kv_len = np.array([S, S], np.int32), np.array([100, 128], np.int32)
+    idx = np.stack([rng.permutation(128)[:topk] for _ in range(S)]).astype(np.int32)[:, None, :]
+    want = np.empty((B, S, heads, dim))
+    for b in range(B):
+        for s in range(S):
+            i = idx[s, 0]
+            rows = kv[table[b, i // bsz], i % bsz, 0]
+            want[b, s] = sparse_ref(q[b, s], rows, dim, dq ** -0.5, i <= kv_len[b] - q_len[b] + s)
+    k = m["sparse_attention_fwd"](heads, dim, tail, topk, block_size=bsz, core_num=4, **kw)
+    return [Check(k, [q, kv, idx, q_len, kv_len, table], {0: want}, "bfloat16", topk)]
+
+
+BENCH = "examples/sparse_flash_attention/bench_sfa/"
+
+
+@case("asc/sparse_flash_attention/bench_sfa_pa_baseline", A, BENCH + "sparse_flash_attn_pa_baseline.py",
+      "paged sparse MLA attention, AUTO_SYNC, 64-row query blocks")
+def _(m, rng):
+    return sfa_pa_case(m, rng, 64)
+
+
+@case("asc/sparse_flash_attention/bench_sfa_pa", A, BENCH + "sparse_flash_attn_pa.py",
+      "paged sparse MLA attention, hand-synchronised CV pipeline (own flags), a 32-byte "
+      "compare mask for 64 keys")
+def _(m, rng):
+    return sfa_pa_case(m, rng, 16, tail=64)
+
+
+@case("asc/sparse_flash_attention/bench_sfa_pa_no_cv_pipeline", A,
+      BENCH + "sparse_flash_attn_pa_no_cv_pipeline.py",
+      "paged sparse MLA attention, hand-synchronised, no CV pipelining (64-key blocks: the "
+      "32-byte compare mask longer than the 64 bits it needs)")
+def _(m, rng):
+    return sfa_pa_case(m, rng, 16, tail=64, n_base_size=64)  # its L0 K step is 64 = rope_dim

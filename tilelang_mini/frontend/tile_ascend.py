@@ -150,12 +150,16 @@ class TileAscend(TileSort):
     def packed_mask(self, mask_node, data_node) -> bool:
         """Whether `mask_node` is a bit mask of `data_node`'s elements, as Ascend's Compare
         writes and Select reads it: an 8-bit integer tile with one bit per element (element
-        8*b + k is bit k of byte b, the least significant bit first)."""
+        8*b + k is bit k of byte b, the least significant bit first). A 1-D mask tile may have
+        more bytes than the elements need (tilelang-ascend's bench_sfa: a 32-byte mask for 64
+        scores, sized for its largest block): only the leading bytes are written and read."""
         if not (self.is_region_node(mask_node) and self.is_region_node(data_node)):
             return False
         mbuf, _, mext, _ = self.tile_dst(mask_node)
         _, _, dext, _ = self.tile_dst(data_node)
-        return mbuf.dtype in ("uint8", "int8") and self.numel(mext) * 8 == self.numel(dext)
+        m, n = self.numel(mext), self.numel(dext)
+        return mbuf.dtype in ("uint8", "int8") and (
+            m * 8 == n or (len(mext) == 1 and n % 8 == 0 and n // 8 < m < n))
 
     def flat_at(self, node):
         """(function of a flat element index -> the element, element count) of a region,
@@ -184,7 +188,9 @@ class TileAscend(TileSort):
             for t0 in parallel(8):  m[t0] = cast(select(x[t0*8] > 0.5, 1, 0) + ... +
                                                  select(x[t0*8 + 7] > 0.5, 128, 0), "uint8")"""
         buf, starts, extent, dims = self.tile_dst(dst_node)
-        src, _ = self.flat_at(src_node)
+        src, n = self.flat_at(src_node)
+        if self.numel(extent) * 8 > n:  # a longer 1-D mask: its leading bytes
+            extent = (n // 8,)
         if self.is_region_node(other_node):
             other, _ = self.flat_at(other_node)
         else:
