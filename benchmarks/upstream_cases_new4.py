@@ -398,3 +398,33 @@ def _(m, rng):
       "32-byte compare mask longer than the 64 bits it needs)")
 def _(m, rng):
     return sfa_pa_case(m, rng, 16, tail=64, n_base_size=64)  # its L0 K step is 64 = rope_dim
+
+
+# ------------------------------------------------------------------------------ TileLang, more
+
+@case("tl/deepseek_nsa/nsa_decode", TL, "examples/deepseek_nsa/example_tilelang_nsa_decode.py",
+      "eager native sparse attention decode: selected KV blocks read by a GM index, run-time "
+      "`if i_s >= 0` around the block's online softmax, gemm policy hints")
+def _(m, rng):
+    from upstream_cases_cv import sparse_ref
+    # one selected block, as the example runs it: its online softmax keeps only the current
+    # block's max and never rescales acc_o, so more blocks would not be a softmax
+    B, L, H, HQ, D, S, bs = 2, 128, 2, 32, 32, 1, 32
+    q = rn(rng, (B, 1, HQ, D), "float16")
+    k, v = rn(rng, (B, L, H, D), "float16"), rn(rng, (B, L, H, D), "float16")
+    idx = np.sort(np.stack([rng.choice(L // bs, S, replace=False) for _ in range(B * H)]),
+                  -1).reshape(B, 1, H, S).astype(np.int32)
+    want = np.zeros((B, 1, HQ, D))
+    g = HQ // H
+    for b in range(B):
+        for h in range(H):
+            rows = np.concatenate([np.arange(i * bs, (i + 1) * bs) for i in idx[b, 0, h]])
+            kr, vr = k[b, rows, h].astype(f64), v[b, rows, h].astype(f64)
+            s = q[b, 0, h * g:(h + 1) * g].astype(f64) @ kr.T / np.sqrt(D)
+            p = np.exp(s - s.max(-1, keepdims=True))
+            want[b, 0, h * g:(h + 1) * g] = (p / p.sum(-1, keepdims=True)) @ vr
+    f = m["native_sparse_attention"]
+    fn = lambda q, k, v, i: f(q, k, v, i, dim=D, block_size=bs, groups=g, selected_blocks=S)  # noqa: E731
+    fn.kernel_for = lambda q, k, v, i: f.kernel_for(q, k, v, i, dim=D, block_size=bs, groups=g,
+                                                    selected_blocks=S)
+    return [Check(fn, [q, k, v, idx], {0: want}, "float16", S * bs)]
