@@ -428,3 +428,34 @@ def _(m, rng):
     fn.kernel_for = lambda q, k, v, i: f.kernel_for(q, k, v, i, dim=D, block_size=bs, groups=g,
                                                     selected_blocks=S)
     return [Check(fn, [q, k, v, idx], {0: want}, "float16", S * bs)]
+
+
+@case("tl/blocksparse_attention/sparse_gqa_decode_varlen_mask", TL,
+      "examples/blocksparse_attention/example_tilelang_sparse_gqa_decode_varlen_mask.py",
+      "split-KV GQA decode over a bool block mask (run-time `if` on a GM bool, T.alloc_var bool "
+      "flag), variable cache lengths, T.dynamic shapes, second launch combining the splits")
+def _(m, rng):
+    B, H, HKV, D, bn, L, nsplit = 2, 16, 2, 64, 32, 256, 2
+    g = H // HKV
+    q = rn(rng, (B, H, D), "float16")
+    k, v = rn(rng, (B, L, HKV, D), "float16"), rn(rng, (B, L, HKV, D), "float16")
+    seqlens = np.array([200, 256], np.int32)
+    nb = L // bn
+    mask = np.zeros((B, HKV, nb), bool)
+    for b in range(B):
+        live = -(-seqlens[b] // bn)              # blocks holding some visible token
+        for h in range(HKV):
+            for s in range(nsplit):             # every split gets at least one live block
+                blocks = [i for i in range(s * nb // nsplit, (s + 1) * nb // nsplit) if i < live]
+                mask[b, h, rng.choice(blocks, 1 + rng.integers(len(blocks)), replace=False)] = True
+    want = np.zeros((B, H, D))
+    for b in range(B):
+        for h in range(H):
+            rows = [r for i in np.nonzero(mask[b, h // g])[0]
+                    for r in range(i * bn, (i + 1) * bn) if r < seqlens[b]]
+            s = q[b, h].astype(f64) @ k[b, rows, h // g].astype(f64).T / np.sqrt(D)
+            p = np.exp(s - s.max())
+            want[b, h] = (p / p.sum()) @ v[b, rows, h // g].astype(f64)
+    kern = m["flashattn"](B, H, HKV, D, D, block_N=bn, block_H=64, num_stages=2, threads=128)
+    extra = [np.zeros((B, H, nsplit), np.float32), np.zeros((B, H, nsplit, D), np.float32)]
+    return [Check(Extra(kern, extra), [q, k, v, mask, seqlens], {0: want}, "float16", L)]
