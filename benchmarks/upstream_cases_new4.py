@@ -459,3 +459,70 @@ def _(m, rng):
     kern = m["flashattn"](B, H, HKV, D, D, block_N=bn, block_H=64, num_stages=2, threads=128)
     extra = [np.zeros((B, H, nsplit), np.float32), np.zeros((B, H, nsplit, D), np.float32)]
     return [Check(Extra(kern, extra), [q, k, v, mask, seqlens], {0: want}, "float16", L)]
+
+
+def decode_indices(rng, B, HKV, seqlens, bn, nmax):
+    """Per (batch, kv head) selected block ids in descending order (the last visible block
+    always among them), -1 padded to nmax."""
+    idx = np.full((B, HKV, nmax), -1, np.int32)
+    for b in range(B):
+        live = -(-seqlens[b] // bn)
+        for h in range(HKV):
+            n = rng.integers(2, nmax + 1)
+            sel = [live - 1] + list(rng.choice(live - 1, n - 1, replace=False))
+            idx[b, h, :n] = sorted(sel, reverse=True)
+    return idx
+
+
+def decode_ref(q, kv_rows, seqlens, idx, bn, g):
+    """kv_rows(b, kvh, rows) -> (k, v) of those logical rows."""
+    B, H, D = q.shape
+    want = np.zeros((B, H, D))
+    for b in range(B):
+        for h in range(H):
+            ids = [i for i in idx[b, h // g] if i >= 0]
+            rows = [r for i in ids for r in range(i * bn, (i + 1) * bn) if r < seqlens[b]]
+            kk, vv = kv_rows(b, h // g, rows)
+            s = q[b, h].astype(f64) @ kk.T / np.sqrt(D)
+            p = np.exp(s - s.max())
+            want[b, h] = (p / p.sum()) @ vv
+    return want
+
+
+@case("tl/blocksparse_attention/sparse_gqa_decode_varlen_indice", TL,
+      "examples/blocksparse_attention/example_tilelang_sparse_gqa_decode_varlen_indice.py",
+      "split-KV GQA decode over -1 padded block indices read from GM, length mask on the first "
+      "block of a split, combine launch")
+def _(m, rng):
+    B, H, HKV, D, bn, L, nsplit, nmax = 2, 16, 2, 64, 32, 256, 2, 6
+    q = rn(rng, (B, H, D), "float16")
+    k, v = rn(rng, (B, L, HKV, D), "float16"), rn(rng, (B, L, HKV, D), "float16")
+    seqlens = np.array([200, 256], np.int32)
+    idx = decode_indices(rng, B, HKV, seqlens, bn, nmax)
+    want = decode_ref(q, lambda b, h, r: (k[b, r, h].astype(f64), v[b, r, h].astype(f64)),
+                      seqlens, idx, bn, H // HKV)
+    kern = m["flashattn"](B, H, HKV, D, D, block_N=bn, block_H=64, num_stages=2, threads=128)
+    extra = [np.zeros((B, H, nsplit), np.float32), np.zeros((B, H, nsplit, D), np.float32)]
+    return [Check(Extra(kern, extra), [q, k, v, idx, seqlens], {0: want}, "float16", L)]
+
+
+@case("tl/blocksparse_attention/sparse_gqa_decode_paged", TL,
+      "examples/blocksparse_attention/example_tilelang_sparse_gqa_decode_paged.py",
+      "the indexed split-KV decode over a paged KV cache (block table, pages of two blocks)")
+def _(m, rng):
+    B, H, HKV, D, bn, page, L, nsplit, nmax, npages = 2, 16, 2, 64, 32, 64, 256, 2, 6, 10
+    q = rn(rng, (B, H, D), "float16")
+    kp, vp = rn(rng, (npages, page, HKV, D), "float16"), rn(rng, (npages, page, HKV, D), "float16")
+    table = rng.permutation(npages)[:B * (L // page)].reshape(B, L // page).astype(np.int32)
+    seqlens = np.array([200, 256], np.int32)
+    idx = decode_indices(rng, B, HKV, seqlens, bn, nmax)
+
+    def rows(b, h, r):
+        r = np.array(r)
+        pg, off = table[b, r // page], r % page
+        return kp[pg, off, h].astype(f64), vp[pg, off, h].astype(f64)
+    want = decode_ref(q, rows, seqlens, idx, bn, H // HKV)
+    kern = m["flashattn"](B, H, HKV, D, D, block_N=bn, block_H=64, page_block_size=page,
+                          num_stages=2, threads=128, num_pages=npages)
+    extra = [np.zeros((B, H, nsplit), np.float32), np.zeros((B, H, nsplit, D), np.float32)]
+    return [Check(Extra(kern, extra), [q, kp, vp, idx, seqlens, table], {0: want}, "float16", L)]
