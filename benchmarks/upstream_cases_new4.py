@@ -526,3 +526,48 @@ def _(m, rng):
                           num_stages=2, threads=128, num_pages=npages)
     extra = [np.zeros((B, H, nsplit), np.float32), np.zeros((B, H, nsplit, D), np.float32)]
     return [Check(Extra(kern, extra), [q, kp, vp, idx, seqlens, table], {0: want}, "float16", L)]
+
+
+@case("tl/flash_decoding/gqa_decode_varlen_logits", TL,
+      "examples/flash_decoding/example_gqa_decode_varlen_logits.py",
+      "varlen GQA decode (cu_seqlens read in the kernel, run-time trip count), optional sink "
+      "added to the denominator, per-block score statistics written through a shared tile")
+def _(m, rng):
+    B, H, HK, D, bn = 2, 16, 2, 64, 64
+    lens = np.array([150, 200])
+    cu = np.concatenate([[0], np.cumsum(lens)]).astype(np.int32)
+    total, maxlen = int(cu[-1]), int(lens.max())
+    nblk = -(-maxlen // bn)
+    q = rn(rng, (B, H, D), "float16")
+    k, v = rn(rng, (total, HK, D), "float16"), rn(rng, (total, HK, D), "float16")
+    g = H // HK
+    checks = []
+    for sink in (False, True):
+        aux = (rng.random(H) * 2).astype(np.float32)
+        o_want, s_want = np.zeros((B, H, D)), np.zeros((B, H, nblk))
+        for b in range(B):
+            for h in range(H):
+                kk = k[cu[b]:cu[b + 1], h // g].astype(f64)
+                s = q[b, h].astype(f64) @ kk.T / np.sqrt(D)
+                nb = -(-lens[b] // bn)
+                # the kernel's reference max is the last block's (each block's scores_max is
+                # refilled before its reduce_max); the sink joins the denominator as given
+                mx = s[(nb - 1) * bn:].max()
+                e = np.exp(s - mx)
+                den = e.sum() + (aux[h] if sink else 0.0)
+                o_want[b, h] = e @ v[cu[b]:cu[b + 1], h // g].astype(f64) / den
+                for j in range(nb):
+                    s_want[b, h, j] = np.exp(s[j * bn:(j + 1) * bn].max() - mx) / den
+
+        def first_blocks(got, want, lens=lens):
+            from upstream_sweep import tolerance
+            rtol, atol = tolerance("float16", 1)
+            for b in range(B):   # blocks past a sequence's end are never written by the kernel
+                nb = -(-lens[b] // bn)
+                assert np.allclose(got[b, :, :nb].astype(f64), want[b, :, :nb], rtol=rtol,
+                                   atol=atol), f"S of batch {b}"
+        kern = m["flashattn"](B, H, HK, maxlen, total, D, sink, block_N=bn, block_H=64)
+        args = [q, k, v, cu, aux]
+        checks.append(Check(kern, args, {0: o_want}, "float16", maxlen))
+        checks.append(Check(kern, args, {1: s_want}, "float16", compare=first_blocks))
+    return checks
