@@ -571,3 +571,33 @@ def _(m, rng):
         checks.append(Check(kern, args, {0: o_want}, "float16", maxlen))
         checks.append(Check(kern, args, {1: s_want}, "float16", compare=first_blocks))
     return checks
+
+
+# GPU-only examples: a located error naming the feature is the expected outcome
+
+def ws_gemm_case(m, rng, name):
+    a, b = rn(rng, (128, 64), "float16"), rn(rng, (64, 128), "float16")
+    f = m[name]
+    fn = lambda a, b: f(a, b, 64, 64, 32)  # noqa: E731
+    fn.kernel_for = lambda a, b: f.kernel_for(a, b, 64, 64, 32)
+    return [Check(fn, [a, b], {0: mm(a, b)}, "float16", 64)]
+
+
+@case("tl/warp_specialize/gemm_copy_1_gemm_0", TL,
+      "examples/warp_specialize/example_warp_specialize_gemm_copy_1_gemm_0.py",
+      "GPU-only: T.ws warp groups, T.alloc_barrier, T.tma_copy (expected: a located error)")
+def _(m, rng):
+    return ws_gemm_case(m, rng, "matmul_warp_specialize_copy_1_gemm_0")
+
+
+@case("tl/dequantize_gemm/dequant_gemv_fp16xint4", TL,
+      "examples/dequantize_gemm/example_dequant_gemv_fp16xint4.py",
+      "GPU-only SIMT gemv: T.thread_binding lanes, T.alloc_local, T.vectorized, warp reduce "
+      "(expected: a located error)")
+def _(m, rng):
+    M, N, K = 1, 64, 1024
+    a = rn(rng, (M, K), "float16")
+    w = rng.integers(0, 16, (N, K)).astype(np.int64)
+    packed = (w[:, 0::2] | (w[:, 1::2] << 4)).astype(np.uint8).view(np.int8)
+    kern = m["dequantize_gemv"](M, N, K, "float16", "float16", "float16")
+    return [Check(kern, [a, packed], {0: a.astype(f64) @ w.T.astype(f64)}, "float16", K)]
