@@ -601,3 +601,53 @@ def _(m, rng):
     packed = (w[:, 0::2] | (w[:, 1::2] << 4)).astype(np.uint8).view(np.int8)
     kern = m["dequantize_gemv"](M, N, K, "float16", "float16", "float16")
     return [Check(kern, [a, packed], {0: a.astype(f64) @ w.T.astype(f64)}, "float16", K)]
+
+
+def sink_attn_grads(q, k, v, do, sinks):
+    """Causal attention whose softmax denominator also holds exp(sink_h) (no value): O, lse
+    (log2 of the denominator), Delta = rowsum(dO * O), dQ, dK, dV and dsink per position
+    (-P_sink * Delta), float64, B,H,S,D."""
+    q, k, v, do = (x.astype(f64) for x in (q, k, v, do))
+    d = q.shape[-1]
+    s = q @ np.swapaxes(k, -1, -2) / np.sqrt(d)
+    i, j = np.indices(s.shape[-2:])
+    s = np.where(i >= j, s, -np.inf)
+    sk = sinks.astype(f64)[None, :, None, None]
+    mx = np.maximum(s.max(-1, keepdims=True), sk)
+    e = np.exp(s - mx)
+    den = e.sum(-1, keepdims=True) + np.exp(sk - mx)
+    p = e / den
+    o = p @ v
+    lse = ((np.log(den) + mx) / np.log(2))[..., 0]
+    delta = (do * o).sum(-1)
+    dv = np.swapaxes(p, -1, -2) @ do
+    ds = p * (do @ np.swapaxes(v, -1, -2) - delta[..., None]) / np.sqrt(d)
+    dsink = -(np.exp(sk - mx) / den)[..., 0] * delta
+    return o, lse, delta, ds @ k, np.swapaxes(ds, -1, -2) @ q, dv, dsink
+
+
+@case("tl/attention_sink/mha_sink_bwd_bhsd", TL, "examples/attention_sink/example_mha_sink_bwd_bhsd.py",
+      "attention sinks: causal fwd with the sink in the denominator, preprocess, bwd (dQ by "
+      "atomic_add; its block sizes from get_device_capability), postprocess, dsink")
+def _(m, rng):
+    B, H, S, D = 1, 16, 128, 32
+    q, k, v, do = (rn(rng, (B, H, S, D), "float16") for _ in range(4))
+    sinks = rn(rng, (H,), "float16")
+    o, lse, delta, dq, dk, dv, dsink = sink_attn_grads(q, k, v, do, sinks)
+    # the fwd's sink tile has `heads` elements filled over block_M rows: block_M <= heads
+    checks = [Check(m["flashattn_fwd"](B, H, S, D, block_M=16, block_N=16), [q, k, v, sinks],
+                    {0: o, 1: lse}, "float16", S)]
+    o16 = o.astype(np.float16)
+    checks.append(Check(m["flashattn_bwd_preprocess"](B, H, S, D), [o16, do],
+                        {0: (o16.astype(f64) * do).sum(-1)}, "float32", D))
+    lse32, delta32 = lse.astype(np.float32), delta.astype(np.float32)
+    args = [q, k, v, do, lse32, delta32, np.zeros((B, H, S, D), np.float32),
+            np.zeros((B, H, S, D), np.float16), np.zeros((B, H, S, D), np.float16)]
+    checks.append(Check(m["flashattn_bwd"](B, H, S, D), args,
+                        {("arg", 6): dq, ("arg", 7): dk, ("arg", 8): dv}, "float16", S))
+    dq32 = dq.astype(np.float32)
+    checks.append(Check(m["flashattn_bwd_postprocess"](B, H, S, D), [dq32], {0: dq32.astype(f64)},
+                        "float16"))
+    checks.append(Check(m["flashattn_bwd_dsink"](B, H, S), [sinks, delta32, lse32], {0: dsink},
+                        "float32"))
+    return checks
