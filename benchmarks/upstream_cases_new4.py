@@ -603,15 +603,15 @@ def _(m, rng):
     return [Check(kern, [a, packed], {0: a.astype(f64) @ w.T.astype(f64)}, "float16", K)]
 
 
-def sink_attn_grads(q, k, v, do, sinks):
+def sink_attn_grads(q, k, v, do, sinks, window=None):
     """Causal attention whose softmax denominator also holds exp(sink_h) (no value): O, lse
     (log2 of the denominator), Delta = rowsum(dO * O), dQ, dK, dV and dsink per position
-    (-P_sink * Delta), float64, B,H,S,D."""
+    (-P_sink * Delta), float64, B,H,S,D; `window`: keys j with i - window < j <= i only."""
     q, k, v, do = (x.astype(f64) for x in (q, k, v, do))
     d = q.shape[-1]
     s = q @ np.swapaxes(k, -1, -2) / np.sqrt(d)
     i, j = np.indices(s.shape[-2:])
-    s = np.where(i >= j, s, -np.inf)
+    s = np.where((i >= j) & ((i < j + window) if window else True), s, -np.inf)
     sk = sinks.astype(f64)[None, :, None, None]
     mx = np.maximum(s.max(-1, keepdims=True), sk)
     e = np.exp(s - mx)
@@ -650,4 +650,30 @@ def _(m, rng):
                         "float16"))
     checks.append(Check(m["flashattn_bwd_dsink"](B, H, S), [sinks, delta32, lse32], {0: dsink},
                         "float32"))
+    return checks
+
+
+@case("tl/attention_sink/gqa_sink_bwd_bhsd", TL, "examples/attention_sink/example_gqa_sink_bwd_bhsd.py",
+      "GQA attention sinks, full and sliding window: fwd, preprocess, bwd (dQ/dK/dV by "
+      "atomic_add into float32), postprocess, dsink")
+def _(m, rng):
+    B, H, HK, S, D = 1, 16, 4, 128, 32
+    g = H // HK
+    checks = []
+    for window in (None, 64):
+        q, do = rn(rng, (B, H, S, D), "float16"), rn(rng, (B, H, S, D), "float16")
+        k, v = rn(rng, (B, HK, S, D), "float16"), rn(rng, (B, HK, S, D), "float16")
+        sinks = rn(rng, (H,), "float16")
+        o, lse, delta, dq, dk, dv, dsink = sink_attn_grads(q, np.repeat(k, g, 1),
+                                                           np.repeat(v, g, 1), do, sinks, window)
+        dk, dv = dk.reshape(B, HK, g, S, D).sum(2), dv.reshape(B, HK, g, S, D).sum(2)
+        checks.append(Check(m["flashattn_fwd"](B, H, S, D, g, window, block_M=16, block_N=16),
+                            [q, k, v, sinks], {0: o, 1: lse}, "float16", S))
+        lse32, delta32 = lse.astype(np.float32), delta.astype(np.float32)
+        args = [q, k, v, do, lse32, delta32, np.zeros((B, H, S, D), np.float32),
+                np.zeros((B, HK, S, D), np.float32), np.zeros((B, HK, S, D), np.float32)]
+        checks.append(Check(m["flashattn_bwd"](B, H, S, D, g, window), args,
+                            {("arg", 6): dq, ("arg", 7): dk, ("arg", 8): dv}, "float16", S))
+        checks.append(Check(m["flashattn_bwd_dsink"](B, H, S), [sinks, delta32, lse32],
+                            {0: dsink}, "float16"))
     return checks
