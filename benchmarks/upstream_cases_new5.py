@@ -64,3 +64,37 @@ def _(m, rng):
     args = [A_log, a, dt_bias, q, k, v, b, init_vk, slots, cu]
     return [Check(kern, args, {0: want_out}, "float16", dk, compare=first_tokens),
             Check(kern, args, {1: final}, "float16", dk)]
+
+
+# ------------------------------------------------------------------------------ TileLang
+
+
+@case("tl/deepseek_v32/sparse_mla_fwd", TL, "examples/deepseek_v32/sparse_mla_fwd.py",
+      "eager sparse MLA forward: KV rows gathered by a T.Parallel map through GM indices "
+      "(SKV-padded, masked by index <= position), bool mask tile, gemms on Q_shared slices")
+def _(m, rng):
+    import ml_dtypes
+    from upstream_cases_cv import sparse_ref
+    S, SKV, H, dim, tail, topk = 8, 64, 16, 64, 32, 64
+    dq = dim + tail
+    q = rn(rng, (1, S, H, dq)).astype(ml_dtypes.bfloat16)
+    kv = rn(rng, (1, SKV, 1, dq)).astype(ml_dtypes.bfloat16)
+    idx = np.full((1, S, 1, topk), SKV, np.int32)
+    for t in range(S):
+        sel = rng.permutation(max(1, t))[:topk]
+        idx[0, t, 0, :len(sel)] = sel
+    want, lse = np.zeros((1, S, H, dim)), np.zeros((1, S, H))
+    for t in range(S):
+        ids = idx[0, t, 0]
+        valid = ids <= t
+        rows = kv[0, np.minimum(ids, SKV - 1), 0]
+        want[0, t] = sparse_ref(q[0, t], rows, dim, dq ** -0.5, valid)
+        s = q[0, t].astype(f64) @ rows.astype(f64).T * dq ** -0.5
+        s = np.where(valid[None, :], s, -np.inf)
+        mx = s.max(-1)
+        lse[0, t] = (np.log(np.exp(s - mx[:, None]).sum(-1)) + mx) / np.log(2)
+    f = m["sparse_mla_fwd"]
+    args = dict(heads=H, dim=dim, tail_dim=tail, topk=topk)
+    fn = lambda q, kv, i: f(q, kv, i, **args)  # noqa: E731
+    fn.kernel_for = lambda q, kv, i: f.kernel_for(q, kv, i, **args)
+    return [Check(fn, [q, kv, idx], {0: want, 1: lse}, "bfloat16", topk)]

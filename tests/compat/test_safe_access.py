@@ -46,3 +46,41 @@ def test_tail_stores_and_reads(target, n, monkeypatch):
         kern.simulate(*args)
         close(args[1], want_y, reduce_len=8)
         close(args[2], want_z)
+
+
+@tilelang_mini.jit
+def gather_rows(X, I, Y):
+    n, k = T.const("n, k")
+    X: T.Tensor((n, 16), T.float32)
+    I: T.Tensor((k,), T.int32)
+    Y: T.Tensor((k, 16), T.float32)
+    with T.Kernel(1, threads=128) as bx:
+        t = T.alloc_fragment((k, 16), T.float32)
+        # rows through an index tensor (sparse MLA's padded indices): the compiler cannot bound
+        # I[i], so an index outside X reads 0 ...
+        for i, j in T.Parallel(k, 16):
+            t[i, j] = X[I[i], j] + 1.0
+        T.copy(t, Y)
+        # ... and a store through it outside Y is dropped
+        for i, j in T.Parallel(k, 16):
+            Y[I[i] - 2, j] = t[i, j] * 2.0
+
+
+@pytest.mark.parametrize("target", ["numpy", "llvm"])
+def test_gather_and_scatter_through_index_tensor(target, monkeypatch):
+    monkeypatch.setenv("TILELANG_MINI_TARGET", target)
+    n, k = 12, 8
+    x = rand((n, 16), seed=3)
+    idx = np.array([3, 12, 0, 40, 7, -5, 9, 1], np.int32)  # 12, 40, -5: outside X
+    rows = np.where(((idx >= 0) & (idx < n))[:, None], f64(x)[np.clip(idx, 0, n - 1)], 0.0)
+    want = rows + 1.0
+    for i, r in enumerate(idx - 2):     # the scatter, in order; rows outside Y dropped
+        if 0 <= r < k:
+            want[r] = (rows[i] + 1.0) * 2.0
+    y = np.zeros((k, 16), np.float32)
+    gather_rows(x, idx, y)
+    close(y, want)
+    if target == "numpy":
+        kern, args = gather_rows.kernel_for(x, idx, np.zeros((k, 16), np.float32))
+        kern.simulate(*args)
+        close(args[2], want)

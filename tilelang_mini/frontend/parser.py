@@ -526,9 +526,10 @@ class KernelBuilder(ExprVisitor, ControlFlow, TileOps, Dialect, TileAscend, Eage
         """TileLang's safe memory access: inside T.Parallel, an element of a global tensor
         outside its shape (a tail block of `y[bx * 32 + i] = s[i]` when the length is not a
         multiple of 32) is not stored, and one read outside it reads 0. Where the loop and block
-        ranges show an index may leave its dimension, the store goes under the map's `if` (it
-        runs only where its condition holds) and the read becomes a select with clamped
-        indices; accesses proven in range stay as written:
+        ranges show an index may leave its dimension, or cannot bound it (a gather through an
+        index tensor: sparse MLA's KV rows padded with an out-of-range index), the store goes
+        under the map's `if` (it runs only where its condition holds) and the read becomes a
+        select with clamped indices; accesses proven in range stay as written:
 
             y[bx * 32 + i] = x[bx * 32 + i + 1]   ->   if bx * 32 + i < n:
                                                           y[...] = select(bx * 32 + i + 1 < n,
@@ -542,12 +543,10 @@ class KernelBuilder(ExprVisitor, ControlFlow, TileOps, Dialect, TileAscend, Eage
             for ix, dim in zip(indices, buf.shape):
                 if not isinstance(dim, int):
                     continue
-                iv = interval(self.var_ranges, ix)
-                if iv is None:
-                    continue
-                if iv[0] < 0:
+                iv = interval(self.var_ranges, ix)  # None: data-dependent or not analysed
+                if iv is None or iv[0] < 0:
                     conds.append(binop(">=", ix, 0))
-                if iv[1] >= dim:
+                if iv is None or iv[1] >= dim:
                     conds.append(binop("<", ix, dim))
             cond = None
             for c in conds:
