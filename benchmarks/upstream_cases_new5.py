@@ -98,3 +98,16 @@ def _(m, rng):
     fn = lambda q, kv, i: f(q, kv, i, **args)  # noqa: E731
     fn.kernel_for = lambda q, kv, i: f.kernel_for(q, kv, i, **args)
     return [Check(fn, [q, kv, idx], {0: want, 1: lse}, "bfloat16", topk)]
+
+
+@case("tl/gemm_int4/gemm_int4", TL, "examples/gemm_int4/example_tilelang_gemm_int4.py",
+      "T.int4 tensors and tiles, gemm on int4 operands, host-packed int8 pairs")
+def _(m, rng):
+    import tilelang_mini
+    M, N, K = 64, 64, 128
+    a = rng.integers(-8, 8, (M, K)).astype(np.int8)
+    b = rng.integers(-8, 8, (N, K)).astype(np.int8)
+    pack = lambda t: ((t[:, 0::2].astype(np.int16) & 0xF) | ((t[:, 1::2].astype(np.int16) & 0xF) << 4)).astype(np.uint8).view(np.int8)  # noqa: E731
+    kern = tilelang_mini.compile(m["matmul_nt_int4"](M, N, K, 32, 32, 64), out_idx=-1)
+    return [Check(kern, [pack(a), pack(b)], {0: a.astype(f64) @ b.astype(f64).T}, "int32",
+                  tol=(0, 0))]
