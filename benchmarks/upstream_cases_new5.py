@@ -111,3 +111,55 @@ def _(m, rng):
     kern = tilelang_mini.compile(m["matmul_nt_int4"](M, N, K, 32, 32, 64), out_idx=-1)
     return [Check(kern, [pack(a), pack(b)], {0: a.astype(f64) @ b.astype(f64).T}, "int32",
                   tol=(0, 0))]
+
+
+@case("asc/xllm/split_qkv_rmsnorm_mrope", A, "examples/xllm_kernels/split_qkv_rmsnorm_mrope.py",
+      "xllm: split a fused QKVG row, per-head RMSNorm and multimodal rope (gather of the t/h/w "
+      "cos/sin axes by a uint32 byte-offset pattern), T.macro helpers with own flags, scalar "
+      "num_tokens/eps parameters")
+def _(m, rng):
+    import ml_dtypes
+    bf = ml_dtypes.bfloat16
+    nt, nq, nkv, hs, rd, eps = 4, 2, 1, 256, 64, 1e-6
+    m["COMPILE_MAX_TOKENS"] = nt   # host constant: the declared row count of every tensor
+    half = rd // 2
+    checks = []
+    for section, inter in (((11, 11, 10), False), ((11, 11, 10), True)):
+        qkv = rn(rng, (nt, (2 * nq + 2 * nkv), hs)).astype(bf)
+        qw, kw = rn(rng, (1, hs)).astype(bf), rn(rng, (1, hs)).astype(bf)
+        phase = rng.standard_normal((3, nt, half))
+        cs = np.concatenate([np.cos(phase), np.sin(phase)], -1).astype(bf)      # (3, nt, rd)
+        # which axis (t, h, w) each rotary pair takes its angle from
+        axis = np.zeros(half, int)
+        t_len, h_len, w_len = section
+        for i in range(half):
+            if inter:
+                axis[i] = 1 if (i % 3 == 1 and i <= 3 * h_len) else 2 if (i % 3 == 2 and i <= 3 * w_len) else 0
+            else:
+                axis[i] = 0 if i < t_len else 1 if i < t_len + h_len else 2
+        pad = -(-3 * rd // 128) * 128
+        pat = np.zeros(pad, np.uint32)
+        pat[:half] = (axis * rd + np.arange(half)) * 2
+        pat[half:rd] = (axis * rd + half + np.arange(half)) * 2
+        cos = cs[axis, :, np.arange(half)].T.astype(f64)                        # (nt, half)
+        sin = cs[axis, :, half + np.arange(half)].T.astype(f64)
+
+        def norm_rope(x, w):
+            x = x.astype(f64)
+            x = x / np.sqrt((x * x).mean(-1, keepdims=True) + eps) * w.astype(f64)[0]
+            x1, x2 = x[..., :half].copy(), x[..., half:rd].copy()
+            x[..., :half] = x1 * cos[:, None] - x2 * sin[:, None]
+            x[..., half:rd] = x2 * cos[:, None] + x1 * sin[:, None]
+            return x
+        q, gate = qkv[:, :nq], qkv[:, nq:2 * nq]
+        k, v = qkv[:, 2 * nq:2 * nq + nkv], qkv[:, 2 * nq + nkv:]
+        kern = m["split_qkv_rmsnorm_mrope_kernel_jit"](head_size=hs, rope_dim=rd, num_q_heads=nq,
+                                                       num_kv_heads=nkv, vec_core_num=4,
+                                                       max_num_tokens=nt)
+        outs = [np.zeros((nt, nq, hs), bf), np.zeros((nt, nkv, hs), bf),
+                np.zeros((nt, nkv, hs), bf), np.zeros((nt, nq, hs), bf)]
+        args = [qkv, qw, kw, cs.transpose(1, 0, 2).reshape(nt, 3 * rd).copy(), pat] + outs + [nt, eps]
+        checks.append(Check(kern, args, {("arg", 5): norm_rope(q, qw), ("arg", 6): norm_rope(k, kw),
+                                         ("arg", 7): v.astype(f64), ("arg", 8): gate.astype(f64)},
+                            "bfloat16", hs))
+    return checks

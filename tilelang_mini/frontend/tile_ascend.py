@@ -84,6 +84,10 @@ class TileAscend(TileSort):
             return self.tile_map(a[0], [], lambda: value, call)
         if name == "cast":
             mode = self.eval(a[2]) if len(a) > 2 else kw and self.eval(kw.get("mode")) or "CAST_NONE"
+            count = a[3] if len(a) > 3 else (kw or {}).get("count")
+            partial = self.cast_prefix(a[0], a[1], count, mode, call)
+            if partial is not None:
+                return partial
             return self.tile_map(a[0], [a[1]], lambda x: self.rounded(x, mode, a[0], call), call)
         if name == "axpy":  # dst = dst + src * alpha
             self.nargs(call, 3, name)
@@ -160,6 +164,31 @@ class TileAscend(TileSort):
         m, n = self.numel(mext), self.numel(dext)
         return mbuf.dtype in ("uint8", "int8") and (
             m * 8 == n or (len(mext) == 1 and n % 8 == 0 and n // 8 < m < n))
+
+    def cast_prefix(self, dst_node, src_node, count_node, mode, call):
+        """T.tile.cast(dst, src, mode, count) with tiles of different sizes: the first `count`
+        elements (row-major, each tile flattened) are converted (xllm's rope: the 64 gathered
+        cos/sin values of a 256-wide staging tile). None when the tiles have one size."""
+        if count_node is None or not self.is_region_node(src_node):
+            return None
+        count = self.eval(count_node)
+        _, dn = self.flat_at(dst_node)
+        src, sn = self.flat_at(src_node)
+        if dn == sn or type(count) is not int:
+            return None
+        if not 0 < count <= min(dn, sn):
+            raise self.error(call, f"T.tile.cast of {count} elements: dst holds {dn} and src "
+                                   f"{sn}")
+        buf, starts, ext, dims = self.tile_dst(dst_node)
+        name = self.fresh_var("t")
+        f = self.var(name)
+        full, rest = list(starts), f
+        for d, e in reversed(list(zip(dims, ext))):
+            full[d] = binop("+", starts[d], binop("%", rest, e) if d != dims[0] else rest)
+            rest = binop("//", rest, e)
+        value = self.rounded(src(f), mode, dst_node, call)
+        store = Store(buf, tuple(as_expr(i) for i in full), as_expr(value), self.loc(call))
+        return [For((name,), (const(count),), "parallel", (store,), 0, self.loc(call))]
 
     def flat_at(self, node):
         """(function of a flat element index -> the element, element count) of a region,
