@@ -14,7 +14,8 @@ Each case runs in two child processes, one per target (numpy, llvm); the numpy c
 the kernel on the pipe-level simulator (checking its outputs too). Outcomes:
 
   pass      every output matches on numpy and llvm, and the simulation is clean and matches
-  located   a CompileError located at a line of the example file (an unsupported feature, named)
+  located   a CompileError located at a line of the example file or a module of its folder
+            (an unsupported feature, named)
   internal  any other error from tilelang_mini (a defect)
   wrong     a number differs from the reference on some target or in the simulation
   race      the simulator found a race, deadlock or unbalanced sync (a compiler defect)
@@ -234,8 +235,10 @@ def run_child(name: str, target: str) -> dict:
                               tilelang_mini.SyncError)) or first.split(": ", 1)[-1].startswith(
                                   ("race on", "deadlock")):  # check_sync's verdict on the kernel
                 status = "race"
-            elif isinstance(e, tilelang_mini.CompileError) and re.search(
-                    re.escape(base) + r":\d+:\d+", text) and "internal" not in first.lower():
+            elif isinstance(e, tilelang_mini.CompileError) and (re.search(
+                    re.escape(base) + r":\d+:\d+", text) or re.search(
+                    re.escape(tmp) + r"/[\w.]+\.py:\d+:\d+", text)) \
+                    and "internal" not in first.lower():  # the example's file or its folder's
                 status = "located"
             else:
                 status = "internal"
@@ -260,6 +263,9 @@ def load_cases():
     import upstream_cases_cv  # noqa: F401
     import upstream_cases_new  # noqa: F401
     import upstream_cases_new2  # noqa: F401
+    import upstream_cases_new3  # noqa: F401
+    import upstream_cases_new4  # noqa: F401
+    import upstream_cases_new5  # noqa: F401
     import upstream_sweep  # the cases register in the importable module (not __main__)
     return upstream_sweep.CASES
 

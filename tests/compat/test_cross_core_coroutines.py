@@ -164,9 +164,11 @@ def _flags_kernel(case):
                     T.set_cross_flag("MTE2", 1)
             with T.Scope("V"):
                 row = cid * 16 + vid * 8
-                if case == "fault":  # block 1 reads rows 80.. of X: a run-time fault
+                if case == "fault":  # block 1 reads row 80 of X: a run-time fault (a scalar
+                    # read: in a T.Parallel map it would be masked, TileLang's safe access)
                     for i, j in T.Parallel(8, 16):
-                        x[i, j] = X[row + cid * 64 + i, j]
+                        x[i, j] = X[row + i, j]
+                    x[0, 0] = X[row + cid * 64 * N[0], 0]
                 else:
                     T.copy(X[row, 0], x)
                 T.barrier_all()

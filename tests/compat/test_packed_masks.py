@@ -87,3 +87,37 @@ def test_packed_compare_of_two_tiles_and_a_2d_source(target):
         (ms, ys), _ = kernel.simulate(a, b)
         assert np.array_equal(ms, np.packbits(gt.reshape(-1), bitorder="little"))
         close(ys, np.maximum(f64(a), f64(b)), "float16")
+
+
+def test_longer_mask_tile_uses_its_leading_bytes(target):
+    """A 1-D mask tile with more bytes than the compare needs (tilelang-ascend's bench_sfa: a
+    32-byte mask sized for 256 keys, used for 64): compare writes bytes 0-7 only (the rest
+    keep their value) and select reads bits 0-63."""
+    @T.prim_func
+    def main(X: T.Tensor((64,), "float32"), M0: T.Tensor((32,), "uint8"),
+             Y: T.Tensor((64,), "float32"), Mout: T.Tensor((32,), "uint8")):
+        with T.Kernel(1, is_npu=True) as (cid, vid):
+            x = T.alloc_ub([64], "float")
+            y = T.alloc_ub([64], "float")
+            m = T.alloc_ub([32], "uint8")
+            T.copy(X, x)
+            T.copy(M0, m)
+            T.tile.compare(m, x, T.float32(0.25), "LE")
+            T.tile.select(y, m, x, -T.infinity("float32"), "VSEL_TENSOR_SCALAR_MODE")
+            T.copy(y, Y)
+            T.copy(m, Mout)
+
+    x = rand((64,), seed=12)
+    m0 = np.arange(32, dtype=np.uint8) * 7
+    keep = f64(x) <= 0.25
+    want_m = m0.copy()
+    want_m[:8] = np.packbits(keep, bitorder="little")
+    want_y = np.where(keep, f64(x), -np.inf).astype(np.float32)
+    kernel = tilelang.compile(main, out_idx=[2, 3], target=target)
+    y, m = kernel(x, m0)
+    assert np.array_equal(m, want_m)
+    np.testing.assert_array_equal(y, want_y)
+    if target == "numpy":
+        (ys, ms), _ = kernel.simulate(x, m0)
+        assert np.array_equal(ms, want_m)
+        np.testing.assert_array_equal(ys, want_y)

@@ -175,9 +175,13 @@ class Bindings:
 
     def if_then_else_blocks(self, s, call) -> ast.If:
         """tilelang-ascend's `with T.If(c): with T.Then(): ... with T.Else(): ...` as the
-        Python `if c: ... else: ...` it means."""
+        Python `if c: ... else: ...` it means; also the one-statement form
+        `with T.If(c), T.Then(): ...` (xllm split_qkv_rmsnorm_mrope) for `if c: ...`."""
         if len(call.args) != 1 or call.keywords:
             raise self.error(call, "T.If(condition) takes one condition")
+        if len(s.items) == 2 and self.is_call_to(s.items[1].context_expr, "Then") \
+                and s.items[1].optional_vars is None:
+            return ast.copy_location(ast.If(test=call.args[0], body=s.body, orelse=[]), s)
         parts = {}
         for st in s.body:
             inner = st.items[0].context_expr if isinstance(st, ast.With) else None

@@ -153,6 +153,37 @@ class ControlFlow:
         return self.parallel_fill(For(names, tuple(as_expr(e) for e in extents), kind, tuple(body),
                                       stages, self.loc(s)))
 
+    def thread_split(self, s):
+        """`if T.get_thread_binding() < c:` (also `<=`, `>`, `>=`, either side) with a constant
+        c partitions a TileLang block's threads into two groups that each run their branch's
+        tile operations on whole tiles (mhc_pre: sinkhorn on threads 0-31, the mix on the rest).
+        Both groups exist on a GPU, so here both branches run, the lower group's first; a
+        group with no threads (c outside 1..threads-1) runs nothing. A branch with an element
+        assignment outside T.Parallel (`if tx < 4: Y[0] = X[0]`) is per-thread code (each thread
+        of the group runs it): not a split, the SIMT error. Returns (lower group not
+        empty, upper group not empty, `then` is the lower group's branch), or None when the
+        test is not such a comparison.
+
+            if tx < 32: A  else: B      ->   A; B        (threads=96)
+        """
+        test = s.test
+        if not (isinstance(test, ast.Compare) and len(test.ops) == 1
+                and isinstance(test.ops[0], (ast.Lt, ast.LtE, ast.Gt, ast.GtE))):
+            return None
+        from .common import ThreadIndex
+        a, b = self.eval(test.left), self.eval(test.comparators[0])
+        op = type(test.ops[0])
+        if isinstance(b, ThreadIndex) and not isinstance(a, ThreadIndex):
+            a, b = b, a
+            op = {ast.Lt: ast.Gt, ast.Gt: ast.Lt, ast.LtE: ast.GtE, ast.GtE: ast.LtE}[op]
+        threads = getattr(self, "gpu_threads", None)
+        if not isinstance(a, ThreadIndex) or a.dim != 0 or type(b) is not int or threads is None \
+                or _element_code(s):
+            return None
+        # the upper group starts at thread `first`: tx < c, tx >= c -> c; tx <= c, tx > c -> c + 1
+        first = min(max(b + (op in (ast.LtE, ast.Gt)), 0), threads)
+        return first > 0, first < threads, op in (ast.Lt, ast.LtE)
+
     def with_ranges(self, names, extents) -> dict:
         """Record the ranges of loop variables with constant extents (0..e-1) for the body;
         returns the ranges to restore after it."""
@@ -206,6 +237,12 @@ class ControlFlow:
                             f"its condition never became false")
 
     def stmt_If(self, s):
+        split = self.thread_split(s)
+        if split is not None:  # the thread groups' tile work, the lower group's first
+            low, high, then_low = split
+            low_body, high_body = (s.body, s.orelse) if then_low else (s.orelse, s.body)
+            return (self.flat_body(low_body) if low else []) + \
+                (self.flat_body(high_body) if high else [])
         cond = self.resolved(self.eval(s.test), s.test)
         if not is_ir(cond):  # trace-time condition: pick the branch now
             return self.flat_body(s.body if cond else s.orelse)
@@ -221,3 +258,20 @@ class ControlFlow:
         if self.parallel_depth:
             return self.parallel_if(cond, then, other, s)
         return [If(cond, tuple(then), tuple(other), self.loc(s))]
+
+
+def _element_code(if_node) -> bool:
+    """Whether an `if` statement's branches assign an element (`x[i] = ...`, `x[i] += ...`)
+    outside a `for ... in T.Parallel(...)` body."""
+    def visit(node, in_map):
+        if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)) and not in_map:
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if any(isinstance(t, ast.Subscript) for t in targets):
+                return True
+        if isinstance(node, ast.For):
+            it = node.iter.func if isinstance(node.iter, ast.Call) else None
+            name = it.attr if isinstance(it, ast.Attribute) else getattr(it, "id", "")
+            in_map = in_map or name == "Parallel"
+        return any(visit(c, in_map) for c in ast.iter_child_nodes(node))
+    return any(visit(st, False) for st in [*if_node.body, *if_node.orelse])
+

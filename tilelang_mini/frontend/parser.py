@@ -11,11 +11,13 @@ import builtins
 import inspect
 import math
 import textwrap
+from dataclasses import replace
 
 from .. import language as T_module
 from ..errors import CompileError
 from ..ir import dtypes
-from ..ir.nodes import Alloc, Buffer, Kernel, Load, Loc, Scope, Store, Var
+from ..ir.analysis import interval
+from ..ir.nodes import Alloc, Buffer, Kernel, Load, Loc, Scope, Store, Var, walk
 from ..language.symbols import SymExpr
 from .common import SIMT_ADVICE, Marker, ThreadIndex, is_docstring, show
 from .dialect import Dialect
@@ -317,6 +319,9 @@ class KernelBuilder(ExprVisitor, ControlFlow, TileOps, Dialect, TileAscend, Eage
             if kw.arg not in ("is_npu", "threads", "prelude", "is_cpu"):
                 raise self.error(kw, f"T.Kernel has no argument '{kw.arg}'")
         self.record_hint(call, [k for k in call.keywords if k.arg in ("threads", "prelude")])
+        threads = next((self.resolved(self.eval(k.value), k.value) for k in call.keywords
+                        if k.arg == "threads"), 128)  # TileLang's default block size
+        self.gpu_threads = threads if isinstance(threads, int) and threads > 0 else None
         grid = []
         for a in call.args:
             v = self.resolved(self.eval(a), a)
@@ -514,7 +519,52 @@ class KernelBuilder(ExprVisitor, ControlFlow, TileOps, Dialect, TileAscend, Eage
         if not isinstance(buf, Buffer):
             raise self.error(target, "only buffers can be assigned element-wise")
         idx = self.indices(target, buf)
-        return Store(buf, idx, as_expr(value), self.loc(node))
+        st = Store(buf, idx, as_expr(value), self.loc(node))
+        return self.guard_global(st) if self.parallel_depth else st
+
+    def guard_global(self, st: Store):
+        """TileLang's safe memory access: inside T.Parallel, an element of a global tensor
+        outside its shape (a tail block of `y[bx * 32 + i] = s[i]` when the length is not a
+        multiple of 32) is not stored, and one read outside it reads 0. Where the loop and block
+        ranges show an index may leave its dimension, or cannot bound it (a gather through an
+        index tensor: sparse MLA's KV rows padded with an out-of-range index), the store goes
+        under the map's `if` (it runs only where its condition holds) and the read becomes a
+        select with clamped indices; accesses proven in range stay as written:
+
+            y[bx * 32 + i] = x[bx * 32 + i + 1]   ->   if bx * 32 + i < n:
+                                                          y[...] = select(bx * 32 + i + 1 < n,
+                                                                          x[clamped], 0)
+        """
+        from ..ir.nodes import GLOBAL_SCOPES, If, transform
+        from .dialect import select
+
+        def bound(buf, indices):
+            conds = []
+            for ix, dim in zip(indices, buf.shape):
+                if not isinstance(dim, int):
+                    continue
+                iv = interval(self.var_ranges, ix)  # None: data-dependent or not analysed
+                if iv is None or iv[0] < 0:
+                    conds.append(binop(">=", ix, 0))
+                if iv is None or iv[1] >= dim:
+                    conds.append(binop("<", ix, dim))
+            cond = None
+            for c in conds:
+                cond = c if cond is None else binop("and", cond, c)
+            return cond
+
+        def guarded(n):
+            if isinstance(n, Load) and n.buffer.scope in GLOBAL_SCOPES:
+                c = bound(n.buffer, n.indices)
+                if c is not None:
+                    return select(c, n, const(0.0 if dtypes.is_float(n.buffer.dtype) else 0))
+            return n
+        result = replace(st, value=transform(st.value, guarded))
+        if st.buffer.scope in GLOBAL_SCOPES:
+            cond = bound(st.buffer, st.indices)
+            if cond is not None:
+                result = If(cond, (result,), (), st.loc)
+        return result
 
     def indices(self, sub: ast.Subscript, buf: Buffer) -> tuple:
         nodes = sub.slice.elts if isinstance(sub.slice, ast.Tuple) else [sub.slice]

@@ -84,6 +84,10 @@ class TileAscend(TileSort):
             return self.tile_map(a[0], [], lambda: value, call)
         if name == "cast":
             mode = self.eval(a[2]) if len(a) > 2 else kw and self.eval(kw.get("mode")) or "CAST_NONE"
+            count = a[3] if len(a) > 3 else (kw or {}).get("count")
+            partial = self.cast_prefix(a[0], a[1], count, mode, call)
+            if partial is not None:
+                return partial
             return self.tile_map(a[0], [a[1]], lambda x: self.rounded(x, mode, a[0], call), call)
         if name == "axpy":  # dst = dst + src * alpha
             self.nargs(call, 3, name)
@@ -150,12 +154,41 @@ class TileAscend(TileSort):
     def packed_mask(self, mask_node, data_node) -> bool:
         """Whether `mask_node` is a bit mask of `data_node`'s elements, as Ascend's Compare
         writes and Select reads it: an 8-bit integer tile with one bit per element (element
-        8*b + k is bit k of byte b, the least significant bit first)."""
+        8*b + k is bit k of byte b, the least significant bit first). A 1-D mask tile may have
+        more bytes than the elements need (tilelang-ascend's bench_sfa: a 32-byte mask for 64
+        scores, sized for its largest block): only the leading bytes are written and read."""
         if not (self.is_region_node(mask_node) and self.is_region_node(data_node)):
             return False
         mbuf, _, mext, _ = self.tile_dst(mask_node)
         _, _, dext, _ = self.tile_dst(data_node)
-        return mbuf.dtype in ("uint8", "int8") and self.numel(mext) * 8 == self.numel(dext)
+        m, n = self.numel(mext), self.numel(dext)
+        return mbuf.dtype in ("uint8", "int8") and (
+            m * 8 == n or (len(mext) == 1 and n % 8 == 0 and n // 8 < m < n))
+
+    def cast_prefix(self, dst_node, src_node, count_node, mode, call):
+        """T.tile.cast(dst, src, mode, count) with tiles of different sizes: the first `count`
+        elements (row-major, each tile flattened) are converted (xllm's rope: the 64 gathered
+        cos/sin values of a 256-wide staging tile). None when the tiles have one size."""
+        if count_node is None or not self.is_region_node(src_node):
+            return None
+        count = self.eval(count_node)
+        _, dn = self.flat_at(dst_node)
+        src, sn = self.flat_at(src_node)
+        if dn == sn or type(count) is not int:
+            return None
+        if not 0 < count <= min(dn, sn):
+            raise self.error(call, f"T.tile.cast of {count} elements: dst holds {dn} and src "
+                                   f"{sn}")
+        buf, starts, ext, dims = self.tile_dst(dst_node)
+        name = self.fresh_var("t")
+        f = self.var(name)
+        full, rest = list(starts), f
+        for d, e in reversed(list(zip(dims, ext))):
+            full[d] = binop("+", starts[d], binop("%", rest, e) if d != dims[0] else rest)
+            rest = binop("//", rest, e)
+        value = self.rounded(src(f), mode, dst_node, call)
+        store = Store(buf, tuple(as_expr(i) for i in full), as_expr(value), self.loc(call))
+        return [For((name,), (const(count),), "parallel", (store,), 0, self.loc(call))]
 
     def flat_at(self, node):
         """(function of a flat element index -> the element, element count) of a region,
@@ -184,7 +217,9 @@ class TileAscend(TileSort):
             for t0 in parallel(8):  m[t0] = cast(select(x[t0*8] > 0.5, 1, 0) + ... +
                                                  select(x[t0*8 + 7] > 0.5, 128, 0), "uint8")"""
         buf, starts, extent, dims = self.tile_dst(dst_node)
-        src, _ = self.flat_at(src_node)
+        src, n = self.flat_at(src_node)
+        if self.numel(extent) * 8 > n:  # a longer 1-D mask: its leading bytes
+            extent = (n // 8,)
         if self.is_region_node(other_node):
             other, _ = self.flat_at(other_node)
         else:

@@ -326,7 +326,7 @@ class _Verifier(HappensBefore):
         self.walked = 0
         copies: dict = {}
 
-        def walk(items, ancestors, env, cores):
+        def walk(items, ancestors, env, cores, assume=()):
             for it in items:
                 if isinstance(it, Alloc):
                     continue
@@ -346,21 +346,25 @@ class _Verifier(HappensBefore):
                     continue
                 s = it.stmt
                 if isinstance(s, For):
-                    n = self.value(s.extents[0], env)
+                    n = self.value(s.extents[0], env, assume)
+                    inner = assume
+                    if n is None:  # a run-time trip count: walked as two trips, the second
+                        # the last, so a condition on the count (`t + 1 < n`) agrees with it
+                        inner = assume + ((s.extents[0], 2),)
                     for t in _trips(s, n, cap):
                         env2 = dict(env)
                         env2[s.vars[0]] = t
-                        walk(it.bodies[0], ancestors + ((it, t),), env2, cores)
+                        walk(it.bodies[0], ancestors + ((it, t),), env2, cores, inner)
                     continue
-                c = self.value(s.cond, env)
+                c = self.value(s.cond, env, assume)
                 if c is None and id(s) in self.choice:  # data-dependent, with flags inside
                     c = self.choice[id(s)]
                 if c is None:  # data-dependent, no flags: both branches, never both run
                     for branch, body in enumerate(it.bodies):
-                        walk(body, ancestors + ((it, ("branch", branch)),), env, cores)
+                        walk(body, ancestors + ((it, ("branch", branch)),), env, cores, assume)
                 else:
                     walk(it.bodies[0 if c else 1], ancestors + ((it, ("branch", 0)),), env,
-                         cores)
+                         cores, assume)
 
         for vid, cores in ((0, {"C": "C", "V": "V0"}), (1, {"V": "V1"})):
             walk(tree, (), {self.cid: self.block, self.vid: vid}, cores)
@@ -373,14 +377,29 @@ class _Verifier(HappensBefore):
             hit = self.fns[id(e)] = (e, self.compile_expr(e)[0])
         return hit[1]
 
-    def value(self, e, env):
-        """The value of an expression from loop variables and constants, or None."""
+    def value(self, e, env, assume=()):
+        """The value of an expression from loop variables and constants, or None. `assume`:
+        (expression, value) pairs of run-time loop trip counts as the walk takes them; an
+        expression that reads data is evaluated with those sub-expressions replaced."""
         if isinstance(e, Const):
             return e.value
         try:
             return int(self.fn(e)(self.Env(env, {})))
         except (self.Fault, TypeError, ValueError, OverflowError, ZeroDivisionError, KeyError):
+            pass
+        if not assume:
             return None
+        from ..ir.nodes import transform
+
+        def known(node):
+            for expr, n in assume:
+                if node == expr:
+                    return Const(n)
+            return node
+        e2 = transform(e, known)
+        if e2 == e:
+            return None
+        return self.value(e2, env)
 
     def exact_index_box(self, stmt, env):
         """index_box, with the box of an access that is not exactly the elements it touches

@@ -80,7 +80,44 @@ def _homes(kernel: Kernel, dev: dict) -> dict:
     for name, hs in need.items():
         if not hs:  # only copied and filled: a staging buffer of the vector unit
             hs.add("UB")
+    _copy_sources(kernel, need)
     return {n: tuple(h for h in ORDER if h in hs) for n, hs in need.items()}
+
+
+def _copy_sources(kernel: Kernel, need: dict) -> None:
+    """A tile copied out must have a version the destination can be written from: a gemm
+    operand (L1 only) copied to global memory or into a vector tile also gets a UB version,
+    which the writes of its value keep current (TileLang's recurrent state: `T.copy(state_s,
+    state_frag)` and `T.copy(state_s, H[...])` of a tile the next gemm reads). A gemm
+    accumulator (L0C only) that a copy sets gets a UB version too: its value lives there and
+    each gemm adds its product on the vector unit. Repeated until no copy changes a tile's
+    scopes (a destination's scopes can grow in turn):
+
+        copy(G[...], s)  gemm(w, s, f)  copy(s, H[...])   s: L1 -> L1, UB
+        copy(s, acc)  gemm(k, v, acc)                     acc: L0C -> L0C, UB
+    """
+    copies = [s for s in walk_statements(kernel.body)
+              if isinstance(s, Copy) and s.src.buffer.scope in DEV and s.src.buffer.name in need]
+    changed = True
+    while changed:
+        changed = False
+        for s in copies:
+            src, dst = s.src.buffer, s.dst.buffer
+            if dst.scope in DEV and dst.name in need:
+                if need[dst.name] == {"L0C"}:  # a copy sets the accumulator: its value in UB
+                    need[dst.name].add("UB")
+                    changed = True
+                ends = need[dst.name] - {"L0C"}
+            elif dst.scope in ("global", "workspace"):
+                ends = {None}
+            elif dst.scope == "UB":
+                ends = {"UB"}
+            else:
+                continue
+            if ends and not any((h in ("L0C", "UB")) if e is None else (h, e) in PATHS
+                                for h in need[src.name] for e in ends):
+                need[src.name].add("UB")
+                changed = True
 
 
 class _Rewriter:
