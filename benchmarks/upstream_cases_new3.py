@@ -382,13 +382,7 @@ def _(m, rng):
     xm = mixes * np.repeat(scale.astype(f64), [hc, hc, hc * hc]) + base
     pre = sigmoid(xm[:, :hc]) + pre_eps
     post = sigmoid(xm[:, hc:2 * hc]) * post_mult
-    c = xm[:, 2 * hc:].reshape(-1, hc, hc)
-    c = np.exp(c - c.max(-1, keepdims=True))
-    c = c / c.sum(-1, keepdims=True) + sk_eps
-    c = c / (c.sum(-2, keepdims=True) + sk_eps)
-    for _ in range(rep - 1):
-        c = c / (c.sum(-1, keepdims=True) + sk_eps)
-        c = c / (c.sum(-2, keepdims=True) + sk_eps)
+    c = sinkhorn(xm[:, 2 * hc:].reshape(-1, hc, hc), rep, sk_eps)
     layer = np.einsum("nc,nch->nh", pre, res.astype(f64))
     outs = [np.zeros((n, hc), np.float32), np.zeros((n, hc * hc), np.float32),
             bf16(np.zeros((n, hidden), np.float32))]
