@@ -6,6 +6,7 @@ import numpy as np
 from upstream_sweep import Check, case, rn
 from upstream_cases_new import A, TL, f64, mm, sigmoid  # noqa: F401
 from upstream_cases_cv import sfa_pa_case
+from upstream_cases_held import int_operands
 from upstream_cases_new3 import (asc_gdn_inputs, chunk_h_checks, solve_tril_checks,
                                  wy_fast_checks)
 
@@ -244,16 +245,21 @@ class Extra:
         return self.kernel.simulate(*args, *[e.copy() for e in self.extra])
 
 
+def pack_int4(t):
+    """The int4 values of t [R, C] (int8 in [-8, 8)) packed two a byte along C, the even column
+    in the low nibble: uint8 [R, C / 2]."""
+    nib = (t.astype(np.int16) & 0xF).astype(np.uint8)
+    return (nib[:, 0::2] | (nib[:, 1::2] << 4)).astype(np.uint8)
+
+
 @case("asc/dequantize_gemm/dequant_gemm_w4a8", A, "examples/dequantize_gemm/example_dequant_gemm_w4a8.py",
       "developer mode: the vector cores unpack int4 pairs (casts, bitwise and/shift, compare + "
       "select sign fix, element interleave) into a caller-passed workspace the cube reads")
 def _(m, rng):
     checks = []
     for M, N, K in ((64, 32, 256), (64, 16, 512)):
-        a = rng.integers(-8, 8, (M, K)).astype(np.int8)
-        b = rng.integers(-8, 8, (N, K)).astype(np.int8)
-        nib = (b.astype(np.int16) & 0xF).astype(np.uint8)
-        packed = (nib[:, 0::2] | (nib[:, 1::2] << 4)).astype(np.uint8)   # low nibble first
+        a, b = int_operands(rng, M, N, K, -8, 8)
+        packed = pack_int4(b)
         want = a.astype(f64) @ b.astype(f64).T
         kern = m["w4a8_gemm_cv"](M, N, K)
         checks.append(Check(Extra(kern, [np.zeros((N, K), np.int8)]), [a, packed], {0: want},
