@@ -312,9 +312,10 @@ def gated_delta_h_ref(k, w, u, g, h0, cu, BT, hg_ratio):
     return hs, vn_all, ht
 
 
-def gated_delta_case(rng):
-    """Inputs of the two chunk_gated_delta_rule examples (two sequences, varlen by cu_seqlens,
-    grouped K heads) and their references: (sizes, inputs, (hs, v_new, h_t))."""
+def gated_delta_checks(m, rng, name, pad):
+    """The chunk_gated_delta_rule examples' kernel `name` on two sequences (varlen by
+    cu_seqlens, grouped K heads), its token-major inputs and v_new output `pad` rows longer
+    (zeros) than the tokens, against gated_delta_h_ref."""
     seqlens, H, Hg, K, V, BT = (64, 128), 2, 1, 64, 64, 64
     T_ = sum(seqlens)
     cu = np.concatenate([[0], np.cumsum(seqlens)]).astype(np.int32)
@@ -324,8 +325,16 @@ def gated_delta_case(rng):
     g = -rng.random((T_, H)).astype(np.float32) * 0.1
     h0 = rn(rng, (len(seqlens), H, K, V), "float16", 0.1)
     hs, vn, ht = gated_delta_h_ref(k, w, u, g, h0, cu, BT, H // Hg)
-    sizes = (len(seqlens), hs.shape[1], T_, H, Hg, K, V, BT)
-    return sizes, (k, w, u, g, h0, cu), (hs, vn, ht)
+    N, NT = len(seqlens), hs.shape[1]
+    padded = lambda x: np.concatenate([x, np.zeros((pad,) + x.shape[1:], x.dtype)])  # noqa: E731
+    g_t = np.concatenate([g.T, np.zeros((H, pad), np.float32)], 1)
+    want_vn = np.zeros((T_ + pad, H, V))
+    want_vn[:T_] = vn
+    kern = m[name](N, H, T_ + pad, Hg, K, V, NT, BT=BT)
+    args = [np.zeros((N, NT, H, K, V), np.float16), padded(k), padded(u), padded(w), g_t,
+            np.zeros((T_ + pad, H, V), np.float16), h0, np.zeros((N, H, K, V), np.float16), cu]
+    return [Check(kern, args, {("arg", 0): hs, ("arg", 5): want_vn, ("arg", 7): ht}, "float16",
+                  BT * NT)]
 
 
 @case("asc/chunk_gated_delta_rule/chunk_gated_delta_rule", A,
@@ -333,16 +342,7 @@ def gated_delta_case(rng):
       "varlen (cu_seqlens read in the kernel, run-time chunk count), developer mode with four "
       "workspaces, grouped K heads, T.if_then_else on GM scalar reads, broadcast(axis=1)")
 def _(m, rng):
-    (N, NT, T_, H, Hg, K, V, BT), (k, w, u, g, h0, cu), (hs, vn, ht) = gated_delta_case(rng)
-    pad = lambda x: np.concatenate([x, np.zeros((BT,) + x.shape[1:], x.dtype)])  # noqa: E731
-    g_pad = np.concatenate([g.T, np.zeros((H, BT), np.float32)], 1)
-    want_vn = np.zeros((T_ + BT, H, V))
-    want_vn[:T_] = vn
-    kern = m["chunk_gated_delta_rule"](N, H, T_ + BT, Hg, K, V, NT, BT=BT)
-    args = [np.zeros((N, NT, H, K, V), np.float16), pad(k), pad(u), pad(w), g_pad,
-            np.zeros((T_ + BT, H, V), np.float16), h0, np.zeros((N, H, K, V), np.float16), cu]
-    return [Check(kern, args, {("arg", 0): hs, ("arg", 5): want_vn, ("arg", 7): ht}, "float16",
-                  BT * NT)]
+    return gated_delta_checks(m, rng, "chunk_gated_delta_rule", pad=64)  # one chunk (BT) of zeros
 
 
 @case("asc/chunk_gated_delta_rule/expert_chunk_gated_delta_rule", A,
@@ -350,12 +350,7 @@ def _(m, rng):
       "the same recurrence in expert mode: V halves per AIV, own set/wait flags (event ids up "
       "to 10) and cross flags")
 def _(m, rng):
-    (N, NT, T_, H, Hg, K, V, BT), (k, w, u, g, h0, cu), (hs, vn, ht) = gated_delta_case(rng)
-    kern = m["chunk_gated_delta_rule_fwd_kernel"](N, H, T_, Hg, K, V, NT, BT=BT)
-    args = [np.zeros((N, NT, H, K, V), np.float16), k, u, w, np.ascontiguousarray(g.T),
-            np.zeros((T_, H, V), np.float16), h0, np.zeros((N, H, K, V), np.float16), cu]
-    return [Check(kern, args, {("arg", 0): hs, ("arg", 5): vn, ("arg", 7): ht}, "float16",
-                  BT * NT)]
+    return gated_delta_checks(m, rng, "chunk_gated_delta_rule_fwd_kernel", pad=0)
 
 
 BENCH = "examples/sparse_flash_attention/bench_sfa/"
