@@ -63,25 +63,28 @@ case("asc/cv/sparse_flash_attn_developer_vid_reduce", A,
       "examples/sparse_flash_attention/bench_sfa/sparse_flash_attn_pa_developer.py",
       "paged KV (block table), causal mask via tile.compare/select, fixed core count loop, bf16")
 def _(m, rng):
+    return sfa_pa_case(m, rng, 16, block_num=8)
+
+
+def sfa_pa_case(m, rng, heads, tail=32, **kw):
+    """bench_sfa's paged sparse attention: two batches of paged KV (block table), indices of
+    a 128-token prefix, causal visibility kv_len - q_len + s, bf16."""
     import ml_dtypes
-    heads, dim, tail, topk = 16, 64, 32, 128
-    B, S, nblk, bsz, cores = 2, 3, 8, 32, 4
+    dim, topk = 64, 128
+    B, S, nblk, bsz = 2, 3, 8, 32
     dq = dim + tail
     q = rn(rng, (B, S, heads, dq)).astype(ml_dtypes.bfloat16)
     kv = rn(rng, (nblk, bsz, 1, dq)).astype(ml_dtypes.bfloat16)
-    table = rng.permutation(nblk).reshape(B, nblk // B).astype(np.int32)   # 4 pages each
-    q_len = np.array([S, S], np.int32)
-    kv_len = np.array([100, 128], np.int32)
+    table = rng.permutation(nblk).reshape(B, nblk // B).astype(np.int32)
+    q_len, kv_len = np.array([S, S], np.int32), np.array([100, 128], np.int32)
     idx = np.stack([rng.permutation(128)[:topk] for _ in range(S)]).astype(np.int32)[:, None, :]
     want = np.empty((B, S, heads, dim))
     for b in range(B):
         for s in range(S):
             i = idx[s, 0]
             rows = kv[table[b, i // bsz], i % bsz, 0]
-            valid = i <= kv_len[b] - q_len[b] + s            # causal: the row's visible prefix
-            want[b, s] = sparse_ref(q[b, s], rows, dim, dq ** -0.5, valid)
-    k = m["sparse_attention_fwd"](heads=heads, dim=dim, tail_dim=tail, topk=topk, block_num=nblk,
-                                  block_size=bsz, core_num=cores)
+            want[b, s] = sparse_ref(q[b, s], rows, dim, dq ** -0.5, i <= kv_len[b] - q_len[b] + s)
+    k = m["sparse_attention_fwd"](heads, dim, tail, topk, block_size=bsz, core_num=4, **kw)
     return [Check(k, [q, kv, idx, q_len, kv_len, table], {0: want}, "bfloat16", topk)]
 
 

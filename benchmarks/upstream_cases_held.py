@@ -14,6 +14,12 @@ def rn(rng, shape, dtype="float32", scale=1.0):
     return (rng.standard_normal(shape) * scale).astype(dtype)
 
 
+def int_operands(rng, M, N, K, lo, hi):
+    """a [M, K] and b [N, K] int8 (the B operand K-major) with values in [lo, hi)."""
+    return (rng.integers(lo, hi, (M, K)).astype(np.int8),
+            rng.integers(lo, hi, (N, K)).astype(np.int8))
+
+
 # ------------------------------------------------------------------------------ tilelang-ascend
 
 @case("asc/flash_attention/flash_attn_bhsd_cc_sync", A, "examples/flash_attention/flash_attn_bhsd_cc_sync.py",
@@ -130,8 +136,7 @@ def _(m, rng):
       "int8 gemm, symbolic M, expert C/V scopes with a cross flag, row/column scales")
 def _(m, rng):
     M, N, K = 64, 64, 64
-    a = rng.integers(-128, 127, (M, K)).astype(np.int8)
-    b = rng.integers(-128, 127, (N, K)).astype(np.int8)
+    a, b = int_operands(rng, M, N, K, -128, 127)
     sa, sb = np.abs(rn(rng, (M,))) * 1e-2, np.abs(rn(rng, (N,))) * 1e-2
     want = (a.astype(f64) @ b.astype(f64).T) * sa.astype(f64)[:, None] * sb.astype(f64)[None, :]
     k = m["int8_gemm_kernel_corrected"](N, K)

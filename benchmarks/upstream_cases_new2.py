@@ -116,19 +116,31 @@ def attn_grads(q, k, v, do, causal):
 @case("tl/flash_attention/mha_bwd_bhsd", TL, "examples/flash_attention/example_mha_bwd_bhsd.py",
       "fwd with lse, bwd preprocess (Delta), bwd (dQ by element-wise atomic_add, dK, dV), postprocess")
 def _(m, rng):
+    return mha_bwd_checks(m, rng, bshd=False)
+
+
+def mha_bwd_checks(m, rng, bshd):
+    """The four kernels of the MHA backward examples (fwd with lse, bwd preprocess (Delta), bwd,
+    postprocess), causal and not, with B,H,S,D tensors or (`bshd`) B,S,H,D ones."""
     B, H, S, D = 1, 2, 128, 64
+    shape = (B, S, H, D) if bshd else (B, H, S, D)
     checks = []
     for causal in (False, True):
-        q, k, v, do = (rn(rng, (B, H, S, D), "float16") for _ in range(4))
-        o, lse, delta, dq, dk, dv = attn_grads(q, k, v, do, causal)
+        q, k, v, do = (rn(rng, shape, "float16") for _ in range(4))
+        if bshd:
+            from upstream_cases_new3 import bshd_grads
+            o, lse, delta, dq, dk, dv = bshd_grads(q, k, v, do, causal)
+        else:
+            o, lse, delta, dq, dk, dv = attn_grads(q, k, v, do, causal)
         checks.append(Check(m["flashattn_fwd"](B, H, S, D, causal, 64, 64), [q, k, v],
                             {0: o, 1: lse}, "float16", S))
         o16 = o.astype(np.float16)
+        pre = (o16.astype(f64) * do).sum(-1)
         checks.append(Check(m["flashattn_bwd_preprocess"](B, H, S, D), [o16, do],
-                            {0: (o16.astype(f64) * do).sum(-1)}, "float32", D))
+                            {0: np.swapaxes(pre, 1, 2) if bshd else pre}, "float32", D))
         args = [q, k, v, do, lse.astype(np.float32), delta.astype(np.float32),
-                np.zeros((B, H, S, D), np.float32), np.zeros((B, H, S, D), np.float16),
-                np.zeros((B, H, S, D), np.float16)]
+                np.zeros(shape, np.float32), np.zeros(shape, np.float16),
+                np.zeros(shape, np.float16)]
         checks.append(Check(m["flashattn_bwd"](B, H, S, D, causal, 64, 64), args,
                             {("arg", 6): dq, ("arg", 7): dk, ("arg", 8): dv}, "float16", S))
         dq32 = dq.astype(np.float32)

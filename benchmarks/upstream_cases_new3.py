@@ -3,6 +3,7 @@ files (host code and float64 references written here; the kernels are the exampl
 from the mirror at run time by upstream_sweep.py)."""
 import numpy as np
 
+from tilelang_mini.testing.references import sinkhorn_ref as sinkhorn
 from upstream_sweep import Check, case, rn
 from upstream_cases_new import A, TL, f64, mm, sigmoid  # noqa: F401
 
@@ -60,14 +61,7 @@ def sinkhorn_ref(mixes, scale, base, hc, iters, eps):
     x = mixes.astype(f64) * np.repeat(scale.astype(f64), [hc, hc, hc * hc]) + base
     pre = sigmoid(x[:, :hc]) + eps
     post = 2 * sigmoid(x[:, hc:2 * hc])
-    c = x[:, 2 * hc:].reshape(-1, hc, hc)
-    c = np.exp(c - c.max(-1, keepdims=True))
-    c = c / c.sum(-1, keepdims=True) + eps
-    c = c / (c.sum(-2, keepdims=True) + eps)
-    for _ in range(iters - 1):
-        c = c / (c.sum(-1, keepdims=True) + eps)
-        c = c / (c.sum(-2, keepdims=True) + eps)
-    return pre, post, c
+    return pre, post, sinkhorn(x[:, 2 * hc:].reshape(-1, hc, hc), iters, eps)
 
 
 @case("asc/deepseek_v4/hc_split_sinkhorn", A, "examples/deepseek_v4/hc_split_sinkhorn.py",
@@ -204,25 +198,8 @@ def bshd_grads(q, k, v, do, causal):
       "B,S,H,D layout: fwd with lse, preprocess, bwd (dQ by atomic_add), postprocess with "
       "T.annotate_layout (a hint)")
 def _(m, rng):
-    B, H, S, D = 1, 2, 128, 64
-    checks = []
-    for causal in (False, True):
-        q, k, v, do = (rn(rng, (B, S, H, D), "float16") for _ in range(4))
-        o, lse, delta, dq, dk, dv = bshd_grads(q, k, v, do, causal)
-        checks.append(Check(m["flashattn_fwd"](B, H, S, D, causal, 64, 64), [q, k, v],
-                            {0: o, 1: lse}, "float16", S))
-        o16 = o.astype(np.float16)
-        checks.append(Check(m["flashattn_bwd_preprocess"](B, H, S, D), [o16, do],
-                            {0: np.swapaxes((o16.astype(f64) * do).sum(-1), 1, 2)}, "float32", D))
-        args = [q, k, v, do, lse.astype(np.float32), delta.astype(np.float32),
-                np.zeros((B, S, H, D), np.float32), np.zeros((B, S, H, D), np.float16),
-                np.zeros((B, S, H, D), np.float16)]
-        checks.append(Check(m["flashattn_bwd"](B, H, S, D, causal, 64, 64), args,
-                            {("arg", 6): dq, ("arg", 7): dk, ("arg", 8): dv}, "float16", S))
-        dq32 = dq.astype(np.float32)
-        checks.append(Check(m["flashattn_bwd_postprocess"](B, H, S, D), [dq32],
-                            {0: dq32.astype(f64)}, "float16"))
-    return checks
+    from upstream_cases_new2 import mha_bwd_checks
+    return mha_bwd_checks(m, rng, bshd=True)
 
 
 @case("tl/flash_attention/gqa_bwd", TL, "examples/flash_attention/example_gqa_bwd.py",
@@ -268,6 +245,11 @@ def gdn_gates(rng, B, S, H):
     return np.cumsum(-rng.random((B, S, H)) * 0.1, axis=1).astype(np.float32)
 
 
+def chunk_rows(S, BS):
+    """(c, the rows of chunk c) of a length-S sequence cut in chunks of BS."""
+    return [(c, slice(c * BS, (c + 1) * BS)) for c in range(S // BS)]
+
+
 @case("tl/gdn/chunk_o", TL, "examples/gdn/example_chunk_o.py",
       "gated chunk output: two gemms into fragments, gate scaling with T.if_then_else, causal "
       "mask by `if` in T.Parallel, T.disable_warp_group_reg_alloc (a hint)")
@@ -280,20 +262,18 @@ def _(m, rng):
         g = gdn_gates(rng, B, S, H)
         scale = DK ** -0.5
         want = np.zeros((B, S, H, DV))
-        for b in range(B):
-            for h in range(H):
-                for c in range(S // BS):
-                    r = slice(c * BS, (c + 1) * BS)
-                    qc, kc, vc = (x[b, r, h].astype(f64) for x in (q, k, v))
-                    o = qc @ hid[b, c, h].astype(f64)
-                    a = qc @ kc.T
-                    if use_g:
-                        gc = g[b, r, h].astype(f64)
-                        o = o * np.exp(gc)[:, None]
-                        d = gc[:, None] - gc[None, :]
-                        a = np.where(d <= 0, a * np.exp(d), 0)
-                    a = np.tril(a)
-                    want[b, r, h] = (o + a @ vc) * scale
+        for b, h in np.ndindex(B, H):
+            for c, r in chunk_rows(S, BS):
+                qc, kc, vc = (x[b, r, h].astype(f64) for x in (q, k, v))
+                o = qc @ hid[b, c, h].astype(f64)
+                a = qc @ kc.T
+                if use_g:
+                    gc = g[b, r, h].astype(f64)
+                    o = o * np.exp(gc)[:, None]
+                    d = gc[:, None] - gc[None, :]
+                    a = np.where(d <= 0, a * np.exp(d), 0)
+                a = np.tril(a)
+                want[b, r, h] = (o + a @ vc) * scale
         kern = m["tilelang_chunk_fwd_o"](B, S, H, DK, DV, "float16", "float16", "float32",
                                          "float32", BS, scale, use_g, BS, 64, 64, 128, 1)
         checks.append(Check(kern, [q, k, v, hid, g], {0: want}, "float16", DK + BS))
@@ -314,21 +294,19 @@ def _(m, rng):
         hs = np.zeros((B, S // BS, H, DK, DV))
         vnew = np.zeros((B, S, H, DV))
         final = np.zeros((B, H, DK, DV))
-        for b in range(B):
-            for h in range(H):
-                st = h0[b, h].astype(f64)
-                for c in range(S // BS):
-                    r = slice(c * BS, (c + 1) * BS)
-                    hs[b, c, h] = st
-                    vn = u[b, r, h] - w[b, r, h].astype(f64) @ st
-                    vnew[b, r, h] = vn
-                    if use_g:
-                        gl = f64(g[b, (c + 1) * BS - 1, h])
-                        d = gl - g[b, r, h].astype(f64)
-                        vn = np.where(d[:, None] <= 0, vn * np.exp(d)[:, None], 0)
-                        st = st * np.exp(gl)
-                    st = st + k[b, r, h].astype(f64).T @ vn
-                final[b, h] = st
+        for b, h in np.ndindex(B, H):
+            st = h0[b, h].astype(f64)
+            for c, r in chunk_rows(S, BS):
+                hs[b, c, h] = st
+                vn = u[b, r, h] - w[b, r, h].astype(f64) @ st
+                vnew[b, r, h] = vn
+                if use_g:
+                    gl = f64(g[b, (c + 1) * BS - 1, h])
+                    d = gl - g[b, r, h].astype(f64)
+                    vn = np.where(d[:, None] <= 0, vn * np.exp(d)[:, None], 0)
+                    st = st * np.exp(gl)
+                st = st + k[b, r, h].astype(f64).T @ vn
+            final[b, h] = st
         kern = m["tilelang_chunk_gated_delta_rule_fwd_h"](
             B, S, H, DK, DV, "float16", "float16", "float32", "float32", "float32", BS, use_g,
             True, True, True, 64, 32, 128, 1)
@@ -347,13 +325,11 @@ def _(m, rng):
     g = gdn_gates(rng, B, S, H)
     a = rn(rng, (B, S, H, BS), "float16", 0.2)
     w, u = np.zeros((B, S, H, DK)), np.zeros((B, S, H, DV))
-    for b in range(B):
-        for h in range(H):
-            for c in range(S // BS):
-                r = slice(c * BS, (c + 1) * BS)
-                ac, bc = a[b, r, h].astype(f64), beta[b, r, h].astype(f64)[:, None]
-                u[b, r, h] = ac @ (v[b, r, h] * bc)
-                w[b, r, h] = ac @ (k[b, r, h] * bc * np.exp(g[b, r, h].astype(f64))[:, None])
+    for b, h in np.ndindex(B, H):
+        for _, r in chunk_rows(S, BS):
+            ac, bc = a[b, r, h].astype(f64), beta[b, r, h].astype(f64)[:, None]
+            u[b, r, h] = ac @ (v[b, r, h] * bc)
+            w[b, r, h] = ac @ (k[b, r, h] * bc * np.exp(g[b, r, h].astype(f64))[:, None])
     kern = m["tilelang_recompute_w_u_fwd"](B, S, H, DK, DV, "float16", "float16", "float32",
                                            "float32", BS, BS, 64, 64, 128, 1)
     return [Check(kern, [k, v, beta, g, a], {0: w, 1: u}, "float16", BS)]
@@ -406,13 +382,7 @@ def _(m, rng):
     xm = mixes * np.repeat(scale.astype(f64), [hc, hc, hc * hc]) + base
     pre = sigmoid(xm[:, :hc]) + pre_eps
     post = sigmoid(xm[:, hc:2 * hc]) * post_mult
-    c = xm[:, 2 * hc:].reshape(-1, hc, hc)
-    c = np.exp(c - c.max(-1, keepdims=True))
-    c = c / c.sum(-1, keepdims=True) + sk_eps
-    c = c / (c.sum(-2, keepdims=True) + sk_eps)
-    for _ in range(rep - 1):
-        c = c / (c.sum(-1, keepdims=True) + sk_eps)
-        c = c / (c.sum(-2, keepdims=True) + sk_eps)
+    c = sinkhorn(xm[:, 2 * hc:].reshape(-1, hc, hc), rep, sk_eps)
     layer = np.einsum("nc,nch->nh", pre, res.astype(f64))
     outs = [np.zeros((n, hc), np.float32), np.zeros((n, hc * hc), np.float32),
             bf16(np.zeros((n, hidden), np.float32))]

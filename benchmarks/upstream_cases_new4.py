@@ -5,6 +5,8 @@ import numpy as np
 
 from upstream_sweep import Check, case, rn
 from upstream_cases_new import A, TL, f64, mm, sigmoid  # noqa: F401
+from upstream_cases_cv import sfa_pa_case
+from upstream_cases_held import int_operands
 from upstream_cases_new3 import (asc_gdn_inputs, chunk_h_checks, solve_tril_checks,
                                  wy_fast_checks)
 
@@ -243,16 +245,21 @@ class Extra:
         return self.kernel.simulate(*args, *[e.copy() for e in self.extra])
 
 
+def pack_int4(t):
+    """The int4 values of t [R, C] (int8 in [-8, 8)) packed two a byte along C, the even column
+    in the low nibble: uint8 [R, C / 2]."""
+    nib = (t.astype(np.int16) & 0xF).astype(np.uint8)
+    return (nib[:, 0::2] | (nib[:, 1::2] << 4)).astype(np.uint8)
+
+
 @case("asc/dequantize_gemm/dequant_gemm_w4a8", A, "examples/dequantize_gemm/example_dequant_gemm_w4a8.py",
       "developer mode: the vector cores unpack int4 pairs (casts, bitwise and/shift, compare + "
       "select sign fix, element interleave) into a caller-passed workspace the cube reads")
 def _(m, rng):
     checks = []
     for M, N, K in ((64, 32, 256), (64, 16, 512)):
-        a = rng.integers(-8, 8, (M, K)).astype(np.int8)
-        b = rng.integers(-8, 8, (N, K)).astype(np.int8)
-        nib = (b.astype(np.int16) & 0xF).astype(np.uint8)
-        packed = (nib[:, 0::2] | (nib[:, 1::2] << 4)).astype(np.uint8)   # low nibble first
+        a, b = int_operands(rng, M, N, K, -8, 8)
+        packed = pack_int4(b)
         want = a.astype(f64) @ b.astype(f64).T
         kern = m["w4a8_gemm_cv"](M, N, K)
         checks.append(Check(Extra(kern, [np.zeros((N, K), np.int8)]), [a, packed], {0: want},
@@ -305,11 +312,10 @@ def gated_delta_h_ref(k, w, u, g, h0, cu, BT, hg_ratio):
     return hs, vn_all, ht
 
 
-@case("asc/chunk_gated_delta_rule/chunk_gated_delta_rule", A,
-      "examples/chunk_gated_delta_rule/chunk_gated_delta_rule.py",
-      "varlen (cu_seqlens read in the kernel, run-time chunk count), developer mode with four "
-      "workspaces, grouped K heads, T.if_then_else on GM scalar reads, broadcast(axis=1)")
-def _(m, rng):
+def gated_delta_checks(m, rng, name, pad):
+    """The chunk_gated_delta_rule examples' kernel `name` on two sequences (varlen by
+    cu_seqlens, grouped K heads), its token-major inputs and v_new output `pad` rows longer
+    (zeros) than the tokens, against gated_delta_h_ref."""
     seqlens, H, Hg, K, V, BT = (64, 128), 2, 1, 64, 64, 64
     T_ = sum(seqlens)
     cu = np.concatenate([[0], np.cumsum(seqlens)]).astype(np.int32)
@@ -320,15 +326,23 @@ def _(m, rng):
     h0 = rn(rng, (len(seqlens), H, K, V), "float16", 0.1)
     hs, vn, ht = gated_delta_h_ref(k, w, u, g, h0, cu, BT, H // Hg)
     N, NT = len(seqlens), hs.shape[1]
-    pad = lambda x: np.concatenate([x, np.zeros((BT,) + x.shape[1:], x.dtype)])  # noqa: E731
-    g_pad = np.concatenate([g.T, np.zeros((H, BT), np.float32)], 1)
-    want_vn = np.zeros((T_ + BT, H, V))
+    padded = lambda x: np.concatenate([x, np.zeros((pad,) + x.shape[1:], x.dtype)])  # noqa: E731
+    g_t = np.concatenate([g.T, np.zeros((H, pad), np.float32)], 1)
+    want_vn = np.zeros((T_ + pad, H, V))
     want_vn[:T_] = vn
-    kern = m["chunk_gated_delta_rule"](N, H, T_ + BT, Hg, K, V, NT, BT=BT)
-    args = [np.zeros((N, NT, H, K, V), np.float16), pad(k), pad(u), pad(w), g_pad,
-            np.zeros((T_ + BT, H, V), np.float16), h0, np.zeros((N, H, K, V), np.float16), cu]
+    kern = m[name](N, H, T_ + pad, Hg, K, V, NT, BT=BT)
+    args = [np.zeros((N, NT, H, K, V), np.float16), padded(k), padded(u), padded(w), g_t,
+            np.zeros((T_ + pad, H, V), np.float16), h0, np.zeros((N, H, K, V), np.float16), cu]
     return [Check(kern, args, {("arg", 0): hs, ("arg", 5): want_vn, ("arg", 7): ht}, "float16",
                   BT * NT)]
+
+
+@case("asc/chunk_gated_delta_rule/chunk_gated_delta_rule", A,
+      "examples/chunk_gated_delta_rule/chunk_gated_delta_rule.py",
+      "varlen (cu_seqlens read in the kernel, run-time chunk count), developer mode with four "
+      "workspaces, grouped K heads, T.if_then_else on GM scalar reads, broadcast(axis=1)")
+def _(m, rng):
+    return gated_delta_checks(m, rng, "chunk_gated_delta_rule", pad=64)  # one chunk (BT) of zeros
 
 
 @case("asc/chunk_gated_delta_rule/expert_chunk_gated_delta_rule", A,
@@ -336,44 +350,7 @@ def _(m, rng):
       "the same recurrence in expert mode: V halves per AIV, own set/wait flags (event ids up "
       "to 10) and cross flags")
 def _(m, rng):
-    seqlens, H, Hg, K, V, BT = (64, 128), 2, 1, 64, 64, 64
-    T_ = sum(seqlens)
-    cu = np.concatenate([[0], np.cumsum(seqlens)]).astype(np.int32)
-    k = rn(rng, (T_, Hg, K), "float16", 0.1)
-    w = rn(rng, (T_, H, K), "float16", 0.1)
-    u = rn(rng, (T_, H, V), "float16", 0.1)
-    g = -rng.random((T_, H)).astype(np.float32) * 0.1
-    h0 = rn(rng, (len(seqlens), H, K, V), "float16", 0.1)
-    hs, vn, ht = gated_delta_h_ref(k, w, u, g, h0, cu, BT, H // Hg)
-    N, NT = len(seqlens), hs.shape[1]
-    kern = m["chunk_gated_delta_rule_fwd_kernel"](N, H, T_, Hg, K, V, NT, BT=BT)
-    args = [np.zeros((N, NT, H, K, V), np.float16), k, u, w, np.ascontiguousarray(g.T),
-            np.zeros((T_, H, V), np.float16), h0, np.zeros((N, H, K, V), np.float16), cu]
-    return [Check(kern, args, {("arg", 0): hs, ("arg", 5): vn, ("arg", 7): ht}, "float16",
-                  BT * NT)]
-
-
-def sfa_pa_case(m, rng, heads, tail=32, **kw):
-    """bench_sfa's paged sparse attention: two batches of paged KV (block table), indices of
-    a 128-token prefix, causal visibility kv_len - q_len + s, bf16."""
-    import ml_dtypes
-    from upstream_cases_cv import sparse_ref
-    dim, topk = 64, 128
-    B, S, nblk, bsz = 2, 3, 8, 32
-    dq = dim + tail
-    q = rn(rng, (B, S, heads, dq)).astype(ml_dtypes.bfloat16)
-    kv = rn(rng, (nblk, bsz, 1, dq)).astype(ml_dtypes.bfloat16)
-    table = rng.permutation(nblk).reshape(B, nblk // B).astype(np.int32)
-    q_len, kv_len = np.array([S, S], np.int32), np.array([100, 128], np.int32)
-    idx = np.stack([rng.permutation(128)[:topk] for _ in range(S)]).astype(np.int32)[:, None, :]
-    want = np.empty((B, S, heads, dim))
-    for b in range(B):
-        for s in range(S):
-            i = idx[s, 0]
-            rows = kv[table[b, i // bsz], i % bsz, 0]
-            want[b, s] = sparse_ref(q[b, s], rows, dim, dq ** -0.5, i <= kv_len[b] - q_len[b] + s)
-    k = m["sparse_attention_fwd"](heads, dim, tail, topk, block_size=bsz, core_num=4, **kw)
-    return [Check(k, [q, kv, idx, q_len, kv_len, table], {0: want}, "bfloat16", topk)]
+    return gated_delta_checks(m, rng, "chunk_gated_delta_rule_fwd_kernel", pad=0)
 
 
 BENCH = "examples/sparse_flash_attention/bench_sfa/"

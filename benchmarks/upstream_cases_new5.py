@@ -5,6 +5,8 @@ import numpy as np
 
 from upstream_sweep import Check, case, rn
 from upstream_cases_new import A, TL, f64, mm, sigmoid  # noqa: F401
+from upstream_cases_held import int_operands
+from upstream_cases_new4 import pack_int4
 
 # ------------------------------------------------------------------------------ tilelang-ascend
 
@@ -105,9 +107,8 @@ def _(m, rng):
 def _(m, rng):
     import tilelang_mini
     M, N, K = 64, 64, 128
-    a = rng.integers(-8, 8, (M, K)).astype(np.int8)
-    b = rng.integers(-8, 8, (N, K)).astype(np.int8)
-    pack = lambda t: ((t[:, 0::2].astype(np.int16) & 0xF) | ((t[:, 1::2].astype(np.int16) & 0xF) << 4)).astype(np.uint8).view(np.int8)  # noqa: E731
+    a, b = int_operands(rng, M, N, K, -8, 8)
+    pack = lambda t: pack_int4(t).view(np.int8)  # noqa: E731
     kern = tilelang_mini.compile(m["matmul_nt_int4"](M, N, K, 32, 32, 64), out_idx=-1)
     return [Check(kern, [pack(a), pack(b)], {0: a.astype(f64) @ b.astype(f64).T}, "int32",
                   tol=(0, 0))]

@@ -216,7 +216,8 @@ def estimate_kernel(kernel: Kernel, chip, args: list | None = None) -> Estimate:
     """Estimate a launch of the lowered kernel `kernel` on `chip` (an arch.Chip). `args`: the
     kernel's arrays, read only where control flow reads data (a grouped GEMM's group ids);
     zero-filled when None. They are not modified."""
-    from .simulator import SimEvent, instr_label, zero_args
+    from .report import SimEvent, instr_label
+    from .simulator import zero_args
     from .timing import TimingModel
     if not kernel.is_npu or len(kernel.grid) != 1:
         raise CompileError("estimate() needs a lowered kernel (is_npu=True, grid (n,))",

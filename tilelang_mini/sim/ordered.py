@@ -11,7 +11,8 @@ from .. import semantics
 from ..errors import DeadlockError
 from ..ir.nodes import Kernel, SetCrossFlag, WaitCrossFlag
 from ..semantics.coroutines import lower_core_program
-from .simulator import check_lowered, collector_paused, instr_label
+from .report import instr_label
+from .simulator import check_lowered, collector_paused
 from .streams import CORE_NAMES, block_envs, cached
 
 

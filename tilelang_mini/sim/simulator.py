@@ -36,19 +36,17 @@ import gc
 import heapq
 from collections import defaultdict, deque
 from contextlib import contextmanager
-from dataclasses import dataclass, field
-from typing import NamedTuple
 
 import numpy as np
 
 from ..errors import CompileError, DeadlockError, RaceError, SyncError
 from ..ir.analysis import GM_SCOPES, is_atomic_pair
-from ..ir.graph import print_ir_line
 from ..ir.nodes import (
     PIPES, For, Kernel, SetCrossFlag, SetFlag, WaitFlag,
 )
 from .. import semantics
 from .block_races import BlockRaces
+from .report import SimEvent, SimReport, block_events, instr_label  # noqa: F401
 from .facts import BARRIER, INSTR, SET, WAIT, XSET, XWAIT, KernelFacts, Op
 from .streams import (
     CORE_NAMES, Env, Hull, ScalarSnapshot, block_envs, box_elements, cached, check_sync_ids,
@@ -61,68 +59,10 @@ ZERO = (0,) * NTHREADS
 S_PIPE = PIPES.index("S")
 
 
-class SimEvent(NamedTuple):
-    core: str    # "C", "V0", "V1" (prefixed "b<block>." when several blocks were simulated)
-    pipe: str
-    start: int
-    end: int
-    label: str   # IR text of the instruction
-    loc: str     # file:line:col
-
-
-@dataclass
-class SimReport:
-    cycles: int
-    block_cycles: dict
-    pipe_busy: dict                 # "MTE2" -> busy cycles summed over cores and blocks
-    core_pipe_busy: dict            # "C.MTE2" / "V0.V" -> busy cycles summed over blocks
-    events: list = field(default_factory=list)
-    instructions: int = 0
-    blocks: tuple = ()              # the simulated blocks
-    estimated: bool = False         # cycles include blocks counted at the mean of the simulated
-    aic_cores: int = 1              # the chip's: where each block ran (block b on core b % n)
-    clock_ghz: float = 1.0
-
-    def to_perfetto(self, path) -> None:
-        """Write the simulated blocks as Chrome-trace JSON (Perfetto, chrome://tracing): one
-        track per pipe per core, each block placed on its AIC after the blocks before it."""
-        from ..report.timeline import report_to_perfetto
-        report_to_perfetto(self, path)
-
-
 def _join(a, b):
     if a is b:
         return a
     return tuple(map(max, a, b))
-
-
-_LABEL_CACHE: dict[int, tuple] = {}
-
-
-def _labels(stmt) -> tuple:
-    """(stmt, its IR line, its location as text), made once per statement object."""
-    hit = _LABEL_CACHE.get(id(stmt))
-    if hit is None or hit[0] is not stmt:
-        hit = (stmt, print_ir_line(stmt), str(stmt.loc))
-        _LABEL_CACHE[id(stmt)] = hit
-    return hit
-
-
-def _events(raw, prefix: str) -> list:
-    """SimEvents of a block's (core, pipe, start, end, stmt) records."""
-    out = []
-    new = tuple.__new__  # (SimEvent(...) without its Python-level __new__: once per event)
-    for core, pipe, s, e, st in raw:
-        hit = _LABEL_CACHE.get(id(st))  # (_labels, inline)
-        if hit is None or hit[0] is not st:
-            hit = _labels(st)
-        out.append(new(SimEvent, (prefix + core, pipe, s, e, hit[1], hit[2])))
-    return out
-
-
-def instr_label(stmt) -> str:
-    """The short text of a statement in reports (race, deadlock and timeline events)."""
-    return _labels(stmt)[1]
 
 
 def _where(core: str, di) -> str:
@@ -690,7 +630,7 @@ def simulate_kernel(kernel: Kernel, args: list | None, chip, *, check: bool = Tr
             with collector_paused():
                 blk = _Block(sim, b)
                 block_cycles[b] = blk.run()
-                events += _events(blk.events, prefix)
+                events += block_events(blk.events, prefix)
             ninstr += blk.ninstr
             for p in blk.busy_order:
                 core_busy[f"{p.core.name}.{p.name}"] += p.cycles

@@ -383,7 +383,7 @@ def _finish(block, queue, free, flags) -> None:
     stuck = [(max(free[t], q[0][1]), t) for t, q in enumerate(queue) if q]
     if stuck:
         stuck.sort()
-        from .simulator import instr_label
+        from .report import instr_label
 
         def at(t):
             st = queue[t][0][0][4]

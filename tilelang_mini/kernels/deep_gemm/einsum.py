@@ -130,6 +130,16 @@ FP8_EXPRS = ("bhr,hdr->bhd", "bhd,hdr->bhr", "bhd,bhr->hdr")
 GRAN = 128
 
 
+@T.macro
+def load_mn_major(X, SFX, k, h, col0, n, block_K, x_s, s_row, s):
+    """x_s = the MN-major tile X[K block k, head h, col0:col0 + n] and s[i, 0] = its per-column
+    scale SFX[k, h, col0 + i] (read as the row s_row, then transposed)."""
+    T.copy(X[k * block_K:(k + 1) * block_K, h, col0:col0 + n], x_s)
+    T.copy(SFX[k:k + 1, h, col0:col0 + n], s_row)
+    for i, j in T.Parallel(n, 1):
+        s[i, j] = s_row[j, i]
+
+
 def fp8_bmm_kernel(expr, H, M, N, K, out_dtype, c_mode, cube_fp8, block_M=128, block_N=128):
     """One FP8 GEMM per head h (grid z) with fp32 scales folded per 128-wide K step, for the
     three expressions of `fp8_einsum` (see its doc for the shapes). Each K step: the cube
@@ -175,10 +185,7 @@ def fp8_bmm_kernel(expr, H, M, N, K, out_dtype, c_mode, cube_fp8, block_M=128, b
                 T.copy(A[by * block_M:(by + 1) * block_M, h, k * block_K:(k + 1) * block_K], A_s)
                 T.copy(SFA[by * block_M:(by + 1) * block_M, h, k:k + 1], sa)
             else:
-                T.copy(A[k * block_K:(k + 1) * block_K, h, by * block_M:(by + 1) * block_M], A_s)
-                T.copy(SFA[k:k + 1, h, by * block_M:(by + 1) * block_M], sa_row)
-                for i, j in T.Parallel(block_M, 1):
-                    sa[i, j] = sa_row[j, i]
+                load_mn_major(A, SFA, k, h, by * block_M, block_M, block_K, A_s, sa_row, sa)
             if b_k_major:
                 T.copy(B[h, bx * block_N:(bx + 1) * block_N, k * block_K:(k + 1) * block_K], B_s)
                 s_b = SFB[h, bx, k]          # one (128, 128) block scale for the whole tile
@@ -186,10 +193,7 @@ def fp8_bmm_kernel(expr, H, M, N, K, out_dtype, c_mode, cube_fp8, block_M=128, b
                 T.copy(B[h, k * block_K:(k + 1) * block_K, bx * block_N:(bx + 1) * block_N], B_s)
                 s_b = SFB[h, k, bx]
             else:
-                T.copy(B[k * block_K:(k + 1) * block_K, h, bx * block_N:(bx + 1) * block_N], B_s)
-                T.copy(SFB[k:k + 1, h, bx * block_N:(bx + 1) * block_N], sb_row)
-                for i, j in T.Parallel(block_N, 1):
-                    sb[i, j] = sb_row[j, i]
+                load_mn_major(B, SFB, k, h, bx * block_N, block_N, block_K, B_s, sb_row, sb)
             if widen:
                 T.copy(A_s, A_w)                      # fp8 -> bf16 on the vector unit (exact)
                 T.copy(B_s, B_w)

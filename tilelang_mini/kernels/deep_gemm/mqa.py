@@ -32,6 +32,19 @@ from .._core import Plan, as_input, as_output, check_shape, library_function, to
 from ._tiles import fp8_cube, fp8_operand_tiles
 
 
+@T.macro
+def store_logits(KS, KE, ks, ke, acc, L, row0, col0, block_M, block_N, clean):
+    """L[row0:, col0:] = acc, with (clean) -inf outside each query row's key window: acc[i, j]
+    += log(KS[row0 + i] <= col0 + j < KE[row0 + i]) (ks, ke: int32 scratch tiles [block_M])."""
+    if clean:
+        T.copy(KS[row0], ks)
+        T.copy(KE[row0], ke)
+        for i, j in T.Parallel(block_M, block_N):
+            acc[i, j] = acc[i, j] + T.log(T.cast(
+                (col0 + j >= ks[i]) and (col0 + j < ke[i]), "float32"))
+    T.copy(acc, L[row0, col0])
+
+
 def mqa_logits_kernel(S, H, D, SK, clean, cube_fp8, block_M=64, block_N=128,
                       in_dtype="float8_e4m3fn"):
     """in_dtype "bfloat16": q and kv already hold the values (the FP4 form, decoded by
@@ -74,13 +87,8 @@ def mqa_logits_kernel(S, H, D, SK, clean, cube_fp8, block_M=64, block_N=128,
                 else:
                     for i, j in T.Parallel(block_M, block_N):
                         acc[i, j] = acc[i, j] + T.max(score[i, j], 0.0) * w[i, h]
-            if clean:
-                T.copy(KS[by * block_M], ks)
-                T.copy(KE[by * block_M], ke)
-                for i, j in T.Parallel(block_M, block_N):
-                    acc[i, j] = acc[i, j] + T.log(T.cast(
-                        (bx * block_N + j >= ks[i]) and (bx * block_N + j < ke[i]), "float32"))
-            T.copy(acc, L[by * block_M, bx * block_N])
+            store_logits(KS, KE, ks, ke, acc, L, by * block_M, bx * block_N, block_M, block_N,
+                         clean)
 
     return fp8_mqa_logits
 
@@ -301,12 +309,7 @@ def mqa_logits_mx_kernel(S, H, D, SK, clean, block_M=64, block_N=128):
                        scale_B=sb, scale_gran=32)
                 for i, j in T.Parallel(block_M, block_N):
                     acc[i, j] = acc[i, j] + T.max(score[i, j], 0.0) * w[i, h]
-            if clean:
-                T.copy(KS[by * block_M], ks)
-                T.copy(KE[by * block_M], ke)
-                for i, j in T.Parallel(block_M, block_N):
-                    acc[i, j] = acc[i, j] + T.log(T.cast(
-                        (bx * block_N + j >= ks[i]) and (bx * block_N + j < ke[i]), "float32"))
-            T.copy(acc, L[by * block_M, bx * block_N])
+            store_logits(KS, KE, ks, ke, acc, L, by * block_M, bx * block_N, block_M, block_N,
+                         clean)
 
     return fp4_mqa_logits_mx

@@ -32,6 +32,23 @@ from ._tiles import fp8_cube
 NEG_INF = float("-inf")
 
 
+@T.macro
+def load_page(KV, BT, b, p, MAXB, vbytes, row_bytes, raw, sfb):
+    """raw, sfb = the values (first vbytes bytes) and then the scale bytes of KV's page for
+    batch b's page p (its block table entry; p past the table reads the last entry)."""
+    blk = BT[b, T.min(p, MAXB - 1)]
+    T.copy(KV[blk, 0:vbytes], raw)
+    T.copy(KV[blk, vbytes:row_bytes], sfb)
+
+
+@T.macro
+def causal_mask(acc, CL, b, col0, NN, rows, BKV):
+    """acc[i, j] = -inf where key col0 + j is past query i's position (batch b's length CL[b]
+    holds its NN queries last)."""
+    for i, j in T.Parallel(rows, BKV):
+        acc[i, j] = T.if_then_else(col0 + j <= CL[b] - NN + i, acc[i, j], NEG_INF)
+
+
 def paged_mqa_kernel(B, NN, H, D, NB, BKV, MAXB, L, cube_fp8):
     mma = "float8_e4m3fn" if cube_fp8 else "bfloat16"
     row_bytes = BKV * (D + 4)
@@ -55,9 +72,7 @@ def paged_mqa_kernel(B, NN, H, D, NB, BKV, MAXB, L, cube_fp8):
             acc = T.alloc_fragment((rows, BKV), "float32")
             T.fill(acc, NEG_INF)
             if p * BKV < CL[b]:
-                blk = BT[b, T.min(p, MAXB - 1)]
-                T.copy(KV[blk, 0:BKV * D], raw)             # the page's values ...
-                T.copy(KV[blk, BKV * D:BKV * (D + 4)], sfb)  # ... then their scales
+                load_page(KV, BT, b, p, MAXB, BKV * D, row_bytes, raw, sfb)
                 for r, d in T.Parallel(BKV, D):
                     kv[r, d] = T.reinterpret(raw[r * D + d], "float8_e4m3fn")
                 for r in T.Parallel(BKV):
@@ -77,8 +92,7 @@ def paged_mqa_kernel(B, NN, H, D, NB, BKV, MAXB, L, cube_fp8):
                         T.gemm(qw, kv, s, transpose_B=True, clear_accum=True)
                     for i, j in T.Parallel(rows, BKV):
                         acc[i, j] = acc[i, j] + T.max(s[i, j] * sf[j], 0.0) * w[i, h]
-                for i, j in T.Parallel(rows, BKV):  # keys past the query's position: -inf
-                    acc[i, j] = T.if_then_else(p * BKV + j <= CL[b] - NN + i, acc[i, j], NEG_INF)
+                causal_mask(acc, CL, b, p * BKV, NN, rows, BKV)
             T.copy(acc[0:NN, :], LOG[b * NN, p * BKV])
 
     return fp8_paged_mqa_logits
@@ -114,9 +128,7 @@ def paged_mqa_fp4_kernel(B, NN, H, D, NB, BKV, MAXB, L):
             acc = T.alloc_fragment((rows, BKV), "float32")
             T.fill(acc, NEG_INF)
             if p * BKV < CL[b]:
-                blk = BT[b, T.min(p, MAXB - 1)]
-                T.copy(KV[blk, 0:BKV * D2], raw)             # the page's codes ...
-                T.copy(KV[blk, BKV * D2:row_bytes], sfb)     # ... then their exponents
+                load_page(KV, BT, b, p, MAXB, BKV * D2, row_bytes, raw, sfb)
                 for r, d in T.Parallel(BKV, D):
                     code[r, d] = (T.cast(raw[r * D2 + d // 2], "int32") >> ((d % 2) * 4)) & 15
                 for r, d in T.Parallel(BKV, D):
@@ -133,8 +145,7 @@ def paged_mqa_fp4_kernel(B, NN, H, D, NB, BKV, MAXB, L):
                     T.gemm(qw, kv, s, transpose_B=True, clear_accum=True)
                     for i, j in T.Parallel(rows, BKV):
                         acc[i, j] = acc[i, j] + T.max(s[i, j], 0.0) * w[i, h]
-                for i, j in T.Parallel(rows, BKV):  # keys past the query's position: -inf
-                    acc[i, j] = T.if_then_else(p * BKV + j <= CL[b] - NN + i, acc[i, j], NEG_INF)
+                causal_mask(acc, CL, b, p * BKV, NN, rows, BKV)
             T.copy(acc[0:NN, :], LOG[b * NN, p * BKV])
 
     return fp4_paged_mqa_logits

@@ -38,6 +38,17 @@ def ue8m0_ceil(s, n):
             (T.reinterpret(s[i], "int32") & 0x7FFFFF) != 0, "int32"), 1), 254) << 23, "float32")
 
 
+@T.macro
+def group_scales(x, amax, dim, n, qmax, ue8m0):
+    """amax[i] = the scale of the n rows (dim=1) or columns (dim=0) of tile x: their absmax (at
+    least 1e-4) / qmax, rounded up to a power of two when ue8m0."""
+    T.reduce_absmax(x, amax, dim=dim)
+    for i in T.Parallel(n):
+        amax[i] = T.max(amax[i], 1e-4) / qmax
+    if ue8m0:
+        ue8m0_ceil(amax, n)
+
+
 def per_token_kernel(M, N, in_dtype, gran, ue8m0, fp4, block_M=ROWS):
     KB = ceil_div(N, gran)
     qmax = FP4_MAX if fp4 else FP8_MAX
@@ -47,11 +58,7 @@ def per_token_kernel(M, N, in_dtype, gran, ue8m0, fp4, block_M=ROWS):
     def row_scales(X, x, amax, bx, kb):
         """x = the group (bx, kb) of X; amax[i] = the scale of its row i."""
         T.copy(X[bx * block_M, kb * gran], x)
-        T.reduce_absmax(x, amax, dim=1)
-        for i in T.Parallel(block_M):
-            amax[i] = T.max(amax[i], 1e-4) / qmax
-        if ue8m0:
-            ue8m0_ceil(amax, block_M)
+        group_scales(x, amax, 1, block_M, qmax, ue8m0)
 
     @T.prim_func
     def per_token_cast(X: T.Tensor((M, N), in_dtype), Q: T.Tensor((M, N), "float8_e4m3fn"),
@@ -402,11 +409,7 @@ def per_channel_kernel(M, N, in_dtype, gran, ue8m0, block_N=128):
             q = T.alloc_fragment((gran, block_N), "float8_e4m3fn")
             amax = T.alloc_fragment((block_N,), "float32")
             T.copy(X[by * gran, bx * block_N], x)
-            T.reduce_absmax(x, amax, dim=0)
-            for j in T.Parallel(block_N):
-                amax[j] = T.max(amax[j], 1e-4) / FP8_MAX
-            if ue8m0:
-                ue8m0_ceil(amax, block_N)
+            group_scales(x, amax, 0, block_N, FP8_MAX, ue8m0)
             for i, j in T.Parallel(gran, block_N):
                 q[i, j] = T.cast(x[i, j] * (1.0 / amax[j]), "float8_e4m3fn")
             T.copy(q, Q[by * gran, bx * block_N])
