@@ -115,3 +115,40 @@ def test_the_overlap_shows_in_the_estimate(chip):
     times = [tilelang_mini.compile(runtime_gemm(M, N, K, stages, True, M, N, bk), out_idx=[-1],
                                    chip=chip).estimate(args=args).time_us for stages in (1, 2)]
     assert times[1] < times[0], times
+
+
+def var_count_gemm(M, N, K, changed):
+    """The count in a scalar variable; `changed`: the loop body counts it down as it goes (the
+    loop still runs the count it started with, as `range`)."""
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), "float16"), B: T.Tensor((K, N), "float16"),
+             NK: T.Tensor((M // BM,), "int32"), C: T.Tensor((M, N), "float32")):
+        with T.Kernel(N // BN, M // BM) as (bx, by):
+            A_s = T.alloc_shared((BM, BK), "float16")
+            B_s = T.alloc_shared((BK, BN), "float16")
+            C_f = T.alloc_fragment((BM, BN), "float32")
+            n = T.alloc_var("int32")
+            n = NK[by]
+            T.clear(C_f)
+            for k in T.Pipelined(n, num_stages=2):
+                T.copy(A[by * BM, k * BK], A_s)
+                T.copy(B[k * BK, bx * BN], B_s)
+                T.gemm(A_s, B_s, C_f)
+                if changed:
+                    n = n - 1
+            T.copy(C_f, C[by * BM, bx * BN])
+
+    return main
+
+
+@pytest.mark.parametrize("changed", [False, True])
+def test_a_count_the_loop_changes_keeps_one_version(target, changed):
+    counts = [0, 1, 2, 3, 5]
+    args = inputs(BM * len(counts), BN, counts, seed=7)
+    prim = var_count_gemm(BM * len(counts), BN, args[0].shape[1], changed)
+    check(prim, args, target)
+    ir = tilelang_mini.compile(prim, out_idx=[-1], chip="ascend910b").compilation.stages[
+        "pipeline"]
+    names = {s.buffer.name for s in walk_statements(ir.body) if isinstance(s, Alloc)}
+    assert ("A_s_1" in names) == (not changed), names

@@ -10,10 +10,18 @@ flags), the load of iteration i+1 runs on MTE2 while the cube computes iteration
                                                       copy(A[(k_o * 2 + 1) * 64 ...], A_s_1)
                                                       gemm(A_s_1, ...)
 
+A trip count read at run time (`Pipelined(N[g], 2)`) is unrolled the same way: the loop runs
+N[g] // s groups and the N[g] % s iterations left run under guards on the count (see
+_expand_runtime), so any count, 0 and 1 included, runs each iteration once on version k % s.
+The count must stay as it was during the loop (the guards read it again after it): a loop that
+writes what its count reads stays serial.
+
 A loop whose cube work waits on vector work of its own iteration (attention's QK^T -> softmax ->
 PV) is also rotated into a cross-core software pipeline, the cube running one iteration ahead:
 
     for k in Pipelined(n, 2):  F(k); B(k)   ->   F(0); for k_o: F(2k_o+1); B(2k_o); F(2k_o+2); B(2k_o+1); ...; B(n-1)
+
+(for a constant n only: a run-time count gets the buffer versions without the rotation).
 """
 from __future__ import annotations
 
