@@ -152,3 +152,49 @@ def test_a_count_the_loop_changes_keeps_one_version(target, changed):
         "pipeline"]
     names = {s.buffer.name for s in walk_statements(ir.body) if isinstance(s, Alloc)}
     assert ("A_s_1" in names) == (not changed), names
+
+
+def window_gemm(M, N, K, stages):
+    """Block by multiplies the K window [KS[by], KE[by]): a count computed from two loads."""
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), "float16"), B: T.Tensor((K, N), "float16"),
+             KS: T.Tensor((M // BM,), "int32"), KE: T.Tensor((M // BM,), "int32"),
+             C: T.Tensor((M, N), "float32")):
+        with T.Kernel(N // BN, M // BM) as (bx, by):
+            A_s = T.alloc_shared((BM, BK), "float16")
+            B_s = T.alloc_shared((BK, BN), "float16")
+            C_f = T.alloc_fragment((BM, BN), "float32")
+            T.clear(C_f)
+            for k in T.Pipelined(T.ceildiv(KE[by] - KS[by], BK), num_stages=stages):
+                T.copy(A[by * BM, KS[by] + k * BK], A_s)
+                T.copy(B[KS[by] + k * BK, bx * BN], B_s)
+                T.gemm(A_s, B_s, C_f)
+            T.copy(C_f, C[by * BM, bx * BN])
+
+    return main
+
+
+@pytest.mark.parametrize("stages", [2, 3])
+def test_a_count_from_two_loads(target, stages):
+    windows = [(0, 0), (1, 2), (0, 2), (2, 5), (1, 5), (0, 6)]  # in K blocks: 0..5 trips
+    M, K = BM * len(windows), 6 * BK
+    rng = np.random.default_rng(stages)
+    a = rng.standard_normal((M, K)).astype("float16")
+    b = rng.standard_normal((K, BN)).astype("float16")
+    ks = np.array([s * BK for s, _ in windows], np.int32)
+    ke = np.array([e * BK for _, e in windows], np.int32)
+    ref = np.zeros((M, BN))
+    for blk, (s, e) in enumerate(zip(ks, ke)):
+        rows = slice(blk * BM, (blk + 1) * BM)
+        ref[rows] = a[rows, s:e].astype(np.float64) @ b[s:e].astype(np.float64)
+    prim = window_gemm(M, BN, K, stages)
+    out = tilelang_mini.compile(prim, out_idx=[-1], target=target)(a, b, ks, ke)
+    np.testing.assert_allclose(out, ref, rtol=1e-3, atol=1e-3)
+    for chip in CHIPS:
+        kernel = tilelang_mini.compile(prim, out_idx=[-1], chip=chip)
+        simulated, _ = kernel.simulate(a, b, ks, ke)
+        np.testing.assert_allclose(simulated, ref, rtol=1e-3, atol=1e-3)
+    names = {s.buffer.name for s in walk_statements(kernel.compilation.stages["pipeline"].body)
+             if isinstance(s, Alloc)}
+    assert {"A_s_1", "B_s_1"} <= names

@@ -163,10 +163,7 @@ def _fixed_by(extent, body) -> bool:
     read = {ld.buffer.name for ld in analysis.loads(extent)}
     if not read:
         return True
-    written = set()
-    for s in walk_statements(body):
-        written |= analysis.written_names(s)
-    return not read & written
+    return not read & set().union(*(analysis.written_names(s) for s in body))
 
 
 # ----------------------------------------------------------------- cross-core software pipeline
