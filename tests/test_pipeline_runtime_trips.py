@@ -20,7 +20,9 @@ BM, BN, BK = 16, 16, 32
 def runtime_gemm(M, N, K, stages=2, vector=False, BM=BM, BN=BN, BK=BK):
     """C[rows of block by] = A[:, :NK[by] * BK] @ B[:NK[by] * BK]. `vector`: each K step's
     product goes to a fragment the vector cores add into the accumulator (cube -> vector
-    flags in every iteration)."""
+    flags in every iteration) weighted by the step count the vector cores keep (a tile set
+    before the loop, read first thing in its body and after its update, as attention's running
+    max): C = sum over steps k of (k + 1) * A_k @ B_k, plus max(NK, 0)."""
 
     @T.prim_func
     def main(A: T.Tensor((M, K), "float16"), B: T.Tensor((K, N), "float16"),
@@ -32,12 +34,20 @@ def runtime_gemm(M, N, K, stages=2, vector=False, BM=BM, BN=BN, BK=BK):
             T.clear(C_f)
             if vector:
                 P = T.alloc_fragment((BM, BN), "float32")
+                steps = T.alloc_fragment((BM,), "float32")
+                before = T.alloc_fragment((BM,), "float32")
+                T.fill(steps, 0.0)
                 for k in T.Pipelined(NK[by], num_stages=stages):
+                    T.copy(steps, before)
                     T.copy(A[by * BM, k * BK], A_s)
                     T.copy(B[k * BK, bx * BN], B_s)
                     T.gemm(A_s, B_s, P, clear_accum=True)
+                    for i in T.Parallel(BM):
+                        steps[i] = before[i] + 1.0
                     for i, j in T.Parallel(BM, BN):
-                        C_f[i, j] = C_f[i, j] + P[i, j]
+                        C_f[i, j] = C_f[i, j] + P[i, j] * steps[i]
+                for i, j in T.Parallel(BM, BN):
+                    C_f[i, j] = C_f[i, j] + steps[i]
             else:
                 for k in T.Pipelined(NK[by], num_stages=stages):
                     T.copy(A[by * BM, k * BK], A_s)
@@ -56,17 +66,20 @@ def inputs(M, N, counts, seed=0):
     return a, b, np.array(counts, np.int32)
 
 
-def reference(a, b, nk):
+def reference(a, b, nk, counted=False):
     out = np.zeros((a.shape[0], b.shape[1]))
     for blk, n in enumerate(nk):
         rows = slice(blk * BM, (blk + 1) * BM)
-        k = max(int(n), 0) * BK
-        out[rows] = a[rows, :k].astype(np.float64) @ b[:k].astype(np.float64)
+        for k in range(max(int(n), 0)):
+            cols = slice(k * BK, (k + 1) * BK)
+            w = k + 1 if counted else 1
+            out[rows] += w * (a[rows, cols].astype(np.float64) @ b[cols].astype(np.float64))
+        out[rows] += max(int(n), 0) if counted else 0
     return out
 
 
-def check(prim, args, target):
-    ref = reference(*args)
+def check(prim, args, target, counted=False):
+    ref = reference(*args, counted)
     out = tilelang_mini.compile(prim, out_idx=[-1], target=target)(*args)
     np.testing.assert_allclose(out, ref, rtol=1e-3, atol=1e-3)
     for chip in CHIPS:  # RaceError, DeadlockError or SyncError fail the test
@@ -76,9 +89,11 @@ def check(prim, args, target):
 
 @pytest.mark.parametrize("trips", [0, 1, 2, 3, 4, 5])
 @pytest.mark.parametrize("stages", [2, 3])
-def test_every_trip_count_is_right_and_simulates_clean(target, trips, stages):
+@pytest.mark.parametrize("vector", [False, True])
+def test_every_trip_count_is_right_and_simulates_clean(target, trips, stages, vector):
     args = inputs(BM, BN, [trips], seed=trips)
-    check(runtime_gemm(BM, BN, args[0].shape[1], stages), args, target)
+    check(runtime_gemm(BM, BN, args[0].shape[1], stages, vector), args, target,
+          counted=vector)
 
 
 @pytest.mark.parametrize("stages", [2, 3])
@@ -87,10 +102,10 @@ def test_blocks_with_different_counts(target, stages, vector):
     counts = [0, 1, 2, 3, 4, 5, -1]  # a negative count runs no iteration, like range(-1)
     args = inputs(BM * len(counts), 2 * BN, counts, seed=stages)
     check(runtime_gemm(BM * len(counts), 2 * BN, args[0].shape[1], stages, vector), args,
-          target)
+          target, counted=vector)
 
 
-def test_two_buffer_versions_and_a_guarded_tail():
+def test_two_buffer_versions_a_guarded_loop_and_tail():
     prim = runtime_gemm(BM, BN, 4 * BK)
     kernel = tilelang_mini.compile(prim, out_idx=[-1], chip="ascend910b")
     text = kernel.get_ir("pipeline")
@@ -100,7 +115,7 @@ def test_two_buffer_versions_and_a_guarded_tail():
     assert {"A_s", "A_s_1", "B_s", "B_s_1"} <= names
     loops = [s for s in walk_statements(ir.body) if isinstance(s, For) and s.kind != "parallel"]
     assert len(loops) == 1 and "NK" in text and "// 2" in text
-    assert sum(isinstance(s, If) for s in walk_statements(ir.body)) == 1
+    assert sum(isinstance(s, If) for s in walk_statements(ir.body)) == 2  # loop, tail
 
 
 @pytest.mark.parametrize("chip", CHIPS)

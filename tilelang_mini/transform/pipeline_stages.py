@@ -135,13 +135,17 @@ def _expand_runtime(loop: For, n, stages: int, versions: list, outer: str) -> li
     k_o * s + j on version j; the n % s iterations left run after it, each under a guard on
     the run-time count (nested: the j-th runs only if the (j-1)-th did), version j again:
 
-        for k in Pipelined(N[g], 2):    for k_o in serial(N[g] // 2):
-            body(k, A_s)          ->        body(k_o * 2, A_s); body(k_o * 2 + 1, A_s_1)
+        for k in Pipelined(N[g], 2):    if N[g] >= 2:
+            body(k, A_s)          ->        for k_o in serial(N[g] // 2):
+                                                body(k_o * 2, A_s); body(k_o * 2 + 1, A_s_1)
                                         if N[g] > 0 and N[g] % 2 > 0:
                                             body(N[g] // 2 * 2, A_s)
 
     Any count works: 0 and negative counts (no iteration) skip the loop and the guards; 1 runs
-    the tail alone. The cross-core rotation (_rotate) is left to constant counts."""
+    the tail alone. The loop sits in an `if` that skips it when it would run no group:
+    insert_sync walks a loop as running (twice), an `if` as maybe not taken, so what is known
+    after the skipped loop is only what holds without it. The cross-core rotation (_rotate)
+    is left to constant counts."""
     full = BinOp("//", n, Const(stages))
     base = BinOp("*", full, Const(stages))
     tail: list = []
@@ -155,7 +159,8 @@ def _expand_runtime(loop: For, n, stages: int, versions: list, outer: str) -> li
     for j in range(stages):
         k = BinOp("*", Var(outer), Const(stages))
         body += _iteration(loop, BinOp("+", k, Const(j)) if j else k, versions[j])
-    return [For((outer,), (full,), "serial", tuple(body), 0, loop.loc)] + tail
+    main = For((outer,), (full,), "serial", tuple(body), 0, loop.loc)
+    return [If(BinOp(">=", n, Const(stages)), (main,), (), loop.loc)] + tail
 
 
 def _fixed_by(extent, body) -> bool:
