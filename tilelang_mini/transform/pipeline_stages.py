@@ -10,16 +10,26 @@ flags), the load of iteration i+1 runs on MTE2 while the cube computes iteration
                                                       copy(A[(k_o * 2 + 1) * 64 ...], A_s_1)
                                                       gemm(A_s_1, ...)
 
+A trip count read at run time (`Pipelined(N[g], 2)`) is unrolled the same way: the loop runs
+N[g] // s groups and the N[g] % s iterations left run under guards on the count (see
+_expand_runtime), so any count, 0 and 1 included, runs each iteration once on version k % s.
+The count must stay as it was during the loop (the guards read it again after it): a loop that
+writes what its count reads stays serial.
+
 A loop whose cube work waits on vector work of its own iteration (attention's QK^T -> softmax ->
 PV) is also rotated into a cross-core software pipeline, the cube running one iteration ahead:
 
     for k in Pipelined(n, 2):  F(k); B(k)   ->   F(0); for k_o: F(2k_o+1); B(2k_o); F(2k_o+2); B(2k_o+1); ...; B(n-1)
+
+(for a constant n only: a run-time count gets the buffer versions without the rotation).
 """
 from __future__ import annotations
 
 from dataclasses import replace
 
-from ..ir.nodes import Alloc, BinOp, Const, For, Kernel, Scope, Var, body_fields, walk_statements
+from ..ir.nodes import (
+    Alloc, BinOp, Const, For, If, Kernel, Scope, Var, body_fields, walk_statements,
+)
 from ..ir import analysis
 from .util import (
     fresh_name, group_scopes, map_bodies, rebuffer,
@@ -65,9 +75,13 @@ def _reader_counts(body) -> dict:
 def _expand(loop: For, names: set, allocs: list, readers=None) -> list:
     stages, extent = loop.num_stages, loop.extents[0]
     serial = replace(loop, kind="serial", num_stages=0)
-    if stages <= 1 or not isinstance(extent, Const) or extent.value < 2:
+    if stages <= 1:
         return [serial]
-    n = extent.value
+    if isinstance(extent, Const):
+        if extent.value < 2:
+            return [serial]
+    elif not _fixed_by(extent, loop.body):  # the tail re-reads the count after the loop
+        return [serial]
     staged = _private_buffers(loop.body)
     if readers is not None:  # a value read after the loop (or before it) has one home
         inside = _reader_counts(loop.body)
@@ -87,6 +101,9 @@ def _expand(loop: For, names: set, allocs: list, readers=None) -> list:
         versions.append(mapping)
     var = loop.vars[0]
     outer = fresh_name(f"{var}_o", names)
+    if not isinstance(extent, Const):
+        return _expand_runtime(loop, extent, stages, versions, outer)
+    n = extent.value
     rotated = _rotate(loop, n, stages, versions, outer)
     if rotated is not None:
         return rotated
@@ -106,6 +123,52 @@ def _expand(loop: For, names: set, allocs: list, readers=None) -> list:
     if not full:  # fewer iterations than stages: still one loop region (see _one_trip)
         return [_one_trip(outer, tail, loop)]
     return out + tail
+
+
+def _iteration(loop: For, k, version: dict) -> list:
+    """The loop body for iteration `k` (an expression) on the buffer `version`."""
+    return [rebuffer(substitute(s, {loop.vars[0]: k}), version) for s in loop.body]
+
+
+def _expand_runtime(loop: For, n, stages: int, versions: list, outer: str) -> list:
+    """A trip count `n` read at run time: the unrolled loop runs n // s groups, iteration
+    k_o * s + j on version j; the n % s iterations left run after it, each under a guard on
+    the run-time count (nested: the j-th runs only if the (j-1)-th did), version j again:
+
+        for k in Pipelined(N[g], 2):    if N[g] >= 2:
+            body(k, A_s)          ->        for k_o in serial(N[g] // 2):
+                                                body(k_o * 2, A_s); body(k_o * 2 + 1, A_s_1)
+                                        if N[g] > 0 and N[g] % 2 > 0:
+                                            body(N[g] // 2 * 2, A_s)
+
+    Any count works: 0 and negative counts (no iteration) skip the loop and the guards; 1 runs
+    the tail alone. The loop sits in an `if` that skips it when it would run no group:
+    insert_sync walks a loop as running (twice), an `if` as maybe not taken, so what is known
+    after the skipped loop is only what holds without it. The cross-core rotation (_rotate)
+    is left to constant counts."""
+    full = BinOp("//", n, Const(stages))
+    base = BinOp("*", full, Const(stages))
+    tail: list = []
+    for j in reversed(range(stages - 1)):
+        cond = BinOp(">", BinOp("%", n, Const(stages)), Const(j))
+        if j == 0:
+            cond = BinOp("and", BinOp(">", n, Const(0)), cond)
+        k = BinOp("+", base, Const(j)) if j else base
+        tail = [If(cond, tuple(_iteration(loop, k, versions[j]) + tail), (), loop.loc)]
+    body = []
+    for j in range(stages):
+        k = BinOp("*", Var(outer), Const(stages))
+        body += _iteration(loop, BinOp("+", k, Const(j)) if j else k, versions[j])
+    main = For((outer,), (full,), "serial", tuple(body), 0, loop.loc)
+    return [If(BinOp(">=", n, Const(stages)), (main,), (), loop.loc)] + tail
+
+
+def _fixed_by(extent, body) -> bool:
+    """Does `body` leave every buffer the expression `extent` reads unwritten?"""
+    read = {ld.buffer.name for ld in analysis.loads(extent)}
+    if not read:
+        return True
+    return not read & set().union(*(analysis.written_names(s) for s in body))
 
 
 # ----------------------------------------------------------------- cross-core software pipeline
@@ -213,7 +276,6 @@ def _dependents(items) -> list:
 
 def _private_buffers(body) -> list:
     """On-chip buffers each iteration writes in full before reading (no value crosses iterations)."""
-    from ..ir.nodes import If
     written_full, read_first, seen = {}, set(), set()
     conditional = {id(x) for st in walk_statements(body) if isinstance(st, If)
                    for x in analysis.instructions([*st.then_body, *st.else_body])}

@@ -9,8 +9,8 @@ C + A_g.T @ B_g per group; `c` may be `d` (in-place, as DeepGEMM's tests call it
 is copied into D first (one copy launch), then accumulated in place.
 
 One kernel: block (bx, by, g) loops over the group's K blocks (the count and offsets read at run
-time; the loop runs to the largest group and skips the rest); the cube multiplies the MN-major
-tiles (transpose_A). FP8: the vector unit folds `P * sfa[kb, m] * sfb[kb, n]` into the
+time: `T.Pipelined(NKB[g], num_stages=2)`, double-buffered like a constant count); the cube
+multiplies the MN-major tiles (transpose_A). FP8: the vector unit folds `P * sfa[kb, m] * sfb[kb, n]` into the
 accumulator per K block; bf16: the cube accumulates the group's K blocks in L0C and the vector
 unit adds C once.
 
@@ -34,7 +34,7 @@ from ._tiles import compile_fitting, fp8_cube, fp8_operand_tiles, gemm_kernel, s
 GRAN = 128
 
 
-def k_grouped_kernel(G, M, N, SK, SKB, max_kb, zero_c, cube_fp8, block_M=128, block_N=128):
+def k_grouped_kernel(G, M, N, SK, SKB, zero_c, cube_fp8, block_M=128, block_N=128):
     """The FP8 kernel: D[g] = (0 if zero_c else D[g]) + sum over g's K blocks of
     (A_kb.T @ B_kb) * sfa[kb] (x) sfb[kb]."""
     mma = "float8_e4m3fn" if cube_fp8 else "bfloat16"
@@ -59,26 +59,25 @@ def k_grouped_kernel(G, M, N, SK, SKB, max_kb, zero_c, cube_fp8, block_M=128, bl
                 T.clear(acc)
             else:
                 T.copy(D[g, by * block_M, bx * block_N], acc)
-            for kb in T.serial(max_kb):
-                if kb < NKB[g]:
-                    T.copy(A[OFF[g] + kb * GRAN, by * block_M], a_s)
-                    T.copy(B[OFF[g] + kb * GRAN, bx * block_N], b_s)
-                    T.copy(SFA[KBOFF[g] + kb, by * block_M], sa)
-                    T.copy(SFB[KBOFF[g] + kb, bx * block_N], sb)
-                    if widen:
-                        T.copy(a_s, a_w)
-                        T.copy(b_s, b_w)
-                        T.gemm(a_w, b_w, P, transpose_A=True, clear_accum=True)
-                    else:
-                        T.gemm(a_s, b_s, P, transpose_A=True, clear_accum=True)
-                    for i, j in T.Parallel(block_M, block_N):
-                        acc[i, j] = acc[i, j] + P[i, j] * (sa[0, i] * sb[0, j])
+            for kb in T.Pipelined(NKB[g], num_stages=2):
+                T.copy(A[OFF[g] + kb * GRAN, by * block_M], a_s)
+                T.copy(B[OFF[g] + kb * GRAN, bx * block_N], b_s)
+                T.copy(SFA[KBOFF[g] + kb, by * block_M], sa)
+                T.copy(SFB[KBOFF[g] + kb, bx * block_N], sb)
+                if widen:
+                    T.copy(a_s, a_w)
+                    T.copy(b_s, b_w)
+                    T.gemm(a_w, b_w, P, transpose_A=True, clear_accum=True)
+                else:
+                    T.gemm(a_s, b_s, P, transpose_A=True, clear_accum=True)
+                for i, j in T.Parallel(block_M, block_N):
+                    acc[i, j] = acc[i, j] + P[i, j] * (sa[0, i] * sb[0, j])
             T.copy(acc, D[g, by * block_M, bx * block_N])
 
     return k_grouped_fp8_gemm
 
 
-def k_grouped_bf16_kernel(G, M, N, SK, max_kb, zero_c, block_M=128, block_N=128):
+def k_grouped_bf16_kernel(G, M, N, SK, zero_c, block_M=128, block_N=128):
     """The bf16 kernel: D[g] = (0 if zero_c else D[g]) + A_g.T @ B_g, the group's K blocks
     accumulated in L0C."""
 
@@ -92,11 +91,10 @@ def k_grouped_bf16_kernel(G, M, N, SK, max_kb, zero_c, block_M=128, block_N=128)
             P = T.alloc_fragment((block_M, block_N), "float32")
             acc = T.alloc_fragment((block_M, block_N), "float32")
             T.clear(P)
-            for kb in T.serial(max_kb):
-                if kb < NKB[g]:
-                    T.copy(A[OFF[g] + kb * GRAN, by * block_M], a_s)
-                    T.copy(B[OFF[g] + kb * GRAN, bx * block_N], b_s)
-                    T.gemm(a_s, b_s, P, transpose_A=True)
+            for kb in T.Pipelined(NKB[g], num_stages=2):
+                T.copy(A[OFF[g] + kb * GRAN, by * block_M], a_s)
+                T.copy(B[OFF[g] + kb * GRAN, bx * block_N], b_s)
+                T.gemm(a_s, b_s, P, transpose_A=True)
             if zero_c:
                 T.copy(P, acc)
             else:
@@ -122,14 +120,14 @@ def copy_kernel(G, M, N, block_M=64, block_N=128):
 
 
 def _k_groups(ks_cpu, grouped_layout):
-    """(ks, offsets, K blocks per group, the largest) from ks_cpu (or grouped_layout)."""
+    """(ks, offsets, K blocks per group) from ks_cpu (or grouped_layout)."""
     ks = [int(k) for k in (ks_cpu if ks_cpu is not None else np.asarray(grouped_layout))]
     if any(k % GRAN or k < 0 for k in ks):
         raise ValueError(f"each group's K must be a multiple of {GRAN}: {ks}")
     off = np.concatenate([[0], np.cumsum(ks)[:-1]]).astype(np.int32) if ks else \
         np.zeros(0, np.int32)
     nkb = np.array([k // GRAN for k in ks], np.int32)
-    return ks, off, nkb, max(1, int(nkb.max()) if ks else 1)
+    return ks, off, nkb
 
 
 def _operands(a, b, ks, dtype):
@@ -165,7 +163,7 @@ def k_grouped_fp8_gemm_tn_contiguous(ctx, a, b, d, ks_cpu, grouped_layout=None, 
     if tuple(recipe) != (1, 1, GRAN):
         raise ValueError(f"recipe {recipe!r}: only (1, 1, 128) is supported")
     (a0, sfa), (b0, sfb) = a, b
-    ks, off, nkb, max_kb = _k_groups(ks_cpu, grouped_layout)
+    ks, off, nkb = _k_groups(ks_cpu, grouped_layout)
     a_arr, b_arr = _operands(a0, b0, ks, "float8_e4m3fn")
     (SK, M), N, G = a_arr.shape, b_arr.shape[1], len(ks)
     SKB = SK // GRAN
@@ -173,7 +171,7 @@ def k_grouped_fp8_gemm_tn_contiguous(ctx, a, b, d, ks_cpu, grouped_layout=None, 
     check_shape(sfa_arr, (SKB, M), "sfa")
     check_shape(sfb_arr, (SKB, N), "sfb")
     d_arr, zero_c = _d_from_c(ctx, plan, c, d, G, M, N)
-    kernel = ctx.compile(k_grouped_kernel, G, M, N, SK, SKB, max_kb, zero_c, fp8_cube(ctx.chip))
+    kernel = ctx.compile(k_grouped_kernel, G, M, N, SK, SKB, zero_c, fp8_cube(ctx.chip))
     plan.launch(kernel, a_arr, sfa_arr, b_arr, sfb_arr, d_arr, off, off // GRAN, nkb)
     return plan
 
@@ -183,11 +181,11 @@ def k_grouped_bf16_gemm_tn_contiguous(ctx, a, b, d, ks_cpu, grouped_layout=None,
                                       **_ignored):
     """The bf16 form: A [sum_k, M], B [sum_k, N] bfloat16; D[g] = C[g] + A_g.T @ B_g."""
     plan = Plan()
-    ks, off, nkb, max_kb = _k_groups(ks_cpu, grouped_layout)
+    ks, off, nkb = _k_groups(ks_cpu, grouped_layout)
     a_arr, b_arr = _operands(a, b, ks, "bfloat16")
     (SK, M), N, G = a_arr.shape, b_arr.shape[1], len(ks)
     d_arr, zero_c = _d_from_c(ctx, plan, c, d, G, M, N)
-    kernel = ctx.compile(k_grouped_bf16_kernel, G, M, N, SK, max_kb, zero_c)
+    kernel = ctx.compile(k_grouped_bf16_kernel, G, M, N, SK, zero_c)
     plan.launch(kernel, a_arr, b_arr, d_arr, off, nkb)
     return plan
 
@@ -229,7 +227,7 @@ def k_grouped_fp8_gemm_nt_contiguous(ctx, a, b, d, ks_cpu, grouped_layout=None, 
         raise ValueError("k_grouped_fp8_gemm_nt_contiguous needs ks_cpu (each group's K, as "
                          "DeepGEMM requires for this layout)")
     (a0, sfa), (b0, sfb) = a, b
-    ks, off, nkb, _ = _k_groups(ks_cpu, None)
+    ks, off, nkb = _k_groups(ks_cpu, None)
     d_np = to_numpy(d, "d")
     if d_np.ndim != 3 or d_np.shape[0] != len(ks):
         raise ValueError(f"d must be [G, M, N] float32 with G = len(ks_cpu) = {len(ks)}, got "
