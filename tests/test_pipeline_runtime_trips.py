@@ -12,6 +12,7 @@ import tilelang_mini.language as T
 from tilelang_mini.ir.nodes import Alloc, For, If, walk_statements
 
 from goldens import check_golden
+from kernels import gemm_tiles
 
 CHIPS = ["ascend910b", "ascend950"]
 BM, BN, BK = 16, 16, 32
@@ -28,9 +29,7 @@ def runtime_gemm(M, N, K, stages=2, vector=False, BM=BM, BN=BN, BK=BK):
     def main(A: T.Tensor((M, K), "float16"), B: T.Tensor((K, N), "float16"),
              NK: T.Tensor((M // BM,), "int32"), C: T.Tensor((M, N), "float32")):
         with T.Kernel(N // BN, M // BM) as (bx, by):
-            A_s = T.alloc_shared((BM, BK), "float16")
-            B_s = T.alloc_shared((BK, BN), "float16")
-            C_f = T.alloc_fragment((BM, BN), "float32")
+            A_s, B_s, C_f = gemm_tiles(BM, BN, BK)
             T.clear(C_f)
             if vector:
                 P = T.alloc_fragment((BM, BN), "float32")
@@ -140,9 +139,7 @@ def var_count_gemm(M, N, K, changed):
     def main(A: T.Tensor((M, K), "float16"), B: T.Tensor((K, N), "float16"),
              NK: T.Tensor((M // BM,), "int32"), C: T.Tensor((M, N), "float32")):
         with T.Kernel(N // BN, M // BM) as (bx, by):
-            A_s = T.alloc_shared((BM, BK), "float16")
-            B_s = T.alloc_shared((BK, BN), "float16")
-            C_f = T.alloc_fragment((BM, BN), "float32")
+            A_s, B_s, C_f = gemm_tiles(BM, BN, BK)
             n = T.alloc_var("int32")
             n = NK[by]
             T.clear(C_f)
@@ -177,9 +174,7 @@ def window_gemm(M, N, K, stages):
              KS: T.Tensor((M // BM,), "int32"), KE: T.Tensor((M // BM,), "int32"),
              C: T.Tensor((M, N), "float32")):
         with T.Kernel(N // BN, M // BM) as (bx, by):
-            A_s = T.alloc_shared((BM, BK), "float16")
-            B_s = T.alloc_shared((BK, BN), "float16")
-            C_f = T.alloc_fragment((BM, BN), "float32")
+            A_s, B_s, C_f = gemm_tiles(BM, BN, BK)
             T.clear(C_f)
             for k in T.Pipelined(T.ceildiv(KE[by] - KS[by], BK), num_stages=stages):
                 T.copy(A[by * BM, KS[by] + k * BK], A_s)
