@@ -64,7 +64,6 @@ def sinkhorn_kernel(Tn, n, repeat, eps, bT=BLOCK_T):
 def mhc_pre_kernel(Tn, n, C, splits, rms_eps, pre_eps, sinkhorn_eps, post_mult, repeat,
                    bT=BLOCK_T, bC=256):
     N = n * (n + 2)
-    nn = n * n
     inv_k = 1.0 / (n * C)
     bC = min(bC, -(-C // 16) * 16)
     later_streams = list(range(1, n))

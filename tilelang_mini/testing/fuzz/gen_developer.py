@@ -133,7 +133,7 @@ class _Chain:
             loop = d.choice(["T.serial", "range"])
             self.k(f"T.reduce_max({z}_ub, r_ub, dim=-1)")
             self.r(f"rv = {z}.max(axis=1)")
-            self.k(f"T.tile.mul(r_ub, r_ub, 0.5)")
+            self.k("T.tile.mul(r_ub, r_ub, 0.5)")
             self.r("rv = rv * 0.5")
             self.k(f"for h in {loop}({self.rows}):")
             self.k(f"T.tile.sub({z}_ub[h, :], {z}_ub[h, :], r_ub[h])", 1)
