@@ -193,9 +193,10 @@ def test_plan_memory_reuses_bytes_of_dead_buffers():
 def test_plan_memory_overflow_names_scope_chip_and_buffers():
     prim = kernels.gemm(512, 512, 512, block_M=512, block_N=256, block_K=256, dtype="float32",
                         num_stages=3)
-    with pytest.raises(CompileError) as err:
+    with pytest.raises(tilelang_mini.BufferOverflowError) as err:   # a CompileError
         tilelang_mini.compile(prim, out_idx=[-1], chip="ascend910b")
     msg = str(err.value)
+    assert isinstance(err.value, CompileError)
     assert "L1 overflow on ascend910b" in msg and "A_s" in msg and "KiB" in msg
     assert err.value.loc.file.endswith("kernels.py") and "tilelang_mini/" not in msg
 

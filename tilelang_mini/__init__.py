@@ -4,7 +4,7 @@
 parser), the backends (LLVM) and plotting load when first used, so importing the package costs
 about as much as importing NumPy (benchmarks/cache_hit.py measures both)."""
 from .errors import (  # noqa: F401
-    ArgumentError, CompileError, DeadlockError, InternalCompilerError, KernelRuntimeError,
+    ArgumentError, BufferOverflowError, CompileError, DeadlockError, InternalCompilerError, KernelRuntimeError,
     RaceError, SimulationError, SyncError, TileLangMiniError,
 )
 
@@ -16,7 +16,7 @@ _LAZY = {
     "AutotuneResult": ".autotune", "autotune": ".autotune",
 }
 
-__all__ = ["ArgumentError", "CompileError", "DeadlockError", "RaceError", "SimulationError",
+__all__ = ["ArgumentError", "BufferOverflowError", "CompileError", "DeadlockError", "RaceError", "SimulationError",
            "SyncError", "TileLangMiniError", "__version__", "parse_ir", *_LAZY]
 
 

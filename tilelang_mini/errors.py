@@ -63,6 +63,11 @@ class ArgumentError(CompileError):
     """Wrong number, shape, dtype or layout of the arguments of a compiled kernel."""
 
 
+class BufferOverflowError(CompileError):
+    """The buffers live together in an on-chip scope need more bytes than the chip has there
+    (plan_memory); smaller tiles or fewer stages may fit."""
+
+
 class ConfigError(TileLangMiniError, ValueError):
     """A TILELANG_MINI_* environment variable with a value it cannot take."""
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ..arch import Chip
-from ..errors import CompileError
+from ..errors import BufferOverflowError, CompileError
 from ..ir import dtypes
 from ..ir.nodes import (Alloc, Const, Copy, Fill, For, Gemm, If, Kernel, Load, Reduce, Region, Store,
                         Scope, Var, body_fields, walk, walk_own, walk_statements)
@@ -121,7 +121,7 @@ def _check_fit(a: Alloc, end: int, cap: int, scope: str, chip: Chip, allocs) -> 
         return
     listing = ", ".join(f"{x.buffer.name} {_shape(x.buffer)} {x.buffer.dtype} = "
                         f"{nbytes(x.buffer) / 1024:g} KiB" for x in allocs)
-    raise CompileError(
+    raise BufferOverflowError(
         f"{scope} overflow on {chip.name}: '{a.buffer.name}' needs bytes up to {end / 1024:g} KiB "
         f"but {scope} has {cap / 1024:g} KiB per {'AIV' if scope == 'UB' else 'AIC'}; "
         f"{scope} buffers: {listing}. Use smaller tiles or fewer stages", a.loc)

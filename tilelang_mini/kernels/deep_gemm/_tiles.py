@@ -59,13 +59,13 @@ def compile_fitting(ctx, block_M, call):
     """ctx.compile(*call(block_M)), or with 128-row tiles when the wider tile's buffers do not
     fit the chip's on-chip memories (e.g. a transposed per-row sfb keeps a whole tile's
     vector work on each AIV): the largest M tile that fits."""
-    from ...errors import CompileError
+    from ...errors import BufferOverflowError
     key = (call(block_M), ctx)
     if key not in _TOO_BIG:
         try:
             return ctx.compile(*call(block_M))
-        except CompileError as err:
-            if block_M <= SF_GRAN or "overflow" not in str(err):
+        except BufferOverflowError:
+            if block_M <= SF_GRAN:
                 raise
             _TOO_BIG.add(key)   # (not tried again in this process)
     return ctx.compile(*call(SF_GRAN))
