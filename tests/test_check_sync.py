@@ -269,11 +269,9 @@ def cube_to_vector(with_flag: bool):
     def k(A: T.Tensor((16, 16), "float16"), B: T.Tensor((16, 16), "float16"),
           W: T.Tensor((16, 16), "float32"), Y: T.Tensor((16, 16), "float32")):
         with T.Kernel(1, is_npu=True) as (cid, vid):
-            a1 = T.alloc_L1((16, 16), "float16")
-            b1 = T.alloc_L1((16, 16), "float16")
+            a1, b1, c0 = kernels.cube_tiles(16, 16, 16)
             a0 = T.alloc_L0A((16, 16), "float16")
             b0 = T.alloc_L0B((16, 16), "float16")
-            c0 = T.alloc_L0C((16, 16), "float32")
             with T.Scope("C"):
                 T.copy(A, a1)
                 T.copy(B, b1)

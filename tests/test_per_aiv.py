@@ -19,31 +19,42 @@ CHIPS = ["ascend910b", "ascend950"]
 f64 = np.float64
 
 
+def block_exchange(blocks, steps, x_dtype, ws_shape, ws_dtype, body, bm=32, bn=32, bk=32):
+    """The frame of the kernels whose cube and vector cores exchange a per-block GM workspace:
+    X (blocks * bm, steps * bk) `x_dtype` and V (steps * bk, bn) float16 in, Out (blocks * bm, bn)
+    float32, the workspace W (blocks, *ws_shape) `ws_dtype`; the T.macro `body(X, V, Out, W,
+    cid, vid)` is the block's work."""
+    @T.prim_func
+    def main(X: T.Tensor((blocks * bm, steps * bk), x_dtype),
+             V: T.Tensor((steps * bk, bn), "float16"),
+             Out: T.Tensor((blocks * bm, bn), "float32"),
+             W: T.Tensor((blocks, *ws_shape), ws_dtype)):
+        with T.Kernel(blocks, is_npu=True) as (cid, vid):
+            body(X, V, Out, W, cid, vid)
+    return main
+
+
 def cube_to_vector(blocks, steps, bm=32, bn=32, bk=32):
     """Out[c*bm + r] = sum_t 0.5**(steps-1-t) * (A[c, t] @ B[t])[r]: per step the cube writes
     the block's whole bm x bn product to W[c]; each vid folds its bm/2 rows into its own UB."""
     h = bm // 2
 
-    @T.prim_func
-    def main(A: T.Tensor((blocks * bm, steps * bk), "float16"),
-             B: T.Tensor((steps * bk, bn), "float16"),
-             Out: T.Tensor((blocks * bm, bn), "float32"),
-             W: T.Tensor((blocks, bm, bn), "float32")):
-        with T.Kernel(blocks, is_npu=True) as (cid, vid):
-            a_l1, b_l1, c_l0 = cube_tiles(bm, bn, bk)
-            part = T.alloc_ub((h, bn), "float32")
-            acc = T.alloc_ub((h, bn), "float32")
-            T.tile.fill(acc, 0.0)
-            for t in T.serial(steps):
-                T.copy(A[cid * bm, t * bk], a_l1)
-                T.copy(B[t * bk, 0], b_l1)
-                T.gemm_v0(a_l1, b_l1, c_l0, init=True)
-                T.copy(c_l0, W[cid, 0:bm, 0:bn])
-                T.copy(W[cid, vid * h:vid * h + h, 0:bn], part)
-                for i, j in T.Parallel(h, bn):
-                    acc[i, j] = acc[i, j] * 0.5 + part[i, j]
-            T.copy(acc, Out[cid * bm + vid * h, 0])
-    return main
+    @T.macro
+    def body(A, B, Out, W, cid, vid):
+        a_l1, b_l1, c_l0 = cube_tiles(bm, bn, bk)
+        part = T.alloc_ub((h, bn), "float32")
+        acc = T.alloc_ub((h, bn), "float32")
+        T.tile.fill(acc, 0.0)
+        for t in T.serial(steps):
+            T.copy(A[cid * bm, t * bk], a_l1)
+            T.copy(B[t * bk, 0], b_l1)
+            T.gemm_v0(a_l1, b_l1, c_l0, init=True)
+            T.copy(c_l0, W[cid, 0:bm, 0:bn])
+            T.copy(W[cid, vid * h:vid * h + h, 0:bn], part)
+            for i, j in T.Parallel(h, bn):
+                acc[i, j] = acc[i, j] * 0.5 + part[i, j]
+        T.copy(acc, Out[cid * bm + vid * h, 0])
+    return block_exchange(blocks, steps, "float16", (bm, bn), "float32", body, bm, bn, bk)
 
 
 def cube_to_vector_ref(a, b, blocks, steps, bm=32, bk=32):
@@ -59,25 +70,21 @@ def vector_to_cube(blocks, steps, bm=32, bn=32, bk=32):
     half of P[c]; the cube reads the whole P[c] and accumulates the product in L0C."""
     h = bm // 2
 
-    @T.prim_func
-    def main(X: T.Tensor((blocks * bm, steps * bk), "float32"),
-             V: T.Tensor((steps * bk, bn), "float16"),
-             Out: T.Tensor((blocks * bm, bn), "float32"),
-             P: T.Tensor((blocks, bm, bk), "float16")):
-        with T.Kernel(blocks, is_npu=True) as (cid, vid):
-            x_ub = T.alloc_ub((h, bk), "float32")
-            p_ub = T.alloc_ub((h, bk), "float16")
-            p_l1, v_l1, o_l0 = cube_tiles(bm, bn, bk)
-            for t in T.serial(steps):
-                T.copy(X[cid * bm + vid * h, t * bk], x_ub)
-                T.tile.exp(x_ub, x_ub)
-                T.copy(x_ub, p_ub)
-                T.copy(p_ub, P[cid, vid * h:vid * h + h, 0:bk])
-                T.copy(P[cid, 0:bm, 0:bk], p_l1)
-                T.copy(V[t * bk, 0], v_l1)
-                T.gemm_v0(p_l1, v_l1, o_l0, init=(t == 0))
-            T.copy(o_l0, Out[cid * bm, 0])
-    return main
+    @T.macro
+    def body(X, V, Out, P, cid, vid):
+        x_ub = T.alloc_ub((h, bk), "float32")
+        p_ub = T.alloc_ub((h, bk), "float16")
+        p_l1, v_l1, o_l0 = cube_tiles(bm, bn, bk)
+        for t in T.serial(steps):
+            T.copy(X[cid * bm + vid * h, t * bk], x_ub)
+            T.tile.exp(x_ub, x_ub)
+            T.copy(x_ub, p_ub)
+            T.copy(p_ub, P[cid, vid * h:vid * h + h, 0:bk])
+            T.copy(P[cid, 0:bm, 0:bk], p_l1)
+            T.copy(V[t * bk, 0], v_l1)
+            T.gemm_v0(p_l1, v_l1, o_l0, init=(t == 0))
+        T.copy(o_l0, Out[cid * bm, 0])
+    return block_exchange(blocks, steps, "float32", (bm, bk), "float16", body, bm, bn, bk)
 
 
 def vector_to_cube_ref(x, v, steps, bk=32):
@@ -279,9 +286,7 @@ def aiv_accumulator_parts(form):
     def main(A: T.Tensor((64, 32), "float16"), B: T.Tensor((32, 32), "float16"),
              C: T.Tensor((64, 32), "float32")):
         with T.Kernel(1, is_npu=True) as (cid, vid):
-            a_l1 = T.alloc_L1((64, 32), "float16")
-            b_l1 = T.alloc_L1((32, 32), "float16")
-            acc = T.alloc_L0C((64, 32), "float32")
+            a_l1, b_l1, acc = cube_tiles(64, 32, 32)
             T.copy(A[0, 0], a_l1)
             T.copy(B[0, 0], b_l1)
             T.gemm(a_l1, b_l1, acc, clear_accum=True)
@@ -350,9 +355,7 @@ def aiv_operand_halves():
         with T.Kernel(1, is_npu=True) as (cid, vid):
             a_ub = T.alloc_ub((16, 32), "float32")
             h_ub = T.alloc_ub((16, 32), "float16")
-            a_l1 = T.alloc_L1((32, 32), "float16")
-            b_l1 = T.alloc_L1((32, 32), "float16")
-            acc = T.alloc_L0C((32, 32), "float32")
+            a_l1, b_l1, acc = cube_tiles(32, 32, 32)
             c_ub = T.alloc_ub((16, 32), "float32")
             T.copy(A[vid * 16, 0], a_ub)
             T.tile.muls(a_ub, a_ub, 2.0)
