@@ -278,31 +278,46 @@ def test_vector_read_back_of_a_same_value_write_simulates():
     np.testing.assert_allclose(y, 3 * x.astype(f64), rtol=1e-6)
 
 
-def aiv_accumulator_parts(form):
-    """Each AIV copies its own part of the block's accumulator out of L0C (developer mode):
-    consecutive row halves (FixPipe's dual destination), the halves swapped, or column halves
-    (through a workspace on every chip)."""
+def aiv_gemm(M, a_dtype, load_a, form="rows"):
+    """C (M, 32) = A' @ B (B (32, 32) float16) on one block in developer mode: the T.macro
+    `load_a(A, a_l1, vid)` puts the operand A' (from A (M, 32) `a_dtype`) into L1, the cube
+    multiplies, and each AIV copies its own part of the accumulator out of L0C: consecutive row
+    halves (`rows`: FixPipe's dual destination), the halves `swapped`, or column halves
+    (`columns`: through a workspace on every chip)."""
+    h = M // 2
+
     @T.prim_func
-    def main(A: T.Tensor((64, 32), "float16"), B: T.Tensor((32, 32), "float16"),
-             C: T.Tensor((64, 32), "float32")):
+    def main(A: T.Tensor((M, 32), a_dtype), B: T.Tensor((32, 32), "float16"),
+             C: T.Tensor((M, 32), "float32")):
         with T.Kernel(1, is_npu=True) as (cid, vid):
-            a_l1, b_l1, acc = cube_tiles(64, 32, 32)
-            T.copy(A[0, 0], a_l1)
+            a_l1, b_l1, acc = cube_tiles(M, 32, 32)
+            load_a(A, a_l1, vid)
             T.copy(B[0, 0], b_l1)
             T.gemm(a_l1, b_l1, acc, clear_accum=True)
             if form == "rows":
-                c_ub = T.alloc_ub((32, 32), "float32")
-                T.copy(acc[vid * 32:vid * 32 + 32, :], c_ub)
-                T.copy(c_ub, C[vid * 32, 0])
+                c_ub = T.alloc_ub((h, 32), "float32")
+                T.copy(acc[vid * h:vid * h + h, :], c_ub)
+                T.copy(c_ub, C[vid * h, 0])
             elif form == "swapped":
-                c_ub = T.alloc_ub((32, 32), "float32")
-                T.copy(acc[(1 - vid) * 32:(1 - vid) * 32 + 32, :], c_ub)
-                T.copy(c_ub, C[(1 - vid) * 32, 0])
+                c_ub = T.alloc_ub((h, 32), "float32")
+                T.copy(acc[(1 - vid) * h:(1 - vid) * h + h, :], c_ub)
+                T.copy(c_ub, C[(1 - vid) * h, 0])
             else:
-                c_ub = T.alloc_ub((64, 16), "float32")
+                c_ub = T.alloc_ub((M, 16), "float32")
                 T.copy(acc[:, vid * 16:vid * 16 + 16], c_ub)
                 T.copy(c_ub, C[0, vid * 16])
     return main
+
+
+@T.macro
+def load_whole(A, a_l1, vid):
+    T.copy(A[0, 0], a_l1)
+
+
+def aiv_accumulator_parts(form):
+    """Each AIV copies its own part of the block's (64, 32) accumulator out of L0C, A loaded
+    into L1 whole."""
+    return aiv_gemm(64, "float16", load_whole, form)
 
 
 @pytest.mark.parametrize("form", ["rows", "swapped", "columns"])
@@ -346,26 +361,21 @@ def test_vector_read_back_of_a_different_value_write_is_a_race():
         assert "buffer W" in str(err.value)
 
 
+@T.macro
+def scaled_halves(A, a_l1, vid):
+    a_ub = T.alloc_ub((16, 32), "float32")
+    h_ub = T.alloc_ub((16, 32), "float16")
+    T.copy(A[vid * 16, 0], a_ub)
+    T.tile.muls(a_ub, a_ub, 2.0)
+    T.tile.cast(h_ub, a_ub, "CAST_RINT", 512)
+    T.copy(h_ub, a_l1[vid * 16:vid * 16 + 16, :])
+
+
 def aiv_operand_halves():
     """Each AIV prepares its half of the rows of the GEMM's A operand (scale, cast) and copies
-    it into its rows of one L1 tile; the cube multiplies the whole tile."""
-    @T.prim_func
-    def main(A: T.Tensor((32, 32), "float32"), B: T.Tensor((32, 32), "float16"),
-             C: T.Tensor((32, 32), "float32")):
-        with T.Kernel(1, is_npu=True) as (cid, vid):
-            a_ub = T.alloc_ub((16, 32), "float32")
-            h_ub = T.alloc_ub((16, 32), "float16")
-            a_l1, b_l1, acc = cube_tiles(32, 32, 32)
-            c_ub = T.alloc_ub((16, 32), "float32")
-            T.copy(A[vid * 16, 0], a_ub)
-            T.tile.muls(a_ub, a_ub, 2.0)
-            T.tile.cast(h_ub, a_ub, "CAST_RINT", 512)
-            T.copy(h_ub, a_l1[vid * 16:vid * 16 + 16, :])
-            T.copy(B[0, 0], b_l1)
-            T.gemm(a_l1, b_l1, acc, clear_accum=True)
-            T.copy(acc[vid * 16:vid * 16 + 16, :], c_ub)
-            T.copy(c_ub, C[vid * 16, 0])
-    return main
+    it into its rows of one L1 tile; the cube multiplies the whole tile and each AIV copies out
+    its row half."""
+    return aiv_gemm(32, "float32", scaled_halves)
 
 
 def test_each_aiv_writes_its_rows_of_an_l1_operand(target):
