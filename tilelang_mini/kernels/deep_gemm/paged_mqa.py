@@ -28,6 +28,7 @@ import tilelang_mini.language as T
 from .._core import (Plan, as_input, as_output, check_shape, library_function,
                      to_numpy)
 from ._tiles import fp8_cube
+from .mqa import logit_tiles
 
 NEG_INF = float("-inf")
 
@@ -43,17 +44,6 @@ def load_page(KV, BT, b, p, MAXB, vbytes, row_bytes):
     T.copy(KV[blk, 0:vbytes], raw)
     T.copy(KV[blk, vbytes:row_bytes], sfb)
     return raw, sfb
-
-
-@T.macro
-def page_tiles(rows, BKV, H):
-    """`s, w, acc = page_tiles(...)`: a head's scores s and the page's logits acc (rows x BKV
-    float32, acc -inf until the page is computed) and the rows' head weights w (rows x H)."""
-    s = T.alloc_fragment((rows, BKV), "float32")
-    w = T.alloc_fragment((rows, H), "float32")
-    acc = T.alloc_fragment((rows, BKV), "float32")
-    T.fill(acc, NEG_INF)
-    return s, w, acc
 
 
 @T.macro
@@ -108,7 +98,7 @@ def paged_mqa_kernel(B, NN, H, D, NB, BKV, MAXB, L, cube_fp8):
                              CL: T.Tensor((B,), "int32"), BT: T.Tensor((B, MAXB), "int32"),
                              LOG: T.Tensor((B * NN, L), "float32")):
         with T.Kernel(T.ceildiv(L, BKV), B) as (p, b):
-            s, w, acc = page_tiles(rows, BKV, H)
+            s, w, acc = logit_tiles(rows, BKV, H, NEG_INF)  # -inf: pages past the context
             q8 = T.alloc_shared((rows, D), "float8_e4m3fn")
             qw = T.alloc_shared((rows, D), mma)
             if p * BKV < CL[b]:
@@ -153,7 +143,7 @@ def paged_mqa_fp4_kernel(B, NN, H, D, NB, BKV, MAXB, L):
             q_sf = T.alloc_fragment((rows, H * 4), "uint8")
             q_c = T.alloc_fragment((rows, D), "int32")
             qw = T.alloc_shared((rows, D), "bfloat16")
-            s, w, acc = page_tiles(rows, BKV, H)
+            s, w, acc = logit_tiles(rows, BKV, H, NEG_INF)  # -inf: pages past the context
             if p * BKV < CL[b]:
                 raw, sfb = load_page(KV, BT, b, p, MAXB, BKV * D2, row_bytes)
                 kv = fp4_page(raw, sfb, BKV, D)
