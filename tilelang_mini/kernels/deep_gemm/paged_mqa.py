@@ -139,11 +139,11 @@ def paged_mqa_fp4_kernel(B, NN, H, D, NB, BKV, MAXB, L):
                              CL: T.Tensor((B,), "int32"), BT: T.Tensor((B, MAXB), "int32"),
                              LOG: T.Tensor((B * NN, L), "float32")):
         with T.Kernel(T.ceildiv(L, BKV), B) as (p, b):
+            s, w, acc = logit_tiles(rows, BKV, H, NEG_INF)  # -inf: pages past the context
             q_b = T.alloc_shared((rows, D2), "int8")
             q_sf = T.alloc_fragment((rows, H * 4), "uint8")
             q_c = T.alloc_fragment((rows, D), "int32")
             qw = T.alloc_shared((rows, D), "bfloat16")
-            s, w, acc = logit_tiles(rows, BKV, H, NEG_INF)  # -inf: pages past the context
             if p * BKV < CL[b]:
                 raw, sfb = load_page(KV, BT, b, p, MAXB, BKV * D2, row_bytes)
                 kv = fp4_page(raw, sfb, BKV, D)
