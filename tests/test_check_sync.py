@@ -11,8 +11,7 @@ import kernels
 from markers import Marked
 import tilelang_mini
 import tilelang_mini.language as T
-from irbuild import compile_unchecked
-from tilelang_mini import CompileError, DeadlockError, RaceError, SimulationError, SyncError
+from tilelang_mini import CompileError, DeadlockError, RaceError, SyncError
 from tilelang_mini.ir.printer import print_ir
 from kernels import load_for
 
@@ -49,6 +48,16 @@ def simulate_unchecked(prim, args, chip="ascend910b"):
     kernel = JITKernel(prim, prim.ir, (len(prim.ir.params) - 1,), options,
                        compilation=compilation)
     return kernel.simulate(*args)
+
+
+def one_block(body, cols=16, dtype="float32"):
+    """The frame of the one-block expert kernels X -> Y (both (16, cols) `dtype`): the T.macro
+    `body(X, Y, vid)` is the block's work (its flags and scopes)."""
+    @T.prim_func
+    def k(X: T.Tensor((16, cols), dtype), Y: T.Tensor((16, cols), dtype)):
+        with T.Kernel(1, is_npu=True) as (cid, vid):
+            body(X, Y, vid)
+    return k
 
 
 # ---------------------------------------------------------------------- correct kernels compile
@@ -121,24 +130,23 @@ def test_a_cube_gemm_must_read_l0a_l0b():
 
 
 def bad_copy(kind):
-    @T.prim_func
-    def k(A: T.Tensor((16, 16), "float16"), C: T.Tensor((16, 16), "float16")):
-        with T.Kernel(1, is_npu=True) as (cid, vid):
-            l1 = T.alloc_L1((16, 16), "float16")
-            l0a = T.alloc_L0A((16, 16), "float16")
-            ub = T.alloc_ub((16, 16), "float16")
-            with T.Scope("C"):
-                if kind == "gm_l0a":
-                    T.copy(A, l0a)  # AT:gm_l0a
-                if kind == "l1_gm":
-                    load_for("MTE3", A, l1)
-                    T.copy(l1, C)  # AT:l1_gm
-                if kind == "ub_in_cube":
-                    T.copy(A, ub)  # AT:ub_in_cube
-            with T.Scope("V"):
-                if kind == "l1_in_vector":
-                    T.copy(A, l1)  # AT:l1_in_vector
-    return k
+    @T.macro
+    def body(A, C, vid):
+        l1 = T.alloc_L1((16, 16), "float16")
+        l0a = T.alloc_L0A((16, 16), "float16")
+        ub = T.alloc_ub((16, 16), "float16")
+        with T.Scope("C"):
+            if kind == "gm_l0a":
+                T.copy(A, l0a)  # AT:gm_l0a
+            if kind == "l1_gm":
+                load_for("MTE3", A, l1)
+                T.copy(l1, C)  # AT:l1_gm
+            if kind == "ub_in_cube":
+                T.copy(A, ub)  # AT:ub_in_cube
+        with T.Scope("V"):
+            if kind == "l1_in_vector":
+                T.copy(A, l1)  # AT:l1_in_vector
+    return one_block(body, dtype="float16")
 
 
 @pytest.mark.parametrize("kind,fragment", [
@@ -175,24 +183,23 @@ def test_l0c_to_ub_exists_only_where_the_chip_has_it():
 
 def copy_through_ub(sync: str):
     """GM -> UB -> GM on one vector core with the flag between MTE2 and MTE3 spelled by `sync`."""
-    @T.prim_func
-    def k(X: T.Tensor((16, 16), "float32"), Y: T.Tensor((16, 16), "float32")):
-        with T.Kernel(1, is_npu=True) as (cid, vid):
-            with T.Scope("V"):
-                x = T.alloc_ub((8, 16), "float32")
-                if sync == "none":
-                    T.pipe_barrier("V")  # the kernel places its own sync (none that helps)
-                T.copy(X[vid * 8, 0], x)  # AT:load
-                if sync == "ok" or sync == "twice" or sync == "left_set":
-                    T.set_flag("MTE2", "MTE3", 0)  # AT:set
-                if sync == "twice":
-                    T.set_flag("MTE2", "MTE3", 0)  # AT:set2
-                if sync == "ok" or sync == "twice" or sync == "wait_only" or sync == "left_set":
-                    T.wait_flag("MTE2", "MTE3", 0)  # AT:wait
-                T.copy(x, Y[vid * 8, 0])  # AT:store
-                if sync == "left_set":
-                    T.set_flag("MTE3", "MTE2", 1)  # AT:leftover
-    return k
+    @T.macro
+    def body(X, Y, vid):
+        with T.Scope("V"):
+            x = T.alloc_ub((8, 16), "float32")
+            if sync == "none":
+                T.pipe_barrier("V")  # the kernel places its own sync (none that helps)
+            T.copy(X[vid * 8, 0], x)  # AT:load
+            if sync == "ok" or sync == "twice" or sync == "left_set":
+                T.set_flag("MTE2", "MTE3", 0)  # AT:set
+            if sync == "twice":
+                T.set_flag("MTE2", "MTE3", 0)  # AT:set2
+            if sync == "ok" or sync == "twice" or sync == "wait_only" or sync == "left_set":
+                T.wait_flag("MTE2", "MTE3", 0)  # AT:wait
+            T.copy(x, Y[vid * 8, 0])  # AT:store
+            if sync == "left_set":
+                T.set_flag("MTE3", "MTE2", 1)  # AT:leftover
+    return one_block(body)
 
 
 def test_a_correct_flag_compiles(target):
@@ -242,18 +249,17 @@ def test_a_flag_left_set_at_the_end():
 
 
 def cross_deadlock():
-    @T.prim_func
-    def k(X: T.Tensor((16, 16), "float32"), Y: T.Tensor((16, 16), "float32")):
-        with T.Kernel(1, is_npu=True) as (cid, vid):
-            with T.Scope("C"):
-                T.wait_cross_flag("FIX", 1)  # AT:cwait
-                T.set_cross_flag("FIX", 0)  # (in order behind the wait on FIX)
-            with T.Scope("V"):
-                x = T.alloc_ub((8, 16), "float32")
-                T.wait_cross_flag("MTE2", 0)  # AT:vwait
-                kernels.ub_round_trip(X, Y, x, vid * 8)
-                T.set_cross_flag("MTE3", 1)
-    return k
+    @T.macro
+    def body(X, Y, vid):
+        with T.Scope("C"):
+            T.wait_cross_flag("FIX", 1)  # AT:cwait
+            T.set_cross_flag("FIX", 0)  # (in order behind the wait on FIX)
+        with T.Scope("V"):
+            x = T.alloc_ub((8, 16), "float32")
+            T.wait_cross_flag("MTE2", 0)  # AT:vwait
+            kernels.ub_round_trip(X, Y, x, vid * 8)
+            T.set_cross_flag("MTE3", 1)
+    return one_block(body)
 
 
 def test_a_cross_core_deadlock_names_both_waits():
@@ -269,11 +275,9 @@ def cube_to_vector(with_flag: bool):
     def k(A: T.Tensor((16, 16), "float16"), B: T.Tensor((16, 16), "float16"),
           W: T.Tensor((16, 16), "float32"), Y: T.Tensor((16, 16), "float32")):
         with T.Kernel(1, is_npu=True) as (cid, vid):
-            a1 = T.alloc_L1((16, 16), "float16")
-            b1 = T.alloc_L1((16, 16), "float16")
+            a1, b1, c0 = kernels.cube_tiles(16, 16, 16)
             a0 = T.alloc_L0A((16, 16), "float16")
             b0 = T.alloc_L0B((16, 16), "float16")
-            c0 = T.alloc_L0C((16, 16), "float32")
             with T.Scope("C"):
                 T.copy(A, a1)
                 T.copy(B, b1)
@@ -335,17 +339,16 @@ def test_a_lowered_vector_reduce_recompiles_and_runs(chip):
 
 
 def _flag_outside_scope():
-    @T.prim_func
-    def k(X: T.Tensor((16, 16), "float32"), Y: T.Tensor((16, 16), "float32")):
-        with T.Kernel(1, is_npu=True) as (cid, vid):
-            x = T.alloc_ub((8, 16), "float32")
-            with T.Scope("V"):
-                T.copy(X[vid * 8, 0], x)
-            T.set_flag("MTE2", "MTE3", 0)  # AT:outside
-            with T.Scope("V"):
-                T.wait_flag("MTE2", "MTE3", 0)
-                T.copy(x, Y[vid * 8, 0])
-    return k
+    @T.macro
+    def body(X, Y, vid):
+        x = T.alloc_ub((8, 16), "float32")
+        with T.Scope("V"):
+            T.copy(X[vid * 8, 0], x)
+        T.set_flag("MTE2", "MTE3", 0)  # AT:outside
+        with T.Scope("V"):
+            T.wait_flag("MTE2", "MTE3", 0)
+            T.copy(x, Y[vid * 8, 0])
+    return one_block(body)
 
 
 def test_a_flag_outside_every_scope_is_located():
@@ -462,20 +465,19 @@ def test_a_set_on_v_follows_the_wait_before_it_on_v(chip):
 def chained_tile_ops():
     """tilelang-ascend's expert style: dependent T.tile operations with no pipe_barrier(V)
     (the Ascend C compiler adds PIPE_V barriers for them; docs/machine_model.md)."""
-    @T.prim_func
-    def k(X: T.Tensor((16, 32), "float32"), Y: T.Tensor((16, 32), "float32")):
-        with T.Kernel(1, is_npu=True) as (cid, vid):
-            a = T.alloc_ub((8, 32), "float32")
-            b = T.alloc_ub((8, 32), "float32")
-            with T.Scope("V"):
-                load_for("V", X[vid * 8, 0], a)
-                T.copy(a, b)
-                T.tile.add(b, b, 1.0)
-                T.tile.mul(a, b, b)
-                T.set_flag("V", "MTE3", 0)
-                T.wait_flag("V", "MTE3", 0)
-                T.copy(a, Y[vid * 8, 0])
-    return k
+    @T.macro
+    def body(X, Y, vid):
+        a = T.alloc_ub((8, 32), "float32")
+        b = T.alloc_ub((8, 32), "float32")
+        with T.Scope("V"):
+            load_for("V", X[vid * 8, 0], a)
+            T.copy(a, b)
+            T.tile.add(b, b, 1.0)
+            T.tile.mul(a, b, b)
+            T.set_flag("V", "MTE3", 0)
+            T.wait_flag("V", "MTE3", 0)
+            T.copy(a, Y[vid * 8, 0])
+    return one_block(body, cols=32)
 
 
 def test_an_expert_kernel_gets_the_v_barriers_it_leaves_out(target):

@@ -19,31 +19,42 @@ CHIPS = ["ascend910b", "ascend950"]
 f64 = np.float64
 
 
+def block_exchange(blocks, steps, x_dtype, ws_shape, ws_dtype, body, bm=32, bn=32, bk=32):
+    """The frame of the kernels whose cube and vector cores exchange a per-block GM workspace:
+    X (blocks * bm, steps * bk) `x_dtype` and V (steps * bk, bn) float16 in, Out (blocks * bm, bn)
+    float32, the workspace W (blocks, *ws_shape) `ws_dtype`; the T.macro `body(X, V, Out, W,
+    cid, vid)` is the block's work."""
+    @T.prim_func
+    def main(X: T.Tensor((blocks * bm, steps * bk), x_dtype),
+             V: T.Tensor((steps * bk, bn), "float16"),
+             Out: T.Tensor((blocks * bm, bn), "float32"),
+             W: T.Tensor((blocks, *ws_shape), ws_dtype)):
+        with T.Kernel(blocks, is_npu=True) as (cid, vid):
+            body(X, V, Out, W, cid, vid)
+    return main
+
+
 def cube_to_vector(blocks, steps, bm=32, bn=32, bk=32):
     """Out[c*bm + r] = sum_t 0.5**(steps-1-t) * (A[c, t] @ B[t])[r]: per step the cube writes
     the block's whole bm x bn product to W[c]; each vid folds its bm/2 rows into its own UB."""
     h = bm // 2
 
-    @T.prim_func
-    def main(A: T.Tensor((blocks * bm, steps * bk), "float16"),
-             B: T.Tensor((steps * bk, bn), "float16"),
-             Out: T.Tensor((blocks * bm, bn), "float32"),
-             W: T.Tensor((blocks, bm, bn), "float32")):
-        with T.Kernel(blocks, is_npu=True) as (cid, vid):
-            a_l1, b_l1, c_l0 = cube_tiles(bm, bn, bk)
-            part = T.alloc_ub((h, bn), "float32")
-            acc = T.alloc_ub((h, bn), "float32")
-            T.tile.fill(acc, 0.0)
-            for t in T.serial(steps):
-                T.copy(A[cid * bm, t * bk], a_l1)
-                T.copy(B[t * bk, 0], b_l1)
-                T.gemm_v0(a_l1, b_l1, c_l0, init=True)
-                T.copy(c_l0, W[cid, 0:bm, 0:bn])
-                T.copy(W[cid, vid * h:vid * h + h, 0:bn], part)
-                for i, j in T.Parallel(h, bn):
-                    acc[i, j] = acc[i, j] * 0.5 + part[i, j]
-            T.copy(acc, Out[cid * bm + vid * h, 0])
-    return main
+    @T.macro
+    def body(A, B, Out, W, cid, vid):
+        a_l1, b_l1, c_l0 = cube_tiles(bm, bn, bk)
+        part = T.alloc_ub((h, bn), "float32")
+        acc = T.alloc_ub((h, bn), "float32")
+        T.tile.fill(acc, 0.0)
+        for t in T.serial(steps):
+            T.copy(A[cid * bm, t * bk], a_l1)
+            T.copy(B[t * bk, 0], b_l1)
+            T.gemm_v0(a_l1, b_l1, c_l0, init=True)
+            T.copy(c_l0, W[cid, 0:bm, 0:bn])
+            T.copy(W[cid, vid * h:vid * h + h, 0:bn], part)
+            for i, j in T.Parallel(h, bn):
+                acc[i, j] = acc[i, j] * 0.5 + part[i, j]
+        T.copy(acc, Out[cid * bm + vid * h, 0])
+    return block_exchange(blocks, steps, "float16", (bm, bn), "float32", body, bm, bn, bk)
 
 
 def cube_to_vector_ref(a, b, blocks, steps, bm=32, bk=32):
@@ -59,25 +70,21 @@ def vector_to_cube(blocks, steps, bm=32, bn=32, bk=32):
     half of P[c]; the cube reads the whole P[c] and accumulates the product in L0C."""
     h = bm // 2
 
-    @T.prim_func
-    def main(X: T.Tensor((blocks * bm, steps * bk), "float32"),
-             V: T.Tensor((steps * bk, bn), "float16"),
-             Out: T.Tensor((blocks * bm, bn), "float32"),
-             P: T.Tensor((blocks, bm, bk), "float16")):
-        with T.Kernel(blocks, is_npu=True) as (cid, vid):
-            x_ub = T.alloc_ub((h, bk), "float32")
-            p_ub = T.alloc_ub((h, bk), "float16")
-            p_l1, v_l1, o_l0 = cube_tiles(bm, bn, bk)
-            for t in T.serial(steps):
-                T.copy(X[cid * bm + vid * h, t * bk], x_ub)
-                T.tile.exp(x_ub, x_ub)
-                T.copy(x_ub, p_ub)
-                T.copy(p_ub, P[cid, vid * h:vid * h + h, 0:bk])
-                T.copy(P[cid, 0:bm, 0:bk], p_l1)
-                T.copy(V[t * bk, 0], v_l1)
-                T.gemm_v0(p_l1, v_l1, o_l0, init=(t == 0))
-            T.copy(o_l0, Out[cid * bm, 0])
-    return main
+    @T.macro
+    def body(X, V, Out, P, cid, vid):
+        x_ub = T.alloc_ub((h, bk), "float32")
+        p_ub = T.alloc_ub((h, bk), "float16")
+        p_l1, v_l1, o_l0 = cube_tiles(bm, bn, bk)
+        for t in T.serial(steps):
+            T.copy(X[cid * bm + vid * h, t * bk], x_ub)
+            T.tile.exp(x_ub, x_ub)
+            T.copy(x_ub, p_ub)
+            T.copy(p_ub, P[cid, vid * h:vid * h + h, 0:bk])
+            T.copy(P[cid, 0:bm, 0:bk], p_l1)
+            T.copy(V[t * bk, 0], v_l1)
+            T.gemm_v0(p_l1, v_l1, o_l0, init=(t == 0))
+        T.copy(o_l0, Out[cid * bm, 0])
+    return block_exchange(blocks, steps, "float32", (bm, bk), "float16", body, bm, bn, bk)
 
 
 def vector_to_cube_ref(x, v, steps, bk=32):
@@ -271,33 +278,46 @@ def test_vector_read_back_of_a_same_value_write_simulates():
     np.testing.assert_allclose(y, 3 * x.astype(f64), rtol=1e-6)
 
 
-def aiv_accumulator_parts(form):
-    """Each AIV copies its own part of the block's accumulator out of L0C (developer mode):
-    consecutive row halves (FixPipe's dual destination), the halves swapped, or column halves
-    (through a workspace on every chip)."""
+def aiv_gemm(M, a_dtype, load_a, form="rows"):
+    """C (M, 32) = A' @ B (B (32, 32) float16) on one block in developer mode: the T.macro
+    `load_a(A, a_l1, vid)` puts the operand A' (from A (M, 32) `a_dtype`) into L1, the cube
+    multiplies, and each AIV copies its own part of the accumulator out of L0C: consecutive row
+    halves (`rows`: FixPipe's dual destination), the halves `swapped`, or column halves
+    (`columns`: through a workspace on every chip)."""
+    h = M // 2
+
     @T.prim_func
-    def main(A: T.Tensor((64, 32), "float16"), B: T.Tensor((32, 32), "float16"),
-             C: T.Tensor((64, 32), "float32")):
+    def main(A: T.Tensor((M, 32), a_dtype), B: T.Tensor((32, 32), "float16"),
+             C: T.Tensor((M, 32), "float32")):
         with T.Kernel(1, is_npu=True) as (cid, vid):
-            a_l1 = T.alloc_L1((64, 32), "float16")
-            b_l1 = T.alloc_L1((32, 32), "float16")
-            acc = T.alloc_L0C((64, 32), "float32")
-            T.copy(A[0, 0], a_l1)
+            a_l1, b_l1, acc = cube_tiles(M, 32, 32)
+            load_a(A, a_l1, vid)
             T.copy(B[0, 0], b_l1)
             T.gemm(a_l1, b_l1, acc, clear_accum=True)
             if form == "rows":
-                c_ub = T.alloc_ub((32, 32), "float32")
-                T.copy(acc[vid * 32:vid * 32 + 32, :], c_ub)
-                T.copy(c_ub, C[vid * 32, 0])
+                c_ub = T.alloc_ub((h, 32), "float32")
+                T.copy(acc[vid * h:vid * h + h, :], c_ub)
+                T.copy(c_ub, C[vid * h, 0])
             elif form == "swapped":
-                c_ub = T.alloc_ub((32, 32), "float32")
-                T.copy(acc[(1 - vid) * 32:(1 - vid) * 32 + 32, :], c_ub)
-                T.copy(c_ub, C[(1 - vid) * 32, 0])
+                c_ub = T.alloc_ub((h, 32), "float32")
+                T.copy(acc[(1 - vid) * h:(1 - vid) * h + h, :], c_ub)
+                T.copy(c_ub, C[(1 - vid) * h, 0])
             else:
-                c_ub = T.alloc_ub((64, 16), "float32")
+                c_ub = T.alloc_ub((M, 16), "float32")
                 T.copy(acc[:, vid * 16:vid * 16 + 16], c_ub)
                 T.copy(c_ub, C[0, vid * 16])
     return main
+
+
+@T.macro
+def load_whole(A, a_l1, vid):
+    T.copy(A[0, 0], a_l1)
+
+
+def aiv_accumulator_parts(form):
+    """Each AIV copies its own part of the block's (64, 32) accumulator out of L0C, A loaded
+    into L1 whole."""
+    return aiv_gemm(64, "float16", load_whole, form)
 
 
 @pytest.mark.parametrize("form", ["rows", "swapped", "columns"])
@@ -341,28 +361,21 @@ def test_vector_read_back_of_a_different_value_write_is_a_race():
         assert "buffer W" in str(err.value)
 
 
+@T.macro
+def scaled_halves(A, a_l1, vid):
+    a_ub = T.alloc_ub((16, 32), "float32")
+    h_ub = T.alloc_ub((16, 32), "float16")
+    T.copy(A[vid * 16, 0], a_ub)
+    T.tile.muls(a_ub, a_ub, 2.0)
+    T.tile.cast(h_ub, a_ub, "CAST_RINT", 512)
+    T.copy(h_ub, a_l1[vid * 16:vid * 16 + 16, :])
+
+
 def aiv_operand_halves():
     """Each AIV prepares its half of the rows of the GEMM's A operand (scale, cast) and copies
-    it into its rows of one L1 tile; the cube multiplies the whole tile."""
-    @T.prim_func
-    def main(A: T.Tensor((32, 32), "float32"), B: T.Tensor((32, 32), "float16"),
-             C: T.Tensor((32, 32), "float32")):
-        with T.Kernel(1, is_npu=True) as (cid, vid):
-            a_ub = T.alloc_ub((16, 32), "float32")
-            h_ub = T.alloc_ub((16, 32), "float16")
-            a_l1 = T.alloc_L1((32, 32), "float16")
-            b_l1 = T.alloc_L1((32, 32), "float16")
-            acc = T.alloc_L0C((32, 32), "float32")
-            c_ub = T.alloc_ub((16, 32), "float32")
-            T.copy(A[vid * 16, 0], a_ub)
-            T.tile.muls(a_ub, a_ub, 2.0)
-            T.tile.cast(h_ub, a_ub, "CAST_RINT", 512)
-            T.copy(h_ub, a_l1[vid * 16:vid * 16 + 16, :])
-            T.copy(B[0, 0], b_l1)
-            T.gemm(a_l1, b_l1, acc, clear_accum=True)
-            T.copy(acc[vid * 16:vid * 16 + 16, :], c_ub)
-            T.copy(c_ub, C[vid * 16, 0])
-    return main
+    it into its rows of one L1 tile; the cube multiplies the whole tile and each AIV copies out
+    its row half."""
+    return aiv_gemm(32, "float32", scaled_halves)
 
 
 def test_each_aiv_writes_its_rows_of_an_l1_operand(target):

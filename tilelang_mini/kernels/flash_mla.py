@@ -50,12 +50,22 @@ def row_vectors(block_H):
     return five
 
 
+@T.macro
+def query_heads(Q, b, sq, h0, block_H, D):
+    """`q_s = query_heads(...)`: the (block_H, D) bfloat16 tile of Q [B, SQ, HQ, D]'s heads
+    [h0, h0 + block_H) of batch b's query sq."""
+    q_s = T.alloc_shared((block_H, D), "bfloat16")
+    T.copy(Q[b, sq, h0, 0], q_s)
+    return q_s
+
+
 def online_softmax(block_H, cols, DV):
     """The split kernels' online softmax as two T.macros over (block_H x cols) tiles of scores.
 
     `state()` allocates its tiles: `acc_s, p_s, acc_o, m, l_sum, lse, scratch = state()` gives the
     float32 scores, their bfloat16 probabilities (for the P @ V gemm), the output accumulator
-    (block_H x DV), the running max and sum, a log-sum-exp row and fold's own tiles.
+    (block_H x DV), the running max and sum, a log-sum-exp row and fold's own tiles; the state
+    starts empty (acc_o and l_sum 0, m -1e30).
     `fold(acc_s, p_s, acc_o, m, l_sum, scratch)` folds one tile of scaled scores `acc_s` into
     `m`, `l_sum` and `acc_o` (rescaled by exp(m_prev - m)), leaving its probabilities in `p_s`."""
 
@@ -66,6 +76,9 @@ def online_softmax(block_H, cols, DV):
         acc_o = T.alloc_fragment((block_H, DV), "float32")
         m, m_prev, alpha, l_sum, row_sum = rows()
         lse = T.alloc_fragment((block_H,), "float32")
+        T.fill(acc_o, 0.0)
+        T.fill(l_sum, 0.0)
+        T.fill(m, NEG)
         return acc_s, p_s, acc_o, m, l_sum, lse, (m_prev, alpha, row_sum)
 
     rows = row_vectors(block_H)
@@ -105,7 +118,6 @@ def mla_split_kernel(B, SQ, HQ, D, DV, NB, MAXB, S, PARTS, scale, causal, block_
         # split slowest: blocks go to cores in id order, so a batch's empty split blocks
         # (s past its splits) do not all land on the same cores
         with T.Kernel(HB * SQ, B, S) as (bh, b, s):
-            q_s = T.alloc_shared((block_H, D), "bfloat16")
             k_s = T.alloc_shared((PAGE, D), "bfloat16")
             v_s = T.alloc_shared((PAGE, DV), "bfloat16")
             acc_s, p_s, acc_o, m, l_sum, lse, scratch = softmax_state()
@@ -124,10 +136,7 @@ def mla_split_kernel(B, SQ, HQ, D, DV, NB, MAXB, S, PARTS, scale, causal, block_
             sq = bh // HB
             h0 = (bh % HB) * block_H
             hk = h0 // group  # the KV head of the block's query heads
-            T.copy(Q[b, sq, h0, 0], q_s)
-            T.fill(acc_o, 0.0)
-            T.fill(l_sum, 0.0)
-            T.fill(m, NEG)
+            q_s = query_heads(Q, b, sq, h0, block_H, D)
             for it in T.serial(MAXB):
                 if it < n_pages:
                     page = first + it

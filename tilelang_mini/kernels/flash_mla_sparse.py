@@ -56,7 +56,7 @@ def sparse_split_kernel(B, SQ, HQ, TOPK, NT, S, per, scale, block_H=32, page=0, 
     row_bytes = M1_DATA if model1 else TOKEN_BYTES
     kc_shape = (NT // page, page * M1_TOKEN) if model1 else (NT, TOKEN_BYTES)
     steps = per // ROWS
-    from .flash_mla import online_softmax
+    from .flash_mla import online_softmax, query_heads
     softmax_state, fold = online_softmax(block_H, ROWS, DV)
 
     @T.prim_func
@@ -66,7 +66,6 @@ def sparse_split_kernel(B, SQ, HQ, TOPK, NT, S, per, scale, block_H=32, page=0, 
                              OP: T.Tensor((B, S_out, SQ, HQ, DV), "float32"),
                              LP: T.Tensor((B, S_out, SQ, HQ), "float32")):
         with T.Kernel(HB * SQ, S, B) as (bh, s, b):
-            q_s = T.alloc_shared((block_H, D), "bfloat16")
             raw = T.alloc_fragment((ROWS, row_bytes), "uint8")
             sc = T.alloc_fragment((ROWS, tiles), "float32")
             sraw = T.alloc_fragment((ROWS, M1_SCALES), "uint8")  # MODEL1's scale bytes
@@ -77,10 +76,7 @@ def sparse_split_kernel(B, SQ, HQ, TOPK, NT, S, per, scale, block_H=32, page=0, 
             sq = bh // HB
             h0 = (bh % HB) * block_H
             n_valid = T.min(TL[b], TOPK)
-            T.copy(Q[b, sq, h0, 0], q_s)
-            T.fill(acc_o, 0.0)
-            T.fill(l_sum, 0.0)
-            T.fill(m, NEG)
+            q_s = query_heads(Q, b, sq, h0, block_H, D)
             T.clear(ids)
             for it in T.serial(steps):
                 t0 = s * per + it * ROWS

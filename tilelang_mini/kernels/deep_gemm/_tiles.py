@@ -40,6 +40,15 @@ def fp8_operand_tiles(a_tile, b_tile, mma_dtype, in_dtype="float8_e4m3fn"):
     return a_s, b_s, a_w, b_w
 
 
+@T.macro
+def store_zeros(dst, shape):
+    """dst (a float32 tensor, or the corner `X[i, j]` of its region) = 0 over `shape`: a cleared
+    fragment copied out (the accumulators a later launch adds into)."""
+    z = T.alloc_fragment(shape, "float32")
+    T.clear(z)
+    T.copy(z, dst)
+
+
 def scaled_block_m(chip: str, M: int) -> int:
     """The M tile of a dense FP8 GEMM with fp32 scales on an FP8 cube: every 128-K step's fp32
     partial leaves L0C through FixPipe, 4 bytes an output element per 128 K, and on the 950 that

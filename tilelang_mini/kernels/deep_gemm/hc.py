@@ -14,6 +14,7 @@ caller's sum of partials).
 import tilelang_mini.language as T
 
 from .._core import Plan, as_input, as_output, ceil_div, check_shape, library_function
+from ._tiles import store_zeros
 
 
 def hc_clear_kernel(M, N, block_M=64):
@@ -22,12 +23,8 @@ def hc_clear_kernel(M, N, block_M=64):
     @T.prim_func
     def hc_prenorm_clear(D: T.Tensor((M, N), "float32"), SQ: T.Tensor((M,), "float32")):
         with T.Kernel(T.ceildiv(M, block_M)) as bx:
-            z = T.alloc_fragment((block_M, N), "float32")
-            zs = T.alloc_fragment((block_M,), "float32")
-            T.clear(z)
-            T.clear(zs)
-            T.copy(z, D[bx * block_M, 0])
-            T.copy(zs, SQ[bx * block_M])
+            store_zeros(D[bx * block_M, 0], (block_M, N))
+            store_zeros(SQ[bx * block_M], (block_M,))
 
     return hc_prenorm_clear
 

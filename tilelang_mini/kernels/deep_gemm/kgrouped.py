@@ -29,7 +29,8 @@ import numpy as np
 import tilelang_mini.language as T
 
 from .._core import Plan, as_input, as_output, check_shape, library_function, to_numpy
-from ._tiles import compile_fitting, fp8_cube, fp8_operand_tiles, gemm_kernel, scaled_block_m
+from ._tiles import (compile_fitting, fp8_cube, fp8_operand_tiles, gemm_kernel, scaled_block_m,
+                     store_zeros)
 
 GRAN = 128
 
@@ -196,9 +197,7 @@ def clear_kernel(M, N, block_M=64, block_N=128):
     @T.prim_func
     def k_grouped_clear(D: T.Tensor((M, N), "float32")):
         with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M)) as (bx, by):
-            t = T.alloc_fragment((block_M, block_N), "float32")
-            T.clear(t)
-            T.copy(t, D[by * block_M, bx * block_N])
+            store_zeros(D[by * block_M, bx * block_N], (block_M, block_N))
 
     return k_grouped_clear
 

@@ -33,10 +33,23 @@ from ._tiles import fp8_cube, fp8_operand_tiles
 
 
 @T.macro
-def store_logits(KS, KE, ks, ke, acc, L, row0, col0, block_M, block_N, clean):
+def logit_tiles(rows, cols, H, init=0.0):
+    """`score, w, acc = logit_tiles(...)`: a head's scores and the logits accumulator (rows x cols
+    float32, acc filled with `init`) and the rows' head weights w (rows x H float32)."""
+    score = T.alloc_fragment((rows, cols), "float32")
+    w = T.alloc_fragment((rows, H), "float32")
+    acc = T.alloc_fragment((rows, cols), "float32")
+    T.fill(acc, init)
+    return score, w, acc
+
+
+@T.macro
+def store_logits(KS, KE, acc, L, row0, col0, block_M, block_N, clean):
     """L[row0:, col0:] = acc, with (clean) -inf outside each query row's key window: acc[i, j]
-    += log(KS[row0 + i] <= col0 + j < KE[row0 + i]) (ks, ke: int32 scratch tiles [block_M])."""
+    += log(KS[row0 + i] <= col0 + j < KE[row0 + i])."""
     if clean:
+        ks = T.alloc_fragment((block_M,), "int32")
+        ke = T.alloc_fragment((block_M,), "int32")
         T.copy(KS[row0], ks)
         T.copy(KE[row0], ke)
         for i, j in T.Parallel(block_M, block_N):
@@ -61,19 +74,14 @@ def mqa_logits_kernel(S, H, D, SK, clean, cube_fp8, block_M=64, block_N=128,
                        KE: T.Tensor((S,), "int32"), L: T.Tensor((S, SK), "float32")):
         with T.Kernel(T.ceildiv(SK, block_N), T.ceildiv(S, block_M)) as (bx, by):
             q_s, k_s, q_w, k_w = fp8_operand_tiles((block_M, D), (block_N, D), mma, in_dtype)
-            score = T.alloc_fragment((block_M, block_N), "float32")
-            acc = T.alloc_fragment((block_M, block_N), "float32")
+            score, w, acc = logit_tiles(block_M, block_N, H)
             sf = T.alloc_fragment((block_N,), "float32")
-            w = T.alloc_fragment((block_M, H), "float32")
-            ks = T.alloc_fragment((block_M,), "int32")
-            ke = T.alloc_fragment((block_M,), "int32")
             T.copy(KV[bx * block_N, 0], k_s)
             if scaled:
                 T.copy(SF[bx * block_N], sf)
             T.copy(W[by * block_M, 0], w)
             if widen:
                 T.copy(k_s, k_w)
-            T.clear(acc)
             for h in T.serial(H):
                 T.copy(Q[by * block_M:(by + 1) * block_M, h, :], q_s)
                 if widen:
@@ -87,8 +95,7 @@ def mqa_logits_kernel(S, H, D, SK, clean, cube_fp8, block_M=64, block_N=128,
                 else:
                     for i, j in T.Parallel(block_M, block_N):
                         acc[i, j] = acc[i, j] + T.max(score[i, j], 0.0) * w[i, h]
-            store_logits(KS, KE, ks, ke, acc, L, by * block_M, bx * block_N, block_M, block_N,
-                         clean)
+            store_logits(KS, KE, acc, L, by * block_M, bx * block_N, block_M, block_N, clean)
 
     return fp8_mqa_logits
 
@@ -293,15 +300,10 @@ def mqa_logits_mx_kernel(S, H, D, SK, clean, block_M=64, block_N=128):
             k_s = T.alloc_shared((block_N, D // 2), x2)
             sa = T.alloc_shared((KPD, block_M), "uint16")
             sb = T.alloc_shared((KPD, block_N), "uint16")
-            score = T.alloc_fragment((block_M, block_N), "float32")
-            acc = T.alloc_fragment((block_M, block_N), "float32")
-            w = T.alloc_fragment((block_M, H), "float32")
-            ks = T.alloc_fragment((block_M,), "int32")
-            ke = T.alloc_fragment((block_M,), "int32")
+            score, w, acc = logit_tiles(block_M, block_N, H)
             T.copy(KV[bx * block_N, 0], k_s)
             T.copy(KP[0, 0:KPD, bx * block_N:(bx + 1) * block_N], sb)
             T.copy(W[by * block_M, 0], w)
-            T.clear(acc)
             for h in T.serial(H):
                 T.copy(Q[by * block_M:(by + 1) * block_M, h, :], q_s)
                 T.copy(QP[h, 0:KPD, by * block_M:(by + 1) * block_M], sa)
@@ -309,7 +311,6 @@ def mqa_logits_mx_kernel(S, H, D, SK, clean, block_M=64, block_N=128):
                        scale_B=sb, scale_gran=32)
                 for i, j in T.Parallel(block_M, block_N):
                     acc[i, j] = acc[i, j] + T.max(score[i, j], 0.0) * w[i, h]
-            store_logits(KS, KE, ks, ke, acc, L, by * block_M, bx * block_N, block_M, block_N,
-                         clean)
+            store_logits(KS, KE, acc, L, by * block_M, bx * block_N, block_M, block_N, clean)
 
     return fp4_mqa_logits_mx

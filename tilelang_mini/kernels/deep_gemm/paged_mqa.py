@@ -28,17 +28,54 @@ import tilelang_mini.language as T
 from .._core import (Plan, as_input, as_output, check_shape, library_function,
                      to_numpy)
 from ._tiles import fp8_cube
+from .mqa import logit_tiles
 
 NEG_INF = float("-inf")
 
 
 @T.macro
-def load_page(KV, BT, b, p, MAXB, vbytes, row_bytes, raw, sfb):
-    """raw, sfb = the values (first vbytes bytes) and then the scale bytes of KV's page for
-    batch b's page p (its block table entry; p past the table reads the last entry)."""
+def load_page(KV, BT, b, p, MAXB, vbytes, row_bytes):
+    """`raw, sfb = load_page(...)`: the values (first vbytes bytes) and then the scale bytes of
+    KV's page for batch b's page p (its block table entry; p past the table reads the last
+    entry), in uint8 tiles of their own."""
+    raw = T.alloc_fragment((vbytes,), "uint8")
+    sfb = T.alloc_fragment((row_bytes - vbytes,), "uint8")
     blk = BT[b, T.min(p, MAXB - 1)]
     T.copy(KV[blk, 0:vbytes], raw)
     T.copy(KV[blk, vbytes:row_bytes], sfb)
+    return raw, sfb
+
+
+@T.macro
+def fp8_page(raw, sfb, BKV, D, mma):
+    """`kv, sf = fp8_page(...)`: the page's e4m3 values (raw, BKV rows of D bytes) as a BKV x D
+    tile of `mma`, and its fp32 scales sf, each assembled from 4 little-endian bytes of sfb."""
+    kv = T.alloc_shared((BKV, D), mma)
+    sf = T.alloc_fragment((BKV,), "float32")
+    for r, d in T.Parallel(BKV, D):
+        kv[r, d] = T.reinterpret(raw[r * D + d], "float8_e4m3fn")
+    for r in T.Parallel(BKV):
+        sf[r] = T.reinterpret(T.cast(sfb[4 * r], "int32")
+                              | (T.cast(sfb[4 * r + 1], "int32") << 8)
+                              | (T.cast(sfb[4 * r + 2], "int32") << 16)
+                              | (T.cast(sfb[4 * r + 3], "int32") << 24), "float32")
+    return kv, sf
+
+
+@T.macro
+def fp4_page(raw, sfb, BKV, D):
+    """`kv = fp4_page(...)`: the page's packed e2m1 codes (raw, BKV rows of D/2 bytes, low nibble
+    first) times their UE8M0 scales (sfb, 4 bytes a row, one per 32 values), a BKV x D bfloat16
+    tile (exact)."""
+    D2 = D // 2
+    code = T.alloc_fragment((BKV, D), "int32")
+    kv = T.alloc_shared((BKV, D), "bfloat16")
+    for r, d in T.Parallel(BKV, D):
+        code[r, d] = (T.cast(raw[r * D2 + d // 2], "int32") >> ((d % 2) * 4)) & 15
+    for r, d in T.Parallel(BKV, D):
+        kv[r, d] = T.cast(T.reinterpret(code[r, d], "float4_e2m1fn") * T.reinterpret(
+            T.cast(sfb[r * 4 + d // 32], "int32") << 23, "float32"), "bfloat16")
+    return kv
 
 
 @T.macro
@@ -61,25 +98,12 @@ def paged_mqa_kernel(B, NN, H, D, NB, BKV, MAXB, L, cube_fp8):
                              CL: T.Tensor((B,), "int32"), BT: T.Tensor((B, MAXB), "int32"),
                              LOG: T.Tensor((B * NN, L), "float32")):
         with T.Kernel(T.ceildiv(L, BKV), B) as (p, b):
-            raw = T.alloc_fragment((BKV * D,), "uint8")
-            sfb = T.alloc_fragment((BKV * 4,), "uint8")
-            kv = T.alloc_shared((BKV, D), mma)
-            sf = T.alloc_fragment((BKV,), "float32")
+            s, w, acc = logit_tiles(rows, BKV, H, NEG_INF)  # -inf: pages past the context
             q8 = T.alloc_shared((rows, D), "float8_e4m3fn")
             qw = T.alloc_shared((rows, D), mma)
-            s = T.alloc_fragment((rows, BKV), "float32")
-            w = T.alloc_fragment((rows, H), "float32")
-            acc = T.alloc_fragment((rows, BKV), "float32")
-            T.fill(acc, NEG_INF)
             if p * BKV < CL[b]:
-                load_page(KV, BT, b, p, MAXB, BKV * D, row_bytes, raw, sfb)
-                for r, d in T.Parallel(BKV, D):
-                    kv[r, d] = T.reinterpret(raw[r * D + d], "float8_e4m3fn")
-                for r in T.Parallel(BKV):
-                    sf[r] = T.reinterpret(T.cast(sfb[4 * r], "int32")
-                                          | (T.cast(sfb[4 * r + 1], "int32") << 8)
-                                          | (T.cast(sfb[4 * r + 2], "int32") << 16)
-                                          | (T.cast(sfb[4 * r + 3], "int32") << 24), "float32")
+                raw, sfb = load_page(KV, BT, b, p, MAXB, BKV * D, row_bytes)
+                kv, sf = fp8_page(raw, sfb, BKV, D, mma)
                 T.copy(W[b * NN, 0], w)
                 T.clear(q8)
                 T.clear(acc)
@@ -115,25 +139,14 @@ def paged_mqa_fp4_kernel(B, NN, H, D, NB, BKV, MAXB, L):
                              CL: T.Tensor((B,), "int32"), BT: T.Tensor((B, MAXB), "int32"),
                              LOG: T.Tensor((B * NN, L), "float32")):
         with T.Kernel(T.ceildiv(L, BKV), B) as (p, b):
-            raw = T.alloc_fragment((BKV * D2,), "uint8")
-            sfb = T.alloc_fragment((BKV * 4,), "uint8")
-            code = T.alloc_fragment((BKV, D), "int32")
-            kv = T.alloc_shared((BKV, D), "bfloat16")
+            s, w, acc = logit_tiles(rows, BKV, H, NEG_INF)  # -inf: pages past the context
             q_b = T.alloc_shared((rows, D2), "int8")
             q_sf = T.alloc_fragment((rows, H * 4), "uint8")
             q_c = T.alloc_fragment((rows, D), "int32")
             qw = T.alloc_shared((rows, D), "bfloat16")
-            s = T.alloc_fragment((rows, BKV), "float32")
-            w = T.alloc_fragment((rows, H), "float32")
-            acc = T.alloc_fragment((rows, BKV), "float32")
-            T.fill(acc, NEG_INF)
             if p * BKV < CL[b]:
-                load_page(KV, BT, b, p, MAXB, BKV * D2, row_bytes, raw, sfb)
-                for r, d in T.Parallel(BKV, D):
-                    code[r, d] = (T.cast(raw[r * D2 + d // 2], "int32") >> ((d % 2) * 4)) & 15
-                for r, d in T.Parallel(BKV, D):
-                    kv[r, d] = T.cast(T.reinterpret(code[r, d], "float4_e2m1fn") * T.reinterpret(
-                        T.cast(sfb[r * 4 + d // 32], "int32") << 23, "float32"), "bfloat16")
+                raw, sfb = load_page(KV, BT, b, p, MAXB, BKV * D2, row_bytes)
+                kv = fp4_page(raw, sfb, BKV, D)
                 T.copy(W[b * NN, 0], w)
                 T.clear(q_b)
                 T.clear(q_sf)
@@ -195,6 +208,23 @@ def get_paged_mqa_logits_metadata(ctx, context_lens, block_kv, num_sms=24):
     return plan
 
 
+def _paged_operands(plan, weights, context_lens, block_table, max_context_len, logits, B, NN, H):
+    """The operands both cache forms share: weights [B * NN, H] fp32, context_lens [B] and
+    block_table [B, max_blocks] int32, L = max_context_len and the logits [B * NN, L] fp32 the
+    kernel writes (`logits` itself, or a new array), made the plan's result."""
+    w = as_input(weights, "float32", "weights")
+    check_shape(w, (B * NN, H), "weights")
+    cl = as_input(context_lens, "int32", "context_lens").reshape(-1)
+    check_shape(cl, (B,), "context_lens")
+    bt = as_input(block_table, "int32", "block_table")
+    L = int(max_context_len)
+    out = np.empty((B * NN, L), np.float32) if logits is None else as_output(
+        plan, logits, "logits", "float32")
+    check_shape(out, (B * NN, L), "logits")
+    plan.result = out if logits is None else logits
+    return w, cl, bt, L, out
+
+
 @library_function
 def fp8_paged_mqa_logits(ctx, q, kv_cache, weights, context_lens, block_table, schedule_meta,
                          max_context_len, clean_logits=True, logits=None):
@@ -207,19 +237,11 @@ def fp8_paged_mqa_logits(ctx, q, kv_cache, weights, context_lens, block_table, s
         raise ValueError(f"kv_cache must be [num_blocks, block_kv, 1, {D + 4}] uint8, got "
                          f"{kv.shape}")
     NB, BKV = kv.shape[:2]
-    w = as_input(weights, "float32", "weights")
-    check_shape(w, (B * NN, H), "weights")
-    cl = as_input(context_lens, "int32", "context_lens").reshape(-1)
-    check_shape(cl, (B,), "context_lens")
-    bt = as_input(block_table, "int32", "block_table")
-    MAXB = bt.shape[1]
-    L = int(max_context_len)
-    out = np.empty((B * NN, L), np.float32) if logits is None else as_output(
-        plan, logits, "logits", "float32")
-    check_shape(out, (B * NN, L), "logits")
-    kernel = ctx.compile(paged_mqa_kernel, B, NN, H, D, NB, BKV, MAXB, L, fp8_cube(ctx.chip))
+    w, cl, bt, L, out = _paged_operands(plan, weights, context_lens, block_table,
+                                        max_context_len, logits, B, NN, H)
+    kernel = ctx.compile(paged_mqa_kernel, B, NN, H, D, NB, BKV, bt.shape[1], L,
+                         fp8_cube(ctx.chip))
     plan.launch(kernel, qa, kv.reshape(NB, BKV * (D + 4)), w, cl, bt, out)
-    plan.result = out if logits is None else logits
     return plan
 
 
@@ -243,18 +265,10 @@ def _paged_fp4(ctx, q0, q_sf, kv_cache, weights, context_lens, block_table, max_
                          f"{D2 + 4}] uint8 (D/2 code bytes and an int32 of UE8M0 scales a row), "
                          f"got {kv.shape}")
     NB, BKV = kv.shape[:2]
-    w = as_input(weights, "float32", "weights")
-    check_shape(w, (B * NN, H), "weights")
-    cl = as_input(context_lens, "int32", "context_lens").reshape(-1)
-    check_shape(cl, (B,), "context_lens")
-    bt = as_input(block_table, "int32", "block_table")
-    L = int(max_context_len)
-    out = np.empty((B * NN, L), np.float32) if logits is None else as_output(
-        plan, logits, "logits", "float32")
-    check_shape(out, (B * NN, L), "logits")
+    w, cl, bt, L, out = _paged_operands(plan, weights, context_lens, block_table,
+                                        max_context_len, logits, B, NN, H)
     kernel = ctx.compile(paged_mqa_fp4_kernel, B, NN, H, D, NB, BKV, bt.shape[1], L)
     plan.launch(kernel, qa, qsf, kv.reshape(NB, BKV * (D2 + 4)), w, cl, bt, out)
-    plan.result = out if logits is None else logits
     return plan
 
 
