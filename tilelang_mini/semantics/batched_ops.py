@@ -328,7 +328,8 @@ def _region(r, ctx):
 
 
 def _grid_region(r, ctx):
-    """A faster form of reading a parameter's region (None when it does not apply): when each
+    """A faster form of reading a parameter's region, or of writing a block-private one (a
+    per-block workspace: no two blocks share an element), None when it does not apply: when each
     start is a sum of terms that depend on the grid variables alone and terms free of them
     (rows `cid // 4 * 64 + vid * 32`, columns `k * 64`), the blocks' offsets form the same grid
     all through a group, so `box_layout` and the bounds of the grid terms are found once per
@@ -472,6 +473,7 @@ def _plain_copy(s: Copy, ctx):
     transpose, reshape = s.transpose, s_ext != d_ext
     s_sl, d_sl = _fixed_slices(src, s_al), _fixed_slices(dst, d_al)
     s_grid = _grid_region(src, ctx) if s_sl is None else None
+    d_grid = _grid_region(dst, ctx) if d_sl is None else None
     rnd = dtypes.store_rounding(dst.buffer.dtype)
 
     def copy(env):
@@ -500,6 +502,9 @@ def _plain_copy(s: Copy, ctx):
             if len(lead) > 1:
                 t = t.reshape(lead + d_ext)       # splits the blocks' axis: still a view
             _assign(t, tile)
+            return
+        if d_grid is not None and d_name in env.marks.private and (t := d_grid(env)) is not None:
+            _assign(t, tile.reshape(t.shape))   # a block's own elements: nothing to mark
             return
         ds = d_starts(env)
         if in_bounds(d_shape, ds, d_ext, ones[1]):
