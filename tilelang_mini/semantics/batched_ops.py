@@ -603,6 +603,10 @@ def _gemm(s: Gemm, ctx):
         if not np.may_share_memory(c, cv):
             raise Bail("an accumulator that is not a view")
         shape = a.shape[:-1] + b.shape[-1:]
+        if clear and c.dtype == F32 and c.shape == shape and c.flags.c_contiguous and not (
+                np.may_share_memory(c, a) or np.may_share_memory(c, b)):
+            np.matmul(a, b, out=c)      # the product straight into the accumulator
+            return
         accumulate(c, np.matmul(a, b, out=env.bufs.pool.scratch(shape, F32)), clear)
 
     return gemm
