@@ -327,9 +327,9 @@ def _region(r, ctx):
     return region
 
 
-def _grid_region(r, ctx):
-    """A faster form of reading a parameter's region, or of writing a block-private one (a
-    per-block workspace: no two blocks share an element), None when it does not apply: when each
+def _grid_region(r, ctx, marks: bool = False):
+    """A faster form of reading a parameter's region, or of writing it (with `marks`: the same
+    elements of its write marks, `Marks.of`), None when it does not apply: when each
     start is a sum of terms that depend on the grid variables alone and terms free of them
     (rows `cid // 4 * 64 + vid * 32`, columns `k * 64`), the blocks' offsets form the same grid
     all through a group, so `box_layout` and the bounds of the grid terms are found once per
@@ -363,7 +363,7 @@ def _grid_region(r, ctx):
         return env.grid, int(off[0]), bounds, layout
 
     def read(env):
-        arr = get_buf(env, name)
+        arr = env.marks.of(name) if marks else get_buf(env, name)
         hit = last[0]
         if hit is None or hit[0] is not env.grid:
             hit = last[0] = group(env, arr)
@@ -474,6 +474,7 @@ def _plain_copy(s: Copy, ctx):
     s_sl, d_sl = _fixed_slices(src, s_al), _fixed_slices(dst, d_al)
     s_grid = _grid_region(src, ctx) if s_sl is None else None
     d_grid = _grid_region(dst, ctx) if d_sl is None else None
+    d_marks = _grid_region(dst, ctx, marks=True) if d_grid is not None else None
     rnd = dtypes.store_rounding(dst.buffer.dtype)
 
     def copy(env):
@@ -503,9 +504,15 @@ def _plain_copy(s: Copy, ctx):
                 t = t.reshape(lead + d_ext)       # splits the blocks' axis: still a view
             _assign(t, tile)
             return
-        if d_grid is not None and d_name in env.marks.private and (t := d_grid(env)) is not None:
-            _assign(t, tile.reshape(t.shape))   # a block's own elements: nothing to mark
-            return
+        if d_grid is not None and (t := d_grid(env)) is not None:
+            if d_name in env.marks.private:     # a block's own elements: nothing to mark
+                _assign(t, tile.reshape(t.shape))
+                return
+            if (m := d_marks(env)) is not None:
+                _assign(t, tile.reshape(t.shape))
+                m[...] = 1
+                env.marks.count += t.size
+                return
         ds = d_starts(env)
         if in_bounds(d_shape, ds, d_ext, ones[1]):
             write_box(env, d_name, darr, ds, d_ext, ones[1], tile, d_al)
