@@ -146,6 +146,8 @@ def _tiles(M, N, bm, write_twice=0, read_out=False):
                 T.copy(a, C[0, 0])
             if write_twice == 2:   # rows half a tile apart: each overlaps its neighbours'
                 T.copy(a, C[bx * (bm // 2), 0])
+            if write_twice == 3:   # pairs of blocks on the same rows (a grid step of 0)
+                T.copy(a, C[bx // 2 * bm, 0])
     return main
 
 
@@ -171,6 +173,11 @@ def test_elements_written_by_two_blocks_fall_back_to_plain():
     path, got, want = run_both(k, [x])
     assert path == "plain" and got == want
     assert k.artifact.batched.bailed == "an element of a parameter written twice"
+    k = tilelang_mini.compile(_tiles(32, 16, 8, write_twice=3), out_idx=[-1], target="numpy")
+    path, got, want = run_both(k, [x])
+    assert path == "plain" and got == want
+    assert k.artifact.batched.bailed == "an element of a parameter written twice"
+    np.testing.assert_array_equal(k(x)[8:16], x[24:] * 2 + 3)   # block 3 wrote last there
 
 
 def test_read_and_written_parameter_runs_plain():

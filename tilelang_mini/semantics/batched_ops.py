@@ -327,8 +327,9 @@ def _region(r, ctx):
     return region
 
 
-def _grid_region(r, ctx):
-    """A faster form of reading a parameter's region (None when it does not apply): when each
+def _grid_region(r, ctx, marks: bool = False):
+    """A faster form of reading a parameter's region, or of writing it (with `marks`: the same
+    elements of its write marks, `Marks.of`), None when it does not apply: when each
     start is a sum of terms that depend on the grid variables alone and terms free of them
     (rows `cid // 4 * 64 + vid * 32`, columns `k * 64`), the blocks' offsets form the same grid
     all through a group, so `box_layout` and the bounds of the grid terms are found once per
@@ -362,7 +363,7 @@ def _grid_region(r, ctx):
         return env.grid, int(off[0]), bounds, layout
 
     def read(env):
-        arr = get_buf(env, name)
+        arr = env.marks.of(name) if marks else get_buf(env, name)
         hit = last[0]
         if hit is None or hit[0] is not env.grid:
             hit = last[0] = group(env, arr)
@@ -472,6 +473,8 @@ def _plain_copy(s: Copy, ctx):
     transpose, reshape = s.transpose, s_ext != d_ext
     s_sl, d_sl = _fixed_slices(src, s_al), _fixed_slices(dst, d_al)
     s_grid = _grid_region(src, ctx) if s_sl is None else None
+    d_grid = _grid_region(dst, ctx) if d_sl is None else None
+    d_marks = _grid_region(dst, ctx, marks=True) if d_grid is not None else None
     rnd = dtypes.store_rounding(dst.buffer.dtype)
 
     def copy(env):
@@ -501,6 +504,15 @@ def _plain_copy(s: Copy, ctx):
                 t = t.reshape(lead + d_ext)       # splits the blocks' axis: still a view
             _assign(t, tile)
             return
+        if d_grid is not None and (t := d_grid(env)) is not None:
+            if d_name in env.marks.private:     # a block's own elements: nothing to mark
+                _assign(t, tile.reshape(t.shape))
+                return
+            if (m := d_marks(env)) is not None:
+                _assign(t, tile.reshape(t.shape))
+                m[...] = 1
+                env.marks.count += t.size
+                return
         ds = d_starts(env)
         if in_bounds(d_shape, ds, d_ext, ones[1]):
             write_box(env, d_name, darr, ds, d_ext, ones[1], tile, d_al)
@@ -598,6 +610,10 @@ def _gemm(s: Gemm, ctx):
         if not np.may_share_memory(c, cv):
             raise Bail("an accumulator that is not a view")
         shape = a.shape[:-1] + b.shape[-1:]
+        if clear and c.dtype == F32 and c.shape == shape and c.flags.c_contiguous and not (
+                np.may_share_memory(c, a) or np.may_share_memory(c, b)):
+            np.matmul(a, b, out=c)      # the product straight into the accumulator
+            return
         accumulate(c, np.matmul(a, b, out=env.bufs.pool.scratch(shape, F32)), clear)
 
     return gemm

@@ -55,15 +55,18 @@ def plan_memory(kernel: Kernel, chip: Chip) -> Kernel:
             out.append(replace(s, **changes) if changes else s)
         return out
     planned = replace(kernel, body=tuple(rw(list(kernel.body))))
-    check_plan(planned, {a.buffer.name for a in allocs if a.offset is None})
+    # (the live ranges of `planned` are `within`: only the allocations' offsets changed)
+    check_plan(planned, {a.buffer.name for a in allocs if a.offset is None}, within)
     return planned
 
 
-def check_plan(kernel: Kernel, placed=None) -> None:
+def check_plan(kernel: Kernel, placed=None, live=None) -> None:
     """No two buffers of one scope that are live at the same time share a byte (`placed`: the
-    names to check, default all). A failure is a compiler bug, reported as an internal error
+    names to check, default all; `live`: the kernel's `_live_ranges(within_iteration=True)`
+    when the caller has them). A failure is a compiler bug, reported as an internal error
     naming both buffers, their bytes and their live ranges."""
-    live = _live_ranges(kernel.body, within_iteration=True)
+    if live is None:
+        live = _live_ranges(kernel.body, within_iteration=True)
     allocs = [s for s in _walk(kernel.body) if isinstance(s, Alloc) and s.offset is not None
               and s.buffer.scope in PLANNED and (placed is None or s.buffer.name in placed)]
     by_scope: dict[str, list] = {}
@@ -179,12 +182,21 @@ def _live_ranges(body, within_iteration: bool = False) -> dict:
         for name in names:
             uses.setdefault(name, []).append(leaf)
     ranges: dict[str, tuple[int, int]] = {}
+    loop_vars: dict = {}  # id(loop) -> the variables of the loops in it (for `_carries`)
     for name, mine in uses.items():
         lo = hi = None
+        carried: dict = {}  # id(loop) -> whether it carries `name` (the same for every use)
+
+        def carries(loop):
+            hit = carried.get(id(loop))
+            if hit is None:
+                hit = carried[id(loop)] = _carries(loop, name, mine, loop_vars)
+            return hit
+
         for pos, path, _, _ in mine:
             a, b = pos, pos
             for kind, node, _ in path:  # the outermost loop that carries the value
-                if kind == "loop" and (not within_iteration or _carries(node, name, mine)):
+                if kind == "loop" and (not within_iteration or carries(node)):
                     a, b = spans[id(node)]
                     break
             lo = a if lo is None else min(lo, a)
@@ -193,15 +205,20 @@ def _live_ranges(body, within_iteration: bool = False) -> dict:
     return ranges
 
 
-def _carries(loop, name: str, uses) -> bool:
+def _carries(loop, name: str, uses, loop_vars_of: dict | None = None) -> bool:
     """Whether `loop` may carry `name`'s value between iterations (conservative: True unless
     its first use in the loop is inside a statement that overwrites the whole buffer, reached
-    on every path that uses it: the use itself, or an enclosing loop or if (see `_kills`))."""
+    on every path that uses it: the use itself, or an enclosing loop or if (see `_kills`)).
+    `loop_vars_of` keeps each loop's nest variables between calls."""
     inside = [u for u in uses if any(n is loop for _, n, _ in u[1])]
     pos, path, stmt, whole = inside[0]
     below = path[[i for i, (_, n, _) in enumerate(path) if n is loop][0] + 1:]
     cands = [(i, n) for i, (_, n, _) in enumerate(below)] + ([(len(below), stmt)] if whole else [])
-    loop_vars = {v for n in walk_statements((loop,)) if isinstance(n, For) for v in n.vars}
+    loop_vars_of = {} if loop_vars_of is None else loop_vars_of
+    loop_vars = loop_vars_of.get(id(loop))
+    if loop_vars is None:
+        loop_vars = loop_vars_of[id(loop)] = {v for n in walk_statements((loop,))
+                                             if isinstance(n, For) for v in n.vars}
     cut = None
     for i, n in cands:
         guards = []  # the one-armed, loop-invariant ifs inside the kill (`if vid == 0:`)
