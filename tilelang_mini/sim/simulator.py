@@ -52,6 +52,7 @@ from .streams import (
     CORE_NAMES, Env, Hull, ScalarSnapshot, block_envs, box_elements, cached, check_sync_ids,
     core_stream, effect_fn, instr_accesses,
 )
+from .timing import TimingModel, core_private_scalars
 
 NPIPES = len(PIPES)
 NTHREADS = len(CORE_NAMES) * NPIPES
@@ -607,6 +608,20 @@ def collector_paused():
             gc.enable()
 
 
+def _timed_block(model, block: int):
+    """(cycles, events, instructions, busy cycles per (core, pipe) in the order of their first
+    completion) of one block by the timing engine, which runs the simulator's machine without
+    data on compiled streams; None where it raises: the block then runs here, which reports the
+    problem as it always has (the same error, found at the same point)."""
+    try:
+        r = model.time_streams(block, model.streams(block), events=True)
+    except Exception:  # noqa: BLE001 -- the simulator's own run reports it
+        return None
+    busy = r.busy
+    return (r.cycles, r.events, r.instructions,
+            [(c, p, busy.get((c, p), 0)) for c, p in dict.fromkeys(e[:2] for e in r.events)])
+
+
 def simulate_kernel(kernel: Kernel, args: list | None, chip, *, check: bool = True,
                     blocks=None, data: bool = True) -> SimReport:
     """Simulate the blocks of a lowered kernel on `chip`; outputs are written into `args`.
@@ -616,6 +631,9 @@ def simulate_kernel(kernel: Kernel, args: list | None, chip, *, check: bool = Tr
     them), no race checks; `args` may be None (zero-filled arguments). Cycles are the same as
     with data whenever control flow does not depend on the data."""
     sim = _Sim(kernel, args, chip, check, data)
+    fast = None
+    if not data and cached(kernel, core_private_scalars, "private_scalars"):
+        fast = TimingModel(kernel, chip, sim.bufs)
     n = kernel.grid[0]
     todo = list(range(n)) if blocks is None else sorted(set(int(b) for b in blocks))
     for b in todo:
@@ -628,13 +646,17 @@ def simulate_kernel(kernel: Kernel, args: list | None, chip, *, check: bool = Tr
         for b in todo:
             prefix = f"b{b}." if len(todo) > 1 else ""
             with collector_paused():
-                blk = _Block(sim, b)
-                block_cycles[b] = blk.run()
-                events += block_events(blk.events, prefix)
-            ninstr += blk.ninstr
-            for p in blk.busy_order:
-                core_busy[f"{p.core.name}.{p.name}"] += p.cycles
-                pipe_busy[p.name] += p.cycles
+                res = _timed_block(fast, b) if fast is not None else None
+                if res is None:
+                    blk = _Block(sim, b)
+                    res = (blk.run(), blk.events, blk.ninstr,
+                           [(p.core.name, p.name, p.cycles) for p in blk.busy_order])
+                block_cycles[b], raw, nb, busy = res
+                events += block_events(raw, prefix)
+            ninstr += nb
+            for core, pipe, cycles in busy:
+                core_busy[f"{core}.{pipe}"] += cycles
+                pipe_busy[pipe] += cycles
     if sim.check:
         sim.blocks.check()
     mean = -(-sum(block_cycles.values()) // len(block_cycles)) if block_cycles else 0

@@ -117,6 +117,27 @@ class Program:
         return tuple(out)
 
 
+def _programs(kernel, chip) -> dict:
+    """{core kind: Program} of a kernel for a chip, compiled once per (kernel, chip) object."""
+    from .streams import cached
+    per_chip = cached(kernel, lambda _: {}, "timing_programs")
+    hit = per_chip.get(id(chip))
+    if hit is None or hit[0] is not chip:
+        hit = per_chip[id(chip)] = (chip, {k: Program(kernel, k, chip) for k in ("C", "V")})
+    return hit[1]
+
+
+def core_private_scalars(kernel) -> bool:
+    """Does the scalar unit store only into its own core's state (no store to a GM buffer)?
+    Then each core's control flow reads nothing another core changes while the block runs (the
+    arguments, its own registers and UB), so expanding each core's stream before timing it gives
+    the control path the simulator takes, which runs the stores at their completion."""
+    from ..ir.analysis import GM_SCOPES
+    from ..ir.nodes import Store, walk
+    return not any(isinstance(n, Store) and n.buffer.scope in GM_SCOPES
+                   for s in kernel.body for n in walk(s))
+
+
 def _static(items) -> bool:
     """Does the item list expand the same way whatever the env: only instructions and loops of
     constant extents over such lists?"""
@@ -195,7 +216,7 @@ class TimingModel:
         self.kernel = kernel
         self.chip = chip
         self.bufs = bufs
-        self.programs = {k: Program(kernel, k, chip) for k in ("C", "V")}
+        self.programs = _programs(kernel, chip)
 
     def streams(self, block: int, sig=None) -> list:
         """The three cores' expanded instruction lists of one block."""
