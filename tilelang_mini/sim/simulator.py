@@ -609,17 +609,15 @@ def collector_paused():
 
 
 def _timed_block(model, block: int):
-    """(cycles, events, instructions, busy cycles per (core, pipe) in the order of their first
-    completion) of one block by the timing engine, which runs the simulator's machine without
+    """(cycles, events, instructions, [(core, pipe, busy cycles)] in the order of the pipes'
+    first completions) of one block by the timing engine, which runs the simulator's machine without
     data on compiled streams; None where it raises: the block then runs here, which reports the
     problem as it always has (the same error, found at the same point)."""
     try:
         r = model.time_streams(block, model.streams(block), events=True)
     except Exception:  # noqa: BLE001 -- the simulator's own run reports it
         return None
-    busy = r.busy
-    return (r.cycles, r.events, r.instructions,
-            [(c, p, busy.get((c, p), 0)) for c, p in dict.fromkeys(e[:2] for e in r.events)])
+    return r.cycles, r.events, r.instructions, r.order
 
 
 def simulate_kernel(kernel: Kernel, args: list | None, chip, *, check: bool = True,

@@ -254,13 +254,14 @@ class TimingModel:
 
 
 class BlockTiming:
-    __slots__ = ("cycles", "busy", "instructions", "events")
+    __slots__ = ("cycles", "busy", "instructions", "events", "order")
 
-    def __init__(self, cycles, busy, instructions, events):
+    def __init__(self, cycles, busy, instructions, events, order=()):
         self.cycles = cycles
         self.busy = busy                  # {(core name, pipe name): busy cycles}
         self.instructions = instructions
         self.events = events              # [(core, pipe, start, end, stmt)] or None
+        self.order = order                # [(core, pipe, busy cycles)] in first-completion order
 
 
 def _run_block(model, block: int, streams: list, want_events: bool) -> BlockTiming:
@@ -274,6 +275,7 @@ def _run_block(model, block: int, streams: list, want_events: bool) -> BlockTimi
     busy = [False] * ntid
     free = [0] * ntid
     busy_cycles = [0] * ntid
+    ran, order = [False] * ntid, []     # the pipes in the order of their first completion
     pos = [0, 0, 0]
     t_s = [0, 0, 0]
     blocked = [None, None, None]
@@ -385,6 +387,9 @@ def _run_block(model, block: int, streams: list, want_events: bool) -> BlockTimi
                     dirty.update(range(NPIPES))
         if events is not None:
             events.append((CORE_NAMES[c], PIPES[tid % NPIPES], start, now, op[4]))
+        if not ran[tid]:
+            ran[tid] = True
+            order.append(tid)
         busy_cycles[tid] += now - start
         if now > end:
             end = now
@@ -397,7 +402,8 @@ def _run_block(model, block: int, streams: list, want_events: bool) -> BlockTimi
     _finish(block, queue, free, flags)
     out = {(CORE_NAMES[t // NPIPES], PIPES[t % NPIPES]): v
            for t, v in enumerate(busy_cycles) if v}
-    return BlockTiming(end, out, sum(pos), events)
+    return BlockTiming(end, out, sum(pos), events,
+                       [(CORE_NAMES[t // NPIPES], PIPES[t % NPIPES], busy_cycles[t]) for t in order])
 
 
 def _finish(block, queue, free, flags) -> None:
