@@ -608,13 +608,13 @@ def collector_paused():
             gc.enable()
 
 
-def _timed_block(model, block: int):
+def _timed_block(model, block: int, seen: dict):
     """(cycles, events, instructions, [(core, pipe, busy cycles)] in the order of the pipes'
-    first completions) of one block by the timing engine, which runs the simulator's machine without
-    data on compiled streams; None where it raises: the block then runs here, which reports the
-    problem as it always has (the same error, found at the same point)."""
+    first completions) of one block by the timing engine (the simulator's machine without data,
+    on compiled streams; a block with the streams of one timed before takes its timing); None
+    where it raises: the block then runs here, which reports the problem as it always has."""
     try:
-        r = model.time_streams(block, model.streams(block), events=True)
+        r = model.time_block_reusing(block, seen)
     except Exception:  # noqa: BLE001 -- the simulator's own run reports it
         return None
     return r.cycles, r.events, r.instructions, r.order
@@ -627,9 +627,11 @@ def simulate_kernel(kernel: Kernel, args: list | None, chip, *, check: bool = Tr
     `data=False` is the timing-only mode of the performance model (`sim/estimate.py`): no
     data effects (only the scalar unit's own stores run, since later control flow may read
     them), no race checks; `args` may be None (zero-filled arguments). Cycles are the same as
-    with data whenever control flow does not depend on the data."""
+    with data whenever control flow does not depend on the data. Unless a scalar-unit store
+    writes GM, its blocks run on the estimate's engine (`timing.py`), which gives the same
+    cycles, busy cycles, events and counts as this machine (`tests/test_timing.py`)."""
     sim = _Sim(kernel, args, chip, check, data)
-    fast = None
+    fast, seen = None, {}
     if not data and cached(kernel, core_private_scalars, "private_scalars"):
         fast = TimingModel(kernel, chip, sim.bufs)
     n = kernel.grid[0]
@@ -644,7 +646,7 @@ def simulate_kernel(kernel: Kernel, args: list | None, chip, *, check: bool = Tr
         for b in todo:
             prefix = f"b{b}." if len(todo) > 1 else ""
             with collector_paused():
-                res = _timed_block(fast, b) if fast is not None else None
+                res = _timed_block(fast, b, seen) if fast is not None else None
                 if res is None:
                     blk = _Block(sim, b)
                     res = (blk.run(), blk.events, blk.ninstr,
