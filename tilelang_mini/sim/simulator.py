@@ -222,7 +222,7 @@ class _Block:
         op = di.op
         code = op.code
         if code == WAIT:
-            f = self.flags.pop((p.core.idx,) + op.key, None)
+            f = self.flags.pop(op.fkeys[p.core.idx], None)
             if f is None:
                 return
             if f[0] > t:
@@ -259,13 +259,9 @@ class _Block:
         d = di.dclock
         if d is not p.dclock:
             p.dclock = d
-            for i, v in enumerate(d):
-                if v > clk[i]:
-                    clk[i] = v
+            clk[:] = [a if a > b else b for a, b in zip(clk, d)]
         if di.wclock is not None:
-            for i, v in enumerate(di.wclock):
-                if v > clk[i]:
-                    clk[i] = v
+            clk[:] = [a if a > b else b for a, b in zip(clk, di.wclock)]
         epoch = p.count = p.count + 1
         tid = p.tid
         # Later instructions of an in-order pipe follow the earlier ones; on V only a
@@ -301,7 +297,7 @@ class _Block:
             flag_clk = tuple(clk)
             if flag_clk[tid] != epoch:
                 flag_clk = flag_clk[:tid] + (epoch,) + flag_clk[tid + 1:]
-            key = (core.idx,) + op.key
+            key = op.fkeys[core.idx]
             old = self.flags.get(key)
             if old is not None:
                 # Reported when the block ends unless a race shows the cause first: a double
@@ -365,7 +361,12 @@ class _Block:
         sim = self.sim
         # A static plan reads no buffer (its region starts are constants or loop variables):
         # an instruction that reads scalar registers has its accesses found from `bufs`.
-        plan = None if di.scalars else sim.static_plan(di.stmt, core.name)
+        plan = None
+        if not di.scalars:  # (static_plan, kept on the statement's Op per core)
+            plans = di.op.plans
+            plan = plans[core.idx]
+            if plan is False:
+                plan = plans[core.idx] = sim.static_plan(di.stmt, core.name)
         if callable(plan):
             plan = plan(di.vars)
         elif plan is None:
