@@ -500,23 +500,23 @@ class _Block:
         for core in self.cores:
             self.advance(core)
         now = 0
-        heap = self.heap
+        heap, by_tid, dirty = self.heap, self.by_tid, self.dirty
+        pop, try_start, complete = heapq.heappop, self.try_start, self.complete
         while True:
-            dirty, self.dirty = self.dirty, set()
-            by_tid = self.by_tid
-            for tid in sorted(dirty):
-                p = by_tid[tid]
-                if p.queue and not p.busy:
-                    self.try_start(p, now)
+            if dirty:  # (try_start adds none)
+                todo = sorted(dirty)
+                dirty.clear()
+                for tid in todo:
+                    p = by_tid[tid]
+                    if p.queue and not p.busy:
+                        try_start(p, now)
             if not heap:
-                if self.dirty:
-                    continue
                 break
-            now, _, p, di = heapq.heappop(heap)
+            now, _, p, di = pop(heap)
             if di is None:  # a cross-core set arrives
-                self.dirty.add(p.tid)
+                dirty.add(p.tid)
             else:
-                self.complete(p, di, now)
+                complete(p, di, now)
         self.finish()
         return self.end
 
