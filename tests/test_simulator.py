@@ -481,7 +481,8 @@ def test_data_free_simulation_is_the_machines(case, monkeypatch):
     elif case == "cube_vector":
         k, args = cube_vector(32, 32, 32), gemm_args(32, 32, 32, 2)
     elif case == "cross_deadlock":
-        k, args = without(cube_vector(32, 32, 32), [line_of("SET_W_FULL")]), gemm_args(32, 32, 32, 2)
+        k = without(cube_vector(32, 32, 32), [line_of("SET_W_FULL")])
+        args = gemm_args(32, 32, 32, 2)
     elif case == "burst16":
         k, args = burst(16), [np.zeros(4, np.float32)]
     else:
