@@ -445,3 +445,73 @@ def test_buffers_sharing_bytes_race_through_either_name():
     msg = str(err.value)
     assert "alias.py:10:1" in msg and "alias.py:12:1" in msg and "same bytes" not in msg
     assert "plan_memory placed a on bytes of b" in msg
+
+
+def _outcome(kernel, args, chip=CHIP):
+    """What simulate(data=False) gives: the report's figures and events, or the error."""
+    try:
+        r = simulate_kernel(kernel, args, chip, data=False)
+    except Exception as e:  # noqa: BLE001 -- compared as type and message
+        return type(e), str(e), getattr(e, "loc", None)
+    return (r.cycles, r.block_cycles, list(r.core_pipe_busy.items()),
+            list(r.pipe_busy.items()), r.events, r.instructions)
+
+
+MUTANTS = ["PRESET_L1", "PRESET_L0", "SET_L1_FULL", "SET_C_FULL", "DRAIN_L1", "DRAIN_L0",
+           "WAIT_L1_FREE", "WAIT_L0_FULL", "WAIT_L0_FREE", "SET_L0_FREE"]
+
+
+@pytest.mark.parametrize("case", MUTANTS + ["clean", "ragged", "double", "cube_vector",
+                                            "cross_deadlock", "burst16", "event8"])
+def test_data_free_simulation_is_the_machines(case, monkeypatch):
+    """simulate(data=False) runs its blocks on the estimate's engine (sim/timing.py): the same
+    cycles, busy cycles (in the same order), events and count as the simulator's own machine,
+    and the same errors at the same places, on clean kernels and on mutants whose sync is
+    broken (deadlocks, flags left set or set twice, cross-flag limits, event ids)."""
+    from tilelang_mini.sim import simulator
+    args = gemm_args(128, 128, 128)
+    if case in MUTANTS:
+        k = without(cube_gemm(128, 128, 128), [line_of(case)])
+    elif case == "clean":
+        k = cube_gemm(128, 128, 128)
+    elif case == "ragged":
+        k = cube_gemm(128, 128, 128, ragged=True)
+    elif case == "double":
+        k, args = cube_gemm_db(64, 64, 256), gemm_args(64, 64, 256)
+    elif case == "cube_vector":
+        k, args = cube_vector(32, 32, 32), gemm_args(32, 32, 32, 2)
+    elif case == "cross_deadlock":
+        k = without(cube_vector(32, 32, 32), [line_of("SET_W_FULL")])
+        args = gemm_args(32, 32, 32, 2)
+    elif case == "burst16":
+        k, args = burst(16), [np.zeros(4, np.float32)]
+    else:
+        def bump(node):
+            if isinstance(node, (SetFlag, WaitFlag)) and node.src == "M" and node.dst == "FIX":
+                return replace(node, event=8)
+            return node
+        k = transform(cube_gemm(128, 128, 128), bump)
+    engine = simulator._timed_block
+    used = []
+    monkeypatch.setattr(simulator, "_timed_block",
+                        lambda m, b, seen: used.append(b) or engine(m, b, seen))
+    fast = _outcome(k, args)
+    monkeypatch.setattr(simulator, "_timed_block", lambda m, b, seen: None)
+    assert fast == _outcome(k, args)
+    assert used, "the engine was not asked"
+
+
+def test_scalar_store_to_gm_keeps_the_machine(monkeypatch):
+    """A scalar-unit store to GM could steer another core's control flow mid-block: such a
+    kernel's data-free blocks run on the simulator's machine, not the engine's streams."""
+    from tilelang_mini.sim import simulator
+
+    @T.prim_func
+    def flagged(X: T.Tensor((4,), "float32")):
+        with T.Kernel(1, is_npu=True) as (cid, vid):
+            with T.Scope("C"):
+                X[0] = 1.0
+    monkeypatch.setattr(simulator, "_timed_block", lambda m, b, seen: pytest.fail("engine"))
+    x = np.zeros(4, np.float32)
+    r = simulate_kernel(flagged.ir, [x], CHIP, data=False)
+    assert r.instructions == 1 and x[0] == 1.0

@@ -112,3 +112,25 @@ def test_grouped_gemm_classes_from_its_data(grouping):
     assert est.instructions == full.instructions
     zero = k.estimate()                                  # zero data: one path for every block
     assert zero.block_cycles != est.block_cycles
+
+
+@pytest.mark.parametrize("name,ir,chip_name", KERNELS,
+                         ids=[f"{n}-{c}" for n, _, c in KERNELS])
+def test_data_free_simulate_equals_the_simulators_machine(name, ir, chip_name, monkeypatch):
+    """simulate(data=False) takes its blocks from the engine (and a block with the streams of
+    one timed before from that block): the same report, events and busy order included, as
+    the simulator's own machine block by block."""
+    from tilelang_mini.sim import simulator
+    chip = get_chip(chip_name)
+    engine, used = simulator._timed_block, []
+    monkeypatch.setattr(simulator, "_timed_block",
+                        lambda m, b, seen: used.append(b) or engine(m, b, seen))
+    fast = simulate_kernel(ir, None, chip, data=False)
+    assert used == list(range(ir.grid[0]))
+    monkeypatch.setattr(simulator, "_timed_block", lambda m, b, seen: None)
+    slow = simulate_kernel(ir, None, chip, data=False)
+    assert (fast.cycles, fast.block_cycles, fast.instructions) == (
+        slow.cycles, slow.block_cycles, slow.instructions)
+    assert list(fast.core_pipe_busy.items()) == list(slow.core_pipe_busy.items())
+    assert list(fast.pipe_busy.items()) == list(slow.pipe_busy.items())
+    assert fast.events == slow.events

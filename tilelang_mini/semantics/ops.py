@@ -77,10 +77,12 @@ def compile_region(r: Region):
     def region(env):
         s = starts(env)
         inside = True
+        sl = []
         for a, e, n in zip(s, ext, shape):
             if a < 0 or a + e > n:
                 inside = False
-        return s, tuple(slice(a, a + e) for a, e in zip(s, ext)), inside
+            sl.append(slice(a, a + e))
+        return s, tuple(sl), inside
 
     if all(isinstance(a, Const) for a in r.start):
         fixed = region(None)

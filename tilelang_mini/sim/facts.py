@@ -27,13 +27,15 @@ class Op:
     """What the simulator needs of one statement, found once per statement and chip: its pipe
     (index into PIPES), cycles, kind (INSTR or a sync op), flag key and data effect."""
 
-    __slots__ = ("stmt", "pidx", "cost", "code", "key", "effect", "didx", "checked")
+    __slots__ = ("stmt", "pidx", "cost", "code", "key", "effect", "didx", "checked", "fkeys",
+                 "plans")
 
     def __init__(self, st, pipe: str, costs):
         self.stmt = st
         self.effect = None      # the data effect's closure (streams.effect_fn), once needed
         self.checked = None     # the chip whose flag and event ids it was checked against
         self.didx = None        # a set_flag's destination pipe (index into PIPES)
+        self.plans = [False, False, False]  # KernelFacts.static_plan per core, once asked
         self.pidx = PIPES.index(pipe)
         self.cost = instr_cost(st, pipe, costs)
         self.code, self.key = INSTR, None
@@ -48,6 +50,8 @@ class Op:
             self.code, self.key = XWAIT, st.flag
         elif isinstance(st, PipeBarrier):
             self.code = BARRIER
+        # a flag's key as each core (0: C, 1: V0, 2: V1) holds it
+        self.fkeys = tuple((c,) + self.key for c in range(3)) if self.code in (SET, WAIT) else None
 
 
 def static_threads(kernel: Kernel) -> dict:
@@ -143,8 +147,10 @@ class KernelFacts:
         if any(loads(n) for n, _ in ops) or any(
                 self.aliases.get(n.buffer.name) for n, _ in ops):
             return None
-        parts = [(n, w, [(key, owner) for key, owner in instances(n.buffer, core)]
-                  if n.buffer.name in self.tracked else [], region_box_fn(n)) for n, w in ops]
+        # (only tracked buffers are checked: an untracked operand's start is evaluated by the
+        # instruction's effect, which reports a fault there at the same statement)
+        parts = [(n, w, list(instances(n.buffer, core)), region_box_fn(n)) for n, w in ops
+                 if n.buffer.name in self.tracked]
 
         def plan(vars):
             out = []

@@ -52,6 +52,7 @@ from .streams import (
     CORE_NAMES, Env, Hull, ScalarSnapshot, block_envs, box_elements, cached, check_sync_ids,
     core_stream, effect_fn, instr_accesses,
 )
+from .timing import TimingModel, core_private_scalars
 
 NPIPES = len(PIPES)
 NTHREADS = len(CORE_NAMES) * NPIPES
@@ -221,7 +222,7 @@ class _Block:
         op = di.op
         code = op.code
         if code == WAIT:
-            f = self.flags.pop((p.core.idx,) + op.key, None)
+            f = self.flags.pop(op.fkeys[p.core.idx], None)
             if f is None:
                 return
             if f[0] > t:
@@ -258,13 +259,9 @@ class _Block:
         d = di.dclock
         if d is not p.dclock:
             p.dclock = d
-            for i, v in enumerate(d):
-                if v > clk[i]:
-                    clk[i] = v
+            clk[:] = [a if a > b else b for a, b in zip(clk, d)]
         if di.wclock is not None:
-            for i, v in enumerate(di.wclock):
-                if v > clk[i]:
-                    clk[i] = v
+            clk[:] = [a if a > b else b for a, b in zip(clk, di.wclock)]
         epoch = p.count = p.count + 1
         tid = p.tid
         # Later instructions of an in-order pipe follow the earlier ones; on V only a
@@ -300,7 +297,7 @@ class _Block:
             flag_clk = tuple(clk)
             if flag_clk[tid] != epoch:
                 flag_clk = flag_clk[:tid] + (epoch,) + flag_clk[tid + 1:]
-            key = (core.idx,) + op.key
+            key = op.fkeys[core.idx]
             old = self.flags.get(key)
             if old is not None:
                 # Reported when the block ends unless a race shows the cause first: a double
@@ -364,7 +361,12 @@ class _Block:
         sim = self.sim
         # A static plan reads no buffer (its region starts are constants or loop variables):
         # an instruction that reads scalar registers has its accesses found from `bufs`.
-        plan = None if di.scalars else sim.static_plan(di.stmt, core.name)
+        plan = None
+        if not di.scalars:  # (static_plan, kept on the statement's Op per core)
+            plans = di.op.plans
+            plan = plans[core.idx]
+            if plan is False:
+                plan = plans[core.idx] = sim.static_plan(di.stmt, core.name)
         if callable(plan):
             plan = plan(di.vars)
         elif plan is None:
@@ -498,23 +500,23 @@ class _Block:
         for core in self.cores:
             self.advance(core)
         now = 0
-        heap = self.heap
+        heap, by_tid, dirty = self.heap, self.by_tid, self.dirty
+        pop, try_start, complete = heapq.heappop, self.try_start, self.complete
         while True:
-            dirty, self.dirty = self.dirty, set()
-            by_tid = self.by_tid
-            for tid in sorted(dirty):
-                p = by_tid[tid]
-                if p.queue and not p.busy:
-                    self.try_start(p, now)
+            if dirty:  # (try_start adds none)
+                todo = sorted(dirty)
+                dirty.clear()
+                for tid in todo:
+                    p = by_tid[tid]
+                    if p.queue and not p.busy:
+                        try_start(p, now)
             if not heap:
-                if self.dirty:
-                    continue
                 break
-            now, _, p, di = heapq.heappop(heap)
+            now, _, p, di = pop(heap)
             if di is None:  # a cross-core set arrives
-                self.dirty.add(p.tid)
+                dirty.add(p.tid)
             else:
-                self.complete(p, di, now)
+                complete(p, di, now)
         self.finish()
         return self.end
 
@@ -607,6 +609,18 @@ def collector_paused():
             gc.enable()
 
 
+def _timed_block(model, block: int, seen: dict):
+    """(cycles, events, instructions, [(core, pipe, busy cycles)] in the order of the pipes'
+    first completions) of one block by the timing engine (the simulator's machine without data,
+    on compiled streams; a block with the streams of one timed before takes its timing); None
+    where it raises: the block then runs here, which reports the problem as it always has."""
+    try:
+        r = model.time_block_reusing(block, seen)
+    except Exception:  # noqa: BLE001 -- the simulator's own run reports it
+        return None
+    return r.cycles, r.events, r.instructions, r.order
+
+
 def simulate_kernel(kernel: Kernel, args: list | None, chip, *, check: bool = True,
                     blocks=None, data: bool = True) -> SimReport:
     """Simulate the blocks of a lowered kernel on `chip`; outputs are written into `args`.
@@ -614,8 +628,13 @@ def simulate_kernel(kernel: Kernel, args: list | None, chip, *, check: bool = Tr
     `data=False` is the timing-only mode of the performance model (`sim/estimate.py`): no
     data effects (only the scalar unit's own stores run, since later control flow may read
     them), no race checks; `args` may be None (zero-filled arguments). Cycles are the same as
-    with data whenever control flow does not depend on the data."""
+    with data whenever control flow does not depend on the data. Unless a scalar-unit store
+    writes GM, its blocks run on the estimate's engine (`timing.py`), which gives the same
+    cycles, busy cycles, events and counts as this machine (`tests/test_timing.py`)."""
     sim = _Sim(kernel, args, chip, check, data)
+    fast, seen = None, {}
+    if not data and cached(kernel, core_private_scalars, "private_scalars"):
+        fast = TimingModel(kernel, chip, sim.bufs)
     n = kernel.grid[0]
     todo = list(range(n)) if blocks is None else sorted(set(int(b) for b in blocks))
     for b in todo:
@@ -628,13 +647,17 @@ def simulate_kernel(kernel: Kernel, args: list | None, chip, *, check: bool = Tr
         for b in todo:
             prefix = f"b{b}." if len(todo) > 1 else ""
             with collector_paused():
-                blk = _Block(sim, b)
-                block_cycles[b] = blk.run()
-                events += block_events(blk.events, prefix)
-            ninstr += blk.ninstr
-            for p in blk.busy_order:
-                core_busy[f"{p.core.name}.{p.name}"] += p.cycles
-                pipe_busy[p.name] += p.cycles
+                res = _timed_block(fast, b, seen) if fast is not None else None
+                if res is None:
+                    blk = _Block(sim, b)
+                    res = (blk.run(), blk.events, blk.ninstr,
+                           [(p.core.name, p.name, p.cycles) for p in blk.busy_order])
+                block_cycles[b], raw, nb, busy = res
+                events += block_events(raw, prefix)
+            ninstr += nb
+            for core, pipe, cycles in busy:
+                core_busy[f"{core}.{pipe}"] += cycles
+                pipe_busy[pipe] += cycles
     if sim.check:
         sim.blocks.check()
     mean = -(-sum(block_cycles.values()) // len(block_cycles)) if block_cycles else 0

@@ -52,11 +52,7 @@ class DynInstr:
         self.vars = vars
         self.scalars = scalars  # the scalar registers (alloc_var) it reads, as dispatched
         self.op = None          # the consumer's static facts of stmt
-        self.dispatch = 0
-        self.dclock = None
-        self.wclock = None
-        self.start = self.end = 0
-        self.seq = 0
+        self.wclock = None      # (dispatch, dclock, start, end, seq: set before they are read)
 
 
 # ----------------------------------------------------------------------------- per-stmt caches
@@ -191,8 +187,11 @@ def _raiser(msg, loc):
     return fail
 
 
+_WALK_TAGS = {(k, i): f"walk{k}{i:d}" for k in "CV" for i in (False, True)}
+
+
 def _walk(body, kind, env, in_scope, snap):
-    items = cached(body, lambda b: _items(b, kind, in_scope), f"walk{kind}{in_scope:d}")
+    items = cached(body, lambda b: _items(b, kind, in_scope), _WALK_TAGS[kind, in_scope])
     for code, x in items:
         if code == _SEG:
             vs = snap[0]
@@ -269,7 +268,15 @@ def _starts_fn(r: Region):
         st = tuple(int(x.value) for x in r.start)
         return lambda env: st
     fns = [_expr_fn(x) for x in r.start]
-    return lambda env: tuple(as_index(f(env), "a region start") for f in fns)
+
+    def starts(env):
+        out = []
+        for f in fns:
+            a = f(env)
+            out.append(a if type(a) is int else as_index(a, "a region start"))
+        return out
+
+    return starts
 
 
 def region_box(r: Region, env):
@@ -290,7 +297,10 @@ def _box_fn(r: Region):
     def box(env):
         out = []
         for a, (e, n) in zip(starts(env), dims):
-            lo, hi = max(a, 0), min(a + e, n)
+            lo = a if a > 0 else 0
+            hi = a + e
+            if hi > n:
+                hi = n
             if hi <= lo:
                 return None
             out.append(lo)
