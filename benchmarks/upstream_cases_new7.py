@@ -1,0 +1,139 @@
+"""Sweep cases added in the dialect10b session: TileLang example kernels no other case file read
+(KDA chunk kernels, GDN backward, sparse MLA variants, persistent MLA decode, ...). Host code
+and float64 references are written here from each operation's meaning; the kernels are the
+examples' own, read from the mirror at run time by upstream_sweep.py."""
+import numpy as np
+
+from upstream_sweep import Check, case, rn
+from upstream_cases_new import TL, f64
+from upstream_cases_new3 import chunk_rows
+
+KDA = "examples/kda/"
+
+
+def kda_gates(rng, B, S, H, DK, chunk):
+    """Per-channel cumulative log2-gates (B, S, H, DK), restarting at every chunk (as the KDA
+    chunk kernels take them): within a chunk they decrease along S."""
+    g = -rng.random((B, S, H, DK)) * 0.1
+    g = g.reshape(B, S // chunk, chunk, H, DK).cumsum(2).reshape(B, S, H, DK)
+    return g.astype(np.float32)
+
+
+@case("tl/kda/chunk_o", TL, KDA + "chunk_o.py",
+      "KDA chunk output: per-channel gated queries times the chunk state plus the causal "
+      "intra-chunk A @ V, autotune factory with every config given")
+def _(m, rng):
+    B, S, H, DK, DV, BS = 1, 128, 2, 64, 64, 64
+    q, v = rn(rng, (B, S, H, DK), "float16", 0.5), rn(rng, (B, S, H, DV), "float16", 0.5)
+    a = rn(rng, (B, S, H, BS), "float16", 0.2)
+    hid = rn(rng, (B, S // BS, H, DK, DV), "float16", 0.3)
+    g = kda_gates(rng, B, S, H, DK, BS)
+    scale = DK ** -0.5
+    want = np.zeros((B, S, H, DV))
+    for b, h in np.ndindex(B, H):
+        for c, r in chunk_rows(S, BS):
+            gq = q[b, r, h].astype(f64) * scale * np.exp2(g[b, r, h].astype(f64))
+            want[b, r, h] = gq @ hid[b, c, h].astype(f64) + np.tril(a[b, r, h].astype(f64)) @ v[b, r, h]
+    kern = m["tilelang_chunk_fwd_o"](B, S, H, DK, DV, "float16", "float16", "float32", "float32",
+                                     BS, scale, BS, 32, 32, 128, 1)
+    return [Check(kern, [q, v, g, a, hid], {0: want}, "float16", DK + BS)]
+
+
+@case("tl/kda/wy_fast", TL, KDA + "wy_fast.py",
+      "KDA recompute W/U: beta-scaled operands, per-channel exp2 gates, gated keys against the "
+      "chunk's last gate (use_kg); four outputs, one never written (QG)")
+def _(m, rng):
+    B, S, H, DK, DV, BS = 1, 128, 2, 64, 64, 64
+    k, v = rn(rng, (B, S, H, DK), "float16", 0.5), rn(rng, (B, S, H, DV), "float16", 0.5)
+    beta = rng.random((B, S, H)).astype(np.float16)
+    g = kda_gates(rng, B, S, H, DK, BS)
+    a = rn(rng, (B, S, H, BS), "float16", 0.2)
+    w, u, kg = np.zeros((B, S, H, DK)), np.zeros((B, S, H, DV)), np.zeros((B, S, H, DK))
+    for b, h in np.ndindex(B, H):
+        for c, r in chunk_rows(S, BS):
+            ac, bc = a[b, r, h].astype(f64), beta[b, r, h].astype(f64)[:, None]
+            gc = g[b, r, h].astype(f64)
+            u[b, r, h] = ac @ (v[b, r, h] * bc)
+            w[b, r, h] = ac @ (k[b, r, h] * bc * np.exp2(gc))
+            kg[b, r, h] = k[b, r, h] * np.exp2(gc[-1][None, :] - gc)
+    kern = m["tilelang_recompute_w_u_fwd"](B, S, H, DK, DV, "float16", "float16", "float32",
+                                           "float32", BS, False, True, BS, 32, 32, 128, 1)
+    return [Check(kern, [k, v, beta, g, a], {0: w, 1: u, 3: kg}, "float16", BS)]
+
+
+@case("tl/kda/chunk_delta_h_fwd", TL, KDA + "chunk_delta_h_fwd.py",
+      "KDA state recurrence over chunks: per-channel decay of the state rows by the chunk's "
+      "last gate (a GM row into a 1-D tile), transpose_A gemm, three outputs")
+def _(m, rng):
+    B, S, H, DK, DV, BS = 1, 128, 2, 64, 64, 64
+    k, w = rn(rng, (B, S, H, DK), "float16", 0.1), rn(rng, (B, S, H, DK), "float16", 0.1)
+    u = rn(rng, (B, S, H, DV), "float16")
+    g = kda_gates(rng, B, S, H, DK, BS)
+    h0 = rn(rng, (B, H, DK, DV), "float16", 0.5)
+    hs, vnew = np.zeros((B, S // BS, H, DK, DV)), np.zeros((B, S, H, DV))
+    final = np.zeros((B, H, DK, DV))
+    for b, h in np.ndindex(B, H):
+        st = h0[b, h].astype(f64)
+        for c, r in chunk_rows(S, BS):
+            hs[b, c, h] = st
+            vn = u[b, r, h] - w[b, r, h].astype(f64) @ st
+            vnew[b, r, h] = vn
+            st = st * np.exp2(g[b, r.stop - 1, h].astype(f64))[:, None] + k[b, r, h].astype(f64).T @ vn
+        final[b, h] = st
+    kern = m["tilelang_chunk_gated_delta_rule_fwd_h"](
+        B, S, H, DK, DV, "float16", "float16", "float32", "float32", "float32", BS, True, True,
+        True, True, 64, 32, 128, 1)
+    return [Check(kern, [k, w, u, g, h0], {0: hs, 1: final, 2: vnew}, "float16", DK * 2)]
+
+
+@case("tl/kda/chunk_intra_token_parallel", TL, KDA + "chunk_intra_token_parallel.py",
+      "KDA intra-chunk scores, one block per token: a run-time trip count (the token's place in "
+      "its sub-chunk), row sums into a column chosen at run time, a guarded column copy")
+def _(m, rng):
+    B, S, H, DK, CS, SCS = 1, 64, 2, 64, 32, 16
+    q, k = rn(rng, (B, S, H, DK), "float16", 0.5), rn(rng, (B, S, H, DK), "float16", 0.5)
+    g = kda_gates(rng, B, S, H, DK, CS)
+    beta = rng.random((B, S, H)).astype(np.float16)
+    aqk, akk = np.zeros((B, S, H, CS)), np.zeros((B, S, H, SCS))
+    for b, t, h in np.ndindex(B, S, H):
+        start = t // SCS * SCS
+        kb = (k[b, t, h].astype(f64) * beta[b, t, h]).astype(np.float16).astype(f64)
+        for j in range(start, t + 1):
+            kj = k[b, j, h].astype(f64) * np.exp2(g[b, t, h].astype(f64) - g[b, j, h])
+            aqk[b, t, h, j % CS] = q[b, t, h].astype(f64) @ kj
+            if j < t:
+                akk[b, t, h, j - start] = kb @ kj
+    kern = m["tilelang_chunk_kda_fwd_intra_token_parallel"](
+        B, S, H, DK, "float16", "float16", "float32", "float32", CS, SCS, 1, 32, 1)
+    return [Check(kern, [q, k, g, beta], {0: aqk, 1: akk}, "float16", DK)]
+
+
+@case("tl/kda/chunk_bwd_dv", TL, KDA + "chunk_bwd_dv.py",
+      "KDA backward dv = tril(A)^T @ dO per chunk: an if_then_else mask on a shared tile, "
+      "transpose_A gemm with clear_accum")
+def _(m, rng):
+    B, S, H, DV, BS = 1, 128, 2, 128, 64
+    do, a = rn(rng, (B, S, H, DV), "float16", 0.5), rn(rng, (B, S, H, BS), "float16", 0.3)
+    want = np.zeros((B, S, H, DV))
+    for b, h in np.ndindex(B, H):
+        for _, r in chunk_rows(S, BS):
+            want[b, r, h] = np.tril(a[b, r, h].astype(f64)).T @ do[b, r, h]
+    kern = m["tilelang_chunk_bwd_kernel_dv_local"](B, S, H, DV, "float16", "float16", "float16",
+                                                   BS, 64, 128, 1)
+    return [Check(kern, [do, a], {0: want}, "float16", BS)]
+
+
+@case("tl/kda/chunk_bwd_gla_dA", TL, KDA + "chunk_bwd_gla_dA.py",
+      "KDA backward dA = scale * tril(dO @ V^T) per chunk: a gemm accumulated over DV blocks, "
+      "then masked and scaled in place")
+def _(m, rng):
+    B, S, H, DV, BS = 1, 128, 2, 128, 64
+    do, v = rn(rng, (B, S, H, DV), "float16", 0.5), rn(rng, (B, S, H, DV), "float16", 0.5)
+    scale = 0.125
+    want = np.zeros((B, S, H, BS))
+    for b, h in np.ndindex(B, H):
+        for _, r in chunk_rows(S, BS):
+            want[b, r, h] = np.tril(do[b, r, h].astype(f64) @ v[b, r, h].astype(f64).T) * scale
+    kern = m["tilelang_chunk_bwd_kernel_dv_local"](B, S, H, DV, scale, "float16", "float32",
+                                                   "float16", BS, 64, 128, 1)
+    return [Check(kern, [do, v], {0: want}, "float32", DV, tol=(2e-3, 2e-3))]
