@@ -137,3 +137,85 @@ def _(m, rng):
     kern = m["tilelang_chunk_bwd_kernel_dv_local"](B, S, H, DV, scale, "float16", "float32",
                                                    "float16", BS, 64, 128, 1)
     return [Check(kern, [do, v], {0: want}, "float32", DV, tol=(2e-3, 2e-3))]
+
+
+@case("tl/deepseek_mla/mla_decode_persistent", TL,
+      "examples/deepseek_mla/example_mla_decode_persistent.py",
+      "persistent split-KV MLA decode: waves of tiles over driver.get_num_sms() blocks, "
+      "T.sync_grid() between the split pass and the log-sum-exp combine (two launches)")
+def _(m, rng):
+    from upstream_cases_cv import sparse_ref
+    B, H, SKV, dim, pe, split = 2, 32, 256, 64, 32, 2
+    q, qpe = rn(rng, (B, H, dim), "float16"), rn(rng, (B, H, pe), "float16")
+    kv, kpe = rn(rng, (B, SKV, 1, dim), "float16"), rn(rng, (B, SKV, 1, pe), "float16")
+    qf = np.concatenate([q, qpe], -1)
+    rows = np.concatenate([kv[:, :, 0], kpe[:, :, 0]], -1)            # [B, SKV, dim + pe]
+    want = sparse_ref(qf, rows, dim, (dim + pe) ** -0.5)
+    kern = m["flashattn"](B, H, 1, SKV, dim, pe, 64, 16, split)
+    glse, part = np.zeros((B, H, split), np.float16), np.zeros((B, H, split, dim), np.float16)
+    return [Check(kern, [q, qpe, kv, kpe, glse, part], {0: want}, "float16", SKV)]
+
+
+def dsa_inputs(rng, lens, heads, dq, topk, dtype):
+    """Varlen DSA inputs: packed tokens of sequences `lens`, offsets, (sequence, position)
+    per token, and per token `topk` KV positions of its own sequence (relative to its start):
+    some causal (<= position, the position itself always among them), some past it, some -1
+    (both masked)."""
+    offs = np.concatenate([[0], np.cumsum(lens)]).astype(np.int32)
+    tok = np.array([(b, s) for b, n in enumerate(lens) for s in range(n)], np.int32)
+    T_ = int(offs[-1])
+    q = rn(rng, (T_, heads, dq)).astype(dtype)
+    kv = rn(rng, (T_, 1, dq)).astype(dtype)
+    idx = np.full((T_, 1, topk), -1, np.int32)
+    for t, (b, s) in enumerate(tok):
+        ids = rng.permutation(lens[b])[:topk - 2]
+        ids = np.concatenate([[s], ids[ids != s], [lens[b] - 1]])[:topk]
+        idx[t, 0, :len(ids)] = ids
+    valid = (idx[:, 0] <= tok[:, 1:2]) & (idx[:, 0] != -1)
+    rows = kv[offs[tok[:, 0]][:, None] + np.maximum(idx[:, 0], 0), 0]  # [T, topk, dq]
+    return q, kv, idx, offs, tok, valid, rows
+
+
+@case("tl/dsa_sparse_finetune/sparse_mla_fwd", TL, "examples/dsa_sparse_finetune/sparse_mla_fwd.py",
+      "eager varlen sparse MLA forward: per-token sequence offsets read from GM, KV rows "
+      "gathered through relative indices (-1 and future positions masked by a bool tile)")
+def _(m, rng):
+    import ml_dtypes
+    from upstream_cases_cv import sparse_ref
+    lens, H, dim, tail, topk = (5, 11), 16, 64, 32, 32
+    q, kv, idx, offs, tok, valid, rows = dsa_inputs(rng, lens, H, dim + tail, topk,
+                                                    ml_dtypes.bfloat16)
+    scale = (dim + tail) ** -0.5
+    want = sparse_ref(q, rows, dim, scale, valid)
+    s = np.einsum("thd,tkd->thk", q.astype(f64), rows.astype(f64)) * scale
+    s = np.where(valid[:, None, :], s, -np.inf)
+    mx = s.max(-1)
+    lse = np.log(np.exp(s - mx[..., None]).sum(-1)) + mx
+    f = m["sparse_mla_fwd"]
+    kw = dict(heads=H, dim=dim, tail_dim=tail, topk=topk)
+    fn = lambda *a: f(*a, **kw)  # noqa: E731
+    fn.kernel_for = lambda *a: f.kernel_for(*a, **kw)
+    return [Check(fn, [q, kv, idx, offs, tok], {0: want, 1: lse}, "bfloat16", topk)]
+
+
+@case("tl/dsa_sparse_finetune/sparse_mla_topk_reducesum", TL,
+      "examples/dsa_sparse_finetune/sparse_mla_topk_reducesum.py",
+      "eager varlen: attention probabilities of the selected KV rows from a given log-sum-exp, "
+      "summed over heads (reduce_sum over dim 0) into a column block of the output")
+def _(m, rng):
+    import ml_dtypes
+    lens, H, dim, tail, topk = (6, 9), 16, 64, 32, 64
+    q, kv, idx, offs, tok, valid, rows = dsa_inputs(rng, lens, H, dim + tail, topk,
+                                                    ml_dtypes.bfloat16)
+    scale = (dim + tail) ** -0.5
+    s = np.einsum("thd,tkd->thk", q.astype(f64), rows.astype(f64)) * scale
+    s = np.where(valid[:, None, :], s, -np.inf)
+    mx = s.max(-1)
+    lse = (np.log(np.exp(s - mx[..., None]).sum(-1)) + mx).astype(np.float32)
+    want = np.exp(s - lse[..., None].astype(f64)).sum(1)[:, None, None, :]   # [T, 1, 1, topk]
+    f = m["tl_sparse_mla_topk_reducesum_impl"]
+    kw = dict(heads=H, dim=dim, tail_dim=tail, topk=topk)
+    fn = lambda *a: f(*a, **kw)  # noqa: E731
+    fn.kernel_for = lambda *a: f.kernel_for(*a, **kw)
+    return [Check(fn, [q, kv, idx, lse, offs, tok], {0: want}, "float32", dim + tail,
+                  tol=(2e-2, 2e-2))]
