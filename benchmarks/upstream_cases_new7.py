@@ -219,3 +219,46 @@ def _(m, rng):
     fn.kernel_for = lambda *a: f.kernel_for(*a, **kw)
     return [Check(fn, [q, kv, idx, lse, offs, tok], {0: want}, "float32", dim + tail,
                   tol=(2e-2, 2e-2))]
+
+
+@case("tl/dsa_sparse_finetune/indexer_topk_reducesum", TL,
+      "examples/dsa_sparse_finetune/indexer_topk_reducesum.py",
+      "varlen lightning-indexer top-k: relu(k . q) weighted over heads per causal key, a "
+      "bitonic sort as T.Parallel compare-and-swap steps in a T.macro, softmax of the top-k")
+def _(m, rng):
+    lens, H, D, topk = (40, 70), 8, 32, 32
+    offs = np.concatenate([[0], np.cumsum(lens)]).astype(np.int32)
+    tok = np.array([(b, s) for b, n in enumerate(lens) for s in range(n)], np.int32)
+    T_ = int(offs[-1])
+    q, w = rn(rng, (T_, H, D)), rn(rng, (T_, H))
+    k = rn(rng, (T_, D))
+    scale = D ** -0.5
+    want_p = np.zeros((T_, topk))
+    want_sets = []
+    for t, (b, s) in enumerate(tok):
+        keys = k[offs[b]:offs[b] + s + 1].astype(f64)
+        logit = (np.maximum(keys @ (q[t].astype(f64) * scale).T, 0) * w[t].astype(f64)).sum(1)
+        order = np.argsort(-logit, kind="stable")[:topk]
+        v = np.full(topk, -np.inf)
+        v[:len(order)] = logit[order]
+        p = np.exp(v - v.max())
+        want_p[t] = -np.sort(-(p / p.sum()))
+        want_sets.append(set(order.tolist()))
+
+    def same_topk(got, want):
+        for t in range(T_):   # the selected keys, any order (ties aside); -1 past the causal ones
+            sel = set(int(i) for i in got[t] if i >= 0)
+            assert sel == want_sets[t] and (got[t] >= 0).sum() == len(want_sets[t]), \
+                f"token {t}: indices {sorted(sel)} != {sorted(want_sets[t])}"
+
+    def probs(got, want):
+        from upstream_sweep import tolerance
+        rtol, atol = tolerance("float32", D * H)
+        g = -np.sort(-got.astype(f64), axis=1)
+        assert np.allclose(g, want, rtol=rtol, atol=atol), \
+            f"probabilities: max abs err {np.abs(g - want).max():.3g}"
+    kern = m["tl_indexer_topk_reducesum_impl"](H, D, topk)
+    idx, red = np.zeros((T_, topk), np.int32), np.zeros((T_, topk), np.float32)
+    args = [q, w, k, idx, red, offs, tok]
+    return [Check(kern, args, {("arg", 3): None}, compare=same_topk),
+            Check(kern, args, {("arg", 4): want_p}, compare=probs)]

@@ -135,11 +135,15 @@ class ControlFlow:
         self.scopes.append({p: Var(n) if isinstance(start, int) and start == 0 else binop("+", Var(n), start)
                             for p, n in zip(py_names, names)})
         self.parallel_depth += kind == "parallel"
+        if kind == "parallel":  # a name bound in the body may need a per-iteration copy
+            self.parallel_loops.append((names, tuple(extents)))
         outer = self.with_ranges(names, extents)
         try:
             body = self.body(s.body)
         finally:
             self.parallel_depth -= kind == "parallel"
+            if kind == "parallel":
+                self.parallel_loops.pop()
             self.var_ranges = outer
         self.scopes.pop()
         if kind == "parallel" and any(isinstance(b, ParallelAtomic) for b in body):

@@ -175,6 +175,7 @@ class KernelBuilder(ExprVisitor, ControlFlow, TileOps, Dialect, TileAscend, Eage
         self.symbols: dict = dict(symbols or {})  # shape symbol name -> int
         self.eager = eager  # an EagerCall when the function is a TileLang eager jit function
         self.parallel_depth = 0
+        self.parallel_loops: list = []  # (IR names, extents) of the open T.Parallel loops
         self.open_bodies: list[list] = []  # statement lists being built (innermost last)
         self.captures: dict = {}  # (id(scope), name) -> Capture
         self.n_fresh = 0
@@ -385,7 +386,7 @@ class KernelBuilder(ExprVisitor, ControlFlow, TileOps, Dialect, TileAscend, Eage
                     break
         finally:
             self.open_bodies.pop()
-        return [Store(x.buffer, (const(0),), as_expr(x.bound), x.loc)
+        return [Store(x.buffer, x.indices, as_expr(x.bound), x.loc)
                 if isinstance(x, Capture) else x
                 for x in out if not isinstance(x, Capture) or x.buffer is not None]
 
