@@ -206,6 +206,12 @@ def _(m, rng):
       "GQA (groups 2, dim_v != dim_qk) fwd, bwd by atomic_add of dQ/dK/dV and the split "
       "variant (per-group dK/dV summed by host code)")
 def _(m, rng):
+    return gqa_bwd_checks(m, rng, "flashattn_bwd_split")
+
+
+def gqa_bwd_checks(m, rng, split):
+    """TileLang's GQA backward examples: fwd (O, lse), bwd by atomic_add of dQ/dK/dV, and the
+    factory `split` (per-group dK/dV slots summed by host code), causal and not."""
     B, H, HK, S, DQK, DV = 1, 4, 2, 128, 64, 32
     g = H // HK
     checks = []
@@ -224,7 +230,7 @@ def _(m, rng):
         if not causal:
             continue
         # split: dK/dV of each query head of a group in its own slot; the sum is host code
-        kern = m["flashattn_bwd_split"](B, H, S, DQK, DV, causal, 64, 32, groups=g)
+        kern = m[split](B, H, S, DQK, DV, causal, 64, 32, groups=g)
         dks = np.zeros((g, B, S, HK, DQK), np.float16)
         dvs = np.zeros((g, B, S, HK, DV), np.float16)
 

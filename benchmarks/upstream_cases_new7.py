@@ -262,3 +262,12 @@ def _(m, rng):
     args = [q, w, k, idx, red, offs, tok]
     return [Check(kern, args, {("arg", 3): None}, compare=same_topk),
             Check(kern, args, {("arg", 4): want_p}, compare=probs)]
+
+
+@case("tl/flash_attention/gqa_bwd_tma_reduce", TL,
+      "examples/flash_attention/example_gqa_bwd_tma_reduce.py",
+      "GQA backward: tile atomic_add(..., use_tma=True) of dQ/dK/dV, the split variant with "
+      "T.annotate_layout of dQ (hints), fwd with lse")
+def _(m, rng):
+    from upstream_cases_new3 import gqa_bwd_checks
+    return gqa_bwd_checks(m, rng, "flashattn_bwd_split_novarlen")
