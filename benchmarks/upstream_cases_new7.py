@@ -271,3 +271,23 @@ def _(m, rng):
 def _(m, rng):
     from upstream_cases_new3 import gqa_bwd_checks
     return gqa_bwd_checks(m, rng, "flashattn_bwd_split_novarlen")
+
+
+# GPU warp-specialised kernels (mbarriers, TMA, register reallocation): located errors expected
+
+
+@case("tl/deepseek_v32/sparse_mla_fwd_pipelined", TL, "examples/deepseek_v32/sparse_mla_fwd_pipelined.py",
+      "warp-specialised sparse MLA: T.alloc_barrier, tma_copy, producer threads with "
+      "cp.async (GPU-only: located)")
+def _(m, rng):
+    from upstream_cases_new5 import v32_sparse_checks
+    return v32_sparse_checks(m, rng, extra=[np.zeros(1, np.int32)], topk=128, with_lse=False,
+                             kv_stride=1)
+
+
+@case("tl/deepseek_v32/sparse_mla_fwd_seesaw", TL, "examples/deepseek_v32/sparse_mla_fwd_seesaw.py",
+      "two consumer warp groups alternating on one sparse MLA (GPU-only barriers: located)")
+def _(m, rng):
+    from upstream_cases_new5 import v32_sparse_checks
+    return v32_sparse_checks(m, rng, extra=[np.zeros(1, np.int32)], topk=128, with_lse=False,
+                             H=64, tail=64, kv_stride=1)
