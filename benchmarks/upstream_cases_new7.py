@@ -291,3 +291,19 @@ def _(m, rng):
     from upstream_cases_new5 import v32_sparse_checks
     return v32_sparse_checks(m, rng, extra=[np.zeros(1, np.int32)], topk=128, with_lse=False,
                              H=64, tail=64, kv_stride=1)
+
+
+@case("tl/gemm_sp/gemm_sp", TL, "examples/gemm_sp/example_gemm_sp.py",
+      "2:4 structured-sparse GEMM T.gemm_sp on kept values + int16 natural metadata (host "
+      "compression here: the example's compressor is a SIMT kernel on CUDA)")
+def _(m, rng):
+    from tilelang_mini.testing.references import compress_2to4, semi_sparse
+    # host code: the e_factor helper comes from TileLang's CUDA sparse-layout module
+    m["get_e_factor"] = lambda a_dtype, e_dtype: np.dtype(e_dtype).itemsize * 2 * 4
+    M, N, K = 128, 128, 256
+    a = semi_sparse(rng, M, K, np.float16)
+    vals, meta = compress_2to4(a, "int16")
+    b = rn(rng, (K, N), "float16")
+    kern = m["matmul_sp_fp16"](M, N, K, "float32", "int16", 64, 64, 64, 2, 128, 0, True)
+    return [Check(kern, [vals, meta, b], {0: a.astype(f64) @ b.astype(f64)}, "float32", K,
+                  tol=(1e-2, 1e-2))]

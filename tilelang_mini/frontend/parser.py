@@ -30,6 +30,7 @@ from .atomic import Atomics
 from .control import ControlFlow
 from .views import Views
 from .grid_sync import GridSyncOps, split_launches
+from .gemm_sp import GemmSparse
 from .bindings import Bindings, Capture, StaleValue, vector_flags_without_scopes
 
 
@@ -153,7 +154,7 @@ def _source(fn, file: str):
 
 
 class KernelBuilder(ExprVisitor, ControlFlow, TileOps, Dialect, TileAscend, Eager, Atomics, Views,
-                    Bindings, GridSyncOps):
+                    Bindings, GridSyncOps, GemmSparse):
     def __init__(self, fn, file: str | None = None, symbols: dict | None = None, eager=None):
         self.fn = fn
         self.file = file or inspect.getsourcefile(fn) or "<unknown>"
