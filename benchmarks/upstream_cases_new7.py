@@ -307,3 +307,24 @@ def _(m, rng):
     kern = m["matmul_sp_fp16"](M, N, K, "float32", "int16", 64, 64, 64, 2, 128, 0, True)
     return [Check(kern, [vals, meta, b], {0: a.astype(f64) @ b.astype(f64)}, "float32", K,
                   tol=(1e-2, 1e-2))]
+
+
+@case("tl/deepseek_mhc/mhc_bwd", TL, "examples/deepseek_mhc/example_mhc_bwd.py",
+      "sinkhorn backward by implicit differentiation: conjugate gradient on 3-D tiles "
+      "(T.macro mat-vecs with reduce_sum over dims -1/-2), eager T.dynamic/T.const under "
+      "@tilelang.autotune with the config given")
+def _(m, rng):
+    from tilelang_mini.testing.references import sinkhorn_ref
+    S, n = 64, 4
+    R = sinkhorn_ref(rng.standard_normal((S, n, n)), 40, 0.0).astype(np.float32)
+    dR = rn(rng, (S, n, n))
+    want = np.zeros((S, n, n))
+    for s in range(S):   # (dR - x1[i] - x2[j]) * R with [[I, R], [R^T, I]] x = [rowsum, colsum] of R*dR
+        r, g = R[s].astype(f64), (R[s] * dR[s]).astype(f64)
+        A = np.block([[np.eye(n), r], [r.T, np.eye(n)]])
+        x = np.linalg.lstsq(A, np.concatenate([g.sum(1), g.sum(0)]), rcond=None)[0]
+        want[s] = (dR[s] - x[:n, None] - x[None, n:]) * r
+    f = m["sinkhorn_bwd_implicit_cg"]
+    fn = lambda o, d: f(o, d, tilesize=8, threads=128)  # noqa: E731
+    fn.kernel_for = lambda o, d: f.factory.kernel_for(o, d, tilesize=8, threads=128)
+    return [Check(fn, [R, dR], {0: want}, "float32", tol=(1e-3, 1e-3))]
