@@ -328,3 +328,66 @@ def _(m, rng):
     fn = lambda o, d: f(o, d, tilesize=8, threads=128)  # noqa: E731
     fn.kernel_for = lambda o, d: f.factory.kernel_for(o, d, tilesize=8, threads=128)
     return [Check(fn, [R, dR], {0: want}, "float32", tol=(1e-3, 1e-3))]
+
+
+@case("tl/kda/chunk_bwd_dqkwg", TL, KDA + "chunk_bwd_dqkwg.py",
+      "KDA backward dq/dk/dw/dg per chunk: three gemms against the chunk state and its "
+      "gradient, row sums of h*dh, a column reduce_sum, the chunk's last-row term by "
+      "T.if_then_else")
+def _(m, rng):
+    B, S, H, DK, DV, BS = 1, 128, 2, 64, 64, 64
+    q, k = rn(rng, (B, S, H, DK), "float16", 0.5), rn(rng, (B, S, H, DK), "float16", 0.5)
+    v, do, dv = (rn(rng, (B, S, H, DV), "float16", 0.5) for _ in range(3))
+    h, dh = (rn(rng, (B, S // BS, H, DK, DV), "float16", 0.3) for _ in range(2))
+    g = kda_gates(rng, B, S, H, DK, BS).astype(np.float16).astype(np.float32)  # fp16 tiles
+    scale = DK ** -0.5
+    dq, dk, dw, dg = (np.zeros((B, S, H, DK)) for _ in range(4))
+    for b, hh in np.ndindex(B, H):
+        for c, r in chunk_rows(S, BS):
+            hc, dhc = h[b, c, hh].astype(f64), dh[b, c, hh].astype(f64)
+            gc = g[b, r, hh].astype(f64)
+            gn = gc[-1]
+            q_ = do[b, r, hh].astype(f64) @ hc.T * scale * np.exp2(gc)
+            k_ = v[b, r, hh].astype(f64) @ dhc.T * np.exp2(gn[None, :] - gc)
+            dq[b, r, hh], dk[b, r, hh] = q_, k_
+            dw[b, r, hh] = -(dv[b, r, hh].astype(f64) @ hc.T)
+            last = (hc * dhc).sum(1) * np.exp2(gn) + (k_ * k[b, r, hh]).sum(0)
+            dg[b, r, hh] = q[b, r, hh] * q_ - k[b, r, hh] * k_
+            dg[b, r.stop - 1, hh] += last
+    kern = m["chunk_bwd_dqkwg"](B, S, H, DK, DV, scale, BS, "float16", "float32", 32, 32, 32, 0)
+    return [Check(kern, [q, k, v, g, h, dv, do, dh], {0: dq, 1: dk, 2: dw, 3: dg}, "float16",
+                  BS + DV)]
+
+
+@case("tl/kda/wy_fast_bwd", TL, KDA + "wy_fast_bwd.py",
+      "KDA WY backward: dA accumulated over DK and DV blocks by two gemm kinds, row-sum "
+      "dbeta with reduce_sum(clear=False), strictly-lower masks, A^T (dA) A^T chain")
+def _(m, rng):
+    B, S, H, DK, DV, BS = 1, 128, 2, 64, 64, 64
+    k, v = rn(rng, (B, S, H, DK), "float16", 0.5), rn(rng, (B, S, H, DV), "float16", 0.5)
+    beta = rng.random((B, S, H)).astype(np.float16)
+    g = kda_gates(rng, B, S, H, DK, BS)
+    a = rn(rng, (B, S, H, BS), "float16", 0.2)
+    dw, dk0 = rn(rng, (B, S, H, DK), "float16", 0.5), rn(rng, (B, S, H, DK), "float16", 0.5)
+    du = rn(rng, (B, S, H, DV), "float16", 0.5)
+    dg0 = rn(rng, (B, S, H, DK), "float32", 0.5)
+    dA, dk, dv, dbeta, dg = (np.zeros(s) for s in ((B, S, H, BS), k.shape, v.shape, beta.shape,
+                                                   k.shape))
+    for b, h in np.ndindex(B, H):
+        for _, r in chunk_rows(S, BS):
+            A_, bt = a[b, r, h].astype(f64), beta[b, r, h].astype(f64)[:, None]
+            ge = np.exp2(g[b, r, h].astype(f64))
+            kk, vv = k[b, r, h].astype(f64), v[b, r, h].astype(f64)
+            dwc, duc = dw[b, r, h].astype(f64), du[b, r, h].astype(f64)
+            kbg = kk * bt * ge
+            dkbg, dvb = A_.T @ dwc, A_.T @ duc
+            dk[b, r, h] = dkbg * ge * bt + dk0[b, r, h]
+            dg[b, r, h] = dkbg * kbg + dg0[b, r, h]
+            dv[b, r, h] = dvb * bt
+            dbeta[b, r, h] = (dkbg * kk * ge).sum(1) + (dvb * vv).sum(1)
+            da = np.tril(dwc @ kbg.T + duc @ (vv * bt).T, -1)
+            dA[b, r, h] = np.tril(-(A_.T @ (da @ A_.T)), -1)
+    kern = m["tilelang_wy_fast_bwd"](B, S, H, DK, DV, "float16", "float16", "float32", "float32",
+                                     "float32", BS, 32, 32, 128, 0)
+    return [Check(kern, [k, v, beta, g, a, dw, du, dk0, dg0],
+                  {0: dA, 1: dk, 2: dv, 3: dbeta, 4: dg}, "float16", DK + DV)]
