@@ -391,3 +391,33 @@ def _(m, rng):
                                      "float32", BS, 32, 32, 128, 0)
     return [Check(kern, [k, v, beta, g, a, dw, du, dk0, dg0],
                   {0: dA, 1: dk, 2: dv, 3: dbeta, 4: dg}, "float16", DK + DV)]
+
+
+@case("tl/gdn/wy_fast_bwd", TL, "examples/gdn/example_wy_fast_bwd_split.py",
+      "GDN WY backward (the fused kernel of the split example): dA by gemms over DK and DV "
+      "blocks, per-row dbeta/dg by reduce_sum(clear=False), scalar outputs by a T.Parallel map")
+def _(m, rng):
+    from upstream_cases_new3 import gdn_gates
+    B, S, H, DK, DV, BS = 1, 128, 2, 64, 64, 64
+    k, v = rn(rng, (B, S, H, DK), "float16", 0.5), rn(rng, (B, S, H, DV), "float16", 0.5)
+    beta = rng.random((B, S, H)).astype(np.float16)
+    g = gdn_gates(rng, B, S, H)
+    a = rn(rng, (B, S, H, BS), "float16", 0.2)
+    dw, du = rn(rng, (B, S, H, DK), "float16", 0.5), rn(rng, (B, S, H, DV), "float16", 0.5)
+    dA, dk, dv = np.zeros((B, S, H, BS)), np.zeros(k.shape), np.zeros(v.shape)
+    dbeta, dg = np.zeros(beta.shape), np.zeros(beta.shape)
+    for b, h in np.ndindex(B, H):
+        for _, r in chunk_rows(S, BS):
+            A_, bt = a[b, r, h].astype(f64), beta[b, r, h].astype(f64)[:, None]
+            ge = np.exp(g[b, r, h].astype(f64))[:, None]
+            kk, vv = k[b, r, h].astype(f64), v[b, r, h].astype(f64)
+            dwc, duc = dw[b, r, h].astype(f64), du[b, r, h].astype(f64)
+            dkb, dvb = A_.T @ dwc, A_.T @ duc
+            dA[b, r, h] = dwc @ (kk * bt * ge).T + duc @ (vv * bt).T
+            dk[b, r, h], dv[b, r, h] = dkb * bt * ge, dvb * bt
+            dbeta[b, r, h] = (dkb * kk * ge).sum(1) + (dvb * vv).sum(1)
+            dg[b, r, h] = (dkb * kk * ge * bt).sum(1)
+    kern = m["tilelang_wy_fast_bwd"](B, S, H, DK, DV, "float16", "float16", "float32", "float32",
+                                     "float32", BS, 32, 32, 128, 0)
+    return [Check(kern, [k, v, beta, g, a, dw, du], {0: dA, 1: dk, 2: dv, 3: dbeta, 4: dg},
+                  "float16", DK + DV)]
