@@ -421,3 +421,38 @@ def _(m, rng):
                                      "float32", BS, 32, 32, 128, 0)
     return [Check(kern, [k, v, beta, g, a, dw, du], {0: dA, 1: dk, 2: dv, 3: dbeta, 4: dg},
                   "float16", DK + DV)]
+
+
+@case("tl/deepseek_nsa/nsa_fwd_varlen", TL, "examples/deepseek_nsa/example_tilelang_nsa_fwd_varlen.py",
+      "varlen native sparse attention: per-token selected KV blocks read from GM (a run-time "
+      "trip count), blocks past the token skipped by a run-time if, causal mask inside a "
+      "block, output written in place (eager, no T.empty)")
+def _(m, rng):
+    lens, HK, G, D, BS, NSEL = (40, 70), 1, 16, 64, 16, 4
+    offs = np.concatenate([[0], np.cumsum(lens)]).astype(np.int32)
+    tok = np.array([(b, s) for b, n in enumerate(lens) for s in range(n)], np.int32)
+    T_ = int(offs[-1])
+    q = rn(rng, (T_, HK * G, D), "float16")
+    k, v = rn(rng, (T_, HK, D), "float16"), rn(rng, (T_, HK, D), "float16")
+    idx = np.full((T_, HK, NSEL), -1, np.int32)
+    counts = np.full((T_, HK), NSEL, np.int32)   # one count for all tokens
+    want = np.zeros((T_, HK * G, D))
+    for t, (b, s) in enumerate(tok):
+        for h in range(HK):
+            # block 0 always, then other blocks of the sequence (a future one is skipped)
+            blocks = [0] + list(rng.permutation(np.arange(1, -(-lens[b] // BS)))[:NSEL - 2])
+            idx[t, h, :len(blocks)] = blocks
+            keys = np.array([j for blk in blocks if blk * BS <= s
+                             for j in range(blk * BS, min(blk * BS + BS, s + 1))])
+            rows = offs[b] + keys
+            sc = q[t, h * G:(h + 1) * G].astype(f64) @ k[rows, h].astype(f64).T * D ** -0.5
+            p = np.exp(sc - sc.max(1, keepdims=True))
+            want[t, h * G:(h + 1) * G] = (p / p.sum(1, keepdims=True)) @ v[rows, h].astype(f64)
+    f = m["native_sparse_attention_varlen"]
+    kw = dict(batch=len(lens), dim=D, is_causal=True, block_size=BS, groups=G,
+              selected_blocks=NSEL)
+    fn = lambda *a: f(*a, **kw)  # noqa: E731
+    fn.kernel_for = lambda *a: f.kernel_for(*a, **kw)
+    out = np.zeros((T_, HK * G, D), np.float16)
+    return [Check(fn, [q, k, v, out, idx, counts, offs, tok], {("arg", 3): want}, "float16",
+                  NSEL * BS)]

@@ -177,6 +177,7 @@ class KernelBuilder(ExprVisitor, ControlFlow, TileOps, Dialect, TileAscend, Eage
         self.eager = eager  # an EagerCall when the function is a TileLang eager jit function
         self.parallel_depth = 0
         self.parallel_loops: list = []  # (IR names, extents) of the open T.Parallel loops
+        self.loop_names: list = []  # IR names of the enclosing loops' variables
         self.open_bodies: list[list] = []  # statement lists being built (innermost last)
         self.captures: dict = {}  # (id(scope), name) -> Capture
         self.n_fresh = 0
