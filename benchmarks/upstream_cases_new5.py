@@ -3,7 +3,7 @@ other case files (host code and float64 references written here; the kernels are
 examples' own, read from the mirror at run time by upstream_sweep.py)."""
 import numpy as np
 
-from upstream_sweep import Check, case, rn
+from upstream_sweep import Check, case, rn, with_kwargs
 from upstream_cases_new import A, TL, f64, mm, sigmoid  # noqa: F401
 from upstream_cases_held import int_operands
 from upstream_cases_new4 import pack_int4
@@ -101,10 +101,7 @@ def v32_sparse_checks(m, rng, extra=(), topk=64, with_lse=True, H=16, tail=32, *
         s = np.where(valid[None, :], s, -np.inf)
         mx = s.max(-1)
         lse[0, t] = (np.log(np.exp(s - mx[:, None]).sum(-1)) + mx) / np.log(2)
-    f = m["sparse_mla_fwd"]
-    args = dict(heads=H, dim=dim, tail_dim=tail, topk=topk, **kw)
-    fn = lambda *a: f(*a, **args)  # noqa: E731
-    fn.kernel_for = lambda *a: f.kernel_for(*a, **args)
+    fn = with_kwargs(m["sparse_mla_fwd"], heads=H, dim=dim, tail_dim=tail, topk=topk, **kw)
     want = {0: want, 1: lse} if with_lse else {0: want}
     return [Check(fn, [q, kv, idx, *extra], want, "bfloat16", topk)]
 

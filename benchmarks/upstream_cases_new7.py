@@ -4,9 +4,9 @@ and float64 references are written here from each operation's meaning; the kerne
 examples' own, read from the mirror at run time by upstream_sweep.py."""
 import numpy as np
 
-from upstream_sweep import Check, case, rn
+from upstream_sweep import Check, case, rn, with_kwargs
 from upstream_cases_new import TL, f64
-from upstream_cases_new3 import chunk_rows
+from upstream_cases_new3 import chunk_rows, delta_h_inputs, delta_h_ref, wy_inputs
 
 KDA = "examples/kda/"
 
@@ -44,10 +44,7 @@ def _(m, rng):
       "chunk's last gate (use_kg); four outputs, one never written (QG)")
 def _(m, rng):
     B, S, H, DK, DV, BS = 1, 128, 2, 64, 64, 64
-    k, v = rn(rng, (B, S, H, DK), "float16", 0.5), rn(rng, (B, S, H, DV), "float16", 0.5)
-    beta = rng.random((B, S, H)).astype(np.float16)
-    g = kda_gates(rng, B, S, H, DK, BS)
-    a = rn(rng, (B, S, H, BS), "float16", 0.2)
+    k, v, beta, g, a = wy_inputs(rng, kda_gates(rng, B, S, H, DK, BS), DK, DV, BS)
     w, u, kg = np.zeros((B, S, H, DK)), np.zeros((B, S, H, DV)), np.zeros((B, S, H, DK))
     for b, h in np.ndindex(B, H):
         for c, r in chunk_rows(S, BS):
@@ -66,20 +63,11 @@ def _(m, rng):
       "last gate (a GM row into a 1-D tile), transpose_A gemm, three outputs")
 def _(m, rng):
     B, S, H, DK, DV, BS = 1, 128, 2, 64, 64, 64
-    k, w = rn(rng, (B, S, H, DK), "float16", 0.1), rn(rng, (B, S, H, DK), "float16", 0.1)
-    u = rn(rng, (B, S, H, DV), "float16")
-    g = kda_gates(rng, B, S, H, DK, BS)
-    h0 = rn(rng, (B, H, DK, DV), "float16", 0.5)
-    hs, vnew = np.zeros((B, S // BS, H, DK, DV)), np.zeros((B, S, H, DV))
-    final = np.zeros((B, H, DK, DV))
-    for b, h in np.ndindex(B, H):
-        st = h0[b, h].astype(f64)
-        for c, r in chunk_rows(S, BS):
-            hs[b, c, h] = st
-            vn = u[b, r, h] - w[b, r, h].astype(f64) @ st
-            vnew[b, r, h] = vn
-            st = st * np.exp2(g[b, r.stop - 1, h].astype(f64))[:, None] + k[b, r, h].astype(f64).T @ vn
-        final[b, h] = st
+    k, w, u, g, h0 = delta_h_inputs(rng, kda_gates(rng, B, S, H, DK, BS), DK, DV)
+
+    def step(st, vn, b, h, c, r):   # per-channel decay of the state rows by the last gate
+        return st * np.exp2(g[b, r.stop - 1, h].astype(f64))[:, None], vn
+    hs, final, vnew = delta_h_ref(k, w, u, h0, BS, step)
     kern = m["tilelang_chunk_gated_delta_rule_fwd_h"](
         B, S, H, DK, DV, "float16", "float16", "float32", "float32", "float32", BS, True, True,
         True, True, 64, 32, 128, 1)
@@ -160,7 +148,8 @@ def dsa_inputs(rng, lens, heads, dq, topk, dtype):
     """Varlen DSA inputs: packed tokens of sequences `lens`, offsets, (sequence, position)
     per token, and per token `topk` KV positions of its own sequence (relative to its start):
     some causal (<= position, the position itself always among them), some past it, some -1
-    (both masked)."""
+    (both masked); also the valid mask, gathered rows, masked scores (scale dq^-0.5) and
+    their natural log-sum-exp."""
     offs = np.concatenate([[0], np.cumsum(lens)]).astype(np.int32)
     tok = np.array([(b, s) for b, n in enumerate(lens) for s in range(n)], np.int32)
     T_ = int(offs[-1])
@@ -173,29 +162,29 @@ def dsa_inputs(rng, lens, heads, dq, topk, dtype):
         idx[t, 0, :len(ids)] = ids
     valid = (idx[:, 0] <= tok[:, 1:2]) & (idx[:, 0] != -1)
     rows = kv[offs[tok[:, 0]][:, None] + np.maximum(idx[:, 0], 0), 0]  # [T, topk, dq]
-    return q, kv, idx, offs, tok, valid, rows
+    s = np.einsum("thd,tkd->thk", q.astype(f64), rows.astype(f64)) * dq ** -0.5
+    s = np.where(valid[:, None, :], s, -np.inf)                          # scaled scores
+    mx = s.max(-1)
+    lse = np.log(np.exp(s - mx[..., None]).sum(-1)) + mx
+    return q, kv, idx, offs, tok, valid, rows, s, lse
+
+
+def dsa_setup(m, name, rng, lens, topk, H=16, dim=64, tail=32):
+    """dsa_inputs for the eager kernel `name` and that kernel bound to its keyword arguments."""
+    import ml_dtypes
+    ins = dsa_inputs(rng, lens, H, dim + tail, topk, ml_dtypes.bfloat16)
+    return ins, with_kwargs(m[name], heads=H, dim=dim, tail_dim=tail, topk=topk)
 
 
 @case("tl/dsa_sparse_finetune/sparse_mla_fwd", TL, "examples/dsa_sparse_finetune/sparse_mla_fwd.py",
       "eager varlen sparse MLA forward: per-token sequence offsets read from GM, KV rows "
       "gathered through relative indices (-1 and future positions masked by a bool tile)")
 def _(m, rng):
-    import ml_dtypes
     from upstream_cases_cv import sparse_ref
-    lens, H, dim, tail, topk = (5, 11), 16, 64, 32, 32
-    q, kv, idx, offs, tok, valid, rows = dsa_inputs(rng, lens, H, dim + tail, topk,
-                                                    ml_dtypes.bfloat16)
-    scale = (dim + tail) ** -0.5
-    want = sparse_ref(q, rows, dim, scale, valid)
-    s = np.einsum("thd,tkd->thk", q.astype(f64), rows.astype(f64)) * scale
-    s = np.where(valid[:, None, :], s, -np.inf)
-    mx = s.max(-1)
-    lse = np.log(np.exp(s - mx[..., None]).sum(-1)) + mx
-    f = m["sparse_mla_fwd"]
-    kw = dict(heads=H, dim=dim, tail_dim=tail, topk=topk)
-    fn = lambda *a: f(*a, **kw)  # noqa: E731
-    fn.kernel_for = lambda *a: f.kernel_for(*a, **kw)
-    return [Check(fn, [q, kv, idx, offs, tok], {0: want, 1: lse}, "bfloat16", topk)]
+    (q, kv, idx, offs, tok, valid, rows, _, lse), fn = dsa_setup(m, "sparse_mla_fwd", rng,
+                                                                 (5, 11), 32)
+    want = sparse_ref(q, rows, 64, 96 ** -0.5, valid)
+    return [Check(fn, [q, kv, idx, offs, tok], {0: want, 1: lse}, "bfloat16", 32)]
 
 
 @case("tl/dsa_sparse_finetune/sparse_mla_topk_reducesum", TL,
@@ -203,21 +192,11 @@ def _(m, rng):
       "eager varlen: attention probabilities of the selected KV rows from a given log-sum-exp, "
       "summed over heads (reduce_sum over dim 0) into a column block of the output")
 def _(m, rng):
-    import ml_dtypes
-    lens, H, dim, tail, topk = (6, 9), 16, 64, 32, 64
-    q, kv, idx, offs, tok, valid, rows = dsa_inputs(rng, lens, H, dim + tail, topk,
-                                                    ml_dtypes.bfloat16)
-    scale = (dim + tail) ** -0.5
-    s = np.einsum("thd,tkd->thk", q.astype(f64), rows.astype(f64)) * scale
-    s = np.where(valid[:, None, :], s, -np.inf)
-    mx = s.max(-1)
-    lse = (np.log(np.exp(s - mx[..., None]).sum(-1)) + mx).astype(np.float32)
+    (q, kv, idx, offs, tok, _, _, s, lse), fn = dsa_setup(
+        m, "tl_sparse_mla_topk_reducesum_impl", rng, (6, 9), 64)
+    lse = lse.astype(np.float32)
     want = np.exp(s - lse[..., None].astype(f64)).sum(1)[:, None, None, :]   # [T, 1, 1, topk]
-    f = m["tl_sparse_mla_topk_reducesum_impl"]
-    kw = dict(heads=H, dim=dim, tail_dim=tail, topk=topk)
-    fn = lambda *a: f(*a, **kw)  # noqa: E731
-    fn.kernel_for = lambda *a: f.kernel_for(*a, **kw)
-    return [Check(fn, [q, kv, idx, lse, offs, tok], {0: want}, "float32", dim + tail,
+    return [Check(fn, [q, kv, idx, lse, offs, tok], {0: want}, "float32", 96,
                   tol=(2e-2, 2e-2))]
 
 
@@ -324,9 +303,7 @@ def _(m, rng):
         A = np.block([[np.eye(n), r], [r.T, np.eye(n)]])
         x = np.linalg.lstsq(A, np.concatenate([g.sum(1), g.sum(0)]), rcond=None)[0]
         want[s] = (dR[s] - x[:n, None] - x[None, n:]) * r
-    f = m["sinkhorn_bwd_implicit_cg"]
-    fn = lambda o, d: f(o, d, tilesize=8, threads=128)  # noqa: E731
-    fn.kernel_for = lambda o, d: f.factory.kernel_for(o, d, tilesize=8, threads=128)
+    fn = with_kwargs(m["sinkhorn_bwd_implicit_cg"], tilesize=8, threads=128)
     return [Check(fn, [R, dR], {0: want}, "float32", tol=(1e-3, 1e-3))]
 
 
@@ -364,10 +341,7 @@ def _(m, rng):
       "dbeta with reduce_sum(clear=False), strictly-lower masks, A^T (dA) A^T chain")
 def _(m, rng):
     B, S, H, DK, DV, BS = 1, 128, 2, 64, 64, 64
-    k, v = rn(rng, (B, S, H, DK), "float16", 0.5), rn(rng, (B, S, H, DV), "float16", 0.5)
-    beta = rng.random((B, S, H)).astype(np.float16)
-    g = kda_gates(rng, B, S, H, DK, BS)
-    a = rn(rng, (B, S, H, BS), "float16", 0.2)
+    k, v, beta, g, a = wy_inputs(rng, kda_gates(rng, B, S, H, DK, BS), DK, DV, BS)
     dw, dk0 = rn(rng, (B, S, H, DK), "float16", 0.5), rn(rng, (B, S, H, DK), "float16", 0.5)
     du = rn(rng, (B, S, H, DV), "float16", 0.5)
     dg0 = rn(rng, (B, S, H, DK), "float32", 0.5)
@@ -399,10 +373,7 @@ def _(m, rng):
 def _(m, rng):
     from upstream_cases_new3 import gdn_gates
     B, S, H, DK, DV, BS = 1, 128, 2, 64, 64, 64
-    k, v = rn(rng, (B, S, H, DK), "float16", 0.5), rn(rng, (B, S, H, DV), "float16", 0.5)
-    beta = rng.random((B, S, H)).astype(np.float16)
-    g = gdn_gates(rng, B, S, H)
-    a = rn(rng, (B, S, H, BS), "float16", 0.2)
+    k, v, beta, g, a = wy_inputs(rng, gdn_gates(rng, B, S, H), DK, DV, BS)
     dw, du = rn(rng, (B, S, H, DK), "float16", 0.5), rn(rng, (B, S, H, DV), "float16", 0.5)
     dA, dk, dv = np.zeros((B, S, H, BS)), np.zeros(k.shape), np.zeros(v.shape)
     dbeta, dg = np.zeros(beta.shape), np.zeros(beta.shape)
@@ -448,11 +419,8 @@ def _(m, rng):
             sc = q[t, h * G:(h + 1) * G].astype(f64) @ k[rows, h].astype(f64).T * D ** -0.5
             p = np.exp(sc - sc.max(1, keepdims=True))
             want[t, h * G:(h + 1) * G] = (p / p.sum(1, keepdims=True)) @ v[rows, h].astype(f64)
-    f = m["native_sparse_attention_varlen"]
-    kw = dict(batch=len(lens), dim=D, is_causal=True, block_size=BS, groups=G,
-              selected_blocks=NSEL)
-    fn = lambda *a: f(*a, **kw)  # noqa: E731
-    fn.kernel_for = lambda *a: f.kernel_for(*a, **kw)
+    fn = with_kwargs(m["native_sparse_attention_varlen"], batch=len(lens), dim=D, is_causal=True,
+                     block_size=BS, groups=G, selected_blocks=NSEL)
     out = np.zeros((T_, HK * G, D), np.float16)
     return [Check(fn, [q, k, v, out, idx, counts, offs, tok], {("arg", 3): want}, "float16",
                   NSEL * BS)]
