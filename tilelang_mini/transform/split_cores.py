@@ -182,7 +182,7 @@ def _wrap(stmts, rows, cube_vars=frozenset(), per_aiv=False, once=frozenset()) -
     def flush():
         nonlocal run, run_core
         if run:
-            out.append(Scope(run_core, tuple(_merge_aiv0(run)), run[0].loc))
+            out.append(Scope(run_core, tuple(run), run[0].loc))
         run, run_core = [], None
 
     for s in stmts:
@@ -235,27 +235,6 @@ def _wrap(stmts, rows, cube_vars=frozenset(), per_aiv=False, once=frozenset()) -
         run.append(s)
     flush()
     return out
-
-
-def _merge_aiv0(run: list) -> list:
-    """Consecutive AIV-0-only statements of one core's run share one `if vid == 0` (the
-    condition is fixed per core), so that insert_sync sees one run of instructions (one flag
-    for a run of producers) instead of one if per instruction:
-
-        if vid == 0: copy(A, a)            if vid == 0:
-        if vid == 0: copy(B, b)      ->        copy(A, a)
-                                               copy(B, b)"""
-    out: list = []
-    for s in run:
-        if _is_aiv0(s) and out and _is_aiv0(out[-1]):
-            out[-1] = replace(out[-1], then_body=out[-1].then_body + s.then_body)
-        else:
-            out.append(s)
-    return out
-
-
-def _is_aiv0(s) -> bool:
-    return isinstance(s, If) and not s.else_body and s.cond == BinOp("==", VID, Const(0))
 
 
 def aiv_rows_copy(s, vid: str):
