@@ -424,3 +424,50 @@ def _(m, rng):
     out = np.zeros((T_, HK * G, D), np.float16)
     return [Check(fn, [q, k, v, out, idx, counts, offs, tok], {("arg", 3): want}, "float16",
                   NSEL * BS)]
+
+
+@case("tl/attention_sink/gqa_sink_bwd_varlen", TL,
+      "examples/attention_sink/example_gqa_sink_bwd_varlen.py",
+      "varlen GQA attention with sinks: fwd (O, lse per sequence position), bwd (dQ/dK/dV by "
+      "atomic_add into float32 over cu_seqlens rows), dsink; per-sequence lse rows padded")
+def _(m, rng):
+    from upstream_cases_new4 import sink_attn_grads
+    from upstream_sweep import tolerance
+    lens, H, HK, D, NC = (40, 56), 8, 4, 32, 64
+    g, B = H // HK, len(lens)
+    cu = np.concatenate([[0], np.cumsum(lens)]).astype(np.int32)
+    U = int(cu[-1])
+    q, do = rn(rng, (U, H, D), "float16"), rn(rng, (U, H, D), "float16")
+    k, v = rn(rng, (U, HK, D), "float16"), rn(rng, (U, HK, D), "float16")
+    sinks = rn(rng, (H,), "float16")
+    o, dq = np.zeros((U, H, D)), np.zeros((U, H, D))
+    dk, dv = np.zeros((U, HK, D)), np.zeros((U, HK, D))
+    lse, delta, dsink = (np.zeros((B, H, NC)) for _ in range(3))
+    t = lambda x: np.swapaxes(x, 0, 1)[None]  # noqa: E731  (L, H, D) -> (1, H, L, D)
+    for b, L in enumerate(lens):
+        r = slice(cu[b], cu[b + 1])
+        res = sink_attn_grads(t(q[r]), np.repeat(t(k[r]), g, 1), np.repeat(t(v[r]), g, 1),
+                              t(do[r]), sinks)
+        o[r], dq[r] = np.swapaxes(res[0][0], 0, 1), np.swapaxes(res[3][0], 0, 1)
+        dk[r] = np.swapaxes(res[4][0].reshape(HK, g, L, D).sum(1), 0, 1)
+        dv[r] = np.swapaxes(res[5][0].reshape(HK, g, L, D).sum(1), 0, 1)
+        lse[b, :, :L], delta[b, :, :L], dsink[b, :, :L] = res[1][0], res[2][0], res[6][0]
+
+    def rows_of_each_sequence(got, want, dtype="float16"):
+        rtol, atol = tolerance(dtype, NC)
+        for b, L in enumerate(lens):   # positions past a sequence's length are padding
+            gb, wb = got[b, :, :L].astype(f64), want[b, :, :L]
+            assert np.allclose(gb, wb, rtol=rtol, atol=atol), \
+                f"sequence {b}: max abs err {np.abs(gb - wb).max():.3g}"
+    args = (B, g, U, U, NC, H, max(lens), D, True)
+    fwd = m["flashattn_fwd"](*args, block_M=16, block_N=16)
+    checks = [Check(fwd, [q, k, v, cu, cu, sinks], {0: o}, "float16", NC),
+              Check(fwd, [q, k, v, cu, cu, sinks], {1: lse}, compare=rows_of_each_sequence)]
+    lse32, delta32 = lse.astype(np.float32), delta.astype(np.float32)
+    zeros = [np.zeros((U, H, D), np.float32), np.zeros((U, HK, D), np.float32),
+             np.zeros((U, HK, D), np.float32)]
+    checks.append(Check(m["flashattn_bwd"](*args), [q, k, v, do, lse32, delta32, cu, cu] + zeros,
+                        {("arg", 8): dq, ("arg", 9): dk, ("arg", 10): dv}, "float16", NC))
+    checks.append(Check(m["flashattn_bwd_dsink"](B, H, NC, max(lens)), [sinks, delta32, lse32, cu],
+                        {0: dsink}, compare=rows_of_each_sequence))
+    return checks
