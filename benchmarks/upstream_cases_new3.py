@@ -206,6 +206,12 @@ def _(m, rng):
       "GQA (groups 2, dim_v != dim_qk) fwd, bwd by atomic_add of dQ/dK/dV and the split "
       "variant (per-group dK/dV summed by host code)")
 def _(m, rng):
+    return gqa_bwd_checks(m, rng, "flashattn_bwd_split")
+
+
+def gqa_bwd_checks(m, rng, split):
+    """TileLang's GQA backward examples: fwd (O, lse), bwd by atomic_add of dQ/dK/dV, and the
+    factory `split` (per-group dK/dV slots summed by host code), causal and not."""
     B, H, HK, S, DQK, DV = 1, 4, 2, 128, 64, 32
     g = H // HK
     checks = []
@@ -224,7 +230,7 @@ def _(m, rng):
         if not causal:
             continue
         # split: dK/dV of each query head of a group in its own slot; the sum is host code
-        kern = m["flashattn_bwd_split"](B, H, S, DQK, DV, causal, 64, 32, groups=g)
+        kern = m[split](B, H, S, DQK, DV, causal, 64, 32, groups=g)
         dks = np.zeros((g, B, S, HK, DQK), np.float16)
         dvs = np.zeros((g, B, S, HK, DV), np.float16)
 
@@ -287,26 +293,16 @@ def _(m, rng):
     B, S, H, DK, DV, BS = 1, 128, 2, 64, 64, 64
     checks = []
     for use_g in (True, False):
-        k, w = rn(rng, (B, S, H, DK), "float16", 0.1), rn(rng, (B, S, H, DK), "float16", 0.1)
-        u = rn(rng, (B, S, H, DV), "float16")
-        g = gdn_gates(rng, B, S, H)
-        h0 = rn(rng, (B, H, DK, DV), "float16", 0.5)
-        hs = np.zeros((B, S // BS, H, DK, DV))
-        vnew = np.zeros((B, S, H, DV))
-        final = np.zeros((B, H, DK, DV))
-        for b, h in np.ndindex(B, H):
-            st = h0[b, h].astype(f64)
-            for c, r in chunk_rows(S, BS):
-                hs[b, c, h] = st
-                vn = u[b, r, h] - w[b, r, h].astype(f64) @ st
-                vnew[b, r, h] = vn
-                if use_g:
-                    gl = f64(g[b, (c + 1) * BS - 1, h])
-                    d = gl - g[b, r, h].astype(f64)
-                    vn = np.where(d[:, None] <= 0, vn * np.exp(d)[:, None], 0)
-                    st = st * np.exp(gl)
-                st = st + k[b, r, h].astype(f64).T @ vn
-            final[b, h] = st
+        k, w, u, g, h0 = delta_h_inputs(rng, gdn_gates(rng, B, S, H), DK, DV)
+
+        def step(st, vn, b, h, c, r, use_g=use_g, g=g):
+            if use_g:
+                gl = f64(g[b, (c + 1) * BS - 1, h])
+                d = gl - g[b, r, h].astype(f64)
+                vn = np.where(d[:, None] <= 0, vn * np.exp(d)[:, None], 0)
+                st = st * np.exp(gl)
+            return st, vn
+        hs, final, vnew = delta_h_ref(k, w, u, h0, BS, step)
         kern = m["tilelang_chunk_gated_delta_rule_fwd_h"](
             B, S, H, DK, DV, "float16", "float16", "float32", "float32", "float32", BS, use_g,
             True, True, True, 64, 32, 128, 1)
@@ -315,15 +311,48 @@ def _(m, rng):
     return checks
 
 
+def delta_h_inputs(rng, g, DK, DV):
+    """Keys, W, U, gates g (B, S, H[, DK]) and an initial state of the delta-rule chunk
+    recurrence kernels."""
+    B, S, H = g.shape[:3]
+    k, w = rn(rng, (B, S, H, DK), "float16", 0.1), rn(rng, (B, S, H, DK), "float16", 0.1)
+    return k, w, rn(rng, (B, S, H, DV), "float16"), g, rn(rng, (B, H, DK, DV), "float16", 0.5)
+
+
+def delta_h_ref(k, w, u, h0, BS, step):
+    """The delta-rule state over chunks, float64: per chunk the state before it, the new values
+    u - w @ state, then `step(state, v_new, b, h, c, rows)` -> (decayed state, gated v_new) and
+    state += k^T @ gated v_new. Returns (states per chunk, final states, new values)."""
+    (B, S, H, DK), DV = k.shape, u.shape[-1]
+    hs, vnew = np.zeros((B, S // BS, H, DK, DV)), np.zeros((B, S, H, DV))
+    final = np.zeros((B, H, DK, DV))
+    for b, h in np.ndindex(B, H):
+        st = h0[b, h].astype(f64)
+        for c, r in chunk_rows(S, BS):
+            hs[b, c, h] = st
+            vn = u[b, r, h] - w[b, r, h].astype(f64) @ st
+            vnew[b, r, h] = vn
+            st, vn = step(st, vn, b, h, c, r)
+            st = st + k[b, r, h].astype(f64).T @ vn
+        final[b, h] = st
+    return hs, final, vnew
+
+
+def wy_inputs(rng, g, DK, DV, BS):
+    """Inputs of the WY-representation chunk kernels for gates g (B, S, H[, DK]): keys and
+    values (B, S, H, D), beta in [0, 1), the chunk matrix A (B, S, H, BS)."""
+    B, S, H = g.shape[:3]
+    k, v = rn(rng, (B, S, H, DK), "float16", 0.5), rn(rng, (B, S, H, DV), "float16", 0.5)
+    beta = rng.random((B, S, H)).astype(np.float16)
+    return k, v, beta, g, rn(rng, (B, S, H, BS), "float16", 0.2)
+
+
 @case("tl/gdn/wy_fast", TL, "examples/gdn/example_wy_fast.py",
       "recompute W/U per chunk: gate exp in a 1-D Parallel fill, scaled operands, gemms with "
       "clear_accum in Pipelined loops")
 def _(m, rng):
     B, S, H, DK, DV, BS = 1, 128, 2, 128, 64, 64
-    k, v = rn(rng, (B, S, H, DK), "float16", 0.5), rn(rng, (B, S, H, DV), "float16", 0.5)
-    beta = rng.random((B, S, H)).astype(np.float16)
-    g = gdn_gates(rng, B, S, H)
-    a = rn(rng, (B, S, H, BS), "float16", 0.2)
+    k, v, beta, g, a = wy_inputs(rng, gdn_gates(rng, B, S, H), DK, DV, BS)
     w, u = np.zeros((B, S, H, DK)), np.zeros((B, S, H, DV))
     for b, h in np.ndindex(B, H):
         for _, r in chunk_rows(S, BS):

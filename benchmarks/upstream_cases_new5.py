@@ -3,7 +3,7 @@ other case files (host code and float64 references written here; the kernels are
 examples' own, read from the mirror at run time by upstream_sweep.py)."""
 import numpy as np
 
-from upstream_sweep import Check, case, rn
+from upstream_sweep import Check, case, rn, with_kwargs
 from upstream_cases_new import A, TL, f64, mm, sigmoid  # noqa: F401
 from upstream_cases_held import int_operands
 from upstream_cases_new4 import pack_int4
@@ -75,9 +75,15 @@ def _(m, rng):
       "eager sparse MLA forward: KV rows gathered by a T.Parallel map through GM indices "
       "(SKV-padded, masked by index <= position), bool mask tile, gemms on Q_shared slices")
 def _(m, rng):
+    return v32_sparse_checks(m, rng)
+
+
+def v32_sparse_checks(m, rng, extra=(), topk=64, with_lse=True, H=16, tail=32, **kw):
+    """deepseek_v32's eager sparse_mla_fwd(q, kv, indices, *extra, heads=, dim=, tail_dim=,
+    topk=, **kw) on one batch: causal KV positions chosen per query, SKV-padded."""
     import ml_dtypes
     from upstream_cases_cv import sparse_ref
-    S, SKV, H, dim, tail, topk = 8, 64, 16, 64, 32, 64
+    S, SKV, dim = 8, 64, 64
     dq = dim + tail
     q = rn(rng, (1, S, H, dq)).astype(ml_dtypes.bfloat16)
     kv = rn(rng, (1, SKV, 1, dq)).astype(ml_dtypes.bfloat16)
@@ -95,11 +101,9 @@ def _(m, rng):
         s = np.where(valid[None, :], s, -np.inf)
         mx = s.max(-1)
         lse[0, t] = (np.log(np.exp(s - mx[:, None]).sum(-1)) + mx) / np.log(2)
-    f = m["sparse_mla_fwd"]
-    args = dict(heads=H, dim=dim, tail_dim=tail, topk=topk)
-    fn = lambda q, kv, i: f(q, kv, i, **args)  # noqa: E731
-    fn.kernel_for = lambda q, kv, i: f.kernel_for(q, kv, i, **args)
-    return [Check(fn, [q, kv, idx], {0: want, 1: lse}, "bfloat16", topk)]
+    fn = with_kwargs(m["sparse_mla_fwd"], heads=H, dim=dim, tail_dim=tail, topk=topk, **kw)
+    want = {0: want, 1: lse} if with_lse else {0: want}
+    return [Check(fn, [q, kv, idx, *extra], want, "bfloat16", topk)]
 
 
 @case("tl/gemm_int4/gemm_int4", TL, "examples/gemm_int4/example_tilelang_gemm_int4.py",

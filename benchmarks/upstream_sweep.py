@@ -62,6 +62,15 @@ def rn(rng, shape, dtype="float32", scale=1.0):
     return (rng.standard_normal(shape) * scale).astype(dtype)
 
 
+def with_kwargs(f, **kw):
+    """An eager jit function (or @autotune above one) called with these keyword arguments:
+    a callable of the tensors that also answers `kernel_for` (what the simulation runs)."""
+    fn = lambda *a: f(*a, **kw)  # noqa: E731
+    base = f.factory if hasattr(f, "factory") and not hasattr(f, "kernel_for") else f
+    fn.kernel_for = lambda *a: base.kernel_for(*a, **kw)
+    return fn
+
+
 def blocksparse_ref(a, b, mask, bm, bn, bk):
     """float64 A @ B summing only the (bm x bk) @ (bk x bn) block products whose
     mask[i, j, k] is set (both dialects' blocksparse_gemm examples)."""
@@ -266,6 +275,7 @@ def load_cases():
     import upstream_cases_new3  # noqa: F401
     import upstream_cases_new4  # noqa: F401
     import upstream_cases_new5  # noqa: F401
+    import upstream_cases_new7  # noqa: F401
     import upstream_sweep  # the cases register in the importable module (not __main__)
     return upstream_sweep.CASES
 

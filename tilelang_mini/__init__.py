@@ -26,6 +26,9 @@ def __getattr__(name):
     if name == "cdiv":  # TileLang's host-side `tilelang.cdiv(a, b)`
         from .language import ceildiv
         return ceildiv
+    if name == "next_power_of_2":  # TileLang's `from .math import *` at the top level
+        from .math import next_power_of_2
+        return next_power_of_2
     if name in ("math", "layout"):  # TileLang's `tilelang.math`, `tilelang.layout` (submodules)
         import importlib
         return importlib.import_module("." + name, __name__)

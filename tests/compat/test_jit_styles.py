@@ -286,3 +286,31 @@ def test_factory_list_arguments_are_memoised_by_contents():
     assert k2 is not k1
     close(k1(x), f64(x) * 2 + 1)
     close(k2(x), f64(x) * 2.5 + 1)
+
+
+@tilelang_mini.jit
+def eager_dynamic_rows(X, blk=8):
+    """deepseek_v32's sparse MLA examples: several dynamic symbols from one T.dynamic call."""
+    batch, rows = T.dynamic("batch, rows")
+    X: T.Tensor((batch, rows, 16), T.float32)
+    Y = T.empty((batch, rows, 16), T.float32)
+    with T.Kernel(T.ceildiv(rows, blk), batch) as (bx, by):
+        x = T.alloc_fragment((blk, 16), T.float32)
+        T.copy(X[by, bx * blk:(bx + 1) * blk, :], x)
+        for i, j in T.Parallel(blk, 16):
+            x[i, j] = x[i, j] * 2.0 + 1.0
+        T.copy(x, Y[by, bx * blk:(bx + 1) * blk, :])
+    return Y
+
+
+def test_dynamic_several_names(target, monkeypatch):
+    monkeypatch.setenv("TILELANG_MINI_TARGET", target)
+    b, s = T.dynamic("b, s")
+    assert (b.name, s.name) == ("b", "s") and T.symbolic("m").name == "m"
+    for shape in ((2, 24, 16), (3, 16, 16)):
+        x = rand(shape, seed=shape[0])
+        close(eager_dynamic_rows(x), f64(x) * 2 + 1)
+    if target == "numpy":
+        kern, args = eager_dynamic_rows.kernel_for(x)
+        close(kern.simulate(*args)[0], f64(x) * 2 + 1)
+    assert tilelang_mini.next_power_of_2(5) == 8  # TileLang's top-level `from .math import *`

@@ -8,7 +8,7 @@ from __future__ import annotations
 import ast
 
 from ..ir.analysis import TILE_OPS, writes as analysis_writes
-from ..ir.nodes import Alloc, Buffer, Load, Loc, Store, walk
+from ..ir.nodes import Alloc, Buffer, Load, Loc, Store, Var, walk
 from .exprs import constant_difference, const, is_ir, static_dtype
 
 
@@ -36,11 +36,19 @@ class Capture:
     list). If a later statement may write what the expression reads, the name's value is stored
     here into a hidden variable and the name reads that variable from then on."""
 
-    def __init__(self, name: str, value, loc: Loc, depth: int):
+    def __init__(self, name: str, value, loc: Loc, depth: int, parallel=((), ())):
         self.name, self.value, self.loc, self.depth = name, value, loc, depth
+        # inside T.Parallel: the (loop variables, extents) the value is kept per iteration of
+        self.parallel = parallel
         self.bound = value       # the expression as bound (what the hidden variable stores)
         self.buffer = None       # the hidden variable, once needed
         self.nested_use = False  # read inside a block opened after the binding (a loop body)
+
+    @property
+    def indices(self) -> tuple:
+        """Where the hidden variable holds the value: element 0, or the iteration's element of
+        a per-iteration tile inside T.Parallel."""
+        return tuple(Var(n) for n in self.parallel[0]) or (const(0),)
 
 
 
@@ -122,12 +130,20 @@ class Bindings:
                     scope[name] = StaleValue(hit, self.loc(node).line, cap if keep else None)
 
     def note_binding(self, name: str, value, loc) -> None:
-        """`name = value` outside T.Parallel where value reads buffers: remember the place, in
-        case a later write changes what it reads (then `captured` stores the value there)."""
-        if self.parallel_depth or not self.open_bodies or not hasattr(self, "hoisted_allocs") \
+        """`name = value` where value reads buffers: remember the place, in case a later write
+        changes what it reads (then `captured` stores the value there). Inside T.Parallel the
+        value is a per-iteration (per-thread) local: TileLang's compare-and-swap
+        `v = x[i]; x[i] = x[j]; x[j] = v` keeps each iteration's v in a tile indexed by the
+        loop variables."""
+        if not self.open_bodies or not hasattr(self, "hoisted_allocs") \
                 or not any(isinstance(n, Load) for n in walk(value)):
             return
-        cap = Capture(name, value, loc, len(self.open_bodies))
+        par = ((), ())
+        if self.parallel_depth:
+            loops = self.parallel_loops
+            par = (tuple(n for names, _ in loops for n in names),
+                   tuple(e for _, ext in loops for e in ext))
+        cap = Capture(name, value, loc, len(self.open_bodies), par)
         self.open_bodies[-1].append(cap)
         self.captures[(id(self.scopes[-1]), name)] = cap
 
@@ -145,9 +161,11 @@ class Bindings:
             return None
         if cap.buffer is None:
             dt = static_dtype(cap.bound) or "float32"
-            cap.buffer = Buffer(self.fresh_buffer_name(f"{name}_val"), (1,), dt, "var")
+            shape = cap.parallel[1] or (1,)
+            cap.buffer = Buffer(self.fresh_buffer_name(f"{name}_val"), shape, dt,
+                                "fragment" if cap.parallel[1] else "var")
             self.hoisted_allocs[cap.buffer.name] = Alloc(cap.buffer, None, cap.loc)
-        load = Load(cap.buffer, (const(0),))
+        load = Load(cap.buffer, cap.indices)
         cap.value = load
         return load
 

@@ -131,15 +131,22 @@ class ControlFlow:
         # expression bound to the outer one (`i_s = BlockIndices[..., i] * BS`, inlined where it
         # is used) still means the outer one inside the inner loop
         py_names = names
-        names = tuple(self.fresh_var(n) if n in self.var_ranges else n for n in names)
+        names = tuple(self.fresh_var(n) if n in self.var_ranges or n in self.loop_names else n
+                      for n in names)  # (loop_names: enclosing loops with run-time extents too)
         self.scopes.append({p: Var(n) if isinstance(start, int) and start == 0 else binop("+", Var(n), start)
                             for p, n in zip(py_names, names)})
         self.parallel_depth += kind == "parallel"
+        if kind == "parallel":  # a name bound in the body may need a per-iteration copy
+            self.parallel_loops.append((names, tuple(extents)))
         outer = self.with_ranges(names, extents)
+        self.loop_names.extend(names)
         try:
             body = self.body(s.body)
         finally:
+            del self.loop_names[len(self.loop_names) - len(names):]
             self.parallel_depth -= kind == "parallel"
+            if kind == "parallel":
+                self.parallel_loops.pop()
             self.var_ranges = outer
         self.scopes.pop()
         if kind == "parallel" and any(isinstance(b, ParallelAtomic) for b in body):

@@ -29,6 +29,8 @@ from .tile_ascend import TileAscend
 from .atomic import Atomics
 from .control import ControlFlow
 from .views import Views
+from .grid_sync import GridSyncOps, split_launches
+from .gemm_sp import GemmSparse
 from .bindings import Bindings, Capture, StaleValue, vector_flags_without_scopes
 
 
@@ -152,7 +154,7 @@ def _source(fn, file: str):
 
 
 class KernelBuilder(ExprVisitor, ControlFlow, TileOps, Dialect, TileAscend, Eager, Atomics, Views,
-                    Bindings):
+                    Bindings, GridSyncOps, GemmSparse):
     def __init__(self, fn, file: str | None = None, symbols: dict | None = None, eager=None):
         self.fn = fn
         self.file = file or inspect.getsourcefile(fn) or "<unknown>"
@@ -174,6 +176,8 @@ class KernelBuilder(ExprVisitor, ControlFlow, TileOps, Dialect, TileAscend, Eage
         self.symbols: dict = dict(symbols or {})  # shape symbol name -> int
         self.eager = eager  # an EagerCall when the function is a TileLang eager jit function
         self.parallel_depth = 0
+        self.parallel_loops: list = []  # (IR names, extents) of the open T.Parallel loops
+        self.loop_names: list = []  # IR names of the enclosing loops' variables
         self.open_bodies: list[list] = []  # statement lists being built (innermost last)
         self.captures: dict = {}  # (id(scope), name) -> Capture
         self.n_fresh = 0
@@ -240,7 +244,9 @@ class KernelBuilder(ExprVisitor, ControlFlow, TileOps, Dialect, TileAscend, Eage
         for stmt in body:
             if isinstance(stmt, ast.With) and self.is_call_to(stmt.items[0].context_expr, "Kernel"):
                 self.hints = []
-                launches.append((self.kernel_block(stmt), self.hints, stmt))
+                grid, names, is_npu, body_ir = self.kernel_block(stmt)
+                for part in split_launches(body_ir, self.error):  # T.sync_grid() splits
+                    launches.append(((grid, names, is_npu, part), self.hints, stmt))
             elif not launches and self.eager is not None and self.eager_stmt(stmt):
                 pass  # T.empty outputs, tensor annotations of an eager jit function
             elif launches and isinstance(stmt, ast.Return) and self.eager:
@@ -345,6 +351,7 @@ class KernelBuilder(ExprVisitor, ControlFlow, TileOps, Dialect, TileAscend, Eage
         if is_npu:
             self.var_ranges[names[1]] = (0, 1)  # the vector core of the cluster
         self.hoisted_allocs, self.implied_flags = {}, []
+        self.launch_depth = len(self.open_bodies) + 1  # the body's own statement list
         if vector_only:  # its own flags, no T.Scope, no cube work: the AIV's program
             self.scope_core = "V"
         try:
@@ -381,7 +388,7 @@ class KernelBuilder(ExprVisitor, ControlFlow, TileOps, Dialect, TileAscend, Eage
                     break
         finally:
             self.open_bodies.pop()
-        return [Store(x.buffer, (const(0),), as_expr(x.bound), x.loc)
+        return [Store(x.buffer, x.indices, as_expr(x.bound), x.loc)
                 if isinstance(x, Capture) else x
                 for x in out if not isinstance(x, Capture) or x.buffer is not None]
 

@@ -405,6 +405,7 @@ class TileOps:
         sub.hidden_params = self.hidden_list()
         sub.hoisted_allocs = getattr(self, "hoisted_allocs", {})
         sub.var_ranges = dict(self.var_ranges)
+        sub.loop_names = list(self.loop_names)
         sub.n_fresh = self.n_fresh + 1000
         sig = inspect.signature(fn)
         try:

@@ -156,7 +156,7 @@ KERNEL_NAMES = (
     "reinterpret", "sort",
     "atomic_add", "atomic_max", "atomic_min", "atomic_addx2", "atomic_addx4", "alloc_global", "reshape", "view",
     "reinterpretcast", "im2col",
-    "empty", "gemm_v0", "barrier_all", "sync_all", "mma", "cumsum", "And", "Or", "Not", "If", "Then", "Else",
+    "empty", "gemm_v0", "barrier_all", "sync_all", "sync_grid", "gemm_sp", "mma", "cumsum", "And", "Or", "Not", "If", "Then", "Else",
 ) + HINT_NAMES
 
 

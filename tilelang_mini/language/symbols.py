@@ -116,10 +116,14 @@ def const(names, dtype: str = "int32"):
     return syms[0] if len(syms) == 1 else tuple(syms)
 
 
-def dynamic(name: str, dtype: str = "int32") -> Symbol:
-    """A symbolic dimension: the kernel is specialised for each value it is called with."""
-    return Symbol(str(name), dtype, "dynamic")
+def dynamic(name: str, dtype: str = "int32"):
+    """A symbolic dimension: the kernel is specialised for each value it is called with.
+    `b, s = T.dynamic("b, s")` (a comma or space separated list, or a list of names) gives one
+    per name, as `T.const` does."""
+    syms = [Symbol(n, dtype, "dynamic") for n in _names(name)]
+    return syms[0] if len(syms) == 1 else tuple(syms)
 
 
-def symbolic(name: str, dtype: str = "int32") -> Symbol:
-    return Symbol(str(name), dtype, "symbolic")
+def symbolic(name: str, dtype: str = "int32"):
+    syms = [Symbol(n, dtype, "symbolic") for n in _names(name)]
+    return syms[0] if len(syms) == 1 else tuple(syms)

@@ -27,3 +27,37 @@ def mhc_pre_ref(res, fn, scale, base, repeat, post_mult=2.0, eps=1e-6):
     pre, post = sig[:, :n] + eps, sig[:, n:2 * n] * post_mult
     comb = sinkhorn_ref(mixes[:, 2 * n:].reshape(t, n, n), repeat, eps)
     return post, comb, (pre[:, :, None] * res.astype(np.float64)).sum(1)
+
+
+def semi_sparse(rng, rows, cols, dtype="float16"):
+    """A random (rows, cols) matrix with 2:4 structure along the columns (1:2 for float32):
+    each group keeps values at random distinct positions, zeros elsewhere."""
+    group, keep = (2, 1) if np.dtype(dtype).itemsize == 4 else (4, 2)
+    a = np.zeros((rows, cols))
+    for r in range(rows):
+        for g in range(0, cols, group):
+            pos = rng.permutation(group)[:keep]
+            a[r, g + pos] = rng.standard_normal(keep)
+    return a.astype(dtype)
+
+
+def compress_2to4(dense, meta_dtype="int16"):
+    """TileLang's 2:4 compression with natural row-major metadata (examples/gemm_sp): the kept
+    values of each group of 4 (2 of 4; for 32-bit A 1 of 2, group 2), and per group a 4-bit
+    field, least significant first (bits [1:0] the first kept position, [3:2] the second; for
+    32-bit A 0b0100 keeps element 0 of the pair and 0b1110 element 1). A group with fewer
+    non-zeros keeps the lowest free positions."""
+    rows, cols = dense.shape
+    wide = dense.dtype.itemsize == 4
+    group, keep = (2, 1) if wide else (4, 2)
+    fields = np.dtype(meta_dtype).itemsize * 2
+    vals = np.zeros((rows, cols * keep // group), dense.dtype)
+    meta = np.zeros((rows, cols // (fields * group)), np.int64)
+    for r in range(rows):
+        for g in range(cols // group):
+            nz = [p for p in range(group) if dense[r, g * group + p] != 0]
+            nz = sorted((nz + [p for p in range(group) if p not in nz])[:keep])
+            vals[r, g * keep:(g + 1) * keep] = dense[r, g * group + np.array(nz)]
+            field = (0b0100 if nz[0] == 0 else 0b1110) if wide else nz[0] | nz[1] << 2
+            meta[r, g // fields] |= field << (4 * (g % fields))
+    return vals, meta.astype(np.uint64).astype(np.dtype(meta_dtype).str.replace("i", "u")).view(meta_dtype)
