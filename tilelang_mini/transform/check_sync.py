@@ -44,6 +44,7 @@ from ..ir.nodes import (
 )
 from ..ir.pipes import COPY_PIPES, pipe_of
 from .check_blocks import check_blocks
+from .sync_facts import bind, implied_values, readonly_params
 from ..ir.graph import print_ir_line
 
 CUBE_PIPES = ("MTE1", "M", "FIX")
@@ -262,6 +263,10 @@ class _Budget(Exception):
     pass
 
 
+class _Infeasible(Exception):
+    """The scenario's branch choices leave a run-time loop no trip (sync_facts)."""
+
+
 MAX_PERIOD = 16  # longest repeat of modular indices/event ids kept exact when loops are cut
 
 
@@ -315,6 +320,7 @@ class _Verifier(HappensBefore):
         self.Env, self.Fault, self.compile_expr = Env, Fault, compile_expr
         self.cid, self.vid = kernel.grid_vars
         self.block = block
+        self.readonly = None  # names of the parameters nothing writes (implied)
         self.fns: dict = {}  # id(expression) -> (expression, compiled closure)
         self.reset()
 
@@ -326,7 +332,9 @@ class _Verifier(HappensBefore):
         self.walked = 0
         copies: dict = {}
 
-        def walk(items, ancestors, env, cores, assume=()):
+        chosen: list = []  # (condition, branch) of the data-dependent ifs the scenario chose
+
+        def walk(items, ancestors, env, cores, assume=(), facts=()):
             for it in items:
                 if isinstance(it, Alloc):
                     continue
@@ -351,24 +359,45 @@ class _Verifier(HappensBefore):
                     if n is None:  # a run-time trip count: walked as two trips, the second
                         # the last, so a condition on the count (`t + 1 < n`) agrees with it
                         inner = assume + ((s.extents[0], 2),)
+                        can = self.implied(s.extents[0], env, facts + tuple(chosen))
+                        if can is not None and max(can) <= 0:  # the walk's premise is
+                            raise _Infeasible  # that such a loop runs: not this scenario
                     for t in _trips(s, n, cap):
                         env2 = dict(env)
                         env2[s.vars[0]] = t
-                        walk(it.bodies[0], ancestors + ((it, t),), env2, cores, inner)
+                        walk(it.bodies[0], ancestors + ((it, t),), env2, cores, inner, facts)
                     continue
                 c = self.value(s.cond, env, assume)
+                if c is None:
+                    can = self.implied(s.cond, env, facts + tuple(chosen))
+                    if can is not None and len({v != 0 for v in can}) == 1:
+                        c = can.pop() != 0
                 if c is None and id(s) in self.choice:  # data-dependent, with flags inside
                     c = self.choice[id(s)]
+                    chosen.append((bind(s.cond, env), c))
                 if c is None:  # data-dependent, no flags: both branches, never both run
+                    cond = bind(s.cond, env)
                     for branch, body in enumerate(it.bodies):
-                        walk(body, ancestors + ((it, ("branch", branch)),), env, cores, assume)
+                        walk(body, ancestors + ((it, ("branch", branch)),), env, cores, assume,
+                             facts + ((cond, branch == 0),))
                 else:
                     walk(it.bodies[0 if c else 1], ancestors + ((it, ("branch", 0)),), env,
-                         cores, assume)
+                         cores, assume, facts)
 
         for vid, cores in ((0, {"C": "C", "V": "V0"}), (1, {"V": "V1"})):
+            chosen.clear()
             walk(tree, (), {self.cid: self.block, self.vid: vid}, cores)
         return out
+
+    def implied(self, e, env, facts):
+        """The values run-time expression `e` can take where the conditions the walk has taken
+        (`facts`) hold (sync_facts), or None."""
+        if not facts:
+            return None
+        if self.readonly is None:
+            self.readonly = readonly_params(self.kernel)
+        return implied_values(bind(e, env), facts, lambda i: self.value(i, env), self.fn,
+                              self.readonly)
 
     def fn(self, e):
         """The compiled closure of expression `e` (compiled once per node)."""
@@ -463,9 +492,12 @@ class _Verifier(HappensBefore):
     # only (the scalar unit dispatches on), a scalar instruction blocks what follows it
     def run(self, tree):
         try:
-            streams = self.streams(tree, None)
-        except _Budget:
-            streams = self.streams(tree, 2)
+            try:
+                streams = self.streams(tree, None)
+            except _Budget:
+                streams = self.streams(tree, 2)
+        except _Infeasible:
+            return
         self.flags: dict = {}       # (core, src, dst, id) -> (clock, occ) of the pending set
         self.last_wait: dict = {}   # (core, src, dst, id) -> occ of the last wait
         self.cross = {"C": {}, "V0": {}, "V1": {}}  # receiver -> flag -> deque of (clock, occ)
