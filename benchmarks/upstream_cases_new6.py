@@ -49,3 +49,58 @@ for _name, _file in (("causal_conv1d", "causal_conv1d.py"), ("causal_conv1d_pto"
     case(f"asc/causal_conv1d/{_name}", A, f"examples/causal_conv1d/{_file}",
          "vector-only expert kernel without T.Scope: own MTE2/V/MTE3 flags over a run-time "
          "token loop, fp16 tile ops, conv state written back in place")(causal_conv1d_case)
+
+
+# ------------------------------------------------------------------------------ xattention
+
+
+def beam_decode_attention_ref(q, k_sh, v_sh, k_un, v_un, scale, group, steps):
+    """Beam-search decode attention: each beam's query heads attend to the request's shared
+    prefix (k_sh/v_sh: (tokens, kv_heads, D)) and to the beam's own `steps` decoded tokens
+    (k_un/v_un: (beams, kv_heads, steps, D)) under one softmax; head h reads kv head h // group."""
+    beams, heads, d = q.shape
+    out = np.zeros((beams, heads, d))
+    for b in range(beams):
+        for h in range(heads):
+            kv = h // group
+            keys = np.concatenate([k_sh[:, kv], k_un[b, kv, :steps]]).astype(f64)
+            vals = np.concatenate([v_sh[:, kv], v_un[b, kv, :steps]]).astype(f64)
+            s = keys @ q[b, h].astype(f64) * scale
+            p = np.exp(s - s.max())
+            out[b, h] = p @ vals / p.sum()
+    return out
+
+
+@case("asc/xattention/xattention", A, "examples/xattention/xattention.py",
+      "beam-search decode attention, shared prefix + per-beam decoded tokens: a persistent "
+      "expert C/V kernel with flag-slot queues, brcb/row_expand experiments, T.sync_all "
+      "between the attention and the merge phase, workspaces passed twice (flat views)")
+def _(m, rng):
+    import ml_dtypes
+    bf = ml_dtypes.bfloat16
+    g = m
+    beams, heads, kvh, d, steps = g["BEAM_SIZE"], g["NUM_HEADS"], g["KV_HEADS"], g["D"], g["DECODE_STEP"]
+    cores, rows = g["NUM_CORES"], g["MERGE_ROWS"]
+    q = rng.uniform(-1, 1, (beams, heads, d)).astype(bf)
+    k_sh = rng.uniform(-1, 1, tuple(g["k_shared_shape"])).astype(bf)
+    v_sh = rng.uniform(-1, 1, tuple(g["v_shared_shape"])).astype(bf)
+    k_un = rng.uniform(-1, 1, (beams, kvh, steps, d)).astype(bf)
+    v_un = rng.uniform(-1, 1, (beams, kvh, steps, d)).astype(bf)
+    want = beam_decode_attention_ref(q, k_sh, v_sh, k_un, v_un, g["sm_scale"], heads // kvh, steps)
+    qb, kb = g["Q_BATCH"], g["KV_BATCH"]
+    mask = np.full((qb, kb), -1e10, np.float32)
+    for b in range(g["UNSHARED_GROUPS_PER_TASK"]):
+        mask[b * g["GROUP_SIZE"]:(b + 1) * g["GROUP_SIZE"], b * steps:(b + 1) * steps] = 0.0
+    z = np.zeros
+    f32, bm, en, slots = np.float32, g["BM"], g["EFFECTIVE_BLOCK_N"], g["TASKQUE_SLOTS"]
+    ws_o, ws_gm = z((beams, heads, d), f32), z((beams, heads, g["UB_ALIGN_ELEMS"]), f32)
+    ws_gl, u_o = z((beams, heads, g["UB_ALIGN_ELEMS"]), f32), z((beams, heads, d), f32)
+    u_gm, u_gl = z((beams, heads), f32), z((beams, heads), f32)
+    args = [q, k_sh, v_sh, z((slots, cores, bm, en), f32), z((slots, cores, bm, en), bf),
+            z((slots, cores, bm, d), f32), k_un.reshape(-1, d), v_un.reshape(-1, d),
+            q.reshape(rows, d), ws_o, ws_gm, ws_gl, u_o, u_gm, u_gl,
+            ws_o.reshape(rows, d), ws_gm.reshape(rows, -1), ws_gl.reshape(rows, -1),
+            u_o.reshape(rows, d), u_gm.reshape(rows), u_gl.reshape(rows), mask,
+            np.arange(1, dtype=np.int32), np.array([g["KV_LEN"]], np.int32),
+            np.array([steps], np.int32)]
+    return [Check(g["xattention"](), args, {0: want.reshape(rows, d)}, "bfloat16", g["KV_LEN"])]

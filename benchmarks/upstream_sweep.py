@@ -149,11 +149,22 @@ def _runs_host_code(node, defined) -> bool:
     for sub in ast.walk(node):
         if isinstance(sub, ast.Call):
             f = sub.func
+            if _device_query(f):  # `torch.npu.get_device_properties(...)`: configuration
+                continue
             while isinstance(f, ast.Attribute):
                 f = f.value
             if isinstance(f, ast.Name) and (f.id in defined or f.id == "torch"):
                 return True
     return False
+
+
+def _device_query(f) -> bool:
+    """`torch.npu.X` / `torch.cuda.X` for a device query X (core counts, names): module-level
+    configuration of an example (xattention's NUM_CORES), answered by the torch shim."""
+    return isinstance(f, ast.Attribute) and f.attr in (
+        "get_device_properties", "device_count", "get_device_name", "current_device") and \
+        isinstance(f.value, ast.Attribute) and f.value.attr in ("npu", "cuda") and \
+        isinstance(f.value.value, ast.Name) and f.value.value.id == "torch"
 
 
 def tolerance(dtype: str, reduce_len: int):

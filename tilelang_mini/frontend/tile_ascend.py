@@ -16,6 +16,7 @@ from ..ir import dtypes
 from .common import show
 from .dialect import select, sigmoid, tanh
 from .exprs import as_expr, binop, const, is_ir
+from .tile_brcb import TileBrcb
 from .tile_sort import SORT_OPS, TileSort
 
 _BINARY = {"add": "+", "sub": "-", "mul": "*", "div": "/"}
@@ -36,7 +37,7 @@ _UNSUPPORTED = {
     "gatherb": "T.Parallel with loaded indices",
     "sort32": "the kernel library's sort", "init_sort_buf": "the kernel library's sort",
     "transpose": "T.Parallel with swapped indices (d[i, j] = s[j, i])",
-    "brcb": "T.tile.broadcast", "wholereducemax": "T.reduce_max",
+    "wholereducemax": "T.reduce_max",
     "wholereducemin": "T.reduce_min", "wholereducesum": "T.reduce_sum",
     "block_reduce_max": "T.reduce_max", "block_reduce_min": "T.reduce_min",
     "block_reduce_sum": "T.reduce_sum",
@@ -57,7 +58,7 @@ def rint(x):
     return select(tie, binop("-", r0, 1.0), r0)
 
 
-class TileAscend(TileSort):
+class TileAscend(TileSort, TileBrcb):
     # ----------------------------------------------------------------------------- T.tile.*
 
     def tile_op(self, name: str, call: ast.Call) -> list:
@@ -144,8 +145,10 @@ class TileAscend(TileSort):
         if name == "broadcast":
             return self.tile_broadcast(a[0], a[1], self.eval(kw["axis"]) if "axis" in kw else None,
                                        call)
-        if name in ("row_expand_mul", "row_expand_sub", "row_expand_div"):
-            op = {"row_expand_mul": "*", "row_expand_sub": "-", "row_expand_div": "/"}[name]
+        if name in ("brcb", "brcb_experiment"):  # tile_brcb.py
+            return self.tile_brcb(call)
+        if name.startswith("row_expand_"):  # also the *_experiment forms (tile_brcb.py)
+            op = {"mul": "*", "sub": "-", "div": "/"}[name.split("_")[2]]
             return self.tile_row_expand(a[0], a[1], a[2], op, call)
         raise self.error(call, f"T.tile.{name} is not supported")
 

@@ -300,6 +300,11 @@ class _Cuda:
     def current_device():
         return 0
 
+    @staticmethod
+    def get_device_properties(*a):  # ascend910b's cube (AIC) and vector (AIV) core counts
+        return _types.SimpleNamespace(cube_core_num=24, vector_core_num=48, name="cpu",
+                                      multi_processor_count=24)
+
 
 cuda = npu = _Cuda()
 Size = tuple
