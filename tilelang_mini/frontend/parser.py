@@ -29,6 +29,7 @@ from .tile_ascend import TileAscend
 from .atomic import Atomics
 from .control import ControlFlow
 from .views import Views
+from .sync_all import split_launch
 from .bindings import Bindings, Capture, StaleValue, vector_flags_without_scopes
 
 
@@ -240,7 +241,9 @@ class KernelBuilder(ExprVisitor, ControlFlow, TileOps, Dialect, TileAscend, Eage
         for stmt in body:
             if isinstance(stmt, ast.With) and self.is_call_to(stmt.items[0].context_expr, "Kernel"):
                 self.hints = []
-                launches.append((self.kernel_block(stmt), self.hints, stmt))
+                grid, names, is_npu, block = self.kernel_block(stmt)
+                for part in split_launch(block):  # T.sync_all(): sync_all.py
+                    launches.append(((grid, names, is_npu, part), self.hints, stmt))
             elif not launches and self.eager is not None and self.eager_stmt(stmt):
                 pass  # T.empty outputs, tensor annotations of an eager jit function
             elif launches and isinstance(stmt, ast.Return) and self.eager:

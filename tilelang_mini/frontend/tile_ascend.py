@@ -593,19 +593,11 @@ class TileAscend(TileSort, TileBrcb):
         return out
 
     def op_sync_all(self, call) -> list:
-        """tilelang-ascend's `T.sync_all()` is SyncAll: a barrier of every core of the launch
-        (the moe_token_permute and xattention examples exchange per-core results through a
-        workspace across it). Blocks run independently in this machine model, so it is a
-        located error saying how to write the exchange instead."""
-        raise self.error(call, "T.sync_all() is a barrier of every core of the launch (SyncAll), "
-                               "which this machine model does not have (blocks run "
-                               "independently); split the kernel at this point into two "
-                               "`with T.Kernel` launches in one prim_func (a launch sees what "
-                               "the earlier ones wrote to global memory), passing on-chip "
-                               "values through global memory. For the pipes of one core use "
-                               "T.barrier_all()")
-
-    # ------------------------------------------------------------------------- cumsum
+        """tilelang-ascend's `T.sync_all()` (SyncAll, a barrier of every core of the launch):
+        a mark the parser splits the launch at (sync_all.py)."""
+        from .sync_all import MARK
+        from ..ir.nodes import PipeBarrier
+        return [PipeBarrier(MARK, self.loc(call))]
 
     def op_cumsum(self, call) -> list:
         """T.cumsum(src, dst=None, dim=0, reverse=False): dst = src (a map, unless in place),

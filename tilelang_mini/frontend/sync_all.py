@@ -1,0 +1,86 @@
+"""tilelang-ascend's `T.sync_all()` (AscendC SyncAll): a barrier of every core of the launch.
+At the top level of a `T.Kernel` body it splits the launch in two, run in order over the
+same grid (the machine model's launches: every block of the first ends before any block of
+the second starts), which is what the barrier orders:
+
+    with T.Kernel(n, is_npu=True) as (cid, vid):       with T.Kernel(n, ...) as (cid, vid):
+        <allocations>                                       <allocations>
+        with T.Scope("V"): ... copy(x, W[cid])   ->         with T.Scope("V"): ... copy(x, W[cid])
+        T.sync_all()                                    with T.Kernel(n, ...) as (cid, vid):
+        with T.Scope("V"): ... copy(W[...], y)             <allocations>
+                                                            with T.Scope("V"): ... copy(W[...], y)
+
+Values cross the barrier through global memory (xattention: per-core partial results in
+workspaces, merged after it). An on-chip tile or scalar variable (UB, L1, L0, alloc_var)
+written before the barrier and read after it would need the core's memory to survive the
+split: a located error names it. A `T.sync_all()` nested in a scope, loop or if is a located
+error too (the split needs a point every core reaches once)."""
+from __future__ import annotations
+
+from ..errors import CompileError
+from ..ir.analysis import reads, writes
+from ..ir.nodes import Alloc, Const, For, Load, PipeBarrier, Region, Scope, Store, walk, walk_statements
+
+MARK = "SYNC_ALL"  # the pipe of the PipeBarrier op_sync_all leaves for split_launch
+
+ADVICE = ("T.sync_all() is a barrier of every core of the launch (SyncAll); here it must stand "
+          "at the top level of the T.Kernel body (not in a T.Scope, loop or if), where it "
+          "splits the launch in two; or split the kernel into two T.Kernel launches yourself "
+          "and pass on-chip values through global memory")
+
+
+def is_mark(s) -> bool:
+    return isinstance(s, PipeBarrier) and s.pipe == MARK
+
+
+def split_launch(body: list) -> list[list]:
+    """The statement lists of the launches a kernel body's top-level sync_all marks split it
+    into (the body itself when it has none); each part keeps every allocation."""
+    for s in body:
+        for sub in walk_statements([s]) if not is_mark(s) else ():
+            if is_mark(sub):
+                raise CompileError(ADVICE, sub.loc)
+    if not any(is_mark(s) for s in body):
+        return [body]
+    allocs = [s for s in body if isinstance(s, Alloc)]
+    parts, cur = [], []
+    for s in body:
+        if is_mark(s):
+            parts.append(cur)
+            cur = []
+        elif not isinstance(s, Alloc):
+            cur.append(s)
+    parts.append(cur)
+    on_chip = {a.buffer.name for a in allocs if a.buffer.scope not in ("global",)}
+    written: dict = {}
+    for part in parts:
+        for s in walk_statements(part):
+            for b in reads(s):
+                if b.name in written and b.name in on_chip and not _first_touch_kills(part, b.name):
+                    raise CompileError(
+                        f"'{b.name}' ({b.scope}) is written before T.sync_all() "
+                        f"({written[b.name]}) and read after it: the barrier splits the launch "
+                        f"in two here, so on-chip values do not cross it; pass the value "
+                        f"through global memory (a workspace tensor)", s.loc)
+        for s in walk_statements(part):
+            for b in writes(s):
+                written.setdefault(b.name, s.loc)
+    return [allocs + part for part in parts]
+
+
+def _first_touch_kills(body, name: str) -> bool:
+    """The first statement of `body` that touches buffer `name` overwrites all of it without
+    reading it (plan_memory's rule), looking into scopes and serial loops that run at least
+    once: the value from before the barrier is never read."""
+    from ..transform.plan_memory import _Guards, _kills
+    for s in body:
+        if not any(isinstance(n, (Region, Load, Store)) and n.buffer.name == name for n in walk(s)):
+            continue
+        if isinstance(s, Scope):
+            return _first_touch_kills(s.body, name)
+        if isinstance(s, For) and s.kind != "parallel" and all(
+                isinstance(e, Const) and e.value >= 1 for e in s.extents) and \
+                _first_touch_kills(s.body, name):
+            return True
+        return _kills(s, name, _Guards([], set()))
+    return True
