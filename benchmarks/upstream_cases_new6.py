@@ -104,3 +104,87 @@ def _(m, rng):
             np.arange(1, dtype=np.int32), np.array([g["KV_LEN"]], np.int32),
             np.array([steps], np.int32)]
     return [Check(g["xattention"](), args, {0: want.reshape(rows, d)}, "bfloat16", g["KV_LEN"])]
+
+
+# ------------------------------------------------------------------------------ gated delta rule
+
+
+def gated_delta_rule_ref(q, k, v, g, beta):
+    """Sequential gated delta rule per (batch, head): S_t = exp(g_t) S_{t-1} (I - b_t k_t k_t^T)
+    + b_t v_t k_t^T (S: dv x dk), o_t = S_t q_t."""
+    B, H, L, dk = q.shape
+    out = np.zeros(v.shape)
+    for b in range(B):
+        for h in range(H):
+            S = np.zeros((v.shape[-1], dk))
+            for t in range(L):
+                kt, bt = k[b, h, t].astype(f64), f64(beta[b, h, t])
+                S = np.exp(f64(g[b, h, t])) * (S - bt * np.outer(S @ kt, kt)) \
+                    + bt * np.outer(v[b, h, t].astype(f64), kt)
+                out[b, h, t] = S @ q[b, h, t].astype(f64)
+    return out
+
+
+class Chain:
+    """Host code that calls several compiled kernels (the examples' end-to-end pipelines):
+    `simulate` runs the same host code with every kernel call on the pipe-level simulator."""
+
+    def __init__(self, run):
+        self.run = run
+
+    def __call__(self, *args):
+        return self.run(*args)
+
+    def simulate(self, *args):
+        from tilelang_mini.runtime.kernel import JITKernel
+        call = JITKernel.__call__
+        JITKernel.__call__ = lambda kern, *a: kern.simulate(*a)[0]
+        try:
+            return self.run(*args), None
+        finally:
+            JITKernel.__call__ = call
+
+
+def gdn_inputs(rng, B, H, L, DK, DV):
+    q, k = rng.standard_normal((B, H, L, DK)), rng.standard_normal((B, H, L, DK))
+    q = (q / np.linalg.norm(q, axis=-1, keepdims=True)).astype(np.float16)
+    k = (k / np.linalg.norm(k, axis=-1, keepdims=True)).astype(np.float16)
+    v = rng.standard_normal((B, H, L, DV)).astype(np.float16)
+    g = (-np.log1p(np.exp(-rng.standard_normal((B, H, L))))).astype(np.float32)
+    beta = rng.random((B, H, L)).astype(np.float16)
+    return q, k, v, g, beta
+
+
+@case("asc/linear_attention_and_rnn/gdn_full", A, "examples/linear_attention_and_rnn/gdn_full.py",
+      "the gated delta rule end to end: the example's host chain of the six gdn/ kernels "
+      "(cumsum, K K^T, triangular solve, WY, chunk state, output) against the token recurrence")
+def _(m, rng):
+    B, H, L, DK, DV, C, BK, BV = 1, 2, 128, 64, 64, 32, 32, 32
+    q, k, v, g, beta = gdn_inputs(rng, B, H, L, DK, DV)
+    want = gated_delta_rule_ref(q, k, v, g, beta)
+    run = Chain(lambda *a: m["kernel_chunk_gdn"](*a, C, BK, BV))
+    return [Check(run, [q, k, v, g, beta], {0: want}, "float16", L)]
+
+
+@case("asc/linear_attention_and_rnn/opt_gdn_full", A,
+      "examples/linear_attention_and_rnn/opt_gdn_full.py",
+      "the gated delta rule end to end through the six opt_gdn/ kernels, chained as the "
+      "example's module-level test does (host code here), against the token recurrence")
+def _(m, rng):
+    B, H, L, DK, DV, C, BK, BV = 1, 2, 128, 64, 64, 32, 64, 64
+    q, k, v, g, beta = gdn_inputs(rng, B, H, L, DK, DV)
+    want = gated_delta_rule_ref(q, k, v, g, beta)
+    kers = (m["cumsum_ker"](B, H, L, C), m["kkt_ker"](B, H, L, DK, C, BK),
+            m["solve_tril_ker"](B, H, L, C), m["wy_fast_ker"](B, H, L, DK, DV, C, BK, BV),
+            m["chunk_h_ker"](B, H, L, DK, DV, C, BK, BV), m["chunk_o_ker"](B, H, L, DK, DV, C, BK, BV))
+
+    def run(q, k, v, g, beta):
+        cumsum, kkt, solve, wy, state, out = kers
+        g_sum = cumsum(g)
+        a = kkt(k, beta, g_sum, np.tril(np.ones((C, C), np.float32), -1))
+        a = solve(a, np.eye(C, dtype=np.float32))
+        w, u = wy(k, v, beta, g_sum, a)
+        s = np.zeros((B, H, L // C, DK, DV), np.float16)
+        nv, _ = state(k, w, u, g_sum, np.zeros((B * H * (DV // BV), DK, BV), np.float16), s)
+        return out(q, k, nv, s, g_sum, np.tril(np.ones((C, C), np.float32)))
+    return [Check(Chain(run), [q, k, v, g, beta], {0: want}, "float16", L)]

@@ -109,11 +109,14 @@ def load(repo: str, path: str, workdir: Path) -> dict:
     """Run the example's definitions (not its module-level test code) in a fresh namespace."""
     git = MIRROR / REPOS[repo] / "repo"
     folder = str(Path(path).parent)
-    names = subprocess.run(["git", "-C", str(git), "ls-tree", "--name-only", "HEAD", folder + "/"],
-                           capture_output=True, text=True, check=True).stdout.split()
-    for sib in names:  # sibling modules (local imports), imports rewritten
-        if sib.endswith(".py"):
-            (workdir / Path(sib).name).write_text(rewrite_imports(show(repo, sib)))
+    names = subprocess.run(["git", "-C", str(git), "ls-tree", "-r", "--name-only", "HEAD",
+                            folder + "/"], capture_output=True, text=True, check=True).stdout.split()
+    for sib in names:  # sibling modules and packages (local imports), imports rewritten
+        rel = Path(sib).relative_to(folder)
+        if sib.endswith(".py") and (len(rel.parts) == 1 or f"{folder}/{rel.parts[0]}/__init__.py"
+                                    in names):  # gdn_full.py's `from gdn.gdn_chunk_h import ...`
+            (workdir / rel).parent.mkdir(parents=True, exist_ok=True)
+            (workdir / rel).write_text(rewrite_imports(show(repo, sib)))
     local = workdir / Path(path).name
     src = rewrite_imports(show(repo, path))
     local.write_text(src)
@@ -248,7 +251,7 @@ def run_child(name: str, target: str) -> dict:
                 status = "race"
             elif isinstance(e, tilelang_mini.CompileError) and (re.search(
                     re.escape(base) + r":\d+:\d+", text) or re.search(
-                    re.escape(tmp) + r"/[\w.]+\.py:\d+:\d+", text)) \
+                    re.escape(tmp) + r"/[\w./]+\.py:\d+:\d+", text)) \
                     and "internal" not in first.lower():  # the example's file or its folder's
                 status = "located"
             else:
