@@ -75,10 +75,8 @@ def beam_decode_attention_ref(q, k_sh, v_sh, k_un, v_un, scale, group, steps):
       "beam-search decode attention, shared prefix + per-beam decoded tokens: a persistent "
       "expert C/V kernel with flag-slot queues, brcb/row_expand experiments, T.sync_all "
       "between the attention and the merge phase, workspaces passed twice (flat views)")
-def _(m, rng):
-    import ml_dtypes
-    bf = ml_dtypes.bfloat16
-    g = m
+def _(g, rng):
+    from ml_dtypes import bfloat16 as bf
     beams, heads, kvh, d, steps = g["BEAM_SIZE"], g["NUM_HEADS"], g["KV_HEADS"], g["D"], g["DECODE_STEP"]
     cores, rows = g["NUM_CORES"], g["MERGE_ROWS"]
     q = rng.uniform(-1, 1, (beams, heads, d)).astype(bf)
@@ -155,25 +153,30 @@ def gdn_inputs(rng, B, H, L, DK, DV):
     return q, k, v, g, beta
 
 
-@case("asc/linear_attention_and_rnn/gdn_full", A, "examples/linear_attention_and_rnn/gdn_full.py",
+def gdn_chain_check(rng, run):
+    """The end-to-end gated delta rule checks: run(q, k, v, g, beta) with chunks of 32."""
+    B, H, L, DK, DV = 1, 2, 128, 64, 64
+    q, k, v, g, beta = gdn_inputs(rng, B, H, L, DK, DV)
+    return [Check(Chain(run), [q, k, v, g, beta], {0: gated_delta_rule_ref(q, k, v, g, beta)},
+                  "float16", L)]
+
+
+GDN = "examples/linear_attention_and_rnn/"
+DK_BLOCK = 64  # opt_gdn_full's BK = BV = DK
+
+
+@case("asc/linear_attention_and_rnn/gdn_full", A, GDN + "gdn_full.py",
       "the gated delta rule end to end: the example's host chain of the six gdn/ kernels "
       "(cumsum, K K^T, triangular solve, WY, chunk state, output) against the token recurrence")
 def _(m, rng):
-    B, H, L, DK, DV, C, BK, BV = 1, 2, 128, 64, 64, 32, 32, 32
-    q, k, v, g, beta = gdn_inputs(rng, B, H, L, DK, DV)
-    want = gated_delta_rule_ref(q, k, v, g, beta)
-    run = Chain(lambda *a: m["kernel_chunk_gdn"](*a, C, BK, BV))
-    return [Check(run, [q, k, v, g, beta], {0: want}, "float16", L)]
+    return gdn_chain_check(rng, lambda *a: m["kernel_chunk_gdn"](*a, 32, 32, 32))
 
 
-@case("asc/linear_attention_and_rnn/opt_gdn_full", A,
-      "examples/linear_attention_and_rnn/opt_gdn_full.py",
+@case("asc/linear_attention_and_rnn/opt_gdn_full", A, GDN + "opt_gdn_full.py",
       "the gated delta rule end to end through the six opt_gdn/ kernels, chained as the "
       "example's module-level test does (host code here), against the token recurrence")
 def _(m, rng):
-    B, H, L, DK, DV, C, BK, BV = 1, 2, 128, 64, 64, 32, 64, 64
-    q, k, v, g, beta = gdn_inputs(rng, B, H, L, DK, DV)
-    want = gated_delta_rule_ref(q, k, v, g, beta)
+    B, H, L, DK, DV, C, BK, BV = 1, 2, 128, 64, 64, 32, DK_BLOCK, DK_BLOCK
     kers = (m["cumsum_ker"](B, H, L, C), m["kkt_ker"](B, H, L, DK, C, BK),
             m["solve_tril_ker"](B, H, L, C), m["wy_fast_ker"](B, H, L, DK, DV, C, BK, BV),
             m["chunk_h_ker"](B, H, L, DK, DV, C, BK, BV), m["chunk_o_ker"](B, H, L, DK, DV, C, BK, BV))
@@ -187,4 +190,4 @@ def _(m, rng):
         s = np.zeros((B, H, L // C, DK, DV), np.float16)
         nv, _ = state(k, w, u, g_sum, np.zeros((B * H * (DV // BV), DK, BV), np.float16), s)
         return out(q, k, nv, s, g_sum, np.tril(np.ones((C, C), np.float32)))
-    return [Check(Chain(run), [q, k, v, g, beta], {0: want}, "float16", L)]
+    return gdn_chain_check(rng, run)

@@ -58,7 +58,8 @@ def test_brcb_row_expand_softmax(target):
         close(np.asarray(k.simulate(x)[0]), want, reduce_len=N)
 
 
-def brcb_strided(blk_stride, rep_stride, dtype):
+def brcb_strided(blk_stride, rep_stride, dtype, mode=2):
+    """Also hands over to the cube core with `T.set_cross_flag("MTE3", 1, mode)`."""
     per = 32 // np.dtype(dtype).itemsize
     @T.prim_func
     def main(S: T.Tensor((16,), dtype), D: T.Tensor((4 * 16 * per,), dtype)):
@@ -75,6 +76,9 @@ def brcb_strided(blk_stride, rep_stride, dtype):
                 T.wait_flag("v", "mte3", 0)
                 with T.If(vid == 0), T.Then():
                     T.copy(dst, D)
+                T.set_cross_flag("MTE3", 1, mode)
+            with T.Scope("C"):
+                T.wait_cross_flag(1)
     return main
 
 
@@ -99,23 +103,5 @@ def test_brcb_strides(target, blk_stride, rep_stride, dtype):
 def test_cross_flag_modes():
     """Mode 2 (cube <-> vector cores of the group) is the flag modelled; another mode is a
     located error naming it."""
-    def kern(mode):
-        @T.prim_func
-        def main(X: T.Tensor((16, 16), "float32"), Y: T.Tensor((16, 16), "float32")):
-            with T.Kernel(1, is_npu=True) as (cid, vid):
-                a = T.alloc_ub((8, 16), "float32")
-                with T.Scope("V"):
-                    T.copy(X[vid * 8, 0], a)
-                    T.set_flag("mte2", "mte3", 0)
-                    T.wait_flag("mte2", "mte3", 0)
-                    T.copy(a, Y[vid * 8, 0])
-                    T.set_cross_flag("MTE3", 1, mode)
-                with T.Scope("C"):
-                    T.wait_cross_flag(1)
-        return main
-    x = rand((16, 16), seed=2)
-    k = tilelang.compile(kern(2), out_idx=[1], target="numpy")
-    close(np.asarray(k(x)), f64(x))
-    close(np.asarray(k.simulate(x)[0]), f64(x))
     with pytest.raises(tilelang.CompileError, match="set_cross_flag mode 0"):
-        tilelang.compile(kern(0), out_idx=[1], target="numpy")
+        tilelang.compile(brcb_strided(1, 8, "float32", mode=0), out_idx=[1], target="numpy")
