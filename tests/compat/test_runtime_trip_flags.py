@@ -31,7 +31,7 @@ def prefetch_sum(guarded=False):
                 n = N[0]
                 trips = (n + 3) // 4 if guarded else n
                 T.tile.fill(acc, 0.0)
-                if (n > 0) if guarded else True:
+                if not guarded or n > 0:  # trace-time True unless guarded (short circuit)
                     T.copy(X[vid, 0, :], buf)
                     T.set_flag("mte2", "v", 0)
                 for t in T.serial(trips):
