@@ -75,3 +75,44 @@ def test_sync_all_errors():
         tilelang.compile(two_phase(nested=True), out_idx=[2], target="numpy")
     with pytest.raises(tilelang.CompileError, match="'x' .* before T.sync_all"):
         tilelang.compile(two_phase(keep_on_chip=True), out_idx=[2], target="numpy")
+
+
+def scaled(sync):
+    """`T.alloc_var(dtype, init=v)` at the top of a kernel with T.Scope blocks: every core runs
+    the init (before: an instruction of no core, an internal error); across a T.sync_all the
+    constant init is repeated in the second launch."""
+    @T.prim_func
+    def main(X: T.Tensor((B * 16, W), "float32"), Y: T.Tensor((B * 16, W), "float32")):
+        with T.Kernel(B, is_npu=True) as (cid, vid):
+            a = T.alloc_ub((8, W), "float32")
+            k = T.alloc_var("float32", init=2.0)
+            with T.Scope("V"):
+                T.copy(X[cid * 16 + vid * 8, 0], a)
+                T.set_flag("mte2", "v", 0)
+                T.wait_flag("mte2", "v", 0)
+                T.tile.mul(a, a, k)
+                T.set_flag("v", "mte3", 0)
+                T.wait_flag("v", "mte3", 0)
+                T.copy(a, Y[cid * 16 + vid * 8, 0])
+            if sync:
+                T.sync_all()
+                with T.Scope("V"):
+                    T.copy(Y[cid * 16 + vid * 8, 0], a)
+                    T.set_flag("mte2", "v", 0)
+                    T.wait_flag("mte2", "v", 0)
+                    T.tile.add(a, a, k)
+                    T.set_flag("v", "mte3", 0)
+                    T.wait_flag("v", "mte3", 0)
+                    T.copy(a, Y[cid * 16 + vid * 8, 0])
+    return main
+
+
+@pytest.mark.parametrize("target", ["numpy", "llvm"])
+@pytest.mark.parametrize("sync", [False, True])
+def test_scalar_init_on_every_core(target, sync):
+    x = rand((B * 16, W), seed=6)
+    want = 2 * f64(x) + (2 if sync else 0)
+    k = tilelang.compile(scaled(sync), out_idx=[1], target=target)
+    close(np.asarray(k(x)), want)
+    if target == "numpy":
+        close(np.asarray(k.simulate(x)[0]), want)

@@ -29,7 +29,7 @@ from .tile_ascend import TileAscend
 from .atomic import Atomics
 from .control import ControlFlow
 from .views import Views
-from .sync_all import split_launch
+from .sync_all import scalars_per_core, split_launch
 from .bindings import Bindings, Capture, StaleValue, vector_flags_without_scopes
 
 
@@ -242,7 +242,7 @@ class KernelBuilder(ExprVisitor, ControlFlow, TileOps, Dialect, TileAscend, Eage
             if isinstance(stmt, ast.With) and self.is_call_to(stmt.items[0].context_expr, "Kernel"):
                 self.hints = []
                 grid, names, is_npu, block = self.kernel_block(stmt)
-                for part in split_launch(block):  # T.sync_all(): sync_all.py
+                for part in split_launch(scalars_per_core(block)):  # sync_all.py
                     launches.append(((grid, names, is_npu, part), self.hints, stmt))
             elif not launches and self.eager is not None and self.eager_stmt(stmt):
                 pass  # T.empty outputs, tensor annotations of an eager jit function

@@ -19,7 +19,9 @@ from __future__ import annotations
 
 from ..errors import CompileError
 from ..ir.analysis import reads, writes
-from ..ir.nodes import Alloc, Const, For, Load, PipeBarrier, Region, Scope, Store, walk, walk_statements
+from ..ir.nodes import (
+    Alloc, Const, For, Load, PipeBarrier, Region, Scope, Store, walk, walk_statements,
+)
 
 MARK = "SYNC_ALL"  # the pipe of the PipeBarrier op_sync_all leaves for split_launch
 
@@ -33,6 +35,29 @@ def is_mark(s) -> bool:
     return isinstance(s, PipeBarrier) and s.pipe == MARK
 
 
+def scalars_per_core(body: list) -> list:
+    """A kernel body with `T.Scope` blocks runs its top-level statements on every core
+    (tilelang-ascend compiles the body for the AIC and the AIV, each scope a branch on the core
+    type): a top-level scalar store, such as `T.alloc_var(dtype, init=v)`'s, becomes one copy
+    per core that has a scope, each in a scope of its own where the store stands (before: an
+    instruction of no core, an internal error):
+
+        s = T.alloc_var("int32", init=0)        ->   with T.Scope("C"): s[0] = 0
+        with T.Scope("C"): ...                       with T.Scope("V"): s[0] = 0
+        with T.Scope("V"): ... s ...                 with T.Scope("C"): ...
+                                                     with T.Scope("V"): ... s ..."""
+    cores = [c for c in ("C", "V") if any(isinstance(s, Scope) and s.core == c for s in body)]
+    if not cores:
+        return body
+    out: list = []
+    for s in body:
+        if isinstance(s, Store) and s.buffer.scope == "var":
+            out.extend(Scope(c, (s,), s.loc) for c in cores)
+        else:
+            out.append(s)
+    return out
+
+
 def split_launch(body: list) -> list[list]:
     """The statement lists of the launches a kernel body's top-level sync_all marks split it
     into (the body itself when it has none); each part keeps every allocation."""
@@ -43,12 +68,16 @@ def split_launch(body: list) -> list[list]:
     if not any(is_mark(s) for s in body):
         return [body]
     allocs = [s for s in body if isinstance(s, Alloc)]
+    n = 0  # the prologue: allocations and constant scalar inits, which every part repeats
+    while n < len(body) and (isinstance(body[n], Alloc) or _constant_init(body[n])):
+        n += 1
+    inits = [s for s in body[:n] if not isinstance(s, Alloc)]
     parts, cur = [], []
-    for s in body:
+    for k, s in enumerate(body):
         if is_mark(s):
             parts.append(cur)
             cur = []
-        elif not isinstance(s, Alloc):
+        elif not isinstance(s, Alloc) and k >= n:
             cur.append(s)
     parts.append(cur)
     on_chip = {a.buffer.name for a in allocs if a.buffer.scope not in ("global",)}
@@ -65,7 +94,13 @@ def split_launch(body: list) -> list[list]:
         for s in walk_statements(part):
             for b in writes(s):
                 written.setdefault(b.name, s.loc)
-    return [allocs + part for part in parts]
+    return [allocs + inits + part for part in parts]
+
+
+def _constant_init(s) -> bool:
+    """`with T.Scope(c): s[0] = <constant>` (scalars_per_core's copy of an alloc_var init)."""
+    return isinstance(s, Scope) and len(s.body) == 1 and isinstance(s.body[0], Store) and \
+        s.body[0].buffer.scope == "var" and not any(isinstance(n, Load) for n in walk(s.body[0]))
 
 
 def _first_touch_kills(body, name: str) -> bool:
