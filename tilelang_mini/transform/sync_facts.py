@@ -13,17 +13,27 @@ and walking it anyway reported a wait nothing sets. Here the facts decide it:
     ->     {-1, 0}                               the trip counts the facts allow: no trip
 
 The unknowns are loads from buffers the kernel never writes whose indices the walk knows;
-each ranges over a window of integers (wider for fewer unknowns), every combination that
-satisfies the facts is kept, and the query's values over those are the answer (None when an
-expression reads anything else, there are more than three unknowns, or no combination
-satisfies the facts)."""
+each ranges over a dense window of integers around 0 (wider for fewer unknowns) and a sparse
+set of larger magnitudes (near the powers of two up to 2^24 and three times them, where sizes
+and thresholds sit), every combination that satisfies the facts is kept, and the query's
+values over those are the answer (None when an expression reads anything else, there are more
+than three unknowns, or no combination satisfies the facts)."""
 from __future__ import annotations
 
 import numpy as np
 
 from ..ir.nodes import Const, Load, Var, transform, walk
 
-WINDOW = {1: 1024, 2: 96, 3: 16}  # half-width of each unknown's range, by their number
+WINDOW = {1: 1024, 2: 64, 3: 8}  # half-width of each unknown's dense range, by their number
+
+
+def _values(count: int):
+    """The values one of `count` unknowns takes: dense near 0, then near powers of two."""
+    dense = WINDOW[count]
+    near = (-1, 0, 1) if count == 1 else (0,)
+    far = {m * s * (2 ** k) + d for k in range(25) for m in ((1, 3) if count < 3 else (1,))
+           for s in (1, -1) for d in near}
+    return np.array(sorted(set(range(-dense, dense + 1)) | far), dtype=np.int64)
 
 
 def readonly_params(kernel) -> set:
@@ -90,8 +100,7 @@ def implied_values(e, facts: tuple, value, fn, readonly) -> set | None:
     used = [v for v in unknowns.values() if v.name in wanted]
     if not kept or len(used) > 3 or any(names(c) - wanted for c, _ in kept):
         return None
-    w = WINDOW[len(used)]
-    axes = np.meshgrid(*[np.arange(-w, w + 1, dtype=np.int64)] * len(used), indexing="ij")
+    axes = np.meshgrid(*[_values(len(used))] * len(used), indexing="ij")
     scope = {v.name: a.reshape(-1) for v, a in zip(used, axes)}
     from ..semantics.ops import Env, Fault
     try:
