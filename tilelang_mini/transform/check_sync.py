@@ -44,7 +44,7 @@ from ..ir.nodes import (
 )
 from ..ir.pipes import COPY_PIPES, pipe_of
 from .check_blocks import check_blocks
-from .sync_facts import bind, implied_values, readonly_params
+from .sync_facts import Infeasible, bind, implied_values, no_trip, readonly_params, truth
 from ..ir.graph import print_ir_line
 
 CUBE_PIPES = ("MTE1", "M", "FIX")
@@ -263,10 +263,6 @@ class _Budget(Exception):
     pass
 
 
-class _Infeasible(Exception):
-    """The scenario's branch choices leave a run-time loop no trip (sync_facts)."""
-
-
 MAX_PERIOD = 16  # longest repeat of modular indices/event ids kept exact when loops are cut
 
 
@@ -359,9 +355,7 @@ class _Verifier(HappensBefore):
                     if n is None:  # a run-time trip count: walked as two trips, the second
                         # the last, so a condition on the count (`t + 1 < n`) agrees with it
                         inner = assume + ((s.extents[0], 2),)
-                        can = self.implied(s.extents[0], env, facts + tuple(chosen))
-                        if can is not None and max(can) <= 0:  # the walk's premise is
-                            raise _Infeasible  # that such a loop runs: not this scenario
+                        no_trip(self.implied(s.extents[0], env, facts + tuple(chosen)))
                     for t in _trips(s, n, cap):
                         env2 = dict(env)
                         env2[s.vars[0]] = t
@@ -369,9 +363,7 @@ class _Verifier(HappensBefore):
                     continue
                 c = self.value(s.cond, env, assume)
                 if c is None:
-                    can = self.implied(s.cond, env, facts + tuple(chosen))
-                    if can is not None and len({v != 0 for v in can}) == 1:
-                        c = can.pop() != 0
+                    c = truth(self.implied(s.cond, env, facts + tuple(chosen)))
                 if c is None and id(s) in self.choice:  # data-dependent, with flags inside
                     c = self.choice[id(s)]
                     chosen.append((bind(s.cond, env), c))
@@ -384,20 +376,19 @@ class _Verifier(HappensBefore):
                     walk(it.bodies[0 if c else 1], ancestors + ((it, ("branch", 0)),), env,
                          cores, assume, facts)
 
-        for vid, cores in ((0, {"C": "C", "V": "V0"}), (1, {"V": "V1"})):
-            chosen.clear()
-            walk(tree, (), {self.cid: self.block, self.vid: vid}, cores)
+        try:
+            for vid, cores in ((0, {"C": "C", "V": "V0"}), (1, {"V": "V1"})):
+                chosen.clear()
+                walk(tree, (), {self.cid: self.block, self.vid: vid}, cores)
+        except Infeasible:  # the scenario's choices leave a run-time loop no trip
+            return None
         return out
 
     def implied(self, e, env, facts):
-        """The values run-time expression `e` can take where the conditions the walk has taken
-        (`facts`) hold (sync_facts), or None."""
-        if not facts:
-            return None
-        if self.readonly is None:
-            self.readonly = readonly_params(self.kernel)
+        """The values of run-time `e` where the walk's `facts` hold (sync_facts), or None."""
+        self.readonly = self.readonly or readonly_params(self.kernel)
         return implied_values(bind(e, env), facts, lambda i: self.value(i, env), self.fn,
-                              self.readonly)
+                              self.readonly) if facts else None
 
     def fn(self, e):
         """The compiled closure of expression `e` (compiled once per node)."""
@@ -492,11 +483,10 @@ class _Verifier(HappensBefore):
     # only (the scalar unit dispatches on), a scalar instruction blocks what follows it
     def run(self, tree):
         try:
-            try:
-                streams = self.streams(tree, None)
-            except _Budget:
-                streams = self.streams(tree, 2)
-        except _Infeasible:
+            streams = self.streams(tree, None)
+        except _Budget:
+            streams = self.streams(tree, 2)
+        if streams is None:
             return
         self.flags: dict = {}       # (core, src, dst, id) -> (clock, occ) of the pending set
         self.last_wait: dict = {}   # (core, src, dst, id) -> occ of the last wait

@@ -24,6 +24,10 @@ import numpy as np
 
 from ..ir.nodes import Const, Load, Var, transform, walk
 
+class Infeasible(Exception):
+    """The walk's branch choices leave a run-time loop no trip: not a run the walk models."""
+
+
 WINDOW = {1: 1024, 2: 64, 3: 8}  # half-width of each unknown's dense range, by their number
 
 
@@ -34,6 +38,17 @@ def _values(count: int):
     far = {m * s * (2 ** k) + d for k in range(25) for m in ((1, 3) if count < 3 else (1,))
            for s in (1, -1) for d in near}
     return np.array(sorted(set(range(-dense, dense + 1)) | far), dtype=np.int64)
+
+
+def no_trip(values) -> None:
+    """Raise Infeasible when a run-time loop's possible trip counts are all <= 0."""
+    if values is not None and max(values) <= 0:
+        raise Infeasible
+
+
+def truth(values):
+    """True/False when every possible value of a condition agrees, else None."""
+    return None if values is None or len({v != 0 for v in values}) != 1 else values.pop() != 0
 
 
 def readonly_params(kernel) -> set:
