@@ -80,30 +80,30 @@ def test_sync_all_errors():
 def scaled(sync):
     """`T.alloc_var(dtype, init=v)` at the top of a kernel with T.Scope blocks: every core runs
     the init (before: an instruction of no core, an internal error); across a T.sync_all the
-    constant init is repeated in the second launch."""
+    constant init is repeated in the second launch (phase 1: Y = X * k; phase 2: Y = Y + k)."""
+    @T.macro
+    def phase(src, dst, a, k, cid, vid, add):
+        with T.Scope("V"):
+            T.copy(src[cid * 16 + vid * 8, 0], a)
+            T.set_flag("mte2", "v", 0)
+            T.wait_flag("mte2", "v", 0)
+            if add:
+                T.tile.add(a, a, k)
+            else:
+                T.tile.mul(a, a, k)
+            T.set_flag("v", "mte3", 0)
+            T.wait_flag("v", "mte3", 0)
+            T.copy(a, dst[cid * 16 + vid * 8, 0])
+
     @T.prim_func
     def main(X: T.Tensor((B * 16, W), "float32"), Y: T.Tensor((B * 16, W), "float32")):
         with T.Kernel(B, is_npu=True) as (cid, vid):
             a = T.alloc_ub((8, W), "float32")
             k = T.alloc_var("float32", init=2.0)
-            with T.Scope("V"):
-                T.copy(X[cid * 16 + vid * 8, 0], a)
-                T.set_flag("mte2", "v", 0)
-                T.wait_flag("mte2", "v", 0)
-                T.tile.mul(a, a, k)
-                T.set_flag("v", "mte3", 0)
-                T.wait_flag("v", "mte3", 0)
-                T.copy(a, Y[cid * 16 + vid * 8, 0])
+            phase(X, Y, a, k, cid, vid, False)
             if sync:
                 T.sync_all()
-                with T.Scope("V"):
-                    T.copy(Y[cid * 16 + vid * 8, 0], a)
-                    T.set_flag("mte2", "v", 0)
-                    T.wait_flag("mte2", "v", 0)
-                    T.tile.add(a, a, k)
-                    T.set_flag("v", "mte3", 0)
-                    T.wait_flag("v", "mte3", 0)
-                    T.copy(a, Y[cid * 16 + vid * 8, 0])
+                phase(Y, Y, a, k, cid, vid, True)
     return main
 
 
