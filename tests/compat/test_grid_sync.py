@@ -71,8 +71,8 @@ def test_value_carried_across_sync_grid_is_located():
                 T.sync_grid()
                 T.copy(t, Y)
     msg = str(info.value)
-    assert "'t' is written before this T.sync_grid() and read after it" in msg
-    assert "T.sync_grid()" in msg.splitlines()[1]  # located at the barrier
+    assert "'t' (fragment) is written before T.sync_grid()" in msg and "read after it" in msg
+    assert "T.copy(t, Y)" in msg  # located at the read
 
 
 def test_sync_grid_in_a_loop_is_located():

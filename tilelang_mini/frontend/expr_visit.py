@@ -232,11 +232,18 @@ class ExprVisitor:
     expr_ListComp = expr_GeneratorExp
 
     def expr_BoolOp(self, n):
+        """`a and b`, `a or b`: Python's short circuit while the value so far is a trace-time
+        constant (`not guarded or n > 0` is `True` when `guarded` is False: no run-time if),
+        an IR `and`/`or` once it is a run-time value."""
         op = "and" if isinstance(n.op, ast.And) else "or"
-        values = [self.eval(v) for v in n.values]
-        out = values[0]
-        for v in values[1:]:
-            out = binop(op, out, v)
+        out = self.eval(n.values[0])
+        for v in n.values[1:]:
+            if isinstance(out, (bool, int, float, str, type(None))):
+                if (op == "and") != bool(out):
+                    return out
+                out = self.eval(v)
+                continue
+            out = binop(op, out, self.eval(v))
         return out
 
     def expr_Subscript(self, n):

@@ -17,7 +17,7 @@ from .. import language as T_module
 from ..errors import CompileError
 from ..ir import dtypes
 from ..ir.analysis import interval
-from ..ir.nodes import Alloc, Buffer, Kernel, Load, Loc, Scope, Store, Var, walk
+from ..ir.nodes import Alloc, Buffer, Kernel, Load, Loc, Scope, Store, Var
 from ..language.symbols import SymExpr
 from .common import SIMT_ADVICE, Marker, ThreadIndex, is_docstring, show
 from .dialect import Dialect
@@ -29,8 +29,8 @@ from .tile_ascend import TileAscend
 from .atomic import Atomics
 from .control import ControlFlow
 from .views import Views
-from .grid_sync import GridSyncOps, split_launches
 from .gemm_sp import GemmSparse
+from .sync_all import scalars_per_core, split_launch
 from .bindings import Bindings, Capture, StaleValue, vector_flags_without_scopes
 
 
@@ -154,7 +154,7 @@ def _source(fn, file: str):
 
 
 class KernelBuilder(ExprVisitor, ControlFlow, TileOps, Dialect, TileAscend, Eager, Atomics, Views,
-                    Bindings, GridSyncOps, GemmSparse):
+                    Bindings, GemmSparse):
     def __init__(self, fn, file: str | None = None, symbols: dict | None = None, eager=None):
         self.fn = fn
         self.file = file or inspect.getsourcefile(fn) or "<unknown>"
@@ -244,8 +244,8 @@ class KernelBuilder(ExprVisitor, ControlFlow, TileOps, Dialect, TileAscend, Eage
         for stmt in body:
             if isinstance(stmt, ast.With) and self.is_call_to(stmt.items[0].context_expr, "Kernel"):
                 self.hints = []
-                grid, names, is_npu, body_ir = self.kernel_block(stmt)
-                for part in split_launches(body_ir, self.error):  # T.sync_grid() splits
+                grid, names, is_npu, block = self.kernel_block(stmt)
+                for part in split_launch(scalars_per_core(block)):  # sync_all.py
                     launches.append(((grid, names, is_npu, part), self.hints, stmt))
             elif not launches and self.eager is not None and self.eager_stmt(stmt):
                 pass  # T.empty outputs, tensor annotations of an eager jit function

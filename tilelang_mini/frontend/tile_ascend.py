@@ -16,6 +16,7 @@ from ..ir import dtypes
 from .common import show
 from .dialect import select, sigmoid, tanh
 from .exprs import as_expr, binop, const, is_ir
+from .tile_brcb import TileBrcb
 from .tile_sort import SORT_OPS, TileSort
 
 _BINARY = {"add": "+", "sub": "-", "mul": "*", "div": "/"}
@@ -36,7 +37,7 @@ _UNSUPPORTED = {
     "gatherb": "T.Parallel with loaded indices",
     "sort32": "the kernel library's sort", "init_sort_buf": "the kernel library's sort",
     "transpose": "T.Parallel with swapped indices (d[i, j] = s[j, i])",
-    "brcb": "T.tile.broadcast", "wholereducemax": "T.reduce_max",
+    "wholereducemax": "T.reduce_max",
     "wholereducemin": "T.reduce_min", "wholereducesum": "T.reduce_sum",
     "block_reduce_max": "T.reduce_max", "block_reduce_min": "T.reduce_min",
     "block_reduce_sum": "T.reduce_sum",
@@ -57,7 +58,7 @@ def rint(x):
     return select(tie, binop("-", r0, 1.0), r0)
 
 
-class TileAscend(TileSort):
+class TileAscend(TileSort, TileBrcb):
     # ----------------------------------------------------------------------------- T.tile.*
 
     def tile_op(self, name: str, call: ast.Call) -> list:
@@ -144,8 +145,10 @@ class TileAscend(TileSort):
         if name == "broadcast":
             return self.tile_broadcast(a[0], a[1], self.eval(kw["axis"]) if "axis" in kw else None,
                                        call)
-        if name in ("row_expand_mul", "row_expand_sub", "row_expand_div"):
-            op = {"row_expand_mul": "*", "row_expand_sub": "-", "row_expand_div": "/"}[name]
+        if name in ("brcb", "brcb_experiment"):  # tile_brcb.py
+            return self.tile_brcb(call)
+        if name.startswith("row_expand_"):  # also the *_experiment forms (tile_brcb.py)
+            op = {"mul": "*", "sub": "-", "div": "/"}[name.split("_")[2]]
             return self.tile_row_expand(a[0], a[1], a[2], op, call)
         raise self.error(call, f"T.tile.{name} is not supported")
 
@@ -590,19 +593,19 @@ class TileAscend(TileSort):
         return out
 
     def op_sync_all(self, call) -> list:
-        """tilelang-ascend's `T.sync_all()` is SyncAll: a barrier of every core of the launch
-        (the moe_token_permute and xattention examples exchange per-core results through a
-        workspace across it). Blocks run independently in this machine model, so it is a
-        located error saying how to write the exchange instead."""
-        raise self.error(call, "T.sync_all() is a barrier of every core of the launch (SyncAll), "
-                               "which this machine model does not have (blocks run "
-                               "independently); split the kernel at this point into two "
-                               "`with T.Kernel` launches in one prim_func (a launch sees what "
-                               "the earlier ones wrote to global memory), passing on-chip "
-                               "values through global memory. For the pipes of one core use "
-                               "T.barrier_all()")
+        """tilelang-ascend's `T.sync_all()` (SyncAll, a barrier of every core of the launch):
+        a mark the parser splits the launch at (sync_all.py)."""
+        return self._launch_barrier(call, "SYNC_ALL")
 
-    # ------------------------------------------------------------------------- cumsum
+    def op_sync_grid(self, call) -> list:
+        """TileLang's `T.sync_grid()` (a grid barrier of persistent kernels): the same split."""
+        return self._launch_barrier(call, "SYNC_GRID")
+
+    def _launch_barrier(self, call, mark: str) -> list:
+        from ..ir.nodes import PipeBarrier
+        if call.args or call.keywords:
+            raise self.error(call, f"T.{mark.lower()}() takes no arguments")
+        return [PipeBarrier(mark, self.loc(call))]
 
     def op_cumsum(self, call) -> list:
         """T.cumsum(src, dst=None, dim=0, reverse=False): dst = src (a map, unless in place),

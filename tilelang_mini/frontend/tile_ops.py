@@ -315,7 +315,16 @@ class TileOps:
         return PipeBarrier(self.pipe(a["pipe"]), self.loc(call))
 
     def op_set_cross_flag(self, call):
-        a = self.args(call, ["pipe", "flag"])
+        """`T.set_cross_flag(pipe, flag[, mode])`: tilelang-ascend's mode 2 (the default: between
+        the cube core and the vector cores of one group) is the flag modelled here; modes 0 (all
+        AICs or all AIVs of the launch) and 1 (the AIVs of one group) are located errors."""
+        a = self.args(call, ["pipe", "flag", "mode"], {"mode": None})
+        if a.get("mode") is not None and self.int_arg(a["mode"]) != 2:
+            raise self.error(a["mode"], f"set_cross_flag mode {self.int_arg(a['mode'])} (a flag "
+                                        f"among all AICs/AIVs, or between the AIVs of a group) "
+                                        f"is not modelled; mode 2 (cube <-> vector cores of the "
+                                        f"group, the default) is: order the vector cores through "
+                                        f"the cube core, or leave the mode out")
         pipe, loc = self.pipe(a["pipe"]), self.loc(call)
         return self.flag_id(a["flag"], lambda f: SetCrossFlag(pipe, f, loc), loc)
 

@@ -12,9 +12,11 @@ TILE_OPS = (
     "fill", "clear", "cast", "broadcast", "axpy", "mul_add_dst", "leaky_relu", "compare",
     "select", "createvecindex", "arith_progression", "clamp", "clamp_max", "clamp_min",
     "row_expand_mul", "row_expand_sub", "row_expand_div", "round", "bitwise_lshift",
+    "row_expand_mul_experiment", "row_expand_sub_experiment", "row_expand_div_experiment",
+    "brcb", "brcb_experiment",
     "bitwise_rshift", "adds", "muls", "maxs", "mins",
     # recognised, with an error that says what to write
-    "gather", "gather_mask", "sort", "topk", "merge_sort", "transpose", "atomic_add", "brcb",
+    "gather", "gather_mask", "sort", "topk", "merge_sort", "transpose", "atomic_add",
     "wholereducemax", "wholereducemin", "wholereducesum", "block_reduce_max",
     "block_reduce_min", "block_reduce_sum", "init_sort_buf", "sort32", "gatherb",
 )

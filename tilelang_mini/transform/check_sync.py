@@ -44,6 +44,7 @@ from ..ir.nodes import (
 )
 from ..ir.pipes import COPY_PIPES, pipe_of
 from .check_blocks import check_blocks
+from .sync_facts import Infeasible, bind, implied_values, no_trip, readonly_params, truth
 from ..ir.graph import print_ir_line
 
 CUBE_PIPES = ("MTE1", "M", "FIX")
@@ -315,6 +316,7 @@ class _Verifier(HappensBefore):
         self.Env, self.Fault, self.compile_expr = Env, Fault, compile_expr
         self.cid, self.vid = kernel.grid_vars
         self.block = block
+        self.readonly = None  # names of the parameters nothing writes (implied)
         self.fns: dict = {}  # id(expression) -> (expression, compiled closure)
         self.reset()
 
@@ -326,7 +328,9 @@ class _Verifier(HappensBefore):
         self.walked = 0
         copies: dict = {}
 
-        def walk(items, ancestors, env, cores, assume=()):
+        chosen: list = []  # (condition, branch) of the data-dependent ifs the scenario chose
+
+        def walk(items, ancestors, env, cores, assume=(), facts=()):
             for it in items:
                 if isinstance(it, Alloc):
                     continue
@@ -351,24 +355,40 @@ class _Verifier(HappensBefore):
                     if n is None:  # a run-time trip count: walked as two trips, the second
                         # the last, so a condition on the count (`t + 1 < n`) agrees with it
                         inner = assume + ((s.extents[0], 2),)
+                        no_trip(self.implied(s.extents[0], env, facts + tuple(chosen)))
                     for t in _trips(s, n, cap):
                         env2 = dict(env)
                         env2[s.vars[0]] = t
-                        walk(it.bodies[0], ancestors + ((it, t),), env2, cores, inner)
+                        walk(it.bodies[0], ancestors + ((it, t),), env2, cores, inner, facts)
                     continue
                 c = self.value(s.cond, env, assume)
+                if c is None:
+                    c = truth(self.implied(s.cond, env, facts + tuple(chosen)))
                 if c is None and id(s) in self.choice:  # data-dependent, with flags inside
                     c = self.choice[id(s)]
+                    chosen.append((bind(s.cond, env), c))
                 if c is None:  # data-dependent, no flags: both branches, never both run
+                    cond = bind(s.cond, env)
                     for branch, body in enumerate(it.bodies):
-                        walk(body, ancestors + ((it, ("branch", branch)),), env, cores, assume)
+                        walk(body, ancestors + ((it, ("branch", branch)),), env, cores, assume,
+                             facts + ((cond, branch == 0),))
                 else:
                     walk(it.bodies[0 if c else 1], ancestors + ((it, ("branch", 0)),), env,
-                         cores, assume)
+                         cores, assume, facts)
 
-        for vid, cores in ((0, {"C": "C", "V": "V0"}), (1, {"V": "V1"})):
-            walk(tree, (), {self.cid: self.block, self.vid: vid}, cores)
+        try:
+            for vid, cores in ((0, {"C": "C", "V": "V0"}), (1, {"V": "V1"})):
+                chosen.clear()
+                walk(tree, (), {self.cid: self.block, self.vid: vid}, cores)
+        except Infeasible:  # the scenario's choices leave a run-time loop no trip
+            return None
         return out
+
+    def implied(self, e, env, facts):
+        """The values of run-time `e` where the walk's `facts` hold (sync_facts), or None."""
+        self.readonly = self.readonly or readonly_params(self.kernel)
+        return implied_values(bind(e, env), facts, lambda i: self.value(i, env), self.fn,
+                              self.readonly) if facts else None
 
     def fn(self, e):
         """The compiled closure of expression `e` (compiled once per node)."""
@@ -466,6 +486,8 @@ class _Verifier(HappensBefore):
             streams = self.streams(tree, None)
         except _Budget:
             streams = self.streams(tree, 2)
+        if streams is None:
+            return
         self.flags: dict = {}       # (core, src, dst, id) -> (clock, occ) of the pending set
         self.last_wait: dict = {}   # (core, src, dst, id) -> occ of the last wait
         self.cross = {"C": {}, "V0": {}, "V1": {}}  # receiver -> flag -> deque of (clock, occ)

@@ -207,6 +207,10 @@ def randn_like(x, dtype=None, **_):
     return _make(_rng.standard_normal(x.shape), dtype or x.dtype)
 
 
+def eye(n, m=None, dtype=None, device=None, **_):
+    return _make(_np.eye(n, m), dtype)
+
+
 def manual_seed(seed):
     global _rng
     _rng = _np.random.default_rng(seed)
@@ -300,6 +304,11 @@ class _Cuda:
     def current_device():
         return 0
 
+    @staticmethod
+    def get_device_properties(*a):  # ascend910b's cube (AIC) and vector (AIV) core counts
+        return _types.SimpleNamespace(cube_core_num=24, vector_core_num=48, name="cpu",
+                                      multi_processor_count=24)
+
 
 cuda = npu = _Cuda()
 Size = tuple
@@ -331,6 +340,8 @@ Tensor.copy_ = _copy_
 
 
 relu = lambda x: Tensor(_np.maximum(x, 0))  # noqa: E731
+tril = lambda x, diagonal=0: Tensor(_np.tril(x, diagonal))  # noqa: E731
+triu = lambda x, diagonal=0: Tensor(_np.triu(x, diagonal))  # noqa: E731
 Tensor.softmax = lambda self, dim=-1, dtype=None: softmax(self, dim, dtype)
 Tensor.exp = lambda self: exp(self)
 Tensor.sum = lambda self, dim=None, keepdim=False, dtype=None, **k: sum(self, dim, keepdim, dtype)
