@@ -204,10 +204,10 @@ def test_narrow_gemm_stops_at_each_blocks_valid_columns(dtype, n):
 
 @pytest.mark.parametrize("n", [3, 8, 21, 24, 40, 56])
 @pytest.mark.parametrize("m", [7, 13, 16])
-def test_gemm_half_width_last_vector_shared_by_row_pairs(m, n):
-    # columns with a last vector of at most 8 (n % 16 in 1..8) are computed by pairs of rows
-    # sharing one vector (an odd last row keeps its own); C holds values before the gemm,
-    # which adds to them (loaded into the pairs and stored back per row, masked)
+def test_gemm_half_width_last_vector(m, n):
+    # columns with a last vector of at most 8 (n % 16 in 1..8) are computed in half-width
+    # vectors (masked when fewer than 8), with row tails (m % 8); C holds values before the
+    # gemm, which adds to them (loaded and stored back per row, masked)
     K = 37
     A, B, C0, D = Buffer("A", (m, K), "float32"), Buffer("B", (K, n), "float32"), \
         Buffer("C0", (m, n), "float32"), Buffer("D", (m, n), "float32")
@@ -230,7 +230,7 @@ def test_gemm_half_width_last_vector_shared_by_row_pairs(m, n):
 def test_narrow_last_block_column_with_odd_rows_and_k_tail(n):
     # the last block column's narrow panels (8 valid columns of 128, or 2 panels + 8) with an
     # odd row tail and a K tail: the clipped B copies load only the vectors with valid lanes,
-    # and the paired half-width vector covers the odd row count
+    # and the half-width last vector covers the odd row count
     M, K = 69, 97
     prim = dsl_gemm(M, n, K, "float32", block_M=64, block_N=128, block_K=32)
     kl = tilelang_mini.compile(prim, out_idx=[-1], target="llvm")
