@@ -657,3 +657,33 @@ def test_multithreaded_run_equals_single_threaded(monkeypatch):
     np.testing.assert_array_equal(outs[0], outs[1])
     np.testing.assert_array_equal(outs[0], outs[2])
     close(outs[0], a.astype(np.float64) @ b.astype(np.float64), "float32")
+
+
+@pytest.mark.parametrize("n,block_n", [(3, 16), (8, 32), (13, 32), (21, 32), (24, 32), (40, 48),
+                                       (45, 48)])
+def test_transposed_b_tile_clipped_in_rows(n, block_n):
+    # D = A @ B.T with B (n, K) copied into a (block_n, block_K) tile read as a transposed B:
+    # the packing loads each group of 8 tile rows wholly inside B unconditionally, zeros the
+    # groups wholly past n and tests each row of a group across n; K is clipped too
+    M, K, bm, bk = 37, 75, 16, 32
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), "float32"), B: T.Tensor((n, K), "float32"),
+             D: T.Tensor((M, n), "float32")):
+        with T.Kernel(T.ceildiv(M, bm)) as bx:
+            A_s = T.alloc_shared((bm, bk), "float32")
+            B_s = T.alloc_shared((block_n, bk), "float32")
+            D_f = T.alloc_fragment((bm, block_n), "float32")
+            T.clear(D_f)
+            for kk in T.Pipelined(T.ceildiv(K, bk), num_stages=2):
+                T.copy(A[bx * bm, kk * bk], A_s)
+                T.copy(B[0, kk * bk], B_s)
+                T.gemm(A_s, B_s, D_f, transpose_B=True)
+            T.copy(D_f, D[bx * bm, 0])
+
+    kl = tilelang_mini.compile(main, out_idx=[-1], target="llvm")
+    kn = tilelang_mini.compile(main, out_idx=[-1], target="numpy")
+    a, b = rand((M, K), "float32"), rand((n, K), "float32")
+    out = kl(a, b)
+    close(out, a.astype(np.float64) @ b.astype(np.float64).T, "float32")
+    close(out, kn(a, b), "float32")
