@@ -22,7 +22,7 @@ from tilelang_mini.ir.nodes import (
 )
 
 from irbuild import (  # noqa: E402
-    add, c, ceildiv, close, exp_rsqrt_map, full, kernel, mul, reg, tiled_gemm, v,
+    add, c, close, exp_rsqrt_map, full, kernel, mul, reg, tiled_gemm, v,
 )
 
 RNG = np.random.default_rng(1)
@@ -142,7 +142,11 @@ def test_lowered_npu_gemm_through_the_pipeline(dtype):
 
 
 @pytest.mark.parametrize("shape", [(48, 72, 40, 16, 64, 32), (16, 100, 37, 16, 96, 32),
-                                   (32, 130, 70, 32, 128, 64), (16, 17, 19, 16, 48, 16)])
+                                   (32, 130, 70, 32, 128, 64), (16, 17, 19, 16, 48, 16),
+                                   # a narrow B (N rows) in a wider tile, K clipped
+                                   (37, 3, 75, 16, 16, 32), (37, 13, 75, 16, 32, 32),
+                                   (37, 21, 75, 16, 32, 32), (37, 24, 75, 16, 32, 32),
+                                   (37, 45, 75, 16, 48, 32)])
 @pytest.mark.parametrize("dtype", ["float32", "float16"])
 def test_transposed_b_packing_full_and_partial_panels(dtype, shape):
     # a B^T tile packed 16 x 16 blocks at a time: whole 32-row panels in a loop, then a partial
@@ -204,10 +208,10 @@ def test_narrow_gemm_stops_at_each_blocks_valid_columns(dtype, n):
 
 @pytest.mark.parametrize("n", [3, 8, 21, 24, 40, 56])
 @pytest.mark.parametrize("m", [7, 13, 16])
-def test_gemm_half_width_last_vector_shared_by_row_pairs(m, n):
-    # columns with a last vector of at most 8 (n % 16 in 1..8) are computed by pairs of rows
-    # sharing one vector (an odd last row keeps its own); C holds values before the gemm,
-    # which adds to them (loaded into the pairs and stored back per row, masked)
+def test_gemm_half_width_last_vector(m, n):
+    # columns with a last vector of at most 8 (n % 16 in 1..8) are computed in half-width
+    # vectors (masked when fewer than 8), with row tails (m % 8); C holds values before the
+    # gemm, which adds to them (loaded and stored back per row, masked)
     K = 37
     A, B, C0, D = Buffer("A", (m, K), "float32"), Buffer("B", (K, n), "float32"), \
         Buffer("C0", (m, n), "float32"), Buffer("D", (m, n), "float32")
@@ -230,7 +234,7 @@ def test_gemm_half_width_last_vector_shared_by_row_pairs(m, n):
 def test_narrow_last_block_column_with_odd_rows_and_k_tail(n):
     # the last block column's narrow panels (8 valid columns of 128, or 2 panels + 8) with an
     # odd row tail and a K tail: the clipped B copies load only the vectors with valid lanes,
-    # and the paired half-width vector covers the odd row count
+    # and the half-width last vector covers the odd row count
     M, K = 69, 97
     prim = dsl_gemm(M, n, K, "float32", block_M=64, block_N=128, block_K=32)
     kl = tilelang_mini.compile(prim, out_idx=[-1], target="llvm")
@@ -245,9 +249,10 @@ def test_clipped_tiles_in_a_pipelined_vector_loop():
     # a vector-core pipelined loop over 2-d GM tiles clipped on both sides (rows past M,
     # columns past N) whose zeros add nothing to the squared sums
     M, N, bm, bn = 37, 83, 16, 32
+    f32 = "float32"  # (a name: pyflakes reads a string in an annotation as a forward reference)
 
     @T.prim_func
-    def colsum(A: T.Tensor((M, N), "float32"), S: T.Tensor((M,), "float32")):
+    def colsum(A: T.Tensor((M, N), f32), S: T.Tensor((M,), f32)):
         with T.Kernel(T.ceildiv(M, bm)) as bx:
             A_s = T.alloc_shared((bm, bn), "float32")
             acc = T.alloc_fragment((bm, bn), "float32")
@@ -657,3 +662,4 @@ def test_multithreaded_run_equals_single_threaded(monkeypatch):
     np.testing.assert_array_equal(outs[0], outs[1])
     np.testing.assert_array_equal(outs[0], outs[2])
     close(outs[0], a.astype(np.float64) @ b.astype(np.float64), "float32")
+

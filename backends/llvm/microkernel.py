@@ -17,7 +17,9 @@ when it is not float32 (f32 path) or not row-major bf16 with even K (bf16 path).
 place when it is float32, else through a float32 temporary (rounded back to C's dtype after).
 The K loop is unrolled by 4 (f32) / 2 (bf16 pairs); tile tails use masked loads and stores and
 separate micro-kernels for the last rows. An f32 kernel whose last column vector holds at most 8
-columns (the 8/24-column narrow kernels, tails) keeps those columns of two rows in one vector.
+columns (the 8/24-column narrow kernels, tails) computes them in half-width (<8 x float>, ymm)
+vectors: half the FMA work of a full vector, with no shuffles (a 24-column kernel is one full and
+one half vector per row).
 """
 from __future__ import annotations
 
@@ -265,7 +267,9 @@ def _microkernel(g, key):
     b = e.b
     a, bp, c = fn.args
     nvec = -(-ncols // VL)
-    # f32: a last vector of at most 8 columns is a half-width (ymm) vector, half the FMA work
+    # f32: a last vector of at most 8 columns is a half-width (ymm) vector: half the FMA work
+    # (hosts that split 512-bit FMAs in two run it at the full rate; elsewhere it takes an FMA
+    # slot like a full vector, as a row-pair blend of two half rows would with its shuffles)
     widths = [VL if bf16 or ncols - v * VL > VL // 2 else VL // 2 for v in range(nvec)]
     masks = []
     for v, w in enumerate(widths):
@@ -273,30 +277,11 @@ def _microkernel(g, key):
         masks.append(None if n == w else ir.Constant(vty(I1, w), [1] * n + [0] * (w - n)))
     fv = vty(F32)
     fvs = [vty(F32, w) for w in widths]
-    # f32 with a half-width last vector: rows 2i and 2i+1 share one full vector for it (lanes
-    # 0..7 row 2i, 8..15 row 2i+1; B's half row duplicated, A's two values blended), so those
-    # columns cost half the FMAs of two half-width vectors
-    half = VL // 2
-    paired = not bf16 and widths[-1] == half and mr >= 2
-    pv = nvec - 1 if paired else None
-    npairs = mr // 2 if paired else 0
-    lo_hi = ir.Constant(vty(I32, VL), list(range(VL)))
-    dup = ir.Constant(vty(I32, VL), list(range(half)) * 2)
-    blend = ir.Constant(vty(I32, VL), list(range(half)) + list(range(VL + half, 2 * VL)))
-    halves = (ir.Constant(vty(I32, half), list(range(half))),
-              ir.Constant(vty(I32, half), list(range(half, VL))))
 
     def cptr(r, v):
         return e.gep(c, r * ldc_b + v * VL * 4)
 
-    def own(r, v):
-        """Row r's column vector v has an accumulator of its own (not a paired one)."""
-        return v != pv or r >= 2 * npairs
-
-    # accumulators: every own (r, v), then the pairs
-    slots = [(r, v) for r in range(mr) for v in range(nvec) if own(r, v)]
-    index = {rv: i for i, rv in enumerate(slots)}
-    pair_at = len(slots)
+    slots = [(r, v) for r in range(mr) for v in range(nvec)]  # the accumulators
 
     def c_load(r, v):
         zero_v = ir.Constant(fvs[v], None)
@@ -304,12 +289,7 @@ def _microkernel(g, key):
             return e.load(fvs[v], cptr(r, v), 4)
         return e.masked_load(fvs[v], cptr(r, v), masks[v], zero_v)
 
-    init = []
-    for r, v in slots:
-        init.append(ir.Constant(fvs[v], None) if zero else c_load(r, v))
-    for i in range(npairs):
-        init.append(ir.Constant(fv, None) if zero else
-                    b.shuffle_vector(c_load(2 * i, pv), c_load(2 * i + 1, pv), lo_hi))
+    init = [ir.Constant(fvs[v], None) if zero else c_load(r, v) for r, v in slots]
     if bf16:
         g.needs_dpbf16 = True
         dp = e.declare(DPBF16, fv, [fv, vty(I32), vty(I32)])
@@ -326,26 +306,18 @@ def _microkernel(g, key):
                 bv.append(e.masked_load(bt, p, masks[v], ir.Constant(bt, None)))
             else:
                 bv.append(e.load(bt, p, 4))
-        bdup = b.shuffle_vector(bv[pv], bv[pv], dup) if paired else None
         aoff = b.mul(kb, ir.Constant(I64, 4 if bf16 else a_cs_b))
         out = list(acc)
-        splats = []
         for r in range(mr):
             p = e.gep(a, b.add(aoff, ir.Constant(I64, r * a_rs_b)))
             a1 = e.load(I32 if bf16 else F32, p, 2 if bf16 else 4)
-            av = {w: e.splat(a1, w) for w in set(widths) | ({VL} if paired else set())}
-            splats.append(av)
+            av = {w: e.splat(a1, w) for w in set(widths)}
             for v in range(nvec):
-                if not own(r, v):
-                    continue
-                i = index[r, v]
+                i = r * nvec + v
                 if bf16:
                     out[i] = b.call(dp, [out[i], av[VL], bv[v]])
                 else:
                     out[i] = e.intr("fma", fvs[v], [av[widths[v]], bv[v], out[i]])
-        for i in range(npairs):
-            a2 = b.shuffle_vector(splats[2 * i][VL], splats[2 * i + 1][VL], blend)
-            out[pair_at + i] = e.intr("fma", fv, [a2, bdup, out[pair_at + i]])
         return out
 
     unroll = 2 if bf16 else UNROLL
@@ -385,10 +357,6 @@ def _microkernel(g, key):
 
     for (r, v), x in zip(slots, acc):
         c_store(x, r, v)
-    for i in range(npairs):
-        x = acc[pair_at + i]
-        for h in range(2):
-            c_store(b.shuffle_vector(x, x, halves[h]), 2 * i + h, pv)
     b.ret_void()
     return fn
 

@@ -249,7 +249,8 @@ def _copy_transposed(g, si, di, sbase, dbase, s_off0, s_dims, kind, exact, row_o
     """Copy into a tile (N, K) read as a transposed gemm B: float32 micro-panels of its
     transpose, [N/NR][K][NR]. 16 x 16 blocks (16 rows of N, 16 of K) are loaded as rows and
     transposed in registers (no gathers); rows past N and outside the source are zeros.
-    `row_ok(n)`: source row n exists; `k_rng`: the valid (lo, hi) of K."""
+    `row_ok(n)`: source row n exists (true on an interval of n); `k_rng`: the valid (lo, hi)
+    of K."""
     e, b = g.e, g.e.b
     N, K = di.shape
     sn, sk = s_dims
@@ -268,20 +269,38 @@ def _copy_transposed(g, si, di, sbase, dbase, s_off0, s_dims, kind, exact, row_o
         kmask = ALL_LANES if whole else lane_mask(g, k0, lo, hi)
         if nk < VL:
             kmask = const_mask(nk) if whole else b.and_(kmask, const_mask(nk))
-        rows = []
-        for r in range(VL):
-            if r >= nrows:
-                rows.append(zero)
-                continue
-            ok = row_ok(b.add(first, ir.Constant(I64, r)))
-            if isinstance(ok, ir.Constant) and not ok.constant:  # known outside: no load
-                rows.append(zero)
-                continue
+
+        def load(r):
             at = b.add(b.add(row0, ir.Constant(I64, r * si.strides[sn])), koff)
-            raw = load_if(g, ok, lambda at=at: vload(g, si, sbase, at, si.strides[sk], kmask),
-                          ir.Constant(vty(STORAGE[si.storage][0]), None))
-            rows.append(vm.encode(e, vm.decode(e, raw, si.storage), kind, di.dtype, "float32",
-                                  exact))
+            raw = vload(g, si, sbase, at, si.strides[sk], kmask)
+            return vm.encode(e, vm.decode(e, raw, si.storage), kind, di.dtype, "float32", exact)
+
+        def guarded(r):
+            ok = row_ok(b.add(first, ir.Constant(I64, r)))
+            if isinstance(ok, ir.Constant):  # known inside (a load) or outside (zeros)
+                return load(r) if ok.constant else zero
+            return load_if(g, ok, lambda: load(r), zero)
+
+        live = range(max(0, min(nrows, VL)))
+        # row_ok holds on an interval of rows: when the block's first and last rows are valid,
+        # all are, and they load without a branch each (a clipped block keeps its branches)
+        ends = [row_ok(b.add(first, ir.Constant(I64, r))) for r in (live[0], live[-1])] \
+            if live else []
+        if all(isinstance(x, ir.Constant) for x in ends):
+            rows = [guarded(r) for r in live]
+        else:
+            with b.if_else(b.and_(*ends)) as (then, other):
+                with then:
+                    fast, fast_bb = [load(r) for r in live], b.block
+                with other:
+                    slow, slow_bb = [guarded(r) for r in live], b.block
+            rows = []
+            for x, y in zip(fast, slow):
+                phi = b.phi(x.type)
+                phi.add_incoming(x, fast_bb)
+                phi.add_incoming(y, slow_bb)
+                rows.append(phi)
+        rows += [zero] * (VL - len(rows))
         store_transposed(e, rows, nk, dbase, k0, j, K)
 
     transposed_blocks(e, N, K, block, "pkt")
