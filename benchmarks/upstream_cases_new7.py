@@ -2,11 +2,13 @@
 (KDA chunk kernels, GDN backward, sparse MLA variants, persistent MLA decode, ...). Host code
 and float64 references are written here from each operation's meaning; the kernels are the
 examples' own, read from the mirror at run time by upstream_sweep.py."""
+from functools import partial
+
 import numpy as np
 
 from upstream_sweep import Check, case, rn, with_kwargs
 from upstream_cases_new import TL, f64
-from upstream_cases_new3 import chunk_rows, delta_h_inputs, delta_h_ref, wy_inputs
+from upstream_cases_new3 import chunk_rows, delta_h_inputs, delta_h_ref, gdn_gates, wy_inputs
 
 KDA = "examples/kda/"
 
@@ -132,16 +134,8 @@ def _(m, rng):
       "persistent split-KV MLA decode: waves of tiles over driver.get_num_sms() blocks, "
       "T.sync_grid() between the split pass and the log-sum-exp combine (two launches)")
 def _(m, rng):
-    from upstream_cases_cv import sparse_ref
-    B, H, SKV, dim, pe, split = 2, 32, 256, 64, 32, 2
-    q, qpe = rn(rng, (B, H, dim), "float16"), rn(rng, (B, H, pe), "float16")
-    kv, kpe = rn(rng, (B, SKV, 1, dim), "float16"), rn(rng, (B, SKV, 1, pe), "float16")
-    qf = np.concatenate([q, qpe], -1)
-    rows = np.concatenate([kv[:, :, 0], kpe[:, :, 0]], -1)            # [B, SKV, dim + pe]
-    want = sparse_ref(qf, rows, dim, (dim + pe) ** -0.5)
-    kern = m["flashattn"](B, H, 1, SKV, dim, pe, 64, 16, split)
-    glse, part = np.zeros((B, H, split), np.float16), np.zeros((B, H, split, dim), np.float16)
-    return [Check(kern, [q, qpe, kv, kpe, glse, part], {0: want}, "float16", SKV)]
+    from upstream_cases_tl import mla_decode_checks
+    return mla_decode_checks(m, rng, 2, 32, 256, 64, 32, 64, (2,), scale_arg=False, scratch=True)
 
 
 def dsa_inputs(rng, lens, heads, dq, topk, dtype):
@@ -336,62 +330,56 @@ def _(m, rng):
                   BS + DV)]
 
 
-@case("tl/kda/wy_fast_bwd", TL, KDA + "wy_fast_bwd.py",
-      "KDA WY backward: dA accumulated over DK and DV blocks by two gemm kinds, row-sum "
-      "dbeta with reduce_sum(clear=False), strictly-lower masks, A^T (dA) A^T chain")
-def _(m, rng):
+def wy_bwd_checks(m, rng, kda):
+    """tilelang_wy_fast_bwd of the KDA and GDN examples: the gradients through the chunk
+    products w = A (k * beta * gate) and u = A (v * beta), gate = exp2(g) per channel (KDA) or
+    exp(g) per row (GDN), so dg is dk_bg * k_bg per channel or its row sum. KDA also takes
+    incoming dk and dg, and carries dA through A's inverse (dA <- -A^T tril(dA, -1) A^T, strictly
+    lower); GDN returns dA of the products."""
     B, S, H, DK, DV, BS = 1, 128, 2, 64, 64, 64
-    k, v, beta, g, a = wy_inputs(rng, kda_gates(rng, B, S, H, DK, BS), DK, DV, BS)
-    dw, dk0 = rn(rng, (B, S, H, DK), "float16", 0.5), rn(rng, (B, S, H, DK), "float16", 0.5)
+    gates = kda_gates(rng, B, S, H, DK, BS) if kda else gdn_gates(rng, B, S, H)
+    k, v, beta, g, a = wy_inputs(rng, gates, DK, DV, BS)
+    dw = rn(rng, (B, S, H, DK), "float16", 0.5)
+    extra = [rn(rng, (B, S, H, DK), "float16", 0.5)] if kda else []   # incoming dk (KDA)
     du = rn(rng, (B, S, H, DV), "float16", 0.5)
-    dg0 = rn(rng, (B, S, H, DK), "float32", 0.5)
-    dA, dk, dv, dbeta, dg = (np.zeros(s) for s in ((B, S, H, BS), k.shape, v.shape, beta.shape,
-                                                   k.shape))
+    extra += [rn(rng, (B, S, H, DK), "float32", 0.5)] if kda else []  # incoming dg (KDA)
+    dA, dk, dv, dbeta = (np.zeros(s) for s in ((B, S, H, BS), k.shape, v.shape, beta.shape))
+    dg = np.zeros(g.shape)
     for b, h in np.ndindex(B, H):
         for _, r in chunk_rows(S, BS):
             A_, bt = a[b, r, h].astype(f64), beta[b, r, h].astype(f64)[:, None]
-            ge = np.exp2(g[b, r, h].astype(f64))
+            gc = g[b, r, h].astype(f64)
+            ge = np.exp2(gc) if kda else np.exp(gc)[:, None]
             kk, vv = k[b, r, h].astype(f64), v[b, r, h].astype(f64)
             dwc, duc = dw[b, r, h].astype(f64), du[b, r, h].astype(f64)
             kbg = kk * bt * ge
             dkbg, dvb = A_.T @ dwc, A_.T @ duc
-            dk[b, r, h] = dkbg * ge * bt + dk0[b, r, h]
-            dg[b, r, h] = dkbg * kbg + dg0[b, r, h]
-            dv[b, r, h] = dvb * bt
+            da = dwc @ kbg.T + duc @ (vv * bt).T
+            dk[b, r, h], dv[b, r, h] = dkbg * ge * bt, dvb * bt
             dbeta[b, r, h] = (dkbg * kk * ge).sum(1) + (dvb * vv).sum(1)
-            da = np.tril(dwc @ kbg.T + duc @ (vv * bt).T, -1)
-            dA[b, r, h] = np.tril(-(A_.T @ (da @ A_.T)), -1)
+            if kda:
+                dA[b, r, h] = np.tril(-(A_.T @ (np.tril(da, -1) @ A_.T)), -1)
+                dk[b, r, h] += extra[0][b, r, h]
+                dg[b, r, h] = dkbg * kbg + extra[1][b, r, h]
+            else:
+                dA[b, r, h] = da
+                dg[b, r, h] = (dkbg * kbg).sum(1)
     kern = m["tilelang_wy_fast_bwd"](B, S, H, DK, DV, "float16", "float16", "float32", "float32",
                                      "float32", BS, 32, 32, 128, 0)
-    return [Check(kern, [k, v, beta, g, a, dw, du, dk0, dg0],
+    return [Check(kern, [k, v, beta, g, a, dw, du] + extra,
                   {0: dA, 1: dk, 2: dv, 3: dbeta, 4: dg}, "float16", DK + DV)]
 
 
-@case("tl/gdn/wy_fast_bwd", TL, "examples/gdn/example_wy_fast_bwd_split.py",
-      "GDN WY backward (the fused kernel of the split example): dA by gemms over DK and DV "
-      "blocks, per-row dbeta/dg by reduce_sum(clear=False), scalar outputs by a T.Parallel map")
-def _(m, rng):
-    from upstream_cases_new3 import gdn_gates
-    B, S, H, DK, DV, BS = 1, 128, 2, 64, 64, 64
-    k, v, beta, g, a = wy_inputs(rng, gdn_gates(rng, B, S, H), DK, DV, BS)
-    dw, du = rn(rng, (B, S, H, DK), "float16", 0.5), rn(rng, (B, S, H, DV), "float16", 0.5)
-    dA, dk, dv = np.zeros((B, S, H, BS)), np.zeros(k.shape), np.zeros(v.shape)
-    dbeta, dg = np.zeros(beta.shape), np.zeros(beta.shape)
-    for b, h in np.ndindex(B, H):
-        for _, r in chunk_rows(S, BS):
-            A_, bt = a[b, r, h].astype(f64), beta[b, r, h].astype(f64)[:, None]
-            ge = np.exp(g[b, r, h].astype(f64))[:, None]
-            kk, vv = k[b, r, h].astype(f64), v[b, r, h].astype(f64)
-            dwc, duc = dw[b, r, h].astype(f64), du[b, r, h].astype(f64)
-            dkb, dvb = A_.T @ dwc, A_.T @ duc
-            dA[b, r, h] = dwc @ (kk * bt * ge).T + duc @ (vv * bt).T
-            dk[b, r, h], dv[b, r, h] = dkb * bt * ge, dvb * bt
-            dbeta[b, r, h] = (dkb * kk * ge).sum(1) + (dvb * vv).sum(1)
-            dg[b, r, h] = (dkb * kk * ge * bt).sum(1)
-    kern = m["tilelang_wy_fast_bwd"](B, S, H, DK, DV, "float16", "float16", "float32", "float32",
-                                     "float32", BS, 32, 32, 128, 0)
-    return [Check(kern, [k, v, beta, g, a, dw, du], {0: dA, 1: dk, 2: dv, 3: dbeta, 4: dg},
-                  "float16", DK + DV)]
+case("tl/kda/wy_fast_bwd", TL, KDA + "wy_fast_bwd.py",
+     "KDA WY backward: dA accumulated over DK and DV blocks by two gemm kinds, row-sum "
+     "dbeta with reduce_sum(clear=False), strictly-lower masks, A^T (dA) A^T chain")(
+    partial(wy_bwd_checks, kda=True))
+
+
+case("tl/gdn/wy_fast_bwd", TL, "examples/gdn/example_wy_fast_bwd_split.py",
+     "GDN WY backward (the fused kernel of the split example): dA by gemms over DK and DV "
+     "blocks, per-row dbeta/dg by reduce_sum(clear=False), scalar outputs by a T.Parallel map")(
+    partial(wy_bwd_checks, kda=False))
 
 
 @case("tl/deepseek_nsa/nsa_fwd_varlen", TL, "examples/deepseek_nsa/example_tilelang_nsa_fwd_varlen.py",
