@@ -8,7 +8,8 @@ import numpy as np
 
 from upstream_sweep import Check, case, rn, with_kwargs
 from upstream_cases_new import TL, f64
-from upstream_cases_new3 import chunk_rows, delta_h_inputs, delta_h_ref, gdn_gates, wy_inputs
+from upstream_cases_new3 import (CHUNK_DIMS, chunk_rows, delta_h_inputs, delta_h_ref, gdn_gates,
+                                 per_chunk, wy_inputs, wy_ref)
 
 KDA = "examples/kda/"
 
@@ -25,17 +26,17 @@ def kda_gates(rng, B, S, H, DK, chunk):
       "KDA chunk output: per-channel gated queries times the chunk state plus the causal "
       "intra-chunk A @ V, autotune factory with every config given")
 def _(m, rng):
-    B, S, H, DK, DV, BS = 1, 128, 2, 64, 64, 64
+    B, S, H, DK, DV, BS = CHUNK_DIMS
     q, v = rn(rng, (B, S, H, DK), "float16", 0.5), rn(rng, (B, S, H, DV), "float16", 0.5)
     a = rn(rng, (B, S, H, BS), "float16", 0.2)
     hid = rn(rng, (B, S // BS, H, DK, DV), "float16", 0.3)
     g = kda_gates(rng, B, S, H, DK, BS)
     scale = DK ** -0.5
-    want = np.zeros((B, S, H, DV))
-    for b, h in np.ndindex(B, H):
-        for c, r in chunk_rows(S, BS):
-            gq = q[b, r, h].astype(f64) * scale * np.exp2(g[b, r, h].astype(f64))
-            want[b, r, h] = gq @ hid[b, c, h].astype(f64) + np.tril(a[b, r, h].astype(f64)) @ v[b, r, h]
+
+    def rows(b, h, c, r):   # gated queries times the chunk state, plus tril(A) @ V
+        gq = q[b, r, h].astype(f64) * scale * np.exp2(g[b, r, h].astype(f64))
+        return gq @ hid[b, c, h].astype(f64) + np.tril(a[b, r, h].astype(f64)) @ v[b, r, h]
+    want = per_chunk((B, S, H, DV), BS, rows)
     kern = m["tilelang_chunk_fwd_o"](B, S, H, DK, DV, "float16", "float16", "float32", "float32",
                                      BS, scale, BS, 32, 32, 128, 1)
     return [Check(kern, [q, v, g, a, hid], {0: want}, "float16", DK + BS)]
@@ -45,16 +46,11 @@ def _(m, rng):
       "KDA recompute W/U: beta-scaled operands, per-channel exp2 gates, gated keys against the "
       "chunk's last gate (use_kg); four outputs, one never written (QG)")
 def _(m, rng):
-    B, S, H, DK, DV, BS = 1, 128, 2, 64, 64, 64
+    B, S, H, DK, DV, BS = CHUNK_DIMS
     k, v, beta, g, a = wy_inputs(rng, kda_gates(rng, B, S, H, DK, BS), DK, DV, BS)
-    w, u, kg = np.zeros((B, S, H, DK)), np.zeros((B, S, H, DV)), np.zeros((B, S, H, DK))
-    for b, h in np.ndindex(B, H):
-        for c, r in chunk_rows(S, BS):
-            ac, bc = a[b, r, h].astype(f64), beta[b, r, h].astype(f64)[:, None]
-            gc = g[b, r, h].astype(f64)
-            u[b, r, h] = ac @ (v[b, r, h] * bc)
-            w[b, r, h] = ac @ (k[b, r, h] * bc * np.exp2(gc))
-            kg[b, r, h] = k[b, r, h] * np.exp2(gc[-1][None, :] - gc)
+    w, u = wy_ref(k, v, beta, a, BS, lambda b, h, r: np.exp2(g[b, r, h].astype(f64)))
+    kg = per_chunk(k.shape, BS, lambda b, h, c, r: k[b, r, h] * np.exp2(   # against the last gate
+        g[b, r.stop - 1, h].astype(f64)[None, :] - g[b, r, h]))
     kern = m["tilelang_recompute_w_u_fwd"](B, S, H, DK, DV, "float16", "float16", "float32",
                                            "float32", BS, False, True, BS, 32, 32, 128, 1)
     return [Check(kern, [k, v, beta, g, a], {0: w, 1: u, 3: kg}, "float16", BS)]
@@ -64,7 +60,7 @@ def _(m, rng):
       "KDA state recurrence over chunks: per-channel decay of the state rows by the chunk's "
       "last gate (a GM row into a 1-D tile), transpose_A gemm, three outputs")
 def _(m, rng):
-    B, S, H, DK, DV, BS = 1, 128, 2, 64, 64, 64
+    B, S, H, DK, DV, BS = CHUNK_DIMS
     k, w, u, g, h0 = delta_h_inputs(rng, kda_gates(rng, B, S, H, DK, BS), DK, DV)
 
     def step(st, vn, b, h, c, r):   # per-channel decay of the state rows by the last gate
@@ -104,10 +100,7 @@ def _(m, rng):
 def _(m, rng):
     B, S, H, DV, BS = 1, 128, 2, 128, 64
     do, a = rn(rng, (B, S, H, DV), "float16", 0.5), rn(rng, (B, S, H, BS), "float16", 0.3)
-    want = np.zeros((B, S, H, DV))
-    for b, h in np.ndindex(B, H):
-        for _, r in chunk_rows(S, BS):
-            want[b, r, h] = np.tril(a[b, r, h].astype(f64)).T @ do[b, r, h]
+    want = per_chunk((B, S, H, DV), BS, lambda b, h, c, r: np.tril(a[b, r, h].astype(f64)).T @ do[b, r, h])
     kern = m["tilelang_chunk_bwd_kernel_dv_local"](B, S, H, DV, "float16", "float16", "float16",
                                                    BS, 64, 128, 1)
     return [Check(kern, [do, a], {0: want}, "float16", BS)]
@@ -120,10 +113,8 @@ def _(m, rng):
     B, S, H, DV, BS = 1, 128, 2, 128, 64
     do, v = rn(rng, (B, S, H, DV), "float16", 0.5), rn(rng, (B, S, H, DV), "float16", 0.5)
     scale = 0.125
-    want = np.zeros((B, S, H, BS))
-    for b, h in np.ndindex(B, H):
-        for _, r in chunk_rows(S, BS):
-            want[b, r, h] = np.tril(do[b, r, h].astype(f64) @ v[b, r, h].astype(f64).T) * scale
+    want = per_chunk((B, S, H, BS), BS,
+                     lambda b, h, c, r: np.tril(do[b, r, h].astype(f64) @ v[b, r, h].astype(f64).T) * scale)
     kern = m["tilelang_chunk_bwd_kernel_dv_local"](B, S, H, DV, scale, "float16", "float32",
                                                    "float16", BS, 64, 128, 1)
     return [Check(kern, [do, v], {0: want}, "float32", DV, tol=(2e-3, 2e-3))]
@@ -306,7 +297,7 @@ def _(m, rng):
       "gradient, row sums of h*dh, a column reduce_sum, the chunk's last-row term by "
       "T.if_then_else")
 def _(m, rng):
-    B, S, H, DK, DV, BS = 1, 128, 2, 64, 64, 64
+    B, S, H, DK, DV, BS = CHUNK_DIMS
     q, k = rn(rng, (B, S, H, DK), "float16", 0.5), rn(rng, (B, S, H, DK), "float16", 0.5)
     v, do, dv = (rn(rng, (B, S, H, DV), "float16", 0.5) for _ in range(3))
     h, dh = (rn(rng, (B, S // BS, H, DK, DV), "float16", 0.3) for _ in range(2))
@@ -336,7 +327,7 @@ def wy_bwd_checks(m, rng, kda):
     exp(g) per row (GDN), so dg is dk_bg * k_bg per channel or its row sum. KDA also takes
     incoming dk and dg, and carries dA through A's inverse (dA <- -A^T tril(dA, -1) A^T, strictly
     lower); GDN returns dA of the products."""
-    B, S, H, DK, DV, BS = 1, 128, 2, 64, 64, 64
+    B, S, H, DK, DV, BS = CHUNK_DIMS
     gates = kda_gates(rng, B, S, H, DK, BS) if kda else gdn_gates(rng, B, S, H)
     k, v, beta, g, a = wy_inputs(rng, gates, DK, DV, BS)
     dw = rn(rng, (B, S, H, DK), "float16", 0.5)
