@@ -367,7 +367,13 @@ def wy_inputs(rng, g, DK, DV, BS):
     B, S, H = g.shape[:3]
     k, v = rn(rng, (B, S, H, DK), "float16", 0.5), rn(rng, (B, S, H, DV), "float16", 0.5)
     beta = rng.random((B, S, H)).astype(np.float16)
-    return k, v, beta, g, rn(rng, (B, S, H, BS), "float16", 0.2)
+    return k, v, beta, g, chunk_matrix(rng, B, S, H, BS)
+
+
+def chunk_matrix(rng, B, S, H, BS):
+    """A per-chunk matrix input of the chunk kernels (the WY A, the KDA intra-chunk scores):
+    (B, S, H, BS) float16, row t of a chunk holding its BS columns, small entries."""
+    return rn(rng, (B, S, H, BS), "float16", 0.2)
 
 
 @case("tl/gdn/wy_fast", TL, "examples/gdn/example_wy_fast.py",

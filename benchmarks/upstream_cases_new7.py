@@ -8,8 +8,8 @@ import numpy as np
 
 from upstream_sweep import Check, case, rn, with_kwargs
 from upstream_cases_new import TL, f64
-from upstream_cases_new3 import (CHUNK_DIMS, chunk_rows, delta_h_inputs, delta_h_ref, gdn_gates,
-                                 per_chunk, wy_inputs, wy_ref)
+from upstream_cases_new3 import (CHUNK_DIMS, chunk_matrix, chunk_rows, delta_h_inputs,
+                                 delta_h_ref, gdn_gates, per_chunk, wy_inputs, wy_ref)
 
 KDA = "examples/kda/"
 
@@ -28,7 +28,7 @@ def kda_gates(rng, B, S, H, DK, chunk):
 def _(m, rng):
     B, S, H, DK, DV, BS = CHUNK_DIMS
     q, v = rn(rng, (B, S, H, DK), "float16", 0.5), rn(rng, (B, S, H, DV), "float16", 0.5)
-    a = rn(rng, (B, S, H, BS), "float16", 0.2)
+    a = chunk_matrix(rng, B, S, H, BS)
     hid = rn(rng, (B, S // BS, H, DK, DV), "float16", 0.3)
     g = kda_gates(rng, B, S, H, DK, BS)
     scale = DK ** -0.5
@@ -99,7 +99,8 @@ def _(m, rng):
       "transpose_A gemm with clear_accum")
 def _(m, rng):
     B, S, H, DV, BS = 1, 128, 2, 128, 64
-    do, a = rn(rng, (B, S, H, DV), "float16", 0.5), rn(rng, (B, S, H, BS), "float16", 0.3)
+    do = rn(rng, (B, S, H, DV), "float16", 0.5)
+    a = chunk_matrix(rng, B, S, H, BS)
     want = per_chunk((B, S, H, DV), BS, lambda b, h, c, r: np.tril(a[b, r, h].astype(f64)).T @ do[b, r, h])
     kern = m["tilelang_chunk_bwd_kernel_dv_local"](B, S, H, DV, "float16", "float16", "float16",
                                                    BS, 64, 128, 1)
