@@ -49,8 +49,8 @@ def _(m, rng):
     B, S, H, DK, DV, BS = CHUNK_DIMS
     k, v, beta, g, a = wy_inputs(rng, kda_gates(rng, B, S, H, DK, BS), DK, DV, BS)
     w, u = wy_ref(k, v, beta, a, BS, lambda b, h, r: np.exp2(g[b, r, h].astype(f64)))
-    kg = per_chunk(k.shape, BS, lambda b, h, c, r: k[b, r, h] * np.exp2(   # against the last gate
-        g[b, r.stop - 1, h].astype(f64)[None, :] - g[b, r, h]))
+    kg = per_chunk(k.shape, BS, lambda b, h, c, r:   # keys gated against the chunk's last gate
+                   k[b, r, h] * np.exp2(g[b, r.stop - 1, h].astype(f64)[None, :] - g[b, r, h]))
     kern = m["tilelang_recompute_w_u_fwd"](B, S, H, DK, DV, "float16", "float16", "float32",
                                            "float32", BS, False, True, BS, 32, 32, 128, 1)
     return [Check(kern, [k, v, beta, g, a], {0: w, 1: u, 3: kg}, "float16", BS)]
@@ -101,7 +101,8 @@ def _(m, rng):
     B, S, H, DV, BS = 1, 128, 2, 128, 64
     do = rn(rng, (B, S, H, DV), "float16", 0.5)
     a = chunk_matrix(rng, B, S, H, BS)
-    want = per_chunk((B, S, H, DV), BS, lambda b, h, c, r: np.tril(a[b, r, h].astype(f64)).T @ do[b, r, h])
+    want = per_chunk((B, S, H, DV), BS,
+                     lambda b, h, c, r: np.tril(a[b, r, h].astype(f64)).T @ do[b, r, h])
     kern = m["tilelang_chunk_bwd_kernel_dv_local"](B, S, H, DV, "float16", "float16", "float16",
                                                    BS, 64, 128, 1)
     return [Check(kern, [do, a], {0: want}, "float16", BS)]
@@ -115,7 +116,7 @@ def _(m, rng):
     do, v = rn(rng, (B, S, H, DV), "float16", 0.5), rn(rng, (B, S, H, DV), "float16", 0.5)
     scale = 0.125
     want = per_chunk((B, S, H, BS), BS,
-                     lambda b, h, c, r: np.tril(do[b, r, h].astype(f64) @ v[b, r, h].astype(f64).T) * scale)
+                     lambda b, h, c, r: np.tril(do[b, r, h].astype(f64) @ v[b, r, h].T) * scale)
     kern = m["tilelang_chunk_bwd_kernel_dv_local"](B, S, H, DV, scale, "float16", "float32",
                                                    "float16", BS, 64, 128, 1)
     return [Check(kern, [do, v], {0: want}, "float32", DV, tol=(2e-3, 2e-3))]
