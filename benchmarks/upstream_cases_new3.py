@@ -256,11 +256,34 @@ def chunk_rows(S, BS):
     return [(c, slice(c * BS, (c + 1) * BS)) for c in range(S // BS)]
 
 
+# B, S, H, DK, DV, BS: the problem size of the chunked GDN/KDA cases (one S of two chunks)
+CHUNK_DIMS = (1, 128, 2, 64, 64, 64)
+
+
+def per_chunk(shape, BS, f):
+    """A float64 array of `shape` (B, S, H, ...) whose rows r (a slice of S) of chunk c of
+    batch b and head h are f(b, h, c, r)."""
+    out = np.zeros(shape)
+    for b, h in np.ndindex(shape[0], shape[2]):
+        for c, r in chunk_rows(shape[1], BS):
+            out[b, r, h] = f(b, h, c, r)
+    return out
+
+
+def wy_ref(k, v, beta, a, BS, gate):
+    """The WY chunk products w = A (k * beta * gate) and u = A (v * beta), float64; gate(b, h, r)
+    the gate factors of those rows of k (per row [BS, 1] or per channel [BS, DK])."""
+    def prod(x, b, h, r, gf=1.0):
+        return a[b, r, h].astype(f64) @ (x[b, r, h] * beta[b, r, h].astype(f64)[:, None] * gf)
+    w = per_chunk(k.shape, BS, lambda b, h, c, r: prod(k, b, h, r, gate(b, h, r)))
+    return w, per_chunk(v.shape, BS, lambda b, h, c, r: prod(v, b, h, r))
+
+
 @case("tl/gdn/chunk_o", TL, "examples/gdn/example_chunk_o.py",
       "gated chunk output: two gemms into fragments, gate scaling with T.if_then_else, causal "
       "mask by `if` in T.Parallel, T.disable_warp_group_reg_alloc (a hint)")
 def _(m, rng):
-    B, S, H, DK, DV, BS = 1, 128, 2, 64, 64, 64
+    B, S, H, DK, DV, BS = CHUNK_DIMS
     checks = []
     for use_g in (True, False):
         q, k, v = (rn(rng, (B, S, H, d), "float16", 0.3) for d in (DK, DK, DV))
@@ -290,7 +313,7 @@ def _(m, rng):
       "gated delta-rule state recurrence over chunks: T.alloc_var scalar gate, ternary in a "
       "Parallel body, gemm clear_accum, transpose_A, three outputs (out_idx negative)")
 def _(m, rng):
-    B, S, H, DK, DV, BS = 1, 128, 2, 64, 64, 64
+    B, S, H, DK, DV, BS = CHUNK_DIMS
     checks = []
     for use_g in (True, False):
         k, w, u, g, h0 = delta_h_inputs(rng, gdn_gates(rng, B, S, H), DK, DV)
@@ -344,7 +367,13 @@ def wy_inputs(rng, g, DK, DV, BS):
     B, S, H = g.shape[:3]
     k, v = rn(rng, (B, S, H, DK), "float16", 0.5), rn(rng, (B, S, H, DV), "float16", 0.5)
     beta = rng.random((B, S, H)).astype(np.float16)
-    return k, v, beta, g, rn(rng, (B, S, H, BS), "float16", 0.2)
+    return k, v, beta, g, chunk_matrix(rng, B, S, H, BS)
+
+
+def chunk_matrix(rng, B, S, H, BS):
+    """A per-chunk matrix input of the chunk kernels (the WY A, the KDA intra-chunk scores):
+    (B, S, H, BS) float16, row t of a chunk holding its BS columns, small entries."""
+    return rn(rng, (B, S, H, BS), "float16", 0.2)
 
 
 @case("tl/gdn/wy_fast", TL, "examples/gdn/example_wy_fast.py",
@@ -353,12 +382,7 @@ def wy_inputs(rng, g, DK, DV, BS):
 def _(m, rng):
     B, S, H, DK, DV, BS = 1, 128, 2, 128, 64, 64
     k, v, beta, g, a = wy_inputs(rng, gdn_gates(rng, B, S, H), DK, DV, BS)
-    w, u = np.zeros((B, S, H, DK)), np.zeros((B, S, H, DV))
-    for b, h in np.ndindex(B, H):
-        for _, r in chunk_rows(S, BS):
-            ac, bc = a[b, r, h].astype(f64), beta[b, r, h].astype(f64)[:, None]
-            u[b, r, h] = ac @ (v[b, r, h] * bc)
-            w[b, r, h] = ac @ (k[b, r, h] * bc * np.exp(g[b, r, h].astype(f64))[:, None])
+    w, u = wy_ref(k, v, beta, a, BS, lambda b, h, r: np.exp(g[b, r, h].astype(f64))[:, None])
     kern = m["tilelang_recompute_w_u_fwd"](B, S, H, DK, DV, "float16", "float16", "float32",
                                            "float32", BS, BS, 64, 64, 128, 1)
     return [Check(kern, [k, v, beta, g, a], {0: w, 1: u}, "float16", BS)]

@@ -2,11 +2,14 @@
 (KDA chunk kernels, GDN backward, sparse MLA variants, persistent MLA decode, ...). Host code
 and float64 references are written here from each operation's meaning; the kernels are the
 examples' own, read from the mirror at run time by upstream_sweep.py."""
+from functools import partial
+
 import numpy as np
 
 from upstream_sweep import Check, case, rn, with_kwargs
 from upstream_cases_new import TL, f64
-from upstream_cases_new3 import chunk_rows, delta_h_inputs, delta_h_ref, wy_inputs
+from upstream_cases_new3 import (CHUNK_DIMS, chunk_matrix, chunk_rows, delta_h_inputs,
+                                 delta_h_ref, gdn_gates, per_chunk, wy_inputs, wy_ref)
 
 KDA = "examples/kda/"
 
@@ -23,17 +26,17 @@ def kda_gates(rng, B, S, H, DK, chunk):
       "KDA chunk output: per-channel gated queries times the chunk state plus the causal "
       "intra-chunk A @ V, autotune factory with every config given")
 def _(m, rng):
-    B, S, H, DK, DV, BS = 1, 128, 2, 64, 64, 64
+    B, S, H, DK, DV, BS = CHUNK_DIMS
     q, v = rn(rng, (B, S, H, DK), "float16", 0.5), rn(rng, (B, S, H, DV), "float16", 0.5)
-    a = rn(rng, (B, S, H, BS), "float16", 0.2)
+    a = chunk_matrix(rng, B, S, H, BS)
     hid = rn(rng, (B, S // BS, H, DK, DV), "float16", 0.3)
     g = kda_gates(rng, B, S, H, DK, BS)
     scale = DK ** -0.5
-    want = np.zeros((B, S, H, DV))
-    for b, h in np.ndindex(B, H):
-        for c, r in chunk_rows(S, BS):
-            gq = q[b, r, h].astype(f64) * scale * np.exp2(g[b, r, h].astype(f64))
-            want[b, r, h] = gq @ hid[b, c, h].astype(f64) + np.tril(a[b, r, h].astype(f64)) @ v[b, r, h]
+
+    def rows(b, h, c, r):   # gated queries times the chunk state, plus tril(A) @ V
+        gq = q[b, r, h].astype(f64) * scale * np.exp2(g[b, r, h].astype(f64))
+        return gq @ hid[b, c, h].astype(f64) + np.tril(a[b, r, h].astype(f64)) @ v[b, r, h]
+    want = per_chunk((B, S, H, DV), BS, rows)
     kern = m["tilelang_chunk_fwd_o"](B, S, H, DK, DV, "float16", "float16", "float32", "float32",
                                      BS, scale, BS, 32, 32, 128, 1)
     return [Check(kern, [q, v, g, a, hid], {0: want}, "float16", DK + BS)]
@@ -43,16 +46,11 @@ def _(m, rng):
       "KDA recompute W/U: beta-scaled operands, per-channel exp2 gates, gated keys against the "
       "chunk's last gate (use_kg); four outputs, one never written (QG)")
 def _(m, rng):
-    B, S, H, DK, DV, BS = 1, 128, 2, 64, 64, 64
+    B, S, H, DK, DV, BS = CHUNK_DIMS
     k, v, beta, g, a = wy_inputs(rng, kda_gates(rng, B, S, H, DK, BS), DK, DV, BS)
-    w, u, kg = np.zeros((B, S, H, DK)), np.zeros((B, S, H, DV)), np.zeros((B, S, H, DK))
-    for b, h in np.ndindex(B, H):
-        for c, r in chunk_rows(S, BS):
-            ac, bc = a[b, r, h].astype(f64), beta[b, r, h].astype(f64)[:, None]
-            gc = g[b, r, h].astype(f64)
-            u[b, r, h] = ac @ (v[b, r, h] * bc)
-            w[b, r, h] = ac @ (k[b, r, h] * bc * np.exp2(gc))
-            kg[b, r, h] = k[b, r, h] * np.exp2(gc[-1][None, :] - gc)
+    w, u = wy_ref(k, v, beta, a, BS, lambda b, h, r: np.exp2(g[b, r, h].astype(f64)))
+    kg = per_chunk(k.shape, BS, lambda b, h, c, r:   # keys gated against the chunk's last gate
+                   k[b, r, h] * np.exp2(g[b, r.stop - 1, h].astype(f64)[None, :] - g[b, r, h]))
     kern = m["tilelang_recompute_w_u_fwd"](B, S, H, DK, DV, "float16", "float16", "float32",
                                            "float32", BS, False, True, BS, 32, 32, 128, 1)
     return [Check(kern, [k, v, beta, g, a], {0: w, 1: u, 3: kg}, "float16", BS)]
@@ -62,7 +60,7 @@ def _(m, rng):
       "KDA state recurrence over chunks: per-channel decay of the state rows by the chunk's "
       "last gate (a GM row into a 1-D tile), transpose_A gemm, three outputs")
 def _(m, rng):
-    B, S, H, DK, DV, BS = 1, 128, 2, 64, 64, 64
+    B, S, H, DK, DV, BS = CHUNK_DIMS
     k, w, u, g, h0 = delta_h_inputs(rng, kda_gates(rng, B, S, H, DK, BS), DK, DV)
 
     def step(st, vn, b, h, c, r):   # per-channel decay of the state rows by the last gate
@@ -101,11 +99,10 @@ def _(m, rng):
       "transpose_A gemm with clear_accum")
 def _(m, rng):
     B, S, H, DV, BS = 1, 128, 2, 128, 64
-    do, a = rn(rng, (B, S, H, DV), "float16", 0.5), rn(rng, (B, S, H, BS), "float16", 0.3)
-    want = np.zeros((B, S, H, DV))
-    for b, h in np.ndindex(B, H):
-        for _, r in chunk_rows(S, BS):
-            want[b, r, h] = np.tril(a[b, r, h].astype(f64)).T @ do[b, r, h]
+    do = rn(rng, (B, S, H, DV), "float16", 0.5)
+    a = chunk_matrix(rng, B, S, H, BS)
+    want = per_chunk((B, S, H, DV), BS,
+                     lambda b, h, c, r: np.tril(a[b, r, h].astype(f64)).T @ do[b, r, h])
     kern = m["tilelang_chunk_bwd_kernel_dv_local"](B, S, H, DV, "float16", "float16", "float16",
                                                    BS, 64, 128, 1)
     return [Check(kern, [do, a], {0: want}, "float16", BS)]
@@ -118,10 +115,8 @@ def _(m, rng):
     B, S, H, DV, BS = 1, 128, 2, 128, 64
     do, v = rn(rng, (B, S, H, DV), "float16", 0.5), rn(rng, (B, S, H, DV), "float16", 0.5)
     scale = 0.125
-    want = np.zeros((B, S, H, BS))
-    for b, h in np.ndindex(B, H):
-        for _, r in chunk_rows(S, BS):
-            want[b, r, h] = np.tril(do[b, r, h].astype(f64) @ v[b, r, h].astype(f64).T) * scale
+    want = per_chunk((B, S, H, BS), BS,
+                     lambda b, h, c, r: np.tril(do[b, r, h].astype(f64) @ v[b, r, h].T) * scale)
     kern = m["tilelang_chunk_bwd_kernel_dv_local"](B, S, H, DV, scale, "float16", "float32",
                                                    "float16", BS, 64, 128, 1)
     return [Check(kern, [do, v], {0: want}, "float32", DV, tol=(2e-3, 2e-3))]
@@ -132,16 +127,8 @@ def _(m, rng):
       "persistent split-KV MLA decode: waves of tiles over driver.get_num_sms() blocks, "
       "T.sync_grid() between the split pass and the log-sum-exp combine (two launches)")
 def _(m, rng):
-    from upstream_cases_cv import sparse_ref
-    B, H, SKV, dim, pe, split = 2, 32, 256, 64, 32, 2
-    q, qpe = rn(rng, (B, H, dim), "float16"), rn(rng, (B, H, pe), "float16")
-    kv, kpe = rn(rng, (B, SKV, 1, dim), "float16"), rn(rng, (B, SKV, 1, pe), "float16")
-    qf = np.concatenate([q, qpe], -1)
-    rows = np.concatenate([kv[:, :, 0], kpe[:, :, 0]], -1)            # [B, SKV, dim + pe]
-    want = sparse_ref(qf, rows, dim, (dim + pe) ** -0.5)
-    kern = m["flashattn"](B, H, 1, SKV, dim, pe, 64, 16, split)
-    glse, part = np.zeros((B, H, split), np.float16), np.zeros((B, H, split, dim), np.float16)
-    return [Check(kern, [q, qpe, kv, kpe, glse, part], {0: want}, "float16", SKV)]
+    from upstream_cases_tl import mla_decode_checks
+    return mla_decode_checks(m, rng, 2, 32, 256, 64, 32, 64, (2,), scale_arg=False, scratch=True)
 
 
 def dsa_inputs(rng, lens, heads, dq, topk, dtype):
@@ -312,7 +299,7 @@ def _(m, rng):
       "gradient, row sums of h*dh, a column reduce_sum, the chunk's last-row term by "
       "T.if_then_else")
 def _(m, rng):
-    B, S, H, DK, DV, BS = 1, 128, 2, 64, 64, 64
+    B, S, H, DK, DV, BS = CHUNK_DIMS
     q, k = rn(rng, (B, S, H, DK), "float16", 0.5), rn(rng, (B, S, H, DK), "float16", 0.5)
     v, do, dv = (rn(rng, (B, S, H, DV), "float16", 0.5) for _ in range(3))
     h, dh = (rn(rng, (B, S // BS, H, DK, DV), "float16", 0.3) for _ in range(2))
@@ -336,62 +323,56 @@ def _(m, rng):
                   BS + DV)]
 
 
-@case("tl/kda/wy_fast_bwd", TL, KDA + "wy_fast_bwd.py",
-      "KDA WY backward: dA accumulated over DK and DV blocks by two gemm kinds, row-sum "
-      "dbeta with reduce_sum(clear=False), strictly-lower masks, A^T (dA) A^T chain")
-def _(m, rng):
-    B, S, H, DK, DV, BS = 1, 128, 2, 64, 64, 64
-    k, v, beta, g, a = wy_inputs(rng, kda_gates(rng, B, S, H, DK, BS), DK, DV, BS)
-    dw, dk0 = rn(rng, (B, S, H, DK), "float16", 0.5), rn(rng, (B, S, H, DK), "float16", 0.5)
+def wy_bwd_checks(m, rng, kda):
+    """tilelang_wy_fast_bwd of the KDA and GDN examples: the gradients through the chunk
+    products w = A (k * beta * gate) and u = A (v * beta), gate = exp2(g) per channel (KDA) or
+    exp(g) per row (GDN), so dg is dk_bg * k_bg per channel or its row sum. KDA also takes
+    incoming dk and dg, and carries dA through A's inverse (dA <- -A^T tril(dA, -1) A^T, strictly
+    lower); GDN returns dA of the products."""
+    B, S, H, DK, DV, BS = CHUNK_DIMS
+    gates = kda_gates(rng, B, S, H, DK, BS) if kda else gdn_gates(rng, B, S, H)
+    k, v, beta, g, a = wy_inputs(rng, gates, DK, DV, BS)
+    dw = rn(rng, (B, S, H, DK), "float16", 0.5)
+    extra = [rn(rng, (B, S, H, DK), "float16", 0.5)] if kda else []   # incoming dk (KDA)
     du = rn(rng, (B, S, H, DV), "float16", 0.5)
-    dg0 = rn(rng, (B, S, H, DK), "float32", 0.5)
-    dA, dk, dv, dbeta, dg = (np.zeros(s) for s in ((B, S, H, BS), k.shape, v.shape, beta.shape,
-                                                   k.shape))
+    extra += [rn(rng, (B, S, H, DK), "float32", 0.5)] if kda else []  # incoming dg (KDA)
+    dA, dk, dv, dbeta = (np.zeros(s) for s in ((B, S, H, BS), k.shape, v.shape, beta.shape))
+    dg = np.zeros(g.shape)
     for b, h in np.ndindex(B, H):
         for _, r in chunk_rows(S, BS):
             A_, bt = a[b, r, h].astype(f64), beta[b, r, h].astype(f64)[:, None]
-            ge = np.exp2(g[b, r, h].astype(f64))
+            gc = g[b, r, h].astype(f64)
+            ge = np.exp2(gc) if kda else np.exp(gc)[:, None]
             kk, vv = k[b, r, h].astype(f64), v[b, r, h].astype(f64)
             dwc, duc = dw[b, r, h].astype(f64), du[b, r, h].astype(f64)
             kbg = kk * bt * ge
             dkbg, dvb = A_.T @ dwc, A_.T @ duc
-            dk[b, r, h] = dkbg * ge * bt + dk0[b, r, h]
-            dg[b, r, h] = dkbg * kbg + dg0[b, r, h]
-            dv[b, r, h] = dvb * bt
+            da = dwc @ kbg.T + duc @ (vv * bt).T
+            dk[b, r, h], dv[b, r, h] = dkbg * ge * bt, dvb * bt
             dbeta[b, r, h] = (dkbg * kk * ge).sum(1) + (dvb * vv).sum(1)
-            da = np.tril(dwc @ kbg.T + duc @ (vv * bt).T, -1)
-            dA[b, r, h] = np.tril(-(A_.T @ (da @ A_.T)), -1)
+            if kda:
+                dA[b, r, h] = np.tril(-(A_.T @ (np.tril(da, -1) @ A_.T)), -1)
+                dk[b, r, h] += extra[0][b, r, h]
+                dg[b, r, h] = dkbg * kbg + extra[1][b, r, h]
+            else:
+                dA[b, r, h] = da
+                dg[b, r, h] = (dkbg * kbg).sum(1)
     kern = m["tilelang_wy_fast_bwd"](B, S, H, DK, DV, "float16", "float16", "float32", "float32",
                                      "float32", BS, 32, 32, 128, 0)
-    return [Check(kern, [k, v, beta, g, a, dw, du, dk0, dg0],
+    return [Check(kern, [k, v, beta, g, a, dw, du] + extra,
                   {0: dA, 1: dk, 2: dv, 3: dbeta, 4: dg}, "float16", DK + DV)]
 
 
-@case("tl/gdn/wy_fast_bwd", TL, "examples/gdn/example_wy_fast_bwd_split.py",
-      "GDN WY backward (the fused kernel of the split example): dA by gemms over DK and DV "
-      "blocks, per-row dbeta/dg by reduce_sum(clear=False), scalar outputs by a T.Parallel map")
-def _(m, rng):
-    from upstream_cases_new3 import gdn_gates
-    B, S, H, DK, DV, BS = 1, 128, 2, 64, 64, 64
-    k, v, beta, g, a = wy_inputs(rng, gdn_gates(rng, B, S, H), DK, DV, BS)
-    dw, du = rn(rng, (B, S, H, DK), "float16", 0.5), rn(rng, (B, S, H, DV), "float16", 0.5)
-    dA, dk, dv = np.zeros((B, S, H, BS)), np.zeros(k.shape), np.zeros(v.shape)
-    dbeta, dg = np.zeros(beta.shape), np.zeros(beta.shape)
-    for b, h in np.ndindex(B, H):
-        for _, r in chunk_rows(S, BS):
-            A_, bt = a[b, r, h].astype(f64), beta[b, r, h].astype(f64)[:, None]
-            ge = np.exp(g[b, r, h].astype(f64))[:, None]
-            kk, vv = k[b, r, h].astype(f64), v[b, r, h].astype(f64)
-            dwc, duc = dw[b, r, h].astype(f64), du[b, r, h].astype(f64)
-            dkb, dvb = A_.T @ dwc, A_.T @ duc
-            dA[b, r, h] = dwc @ (kk * bt * ge).T + duc @ (vv * bt).T
-            dk[b, r, h], dv[b, r, h] = dkb * bt * ge, dvb * bt
-            dbeta[b, r, h] = (dkb * kk * ge).sum(1) + (dvb * vv).sum(1)
-            dg[b, r, h] = (dkb * kk * ge * bt).sum(1)
-    kern = m["tilelang_wy_fast_bwd"](B, S, H, DK, DV, "float16", "float16", "float32", "float32",
-                                     "float32", BS, 32, 32, 128, 0)
-    return [Check(kern, [k, v, beta, g, a, dw, du], {0: dA, 1: dk, 2: dv, 3: dbeta, 4: dg},
-                  "float16", DK + DV)]
+case("tl/kda/wy_fast_bwd", TL, KDA + "wy_fast_bwd.py",
+     "KDA WY backward: dA accumulated over DK and DV blocks by two gemm kinds, row-sum "
+     "dbeta with reduce_sum(clear=False), strictly-lower masks, A^T (dA) A^T chain")(
+    partial(wy_bwd_checks, kda=True))
+
+
+case("tl/gdn/wy_fast_bwd", TL, "examples/gdn/example_wy_fast_bwd_split.py",
+     "GDN WY backward (the fused kernel of the split example): dA by gemms over DK and DV "
+     "blocks, per-row dbeta/dg by reduce_sum(clear=False), scalar outputs by a T.Parallel map")(
+    partial(wy_bwd_checks, kda=False))
 
 
 @case("tl/deepseek_nsa/nsa_fwd_varlen", TL, "examples/deepseek_nsa/example_tilelang_nsa_fwd_varlen.py",

@@ -182,21 +182,29 @@ def _(m, rng):
     return [Check(kern, [q, k, v], {0: attn(q, k, v)}, "float16", 256)]
 
 
-@case("tl/deepseek_mla/mla_decode", TL, "examples/deepseek_mla/example_mla_decode.py")
-def _(m, rng):
-    B, H, S, D, P = 1, 16, 128, 64, 32
+def mla_decode_checks(m, rng, B, H, S, D, P, block_n, splits, scale_arg, scratch):
+    """The deepseek_mla decode examples' flashattn(B, H, kv_groups=1, S, D, P, block_n, 16,
+    split[, scale]) for each split: queries q/qp [B, H, D/P] against one KV head kv/kp
+    [B, S, 1, D/P], scores over the D + P columns scaled (D + P)^-0.5, values the D columns.
+    scratch: the split partials (lse, output) are arguments, not T.alloc_global."""
+    from upstream_cases_cv import sparse_ref
     q, qp = rn(rng, (B, H, D), "float16"), rn(rng, (B, H, P), "float16")
     kv, kp = rn(rng, (B, S, 1, D), "float16"), rn(rng, (B, S, 1, P), "float16")
-    s = (np.einsum("bhd,bsd->bhs", q.astype(f64), kv[:, :, 0].astype(f64)) +
-         np.einsum("bhd,bsd->bhs", qp.astype(f64), kp[:, :, 0].astype(f64))) / np.sqrt(D + P)
-    p = np.exp(s - s.max(-1, keepdims=True))
-    o = np.einsum("bhs,bsd->bhd", p / p.sum(-1, keepdims=True), kv[:, :, 0].astype(f64))
-    out = []
-    for split in (1, 2):
-        kern = m["flashattn"](B, H, 1, S, D, P, 32, 16, split, (D + P) ** -0.5)
-        # the split form's partial results are T.alloc_global scratch, not arguments
-        out.append(Check(kern, [q, qp, kv, kp], {0: o}, "float16", S))
-    return out
+    want = sparse_ref(np.concatenate([q, qp], -1), np.concatenate([kv[:, :, 0], kp[:, :, 0]], -1),
+                      D, (D + P) ** -0.5)
+    checks = []
+    for split in splits:
+        kern = m["flashattn"](B, H, 1, S, D, P, block_n, 16, split,
+                              *([(D + P) ** -0.5] if scale_arg else []))
+        scr = [np.zeros((B, H, split), np.float16), np.zeros((B, H, split, D), np.float16)]
+        checks.append(Check(kern, [q, qp, kv, kp] + (scr if scratch else []), {0: want},
+                            "float16", S))
+    return checks
+
+
+@case("tl/deepseek_mla/mla_decode", TL, "examples/deepseek_mla/example_mla_decode.py")
+def _(m, rng):
+    return mla_decode_checks(m, rng, 1, 16, 128, 64, 32, 32, (1, 2), scale_arg=True, scratch=False)
 
 
 @case("tl/gemm/persistent", TL, "examples/gemm/example_gemm_persistent.py", "T.Persistent")

@@ -182,25 +182,30 @@ def countdown(t, n):
         T.fill(t, 3.0)
 
 
+def filled_by(fill):
+    """k(X, Y): Y (8,) = the fragment t as the macro call fill(t) leaves it."""
+    @T.prim_func
+    def k(X: T.Tensor((8,), "float32"), Y: T.Tensor((8,), "float32")):
+        with T.Kernel(1) as bx:
+            t = T.alloc_fragment((8,), "float32")
+            fill(t)
+            T.copy(t, Y)
+    return k
+
+
 def test_a_recursive_macro_is_a_located_error():
     with pytest.raises(CompileError) as info:
-        @T.prim_func
-        def k(X: T.Tensor((8,), "float32"), Y: T.Tensor((8,), "float32")):
-            with T.Kernel(1) as bx:
-                t = T.alloc_fragment((8,), "float32")
-                forever(t)
-                T.copy(t, Y)
+        filled_by(forever)
     located(info.value, "recmacro")
     assert "forever" in info.value.message and "recursion" in info.value.message
 
 
 def test_a_macro_recursion_with_an_end_compiles(target):
-    @T.prim_func
-    def k(X: T.Tensor((8,), "float32"), Y: T.Tensor((8,), "float32")):
-        with T.Kernel(1) as bx:
-            t = T.alloc_fragment((8,), "float32")
-            countdown(t, 10)
-            T.copy(t, Y)
+    @T.macro
+    def ten_levels(t):
+        countdown(t, 10)
+
+    k = filled_by(ten_levels)
     y = tilelang_mini.compile(k, out_idx=[-1], target=target)(np.zeros(8, np.float32))
     np.testing.assert_array_equal(y, np.full(8, 3.0, np.float32))
 
