@@ -13,22 +13,23 @@ loop's own variables replaced by a parameter, and each buffer by its position::
 
 A shape that occurs at least twice in the kernel becomes an internal `noinline` function
 `i32 (scratch, buffer pointers..., parameters...)` returning 0 or the runtime error code the body
-stops with (the caller returns it). The parameters' values are computed at each call; their
-intervals are known when the body is generated, and the body is shared only by calls whose
-parameters have the same intervals wherever the generator consulted them (a bounds check proven
-away for one call is not reused by a call it does not hold for).
+stops with (the caller returns it). The parameters' values are computed at each call. The body
+is generated assuming each parameter lies in the hull of its intervals over the loops of the
+shape (or in the call's own interval when that is not inside the hull), and a call shares it
+only when its parameters lie inside the assumed intervals wherever the generator consulted them:
+a bounds check proven away for one call is never reused by a call it does not hold for. (Sound
+because intervals only ever prove facts: a narrower interval proves at least as much.)
 """
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import replace
 
 import llvmlite.ir as ir
 
-from tilelang_mini.ir.analysis import SYNC_OPS
+from tilelang_mini.ir.analysis import SYNC_OPS, interval
 from tilelang_mini.ir.nodes import (
-    Alloc, BinOp, Buffer, Const, Copy, Fill, For, Fused, If, Reduce, Store, Var, map_children,
-    walk_statements,
+    Alloc, BinOp, Buffer, Const, Copy, Fill, For, Fused, If, Reduce, Scope, Store, Var,
+    body_fields, map_children, walk_statements,
 )
 
 from . import vecmath as vm
@@ -97,14 +98,49 @@ def shape(s):
     return map_children(loop, rename), loop, params, list(buffers.values())
 
 
-def repeated(kernel) -> set:
-    """Keys of the candidate loops that occur more than once in the kernel."""
-    seen: Counter = Counter()
-    for t in walk_statements(kernel.body):
-        sh = shape(t) if isinstance(t, For) else None
-        if sh is not None:
-            seen[sh[0]] += 1
-    return {k for k, n in seen.items() if n > 1}
+def repeated(kernel) -> dict:
+    """{key: {parameter: interval hull over its loops}} of the candidate loops that occur more
+    than once in the kernel. The intervals are those of the grid and loop variables (the code
+    generator's own are checked at each call: the hulls only widen what one body assumes)."""
+    seen: dict = {}
+    if kernel.is_npu:
+        ranges = {kernel.grid_vars[0]: (0, kernel.grid[0] - 1), kernel.grid_vars[1]: (0, 0)}
+    else:
+        ranges = {n: (0, g - 1) for n, g in zip(kernel.grid_vars, kernel.grid)}
+    _scan(kernel.body, ranges, kernel.grid_vars[1] if kernel.is_npu else None, seen)
+    return {k: {p: _hull(rs) for p, rs in hulls.items()}
+            for k, (n, hulls) in seen.items() if n > 1}
+
+
+def _hull(rs):
+    if any(r is None for r in rs):
+        return None
+    return (min(r[0] for r in rs), max(r[1] for r in rs))
+
+
+def _scan(stmts, ranges, vid, seen):
+    for t in stmts:
+        if isinstance(t, For):
+            sh = shape(t)
+            if sh is not None:
+                n, hulls = seen.setdefault(sh[0], (0, {}))
+                for x, p in sh[2].items():
+                    hulls.setdefault(p, []).append(interval(ranges, x))
+                seen[sh[0]] = (n + 1, hulls)
+            inner = dict(ranges)
+            for name, x in zip(t.vars, t.extents):
+                inner[name] = (0, x.value - 1) if isinstance(x, Const) and x.value > 0 else None
+            _scan(t.body, inner, vid, seen)
+        elif isinstance(t, Scope) and t.core == "V" and vid is not None:
+            _scan(t.body, {**ranges, vid: (0, 1)}, vid, seen)
+        else:
+            for name in body_fields(t):
+                _scan(getattr(t, name), ranges, vid, seen)
+
+
+def _within(r, hull) -> bool:
+    """Interval r lies inside `hull` (None: unknown, inside only an unknown hull)."""
+    return hull is None or r is not None and hull[0] <= r[0] and r[1] <= hull[1]
 
 
 class _Ranges(dict):
@@ -139,9 +175,11 @@ def call_shared(g, s) -> bool:
     key = (key, g.ctx, tuple((i.storage, i.layout, i.nbytes, i.param is None) for i in infos))
     ranges = {name: g.interval(x) for x, name in params.items()}
     fns = g.loop_fns.setdefault(key, [])
-    entry = next((f for f in fns if all(ranges[p] == r for p, r in f[1].items())), None)
-    if entry is None:
-        entry = _define(g, loop, list(params.values()), infos, ranges)
+    entry = next((f for f in fns if all(_within(ranges[p], r) for p, r in f[1].items())), None)
+    if entry is None:  # assume the intervals of all the loops of this shape where they hold
+        hull = g.repeated[sh[0]]
+        assumed = {p: hull[p] if _within(r, hull[p]) else r for p, r in ranges.items()}
+        entry = _define(g, loop, list(params.values()), infos, assumed)
         fns.append(entry)
     fn = entry[0]
     args = [g.scratch] + [g.buf_ptr(i) for i in infos] + \
