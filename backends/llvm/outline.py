@@ -2,8 +2,9 @@
 epilogue hold the same row loop several times (the softmax of flash attention four times), and
 LLVM's time grows with the code it is given.
 
-A serial loop of tile ops and maps (no gemm, sort, Scope or cross-core flag; constant extents)
-has a *shape*: the loop with each maximal integer subexpression that does not depend on the
+A serial loop of tile ops and maps (no gemm, sort, Scope or cross-core flag; constant extents;
+no copy from a kernel argument, whose rows of the enclosing loop's next iteration the generator
+prefetches during the next gemm: prenorm's A rows) has a *shape*: the loop with each maximal integer subexpression that does not depend on the
 loop's own variables replaced by a parameter, and each buffer by its position::
 
     for row in serial(32):                                for row in serial(32):
@@ -61,7 +62,8 @@ def _candidate(s) -> bool:
         return False
     count = 0
     for t in walk_statements((s,)):
-        if not isinstance(t, _BODY) or isinstance(t, Copy) and (t.atomic or t.dual):
+        if not isinstance(t, _BODY) or isinstance(t, Copy) and (
+                t.atomic or t.dual or t.src.buffer.scope == "global"):
             return False
         if isinstance(t, For) and not all(isinstance(x, Const) for x in t.extents):
             return False
