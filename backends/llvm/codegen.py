@@ -9,7 +9,8 @@ per vid with its own buffers; a Parallel loop is an elementwise map vectorised a
 variable (VL lanes, masked tail). Expressions and element accesses live in exprs.py; tile ops in
 codegen_ops.py (Copy, Fill), reduce.py, microkernel.py (Gemm), special_copies.py (atomic,
 transposing), sort.py; access.py holds what they share (region starts, bounds, vector loads and
-stores).
+stores). A serial loop whose shape repeats in the kernel is a call of one shared function
+(outline.py).
 """
 from __future__ import annotations
 
