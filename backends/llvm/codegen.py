@@ -9,7 +9,8 @@ per vid with its own buffers; a Parallel loop is an elementwise map vectorised a
 variable (VL lanes, masked tail). Expressions and element accesses live in exprs.py; tile ops in
 codegen_ops.py (Copy, Fill), reduce.py, microkernel.py (Gemm), special_copies.py (atomic,
 transposing), sort.py; access.py holds what they share (region starts, bounds, vector loads and
-stores).
+stores). A serial loop whose shape repeats in the kernel is a call of one shared function
+(outline.py).
 """
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ from tilelang_mini.ir.nodes import (
     Scope, SetCrossFlag, Store, Var, WaitCrossFlag,
 )
 
-from . import codegen_ops, microkernel, rowpass
+from . import codegen_ops, microkernel, outline, rowpass
 from . import vecmath as vm
 from .irutil import I32, I64, PTR, Emitter
 from .cores import core_scope, cross_flag, generate_cores, top_buf_ptr
@@ -69,6 +70,9 @@ class KernelGen(ParallelMaps, Expressions):
         self.par: Par | None = None
         self.stmt = None
         self.helpers: dict = {}
+        self.repeated = outline.repeated(kernel)  # loop shapes that get a shared function
+        self.loop_fns: dict = {}   # shape key -> [(function, consulted parameter intervals)]
+        self.ptr_override: dict = {}  # buffer name -> pointer argument (in a shared loop)
         self.needs_dpbf16 = False
         self.loops: list = []  # enclosing serial loop variables, outermost first
         self.prefetch: list = []  # GM rows to prefetch, spread over the next gemm
@@ -215,12 +219,8 @@ class KernelGen(ParallelMaps, Expressions):
         if self.par is not None and vars_in(s.extents) & set(self.par.names):
             raise self.fail("a loop extent must be a scalar integer; it depends on a Parallel "
                             "loop variable")
-        exts, rngs = [], []
-        for x in s.extents:
-            v = self.scalar_int(x, "a loop extent")
-            exts.append(v)
-            rngs.append((0, int(x.value) - 1) if isinstance(x, Const) and x.value > 0 else None)
         if s.kind == "parallel":
+            exts, rngs = self.extents(s)
             if self.par is not None:
                 raise self.fail("nested Parallel loops are not supported; bind all the "
                                 "variables in one loop (`for i, j in T.Parallel(m, n)`)")
@@ -233,7 +233,20 @@ class KernelGen(ParallelMaps, Expressions):
             finally:
                 self.par = None
                 self.restore(saved)
-            return
+        elif not outline.call_shared(self, s):
+            self.serial_loop(s)
+
+    def extents(self, s: For):
+        """(i64 values, intervals) of a loop's extents."""
+        exts, rngs = [], []
+        for x in s.extents:
+            v = self.scalar_int(x, "a loop extent")
+            exts.append(v)
+            rngs.append((0, int(x.value) - 1) if isinstance(x, Const) and x.value > 0 else None)
+        return exts, rngs
+
+    def serial_loop(self, s: For):
+        exts, rngs = self.extents(s)
         saved = {n: (self.vars.get(n), self.ranges.get(n)) for n in s.vars}
         self.loops.extend(s.vars)
         try:
@@ -349,6 +362,8 @@ class KernelGen(ParallelMaps, Expressions):
         return info
 
     def buf_ptr(self, info):
+        if info.name in self.ptr_override:
+            return self.ptr_override[info.name]
         if info.param is not None:
             return self.params[info.param]
         if self.core_kind is not None and self.ctx == "top":
