@@ -6,7 +6,8 @@ into accumulators, `T.cumsum` (either dim, reversed), copies with `pad_value` at
 and a symbolic row count (`T.dynamic`), over odd shapes (1, primes, larger than a tile).
 
 The reference runs the same statement list in float64 NumPy on the block's tiles (a map is one
-vectorised statement after another, as the DSL defines it)."""
+vectorised statement after another, as the DSL defines it; an `if`/`else` in a map evaluates its
+condition, then its `then` assignments masked, then its `else` assignments masked)."""
 from __future__ import annotations
 
 from .case import EPS, Source, Tensor, build_case, tolerance
@@ -131,7 +132,11 @@ class _Tiles:
                 self.k(2, f"{t}[i, j] = {e2}")
             else:
                 r2, b2 = t, self.bound[t]
-            self.r(f"{t} = np.where({rc}, {r1}, {r2})")
+            # the condition first; then each branch a masked statement, the `else` one after
+            # the `then` one (a read of another lane sees that lane's `then` write)
+            self.r(f"_c = np.broadcast_to({rc}, ({self.bm}, {self.bn})).copy()")
+            self.r(f"{t} = np.where(_c, {r1}, {t})")
+            self.r(f"{t} = np.where(_c, {t}, {r2})")
             self.written(t, max(b1, b2))
         elif kind == "ite":
             c, rc, _ = self.cond()
