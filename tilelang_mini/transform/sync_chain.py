@@ -7,13 +7,22 @@ unit waited for its last set, so every flag live at once needs an id of its own:
     copy(X1, t1)     # MTE2  set 1
     ...
 
-The flags are dealt round-robin into n classes (in the order insert_sync made them). Within a
+With the flags of t0 and t8 in one class (8 classes), the load of t8 waits until the vector
+unit has consumed t0 (ordered by a V -> MTE2 flag), and then sets id 0 again:
+
+    t7 -> acc        # V     wait 7; set_flag(V, MTE2, 0)
+    copy(X8, t8)     # MTE2  wait_flag(V, MTE2, 0) before it; set 0 after it
+
+The flags are dealt round-robin into n classes (in their consumers' program order). Within a
 class, each producer is made to wait for the consumers of the class's other flags: a token that
 each consumer writes and the other producers of its class read, so insert_sync orders them like
 any other dependency (a flag the other way, V -> MTE2, primed across a loop's back edge when the
 next trip's producer is the one to wait). Then each wait of a class happens before the next set
 of the class, and its flags share one id (sync_events proves it on the recorded run). Fewer
-classes order more; n goes down from the pair's limit until the ids fit."""
+classes order more: n starts at the pair's limit and is halved while the pair is still out of
+ids (with the flags other chains added to it). Cross-core flags of one direction are chained
+alike (the chain's flags go the other way between the cores, on ids of the same pool).
+Only the retry of a kernel that is out of ids runs this: others keep their flags as they are."""
 from __future__ import annotations
 
 from ..errors import CompileError
