@@ -480,11 +480,10 @@ def _(m, rng):
 def _(m, rng):
     from upstream_sweep import tolerance
     B, S, H, DK, BS, BC = 1, 128, 2, 64, 64, 16
-    q, k = rn(rng, (B, S, H, DK), "float16", 0.5), rn(rng, (B, S, H, DK), "float16", 0.5)
-    g = kda_gates(rng, B, S, H, DK, BS)
+    scale, g = DK ** -0.5, kda_gates(rng, B, S, H, DK, BS)
+    q, k = (rn(rng, (B, S, H, DK), "float16", 0.5) for _ in range(2))
     beta = rng.random((B, S, H)).astype(np.float16)
-    diag = (rn(rng, (B, S, H, BC), "float32", 0.2))   # the diagonal blocks' strict lower part
-    scale = DK ** -0.5
+    diag = rn(rng, (B, S, H, BC), "float32", 0.2)   # the diagonal blocks' strict lower part
     aqk, akk = np.zeros((B, S, H, BS)), np.zeros((B, S, H, BS))
     for b, h in np.ndindex(B, H):
         for c0 in range(0, S, BS):
