@@ -19,7 +19,8 @@ flag primed before the loop and drained after it:
                                                wait_flag(M, MTE2, 0)
 
 Channels share an event id (0-7 per pipe pair) only where the recorded run proves each wait
-happens before the next set of that id.
+happens before the next set of that id; with more flags than ids, the flags of a pipe pair
+are chained until they can share (sync_chain).
 The analysis runs on the program unrolled twice per loop (once where the trip count is one).
 """
 from __future__ import annotations
