@@ -452,3 +452,50 @@ def _(m, rng):
     checks.append(Check(m["flashattn_bwd_dsink"](B, H, NC, max(lens)), [sinks, delta32, lse32, cu],
                         {0: dsink}, compare=rows_of_each_sequence))
     return checks
+
+
+@case("tl/kda/chunk_inter_solve_fused", TL, KDA + "chunk_inter_solve_fused.py",
+      "KDA off-diagonal sub-chunk scores fused with the unit-lower-triangular solve: a dozen "
+      "guarded loads per trip each feeding vector work (more MTE2 -> V dependencies than event "
+      "ids), row-by-row forward substitution over run-time trip counts, block inverse by gemms")
+def _(m, rng):
+    from upstream_sweep import tolerance
+    B, S, H, DK, BS, BC = 1, 128, 2, 64, 64, 16
+    scale, g = DK ** -0.5, kda_gates(rng, B, S, H, DK, BS)
+    q, k = (rn(rng, (B, S, H, DK), "float16", 0.5) for _ in range(2))
+    beta = rng.random((B, S, H)).astype(np.float16)
+    diag = rn(rng, (B, S, H, BC), "float32", 0.2)   # the diagonal blocks' strict lower part
+    aqk, akk = np.zeros((B, S, H, BS)), np.zeros((B, S, H, BS))
+    for b, h in np.ndindex(B, H):
+        for c0 in range(0, S, BS):
+            rows = [slice(c0 + i * BC, c0 + (i + 1) * BC) for i in range(BS // BC)]
+            a = np.zeros((BS, BS))   # the chunk's strictly lower (beta k_i)(k_j)^T, gated
+            for i, ri in enumerate(rows):
+                gi = g[b, ri, h].astype(f64)
+                a[i * BC:(i + 1) * BC, i * BC:(i + 1) * BC] = np.tril(diag[b, ri, h], -1)
+                for j, rj in enumerate(rows[:i]):
+                    gate = np.exp2(gi[:, None, :] - g[b, rj, h].astype(f64)[None])   # (c, d, k)
+                    qk = np.einsum("ck,dk,cdk->cd", q[b, ri, h].astype(f64),
+                                   k[b, rj, h].astype(f64), gate)
+                    kk = np.einsum("ck,dk,cdk->cd", k[b, ri, h].astype(f64),
+                                   k[b, rj, h].astype(f64), gate)
+                    aqk[b, ri, h, j * BC:(j + 1) * BC] = qk * scale
+                    a[i * BC:(i + 1) * BC, j * BC:(j + 1) * BC] = kk * beta[b, ri, h, None]
+            akk[b, c0:c0 + BS, h] = np.linalg.inv(np.eye(BS) + a)
+
+    def lower_blocks(strict):
+        def cmp(got, want):   # the kernel writes only the blocks on or below the diagonal
+            rtol, atol = tolerance("float16", DK)
+            for i, j in np.ndindex(BS // BC, BS // BC):
+                if j < i or (j == i and not strict):
+                    r, c = slice(i * BC, (i + 1) * BC), slice(j * BC, (j + 1) * BC)
+                    gb = got.reshape(B, S // BS, BS, H, BS)[:, :, r, :, c].astype(f64)
+                    wb = want.reshape(B, S // BS, BS, H, BS)[:, :, r, :, c]
+                    assert np.allclose(gb, wb, rtol=rtol, atol=atol), \
+                        f"block ({i}, {j}): max abs err {np.abs(gb - wb).max():.3g}"
+        return cmp
+    kern = m["tilelang_chunk_kda_fwd_inter_fused"](
+        B, S, H, DK, "float16", "float16", "float32", "float32", BS, BC, scale)
+    args = [q, k, g, beta, diag]
+    return [Check(kern, args, {0: aqk}, compare=lower_blocks(True)),
+            Check(kern, args, {1: akk}, compare=lower_blocks(False))]

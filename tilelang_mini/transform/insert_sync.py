@@ -19,7 +19,8 @@ flag primed before the loop and drained after it:
                                                wait_flag(M, MTE2, 0)
 
 Channels share an event id (0-7 per pipe pair) only where the recorded run proves each wait
-happens before the next set of that id.
+happens before the next set of that id; with more flags than ids, the flags of a pipe pair
+are chained until they can share (sync_chain).
 The analysis runs on the program unrolled twice per loop (once where the trip count is one).
 """
 from __future__ import annotations
@@ -28,7 +29,6 @@ from bisect import bisect_left
 from dataclasses import dataclass, replace
 
 from ..arch import Chip
-from ..errors import CompileError
 from ..ir.happens_before import (
     HappensBefore, Instr, Occ, accesses as _accesses, build_tree as _tree, conflict, exclusive,
     join, threads_to_check,
@@ -38,6 +38,7 @@ from ..ir.nodes import (
     walk_statements,
 )
 from .plan_memory import _live_ranges
+from .sync_chain import by_instr, fit_event_ids
 from .sync_events import assign_events
 from .sync_render import render
 
@@ -59,6 +60,7 @@ class Channel:
     waits: list | None = None  # trace position of the first instruction after each dynamic wait
     wait_after: bool = False  # the wait follows the set at once (a producer inside an if branch)
     seq: int = 0              # creation order
+    ends: tuple | None = None  # (producer, consumer) instructions of the dependency it was made for
 
     @property
     def wait_key(self):
@@ -87,13 +89,12 @@ def insert_sync(kernel: Kernel, chip: Chip, intra_only: bool = False,
     if v_only and not channels:
         return kernel
     taken = _own_event_ids(kernel) if v_only else {}
-    try:
-        assign_events(channels, chip, kernel, taken)
-    except CompileError:  # out of ids: one flag per run of adjacent producers and of adjacent
-        # consumers, and try again
+
+    def analyse(extra):  # out of ids: again, fewer flags (sync_chain)
         tree = _tree([s for s in kernel.body if not isinstance(s, Alloc)])
-        channels = _Analysis(offsets, coalesce=True, **modes).run(tree)
-        assign_events(channels, chip, kernel, taken)
+        return tree, _Analysis(offsets, coalesce=True, extra=extra, **modes).run(tree)
+    tree, channels = fit_event_ids(analyse, lambda chs: assign_events(chs, chip, kernel, taken),
+                                   (tree, channels), chain=not v_only)
     body = render(tree, channels)
     return replace(kernel, body=tuple(allocs + body))
 
@@ -122,8 +123,9 @@ class _Uncovered(Exception):
 
 class _Analysis(HappensBefore):
     def __init__(self, offsets, coalesce=False, intra_only=False, v_only=False, live=None,
-                 releases=False):
+                 releases=False, extra=None):
         self.offsets = offsets
+        self.extra = extra or {}   # instruction position -> added accesses (sync_chain's tokens)
         self.releases = releases   # the kernel's own cross sets release shared GM (_index_releases)
         self.release: dict = {}    # id(set_cross_flag item) -> the accesses it is checked against
         self.coalesce = coalesce
@@ -169,7 +171,11 @@ class _Analysis(HappensBefore):
             return vc
         return super().record(occ, acc, known)
 
+    def own_accesses(self, it) -> list:
+        return _accesses(it, self.offsets) + self.extra.get(id(it), [])
+
     def run(self, tree):
+        self.extra = by_instr(tree, self.extra)
         if self.releases:
             self._index_releases(tree)
         self.walk(tree, ())
@@ -210,7 +216,7 @@ class _Analysis(HappensBefore):
         def scan(items):
             for it in items:
                 if isinstance(it, Instr):
-                    acc = self.accesses[id(it)] = _accesses(it, self.offsets)
+                    acc = self.accesses[id(it)] = self.own_accesses(it)
                     for key, _, _ in acc:
                         if key[0] == "GM":
                             users.setdefault(key, set()).add(it.core[0])
@@ -404,7 +410,7 @@ class _Analysis(HappensBefore):
             join(known, {q: self.cur.get(q, {}).get(q, -1)})
         acc = self.accesses.get(id(item))
         if acc is None:  # fixed for the whole pass: computed once per instruction
-            acc = self.accesses[id(item)] = _accesses(item, self.offsets)
+            acc = self.accesses[id(item)] = self.own_accesses(item)
         check = self.release.get(id(item), acc)  # what earlier accesses are checked against
         needed = []  # every unordered conflicting producer: one in a branch covers no other
         seen = set()
@@ -538,7 +544,7 @@ class _Analysis(HappensBefore):
                     self._move_set(ch, set_at)
                 return ch
         ch = Channel(kind, p, q, set_at, wait_at, primed, loc=prev.item.stmt.loc, wait_after=after,
-                     seq=len(self.channels))
+                     seq=len(self.channels), ends=(prev.item, occ.item))
         self.channels.append(ch)
         self.by_key.setdefault(key, []).append(ch)
         self.by_wait.setdefault(ch.wait_key, []).append(ch)

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from ..arch import Chip
 from ..errors import CompileError
+from .sync_chain import pair_of
 
 if TYPE_CHECKING:  # (insert_sync imports this module)
     from .insert_sync import Channel
@@ -56,9 +57,12 @@ def assign_events(channels, chip: Chip, kernel, taken: dict | None = None):
                             f"{key[1]} -> {key[2]} event id free to order them on "
                             f"{chip.name}; free an event id, or order the two uses with your "
                             f"own flag", ch.loc or kernel.loc)
-                    raise CompileError(f"the kernel needs more than {limit} {what} live at once "
+                    err = CompileError(f"the kernel needs more than {limit} {what} live at once "
                                        f"on {chip.name}; use fewer stages or smaller loops",
                                        ch.loc or kernel.loc)
+                    # which pipe pair ran out (sync_chain chains its flags)
+                    err.pair, err.limit = pair_of(ch), limit
+                    raise err
                 ids.append([ch])
                 uses.append(_uses_of(ch))
                 ch.event = free[len(ids) - 1]
