@@ -23,6 +23,7 @@ from ..ir.analysis import reads, writes
 from ..ir.nodes import (
     Alloc, Const, For, Load, PipeBarrier, Region, Scope, Store, walk, walk_statements,
 )
+from ..transform.plan_memory import overwrites_whole
 
 # the pipe of the PipeBarrier op_sync_all / op_sync_grid leave for split_launch -> its spelling
 MARKS = {"SYNC_ALL": "T.sync_all()", "SYNC_GRID": "T.sync_grid()"}
@@ -123,7 +124,6 @@ def _first_touch_kills(body, name: str) -> bool:
     """The first statement of `body` that touches buffer `name` overwrites all of it without
     reading it (plan_memory's rule), looking into scopes and serial loops that run at least
     once: the value from before the barrier is never read."""
-    from ..transform.plan_memory import _Guards, _kills
     for s in body:
         if not any(isinstance(n, (Region, Load, Store)) and n.buffer.name == name for n in walk(s)):
             continue
@@ -133,5 +133,5 @@ def _first_touch_kills(body, name: str) -> bool:
                 isinstance(e, Const) and e.value >= 1 for e in s.extents) and \
                 _first_touch_kills(s.body, name):
             return True
-        return _kills(s, name, _Guards([], set()))
+        return overwrites_whole(s, name)
     return True

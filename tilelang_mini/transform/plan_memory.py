@@ -300,6 +300,12 @@ def _if_kills(stmt, name: str, g: _Guards, row=None) -> bool:
     return _body_kills(stmt.then_body, name, g, row) and _body_kills(stmt.else_body, name, g, row)
 
 
+def overwrites_whole(stmt, name: str) -> bool:
+    """`stmt` writes every element of buffer `name` without reading it first, under no guard
+    (the rule plan_memory starts a buffer's live range by)."""
+    return _kills(stmt, name, _Guards([], set()))
+
+
 def _kills(stmt, name: str, g: _Guards) -> bool:
     """`stmt` writes every element of buffer `name` without reading it first."""
     def reads(*exprs):
