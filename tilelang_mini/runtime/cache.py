@@ -23,7 +23,6 @@ not writable only means nothing is stored.
 """
 from __future__ import annotations
 
-import gc
 import hashlib
 import io
 import json
@@ -34,6 +33,7 @@ import struct
 import threading
 from pathlib import Path
 
+from ..gc_pause import collector_paused
 from . import config
 
 MAGIC = b"TLMCACH2"
@@ -214,12 +214,8 @@ def load_ir(blob: bytes):
     thousands of new objects, none of them garbage, and allocating them set off full
     collections over the whole heap (a 2 ms cache hit took 60 ms in a process that held the
     flash_mla example's estimates)."""
-    was_enabled = gc.isenabled()
-    gc.disable()
     try:
-        return _IRUnpickler(io.BytesIO(blob)).load()
+        with collector_paused():
+            return _IRUnpickler(io.BytesIO(blob)).load()
     except Exception:  # noqa: BLE001 - a spoiled blob is a miss, never a crash
         return None
-    finally:
-        if was_enabled:
-            gc.enable()

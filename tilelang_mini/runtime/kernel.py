@@ -3,12 +3,12 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import gc
 import inspect
 import sys
 from pathlib import Path
 
 from ..errors import CompileError
+from ..gc_pause import collector_paused
 from ..ir.nodes import Kernel
 from . import config
 from .arguments import (allocate_outputs, bind_keywords, prepare_args, write_back,
@@ -362,7 +362,7 @@ def _lower_cached(kernel: Kernel, options: Options, backend, workspace_idx: tupl
             artifact = backend.load(*entry, kernel, key)
             if artifact is not None:
                 return None, artifact, key
-    with _collector_paused():
+    with collector_paused():
         compilation = _run_passes(_prepared(kernel, workspace_idx, options.chip), options)
         artifact = guarded(f"the {options.target} code generator", kernel.loc, backend.lower,
                            compilation.final, {"chip": options.chip})
@@ -424,20 +424,6 @@ def _load_call(path, key: str, options: Options, backend, out_idx, workspace_idx
     idx = _normalize_out_idx(out_idx, len(frontend.params))
     ws = _normalize_out_idx(workspace_idx, len(frontend.params))
     return JITKernel(None, frontend, idx, options, None, artifact, ws, code_key, trace)
-
-
-@contextlib.contextmanager
-def _collector_paused():
-    """Python's cycle collector off while compiling: the passes and the code generator allocate
-    many short-lived objects (freed by reference counting) that would trigger full collections
-    over every live object (about a tenth of a large kernel's compile time)."""
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
 
 
 def _run_passes(kernel: Kernel, options: Options):

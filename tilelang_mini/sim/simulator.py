@@ -32,14 +32,13 @@ later sees the value at dispatch time; `var` scalars are not race-checked.
 """
 from __future__ import annotations
 
-import gc
 import heapq
 from collections import defaultdict, deque
-from contextlib import contextmanager
 
 import numpy as np
 
 from ..errors import CompileError, DeadlockError, RaceError, SyncError
+from ..gc_pause import collector_paused  # noqa: F401 (also sim.ordered's)
 from ..ir.analysis import GM_SCOPES, is_atomic_pair
 from ..ir.nodes import (
     PIPES, For, Kernel, SetCrossFlag, SetFlag, WaitFlag,
@@ -592,21 +591,6 @@ def zero_args(kernel: Kernel) -> list:
     """Zero-filled arguments of a kernel (np.zeros: pages are only touched when written)."""
     from ..ir import dtypes
     return [np.zeros(p.shape, dtypes.to_numpy(p.dtype)) for p in kernel.params]
-
-
-@contextmanager
-def collector_paused():
-    """The cyclic garbage collector off while one block runs: a block makes objects per
-    instruction and frees most of them soon, and the collector's passes over a large process
-    would cost more than the simulation. (Turned on again between blocks: a block's own cycles
-    are collected then, so memory does not grow with the blocks.)"""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def _timed_block(model, block: int, seen: dict):

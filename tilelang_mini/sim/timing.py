@@ -28,12 +28,12 @@ cycles (the estimate's block classes for kernels whose control flow reads data).
 """
 from __future__ import annotations
 
-import gc
 import heapq
 import operator
 from collections import defaultdict, deque
 
 from ..errors import CompileError, DeadlockError, SyncError
+from ..gc_pause import collector_paused
 from ..ir.analysis import SYNC_OPS
 from ..ir.nodes import (
     PIPES, Alloc, For, If, PipeBarrier, Scope, SetCrossFlag, SetFlag, WaitCrossFlag, WaitFlag,
@@ -258,13 +258,8 @@ class TimingModel:
     def time_streams(self, block: int, streams: list, events: bool = False) -> "BlockTiming":
         # the loop allocates a small list per instruction and frees it soon: the cyclic
         # collector's passes over a large process would cost more than the simulation
-        enabled = gc.isenabled()
-        gc.disable()
-        try:
+        with collector_paused():
             return _run_block(self, block, streams, events)
-        finally:
-            if enabled:
-                gc.enable()
 
 
 # ----------------------------------------------------------------------------------- engine
