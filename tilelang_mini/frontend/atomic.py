@@ -160,8 +160,10 @@ class Atomics:
             return [self.fill_map(Region.full(tmp), self.cast_value(value, buf), call),
                     Copy(Region.full(tmp), dst, loc, atomic=kind)]
         if all(e == 1 for e in ext):
-            old = Load(buf, starts)
-            return [Store(buf, starts, as_expr(_OPS[kind](old, value)), loc)]
+            update = as_expr(_OPS[kind](Load(buf, starts), value))
+            if self.simt is not None:  # once per thread of the block (simt.py)
+                return self.thread_atomic(kind, buf, starts, update, call)
+            return [Store(buf, starts, update, loc)]
         return [self.local_update(kind, dst, lambda idx: value, None, call)]
 
     def point(self, node, kind):

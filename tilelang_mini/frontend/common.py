@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import ast
 
+from ..errors import CompileError
 from ..ir.nodes import Buffer
 from .exprs import is_ir
 
@@ -35,6 +36,14 @@ SIMT_ADVICE = (
     "as tiles indexed by tx, cross-thread sums as T.reduce_sum and warp shuffles as reads of "
     "another tx's row; only the one-thread guard `if T.get_thread_binding() == 0:` keeps its "
     "meaning here (it holds once per core)")
+
+
+class SimtUse(CompileError):
+    """A per-thread use of a GPU thread index: the kernel block is traced again in per-thread
+    mode (simt.py); raised with SIMT_ADVICE where that mode cannot be entered."""
+
+    def __init__(self, loc=None, line=None):
+        super().__init__(SIMT_ADVICE, loc, line)
 
 
 class LanguageNamespace:

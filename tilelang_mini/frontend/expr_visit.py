@@ -14,7 +14,7 @@ from ..errors import CompileError
 from ..ir import dtypes
 from ..ir.nodes import Buffer, Call, Cast, Load
 from ..language.symbols import SymExpr
-from .common import SIMT_ADVICE, LanguageNamespace, Marker, ThreadIndex, show
+from .common import LanguageNamespace, Marker, ThreadIndex, show
 from .dialect import power
 from .exprs import as_expr, binop, bit_not, const, is_ir, plain_number
 
@@ -85,7 +85,7 @@ class ExprVisitor:
                 return getattr(T_module, n.attr)
             if dtypes.canonical(n.attr):
                 return n.attr  # T.float16 and friends
-            if n.attr == "get_thread_binding":
+            if n.attr in ("get_thread_binding", "tvm_warp_shuffle"):
                 return Marker(n.attr)
             self.unknown_name(n.attr, n)
             close = difflib.get_close_matches(n.attr, [*T_module.__all__, *dtypes.DTYPES], n=1)
@@ -139,7 +139,7 @@ class ExprVisitor:
             if op in ("==", "!=") and type(other) is int and other == 0 \
                     and not isinstance(other, ThreadIndex):
                 return op == "=="  # the one thread this machine has is thread 0
-            raise self.error(n, SIMT_ADVICE)
+            raise self.simt_use(n)
         if (is_ir(a) or is_ir(b)) and (isinstance(a, SymExpr) or isinstance(b, SymExpr)):
             a, b = self.resolved(a, n), self.resolved(b, n)
         for v in (a, b):
@@ -274,6 +274,12 @@ class ExprVisitor:
         raise self.error(n, "slices select regions in T.copy arguments only")
 
     def expr_Call(self, n):
+        if isinstance(n.func, ast.Attribute) and n.func.attr == "astype":
+            value = self.eval(n.func.value)  # TileLang's `x.astype(dtype)` on a value: T.Cast
+            if is_ir(value):
+                if len(n.args) != 1 or n.keywords:
+                    raise self.error(n, ".astype(dtype) takes one dtype")
+                return Cast(self.dtype(self.eval(n.args[0]), n.args[0]), value)
         fn = self.eval(n.func)
         if isinstance(fn, Marker):
             return self.intrinsic(fn.name, n)
@@ -316,7 +322,9 @@ class ExprVisitor:
             dim = args[0] if args else 0
             if type(dim) is not int or not 0 <= dim <= 2 or len(args) > 1:
                 raise self.error(n, "T.get_thread_binding(dim) takes a dimension 0, 1 or 2")
-            return ThreadIndex(dim)
+            return ThreadIndex(dim) if self.simt is None else self.thread_index(dim)
+        if name == "tvm_warp_shuffle":
+            return self.warp_shuffle(n)
         value = self.dialect_intrinsic(name, n)
         if value is not None:
             return value

@@ -19,7 +19,7 @@ from ..ir import dtypes
 from ..ir.analysis import interval
 from ..ir.nodes import Alloc, Buffer, Kernel, Load, Loc, Scope, Store, Var
 from ..language.symbols import SymExpr
-from .common import SIMT_ADVICE, Marker, ThreadIndex, is_docstring, show
+from .common import Marker, ThreadIndex, is_docstring, show
 from .dialect import Dialect
 from .eager import Eager, SymbolicPrimFunc
 from .expr_visit import _BINOPS, ExprVisitor
@@ -31,6 +31,7 @@ from .control import ControlFlow
 from .views import Views
 from .gemm_sp import GemmSparse
 from .sync_all import scalars_per_core, split_launch
+from .simt import Simt
 from .bindings import Bindings, Capture, StaleValue, vector_flags_without_scopes
 
 
@@ -154,7 +155,7 @@ def _source(fn, file: str):
 
 
 class KernelBuilder(ExprVisitor, ControlFlow, TileOps, Dialect, TileAscend, Eager, Atomics, Views,
-                    Bindings, GemmSparse):
+                    Bindings, GemmSparse, Simt):
     def __init__(self, fn, file: str | None = None, symbols: dict | None = None, eager=None):
         self.fn = fn
         self.file = file or inspect.getsourcefile(fn) or "<unknown>"
@@ -244,7 +245,7 @@ class KernelBuilder(ExprVisitor, ControlFlow, TileOps, Dialect, TileAscend, Eage
         for stmt in body:
             if isinstance(stmt, ast.With) and self.is_call_to(stmt.items[0].context_expr, "Kernel"):
                 self.hints = []
-                grid, names, is_npu, block = self.kernel_block(stmt)
+                grid, names, is_npu, block = self.traced_block(stmt)
                 for part in split_launch(scalars_per_core(block)):  # sync_all.py
                     launches.append(((grid, names, is_npu, part), self.hints, stmt))
             elif not launches and self.eager is not None and self.eager_stmt(stmt):
@@ -328,6 +329,7 @@ class KernelBuilder(ExprVisitor, ControlFlow, TileOps, Dialect, TileAscend, Eage
         threads = next((self.resolved(self.eval(k.value), k.value) for k in call.keywords
                         if k.arg == "threads"), 128)  # TileLang's default block size
         self.gpu_threads = threads if isinstance(threads, int) and threads > 0 else None
+        self.start_threads(call)
         grid = []
         for a in call.args:
             v = self.resolved(self.eval(a), a)
@@ -412,6 +414,8 @@ class KernelBuilder(ExprVisitor, ControlFlow, TileOps, Dialect, TileAscend, Eage
             out = method(s)
             if out:
                 self.stale_reads_of(out, s)
+                if self.simt is not None and not self.parallel_depth:
+                    out = self.thread_maps(out, s)
             return out
         except RecursionError as err:  # reported by parse_prim_func at the innermost statement
             if getattr(err, "tlm_where", None) is None:
@@ -578,14 +582,15 @@ class KernelBuilder(ExprVisitor, ControlFlow, TileOps, Dialect, TileAscend, Eage
         if any(isinstance(n, ast.Slice) for n in nodes):
             raise self.error(sub, "slices select regions for T.copy; use indices here")
         idx = tuple(self.eval(n) for n in nodes)
-        if len(idx) != len(buf.shape):
-            raise self.error(sub, f"'{buf.name}' has {len(buf.shape)} dimensions, got {len(idx)} indices")
+        rank = len(buf.shape) - self.per_thread_dims(buf)
+        if len(idx) != rank:
+            raise self.error(sub, f"'{buf.name}' has {rank} dimensions, got {len(idx)} indices")
         for n, i in zip(nodes, idx):
             if isinstance(i, ThreadIndex):
-                raise self.error(n, SIMT_ADVICE)
+                raise self.simt_use(n)
             if not (is_ir(i) or (isinstance(i, int) and not isinstance(i, bool))):
                 raise self.error(n, f"an index must be an integer expression, got {show(i)}")
-        return tuple(as_expr(i) for i in idx)
+        return self.own_row(buf, tuple(as_expr(i) for i in idx))
 
     def alloc(self, name: str, kind: str, call: ast.Call) -> Alloc:
         scope = _ALLOC_SCOPES[kind]
@@ -626,7 +631,8 @@ class KernelBuilder(ExprVisitor, ControlFlow, TileOps, Dialect, TileAscend, Eage
             scope = "var"
         if scope in ("shared", "fragment"):
             scope = self.expert_home(name, scope) or scope
-        buf = Buffer(self.fresh_buffer_name(name), tuple(shape), dt, scope)
+        unique = self.fresh_buffer_name(name)
+        buf = Buffer(unique, self.per_thread_shape(unique, kind, tuple(shape), call), dt, scope)
         self.bind(name, buf)
         alloc = Alloc(buf, None, self.loc(call))
         if init is None:

@@ -14,7 +14,7 @@ from ..ir.nodes import (
     WaitFlag, PIPES,
 )
 from ..language.hints import HINT_NAMES
-from .common import SIMT_ADVICE, Marker, ThreadIndex, is_docstring, show
+from .common import Marker, ThreadIndex, is_docstring, show
 from .exprs import as_expr, binop, const, constant_difference, is_ir
 
 
@@ -409,6 +409,7 @@ class TileOps:
         sub.macro_depth = depth
         sub.buffer_names = self.buffer_names
         sub.parallel_depth = self.parallel_depth
+        sub.simt = self.simt
         sub.scope_core = getattr(self, "scope_core", None)
         sub.hints = self.hints
         sub.hidden_params = self.hidden_list()
@@ -485,7 +486,7 @@ class TileOps:
                 else:
                     v = self.eval(e)
                     if isinstance(v, ThreadIndex):
-                        raise self.error(e, SIMT_ADVICE)
+                        raise self.simt_use(e)
                     if not (is_ir(v) or isinstance(v, int)) or isinstance(v, bool):
                         raise self.error(e, f"an index must be an integer expression, got {show(v)}")
                     starts.append(as_expr(v))

@@ -1,0 +1,258 @@
+"""Per-thread (SIMT) TileLang code: a block's threads run in lockstep as maps over the threads.
+
+A TileLang kernel that uses `T.get_thread_binding(d)` as a value (an index, arithmetic, a
+comparison) is written for one GPU thread of `threads=` (an int or up to three extents, 128 if
+not given). The Ascend vector core has no threads; it works on whole tiles. Lockstep execution
+of the threads is one schedule every race-free SIMT program allows, and statement by statement
+it is a map over the thread extents, which is what the vector core runs:
+
+    with T.Kernel(n, threads=T0) as bx:         with T.Kernel(n) as bx:
+        tx = T.get_thread_binding()                 acc: fragment (T0, 4)
+        acc = T.alloc_local((4,), f32)     ->       for tx in T.Parallel(T0):
+        acc[0] = X[bx, tx]                              acc[tx, 0] = X[bx, tx]
+        if tx < 4:                                  for tx in T.Parallel(T0):
+            Y[tx] = acc[0]                              if tx < 4: Y[tx] = acc[tx, 0]
+
+- `T.alloc_local` tiles are per thread: they gain the thread extents as leading dimensions and
+  every element access names the thread's own row.
+- an element assignment that mentions a thread index becomes a T.Parallel map over the thread
+  dimensions it mentions (the others compute the same value); one that does not runs once.
+- a run-time `if` on a thread-dependent condition is a per-thread predicate: it moves into the
+  maps of its branches (the `then` branch's first, as a warp runs a divergent branch).
+- `T.atomic_add` (max, min) on an on-chip element runs once per thread of the block, in thread
+  order (a serial loop over all threads).
+- `T.tvm_warp_shuffle(mask, v, lane, width, warp_size)` is `v` as the thread
+  `tx - tx % width + lane % width` computes it: `v` with that thread's index.
+- `T.sync_threads()` is a no-op: lockstep threads are synchronised after every statement.
+
+The first trace treats `T.get_thread_binding()` as GPU-only (the one-thread guard `tx == 0` and
+the thread groups `tx < c` of tile work keep their meaning there); at the first per-thread use
+(`SimtUse`) the kernel block is traced again in this mode. What has no lockstep meaning here
+(a loop trip count or a tile operation's region that depends on the thread, a tile operation
+under a per-thread condition, a per-thread scalar `T.alloc_var`) is a located
+CompileError.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..ir.analysis import written_names
+from ..ir.nodes import Alloc, Buffer, Call, For, If, Load, Store, Var, transform, walk, walk_own
+from .common import SIMT_ADVICE, SimtUse
+from .exprs import as_expr, binop
+
+
+@dataclass
+class Threads:
+    """The block's threads in per-thread mode: IR variable names and extents per dimension."""
+    names: tuple
+    extents: tuple
+    per_thread: set = field(default_factory=set)  # names of the per-thread tiles (alloc_local)
+    serial: set = field(default_factory=set)  # loop variables of the per-thread atomic loops
+
+
+class Simt:
+    simt: Threads | None = None
+
+    def traced_block(self, stmt):
+        """kernel_block(stmt), traced again in per-thread mode when the first trace meets a
+        per-thread use of a thread index (the builder's state is restored in between)."""
+        saved = {k: (v.copy() if isinstance(v, (list, dict, set)) else v)
+                 for k, v in vars(self).items()}
+        try:
+            return self.kernel_block(stmt)
+        except SimtUse:
+            vars(self).clear()
+            vars(self).update(saved)
+            self.simt_pending = True
+            try:
+                return self.kernel_block(stmt)
+            finally:
+                self.simt_pending = False
+
+    def simt_use(self, node) -> SimtUse:
+        """The error at a per-thread use of a thread index outside per-thread mode."""
+        e = self.error(node, SIMT_ADVICE)
+        return SimtUse(e.loc, e.source_line)
+
+    def start_threads(self, call) -> None:
+        """In per-thread mode, the threads of the block `call` (a T.Kernel) launches."""
+        self.simt = None
+        if not getattr(self, "simt_pending", False):
+            return
+        node = next((k.value for k in call.keywords if k.arg == "threads"), None)
+        value = 128 if node is None else self.eval(node)  # TileLang's default block size
+        extents = tuple(value) if isinstance(value, (list, tuple)) else (value,)
+        extents = tuple(self.resolved(e, node) for e in extents)
+        if not 1 <= len(extents) <= 3 or not all(type(e) is int and e > 0 for e in extents):
+            raise self.error(node or call, "per-thread code (T.get_thread_binding() used as a "
+                                           "value) needs threads= of 1-3 positive constant ints")
+        names = tuple(self.fresh_var("tx") for _ in extents)
+        self.simt = Threads(names, extents)
+        self.var_ranges.update({n: (0, e - 1) for n, e in zip(names, extents)})
+
+    def thread_index(self, dim: int):
+        return Var(self.simt.names[dim]) if dim < len(self.simt.names) else as_expr(0)
+
+    def per_thread_shape(self, name: str, kind: str, shape: tuple, call) -> tuple:
+        """The shape of a tile allocated in per-thread code (alloc_local: one row per thread)."""
+        if self.simt is None:
+            return shape
+        if kind == "alloc_var":
+            raise self.error(call, "T.alloc_var in per-thread (SIMT) code would be one scalar "
+                                   "shared by the block's threads here; write "
+                                   "T.alloc_local((1,), dtype) and index it with [0]")
+        if kind != "alloc_local":
+            return shape
+        self.simt.per_thread.add(name)
+        return self.simt.extents + shape
+
+    def own_row(self, buf: Buffer, idx: tuple) -> tuple:
+        """The indices of a per-thread tile's element: the thread's own row first."""
+        if self.simt is None or buf.name not in self.simt.per_thread:
+            return idx
+        return tuple(Var(n) for n in self.simt.names) + idx
+
+    def per_thread_dims(self, buf: Buffer) -> int:
+        return len(self.simt.names) if self.simt and buf.name in self.simt.per_thread else 0
+
+    def warp_shuffle(self, n):
+        """`T.tvm_warp_shuffle(mask, value, lane, width, warp_size)`: `value` as thread
+        `t - t % width + lane % width` computes it (t the linear thread index)."""
+        if self.simt is None:
+            raise self.simt_use(n)
+        if len(n.args) != 5 or n.keywords:
+            raise self.error(n, "T.tvm_warp_shuffle(mask, value, lane, width, warp_size)")
+        _, value, lane, width, _ = (self.eval(a) for a in n.args)
+        names, extents = self.simt.names, self.simt.extents
+        t, stride = as_expr(0), 1
+        for name, e in zip(names, extents):
+            t, stride = binop("+", t, binop("*", Var(name), stride)), stride * e
+        src = binop("+", binop("-", t, binop("%", t, width)), binop("%", lane, width))
+        source, stride = {}, 1
+        for name, e in zip(names, extents):
+            source[name], stride = binop("%", binop("//", src, stride), e), stride * e
+        return transform(as_expr(value), lambda x: source.get(x.name, x)
+                         if isinstance(x, Var) else x)
+
+    def thread_atomic(self, kind: str, buf: Buffer, idx: tuple, update, call) -> list:
+        """An atomic update in per-thread code: once per thread of the block, in thread order.
+
+            T.atomic_add(s[tn], v)   ->   for t0 in serial(T0): for t1 in serial(T1): s[t0] += v
+        """
+        loops = {n: self.fresh_var("t") for n in self.simt.names}
+        self.simt.serial.update(loops.values())
+        body = transform(Store(buf, idx, as_expr(update), self.loc(call)),
+                         lambda x: Var(loops[x.name]) if isinstance(x, Var) and x.name in loops
+                         else x)
+        for name, e in reversed(list(zip(self.simt.names, self.simt.extents))):
+            body = For((loops[name],), (as_expr(e),), "serial", (body,), 0, self.loc(call))
+        return [body]
+
+    # --------------------------------------------------------------------------- statements
+
+    def threads_of(self, node) -> set:
+        names = set(self.simt.names)
+        return {x.name for x in walk(node) if isinstance(x, Var) and x.name in names}
+
+    def thread_maps(self, items, s, pred=None) -> list:
+        """The statements `items` (traced at statement `s`) with their per-thread element
+        assignments as maps over the threads, under the per-thread predicate `pred`."""
+        out = []
+        for x in items:
+            if isinstance(x, Store):
+                out.append(self.map_store(x, s, pred))
+            elif isinstance(x, For) and x.kind == "parallel":
+                out.append(self.widened_map(x, pred))
+            elif isinstance(x, For) and x.vars[0] in self.simt.serial:  # a per-thread atomic
+                out.append(self.predicated_atomic(x, pred, s))
+            elif isinstance(x, For):
+                if any(self.threads_of(e) for e in x.extents):
+                    raise self.error(s, "a loop whose trip count depends on the thread index "
+                                        "has no lockstep meaning; loop to the largest count and "
+                                        "guard the body with `if`")
+                self.check_predicate(pred, x, s)
+                out.append(For(x.vars, x.extents, x.kind, tuple(self.thread_maps(x.body, s, pred)),
+                               x.num_stages, x.loc))
+            elif isinstance(x, If) and self.threads_of(x.cond):
+                self.check_predicate(x.cond, x, s)
+                out += self.thread_maps(x.then_body, s, _and(pred, x.cond))
+                out += self.thread_maps(x.else_body, s, _and(pred, Call("not", (x.cond,))))
+            elif isinstance(x, If):
+                self.check_predicate(pred, x, s)
+                out.append(If(x.cond, tuple(self.thread_maps(x.then_body, s, pred)),
+                              tuple(self.thread_maps(x.else_body, s, pred)), x.loc))
+            elif isinstance(x, Alloc):
+                out.append(x)
+            else:
+                if pred is not None:
+                    raise self.error(s, "a tile operation under a per-thread condition (an `if` "
+                                        "on the thread index) has no lockstep meaning; run it "
+                                        "for the whole block, outside the `if`")
+                if any(self.threads_of(n) for n in walk_own(x)):
+                    raise self.error(s, "a tile operation whose region depends on the thread "
+                                        "index: write the threads' work as element assignments "
+                                        "(a map over the threads) or one tile operation for "
+                                        "the block")
+                out.append(x)
+        return out
+
+    def map_store(self, st: Store, s, pred):
+        dims = self.threads_of(st) | (self.threads_of(pred) if pred is not None else set())
+        if not dims:
+            return st if pred is None else If(pred, (st,), (), st.loc)
+        if st.buffer.scope == "var":
+            raise self.error(s, f"'{st.buffer.name}' is one scalar of the block here, and this "
+                                "per-thread assignment writes it from every thread; write "
+                                "T.alloc_local((1,), dtype) for a per-thread scalar")
+        names = tuple(n for n in self.simt.names if n in dims)
+        body = st if pred is None else If(pred, (st,), (), st.loc)
+        return For(names, self.thread_extents(names), "parallel", (body,), 0, st.loc)
+
+    def widened_map(self, loop: For, pred):
+        dims = self.threads_of(loop) | (self.threads_of(pred) if pred is not None else set())
+        names = tuple(n for n in self.simt.names if n in dims and n not in loop.vars)
+        body = loop.body if pred is None else (If(pred, loop.body, (), loop.loc),)
+        if not names and pred is None:
+            return loop
+        return For(names + loop.vars, self.thread_extents(names) + loop.extents, "parallel",
+                   body, loop.num_stages, loop.loc)
+
+    def predicated_atomic(self, loop: For, pred, s):
+        if pred is None:
+            return loop
+        self.check_predicate(pred, loop, s)
+        names, inner = [], loop
+        while isinstance(inner, For):
+            names.append(inner.vars[0])
+            inner = inner.body[0]
+        rename = dict(zip(self.simt.names, names))
+        cond = transform(pred, lambda x: Var(rename[x.name]) if isinstance(x, Var)
+                         and x.name in rename else x)
+
+        def rebuild(f):
+            body = f.body[0]
+            inner_body = rebuild(body) if isinstance(body, For) else If(cond, (body,), (), f.loc)
+            return For(f.vars, f.extents, f.kind, (inner_body,), f.num_stages, f.loc)
+        return rebuild(loop)
+
+    def check_predicate(self, pred, stmt, s) -> None:
+        """A per-thread condition moved into its branches' statements must not read what
+        they write (it is evaluated again at each of them)."""
+        if pred is None:
+            return
+        read = {x.buffer.name for x in walk(pred) if isinstance(x, Load)}
+        hit = read & written_names(stmt)
+        if hit:
+            raise self.error(s, f"this per-thread condition reads '{sorted(hit)[0]}', which its "
+                                "branch writes; copy the value into a per-thread local "
+                                "(T.alloc_local) before the `if`")
+
+    def thread_extents(self, names) -> tuple:
+        ext = dict(zip(self.simt.names, self.simt.extents))
+        return tuple(as_expr(ext[n]) for n in names)
+
+
+def _and(pred, cond):
+    return cond if pred is None else binop("and", pred, cond)
+
