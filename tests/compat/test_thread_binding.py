@@ -1,14 +1,9 @@
-"""`T.get_thread_binding()`: this machine has no GPU threads (a core's scalar unit runs the code
-once), so the one-thread guard `if tx == 0:` keeps its meaning (it holds, once per core) and
-`tx != 0` is false; any per-thread (SIMT) use, as an index, in arithmetic or another
-comparison, is a CompileError at that use saying what to write instead (a T.Parallel map).
+"""`T.get_thread_binding()` as the one-thread guard: `if tx == 0:` holds (once per core) and
+`tx != 0` is false, without per-thread code (per-thread uses: test_simt.py).
 Also T.fill / T.clear of one element (`T.fill(s[0], 0)`, TileLang's topk_selector)."""
-import numpy as np
-import pytest
 
 import tilelang_mini
 import tilelang_mini.language as T
-from tilelang_mini import CompileError
 
 from util import close, f64, rand
 
@@ -49,59 +44,3 @@ def test_one_thread_guard_holds_once(target, monkeypatch):
     (ss, cs), _ = kern.simulate(*args)
     close(ss, f64(x).sum(1), reduce_len=16)
     assert cs.tolist() == [6] * 4
-
-
-def simt_kernels():
-    def as_index(X):
-        N = T.const("N")
-        X: T.Tensor((N,), T.float32)
-        Y = T.empty((N,), T.float32)
-        with T.Kernel(1, threads=N) as bx:
-            tx = T.get_thread_binding(0)
-            Y[tx] = X[tx] * 2.0
-        return Y
-
-    def in_arithmetic(X):
-        N = T.const("N")
-        X: T.Tensor((N,), T.float32)
-        Y = T.empty((N,), T.float32)
-        with T.Kernel(N // 4, threads=4) as bx:
-            tx = T.get_thread_binding()
-            Y[bx * 4 + tx] = X[bx * 4 + tx]
-        return Y
-
-    def in_a_comparison(X):
-        N = T.const("N")
-        X: T.Tensor((N,), T.float32)
-        Y = T.empty((N,), T.float32)
-        with T.Kernel(1, threads=N) as bx:
-            tx = T.get_thread_binding()
-            if tx < 4:
-                Y[0] = X[0]
-        return Y
-
-    def in_a_region(X):
-        N = T.const("N")
-        X: T.Tensor((N, 8), T.float32)
-        Y = T.empty((N, 8), T.float32)
-        with T.Kernel(1, threads=N) as bx:
-            tx = T.get_thread_binding()
-            t = T.alloc_fragment((8,), T.float32)
-            T.copy(X[tx, :], t)
-            T.copy(t, Y[0, :])
-        return Y
-
-    return [(as_index, "Y[tx]"), (in_arithmetic, "bx * 4 + tx"), (in_a_comparison, "tx < 4"),
-            (in_a_region, "X[tx, :]")]
-
-
-@pytest.mark.parametrize("fn, where", simt_kernels(), ids=lambda v: getattr(v, "__name__", ""))
-def test_per_thread_use_is_a_located_error_with_advice(fn, where):
-    f = tilelang_mini.jit(fn)
-    x = np.zeros((16,) if fn.__name__ != "in_a_region" else (16, 8), np.float32)
-    with pytest.raises(CompileError) as info:
-        f(x)
-    err = info.value
-    assert err.loc.file == __file__, str(err)
-    assert where in str(err).split("\n")[1]
-    assert "T.Parallel" in err.message and "== 0" in err.message and "SIMT" in err.message

@@ -16,10 +16,11 @@ class Marker:
 
 
 class ThreadIndex:
-    """What `T.get_thread_binding(dim)` evaluates to: a GPU thread's index. This machine has no
-    threads (the scalar unit of a core runs the kernel's code once), so the only use with a
-    meaning is the one-thread guard `tx == 0` (true) / `tx != 0` (false); every other use is
-    per-thread (SIMT) code, a located error with `SIMT_ADVICE`."""
+    """What `T.get_thread_binding(dim)` evaluates to in a first trace: a GPU thread's index.
+    The one-thread guard `tx == 0` (true) / `tx != 0` (false) and the thread groups of tile
+    work (`if tx < c:`, control.thread_split) keep their meaning with it; any other use is
+    per-thread (SIMT) code: `SimtUse`, and the kernel block is traced again in per-thread
+    mode (simt.py), where the index is an IR variable of the threads' map."""
 
     def __init__(self, dim: int):
         self.dim = dim
@@ -29,13 +30,9 @@ class ThreadIndex:
 
 
 SIMT_ADVICE = (
-    "T.get_thread_binding() is a GPU thread's index, and this use of it (an index, arithmetic "
-    "or a comparison other than == 0) makes the code per-thread (SIMT); this machine has no "
-    "threads (a vector core works on whole tiles, its scalar unit runs the code once). Write "
-    "the threads' work as a map, `for tx in T.Parallel(threads): ...`, with per-thread locals "
-    "as tiles indexed by tx, cross-thread sums as T.reduce_sum and warp shuffles as reads of "
-    "another tx's row; only the one-thread guard `if T.get_thread_binding() == 0:` keeps its "
-    "meaning here (it holds once per core)")
+    "T.get_thread_binding() is a GPU thread's index and this use makes the code per-thread "
+    "(SIMT): it runs here inside `with T.Kernel(..., threads=...)`, the block's threads in "
+    "lockstep (each statement a map over the threads)")
 
 
 class SimtUse(CompileError):

@@ -1,0 +1,212 @@
+"""Per-thread (SIMT) TileLang kernels: `T.get_thread_binding()` used as a value runs the block's
+threads in lockstep, each statement a map over the threads (frontend/simt.py). Kernels in
+TileLang's dialect, on both targets and simulated, against float64 NumPy references; and the
+located errors for what has no lockstep meaning."""
+import numpy as np
+import pytest
+
+import tilelang_mini
+import tilelang_mini.language as T
+from tilelang_mini import CompileError
+
+from util import close, f64, rand
+
+
+@tilelang_mini.jit
+def row_dots(A, B, BLOCK_N: int, BLOCK_K: int):
+    """One thread per row of the block's BLOCK_N rows (TileLang's default 128 threads), a
+    per-thread accumulator, the shared vector loaded by every thread."""
+    N, K = T.const("N, K")
+    A: T.Tensor((K,), T.float16)
+    B: T.Tensor((N, K), T.float16)
+    C = T.empty((N,), T.float32)
+    with T.Kernel(T.ceildiv(N, BLOCK_N)) as bn:
+        tn = T.get_thread_binding(0)
+        a_s = T.alloc_shared((BLOCK_K,), T.float16)
+        b_s = T.alloc_shared((BLOCK_N, BLOCK_K), T.float16)
+        acc = T.alloc_local((1,), T.float32)
+        T.clear(acc)
+        for bk in T.serial(K // BLOCK_K):
+            for tk in T.serial(BLOCK_K):
+                a_s[tk] = A[bk * BLOCK_K + tk]
+                b_s[tn, tk] = B[bn * BLOCK_N + tn, bk * BLOCK_K + tk]
+            for tk in T.serial(BLOCK_K):
+                acc[0] += a_s[tk].astype(T.float32) * b_s[tn, tk].astype(T.float32)
+        C[bn * BLOCK_N + tn] = acc[0]
+    return C
+
+
+def test_one_thread_per_row(target, monkeypatch):
+    monkeypatch.setenv("TILELANG_MINI_TARGET", target)
+    a, b = rand((64,), "float16", seed=1), rand((256, 64), "float16", seed=2)
+    want = f64(b) @ f64(a)
+    close(row_dots(a, b, 128, 16), want, reduce_len=64)
+    kern, args = row_dots.kernel_for(a, b, 128, 16)
+    c, _ = kern.simulate(*args)
+    close(c, want, reduce_len=64)
+
+
+@tilelang_mini.jit
+def split_sums(X, BN: int, BK: int):
+    """2-D threads (BN, BK): each (tn, tk) sums a strided part of row tn, the parts meet in a
+    shared tile through T.atomic_add; `if tk == 0` zeroes it, `if tn < 2` writes a flag."""
+    N, K = T.const("N, K")
+    X: T.Tensor((N, K), T.float32)
+    S = T.empty((N,), T.float32)
+    F = T.empty((N,), T.int32)
+    with T.Kernel(N // BN, threads=(BN, BK)) as bn:
+        tn = T.get_thread_binding(0)
+        tk = T.get_thread_binding(1)
+        part = T.alloc_local((1,), T.float32)
+        s = T.alloc_shared((BN,), T.float32)
+        count = T.alloc_shared((1,), T.int32)
+        if tk == 0:
+            s[tn] = 0
+        count[0] = 0
+        T.sync_threads()
+        T.clear(part)
+        for k in T.serial(K // BK):
+            part[0] += X[bn * BN + tn, k * BK + tk]
+        T.atomic_add(s[tn], part[0])
+        T.atomic_add(count[0], 1)
+        T.sync_threads()
+        S[bn * BN + tn] = s[tn]
+        if tn < 2:
+            F[bn * BN + tn] = count[0]
+        else:
+            F[bn * BN + tn] = -tn
+    return S, F
+
+
+def test_two_dimensional_threads_with_atomics(target, monkeypatch):
+    monkeypatch.setenv("TILELANG_MINI_TARGET", target)
+    x = rand((16, 32), seed=3)
+    want_f = np.array([8 * 4 if i % 8 < 2 else -(i % 8) for i in range(16)])
+    s, f = split_sums(x, 8, 4)
+    close(s, f64(x).sum(1), reduce_len=32)
+    assert f.tolist() == want_f.tolist()
+    kern, args = split_sums.kernel_for(x, 8, 4)
+    (ss, fs), _ = kern.simulate(*args)
+    close(ss, f64(x).sum(1), reduce_len=32)
+    assert fs.tolist() == want_f.tolist()
+
+
+@T.macro
+def butterfly(vals, other, rounds):
+    tx = T.get_thread_binding(0)
+    for r in T.serial(rounds):
+        partner = tx ^ (1 << r)
+        for j in T.serial(2):
+            other[j] = T.tvm_warp_shuffle(0xFFFFFFFF, vals[j], partner, 8, 8)
+            vals[j] = T.if_then_else((tx >> r) & 1 == 0, vals[j] + other[j], other[j] - vals[j])
+
+
+@tilelang_mini.jit
+def walsh_rows(X):
+    """A Walsh-Hadamard transform of each 16-wide row: 8 threads hold 2 elements each, the
+    in-thread pair first, then butterflies across the threads through warp shuffles."""
+    M = T.const("M")
+    X: T.Tensor((M, 16), T.float32)
+    Y = T.empty((M, 16), T.float32)
+    with T.Kernel(M, threads=8) as bx:
+        tx = T.get_thread_binding()
+        vals = T.alloc_local((2,), T.float32)
+        other = T.alloc_local((2,), T.float32)
+        for i in T.vectorized(2):
+            vals[i] = X[bx, tx * 2 + i]
+        vals[0] = vals[0] + vals[1]
+        vals[1] = vals[0] - 2 * vals[1]
+        butterfly(vals, other, 3)
+        for i in T.vectorized(2):
+            Y[bx, tx * 2 + i] = vals[i]
+    return Y
+
+
+def test_warp_shuffle_butterflies(target, monkeypatch):
+    monkeypatch.setenv("TILELANG_MINI_TARGET", target)
+    h = np.array([[1.0]])
+    while h.shape[0] < 16:
+        h = np.block([[h, h], [h, -h]])
+    x = rand((3, 16), seed=4)
+    want = f64(x) @ h
+    close(walsh_rows(x), want, reduce_len=16)
+    kern, args = walsh_rows.kernel_for(x)
+    y, _ = kern.simulate(*args)
+    close(y, want, reduce_len=16)
+
+
+def error_kernels():
+    def region(X):
+        N = T.const("N")
+        X: T.Tensor((N, 8), T.float32)
+        Y = T.empty((N, 8), T.float32)
+        with T.Kernel(1, threads=N) as _:
+            tx = T.get_thread_binding()
+            t = T.alloc_fragment((8,), T.float32)
+            T.copy(X[tx, :], t)
+            T.copy(t, Y[0, :])
+        return Y
+
+    def trip_count(X):
+        N = T.const("N")
+        X: T.Tensor((N, 8), T.float32)
+        Y = T.empty((N, 8), T.float32)
+        with T.Kernel(1, threads=N) as _:
+            tx = T.get_thread_binding()
+            for i in T.serial(tx + 1):
+                Y[tx, i] = X[tx, i]
+        return Y
+
+    def tile_op_under_condition(X):
+        N = T.const("N")
+        X: T.Tensor((N, 8), T.float32)
+        Y = T.empty((N, 8), T.float32)
+        with T.Kernel(1, threads=N) as _:
+            tx = T.get_thread_binding()
+            t = T.alloc_fragment((8,), T.float32)
+            if tx < 3:
+                T.fill(t, 1.0)
+            Y[tx, 0] = t[0]
+        return Y
+
+    def scalar_var(X):
+        N = T.const("N")
+        X: T.Tensor((N, 8), T.float32)
+        Y = T.empty((N, 8), T.float32)
+        with T.Kernel(1, threads=N) as _:
+            tx = T.get_thread_binding()
+            v = T.alloc_var(T.float32)
+            v = X[tx, 0]
+            Y[tx, 0] = v
+        return Y
+
+    def condition_reads_its_write(X):
+        N = T.const("N")
+        X: T.Tensor((N, 8), T.float32)
+        Y = T.empty((N, 8), T.float32)
+        with T.Kernel(1, threads=N) as _:
+            tx = T.get_thread_binding()
+            s = T.alloc_shared((N,), T.float32)
+            s[tx] = X[tx, 0]
+            if s[tx] > 0:
+                s[tx] = 0.0
+                Y[tx, 0] = s[tx]
+        return Y
+
+    return [(region, "T.copy(X[tx, :], t)", "region depends on the thread"),
+            (trip_count, "T.serial(tx + 1)", "trip count depends on the thread"),
+            (tile_op_under_condition, "if tx < 3", "tile operation under a per-thread"),
+            (scalar_var, "T.alloc_var(T.float32)", "T.alloc_local((1,), dtype)"),
+            (condition_reads_its_write, "if s[tx] > 0", "reads 's'")]
+
+
+@pytest.mark.parametrize("fn, where, what", error_kernels(),
+                         ids=lambda v: getattr(v, "__name__", ""))
+def test_no_lockstep_meaning_is_a_located_error(fn, where, what):
+    f = tilelang_mini.jit(fn)
+    with pytest.raises(CompileError) as info:
+        f(np.zeros((16, 8), np.float32))
+    err = info.value
+    assert err.loc.file == __file__, str(err)
+    assert where in str(err).split("\n")[1], str(err)
+    assert what in err.message, err.message
