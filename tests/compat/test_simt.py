@@ -135,6 +135,29 @@ def test_warp_shuffle_butterflies(target, monkeypatch):
     close(y, want, reduce_len=16)
 
 
+@tilelang_mini.jit
+def scaled_rows(X):
+    """TileLang's `T.thread_binding(0, n, thread="threadIdx.y")` as a value: a thread index."""
+    M = T.const("M")
+    X: T.Tensor((M, 8), T.float32)
+    Y = T.empty((M, 8), T.float32)
+    with T.Kernel(M // 4, threads=(8, 4)) as bx:
+        c = T.thread_binding(0, 8, thread="threadIdx.x")
+        r = T.thread_binding(0, 4, thread="threadIdx.y")
+        Y[bx * 4 + r, c] = X[bx * 4 + r, c] * T.cast(r + 1, T.float32)
+    return Y
+
+
+def test_thread_binding_values(target, monkeypatch):
+    monkeypatch.setenv("TILELANG_MINI_TARGET", target)
+    x = rand((8, 8), seed=5)
+    want = f64(x) * (np.arange(8) % 4 + 1)[:, None]
+    close(scaled_rows(x), want)
+    kern, args = scaled_rows.kernel_for(x)
+    y, _ = kern.simulate(*args)
+    close(y, want)
+
+
 def error_kernels():
     def region(X):
         N = T.const("N")
@@ -193,7 +216,17 @@ def error_kernels():
                 Y[tx, 0] = s[tx]
         return Y
 
-    return [(region, "T.copy(X[tx, :], t)", "region depends on the thread"),
+    def wrong_extent(X):
+        N = T.const("N")
+        X: T.Tensor((N, 8), T.float32)
+        Y = T.empty((N, 8), T.float32)
+        with T.Kernel(1, threads=(N, 2)) as _:
+            r = T.thread_binding(0, 4, thread="threadIdx.y")
+            Y[r, 0] = X[r + 1, 0]
+        return Y
+
+    return [(wrong_extent, 'T.thread_binding(0, 4, thread="threadIdx.y")', "threadIdx.y has extent 2"),
+            (region, "T.copy(X[tx, :], t)", "region depends on the thread"),
             (trip_count, "T.serial(tx + 1)", "trip count depends on the thread"),
             (tile_op_under_condition, "if tx < 3", "tile operation under a per-thread"),
             (scalar_var, "T.alloc_var(T.float32)", "T.alloc_local((1,), dtype)"),

@@ -85,7 +85,7 @@ class ExprVisitor:
                 return getattr(T_module, n.attr)
             if dtypes.canonical(n.attr):
                 return n.attr  # T.float16 and friends
-            if n.attr in ("get_thread_binding", "tvm_warp_shuffle"):
+            if n.attr in ("get_thread_binding", "thread_binding", "tvm_warp_shuffle"):
                 return Marker(n.attr)
             self.unknown_name(n.attr, n)
             close = difflib.get_close_matches(n.attr, [*T_module.__all__, *dtypes.DTYPES], n=1)
@@ -323,6 +323,8 @@ class ExprVisitor:
             if type(dim) is not int or not 0 <= dim <= 2 or len(args) > 1:
                 raise self.error(n, "T.get_thread_binding(dim) takes a dimension 0, 1 or 2")
             return ThreadIndex(dim) if self.simt is None else self.thread_index(dim)
+        if name == "thread_binding":
+            return self.bound_thread(n)
         if name == "tvm_warp_shuffle":
             return self.warp_shuffle(n)
         value = self.dialect_intrinsic(name, n)

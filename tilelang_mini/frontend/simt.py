@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 
 from ..ir.analysis import written_names
 from ..ir.nodes import Alloc, Buffer, Call, For, If, Load, Store, Var, transform, walk, walk_own
-from .common import SIMT_ADVICE, SimtUse
+from .common import SIMT_ADVICE, SimtUse, ThreadIndex
 from .exprs import as_expr, binop
 
 
@@ -106,6 +106,24 @@ class Simt:
             return shape
         self.simt.per_thread.add(name)
         return self.simt.extents + shape
+
+    def bound_thread(self, n):
+        """TileLang's `T.thread_binding(0, extent, thread="threadIdx.x")` as a value: the
+        index of thread dimension x (y, z), the same as `T.get_thread_binding(0)` (1, 2)."""
+        a = self.args(n, ["begin", "end", "thread"], {})
+        begin, end = (self.resolved(self.eval(a[k]), a[k]) for k in ("begin", "end"))
+        thread = self.eval(a["thread"])
+        dims = {"threadIdx.x": 0, "threadIdx.y": 1, "threadIdx.z": 2}
+        if thread not in dims or begin != 0 or type(end) is not int:
+            raise self.error(n, 'T.thread_binding(0, extent, thread="threadIdx.x") (or .y, .z) '
+                                "names a thread index of the block")
+        if self.simt is None:
+            return ThreadIndex(dims[thread])
+        extents = self.simt.extents + (1, 1)
+        if end != extents[dims[thread]]:
+            raise self.error(n, f"{thread} has extent {extents[dims[thread]]} in this block "
+                                f"(threads= of T.Kernel), not {end}")
+        return self.thread_index(dims[thread])
 
     def own_row(self, buf: Buffer, idx: tuple) -> tuple:
         """The indices of a per-thread tile's element: the thread's own row first."""

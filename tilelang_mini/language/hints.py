@@ -41,9 +41,7 @@ GPU_ONLY = {
     "alloc_tmem": "T.alloc_fragment or T.alloc_L0C for the accumulator",
     "tcgen05_gemm": "T.gemm", "tcgen05_mma_arrive": "nothing (the cube unit is synchronous)",
     "wgmma_gemm": "T.gemm", "wait_wgmma": "nothing (the cube unit is synchronous)",
-    "get_thread_binding": "T.Parallel over the tile (there are no GPU threads; vector cores "
-                          "work on whole tiles)",
-    "thread_binding": "T.Parallel over the tile", "get_block_binding": "the T.Kernel variables",
+    "get_block_binding": "the T.Kernel variables",
     "alloc_cluster_barrier": "T.set_cross_flag/T.wait_cross_flag between cube and vector cores",
     "ClusterKernel": "T.Kernel", "block_rank_in_cluster": "the T.Kernel variables",
     "ptx_cp_async": "T.copy", "cp_async_barrier_noinc": "nothing",
