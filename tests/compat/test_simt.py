@@ -158,88 +158,49 @@ def test_thread_binding_values(target, monkeypatch):
     close(y, want)
 
 
-def error_kernels():
-    def region(X):
-        N = T.const("N")
-        X: T.Tensor((N, 8), T.float32)
-        Y = T.empty((N, 8), T.float32)
-        with T.Kernel(1, threads=N) as _:
-            tx = T.get_thread_binding()
-            t = T.alloc_fragment((8,), T.float32)
-            T.copy(X[tx, :], t)
-            T.copy(t, Y[0, :])
-        return Y
+ERROR_KERNEL = """
+import tilelang_mini.language as T
+def kernel(X):
+    N = T.const("N")
+    X: T.Tensor((N, 8), T.float32)
+    Y = T.empty((N, 8), T.float32)
+    with T.Kernel(1, threads={threads}) as _:
+        tx = T.get_thread_binding()
+{body}
+    return Y
+"""
 
-    def trip_count(X):
-        N = T.const("N")
-        X: T.Tensor((N, 8), T.float32)
-        Y = T.empty((N, 8), T.float32)
-        with T.Kernel(1, threads=N) as _:
-            tx = T.get_thread_binding()
-            for i in T.serial(tx + 1):
-                Y[tx, i] = X[tx, i]
-        return Y
-
-    def tile_op_under_condition(X):
-        N = T.const("N")
-        X: T.Tensor((N, 8), T.float32)
-        Y = T.empty((N, 8), T.float32)
-        with T.Kernel(1, threads=N) as _:
-            tx = T.get_thread_binding()
-            t = T.alloc_fragment((8,), T.float32)
-            if tx < 3:
-                T.fill(t, 1.0)
-            Y[tx, 0] = t[0]
-        return Y
-
-    def scalar_var(X):
-        N = T.const("N")
-        X: T.Tensor((N, 8), T.float32)
-        Y = T.empty((N, 8), T.float32)
-        with T.Kernel(1, threads=N) as _:
-            tx = T.get_thread_binding()
-            v = T.alloc_var(T.float32)
-            v = X[tx, 0]
-            Y[tx, 0] = v
-        return Y
-
-    def condition_reads_its_write(X):
-        N = T.const("N")
-        X: T.Tensor((N, 8), T.float32)
-        Y = T.empty((N, 8), T.float32)
-        with T.Kernel(1, threads=N) as _:
-            tx = T.get_thread_binding()
-            s = T.alloc_shared((N,), T.float32)
-            s[tx] = X[tx, 0]
-            if s[tx] > 0:
-                s[tx] = 0.0
-                Y[tx, 0] = s[tx]
-        return Y
-
-    def wrong_extent(X):
-        N = T.const("N")
-        X: T.Tensor((N, 8), T.float32)
-        Y = T.empty((N, 8), T.float32)
-        with T.Kernel(1, threads=(N, 2)) as _:
-            r = T.thread_binding(0, 4, thread="threadIdx.y")
-            Y[r, 0] = X[r + 1, 0]
-        return Y
-
-    return [(wrong_extent, 'T.thread_binding(0, 4, thread="threadIdx.y")', "threadIdx.y has extent 2"),
-            (region, "T.copy(X[tx, :], t)", "region depends on the thread"),
-            (trip_count, "T.serial(tx + 1)", "trip count depends on the thread"),
-            (tile_op_under_condition, "if tx < 3", "tile operation under a per-thread"),
-            (scalar_var, "T.alloc_var(T.float32)", "T.alloc_local((1,), dtype)"),
-            (condition_reads_its_write, "if s[tx] > 0", "reads 's'")]
+# (name, threads=, kernel body lines, the line the error points at, what the message says)
+ERRORS = [
+    ("wrong_extent", "(N, 2)", ['r = T.thread_binding(0, 4, thread="threadIdx.y")',
+                                "Y[r, 0] = X[r + 1, 0]"],
+     'T.thread_binding(0, 4, thread="threadIdx.y")', "threadIdx.y has extent 2"),
+    ("region", "N", ["t = T.alloc_fragment((8,), T.float32)", "T.copy(X[tx, :], t)",
+                     "T.copy(t, Y[0, :])"], "T.copy(X[tx, :], t)", "region depends on the thread"),
+    ("trip_count", "N", ["for i in T.serial(tx + 1):", "    Y[tx, i] = X[tx, i]"],
+     "T.serial(tx + 1)", "trip count depends on the thread"),
+    ("tile_op_under_condition", "N", ["t = T.alloc_fragment((8,), T.float32)", "if tx < 3:",
+                                      "    T.fill(t, 1.0)", "Y[tx, 0] = t[0]"],
+     "if tx < 3", "tile operation under a per-thread"),
+    ("scalar_var", "N", ["v = T.alloc_var(T.float32)", "v = X[tx, 0]", "Y[tx, 0] = v"],
+     "v = X[tx, 0]", "T.alloc_local((1,), dtype)"),
+    ("condition_reads_its_write", "N", ["s = T.alloc_shared((N,), T.float32)",
+                                        "s[tx] = X[tx, 0]", "if s[tx] > 0:", "    s[tx] = 0.0",
+                                        "    Y[tx, 0] = s[tx]"], "if s[tx] > 0", "reads 's'"),
+]
 
 
-@pytest.mark.parametrize("fn, where, what", error_kernels(),
-                         ids=lambda v: getattr(v, "__name__", ""))
-def test_no_lockstep_meaning_is_a_located_error(fn, where, what):
-    f = tilelang_mini.jit(fn)
+@pytest.mark.parametrize("name, threads, body, where, what", ERRORS, ids=[e[0] for e in ERRORS])
+def test_no_lockstep_meaning_is_a_located_error(name, threads, body, where, what):
+    import linecache
+    src = ERROR_KERNEL.format(threads=threads, body="\n".join(" " * 8 + ln for ln in body))
+    fname = f"<simt-{name}>"
+    linecache.cache[fname] = (len(src), None, src.splitlines(True), fname)
+    ns = {}
+    exec(compile(src, fname, "exec"), ns)
     with pytest.raises(CompileError) as info:
-        f(np.zeros((16, 8), np.float32))
+        tilelang_mini.jit(ns["kernel"])(np.zeros((16, 8), np.float32))
     err = info.value
-    assert err.loc.file == __file__, str(err)
+    assert err.loc.file == fname, str(err)
     assert where in str(err).split("\n")[1], str(err)
     assert what in err.message, err.message

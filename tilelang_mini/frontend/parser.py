@@ -632,7 +632,7 @@ class KernelBuilder(ExprVisitor, ControlFlow, TileOps, Dialect, TileAscend, Eage
         if scope in ("shared", "fragment"):
             scope = self.expert_home(name, scope) or scope
         unique = self.fresh_buffer_name(name)
-        buf = Buffer(unique, self.per_thread_shape(unique, kind, tuple(shape), call), dt, scope)
+        buf = Buffer(unique, self.per_thread_shape(unique, kind, tuple(shape)), dt, scope)
         self.bind(name, buf)
         alloc = Alloc(buf, None, self.loc(call))
         if init is None:

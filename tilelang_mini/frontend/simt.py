@@ -29,7 +29,7 @@ The first trace treats `T.get_thread_binding()` as GPU-only (the one-thread guar
 the thread groups `tx < c` of tile work keep their meaning there); at the first per-thread use
 (`SimtUse`) the kernel block is traced again in this mode. What has no lockstep meaning here
 (a loop trip count or a tile operation's region that depends on the thread, a tile operation
-under a per-thread condition, a per-thread scalar `T.alloc_var`) is a located
+under a per-thread condition, a per-thread write of a `T.alloc_var` scalar) is a located
 CompileError.
 """
 from __future__ import annotations
@@ -94,15 +94,9 @@ class Simt:
     def thread_index(self, dim: int):
         return Var(self.simt.names[dim]) if dim < len(self.simt.names) else as_expr(0)
 
-    def per_thread_shape(self, name: str, kind: str, shape: tuple, call) -> tuple:
+    def per_thread_shape(self, name: str, kind: str, shape: tuple) -> tuple:
         """The shape of a tile allocated in per-thread code (alloc_local: one row per thread)."""
-        if self.simt is None:
-            return shape
-        if kind == "alloc_var":
-            raise self.error(call, "T.alloc_var in per-thread (SIMT) code would be one scalar "
-                                   "shared by the block's threads here; write "
-                                   "T.alloc_local((1,), dtype) and index it with [0]")
-        if kind != "alloc_local":
+        if self.simt is None or kind != "alloc_local":
             return shape
         self.simt.per_thread.add(name)
         return self.simt.extents + shape
@@ -218,11 +212,12 @@ class Simt:
     def map_store(self, st: Store, s, pred):
         dims = self.threads_of(st) | (self.threads_of(pred) if pred is not None else set())
         if not dims:
-            return st if pred is None else If(pred, (st,), (), st.loc)
+            return st
         if st.buffer.scope == "var":
-            raise self.error(s, f"'{st.buffer.name}' is one scalar of the block here, and this "
-                                "per-thread assignment writes it from every thread; write "
-                                "T.alloc_local((1,), dtype) for a per-thread scalar")
+            raise self.error(s, f"'{st.buffer.name}' (T.alloc_var) is one scalar of the block "
+                                "here, and this per-thread assignment writes it as each "
+                                "thread's own; write T.alloc_local((1,), dtype) for a "
+                                "per-thread scalar")
         names = tuple(n for n in self.simt.names if n in dims)
         body = st if pred is None else If(pred, (st,), (), st.loc)
         return For(names, self.thread_extents(names), "parallel", (body,), 0, st.loc)
