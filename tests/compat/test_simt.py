@@ -204,3 +204,33 @@ def test_no_lockstep_meaning_is_a_located_error(name, threads, body, where, what
     assert err.loc.file == fname, str(err)
     assert where in str(err).split("\n")[1], str(err)
     assert what in err.message, err.message
+
+
+@tilelang_mini.jit
+def swap_pairs(X):
+    """A name bound to a per-thread value and read after a write to what it read (TileLang's
+    let): each thread keeps its own value (a hidden per-thread tile)."""
+    N = T.const("N")
+    X: T.Tensor((N,), T.float32)
+    Y = T.empty((N,), T.float32)
+    with T.Kernel(1, threads=N // 2) as _:
+        tx = T.get_thread_binding()
+        s = T.alloc_shared((N,), T.float32)
+        for i in T.serial(2):
+            s[tx * 2 + i] = X[tx * 2 + i]
+        v = s[tx * 2]
+        s[tx * 2] = s[tx * 2 + 1]
+        s[tx * 2 + 1] = v
+        for i in T.serial(2):
+            Y[tx * 2 + i] = s[tx * 2 + i]
+    return Y
+
+
+def test_per_thread_let(target, monkeypatch):
+    monkeypatch.setenv("TILELANG_MINI_TARGET", target)
+    x = rand((16,), seed=6)
+    want = f64(x).reshape(8, 2)[:, ::-1].reshape(16)
+    close(swap_pairs(x), want)
+    kern, args = swap_pairs.kernel_for(x)
+    y, _ = kern.simulate(*args)
+    close(y, want)

@@ -143,6 +143,8 @@ class Bindings:
             loops = self.parallel_loops
             par = (tuple(n for names, _ in loops for n in names),
                    tuple(e for _, ext in loops for e in ext))
+        if self.simt is not None:  # per-thread code: one value per thread too (simt.py)
+            par = (self.simt.names + par[0], self.simt.extents + par[1])
         cap = Capture(name, value, loc, len(self.open_bodies), par)
         self.open_bodies[-1].append(cap)
         self.captures[(id(self.scopes[-1]), name)] = cap

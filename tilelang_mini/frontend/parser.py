@@ -358,6 +358,8 @@ class KernelBuilder(ExprVisitor, ControlFlow, TileOps, Dialect, TileAscend, Eage
             self.scope_core = "V"
         try:
             body = self.without_implied_flags(self.body(stmt.body))
+            if self.simt is not None:  # values kept at their bindings (Capture) in the body
+                body = self.thread_maps(body, stmt)
         finally:
             if vector_only:
                 self.scope_core = None
