@@ -182,8 +182,6 @@ ERRORS = [
     ("tile_op_under_condition", "N", ["t = T.alloc_fragment((8,), T.float32)", "if tx < 3:",
                                       "    T.fill(t, 1.0)", "Y[tx, 0] = t[0]"],
      "if tx < 3", "tile operation under a per-thread"),
-    ("scalar_var", "N", ["v = T.alloc_var(T.float32)", "v = X[tx, 0]", "Y[tx, 0] = v"],
-     "v = X[tx, 0]", "T.alloc_local((1,), dtype)"),
     ("condition_reads_its_write", "N", ["s = T.alloc_shared((N,), T.float32)",
                                         "s[tx] = X[tx, 0]", "if s[tx] > 0:", "    s[tx] = 0.0",
                                         "    Y[tx, 0] = s[tx]"], "if s[tx] > 0", "reads 's'"),
@@ -234,3 +232,36 @@ def test_per_thread_let(target, monkeypatch):
     kern, args = swap_pairs.kernel_for(x)
     y, _ = kern.simulate(*args)
     close(y, want)
+
+
+@tilelang_mini.jit
+def per_thread_vars(X):
+    """T.alloc_var scalars: `total` keeps a value all threads share (one scalar of the block),
+    `acc` and `k` are written per thread (one per thread), `T.clear`/`+=`/`x[0] =` forms."""
+    N = T.const("N")
+    X: T.Tensor((N, 4), T.float32)
+    Y = T.empty((N,), T.float32)
+    with T.Kernel(1, threads=N) as _:
+        tx = T.get_thread_binding()
+        total = T.alloc_var(T.float32)
+        acc = T.alloc_var(T.float32)
+        k = T.alloc_var(T.int32, init=0)
+        total = X[0, 0]
+        T.clear(acc)
+        for j in T.serial(4):
+            acc += X[tx, j]
+        k[0] = tx % 2
+        if k == 1:
+            acc = acc * 2.0
+        Y[tx] = acc + total
+    return Y
+
+
+def test_per_thread_alloc_var(target, monkeypatch):
+    monkeypatch.setenv("TILELANG_MINI_TARGET", target)
+    x = rand((8, 4), seed=7)
+    want = f64(x).sum(1) * np.where(np.arange(8) % 2 == 1, 2.0, 1.0) + f64(x)[0, 0]
+    close(per_thread_vars(x), want, reduce_len=4)
+    kern, args = per_thread_vars.kernel_for(x)
+    y, _ = kern.simulate(*args)
+    close(y, want, reduce_len=4)

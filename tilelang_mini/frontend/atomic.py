@@ -115,6 +115,9 @@ class Atomics:
                                                "the old value: the Ascend atomic copy-out into GM "
                                                "returns nothing; count with T.reduce_sum / "
                                                "T.cumsum over a tile instead")
+        if self.simt is not None:  # once per thread of the block (simt.py)
+            value = self.cast_value(self.value_arg(a["value"]), buf)
+            return self.thread_atomic_value(buf, idx, lambda old: _OPS[kind](old, value), call)
         loc = self.loc(call)
         prev = Buffer(self.fresh_buffer_name("atomic_prev"), (1,), buf.dtype, "var")
         self.hoisted_allocs[prev.name] = Alloc(prev, None, loc)

@@ -43,6 +43,15 @@ class SimtUse(CompileError):
         super().__init__(SIMT_ADVICE, loc, line)
 
 
+class ThreadScalar(CompileError):
+    """A per-thread write of a block scalar (T.alloc_var) in per-thread code: the kernel block
+    is traced again with that scalar one per thread (simt.py)."""
+
+    def __init__(self, name: str, message: str, loc=None, line=None):
+        super().__init__(message, loc, line)
+        self.name = name
+
+
 class LanguageNamespace:
     """The `T` module as seen inside a kernel."""
 

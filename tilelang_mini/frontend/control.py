@@ -8,8 +8,9 @@ import ast
 import math
 
 from ..ir import dtypes
-from ..ir.nodes import For, If, Load, Store, Var
+from ..ir.nodes import Alloc, Buffer, For, If, Load, Store, Var
 from .atomic import ParallelAtomic
+from .breaks import FLAG, guarded_body, has_break
 from .common import Marker, show
 from .exprs import as_expr, binop, const, is_ir
 
@@ -21,6 +22,8 @@ class ControlFlow:
     def stmt_For(self, s):
         if s.orelse:
             raise self.error(s, "for/else is not supported in a kernel")
+        if has_break(s.body):
+            return self.loop_with_break(s)
         it = s.iter
         names = self.target_names(s.target, s)
         if isinstance(it, ast.Call) and isinstance(it.func, ast.Attribute) \
@@ -56,6 +59,23 @@ class ControlFlow:
             return out
         raise self.error(it, "a kernel loop iterates over T.Parallel, T.Pipelined, T.serial, "
                              "T.unroll, range or a Python list (or enumerate/zip of lists)")
+
+    def loop_with_break(self, s) -> list:
+        """A loop whose body holds `break`: a flag set by the break guards the rest
+        (breaks.py)."""
+        it = s.iter.func if isinstance(s.iter, ast.Call) else None
+        if isinstance(it, ast.Attribute) and it.attr == "Parallel":
+            raise self.error(s, "`break` in a T.Parallel body: its iterations have no order; "
+                                "guard the assignments with `if` instead")
+        name = self.fresh_var(FLAG)
+        unique = self.fresh_buffer_name("break_flag")
+        shape, scope = self.per_thread_alloc(unique, "alloc_var", (1,), "var")
+        flag = Buffer(unique, shape, "int32", scope)
+        self.hoisted_allocs[unique] = Alloc(flag, None, self.loc(s))
+        self.bind(name, flag)
+        loop = ast.copy_location(ast.For(target=s.target, iter=s.iter,
+                                         body=guarded_body(s.body, name), orelse=[]), s)
+        return [Store(flag, self.scalar_index(flag), const(0), self.loc(s))] + self.stmt_For(loop)
 
     def persistent_loop(self, names, call: ast.Call, s) -> list:
         """TileLang's `for bx, by in T.Persistent([d0, d1], wave_size, index):` each block takes

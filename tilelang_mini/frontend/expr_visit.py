@@ -16,7 +16,7 @@ from ..ir.nodes import Buffer, Call, Cast, Load
 from ..language.symbols import SymExpr
 from .common import LanguageNamespace, Marker, ThreadIndex, show
 from .dialect import power
-from .exprs import as_expr, binop, bit_not, const, is_ir, plain_number
+from .exprs import as_expr, binop, bit_not, is_ir, plain_number
 
 
 _BINOPS = {ast.BitAnd: "&", ast.BitOr: "|", ast.BitXor: "^", ast.LShift: "<<", ast.RShift: ">>",
@@ -62,8 +62,8 @@ class ExprVisitor:
 
     def expr_Name(self, n):
         v = self.lookup(n.id, n)
-        if isinstance(v, Buffer) and v.scope == "var":
-            return Load(v, (const(0),))
+        if isinstance(v, Buffer) and self.is_scalar(v):
+            return Load(v, self.scalar_index(v))
         return self.wrap(v)
 
     def wrap(self, v):
@@ -248,7 +248,7 @@ class ExprVisitor:
 
     def expr_Subscript(self, n):
         base = self.eval(n.value)
-        if isinstance(base, Load) and base.buffer.scope == "var":  # x[0] of a scalar
+        if isinstance(base, Load) and self.is_scalar(base.buffer):  # x[0] of a scalar
             base = base.buffer
         if isinstance(base, Buffer):
             return Load(base, self.indices(n, base))

@@ -475,8 +475,9 @@ class KernelBuilder(ExprVisitor, ControlFlow, TileOps, Dialect, TileAscend, Eage
             value = self.eval(s.value)
         if isinstance(target, ast.Name) and not self.is_tiles(value):
             current = self.try_lookup(target.id)
-            if isinstance(current, Buffer) and current.scope == "var":
-                return stmts + [Store(current, (const(0),), as_expr(value), self.loc(s))]
+            if isinstance(current, Buffer) and self.is_scalar(current):
+                return stmts + [Store(current, self.scalar_index(current), as_expr(value),
+                                      self.loc(s))]
         return stmts + self.bind_value(target, value, s)
 
     def bind_value(self, target, value, s) -> list:
@@ -508,9 +509,10 @@ class KernelBuilder(ExprVisitor, ControlFlow, TileOps, Dialect, TileAscend, Eage
             return [self.store(s.target, binop(op, old, self.eval(s.value)), s)]
         if isinstance(s.target, ast.Name):
             current = self.lookup(s.target.id, s.target)
-            if isinstance(current, Buffer) and current.scope == "var":
-                value = binop(op, Load(current, (const(0),)), self.eval(s.value))
-                return [Store(current, (const(0),), as_expr(value), self.loc(s))]
+            if isinstance(current, Buffer) and self.is_scalar(current):
+                idx = self.scalar_index(current)
+                value = binop(op, Load(current, idx), self.eval(s.value))
+                return [Store(current, idx, as_expr(value), self.loc(s))]
             self.bind(s.target.id, binop(op, current, self.eval(s.value)))
             return []
         raise self.error(s.target, "unsupported assignment target")
@@ -527,7 +529,7 @@ class KernelBuilder(ExprVisitor, ControlFlow, TileOps, Dialect, TileAscend, Eage
         if isinstance(buf, TileView):
             idx = buf.base_indices(self.view_indices(target, buf))
             return Store(buf.base, idx, as_expr(value), self.loc(node))
-        if isinstance(buf, Load) and buf.buffer.scope == "var":  # x[0] = v on a scalar
+        if isinstance(buf, Load) and self.is_scalar(buf.buffer):  # x[0] = v on a scalar
             buf = buf.buffer
         if not isinstance(buf, Buffer):
             raise self.error(target, "only buffers can be assigned element-wise")
@@ -634,14 +636,15 @@ class KernelBuilder(ExprVisitor, ControlFlow, TileOps, Dialect, TileAscend, Eage
         if scope in ("shared", "fragment"):
             scope = self.expert_home(name, scope) or scope
         unique = self.fresh_buffer_name(name)
-        buf = Buffer(unique, self.per_thread_shape(unique, kind, tuple(shape)), dt, scope)
+        shape, scope = self.per_thread_alloc(unique, kind, tuple(shape), scope)
+        buf = Buffer(unique, shape, dt, scope)
         self.bind(name, buf)
         alloc = Alloc(buf, None, self.loc(call))
         if init is None:
             return alloc
         if not (is_ir(init) or isinstance(init, (int, float))):
             raise self.error(call, f"init must be a number or an expression, got {show(init)}")
-        return [alloc, Store(buf, (const(0),), as_expr(init), self.loc(call))]
+        return [alloc, Store(buf, self.scalar_index(buf), as_expr(init), self.loc(call))]
 
     def stmt_With(self, s):
         call = s.items[0].context_expr

@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 
 from ..ir.analysis import written_names
 from ..ir.nodes import Alloc, Buffer, Call, For, If, Load, Store, Var, transform, walk, walk_own
-from .common import SIMT_ADVICE, SimtUse, ThreadIndex
+from .common import SIMT_ADVICE, SimtUse, ThreadIndex, ThreadScalar
 from .exprs import as_expr, binop
 
 
@@ -49,6 +49,7 @@ class Threads:
     extents: tuple
     per_thread: set = field(default_factory=set)  # names of the per-thread tiles (alloc_local)
     serial: set = field(default_factory=set)  # loop variables of the per-thread atomic loops
+    scalar_names: set = field(default_factory=set)  # T.alloc_var scalars made one per thread
 
 
 class Simt:
@@ -56,19 +57,26 @@ class Simt:
 
     def traced_block(self, stmt):
         """kernel_block(stmt), traced again in per-thread mode when the first trace meets a
-        per-thread use of a thread index (the builder's state is restored in between)."""
+        per-thread use of a thread index, and again with each T.alloc_var scalar that a
+        per-thread assignment writes made one per thread (the builder's state is restored
+        before each trace)."""
         saved = {k: (v.copy() if isinstance(v, (list, dict, set)) else v)
                  for k, v in vars(self).items()}
-        try:
-            return self.kernel_block(stmt)
-        except SimtUse:
-            vars(self).clear()
-            vars(self).update(saved)
-            self.simt_pending = True
+        self.simt_scalars = set()
+        while True:
             try:
                 return self.kernel_block(stmt)
+            except SimtUse:
+                retry = {"simt_pending": True, "simt_scalars": set()}
+            except ThreadScalar as e:
+                if e.name in self.simt_scalars:
+                    raise
+                retry = {"simt_pending": True, "simt_scalars": self.simt_scalars | {e.name}}
             finally:
                 self.simt_pending = False
+            vars(self).clear()
+            vars(self).update({k: (v.copy() if isinstance(v, (list, dict, set)) else v)
+                               for k, v in saved.items()}, **retry)
 
     def simt_use(self, node) -> SimtUse:
         """The error at a per-thread use of a thread index outside per-thread mode."""
@@ -78,7 +86,9 @@ class Simt:
     def start_threads(self, call) -> None:
         """In per-thread mode, the threads of the block `call` (a T.Kernel) launches."""
         self.simt = None
-        if not getattr(self, "simt_pending", False):
+        pending = getattr(self, "simt_pending", False)
+        self.simt_pending = False  # not for the kernel blocks after this one
+        if not pending:
             return
         node = next((k.value for k in call.keywords if k.arg == "threads"), None)
         value = 128 if node is None else self.eval(node)  # TileLang's default block size
@@ -88,18 +98,27 @@ class Simt:
             raise self.error(node or call, "per-thread code (T.get_thread_binding() used as a "
                                            "value) needs threads= of 1-3 positive constant ints")
         names = tuple(self.fresh_var("tx") for _ in extents)
-        self.simt = Threads(names, extents)
+        self.simt = Threads(names, extents, scalar_names=set(self.simt_scalars))
         self.var_ranges.update({n: (0, e - 1) for n, e in zip(names, extents)})
 
     def thread_index(self, dim: int):
         return Var(self.simt.names[dim]) if dim < len(self.simt.names) else as_expr(0)
 
-    def per_thread_shape(self, name: str, kind: str, shape: tuple) -> tuple:
-        """The shape of a tile allocated in per-thread code (alloc_local: one row per thread)."""
-        if self.simt is None or kind != "alloc_local":
-            return shape
+    def per_thread_alloc(self, name: str, kind: str, shape: tuple, scope: str) -> tuple:
+        """(shape, scope) of a tile allocated in per-thread code: T.alloc_local gets one row
+        per thread, and so does a T.alloc_var scalar that a per-thread assignment writes."""
+        if self.simt is None or not (kind == "alloc_local" and scope != "var"
+                                     or scope == "var" and name in self.simt.scalar_names):
+            return shape, scope
         self.simt.per_thread.add(name)
-        return self.simt.extents + shape
+        return self.simt.extents + shape, "fragment"
+
+    def is_scalar(self, buf: Buffer) -> bool:
+        """Whether a name of `buf` reads and writes its one element (T.alloc_var)."""
+        return buf.scope == "var" or (self.simt is not None and buf.name in self.simt.scalar_names)
+
+    def scalar_index(self, buf: Buffer) -> tuple:
+        return self.own_row(buf, (as_expr(0),))
 
     def bound_thread(self, n):
         """TileLang's `T.thread_binding(0, extent, thread="threadIdx.x")` as a value: the
@@ -152,14 +171,36 @@ class Simt:
 
             T.atomic_add(s[tn], v)   ->   for t0 in serial(T0): for t1 in serial(T1): s[t0] += v
         """
+        return [self.thread_loop([Store(buf, idx, as_expr(update), self.loc(call))], call)]
+
+    def thread_atomic_value(self, buf: Buffer, idx: tuple, update_of, call):
+        """`old = T.atomic_add(s[k], v, return_prev=True)` in per-thread code: each thread's
+        old value in a per-thread tile, the threads in thread order:
+
+            for t in serial(T0): prev[t, 0] = s[k]; s[k] = prev[t, 0] + v
+        """
+        prev = Buffer(self.fresh_buffer_name("atomic_prev"), self.simt.extents + (1,),
+                      buf.dtype, "fragment")
+        self.simt.per_thread.add(prev.name)
+        self.hoisted_allocs[prev.name] = Alloc(prev, None, self.loc(call))
+        old = Load(prev, self.scalar_index(prev))
+        loc = self.loc(call)
+        loop = self.thread_loop([Store(prev, old.indices, Load(buf, idx), loc),
+                                 Store(buf, idx, as_expr(update_of(old)), loc)], call)
+        self.open_bodies[-1].append(loop)
+        self.stale_reads_of([loop], call)
+        return old
+
+    def thread_loop(self, stores, call) -> For:
+        """`stores` once per thread of the block, in thread order (serial loops over the
+        thread dimensions, their variables in place of the thread indices)."""
         loops = {n: self.fresh_var("t") for n in self.simt.names}
         self.simt.serial.update(loops.values())
-        body = transform(Store(buf, idx, as_expr(update), self.loc(call)),
-                         lambda x: Var(loops[x.name]) if isinstance(x, Var) and x.name in loops
-                         else x)
+        body = tuple(transform(st, lambda x: Var(loops[x.name]) if isinstance(x, Var)
+                               and x.name in loops else x) for st in stores)
         for name, e in reversed(list(zip(self.simt.names, self.simt.extents))):
-            body = For((loops[name],), (as_expr(e),), "serial", (body,), 0, self.loc(call))
-        return [body]
+            body = (For((loops[name],), (as_expr(e),), "serial", body, 0, self.loc(call)),)
+        return body[0]
 
     # --------------------------------------------------------------------------- statements
 
@@ -213,11 +254,13 @@ class Simt:
         dims = self.threads_of(st) | (self.threads_of(pred) if pred is not None else set())
         if not dims:
             return st
-        if st.buffer.scope == "var":
-            raise self.error(s, f"'{st.buffer.name}' (T.alloc_var) is one scalar of the block "
-                                "here, and this per-thread assignment writes it as each "
-                                "thread's own; write T.alloc_local((1,), dtype) for a "
-                                "per-thread scalar")
+        if st.buffer.scope == "var":  # traced again with the scalar one per thread
+            e = self.error(s, f"'{st.buffer.name}' is one scalar of the block, and this "
+                              "per-thread assignment writes it as each thread's own")
+            raise ThreadScalar(st.buffer.name, e.message, e.loc, e.source_line)
+        if not dims <= {n for i in st.indices for n in self.threads_of(i)}:
+            # several threads write one element (`if hit: s[0] = tx`): in thread order
+            return self.predicated_atomic(self.thread_loop([st], s), pred, s)
         names = tuple(n for n in self.simt.names if n in dims)
         body = st if pred is None else If(pred, (st,), (), st.loc)
         return For(names, self.thread_extents(names), "parallel", (body,), 0, st.loc)
@@ -232,22 +275,20 @@ class Simt:
                    body, loop.num_stages, loop.loc)
 
     def predicated_atomic(self, loop: For, pred, s):
+        """A per-thread atomic loop (thread_loop) under a per-thread predicate: the predicate
+        of each thread inside, on the loop variables."""
         if pred is None:
             return loop
         self.check_predicate(pred, loop, s)
-        names, inner = [], loop
-        while isinstance(inner, For):
-            names.append(inner.vars[0])
-            inner = inner.body[0]
-        rename = dict(zip(self.simt.names, names))
-        cond = transform(pred, lambda x: Var(rename[x.name]) if isinstance(x, Var)
-                         and x.name in rename else x)
-
-        def rebuild(f):
-            body = f.body[0]
-            inner_body = rebuild(body) if isinstance(body, For) else If(cond, (body,), (), f.loc)
-            return For(f.vars, f.extents, f.kind, (inner_body,), f.num_stages, f.loc)
-        return rebuild(loop)
+        nest = [loop]
+        for _ in self.simt.names[1:]:
+            nest.append(nest[-1].body[0])
+        rename = {n: Var(f.vars[0]) for n, f in zip(self.simt.names, nest)}
+        body = (If(transform(pred, lambda x: rename.get(x.name, x) if isinstance(x, Var) else x),
+                   nest[-1].body, (), loop.loc),)
+        for f in reversed(nest):
+            body = (For(f.vars, f.extents, f.kind, body, f.num_stages, f.loc),)
+        return body[0]
 
     def check_predicate(self, pred, stmt, s) -> None:
         """A per-thread condition moved into its branches' statements must not read what

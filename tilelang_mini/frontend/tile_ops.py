@@ -164,7 +164,7 @@ class TileOps:
         from ..ir.nodes import Load
         if isinstance(node, ast.Name):
             v = self.eval(node)
-            if isinstance(v, Load) and v.buffer.scope == "var":
+            if isinstance(v, Load) and self.is_scalar(v.buffer):
                 return v.buffer
         return None
 
@@ -174,7 +174,7 @@ class TileOps:
         if var is not None:  # T.clear(x) of an alloc_var: x = 0
             from ..ir.nodes import Store
             zero = const(0) if dtypes.is_int(var.dtype) else const(0.0)
-            return Store(var, (const(0),), zero, self.loc(call))
+            return Store(var, self.scalar_index(var), zero, self.loc(call))
         r = self.full_region(a["buffer"], point_ok=True)
         zero = const(0) if dtypes.is_int(r.buffer.dtype) else const(0.0)
         return Fill(r, zero, self.loc(call))
@@ -189,7 +189,7 @@ class TileOps:
             from ..ir.nodes import Store
             if isinstance(value, int) and not dtypes.is_int(var.dtype):
                 value = float(value)
-            return Store(var, (const(0),), as_expr(value), self.loc(call))
+            return Store(var, self.scalar_index(var), as_expr(value), self.loc(call))
         if isinstance(value, int) and not isinstance(value, bool):
             r0 = self.full_region(a["buffer"], point_ok=True)
             value = value if dtypes.is_int(r0.buffer.dtype) else float(value)
