@@ -265,3 +265,46 @@ def test_per_thread_alloc_var(target, monkeypatch):
     kern, args = per_thread_vars.kernel_for(x)
     y, _ = kern.simulate(*args)
     close(y, want, reduce_len=4)
+
+
+@tilelang_mini.jit
+def compact_positive(X):
+    """Stream compaction with per-thread `return_prev` atomics (each thread gets its own slot),
+    a per-thread `break`, and one element several threads may write (`last = tx`)."""
+    N = T.const("N")
+    X: T.Tensor((N,), T.float32)
+    Y = T.empty((N,), T.float32)
+    C = T.empty((2,), T.int32)
+    with T.Kernel(1, threads=N) as _:
+        tx = T.get_thread_binding()
+        count = T.alloc_shared((1,), T.int32)
+        last = T.alloc_shared((1,), T.int32)
+        pos = T.alloc_var(T.int32)
+        count[0] = 0
+        last[0] = -1
+        Y[tx] = 0.0
+        for r in T.serial(4):
+            if r > 0:
+                break
+            if X[tx] > 0:
+                pos = T.atomic_add(count[0], 1, return_prev=True)
+                Y[pos] = X[tx]
+                last[0] = tx
+        C[0] = count[0]
+        C[1] = last[0]
+    return Y, C
+
+
+def test_per_thread_atomic_values(target, monkeypatch):
+    monkeypatch.setenv("TILELANG_MINI_TARGET", target)
+    x = rand((16,), seed=9)
+    pos = x[x > 0]
+    k = len(pos)
+    y, c = compact_positive(x)
+    assert c.tolist() == [k, int(np.nonzero(x > 0)[0].max())]
+    close(np.sort(y[:k]), np.sort(f64(pos)))  # the slots' order is the threads' race
+    assert not y[k:].any()
+    kern, args = compact_positive.kernel_for(x)
+    (ys, cs), _ = kern.simulate(*args)
+    assert cs.tolist() == c.tolist()
+    close(np.sort(ys[:k]), np.sort(f64(pos)))
