@@ -12,6 +12,14 @@ from tilelang_mini import CompileError
 from util import close, f64, rand
 
 
+def run_and_simulate(f, args, want, reduce_len=1):
+    """`f(*args)` (one output) on the target under test, then simulated: both match `want`."""
+    close(f(*args), want, reduce_len=reduce_len)
+    kern, kargs = f.kernel_for(*args)
+    out, _ = kern.simulate(*kargs)
+    close(out, want, reduce_len=reduce_len)
+
+
 @tilelang_mini.jit
 def row_dots(A, B, BLOCK_N: int, BLOCK_K: int):
     """One thread per row of the block's BLOCK_N rows (TileLang's default 128 threads), a
@@ -40,10 +48,7 @@ def test_one_thread_per_row(target, monkeypatch):
     monkeypatch.setenv("TILELANG_MINI_TARGET", target)
     a, b = rand((64,), "float16", seed=1), rand((256, 64), "float16", seed=2)
     want = f64(b) @ f64(a)
-    close(row_dots(a, b, 128, 16), want, reduce_len=64)
-    kern, args = row_dots.kernel_for(a, b, 128, 16)
-    c, _ = kern.simulate(*args)
-    close(c, want, reduce_len=64)
+    run_and_simulate(row_dots, [a, b, 128, 16], want, 64)
 
 
 @tilelang_mini.jit
@@ -129,10 +134,7 @@ def test_warp_shuffle_butterflies(target, monkeypatch):
         h = np.block([[h, h], [h, -h]])
     x = rand((3, 16), seed=4)
     want = f64(x) @ h
-    close(walsh_rows(x), want, reduce_len=16)
-    kern, args = walsh_rows.kernel_for(x)
-    y, _ = kern.simulate(*args)
-    close(y, want, reduce_len=16)
+    run_and_simulate(walsh_rows, [x], want, 16)
 
 
 @tilelang_mini.jit
@@ -152,10 +154,7 @@ def test_thread_binding_values(target, monkeypatch):
     monkeypatch.setenv("TILELANG_MINI_TARGET", target)
     x = rand((8, 8), seed=5)
     want = f64(x) * (np.arange(8) % 4 + 1)[:, None]
-    close(scaled_rows(x), want)
-    kern, args = scaled_rows.kernel_for(x)
-    y, _ = kern.simulate(*args)
-    close(y, want)
+    run_and_simulate(scaled_rows, [x], want)
 
 
 ERROR_KERNEL = """
@@ -228,10 +227,7 @@ def test_per_thread_let(target, monkeypatch):
     monkeypatch.setenv("TILELANG_MINI_TARGET", target)
     x = rand((16,), seed=6)
     want = f64(x).reshape(8, 2)[:, ::-1].reshape(16)
-    close(swap_pairs(x), want)
-    kern, args = swap_pairs.kernel_for(x)
-    y, _ = kern.simulate(*args)
-    close(y, want)
+    run_and_simulate(swap_pairs, [x], want)
 
 
 @tilelang_mini.jit
@@ -261,10 +257,7 @@ def test_per_thread_alloc_var(target, monkeypatch):
     monkeypatch.setenv("TILELANG_MINI_TARGET", target)
     x = rand((8, 4), seed=7)
     want = f64(x).sum(1) * np.where(np.arange(8) % 2 == 1, 2.0, 1.0) + f64(x)[0, 0]
-    close(per_thread_vars(x), want, reduce_len=4)
-    kern, args = per_thread_vars.kernel_for(x)
-    y, _ = kern.simulate(*args)
-    close(y, want, reduce_len=4)
+    run_and_simulate(per_thread_vars, [x], want, 4)
 
 
 @tilelang_mini.jit
