@@ -413,3 +413,331 @@ def _(m, rng):
         return tuple(c[:s].copy() for c, s in zip(c_list, sizes))
     return [Check(run, ptrs + [offs], {i: mm_nt(a[:s], b.T) for i, (a, b, s) in
                                        enumerate(zip(a_list, b_list, sizes))}, "float16", K)]
+
+
+# ------------------------------------------------------------------ attention family
+
+AMD = "examples/amd/"
+
+
+def gqa_bshd_grads(q, k, v, do, causal):
+    """float64 GQA attention forward and backward on (B, S, H, D) tensors (k, v with H / groups
+    heads): O, the natural log-sum-exp of the scaled scores (B, H, S), Delta (B, H, S), dQ,
+    and dK/dV summed over each KV head's query heads."""
+    from upstream_cases_new2 import attn_grads
+    g = q.shape[2] // k.shape[2]
+    t = lambda x: np.swapaxes(x, 1, 2)   # noqa: E731  (B, S, H, D) <-> (B, H, S, D)
+    o, lse2, delta, dq, dk, dv = attn_grads(t(q), np.repeat(t(k), g, 1), np.repeat(t(v), g, 1),
+                                            t(do), causal)
+    B, H, S, D = dk.shape
+    fold = lambda x: t(x.reshape(B, H // g, g, S, D).sum(2))   # noqa: E731
+    return t(o), lse2 * np.log(2), delta, t(dq), fold(dk), fold(dv)
+
+
+@case("tl/amd/flash_attn_fwd", TL, AMD + "example_amd_flash_attn_fwd.py",
+      "GQA flash attention, persistent over q blocks by a `while bx < n` loop on an alloc_var, "
+      "causal by if_then_else fill before the gemm, coalesced_width copies, k_pack; autotune "
+      "factory with every config given")
+def _(m, rng):
+    from upstream_cases_tl import attn
+    B, H, S, D, G = 1, 4, 256, 64, 2
+    q = rn(rng, (B, S, H, D), "float16")
+    k, v = rn(rng, (B, S, H // G, D), "float16"), rn(rng, (B, S, H // G, D), "float16")
+    return [Check(m["fast_flashattn"](B, H, S, D, causal, G, 64, 64, 3, 128, 1, True, 2, 7, 8, 4),
+                  [q, k, v], {0: attn(q, k, v, causal)}, "float16", S) for causal in (False, True)]
+
+
+@case("tl/amd/flash_attn_bwd", TL, AMD + "example_amd_flash_attn_bwd.py",
+      "GQA attention fwd with natural-log LSE (if/else on -inf in T.Parallel), bwd "
+      "preprocess, bwd with element-wise atomic_add of dQ/dK/dV from a Pipelined loop with a "
+      "causal start (T.floordiv), postprocess copy")
+def _(m, rng):
+    B, H, S, D, G = 1, 4, 128, 64, 2
+    checks = []
+    for causal in (False, True):
+        q, do = rn(rng, (B, S, H, D), "float16"), rn(rng, (B, S, H, D), "float16")
+        k, v = rn(rng, (B, S, H // G, D), "float16"), rn(rng, (B, S, H // G, D), "float16")
+        o, lse, delta, dq, dk, dv = gqa_bshd_grads(q, k, v, do, causal)
+        fwd = m["fast_flashattn"](B, H, S, D, causal, G, 64, 64, 2, 128, 1, True, 2, 7, 8, 4)
+        checks.append(Check(fwd, [q, k, v], {0: o, 1: lse}, "float16", S))
+        o16 = o.astype(np.float16)
+        pre = np.swapaxes((o16.astype(f64) * do).sum(-1), 1, 2)
+        checks.append(Check(m["flashattn_bwd_preprocess"](B, H, S, D), [o16, do], {0: pre},
+                            "float32", D))
+        zeros = [np.zeros(q.shape, np.float32), np.zeros(k.shape, np.float32),
+                 np.zeros(k.shape, np.float32)]
+        bwd = m["flashattn_bwd"](B, H, S, D, causal, G, 64, 32, 1, 128, True, 7)
+        checks.append(Check(bwd, [q, k, v, do, lse.astype(np.float32), delta.astype(np.float32)]
+                            + zeros, {("arg", 6): dq, ("arg", 7): dk, ("arg", 8): dv},
+                            "float16", S))
+    dq32 = rn(rng, (B, S, H, D), "float32")
+    checks.append(Check(m["flashattn_bwd_postprocess"](B, H, S, D), [dq32], {0: dq32.astype(f64)},
+                        "float16"))
+    return checks
+
+
+@case("tl/aws/flash_attention", TL, "examples/aws/flash_attention.py",
+      "persistent flash attention in tensor memory with an annotate_ws_schedule, and its "
+      "warp-specialised twin (GPU-only: located errors expected)")
+def _(m, rng):
+    from upstream_cases_tl import attn
+    from upstream_sweep import with_kwargs
+    q, k, v = (rn(rng, (1, 128, 2, 128), "float16") for _ in range(3))
+    kw = dict(block_M=128, block_N=128, store_block_N=16, dim=128, dtype="float16",
+              accum_dtype="float32", num_stages=2, num_persistent_stages=2)
+    return [Check(with_kwargs(m[name], **kw), [q, k, v], {0: attn(q, k, v)}, "float16", 128)
+            for name in ("flash_attention", "flash_attention_ws")]
+
+
+@case("tl/deepseek_mla/mla_decode_ws", TL, "examples/deepseek_mla/example_mla_decode_ws.py",
+      "MLA decode with producer/consumer warp groups over 384 threads, split and no-split "
+      "(partials as arguments), a softmax scale argument")
+def _(m, rng):
+    from upstream_cases_tl import mla_decode_checks
+    return mla_decode_checks(m, rng, 1, 16, 128, 64, 32, 32, (1, 2), scale_arg=True, scratch=True)
+
+
+@case("tl/warp_specialize/flashmla", TL, "examples/warp_specialize/example_warp_specialize_flashmla.py",
+      "MLA decode written with explicit warp specialisation (GPU-only barriers: located "
+      "expected)")
+def _(m, rng):
+    from upstream_cases_tl import mla_decode_checks
+    return mla_decode_checks(m, rng, 1, 16, 128, 64, 32, 32, (1,), scale_arg=False, scratch=True)
+
+
+@case("tl/deepseek_mla/mla_decode_kv_fp8", TL,
+      "examples/deepseek_mla/experimental/example_mla_decode_kv_fp8.py",
+      "MLA decode with an fp8 (e4m3) latent KV cast to fp16 in shared memory (copy between "
+      "shared tiles of two dtypes), exp2 online softmax")
+def _(m, rng):
+    import ml_dtypes
+    from upstream_cases_cv import sparse_ref
+    B, H, S, D, P = 1, 16, 128, 64, 32
+    q, qp = rn(rng, (B, H, D), "float16"), rn(rng, (B, H, P), "float16")
+    kv = rn(rng, (B, S, 1, D)).astype(ml_dtypes.float8_e4m3fn)
+    kp = rn(rng, (B, S, 1, P), "float16")
+    want = sparse_ref(np.concatenate([q, qp], -1),
+                      np.concatenate([kv[:, :, 0].astype(f64), kp[:, :, 0]], -1), D,
+                      (D + P) ** -0.5)
+    return [Check(m["flashattn"](B, H, 1, S, D, P, 32, 16), [q, qp, kv, kp], {0: want},
+                  "float16", S)]
+
+
+# ------------------------------------------------------------------ indexers, top-k, quantisation
+
+V32 = "examples/deepseek_v32/"
+
+
+def relu_weighted_logits(q, k, w, kscale):
+    """The lightning indexer's logits: sum_h relu(q_h . k_j) * w_h, times k's scale, float64.
+    q [..., H, D], k [..., N, D], w [..., H], kscale [..., N] -> [..., N]."""
+    s = np.einsum("...hd,...nd->...hn", q.astype(f64), k.astype(f64))
+    return (np.maximum(s, 0) * w.astype(f64)[..., None]).sum(-2) * kscale.astype(f64)[..., None, :]
+
+
+def indexer_windows(rng, S, SKV, H, D):
+    """fp8 indexer inputs (queries (S*H, D), keys (SKV, D), key scales, weights (S, H)) and
+    per-query KV windows [ks, ke) inside [0, 192) (no block of 64 from a window's start runs
+    past SKV = 256); the logits with -inf outside each window and the window mask."""
+    import ml_dtypes
+    q = rn(rng, (S * H, D)).astype(ml_dtypes.float8_e4m3fn)
+    kv = rn(rng, (SKV, D)).astype(ml_dtypes.float8_e4m3fn)
+    kscale = (rng.random(SKV) + 0.5).astype(np.float32)
+    w = rn(rng, (S, H), "float32")
+    ks = rng.integers(0, 64, S).astype(np.int32)
+    ke = np.minimum(ks + rng.integers(1, 128, S), 192).astype(np.int32)
+    full = relu_weighted_logits(q.reshape(S, H, D)[:, None], kv[None, None], w[:, None],
+                                kscale[None, None])[:, 0, 0]
+    inside = (np.arange(SKV)[None] >= ks[:, None]) & (np.arange(SKV)[None] < ke[:, None])
+    return (q, kv, kscale, w, ks, ke), full, np.where(inside, full, -np.inf), inside
+
+
+@case("tl/deepseek_v32/fp8_lighting_indexer", TL, V32 + "fp8_lighting_indexer.py",
+      "fp8 lightning indexer: per-query KV windows (min/max over the block by T.serial on "
+      "alloc_vars), T.dynamic sizes, a run-time trip count, T.reshape of a fragment to 3-D, "
+      "reduce_sum over the heads")
+def _(m, rng):
+    from upstream_sweep import with_kwargs
+    S, SKV, H, D = 64, 256, 8, 64
+    args, _, want, inside = indexer_windows(rng, S, SKV, H, D)
+
+    def in_windows(got, want):   # the kernel writes whole blocks of 64 columns from a start
+        from upstream_sweep import tolerance
+        rtol, atol = tolerance("float32", D * H)
+        g = got.astype(f64)
+        ok = np.isclose(g, want, rtol=rtol, atol=atol * 4)
+        assert ok[inside].all(), f"logits: {int((~ok[inside]).sum())} differ in the windows, " \
+            f"max abs err {np.abs(g - want)[inside].max():.3g}"
+    fn = with_kwargs(m["mqa_attn_return_logits"], block_N=64, num_stages=1, threads=128)
+    return [Check(fn, list(args), {0: want}, compare=in_windows)]
+
+
+@case("tl/deepseek_v32/fp8_lighting_indexer_clean_logits", TL, V32 + "fp8_lighting_indexer.py",
+      "the indexer's clean_logits_: -inf outside each query's KV window, per thread by "
+      "T.thread_binding(threadIdx.x) in T.serial steps, GM scalars in Python names")
+def _(m, rng):
+    from upstream_sweep import with_kwargs
+    S, SKV = 64, 256
+    (*_, ks, ke), full, want, inside = indexer_windows(rng, S, SKV, 8, 64)
+    garbage = np.where(inside, full, 7.0).astype(np.float32)
+    clean = with_kwargs(m["clean_logits_"], threads=64, block_K=SKV)   # SKV a multiple of it
+    return [Check(clean, [garbage, ks, ke], {("arg", 0): want}, "float32")]
+
+
+INF = V32 + "inference/kernel.py"
+
+
+@case("tl/deepseek_v32/inference_act_quant", TL, INF,
+      "DeepSeek-V3.2 inference act_quant: reduce_absmax per 128-group, power-of-two scales by "
+      "Python helpers issuing T.reinterpret and bit ops (round_scale) or a plain division, "
+      "clamp, cast to fp8, a 1-trip Pipelined loop, T.dynamic M")
+def _(m, rng):
+    import ml_dtypes
+    M, N = 64, 256
+    checks = []
+    for rs in (False, True):
+        x = rn(rng, (M, N), scale=3.0).astype(ml_dtypes.bfloat16)
+        g = x.astype(f64).reshape(M, N // 128, 128)
+        amax = np.maximum(np.abs(g).max(-1), 1e-4).astype(np.float32)
+        s32 = amax * np.float32(1 / 448.0)
+        s = 2.0 ** np.ceil(np.log2(s32.astype(f64))) if rs else s32.astype(f64)
+        want_q = np.clip(g / s[..., None], -448, 448).reshape(M, N).astype(
+            ml_dtypes.float8_e4m3fn).astype(f64)
+        kern = m["act_quant_kernel"](N, "bfloat16", "float8_e4m3fn", "float32", rs)
+        y, sc = np.zeros((M, N), ml_dtypes.float8_e4m3fn), np.zeros((M, N // 128), np.float32)
+        checks.append(Check(kern, [x, y, sc], {("arg", 1): want_q, ("arg", 2): s},
+                            tol=(0.07, 2 ** -9)))
+    return checks
+
+
+@case("tl/deepseek_v32/inference_fp8_gemm", TL, INF,
+      "DeepSeek-V3.2 inference fp8 GEMM: per-(row, 128-K group) x per-(128x128 block) scales "
+      "folded into a shared column per step, 2xAcc promotion, T.dynamic M, C an argument")
+def _(m, rng):
+    import ml_dtypes
+    M, N, K, G = 64, 256, 384, 128
+    a = rn(rng, (M, K)).astype(ml_dtypes.float8_e4m3fn)
+    b = rn(rng, (N, K)).astype(ml_dtypes.float8_e4m3fn)
+    sa = (rng.random((M, K // G)) + 0.5).astype(np.float32)
+    sb = (rng.random((N // G, K // G)) + 0.5).astype(np.float32)
+    want = np.zeros((M, N))
+    for kk in range(K // G):
+        cols = slice(kk * G, (kk + 1) * G)
+        want += mm_nt(a[:, cols], b[:, cols]) * sa[:, kk:kk + 1] * np.repeat(sb[:, kk], G)[None]
+    kern = m["fp8_gemm_kernel"](N, K, "float32")
+    return [Check(kern, [a, b, np.zeros((M, N), np.float32), sa, sb], {("arg", 2): want},
+                  compare=fp8_cmp(K))]
+
+
+@case("tl/deepseek_v32/inference_fp8_index", TL, INF,
+      "DeepSeek-V3.2 inference fp8 index scores: relu(k . q_h) * q_s summed over heads, times "
+      "k_s; three T.dynamic sizes, allocations inside a Pipelined body, transpose_B gemm")
+def _(m, rng):
+    import ml_dtypes
+    B, Mq, N, H, D = 1, 3, 512, 16, 64
+    q = rn(rng, (B, Mq, H, D)).astype(ml_dtypes.float8_e4m3fn)
+    qs = rn(rng, (B, Mq, H), "float32")
+    k = rn(rng, (B, N, D)).astype(ml_dtypes.float8_e4m3fn)
+    ks = (rng.random((B, N)) + 0.5).astype(np.float32)
+    want = relu_weighted_logits(q, k[:, None], qs, ks[:, None])
+    return [Check(m["fp8_index_kernel"](H, D), [q, qs, k, ks], {0: want}, "float32", D * H)]
+
+
+# ------------------------------------------------------------------ Blackwell (sm100) examples
+
+SM100 = "examples/flash_attention_sm100/"
+TC = "examples/gemm_tcgen05/"
+
+
+def bf16(rng, shape):
+    import ml_dtypes
+    return rn(rng, shape).astype(ml_dtypes.bfloat16)
+
+
+@case("tl/flash_attention_sm100/mha_fwd_bshd", TL, SM100 + "mha_fwd_bshd.py",
+      "Blackwell flash attention: scores and output in tensor memory (T.alloc_tmem), mma_ss "
+      "and mma_ts variants (GPU-only: located errors expected)")
+def _(m, rng):
+    from upstream_cases_tl import attn
+    q, k, v = (bf16(rng, (1, 128, 2, 64)) for _ in range(3))
+    return [Check(m["flashattn"](1, 2, 128, 64, causal, 64, 64, "ss"), [q, k, v],
+                  {0: attn(q, k, v, causal)}, "bfloat16", 128) for causal in (False, True)]
+
+
+@case("tl/flash_attention_sm100/gqa_fwd_bshd", TL, SM100 + "gqa_fwd_bshd.py",
+      "Blackwell GQA flash attention in tensor memory (GPU-only: located expected)")
+def _(m, rng):
+    from upstream_cases_tl import attn
+    q = bf16(rng, (1, 128, 4, 64))
+    k, v = bf16(rng, (1, 128, 2, 64)), bf16(rng, (1, 128, 2, 64))
+    return [Check(m["flashattn"](1, 4, 128, 64, True, 2, 64, 64, "ss"), [q, k, v],
+                  {0: attn(q, k, v, True)}, "bfloat16", 128)]
+
+
+def sm100_bwd_checks(m, rng, groups):
+    """The Blackwell backward examples (no tensor memory in them): fwd (O, log2 lse),
+    preprocess (Delta), bwd (dQ by atomic_add into float32; dK/dV bf16 for MHA, float32
+    atomics for GQA), postprocess; bf16 B,S,H,D tensors, causal and not."""
+    from upstream_cases_new3 import bshd_grads
+    B, H, S, D = 1, 4, 128, 64
+    HK = H // groups
+    gq = dict(groups=groups) if groups > 1 else {}
+    kv_dtype = np.float32 if groups > 1 else None
+    checks = []
+    for causal in (False, True):
+        q, do = bf16(rng, (B, S, H, D)), bf16(rng, (B, S, H, D))
+        k, v = bf16(rng, (B, S, HK, D)), bf16(rng, (B, S, HK, D))
+        o, lse, delta, dq, dk, dv = bshd_grads(q, k, v, do, causal)
+        checks.append(Check(m["flashattn_fwd"](B, H, S, D, causal, 64, 64, **gq), [q, k, v],
+                            {0: o, 1: lse}, "bfloat16", S))
+        o16 = o.astype(q.dtype)
+        pre = np.swapaxes((o16.astype(f64) * do.astype(f64)).sum(-1), 1, 2)
+        checks.append(Check(m["flashattn_bwd_preprocess"](B, H, S, D), [o16, do], {0: pre},
+                            "float32", D, tol=(1e-2, 1e-2)))
+        kvz = [np.zeros(k.shape, kv_dtype or k.dtype) for _ in range(2)]
+        args = [q, k, v, do, lse.astype(np.float32), delta.astype(np.float32),
+                np.zeros(q.shape, np.float32)] + kvz
+        checks.append(Check(m["flashattn_bwd"](B, H, S, D, causal, 64, 64, **gq), args,
+                            {("arg", 6): dq, ("arg", 7): dk, ("arg", 8): dv}, "bfloat16", S))
+    dq32 = rn(rng, (B, S, H, D), "float32")
+    checks.append(Check(m["flashattn_bwd_postprocess"](B, H, S, D), [dq32],
+                        {0: dq32.astype(f64)}, "bfloat16"))
+    return checks
+
+
+@case("tl/flash_attention_sm100/mha_bwd_bshd", TL, SM100 + "mha_bwd_bshd.py",
+      "Blackwell MHA backward: exp2/log2 lse, dQ by atomic_add, T.annotate_layout in the "
+      "postprocess; bf16")
+def _(m, rng):
+    return sm100_bwd_checks(m, rng, 1)
+
+
+@case("tl/flash_attention_sm100/gqa_bwd_bshd", TL, SM100 + "gqa_bwd_bshd.py",
+      "Blackwell GQA backward: K/V heads by bx // groups, dK/dV by float32 atomic_add; bf16")
+def _(m, rng):
+    return sm100_bwd_checks(m, rng, 2)
+
+
+@case("tl/gemm_tcgen05/gemm_mma", TL, TC + "gemm_mma.py",
+      "eager GEMM with TMA lowering and warp specialisation disabled by pass_configs; module "
+      "code that runs the kernel at import (skipped as host code)")
+def _(m, rng):
+    a, b = rn(rng, (128, 64), "float16"), rn(rng, (128, 64), "float16")
+    return [Check(m["matmul"], [a, b, 64, 64, 32], {0: mm_nt(a, b)}, "float16", 64)]
+
+
+@case("tl/gemm_tcgen05/gemm_tcgen5mma", TL, TC + "gemm_tcgen5mma.py",
+      "eager GEMM accumulating in tensor memory (T.alloc_tmem, tcgen5 mma): GPU-only, located "
+      "expected")
+def _(m, rng):
+    a, b = bf16(rng, (128, 64)), bf16(rng, (128, 64))
+    return [Check(m["matmul"], [a, b, 64, 64, 32, False, True, "bfloat16", "bfloat16",
+                                "float32", 2, 128], {0: mm_nt(a, b)}, "bfloat16", 64)]
+
+
+@case("tl/gemm_tcgen05/gemm_tcgen5mma_ws", TL, TC + "gemm_tcgen5mma_ws.py",
+      "warp-specialised tcgen5 GEMM, 1 and 2 CTAs (GPU-only: located expected)")
+def _(m, rng):
+    a, b = bf16(rng, (128, 64)), bf16(rng, (128, 64))
+    return [Check(m[name], [a, b, 64, 64, 32, "bfloat16", "bfloat16", "float32", 2],
+                  {0: mm_nt(a, b)}, "bfloat16", 64) for name in ("gemm", "gemm_2cta")]
