@@ -312,6 +312,8 @@ class KernelBuilder(ExprVisitor, ControlFlow, TileOps, Dialect, TileAscend, Eage
         return buf
 
     def dtype(self, value, node) -> str:
+        if isinstance(value, str) and value == "ptr":  # T.ptr: tables of device pointers
+            raise self.gpu_only("ptr", node)
         name = dtypes.canonical(value)
         if name is None:
             raise self.error(node, f"unsupported dtype {value!r}; expected one of "
@@ -653,6 +655,8 @@ class KernelBuilder(ExprVisitor, ControlFlow, TileOps, Dialect, TileAscend, Eage
             return self.stmt_If(self.if_then_else_blocks(s, call))
         if self.is_call_to(call, "Kernel"):
             raise self.error(s, "a kernel has one `with T.Kernel(...)` block")
+        if isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute):
+            self.unknown_name(call.func.attr, call)  # `with T.ws(0):`: GPU-only, named
         raise self.error(s, "expected `with T.Kernel(...)` or `with T.Scope(...)`")
 
     def stmt_Return(self, s):
