@@ -741,3 +741,106 @@ def _(m, rng):
     a, b = bf16(rng, (128, 64)), bf16(rng, (128, 64))
     return [Check(m[name], [a, b, 64, 64, 32, "bfloat16", "bfloat16", "float32", 2],
                   {0: mm_nt(a, b)}, "bfloat16", 64) for name in ("gemm", "gemm_2cta")]
+
+
+HISA = "examples/dsa_hisa/"
+
+
+@case("tl/dsa_hisa/clean_and_maintain_logits", TL, HISA + "clean_and_maintain_logits.py",
+      "logits masked per query window in place: -inf outside [ks, ke), +inf at ks and ke - 1; "
+      "per thread by T.thread_binding (GPU-only: located expected)")
+def _(m, rng):
+    from upstream_sweep import with_kwargs
+    S, SKV = 16, 256
+    logits = rn(rng, (S, SKV), "float32")
+    ks = rng.integers(0, 100, S).astype(np.int32)
+    ke = (ks + rng.integers(1, 100, S)).astype(np.int32)
+    want = logits.astype(f64)
+    cols = np.arange(SKV)[None]
+    want = np.where((cols < ks[:, None]) | (cols >= ke[:, None]), -np.inf, want)
+    want[np.arange(S), ks] = np.inf
+    want[np.arange(S), ke - 1] = np.inf
+    fn = with_kwargs(m["clean_and_maintain_logits_"], threads=64, block_K=SKV)
+    return [Check(fn, [logits, ks, ke], {("arg", 0): want}, "float32")]
+
+
+@case("tl/dsa_hisa/fp8_block_mean_pooling", TL, HISA + "fp8_block_mean_pooling.py",
+      "mean of fp8 keys times per-token scales over blocks of 128 tokens (a ragged last block: "
+      "clipped copies, rows past it zeroed by nested T.parallel with an if), reduce_sum over "
+      "dim 0, reduce_absmax, re-quantised to fp8 with a per-block scale; two T.empty outputs")
+def _(m, rng):
+    import ml_dtypes
+    from upstream_sweep import with_kwargs
+    N, D, P, BN = 300, 128, 128, 64
+    k = rn(rng, (N, D)).astype(ml_dtypes.float8_e4m3fn)
+    ks = (rng.random(N) + 0.5).astype(np.float32)
+    # the kernel scales in its fp8 tile: products rounded to fp8, then summed in float32
+    prod = (k.astype(np.float32) * ks[:, None]).astype(ml_dtypes.float8_e4m3fn).astype(f64)
+    nb = -(-N // P)
+    mean = np.stack([prod[b * P:min(N, (b + 1) * P)].mean(0) for b in range(nb)])
+    scale = np.maximum(np.abs(mean).max(1) / 448.0, 1e-10)
+    want_k = (mean / scale[:, None]).astype(np.float32).astype(ml_dtypes.float8_e4m3fn)
+
+    def fp8_close(got, want):
+        g = got.astype(np.float32).astype(f64)
+        assert np.allclose(g, want.astype(f64), rtol=0.07, atol=1e-3), \
+            f"pooled fp8 keys: max abs err {np.abs(g - want.astype(f64)).max():.3g}"
+    fn = with_kwargs(m["fp8_native_block_mean_pooling"], dim=D, pooling_block_size=P,
+                     block_N=BN, num_stages=1, threads=128)
+    return [Check(fn, [k, ks], {0: want_k}, compare=fp8_close),
+            Check(fn, [k, ks], {1: scale}, "float32", P)]
+
+
+def sparse_mla_grads(q, kv, do, idx, dim, scale):
+    """Sparse MLA attention (one KV group) forward and backward, float64: query t of head h
+    attends kv rows idx[t] that are <= t (others masked), scores over all dim + tail columns
+    scaled by `scale`, values the first `dim` columns. Returns O, lse (log2 units), Delta,
+    dQ and dKV (summed over heads and selections)."""
+    B, S, H, DQ = q.shape
+    o, lse, delta = np.zeros((B, S, H, dim)), np.zeros((B, S, H)), np.zeros((B, S, H))
+    dq, dkv = np.zeros(q.shape), np.zeros(kv.shape)
+    for b, t in np.ndindex(B, S):
+        ids = idx[b, t, 0]
+        valid = ids <= t
+        rows = kv[b, np.minimum(ids, kv.shape[1] - 1), 0].astype(f64)
+        qq, dd = q[b, t].astype(f64), do[b, t].astype(f64)
+        s = np.where(valid[None], qq @ rows.T * scale, -np.inf)
+        mx = s.max(-1, keepdims=True)
+        p = np.exp(s - mx)
+        den = p.sum(-1, keepdims=True)
+        p /= den
+        o[b, t] = p @ rows[:, :dim]
+        lse[b, t] = (np.log(den[:, 0]) + mx[:, 0]) / np.log(2)
+        delta[b, t] = (o[b, t] * dd).sum(-1)
+        ds = p * (dd @ rows[:, :dim].T - delta[b, t][:, None]) * scale
+        dq[b, t] = ds @ rows
+        g = ds.T @ qq
+        g[:, :dim] += p.T @ dd
+        np.add.at(dkv[b, :, 0], np.minimum(ids, kv.shape[1] - 1), g)
+    return o, lse, delta, dq, dkv
+
+
+@case("tl/deepseek_v32/sparse_mla_bwd", TL, V32 + "sparse_mla_bwd.py",
+      "sparse MLA backward: eager preprocess (Delta), bwd with a bool mask tile, KV rows "
+      "gathered through indices in T.Parallel, dQ as T.empty, dKV by atomic_addx4 scattered "
+      "through the indices in two split stores, postprocess copy")
+def _(m, rng):
+    import ml_dtypes
+    bf = ml_dtypes.bfloat16
+    S, SKV, H, dim, tail, topk = 8, 64, 16, 64, 32, 64
+    from upstream_cases_new4 import causal_sparse_inputs
+    q, kv, idx = causal_sparse_inputs(rng, S, SKV, H, dim + tail, topk, "float32")
+    idx = np.where(idx == SKV, SKV - 1, idx).astype(np.int32)   # padding: a later (masked) row
+    q, kv = q.astype(bf), kv.astype(bf)
+    do = rn(rng, (1, S, H, dim)).astype(bf)
+    scale = (dim + tail) ** -0.5
+    o, lse, delta, dq, dkv = sparse_mla_grads(q, kv, do, idx, dim, scale)
+    o16 = o.astype(bf)
+    pre = (o16.astype(f64) * do.astype(f64)).sum(-1)
+    lse32, delta32 = lse.astype(np.float32), delta.astype(np.float32)
+    dkv32 = rn(rng, kv.shape, "float32")
+    return [Check(m["preprocess"], [o16, do], {0: pre}, "float32", dim, tol=(1e-2, 1e-2)),
+            Check(m["bwd"], [q, kv, do, idx, lse32, delta32, np.zeros(kv.shape, np.float32),
+                             H, dim, tail, topk],
+                  {0: dq, ("arg", 6): dkv}, "bfloat16", topk),
+            Check(m["postprocess"], [dkv32, dim, tail], {0: dkv32.astype(f64)}, "bfloat16")]
