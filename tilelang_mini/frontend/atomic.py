@@ -21,6 +21,7 @@ from ..ir.analysis import GM_SCOPES
 from ..ir.nodes import (
     Alloc, BinOp, Buffer, Call, Const, Copy, For, Load, Loc, Region, Store, Var, walk,
 )
+from ..transform.util import substitute
 from .common import show
 from .exprs import as_expr, binop, const, is_ir, region_dims, region_index
 
@@ -231,10 +232,7 @@ class Atomics:
         for ix in u.indices:
             base, var = _split_index(ix, set(names))
             if base is None or (var is not None and var in order):
-                raise self.error(u.node, f"T.atomic_{u.kind} inside T.Parallel needs each "
-                                         "destination index to be `start + i` with its own loop "
-                                         "variable (or no loop variable); write the tile form "
-                                         f"T.atomic_{u.kind}(C[r0, c0], tile) instead")
+                return self.scatter_atomic(u, names, extents)
             bases.append(base)
             if var is not None:
                 order.append(var)
@@ -257,6 +255,31 @@ class Atomics:
         fill = For(names, tuple(const(e) for e in extents), "parallel",
                    (Store(tmp, want, as_expr(v), u.loc),), 0, u.loc)
         return [fill, Copy(Region.full(tmp), dst, u.loc, atomic=u.kind)]
+
+
+    def scatter_atomic(self, u: ParallelAtomic, names, extents) -> list:
+        """An atomic update inside T.Parallel whose destination index is not `start + i` (a
+        row gathered through indices, `C[idx[i], j]`; a strided column, `C[r, 4 * j + k]`):
+        the values into a tile by the map, then one element's atomic copy per iteration in a
+        serial loop nest. Atomic updates commute, so their order does not matter, and
+        iterations that meet at one element add up, as on the GPU:
+
+            for i, j in T.Parallel(R, D):            t[i, j] = v[i, j]           (a map)
+                T.atomic_add(C[idx[i], j], v[i, j])  for i_s in serial(R): for j_s in serial(D):
+                                                  ->     copy(t[i_s, j_s], C[idx[i_s], j_s], atomic_add=True)
+        """
+        tmp = self.temp_tile(tuple(extents), u.buffer.dtype, u.node)
+        fill = For(names, tuple(const(e) for e in extents), "parallel",
+                   (Store(tmp, tuple(Var(n) for n in names), as_expr(u.value), u.loc),), 0, u.loc)
+        serial = tuple(self.fresh_var(n) for n in names)
+        at = {n: Var(v) for n, v in zip(names, serial)}
+        dst = Region(u.buffer, tuple(as_expr(substitute(ix, at)) for ix in u.indices),
+                     (1,) * len(u.indices))
+        body = (Copy(Region(tmp, tuple(Var(v) for v in serial), (1,) * len(names)), dst, u.loc,
+                     atomic=u.kind),)
+        for v, e in reversed(list(zip(serial, extents))):
+            body = (For((v,), (const(e),), "serial", body, 0, u.loc),)
+        return [fill, *body]
 
 
 def _split_index(ix, names: set):

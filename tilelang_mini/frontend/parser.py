@@ -31,7 +31,7 @@ from .control import ControlFlow
 from .views import Views
 from .gemm_sp import GemmSparse
 from .sync_all import scalars_per_core, split_launch
-from .bindings import Bindings, Capture, StaleValue, vector_flags_without_scopes
+from .bindings import Bindings, Capture, LaneVar, StaleValue, vector_flags_without_scopes
 
 
 _ALLOC_SCOPES = {"alloc_shared": "shared", "alloc_fragment": "fragment", "alloc_var": "var",
@@ -473,6 +473,8 @@ class KernelBuilder(ExprVisitor, ControlFlow, TileOps, Dialect, TileAscend, Eage
             current = self.try_lookup(target.id)
             if isinstance(current, Buffer) and current.scope == "var":
                 return stmts + [Store(current, (const(0),), as_expr(value), self.loc(s))]
+            if isinstance(current, LaneVar):
+                return stmts + [Store(*current, as_expr(value), self.loc(s))]
         return stmts + self.bind_value(target, value, s)
 
     def bind_value(self, target, value, s) -> list:
@@ -507,6 +509,9 @@ class KernelBuilder(ExprVisitor, ControlFlow, TileOps, Dialect, TileAscend, Eage
             if isinstance(current, Buffer) and current.scope == "var":
                 value = binop(op, Load(current, (const(0),)), self.eval(s.value))
                 return [Store(current, (const(0),), as_expr(value), self.loc(s))]
+            if isinstance(current, LaneVar):
+                return [Store(*current, as_expr(binop(op, Load(*current), self.eval(s.value))),
+                              self.loc(s))]
             self.bind(s.target.id, binop(op, current, self.eval(s.value)))
             return []
         raise self.error(s.target, "unsupported assignment target")
@@ -628,6 +633,8 @@ class KernelBuilder(ExprVisitor, ControlFlow, TileOps, Dialect, TileAscend, Eage
             scope = "var"
         if scope in ("shared", "fragment"):
             scope = self.expert_home(name, scope) or scope
+        if scope == "var" and self.parallel_depth:
+            return self.lane_var(name, dt, init, call)
         buf = Buffer(self.fresh_buffer_name(name), tuple(shape), dt, scope)
         self.bind(name, buf)
         alloc = Alloc(buf, None, self.loc(call))
