@@ -844,3 +844,153 @@ def _(m, rng):
                              H, dim, tail, topk],
                   {0: dq, ("arg", 6): dkv}, "bfloat16", topk),
             Check(m["postprocess"], [dkv32, dim, tail], {0: dkv32.astype(f64)}, "bfloat16")]
+
+
+@case("tl/dsa_sparse_finetune/indexer_bwd", TL, "examples/dsa_sparse_finetune/indexer_bwd.py",
+      "varlen lightning-indexer backward: gradients of sum_j (index_j - attn_j) sum_h w_h "
+      "relu(scale q_h . k_j) over each token's top-k keys (-1 and future ones masked): "
+      "alloc_var inside T.Parallel, reduce_sum over dim 0, three T.empty outputs, dK by "
+      "element atomic_add through the indices")
+def _(m, rng):
+    import ml_dtypes
+    from upstream_sweep import with_kwargs
+    from upstream_cases_new7 import dsa_inputs
+    lens, H, D, topk = (20, 45), 8, 64, 32
+    bf = ml_dtypes.bfloat16
+    q, kv, idx, offs, tok, valid, *_ = dsa_inputs(rng, lens, H, D, topk, bf)
+    k, idx = kv[:, 0], idx[:, 0]
+    w = rn(rng, (len(tok), H)).astype(bf)
+    attn, index = (rng.random((len(tok), topk)).astype(np.float32) for _ in range(2))
+    scale = D ** -0.5
+    dq, dw, dk = np.zeros(q.shape), np.zeros(w.shape), np.zeros(k.shape)
+    for t, (b, s) in enumerate(tok):
+        ok = valid[t]
+        rows = offs[b] + np.maximum(idx[t], 0)
+        kk = np.where(ok[:, None], k[rows].astype(f64), 0)
+        qs = q[t].astype(f64) * scale
+        logit = kk @ qs.T                                   # [topk, H]
+        d = (index[t] - attn[t]).astype(f64)[:, None]
+        dw[t] = (d * np.maximum(logit, 0)).sum(0)
+        dl = d * (logit > 0) * w[t].astype(f64)[None]
+        dq[t] = scale * dl.T @ kk
+        np.add.at(dk, rows[ok], (dl @ qs)[ok])
+    fn = with_kwargs(m["tl_indexer_bwd_impl"], heads=H, dim=D, topk=topk)
+    return [Check(fn, [q, w, k, attn, index, idx, offs, tok], {0: dq, 1: dw, 2: dk},
+                  "bfloat16", topk * H)]
+
+
+@case("tl/dsa_sparse_finetune/sparse_mla_bwd", TL, "examples/dsa_sparse_finetune/sparse_mla_bwd.py",
+      "varlen sparse MLA backward: per-token sequence offsets, relative top-k indices with -1 "
+      "padding (masked, their dKV rows outside or zero), natural-log LSE, T.view of a shared "
+      "tile as float32, dKV (T.empty) by element atomic_add scattered through the indices")
+def _(m, rng):
+    import ml_dtypes
+    from upstream_cases_new7 import dsa_inputs
+    bf = ml_dtypes.bfloat16
+    lens, H, dim, tail, topk = (5, 11), 16, 64, 32, 32
+    q, kv, idx, offs, tok, valid, rows, s, lse = dsa_inputs(rng, lens, H, dim + tail, topk, bf)
+    T_ = len(tok)
+    do = rn(rng, (T_, H, dim)).astype(bf)
+    scale = (dim + tail) ** -0.5
+    p = np.exp(s - lse[..., None])                                   # [T, H, topk]
+    r64 = rows.astype(f64)
+    o = np.einsum("thk,tkd->thd", p, r64[..., :dim])
+    delta = (o * do.astype(f64)).sum(-1)
+    ds = p * (np.einsum("thd,tkd->thk", do.astype(f64), r64[..., :dim]) - delta[..., None]) * scale
+    dq = np.einsum("thk,tkd->thd", ds, r64)
+    g = np.einsum("thk,thd->tkd", ds, q.astype(f64))
+    g[..., :dim] += np.einsum("thk,thd->tkd", p, do.astype(f64))
+    dkv = np.zeros(kv.shape)
+    for t, (b, _) in enumerate(tok):
+        ok = valid[t]
+        np.add.at(dkv[:, 0], offs[b] + idx[t, 0][ok], g[t][ok])
+    o16 = o.astype(bf)
+    pre = (o16.astype(f64) * do.astype(f64)).sum(-1)
+    dkv32 = rn(rng, kv.shape, "float32")
+    return [Check(m["preprocess"], [o16, do], {0: pre}, "float32", dim, tol=(1e-2, 1e-2)),
+            Check(m["bwd"], [q, kv, do, idx, lse.astype(np.float32), delta.astype(np.float32),
+                             offs, tok, H, dim, tail, topk], {0: dq, 1: dkv}, "bfloat16", topk),
+            Check(m["postprocess"], [dkv32, dim, tail], {0: dkv32.astype(f64)}, "bfloat16")]
+
+
+@case("tl/flash_attention/gqa_bwd_tma_reduce_varlen", TL,
+      "examples/flash_attention/example_gqa_bwd_tma_reduce_varlen.py",
+      "varlen GQA attention (dim_v != dim_qk): fwd with masked element copies and log2 lse "
+      "(padding rows 0), preprocess over cu_seqlens, bwd with atomic_add of dQ/dK/dV into "
+      "float32, postprocess with two T.Kernel launches and T.annotate_layout")
+def _(m, rng):
+    from upstream_cases_new2 import attn_grads
+    lens, H, HK, DQK, DV, NC = (40, 56), 4, 2, 64, 32, 64
+    g, B = H // HK, len(lens)
+    cu = np.concatenate([[0], np.cumsum(lens)]).astype(np.int32)
+    U = int(cu[-1])
+    checks = []
+    for causal in (False, True):
+        q, do = rn(rng, (U, H, DQK), "float16"), rn(rng, (U, H, DV), "float16")
+        k, v = rn(rng, (U, HK, DQK), "float16"), rn(rng, (U, HK, DV), "float16")
+        o, dq = np.zeros((U, H, DV)), np.zeros((U, H, DQK))
+        dk, dv = np.zeros((U, HK, DQK)), np.zeros((U, HK, DV))
+        lse, delta = np.zeros((B, H, NC)), np.zeros((B, H, NC))
+        t = lambda x: np.swapaxes(x, 0, 1)[None]   # noqa: E731  (L, H, D) -> (1, H, L, D)
+        for b, L in enumerate(lens):
+            r = slice(cu[b], cu[b + 1])
+            res = attn_grads(t(q[r]), np.repeat(t(k[r]), g, 1), np.repeat(t(v[r]), g, 1),
+                             t(do[r]), causal)
+            o[r], dq[r] = np.swapaxes(res[0][0], 0, 1), np.swapaxes(res[3][0], 0, 1)
+            dk[r] = np.swapaxes(res[4][0].reshape(HK, g, L, DQK).sum(1), 0, 1)
+            dv[r] = np.swapaxes(res[5][0].reshape(HK, g, L, DV).sum(1), 0, 1)
+            lse[b, :, :L], delta[b, :, :L] = res[1][0], res[2][0]
+        args = (B, U, U, NC, H, max(lens), DQK, DV, causal)
+        checks.append(Check(m["flashattn_fwd"](*args, 32, 32, groups=g), [q, k, v, cu, cu],
+                            {0: o, 1: lse}, "float16", NC))
+        o16 = o.astype(np.float16)
+        pre = np.zeros((B, H, NC))
+        for b, L in enumerate(lens):
+            r = slice(cu[b], cu[b + 1])
+            pre[b, :, :L] = (o16[r].astype(f64) * do[r]).sum(-1).T
+        checks.append(Check(m["flashattn_bwd_preprocess"](B, H, U, NC, max(lens), DV),
+                            [o16, do, cu], {0: pre}, "float32", DV))
+        zeros = [np.zeros((U, H, DQK), np.float32), np.zeros((U, HK, DQK), np.float32),
+                 np.zeros((U, HK, DV), np.float32)]
+        bwd = m["flashattn_bwd_atomic_add"](*args, 32, 32, threads=128, num_stages=1, groups=g)
+        checks.append(Check(bwd, [q, k, v, do, lse.astype(np.float32), delta.astype(np.float32),
+                                  cu, cu] + zeros,
+                            {("arg", 8): dq, ("arg", 9): dk, ("arg", 10): dv}, "float16", NC))
+    d32 = [rn(rng, s, "float32") for s in ((U, H, DQK), (U, HK, DQK), (U, HK, DV))]
+    checks.append(Check(m["flashattn_bwd_postprocess"](U, U, H, HK, DQK, DV), d32,
+                        {i: x.astype(f64) for i, x in enumerate(d32)}, "float16"))
+    return checks
+
+
+@case("tl/gemm_tcgen05/gemm_tcgen5mma_ws_persistent", TL, TC + "gemm_tcgen5mma_ws_persistent.py",
+      "persistent warp-specialised tcgen5 GEMM over driver.get_num_sms() blocks, tensor memory "
+      "double-buffered (GPU-only: located expected)")
+def _(m, rng):
+    a, b = bf16(rng, (128, 64)), bf16(rng, (64, 128))
+    return [Check(m["gemm_persistent"], [a, b, 64, 64, 32, 32, "bfloat16", "bfloat16", "float32",
+                                         2, 1, True], {0: a.astype(f64) @ b.astype(f64)},
+                  "bfloat16", 64)]
+
+
+DEQ = "examples/dequantize_gemm/"
+
+
+def int4_pairs(rng, N, K):
+    """Signed int4 values (N, K) and their packing two per uint8 (low nibble first)."""
+    v = rng.integers(-8, 8, (N, K)).astype(np.int8)
+    u = (v & 0xF).astype(np.uint8)
+    return v, (u[:, 0::2] | (u[:, 1::2] << 4)).astype(np.uint8)
+
+
+@case("tl/dequantize_gemm/dequant_gemm_w4a8", TL, DEQ + "example_dequant_gemm_w4a8.py",
+      "int8 x int4 GEMM: int4 pairs unpacked from uint8 by a Python helper issuing tvm.tirx "
+      "bit ops (a host import of TVM), transposed int32 output; and the unpacking kernel alone")
+def _(m, rng):
+    M, N, K = 64, 64, 256
+    a = rng.integers(-8, 8, (M, K)).astype(np.int8)
+    b, packed = int4_pairs(rng, N, K)
+    want = (a.astype(f64) @ b.astype(f64).T).T
+    conv = m["_convert_test"](N, K, 32, 128, "int8")
+    gemm = m["matmul_int8xint4"](M, N, K, "int8", "int32", "int32", 4, 32, 32, 128, 1, 128)
+    return [Check(conv, [packed], {0: b.astype(f64)}, "int32", tol=(0, 0)),
+            Check(gemm, [a, packed], {0: want}, "int32", tol=(0, 0))]
