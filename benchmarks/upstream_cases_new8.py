@@ -336,13 +336,11 @@ def _(m, rng):
     return checks
 
 
-@case("tl/deepseek_deepgemm/deepgemm_fp8_2xAcc", TL,
-      "examples/deepseek_deepgemm/example_deepgemm_fp8_2xAcc.py",
-      "DeepGEMM-style fp8 GEMM: per-(row, 128-K group) scales of A and per-(128x128 block) "
-      "scales of B applied at every promotion, a GM scalar read into a Python name")
-def _(m, rng):
+def blockscaled_fp8(rng, M, N, K, G=128):
+    """DeepGEMM's fp8 GEMM inputs: e4m3 A (M, K) and B (N, K), float32 scales per (row of A,
+    G columns of K) and per (G x G block of B); and the float64 sum over the K groups of each
+    group's product times its two scales."""
     import ml_dtypes
-    M, N, K, G = 128, 256, 384, 128
     a = rn(rng, (M, K)).astype(ml_dtypes.float8_e4m3fn)
     b = rn(rng, (N, K)).astype(ml_dtypes.float8_e4m3fn)
     sa = (rng.random((M, K // G)) + 0.5).astype(np.float32)
@@ -351,8 +349,17 @@ def _(m, rng):
     for kk in range(K // G):
         cols = slice(kk * G, (kk + 1) * G)
         want += mm_nt(a[:, cols], b[:, cols]) * sa[:, kk:kk + 1] * np.repeat(sb[:, kk], G)[None]
+    return a, b, sa, sb, want
+
+
+@case("tl/deepseek_deepgemm/deepgemm_fp8_2xAcc", TL,
+      "examples/deepseek_deepgemm/example_deepgemm_fp8_2xAcc.py",
+      "DeepGEMM-style fp8 GEMM: per-(row, 128-K group) scales of A and per-(128x128 block) "
+      "scales of B applied at every promotion, a GM scalar read into a Python name")
+def _(m, rng):
+    a, b, sa, sb, want = blockscaled_fp8(rng, 128, 256, 384)
     return [Check(m["tl_gemm"], [a, b, sa, sb, 64, "float8_e4m3fn", "float32", "float32"],
-                  {0: want}, compare=fp8_cmp(K))]
+                  {0: want}, compare=fp8_cmp(a.shape[1]))]
 
 
 @case("tl/gemm_fp8/gemm_amd", TL, "examples/gemm_fp8/example_tilelang_gemm_amd.py",
@@ -614,16 +621,8 @@ def _(m, rng):
       "DeepSeek-V3.2 inference fp8 GEMM: per-(row, 128-K group) x per-(128x128 block) scales "
       "folded into a shared column per step, 2xAcc promotion, T.dynamic M, C an argument")
 def _(m, rng):
-    import ml_dtypes
-    M, N, K, G = 64, 256, 384, 128
-    a = rn(rng, (M, K)).astype(ml_dtypes.float8_e4m3fn)
-    b = rn(rng, (N, K)).astype(ml_dtypes.float8_e4m3fn)
-    sa = (rng.random((M, K // G)) + 0.5).astype(np.float32)
-    sb = (rng.random((N // G, K // G)) + 0.5).astype(np.float32)
-    want = np.zeros((M, N))
-    for kk in range(K // G):
-        cols = slice(kk * G, (kk + 1) * G)
-        want += mm_nt(a[:, cols], b[:, cols]) * sa[:, kk:kk + 1] * np.repeat(sb[:, kk], G)[None]
+    M, N, K = 64, 256, 384
+    a, b, sa, sb, want = blockscaled_fp8(rng, M, N, K)
     kern = m["fp8_gemm_kernel"](N, K, "float32")
     return [Check(kern, [a, b, np.zeros((M, N), np.float32), sa, sb], {("arg", 2): want},
                   compare=fp8_cmp(K))]
@@ -738,9 +737,10 @@ def _(m, rng):
 @case("tl/gemm_tcgen05/gemm_tcgen5mma_ws", TL, TC + "gemm_tcgen5mma_ws.py",
       "warp-specialised tcgen5 GEMM, 1 and 2 CTAs (GPU-only: located expected)")
 def _(m, rng):
-    a, b = bf16(rng, (128, 64)), bf16(rng, (128, 64))
+    a, b = bf16(rng, (128, 64)), bf16(rng, (64, 128))   # B as (K, N)
     return [Check(m[name], [a, b, 64, 64, 32, "bfloat16", "bfloat16", "float32", 2],
-                  {0: mm_nt(a, b)}, "bfloat16", 64) for name in ("gemm", "gemm_2cta")]
+                  {0: a.astype(f64) @ b.astype(f64)}, "bfloat16", 64)
+            for name in ("gemm", "gemm_2cta")]
 
 
 HISA = "examples/dsa_hisa/"

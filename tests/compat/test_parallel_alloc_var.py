@@ -18,7 +18,7 @@ def relu_grad(M, N, with_init):
             x = T.alloc_fragment((M, N), T.float32)
             w = T.alloc_fragment((N,), T.float32)
             y = T.alloc_fragment((M, N), T.float32)
-            T.copy(X, x)
+            T.copy(X[bx * M, 0], x)
             T.copy(W, w)
             for i, j in T.Parallel(M, N):
                 if with_init:
