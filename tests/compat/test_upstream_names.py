@@ -46,3 +46,21 @@ def test_gpu_only_names_say_what_to_write():
         with pytest.raises(CompileError) as err:
             T.prim_func(kernel_using(name))
         assert "GPU-only" in str(err.value) and "write" in str(err.value)
+
+
+def test_gpu_only_with_blocks_say_what_to_write():
+    """`with T.ws(1):` (a warp group's block, warp_specialize examples): the GPU-only construct
+    is named at its line, not a generic 'expected with T.Kernel'."""
+    import linecache
+    src = ("def main(X: T.Tensor((16,), 'float32')):\n"
+           "    with T.Kernel(1) as bx:\n"
+           "        with T.ws(1):  # USE\n"
+           "            T.clear(X)\n")
+    fname = "<names-with-ws>"
+    linecache.cache[fname] = (len(src), None, src.splitlines(True), fname)
+    ns = {"T": T}
+    exec(compile(src, fname, "exec"), ns)
+    with pytest.raises(CompileError) as err:
+        T.prim_func(ns["main"])
+    msg = str(err.value)
+    assert "T.ws is GPU-only" in msg and "T.Scope" in msg and "# USE" in msg, msg

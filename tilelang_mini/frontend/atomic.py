@@ -19,8 +19,9 @@ from dataclasses import dataclass
 from ..ir import dtypes
 from ..ir.analysis import GM_SCOPES
 from ..ir.nodes import (
-    Alloc, BinOp, Buffer, Call, Const, Copy, For, Load, Loc, Region, Store, Var, walk,
+    Alloc, BinOp, Buffer, Call, Const, Copy, For, If, Load, Loc, Region, Store, Var, walk,
 )
+from ..transform.util import substitute
 from .common import show
 from .exprs import as_expr, binop, const, is_ir, region_dims, region_index
 
@@ -40,6 +41,7 @@ class ParallelAtomic:
     value: object
     node: ast.AST
     loc: Loc
+    cond: object = None  # under `if c:` in the map: the update happens where c holds
 
 
 class Atomics:
@@ -231,15 +233,14 @@ class Atomics:
             return [For(names, tuple(const(e) for e in extents), "parallel",
                         (Store(u.buffer, u.indices, as_expr(_OPS[u.kind](old, u.value)), u.loc),),
                         0, u.loc)]
+        if u.cond is not None:
+            return self.scatter_atomic(u, names, extents)
         ext_of = dict(zip(names, extents))
         bases, order = [], []
         for ix in u.indices:
             base, var = _split_index(ix, set(names))
             if base is None or (var is not None and var in order):
-                raise self.error(u.node, f"T.atomic_{u.kind} inside T.Parallel needs each "
-                                         "destination index to be `start + i` with its own loop "
-                                         "variable (or no loop variable); write the tile form "
-                                         f"T.atomic_{u.kind}(C[r0, c0], tile) instead")
+                return self.scatter_atomic(u, names, extents)
             bases.append(base)
             if var is not None:
                 order.append(var)
@@ -262,6 +263,50 @@ class Atomics:
         fill = For(names, tuple(const(e) for e in extents), "parallel",
                    (Store(tmp, want, as_expr(v), u.loc),), 0, u.loc)
         return [fill, Copy(Region.full(tmp), dst, u.loc, atomic=u.kind)]
+
+
+    def scatter_atomic(self, u: ParallelAtomic, names, extents) -> list:
+        """An atomic update inside T.Parallel whose destination index is not `start + i` (a
+        row gathered through indices, `C[idx[i], j]`; a strided column, `C[r, 4 * j + k]`):
+        the values into a tile by the map, then one element's atomic copy per iteration in a
+        serial loop nest. Atomic updates commute, so their order does not matter, and
+        iterations that meet at one element add up, as on the GPU; a gathered index outside
+        its dimension (a -1 padding of the indices) is not stored. An update under `if c:` in
+        the map goes this way too, each copy under c:
+
+            for i, j in T.Parallel(R, D):            t[i, j] = v[i, j]           (a map)
+                T.atomic_add(C[idx[i], j], v[i, j])  for i_s in serial(R): for j_s in serial(D):
+                                                  ->     copy(t[i_s, j_s], C[idx[i_s], j_s], atomic_add=True)
+        """
+        tmp = self.temp_tile(tuple(extents), u.buffer.dtype, u.node)
+        fill = For(names, tuple(const(e) for e in extents), "parallel",
+                   (Store(tmp, tuple(Var(n) for n in names), as_expr(u.value), u.loc),), 0, u.loc)
+        serial = tuple(self.fresh_var(n) for n in names)
+        at = {n: Var(v) for n, v in zip(names, serial)}
+        pre = []  # scalars read per copy (a gathered row, the condition): hidden variables
+
+        def scalar(e, dtype):
+            if not any(isinstance(n, Load) for n in walk(e)):
+                return e
+            var = Buffer(self.fresh_buffer_name("scatter_at"), (1,), dtype, "var")
+            self.hoisted_allocs[var.name] = Alloc(var, None, u.loc)
+            pre.append(Store(var, (const(0),), as_expr(e), u.loc))
+            return Load(var, (const(0),))
+        starts = tuple(scalar(as_expr(substitute(ix, at)), "int32") for ix in u.indices)
+        body = (Copy(Region(tmp, tuple(Var(v) for v in serial), (1,) * len(names)),
+                     Region(u.buffer, starts, (1,) * len(starts)), u.loc, atomic=u.kind),)
+        inside = None if u.cond is None else scalar(substitute(u.cond, at), "bool")
+        # a gathered index outside its dimension (a -1 padding): not stored (safe access)
+        for ix, gathered, dim in zip(starts, u.indices, u.buffer.shape):
+            if isinstance(dim, int) and any(isinstance(n, Load) for n in walk(gathered)):
+                for c in (binop(">=", ix, 0), binop("<", ix, dim)):
+                    inside = c if inside is None else binop("and", inside, c)
+        if inside is not None:
+            body = (If(inside, body, (), u.loc),)
+        body = (*pre, *body)
+        for v, e in reversed(list(zip(serial, extents))):
+            body = (For((v,), (const(e),), "serial", body, 0, u.loc),)
+        return [fill, *body]
 
 
 def _split_index(ix, names: set):

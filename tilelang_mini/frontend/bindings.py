@@ -6,15 +6,30 @@ scope of a developer tile in an expert kernel, and `with T.If/T.Then/T.Else`."""
 from __future__ import annotations
 
 import ast
+from typing import NamedTuple
 
 from ..ir.analysis import TILE_OPS, writes as analysis_writes
 from ..ir.nodes import Alloc, Buffer, Load, Loc, Store, Var, walk
-from .exprs import constant_difference, const, is_ir, static_dtype
+from .exprs import as_expr, constant_difference, const, is_ir, static_dtype
 
 
 def _may_alias(a, b) -> bool:
     """False when two index tuples provably differ (a constant nonzero difference in a dim)."""
     return not any(d not in (None, 0) for d in map(constant_difference, a, b))
+
+
+class LaneVar(NamedTuple):
+    """`v = T.alloc_var(dtype)` inside T.Parallel: each iteration's own scalar (a GPU thread's
+    register in TileLang), an element of a hidden tile over the open T.Parallel loops:
+
+        for i, j in T.Parallel(32, 8):          for i, j in T.Parallel(32, 8):
+            r = T.alloc_var(T.float32)     ->       if x[i, j] > 0: r_1[i, j] = 1.0
+            if x[i, j] > 0: r = 1.0                 else: r_1[i, j] = 0.0
+            else: r = 0.0                           y[i, j] = r_1[i, j] * w[j]
+            y[i, j] = r * w[j]
+    """
+    buffer: Buffer
+    indices: tuple
 
 
 class StaleValue:
@@ -148,6 +163,21 @@ class Bindings:
         cap = Capture(name, value, loc, len(self.open_bodies), par)
         self.open_bodies[-1].append(cap)
         self.captures[(id(self.scopes[-1]), name)] = cap
+
+    def lane_var(self, name: str, dtype: str, init, call) -> list:
+        """T.alloc_var inside T.Parallel: a LaneVar over the open T.Parallel loops (see
+        LaneVar); its tile is allocated at the top of the kernel."""
+        loops = self.parallel_loops
+        shape = tuple(e for _, ext in loops for e in ext)
+        buf = Buffer(self.fresh_buffer_name(name), shape, dtype, "fragment")
+        self.hoisted_allocs[buf.name] = Alloc(buf, None, self.loc(call))
+        lane = LaneVar(buf, tuple(Var(n) for names, _ in loops for n in names))
+        self.bind(name, lane)
+        if init is None:
+            return []
+        if not (is_ir(init) or isinstance(init, (int, float))):
+            raise self.error(call, "init must be a number or an expression")
+        return [Store(*lane, as_expr(init), self.loc(call))]
 
     def captured(self, scope, name, cap):
         """At the first use of `name` after a write that may change what its expression reads:

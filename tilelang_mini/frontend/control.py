@@ -15,7 +15,9 @@ from .common import Marker, show
 from .exprs import as_expr, binop, const, is_ir
 
 _MAX_TRACE_WHILE = 4096  # passes of a trace-time `while` before it is called endless
-_LOOPS = dict(Parallel="parallel", Pipelined="pipelined", serial="serial", Serial="serial", unroll="unroll")
+# T.parallel: TVM script's parallel loop, which TileLang re-exports (one dimension per loop)
+_LOOPS = dict(Parallel="parallel", parallel="parallel", Pipelined="pipelined", serial="serial",
+              Serial="serial", unroll="unroll")
 
 
 class ControlFlow:
@@ -39,6 +41,8 @@ class ControlFlow:
                 return self.grid_loop(names, it, s)
             if isinstance(fn, Marker) and fn.name == "vectorized":
                 return self.vectorized_loop(names, it, s)
+            if isinstance(fn, Marker) and fn.name in ("parallel", "Parallel"):
+                names, it, s = self.fused_parallel(names, it, s)
             if isinstance(fn, Marker) and fn.name in _LOOPS:
                 loop = self.ir_loop(_LOOPS[fn.name], names, it, s)
                 return loop if isinstance(loop, list) else [loop]
@@ -76,6 +80,26 @@ class ControlFlow:
         loop = ast.copy_location(ast.For(target=s.target, iter=s.iter,
                                          body=guarded_body(s.body, name), orelse=[]), s)
         return [Store(flag, self.scalar_index(flag), const(0), self.loc(s))] + self.stmt_For(loop)
+
+    def fused_parallel(self, names, call: ast.Call, s):
+        """Parallel loops (TVM script's one-dimension T.parallel, or T.Parallel) nested with
+        nothing else in between are one T.Parallel map:
+
+            for i in T.parallel(M):              for i, j in T.Parallel(M, N):
+                for j in T.parallel(N):    ->        body
+                    body
+        """
+        while len(s.body) == 1 and isinstance(s.body[0], ast.For) and not s.body[0].orelse \
+                and isinstance(s.body[0].iter, ast.Call) and not call.keywords:
+            inner = s.body[0]
+            fn = self.eval_callee(inner.iter.func)
+            if not (isinstance(fn, Marker) and fn.name in ("parallel", "Parallel")):
+                break
+            names = [*names, *self.target_names(inner.target, inner)]
+            call = ast.copy_location(ast.Call(call.func, [*call.args, *inner.iter.args],
+                                              inner.iter.keywords), call)
+            s = ast.copy_location(ast.For(s.target, call, inner.body, [], None), s)
+        return names, call, s
 
     def persistent_loop(self, names, call: ast.Call, s) -> list:
         """TileLang's `for bx, by in T.Persistent([d0, d1], wave_size, index):` each block takes
@@ -298,7 +322,7 @@ def _element_code(if_node) -> bool:
         if isinstance(node, ast.For):
             it = node.iter.func if isinstance(node.iter, ast.Call) else None
             name = it.attr if isinstance(it, ast.Attribute) else getattr(it, "id", "")
-            in_map = in_map or name == "Parallel"
+            in_map = in_map or name in ("Parallel", "parallel")
         return any(visit(c, in_map) for c in ast.iter_child_nodes(node))
     return any(visit(st, False) for st in [*if_node.body, *if_node.orelse])
 

@@ -15,12 +15,14 @@ from __future__ import annotations
 
 import ast
 import math
+from dataclasses import replace
 
 from .. import language as T_module
 from ..ir import dtypes
 from ..ir.nodes import (BIT_BINARY_FNS, BinOp, Call, Cast, Const, Fill, For, If, Load, Region, Store,
                         Var, walk)
 from ..language.hints import GPU_ONLY, GPU_ONLY_PREFIXES, HINT_NAMES, NOT_YET
+from .atomic import ParallelAtomic
 from .common import show
 from .exprs import BIT_SYMBOLS, as_expr, binop, bit_not, const, is_ir, reinterpret
 
@@ -229,9 +231,14 @@ class Dialect:
         """`if c: x[i] = a else: x[i] = b` inside T.Parallel: an If in the map. Its element
         assignments are masked: each runs (reads and writes memory) only in the iterations
         where its branch's condition holds, so a guard keeps every access inside its tensor."""
+        if then and all(isinstance(st, ParallelAtomic) for st in then) and not other:
+            # `if c: T.atomic_add(C[..], v)`: each update where c holds (and its own guard)
+            return [replace(u, cond=cond if u.cond is None else binop("and", cond, u.cond))
+                    for u in then]
         for st in [*then, *other]:
             if not isinstance(st, (Store, If)):
-                raise self.error(s, "an `if` inside T.Parallel holds element assignments only")
+                raise self.error(s, "an `if` inside T.Parallel holds element assignments only "
+                                    "(or, without an else, atomic updates only)")
         if not then and not other:
             return []
         return [If(cond, tuple(then), tuple(other), self.loc(s))]

@@ -15,6 +15,7 @@ from ..ir import dtypes
 from ..ir.nodes import Buffer, Call, Cast, Load
 from ..language.symbols import SymExpr
 from .common import LanguageNamespace, Marker, ThreadIndex, show
+from .bindings import LaneVar
 from .dialect import power
 from .exprs import as_expr, binop, bit_not, is_ir, plain_number
 
@@ -64,6 +65,8 @@ class ExprVisitor:
         v = self.lookup(n.id, n)
         if isinstance(v, Buffer) and self.is_scalar(v):
             return Load(v, self.scalar_index(v))
+        if isinstance(v, LaneVar):
+            return Load(*v)
         return self.wrap(v)
 
     def wrap(self, v):

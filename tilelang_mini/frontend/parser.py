@@ -32,7 +32,7 @@ from .views import Views
 from .gemm_sp import GemmSparse
 from .sync_all import scalars_per_core, split_launch
 from .simt import Simt
-from .bindings import Bindings, Capture, StaleValue, vector_flags_without_scopes
+from .bindings import Bindings, Capture, LaneVar, StaleValue, vector_flags_without_scopes
 
 
 _ALLOC_SCOPES = {"alloc_shared": "shared", "alloc_fragment": "fragment", "alloc_var": "var",
@@ -313,6 +313,8 @@ class KernelBuilder(ExprVisitor, ControlFlow, TileOps, Dialect, TileAscend, Eage
         return buf
 
     def dtype(self, value, node) -> str:
+        if isinstance(value, str) and value == "ptr":  # T.ptr: tables of device pointers
+            raise self.gpu_only("ptr", node)
         name = dtypes.canonical(value)
         if name is None:
             raise self.error(node, f"unsupported dtype {value!r}; expected one of "
@@ -478,6 +480,8 @@ class KernelBuilder(ExprVisitor, ControlFlow, TileOps, Dialect, TileAscend, Eage
             if isinstance(current, Buffer) and self.is_scalar(current):
                 return stmts + [Store(current, self.scalar_index(current), as_expr(value),
                                       self.loc(s))]
+            if isinstance(current, LaneVar):
+                return stmts + [Store(*current, as_expr(value), self.loc(s))]
         return stmts + self.bind_value(target, value, s)
 
     def bind_value(self, target, value, s) -> list:
@@ -513,6 +517,9 @@ class KernelBuilder(ExprVisitor, ControlFlow, TileOps, Dialect, TileAscend, Eage
                 idx = self.scalar_index(current)
                 value = binop(op, Load(current, idx), self.eval(s.value))
                 return [Store(current, idx, as_expr(value), self.loc(s))]
+            if isinstance(current, LaneVar):
+                return [Store(*current, as_expr(binop(op, Load(*current), self.eval(s.value))),
+                              self.loc(s))]
             self.bind(s.target.id, binop(op, current, self.eval(s.value)))
             return []
         raise self.error(s.target, "unsupported assignment target")
@@ -635,6 +642,8 @@ class KernelBuilder(ExprVisitor, ControlFlow, TileOps, Dialect, TileAscend, Eage
             scope = "var"
         if scope in ("shared", "fragment"):
             scope = self.expert_home(name, scope) or scope
+        if scope == "var" and self.parallel_depth:
+            return self.lane_var(name, dt, init, call)
         unique = self.fresh_buffer_name(name)
         shape, scope = self.per_thread_alloc(unique, kind, tuple(shape), scope)
         buf = Buffer(unique, shape, dt, scope)
@@ -664,6 +673,8 @@ class KernelBuilder(ExprVisitor, ControlFlow, TileOps, Dialect, TileAscend, Eage
             return self.stmt_If(self.if_then_else_blocks(s, call))
         if self.is_call_to(call, "Kernel"):
             raise self.error(s, "a kernel has one `with T.Kernel(...)` block")
+        if isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute):
+            self.unknown_name(call.func.attr, call)  # `with T.ws(0):`: GPU-only, named
         raise self.error(s, "expected `with T.Kernel(...)` or `with T.Scope(...)`")
 
     def stmt_Return(self, s):

@@ -145,7 +145,7 @@ def dtype_name(d) -> str | None:
 KERNEL_NAMES = (
     "Kernel", "alloc_shared", "alloc_fragment", "alloc_var", "alloc_L1", "alloc_L0A", "alloc_L0B",
     "alloc_L0C", "alloc_ub", "alloc_local", "alloc_UB", "copy", "gemm", "clear", "fill",
-    "Parallel", "Pipelined", "serial", "Serial", "unroll", "vectorized", "grid",
+    "Parallel", "parallel", "Pipelined", "serial", "Serial", "unroll", "vectorized", "grid",
     "reduce_sum", "reduce_max", "reduce_min", "reduce_abssum", "reduce_absmax", "exp",
     "exp2", "log", "sqrt", "rsqrt", "abs", "max", "min", "cast", "Scope", "set_flag", "wait_flag",
     "pipe_barrier", "set_cross_flag", "wait_cross_flag",

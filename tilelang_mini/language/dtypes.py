@@ -15,11 +15,15 @@ _SPELLINGS = {
     "float8_e4m3fnuz": "float8_e4m3fnuz", "float8_e5m2fnuz": "float8_e5m2fnuz",
     "float8_e8m0fnu": "float8_e8m0fnu", "float4_e2m1fn": "float4_e2m1fn",
     "float4_e2m1fn_x2": "float4_e2m1fn_x2", "tfloat32": "float32",
+    "float4_e2m1_unpacked": "float4_e2m1fn",  # TileLang: fp4 stored one per byte (a layout)
     "int8": "int8", "int16": "int16", "int32": "int32", "int64": "int64", "int4": "int4",
     "uint8": "uint8", "uint16": "uint16", "uint32": "uint32", "uint64": "uint64",
     "int": "int32", "uint": "uint32", "bool": "bool",
     # tilelang-ascend spellings
     "fp16": "float16", "fp32": "float32", "bf16": "bfloat16",
+    # TileLang's device-pointer element (`T.Tensor([n], T.ptr)` tables): a value, so that
+    # annotations evaluate; a buffer of it is a located GPU-only error
+    "ptr": "ptr",
 }
 DTYPE_NAMES = tuple(_SPELLINGS)
 

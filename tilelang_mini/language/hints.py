@@ -20,7 +20,8 @@ class GemmWarpPolicy(enum.IntEnum):
 # Statements that are GPU hints: accepted and ignored inside kernels.
 HINT_NAMES = (
     "use_swizzle", "annotate_layout", "func_attr", "no_set_max_nreg", "set_max_nreg",
-    "disable_warp_group_reg_alloc", "sync_threads", "annotate_address", "assume",
+    "disable_warp_group_reg_alloc", "annotate_producer_reg_dealloc",
+    "annotate_consumer_reg_alloc", "sync_threads", "annotate_address", "assume",
     "annotate_l2_hit_ratio", "annotate_safe_value", "annotate_restrict_buffers",
     # device debug output (tilelang-ascend's T.printf / T.dump_tensor under TL_PTO_DEBUG,
     # TileLang's T.print): accepted and not printed; kernel.simulate(...) or the numpy target
@@ -52,6 +53,10 @@ GPU_ONLY = {
     "ws": "T.Scope('C')/T.Scope('V') (expert mode)", "annotate_ws_schedule": "T.Scope blocks",
     "WSSchedule": "T.Scope blocks", "WSRole": "T.Scope blocks", "WSPipeline": "T.Pipelined",
     "access_ptr": "buffer regions (A[i:i+n, :]) in T.copy",
+    "ptr": "the tensors as kernel parameters (a grouped kernel takes one concatenated tensor "
+           "and per-group offsets, as grouped_gemm_fwd)",
+    "make_tensor": "the tensors as kernel parameters (one concatenated tensor and per-group "
+                   "offsets, as grouped_gemm_fwd)",
     "rng_init": "a counter-based generator written as integer arithmetic in a T.Parallel map "
                 "(tilelang-ascend's random_1d: an LCG on int32 tiles); GPU Philox state per "
                 "thread has no counterpart",
@@ -59,6 +64,11 @@ GPU_ONLY = {
     "rng_rand_float": "integer arithmetic on a T.Parallel index (see rng_init)",
     "shmem_put_nbi": "host-side communication", "shmem_ub_put_nbi": "host-side communication",
     "shmem_get_nbi": "host-side communication", "shmem_ub_get_nbi": "host-side communication",
+    "any_sync": "a reduction over the tile (T.reduce_max of the condition as 0/1) and a "
+                "run-time `if` on its element",
+    "tvm_warp_shuffle": "T.reduce_* or T.Parallel over the tile",
+    "mma_gemm_blockscaled": "T.gemm on widened (bfloat16) tiles with the scales applied by "
+                            "a T.Parallel map",
 }
 
 # Families of GPU-only names (TileLang's Blackwell/Hopper intrinsics and warp specialisation):
@@ -70,10 +80,21 @@ GPU_ONLY_PREFIXES = {
     "WS": "T.Scope('C')/T.Scope('V') (expert mode) or developer mode (the compiler splits "
     "cube and vector work)", "ws_": "T.Scope blocks", "shmem_": "host-side communication",
     "warp_": "T.Parallel over the tile", "shfl": "T.reduce_* over a tile",
+    "clc_": "a T.serial loop over tiles inside T.Kernel(n_cores, is_npu=True) (static "
+            "persistent scheduling)",
 }
 
 # Portable TileLang features not supported yet: name -> what to write instead.
 NOT_YET = {
     "comm_reducer": "T.reduce_sum / T.reduce_max", "evaluate": "a T. operation statement",
     "attr": "nothing (TVM attributes have no meaning here)",
+    "alloc_buffer": "T.alloc_shared / T.alloc_fragment (on chip) or T.alloc_global (a GM "
+                    "workspace)",
+    "alloc_reducer": "a fragment and T.reduce_sum into it", "finalize_reducer": "nothing (with "
+    "a fragment and T.reduce_sum there is nothing to finalise)",
+    "atomic_load": "a plain read of the GM element (T.sync_all between the writing launch "
+                   "and the reading one)",
+    "atomic_store": "a plain store (one core writes the element)",
+    "device_assert": "nothing (check the inputs in host code: kernels have no device assert)",
+    "index_to_coordinates": "index // n and index % n",
 }

@@ -305,9 +305,10 @@ class _Cuda:
         return 0
 
     @staticmethod
-    def get_device_properties(*a):  # ascend910b's cube (AIC) and vector (AIV) core counts
+    def get_device_properties(*a):  # ascend910b's cube (AIC) and vector (AIV) core counts;
+        # major/minor as get_device_capability answers (examples' is-Hopper checks)
         return _types.SimpleNamespace(cube_core_num=24, vector_core_num=48, name="cpu",
-                                      multi_processor_count=24)
+                                      multi_processor_count=24, major=9, minor=0)
 
 
 cuda = npu = _Cuda()

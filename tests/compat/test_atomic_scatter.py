@@ -1,0 +1,96 @@
+"""Atomic updates inside `T.Parallel` whose destination row is gathered through an index tensor
+(`C[Idx[i], j]`) or whose column is strided (`T.atomic_addx4(C[r, j * 4], v[i, j * 4])`): the
+scatter of deepseek_v32's sparse MLA backward (dKV rows through the top-k indices) and
+dsa_sparse_finetune's indexer backward. Repeated rows add up; several blocks add into one C;
+rows outside C (a -1 padding) are not stored.
+On every target and simulated, against np.add.at."""
+import numpy as np
+import pytest
+
+import tilelang_mini as tilelang
+import tilelang_mini.language as T
+from tilelang_mini.ir.parser import parse_ir
+from tilelang_mini.ir.printer import print_ir
+
+from util import f64, rand
+
+
+def scatter_rows(N, R, D, blocks, wide):
+    @T.prim_func
+    def main(Idx: T.Tensor((blocks, R), T.int32), V: T.Tensor((blocks, R, D), T.float32),
+             C: T.Tensor((N, D), T.float32)):
+        with T.Kernel(blocks) as bx:
+            v = T.alloc_fragment((R, D), T.float32)
+            T.copy(V[bx, :, :], v)
+            if wide:
+                for i, j in T.Parallel(R, D // 4):
+                    T.atomic_addx4(C[Idx[bx, i], j * 4], v[i, j * 4])
+            else:
+                for i, j in T.Parallel(R, D):
+                    T.atomic_add(C[Idx[bx, i], j], v[i, j] * 2.0)
+    return main
+
+
+@pytest.mark.parametrize("wide", [False, True])
+def test_scatter_through_indices(target, wide):
+    N, R, D, blocks = 24, 8, 16, 2
+    kernel = tilelang.compile(scatter_rows(N, R, D, blocks, wide), target=target)
+    rng = np.random.default_rng(3)
+    idx = rng.integers(0, N, (blocks, R)).astype(np.int32)
+    idx[0, 1] = idx[0, 0]                  # a row twice in one block
+    idx[1, 0] = idx[0, 0]                  # and again from the other block
+    idx[1, 3], idx[0, 5] = -1, N           # padding outside C: not stored (safe access)
+    v = rand((blocks, R, D), seed=4)
+    c0 = rand((N, D), seed=5)
+    want = f64(c0).copy()
+    keep = (idx >= 0) & (idx < N)
+    np.add.at(want, idx[keep], f64(v)[keep] * (1.0 if wide else 2.0))
+    c = c0.copy()
+    kernel(idx, v, c)
+    np.testing.assert_allclose(f64(c), want, rtol=1e-5, atol=1e-5)
+    assert parse_ir(print_ir(kernel.ir)) == kernel.ir
+    if target == "numpy":
+        c = c0.copy()
+        kernel.simulate(idx, v, c)   # C in place
+        np.testing.assert_allclose(f64(c), want, rtol=1e-5, atol=1e-5)
+
+
+def masked_updates(N, R, D, blocks):
+    @T.prim_func
+    def main(Idx: T.Tensor((blocks, R), T.int32), V: T.Tensor((blocks, R, D), T.float32),
+             C: T.Tensor((N, D), T.float32), P: T.Tensor((blocks * R, D), T.float32)):
+        with T.Kernel(blocks) as bx:
+            v = T.alloc_fragment((R, D), T.float32)
+            rows = T.alloc_shared((R,), T.int32)
+            T.copy(V[bx, :, :], v)
+            T.copy(Idx[bx, :], rows)
+            for i, j in T.Parallel(R, D):
+                pos = rows[i]
+                if (pos > -1) & (pos < N - 2):   # indexer_bwd's guard on a gathered row
+                    T.atomic_add(C[pos, j], v[i, j])
+            for i, j in T.Parallel(R, D):
+                if v[i, j] > 0:                  # an affine destination under a data condition
+                    T.atomic_add(P[bx * R + i, j], v[i, j])
+    return main
+
+
+def test_atomic_under_if_in_parallel(target):
+    N, R, D, blocks = 24, 8, 16, 2
+    kernel = tilelang.compile(masked_updates(N, R, D, blocks), target=target)
+    rng = np.random.default_rng(6)
+    idx = rng.integers(-1, N, (blocks, R)).astype(np.int32)
+    idx[0, :2] = [-1, N - 1]
+    v = rand((blocks, R, D), seed=7)
+    c0, p0 = rand((N, D), seed=8), rand((blocks * R, D), seed=9)
+    want_c = f64(c0).copy()
+    keep = (idx > -1) & (idx < N - 2)
+    np.add.at(want_c, idx[keep], f64(v)[keep])
+    want_p = f64(p0) + np.maximum(f64(v).reshape(blocks * R, D), 0)
+    runs = [lambda c, p: kernel(idx, v, c, p)]
+    if target == "numpy":
+        runs.append(lambda c, p: kernel.simulate(idx, v, c, p))
+    for run in runs:
+        c, p = c0.copy(), p0.copy()
+        run(c, p)
+        np.testing.assert_allclose(f64(c), want_c, rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(f64(p), want_p, rtol=1e-5, atol=1e-5)
