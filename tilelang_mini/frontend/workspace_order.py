@@ -367,18 +367,51 @@ def _group_sites(w, writes, reads, body, vid, why):
     for i, st in enumerate(walk_statements(common[depth - 1].body if depth else body)):
         order.setdefault(id(st), i)
 
-    def group(accs):
+    def group(accs, k):
         out: dict = {}
         for st, path in accs:
-            site = path[depth] if len(path) > depth else st
+            site = path[k] if len(path) > k else st
             out.setdefault(id(site), (site, []))[1].append(st)
         return sorted(out.values(), key=lambda g: order[id(g[0])])
-    ws, rs = group(writes), group(reads)
+    ws, rs = group(writes, depth), group(reads, depth)
+    for kw, kr in sorted(((a, b) for a, ta in _own_loops(writes, depth)
+                          for b, tb in _own_loops(reads, depth) if ta == tb), reverse=True):
+        own_w, own_r = group(writes, kw), group(reads, kr)
+        if len(own_w) == len(own_r) == 1:  # one site per core's loop body: nothing between
+            ws, rs = own_w, own_r
+            break
     if {id(s) for s, _ in ws} & {id(s) for s, _ in rs}:
         site = next(s for s, _ in ws if id(s) in {id(r) for r, _ in rs})
         raise _NotConcurrent(f"{why}, and one statement holds both cores' accesses of "
                              f"workspace '{w}'", site.loc)
     return ws, rs
+
+
+def _own_loops(accs, depth):
+    """[(k, trips)]: the serial loops of constant extent that hold all of one core's accesses
+    below the common loops, each nest path[depth:k] with how often its body runs per
+    iteration of the common loops. Two such nests of equal trips, one per core (tilelang-ascend's cube loop and vector loop over the same blocks, one after the
+    other in the source), pair per iteration where each body holds one site: the i-th run of
+    the writer's site hands the workspace to the i-th run of the reader's:
+
+        for _ in T.serial(n):                    # cube: site `copy(ws, kv_l1)`
+            T.copy(ws[cid, ...], kv_l1) ...
+        for i in T.serial(n):                    # vector: site `for r ...`
+            for r in T.serial(32): T.copy(row_ub, ws[cid, r, :])"""
+    own = accs[0][1]
+    for _, path in accs[1:]:
+        k = 0
+        while k < min(len(own), len(path)) and own[k] is path[k]:
+            k += 1
+        own = own[:k]
+    out, k, trips = [], depth, 1
+    while k < len(own) and isinstance(own[k], For) and own[k].kind != "parallel" and all(
+            isinstance(e, Const) and type(e.value) is int for e in own[k].extents):
+        for e in own[k].extents:
+            trips *= e.value
+        k += 1
+        out.append((k, trips))
+    return out
 
 
 def _holds_work(stmts) -> bool:
