@@ -33,6 +33,16 @@ _CORE_PIPES = {"C": ("MTE2", "MTE1", "M", "FIX", "S"), "V": ("MTE2", "V", "MTE3"
 BARRIER_EVENT = 7  # the event id T.barrier_all uses on each pipe pair (set and waited at once)
 GEMM_EVENT = 6  # the event id of the L0 loads a gemm_v0 on L1 operands implies (expert mode)
 L0_TILE = 16 * 1024  # bytes of one implied L0A/L0B tile (a quarter of the 64 KiB L0A/L0B)
+
+
+def full_barrier(core: str, loc) -> list:
+    """T.barrier_all in a T.Scope(core): every pipe of the core waits for every other's earlier
+    work (a set_flag/wait_flag pair per ordered pipe pair, event BARRIER_EVENT)."""
+    pipes = _CORE_PIPES[core]
+    return [f(src, dst, BARRIER_EVENT, loc) for src in pipes for dst in pipes if src != dst
+            for f in (SetFlag, WaitFlag)]
+
+
 _UNSUPPORTED = {
     "gatherb": "T.Parallel with loaded indices",
     "sort32": "the kernel library's sort", "init_sort_buf": "the kernel library's sort",
@@ -580,17 +590,7 @@ class TileAscend(TileSort, TileBrcb):
         earlier work (set_flag/wait_flag pairs, event 7). Outside a scope the compiler
         synchronises, so it is nothing."""
         core = getattr(self, "scope_core", None)
-        if core is None:
-            return []
-        loc = self.loc(call)
-        out = []
-        pipes = _CORE_PIPES[core]
-        for src in pipes:
-            for dst in pipes:
-                if src != dst:
-                    out.append(SetFlag(src, dst, BARRIER_EVENT, loc))
-                    out.append(WaitFlag(src, dst, BARRIER_EVENT, loc))
-        return out
+        return [] if core is None else full_barrier(core, self.loc(call))
 
     def op_sync_all(self, call) -> list:
         """tilelang-ascend's `T.sync_all()` (SyncAll, a barrier of every core of the launch):
