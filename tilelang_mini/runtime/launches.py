@@ -1,9 +1,10 @@
 """LaunchSequence: a prim_func with several `with T.Kernel` blocks (or GM buffers that are not
 parameters), compiled as one kernel per block. A call launches them in order over the same
 arrays (what one launch writes to GM the next reads), each on its own grid; outputs (`out_idx`)
-are allocated once (zeros) and shared, and so are the workspace_idx tensors (not returned). The hidden parameters that follow the caller's
-(frontend/views.py) are a zeroed array per call for a `T.alloc_global` and a reshaped view (no
-copy) of the caller's C-contiguous array for `T.Tensor(shape, dtype, buf.data)` / `T.reshape`.
+are allocated once (zeros) and shared, and so are the workspace_idx tensors (not returned).
+The hidden parameters that follow the caller's (frontend/views.py) are a zeroed array per call
+for a `T.alloc_global` and a reshaped view (no copy) of the caller's C-contiguous array for
+`T.Tensor(shape, dtype, buf.data)` / `T.reshape`.
 
     @T.prim_func
     def main(X, Partial, Y):
