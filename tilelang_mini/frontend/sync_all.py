@@ -13,9 +13,11 @@ the second starts), which is what the barrier orders:
 
 Values cross the barrier through global memory (xattention: per-core partial results in
 workspaces, merged after it). An on-chip tile or scalar variable (UB, L1, L0, alloc_var)
-written before the barrier and read after it would need the core's memory to survive the
-split: a located error names it. A `T.sync_all()` nested in a scope, loop or if is a located
-error too (the split needs a point every core reaches once)."""
+written before the barrier and read after it needs the core's memory to survive the split:
+a vector scope's UB tile is carried over through a per-core GM slot (`split_launch`), any
+other is a located error naming it. A `T.sync_all()` in a loop or if is a located error too
+(the split needs a point every core reaches once); at the top level of a `T.Scope` it is
+tilelang-ascend's form (every core calls SyncAll in its own scope)."""
 from __future__ import annotations
 
 from ..errors import CompileError
@@ -32,9 +34,9 @@ MARKS = {"SYNC_ALL": "T.sync_all()", "SYNC_GRID": "T.sync_grid()"}
 
 def advice(mark) -> str:
     return (f"{MARKS[mark.pipe]} is a barrier of every core of the launch; here it must stand "
-            "at the top level of the T.Kernel body (not in a T.Scope, loop or if), where it "
-            "splits the launch in two; or split the kernel into two T.Kernel launches yourself "
-            "and pass on-chip values through global memory")
+            "at the top level of the T.Kernel body or of a T.Scope there (not in a loop or "
+            "if), where it splits the launch in two; or split the kernel into two T.Kernel "
+            "launches yourself and pass on-chip values through global memory")
 
 
 def is_mark(s) -> bool:
