@@ -123,7 +123,7 @@ def gather_loop(n_iter, N, H, cid, vid, a_l1, b_l1, c_l0, idx_ub, row_ub, s_ub, 
         T.tile.add(acc, acc, s_ub)
 
 
-def gather_gemm(n_iter, guarded=False, M=32, N=32, R=64):
+def gather_gemm(n_iter, guarded=False, M=32, N=32, R=64, loop=gather_loop):
     """Per block: for each k the vector cores gather rows idx[k, :] of B into ws_b one row at
     a time (each AIV half of them: N/2 writes per read of the cube), the cube reads the whole
     ws_b at the top of the iteration (before the writes in the source) and writes
@@ -148,11 +148,11 @@ def gather_gemm(n_iter, guarded=False, M=32, N=32, R=64):
             T.tile.fill(acc, 0.0)
             if guarded:
                 if on[cid] > 0:
-                    gather_loop(n_iter, N, H, cid, vid, a_l1, b_l1, c_l0, idx_ub, row_ub, s_ub,
-                                acc, B, idx, ws_b, ws_s)
+                    loop(n_iter, N, H, cid, vid, a_l1, b_l1, c_l0, idx_ub, row_ub, s_ub, acc, B,
+                         idx, ws_b, ws_s)
             else:
-                gather_loop(n_iter, N, H, cid, vid, a_l1, b_l1, c_l0, idx_ub, row_ub, s_ub, acc,
-                            B, idx, ws_b, ws_s)
+                loop(n_iter, N, H, cid, vid, a_l1, b_l1, c_l0, idx_ub, row_ub, s_ub, acc, B,
+                     idx, ws_b, ws_s)
             T.copy(acc, Y[cid * M + vid * H, 0])
 
     return main
@@ -224,40 +224,24 @@ def test_caller_passed_workspaces_are_hand_offs(target):
     close(kernel.simulate(a, b, idx, on, *ws)[0], want, "float32", reduce_len=32 * n_iter)
 
 
-def split_loops(n_iter, M=32, N=32, R=64):
-    """example_sparse_flash_attn.py's shape: the cube's loop over the blocks first (it reads
-    the gathered rows from ws_b, writes S = A_b @ rows to ws_s), then the vector cores' own
-    loop over the same blocks (gather rows idx[k, :] of B into ws_b one at a time, N/2 per
-    AIV, then add this block's S into Y). The two loops run concurrently on the machine,
-    paired per iteration: the k-th cube iteration reads the k-th gather."""
-    H = M // 2
 
-    @T.prim_func
-    def main(A: T.Tensor((2 * M, N), "float16"), B: T.Tensor((R, N), "float16"),
-             idx: T.Tensor((n_iter, N), "int32"), Y: T.Tensor((2 * M, N), "float32"),
-             ws_b: T.Tensor((2, N, N), "float16"), ws_s: T.Tensor((2, M, N), "float32")):
-        with T.Kernel(2, is_npu=True) as (cid, vid):
-            a_l1, b_l1, c_l0 = cube_tiles(M, N, N)
-            idx_ub = T.alloc_ub((N,), "int32")
-            row_ub = T.alloc_ub((N,), "float16")
-            s_ub = T.alloc_ub((H, N), "float32")
-            acc = T.alloc_ub((H, N), "float32")
-            T.copy(A[cid * M, 0], a_l1)
-            for _ in T.serial(n_iter):
-                T.copy(ws_b[cid, 0, 0], b_l1)
-                T.gemm_v0(a_l1, b_l1, c_l0, init=True)
-                T.copy(c_l0, ws_s[cid, 0, 0])
-            T.tile.fill(acc, 0.0)
-            for k in range(n_iter):
-                T.copy(idx[k, 0], idx_ub)
-                for r in range(N // 2):
-                    T.copy(B[idx_ub[r + vid * (N // 2)], 0], row_ub)
-                    T.copy(row_ub, ws_b[cid, r + vid * (N // 2), 0])
-                T.copy(ws_s[cid, vid * H, 0], s_ub)
-                T.tile.add(acc, acc, s_ub)
-            T.copy(acc, Y[cid * M + vid * H, 0])
-
-    return main
+def split_loop(n_iter, N, H, cid, vid, a_l1, b_l1, c_l0, idx_ub, row_ub, s_ub, acc, B, idx,
+               ws_b, ws_s):
+    """example_sparse_flash_attn.py's shape of gather_loop: the cube's loop over the blocks
+    first, then the vector cores' own loop over the same blocks. The two loops run
+    concurrently on the machine, paired per iteration: the k-th cube iteration reads the k-th
+    gather."""
+    for _ in T.serial(n_iter):
+        T.copy(ws_b[cid, 0, 0], b_l1)
+        T.gemm_v0(a_l1, b_l1, c_l0, init=True)
+        T.copy(c_l0, ws_s[cid, 0, 0])
+    for k in range(n_iter):
+        T.copy(idx[k, 0], idx_ub)
+        for r in range(N // 2):
+            T.copy(B[idx_ub[r + vid * (N // 2)], 0], row_ub)
+            T.copy(row_ub, ws_b[cid, r + vid * (N // 2), 0])
+        T.copy(ws_s[cid, vid * H, 0], s_ub)
+        T.tile.add(acc, acc, s_ub)
 
 
 @pytest.mark.parametrize("n_iter", [1, 3])
@@ -265,11 +249,12 @@ def test_a_cube_loop_and_a_vector_loop_pair_per_iteration(target, n_iter):
     """Each workspace's accesses lie in one loop per core (no loop holds both): with equal
     trip counts, the i-th iteration of the writer's loop hands over to the i-th of the
     reader's (before: a located error, the whole vector loop standing for one access)."""
-    kernel = tilelang.compile(split_loops(n_iter), out_idx=[3], workspace_idx=[4, 5],
-                              target=target)
+    kernel = tilelang.compile(gather_gemm(n_iter, loop=split_loop), out_idx=[4],
+                              workspace_idx=[5, 6], target=target)
     rng = np.random.default_rng(9)
     a, b = rand((64, 32), "float16", 5, 0.3), rand((64, 32), "float16", 6, 0.3)
     idx = np.stack([rng.permutation(64)[:32] for _ in range(n_iter)]).astype(np.int32)
-    want = gather_gemm_ref(a, b, idx, np.ones(2, np.int32))
-    close(kernel(a, b, idx), want, "float32", reduce_len=32 * n_iter)
-    close(kernel.simulate(a, b, idx)[0], want, "float32", reduce_len=32 * n_iter)
+    on = np.ones(2, np.int32)
+    want = gather_gemm_ref(a, b, idx, on)
+    close(kernel(a, b, idx, on), want, "float32", reduce_len=32 * n_iter)
+    close(kernel.simulate(a, b, idx, on)[0], want, "float32", reduce_len=32 * n_iter)

@@ -348,13 +348,7 @@ def _group_sites(w, writes, reads, body, vid, why):
     Needs every loop and if around L to run alike on the cube and both vector cores (not on
     `vid`), and no site to hold both cores' accesses. Returns ([(site, [access])] of the
     writer, of the reader), in program order."""
-    accesses = writes + reads
-    common = accesses[0][1]
-    for _, path in accesses[1:]:
-        k = 0
-        while k < min(len(common), len(path)) and common[k] is path[k]:
-            k += 1
-        common = common[:k]
+    common = _common_path(writes + reads)
     depth = max((i + 1 for i, st in enumerate(common)
                  if isinstance(st, For) and st.kind != "parallel"), default=0)
     for st in common[:depth]:
@@ -398,12 +392,7 @@ def _own_loops(accs, depth):
             T.copy(ws[cid, ...], kv_l1) ...
         for i in T.serial(n):                    # vector: site `for r ...`
             for r in T.serial(32): T.copy(row_ub, ws[cid, r, :])"""
-    own = accs[0][1]
-    for _, path in accs[1:]:
-        k = 0
-        while k < min(len(own), len(path)) and own[k] is path[k]:
-            k += 1
-        own = own[:k]
+    own = _common_path(accs)
     out, k, trips = [], depth, 1
     while k < len(own) and isinstance(own[k], For) and own[k].kind != "parallel" and all(
             isinstance(e, Const) and type(e.value) is int for e in own[k].extents):
@@ -412,6 +401,17 @@ def _own_loops(accs, depth):
         k += 1
         out.append((k, trips))
     return out
+
+
+def _common_path(accesses) -> tuple:
+    """The loops and ifs around every one of `accesses` ((statement, path) pairs)."""
+    common = accesses[0][1]
+    for _, path in accesses[1:]:
+        k = 0
+        while k < min(len(common), len(path)) and common[k] is path[k]:
+            k += 1
+        common = common[:k]
+    return common
 
 
 def _holds_work(stmts) -> bool:
