@@ -183,25 +183,53 @@ def test_gathered_workspace_pairs_per_iteration(target, guarded):
     close(kernel.simulate(a, b, idx, on)[0], want, "float32", reduce_len=32 * n_iter)
 
 
-def test_on_chip_hand_off_read_before_written_is_located():
+def on_chip_hand_off(in_loop=True):
     """tilelang-ascend's vid_reduce style: the cube's gemm reads an L1 tile that the vector
-    core fills (UB -> L1) later in the loop body. Run in program order the first gemm would
-    read an unwritten tile: a located error naming the workspace form."""
+    core fills (UB -> L1) later in the loop body, and the vector core adds up the cube's
+    products it receives (L0C -> UB) after the fill: Y = A @ (B[0] + B[1]). Without the
+    loop the read comes before the only write, which no iteration pairs (a located error)."""
     @T.prim_func
-    def main(A: T.Tensor((32, 32), "float16"), B: T.Tensor((32, 32), "float16"),
+    def main(A: T.Tensor((32, 32), "float16"), B: T.Tensor((2, 32, 32), "float16"),
              Y: T.Tensor((32, 32), "float32")):
         with T.Kernel(1, is_npu=True) as (cid, vid):
             a_l1, b_l1, c_l0 = cube_tiles(32, 32, 32)
             b_ub = T.alloc_ub((32, 32), "float16")
+            c_ub = T.alloc_ub((32, 32), "float32")
+            acc = T.alloc_ub((32, 32), "float32")
             T.copy(A[0, 0], a_l1)
-            for k in T.serial(2):
+            T.tile.fill(acc, 0.0)
+            if in_loop:
+                for k in T.serial(2):
+                    T.gemm_v0(a_l1, b_l1, c_l0, init=True)
+                    T.copy(c_l0, c_ub)
+                    T.copy(B[k, 0, 0], b_ub)
+                    T.copy(b_ub, b_l1)
+                    T.tile.add(acc, acc, c_ub)
+            else:
                 T.gemm_v0(a_l1, b_l1, c_l0, init=True)
-                T.copy(B[0, 0], b_ub)
+                T.copy(B[0, 0, 0], b_ub)
                 T.copy(b_ub, b_l1)
-            T.copy(c_l0, Y[0, 0])
+                T.copy(c_l0, c_ub)
+                T.tile.add(acc, acc, c_ub)
+            T.copy(acc, Y[0, 0])
 
+    return main
+
+
+def test_on_chip_hand_off_read_before_written_pairs_per_iteration(target):
+    """The two concurrent programs meet at compiler-made workspaces: the writer copies into a
+    workspace of the tile's shape, the reader loads the tile where its loop body first needs it
+    (before: a located error)."""
+    k = tilelang.compile(on_chip_hand_off(), out_idx=[2], target=target)
+    a, b = rand((32, 32), "float16", 3, 0.3), rand((2, 32, 32), "float16", 4, 0.3)
+    want = f64(a) @ (f64(b[0]) + f64(b[1]))
+    close(k(a, b), want, "float32", reduce_len=64)
+    close(k.simulate(a, b)[0], want, "float32", reduce_len=64)
+
+
+def test_on_chip_hand_off_read_before_written_is_located():
     with pytest.raises(CompileError) as e:
-        tilelang.compile(main, out_idx=[2])
+        tilelang.compile(on_chip_hand_off(in_loop=False), out_idx=[2])
     msg = str(e.value)
     assert "tile 'b_l1' (L1) is read here before any statement writes it" in msg, msg
     assert "workspace_idx tensor" in msg, msg

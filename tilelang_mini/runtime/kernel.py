@@ -312,7 +312,8 @@ def _prepared(kernel: Kernel, workspace_idx: tuple, chip: str) -> Kernel:
     # the frontend package loads through the language (they import each other, language first)
     from .. import language  # noqa: F401
     from ..frontend.workspace_order import (check_cross_tile_order, check_workspace_order,
-                                            concurrent_programs)
+                                            concurrent_programs, cross_tiles_through_workspaces)
+    kernel = cross_tiles_through_workspaces(kernel)
     check_cross_tile_order(kernel)
     kernel = concurrent_programs(kernel, workspace_idx, chip)
     check_workspace_order(kernel, workspace_idx)
