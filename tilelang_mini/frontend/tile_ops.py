@@ -11,7 +11,7 @@ from ..errors import CompileError
 from ..ir import dtypes
 from ..ir.nodes import (
     Call, Const, For, If, Load, Store, Var,
-    Buffer, Copy, Fill, Gemm, PipeBarrier, Reduce, Region, SetCrossFlag, Sort, SetFlag, WaitCrossFlag,
+    Buffer, Copy, Fill, PipeBarrier, Reduce, Region, SetCrossFlag, Sort, SetFlag, WaitCrossFlag,
     WaitFlag, PIPES,
 )
 from ..language.hints import HINT_NAMES
