@@ -123,7 +123,7 @@ def gather_loop(n_iter, N, H, cid, vid, a_l1, b_l1, c_l0, idx_ub, row_ub, s_ub, 
         T.tile.add(acc, acc, s_ub)
 
 
-def gather_gemm(n_iter, guarded=False, M=32, N=32, R=64):
+def gather_gemm(n_iter, guarded=False, M=32, N=32, R=64, loop=gather_loop):
     """Per block: for each k the vector cores gather rows idx[k, :] of B into ws_b one row at
     a time (each AIV half of them: N/2 writes per read of the cube), the cube reads the whole
     ws_b at the top of the iteration (before the writes in the source) and writes
@@ -148,11 +148,11 @@ def gather_gemm(n_iter, guarded=False, M=32, N=32, R=64):
             T.tile.fill(acc, 0.0)
             if guarded:
                 if on[cid] > 0:
-                    gather_loop(n_iter, N, H, cid, vid, a_l1, b_l1, c_l0, idx_ub, row_ub, s_ub,
-                                acc, B, idx, ws_b, ws_s)
+                    loop(n_iter, N, H, cid, vid, a_l1, b_l1, c_l0, idx_ub, row_ub, s_ub, acc, B,
+                         idx, ws_b, ws_s)
             else:
-                gather_loop(n_iter, N, H, cid, vid, a_l1, b_l1, c_l0, idx_ub, row_ub, s_ub, acc,
-                            B, idx, ws_b, ws_s)
+                loop(n_iter, N, H, cid, vid, a_l1, b_l1, c_l0, idx_ub, row_ub, s_ub, acc, B,
+                     idx, ws_b, ws_s)
             T.copy(acc, Y[cid * M + vid * H, 0])
 
     return main
@@ -183,25 +183,53 @@ def test_gathered_workspace_pairs_per_iteration(target, guarded):
     close(kernel.simulate(a, b, idx, on)[0], want, "float32", reduce_len=32 * n_iter)
 
 
-def test_on_chip_hand_off_read_before_written_is_located():
+def on_chip_hand_off(in_loop=True):
     """tilelang-ascend's vid_reduce style: the cube's gemm reads an L1 tile that the vector
-    core fills (UB -> L1) later in the loop body. Run in program order the first gemm would
-    read an unwritten tile: a located error naming the workspace form."""
+    core fills (UB -> L1) later in the loop body, and the vector core adds up the cube's
+    products it receives (L0C -> UB) after the fill: Y = A @ (B[0] + B[1]). Without the
+    loop the read comes before the only write, which no iteration pairs (a located error)."""
     @T.prim_func
-    def main(A: T.Tensor((32, 32), "float16"), B: T.Tensor((32, 32), "float16"),
+    def main(A: T.Tensor((32, 32), "float16"), B: T.Tensor((2, 32, 32), "float16"),
              Y: T.Tensor((32, 32), "float32")):
         with T.Kernel(1, is_npu=True) as (cid, vid):
             a_l1, b_l1, c_l0 = cube_tiles(32, 32, 32)
             b_ub = T.alloc_ub((32, 32), "float16")
+            c_ub = T.alloc_ub((32, 32), "float32")
+            acc = T.alloc_ub((32, 32), "float32")
             T.copy(A[0, 0], a_l1)
-            for k in T.serial(2):
+            T.tile.fill(acc, 0.0)
+            if in_loop:
+                for k in T.serial(2):
+                    T.gemm_v0(a_l1, b_l1, c_l0, init=True)
+                    T.copy(c_l0, c_ub)
+                    T.copy(B[k, 0, 0], b_ub)
+                    T.copy(b_ub, b_l1)
+                    T.tile.add(acc, acc, c_ub)
+            else:
                 T.gemm_v0(a_l1, b_l1, c_l0, init=True)
-                T.copy(B[0, 0], b_ub)
+                T.copy(B[0, 0, 0], b_ub)
                 T.copy(b_ub, b_l1)
-            T.copy(c_l0, Y[0, 0])
+                T.copy(c_l0, c_ub)
+                T.tile.add(acc, acc, c_ub)
+            T.copy(acc, Y[0, 0])
 
+    return main
+
+
+def test_on_chip_hand_off_read_before_written_pairs_per_iteration(target):
+    """The two concurrent programs meet at compiler-made workspaces: the writer copies into a
+    workspace of the tile's shape, the reader loads the tile where its loop body first needs it
+    (before: a located error)."""
+    k = tilelang.compile(on_chip_hand_off(), out_idx=[2], target=target)
+    a, b = rand((32, 32), "float16", 3, 0.3), rand((2, 32, 32), "float16", 4, 0.3)
+    want = f64(a) @ (f64(b[0]) + f64(b[1]))
+    close(k(a, b), want, "float32", reduce_len=64)
+    close(k.simulate(a, b)[0], want, "float32", reduce_len=64)
+
+
+def test_on_chip_hand_off_read_before_written_is_located():
     with pytest.raises(CompileError) as e:
-        tilelang.compile(main, out_idx=[2])
+        tilelang.compile(on_chip_hand_off(in_loop=False), out_idx=[2])
     msg = str(e.value)
     assert "tile 'b_l1' (L1) is read here before any statement writes it" in msg, msg
     assert "workspace_idx tensor" in msg, msg
@@ -222,3 +250,39 @@ def test_caller_passed_workspaces_are_hand_offs(target):
     want = gather_gemm_ref(a, b, idx, on)
     close(kernel(a, b, idx, on, *ws), want, "float32", reduce_len=32 * n_iter)
     close(kernel.simulate(a, b, idx, on, *ws)[0], want, "float32", reduce_len=32 * n_iter)
+
+
+
+def split_loop(n_iter, N, H, cid, vid, a_l1, b_l1, c_l0, idx_ub, row_ub, s_ub, acc, B, idx,
+               ws_b, ws_s):
+    """example_sparse_flash_attn.py's shape of gather_loop: the cube's loop over the blocks
+    first, then the vector cores' own loop over the same blocks. The two loops run
+    concurrently on the machine, paired per iteration: the k-th cube iteration reads the k-th
+    gather."""
+    for _ in T.serial(n_iter):
+        T.copy(ws_b[cid, 0, 0], b_l1)
+        T.gemm_v0(a_l1, b_l1, c_l0, init=True)
+        T.copy(c_l0, ws_s[cid, 0, 0])
+    for k in range(n_iter):
+        T.copy(idx[k, 0], idx_ub)
+        for r in range(N // 2):
+            T.copy(B[idx_ub[r + vid * (N // 2)], 0], row_ub)
+            T.copy(row_ub, ws_b[cid, r + vid * (N // 2), 0])
+        T.copy(ws_s[cid, vid * H, 0], s_ub)
+        T.tile.add(acc, acc, s_ub)
+
+
+@pytest.mark.parametrize("n_iter", [1, 3])
+def test_a_cube_loop_and_a_vector_loop_pair_per_iteration(target, n_iter):
+    """Each workspace's accesses lie in one loop per core (no loop holds both): with equal
+    trip counts, the i-th iteration of the writer's loop hands over to the i-th of the
+    reader's (before: a located error, the whole vector loop standing for one access)."""
+    kernel = tilelang.compile(gather_gemm(n_iter, loop=split_loop), out_idx=[4],
+                              workspace_idx=[5, 6], target=target)
+    rng = np.random.default_rng(9)
+    a, b = rand((64, 32), "float16", 5, 0.3), rand((64, 32), "float16", 6, 0.3)
+    idx = np.stack([rng.permutation(64)[:32] for _ in range(n_iter)]).astype(np.int32)
+    on = np.ones(2, np.int32)
+    want = gather_gemm_ref(a, b, idx, on)
+    close(kernel(a, b, idx, on), want, "float32", reduce_len=32 * n_iter)
+    close(kernel.simulate(a, b, idx, on)[0], want, "float32", reduce_len=32 * n_iter)

@@ -64,3 +64,28 @@ def test_gemm_operand_and_accumulator_copied(target, scale_state):
         close(np.asarray(h), hs, "float16", d)
         close(np.asarray(y), ys, "float32", d)
         close(np.asarray(s), st, "float32", d * steps)
+
+
+def gather_rows(n=8, w=32, rows=16):
+    """A developer-mode gather whose row ids sit in an alloc_shared tile: the scalar unit reads
+    them as the copies are dispatched, from the tile's UB version (before: the copies kept the
+    shared tile in their indices, a malformed kernel)."""
+    @T.prim_func
+    def main(X: T.Tensor((rows, w), T.float32), I: T.Tensor((n,), T.int32),
+             Y: T.Tensor((n, w), T.float32)):
+        with T.Kernel(1, is_npu=True) as (cid, vid):
+            ids = T.alloc_shared((n,), T.int32)
+            row = T.alloc_shared((1, w), T.float32)
+            T.copy(I[0], ids)
+            for r in T.serial(n):
+                T.copy(X[ids[r], 0], row)
+                T.copy(row, Y[r, 0])
+    return main
+
+
+def test_gather_with_shared_row_ids(target):
+    x = rand((16, 32), seed=12)
+    ids = np.random.default_rng(13).permutation(16)[:8].astype(np.int32)
+    k = tilelang_mini.compile(gather_rows(), out_idx=[2], target=target)
+    close(k(x, ids), f64(x[ids]))
+    close(k.simulate(x, ids)[0], f64(x[ids]))

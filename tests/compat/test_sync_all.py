@@ -70,11 +70,77 @@ def test_sync_all_orders_every_block(target):
         close(np.asarray(k.simulate(x, np.zeros((B, W), np.float32))[0]), want, reduce_len=B)
 
 
+@pytest.mark.parametrize("target", ["numpy", "llvm"])
+@pytest.mark.parametrize("nested, keep_on_chip", [(True, False), (False, True), (True, True)])
+def test_sync_all_in_a_scope_and_ub_tiles_across_it(target, nested, keep_on_chip):
+    """tilelang-ascend's form: T.sync_all() at the top level of a T.Scope("V") (the k-th mark of
+    each core's scopes is one barrier); a UB tile written before it and read after it keeps its
+    value (copied out to a per-core GM slot and back in across the split)."""
+    x = rand((B, W), seed=5)
+    want = f64(x) + 2 * f64(x).sum(0)
+    k = tilelang.compile(two_phase(nested, keep_on_chip), out_idx=[2], target=target)
+    close(np.asarray(k(x, np.zeros((B, W), np.float32))), want, reduce_len=B)
+    if target == "numpy":
+        close(np.asarray(k.simulate(x, np.zeros((B, W), np.float32))[0]), want, reduce_len=B)
+
+
+def per_aiv_rows():
+    """Each AIV loads its own row before the barrier (x differs per vector core) and writes
+    it doubled after it: each AIV's UB tile crosses in a slot of its own."""
+    @T.prim_func
+    def main(X: T.Tensor((2 * B, W), "float32"), Y: T.Tensor((2 * B, W), "float32")):
+        with T.Kernel(B, is_npu=True) as (cid, vid):
+            x = T.alloc_ub((1, W), "float32")
+            with T.Scope("C"):
+                T.sync_all()
+            with T.Scope("V"):
+                T.copy(X[cid * 2 + vid, 0], x)
+                T.sync_all()
+                T.barrier_all()
+                T.tile.mul(x, x, 2.0)
+                T.barrier_all()
+                T.copy(x, Y[cid * 2 + vid, 0])
+    return main
+
+
+@pytest.mark.parametrize("target", ["numpy", "llvm"])
+def test_each_aiv_keeps_its_own_tile_across_sync_all(target):
+    x = rand((2 * B, W), seed=7)
+    k = tilelang.compile(per_aiv_rows(), out_idx=[1], target=target)
+    close(np.asarray(k(x)), 2 * f64(x))
+    if target == "numpy":
+        close(np.asarray(k.simulate(x)[0]), 2 * f64(x))
+
+
+def cube_tile_across(in_loop=False):
+    """An L1 tile written before the barrier and read after it: the cube cannot copy L1 out to
+    GM, so it does not cross (a located error); a T.sync_all in a loop is one too."""
+    @T.prim_func
+    def main(X: T.Tensor((B * 16, 16), "float16"), Y: T.Tensor((B * 16, 16), "float32")):
+        with T.Kernel(B, is_npu=True) as (cid, vid):
+            a = T.alloc_L1((16, 16), "float16")
+            c = T.alloc_L0C((16, 16), "float32")
+            with T.Scope("C"):
+                T.copy(X[cid * 16, 0], a)
+                if in_loop:
+                    for _ in T.serial(2):
+                        T.sync_all()
+                else:
+                    T.sync_all()
+                T.barrier_all()
+                T.gemm_v0(a, a, c, init=True)
+                T.barrier_all()
+                T.copy(c, Y[cid * 16, 0])
+    return main
+
+
 def test_sync_all_errors():
-    with pytest.raises(tilelang.CompileError, match="top level of the T.Kernel body"):
-        tilelang.compile(two_phase(nested=True), out_idx=[2], target="numpy")
-    with pytest.raises(tilelang.CompileError, match="'x' .* before T.sync_all"):
-        tilelang.compile(two_phase(keep_on_chip=True), out_idx=[2], target="numpy")
+    with pytest.raises(tilelang.CompileError, match="top level of the T.Kernel body") as e:
+        tilelang.compile(cube_tile_across(in_loop=True), out_idx=[1], target="numpy")
+    assert "T.sync_all()" in open(__file__).read().splitlines()[e.value.loc.line - 1]
+    with pytest.raises(tilelang.CompileError, match="'a' .* before T.sync_all") as e:
+        tilelang.compile(cube_tile_across(), out_idx=[1], target="numpy")
+    assert "T.gemm_v0(a, a, c" in open(__file__).read().splitlines()[e.value.loc.line - 1]
 
 
 def scaled(sync):

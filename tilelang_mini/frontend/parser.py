@@ -246,7 +246,8 @@ class KernelBuilder(ExprVisitor, ControlFlow, TileOps, Dialect, TileAscend, Eage
             if isinstance(stmt, ast.With) and self.is_call_to(stmt.items[0].context_expr, "Kernel"):
                 self.hints = []
                 grid, names, is_npu, block = self.traced_block(stmt)
-                for part in split_launch(scalars_per_core(block)):  # sync_all.py
+                for part in split_launch(scalars_per_core(block),  # sync_all.py
+                                         self.kept_tiles(grid, names) if is_npu else None):
                     launches.append(((grid, names, is_npu, part), self.hints, stmt))
             elif not launches and self.eager is not None and self.eager_stmt(stmt):
                 pass  # T.empty outputs, tensor annotations of an eager jit function

@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 
 from ..ir.nodes import Buffer, Call, Cast, Const, For, Gemm, If, Load, SetFlag, Store, WaitFlag
+from ..errors import CompileError
 from ..ir import dtypes
 from .common import show
 from .dialect import select, sigmoid, tanh
@@ -33,6 +34,16 @@ _CORE_PIPES = {"C": ("MTE2", "MTE1", "M", "FIX", "S"), "V": ("MTE2", "V", "MTE3"
 BARRIER_EVENT = 7  # the event id T.barrier_all uses on each pipe pair (set and waited at once)
 GEMM_EVENT = 6  # the event id of the L0 loads a gemm_v0 on L1 operands implies (expert mode)
 L0_TILE = 16 * 1024  # bytes of one implied L0A/L0B tile (a quarter of the 64 KiB L0A/L0B)
+
+
+def full_barrier(core: str, loc) -> list:
+    """T.barrier_all in a T.Scope(core): every pipe of the core waits for every other's earlier
+    work (a set_flag/wait_flag pair per ordered pipe pair, event BARRIER_EVENT)."""
+    pipes = _CORE_PIPES[core]
+    return [f(src, dst, BARRIER_EVENT, loc) for src in pipes for dst in pipes if src != dst
+            for f in (SetFlag, WaitFlag)]
+
+
 _UNSUPPORTED = {
     "gatherb": "T.Parallel with loaded indices",
     "sort32": "the kernel library's sort", "init_sort_buf": "the kernel library's sort",
@@ -502,9 +513,15 @@ class TileAscend(TileSort, TileBrcb):
         and FIX->M before the first chunk, MTE1->MTE2 and M->FIX after the last."""
         from ..ir.nodes import Alloc, Copy, Region
         a, b, c = regs
-        kdim = (0 if trans[0] else 1, 1 if trans[1] else 0)  # the K dimension of A and of B
+        # a slice of a stacked tile (`w_l1[pid, :, :]`) is its last two dimensions
+        lead = [len(r.extent) - 2 for r in (a, b)]
+        if any(n < 0 or any(e != 1 for e in r.extent[:n]) for r, n in zip((a, b), lead)):
+            raise CompileError("gemm_v0 operands are matrices: 2-D tiles or one matrix of a "
+                               "stacked tile (t[i, :, :])", loc)
+        kdim = (lead[0] + (0 if trans[0] else 1), lead[1] + (1 if trans[1] else 0))  # K dims
         K = a.extent[kdim[0]]
-        size = [r.extent[1 - d] * dtypes.itemsize(r.buffer.dtype) for r, d in zip((a, b), kdim)]
+        size = [r.extent[2 * n + 1 - d] * dtypes.itemsize(r.buffer.dtype)
+                for r, n, d in zip((a, b), lead, kdim)]
         kc = K
         while kc > 16 and max(size) * kc > L0_TILE:
             kc = max(16, (kc // 2 + 15) // 16 * 16)
@@ -512,13 +529,13 @@ class TileAscend(TileSort, TileBrcb):
         for k0 in range(0, K, kc):
             n = min(kc, K - k0)
             l0 = []
-            for r, d, scope in ((a, kdim[0], "L0A"), (b, kdim[1], "L0B")):
+            for r, d, scope, m in ((a, kdim[0], "L0A", lead[0]), (b, kdim[1], "L0B", lead[1])):
                 start = tuple(binop("+", s, k0) if i == d else s for i, s in enumerate(r.start))
                 ext = tuple(n if i == d else e for i, e in enumerate(r.extent))
-                key = (scope, ext, r.buffer.dtype)
+                key = (scope, ext[m:], r.buffer.dtype)
                 if key not in self.hoisted_allocs:
                     name = self.fresh_buffer_name(f"{r.buffer.name}_{scope.lower()}")
-                    self.hoisted_allocs[key] = Alloc(Buffer(name, ext, r.buffer.dtype, scope),
+                    self.hoisted_allocs[key] = Alloc(Buffer(name, ext[m:], r.buffer.dtype, scope),
                                                      None, loc)
                 buf = self.hoisted_allocs[key].buffer
                 out.append(Copy(Region(r.buffer, tuple(as_expr(x) for x in start), ext),
@@ -580,17 +597,7 @@ class TileAscend(TileSort, TileBrcb):
         earlier work (set_flag/wait_flag pairs, event 7). Outside a scope the compiler
         synchronises, so it is nothing."""
         core = getattr(self, "scope_core", None)
-        if core is None:
-            return []
-        loc = self.loc(call)
-        out = []
-        pipes = _CORE_PIPES[core]
-        for src in pipes:
-            for dst in pipes:
-                if src != dst:
-                    out.append(SetFlag(src, dst, BARRIER_EVENT, loc))
-                    out.append(WaitFlag(src, dst, BARRIER_EVENT, loc))
-        return out
+        return [] if core is None else full_barrier(core, self.loc(call))
 
     def op_sync_all(self, call) -> list:
         """tilelang-ascend's `T.sync_all()` (SyncAll, a barrier of every core of the launch):

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import ast
 import inspect
+from dataclasses import dataclass
 
 from .. import language as T_module
 from ..errors import CompileError
 from ..ir import dtypes
 from ..ir.nodes import (
-    Call, For, Load, Store, Var,
+    Call, Const, For, If, Load, Store, Var,
     Buffer, Copy, Fill, PipeBarrier, Reduce, Region, SetCrossFlag, Sort, SetFlag, WaitCrossFlag,
     WaitFlag, PIPES,
 )
@@ -19,6 +20,13 @@ from .exprs import as_expr, binop, const, constant_difference, is_ir
 
 
 MAX_MACRO_DEPTH = 32  # nested T.macro expansions (each inlines the macro's source)
+
+
+@dataclass(frozen=True)
+class RunTime:
+    """The extent of a slice whose length is a run-time value (`count`), at AST node `node`."""
+    count: object
+    node: object
 
 
 class TileOps:
@@ -78,7 +86,12 @@ class TileOps:
             return self.transposed_copy(a["src"], a["dst"], call)
         self.record_hint(call, [k for k in call.keywords if k.arg in (
             "disable_tma", "coalesced_width", "eviction_policy", "annotations", "loop_layout")])
-        src, dst = self.region(a["src"]), self.region(a["dst"])
+        src, dst = self.region(a["src"], True), self.region(a["dst"], True)
+        if any(isinstance(e, RunTime) for e in (*src[2], *dst[2])):
+            if relu or "pad_value" in a:
+                raise self.error(call, "T.copy of a run-time row count takes no pad_value or "
+                                       "enable_relu")
+            return self.runtime_rows(src, dst, a["src"], call)
         src, dst = self.first_rows(src, dst), self.first_rows(dst, src)
         src_r, dst_r = self.complete(src, dst, a["src"]), self.complete(dst, src, a["dst"])
         if relu:  # tilelang-ascend's FixPipe relu on the L0C copy-out: max(C, 0)
@@ -96,6 +109,47 @@ class TileOps:
         if is_ir(pad) or pad != 0:
             return [copy, self.pad_clipped(src_r, dst_r, pad, a["pad_value"], call)]
         return copy
+
+    def runtime_rows(self, src, dst, node, call) -> For:
+        """T.copy with a slice of run-time length n (varlen chunks, `w[bos : bos + n, h, :]`):
+        its rows one at a time, those below n; the other side's rows past n are left as they
+        are (the DMA moves n rows). The other side's matching dimension is its k-th of more
+        than one element where the run-time one is the k-th of its side:
+
+            copy(W[bos : bos + n, h, :], w_l1[0, :, :])  ->  for r in serial(64):
+                                                                 if r < n:
+                                                                     copy(W[bos + r, h, :], w_l1[0, r, :])"""
+        def long_dims(ext):
+            return [d for d, e in enumerate(ext) if isinstance(e, RunTime) or e not in (None, 1)]
+        sides = [src, dst]
+        marks = [(i, d, e) for i, (_, _, ext) in enumerate(sides) for d, e in enumerate(ext)
+                 if isinstance(e, RunTime)]
+        i0, d0, n = marks[0]
+        if len(marks) > 2 or len(marks) == 2 and (marks[1][0] == i0 or constant_difference(
+                as_expr(marks[1][2].count), as_expr(n.count)) != 0):
+            raise self.error(marks[1][2].node, "T.copy takes one run-time slice length (one "
+                                               "dimension, the same on both sides)")
+        k = long_dims(sides[i0][2]).index(d0)
+        row = self.fresh_var("row")
+        r, bounds = Var(row), []
+        for i, (buf, starts, ext) in enumerate(sides):
+            own = [d for j, d, _ in marks if j == i]
+            dims = long_dims(ext)
+            if not own and k >= len(dims):
+                raise self.error(node, "T.copy of a run-time row count: the other side has no "
+                                       "dimension to match it")
+            d = own[0] if own else dims[k]
+            lo = starts[d]
+            bounds.append(ext[d] if not own else buf.shape[d] - lo.value
+                          if isinstance(lo, Const) else buf.shape[d])
+            starts, ext = list(starts), list(ext)
+            starts[d], ext[d] = binop("+", lo, r), 1
+            sides[i] = (buf, tuple(starts), ext)
+        self.var_ranges[row] = (0, min(bounds) - 1)
+        (s_, d_), loc = sides, self.loc(call)
+        copy = Copy(self.complete(s_, d_, node), self.complete(d_, s_, node), loc)
+        return For((row,), (const(min(bounds)),), "serial",
+                   (If(binop("<", r, n.count), (copy,), (), loc),), 0, loc)
 
     def short_vector(self, src: Region, dst: Region, pad, call):
         """A GM vector of n elements into a longer on-chip vector tile of m (tilelang-ascend's
@@ -460,8 +514,9 @@ class TileOps:
             raise self.error(node, "expected a buffer or a sliced region of one")
         return Region(r[0], r[1], tuple(r[2]))
 
-    def region(self, node):
-        """(buffer, starts, extents-with-None-for-points) of a buffer, A[i, j] or A[a:b, c:d]."""
+    def region(self, node, runtime=False):
+        """(buffer, starts, extents-with-None-for-points) of a buffer, A[i, j] or A[a:b, c:d];
+        with `runtime`, a slice of run-time length has a RunTime extent (T.copy's rows)."""
         if isinstance(node, ast.Subscript):
             buf = self.eval(node.value)
             if not isinstance(buf, Buffer):
@@ -479,8 +534,12 @@ class TileOps:
                     lo = self.eval(e.lower) if e.lower is not None else 0
                     hi = self.eval(e.upper) if e.upper is not None else buf.shape[d]
                     n = constant_difference(as_expr(hi), as_expr(lo))
-                    if n is None or n <= 0:
-                        raise self.error(e, "a region slice must have a constant positive extent")
+                    if n is None and runtime:
+                        n = RunTime(binop("-", hi, lo), e)
+                    elif n is None or n <= 0:
+                        raise self.error(e, "a region slice must have a constant positive extent"
+                                         + ("" if n is not None else " (a run-time row count "
+                                            "is taken by T.copy)"))
                     starts.append(as_expr(lo))
                     extents.append(n)
                 else:

@@ -107,6 +107,17 @@ class Views:
         self.bind(name, buf)
         return []
 
+    def kept_tiles(self, grid, names):
+        """sync_all.split_launch's `keep` for an is_npu launch: a hidden GM buffer
+        [blocks, 2 AIVs, *shape] for a UB tile whose value crosses a T.sync_all."""
+        def keep(name, shape, dtype):
+            buf = Buffer(self.fresh_buffer_name(f"{name}_across_sync"), (grid[0], 2, *shape),
+                         dtype, "global")
+            self.hidden_list().append(Hidden(buf))
+            return buf
+        keep.cid, keep.vid = Var(names[0]), Var(names[1])
+        return keep
+
     def const_shape(self, shape, call) -> tuple:
         shape = tuple(shape) if isinstance(shape, (tuple, list)) else (shape,)
         shape = tuple(self.resolved(d, call) for d in shape)

@@ -25,7 +25,7 @@ from dataclasses import replace
 
 from ..errors import CompileError, InternalCompilerError
 from ..ir import analysis
-from ..ir.nodes import (GLOBAL_SCOPES, TILE_OPS, Alloc, BinOp, Const, Copy, Fill, For, Gemm, If,
+from ..ir.nodes import (GLOBAL_SCOPES, TILE_OPS, Alloc, BinOp, Buffer, Const, Copy, Fill, For, Gemm, If,
                         Kernel, Load, Reduce, Region, Scope, SetCrossFlag, Store, Var,
                         WaitCrossFlag, walk, walk_own, walk_statements)
 from ..ir.pipes import pipe_of
@@ -166,7 +166,9 @@ def concurrent_programs(kernel: Kernel, workspace_idx, chip: str) -> Kernel:
     `check_workspace_order`, with the reason."""
     if not kernel.is_npu or analysis.is_expert(kernel):
         return kernel
-    names = {kernel.params[i].name for i in workspace_idx} | caller_hand_offs(kernel)
+    names = {kernel.params[i].name for i in workspace_idx} | caller_hand_offs(kernel) | {
+        a.buffer.name for a in walk_statements(kernel.body)
+        if isinstance(a, Alloc) and a.buffer.scope == "workspace"}  # cross_tiles_through_workspaces
     if _first_early_read(kernel.body, names) is None:
         return kernel
     from ..arch import get_chip
@@ -348,13 +350,7 @@ def _group_sites(w, writes, reads, body, vid, why):
     Needs every loop and if around L to run alike on the cube and both vector cores (not on
     `vid`), and no site to hold both cores' accesses. Returns ([(site, [access])] of the
     writer, of the reader), in program order."""
-    accesses = writes + reads
-    common = accesses[0][1]
-    for _, path in accesses[1:]:
-        k = 0
-        while k < min(len(common), len(path)) and common[k] is path[k]:
-            k += 1
-        common = common[:k]
+    common = _common_path(writes + reads)
     depth = max((i + 1 for i, st in enumerate(common)
                  if isinstance(st, For) and st.kind != "parallel"), default=0)
     for st in common[:depth]:
@@ -367,18 +363,57 @@ def _group_sites(w, writes, reads, body, vid, why):
     for i, st in enumerate(walk_statements(common[depth - 1].body if depth else body)):
         order.setdefault(id(st), i)
 
-    def group(accs):
+    def group(accs, k):
         out: dict = {}
         for st, path in accs:
-            site = path[depth] if len(path) > depth else st
+            site = path[k] if len(path) > k else st
             out.setdefault(id(site), (site, []))[1].append(st)
         return sorted(out.values(), key=lambda g: order[id(g[0])])
-    ws, rs = group(writes), group(reads)
+    ws, rs = group(writes, depth), group(reads, depth)
+    for kw, kr in sorted(((a, b) for a, ta in _own_loops(writes, depth)
+                          for b, tb in _own_loops(reads, depth) if ta == tb), reverse=True):
+        own_w, own_r = group(writes, kw), group(reads, kr)
+        if len(own_w) == len(own_r) == 1:  # one site per core's loop body: nothing between
+            ws, rs = own_w, own_r
+            break
     if {id(s) for s, _ in ws} & {id(s) for s, _ in rs}:
         site = next(s for s, _ in ws if id(s) in {id(r) for r, _ in rs})
         raise _NotConcurrent(f"{why}, and one statement holds both cores' accesses of "
                              f"workspace '{w}'", site.loc)
     return ws, rs
+
+
+def _own_loops(accs, depth):
+    """[(k, trips)]: the serial loops of constant extent that hold all of one core's accesses
+    below the common loops, each nest path[depth:k] with how often its body runs per
+    iteration of the common loops. Two such nests of equal trips, one per core (tilelang-ascend's cube loop and vector loop over the same blocks, one after the
+    other in the source), pair per iteration where each body holds one site: the i-th run of
+    the writer's site hands the workspace to the i-th run of the reader's:
+
+        for _ in T.serial(n):                    # cube: site `copy(ws, kv_l1)`
+            T.copy(ws[cid, ...], kv_l1) ...
+        for i in T.serial(n):                    # vector: site `for r ...`
+            for r in T.serial(32): T.copy(row_ub, ws[cid, r, :])"""
+    own = _common_path(accs)
+    out, k, trips = [], depth, 1
+    while k < len(own) and isinstance(own[k], For) and own[k].kind != "parallel" and all(
+            isinstance(e, Const) and type(e.value) is int for e in own[k].extents):
+        for e in own[k].extents:
+            trips *= e.value
+        k += 1
+        out.append((k, trips))
+    return out
+
+
+def _common_path(accesses) -> tuple:
+    """The loops and ifs around every one of `accesses` ((statement, path) pairs)."""
+    common = accesses[0][1]
+    for _, path in accesses[1:]:
+        k = 0
+        while k < min(len(common), len(path)) and common[k] is path[k]:
+            k += 1
+        common = common[:k]
+    return common
 
 
 def _holds_work(stmts) -> bool:
@@ -416,6 +451,95 @@ def _sites(body, names) -> dict:
                     out.setdefault(r, ([], []))[1].append((st, core, times, path))
     visit(body, 1, ())
     return out
+
+
+def cross_tiles_through_workspaces(kernel: Kernel) -> Kernel:
+    """Developer-mode is_npu kernels: an on-chip tile read before any statement writes it,
+    whose writes all copy it from the other core inside the loop that holds its first read
+    (sparse_flash_attn_developer_vid_reduce's `kv_l1`, gathered UB -> L1 after the gemm that
+    reads it), is tilelang-ascend's AUTO_CV_COMBINE hand-off through a compiler-made workspace:
+    the writer copies into a workspace of the tile's shape, the reader loads the tile from it
+    where its loop body first reads it; concurrent_programs then pairs them per iteration:
+
+        for i in T.serial(n):                      for i in T.serial(n):
+            gemm(q_l1, kv_l1, s_l0c)      ->           copy(kv_l1_cv, kv_l1); gemm(q_l1, kv_l1, s_l0c)
+            for r ...: copy(kv_ub, kv_l1[r, :])         for r ...: copy(kv_ub, kv_l1_cv[r, :])
+
+    Other kernels are returned unchanged (check_cross_tile_order reports what is left)."""
+    if not kernel.is_npu or analysis.is_expert(kernel):
+        return kernel
+    from ..transform.infer_scopes import infer_scopes
+    from ..transform.util import fresh_name, map_bodies
+    scoped = infer_scopes(kernel)
+    early = _early_cross_tiles(scoped)
+    if not early:
+        return kernel
+    taken = {a.buffer.name for a in walk_statements(scoped.body) if isinstance(a, Alloc)} | \
+        {b.name for b in scoped.params}
+    ws = {t: Buffer(fresh_name(f"{t}_cv", taken), buf.shape, buf.dtype, "workspace")
+          for t, (buf, _) in early.items()}
+    loads: dict = {}
+    for t, (buf, site) in early.items():
+        loads.setdefault(id(site), []).append(Copy(Region.full(ws[t]), Region.full(buf), site.loc))
+
+    def rewrite(stmts):
+        out = []
+        for st in stmts:
+            out += loads.get(id(st), [])
+            if isinstance(st, Copy) and st.dst.buffer.name in ws:
+                st = replace(st, dst=replace(st.dst, buffer=ws[st.dst.buffer.name]))
+            out.append(map_bodies(st, rewrite))
+        return out
+    allocs = [Alloc(b, None, scoped.loc) for b in ws.values()]
+    return replace(scoped, body=tuple(allocs + rewrite(list(scoped.body))))
+
+
+def _early_cross_tiles(kernel) -> dict:
+    """tile name -> (buffer, the statement of its loop's body that first reads it), for the
+    tiles cross_tiles_through_workspaces hands over: every write a copy from the other core's
+    memory, all of them in one serial loop whose body reads the tile; none unless one of them
+    is read before any statement writes it (else the kernel is left as it is). The reader's
+    load stands where it first needs the tile, as each core's program runs on its own
+    (vid_reduce's `acc_s_ub_`, copied from L0C before the vector core's gather, is first
+    read after it)."""
+    writes: dict = {}
+    reads: dict = {}
+    early: set = set()
+
+    def visit(stmts, loops):
+        for st in stmts:
+            if isinstance(st, For) and st.kind != "parallel":
+                visit(st.body, loops + (st,))
+            elif isinstance(st, If):
+                visit(st.then_body + st.else_body, loops)
+            elif isinstance(st, (*TILE_OPS, Store)) or analysis.is_map(st):
+                for b in analysis.reads(st):
+                    if b.name not in writes:
+                        early.add(b.name)
+                    reads.setdefault(b.name, (b, loops))
+                for b in analysis.writes(st):
+                    writes.setdefault(b.name, []).append((st, loops))
+    visit(kernel.body, ())
+    out = {}
+    for name, ws in writes.items():
+        if name not in reads or not all(isinstance(w, Copy) and _crosses(w) for w, _ in ws):
+            continue
+        common = _common_path([(None, reads[name][1])] + ws)
+        if not common:
+            continue
+        loop = common[-1]
+        site = next((st for st in loop.body if any(
+            name in {b.name for b in analysis.reads(x)} for x in analysis.instructions([st]))), None)
+        if site is not None:
+            out[name] = (reads[name][0], site)
+    return out if early & set(out) else {}
+
+
+def _crosses(s: Copy) -> bool:
+    """A copy between the vector core's UB and the cube's memories (UB -> L1, L0C -> UB)."""
+    scopes = {s.src.buffer.scope, s.dst.buffer.scope}
+    return s.src.buffer.scope != s.dst.buffer.scope and "UB" in scopes and \
+        scopes <= {"UB", *analysis.AIC_SCOPES}
 
 
 def check_cross_tile_order(kernel: Kernel) -> None:
@@ -457,7 +581,8 @@ def check_cross_tile_order(kernel: Kernel) -> None:
                         f"it; its write (line {w.loc.line}) copies it from {here}: this kernel "
                         f"relies on tilelang-ascend's TL_ASCEND_AUTO_CV_COMBINE running its cube "
                         f"and vector statements as two concurrent programs that meet at "
-                        f"compiler-made workspaces, which is not done here for on-chip tiles. "
+                        f"compiler-made workspaces, which is done here only where one loop "
+                        f"holds the read and every write (paired per iteration). "
                         f"Pass the tile through a workspace_idx tensor: the reading core copies "
                         f"it in (T.copy(workspace[cid, ...], {b.name})) where it reads the tile "
                         f"now, the writing core copies its data out to the workspace "

@@ -35,7 +35,7 @@ __all__ = ["SYNC_OPS", "TILE_OPS", "GM_SCOPES", "AIC_SCOPES", "BLOCK_SCOPES", "i
            "is_sync", "core_instructions", "instructions", "loads", "map_stores", "operands", "reads", "writes",
            "accesses", "written_names", "static_box", "boxes_overlap", "buffer_refs",
            "full_map_store", "interval", "exact_boxes", "is_expert", "is_dual_copy", "can_widen",
-           "WIDENABLE_DTYPES"]
+           "WIDENABLE_DTYPES", "aiv_uniform"]
 
 
 def is_map(s) -> bool:
@@ -299,3 +299,42 @@ def interval(ranges, x):
         f = max if x.fn == "max" else min
         return (f(a[0], c[0]), f(a[1], c[1]))
     return None
+
+
+def aiv_uniform(body, vid: str) -> set[int]:
+    """ids of the instructions of `body` that do the same on both vector cores (vid 0 and 1)
+    at the same point of their programs: nothing in them, in the conditions and loop extents
+    around them, or in the data they read depends on `vid`. A buffer's data depends on it
+    once a dependent instruction writes it; a GM buffer the body writes at all is read as
+    dependent (another core may write it between the two AIVs' reads). Two AIVs running such
+    a write put the same bytes at the same place, in either order:
+
+        copy(X[cid, 0], x); ... x ...; copy(x, Y[cid, 0])      uniform (both write Y[cid] alike)
+        copy(X[cid, vid * 8], x); copy(x, Y[cid, 0])           not: x differs per AIV"""
+    def mentions_vid(nodes):
+        return any(isinstance(n, Var) and n.name == vid for x in nodes for n in walk(x))
+    gm_written = {b.name for s in instructions(body) for b in writes(s)
+                  if b.scope in GLOBAL_SCOPES}
+    varying = set(gm_written)
+    while True:
+        bad: set[int] = set()
+        before = len(varying)
+
+        def visit(stmts, ctrl):
+            for st in stmts:
+                if isinstance(st, For) and st.kind != "parallel" or isinstance(st, If):
+                    heads = list(st.extents) if isinstance(st, For) else [st.cond]
+                    dep = ctrl or mentions_vid(heads) or any(
+                        ld.buffer.name in varying for h in heads for ld in loads(h))
+                    for f in body_fields(st):
+                        visit(getattr(st, f), dep)
+                elif isinstance(st, Scope):
+                    visit(st.body, ctrl)
+                elif is_map(st) or isinstance(st, (*TILE_OPS, Store)):
+                    if ctrl or mentions_vid([st]) or any(
+                            b.name in varying for b in reads(st)):
+                        bad.add(id(st))
+                        varying.update(b.name for b in writes(st))
+        visit(body, False)
+        if len(varying) == before:
+            return {id(s) for s in instructions(body)} - bad

@@ -142,6 +142,12 @@ class Occ:
     ancestors: tuple          # ((Block, iteration or ("branch", n)), ...)
 
 
+def same_trip(a: Occ, b: Occ) -> bool:
+    """a and b sit in the same iterations and branches of the loops and ifs around them."""
+    return len(a.ancestors) == len(b.ancestors) and all(
+        ia is ib and ta == tb for (ia, ta), (ib, tb) in zip(a.ancestors, b.ancestors))
+
+
 def exclusive(a: Occ, b: Occ) -> bool:
     """a and b sit in different branches of the same if: never both run."""
     for (ia, ta), (ib, tb) in zip(a.ancestors, b.ancestors):

@@ -249,7 +249,7 @@ def compile(prim_func, out_idx=None, target: str | None = None, chip: str | None
     from ..frontend import PrimFunc
     from ..frontend.parser import SymbolicPrimFunc
     from ..transform.options import auto_sync_of
-    target = _our_target(target)
+    pto, target = target == "pto", _our_target(target)
     pass_configs = tilelang_options.get("pass_configs")
     if isinstance(prim_func, SymbolicPrimFunc):
         from .eager import SymbolicKernel
@@ -257,16 +257,20 @@ def compile(prim_func, out_idx=None, target: str | None = None, chip: str | None
     if not isinstance(prim_func, PrimFunc):
         raise CompileError(f"compile() takes a T.prim_func, got {type(prim_func).__name__}")
     options = Options(chip=chip or config.default_chip(), target=target or config.default_target(),
-                      auto_sync=auto_sync_of(pass_configs))
+                      auto_sync=auto_sync_of(pass_configs), pto=pto)
     if len(prim_func.launches) > 1 or prim_func.hidden:  # several `with T.Kernel` blocks,
         from .launches import LaunchSequence            # T.alloc_global, GM views
-        if workspace_idx:
+        from ..ir.analysis import is_expert
+        if workspace_idx and not all(is_expert(k) for k in prim_func.launches):
             raise CompileError("workspace_idx with several T.Kernel launches (or T.alloc_global "
-                               "/ views) is not supported; allocate the scratch tensors with "
-                               "T.alloc_global inside the function", prim_func.ir.loc)
-        idx = _normalize_out_idx(out_idx, len(prim_func.ir.params) - len(prim_func.hidden))
+                               "/ views) is supported for expert-mode launches (T.Scope) only; "
+                               "allocate the scratch tensors with T.alloc_global inside the "
+                               "function", prim_func.ir.loc)
+        n = len(prim_func.ir.params) - len(prim_func.hidden)
         return LaunchSequence(prim_func, [_compile_ir(prim_func, k, None, options)
-                                          for k in prim_func.launches], idx, prim_func.hidden)
+                                          for k in prim_func.launches],
+                              _normalize_out_idx(out_idx, n), prim_func.hidden,
+                              _normalize_out_idx(workspace_idx, n))
     return _compile_ir(prim_func, prim_func.ir, out_idx, options, workspace_idx)
 
 
@@ -308,7 +312,8 @@ def _prepared(kernel: Kernel, workspace_idx: tuple, chip: str) -> Kernel:
     # the frontend package loads through the language (they import each other, language first)
     from .. import language  # noqa: F401
     from ..frontend.workspace_order import (check_cross_tile_order, check_workspace_order,
-                                            concurrent_programs)
+                                            concurrent_programs, cross_tiles_through_workspaces)
+    kernel = cross_tiles_through_workspaces(kernel)
     check_cross_tile_order(kernel)
     kernel = concurrent_programs(kernel, workspace_idx, chip)
     check_workspace_order(kernel, workspace_idx)
@@ -383,8 +388,9 @@ def compile_call(factory, args: tuple = (), kwargs: dict | None = None, out_idx=
     as by `compile`, and the pointer is stored."""
     from ..transform.options import auto_sync_of
     kwargs = kwargs or {}
-    options = Options(chip=chip or config.default_chip(), target=target or config.default_target(),
-                      auto_sync=auto_sync_of(pass_configs))
+    options = Options(chip=chip or config.default_chip(),
+                      target=_our_target(target) or config.default_target(),
+                      auto_sync=auto_sync_of(pass_configs), pto=target == "pto")
     _check_chip(options.chip)
     backend = get_backend(options.target)
     path = key = None
@@ -399,7 +405,8 @@ def compile_call(factory, args: tuple = (), kwargs: dict | None = None, out_idx=
                              lambda: factory(*args, **kwargs))
             if hit is not None:
                 return _observed(hit)
-    kernel = compile(factory(*args, **kwargs), out_idx=out_idx, target=options.target,
+    kernel = compile(factory(*args, **kwargs), out_idx=out_idx,
+                     target="pto" if options.pto else options.target,
                      chip=options.chip, workspace_idx=workspace_idx, pass_configs=pass_configs)
     if key is not None and type(kernel) is JITKernel and kernel.cache_key is not None:
         cache.write_entry(path, key, {"code_key": kernel.cache_key},
@@ -516,7 +523,8 @@ class JITFactory(CompileSettings):
             return self._cache[key]
         except (KeyError, TypeError):
             pass
-        kernel = compile_call(self.factory, args, kwargs, out_idx=self.out_idx, target=target,
+        kernel = compile_call(self.factory, args, kwargs, out_idx=self.out_idx,
+                              target=self.target if self.target == "pto" else target,
                               chip=chip, workspace_idx=self.workspace_idx,
                               pass_configs=self.pass_configs)
         try:

@@ -1,9 +1,10 @@
 """LaunchSequence: a prim_func with several `with T.Kernel` blocks (or GM buffers that are not
 parameters), compiled as one kernel per block. A call launches them in order over the same
 arrays (what one launch writes to GM the next reads), each on its own grid; outputs (`out_idx`)
-are allocated once (zeros) and shared. The hidden parameters that follow the caller's
-(frontend/views.py) are a zeroed array per call for a `T.alloc_global` and a reshaped view (no
-copy) of the caller's C-contiguous array for `T.Tensor(shape, dtype, buf.data)` / `T.reshape`.
+are allocated once (zeros) and shared, and so are the workspace_idx tensors (not returned).
+The hidden parameters that follow the caller's (frontend/views.py) are a zeroed array per call
+for a `T.alloc_global` and a reshaped view (no copy) of the caller's C-contiguous array for
+`T.Tensor(shape, dtype, buf.data)` / `T.reshape`.
 
     @T.prim_func
     def main(X, Partial, Y):
@@ -37,7 +38,8 @@ class Estimates(list):
 class LaunchSequence:
     """The compiled launches (`.kernels`, JITKernels taking every parameter in place)."""
 
-    def __init__(self, prim_func, kernels: list, out_idx: tuple[int, ...], hidden=()):
+    def __init__(self, prim_func, kernels: list, out_idx: tuple[int, ...], hidden=(),
+                 workspace_idx: tuple[int, ...] = ()):
         self.prim_func = prim_func
         self.kernels = kernels
         self.hidden = tuple(hidden)
@@ -45,8 +47,12 @@ class LaunchSequence:
         n = len(first.params) - len(self.hidden)
         self.n_params = n
         self.out_idx = tuple(sorted(i % n for i in out_idx))
+        # tilelang-ascend's workspace_idx: zeroed per call, neither passed nor returned
+        self.workspace_idx = tuple(sorted(i % n for i in workspace_idx or ()
+                                          if i % n not in self.out_idx))
         self.frontend = first
-        self.inputs = [b for i, b in enumerate(first.params[:n]) if i not in self.out_idx]
+        self.inputs = [b for i, b in enumerate(first.params[:n])
+                       if i not in self.out_idx and i not in self.workspace_idx]
         self.outputs = [first.params[i] for i in self.out_idx]
         groups: dict = {}  # a tensor and its views may share memory
         for h in self.hidden:
@@ -74,9 +80,12 @@ class LaunchSequence:
             raise ArgumentError(f"kernel '{self.frontend.name}' takes {len(self.inputs)} "
                                 f"input(s), got {len(args)}", self.frontend.loc)
         outputs = allocate_outputs(self.outputs, self.frontend.loc)
+        work = iter(allocate_outputs([self.frontend.params[i] for i in self.workspace_idx],
+                                     self.frontend.loc))
         full, ins, outs = [], iter(args), iter(outputs)
         for i in range(self.n_params):
-            full.append(next(outs) if i in self.out_idx else next(ins))
+            full.append(next(outs) if i in self.out_idx else
+                        next(work) if i in self.workspace_idx else next(ins))
         names = [b.name for b in self.frontend.params]
         for h in self.hidden:
             b = h.buffer

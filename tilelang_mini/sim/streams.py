@@ -22,7 +22,9 @@ import numpy as np
 from ..errors import CompileError, KernelRuntimeError, SyncError
 from .. import semantics
 from ..ir import dtypes
-from ..ir.analysis import SYNC_OPS, exact_boxes, is_map, operands, written_names
+from ..ir.analysis import (
+    SYNC_OPS, exact_boxes, instructions, is_map, operands, writes, written_names,
+)
 from ..ir.nodes import (
     Alloc, Const, Copy, Fill, For, Gemm, If, Load, Reduce, Region, Scope, Sort,
     SetCrossFlag, SetFlag, Store, Var, WaitCrossFlag, WaitFlag, walk, walk_own,
@@ -129,13 +131,13 @@ def core_stream(body, kind: str, env: Env):
     control flow, allocation or scalar-unit instruction between them; a scalar-unit instruction
     ends its batch). Instructions dispatched with the same loop variables share one snapshot of
     them (a consumer that changes variables while executing, a Parallel map, copies it first)."""
-    yield from _walk(body, kind, env, False, [None])
+    yield from _walk(body, kind, env, False, [None], cached(body, scalar_written, "swritten"))
 
 
 _SEG, _SCOPE, _FOR, _IF, _ALLOC, _ERR = range(6)
 
 
-def _items(body, kind: str, in_scope: bool) -> list:
+def _items(body, kind: str, in_scope: bool, sw: frozenset) -> list:
     """The walk's items of a statement list, made once per (list, core kind, in Scope):
     (_SEG, [(stmt, pipe, scalar names)]) for a batch, (_SCOPE, body) for the core's own Scope,
     (_FOR | _IF | _ALLOC, stmt), (_ERR, raise) for a statement the walk rejects when it gets
@@ -160,9 +162,9 @@ def _items(body, kind: str, in_scope: bool) -> list:
             item = (_ALLOC, s)
         else:
             try:
-                pipe, names = cached(s, _pipe_and_scalars, "walk")
+                pipe, names = cached(s, lambda x: _pipe_and_scalars(x, sw), ("walk", sw))
             except Exception:  # noqa: BLE001 -- raised again when the walk gets there
-                item = (_ERR, lambda s=s: _pipe_and_scalars(s))
+                item = (_ERR, lambda s=s: _pipe_and_scalars(s, sw))
             else:
                 if not in_scope and pipe != "S":
                     item = (_ERR, _raiser(
@@ -190,8 +192,8 @@ def _raiser(msg, loc):
 _WALK_TAGS = {(k, i): f"walk{k}{i:d}" for k in "CV" for i in (False, True)}
 
 
-def _walk(body, kind, env, in_scope, snap):
-    items = cached(body, lambda b: _items(b, kind, in_scope), _WALK_TAGS[kind, in_scope])
+def _walk(body, kind, env, in_scope, snap, sw):
+    items = cached(body, lambda b: _items(b, kind, in_scope, sw), (_WALK_TAGS[kind, in_scope], sw))
     for code, x in items:
         if code == _SEG:
             vs = snap[0]
@@ -201,30 +203,45 @@ def _walk(body, kind, env, in_scope, snap):
             yield [DynInstr(s, pipe, vs, {n: np.array(bufs[n], copy=True) for n in names}
                             if names else None) for s, pipe, names in x]
         elif code == _FOR:
-            yield from _walk_for(x, kind, env, in_scope, snap)
+            yield from _walk_for(x, kind, env, in_scope, snap, sw)
         elif code == _SCOPE:
-            yield from _walk(x, kind, env, True, snap)
+            yield from _walk(x, kind, env, True, snap, sw)
         elif code == _IF:
             yield from _walk(x.then_body if if_condition(x, env) else x.else_body, kind, env,
-                             in_scope, snap)
+                             in_scope, snap, sw)
         elif code == _ALLOC:
             execute(x, env)
         else:
             x()
 
 
-def _pipe_and_scalars(stmt) -> tuple[str, tuple[str, ...]]:
+def _pipe_and_scalars(stmt, sw: frozenset) -> tuple[str, tuple[str, ...]]:
     """(the pipe of an instruction, the scalar registers it reads as dispatched: none on S)."""
     pipe = instr_pipe(stmt)
-    return pipe, (_scalar_reads(stmt) if pipe != "S" else ())
+    return pipe, (_scalar_reads(stmt, sw) if pipe != "S" else ())
 
 
-def _scalar_reads(stmt) -> tuple[str, ...]:
-    """The scalar registers (alloc_var buffers) an instruction reads. The scalar unit computes
-    an instruction's operands (addresses, extents, values) when it dispatches it: a pipe that
-    runs it later still sees the values of then, not a later scalar store's."""
-    return tuple(sorted({n.buffer.name for n in walk(stmt) if isinstance(n, Load)
-                         and n.buffer.scope == "var"}))
+def scalar_written(body) -> frozenset:
+    """Names of the buffers only scalar stores write (`wp_ub[0] = ...`: the scalar unit, in
+    program order), whose values the scalar unit holds as it dispatches, as its registers."""
+    only: dict = {}
+    for s in instructions(body):
+        for b in writes(s):
+            only[b.name] = only.get(b.name, True) and isinstance(s, Store)
+    return frozenset(n for n, yes in only.items() if yes)
+
+
+def _scalar_reads(stmt, sw: frozenset) -> tuple[str, ...]:
+    """The scalar registers (alloc_var buffers) an instruction reads, and the buffers only
+    scalar stores write (`sw`) that its regions' start indices load (a row picked by
+    `wp_ub[0]`). The scalar unit computes an instruction's operands (addresses, extents, values)
+    when it dispatches it: a pipe that runs it later still sees the values of then, not a later
+    scalar store's."""
+    regions = [] if isinstance(stmt, For) else [n for n in walk_own(stmt) if isinstance(n, Region)]
+    picked = {n.buffer.name for r in regions for e in r.start for n in walk(e)
+              if isinstance(n, Load) and n.buffer.name in sw} - {r.buffer.name for r in regions}
+    return tuple(sorted(picked | {n.buffer.name for n in walk(stmt) if isinstance(n, Load)
+                                  and n.buffer.scope == "var"}))
 
 
 class ScalarSnapshot(dict):
@@ -240,7 +257,7 @@ class ScalarSnapshot(dict):
         return self.base[name]
 
 
-def _walk_for(s: For, kind, env, in_scope, snap):
+def _walk_for(s: For, kind, env, in_scope, snap, sw):
     try:
         exts = [as_index(_expr_fn(e)(env), "a loop extent") for e in s.extents]
     except Fault as e:
@@ -251,13 +268,13 @@ def _walk_for(s: For, kind, env, in_scope, snap):
         for i in range(exts[0]):
             vs[name] = i
             snap[0] = None
-            yield from _walk(s.body, kind, env, in_scope, snap)
+            yield from _walk(s.body, kind, env, in_scope, snap, sw)
         return
     for idx in itertools.product(*(range(n) for n in exts)):
         for name, i in zip(s.vars, idx):
             vs[name] = i
         snap[0] = None
-        yield from _walk(s.body, kind, env, in_scope, snap)
+        yield from _walk(s.body, kind, env, in_scope, snap, sw)
 
 
 # ---------------------------------------------------------------------------------- accesses

@@ -19,6 +19,7 @@ from ..errors import CompileError
 from ..ir import dtypes
 from ..ir.analysis import GM_SCOPES
 from ..ir.verifier import IRVerificationError, verify_kernel
+from .util import map_bodies, with_body
 from ..ir.nodes import (
     Loc, body_fields, Alloc, Const, Copy, Fill, For, Gemm, If, Kernel, Load, PipeBarrier, Reduce,
     Region, Scope, Sort,
@@ -33,6 +34,17 @@ MAX_BLOCKS = 2 ** 31 - 1
 # A developer-mode tile may be split or staged by the lowering passes (plan_memory reports
 # what does not fit after them); here it only has to fit the largest on-chip scope.
 _DEV_SCOPES = ("shared", "fragment")
+
+
+def without_noop_flags(kernel: Kernel, chip: Chip) -> Kernel:
+    """tilelang-ascend's target="pto" flags of an event id outside the chip's range do nothing
+    (its templates skip them), so they are dropped:
+
+        set_flag(MTE2, MTE3, 10); copy(...); wait_flag(MTE2, MTE3, 10)   ->   copy(...)"""
+    def keep(stmts):
+        return [map_bodies(s, keep) for s in stmts
+                if not (isinstance(s, (SetFlag, WaitFlag)) and not 0 <= s.event < chip.event_ids)]
+    return with_body(kernel, keep(list(kernel.body)))
 
 
 def check(kernel: Kernel, chip: Chip | str | None = None) -> Kernel:

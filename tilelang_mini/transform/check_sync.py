@@ -34,16 +34,17 @@ from dataclasses import replace
 
 from ..arch import Chip
 from ..errors import CompileError
-from ..ir.analysis import AIC_SCOPES, GM_SCOPES, SYNC_OPS, core_instructions, is_map
+from ..ir.analysis import AIC_SCOPES, GM_SCOPES, SYNC_OPS, aiv_uniform, core_instructions, is_map
 from ..ir.happens_before import (
-    Block, HappensBefore, Instr, Occ, accesses, build_tree, conflict, join,
+    Block, HappensBefore, Instr, Occ, accesses, build_tree, conflict, join, same_trip,
 )
 from ..ir.nodes import (
     Alloc, BinOp, Const, Copy, For, Gemm, If, Kernel, PipeBarrier, Region, SetCrossFlag, SetFlag,
-    WaitCrossFlag, WaitFlag, body_fields, walk, walk_statements,
+    WaitCrossFlag, WaitFlag, walk, walk_statements,
 )
 from ..ir.pipes import COPY_PIPES, pipe_of
 from .check_blocks import check_blocks
+from .util import map_bodies, with_body
 from .sync_facts import Infeasible, bind, implied_values, no_trip, readonly_params, truth
 from ..ir.graph import print_ir_line
 
@@ -93,17 +94,8 @@ def without_intra_core_sync(kernel: Kernel) -> Kernel:
     intra = (SetFlag, WaitFlag, PipeBarrier)
 
     def strip(stmts):
-        out = []
-        for s in stmts:
-            if isinstance(s, intra):
-                continue
-            fields = body_fields(s) if not isinstance(s, Alloc) else ()
-            if fields:
-                s = replace(s, **{f: tuple(strip(getattr(s, f))) for f in fields})
-            out.append(s)
-        return out
-
-    return replace(kernel, body=tuple(strip(kernel.body)))
+        return [map_bodies(s, strip) for s in stmts if not isinstance(s, intra)]
+    return with_body(kernel, strip(kernel.body))
 
 
 def check_sync(kernel: Kernel, chip: Chip) -> Kernel:
@@ -316,6 +308,7 @@ class _Verifier(HappensBefore):
         self.Env, self.Fault, self.compile_expr = Env, Fault, compile_expr
         self.cid, self.vid = kernel.grid_vars
         self.block = block
+        self.uniform = aiv_uniform(kernel.body, self.vid)  # what both AIVs do alike
         self.readonly = None  # names of the parameters nothing writes (implied)
         self.fns: dict = {}  # id(expression) -> (expression, compiled closure)
         self.reset()
@@ -673,6 +666,9 @@ class _Verifier(HappensBefore):
         if not conflict(x, y, True):
             return False
         cores = {prev.item.core, occ.item.core}
+        if x[2] and y[2] and prev.item.stmt is occ.item.stmt and id(occ.item.stmt) in \
+                self.uniform and same_trip(prev, occ):  # both AIVs write the same bytes alike
+            return False
         return cores != set(AIVS) or (x[1] is not None and y[1] is not None and not isinstance(
             x[1], _Hull) and not isinstance(y[1], _Hull))
 

@@ -250,8 +250,15 @@ class _Rewriter:
     def copy(self, s: Copy, state):
         """A copy into a buffer with several versions writes one (UB when the value comes from
         on-chip, since the vector unit can convert) and moves it to the others without casts."""
+        pre, picked = [], [n.buffer for r in (s.src, s.dst) for e in r.start for n in walk(e)
+                           if isinstance(n, Load) and self.is_dev(n.buffer)]
+        for b in picked:  # an index the scalar unit reads from a tile (a gather's row ids): UB
+            pre += self.ensure(b, "UB", state, s)
+        if picked:
+            mapping = {b.name: self.v(b, "UB") for b in picked}
+            s = replace(s, **{f: replace(r, start=tuple(rebuffer(e, mapping) for e in r.start))
+                              for f, r in (("src", s.src), ("dst", s.dst))})
         src, dst = s.src.buffer, s.dst.buffer
-        pre = []
         if self.is_dev(dst):
             targets = [h for h in self.homes(dst) if h != "L0C"]
             if not targets:

@@ -20,6 +20,10 @@ class Options:
     # the flags between the pipes of each core (the kernel's own intra-core flags and barriers
     # are replaced by them; its cross-core flags are kept)
     auto_sync: bool = False
+    # tilelang-ascend's jit(target="pto"): its PTO code generator emits set_flag/wait_flag through
+    # templates that do nothing for an event id outside 0-7 (src/tl_templates/pto/common.h,
+    # set_flag_pipeline): such flags are dropped (check.without_noop_flags), not range errors
+    pto: bool = False
     # the llvm host multiplies bfloat16 pairs natively (x86 avx512_bf16): widen_storage keeps
     # on-chip bfloat16 tiles bfloat16 (set from the host by the llvm backend's `pass_options`)
     native_bf16: bool = False

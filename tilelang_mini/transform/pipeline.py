@@ -20,7 +20,7 @@ from dataclasses import dataclass, field, replace
 from ..arch import get_chip
 from ..errors import internal_error
 from ..ir.nodes import Kernel
-from .check import check
+from .check import check, without_noop_flags
 from .check_sync import sync_expert
 from .cpu_columns import infer_live_columns
 from .cpu_copies import forward_copies, fuse_copy_chains
@@ -45,8 +45,10 @@ from .split_cores import split_cores
 
 # name, pass, why. The order is the lowering order; each step's why is one line.
 NPU_PASSES = (
-    ("check", lambda k, o: check(k, get_chip(o.chip)),
-     "reject wrong shapes, dtypes, indices and what exceeds the chip at the kernel line"),
+    ("check", lambda k, o: check(without_noop_flags(k, get_chip(o.chip)) if o.pto else k,
+                                 get_chip(o.chip)),
+     "reject wrong shapes, dtypes, indices and what exceeds the chip at the kernel line "
+     "(target=\"pto\": flags of an event id the chip lacks do nothing there, dropped)"),
     ("infer_scopes", lambda k, o: k if o.expert else infer_scopes(k),
      "shared/fragment -> L1, L0C or UB by use; one version per scope a buffer needs"),
     ("legalize", lambda k, o: k if o.expert else legalize(k, get_chip(o.chip)),
