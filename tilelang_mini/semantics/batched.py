@@ -197,6 +197,7 @@ class BatchedKernel:
         self.spare: dict = {}
         self.bailed = None      # why the last run fell back to the plain run
         self.pools: list = []   # the buffers of the last run, for the next
+        self.grids: dict = {}   # (first block, end) -> the group's grid (`_grid`)
         self.written = frozenset(b.name for s, _ in core_instructions(kernel.body)
                                  for b in writes(s)) & frozenset(p.name for p in kernel.params)
         # written parameters private to each block: {name: the dimension of the block id}
@@ -225,9 +226,8 @@ class BatchedKernel:
             pool = Pool()
         lo, total, size, self.bailed = 0, int(np.prod(shape)), self.group, None
         while lo < total:  # the block ids of one group at a time (a grid may be huge)
-            ids = np.unravel_index(np.arange(lo, min(lo + size, total), dtype=np.int64), shape)
-            grid = {name: a for name, a in zip(names, ids)}
-            n = ids[0].size
+            grid = self._grid(lo, min(lo + size, total), names, shape)
+            n = next(iter(grid.values())).size
             # the group's elements of the private parameters, put back if it bails (a block
             # may read its own before writing them)
             saved = [(bufs[k], sl, bufs[k][sl].copy()) for k, sl in (
@@ -252,6 +252,17 @@ class BatchedKernel:
             self.bailed = "an element of a parameter written twice"
             return "plain"
         return "batched" if self.bailed is None else "partly batched"
+
+    def _grid(self, lo, hi, names, shape) -> dict:
+        """{grid variable: its int64 array of the block ids lo..hi-1}, the same dict for the
+        same group in every run (what a region finds per group, `_grid_region`, it finds once)."""
+        grid = self.grids.get((lo, hi))
+        if grid is None:
+            if len(self.grids) > 1024:
+                self.grids.clear()
+            ids = np.unravel_index(np.arange(lo, hi, dtype=np.int64), shape)
+            grid = self.grids[lo, hi] = {name: a for name, a in zip(names, ids)}
+        return grid
 
     def _group(self, bufs, grid, fixed, n, marks, pool) -> BEnv:
         def env(core=None):

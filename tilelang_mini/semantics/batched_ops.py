@@ -358,7 +358,7 @@ def _grid_region(r, ctx, marks: bool = False):
     def group(env, arr):
         starts = [per_block(sum(sg * f(env) for sg, f in g), env.n) for g, _ in dims]
         off = np.broadcast_to(element_offsets(shape, starts), (env.n,))
-        layout = box_layout(arr, off, ext, ones) if arr.flags.c_contiguous else None
+        layout = box_layout(arr, off, ext, ones)
         bounds = [(int(np.min(a)), int(np.max(a))) for a in starts]
         return env.grid, int(off[0]), bounds, layout
 
@@ -368,7 +368,7 @@ def _grid_region(r, ctx, marks: bool = False):
         if hit is None or hit[0] is not env.grid:
             hit = last[0] = group(env, arr)
         _, first, bounds, layout = hit
-        if layout is None:
+        if layout is None or not arr.flags.c_contiguous:
             return None
         for (_, other), (lo, hi), e, n, st in zip(dims, bounds, ext, shape, strides):
             if other:
