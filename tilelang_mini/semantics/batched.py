@@ -40,9 +40,10 @@ from __future__ import annotations
 import numpy as np
 
 from tilelang_mini.ir import dtypes
-from tilelang_mini.ir.analysis import core_instructions, reads, writes
+from tilelang_mini.ir.analysis import BLOCK_SCOPES, core_instructions, reads, writes
 from tilelang_mini.ir.nodes import (
-    Alloc, Copy, For, Gemm, If, Kernel, Load, Region, Scope, Sort, Store, Var, walk,
+    Alloc, Buffer, Copy, For, Gemm, If, Kernel, Load, Region, Scope, Sort, Store, Var,
+    body_fields, walk, walk_own,
 )
 
 from .batched_ops import INSTR, Ctx, store
@@ -289,15 +290,46 @@ BATCHED = Lowering(_stmt, _extents, _cond)   # a core program's pieces for a gro
 
 
 def lower_batched_programs(kernel: Kernel):
-    """({"C": program, "V": program}, None): the core programs of coroutines.py for a group
-    of blocks (each program's env a BEnv), or (None, why the kernel runs block by block)."""
+    """({"C": program, "V": program}, pairs, None): the core programs of coroutines.py for a
+    group of blocks (each program's env a BEnv; with `pairs` (`vector_pairs`) the V program's
+    env holds both vector cores of each block), or (None, False, why the kernel runs block by
+    block)."""
     why = why_not_batched(kernel)
     if why is not None:
-        return None, why
+        return None, False, why
+    pairs = vector_pairs(kernel)
     try:
-        return {c: lower_core_program(kernel, c, BATCHED, Ctx(kernel)) for c in "CV"}, None
+        return {c: lower_core_program(kernel, c, BATCHED, Ctx(kernel, pairs and c == "V"))
+                for c in "CV"}, pairs, None
     except Exception as e:  # noqa: BLE001 - a construct the batched form lacks: run plainly
-        return None, f"{type(e).__name__}: {e}"
+        return None, False, f"{type(e).__name__}: {e}"
+
+
+def vector_pairs(kernel: Kernel) -> bool:
+    """May the two vector cores of each block run as one group member each (block k's V0 and
+    V1 at 2k and 2k + 1 of a group of 2n: one coroutine and one dispatch per instruction for
+    both)? Yes when no cube instruction writes a vector core's UB (an L0C -> UB copy) and the
+    vector program touches no buffer but its UB and the parameters: the halves and the cube
+    then see each other only through parameters, which the cross-core flags order. Control
+    flow that differs between the halves bails like any other difference in a group."""
+    params = {p.name for p in kernel.params}
+    if any(isinstance(s, Copy) and s.src.buffer.scope == "L0C" and s.dst.buffer.scope == "UB"
+           for s, _ in core_instructions(kernel.body)):
+        return False
+    return not any(b.scope in BLOCK_SCOPES and b.name not in params
+                   for b in _vector_buffers(kernel.body))
+
+
+def _vector_buffers(stmts):
+    """The buffers the vector program's statements access (not their Allocs)."""
+    for s in stmts:
+        if isinstance(s, Scope) and s.core == "C":
+            continue
+        if not isinstance(s, Alloc):
+            yield from (n.buffer for n in walk_own(s)
+                        if isinstance(getattr(n, "buffer", None), Buffer))
+        for f in body_fields(s):
+            yield from _vector_buffers(getattr(s, f))
 
 
 def lower_batched(kernel: Kernel, has_scopes: bool):

@@ -249,8 +249,9 @@ class Ctx:
     """What lowering a kernel for the batched run knows: the parameters (one array for all
     blocks), the expression handlers, the enclosing Parallel loop's variables and core."""
 
-    def __init__(self, kernel: Kernel):
+    def __init__(self, kernel: Kernel, pairs: bool = False):
         self.params = frozenset(p.name for p in kernel.params)
+        self.pairs = pairs      # a vector program run on both cores of each block at once
         self.table = expr_table(self.params)
         self.par: tuple = ()
         self.core = None
@@ -258,7 +259,8 @@ class Ctx:
         self.overwritten = overwritten_first(kernel)
         # the grid variables held as arrays of block ids (none rebound by a loop)
         looped = {v for st in kernel.body for n in walk(st) if isinstance(n, For) for v in n.vars}
-        self.grid = frozenset(kernel.grid_vars[:1] if kernel.is_npu else kernel.grid_vars) - looped
+        grid = kernel.grid_vars if pairs or not kernel.is_npu else kernel.grid_vars[:1]
+        self.grid = frozenset(grid) - looped
 
 
 def overwritten_first(kernel: Kernel) -> frozenset:
@@ -414,6 +416,8 @@ def _alloc(s: Alloc, ctx):
     buf = s.buffer
     name, shape, dt, scope = buf.name, buf.shape, dtypes.to_numpy(buf.dtype), buf.scope
     zero = name not in ctx.overwritten    # else no element is read before it is written
+    if ctx.pairs and scope in BLOCK_SCOPES:
+        return _no_alloc        # the cube's (batched.vector_pairs: never touched here)
 
     def alloc(env):
         if scope in BLOCK_SCOPES:
@@ -431,6 +435,10 @@ def _alloc(s: Alloc, ctx):
             env.bufs[name] = env.bufs.pool.zeros((env.n,) + shape, dt, zero)
 
     return alloc
+
+
+def _no_alloc(env):
+    pass
 
 
 def _copy(s: Copy, ctx):
