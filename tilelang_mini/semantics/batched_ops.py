@@ -20,7 +20,7 @@ from .groups import (
 )
 from .ops import (
     _COMBINE, _squeezed, accumulate, dual_copy_parts, gemm_shape, matrix_ext, read_padded,
-    sort_rows, write_clipped,
+    reduce_axis, sort_rows, write_clipped,
 )
 
 
@@ -590,7 +590,7 @@ def _reduce(s: Reduce, ctx):
         x = to_f32(vs(env))
         if absolute:
             x = np.abs(x)
-        r = comb.reduce(x, axis=dim).reshape((env.n,) + d_ext)
+        r = reduce_axis(comb, x, dim).reshape((env.n,) + d_ext)
         d = vd(env)
         if not clear:
             r = comb(d.astype(F32), r)
