@@ -42,7 +42,7 @@ import numpy as np
 from tilelang_mini.ir import dtypes
 from tilelang_mini.ir.analysis import BLOCK_SCOPES, core_instructions, reads, writes
 from tilelang_mini.ir.nodes import (
-    Alloc, Buffer, Copy, For, Gemm, If, Kernel, Load, Region, Scope, Sort, Store, Var,
+    Alloc, Buffer, Const, Copy, For, Gemm, If, Kernel, Load, Region, Scope, Sort, Store, Var,
     body_fields, walk, walk_own,
 )
 
@@ -131,9 +131,11 @@ def _for(s: For, ctx):
         finally:
             ctx.par = ()
         nd, cache = len(names), {}
+        fixed = (tuple(int(e.value) for e in s.extents)
+                 if all(isinstance(e, Const) for e in s.extents) else None)
 
         def parallel(env):
-            exts = tuple(uniform(f(env)) for f in ext_fns)
+            exts = fixed or tuple(uniform(f(env)) for f in ext_fns)
             vs, shape = env.vars, (env.n,) + (1,) * nd
             for name, a in zip(names, lane_aranges(exts, cache)):
                 vs[name] = a

@@ -115,7 +115,7 @@ def _fixed_affine(buf, form, par):
     def view(env):
         arr = get_buf(env, name)
         vs = env.vars
-        ext = tuple(vs[v].shape[a] for v, a in zip(par, range(len(par))))
+        ext = tuple([vs[v].size for v in par])     # (each variable's lane indices)
         sl = slices.get(ext)
         if sl is None:
             sl = []
