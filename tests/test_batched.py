@@ -377,3 +377,29 @@ def test_vector_halves_apart_when_the_cube_writes_their_ub():
     a64 = a.astype(np.float64)
     top = 2 * (a64 @ a64)[:, :16]       # both halves get the tile's first 16 rows
     np.testing.assert_allclose(k(a), np.concatenate([top, top], axis=1), rtol=1e-5, atol=1e-4)
+
+
+def test_values_computed_into_the_stored_tile_read_the_old_one():
+    """A float max/min, exp, ... stored to a float32 tile is computed straight into it
+    (batched_ops._into); operands that overlap the tile (here reversed) still read the old
+    values, as the plain run's evaluate-then-store does."""
+    @T.prim_func
+    def main(X: T.Tensor((8, 16), "float32"), Y: T.Tensor((8, 16), "float32")):
+        with T.Kernel(4, is_npu=True) as (cid, vid):
+            x = T.alloc_ub((16,), "float32")
+            with T.Scope("V"):
+                T.copy(X[cid * 2 + vid, 0], x)
+                T.barrier_all()
+                for i in T.Parallel(16):
+                    x[i] = T.max(x[15 - i], x[i] * 0.5)
+                for i in T.Parallel(16):
+                    x[i] = T.exp(x[15 - i] * 0.25)
+                T.barrier_all()
+                T.copy(x, Y[cid * 2 + vid, 0])
+
+    k = tilelang_mini.compile(main, out_idx=[1], target="numpy")
+    x = np.random.default_rng(10).standard_normal((8, 16)).astype(np.float32)
+    path, got, want = run_both(k, [x])
+    assert path == "batched" and got == want
+    m = np.maximum(x[:, ::-1], x * np.float32(0.5))
+    np.testing.assert_allclose(k(x), np.exp(m[:, ::-1] * np.float32(0.25)), rtol=1e-6)

@@ -7,7 +7,7 @@ import numpy as np
 from tilelang_mini.ir import dtypes
 from tilelang_mini.ir.analysis import BLOCK_SCOPES, SYNC_OPS, is_map, reads, writes
 from tilelang_mini.ir.nodes import (
-    Alloc, BinOp, Const, Copy, Fill, For, Gemm, If, Kernel, Load, Reduce, Scope,
+    Alloc, BinOp, Call, Const, Copy, Fill, For, Gemm, If, Kernel, Load, Reduce, Scope,
     Sort, Store, Var, body_fields, walk,
 )
 
@@ -204,11 +204,27 @@ def store(s: Store, par, table, params):
 
 
 _UFUNCS = {"+": np.add, "-": np.subtract, "*": np.multiply, "/": np.divide}
+_CALLS = {"exp": np.exp, "exp2": np.exp2, "log": np.log, "sqrt": np.sqrt}   # unary, float
+_PICKS = {"max": np.maximum, "min": np.minimum}
 
 
 def _into(e, par, table):
-    """fn(env, out) computing a float arithmetic value straight into a float32 `out` (one
-    pass less than computing it and then storing it: the same float32 operation), or None."""
+    """fn(env, out) computing a float arithmetic value (a + - * /, exp, exp2, log, sqrt, a
+    float max or min) straight into a float32 `out` (one pass less than computing it and then
+    storing it: the same float32 operation; NumPy's ufuncs read overlapping inputs as they
+    were), or None."""
+    if isinstance(e, Call) and e.fn in _CALLS and len(e.args) == 1:
+        fa, ka = compile_expr(e.args[0], par, table)
+        fa, call = (fa if ka == "float" else _wrap_f32(fa)), _CALLS[e.fn]
+        return lambda env, out: call(fa(env), out=out)
+    if isinstance(e, Call) and e.fn in _PICKS and len(e.args) == 2:
+        (fa, ka), (fb, kb) = (compile_expr(a, par, table) for a in e.args)
+        if "float" not in (ka, kb):
+            return None
+        fa = fa if ka == "float" else _wrap_f32(fa)
+        fb = fb if kb == "float" else _wrap_f32(fb)
+        pick = _PICKS[e.fn]
+        return lambda env, out: pick(fa(env), fb(env), out=out)
     if not (isinstance(e, BinOp) and e.op in _UFUNCS):
         return None
     fa, ka = compile_expr(e.a, par, table)
