@@ -371,13 +371,19 @@ def _grid_region(r, ctx, marks: bool = False):
         return None
     ones = (1,) * len(ext)
     strides = tuple(int(np.prod(shape[d + 1:])) for d in range(len(shape)))
+    varying = [(d, other) for d, (_, other) in enumerate(dims) if other]
     last = [None]       # (the group's grid, first element, bounds of the grid terms, layout)
 
     def group(env, arr):
+        """What holds for the whole group: the grid terms' offsets and layout, the bounds of
+        the dimensions without other terms checked (layout None when out of bounds)."""
         starts = [per_block(sum(sg * f(env) for sg, f in g), env.n) for g, _ in dims]
         off = np.broadcast_to(element_offsets(shape, starts), (env.n,))
         layout = box_layout(arr, off, ext, ones)
         bounds = [(int(np.min(a)), int(np.max(a))) for a in starts]
+        if any(lo < 0 or hi + e > n for (_, other), (lo, hi), e, n in zip(dims, bounds, ext, shape)
+               if not other):
+            layout = None
         return env.grid, int(off[0]), bounds, layout
 
     def read(env):
@@ -388,16 +394,18 @@ def _grid_region(r, ctx, marks: bool = False):
         _, first, bounds, layout = hit
         if layout is None or not arr.flags.c_contiguous:
             return None
-        for (_, other), (lo, hi), e, n, st in zip(dims, bounds, ext, shape, strides):
-            if other:
-                v = sum(sg * f(env) for sg, f in other)
+        for d, other in varying:
+            v = 0
+            for sg, f in other:
+                v += sg * f(env)
+            if type(v) is not int:
+                v = per_block(v, env.n)
                 if type(v) is not int:
-                    v = per_block(v, env.n)
-                    if type(v) is not int:
-                        return None
-                lo, hi, first = lo + v, hi + v, first + v * st
-            if lo < 0 or hi + e > n:
+                    return None
+            lo, hi = bounds[d]
+            if lo + v < 0 or hi + v + ext[d] > shape[d]:
                 return None
+            first += v * strides[d]
         return strided(arr, first, layout)
 
     return read

@@ -121,13 +121,14 @@ def f16_to_f32(h: np.ndarray) -> np.ndarray:
     i &= _F16_FIELDS
     out = i.view(F32)
     out *= _F16_SCALE
-    if out.size and (out.max() >= 65536 or out.min() <= -65536):
+    if out.size and (_MAX(out, None) >= 65536 or _MIN(out, None) <= -65536):
         special = np.abs(out) >= 65536
         out[special] = h[special].astype(F32)
     return out
 
 
 _F16_FIELDS = np.uint32(0x8FFFE000).view(np.int32)   # sign, float exponent and mantissa bits
+_MAX, _MIN = np.maximum.reduce, np.minimum.reduce
 
 
 def to_int(x):

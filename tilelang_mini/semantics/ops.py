@@ -412,7 +412,7 @@ def reduce_axis(comb, x: np.ndarray, axis: int) -> np.ndarray:
     sum keeps NumPy's own order, so its rounding stays the same)."""
     n = x.shape[axis] if x.ndim > 1 else 0
     if comb is not np.add and axis == x.ndim - 1 and 0 < n <= 64 and x.size >= 128 * n:
-        return comb.reduce(np.ascontiguousarray(np.moveaxis(x, axis, 0)), axis=0)
+        return comb.reduce(np.ascontiguousarray(x.transpose(axis, *range(axis))), axis=0)
     return comb.reduce(x, axis=axis)
 
 
