@@ -134,17 +134,21 @@ def _for(s: For, ctx):
         fixed = (tuple(int(e.value) for e in s.extents)
                  if all(isinstance(e, Const) for e in s.extents) else None)
 
+        shaped = [None]     # (a group's grid, its arrays shaped to broadcast over the lanes)
+
         def parallel(env):
             exts = fixed or tuple(uniform(f(env)) for f in ext_fns)
-            vs, shape = env.vars, (env.n,) + (1,) * nd
+            vs, grid = env.vars, env.grid
             for name, a in zip(names, lane_aranges(exts, cache)):
                 vs[name] = a
-            for name, ids in env.grid.items():
-                vs[name] = ids.reshape(shape)
+            hit = shaped[0]
+            if hit is None or hit[0] is not grid:
+                shape = (env.n,) + (1,) * nd
+                hit = shaped[0] = (grid, [(k, ids.reshape(shape)) for k, ids in grid.items()])
+            vs.update(hit[1])
             if all(exts):
                 body(env)
-            for name, ids in env.grid.items():
-                vs[name] = ids
+            vs.update(grid)
 
         return parallel
 
