@@ -455,8 +455,8 @@ def _alloc(s: Alloc, ctx):
             for e in env.block:
                 if name not in e.bufs:
                     e.bufs.declared[name] = (shape, dt, zero)
-        elif name not in env.bufs:
-            env.bufs[name] = env.bufs.pool.zeros((env.n,) + shape, dt, zero)
+        elif name not in env.bufs:      # made on first use: a core may never touch it
+            env.bufs.declared[name] = (shape, dt, zero)
 
     return alloc
 
