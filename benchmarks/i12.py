@@ -446,6 +446,8 @@ def work_sim(p: dict, Row) -> dict:
     for data, check, label in ((False, False, "simulate(data=False)"),
                                (True, True, "simulate() with data and race checks")):
         simulate_kernel(ks.ir, args, chip, check=check, blocks=[0], data=data)   # warm-up
+        count = simulate_kernel(ks.ir, args, chip, check=check, blocks=blocks,
+                                data=data).instructions
         r = rate(lambda: simulate_kernel(ks.ir, args, chip, check=check, blocks=blocks,
                                          data=data).instructions)
         rows.append(_row(Row, f"sim_{'data' if data else 'nodata'}_rate",
@@ -453,6 +455,25 @@ def work_sim(p: dict, Row) -> dict:
                          f"{r / 1e3:.0f}k instr/s",
                          f"{new / 1e3:.0f}k instr/s the estimate's engine", r / 300e3,
                          ">= 300k instr/s", r >= 300e3))
+    # the bound of the row above: the same blocks' NumPy work alone (the interpreter's plain
+    # run of them, block after block: the same instruction effects, no simulation)
+    from tilelang_mini.semantics.run import kernel_traits, lower_kernel
+    body, bufs = lower_kernel(ks.ir), semantics.check_args(ks.ir, args)
+    cid, vid = ks.ir.grid_vars
+    scoped = kernel_traits(ks.ir)[0]
+
+    def plain():
+        with np.errstate(all="ignore"):
+            for b in blocks:
+                body(semantics.new_block(bufs, {cid: b, vid: 0}, scoped))
+        return count
+
+    plain()
+    bound = rate(plain)
+    rows.append(_row(Row, "sim_data_bound", "  context: the same blocks' NumPy work alone "
+                     "(the interpreter's plain run), as simulated instructions per second",
+                     f"{bound / 1e3:.0f}k instr/s", "a bound of simulate() with data",
+                     bound / 300e3, "(info)", None))
     G, M, N, K = p["grouped"]
     bf = dtypes.to_numpy("bfloat16")
     a, b = np.empty((M, K), bf), np.empty((G, N, K), bf)

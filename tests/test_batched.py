@@ -16,7 +16,7 @@ import tilelang_mini
 import tilelang_mini.language as T
 from backends.numpy import BACKEND
 from tilelang_mini.ir import dtypes
-from tilelang_mini.semantics.batched import why_not_batched
+from tilelang_mini.semantics.batched import vector_pairs, why_not_batched
 from tilelang_mini.semantics.groups import find_grid
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -300,3 +300,106 @@ def test_ordered_group_that_bails_restores_private_parameters():
     assert k.artifact.batched.bailed.endswith("differs between the blocks of the group")
     np.testing.assert_array_equal(w, w0 + x)
     np.testing.assert_array_equal(y, (w0 + x) * (2.0 ** (np.arange(4) % 2 + 1))[:, None, None])
+
+
+def test_vector_halves_run_as_one_group_member_each():
+    """The expert attention's vector cores touch only their UB and parameters: one coroutine
+    runs both halves of each block (batched.vector_pairs); halves whose control flow differs
+    (a loop extent on vid) bail to block by block; the same bytes as the plain run."""
+    sys.path.insert(0, str(ROOT / "tests" / "compat"))
+    from test_cross_core_coroutines import expert_attention
+    k = tilelang_mini.compile(expert_attention(1, 64, 32).prim_func, out_idx=[3],
+                              workspace_idx=[4, 5, 6], target="numpy")
+    assert vector_pairs(k.artifact.kernel)
+
+    @T.prim_func
+    def main(X: T.Tensor((4, 8, 16), "float32"), Y: T.Tensor((4, 8, 16), "float32")):
+        with T.Kernel(4, is_npu=True) as (cid, vid):
+            x = T.alloc_ub((4, 16), "float32")
+            with T.Scope("V"):
+                T.copy(X[cid, vid * 4, 0], x)
+                T.barrier_all()
+                T.set_cross_flag("MTE3", 0)
+                T.wait_cross_flag("MTE2", 1)
+                for _ in T.serial(vid + 1):     # the halves' control flow differs
+                    for i, j in T.Parallel(4, 16):
+                        x[i, j] = x[i, j] * 2.0 + vid
+                T.barrier_all()
+                T.copy(x, Y[cid, vid * 4, 0])
+            with T.Scope("C"):
+                T.wait_cross_flag("MTE2", 0)
+                T.set_cross_flag("MTE2", 1)
+
+    k = tilelang_mini.compile(main, out_idx=[1], target="numpy")
+    assert k.artifact.cross_core and vector_pairs(k.artifact.kernel)
+    x = np.random.default_rng(8).standard_normal((4, 8, 16)).astype(np.float32)
+    path, got, want = run_both(k, [x])
+    assert path == "ordered" and got == want
+    assert k.artifact.batched.bailed.endswith("differs between the blocks of the group")
+    want = x.copy()
+    want[:, :4] *= 2
+    want[:, 4:] = (want[:, 4:] * 2 + 1) * 2 + 1
+    np.testing.assert_array_equal(k(x), want)
+
+
+def test_vector_halves_apart_when_the_cube_writes_their_ub():
+    """An L0C -> UB copy (ascend950's FixPipe path) writes both vector cores' UB from the cube:
+    the halves run as two coroutines (not batched.vector_pairs), the same bytes as plain."""
+    @T.prim_func
+    def main(A: T.Tensor((4, 32, 32), "float16"), Y: T.Tensor((4, 32, 32), "float32")):
+        with T.Kernel(4, is_npu=True) as (cid, vid):
+            a_l1 = T.alloc_L1((32, 32), "float16")
+            c_l0 = T.alloc_L0C((32, 32), "float32")
+            c_ub = T.alloc_ub((16, 32), "float32")
+            with T.Scope("C"):
+                T.copy(A[cid, 0, 0], a_l1)
+                T.barrier_all()
+                T.gemm_v0(a_l1, a_l1, c_l0, init=True)
+                T.barrier_all()
+                T.copy(c_l0[0, 0], c_ub)
+                T.barrier_all()
+                T.set_cross_flag("FIX", 0)
+                T.wait_cross_flag(1)
+            with T.Scope("V"):
+                T.wait_cross_flag(0)
+                for i, j in T.Parallel(16, 32):
+                    c_ub[i, j] = c_ub[i, j] * 2.0
+                T.barrier_all()
+                T.copy(c_ub, Y[cid, vid * 16, 0])
+                T.barrier_all()
+                T.set_cross_flag("MTE3", 1)
+
+    k = tilelang_mini.compile(main, out_idx=[1], target="numpy", chip="ascend950")
+    assert k.artifact.cross_core and not vector_pairs(k.artifact.kernel)
+    a = np.random.default_rng(9).standard_normal((4, 32, 32)).astype(np.float16)
+    path, got, want = run_both(k, [a])
+    assert path == "ordered" and got == want and k.artifact.batched.bailed is None
+    a64 = a.astype(np.float64)
+    top = 2 * (a64 @ a64)[:, :16]       # both halves get the tile's first 16 rows
+    np.testing.assert_allclose(k(a), np.concatenate([top, top], axis=1), rtol=1e-5, atol=1e-4)
+
+
+def test_values_computed_into_the_stored_tile_read_the_old_one():
+    """A float max/min, exp, ... stored to a float32 tile is computed straight into it
+    (batched_ops._into); operands that overlap the tile (here reversed) still read the old
+    values, as the plain run's evaluate-then-store does."""
+    @T.prim_func
+    def main(X: T.Tensor((8, 16), "float32"), Y: T.Tensor((8, 16), "float32")):
+        with T.Kernel(4, is_npu=True) as (cid, vid):
+            x = T.alloc_ub((16,), "float32")
+            with T.Scope("V"):
+                T.copy(X[cid * 2 + vid, 0], x)
+                T.barrier_all()
+                for i in T.Parallel(16):
+                    x[i] = T.max(x[15 - i], x[i] * 0.5)
+                for i in T.Parallel(16):
+                    x[i] = T.exp(x[15 - i] * 0.25)
+                T.barrier_all()
+                T.copy(x, Y[cid * 2 + vid, 0])
+
+    k = tilelang_mini.compile(main, out_idx=[1], target="numpy")
+    x = np.random.default_rng(10).standard_normal((8, 16)).astype(np.float32)
+    path, got, want = run_both(k, [x])
+    assert path == "batched" and got == want
+    m = np.maximum(x[:, ::-1], x * np.float32(0.5))
+    np.testing.assert_allclose(k(x), np.exp(m[:, ::-1] * np.float32(0.25)), rtol=1e-6)

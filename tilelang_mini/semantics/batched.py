@@ -40,9 +40,10 @@ from __future__ import annotations
 import numpy as np
 
 from tilelang_mini.ir import dtypes
-from tilelang_mini.ir.analysis import core_instructions, reads, writes
+from tilelang_mini.ir.analysis import BLOCK_SCOPES, core_instructions, reads, writes
 from tilelang_mini.ir.nodes import (
-    Alloc, Copy, For, Gemm, If, Kernel, Load, Region, Scope, Sort, Store, Var, walk,
+    Alloc, Buffer, Const, Copy, For, Gemm, If, Kernel, Load, Region, Scope, Sort, Store, Var,
+    body_fields, walk, walk_own,
 )
 
 from .batched_ops import INSTR, Ctx, store
@@ -130,18 +131,24 @@ def _for(s: For, ctx):
         finally:
             ctx.par = ()
         nd, cache = len(names), {}
+        fixed = (tuple(int(e.value) for e in s.extents)
+                 if all(isinstance(e, Const) for e in s.extents) else None)
+
+        shaped = [None]     # (a group's grid, its arrays shaped to broadcast over the lanes)
 
         def parallel(env):
-            exts = tuple(uniform(f(env)) for f in ext_fns)
-            vs, shape = env.vars, (env.n,) + (1,) * nd
+            exts = fixed or tuple(uniform(f(env)) for f in ext_fns)
+            vs, grid = env.vars, env.grid
             for name, a in zip(names, lane_aranges(exts, cache)):
                 vs[name] = a
-            for name, ids in env.grid.items():
-                vs[name] = ids.reshape(shape)
+            hit = shaped[0]
+            if hit is None or hit[0] is not grid:
+                shape = (env.n,) + (1,) * nd
+                hit = shaped[0] = (grid, [(k, ids.reshape(shape)) for k, ids in grid.items()])
+            vs.update(hit[1])
             if all(exts):
                 body(env)
-            for name, ids in env.grid.items():
-                vs[name] = ids
+            vs.update(grid)
 
         return parallel
 
@@ -197,6 +204,7 @@ class BatchedKernel:
         self.spare: dict = {}
         self.bailed = None      # why the last run fell back to the plain run
         self.pools: list = []   # the buffers of the last run, for the next
+        self.grids: dict = {}   # (first block, end) -> the group's grid (`_grid`)
         self.written = frozenset(b.name for s, _ in core_instructions(kernel.body)
                                  for b in writes(s)) & frozenset(p.name for p in kernel.params)
         # written parameters private to each block: {name: the dimension of the block id}
@@ -225,9 +233,8 @@ class BatchedKernel:
             pool = Pool()
         lo, total, size, self.bailed = 0, int(np.prod(shape)), self.group, None
         while lo < total:  # the block ids of one group at a time (a grid may be huge)
-            ids = np.unravel_index(np.arange(lo, min(lo + size, total), dtype=np.int64), shape)
-            grid = {name: a for name, a in zip(names, ids)}
-            n = ids[0].size
+            grid = self._grid(lo, min(lo + size, total), names, shape)
+            n = next(iter(grid.values())).size
             # the group's elements of the private parameters, put back if it bails (a block
             # may read its own before writing them)
             saved = [(bufs[k], sl, bufs[k][sl].copy()) for k, sl in (
@@ -252,6 +259,17 @@ class BatchedKernel:
             self.bailed = "an element of a parameter written twice"
             return "plain"
         return "batched" if self.bailed is None else "partly batched"
+
+    def _grid(self, lo, hi, names, shape) -> dict:
+        """{grid variable: its int64 array of the block ids lo..hi-1}, the same dict for the
+        same group in every run (what a region finds per group, `_grid_region`, it finds once)."""
+        grid = self.grids.get((lo, hi))
+        if grid is None:
+            if len(self.grids) > 1024:
+                self.grids.clear()
+            ids = np.unravel_index(np.arange(lo, hi, dtype=np.int64), shape)
+            grid = self.grids[lo, hi] = {name: a for name, a in zip(names, ids)}
+        return grid
 
     def _group(self, bufs, grid, fixed, n, marks, pool) -> BEnv:
         def env(core=None):
@@ -278,15 +296,46 @@ BATCHED = Lowering(_stmt, _extents, _cond)   # a core program's pieces for a gro
 
 
 def lower_batched_programs(kernel: Kernel):
-    """({"C": program, "V": program}, None): the core programs of coroutines.py for a group
-    of blocks (each program's env a BEnv), or (None, why the kernel runs block by block)."""
+    """({"C": program, "V": program}, pairs, None): the core programs of coroutines.py for a
+    group of blocks (each program's env a BEnv; with `pairs` (`vector_pairs`) the V program's
+    env holds both vector cores of each block), or (None, False, why the kernel runs block by
+    block)."""
     why = why_not_batched(kernel)
     if why is not None:
-        return None, why
+        return None, False, why
+    pairs = vector_pairs(kernel)
     try:
-        return {c: lower_core_program(kernel, c, BATCHED, Ctx(kernel)) for c in "CV"}, None
+        return {c: lower_core_program(kernel, c, BATCHED, Ctx(kernel, pairs and c == "V"))
+                for c in "CV"}, pairs, None
     except Exception as e:  # noqa: BLE001 - a construct the batched form lacks: run plainly
-        return None, f"{type(e).__name__}: {e}"
+        return None, False, f"{type(e).__name__}: {e}"
+
+
+def vector_pairs(kernel: Kernel) -> bool:
+    """May the two vector cores of each block run as one group member each (block k's V0 and
+    V1 at 2k and 2k + 1 of a group of 2n: one coroutine and one dispatch per instruction for
+    both)? Yes when no cube instruction writes a vector core's UB (an L0C -> UB copy) and the
+    vector program touches no buffer but its UB and the parameters: the halves and the cube
+    then see each other only through parameters, which the cross-core flags order. Control
+    flow that differs between the halves bails like any other difference in a group."""
+    params = {p.name for p in kernel.params}
+    if any(isinstance(s, Copy) and s.src.buffer.scope == "L0C" and s.dst.buffer.scope == "UB"
+           for s, _ in core_instructions(kernel.body)):
+        return False
+    return not any(b.scope in BLOCK_SCOPES and b.name not in params
+                   for b in _vector_buffers(kernel.body))
+
+
+def _vector_buffers(stmts):
+    """The buffers the vector program's statements access (not their Allocs)."""
+    for s in stmts:
+        if isinstance(s, Scope) and s.core == "C":
+            continue
+        if not isinstance(s, Alloc):
+            yield from (n.buffer for n in walk_own(s)
+                        if isinstance(getattr(n, "buffer", None), Buffer))
+        for f in body_fields(s):
+            yield from _vector_buffers(getattr(s, f))
 
 
 def lower_batched(kernel: Kernel, has_scopes: bool):

@@ -7,7 +7,7 @@ import numpy as np
 from tilelang_mini.ir import dtypes
 from tilelang_mini.ir.analysis import BLOCK_SCOPES, SYNC_OPS, is_map, reads, writes
 from tilelang_mini.ir.nodes import (
-    Alloc, BinOp, Const, Copy, Fill, For, Gemm, If, Kernel, Load, Reduce, Scope,
+    Alloc, BinOp, Call, Const, Copy, Fill, For, Gemm, If, Kernel, Load, Reduce, Scope,
     Sort, Store, Var, body_fields, walk,
 )
 
@@ -20,7 +20,7 @@ from .groups import (
 )
 from .ops import (
     _COMBINE, _squeezed, accumulate, dual_copy_parts, gemm_shape, matrix_ext, read_padded,
-    sort_rows, write_clipped,
+    reduce_axis, sort_rows, write_clipped,
 )
 
 
@@ -115,7 +115,7 @@ def _fixed_affine(buf, form, par):
     def view(env):
         arr = get_buf(env, name)
         vs = env.vars
-        ext = tuple(vs[v].shape[a] for v, a in zip(par, range(len(par))))
+        ext = tuple([vs[v].size for v in par])     # (each variable's lane indices)
         sl = slices.get(ext)
         if sl is None:
             sl = []
@@ -204,11 +204,27 @@ def store(s: Store, par, table, params):
 
 
 _UFUNCS = {"+": np.add, "-": np.subtract, "*": np.multiply, "/": np.divide}
+_CALLS = {"exp": np.exp, "exp2": np.exp2, "log": np.log, "sqrt": np.sqrt}   # unary, float
+_PICKS = {"max": np.maximum, "min": np.minimum}
 
 
 def _into(e, par, table):
-    """fn(env, out) computing a float arithmetic value straight into a float32 `out` (one
-    pass less than computing it and then storing it: the same float32 operation), or None."""
+    """fn(env, out) computing a float arithmetic value (a + - * /, exp, exp2, log, sqrt, a
+    float max or min) straight into a float32 `out` (one pass less than computing it and then
+    storing it: the same float32 operation; NumPy's ufuncs read overlapping inputs as they
+    were), or None."""
+    if isinstance(e, Call) and e.fn in _CALLS and len(e.args) == 1:
+        fa, ka = compile_expr(e.args[0], par, table)
+        fa, call = (fa if ka == "float" else _wrap_f32(fa)), _CALLS[e.fn]
+        return lambda env, out: call(fa(env), out=out)
+    if isinstance(e, Call) and e.fn in _PICKS and len(e.args) == 2:
+        (fa, ka), (fb, kb) = (compile_expr(a, par, table) for a in e.args)
+        if "float" not in (ka, kb):
+            return None
+        fa = fa if ka == "float" else _wrap_f32(fa)
+        fb = fb if kb == "float" else _wrap_f32(fb)
+        pick = _PICKS[e.fn]
+        return lambda env, out: pick(fa(env), fb(env), out=out)
     if not (isinstance(e, BinOp) and e.op in _UFUNCS):
         return None
     fa, ka = compile_expr(e.a, par, table)
@@ -249,8 +265,9 @@ class Ctx:
     """What lowering a kernel for the batched run knows: the parameters (one array for all
     blocks), the expression handlers, the enclosing Parallel loop's variables and core."""
 
-    def __init__(self, kernel: Kernel):
+    def __init__(self, kernel: Kernel, pairs: bool = False):
         self.params = frozenset(p.name for p in kernel.params)
+        self.pairs = pairs      # a vector program run on both cores of each block at once
         self.table = expr_table(self.params)
         self.par: tuple = ()
         self.core = None
@@ -258,7 +275,8 @@ class Ctx:
         self.overwritten = overwritten_first(kernel)
         # the grid variables held as arrays of block ids (none rebound by a loop)
         looped = {v for st in kernel.body for n in walk(st) if isinstance(n, For) for v in n.vars}
-        self.grid = frozenset(kernel.grid_vars[:1] if kernel.is_npu else kernel.grid_vars) - looped
+        grid = kernel.grid_vars if pairs or not kernel.is_npu else kernel.grid_vars[:1]
+        self.grid = frozenset(grid) - looped
 
 
 def overwritten_first(kernel: Kernel) -> frozenset:
@@ -353,13 +371,19 @@ def _grid_region(r, ctx, marks: bool = False):
         return None
     ones = (1,) * len(ext)
     strides = tuple(int(np.prod(shape[d + 1:])) for d in range(len(shape)))
+    varying = [(d, other) for d, (_, other) in enumerate(dims) if other]
     last = [None]       # (the group's grid, first element, bounds of the grid terms, layout)
 
     def group(env, arr):
+        """What holds for the whole group: the grid terms' offsets and layout, the bounds of
+        the dimensions without other terms checked (layout None when out of bounds)."""
         starts = [per_block(sum(sg * f(env) for sg, f in g), env.n) for g, _ in dims]
         off = np.broadcast_to(element_offsets(shape, starts), (env.n,))
-        layout = box_layout(arr, off, ext, ones) if arr.flags.c_contiguous else None
+        layout = box_layout(arr, off, ext, ones)
         bounds = [(int(np.min(a)), int(np.max(a))) for a in starts]
+        if any(lo < 0 or hi + e > n for (_, other), (lo, hi), e, n in zip(dims, bounds, ext, shape)
+               if not other):
+            layout = None
         return env.grid, int(off[0]), bounds, layout
 
     def read(env):
@@ -368,18 +392,20 @@ def _grid_region(r, ctx, marks: bool = False):
         if hit is None or hit[0] is not env.grid:
             hit = last[0] = group(env, arr)
         _, first, bounds, layout = hit
-        if layout is None:
+        if layout is None or not arr.flags.c_contiguous:
             return None
-        for (_, other), (lo, hi), e, n, st in zip(dims, bounds, ext, shape, strides):
-            if other:
-                v = sum(sg * f(env) for sg, f in other)
+        for d, other in varying:
+            v = 0
+            for sg, f in other:
+                v += sg * f(env)
+            if type(v) is not int:
+                v = per_block(v, env.n)
                 if type(v) is not int:
-                    v = per_block(v, env.n)
-                    if type(v) is not int:
-                        return None
-                lo, hi, first = lo + v, hi + v, first + v * st
-            if lo < 0 or hi + e > n:
+                    return None
+            lo, hi = bounds[d]
+            if lo + v < 0 or hi + v + ext[d] > shape[d]:
                 return None
+            first += v * strides[d]
         return strided(arr, first, layout)
 
     return read
@@ -414,6 +440,8 @@ def _alloc(s: Alloc, ctx):
     buf = s.buffer
     name, shape, dt, scope = buf.name, buf.shape, dtypes.to_numpy(buf.dtype), buf.scope
     zero = name not in ctx.overwritten    # else no element is read before it is written
+    if ctx.pairs and scope in BLOCK_SCOPES:
+        return _no_alloc        # the cube's (batched.vector_pairs: never touched here)
 
     def alloc(env):
         if scope in BLOCK_SCOPES:
@@ -427,10 +455,14 @@ def _alloc(s: Alloc, ctx):
             for e in env.block:
                 if name not in e.bufs:
                     e.bufs.declared[name] = (shape, dt, zero)
-        elif name not in env.bufs:
-            env.bufs[name] = env.bufs.pool.zeros((env.n,) + shape, dt, zero)
+        elif name not in env.bufs:      # made on first use: a core may never touch it
+            env.bufs.declared[name] = (shape, dt, zero)
 
     return alloc
+
+
+def _no_alloc(env):
+    pass
 
 
 def _copy(s: Copy, ctx):
@@ -582,7 +614,7 @@ def _reduce(s: Reduce, ctx):
         x = to_f32(vs(env))
         if absolute:
             x = np.abs(x)
-        r = comb.reduce(x, axis=dim).reshape((env.n,) + d_ext)
+        r = reduce_axis(comb, x, dim).reshape((env.n,) + d_ext)
         d = vd(env)
         if not clear:
             r = comb(d.astype(F32), r)

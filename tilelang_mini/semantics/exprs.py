@@ -115,19 +115,21 @@ def f16_to_f32(h: np.ndarray) -> np.ndarray:
     one element at a time, about 3x slower): the half's bits sign-extended to 32 and shifted
     so that its exponent and mantissa sit in a float's (the sign stays in bit 31; the copies
     of it in bits 30..28 cleared), scaled by 2^112 (which also normalises subnormals).
-    Infinities and NaNs (the only values that scale to 2^16 or more) take NumPy's cast."""
+    Infinities and NaNs (exponent field all ones; the only values that scale to 2^16 or
+    more) take NumPy's cast."""
     i = h.view(np.int16).astype(np.int32)
     i <<= 13
     i &= _F16_FIELDS
     out = i.view(F32)
     out *= _F16_SCALE
-    if out.size and (out.max() >= 65536 or out.min() <= -65536):
+    if out.size and _MAX(np.bitwise_and(h.view(np.uint16), 0x7C00), None) == 0x7C00:
         special = np.abs(out) >= 65536
         out[special] = h[special].astype(F32)
     return out
 
 
 _F16_FIELDS = np.uint32(0x8FFFE000).view(np.int32)   # sign, float exponent and mantissa bits
+_MAX = np.maximum.reduce
 
 
 def to_int(x):

@@ -404,6 +404,18 @@ _COMBINE = {"sum": np.add, "abssum": np.add, "max": np.maximum, "absmax": np.max
             "min": np.minimum}
 
 
+def reduce_axis(comb, x: np.ndarray, axis: int) -> np.ndarray:
+    """comb.reduce(x, axis) (the plain and the batched run's). A max or min along the short
+    last axis of many rows (>= 128 rows of <= 64) runs as a contiguous copy with that axis
+    first, reduced one element-wise operation per step: NumPy's reduction along a contiguous
+    axis pays per row (32 floats: 2.5x slower), and a max or min is exact in any order (a
+    sum keeps NumPy's own order, so its rounding stays the same)."""
+    n = x.shape[axis] if x.ndim > 1 else 0
+    if comb is not np.add and axis == x.ndim - 1 and 0 < n <= 64 and x.size >= 128 * n:
+        return comb.reduce(np.ascontiguousarray(x.transpose(axis, *range(axis))), axis=0)
+    return comb.reduce(x, axis=axis)
+
+
 def _reduce(s: Reduce, par=()):
     if s.kind not in _COMBINE:
         raise CompileError(f"unknown reduction {s.kind!r}", s.loc)
@@ -422,7 +434,7 @@ def _reduce(s: Reduce, par=()):
         x = to_f32(vs(env))
         if absolute:
             x = np.abs(x)
-        r = comb.reduce(x, axis=dim).reshape(d_ext)
+        r = reduce_axis(comb, x, dim).reshape(d_ext)
         d = vd(env)
         if not clear:
             r = comb(d.astype(F32), r)

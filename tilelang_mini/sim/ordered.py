@@ -39,19 +39,45 @@ def lower_ordered_batched(kernel: Kernel):
     """(BatchedKernel, None): the ordered run of a group of blocks at once, every instruction
     one NumPy operation over the group's blocks (the cores' coroutines switch where one
     block's would: control flow and flags are the same for every block of a group, else the
-    group bails and runs block by block); or (None, why the kernel runs block by block)."""
+    group bails and runs block by block); or (None, why the kernel runs block by block).
+    When the two vector cores of a block see each other only through parameters
+    (batched.vector_pairs), one coroutine runs both halves of every block of the group."""
     from ..semantics.batched import BatchedKernel, lower_batched_programs
-    programs, why = lower_batched_programs(kernel)
+    programs, pairs, why = lower_batched_programs(kernel)
     if programs is None:
         return None, why
-    vid = kernel.grid_vars[1]
+    cid, vid = kernel.grid_vars
+    params = frozenset(p.name for p in kernel.params)
+    pair_grids: dict = {}
 
     def group(top):
         _, c, v0, v1 = top.block
-        v1.vars[vid] = 1
-        _schedule([programs["C"](c), programs["V"](v0), programs["V"](v1)], "a group of blocks")
+        if not pairs:
+            v1.vars[vid] = 1
+            _schedule([programs["C"](c), programs["V"](v0), programs["V"](v1)],
+                      "a group of blocks")
+            return
+        v = _pairs_env(top, cid, vid, pair_grids)
+        _schedule([programs["C"](c), programs["V"](v)], "a group of blocks")
+        top.bufs.pool.release((v,), params)
 
     return BatchedKernel(kernel, group, True), None
+
+
+def _pairs_env(top, cid: str, vid: str, grids: dict):
+    """The vector program's env of a group of n blocks as 2n members: block k's V0 and V1 at
+    2k and 2k + 1 (their grid arrays kept per group, as BatchedKernel keeps the blocks')."""
+    from ..semantics.groups import BBuffers, BEnv
+    ids = top.grid[cid]
+    n = ids.size
+    grid = grids.get((int(ids[0]), n))
+    if grid is None:
+        if len(grids) > 1024:
+            grids.clear()
+        grid = grids[int(ids[0]), n] = {cid: np.repeat(ids, 2),
+                                        vid: np.tile(np.arange(2, dtype=np.int64), n)}
+    return BEnv(dict(grid), BBuffers(top.bufs, 2 * n, top.bufs.pool), 2 * n, grid, top.marks,
+                "V")
 
 
 def _run_block_ordered(kernel, bufs, block):
@@ -69,10 +95,13 @@ def _schedule(gens, where: str) -> None:
 
 
 def _switch(gens, where: str) -> None:
-    pending = [defaultdict(int) for _ in range(3)]
+    """gens: C, V0, V1; or C and one program of both vector cores (a set of it is both
+    halves' set)."""
+    cores = len(gens)
+    pending = [defaultdict(int) for _ in range(cores)]
     half = [defaultdict(int) for _ in range(2)]
-    waiting = [None, None, None]
-    done = [False, False, False]
+    waiting = [None] * cores
+    done = [False] * cores
 
     def step(i):
         """Run core i until it finishes or blocks; True when it made progress."""
@@ -91,8 +120,10 @@ def _switch(gens, where: str) -> None:
                 return True
             if isinstance(st, SetCrossFlag):
                 if i == 0:
-                    pending[1][st.flag] += 1
-                    pending[2][st.flag] += 1
+                    for v in range(1, cores):
+                        pending[v][st.flag] += 1
+                elif cores == 2:
+                    pending[0][st.flag] += 1
                 else:
                     half[i - 1][st.flag] += 1
                     if half[0][st.flag] and half[1][st.flag]:
@@ -105,15 +136,15 @@ def _switch(gens, where: str) -> None:
     cur = 0
     while not all(done):
         progressed = False
-        for k in range(3):
-            i = (cur + k) % 3
+        for k in range(cores):
+            i = (cur + k) % cores
             if not done[i] and step(i):
                 progressed = True
                 cur = i
                 break
         if not progressed:
             stuck = [f"{CORE_NAMES[i]} waits at `{instr_label(waiting[i])}` ({waiting[i].loc})"
-                     for i in range(3) if waiting[i] is not None]
+                     for i in range(cores) if waiting[i] is not None]
             first = next(w for w in waiting if w is not None)
             raise DeadlockError(f"deadlock in {where} (ordered run): every unfinished core "
                                 f"waits for a cross-core flag: " + "; ".join(stuck), first.loc)
