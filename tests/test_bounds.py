@@ -13,7 +13,7 @@ from tilelang_mini import CompileError
 from tilelang_mini.errors import KernelRuntimeError
 
 MARKED = Marked(__file__, prefix="OOB:")
-f32 = "float32"
+f32, i32 = "float32", "int32"
 
 
 def compile_error(prim, target) -> CompileError:
@@ -264,7 +264,7 @@ def test_guarded_accesses_run(target):
 
 def _data_index(kind):
     @T.prim_func
-    def k(X: T.Tensor((64,), f32), I: T.Tensor((1,), "int32"), Y: T.Tensor((64,), f32)):
+    def k(X: T.Tensor((64,), f32), I: T.Tensor((1,), i32), Y: T.Tensor((64,), f32)):
         with T.Kernel(1) as bx:
             s = T.alloc_shared((32,), f32)
             T.clear(s)
