@@ -2,7 +2,8 @@
 extents prove an element index or a region start leaves its tile, a CompileError at the
 offending line of this file (marked `# OOB:<tag>`) says which values it takes and which it
 should; where it depends on data, a KernelRuntimeError at the same line names the tile. Kernels
-the bounds do not condemn (guarded by `if`, in a select) run and match NumPy references."""
+the bounds do not condemn (guarded by `if`, in a select) run and match NumPy references. (The
+naive gemv with fewer rows than threads: tests/compat/test_simt.py.)"""
 import numpy as np
 import pytest
 
@@ -184,47 +185,6 @@ CASES = [
                          ids=[c[1] for c in CASES])
 def test_proved_out_of_bounds_is_a_located_compile_error(make, tag, fragments, target):
     located(compile_error(make(), target), tag, *fragments)
-
-
-@tilelang_mini.jit
-def row_dots(A, B, BLOCK_N: int, BLOCK_K: int):
-    """TileLang's naive gemv: one thread per row of the block's BLOCK_N rows, TileLang's
-    default 128 threads (so BLOCK_N must be 128)."""
-    N, K = T.const("N, K")
-    A: T.Tensor((K,), T.float16)
-    B: T.Tensor((N, K), T.float16)
-    C = T.empty((N,), T.float16)
-    with T.Kernel(T.ceildiv(N, BLOCK_N)) as bn:
-        tn = T.get_thread_binding(0)
-        a_s = T.alloc_shared((BLOCK_K,), T.float16)
-        b_s = T.alloc_shared((BLOCK_N, BLOCK_K), T.float16)
-        acc = T.alloc_local((1,), T.float32)
-        T.clear(acc)
-        for bk in T.serial(T.ceildiv(K, BLOCK_K)):
-            for tk in T.serial(BLOCK_K):
-                a_s[tk] = A[bk * BLOCK_K + tk]
-                b_s[tn, tk] = B[bn * BLOCK_N + tn, bk * BLOCK_K + tk]  # OOB:gemv
-            for tk in T.serial(BLOCK_K):
-                acc[0] += a_s[tk].astype(T.float32) * b_s[tn, tk].astype(T.float32)
-        C[bn * BLOCK_N + tn] = acc[0]
-    return C
-
-
-def test_naive_gemv_with_a_block_smaller_than_its_threads(target, monkeypatch):
-    """TileLang's gemv example with BLOCK_N=64 under 128 threads (it was a run-time fault,
-    which the upstream sweep counts as internal): located at the tile's first store; with
-    BLOCK_N=128 it runs and matches the float64 product."""
-    monkeypatch.setenv("TILELANG_MINI_TARGET", target)
-    rng = np.random.default_rng(0)
-    a = rng.standard_normal(256).astype(np.float16)
-    b = rng.standard_normal((128, 256)).astype(np.float16)
-    with pytest.raises(CompileError) as info:
-        row_dots(a, b, 64, 64)
-    located(info.value, "gemv", "index", "of 'b_s' takes values 0..127",
-            "'b_s' has shape (64, 64), so expected 0..63")
-    got = row_dots(a, b, 128, 64)
-    want = b.astype(np.float64) @ a.astype(np.float64)
-    np.testing.assert_allclose(got.astype(np.float64), want, rtol=1e-2, atol=0.05)
 
 
 # ----------------------------------------------------------- in bounds: they run as written
