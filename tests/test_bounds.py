@@ -248,6 +248,10 @@ def test_data_dependent_index_is_a_located_run_time_error(kind, target):
         k(x, np.array([24], np.int32) if kind != "element" else np.array([40], np.int32))
     MARKED.located(info.value, f"data_{kind}")
     assert "out of bounds for dimension 0 of s[32]" in str(info.value), str(info.value)
+    if target == "numpy":  # the simulator runs the same semantics
+        with pytest.raises(KernelRuntimeError) as info:
+            k.simulate(x, np.array([24 if kind != "element" else 40], np.int32))
+        MARKED.located(info.value, f"data_{kind}")
     y = k(x, np.array([16], np.int32))  # in bounds: as written
     want = np.zeros(64)
     if kind == "element":
