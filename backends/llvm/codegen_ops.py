@@ -1,12 +1,15 @@
 """Tile ops Copy and Fill as explicit vector loops (VL lanes, masked tails).
 
-Copy clips at the source bounds (zero padding) and at the destination bounds, converts dtypes
-and may reshape between extent-1 dimensions, exactly as tilelang_mini/semantics/ops.py. A copy into a
+Copy clips at the source bounds (zero padding) and at the destination bounds of GM tensors (a
+region outside an on-chip tile is a run-time error, as a fill's), converts dtypes and may
+reshape between extent-1 dimensions, exactly as tilelang_mini/semantics/ops.py. A copy into a
 packed B tile (layout.py) writes the GEMM micro-panels directly.
 """
 from __future__ import annotations
 
 import llvmlite.ir as ir
+
+from tilelang_mini.ir.analysis import GM_SCOPES
 
 from . import vecmath as vm
 from .access import (
@@ -26,6 +29,9 @@ def copy(g, s):
     if si.layout != "row":
         raise g.fail(f"internal: copy from packed buffer {si.name}")
     ss, ds = starts_of(g, src), starts_of(g, dst)
+    for r, starts in ((src, ss), (dst, ds)):
+        if r.buffer.scope not in GM_SCOPES:  # only GM tensors clip; a tile's region must fit
+            check_in_bounds(g, r, starts)
     e, b = g.e, g.e.b
     s_rng = [valid_range(g, a, x, n) for a, x, n in zip(ss, src.extent, src.buffer.shape)]
     d_rng = [valid_range(g, a, x, n) for a, x, n in zip(ds, dst.extent, dst.buffer.shape)]

@@ -9,7 +9,10 @@ import tilelang_mini
 import tilelang_mini.language as T
 from tilelang_mini import CompileError
 
+from markers import Marked
 from util import close, f64, rand
+
+MARKED = Marked(__file__)
 
 
 def run_and_simulate(f, args, want, reduce_len=1):
@@ -37,7 +40,7 @@ def row_dots(A, B, BLOCK_N: int, BLOCK_K: int):
         for bk in T.serial(K // BLOCK_K):
             for tk in T.serial(BLOCK_K):
                 a_s[tk] = A[bk * BLOCK_K + tk]
-                b_s[tn, tk] = B[bn * BLOCK_N + tn, bk * BLOCK_K + tk]
+                b_s[tn, tk] = B[bn * BLOCK_N + tn, bk * BLOCK_K + tk]  # AT:row_tile
             for tk in T.serial(BLOCK_K):
                 acc[0] += a_s[tk].astype(T.float32) * b_s[tn, tk].astype(T.float32)
         C[bn * BLOCK_N + tn] = acc[0]
@@ -49,6 +52,20 @@ def test_one_thread_per_row(target, monkeypatch):
     a, b = rand((64,), "float16", seed=1), rand((256, 64), "float16", seed=2)
     want = f64(b) @ f64(a)
     run_and_simulate(row_dots, [a, b, 128, 16], want, 64)
+
+
+def test_fewer_rows_than_threads_is_located(target, monkeypatch):
+    """TileLang's naive gemv with BLOCK_N=64 under its default 128 threads: thread tn writes
+    row tn of a 64-row tile (a run-time fault before, which the upstream sweep counted as
+    internal); a CompileError at the tile's store (transform/check_bounds.py)."""
+    monkeypatch.setenv("TILELANG_MINI_TARGET", target)
+    a, b = rand((64,), "float16", seed=1), rand((256, 64), "float16", seed=2)
+    with pytest.raises(CompileError) as info:
+        row_dots(a, b, 64, 16)
+    MARKED.located(info.value, "row_tile")
+    text = str(info.value)
+    assert "of 'b_s' takes values 0..127" in text and "internal" not in text, text
+    assert "'b_s' has shape (64, 16), so expected 0..63" in text, text
 
 
 @tilelang_mini.jit

@@ -34,8 +34,8 @@ WIDENABLE_DTYPES = ("float16", "bfloat16", "float8_e4m3fn", "float8_e5m2")
 __all__ = ["SYNC_OPS", "TILE_OPS", "GM_SCOPES", "AIC_SCOPES", "BLOCK_SCOPES", "is_map",
            "is_sync", "core_instructions", "instructions", "loads", "map_stores", "operands", "reads", "writes",
            "accesses", "written_names", "static_box", "boxes_overlap", "buffer_refs",
-           "full_map_store", "interval", "exact_boxes", "is_expert", "is_dual_copy", "can_widen",
-           "WIDENABLE_DTYPES", "aiv_uniform"]
+           "full_map_store", "interval", "attained_interval", "exact_boxes", "is_expert",
+           "is_dual_copy", "can_widen", "WIDENABLE_DTYPES", "aiv_uniform"]
 
 
 def is_map(s) -> bool:
@@ -338,3 +338,36 @@ def aiv_uniform(body, vid: str) -> set[int]:
         visit(body, False)
         if len(varying) == before:
             return {id(s) for s in instructions(body)} - bad
+
+
+def attained_interval(ranges, x):
+    """(lo, hi) of an integer expression where both ends are values it takes for some values of
+    its variables, each ranging independently over all of `ranges` (grid and loop variables),
+    or None when that is not shown. It is shown when every variable occurs once and each
+    operation reaches its extremes at the ends of its operands' ranges: +, -, *, // by a
+    positive constant, % by a constant larger than its operand, max, min (then both ends are
+    corners of the box of variables):
+
+        i + 2 * j  (i 0..63, j 0..3)   ->  (0, 69)
+        i - i, i % 4 (i 0..63), X[i]   ->  None (a repeated variable, not reached, data)
+    """
+    names = [n.name for n in walk(x) if isinstance(n, Var)]
+    if len(names) != len(set(names)) or not _reaches_ends(x, ranges):
+        return None
+    return interval(ranges, x)
+
+
+def _reaches_ends(x, ranges) -> bool:
+    if isinstance(x, (Const, Var)):
+        return True
+    if isinstance(x, BinOp) and x.op in ("+", "-", "*"):
+        return _reaches_ends(x.a, ranges) and _reaches_ends(x.b, ranges)
+    if isinstance(x, BinOp) and x.op in ("//", "%") and isinstance(x.b, Const):
+        if x.op == "%":
+            a = interval(ranges, x.a)
+            if a is None or not 0 <= a[0] <= a[1] < x.b.value:
+                return False
+        return _reaches_ends(x.a, ranges)
+    if isinstance(x, Call) and x.fn in ("max", "min") and len(x.args) == 2:
+        return all(_reaches_ends(a, ranges) for a in x.args)
+    return False

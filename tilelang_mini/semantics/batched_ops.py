@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from tilelang_mini.ir import dtypes
-from tilelang_mini.ir.analysis import BLOCK_SCOPES, SYNC_OPS, is_map, reads, writes
+from tilelang_mini.ir.analysis import BLOCK_SCOPES, GM_SCOPES, SYNC_OPS, is_map, reads, writes
 from tilelang_mini.ir.nodes import (
     Alloc, BinOp, Call, Const, Copy, Fill, For, Gemm, If, Kernel, Load, Reduce, Scope,
     Sort, Store, Var, body_fields, walk,
@@ -501,6 +501,7 @@ def _plain_copy(s: Copy, ctx):
     s_ext, d_ext = tuple(src.extent), tuple(dst.extent)
     s_shape, d_shape = src.buffer.shape, dst.buffer.shape
     s_dt = dtypes.to_numpy(src.buffer.dtype)
+    s_chip, d_chip = src.buffer.scope not in GM_SCOPES, dst.buffer.scope not in GM_SCOPES
     ones = (1,) * len(s_ext), (1,) * len(d_ext)
     transpose, reshape = s.transpose, s_ext != d_ext
     s_sl, d_sl = _fixed_slices(src, s_al), _fixed_slices(dst, d_al)
@@ -520,6 +521,8 @@ def _plain_copy(s: Copy, ctx):
             ss = s_starts(env)
             if in_bounds(s_shape, ss, s_ext, ones[0]):
                 tile = read_box(sarr, ss, s_ext, ones[0], n, s_al)
+            elif s_chip:
+                raise Bail("a copy region out of an on-chip tile")
             else:   # zero-padded, block by block
                 tile = np.stack([read_padded(sarr[k] if s_al else sarr, _at(ss, k), s_ext,
                                              s_dt) for k in range(n)])
@@ -549,6 +552,8 @@ def _plain_copy(s: Copy, ctx):
         if in_bounds(d_shape, ds, d_ext, ones[1]):
             write_box(env, d_name, darr, ds, d_ext, ones[1], tile, d_al)
             return
+        if d_chip:
+            raise Bail("a copy region out of an on-chip tile")
         tile = flat(tile, n, d_ext)
         for k in range(n):
             box = write_clipped(darr[k] if d_al else darr, _at(ds, k), d_ext, tile[k])

@@ -15,7 +15,7 @@ import numpy as np
 
 from tilelang_mini.errors import CompileError
 from tilelang_mini.ir import dtypes
-from tilelang_mini.ir.analysis import BLOCK_SCOPES, SYNC_OPS
+from tilelang_mini.ir.analysis import BLOCK_SCOPES, GM_SCOPES, SYNC_OPS
 from tilelang_mini.ir.nodes import Alloc, BinOp, Const, Copy, Fill, Gemm, Reduce, Region, Sort, Store
 from .exprs import (  # noqa: F401 - Env, Fault, as_index, eval_expr, located: the package's names
     Env, Fault, affine_view, as_index, check_indices, compile_expr, eval_expr, located, to_f32,
@@ -98,13 +98,20 @@ def region_view(r: Region):
     def view(env):
         s, sl, inside = region(env)
         if not inside:
-            for d, (a, e, n) in enumerate(zip(s, ext, shape)):
-                if a < 0 or a + e > n:
-                    raise Fault(f"region [{a}, {a + e}) out of bounds for dimension {d} of "
-                                f"{name}{list(shape)}")
+            raise region_fault(s, ext, shape, name)
         return _buffer(env, name)[sl]
 
     return view
+
+
+def region_fault(start, ext, shape, name) -> Fault:
+    """The fault of a region at `start` not inside buffer `name` (a tile op's region, or a
+    copy's region of an on-chip tile: only GM tensors clip)."""
+    for d, (a, e, n) in enumerate(zip(start, ext, shape)):
+        if a < 0 or a + e > n:
+            return Fault(f"region [{a}, {a + e}) out of bounds for dimension {d} of "
+                         f"{name}{list(shape)}")
+    return Fault(f"region out of bounds of {name}{list(shape)}")
 
 
 # ------------------------------------------------------------------------------ instructions
@@ -186,6 +193,7 @@ def _plain_copy(s: Copy):
     s_ext, d_ext = src.extent, dst.extent
     s_name, d_name = src.buffer.name, dst.buffer.name
     s_dt = dtypes.to_numpy(src.buffer.dtype)
+    s_chip, d_chip = src.buffer.scope not in GM_SCOPES, dst.buffer.scope not in GM_SCOPES
     transpose = s.transpose
     reshape = s_ext != d_ext
     if transpose:
@@ -194,6 +202,10 @@ def _plain_copy(s: Copy):
     def copy(env):
         ss, s_sl, s_inside = s_region(env)
         ds, d_sl, d_inside = d_region(env)
+        if not s_inside and s_chip:
+            raise region_fault(ss, s_ext, src.buffer.shape, s_name)
+        if not d_inside and d_chip:
+            raise region_fault(ds, d_ext, dst.buffer.shape, d_name)
         sarr, darr = _buffer(env, s_name), _buffer(env, d_name)
         tile = sarr[s_sl] if s_inside else read_padded(sarr, ss, s_ext, s_dt)
         if transpose:

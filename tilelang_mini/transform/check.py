@@ -1,4 +1,5 @@
-"""check: shapes, dtypes, regions and constant indices of every tile op, and the limits of the
+"""check: shapes, dtypes, regions and constant indices of every tile op, the indices of on-chip
+tiles that provably leave them (check_bounds.py), and the limits of the
 chip being compiled for (event ids, cross-core flags, the bytes of each buffer scope, the
 elements of a Parallel loop) -> located errors.
 
@@ -20,6 +21,7 @@ from ..ir import dtypes
 from ..ir.analysis import GM_SCOPES
 from ..ir.verifier import IRVerificationError, verify_kernel
 from .util import map_bodies, with_body
+from .check_bounds import bound_problems
 from ..ir.nodes import (
     Loc, body_fields, Alloc, Const, Copy, Fill, For, Gemm, If, Kernel, Load, PipeBarrier, Reduce,
     Region, Scope, Sort,
@@ -92,6 +94,7 @@ def check(kernel: Kernel, chip: Chip | str | None = None) -> Kernel:
                 errors.append(CompileError(message, stmt.loc))
             for message in _chip_problems(node, chip):
                 errors.append(CompileError(message, stmt.loc))
+    errors += bound_problems(kernel)
     if not errors:  # the structure of the input itself (IR text may be edited by hand)
         try:
             verify_kernel(kernel, "check")
