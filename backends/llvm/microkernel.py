@@ -34,6 +34,7 @@ from .access import (
 )
 from .irutil import F32, I1, I32, I64, PTR, VL, Emitter, vty
 from .layout import MR, NR
+from .pack_cache import packed_ptr
 from .packing import (
     flush_prefetch, prefetch_rows, store_pair, store_transposed, transposed_blocks,
 )
@@ -96,7 +97,7 @@ def gemm(g, s):
     tmp = g.temp(total) if total else None
 
     abase = elem_ptr(g, ai, g.buf_ptr(ai), base_offset(g, ai, sa))
-    bbase = g.buf_ptr(bi) if bi.layout != "row" else elem_ptr(g, bi, g.buf_ptr(bi),
+    bbase = packed_ptr(g, bi) if bi.layout != "row" else elem_ptr(g, bi, g.buf_ptr(bi),
                                                               base_offset(g, bi, sb))
     cbase = elem_ptr(g, ci, g.buf_ptr(ci), base_offset(g, ci, sc))
 
