@@ -71,10 +71,10 @@ def test_skinny_gemm_b_cached_and_correct():
 def _rewrites_b(M, N, K, bk=32):
     """C = A @ B over K tiles, then B's first tile := 2 * B's first tile: B is written by the
     kernel, so its packed tile must be packed from memory each time (one block, two launches)."""
+    f32 = "float32"  # (a name: pyflakes reads a string in an annotation as a forward reference)
 
     @T.prim_func
-    def rewrites_b(A: T.Tensor((M, K), "float32"), B: T.Tensor((K, N), "float32"),
-                   C: T.Tensor((M, N), "float32")):
+    def rewrites_b(A: T.Tensor((M, K), f32), B: T.Tensor((K, N), f32), C: T.Tensor((M, N), f32)):
         with T.Kernel(1) as bx:
             A_s = T.alloc_shared((M, bk), "float32")
             B_s = T.alloc_shared((bk, N), "float32")
