@@ -56,6 +56,24 @@ def test_prenorm_packs_b_once_and_matches_reference_across_launches(threads, mon
             close(s, want_s, K)
 
 
+@pytest.mark.parametrize("K", [129, 700])
+def test_colliding_slots_repack_without_touching_a_live_tile(K, monkeypatch):
+    """Every offset hashed to one slot: each copy misses and re-packs; the pipeline's two stage
+    tiles are live together (one shared cache would let a stage's miss overwrite the panels the
+    other's gemm is about to read)."""
+    import backends.llvm.pack_cache as pc
+    monkeypatch.setattr(pc, "_GOLDEN", 0)
+    M, N = 70, 24
+    k = tilelang_mini.compile(hc_prenorm.factory(M, N, K), out_idx=[-2, -1], target="llvm")
+    assert cached_tiles(k)
+    a = RNG.standard_normal((M, K)).astype(dtypes.to_numpy("bfloat16"))
+    b = RNG.standard_normal((N, K), dtype=np.float32)
+    d, s = k(a, b)
+    want_d, want_s = prenorm_reference(a, b)
+    close(d, want_d, K)
+    close(s, want_s, K)
+
+
 def test_skinny_gemm_b_cached_and_correct():
     """fp32 GEMM with a row-major B (K, N) of a narrow N: each row block reuses B's tiles."""
     M, N, K = 200, 24, 300

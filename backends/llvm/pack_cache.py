@@ -11,8 +11,9 @@ arguments), the tile goes through a cache in the worker's scratch arena:
                                                word := the slot's panels; gemm reads B_s there
 
 The cache lives in [arena_bytes, arena_bytes + nbytes) of the scratch (temporaries follow): per
-copy shape, `slots` entries of panels and one tag row [1, offset, lo0, hi0, lo1, hi1, ...] each
-(direct-mapped, Fibonacci hash of the source offset), then one pointer word per cached tile.
+packed tile and copy shape, `slots` entries of panels and one tag row [1, offset, lo0, hi0, lo1,
+hi1, ...] each (direct-mapped, Fibonacci hash of the source offset; a collision re-packs), then
+one pointer word per cached tile.
 Tags are cleared when tlm_kernel starts (a worker's arena outlives a launch and inputs change
 between launches); each worker thread has its own cache. Only shapes whose distinct tile
 positions fit the budget are cached: a tile that would be evicted before its reuse would cost a
@@ -53,10 +54,10 @@ class PackCache:
 
 
 def _shape_key(s: Copy, info):
-    """What a copy's panels depend on besides its offset and valid ranges: tiles of one shape
-    (a pipeline's stages, its prologue and epilogue) share a cache."""
-    return (s.src.buffer.name, tuple(s.src.extent), info.layout, tuple(info.shape), info.dtype,
-            info.storage)
+    """One cache per packed tile and copy shape. Never one per shape alone: a pipeline's two
+    stage tiles are live together, and a miss of one must not overwrite the slot the other
+    reads (a tile's slot is only replaced by a copy into that tile, which ends its use)."""
+    return (info.name, s.src.buffer.name, tuple(s.src.extent))
 
 
 def _plain(s) -> bool:
