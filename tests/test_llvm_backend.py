@@ -209,9 +209,10 @@ def test_narrow_gemm_stops_at_each_blocks_valid_columns(dtype, n):
 @pytest.mark.parametrize("n", [3, 8, 21, 24, 40, 56])
 @pytest.mark.parametrize("m", [7, 13, 16])
 def test_gemm_half_width_last_vector(m, n):
-    # columns with a last vector of at most 8 (n % 16 in 1..8) are computed in half-width
-    # vectors (masked when fewer than 8), with row tails (m % 8); C holds values before the
-    # gemm, which adds to them (loaded and stored back per row, masked)
+    # columns with a last vector of at most 8 (n % 16 in 1..8) are computed two rows per full
+    # vector (masked when fewer than 8), an odd last row of a tail (m % 8 = 7, 5) in a
+    # half-width one; C holds values before the gemm, which adds to them (loaded and stored
+    # back per row, masked)
     K = 37
     A, B, C0, D = Buffer("A", (m, K), "float32"), Buffer("B", (K, n), "float32"), \
         Buffer("C0", (m, n), "float32"), Buffer("D", (m, n), "float32")

@@ -26,11 +26,12 @@ from tilelang_mini.ir.nodes import (
     Scope, SetCrossFlag, Store, Var, WaitCrossFlag,
 )
 
-from . import codegen_ops, microkernel, outline, rowpass
+from . import codegen_ops, microkernel, outline, pack_cache, rowpass
 from . import vecmath as vm
 from .irutil import I32, I64, PTR, Emitter
 from .cores import core_scope, cross_flag, generate_cores, top_buf_ptr
 from .layout import PER_BLOCK, plan_buffers
+from .pack_cache import PackCache, plan_pack_cache
 from .packing import flush_prefetch
 from .reduce import reduce
 from .parallel import ParallelMaps
@@ -55,6 +56,8 @@ class KernelGen(ParallelMaps, Expressions):
         # cores: one function per core kind, run as coroutines by the runtime (cores.py)
         self.core_kind = None      # "C" | "V" while a core function is generated
         self.plan = plan_buffers(kernel, self.bf16, top_copies=3 if cores else 1)
+        self.pack_cache = PackCache() if cores else plan_pack_cache(kernel, self.plan,
+                                                                    self.plan.arena_bytes)
         self.module = ir.Module(name=kernel.name)
         if not cores:
             fnty = ir.FunctionType(I32, [PTR, I64, I64, PTR])
@@ -85,9 +88,11 @@ class KernelGen(ParallelMaps, Expressions):
         args, begin, end, scratch = self.fn.args
         self.scratch = scratch
         self.params = [e.load(PTR, e.gep(args, 8 * i), 8) for i in range(len(k.params))]
+        pack_cache.start_launch(self)
         with e.loop(begin, end, name="block") as blk:
             if self.plan.zero_bytes:
                 e.memset0(scratch, self.plan.zero_bytes)
+            pack_cache.start_block(self)
             if k.is_npu:
                 cid, vid = k.grid_vars
                 self.bind(cid, blk, (0, k.grid[0] - 1))
@@ -125,7 +130,7 @@ class KernelGen(ParallelMaps, Expressions):
         self.temp_bytes = max(self.temp_bytes, (nbytes + 63) // 64 * 64)
         if self.core_kind is not None:  # each core of a block has its own temporaries
             return self.temp_base
-        return self.e.gep(self.scratch, self.plan.arena_bytes)
+        return self.e.gep(self.scratch, self.plan.arena_bytes + self.pack_cache.nbytes)
 
     # ------------------------------------------------------------------------ statements
     def body(self, stmts, carry: bool = False, inherit: bool = False):

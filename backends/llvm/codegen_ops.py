@@ -17,6 +17,7 @@ from .access import (
     lane_mask, outlined, runs, starts_of, valid_range, inside, vload, vstore,
 )
 from .irutil import I1, I64, STORAGE, VL, constant, vty
+from .pack_cache import cached_copy
 from .packing import copy_packed, copy_packed_fast, prefetch_next
 
 # ----------------------------------------------------------------------------------- copy
@@ -53,9 +54,21 @@ def copy(g, s):
     def convert(raw):
         return vm.encode(e, vm.decode(e, raw, si.storage), kind, di.dtype, di.storage, exact)
 
+    if di.name in g.pack_cache.pointer:  # packed once per launch (pack_cache.py)
+        cached_copy(g, s, di, s_off0, s_rng, lambda dbase: _copy_to(
+            g, s, si, di, sbase, dbase, s_off0, d_off0, s_dims, d_dims, s_rng, d_rng, s_ok1,
+            d_ok1, convert, kind, exact, ss, ds))
+        return
     if si.param is not None and s_dims:
         prefetch_next(g, src, si, s_dims)
+    _copy_to(g, s, si, di, sbase, dbase, s_off0, d_off0, s_dims, d_dims, s_rng, d_rng, s_ok1,
+             d_ok1, convert, kind, exact, ss, ds)
 
+
+def _copy_to(g, s, si, di, sbase, dbase, s_off0, d_off0, s_dims, d_dims, s_rng, d_rng, s_ok1,
+             d_ok1, convert, kind, exact, ss, ds):
+    b = g.e.b
+    src, dst = s.src, s.dst
     fast = None
     if s_dims and si.strides[s_dims[-1]] == 1 and (di.layout != "row" or
                                                     di.strides[d_dims[-1]] == 1):

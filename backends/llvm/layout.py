@@ -16,7 +16,8 @@
 
 The arena holds first the buffers a block may read before writing them completely
 (`zero_bytes`, zeroed at the start of every grid block: the allocations transform/cpu_zero.py
-did not mark `uninit`), then the other buffers (up to `arena_bytes`), then temporaries.
+did not mark `uninit`), then the other buffers (up to `arena_bytes`), then the packed-tile
+cache (pack_cache.py), then temporaries.
 """
 from __future__ import annotations
 

@@ -17,9 +17,11 @@ when it is not float32 (f32 path) or not row-major bf16 with even K (bf16 path).
 place when it is float32, else through a float32 temporary (rounded back to C's dtype after).
 The K loop is unrolled by 4 (f32) / 2 (bf16 pairs); tile tails use masked loads and stores and
 separate micro-kernels for the last rows. An f32 kernel whose last column vector holds at most 8
-columns (the 8/24-column narrow kernels, tails) computes them in half-width (<8 x float>, ymm)
-vectors: half the FMA work of a full vector, with no shuffles (a 24-column kernel is one full and
-one half vector per row).
+columns (the 8/24-column narrow kernels, tails) computes them for two rows in one full vector:
+lanes [0, 8) row r, [8, 16) row r+1, from a blend of the two rows' A broadcasts and B's half row
+loaded into both halves (a 24-column kernel of 8 rows: 12 FMAs per k, not 16): on hosts with
+full-width FMA units a 512-bit FMA costs what a 256-bit one does (the development host: 7.2 G
+FMA instructions/s at either width, one thread).
 """
 from __future__ import annotations
 
@@ -34,6 +36,7 @@ from .access import (
 )
 from .irutil import F32, I1, I32, I64, PTR, VL, Emitter, vty
 from .layout import MR, NR
+from .pack_cache import packed_ptr
 from .packing import (
     flush_prefetch, prefetch_rows, store_pair, store_transposed, transposed_blocks,
 )
@@ -96,7 +99,7 @@ def gemm(g, s):
     tmp = g.temp(total) if total else None
 
     abase = elem_ptr(g, ai, g.buf_ptr(ai), base_offset(g, ai, sa))
-    bbase = g.buf_ptr(bi) if bi.layout != "row" else elem_ptr(g, bi, g.buf_ptr(bi),
+    bbase = packed_ptr(g, bi) if bi.layout != "row" else elem_ptr(g, bi, g.buf_ptr(bi),
                                                               base_offset(g, bi, sb))
     cbase = elem_ptr(g, ci, g.buf_ptr(ci), base_offset(g, ci, sc))
 
@@ -267,9 +270,8 @@ def _microkernel(g, key):
     b = e.b
     a, bp, c = fn.args
     nvec = -(-ncols // VL)
-    # f32: a last vector of at most 8 columns is a half-width (ymm) vector: half the FMA work
-    # (hosts that split 512-bit FMAs in two run it at the full rate; elsewhere it takes an FMA
-    # slot like a full vector, as a row-pair blend of two half rows would with its shuffles)
+    # f32: a last vector of at most 8 columns is a half-width (ymm) vector, of two rows at once
+    # where the kernel has row pairs (below)
     widths = [VL if bf16 or ncols - v * VL > VL // 2 else VL // 2 for v in range(nvec)]
     masks = []
     for v, w in enumerate(widths):
@@ -281,7 +283,16 @@ def _microkernel(g, key):
     def cptr(r, v):
         return e.gep(c, r * ldc_b + v * VL * 4)
 
-    slots = [(r, v) for r in range(mr) for v in range(nvec)]  # the accumulators
+    # a half-width last vector of rows r, r+1 shares one full vector: lanes [0, 8) row r,
+    # [8, 16) row r+1 (a blend of their A broadcasts, B's half row in both halves), so on hosts
+    # whose 512-bit FMAs cost what 256-bit ones do the narrow columns take half the FMAs
+    half = not bf16 and widths[-1] == VL // 2
+    pairs = mr // 2 if half else 0
+    slots = [(r, v, 0) for r in range(mr) for v in range(nvec)
+             if not (v == nvec - 1 and r < 2 * pairs)]
+    slots += [(2 * i, nvec - 1, 1) for i in range(pairs)]  # the accumulators (row, vector, pair)
+    lo_hi = [ir.Constant(vty(I32, VL // 2), list(range(o, o + VL // 2))) for o in (0, VL // 2)]
+    both = ir.Constant(vty(I32, VL), list(range(VL)))
 
     def c_load(r, v):
         zero_v = ir.Constant(fvs[v], None)
@@ -289,15 +300,26 @@ def _microkernel(g, key):
             return e.load(fvs[v], cptr(r, v), 4)
         return e.masked_load(fvs[v], cptr(r, v), masks[v], zero_v)
 
-    init = [ir.Constant(fvs[v], None) if zero else c_load(r, v) for r, v in slots]
+    def c_init(r, v, pair):
+        if not pair:
+            return ir.Constant(fvs[v], None) if zero else c_load(r, v)
+        if zero:
+            return ir.Constant(fv, None)
+        return b.shuffle_vector(c_load(r, v), c_load(r + 1, v), both)
+
+    init = [c_init(*slot) for slot in slots]
     if bf16:
         g.needs_dpbf16 = True
         dp = e.declare(DPBF16, fv, [fv, vty(I32), vty(I32)])
+    blend = ir.Constant(vty(I32, VL), list(range(VL // 2)) + list(range(VL + VL // 2, 2 * VL)))
 
     def step(acc, kvar, u):
         """One k (or k pair) step at k = kvar + u; returns the new accumulators."""
-        kb = b.add(kvar, ir.Constant(I64, u)) if u else kvar
-        boff = b.mul(kb, ir.Constant(I64, ldb_b))
+        def at(stride):  # (kvar + u) * stride as kvar * stride + constant: a displacement
+            off = b.mul(kvar, ir.Constant(I64, stride))
+            return b.add(off, ir.Constant(I64, u * stride)) if u else off
+
+        boff = at(ldb_b)
         bv = []
         for v in range(nvec):
             bt = vty(I32) if bf16 else fvs[v]
@@ -306,18 +328,23 @@ def _microkernel(g, key):
                 bv.append(e.masked_load(bt, p, masks[v], ir.Constant(bt, None)))
             else:
                 bv.append(e.load(bt, p, 4))
-        aoff = b.mul(kb, ir.Constant(I64, 4 if bf16 else a_cs_b))
-        out = list(acc)
+        b2 = b.shuffle_vector(bv[-1], bv[-1], ir.Constant(
+            vty(I32, VL), list(range(VL // 2)) * 2)) if pairs else None
+        aoff = at(4 if bf16 else a_cs_b)
+        av = []
         for r in range(mr):
             p = e.gep(a, b.add(aoff, ir.Constant(I64, r * a_rs_b)))
             a1 = e.load(I32 if bf16 else F32, p, 2 if bf16 else 4)
-            av = {w: e.splat(a1, w) for w in set(widths)}
-            for v in range(nvec):
-                i = r * nvec + v
-                if bf16:
-                    out[i] = b.call(dp, [out[i], av[VL], bv[v]])
-                else:
-                    out[i] = e.intr("fma", fvs[v], [av[widths[v]], bv[v], out[i]])
+            av.append({w: e.splat(a1, w) for w in set(widths) | {VL}})
+        out = []
+        for x, (r, v, pair) in zip(acc, slots):
+            if bf16:
+                out.append(b.call(dp, [x, av[r][VL], bv[v]]))
+            elif pair:
+                mixed = b.shuffle_vector(av[r][VL], av[r + 1][VL], blend)
+                out.append(e.intr("fma", fv, [mixed, b2, x]))
+            else:
+                out.append(e.intr("fma", fvs[v], [av[r][widths[v]], bv[v], x]))
         return out
 
     unroll = 2 if bf16 else UNROLL
@@ -355,8 +382,12 @@ def _microkernel(g, key):
         else:
             e.masked_store(x, cptr(r, v), masks[v])
 
-    for (r, v), x in zip(slots, acc):
-        c_store(x, r, v)
+    for (r, v, pair), x in zip(slots, acc):
+        if pair:
+            c_store(b.shuffle_vector(x, x, lo_hi[0]), r, v)
+            c_store(b.shuffle_vector(x, x, lo_hi[1]), r + 1, v)
+        else:
+            c_store(x, r, v)
     b.ret_void()
     return fn
 

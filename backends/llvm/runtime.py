@@ -216,7 +216,7 @@ def lower(kernel: Kernel, options: dict | None = None) -> LLVMArtifact:
                                         kernel.loc, stage="the llvm code generator") from err
         STATS["compiles"] += 1
     plan = gen.plan
-    scratch = plan.arena_bytes + gen.temp_bytes * (3 if cores else 1)
+    scratch = plan.arena_bytes + gen.pack_cache.nbytes + gen.temp_bytes * (3 if cores else 1)
     return LLVMArtifact(_header(kernel), list(gen.errors), scratch, "", False,
                         zlib.compress(text.encode(), 1), engine, cfunc, ref, obj, cores,
                         plan.zero_bytes, plan.arena_bytes, gen.temp_bytes)

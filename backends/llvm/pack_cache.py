@@ -1,0 +1,152 @@
+"""Packed B tiles of read-only inputs, packed once per launch and reused by every block.
+
+A copy from a kernel input into a packed GEMM tile (packing.py) gives the same panels wherever
+it runs with the same source offset and valid ranges: a prenorm's or skinny GEMM's B tile k is
+packed again by every row block, the same bytes each time. When every write of a packed tile is
+such a copy from an input the kernel never writes (the runtime refuses outputs that overlap other
+arguments), the tile goes through a cache in the worker's scratch arena:
+
+    copy(B[0 +: 32, k * 128 +: 128], B_s)      slot = hash(offset); on a tag miss pack into the
+    gemm(A_s, B_s, C)                          slot's panels and set its tag; B_s's pointer
+                                               word := the slot's panels; gemm reads B_s there
+
+The cache lives in [arena_bytes, arena_bytes + nbytes) of the scratch (temporaries follow): per
+packed tile and copy shape, `slots` entries of panels and one tag row [1, offset, lo0, hi0, lo1,
+hi1, ...] each (direct-mapped, Fibonacci hash of the source offset; a collision re-packs), then
+one pointer word per cached tile.
+Tags are cleared when tlm_kernel starts (a worker's arena outlives a launch and inputs change
+between launches); each worker thread has its own cache. Only shapes whose distinct tile
+positions fit the budget are cached: a tile that would be evicted before its reuse would cost a
+tag test and no saving.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import llvmlite.ir as ir
+
+from tilelang_mini.ir.analysis import AIC_SCOPES, TILE_OPS, writes
+from tilelang_mini.ir.nodes import Copy, Store, walk
+
+from .irutil import I64, PTR
+
+BUDGET = 8 << 20          # bytes of cached panels per kernel (each worker thread)
+_GOLDEN = 0x9E3779B97F4A7C15
+
+
+@dataclass
+class Site:
+    """The cache of one copy shape: `slots` entries of `entry` bytes of panels at `data`, their
+    tag rows of `words` i64 at `tags` (byte offsets in the scratch arena)."""
+    slots: int
+    entry: int
+    words: int
+    tags: int = 0
+    data: int = 0
+
+
+@dataclass
+class PackCache:
+    sites: dict = field(default_factory=dict)     # copy shape -> Site
+    pointer: dict = field(default_factory=dict)   # packed tile name -> offset of its pointer word
+    tags: tuple = (0, 0)                          # (offset, bytes) of all tag rows
+    nbytes: int = 0
+
+
+def _shape_key(s: Copy, info):
+    """One cache per packed tile and copy shape. Never one per shape alone: a pipeline's two
+    stage tiles are live together, and a miss of one must not overwrite the slot the other
+    reads (a tile's slot is only replaced by a copy into that tile, which ends its use)."""
+    return (info.name, s.src.buffer.name, tuple(s.src.extent))
+
+
+def _plain(s) -> bool:
+    return isinstance(s, Copy) and not (s.atomic or s.transpose or s.dual)
+
+
+def plan_pack_cache(kernel, plan, base: int) -> PackCache:
+    """The cache of `kernel`'s packed tiles whose every write is a plain copy from an input the
+    kernel never writes (block-scope tiles only: one instance per block), laid out from `base`."""
+    written, writers = set(), {}
+    for n in walk(kernel):
+        if isinstance(n, (*TILE_OPS, Store)):
+            for buf in writes(n):
+                written.add(buf.name)
+                writers.setdefault(buf.name, []).append(n)
+    params = {p.name for p in kernel.params}
+    out, need = PackCache(), {}
+    for name, ws in writers.items():
+        info = plan.infos.get(name)
+        if info is None or info.layout == "row" or info.buf.scope not in AIC_SCOPES:
+            continue
+        if not all(_plain(w) and w.src.buffer.name in params and w.src.buffer.name not in written
+                   for w in ws):
+            continue
+        sites = {}
+        for w in ws:
+            positions = 1
+            for n, x in zip(w.src.buffer.shape, w.src.extent):
+                positions *= -(-n // x) if isinstance(n, int) and isinstance(x, int) else 1 << 30
+            slots = 1 << (2 * positions - 1).bit_length()
+            sites[_shape_key(w, info)] = Site(slots, (info.nbytes + 63) // 64 * 64,
+                                        2 + 2 * len(w.src.extent))
+        if sum(st.slots * st.entry for st in {**need, **sites}.values()) > BUDGET:
+            continue
+        need.update(sites)
+        out.pointer[name] = 0
+    off = base
+    for key, st in need.items():
+        st.data, off = off, off + st.slots * st.entry
+        out.sites[key] = st
+    tags = off
+    for st in out.sites.values():
+        st.tags, off = off, off + st.slots * st.words * 8
+    for name in out.pointer:
+        out.pointer[name], off = off, off + 8
+    out.tags = (tags, off - tags)
+    out.nbytes = (off - base + 63) // 64 * 64 if out.pointer else 0
+    return out
+
+
+def cached_copy(g, s: Copy, dinfo, s_off0, s_rng, pack) -> None:
+    """Pack `s` through its cache: `pack(dst)` packs into `dst` on a tag miss; the tile's
+    pointer word then names the slot's panels."""
+    e, b = g.e, g.e.b
+    st = g.pack_cache.sites[_shape_key(s, dinfo)]
+    words = [ir.Constant(I64, 1), s_off0] + [v for r in s_rng for v in r]
+    h = b.mul(s_off0, ir.Constant(I64, _GOLDEN - (1 << 64)))
+    shift = 64 - (st.slots.bit_length() - 1)
+    slot = b.lshr(h, ir.Constant(I64, shift)) if shift < 64 else ir.Constant(I64, 0)
+    tag = e.gep(g.scratch, b.add(ir.Constant(I64, st.tags),
+                                 b.mul(slot, ir.Constant(I64, st.words * 8))))
+    entry = e.gep(g.scratch, b.add(ir.Constant(I64, st.data),
+                                   b.mul(slot, ir.Constant(I64, st.entry))))
+    hit = ir.Constant(ir.IntType(1), 1)
+    for i, v in enumerate(words):
+        hit = b.and_(hit, b.icmp_signed("==", e.load(I64, e.gep(tag, 8 * i), 8), v))
+    with b.if_then(b.not_(hit), likely=False):
+        pack(entry)
+        for i, v in enumerate(words):
+            e.store(v, e.gep(tag, 8 * i), 8)
+    e.store(entry, e.gep(g.scratch, g.pack_cache.pointer[dinfo.name]), 8)
+
+
+def packed_ptr(g, info):
+    """Where a packed tile's panels are: its pointer word when cached, else its own storage."""
+    off = g.pack_cache.pointer.get(info.name)
+    if off is None:
+        return g.buf_ptr(info)
+    return g.e.load(PTR, g.e.gep(g.scratch, off), 8)
+
+
+def start_launch(g) -> None:
+    """Clear the tags (before the first block)."""
+    off, n = g.pack_cache.tags
+    if n:
+        g.e.memset0(g.e.gep(g.scratch, off), n)
+
+
+def start_block(g) -> None:
+    """Every cached tile's pointer word names its own storage until a copy packs it."""
+    for name, off in g.pack_cache.pointer.items():
+        g.e.store(g.buf_ptr(g.plan.infos[name]), g.e.gep(g.scratch, off), 8)
