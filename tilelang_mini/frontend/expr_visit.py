@@ -17,7 +17,7 @@ from ..language.symbols import SymExpr
 from .common import SIMT_ADVICE, LanguageNamespace, Marker, ThreadIndex, show
 from .bindings import LaneVar
 from .dialect import power
-from .exprs import as_expr, binop, bit_not, const, is_ir, plain_number
+from .exprs import as_expr, binop, bit_not, const, is_ir, plain_number, static_dtype
 
 
 _BINOPS = {ast.BitAnd: "&", ast.BitOr: "|", ast.BitXor: "^", ast.LShift: "<<", ast.RShift: ">>",
@@ -105,6 +105,11 @@ class ExprVisitor:
                 raise self.error(n, f".{n.attr} of a buffer is GPU pointer plumbing; pass the "
                                     "buffer or a region of it (A[i:i+n, :]) instead")
             raise self.error(n, f"buffers have .shape and .dtype, not .{n.attr}")
+        if is_ir(base) and n.attr == "dtype":  # TVM's PrimExpr.dtype (helpers' asserts)
+            dt = static_dtype(base)
+            if dt is None:
+                raise self.error(n, "the dtype of this expression is not known; T.Cast it")
+            return T_module.dtype(dt)
         if is_ir(base) or isinstance(base, Marker):
             raise self.error(n, f"unsupported attribute .{n.attr}")
         try:
@@ -277,6 +282,10 @@ class ExprVisitor:
         raise self.error(n, "slices select regions in T.copy arguments only")
 
     def expr_Call(self, n):
+        if isinstance(n.func, ast.Attribute) and n.func.attr == "astype":
+            base = self.eval(n.func.value)
+            if is_ir(base) or isinstance(base, (int, float)):
+                return self.astype(base, n)
         fn = self.eval(n.func)
         if isinstance(fn, Marker):
             return self.intrinsic(fn.name, n)
@@ -306,6 +315,17 @@ class ExprVisitor:
             return plain_number(fn(*args, **kwargs))
         except Exception as e:  # a trace-time Python helper failed
             raise self.error(n, f"{type(e).__name__}: {e}") from None
+
+    def astype(self, base, n):
+        """TVM's `x.astype(dtype)` on a kernel value: T.Cast(dtype, x); on a Python number, that
+        number as a value of the dtype."""
+        args = [*n.args, *(k.value for k in n.keywords if k.arg == "dtype")]
+        if len(args) != 1 or len(n.keywords) > 1:
+            raise self.error(n, ".astype(dtype) takes one dtype")
+        dt = self.dtype(self.eval(args[0]), args[0])
+        if not is_ir(base):
+            return self.typed_number(base, dt, n)
+        return Cast(dt, base)
 
     def minmax(self, name, args, n):
         out = as_expr(args[0])
