@@ -12,7 +12,7 @@ import difflib
 from .. import language as T_module
 from ..errors import CompileError
 from ..ir import dtypes
-from ..ir.nodes import Buffer, Call, Cast, Load
+from ..ir.nodes import Buffer, Call, Cast, Load, Var
 from ..language.symbols import SymExpr
 from .common import SIMT_ADVICE, LanguageNamespace, Marker, ThreadIndex, show
 from .bindings import LaneVar
@@ -88,7 +88,7 @@ class ExprVisitor:
                 return getattr(T_module, n.attr)
             if dtypes.canonical(n.attr):
                 return n.attr  # T.float16 and friends
-            if n.attr == "get_thread_binding":
+            if n.attr in ("get_thread_binding", "get_block_binding"):
                 return Marker(n.attr)
             self.unknown_name(n.attr, n)
             close = difflib.get_close_matches(n.attr, [*T_module.__all__, *dtypes.DTYPES], n=1)
@@ -340,6 +340,14 @@ class ExprVisitor:
             if type(dim) is not int or not 0 <= dim <= 2 or len(args) > 1:
                 raise self.error(n, "T.get_thread_binding(dim) takes a dimension 0, 1 or 2")
             return ThreadIndex(dim)
+        if name == "get_block_binding":  # the T.Kernel's block variable of that dimension
+            blocks = getattr(self, "block_names", ())
+            dims = [self.eval(a) for a in n.args] + [self.eval(k.value) for k in n.keywords]
+            dim = dims[0] if dims else 0
+            if len(dims) > 1 or type(dim) is not int or not 0 <= dim < len(blocks):
+                raise self.error(n, f"T.get_block_binding(dim) takes a dimension of the "
+                                    f"enclosing T.Kernel's grid (0..{len(blocks) - 1})")
+            return Var(blocks[dim])
         value = self.dialect_intrinsic(name, n)
         if value is not None:
             return value

@@ -410,6 +410,7 @@ class TileOps:
         sub.buffer_names = self.buffer_names
         sub.parallel_depth = self.parallel_depth
         sub.scope_core = getattr(self, "scope_core", None)
+        sub.block_names = getattr(self, "block_names", ())
         sub.hints = self.hints
         sub.hidden_params = self.hidden_list()
         sub.hoisted_allocs = getattr(self, "hoisted_allocs", {})

@@ -44,7 +44,7 @@ GPU_ONLY = {
     "wgmma_gemm": "T.gemm", "wait_wgmma": "nothing (the cube unit is synchronous)",
     "get_thread_binding": "T.Parallel over the tile (there are no GPU threads; vector cores "
                           "work on whole tiles)",
-    "thread_binding": "T.Parallel over the tile", "get_block_binding": "the T.Kernel variables",
+    "thread_binding": "T.Parallel over the tile",
     "alloc_cluster_barrier": "T.set_cross_flag/T.wait_cross_flag between cube and vector cores",
     "ClusterKernel": "T.Kernel", "block_rank_in_cluster": "the T.Kernel variables",
     "ptx_cp_async": "T.copy", "cp_async_barrier_noinc": "nothing",
@@ -90,8 +90,6 @@ GPU_ONLY_PREFIXES = {
 NOT_YET = {
     "comm_reducer": "T.reduce_sum / T.reduce_max", "evaluate": "a T. operation statement",
     "attr": "nothing (TVM attributes have no meaning here)",
-    "alloc_buffer": "T.alloc_shared / T.alloc_fragment (on chip) or T.alloc_global (a GM "
-                    "workspace)",
     "alloc_reducer": "a fragment and T.reduce_sum into it", "finalize_reducer": "nothing (with "
     "a fragment and T.reduce_sum there is nothing to finalise)",
     "atomic_load": "a plain read of the GM element (T.sync_all between the writing launch "

@@ -1,0 +1,148 @@
+"""Sweep cases of the TileLang examples that import TVM (`from tvm import DataType, tirx`,
+`from tilelang import tvm`): the dequantize-GEMM family, whose Python helpers build the
+unpacking of 4-bit fields with tvm.tirx bit operations (benchmarks/upstream_compat.py rewrites
+the tvm imports to tilelang_mini.tvm). The math has an Ascend meaning: unpack fp4 / int4 on the
+vector side to bf16 / fp16, then a bf16 / fp16 GEMM on the cube. References are float64 and
+decode fp4 (e2m1: sign, 2 exponent bits with bias 1, 1 mantissa bit) from the format's
+definition; the kernels' paths that call CUDA/HIP sources (`T.import_source`,
+`T.call_extern`) or per-thread (SIMT) code are expected to give located errors."""
+import numpy as np
+
+from upstream_sweep import Check, case, rn
+from upstream_cases_new import TL, f64
+
+DEQ = "examples/dequantize_gemm/"
+
+
+def e2m1(code):
+    """The value of fp4 e2m1 codes (OCP MX v1.0): (-1)^s * 2^(e-1) * (1 + m/2) for e > 0 and
+    (-1)^s * m/2 (subnormal) for e == 0."""
+    code = np.asarray(code).astype(np.int64)
+    s, e, m = code >> 3, (code >> 1) & 3, code & 1
+    mag = np.where(e == 0, m * 0.5, 2.0 ** (e - 1) * (1 + m / 2))
+    return np.where(s == 1, -mag, mag)
+
+
+def normal_codes(rng, shape):
+    """Random e2m1 codes with a nonzero exponent. The examples decode every code with the
+    normal-number formula (exponent bits + bias), which differs from e2m1 on the four codes
+    with e == 0 (0 and 0.5 read as 0.5 and 0.75); the GEMM inputs avoid those codes and the
+    conversion checks cover them separately."""
+    s = rng.integers(0, 2, shape)
+    e = rng.integers(1, 4, shape)
+    m = rng.integers(0, 2, shape)
+    return (s << 3 | e << 1 | m).astype(np.uint8)
+
+
+def pack_pairs(codes):
+    """4-bit codes (N, K) packed two per uint8, element 2j in the low nibble."""
+    return (codes[:, 0::2] | (codes[:, 1::2] << 4)).astype(np.uint8)
+
+
+def example_decode(code):
+    """What the examples' helpers compute for every code, e == 0 included: the normal formula
+    (-1)^s * 2^(e-1) * (1 + m/2). Equal to e2m1 wherever e > 0 (checked here)."""
+    code = np.asarray(code).astype(np.int64)
+    s, e, m = code >> 3, (code >> 1) & 3, code & 1
+    mag = 2.0 ** (e - 1) * (1 + m / 2)
+    normal = e > 0
+    assert np.array_equal(np.where(normal, mag, 0) * np.where(s == 1, -1, 1),
+                          np.where(normal, e2m1(code), 0))
+    return np.where(s == 1, -mag, mag)
+
+
+@case("tl/dequantize_gemm/fp4_hopper", TL, DEQ + "example_dequant_gemm_fp4_hopper.py",
+      "fp4 (e2m1, two per uint8) -> fp16 by a tvm.tirx helper, then fp16 GEMM with a transposed "
+      "fp16 output; and the conversion kernel alone on all 16 codes")
+def _(m, rng):
+    M, N, K = 64, 64, 256
+    codes = rng.integers(0, 16, (64, 128)).astype(np.uint8)
+    conv = m["test_convert"](64, 128, 32, 64, "float16")
+    a = rn(rng, (M, K), "float16")
+    bc = normal_codes(rng, (N, K))
+    want = (a.astype(f64) @ e2m1(bc).T).T
+    gemm = m["matmul"](M, N, K, "float16", "float16", "float32", 4, 64, 64, 128, 2, 256, 1)
+    return [Check(conv, [pack_pairs(codes)], {0: example_decode(codes)}, "float16", tol=(0, 0)),
+            Check(gemm, [a, pack_pairs(bc)], {0: want}, "float16", K)]
+
+
+@case("tl/dequantize_gemm/bf16_fp4_hopper", TL, DEQ + "example_dequant_gemm_bf16_fp4_hopper.py",
+      "fp4 -> bf16 by the simple (tvm.tirx helper) path, bf16 GEMM A @ B^T")
+def _(m, rng):
+    M, N, K = 64, 64, 256
+    a = rn(rng, (M, K), "bfloat16")
+    bc = normal_codes(rng, (N, K))
+    gemm = m["matmul"](M, N, K, "bfloat16", "bfloat16", "float32", "uint32", 4, False,
+                       64, 64, 128, 2, 256, 1)
+    return [Check(gemm, [a, pack_pairs(bc)], {0: a.astype(f64) @ e2m1(bc).T}, "bfloat16", K)]
+
+
+@case("tl/dequantize_gemm/bf16_fp4_hopper_fast", TL,
+      DEQ + "example_dequant_gemm_bf16_fp4_hopper.py",
+      "the fast path: CUDA source (T.import_source / T.call_extern): a located error")
+def _(m, rng):
+    M, N, K = 64, 64, 256
+    a = rn(rng, (M, K), "bfloat16")
+    bc = normal_codes(rng, (N, K))
+    gemm = m["matmul"](M, N, K, "bfloat16", "bfloat16", "float32", "uint32", 4, True,
+                       64, 64, 128, 2, 256, 1)
+    return [Check(gemm, [a, pack_pairs(bc)], {0: a.astype(f64) @ e2m1(bc).T}, "bfloat16", K)]
+
+
+def mxfp4_inputs(rng, M, N, K, scale_size=32):
+    """A (bf16), packed fp4 codes, per-32 exponents and a bias; the examples scale block
+    (n, k // 32) by 2**Scale (`T.shift_left(1, Scale)`; their references: `B *= 2 ** Scale`,
+    an unbiased exponent, not e8m0's 2**(s - 127))."""
+    a = rn(rng, (M, K), "bfloat16")
+    bc = normal_codes(rng, (N, K))
+    scale = rng.integers(0, 4, (N, K // scale_size)).astype(np.uint8)
+    bias = rn(rng, (M, N), "bfloat16")
+    b = e2m1(bc) * 2.0 ** np.repeat(scale.astype(f64), scale_size, axis=1)
+    return a, pack_pairs(bc), scale, bias, a.astype(f64) @ b.T
+
+
+def mxfp4_checks(m, rng, fast, extra=()):
+    M, N, K = 64, 64, 256
+    a, packed, scale, bias, want = mxfp4_inputs(rng, M, N, K)
+    out = []
+    for with_bias in (False, True):
+        gemm = m["matmul"](M, N, K, "bfloat16", "bfloat16", "float32", *extra, num_bits=4,
+                           scale_size=32, block_M=64, block_N=64, block_K=128, num_stages=2,
+                           threads=256, split=1, fast_dequant=fast, with_bias=with_bias)
+        out.append(Check(gemm, [a, packed, scale, bias],
+                         {0: want + (bias.astype(f64) if with_bias else 0)}, "bfloat16", K))
+    return out
+
+
+@case("tl/dequantize_gemm/bf16_mxfp4_hopper", TL,
+      DEQ + "example_dequant_gemm_bf16_mxfp4_hopper.py",
+      "mxfp4: fp4 -> bf16 (tvm.tirx helper) times 2**scale per 32 columns, bf16 GEMM, with "
+      "and without a bias initialising the accumulator (the simple path)")
+def _(m, rng):
+    return mxfp4_checks(m, rng, False)
+
+
+@case("tl/dequantize_gemm/bf16_mxfp4_hopper_fast", TL,
+      DEQ + "example_dequant_gemm_bf16_mxfp4_hopper.py",
+      "the fast path: CUDA source (T.import_source / T.call_extern): a located error")
+def _(m, rng):
+    return mxfp4_checks(m, rng, True)
+
+
+@case("tl/dequantize_gemm/bf16_mxfp4_cdna4", TL,
+      DEQ + "example_dequant_gemm_bf16_mxfp4_cdna4.py",
+      "the AMD gfx950 variant of the mxfp4 GEMM (a tvm.target.Target string), simple path")
+def _(m, rng):
+    return mxfp4_checks(m, rng, False)
+
+
+@case("tl/dequantize_gemm/fine_grained", TL, DEQ + "example_dequant_gemm_fine_grained.py",
+      "uint4 -> fp16 dequant GEMM written per thread (T.get_thread_binding index arithmetic, "
+      "T.alloc_local vectors): a located SIMT error")
+def _(m, rng):
+    M, N, K = 64, 64, 128
+    a = rn(rng, (M, K), "float16")
+    codes = rng.integers(0, 16, (N, K)).astype(np.uint8)
+    packed = pack_pairs(codes).view(np.int8)
+    gemm = m["matmul"](M, N, K, 64, 64, 64, "float16", "float16", "float32", 2, 128)
+    return [Check(gemm, [a, packed], {0: a.astype(f64) @ codes.astype(f64).T}, "float16", K)]
