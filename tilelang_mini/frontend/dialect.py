@@ -376,8 +376,11 @@ class Dialect:
         return body
 
     def vectorized_loop(self, names, call: ast.Call, s) -> list:
-        """T.vectorized(n): an elementwise map when its body is element stores, else serial."""
+        """T.vectorized(n) (or T.vectorized(0, n)): an elementwise map when its body is element
+        stores, else serial."""
         extents = [self.eval(a) for a in call.args]
+        if len(extents) == 2 and type(extents[0]) is int and extents[0] == 0:
+            extents = extents[1:]
         if len(extents) != 1 or len(names) != 1:
             raise self.error(call, "T.vectorized(n) takes one extent and one loop variable")
         self.scopes.append({names[0]: Var(names[0])})

@@ -50,6 +50,10 @@ class ExprVisitor:
         return isinstance(fn, T_module.Macro)
 
     def eval_callee(self, node):
+        """What a call's function evaluates to (for dispatch on T. markers and macros);
+        `x.astype` is a method of a value, not a name (expr_Call converts x)."""
+        if isinstance(node, ast.Attribute) and node.attr == "astype":
+            return None
         return self.eval(node)
 
     def eval(self, node):
