@@ -146,3 +146,22 @@ def _(m, rng):
     packed = pack_pairs(codes).view(np.int8)
     gemm = m["matmul"](M, N, K, 64, 64, 64, "float16", "float16", "float32", 2, 128)
     return [Check(gemm, [a, packed], {0: a.astype(f64) @ codes.astype(f64).T}, "float16", K)]
+
+
+BITNET = "examples/bitnet-1.58b/kernel_benchmark/"
+
+
+@case("tl/bitnet/int8xint2_decode", TL, BITNET + "tilelang_bitnet_158_int8xint2_decode.py",
+      "ternary (int2) weights decoded by inline CUDA (T.import_source, T.call_extern, T.dp4a) "
+      "in per-thread code: a located error")
+def _(m, rng):
+    M, N, K = 1, 64, 512
+    a = rng.integers(-8, 8, (M, K)).astype(np.int8)
+    w = rng.integers(-1, 2, (N, K)).astype(np.int8)
+    codes = (w + 1).astype(np.uint8)  # 2 bits per weight, four per byte, lowest first
+    packed = (codes[:, 0::4] | codes[:, 1::4] << 2 | codes[:, 2::4] << 4
+              | codes[:, 3::4] << 6).astype(np.uint8).view(np.int8)
+    kern = m["bitnet_158_int8xint2_decode"](M, N, K, "int8", "int32", "int32")
+    return [Check(kern, [a, packed, np.zeros((M, N), np.int32)],
+                  {("arg", 2): a.astype(f64) @ w.astype(f64).T}, "int32", tol=(0, 0))]
+
