@@ -66,25 +66,11 @@ def _(m, rng):
             Check(gemm, [a, pack_pairs(bc)], {0: want}, "float16", K)]
 
 
-@case("tl/dequantize_gemm/bf16_fp4_hopper", TL, DEQ + "example_dequant_gemm_bf16_fp4_hopper.py",
-      "fp4 -> bf16 by the simple (tvm.tirx helper) path, bf16 GEMM A @ B^T")
-def _(m, rng):
+def bf16_fp4_checks(m, rng, fast):
     M, N, K = 64, 64, 256
     a = rn(rng, (M, K), "bfloat16")
     bc = normal_codes(rng, (N, K))
-    gemm = m["matmul"](M, N, K, "bfloat16", "bfloat16", "float32", "uint32", 4, False,
-                       64, 64, 128, 2, 256, 1)
-    return [Check(gemm, [a, pack_pairs(bc)], {0: a.astype(f64) @ e2m1(bc).T}, "bfloat16", K)]
-
-
-@case("tl/dequantize_gemm/bf16_fp4_hopper_fast", TL,
-      DEQ + "example_dequant_gemm_bf16_fp4_hopper.py",
-      "the fast path: CUDA source (T.import_source / T.call_extern): a located error")
-def _(m, rng):
-    M, N, K = 64, 64, 256
-    a = rn(rng, (M, K), "bfloat16")
-    bc = normal_codes(rng, (N, K))
-    gemm = m["matmul"](M, N, K, "bfloat16", "bfloat16", "float32", "uint32", 4, True,
+    gemm = m["matmul"](M, N, K, "bfloat16", "bfloat16", "float32", "uint32", 4, fast,
                        64, 64, 128, 2, 256, 1)
     return [Check(gemm, [a, pack_pairs(bc)], {0: a.astype(f64) @ e2m1(bc).T}, "bfloat16", K)]
 
@@ -101,12 +87,12 @@ def mxfp4_inputs(rng, M, N, K, scale_size=32):
     return a, pack_pairs(bc), scale, bias, a.astype(f64) @ b.T
 
 
-def mxfp4_checks(m, rng, fast, extra=()):
+def mxfp4_checks(m, rng, fast):
     M, N, K = 64, 64, 256
     a, packed, scale, bias, want = mxfp4_inputs(rng, M, N, K)
     out = []
     for with_bias in (False, True):
-        gemm = m["matmul"](M, N, K, "bfloat16", "bfloat16", "float32", *extra, num_bits=4,
+        gemm = m["matmul"](M, N, K, "bfloat16", "bfloat16", "float32", num_bits=4,
                            scale_size=32, block_M=64, block_N=64, block_K=128, num_stages=2,
                            threads=256, split=1, fast_dequant=fast, with_bias=with_bias)
         out.append(Check(gemm, [a, packed, scale, bias],
@@ -114,38 +100,29 @@ def mxfp4_checks(m, rng, fast, extra=()):
     return out
 
 
-@case("tl/dequantize_gemm/bf16_mxfp4_hopper", TL,
-      DEQ + "example_dequant_gemm_bf16_mxfp4_hopper.py",
-      "mxfp4: fp4 -> bf16 (tvm.tirx helper) times 2**scale per 32 columns, bf16 GEMM, with "
-      "and without a bias initialising the accumulator (the simple path)")
-def _(m, rng):
-    return mxfp4_checks(m, rng, False)
-
-
-@case("tl/dequantize_gemm/bf16_mxfp4_hopper_fast", TL,
-      DEQ + "example_dequant_gemm_bf16_mxfp4_hopper.py",
-      "the fast path: CUDA source (T.import_source / T.call_extern): a located error")
-def _(m, rng):
-    return mxfp4_checks(m, rng, True)
-
-
-@case("tl/dequantize_gemm/bf16_mxfp4_cdna4", TL,
-      DEQ + "example_dequant_gemm_bf16_mxfp4_cdna4.py",
-      "the AMD gfx950 variant of the mxfp4 GEMM (a tvm.target.Target string), simple path")
-def _(m, rng):
-    return mxfp4_checks(m, rng, False)
+FAST = "the fast path: CUDA source (T.import_source / T.call_extern): a located error"
+for _name, _file, _checks, _fast, _what in [
+        ("bf16_fp4_hopper", "bf16_fp4_hopper", bf16_fp4_checks, False,
+         "fp4 -> bf16 by the simple (tvm.tirx helper) path, bf16 GEMM A @ B^T"),
+        ("bf16_fp4_hopper_fast", "bf16_fp4_hopper", bf16_fp4_checks, True, FAST),
+        ("bf16_mxfp4_hopper", "bf16_mxfp4_hopper", mxfp4_checks, False,
+         "mxfp4: fp4 -> bf16 (tvm.tirx helper) times 2**scale per 32 columns, bf16 GEMM, with "
+         "and without a bias initialising the accumulator (the simple path)"),
+        ("bf16_mxfp4_hopper_fast", "bf16_mxfp4_hopper", mxfp4_checks, True, FAST),
+        ("bf16_mxfp4_cdna4", "bf16_mxfp4_cdna4", mxfp4_checks, False,
+         "the AMD gfx950 variant of the mxfp4 GEMM (a tvm.target.Target string), simple path")]:
+    case(f"tl/dequantize_gemm/{_name}", TL, f"{DEQ}example_dequant_gemm_{_file}.py", _what)(
+        lambda m, rng, checks=_checks, fast=_fast: checks(m, rng, fast))
 
 
 @case("tl/dequantize_gemm/fine_grained", TL, DEQ + "example_dequant_gemm_fine_grained.py",
       "uint4 -> fp16 dequant GEMM written per thread (T.get_thread_binding index arithmetic, "
       "T.alloc_local vectors): a located SIMT error")
 def _(m, rng):
-    M, N, K = 64, 64, 128
-    a = rn(rng, (M, K), "float16")
-    codes = rng.integers(0, 16, (N, K)).astype(np.uint8)
-    packed = pack_pairs(codes).view(np.int8)
-    gemm = m["matmul"](M, N, K, 64, 64, 64, "float16", "float16", "float32", 2, 128)
-    return [Check(gemm, [a, packed], {0: a.astype(f64) @ codes.astype(f64).T}, "float16", K)]
+    codes, a = rng.integers(0, 16, (64, 128)).astype(np.uint8), rn(rng, (64, 128), "float16")
+    gemm = m["matmul"](64, 64, 128, 64, 64, 64, "float16", "float16", "float32", 2, 128)
+    want = a.astype(f64) @ codes.astype(f64).T
+    return [Check(gemm, [a, pack_pairs(codes).view(np.int8)], {0: want}, "float16", 128)]
 
 
 BITNET = "examples/bitnet-1.58b/kernel_benchmark/"
@@ -155,13 +132,9 @@ BITNET = "examples/bitnet-1.58b/kernel_benchmark/"
       "ternary (int2) weights decoded by inline CUDA (T.import_source, T.call_extern, T.dp4a) "
       "in per-thread code: a located error")
 def _(m, rng):
-    M, N, K = 1, 64, 512
-    a = rng.integers(-8, 8, (M, K)).astype(np.int8)
-    w = rng.integers(-1, 2, (N, K)).astype(np.int8)
-    codes = (w + 1).astype(np.uint8)  # 2 bits per weight, four per byte, lowest first
-    packed = (codes[:, 0::4] | codes[:, 1::4] << 2 | codes[:, 2::4] << 4
-              | codes[:, 3::4] << 6).astype(np.uint8).view(np.int8)
-    kern = m["bitnet_158_int8xint2_decode"](M, N, K, "int8", "int32", "int32")
-    return [Check(kern, [a, packed, np.zeros((M, N), np.int32)],
-                  {("arg", 2): a.astype(f64) @ w.astype(f64).T}, "int32", tol=(0, 0))]
-
+    a, w = rng.integers(-8, 8, (1, 512)).astype(np.int8), rng.integers(-1, 2, (64, 512))
+    codes = (w + 1).astype(np.uint8)  # 2 bits per weight (w + 1), four per byte, lowest first
+    packed = sum(codes[:, i::4] << (2 * i) for i in range(4)).astype(np.uint8).view(np.int8)
+    kern = m["bitnet_158_int8xint2_decode"](1, 64, 512, "int8", "int32", "int32")
+    want = {("arg", 2): a.astype(f64) @ w.astype(f64).T}
+    return [Check(kern, [a, packed, np.zeros((1, 64), np.int32)], want, "int32", tol=(0, 0))]

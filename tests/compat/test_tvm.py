@@ -136,7 +136,7 @@ def test_alloc_buffer_is_a_workspace(target):
     @tilelang.jit(out_idx=[1])
     def factory():
         @T.prim_func
-        def main(X: T.Tensor((32, 16), "float32"), Y: T.Tensor((32, 16), "float32")):
+        def main(X: T.Tensor((32, 16), T.float32), Y: T.Tensor((32, 16), T.float32)):
             W = T.alloc_buffer((32, 16), "float32")
             with T.Kernel(2) as bx:
                 t = T.alloc_fragment((16, 16), "float32")
@@ -191,7 +191,7 @@ def test_located_errors():
         _shared_alloc_buffer)).value)
 
 
-def _shared_alloc_buffer(X: T.Tensor((16,), "float32")):
+def _shared_alloc_buffer(X: T.Tensor((16,), T.float32)):
     with T.Kernel(1) as bx:
         s = T.alloc_buffer((16,), "float32", scope="shared")
-        T.copy(X, s)
+        T.copy(X[bx * 16:bx * 16 + 16], s)
