@@ -40,6 +40,9 @@ IMPORT_RULES = [
     (r"^(\s*)import tilelang\.(\w+)\s*$", r"\1import tilelang_mini as tilelang"),
     (r"^(\s*)import tilelang\b(?!\.)", r"\1import tilelang_mini as tilelang"),
     (r"^(\s*)from tilelang(\.|\s)", r"\1from tilelang_mini\2"),
+    # TVM, which TileLang re-exports: its small compatibility surface `tilelang_mini.tvm`
+    (r"^(\s*)from tvm(\.|\s)", r"\1from tilelang_mini.tvm\2"),
+    (r"^(\s*)import tvm\s*$", r"\1from tilelang_mini import tvm"),
 ]
 
 

@@ -165,6 +165,8 @@ class Dialect:
             v = self.value_arg(n.args[0])
             dt = self.dtype(self.eval(n.args[1]), n.args[1])
             return reinterpret(as_expr(v), dt, self, n)
+        if name in ("tvm.const", "tvm.reinterpret"):
+            return self.tvm_intrinsic(name[len("tvm."):], n)
         if name == "use_swizzle":  # tilelang-ascend's value form remaps a tile id: any
             if n.args:                # bijection computes the same result; the identity is one
                 return self.value_arg(n.args[0])
@@ -175,6 +177,37 @@ class Dialect:
             raise self.error(n, "T.round is not supported; write T.floor(x + 0.5) for "
                                 "ties-away rounding of non-negative values")
         return None
+
+    def tvm_intrinsic(self, name: str, n: ast.Call):
+        """TVM's `tirx.const(value, dtype)` (a trace-time number of that kind, range-checked:
+        integer arithmetic in a kernel is exact, so only the value matters) and
+        `tirx.reinterpret(dtype, value)` (T.reinterpret with its arguments the other way)."""
+        args = [*n.args, *(k.value for k in n.keywords if k.arg in ("dtype", "value"))]
+        if name == "reinterpret":
+            if len(args) != 2 or len(n.keywords) > 1:
+                raise self.error(n, "tirx.reinterpret(dtype, value) takes a dtype and a value")
+            dt = self.dtype(self.eval(args[0]), args[0])
+            return reinterpret(as_expr(self.value_arg(args[1])), dt, self, n)
+        if not 1 <= len(args) <= 2:
+            raise self.error(n, "tirx.const(value, dtype) takes a number and a dtype")
+        v = self.eval(args[0])
+        if is_ir(v) or not isinstance(v, (int, float)):
+            raise self.error(n, f"tirx.const takes a Python number, got {show(v)}; convert a "
+                                "kernel value with tirx.Cast(dtype, x) or x.astype(dtype)")
+        dt = self.dtype(self.eval(args[1]), args[1]) if len(args) == 2 else \
+            ("int32" if isinstance(v, int) else "float32")
+        return self.typed_number(v, dt, n)
+
+    def typed_number(self, v, dt: str, n):
+        """The Python number `v` as a value of dtype `dt` (`tirx.const`, `3 .astype(dt)`)."""
+        if dt == "bool":
+            return bool(v)
+        if not dtypes.is_int(dt):
+            return float(v)
+        lo, hi = T_module.min_value(dt), T_module.max_value(dt)
+        if v != int(v) or not lo <= v <= hi:
+            raise self.error(n, f"{v!r} is not a {dt} value (range {lo}..{hi})")
+        return int(v)
 
     def values(self, n: ast.Call, count: int, name: str) -> list:
         if len(n.args) != count or n.keywords:
@@ -343,8 +376,11 @@ class Dialect:
         return body
 
     def vectorized_loop(self, names, call: ast.Call, s) -> list:
-        """T.vectorized(n): an elementwise map when its body is element stores, else serial."""
+        """T.vectorized(n) (or T.vectorized(0, n)): an elementwise map when its body is element
+        stores, else serial."""
         extents = [self.eval(a) for a in call.args]
+        if len(extents) == 2 and type(extents[0]) is int and extents[0] == 0:
+            extents = extents[1:]
         if len(extents) != 1 or len(names) != 1:
             raise self.error(call, "T.vectorized(n) takes one extent and one loop variable")
         self.scopes.append({names[0]: Var(names[0])})

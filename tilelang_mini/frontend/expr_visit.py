@@ -12,12 +12,12 @@ import difflib
 from .. import language as T_module
 from ..errors import CompileError
 from ..ir import dtypes
-from ..ir.nodes import Buffer, Call, Cast, Load
+from ..ir.nodes import Buffer, Call, Cast, Load, Var
 from ..language.symbols import SymExpr
 from .common import LanguageNamespace, Marker, ThreadIndex, show
 from .bindings import LaneVar
 from .dialect import power
-from .exprs import as_expr, binop, bit_not, is_ir, plain_number
+from .exprs import as_expr, binop, bit_not, is_ir, plain_number, static_dtype
 
 
 _BINOPS = {ast.BitAnd: "&", ast.BitOr: "|", ast.BitXor: "^", ast.LShift: "<<", ast.RShift: ">>",
@@ -50,6 +50,10 @@ class ExprVisitor:
         return isinstance(fn, T_module.Macro)
 
     def eval_callee(self, node):
+        """What a call's function evaluates to (for dispatch on T. markers and macros);
+        `x.astype` is a method of a value, not a name (expr_Call converts x)."""
+        if isinstance(node, ast.Attribute) and node.attr == "astype":
+            return None
         return self.eval(node)
 
     def eval(self, node):
@@ -88,7 +92,8 @@ class ExprVisitor:
                 return getattr(T_module, n.attr)
             if dtypes.canonical(n.attr):
                 return n.attr  # T.float16 and friends
-            if n.attr in ("get_thread_binding", "thread_binding", "tvm_warp_shuffle"):
+            if n.attr in ("get_thread_binding", "thread_binding", "tvm_warp_shuffle",
+                          "get_block_binding"):
                 return Marker(n.attr)
             self.unknown_name(n.attr, n)
             close = difflib.get_close_matches(n.attr, [*T_module.__all__, *dtypes.DTYPES], n=1)
@@ -105,6 +110,11 @@ class ExprVisitor:
                 raise self.error(n, f".{n.attr} of a buffer is GPU pointer plumbing; pass the "
                                     "buffer or a region of it (A[i:i+n, :]) instead")
             raise self.error(n, f"buffers have .shape and .dtype, not .{n.attr}")
+        if is_ir(base) and n.attr == "dtype":  # TVM's PrimExpr.dtype (helpers' asserts)
+            dt = static_dtype(base)
+            if dt is None:
+                raise self.error(n, "the dtype of this expression is not known; T.Cast it")
+            return T_module.dtype(dt)
         if is_ir(base) or isinstance(base, Marker):
             raise self.error(n, f"unsupported attribute .{n.attr}")
         try:
@@ -278,11 +288,9 @@ class ExprVisitor:
 
     def expr_Call(self, n):
         if isinstance(n.func, ast.Attribute) and n.func.attr == "astype":
-            value = self.eval(n.func.value)  # TileLang's `x.astype(dtype)` on a value: T.Cast
-            if is_ir(value):
-                if len(n.args) != 1 or n.keywords:
-                    raise self.error(n, ".astype(dtype) takes one dtype")
-                return Cast(self.dtype(self.eval(n.args[0]), n.args[0]), value)
+            base = self.eval(n.func.value)
+            if is_ir(base) or isinstance(base, (int, float)):
+                return self.astype(base, n)
         fn = self.eval(n.func)
         if isinstance(fn, Marker):
             return self.intrinsic(fn.name, n)
@@ -313,6 +321,17 @@ class ExprVisitor:
         except Exception as e:  # a trace-time Python helper failed
             raise self.error(n, f"{type(e).__name__}: {e}") from None
 
+    def astype(self, base, n):
+        """TVM's `x.astype(dtype)` on a kernel value: T.Cast(dtype, x); on a Python number, that
+        number as a value of the dtype."""
+        args = [*n.args, *(k.value for k in n.keywords if k.arg == "dtype")]
+        if len(args) != 1 or len(n.keywords) > 1:
+            raise self.error(n, ".astype(dtype) takes one dtype")
+        dt = self.dtype(self.eval(args[0]), args[0])
+        if not is_ir(base):
+            return self.typed_number(base, dt, n)
+        return Cast(dt, base)
+
     def minmax(self, name, args, n):
         out = as_expr(args[0])
         for a in args[1:]:
@@ -330,6 +349,14 @@ class ExprVisitor:
             return self.bound_thread(n)
         if name == "tvm_warp_shuffle":
             return self.warp_shuffle(n)
+        if name == "get_block_binding":  # the T.Kernel's block variable of that dimension
+            blocks = getattr(self, "block_names", ())
+            dims = [self.eval(a) for a in n.args] + [self.eval(k.value) for k in n.keywords]
+            dim = dims[0] if dims else 0
+            if len(dims) > 1 or type(dim) is not int or not 0 <= dim < len(blocks):
+                raise self.error(n, f"T.get_block_binding(dim) takes a dimension of the "
+                                    f"enclosing T.Kernel's grid (0..{len(blocks) - 1})")
+            return Var(blocks[dim])
         value = self.dialect_intrinsic(name, n)
         if value is not None:
             return value

@@ -351,6 +351,7 @@ class KernelBuilder(ExprVisitor, ControlFlow, TileOps, Dialect, TileAscend, Eage
             what = "(cid, vid)" if is_npu else f"{want} block variables"
             raise self.error(stmt, f"`as` must name {what}, got {len(names)}")
         vector_only = is_npu and vector_flags_without_scopes(stmt)
+        self.block_names = names if not is_npu else names[:1]  # T.get_block_binding(d)
         self.scopes.append({n: Var(n) for n in names})
         self.var_ranges.update({n: (0, g - 1) for n, g in zip(names, grid)})
         if is_npu:
@@ -461,7 +462,7 @@ class KernelBuilder(ExprVisitor, ControlFlow, TileOps, Dialect, TileAscend, Eage
             if isinstance(fn, Marker) and fn.name in _ALLOC_SCOPES:
                 out = self.alloc(target.id, fn.name, s.value)
                 return out if isinstance(out, list) else [out]
-            if isinstance(fn, Marker) and fn.name == "alloc_global":
+            if isinstance(fn, Marker) and fn.name in ("alloc_global", "alloc_buffer"):
                 return self.alloc_global(target.id, s.value)
             if isinstance(fn, Marker) and fn.name in ("reshape", "view"):
                 return self.reshape_call(target.id, s.value)

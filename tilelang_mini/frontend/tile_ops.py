@@ -465,6 +465,7 @@ class TileOps:
         sub.parallel_depth = self.parallel_depth
         sub.simt = self.simt
         sub.scope_core = getattr(self, "scope_core", None)
+        sub.block_names = getattr(self, "block_names", ())
         sub.hints = self.hints
         sub.hidden_params = self.hidden_list()
         sub.hoisted_allocs = getattr(self, "hoisted_allocs", {})

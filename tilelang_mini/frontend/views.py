@@ -94,9 +94,14 @@ class Views:
         return self.hidden_params
 
     def alloc_global(self, name: str, call: ast.Call) -> list:
+        """T.alloc_global(shape, dtype), and TVM's T.alloc_buffer(shape, dtype) in its default
+        scope "global" (a GM workspace); alloc_buffer in an on-chip scope is an error."""
         args = [self.eval(a) for a in call.args]
         kw = {k.arg: self.eval(k.value) for k in call.keywords}
-        kw.pop("scope", None)
+        scope = kw.pop("scope", args.pop(2) if len(args) > 2 else "global")
+        if scope != "global":
+            raise self.error(call, f"T.alloc_buffer in scope {scope!r} is not supported; write "
+                                   "T.alloc_shared / T.alloc_fragment for on-chip tiles")
         shape = kw.pop("shape", args[0] if args else None)
         dtype = kw.pop("dtype", args[1] if len(args) > 1 else None)
         if shape is None or dtype is None or kw or len(args) > 2:

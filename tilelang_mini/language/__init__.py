@@ -154,7 +154,7 @@ KERNEL_NAMES = (
     "floordiv", "floormod", "truncdiv", "truncmod", "pow", "round", "floor", "ceil",
     "shift_left", "shift_right", "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not",
     "reinterpret", "sort",
-    "atomic_add", "atomic_max", "atomic_min", "atomic_addx2", "atomic_addx4", "alloc_global", "reshape", "view",
+    "atomic_add", "atomic_max", "atomic_min", "atomic_addx2", "atomic_addx4", "alloc_global", "alloc_buffer", "reshape", "view",
     "reinterpretcast", "im2col",
     "empty", "gemm_v0", "barrier_all", "sync_all", "sync_grid", "gemm_sp", "mma", "cumsum", "And", "Or", "Not", "If", "Then", "Else",
 ) + HINT_NAMES

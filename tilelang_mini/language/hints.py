@@ -42,7 +42,6 @@ GPU_ONLY = {
     "alloc_tmem": "T.alloc_fragment or T.alloc_L0C for the accumulator",
     "tcgen05_gemm": "T.gemm", "tcgen05_mma_arrive": "nothing (the cube unit is synchronous)",
     "wgmma_gemm": "T.gemm", "wait_wgmma": "nothing (the cube unit is synchronous)",
-    "get_block_binding": "the T.Kernel variables",
     "alloc_cluster_barrier": "T.set_cross_flag/T.wait_cross_flag between cube and vector cores",
     "ClusterKernel": "T.Kernel", "block_rank_in_cluster": "the T.Kernel variables",
     "ptx_cp_async": "T.copy", "cp_async_barrier_noinc": "nothing",
@@ -88,8 +87,6 @@ GPU_ONLY_PREFIXES = {
 NOT_YET = {
     "comm_reducer": "T.reduce_sum / T.reduce_max", "evaluate": "a T. operation statement",
     "attr": "nothing (TVM attributes have no meaning here)",
-    "alloc_buffer": "T.alloc_shared / T.alloc_fragment (on chip) or T.alloc_global (a GM "
-                    "workspace)",
     "alloc_reducer": "a fragment and T.reduce_sum into it", "finalize_reducer": "nothing (with "
     "a fragment and T.reduce_sum there is nothing to finalise)",
     "atomic_load": "a plain read of the GM element (T.sync_all between the writing launch "
