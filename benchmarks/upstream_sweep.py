@@ -15,7 +15,8 @@ the kernel on the pipe-level simulator (checking its outputs too). Outcomes:
 
   pass      every output matches on numpy and llvm, and the simulation is clean and matches
   located   a CompileError located at a line of the example file or a module of its folder
-            (an unsupported feature, named)
+            (an unsupported feature, named), or a KernelRuntimeError located there (the kernel
+            indexes a tile out of its bounds with these inputs)
   internal  any other error from tilelang_mini (a defect)
   wrong     a number differs from the reference on some target or in the simulation
   race      the simulator found a race, deadlock or unbalanced sync (a compiler defect)
@@ -258,7 +259,8 @@ def run_child(name: str, target: str) -> dict:
                               tilelang_mini.SyncError)) or first.split(": ", 1)[-1].startswith(
                                   ("race on", "deadlock")):  # check_sync's verdict on the kernel
                 status = "race"
-            elif isinstance(e, tilelang_mini.CompileError) and (re.search(
+            elif isinstance(e, (tilelang_mini.CompileError, tilelang_mini.KernelRuntimeError)) and (
+                    re.search(
                     re.escape(base) + r":\d+:\d+", text) or re.search(
                     re.escape(tmp) + r"/[\w./]+\.py:\d+:\d+", text)) \
                     and "internal" not in first.lower():  # the example's file or its folder's
