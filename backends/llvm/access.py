@@ -13,6 +13,7 @@ from tilelang_mini.errors import CompileError
 from .irutil import I1, I32, I64, STORAGE, VL, Emitter, const, constant, vty
 
 ALL_LANES = ir.Constant(ir.VectorType(I1, VL), [1] * VL)
+NO_LANES = ir.Constant(ir.VectorType(I1, VL), [0] * VL)
 
 
 def squeezed(ext) -> tuple:

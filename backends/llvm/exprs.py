@@ -5,6 +5,8 @@ and promotion rules, calls, selects, bit operations, casts and reinterpretations
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import llvmlite.ir as ir
 
 from tilelang_mini.ir.nodes import (
@@ -13,9 +15,30 @@ from tilelang_mini.ir.nodes import (
 
 from . import vecmath as vm
 from .irutil import (
-    F32, I1, I32, I64, STORAGE, const, contiguous, elem_type, is_vec, like, mark_contiguous, vty,
+    F32, I1, I32, I64, STORAGE, const, contiguous, elem_type, first_lane, is_vec, like,
+    mark_contiguous, vty,
 )
 from .values import Val
+
+
+@dataclass(frozen=True)
+class Contiguous:
+    """The element offsets `first + lane` (lane < count) of a vector access: one contiguous
+    vector, addressed by its scalar first element."""
+    first: ir.Value
+    count: int
+
+
+def _first_of(op, ia, ib):
+    """`first` (irutil.mark_contiguous) of the contiguous `ia op ib` (Expressions._lane_affine:
+    one operand contiguous, the other uniform, or the constant 1 of a product)."""
+    def first(b):
+        a = first_lane(b, ia) if is_vec(ia) else ia
+        c = first_lane(b, ib) if is_vec(ib) else ib
+        if op == "*":
+            return a if is_vec(ia) else c
+        return b.add(a, c) if op == "+" else b.sub(a, c)
+    return first
 
 
 class Expressions:
@@ -90,7 +113,12 @@ class Expressions:
             contig = st == 1 and contiguous(iv)
             terms.append((b.mul(iv, const(iv.type, st)) if st != 1 else iv, contig))
         vec_terms = [t for t in terms if is_vec(t[0])]
-        contig = len(vec_terms) == 1 and vec_terms[0][1]
+        if len(vec_terms) == 1 and vec_terms[0][1]:  # one contiguous vector: its lane 0 only
+            first = None
+            for t, _ in terms:
+                t = first_lane(b, t) if is_vec(t) else t
+                first = t if first is None else b.add(first, t)
+            return Contiguous(first, vec_terms[0][0].type.count)
         flat = None
         for t, _ in terms:
             if flat is None:
@@ -98,8 +126,6 @@ class Expressions:
             else:
                 flat, t = e.match(flat, t)
                 flat = b.add(flat, t)
-        if contig:
-            mark_contiguous(flat)
         if flat is None:
             flat = ir.Constant(I64, 0)
         return flat
@@ -109,6 +135,14 @@ class Expressions:
         e, b = self.e, self.e.b
         rt, size = STORAGE[info.storage]
         base = self.buf_ptr(info)
+        if isinstance(flat, Contiguous):
+            ptr = e.gep(base, b.mul(flat.first, ir.Constant(I64, size)) if size != 1
+                        else flat.first)
+            vt = vty(rt, flat.count)
+            if value is None:
+                return e.masked_load(vt, ptr, self.par.mask)
+            e.masked_store(e.splat(value, flat.count), ptr, self.par.mask)
+            return None
         if not is_vec(flat):
             guarded = self.par is not None and self.par.guarded
             if guarded:  # a uniform access under an If on the lanes: only when a lane is on
@@ -127,13 +161,6 @@ class Expressions:
             return None
         mask = self.par.mask
         vt = vty(rt, flat.type.count)
-        if contiguous(flat):
-            first = b.extract_element(flat, ir.Constant(I32, 0))
-            ptr = e.gep(base, b.mul(first, ir.Constant(I64, size)) if size != 1 else first)
-            if value is None:
-                return e.masked_load(vt, ptr, mask)
-            e.masked_store(e.splat(value, flat.type.count), ptr, mask)
-            return None
         offs = b.mul(flat, const(flat.type, size)) if size != 1 else flat
         if value is None:
             return e.gather(vt, base, offs, mask)
@@ -154,7 +181,8 @@ class Expressions:
         if kind == "float":
             p, q = e.match(vm.to_float(e, va.v, va.kind), vm.to_float(e, vb.v, vb.kind))
         else:
-            p, q = e.match(vm.to_int(e, va.v, va.kind), vm.to_int(e, vb.v, vb.kind))
+            ia, ib = vm.to_int(e, va.v, va.kind), vm.to_int(e, vb.v, vb.kind)
+            p, q = e.match(ia, ib)
         contig = self._lane_affine(x, va, vb, p)
         if op in ("<", "<=", ">", ">=", "==", "!="):
             if kind == "float":
@@ -178,7 +206,7 @@ class Expressions:
             raise self.fail(f"unknown binary operator {op!r}")
         r = fn(p, q)
         if contig is not None:
-            mark_contiguous(r)
+            mark_contiguous(r, _first_of(op, ia, ib))
         return Val(r, "int")
 
     def _lane_affine(self, x, va, vb, p):

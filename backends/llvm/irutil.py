@@ -38,12 +38,21 @@ UNSIGNED = ("uint8", "uint16", "uint32", "float4_e2m1fn_x2")  # zero-extended wh
 NARROW_STORE_BARRIER = platform.machine().lower() in ("x86_64", "amd64", "i686", "x86")
 
 
-def mark_contiguous(v):
+def mark_contiguous(v, first=None):
     """Tag an i64 offset vector as `uniform + lane`: an access at it is one contiguous vector.
-    A constant is shared (`constant`) and never tagged: an access at it takes the general path."""
+    A constant is shared (`constant`) and never tagged: an access at it takes the general path.
+    `first(builder)`: emits its lane 0 as a scalar from the scalars `v` was computed from (an
+    access then needs no vector arithmetic, extracted again, for its address)."""
     if not isinstance(v, ir.Constant):
         v.tlm_contiguous = True
+        v.tlm_first = first
     return v
+
+
+def first_lane(b, v):
+    """Lane 0 of a contiguous offset vector (`mark_contiguous`)."""
+    first = getattr(v, "tlm_first", None)
+    return first(b) if first is not None else b.extract_element(v, ir.Constant(I32, 0))
 
 
 def contiguous(v) -> bool:
@@ -384,7 +393,7 @@ class Emitter:
 def _all_ones(mask) -> bool:
     """A constant vector mask with every lane on."""
     return isinstance(mask, ir.Constant) and isinstance(mask.constant, list) and \
-        all(c is True or c == 1 for c in mask.constant)
+        all(getattr(c, "constant", c) in (True, 1) for c in mask.constant)
 
 
 def _size(t) -> int:

@@ -14,7 +14,8 @@ from tilelang_mini.ir.nodes import Load, walk
 
 from . import vecmath as vm
 from .access import (
-    ALL_LANES, base_offset, const_mask, elem_ptr, inside, lane_mask, load_if, outlined, vload,
+    ALL_LANES, NO_LANES, base_offset, const_mask, elem_ptr, inside, lane_mask, load_if, outlined,
+    vload,
 )
 from .irutil import F32, I1, I32, I64, PTR, STORAGE, VL, vty
 from .layout import NR
@@ -270,36 +271,25 @@ def _copy_transposed(g, si, di, sbase, dbase, s_off0, s_dims, kind, exact, row_o
         if nk < VL:
             kmask = const_mask(nk) if whole else b.and_(kmask, const_mask(nk))
 
-        def load(r):
+        def load(r, ok=None):
+            """Row r of the block; `ok` (an i1 value): whether the row exists, else it is
+            zeros, read from the source's first element with no lane enabled (a mapped
+            address, so the masked load costs no microcode assist: no branch per row)."""
             at = b.add(b.add(row0, ir.Constant(I64, r * si.strides[sn])), koff)
-            raw = vload(g, si, sbase, at, si.strides[sk], kmask)
+            mask = kmask
+            if ok is not None:
+                at = b.select(ok, at, ir.Constant(I64, 0))
+                mask = b.select(ok, kmask, NO_LANES)
+            raw = vload(g, si, sbase, at, si.strides[sk], mask)
             return vm.encode(e, vm.decode(e, raw, si.storage), kind, di.dtype, "float32", exact)
 
-        def guarded(r):
+        rows = []
+        for r in range(max(0, min(nrows, VL))):
             ok = row_ok(b.add(first, ir.Constant(I64, r)))
-            if isinstance(ok, ir.Constant):  # known inside (a load) or outside (zeros)
-                return load(r) if ok.constant else zero
-            return load_if(g, ok, lambda: load(r), zero)
-
-        live = range(max(0, min(nrows, VL)))
-        # row_ok holds on an interval of rows: when the block's first and last rows are valid,
-        # all are, and they load without a branch each (a clipped block keeps its branches)
-        ends = [row_ok(b.add(first, ir.Constant(I64, r))) for r in (live[0], live[-1])] \
-            if live else []
-        if all(isinstance(x, ir.Constant) for x in ends):
-            rows = [guarded(r) for r in live]
-        else:
-            with b.if_else(b.and_(*ends)) as (then, other):
-                with then:
-                    fast, fast_bb = [load(r) for r in live], b.block
-                with other:
-                    slow, slow_bb = [guarded(r) for r in live], b.block
-            rows = []
-            for x, y in zip(fast, slow):
-                phi = b.phi(x.type)
-                phi.add_incoming(x, fast_bb)
-                phi.add_incoming(y, slow_bb)
-                rows.append(phi)
+            if not isinstance(ok, ir.Constant):
+                rows.append(load(r, ok))
+            else:  # known inside (a load) or outside (zeros)
+                rows.append(load(r) if ok.constant else zero)
         rows += [zero] * (VL - len(rows))
         store_transposed(e, rows, nk, dbase, k0, j, K)
 

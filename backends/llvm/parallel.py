@@ -108,7 +108,7 @@ class ParallelMaps:
             with self.e.loop(0, inner_ext, VL, name=inner_name) as j0:
                 b = self.e.b
                 lane = b.add(self.e.splat(j0), self.e.iota())
-                mark_contiguous(lane)
+                mark_contiguous(lane, lambda _b, j0=j0: j0)
                 par.mask = b.icmp_signed("<", lane, self.e.splat(inner_ext))
                 self.vars[inner_name] = self.Val(lane, "int")
                 fn(j0)
@@ -154,7 +154,7 @@ class ParallelMaps:
             for n, i in zip(names[:-1], idx):
                 self.vars[n] = self.Val(i, "int")
             lane = b.add(e.splat(t0), e.iota())
-            mark_contiguous(lane)
+            mark_contiguous(lane, lambda _b, t0=t0: t0)
             self.vars[names[-1]] = self.Val(lane, "int")
             par.mask = every if mask is None else mask
             self.stmt = st

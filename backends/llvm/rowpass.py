@@ -116,7 +116,7 @@ def map_copy_out(g, m, cp):
 
         def value(t0, mask):
             lane = b.add(e.splat(t0), e.iota())
-            mark_contiguous(lane)
+            mark_contiguous(lane, lambda _b, t0=t0: t0)
             par.mask = ALL_LANES if mask is None else mask
             g.vars[jn] = g.Val(lane, "int")
             v = g.expr(st.value)
