@@ -8,7 +8,7 @@ from collections import defaultdict
 
 from ..errors import CompileError, KernelRuntimeError
 from ..ir.analysis import (
-    AIC_SCOPES, GM_SCOPES, SYNC_OPS, accesses, loads, operands, written_names,
+    AIC_SCOPES, GM_SCOPES, SYNC_OPS, accesses, issue_loads, loads, operands, written_names,
 )
 from ..ir.nodes import (
     PIPES, Const, Kernel, PipeBarrier, Region, Scope, SetCrossFlag, SetFlag, WaitCrossFlag,
@@ -25,10 +25,11 @@ INSTR, SET, WAIT, XSET, XWAIT, BARRIER = range(6)
 
 class Op:
     """What the simulator needs of one statement, found once per statement and chip: its pipe
-    (index into PIPES), cycles, kind (INSTR or a sync op), flag key and data effect."""
+    (index into PIPES), cycles, kind (INSTR or a sync op), flag key, data effect, and the
+    element reads of its addresses that the scalar unit makes as it issues it (`issue`)."""
 
     __slots__ = ("stmt", "pidx", "cost", "code", "key", "effect", "didx", "checked", "fkeys",
-                 "plans")
+                 "plans", "issue")
 
     def __init__(self, st, pipe: str, costs):
         self.stmt = st
@@ -38,6 +39,8 @@ class Op:
         self.plans = [False, False, False]  # KernelFacts.static_plan per core, once asked
         self.pidx = PIPES.index(pipe)
         self.cost = instr_cost(st, pipe, costs)
+        self.issue = () if pipe == "S" or isinstance(st, SYNC_OPS) else tuple(
+            ld for ld in issue_loads(st) if ld.buffer.scope != "var")
         self.code, self.key = INSTR, None
         if isinstance(st, SetFlag):
             self.code, self.key = SET, (st.src, st.dst, st.event)
@@ -69,6 +72,9 @@ def static_threads(kernel: Kernel) -> dict:
                 r, w = accesses(x)
                 for name in r | w:
                     out[name].add((s.core, pipe))
+                if pipe != "S":  # the scalar unit reads its addresses (Op.issue)
+                    for ld in issue_loads(x):
+                        out[ld.buffer.name].add((s.core, "S"))
     return out
 
 

@@ -37,7 +37,7 @@ from collections import defaultdict, deque
 
 import numpy as np
 
-from ..errors import CompileError, DeadlockError, RaceError, SyncError
+from ..errors import CompileError, DeadlockError, KernelRuntimeError, RaceError, SyncError
 from ..gc_pause import collector_paused  # noqa: F401 (also sim.ordered's)
 from ..ir.analysis import GM_SCOPES, is_atomic_pair
 from ..ir.nodes import (
@@ -48,8 +48,8 @@ from .block_races import BlockRaces
 from .report import SimEvent, SimReport, block_events, instr_label  # noqa: F401
 from .facts import BARRIER, INSTR, SET, WAIT, XSET, XWAIT, KernelFacts, Op
 from .streams import (
-    CORE_NAMES, Env, Hull, ScalarSnapshot, block_envs, box_elements, cached, check_sync_ids,
-    core_stream, effect_fn, instr_accesses,
+    CORE_NAMES, Env, Fault, Hull, ScalarSnapshot, block_envs, box_elements, cached,
+    check_sync_ids, core_stream, effect_fn, index_box, instr_accesses,
 )
 from .timing import TimingModel, core_private_scalars
 
@@ -147,6 +147,15 @@ class _Core:
         return self.done and all(not p.busy and not p.queue for p in self.pipes.values())
 
 
+class _IssueRead:
+    """The scalar unit's read of an instruction's addresses, as a race report names it."""
+    __slots__ = ("stmt",)
+    pipe = "S"
+
+    def __init__(self, stmt):
+        self.stmt = stmt
+
+
 class _Hist:
     __slots__ = ("items", "limit", "threads")
 
@@ -201,6 +210,8 @@ class _Block:
                 if op.code != INSTR and op.checked is not chip:
                     check_sync_ids(st, chip)  # (raises again at every dispatch until fixed)
                     op.checked = chip
+                if op.issue and self.check:  # the scalar unit reads the addresses first
+                    d = self.issue_read(core, di, d)
                 di.dispatch = t_s
                 di.dclock = d
                 p = plist[op.pidx]
@@ -209,6 +220,32 @@ class _Block:
                 if op.pidx == S_PIPE:
                     core.blocked = di
             self.ninstr += len(batch)
+
+    def issue_read(self, core: _Core, di, d: tuple) -> tuple:
+        """The scalar unit reads the elements of `di`'s addresses (Op.issue: `ids[i]` of
+        `copy(K[ids[i], 0], k)`) as it issues it, after what its dispatch clock `d` orders: an
+        S access, checked against each buffer's history like any other, that what the core
+        dispatches from here on follows. The dispatch clock with it."""
+        s = core.pipes["S"]
+        epoch = s.count = s.count + 1
+        clk = list(d)
+        clk[s.tid] = epoch
+        d = core.D = tuple(clk)
+        env = Env(di.vars, core.xenv.bufs)
+        try:
+            reads = [(ld.buffer, index_box(ld.buffer, ld.indices, env), False)
+                     for ld in di.op.issue]
+        except Fault as e:
+            raise KernelRuntimeError(str(e), di.stmt.loc) from None
+        reader = _IssueRead(di.stmt)
+        hist = self.hist
+        for key, owner, b, bx, w in self.sim.plan([r for r in reads if r[1] is not None],
+                                                  core.name):
+            h = hist.get(key)
+            if h is None:
+                h = hist[key] = _Hist(self.sim.threads_of(b, owner))
+            self.access(h, key, b, bx, w, s.tid, epoch, clk, core, reader)
+        return d
 
     # ---- issue
     def try_start(self, p: _Pipe, now: int) -> None:
