@@ -11,13 +11,13 @@ from ..ir.analysis import (
     AIC_SCOPES, GM_SCOPES, SYNC_OPS, accesses, issue_loads, loads, operands, written_names,
 )
 from ..ir.nodes import (
-    PIPES, Const, Kernel, PipeBarrier, Region, Scope, SetCrossFlag, SetFlag, WaitCrossFlag,
+    PIPES, Const, For, If, Kernel, PipeBarrier, Region, Scope, SetCrossFlag, SetFlag, WaitCrossFlag,
     WaitFlag, walk_statements,
 )
 from .aliasing import alias_boxes, aliases, byte_ranges, placements
 from .streams import (
     CORE_NAMES, Env, Fault, cached, instr_accesses, instr_cost, instr_pipe, region_box_fn,
-    written_buffers,
+    scalar_reads_of, written_buffers,
 )
 
 INSTR, SET, WAIT, XSET, XWAIT, BARRIER = range(6)
@@ -39,8 +39,7 @@ class Op:
         self.plans = [False, False, False]  # KernelFacts.static_plan per core, once asked
         self.pidx = PIPES.index(pipe)
         self.cost = instr_cost(st, pipe, costs)
-        self.issue = () if pipe == "S" or isinstance(st, SYNC_OPS) else tuple(
-            ld for ld in issue_loads(st) if ld.buffer.scope != "var")
+        self.issue = () if pipe == "S" or isinstance(st, SYNC_OPS) else scalar_reads_of(st)
         self.code, self.key = INSTR, None
         if isinstance(st, SetFlag):
             self.code, self.key = SET, (st.src, st.dst, st.event)
@@ -73,6 +72,10 @@ def static_threads(kernel: Kernel) -> dict:
                 for name in r | w:
                     out[name].add((s.core, pipe))
                 if pipe != "S":  # the scalar unit reads its addresses (Op.issue)
+                    for ld in issue_loads(x):
+                        out[ld.buffer.name].add((s.core, "S"))
+            for x in walk_statements(s.body):  # and the conditions and loop bounds
+                if isinstance(x, (If, For)):
                     for ld in issue_loads(x):
                         out[ld.buffer.name].add((s.core, "S"))
     return out

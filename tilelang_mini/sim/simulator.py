@@ -26,9 +26,12 @@ Cycles of the launch (`SimReport.cycles`): blocks are dealt round-robin to the c
 busiest core's total. When only some blocks are simulated, each block that was not simulated is
 counted with the mean cycles of the simulated ones, and `SimReport.estimated` says so.
 
+The scalar unit reads the elements in an if condition, a loop bound or an instruction's addresses
+(analysis.issue_loads: `ids[i]` of `copy(K[ids[i], 0], k)`) as it dispatches: an S access at
+dispatch (`issue_read`), race-checked like any other, and the instruction uses the values of then.
+
 Known simplifications: the scalar unit dispatches without cost (only S instructions and scalar
-waits take time); if conditions are evaluated at dispatch, so one reading data that a pipe writes
-later sees the value at dispatch time; `var` scalars are not race-checked.
+waits take time); `var` scalars are not race-checked.
 """
 from __future__ import annotations
 
@@ -49,7 +52,7 @@ from .report import SimEvent, SimReport, block_events, instr_label  # noqa: F401
 from .facts import BARRIER, INSTR, SET, WAIT, XSET, XWAIT, KernelFacts, Op
 from .streams import (
     CORE_NAMES, Env, Fault, Hull, ScalarSnapshot, block_envs, box_elements, cached,
-    check_sync_ids, core_stream, effect_fn, index_box, instr_accesses,
+    check_sync_ids, core_stream, effect_fn, index_box, instr_accesses, scalar_reads_of,
 )
 from .timing import TimingModel, core_private_scalars
 
@@ -148,7 +151,8 @@ class _Core:
 
 
 class _IssueRead:
-    """The scalar unit's read of an instruction's addresses, as a race report names it."""
+    """The scalar unit's read of an instruction's addresses, an if condition or a loop bound,
+    as a race report names it."""
     __slots__ = ("stmt",)
     pipe = "S"
 
@@ -200,6 +204,11 @@ class _Block:
             except StopIteration:
                 core.done = True
                 break
+            if batch[0].pipe is None:  # an if condition or loop bound that reads data
+                if self.check:
+                    di = batch[0]
+                    self.issue_read(core, di.stmt, di.vars, scalar_reads_of(di.stmt), core.D)
+                continue
             t_s, d = core.t_s, core.D
             for di in batch:
                 st = di.stmt
@@ -211,7 +220,7 @@ class _Block:
                     check_sync_ids(st, chip)  # (raises again at every dispatch until fixed)
                     op.checked = chip
                 if op.issue and self.check:  # the scalar unit reads the addresses first
-                    d = self.issue_read(core, di, d)
+                    d = self.issue_read(core, st, di.vars, op.issue, d)
                 di.dispatch = t_s
                 di.dclock = d
                 p = plist[op.pidx]
@@ -221,23 +230,23 @@ class _Block:
                     core.blocked = di
             self.ninstr += len(batch)
 
-    def issue_read(self, core: _Core, di, d: tuple) -> tuple:
-        """The scalar unit reads the elements of `di`'s addresses (Op.issue: `ids[i]` of
-        `copy(K[ids[i], 0], k)`) as it issues it, after what its dispatch clock `d` orders: an
-        S access, checked against each buffer's history like any other, that what the core
-        dispatches from here on follows. The dispatch clock with it."""
+    def issue_read(self, core: _Core, st, vars: dict, loads, d: tuple) -> tuple:
+        """The scalar unit reads the elements `loads` (Op.issue: `ids[i]` of
+        `copy(K[ids[i], 0], k)`; an if condition's or loop bound's) as it issues statement `st`,
+        after what its dispatch clock `d` orders: an S access, checked against each buffer's
+        history like any other, that what the core dispatches from here on follows. The
+        dispatch clock with it."""
         s = core.pipes["S"]
         epoch = s.count = s.count + 1
         clk = list(d)
         clk[s.tid] = epoch
         d = core.D = tuple(clk)
-        env = Env(di.vars, core.xenv.bufs)
+        env = Env(vars, core.xenv.bufs)
         try:
-            reads = [(ld.buffer, index_box(ld.buffer, ld.indices, env), False)
-                     for ld in di.op.issue]
+            reads = [(ld.buffer, index_box(ld.buffer, ld.indices, env), False) for ld in loads]
         except Fault as e:
-            raise KernelRuntimeError(str(e), di.stmt.loc) from None
-        reader = _IssueRead(di.stmt)
+            raise KernelRuntimeError(str(e), st.loc) from None
+        reader = _IssueRead(st)
         hist = self.hist
         for key, owner, b, bx, w in self.sim.plan([r for r in reads if r[1] is not None],
                                                   core.name):

@@ -6,7 +6,9 @@ if conditions in the core's env, executes `Alloc`s on the spot and yields one `D
 pipe instruction, with a snapshot of the loop variables (so the instruction can execute later, at
 its simulated completion). The consumer must handle an S-pipe instruction (a store to an
 `alloc_var` scalar, a scalar wait) before resuming the generator: the scalar unit is synchronous
-with its own S work, and later if conditions may read the scalars it stores.
+with its own S work, and later if conditions may read the scalars it stores. An if condition or
+loop bound that reads a buffer comes first as a batch of one DynInstr with pipe None: the
+scalar unit's read of it, then and there (its `vars` are the walk's own, valid until resumed).
 
 `block_envs` builds the envs of one block: per core an execution env (the interpreter's) and a
 walker env sharing its buffers but with its own variables.
@@ -207,12 +209,21 @@ def _walk(body, kind, env, in_scope, snap):
         elif code == _SCOPE:
             yield from _walk(x, kind, env, True, snap)
         elif code == _IF:
+            if scalar_reads_of(x):
+                yield [DynInstr(x, None, env.vars)]
             yield from _walk(x.then_body if if_condition(x, env) else x.else_body, kind, env,
                              in_scope, snap)
         elif code == _ALLOC:
             execute(x, env)
         else:
             x()
+
+
+def scalar_reads_of(stmt) -> tuple:
+    """The loads of buffers (not `var` registers) the scalar unit makes as it issues `stmt`
+    (analysis.issue_loads), found once per statement."""
+    return cached(stmt, lambda s: tuple(ld for ld in issue_loads(s) if ld.buffer.scope != "var"),
+                  "issue")
 
 
 def _pipe_and_scalars(stmt) -> tuple[str, tuple[str, ...]]:
@@ -249,6 +260,8 @@ class ScalarSnapshot(dict):
 
 
 def _walk_for(s: For, kind, env, in_scope, snap):
+    if scalar_reads_of(s):
+        yield [DynInstr(s, None, env.vars)]
     try:
         exts = [as_index(_expr_fn(e)(env), "a loop extent") for e in s.extents]
     except Fault as e:
