@@ -23,21 +23,38 @@ RNG = np.random.default_rng(11)
 CHIP = get_chip("ascend910b")
 
 
-def developer_gather(shift: bool):
-    """Y[b * N + i] = K[Ids[b * N + i] (+ 1 with `shift`, computed on the vector unit)]."""
+def gather(mode: str):
+    """Y[b * N + i] = K[Ids[b * N + i]]: in developer mode ("developer"; "shift": the ids + 1,
+    computed on the vector unit), or in expert mode with the flag that orders the load of the
+    ids before the scalar unit reads them for the gather's address ("flag") or without it
+    ("expert")."""
     @T.prim_func
     def main(Ids: T.Tensor((BLOCKS * N,), "int32"), K: T.Tensor((R, W), "float32"),
              Y: T.Tensor((BLOCKS * N, W), "float32")):
         with T.Kernel(BLOCKS, is_npu=True) as (cid, vid):
             ids = T.alloc_ub((N,), "int32")
             k = T.alloc_ub((1, W), "float32")
-            T.copy(Ids[cid * N], ids)
-            if shift:
-                for i in T.Parallel(N):
-                    ids[i] = ids[i] + 1
-            for i in T.serial(N):
-                T.copy(K[ids[i], 0], k)
-                T.copy(k, Y[cid * N + i, 0])
+            if mode in ("developer", "shift"):
+                T.copy(Ids[cid * N], ids)
+                if mode == "shift":
+                    for i in T.Parallel(N):
+                        ids[i] = ids[i] + 1
+                for i in T.serial(N):
+                    T.copy(K[ids[i], 0], k)
+                    T.copy(k, Y[cid * N + i, 0])
+            else:
+                with T.Scope("V"):
+                    T.copy(Ids[cid * N], ids)
+                    if mode == "flag":
+                        T.set_flag("mte2", "s", 0)
+                        T.wait_flag("mte2", "s", 0)
+                    for i in T.serial(N):
+                        T.copy(K[ids[i], 0], k)  # AT:gather
+                        T.set_flag("mte2", "mte3", 0)
+                        T.wait_flag("mte2", "mte3", 0)
+                        T.copy(k, Y[cid * N + i, 0])
+                        T.set_flag("mte3", "mte2", 0)
+                        T.wait_flag("mte3", "mte2", 0)
     return main
 
 
@@ -50,7 +67,8 @@ def gather_args():
 def test_developer_gather_waits_on_the_scalar_unit(target, shift, writer):
     ids, k = gather_args()
     want = k.astype(np.float64)[ids + int(shift)]
-    kernel = tilelang_mini.compile(developer_gather(shift), out_idx=[2], target=target)
+    kernel = tilelang_mini.compile(gather("shift" if shift else "developer"), out_idx=[2],
+                                   target=target)
     src = print_ir(kernel.ir)
     wait = f"wait_flag({writer}, S, "
     assert wait in src, src
@@ -60,38 +78,14 @@ def test_developer_gather_waits_on_the_scalar_unit(target, shift, writer):
     np.testing.assert_allclose(kernel.simulate(ids, k)[0], want, rtol=1e-6)
 
 
-def expert_gather(flag: bool):
-    """The gather in expert mode; without `flag`, nothing orders the load of the ids before the
-    scalar unit reads them for the gather's address."""
-    @T.prim_func
-    def main(Ids: T.Tensor((BLOCKS * N,), "int32"), K: T.Tensor((R, W), "float32"),
-             Y: T.Tensor((BLOCKS * N, W), "float32")):
-        with T.Kernel(BLOCKS, is_npu=True) as (cid, vid):
-            ids = T.alloc_ub((N,), "int32")
-            k = T.alloc_ub((1, W), "float32")
-            with T.Scope("V"):
-                T.copy(Ids[cid * N], ids)  # AT:load
-                if flag:
-                    T.set_flag("mte2", "s", 0)
-                    T.wait_flag("mte2", "s", 0)
-                for i in T.serial(N):
-                    T.copy(K[ids[i], 0], k)  # AT:gather
-                    T.set_flag("mte2", "mte3", 0)
-                    T.wait_flag("mte2", "mte3", 0)
-                    T.copy(k, Y[cid * N + i, 0])
-                    T.set_flag("mte3", "mte2", 0)
-                    T.wait_flag("mte3", "mte2", 0)
-    return main
-
-
 def test_expert_gather_needs_its_flag_to_the_scalar_unit(target):
     ids, k = gather_args()
     want = k.astype(np.float64)[ids]
-    kernel = tilelang_mini.compile(expert_gather(True), out_idx=[2], target=target)
+    kernel = tilelang_mini.compile(gather("flag"), out_idx=[2], target=target)
     np.testing.assert_allclose(kernel(ids, k), want, rtol=1e-6)
     np.testing.assert_allclose(kernel.simulate(ids, k)[0], want, rtol=1e-6)
     with pytest.raises(CompileError) as e:
-        tilelang_mini.compile(expert_gather(False), out_idx=[2], target=target)
+        tilelang_mini.compile(gather("expert"), out_idx=[2], target=target)
     MARKED.located(e.value, "gather")
     assert "V0.MTE2" in str(e.value) and "V0.S" in str(e.value)
     assert "set_flag/wait_flag(MTE2, S, id)" in str(e.value)
@@ -129,7 +123,7 @@ def test_simulator_reports_a_scalar_read_of_a_tile_in_flight(use):
     if use == "address":
         ids, k = gather_args()
         args, want, read = [ids, k], k.astype(np.float64)[ids], "copy(K[ids[i]"
-        make = expert_gather
+        make = lambda flag: gather("flag" if flag else "expert")  # noqa: E731
     else:
         m = np.array([3, 0, 2, 1], np.int32)
         k = RNG.standard_normal((N, W)).astype(np.float32)

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import heapq
 from collections import defaultdict, deque
+from types import SimpleNamespace
 
 import numpy as np
 
@@ -150,16 +151,6 @@ class _Core:
         return self.done and all(not p.busy and not p.queue for p in self.pipes.values())
 
 
-class _IssueRead:
-    """The scalar unit's read of an instruction's addresses, an if condition or a loop bound,
-    as a race report names it."""
-    __slots__ = ("stmt",)
-    pipe = "S"
-
-    def __init__(self, stmt):
-        self.stmt = stmt
-
-
 class _Hist:
     __slots__ = ("items", "limit", "threads")
 
@@ -246,14 +237,9 @@ class _Block:
             reads = [(ld.buffer, index_box(ld.buffer, ld.indices, env), False) for ld in loads]
         except Fault as e:
             raise KernelRuntimeError(str(e), st.loc) from None
-        reader = _IssueRead(st)
-        hist = self.hist
-        for key, owner, b, bx, w in self.sim.plan([r for r in reads if r[1] is not None],
-                                                  core.name):
-            h = hist.get(key)
-            if h is None:
-                h = hist[key] = _Hist(self.sim.threads_of(b, owner))
-            self.access(h, key, b, bx, w, s.tid, epoch, clk, core, reader)
+        plan = self.sim.plan([r for r in reads if r[1] is not None], core.name)
+        reader = SimpleNamespace(stmt=st, pipe="S")  # (as a race report names it)
+        self.check_plan(plan, core, s.tid, reader, epoch, clk, None)
         return d
 
     # ---- issue
@@ -416,12 +402,16 @@ class _Block:
             plan = plan(di.vars)
         elif plan is None:
             plan = sim.plan(instr_accesses(di.stmt, di.vars, bufs), core.name)
+        self.check_plan(plan, core, p.tid, di, epoch, clk, bufs)
+
+    def check_plan(self, plan, core: _Core, tid: int, di, epoch: int, clk, bufs) -> None:
+        """Check the accesses of an access plan (KernelFacts.plan) against their histories."""
         hist = self.hist
         for key, owner, b, bx, w in plan:
             h = hist.get(key)
             if h is None:
-                h = hist[key] = _Hist(sim.threads_of(b, owner))
-            self.access(h, key, b, bx, w, p.tid, epoch, clk, core, di, bufs)
+                h = hist[key] = _Hist(self.sim.threads_of(b, owner))
+            self.access(h, key, b, bx, w, tid, epoch, clk, core, di, bufs)
 
     def access(self, h, key, buf, box, w, tid, epoch, clk, core, di, bufs=None) -> None:
         keep = []
