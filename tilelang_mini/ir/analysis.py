@@ -35,7 +35,7 @@ __all__ = ["SYNC_OPS", "TILE_OPS", "GM_SCOPES", "AIC_SCOPES", "BLOCK_SCOPES", "i
            "is_sync", "core_instructions", "instructions", "loads", "map_stores", "operands", "reads", "writes",
            "accesses", "written_names", "static_box", "boxes_overlap", "buffer_refs",
            "full_map_store", "interval", "attained_interval", "exact_boxes", "is_expert",
-           "is_dual_copy", "can_widen", "WIDENABLE_DTYPES", "aiv_uniform"]
+           "is_dual_copy", "can_widen", "WIDENABLE_DTYPES", "aiv_uniform", "issue_loads"]
 
 
 def is_map(s) -> bool:
@@ -97,6 +97,25 @@ def map_stores(stmt) -> list[Store]:
         return [stmt]
     if is_map(stmt):
         return [s for s in walk_statements(stmt.body) if isinstance(s, Store)]
+    return []
+
+
+def issue_loads(stmt) -> list[Load]:
+    """The element reads the scalar unit makes as it issues `stmt` (docs/machine_model.md): it
+    evaluates an if's condition, a loop's extents (a Parallel map's too) and the start indices
+    of a tile op's regions before any pipe runs the statement, so these reads are S reads
+    ordered by flags to S, whatever pipe then runs the instruction:
+
+        copy(K[ids[i] +: 1, 0 +: 32], k)      ids[i]: read by S as the copy is issued (MTE2 then)
+        if row[kb] != 0: ...                   row[kb]: read by S
+        for i, j in Parallel(n[0], 32): ...    n[0]: read by S; the body's reads: V's"""
+    if isinstance(stmt, If):
+        return loads(stmt.cond)
+    if isinstance(stmt, For):
+        return [ld for e in stmt.extents for ld in loads(e)]
+    if isinstance(stmt, (*TILE_OPS, Sort)):
+        return [ld for r in walk_own(stmt) if isinstance(r, Region) for e in r.start
+                for ld in loads(e)]
     return []
 
 

@@ -26,10 +26,12 @@ from dataclasses import dataclass, field
 
 from ..errors import InternalCompilerError
 from . import dtypes
-from .analysis import GM_SCOPES, boxes_overlap, is_atomic_pair, operands, static_box
+from .analysis import (
+    GM_SCOPES, boxes_overlap, is_atomic_pair, issue_loads, operands, static_box,
+)
 from .nodes import (
-    Alloc, For, If, Load, PipeBarrier, Region, Scope, SetCrossFlag, SetFlag, WaitCrossFlag,
-    WaitFlag, walk_own,
+    Alloc, For, If, PipeBarrier, Region, Scope, SetCrossFlag, SetFlag, WaitCrossFlag,
+    WaitFlag,
 )
 from .pipes import pipe_of
 
@@ -96,6 +98,8 @@ def build_tree(stmts, core=None, *, stage: str = "insert_sync", on_missing=None)
                                                 "split_cores", s.loc, stage=stage)
                 on_missing(s, core)
                 continue
+            if pipe != "S" and issue_loads(s):  # the scalar unit reads its addresses first
+                items.append(Instr(s, core, "S", probe=True))
             items.append(Instr(s, core, pipe))
     for it in items:
         if not isinstance(it, Alloc):
@@ -106,8 +110,9 @@ def build_tree(stmts, core=None, *, stage: str = "insert_sync", on_missing=None)
 def _probes(s, block: Block, core) -> list:
     """An if condition or loop bound that reads buffers is evaluated by the scalar unit of each
     core that runs the block: a reading instruction on its S pipe right before the block, so
-    that the data it reads is synchronised like any other read."""
-    loads = [n.buffer for n in walk_own(s) if isinstance(n, Load)]
+    that the data it reads is synchronised like any other read (so are the addresses of a
+    pipe instruction: `build_tree` puts a probe before it)."""
+    loads = [n.buffer for n in issue_loads(s)]
     if not loads:
         return []
     if core is not None:
@@ -167,10 +172,10 @@ def accesses(instr: Instr, offsets: dict, box=static_box, index_box=None) -> lis
     `index_box(load or store)` the box an element access of a map covers over the whole map
     (default: unknown)."""
     out = []
-    if instr.probe:  # a condition or loop bound: the loads in it
-        for n in walk_own(instr.stmt):
-            if isinstance(n, Load):
-                out.append((_mem(n.buffer, instr.core, offsets), None, False))
+    if instr.probe:  # a condition, loop bound or address: the scalar unit's loads in it
+        for n in issue_loads(instr.stmt):
+            b = index_box(n) if index_box is not None else None
+            out.append((_mem(n.buffer, instr.core, offsets), b, False))
         return out
     for node, write in operands(instr.stmt):
         b = box(node) if isinstance(node, Region) else (

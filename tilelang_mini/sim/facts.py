@@ -8,16 +8,16 @@ from collections import defaultdict
 
 from ..errors import CompileError, KernelRuntimeError
 from ..ir.analysis import (
-    AIC_SCOPES, GM_SCOPES, SYNC_OPS, accesses, loads, operands, written_names,
+    AIC_SCOPES, GM_SCOPES, SYNC_OPS, accesses, issue_loads, loads, operands, written_names,
 )
 from ..ir.nodes import (
-    PIPES, Const, Kernel, PipeBarrier, Region, Scope, SetCrossFlag, SetFlag, WaitCrossFlag,
+    PIPES, Const, For, If, Kernel, PipeBarrier, Region, Scope, SetCrossFlag, SetFlag, WaitCrossFlag,
     WaitFlag, walk_statements,
 )
 from .aliasing import alias_boxes, aliases, byte_ranges, placements
 from .streams import (
     CORE_NAMES, Env, Fault, cached, instr_accesses, instr_cost, instr_pipe, region_box_fn,
-    written_buffers,
+    scalar_reads_of, written_buffers,
 )
 
 INSTR, SET, WAIT, XSET, XWAIT, BARRIER = range(6)
@@ -25,10 +25,11 @@ INSTR, SET, WAIT, XSET, XWAIT, BARRIER = range(6)
 
 class Op:
     """What the simulator needs of one statement, found once per statement and chip: its pipe
-    (index into PIPES), cycles, kind (INSTR or a sync op), flag key and data effect."""
+    (index into PIPES), cycles, kind (INSTR or a sync op), flag key, data effect, and the
+    element reads of its addresses that the scalar unit makes as it issues it (`issue`)."""
 
     __slots__ = ("stmt", "pidx", "cost", "code", "key", "effect", "didx", "checked", "fkeys",
-                 "plans")
+                 "plans", "issue")
 
     def __init__(self, st, pipe: str, costs):
         self.stmt = st
@@ -38,6 +39,7 @@ class Op:
         self.plans = [False, False, False]  # KernelFacts.static_plan per core, once asked
         self.pidx = PIPES.index(pipe)
         self.cost = instr_cost(st, pipe, costs)
+        self.issue = () if pipe == "S" or isinstance(st, SYNC_OPS) else scalar_reads_of(st)
         self.code, self.key = INSTR, None
         if isinstance(st, SetFlag):
             self.code, self.key = SET, (st.src, st.dst, st.event)
@@ -69,6 +71,13 @@ def static_threads(kernel: Kernel) -> dict:
                 r, w = accesses(x)
                 for name in r | w:
                     out[name].add((s.core, pipe))
+                if pipe != "S":  # the scalar unit reads its addresses (Op.issue)
+                    for ld in issue_loads(x):
+                        out[ld.buffer.name].add((s.core, "S"))
+            for x in walk_statements(s.body):  # and the conditions and loop bounds
+                if isinstance(x, (If, For)):
+                    for ld in issue_loads(x):
+                        out[ld.buffer.name].add((s.core, "S"))
     return out
 
 

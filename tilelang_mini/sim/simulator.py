@@ -26,18 +26,22 @@ Cycles of the launch (`SimReport.cycles`): blocks are dealt round-robin to the c
 busiest core's total. When only some blocks are simulated, each block that was not simulated is
 counted with the mean cycles of the simulated ones, and `SimReport.estimated` says so.
 
+The scalar unit reads the elements in an if condition, a loop bound or an instruction's addresses
+(analysis.issue_loads: `ids[i]` of `copy(K[ids[i], 0], k)`) as it dispatches: an S access at
+dispatch (`issue_read`), race-checked like any other, and the instruction uses the values of then.
+
 Known simplifications: the scalar unit dispatches without cost (only S instructions and scalar
-waits take time); if conditions are evaluated at dispatch, so one reading data that a pipe writes
-later sees the value at dispatch time; `var` scalars are not race-checked.
+waits take time); `var` scalars are not race-checked.
 """
 from __future__ import annotations
 
 import heapq
 from collections import defaultdict, deque
+from types import SimpleNamespace
 
 import numpy as np
 
-from ..errors import CompileError, DeadlockError, RaceError, SyncError
+from ..errors import CompileError, DeadlockError, KernelRuntimeError, RaceError, SyncError
 from ..gc_pause import collector_paused  # noqa: F401 (also sim.ordered's)
 from ..ir.analysis import GM_SCOPES, is_atomic_pair
 from ..ir.nodes import (
@@ -48,8 +52,8 @@ from .block_races import BlockRaces
 from .report import SimEvent, SimReport, block_events, instr_label  # noqa: F401
 from .facts import BARRIER, INSTR, SET, WAIT, XSET, XWAIT, KernelFacts, Op
 from .streams import (
-    CORE_NAMES, Env, Hull, ScalarSnapshot, block_envs, box_elements, cached, check_sync_ids,
-    core_stream, effect_fn, instr_accesses,
+    CORE_NAMES, Env, Fault, Hull, ScalarSnapshot, block_envs, box_elements, cached,
+    check_sync_ids, core_stream, effect_fn, index_box, instr_accesses, scalar_reads_of,
 )
 from .timing import TimingModel, core_private_scalars
 
@@ -191,6 +195,11 @@ class _Block:
             except StopIteration:
                 core.done = True
                 break
+            if batch[0].pipe is None:  # an if condition or loop bound that reads data
+                if self.check:
+                    di = batch[0]
+                    self.issue_read(core, di.stmt, di.vars, scalar_reads_of(di.stmt), core.D)
+                continue
             t_s, d = core.t_s, core.D
             for di in batch:
                 st = di.stmt
@@ -201,6 +210,8 @@ class _Block:
                 if op.code != INSTR and op.checked is not chip:
                     check_sync_ids(st, chip)  # (raises again at every dispatch until fixed)
                     op.checked = chip
+                if op.issue and self.check:  # the scalar unit reads the addresses first
+                    d = self.issue_read(core, st, di.vars, op.issue, d)
                 di.dispatch = t_s
                 di.dclock = d
                 p = plist[op.pidx]
@@ -209,6 +220,27 @@ class _Block:
                 if op.pidx == S_PIPE:
                     core.blocked = di
             self.ninstr += len(batch)
+
+    def issue_read(self, core: _Core, st, vars: dict, loads, d: tuple) -> tuple:
+        """The scalar unit reads the elements `loads` (Op.issue: `ids[i]` of
+        `copy(K[ids[i], 0], k)`; an if condition's or loop bound's) as it issues statement `st`,
+        after what its dispatch clock `d` orders: an S access, checked against each buffer's
+        history like any other, that what the core dispatches from here on follows. The
+        dispatch clock with it."""
+        s = core.pipes["S"]
+        epoch = s.count = s.count + 1
+        clk = list(d)
+        clk[s.tid] = epoch
+        d = core.D = tuple(clk)
+        env = Env(vars, core.xenv.bufs)
+        try:
+            reads = [(ld.buffer, index_box(ld.buffer, ld.indices, env), False) for ld in loads]
+        except Fault as e:
+            raise KernelRuntimeError(str(e), st.loc) from None
+        plan = self.sim.plan([r for r in reads if r[1] is not None], core.name)
+        reader = SimpleNamespace(stmt=st, pipe="S")  # (as a race report names it)
+        self.check_plan(plan, core, s.tid, reader, epoch, clk, None)
+        return d
 
     # ---- issue
     def try_start(self, p: _Pipe, now: int) -> None:
@@ -370,12 +402,16 @@ class _Block:
             plan = plan(di.vars)
         elif plan is None:
             plan = sim.plan(instr_accesses(di.stmt, di.vars, bufs), core.name)
+        self.check_plan(plan, core, p.tid, di, epoch, clk, bufs)
+
+    def check_plan(self, plan, core: _Core, tid: int, di, epoch: int, clk, bufs) -> None:
+        """Check the accesses of an access plan (KernelFacts.plan) against their histories."""
         hist = self.hist
         for key, owner, b, bx, w in plan:
             h = hist.get(key)
             if h is None:
-                h = hist[key] = _Hist(sim.threads_of(b, owner))
-            self.access(h, key, b, bx, w, p.tid, epoch, clk, core, di, bufs)
+                h = hist[key] = _Hist(self.sim.threads_of(b, owner))
+            self.access(h, key, b, bx, w, tid, epoch, clk, core, di, bufs)
 
     def access(self, h, key, buf, box, w, tid, epoch, clk, core, di, bufs=None) -> None:
         keep = []

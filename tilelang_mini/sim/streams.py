@@ -6,7 +6,9 @@ if conditions in the core's env, executes `Alloc`s on the spot and yields one `D
 pipe instruction, with a snapshot of the loop variables (so the instruction can execute later, at
 its simulated completion). The consumer must handle an S-pipe instruction (a store to an
 `alloc_var` scalar, a scalar wait) before resuming the generator: the scalar unit is synchronous
-with its own S work, and later if conditions may read the scalars it stores.
+with its own S work, and later if conditions may read the scalars it stores. An if condition or
+loop bound that reads a buffer comes first as a batch of one DynInstr with pipe None: the
+scalar unit's read of it, then and there (its `vars` are the walk's own, valid until resumed).
 
 `block_envs` builds the envs of one block: per core an execution env (the interpreter's) and a
 walker env sharing its buffers but with its own variables.
@@ -23,7 +25,7 @@ from ..errors import CompileError, KernelRuntimeError, SyncError
 from .. import semantics
 from ..ir import dtypes
 from ..ir.analysis import (
-    SYNC_OPS, exact_boxes, instructions, is_map, operands, writes, written_names,
+    GM_SCOPES, SYNC_OPS, exact_boxes, is_map, issue_loads, operands, written_names,
 )
 from ..ir.nodes import (
     Alloc, Const, Copy, Fill, For, Gemm, If, Load, Reduce, Region, Scope, Sort,
@@ -131,13 +133,13 @@ def core_stream(body, kind: str, env: Env):
     control flow, allocation or scalar-unit instruction between them; a scalar-unit instruction
     ends its batch). Instructions dispatched with the same loop variables share one snapshot of
     them (a consumer that changes variables while executing, a Parallel map, copies it first)."""
-    yield from _walk(body, kind, env, False, [None], cached(body, scalar_written, "swritten"))
+    yield from _walk(body, kind, env, False, [None])
 
 
 _SEG, _SCOPE, _FOR, _IF, _ALLOC, _ERR = range(6)
 
 
-def _items(body, kind: str, in_scope: bool, sw: frozenset) -> list:
+def _items(body, kind: str, in_scope: bool) -> list:
     """The walk's items of a statement list, made once per (list, core kind, in Scope):
     (_SEG, [(stmt, pipe, scalar names)]) for a batch, (_SCOPE, body) for the core's own Scope,
     (_FOR | _IF | _ALLOC, stmt), (_ERR, raise) for a statement the walk rejects when it gets
@@ -162,9 +164,9 @@ def _items(body, kind: str, in_scope: bool, sw: frozenset) -> list:
             item = (_ALLOC, s)
         else:
             try:
-                pipe, names = cached(s, lambda x: _pipe_and_scalars(x, sw), ("walk", sw))
+                pipe, names = cached(s, _pipe_and_scalars, "walk")
             except Exception:  # noqa: BLE001 -- raised again when the walk gets there
-                item = (_ERR, lambda s=s: _pipe_and_scalars(s, sw))
+                item = (_ERR, lambda s=s: _pipe_and_scalars(s))
             else:
                 if not in_scope and pipe != "S":
                     item = (_ERR, _raiser(
@@ -192,8 +194,8 @@ def _raiser(msg, loc):
 _WALK_TAGS = {(k, i): f"walk{k}{i:d}" for k in "CV" for i in (False, True)}
 
 
-def _walk(body, kind, env, in_scope, snap, sw):
-    items = cached(body, lambda b: _items(b, kind, in_scope, sw), (_WALK_TAGS[kind, in_scope], sw))
+def _walk(body, kind, env, in_scope, snap):
+    items = cached(body, lambda b: _items(b, kind, in_scope), _WALK_TAGS[kind, in_scope])
     for code, x in items:
         if code == _SEG:
             vs = snap[0]
@@ -203,45 +205,45 @@ def _walk(body, kind, env, in_scope, snap, sw):
             yield [DynInstr(s, pipe, vs, {n: np.array(bufs[n], copy=True) for n in names}
                             if names else None) for s, pipe, names in x]
         elif code == _FOR:
-            yield from _walk_for(x, kind, env, in_scope, snap, sw)
+            yield from _walk_for(x, kind, env, in_scope, snap)
         elif code == _SCOPE:
-            yield from _walk(x, kind, env, True, snap, sw)
+            yield from _walk(x, kind, env, True, snap)
         elif code == _IF:
+            if scalar_reads_of(x):
+                yield [DynInstr(x, None, env.vars)]
             yield from _walk(x.then_body if if_condition(x, env) else x.else_body, kind, env,
-                             in_scope, snap, sw)
+                             in_scope, snap)
         elif code == _ALLOC:
             execute(x, env)
         else:
             x()
 
 
-def _pipe_and_scalars(stmt, sw: frozenset) -> tuple[str, tuple[str, ...]]:
+def scalar_reads_of(stmt) -> tuple:
+    """The loads of buffers (not `var` registers) the scalar unit makes as it issues `stmt`
+    (analysis.issue_loads), found once per statement."""
+    return cached(stmt, lambda s: tuple(ld for ld in issue_loads(s) if ld.buffer.scope != "var"),
+                  "issue")
+
+
+def _pipe_and_scalars(stmt) -> tuple[str, tuple[str, ...]]:
     """(the pipe of an instruction, the scalar registers it reads as dispatched: none on S)."""
     pipe = instr_pipe(stmt)
-    return pipe, (_scalar_reads(stmt, sw) if pipe != "S" else ())
+    return pipe, (_scalar_reads(stmt) if pipe != "S" else ())
 
 
-def scalar_written(body) -> frozenset:
-    """Names of the buffers only scalar stores write (`wp_ub[0] = ...`: the scalar unit, in
-    program order), whose values the scalar unit holds as it dispatches, as its registers."""
-    only: dict = {}
-    for s in instructions(body):
-        for b in writes(s):
-            only[b.name] = only.get(b.name, True) and isinstance(s, Store)
-    return frozenset(n for n, yes in only.items() if yes)
-
-
-def _scalar_reads(stmt, sw: frozenset) -> tuple[str, ...]:
-    """The scalar registers (alloc_var buffers) an instruction reads, and the buffers only
-    scalar stores write (`sw`) that its regions' start indices load (a row picked by
-    `wp_ub[0]`). The scalar unit computes an instruction's operands (addresses, extents, values)
-    when it dispatches it: a pipe that runs it later still sees the values of then, not a later
-    scalar store's."""
-    regions = [] if isinstance(stmt, For) else [n for n in walk_own(stmt) if isinstance(n, Region)]
-    picked = {n.buffer.name for r in regions for e in r.start for n in walk(e)
-              if isinstance(n, Load) and n.buffer.name in sw} - {r.buffer.name for r in regions}
-    return tuple(sorted(picked | {n.buffer.name for n in walk(stmt) if isinstance(n, Load)
-                                  and n.buffer.scope == "var"}))
+def _scalar_reads(stmt) -> tuple[str, ...]:
+    """The scalar registers (alloc_var buffers) an instruction reads, and the on-chip tiles
+    its regions' start indices load (`K[ids[i], 0]`: analysis.issue_loads), other than its own
+    operands. The scalar unit computes an instruction's operands (addresses, extents, values)
+    when it dispatches it: a pipe that runs it later still sees the values of then, not those
+    of a later store (the simulator checks that what it read was written before). (A GM index
+    tensor is read when the instruction runs: copying it per dispatch would cost too much.)"""
+    own = {r.buffer.name for r in walk_own(stmt) if isinstance(r, Region)}
+    picked = set() if isinstance(stmt, For) else {
+        ld.buffer.name for ld in issue_loads(stmt) if ld.buffer.scope not in GM_SCOPES}
+    return tuple(sorted((picked - own) | {n.buffer.name for n in walk(stmt) if isinstance(n, Load)
+                                          and n.buffer.scope == "var"}))
 
 
 class ScalarSnapshot(dict):
@@ -257,7 +259,9 @@ class ScalarSnapshot(dict):
         return self.base[name]
 
 
-def _walk_for(s: For, kind, env, in_scope, snap, sw):
+def _walk_for(s: For, kind, env, in_scope, snap):
+    if scalar_reads_of(s):
+        yield [DynInstr(s, None, env.vars)]
     try:
         exts = [as_index(_expr_fn(e)(env), "a loop extent") for e in s.extents]
     except Fault as e:
@@ -268,13 +272,13 @@ def _walk_for(s: For, kind, env, in_scope, snap, sw):
         for i in range(exts[0]):
             vs[name] = i
             snap[0] = None
-            yield from _walk(s.body, kind, env, in_scope, snap, sw)
+            yield from _walk(s.body, kind, env, in_scope, snap)
         return
     for idx in itertools.product(*(range(n) for n in exts)):
         for name, i in zip(s.vars, idx):
             vs[name] = i
         snap[0] = None
-        yield from _walk(s.body, kind, env, in_scope, snap, sw)
+        yield from _walk(s.body, kind, env, in_scope, snap)
 
 
 # ---------------------------------------------------------------------------------- accesses
@@ -330,7 +334,7 @@ def _box_fn(r: Region):
     return box
 
 
-def _index_box(buf, indices, env, lanes=None):
+def index_box(buf, indices, env, lanes=None):
     """The element box of a load or store, clipped to its buffer; None when empty. `lanes`: a
     map's lane variables and their extents (a lane variable as an index spans 0..extent, what
     the min and max of its index array give)."""
@@ -413,7 +417,7 @@ def _instr_accesses(stmt, vars: dict, bufs: dict):
         if isinstance(node, Region):
             box = region_box(node, env)
         elif node.buffer.scope != "var":
-            box = _index_box(node.buffer, node.indices, e, lanes)
+            box = index_box(node.buffer, node.indices, e, lanes)
             if box is not None and not exact:
                 box = Hull(box)
                 if unguarded:
@@ -470,7 +474,7 @@ def shared_accesses(stmt, vars: dict, bufs: dict):
     env, e, lanes = _access_envs(stmt, vars, bufs)
     out = []
     for node, w in ops:
-        box = region_box(node, env) if isinstance(node, Region) else _index_box(
+        box = region_box(node, env) if isinstance(node, Region) else index_box(
             node.buffer, node.indices, e, lanes)
         if box is not None:
             out.append((node.buffer, box, w))
