@@ -324,7 +324,7 @@ def fp8_cmp(K):
 
 @case("tl/gemm_fp8/gemm_fp8_2xAcc", TL, "examples/gemm_fp8/example_tilelang_gemm_fp8_2xAcc.py",
       "fp8 GEMM with a second float32 accumulator promoted every 128/block_K steps by a run-time "
-      "`if (k + 1) % n == 0`, a tail promotion; e4m3 and e5m2")
+      "`if (k + 1) % n == 0`, a tail promotion; e4m3 and e5m2", chip="ascend950")
 def _(m, rng):
     import ml_dtypes
     checks = []
@@ -355,7 +355,8 @@ def blockscaled_fp8(rng, M, N, K, G=128):
 @case("tl/deepseek_deepgemm/deepgemm_fp8_2xAcc", TL,
       "examples/deepseek_deepgemm/example_deepgemm_fp8_2xAcc.py",
       "DeepGEMM-style fp8 GEMM: per-(row, 128-K group) scales of A and per-(128x128 block) "
-      "scales of B applied at every promotion, a GM scalar read into a Python name")
+      "scales of B applied at every promotion, a GM scalar read into a Python name",
+      chip="ascend950")
 def _(m, rng):
     a, b, sa, sb, want = blockscaled_fp8(rng, 128, 256, 384)
     return [Check(m["tl_gemm"], [a, b, sa, sb, 64, "float8_e4m3fn", "float32", "float32"],
@@ -364,7 +365,8 @@ def _(m, rng):
 
 @case("tl/gemm_fp8/gemm_amd", TL, "examples/gemm_fp8/example_tilelang_gemm_amd.py",
       "fp8 GEMM factory under @autotune(ref_prog=, supply_prog=, manual_check_prog=), two "
-      "prim_funcs chosen by gemm_type (A in a fragment or shared), k_pack, GemmWarpPolicy")
+      "prim_funcs chosen by gemm_type (A in a fragment or shared), k_pack, GemmWarpPolicy",
+      chip="ascend950")
 def _(m, rng):
     import ml_dtypes
     M, N, K = 128, 128, 256
@@ -562,7 +564,7 @@ def indexer_windows(rng, S, SKV, H, D):
 @case("tl/deepseek_v32/fp8_lighting_indexer", TL, V32 + "fp8_lighting_indexer.py",
       "fp8 lightning indexer: per-query KV windows (min/max over the block by T.serial on "
       "alloc_vars), T.dynamic sizes, a run-time trip count, T.reshape of a fragment to 3-D, "
-      "reduce_sum over the heads")
+      "reduce_sum over the heads", chip="ascend950")
 def _(m, rng):
     from upstream_sweep import with_kwargs
     S, SKV, H, D = 64, 256, 8, 64
@@ -619,7 +621,8 @@ def _(m, rng):
 
 @case("tl/deepseek_v32/inference_fp8_gemm", TL, INF,
       "DeepSeek-V3.2 inference fp8 GEMM: per-(row, 128-K group) x per-(128x128 block) scales "
-      "folded into a shared column per step, 2xAcc promotion, T.dynamic M, C an argument")
+      "folded into a shared column per step, 2xAcc promotion, T.dynamic M, C an argument",
+      chip="ascend950")
 def _(m, rng):
     M, N, K = 64, 256, 384
     a, b, sa, sb, want = blockscaled_fp8(rng, M, N, K)
@@ -630,7 +633,8 @@ def _(m, rng):
 
 @case("tl/deepseek_v32/inference_fp8_index", TL, INF,
       "DeepSeek-V3.2 inference fp8 index scores: relu(k . q_h) * q_s summed over heads, times "
-      "k_s; three T.dynamic sizes, allocations inside a Pipelined body, transpose_B gemm")
+      "k_s; three T.dynamic sizes, allocations inside a Pipelined body, transpose_B gemm",
+      chip="ascend950")
 def _(m, rng):
     import ml_dtypes
     B, Mq, N, H, D = 1, 3, 512, 16, 64

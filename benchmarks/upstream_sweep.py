@@ -91,14 +91,17 @@ class Case:
     build: object                   # build(module_namespace, rng) -> list[Check]
     what: str = ""
     extra: list = field(default_factory=list)
+    chip: str = ""                  # the chip the host code compiles for ("" = the default)
 
 
 CASES: dict = {}
 
 
-def case(name, repo, path, what=""):
+def case(name, repo, path, what="", chip=""):
+    """Register a case; `chip` is the host's choice of chip (TILELANG_MINI_CHIP in its
+    processes), e.g. "ascend950" for the FP8 GEMMs the 910b cube cannot run."""
     def deco(fn):
-        CASES[name] = Case(name, repo, path, fn, what)
+        CASES[name] = Case(name, repo, path, fn, what, chip=chip)
         return fn
     return deco
 
@@ -304,11 +307,12 @@ ORDER = ["race", "internal", "wrong", "harness", "located"]
 
 def run_case(name: str, timeout: float) -> dict:
     res = {}
+    chip = {"TILELANG_MINI_CHIP": CASES[name].chip} if CASES[name].chip else {}
     for target in ("numpy", "llvm"):
         cmd = [sys.executable, str(Path(__file__).resolve()), "--child", name, "--target", target]
         try:
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
-                                  env=dict(os.environ, PYTHONPATH=str(ROOT)))
+                                  env=dict(os.environ, PYTHONPATH=str(ROOT), **chip))
             line = [ln for ln in proc.stdout.splitlines() if ln.startswith("@@RESULT@@")]
             res[target] = json.loads(line[-1][10:]) if line else {
                 "status": "internal", "error": (proc.stderr.strip().splitlines() or ["crash"])[-1][:300]}
