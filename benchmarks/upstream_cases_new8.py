@@ -541,7 +541,7 @@ def relu_weighted_logits(q, k, w, kscale):
     """The lightning indexer's logits: sum_h relu(q_h . k_j) * w_h, times k's scale, float64.
     q [..., H, D], k [..., N, D], w [..., H], kscale [..., N] -> [..., N]."""
     s = np.einsum("...hd,...nd->...hn", q.astype(f64), k.astype(f64))
-    return (np.maximum(s, 0) * w.astype(f64)[..., None]).sum(-2) * kscale.astype(f64)[..., None, :]
+    return (np.maximum(s, 0) * w.astype(f64)[..., None]).sum(-2) * kscale.astype(f64)
 
 
 def indexer_windows(rng, S, SKV, H, D):
@@ -555,8 +555,7 @@ def indexer_windows(rng, S, SKV, H, D):
     w = rn(rng, (S, H), "float32")
     ks = rng.integers(0, 64, S).astype(np.int32)
     ke = np.minimum(ks + rng.integers(1, 128, S), 192).astype(np.int32)
-    full = relu_weighted_logits(q.reshape(S, H, D)[:, None], kv[None, None], w[:, None],
-                                kscale[None, None])[:, 0, 0]
+    full = relu_weighted_logits(q.reshape(S, H, D), kv[None], w, kscale[None])
     inside = (np.arange(SKV)[None] >= ks[:, None]) & (np.arange(SKV)[None] < ke[:, None])
     return (q, kv, kscale, w, ks, ke), full, np.where(inside, full, -np.inf), inside
 
