@@ -556,6 +556,7 @@ def indexer_windows(rng, S, SKV, H, D):
     ks = rng.integers(0, 64, S).astype(np.int32)
     ke = np.minimum(ks + rng.integers(1, 128, S), 192).astype(np.int32)
     full = relu_weighted_logits(q.reshape(S, H, D), kv[None], w, kscale[None])
+    assert full.shape == (S, SKV), full.shape  # one row of logits per query
     inside = (np.arange(SKV)[None] >= ks[:, None]) & (np.arange(SKV)[None] < ke[:, None])
     return (q, kv, kscale, w, ks, ke), full, np.where(inside, full, -np.inf), inside
 
