@@ -401,6 +401,7 @@ def _(m, rng):
       "float32, postprocess with two T.Kernel launches and T.annotate_layout")
 def _(m, rng):
     from upstream_cases_new2 import attn_grads
+    from upstream_cases_new7 import varlen_gqa_grads
     lens, H, HK, DQK, DV, NC = (40, 56), 4, 2, 64, 32, 64
     g, B = H // HK, len(lens)
     cu = np.concatenate([[0], np.cumsum(lens)]).astype(np.int32)
@@ -409,18 +410,8 @@ def _(m, rng):
     for causal in (False, True):
         q, do = rn(rng, (U, H, DQK), "float16"), rn(rng, (U, H, DV), "float16")
         k, v = rn(rng, (U, HK, DQK), "float16"), rn(rng, (U, HK, DV), "float16")
-        o, dq = np.zeros((U, H, DV)), np.zeros((U, H, DQK))
-        dk, dv = np.zeros((U, HK, DQK)), np.zeros((U, HK, DV))
-        lse, delta = np.zeros((B, H, NC)), np.zeros((B, H, NC))
-        t = lambda x: np.swapaxes(x, 0, 1)[None]   # noqa: E731  (L, H, D) -> (1, H, L, D)
-        for b, L in enumerate(lens):
-            r = slice(cu[b], cu[b + 1])
-            res = attn_grads(t(q[r]), np.repeat(t(k[r]), g, 1), np.repeat(t(v[r]), g, 1),
-                             t(do[r]), causal)
-            o[r], dq[r] = np.swapaxes(res[0][0], 0, 1), np.swapaxes(res[3][0], 0, 1)
-            dk[r] = np.swapaxes(res[4][0].reshape(HK, g, L, DQK).sum(1), 0, 1)
-            dv[r] = np.swapaxes(res[5][0].reshape(HK, g, L, DV).sum(1), 0, 1)
-            lse[b, :, :L], delta[b, :, :L] = res[1][0], res[2][0]
+        o, dq, dk, dv, (lse, delta) = varlen_gqa_grads(
+            lambda *a, causal=causal: attn_grads(*a, causal), q, k, v, do, cu, NC)
         args = (B, U, U, NC, H, max(lens), DQK, DV, causal)
         checks.append(Check(m["flashattn_fwd"](*args, 32, 32, groups=g), [q, k, v, cu, cu],
                             {0: o, 1: lse}, "float16", NC))

@@ -14,6 +14,31 @@ from upstream_cases_new3 import (CHUNK_DIMS, chunk_matrix, chunk_rows, delta_h_i
 KDA = "examples/kda/"
 
 
+def varlen_gqa_grads(grads, q, k, v, do, cu, nc):
+    """float64 GQA attention and its gradients on packed variable-length sequences (rows
+    cu[b]:cu[b + 1] of q (U, H, D), k/v (U, HK, D)), one sequence at a time: `grads(q, k, v, do)`
+    on (1, H, L, D) views returns (o, lse, delta, dq, dk, dv, *more per-row results). Gives o,
+    dq, dk, dv per token (dk/dv summed over the query heads of each K/V head) and the per-row
+    results [lse, delta, *more] as (B, H, nc) arrays, zero past each sequence's length."""
+    H, HK = q.shape[1], k.shape[1]
+    g, B = H // HK, len(cu) - 1
+    o, dq = np.zeros(q.shape[:2] + v.shape[2:]), np.zeros(q.shape)
+    dk, dv = np.zeros(k.shape), np.zeros(v.shape)
+    rows = None
+    t = lambda x: np.swapaxes(x, 0, 1)[None]  # noqa: E731  (L, H, D) -> (1, H, L, D)
+    for b in range(B):
+        r, L = slice(cu[b], cu[b + 1]), int(cu[b + 1] - cu[b])
+        res = grads(t(q[r]), np.repeat(t(k[r]), g, 1), np.repeat(t(v[r]), g, 1), t(do[r]))
+        per_row = (res[1], res[2], *res[6:])
+        rows = rows or [np.zeros((B, H, nc)) for _ in per_row]
+        o[r], dq[r] = np.swapaxes(res[0][0], 0, 1), np.swapaxes(res[3][0], 0, 1)
+        dk[r] = np.swapaxes(res[4][0].reshape(HK, g, L, -1).sum(1), 0, 1)
+        dv[r] = np.swapaxes(res[5][0].reshape(HK, g, L, -1).sum(1), 0, 1)
+        for out, x in zip(rows, per_row):
+            out[b, :, :L] = x[0]
+    return o, dq, dk, dv, rows
+
+
 def kda_gates(rng, B, S, H, DK, chunk):
     """Per-channel cumulative log2-gates (B, S, H, DK), restarting at every chunk (as the KDA
     chunk kernels take them): within a chunk they decrease along S."""
@@ -421,18 +446,8 @@ def _(m, rng):
     q, do = rn(rng, (U, H, D), "float16"), rn(rng, (U, H, D), "float16")
     k, v = rn(rng, (U, HK, D), "float16"), rn(rng, (U, HK, D), "float16")
     sinks = rn(rng, (H,), "float16")
-    o, dq = np.zeros((U, H, D)), np.zeros((U, H, D))
-    dk, dv = np.zeros((U, HK, D)), np.zeros((U, HK, D))
-    lse, delta, dsink = (np.zeros((B, H, NC)) for _ in range(3))
-    t = lambda x: np.swapaxes(x, 0, 1)[None]  # noqa: E731  (L, H, D) -> (1, H, L, D)
-    for b, L in enumerate(lens):
-        r = slice(cu[b], cu[b + 1])
-        res = sink_attn_grads(t(q[r]), np.repeat(t(k[r]), g, 1), np.repeat(t(v[r]), g, 1),
-                              t(do[r]), sinks)
-        o[r], dq[r] = np.swapaxes(res[0][0], 0, 1), np.swapaxes(res[3][0], 0, 1)
-        dk[r] = np.swapaxes(res[4][0].reshape(HK, g, L, D).sum(1), 0, 1)
-        dv[r] = np.swapaxes(res[5][0].reshape(HK, g, L, D).sum(1), 0, 1)
-        lse[b, :, :L], delta[b, :, :L], dsink[b, :, :L] = res[1][0], res[2][0], res[6][0]
+    o, dq, dk, dv, (lse, delta, dsink) = varlen_gqa_grads(
+        lambda *a: sink_attn_grads(*a, sinks), q, k, v, do, cu, NC)
 
     def rows_of_each_sequence(got, want, dtype="float16"):
         rtol, atol = tolerance(dtype, NC)
