@@ -64,3 +64,13 @@ def test_gpu_only_with_blocks_say_what_to_write():
         T.prim_func(ns["main"])
     msg = str(err.value)
     assert "T.ws is GPU-only" in msg and "T.Scope" in msg and "# USE" in msg, msg
+
+
+def test_shmem_names_are_multi_device_not_gpu():
+    """tilelang-ascend's aclshmem calls (examples/shmem) are an NPU feature across devices: the
+    error says so and points at host-side transfers, not 'GPU-only'."""
+    for name in ("shmem_get_nbi", "shmem_ub_put_nbi"):
+        with pytest.raises(CompileError) as err:
+            T.prim_func(kernel_using(name))
+        msg = str(err.value)
+        assert "multi-device" in msg and "GPU" not in msg and "host code" in msg, msg

@@ -21,7 +21,7 @@ from .. import language as T_module
 from ..ir import dtypes
 from ..ir.nodes import (BIT_BINARY_FNS, BinOp, Call, Cast, Const, Fill, For, If, Load, Region, Store,
                         Var, walk)
-from ..language.hints import GPU_ONLY, GPU_ONLY_PREFIXES, HINT_NAMES, NOT_YET
+from ..language.hints import GPU_ONLY, GPU_ONLY_PREFIXES, HINT_NAMES, MULTI_DEVICE_PREFIXES, NOT_YET
 from .atomic import ParallelAtomic
 from .common import show
 from .exprs import BIT_SYMBOLS, as_expr, binop, bit_not, const, is_ir, reinterpret
@@ -422,6 +422,10 @@ class Dialect:
         if prefix is not None:
             raise self.error(node, f"T.{attr} is GPU-only and has no meaning on the Ascend "
                                    f"machine model; write {GPU_ONLY_PREFIXES[prefix]}")
+        prefix = next((p for p in MULTI_DEVICE_PREFIXES if attr.startswith(p)), None)
+        if prefix is not None:
+            raise self.error(node, f"T.{attr} is multi-device communication, outside this "
+                                   f"one-device machine model; write {MULTI_DEVICE_PREFIXES[prefix]}")
         if attr in NOT_YET:
             raise self.error(node, f"T.{attr} is not supported yet; write {NOT_YET[attr]}")
         return None

@@ -61,8 +61,6 @@ GPU_ONLY = {
                 "thread has no counterpart",
     "rng_rand": "integer arithmetic on a T.Parallel index (see rng_init)",
     "rng_rand_float": "integer arithmetic on a T.Parallel index (see rng_init)",
-    "shmem_put_nbi": "host-side communication", "shmem_ub_put_nbi": "host-side communication",
-    "shmem_get_nbi": "host-side communication", "shmem_ub_get_nbi": "host-side communication",
     "any_sync": "a reduction over the tile (T.reduce_max of the condition as 0/1) and a "
                 "run-time `if` on its element",
     "tvm_warp_shuffle": "T.reduce_* or T.Parallel over the tile",
@@ -77,10 +75,17 @@ GPU_ONLY_PREFIXES = {
     "wgmma_": "T.gemm", "mbarrier_": "flags: nothing in developer mode, T.set_flag/T.wait_flag "
     "in expert mode", "tma_": "T.copy", "ptx_": "T. operations", "cp_async": "T.copy",
     "WS": "T.Scope('C')/T.Scope('V') (expert mode) or developer mode (the compiler splits "
-    "cube and vector work)", "ws_": "T.Scope blocks", "shmem_": "host-side communication",
+    "cube and vector work)", "ws_": "T.Scope blocks",
     "warp_": "T.Parallel over the tile", "shfl": "T.reduce_* over a tile",
     "clc_": "a T.serial loop over tiles inside T.Kernel(n_cores, is_npu=True) (static "
             "persistent scheduling)",
+}
+
+# tilelang-ascend's multi-device communication (aclshmem: one NPU's kernel reading or writing
+# another NPU's memory): prefix -> what to write instead. The machine model is one device.
+MULTI_DEVICE_PREFIXES = {
+    "shmem_": "the transfer between devices in host code (one kernel per device, its inputs "
+              "and outputs moved by the host)",
 }
 
 # Portable TileLang features not supported yet: name -> what to write instead.
