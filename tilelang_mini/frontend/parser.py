@@ -471,7 +471,7 @@ class KernelBuilder(ExprVisitor, ControlFlow, TileOps, Dialect, TileAscend, Eage
                                           "(before `with T.Kernel`); inside a kernel allocate "
                                           "tiles with T.alloc_shared/T.alloc_fragment")
         if isinstance(target, ast.Subscript):
-            return [self.store(target, self.eval(s.value), s)]
+            return self.store(target, self.eval(s.value), s)
         stmts = []
         if isinstance(s.value, ast.Call) and isinstance(self.eval_callee(s.value.func), T_module.Macro):
             stmts, value = self.assign_macro(s.value)  # its tiles, or a trace-time value
@@ -512,7 +512,7 @@ class KernelBuilder(ExprVisitor, ControlFlow, TileOps, Dialect, TileAscend, Eage
             raise self.error(s, f"unsupported operator {type(s.op).__name__}")
         if isinstance(s.target, ast.Subscript):
             old = self.eval(s.target)
-            return [self.store(s.target, binop(op, old, self.eval(s.value)), s)]
+            return self.store(s.target, binop(op, old, self.eval(s.value)), s)
         if isinstance(s.target, ast.Name):
             current = self.lookup(s.target.id, s.target)
             if isinstance(current, Buffer) and self.is_scalar(current):
@@ -532,19 +532,18 @@ class KernelBuilder(ExprVisitor, ControlFlow, TileOps, Dialect, TileAscend, Eage
                 return scope[name]
         return None
 
-    def store(self, target: ast.Subscript, value, node) -> Store:
+    def store(self, target: ast.Subscript, value, node) -> list:
         buf = self.eval(target.value)
         from .views import TileView
         if isinstance(buf, TileView):
-            idx = buf.base_indices(self.view_indices(target, buf))
-            return Store(buf.base, idx, as_expr(value), self.loc(node))
+            return self.view_store(target, buf, value, node)
         if isinstance(buf, Load) and self.is_scalar(buf.buffer):  # x[0] = v on a scalar
             buf = buf.buffer
         if not isinstance(buf, Buffer):
             raise self.error(target, "only buffers can be assigned element-wise")
         idx = self.indices(target, buf)
         st = Store(buf, idx, as_expr(value), self.loc(node))
-        return self.guard_global(st) if self.parallel_depth else st
+        return [self.guard_global(st) if self.parallel_depth else st]
 
     def guard_global(self, st: Store):
         """TileLang's safe memory access: inside T.Parallel, an element of a global tensor

@@ -229,7 +229,11 @@ class TileOps:
             from ..ir.nodes import Store
             zero = const(0) if dtypes.is_int(var.dtype) else const(0.0)
             return Store(var, self.scalar_index(var), zero, self.loc(call))
-        r = self.full_region(a["buffer"], point_ok=True)
+        from .views import TileView
+        view = None if isinstance(a["buffer"], ast.Subscript) else self.eval(a["buffer"])
+        # all-zero bits: T.clear of a view, of any dtype, clears its tile
+        r = Region.full(view.base) if isinstance(view, TileView) else \
+            self.full_region(a["buffer"], point_ok=True)
         zero = const(0) if dtypes.is_int(r.buffer.dtype) else const(0.0)
         return Fill(r, zero, self.loc(call))
 
@@ -555,6 +559,10 @@ class TileOps:
         v = self.eval(node)
         from .views import TileView
         if isinstance(v, TileView):  # a whole view is its whole base (T.clear, T.fill)
+            if v.dtype is not None:
+                raise self.error(node, f"'{v.base.name}' viewed as {v.dtype} is read and "
+                                       "written element by element (in T.Parallel); tile "
+                                       "ops other than T.clear take the tile itself")
             v = v.base
         if isinstance(v, Load) and len(v.indices) == len(v.buffer.shape):
             # `X[i, j]` reaching here through a name (a T.macro argument): its start corner
