@@ -268,6 +268,9 @@ class ExprVisitor:
         from .views import TileView
         if isinstance(base, TileView):
             return self.view_load(n, base)
+        from .int4 import Int4Buffer
+        if isinstance(base, Int4Buffer):
+            return base.load(self.int4_indices(n, base))
         if is_ir(base):
             raise self.error(n, "cannot index an expression")
         key = self.eval(n.slice)

@@ -29,6 +29,7 @@ from .tile_ascend import TileAscend
 from .atomic import Atomics
 from .control import ControlFlow
 from .views import Views
+from .int4 import Int4Buffer, Int4s
 from .gemm_sp import GemmSparse
 from .sync_all import scalars_per_core, split_launch
 from .simt import Simt
@@ -155,7 +156,7 @@ def _source(fn, file: str):
 
 
 class KernelBuilder(ExprVisitor, ControlFlow, TileOps, Dialect, TileAscend, Eager, Atomics, Views,
-                    Bindings, GemmSparse, Simt):
+                    Bindings, GemmSparse, Simt, Int4s):
     def __init__(self, fn, file: str | None = None, symbols: dict | None = None, eager=None):
         self.fn = fn
         self.file = file or inspect.getsourcefile(fn) or "<unknown>"
@@ -537,6 +538,8 @@ class KernelBuilder(ExprVisitor, ControlFlow, TileOps, Dialect, TileAscend, Eage
         from .views import TileView
         if isinstance(buf, TileView):
             return self.view_store(target, buf, value, node)
+        if isinstance(buf, Int4Buffer):
+            return self.int4_store(target, buf, value, node)
         if isinstance(buf, Load) and self.is_scalar(buf.buffer):  # x[0] = v on a scalar
             buf = buf.buffer
         if not isinstance(buf, Buffer):
@@ -635,7 +638,8 @@ class KernelBuilder(ExprVisitor, ControlFlow, TileOps, Dialect, TileAscend, Eage
                 if not isinstance(s, int) or isinstance(s, bool) or s <= 0:
                     raise self.error(call.args[0] if call.args else call,
                                      f"tile shapes must be positive constant ints, got {show(s)}")
-        dt = self.dtype(dtype, call.args[-1] if call.args else call)
+        int4 = dtype == "int4" and scope != "var"
+        dt = "int4x2" if int4 else self.dtype(dtype, call.args[-1] if call.args else call)
         if mem in ("local", "local.var") and math.prod(shape) == 1 and scope in (
                 "shared", "fragment"):
             # one per-thread register: a scalar (alloc_var), which every core that reads it
@@ -646,6 +650,9 @@ class KernelBuilder(ExprVisitor, ControlFlow, TileOps, Dialect, TileAscend, Eage
         if scope == "var" and self.parallel_depth:
             return self.lane_var(name, dt, init, call)
         unique = self.fresh_buffer_name(name)
+        if int4:
+            return Alloc(self.int4_buffer(name, unique, tuple(shape), scope, call), None,
+                         self.loc(call))
         shape, scope = self.per_thread_alloc(unique, kind, tuple(shape), scope)
         buf = Buffer(unique, shape, dt, scope)
         self.bind(name, buf)
