@@ -255,6 +255,11 @@ def _problems(node):
         elif not dual and _squeeze(node.src.extent) != _squeeze(node.dst.extent):
             yield (f"copy shapes differ: source {node.src.extent}, destination "
                    f"{node.dst.extent}")
+        kinds = {node.src.buffer.dtype, node.dst.buffer.dtype}
+        if "int4x2" in kinds and len(kinds) == 2:
+            other = (kinds - {"int4x2"}).pop()
+            yield (f"a copy between int4 and {other} would move packed bytes, not values; "
+                   "convert element by element in T.Parallel (`t8[i, k] = t4[i, k]`)")
         if node.atomic == "relu":
             if node.src.buffer.scope not in ("L0C", "fragment"):
                 yield (f"a relu copy (enable_relu=True) is the FixPipe's mode: its source is an "
@@ -298,6 +303,9 @@ def _problems(node):
                    f"block-scaled MMAD only: pass scale_A, scale_B and scale_gran")
     elif isinstance(node, Fill):
         yield from _region_problems(node.dst, "fill")
+        if node.dst.buffer.dtype == "int4x2" and node.value != Const(0):
+            yield ("a fill of an int4 tile would write bytes, not values; T.clear it, or "
+                   "store the values element by element in a T.serial loop")
     elif isinstance(node, Reduce):
         yield from _region_problems(node.src, "reduce source")
         yield from _region_problems(node.dst, "reduce destination")
