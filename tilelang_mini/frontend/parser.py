@@ -30,6 +30,7 @@ from .atomic import Atomics
 from .control import ControlFlow
 from .views import Views
 from .int4 import Int4Buffer, Int4s
+from .rng import Rng
 from .gemm_sp import GemmSparse
 from .sync_all import scalars_per_core, split_launch
 from .simt import Simt
@@ -156,7 +157,7 @@ def _source(fn, file: str):
 
 
 class KernelBuilder(ExprVisitor, ControlFlow, TileOps, Dialect, TileAscend, Eager, Atomics, Views,
-                    Bindings, GemmSparse, Simt, Int4s):
+                    Bindings, GemmSparse, Simt, Int4s, Rng):
     def __init__(self, fn, file: str | None = None, symbols: dict | None = None, eager=None):
         self.fn = fn
         self.file = file or inspect.getsourcefile(fn) or "<unknown>"
@@ -179,6 +180,7 @@ class KernelBuilder(ExprVisitor, ControlFlow, TileOps, Dialect, TileAscend, Eage
         self.eager = eager  # an EagerCall when the function is a TileLang eager jit function
         self.parallel_depth = 0
         self.parallel_loops: list = []  # (IR names, extents) of the open T.Parallel loops
+        self.parallel_outer: list = []  # for each: the open_bodies index of its enclosing list
         self.loop_names: list = []  # IR names of the enclosing loops' variables
         self.open_bodies: list[list] = []  # statement lists being built (innermost last)
         self.captures: dict = {}  # (id(scope), name) -> Capture
