@@ -56,7 +56,7 @@ def test_int4_elements(target):
     @T.prim_func
     def main(X: T.Tensor((8, 32), T.int4), Y: T.Tensor((8, 32), T.int32),
              Z: T.Tensor((8, 32), T.int4)):
-        with T.Kernel(1) as bx:
+        with T.Kernel(1) as _:
             x = T.alloc_fragment((8, 32), T.int4)
             y = T.alloc_fragment((8, 32), T.int32)
             T.copy(X, x)
@@ -90,12 +90,13 @@ def test_int4_errors():
     def build(body):
         @T.prim_func
         def main(X: T.Tensor((8, 32), T.int4), Y: T.Tensor((8, 32), T.int8)):
-            with T.Kernel(1) as bx:
+            with T.Kernel(1) as _:
                 body(X, Y)
         return main
 
     def odd(X, Y):
-        t = T.alloc_fragment((8, 31), T.int4)  # noqa: F841
+        t = T.alloc_fragment((8, 31), T.int4)
+        T.clear(t)
 
     def parallel_store(X, Y):
         t = T.alloc_fragment((8, 32), T.int4)

@@ -55,9 +55,9 @@ def test_rand_float_and_serial_draws(target):
     """Two maps continue one stream; draws in serial code take one output each; floats are
     cuRAND's uniform x * 2^-32 + 2^-33."""
     @T.prim_func
-    def main(S: T.Tensor((2,), "int64"), F: T.Tensor((4, 16), "float32"),
-             U: T.Tensor((3,), "uint32")):
-        with T.Kernel(1) as bx:
+    def main(S: T.Tensor((2,), T.int64), F: T.Tensor((4, 16), T.float32),
+             U: T.Tensor((3,), T.uint32)):
+        with T.Kernel(1) as _:
             T.rng_init(S[0], S[1], 5)
             f = T.alloc_fragment((4, 16), "float32")
             for i, j in T.Parallel(2, 16):
@@ -83,8 +83,8 @@ def test_rand_float_and_serial_draws(target):
 def test_rng_errors():
     def build(body):
         @T.prim_func
-        def main(Y: T.Tensor((16,), "uint32")):
-            with T.Kernel(1) as bx:
+        def main(Y: T.Tensor((16,), T.uint32)):
+            with T.Kernel(1) as _:
                 body(Y)
         return main
 

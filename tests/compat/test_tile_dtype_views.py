@@ -23,7 +23,7 @@ def scratch_reuse(Q, KV, BS=16, D=32, H=16, NB=2):
     KV: T.Tensor((NB * BS, D), T.bfloat16)
     dKV = T.empty((NB * BS, D), T.float32)
 
-    with T.Kernel(1, threads=128) as bx:
+    with T.Kernel(1, threads=128) as _:
         Q_shared = T.alloc_shared([H, D], T.bfloat16)
         KV_shared = T.alloc_shared([BS, D], T.bfloat16)
         P_shared = T.alloc_shared([H, BS], T.bfloat16)
@@ -65,10 +65,10 @@ def test_views_read_and_write_the_tile_bytes(target):
     int32 (4 bytes an element, a view whose rows straddle the tile's), and halves written
     through a narrower view in a serial loop: bit-exact against NumPy's views of the bytes."""
     @T.prim_func
-    def main(X: T.Tensor((8, 16), "float32"), B: T.Tensor((6, 16), "int8"),
-             H: T.Tensor((8, 32), "bfloat16"), W: T.Tensor((4, 6), "int32"),
-             Bo: T.Tensor((6, 16), "int8"), Z: T.Tensor((8, 16), "float32")):
-        with T.Kernel(1) as bx:
+    def main(X: T.Tensor((8, 16), T.float32), B: T.Tensor((6, 16), T.int8),
+             H: T.Tensor((8, 32), T.bfloat16), W: T.Tensor((4, 6), T.int32),
+             Bo: T.Tensor((6, 16), T.int8), Z: T.Tensor((8, 16), T.float32)):
+        with T.Kernel(1) as _:
             x = T.alloc_fragment((8, 16), "float32")
             h = T.alloc_fragment((8, 32), "bfloat16")
             b = T.alloc_fragment((6, 16), "int8")
@@ -111,17 +111,19 @@ def test_views_read_and_write_the_tile_bytes(target):
 def test_tile_view_errors():
     def build(body):
         @T.prim_func
-        def main(X: T.Tensor((8, 8), "float32")):
-            with T.Kernel(1) as bx:
+        def main(X: T.Tensor((8, 8), T.float32)):
+            with T.Kernel(1) as _:
                 t = T.alloc_fragment((8, 8), "float32")
                 body(X, t)
         return main
 
     def wrong_bytes(X, t):
-        v = T.view(t, shape=[64], dtype="int16")  # noqa: F841
+        v = T.view(t, shape=[64], dtype="int16")
+        T.clear(v)
 
     def bool_view(X, t):
-        v = T.view(t, shape=[256], dtype="bool")  # noqa: F841
+        v = T.view(t, shape=[256], dtype="bool")
+        T.clear(v)
 
     def narrow_store(X, t):
         v = T.view(t, [8, 16], "bfloat16")
