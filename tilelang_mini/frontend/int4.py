@@ -86,8 +86,5 @@ class Int4s:
         return [view.store(self.int4_indices(target, view), value, self.loc(node))]
 
     def int4_indices(self, n: ast.Subscript, view: Int4Buffer) -> tuple:
-        nodes = n.slice.elts if isinstance(n.slice, ast.Tuple) else [n.slice]
-        if any(isinstance(x, ast.Slice) for x in nodes) or len(nodes) != len(view.shape):
-            raise self.error(n, f"int4 buffer '{view.name}' {list(view.shape)} is indexed "
-                                f"element by element with {len(view.shape)} indices here")
-        return tuple(self.eval(x) for x in nodes)
+        return self.element_indices(n, view.shape, f"int4 buffer '{view.name}' "
+                                                   f"{list(view.shape)} (outside T.copy/T.gemm)")

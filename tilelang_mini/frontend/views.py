@@ -310,10 +310,15 @@ class Views:
         return view.stores(self.view_indices(target, view), value, self.loc(node))
 
     def view_indices(self, n: ast.Subscript, view: TileView) -> tuple:
+        return self.element_indices(n, view.shape, f"a view of tile '{view.base.name}' as "
+                                                   f"{list(view.shape)}")
+
+    def element_indices(self, n: ast.Subscript, shape: tuple, what: str) -> tuple:
+        """The indices of `x[i, j]` where x (`what`) is accessed element by element only."""
         nodes = n.slice.elts if isinstance(n.slice, ast.Tuple) else [n.slice]
-        if any(isinstance(x, ast.Slice) for x in nodes) or len(nodes) != len(view.shape):
-            raise self.error(n, f"a view of tile '{view.base.name}' as {list(view.shape)} is "
-                                f"indexed element by element with {len(view.shape)} indices")
+        if any(isinstance(x, ast.Slice) for x in nodes) or len(nodes) != len(shape):
+            raise self.error(n, f"{what} is indexed element by element with {len(shape)} "
+                                "indices")
         return tuple(self.eval(x) for x in nodes)
 
     def view_reduce(self, kind: str, view: TileView, out_node, dim, clear: bool, call) -> list:
