@@ -141,3 +141,21 @@ def test_tile_view_errors():
             build(body)
         msg = str(err.value)
         assert words in msg and "test_tile_dtype_views.py" in msg, msg
+
+
+def test_narrow_view_with_odd_rows(target):
+    """An int32 tile read as int16 rows of odd length (a row ends inside a tile element)."""
+    @T.prim_func
+    def main(X: T.Tensor((3, 5), T.int32), Y: T.Tensor((2, 15), T.int16)):
+        with T.Kernel(1) as _:
+            x = T.alloc_fragment((3, 5), "int32")
+            y = T.alloc_fragment((2, 15), "int16")
+            T.copy(X, x)
+            v = T.view(x, [2, 15], "int16")
+            for i, j in T.Parallel(2, 15):
+                y[i, j] = v[i, j]
+            T.copy(y, Y)
+
+    kernel = tilelang.compile(main, out_idx=[1], target=target)
+    x = np.random.default_rng(5).integers(-2**31, 2**31, (3, 5)).astype(np.int32)
+    assert np.array_equal(kernel(x), x.view(np.int16).reshape(2, 15))
