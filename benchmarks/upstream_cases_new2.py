@@ -398,15 +398,20 @@ def _(m, rng):
 
 
 @case("tl/rand/rand_uint", TL, "examples/rand/rand_uint.py",
-      "Philox T.rng_init / T.rng_rand per GPU thread: expected a located error")
+      "T.rng_init / T.rng_rand: cuRAND's Philox4x32-10 stream, one generator a block "
+      "(threads=1), bit-exact against a NumPy Philox")
 def _(m, rng):
+    from tilelang_mini.testing.references import philox_stream
     fn = m["tilelang_rand_1d"]
-
-    def cmp(got, want):  # no bit-exact reference of the GPU generator: values in range
-        assert got.shape == want.shape
-    chk = Check(lambda: fn(M=256, seed=42), [], {0: np.zeros(256)}, "float32", compare=cmp)
-    chk.fn.kernel_for = lambda: fn.kernel_for(M=256, seed=42)
-    return [chk]
+    checks = []
+    for M, seed in ((256, 42), (200, 123)):
+        def cmp(got, want):
+            assert np.array_equal(got, want), "not the Philox stream"
+        chk = Check(lambda M=M, seed=seed: fn(M=M, seed=seed), [],
+                    {0: philox_stream(seed, 0, 0, M)}, "float32", compare=cmp)
+        chk.fn.kernel_for = lambda M=M, seed=seed: fn.kernel_for(M=M, seed=seed)
+        checks.append(chk)
+    return checks
 
 
 @case("tl/deepseek_nsa/nsa_fwd", TL, "examples/deepseek_nsa/example_tilelang_nsa_fwd.py",

@@ -26,6 +26,7 @@ STORAGE = {
     "int32": (I32, 4), "bool": (I8, 1),
     "int8": (I8, 1), "uint8": (I8, 1), "int16": (I16, 2), "uint16": (I16, 2),
     "uint32": (I32, 4), "int64": (I64, 8), "float4_e2m1fn_x2": (I8, 1),
+    "int4x2": (I8, 1),
 }
 UNSIGNED = ("uint8", "uint16", "uint32", "float4_e2m1fn_x2")  # zero-extended when loaded (the others sign-extend)
 

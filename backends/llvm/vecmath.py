@@ -20,7 +20,7 @@ from .irutil import (F16, F32, I8, I16, I32, I64, STORAGE, UNSIGNED, Emitter, co
                      like)
 
 INT_STORAGE = ("int8", "uint8", "int16", "uint16", "int32", "uint32", "int64",
-               "float4_e2m1fn_x2")  # packed FP4 codes: the byte as an unsigned integer
+               "float4_e2m1fn_x2", "int4x2")  # packed FP4 codes: the byte as an unsigned integer
 
 FLOATS = FLOAT_DTYPES
 

@@ -29,6 +29,7 @@ class Chip:
     costs: Costs
     fp8_cube: bool = False              # the cube multiplies FP8 (e4m3/e5m2) operands
     mx_gran: int = 0                    # K values per UE8M0 scale of the scaled MMAD (0: none)
+    int4_cube: bool = True              # the cube multiplies packed int4 (int4x2) operands
 
     def capacity_of(self, scope: str) -> int:
         return dict(self.capacity)[scope]
@@ -55,6 +56,7 @@ ASCEND950 = replace(
               ("UB", 248 * KIB)),
     direct_l0c_to_ub=True, direct_ub_to_l1=True, cross_flags=16, clock_ghz=1.65,
     peak_bf16_tflops=432.0, costs=COSTS_950, fp8_cube=True, mx_gran=32,
+    int4_cube=False,
 )
 
 CHIPS = {c.name: c for c in (ASCEND910B, ASCEND950)}

@@ -182,6 +182,7 @@ class ControlFlow:
         self.parallel_depth += kind == "parallel"
         if kind == "parallel":  # a name bound in the body may need a per-iteration copy
             self.parallel_loops.append((names, tuple(extents)))
+            self.parallel_outer.append(len(self.open_bodies) - 1)
         outer = self.with_ranges(names, extents)
         self.loop_names.extend(names)
         try:
@@ -191,6 +192,7 @@ class ControlFlow:
             self.parallel_depth -= kind == "parallel"
             if kind == "parallel":
                 self.parallel_loops.pop()
+                self.parallel_outer.pop()
             self.var_ranges = outer
         self.scopes.pop()
         if kind == "parallel" and any(isinstance(b, ParallelAtomic) for b in body):

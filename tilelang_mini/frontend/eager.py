@@ -82,8 +82,10 @@ class Eager:
         if actual is not None and tuple(actual[0]) != tuple(shape):
             raise self.error(where, f"'{name}' is annotated with shape {tuple(shape)} but the "
                                     f"argument has shape {tuple(actual[0])}")
-        dtype = self.dtype(ann.dtype, where)
         self.buffer_names.add(name)
+        if ann.dtype == "int4":  # the caller passes the packed bytes (frontend/int4.py)
+            return self.int4_buffer(name, name, tuple(shape), "global", where)
+        dtype = self.dtype(ann.dtype, where)
         buf = Buffer(name, tuple(shape), dtype, "global")
         self.bind(name, buf)
         return buf

@@ -93,7 +93,7 @@ class ExprVisitor:
             if dtypes.canonical(n.attr):
                 return n.attr  # T.float16 and friends
             if n.attr in ("get_thread_binding", "thread_binding", "tvm_warp_shuffle",
-                          "get_block_binding"):
+                          "get_block_binding", "rng_init", "rng_rand", "rng_rand_float"):
                 return Marker(n.attr)
             self.unknown_name(n.attr, n)
             close = difflib.get_close_matches(n.attr, [*T_module.__all__, *dtypes.DTYPES], n=1)
@@ -268,6 +268,9 @@ class ExprVisitor:
         from .views import TileView
         if isinstance(base, TileView):
             return self.view_load(n, base)
+        from .int4 import Int4Buffer
+        if isinstance(base, Int4Buffer):
+            return base.load(self.int4_indices(n, base))
         if is_ir(base):
             raise self.error(n, "cannot index an expression")
         key = self.eval(n.slice)
@@ -347,6 +350,8 @@ class ExprVisitor:
             return ThreadIndex(dim) if self.simt is None else self.thread_index(dim)
         if name == "thread_binding":
             return self.bound_thread(n)
+        if name in ("rng_rand", "rng_rand_float"):  # frontend/rng.py
+            return self.rng_value(name, n)
         if name == "tvm_warp_shuffle":
             return self.warp_shuffle(n)
         if name == "get_block_binding":  # the T.Kernel's block variable of that dimension

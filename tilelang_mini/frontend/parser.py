@@ -29,6 +29,8 @@ from .tile_ascend import TileAscend
 from .atomic import Atomics
 from .control import ControlFlow
 from .views import Views
+from .int4 import Int4Buffer, Int4s
+from .rng import Rng
 from .gemm_sp import GemmSparse
 from .sync_all import scalars_per_core, split_launch
 from .simt import Simt
@@ -155,7 +157,7 @@ def _source(fn, file: str):
 
 
 class KernelBuilder(ExprVisitor, ControlFlow, TileOps, Dialect, TileAscend, Eager, Atomics, Views,
-                    Bindings, GemmSparse, Simt):
+                    Bindings, GemmSparse, Simt, Int4s, Rng):
     def __init__(self, fn, file: str | None = None, symbols: dict | None = None, eager=None):
         self.fn = fn
         self.file = file or inspect.getsourcefile(fn) or "<unknown>"
@@ -178,6 +180,7 @@ class KernelBuilder(ExprVisitor, ControlFlow, TileOps, Dialect, TileAscend, Eage
         self.eager = eager  # an EagerCall when the function is a TileLang eager jit function
         self.parallel_depth = 0
         self.parallel_loops: list = []  # (IR names, extents) of the open T.Parallel loops
+        self.parallel_outer: list = []  # for each: the open_bodies index of its enclosing list
         self.loop_names: list = []  # IR names of the enclosing loops' variables
         self.open_bodies: list[list] = []  # statement lists being built (innermost last)
         self.captures: dict = {}  # (id(scope), name) -> Capture
@@ -471,7 +474,7 @@ class KernelBuilder(ExprVisitor, ControlFlow, TileOps, Dialect, TileAscend, Eage
                                           "(before `with T.Kernel`); inside a kernel allocate "
                                           "tiles with T.alloc_shared/T.alloc_fragment")
         if isinstance(target, ast.Subscript):
-            return [self.store(target, self.eval(s.value), s)]
+            return self.store(target, self.eval(s.value), s)
         stmts = []
         if isinstance(s.value, ast.Call) and isinstance(self.eval_callee(s.value.func), T_module.Macro):
             stmts, value = self.assign_macro(s.value)  # its tiles, or a trace-time value
@@ -512,7 +515,7 @@ class KernelBuilder(ExprVisitor, ControlFlow, TileOps, Dialect, TileAscend, Eage
             raise self.error(s, f"unsupported operator {type(s.op).__name__}")
         if isinstance(s.target, ast.Subscript):
             old = self.eval(s.target)
-            return [self.store(s.target, binop(op, old, self.eval(s.value)), s)]
+            return self.store(s.target, binop(op, old, self.eval(s.value)), s)
         if isinstance(s.target, ast.Name):
             current = self.lookup(s.target.id, s.target)
             if isinstance(current, Buffer) and self.is_scalar(current):
@@ -532,19 +535,20 @@ class KernelBuilder(ExprVisitor, ControlFlow, TileOps, Dialect, TileAscend, Eage
                 return scope[name]
         return None
 
-    def store(self, target: ast.Subscript, value, node) -> Store:
+    def store(self, target: ast.Subscript, value, node) -> list:
         buf = self.eval(target.value)
         from .views import TileView
         if isinstance(buf, TileView):
-            idx = buf.base_indices(self.view_indices(target, buf))
-            return Store(buf.base, idx, as_expr(value), self.loc(node))
+            return self.view_store(target, buf, value, node)
+        if isinstance(buf, Int4Buffer):
+            return self.int4_store(target, buf, value, node)
         if isinstance(buf, Load) and self.is_scalar(buf.buffer):  # x[0] = v on a scalar
             buf = buf.buffer
         if not isinstance(buf, Buffer):
             raise self.error(target, "only buffers can be assigned element-wise")
         idx = self.indices(target, buf)
         st = Store(buf, idx, as_expr(value), self.loc(node))
-        return self.guard_global(st) if self.parallel_depth else st
+        return [self.guard_global(st) if self.parallel_depth else st]
 
     def guard_global(self, st: Store):
         """TileLang's safe memory access: inside T.Parallel, an element of a global tensor
@@ -636,7 +640,8 @@ class KernelBuilder(ExprVisitor, ControlFlow, TileOps, Dialect, TileAscend, Eage
                 if not isinstance(s, int) or isinstance(s, bool) or s <= 0:
                     raise self.error(call.args[0] if call.args else call,
                                      f"tile shapes must be positive constant ints, got {show(s)}")
-        dt = self.dtype(dtype, call.args[-1] if call.args else call)
+        int4 = dtype == "int4" and scope != "var"
+        dt = "int4x2" if int4 else self.dtype(dtype, call.args[-1] if call.args else call)
         if mem in ("local", "local.var") and math.prod(shape) == 1 and scope in (
                 "shared", "fragment"):
             # one per-thread register: a scalar (alloc_var), which every core that reads it
@@ -647,6 +652,9 @@ class KernelBuilder(ExprVisitor, ControlFlow, TileOps, Dialect, TileAscend, Eage
         if scope == "var" and self.parallel_depth:
             return self.lane_var(name, dt, init, call)
         unique = self.fresh_buffer_name(name)
+        if int4:
+            return Alloc(self.int4_buffer(name, unique, tuple(shape), scope, call), None,
+                         self.loc(call))
         shape, scope = self.per_thread_alloc(unique, kind, tuple(shape), scope)
         buf = Buffer(unique, shape, dt, scope)
         self.bind(name, buf)

@@ -229,7 +229,11 @@ class TileOps:
             from ..ir.nodes import Store
             zero = const(0) if dtypes.is_int(var.dtype) else const(0.0)
             return Store(var, self.scalar_index(var), zero, self.loc(call))
-        r = self.full_region(a["buffer"], point_ok=True)
+        from .views import TileView
+        view = None if isinstance(a["buffer"], ast.Subscript) else self.eval(a["buffer"])
+        # all-zero bits: T.clear of a view, of any dtype, clears its tile
+        r = Region.full(view.base) if isinstance(view, TileView) else \
+            self.full_region(a["buffer"], point_ok=True)
         zero = const(0) if dtypes.is_int(r.buffer.dtype) else const(0.0)
         return Fill(r, zero, self.loc(call))
 
@@ -515,11 +519,15 @@ class TileOps:
             raise self.error(node, "expected a buffer or a sliced region of one")
         return Region(r[0], r[1], tuple(r[2]))
 
-    def region(self, node, runtime=False):
+    def region(self, node, runtime=False, base=None):
         """(buffer, starts, extents-with-None-for-points) of a buffer, A[i, j] or A[a:b, c:d];
-        with `runtime`, a slice of run-time length has a RunTime extent (T.copy's rows)."""
+        with `runtime`, a slice of run-time length has a RunTime extent (T.copy's rows); `base`:
+        the buffer the subscript's base stands for (an int4 buffer's logical shape)."""
+        from .int4 import Int4Buffer
         if isinstance(node, ast.Subscript):
-            buf = self.eval(node.value)
+            buf = self.eval(node.value) if base is None else base
+            if isinstance(buf, Int4Buffer):
+                return self.int4_region(node, buf, runtime)
             if not isinstance(buf, Buffer):
                 raise self.error(node, f"expected a buffer region, got {show(buf)}")
             elts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
@@ -554,7 +562,13 @@ class TileOps:
             return buf, tuple(starts), extents
         v = self.eval(node)
         from .views import TileView
+        if isinstance(v, Int4Buffer):  # all of an int4 buffer: all its bytes
+            v = v.packed
         if isinstance(v, TileView):  # a whole view is its whole base (T.clear, T.fill)
+            if v.dtype is not None:
+                raise self.error(node, f"'{v.base.name}' viewed as {v.dtype} is read and "
+                                       "written element by element (in T.Parallel); tile "
+                                       "ops other than T.clear take the tile itself")
             v = v.base
         if isinstance(v, Load) and len(v.indices) == len(v.buffer.shape):
             # `X[i, j]` reaching here through a name (a T.macro argument): its start corner

@@ -20,7 +20,8 @@ from dataclasses import dataclass
 from .. import language as T_module
 from ..ir import dtypes
 from ..ir.analysis import GM_SCOPES
-from ..ir.nodes import Alloc, Buffer, Call, Cast, Copy, For, Load, Region, Store, Var
+from ..ir.nodes import (Alloc, Buffer, Call, Cast, Copy, For, Load, Region, Reinterpret,
+                        Store, Var)
 from .common import show
 from .exprs import as_expr, binop, const, region_dims, region_index, reinterpret
 
@@ -37,14 +38,91 @@ class BufferData:
     buffer: Buffer
 
 
+_UINT = {1: "uint8", 2: "uint16", 4: "uint32"}
+
+
 @dataclass(frozen=True)
 class TileView:
-    """`T.reshape(tile, shape)` of an on-chip tile: the same elements in row-major order under
-    another shape. Element accesses become accesses of `base` (so writes through either name
-    are seen through the other); whole-view T.clear/T.fill/T.reduce_* are supported."""
+    """`T.reshape(tile, shape)` / `T.view(tile, shape, dtype)` of an on-chip tile: the tile's
+    memory under another shape (and maybe dtype). Element accesses become accesses of `base`
+    (so writes through either name are seen through the other, and the sync analysis orders
+    them as accesses of one tile); whole-view T.clear/T.fill/T.reduce_* are supported.
+
+    With another `dtype`, view element k is the k-th group of bytes of the tile (row-major,
+    little-endian, as the tile's bytes would be): a wider view (bf16 tile as float32) reads two
+    tile elements and joins their bits, and a store writes both; a narrower one (float32 tile
+    as bfloat16) reads part of an element's bits, and a store rewrites that part of it:
+
+        v = T.view(s, [8, 64], "float32")   (s: [16, 64] bfloat16)
+        v[i, j]        ->  reinterpret(u32(bits(s[2i + (2j) // 64, (2j) % 64]))
+                                       | u32(bits(s[.., (2j + 1) % 64])) << 16, float32)
+        v[i, j] = x    ->  s[.., (2j) % 64] = reinterpret(u16(bits(x) & 65535), bfloat16)
+                           s[.., (2j + 1) % 64] = reinterpret(u16(bits(x) >> 16 & 65535), ...)
+    """
 
     base: Buffer
     shape: tuple
+    dtype: str | None = None  # None: the base's
+
+    @property
+    def elem_dtype(self) -> str:
+        return self.dtype or self.base.dtype
+
+    def load(self, idx: tuple):
+        """The value of view element `idx`."""
+        if self.dtype is None:
+            return Load(self.base, self.base_indices(idx))
+        vs, bs = dtypes.itemsize(self.dtype), dtypes.itemsize(self.base.dtype)
+        if vs > bs:
+            bits = 0
+            for m, bidx in enumerate(self._wide_parts(idx)):
+                part = _bits(Load(self.base, bidx), self.base.dtype)
+                bits = binop("|", bits, binop("<<", part, 8 * bs * m) if m else part)
+            return _from_bits(bits, self.dtype)
+        bidx, shift = self._narrow_part(idx)
+        whole = _bits(Load(self.base, bidx), self.base.dtype)
+        return _from_bits(binop("&", binop(">>", whole, shift), (1 << 8 * vs) - 1), self.dtype)
+
+    def stores(self, idx: tuple, value, loc) -> list:
+        """The stores of `value` into view element `idx` (one per tile element it touches)."""
+        if self.dtype is None:
+            return [Store(self.base, self.base_indices(idx), as_expr(value), loc)]
+        vs, bs = dtypes.itemsize(self.dtype), dtypes.itemsize(self.base.dtype)
+        bits = _bits(Cast(self.dtype, as_expr(value)), self.dtype)
+        if vs > bs:
+            mask = (1 << 8 * bs) - 1
+            return [Store(self.base, bidx, _from_bits(binop("&", binop(">>", bits, 8 * bs * m)
+                                                            if m else bits, mask),
+                                                      self.base.dtype), loc)
+                    for m, bidx in enumerate(self._wide_parts(idx))]
+        bidx, shift = self._narrow_part(idx)
+        old = _bits(Load(self.base, bidx), self.base.dtype)
+        keep = binop("&", old, Call("bitwise_not", (as_expr(binop("<<", (1 << 8 * vs) - 1,
+                                                                      shift)),)))
+        return [Store(self.base, bidx, _from_bits(binop("|", keep, binop("<<", bits, shift)),
+                                                  self.base.dtype), loc)]
+
+    def _wide_parts(self, idx: tuple) -> list:
+        """Indices into `base` of the tile elements view element `idx` spans, lowest first."""
+        r = dtypes.itemsize(self.dtype) // dtypes.itemsize(self.base.dtype)
+        unit = TileView(self.base, tuple(self.shape) + (r,))
+        return [unit.base_indices(tuple(idx) + (m,)) for m in range(r)]
+
+    def _narrow_part(self, idx: tuple) -> tuple:
+        """(indices into `base` of the tile element holding view element `idx`, the bit offset
+        of the view element in it)."""
+        vs = dtypes.itemsize(self.dtype)
+        q = dtypes.itemsize(self.base.dtype) // vs
+        if self.shape[-1] % q == 0:
+            unit = TileView(self.base, tuple(self.shape[:-1]) + (self.shape[-1] // q,))
+            return (unit.base_indices(tuple(idx[:-1]) + (binop("//", idx[-1], q),)),
+                    as_expr(binop("*", binop("%", idx[-1], q), 8 * vs)))
+        flat = 0
+        for d, i in zip(self.shape, idx):
+            flat = binop("+", binop("*", flat, d), i)
+        unit = TileView(self.base, (self.base.numel,))
+        return (unit.base_indices((binop("//", flat, q),)),
+                as_expr(binop("*", binop("%", flat, q), 8 * vs)))
 
     def base_indices(self, idx: tuple) -> tuple:
         """Indices into `base` of view element `idx` (dims grouped where the products agree:
@@ -75,6 +153,22 @@ class TileView:
                     out.append(binop("%", binop("//", flat, inner), bs[k]) if len(gj) > 1
                                else flat)
         return tuple(as_expr(x) for x in out)
+
+
+
+
+def _bits(value, dtype: str):
+    """The bits of a `dtype` value as an unsigned integer."""
+    if dtype in dtypes.UNSIGNED_DTYPES:
+        return value
+    return Reinterpret(_UINT[dtypes.itemsize(dtype)], dtype, as_expr(value))
+
+
+def _from_bits(bits, dtype: str):
+    """The `dtype` value of unsigned integer bits."""
+    u = _UINT[dtypes.itemsize(dtype)]
+    value = Cast(u, as_expr(bits))
+    return value if dtype == u else Reinterpret(dtype, u, value)
 
 
 @dataclass(frozen=True)
@@ -138,17 +232,9 @@ class Views:
             base = base.base
         if base.scope not in GM_SCOPES:
             shape = self.const_shape(shape, call)
-            if dtype is not None and self.dtype(dtype, call) != base.dtype:
-                raise self.error(call, f"a view of tile '{base.name}' as {dtype}: on-chip "
-                                       "views keep the dtype here; T.reinterpretcast into a "
-                                       "tile of the other dtype")
-            n = 1
-            for d in shape:
-                n *= d
-            if n != base.numel:
-                raise self.error(call, f"a view of tile '{base.name}' {list(base.shape)} as "
-                                       f"{list(shape)}: the element counts differ")
-            self.bind(name, TileView(base, shape))
+            dt = self.dtype(dtype, call) if dtype is not None else base.dtype
+            self.check_tile_view(base, shape, dt, call)
+            self.bind(name, TileView(base, shape, None if dt == base.dtype else dt))
             return []
         for h in self.hidden_list():
             if h.buffer == base:
@@ -170,6 +256,27 @@ class Views:
         self.bind(name, buf)
         return []
 
+    def check_tile_view(self, base: Buffer, shape: tuple, dt: str, call):
+        """A view of tile `base` as `shape` `dt` covers its bytes exactly, and a dtype change
+        splits or joins whole elements of at most 4 bytes."""
+        n = dtypes.itemsize(dt)
+        for d in shape:
+            n *= d
+        have = base.numel * dtypes.itemsize(base.dtype)
+        if n != have:
+            what = "the element counts differ" if dt == base.dtype else \
+                f"{have} bytes as {n} bytes"
+            raise self.error(call, f"a view of tile '{base.name}' {list(base.shape)} "
+                                   f"{base.dtype} as {list(shape)} {dt}: {what}")
+        if dt == base.dtype:
+            return
+        sizes = sorted((dtypes.itemsize(dt), dtypes.itemsize(base.dtype)))
+        if "bool" in (dt, base.dtype) or sizes[1] > 4 or sizes[1] % sizes[0]:
+            raise self.error(call, f"a view of tile '{base.name}' ({base.dtype}) as {dt} is "
+                                   "not supported: views between dtypes of 1, 2 or 4 bytes "
+                                   "(not bool) are; T.cast the values into a tile of the "
+                                   "other dtype")
+
     def view_assign(self, name: str, value, call) -> list | None:
         """`x = T.Tensor(shape, dtype, buf.data)`: a view; None when `value` is not one."""
         if isinstance(value, T_module.TensorType) and isinstance(value.data, BufferData):
@@ -187,13 +294,31 @@ class Views:
         return self.gm_view(name, base, self.eval(a["shape"]), dtype, call)
 
     def view_load(self, n: ast.Subscript, view: TileView):
-        return Load(view.base, view.base_indices(self.view_indices(n, view)))
+        return view.load(self.view_indices(n, view))
+
+    def view_store(self, target: ast.Subscript, view: TileView, value, node) -> list:
+        """`view[i, j] = value`: the stores into the viewed tile. A store into a narrower
+        view rewrites part of a tile element, which the lanes of a T.Parallel map would race
+        on (two lanes, one element)."""
+        if view.dtype is not None and self.parallel_depth and \
+                dtypes.itemsize(view.dtype) < dtypes.itemsize(view.base.dtype):
+            raise self.error(target, f"a store into '{view.base.name}' ({view.base.dtype}) "
+                                     f"through its {view.dtype} view inside T.Parallel writes "
+                                     "part of an element, which other lanes share; store "
+                                     f"through a view of {view.base.dtype} or a wider dtype, "
+                                     "or in a T.serial loop")
+        return view.stores(self.view_indices(target, view), value, self.loc(node))
 
     def view_indices(self, n: ast.Subscript, view: TileView) -> tuple:
+        return self.element_indices(n, view.shape, f"a view of tile '{view.base.name}' as "
+                                                   f"{list(view.shape)}")
+
+    def element_indices(self, n: ast.Subscript, shape: tuple, what: str) -> tuple:
+        """The indices of `x[i, j]` where x (`what`) is accessed element by element only."""
         nodes = n.slice.elts if isinstance(n.slice, ast.Tuple) else [n.slice]
-        if any(isinstance(x, ast.Slice) for x in nodes) or len(nodes) != len(view.shape):
-            raise self.error(n, f"a view of tile '{view.base.name}' as {list(view.shape)} is "
-                                f"indexed element by element with {len(view.shape)} indices")
+        if any(isinstance(x, ast.Slice) for x in nodes) or len(nodes) != len(shape):
+            raise self.error(n, f"{what} is indexed element by element with {len(shape)} "
+                                "indices")
         return tuple(self.eval(x) for x in nodes)
 
     def view_reduce(self, kind: str, view: TileView, out_node, dim, clear: bool, call) -> list:
@@ -218,7 +343,7 @@ class Views:
         for k, n in zip(keep, names):
             vidx[k] = Var(n)
         vidx[dim] = Var(r)
-        value = Load(view.base, view.base_indices(tuple(vidx)))
+        value = view.load(tuple(vidx))
         if kind in ("abssum", "absmax"):
             value = Call("abs", (value,))
         old = Load(out.buffer, oidx)

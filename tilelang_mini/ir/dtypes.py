@@ -23,6 +23,10 @@ _NUMPY = {
     # block-scaled gemm; elementwise code sees the byte as an unsigned integer (torch's
     # float4_e2m1fn_x2 viewed as uint8)
     "float4_e2m1fn_x2": np.dtype(np.uint8),
+    # two int4 values in one byte (the even index of the last dim in the low nibble, as
+    # AscendC's int4x2_t and TileLang's packing): the storage of a T.int4 buffer, whose last
+    # dim the frontend halves; elementwise code sees the byte as an int8
+    "int4x2": np.dtype(np.int8),
     "bool": np.dtype(np.bool_),
 }
 
@@ -41,10 +45,11 @@ DTYPES = tuple(_NUMPY)
 FLOAT_DTYPES = ("float32", "float16", "bfloat16", "float8_e4m3fn", "float8_e5m2", "float8_e8m0fnu",
                 "float4_e2m1fn")
 # Integer dtypes: values compute as 64-bit integers and wrap to the element type when stored.
-INT_DTYPES = ("int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "float4_e2m1fn_x2")
+INT_DTYPES = ("int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "float4_e2m1fn_x2",
+              "int4x2")
 UNSIGNED_DTYPES = ("uint8", "uint16", "uint32", "float4_e2m1fn_x2")
 # values per stored element along K of a gemm operand (packed FP4: two e2m1 codes per byte)
-PACKED_K = {"float4_e2m1fn_x2": 2}
+PACKED_K = {"float4_e2m1fn_x2": 2, "int4x2": 2}
 
 
 def canonical(name) -> str | None:

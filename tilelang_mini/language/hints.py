@@ -56,11 +56,6 @@ GPU_ONLY = {
            "and per-group offsets, as grouped_gemm_fwd)",
     "make_tensor": "the tensors as kernel parameters (one concatenated tensor and per-group "
                    "offsets, as grouped_gemm_fwd)",
-    "rng_init": "a counter-based generator written as integer arithmetic in a T.Parallel map "
-                "(tilelang-ascend's random_1d: an LCG on int32 tiles); GPU Philox state per "
-                "thread has no counterpart",
-    "rng_rand": "integer arithmetic on a T.Parallel index (see rng_init)",
-    "rng_rand_float": "integer arithmetic on a T.Parallel index (see rng_init)",
     "any_sync": "a reduction over the tile (T.reduce_max of the condition as 0/1) and a "
                 "run-time `if` on its element",
     "tvm_warp_shuffle": "T.reduce_* or T.Parallel over the tile",

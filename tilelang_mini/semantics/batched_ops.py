@@ -20,7 +20,7 @@ from .groups import (
 )
 from .ops import (
     _COMBINE, _squeezed, accumulate, dual_copy_parts, gemm_shape, matrix_ext, read_padded,
-    reduce_axis, sort_rows, write_clipped,
+    reduce_axis, sort_rows, unpack_int4, write_clipped,
 )
 
 
@@ -633,11 +633,13 @@ def _gemm(s: Gemm, ctx):
     va, vb, vc = _region(s.a, ctx), _region(s.b, ctx), _dest(s.c, ctx)
     a2, b2, c2 = (matrix_ext(r, s, "") for r in (s.a, s.b, s.c))
     ta, tb, clear = s.transpose_a, s.transpose_b, s.clear_accum
+    # packed int4 operands: two values a byte along the last dim
+    operand = (lambda v: unpack_int4(v, 2)) if s.a.buffer.dtype == "int4x2" else to_f32
 
     def gemm(env):
         n = env.n
-        a = to_f32(va(env).reshape((n,) + a2))
-        b = to_f32(vb(env).reshape((n,) + b2))
+        a = operand(va(env).reshape((n,) + a2))
+        b = operand(vb(env).reshape((n,) + b2))
         if ta:
             a = a.swapaxes(1, 2)
         if tb:

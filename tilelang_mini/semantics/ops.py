@@ -316,6 +316,15 @@ def unpack_fp4(x: np.ndarray, axis: int) -> np.ndarray:
     return np.moveaxis(vals, -1, axis)
 
 
+def unpack_int4(x: np.ndarray, axis: int) -> np.ndarray:
+    """float32 values of packed int4 pairs (int4x2 bytes, the even index in the low nibble),
+    unpacked along `axis` (twice as long)."""
+    x = np.moveaxis(np.asarray(x).astype(np.uint8), axis, -1)
+    nib = np.stack([x & 15, x >> 4], axis=-1).reshape(x.shape[:-1] + (2 * x.shape[-1],))
+    vals = nib.astype(np.int8) - ((nib & 8).astype(np.int8) << 1)
+    return np.moveaxis(vals.astype(F32), -1, axis)
+
+
 SCALE_DTYPES = ("uint16", "float8_e8m0fnu")  # packed UE8M0 pairs (MN-major) or one UE8M0 each
 
 
@@ -361,6 +370,7 @@ def _gemm(s: Gemm, par=()):
     ta, tb, clear = s.transpose_a, s.transpose_b, s.clear_accum
     scaled = s.scale_gran > 0
     packed = s.a.buffer.dtype in dtypes.PACKED_K
+    int4 = s.a.buffer.dtype == "int4x2"
     if scaled:
         groups, gran = scale_groups(s), s.scale_gran
         m, n, k = gemm_shape(s)
@@ -369,7 +379,10 @@ def _gemm(s: Gemm, par=()):
         da, db = s.scale_a.buffer.dtype, s.scale_b.buffer.dtype
 
     def gemm(env):
-        if packed:  # FP4 codes, K packed two per byte: A's K is its columns (rows transposed)
+        if int4:  # two int4 values a byte along the last dim (K: A [M, K], B [N, K])
+            a = unpack_int4(va(env).reshape(a2), 1)
+            b = unpack_int4(vb(env).reshape(b2), 1)
+        elif packed:  # FP4 codes, K packed two per byte: A's K is its columns (rows transposed)
             a = unpack_fp4(va(env).reshape(a2), 0 if ta else 1)
             b = unpack_fp4(vb(env).reshape(b2), 1 if tb else 0)
         else:

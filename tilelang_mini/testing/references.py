@@ -1,6 +1,6 @@
 """Independent float64 NumPy references of kernel-library functions that both the tests and the
 examples check against (written from the public descriptions: TileKernels' reference functions
-for mHC). Nothing here calls the compiler."""
+for mHC; Random123's Philox4x32-10 for T.rng_rand). Nothing here calls the compiler."""
 from __future__ import annotations
 
 import numpy as np
@@ -61,3 +61,28 @@ def compress_2to4(dense, meta_dtype="int16"):
             field = (0b0100 if nz[0] == 0 else 0b1110) if wide else nz[0] | nz[1] << 2
             meta[r, g // fields] |= field << (4 * (g % fields))
     return vals, meta.astype(np.uint64).astype(np.dtype(meta_dtype).str.replace("i", "u")).view(meta_dtype)
+
+
+_M32 = np.uint64(0xFFFFFFFF)
+
+
+def philox4x32_10(ctr, key):
+    """Philox4x32-10 of counters ctr [n, 4] and key (k0, k1), all uint32 words, in NumPy."""
+    c = [np.asarray(ctr, np.uint64)[:, i] for i in range(4)]
+    k0, k1 = np.uint64(key[0]), np.uint64(key[1])
+    for r in range(10):
+        if r:
+            k0, k1 = (k0 + np.uint64(0x9E3779B9)) & _M32, (k1 + np.uint64(0xBB67AE85)) & _M32
+        p0, p1 = np.uint64(0xD2511F53) * c[0], np.uint64(0xCD9E8D57) * c[2]
+        c = [(p1 >> np.uint64(32)) ^ c[1] ^ k0, p1 & _M32, (p0 >> np.uint64(32)) ^ c[3] ^ k1,
+             p0 & _M32]
+    return np.stack(c, 1).astype(np.uint32)
+
+
+def philox_stream(seed, seq, off, n):
+    """Outputs off .. off + n - 1 of cuRAND's Philox stream (seed, subsequence seq)."""
+    g = np.arange(off, off + n, dtype=np.uint64)
+    ctr = np.stack([(g >> np.uint64(2)) & _M32, g >> np.uint64(34),
+                    np.full_like(g, seq & 0xFFFFFFFF), np.full_like(g, seq >> 32)], 1)
+    words = philox4x32_10(ctr, (seed & 0xFFFFFFFF, seed >> 32))
+    return words[np.arange(n), (g & np.uint64(3)).astype(np.int64)]

@@ -83,6 +83,12 @@ def check(kernel: Kernel, chip: Chip | str | None = None) -> Kernel:
                 "widen the tiles to bfloat16 first (T.copy to a bfloat16 tile) or compile for a "
                 "chip with FP8 (ascend950)", stmt.loc))
             continue
+        if isinstance(stmt, Gemm) and stmt.a.buffer.dtype == "int4x2" and not chip.int4_cube:
+            errors.append(CompileError(
+                f"gemm on int4 operands: the cube of {chip.name} has no int4; unpack the nibbles "
+                "into int8 tiles on the vector unit first (`t8[i, k] = t4[i, k]` in a "
+                "T.Parallel map) and gemm those, or compile for ascend910b", stmt.loc))
+            continue
         if isinstance(stmt, Alloc):  # edited IR text may declare a name twice
             name = stmt.buffer.name
             if name in declared:
@@ -249,6 +255,11 @@ def _problems(node):
         elif not dual and _squeeze(node.src.extent) != _squeeze(node.dst.extent):
             yield (f"copy shapes differ: source {node.src.extent}, destination "
                    f"{node.dst.extent}")
+        kinds = {node.src.buffer.dtype, node.dst.buffer.dtype}
+        if "int4x2" in kinds and len(kinds) == 2:
+            other = (kinds - {"int4x2"}).pop()
+            yield (f"a copy between int4 and {other} would move packed bytes, not values; "
+                   "convert element by element in T.Parallel (`t8[i, k] = t4[i, k]`)")
         if node.atomic == "relu":
             if node.src.buffer.scope not in ("L0C", "fragment"):
                 yield (f"a relu copy (enable_relu=True) is the FixPipe's mode: its source is an "
@@ -285,11 +296,16 @@ def _problems(node):
             yield f"gemm accumulates in float32; C is {node.c.buffer.dtype}"
         if node.scale_gran or node.scale_a is not None or node.scale_b is not None:
             yield from _scale_problems(node)
+        elif node.a.buffer.dtype == "int4x2":
+            yield from _int4_problems(node)
         elif node.a.buffer.dtype in dtypes.PACKED_K:
             yield (f"{node.a.buffer.dtype} operands (two e2m1 codes a byte) are multiplied by the "
                    f"block-scaled MMAD only: pass scale_A, scale_B and scale_gran")
     elif isinstance(node, Fill):
         yield from _region_problems(node.dst, "fill")
+        if node.dst.buffer.dtype == "int4x2" and node.value != Const(0):
+            yield ("a fill of an int4 tile would write bytes, not values; T.clear it, or "
+                   "store the values element by element in a T.serial loop")
     elif isinstance(node, Reduce):
         yield from _region_problems(node.src, "reduce source")
         yield from _region_problems(node.dst, "reduce destination")
@@ -349,6 +365,15 @@ def _problems(node):
                     break
     elif isinstance(node, (If, PipeBarrier)):
         return
+
+
+def _int4_problems(node: Gemm):
+    """An int4 gemm: both operands packed along K (their last dim), an int32 accumulator."""
+    if node.transpose_a or not node.transpose_b:
+        yield ("an int4 gemm takes A [M, K] and B [N, K] (transpose_B=True): int4 tiles are "
+               "packed two a byte along their last dim, which must be K")
+    if node.c.buffer.dtype != "int32":
+        yield f"an int4 gemm accumulates in int32; C is {node.c.buffer.dtype}"
 
 
 def _scale_problems(node: Gemm):

@@ -15,6 +15,15 @@ a NaN for e = 255), which gives the same products, since multiplying by a power 
 The scaled tiles live in the operands' scopes (float32); everything else is unchanged. A packed
 FP4 operand (float4_e2m1fn_x2, two e2m1 codes a byte along K) gives a tile twice as long in K:
 element k is the nibble `(byte[k // 2] >> (k % 2) * 4) & 15` read as a float4_e2m1fn value.
+
+A gemm on packed int4 operands (int4x2, two values a byte along K, which the 910b cube takes
+as they are) becomes the same way an int8 gemm on unpacked tiles, the nibbles sign-extended:
+
+    gemm(a4, b4, c, transpose_B=True)   (a4: [32, 64] int4x2, i.e. 32 x 128 int4)
+->  for i, k in parallel(32, 128):
+        a4_i8[i, k] = n - (n & 8) * 2   where n = (a4[i, k // 2] >> (k % 2) * 4) & 15
+    ... (b4 likewise)
+    gemm(a4_i8, b4_i8, c, transpose_B=True)
 """
 from __future__ import annotations
 
@@ -29,7 +38,8 @@ from .util import fresh_name, map_bodies
 
 def expand_scaled_gemm(kernel: Kernel) -> Kernel:
     """Every scaled Gemm of `kernel` as scaling maps + a float32 gemm (see the module doc)."""
-    if not any(isinstance(n, Gemm) and n.scale_gran for s in kernel.body for n in walk(s)):
+    if not any(isinstance(n, Gemm) and (n.scale_gran or n.a.buffer.dtype == "int4x2")
+               for s in kernel.body for n in walk(s)):
         return kernel
     names = {n.name for s in kernel.body for n in walk(s) if isinstance(n, Buffer)}
     names |= {p.name for p in kernel.params}
@@ -61,10 +71,28 @@ def expand_scaled_gemm(kernel: Kernel) -> Kernel:
         return Region.full(buf), For((iv, jv), (Const(rows), Const(cols)), "parallel",
                                      (store,), 0, loc)
 
+    def unpacked(r: Region, loc) -> tuple:
+        """An int8 tile of int4x2 operand `r` unpacked along its last dim, and its map."""
+        rows, cols = r.extent[-2], 2 * r.extent[-1]
+        buf = Buffer(fresh(f"{r.buffer.name}_i8"), (rows, cols), "int8", r.buffer.scope)
+        new_allocs.append(Alloc(buf, None, loc))
+        iv, jv = fresh("i4_i"), fresh("i4_k")
+        i, k = Var(iv), Var(jv)
+        byte = Load(r.buffer, _at(r, i, BinOp("//", k, Const(2))))
+        nib = Call("bitwise_and", (Call("shift_right", (
+            byte, BinOp("*", BinOp("%", k, Const(2)), Const(4)))), Const(15)))
+        value = BinOp("-", nib, BinOp("*", Call("bitwise_and", (nib, Const(8))), Const(2)))
+        return Region.full(buf), For((iv, jv), (Const(rows), Const(cols)), "parallel",
+                                     (Store(buf, (i, k), value, loc),), 0, loc)
+
     def rewrite(stmts) -> list:
         out = []
         for s in stmts:
-            if isinstance(s, Gemm) and s.scale_gran:
+            if isinstance(s, Gemm) and not s.scale_gran and s.a.buffer.dtype == "int4x2":
+                a, map_a = unpacked(s.a, s.loc)
+                b, map_b = unpacked(s.b, s.loc)
+                out += [map_a, map_b, replace(s, a=a, b=b)]
+            elif isinstance(s, Gemm) and s.scale_gran:
                 a, map_a = scaled(s.a, s.scale_a, not s.transpose_a, s.scale_gran, s.loc)
                 b, map_b = scaled(s.b, s.scale_b, s.transpose_b, s.scale_gran, s.loc)
                 out += [map_a, map_b, replace(s, a=a, b=b, scale_a=None, scale_b=None,

@@ -73,7 +73,8 @@ def _kernel_passes(*passes):
 
 CPU_PASSES = _kernel_passes(
     (expand_scaled_gemm,
-     "a block-scaled (MX) gemm -> scaling maps + a float32 gemm (the CPU GEMM has no scales)"),
+     "a block-scaled (MX) gemm -> scaling maps + a float32 gemm (the CPU GEMM has no scales); "
+     "an int4 gemm -> unpacking maps + an int8 gemm"),
     (fuse_copy_chains,
      "copy(S, X); copy(X, Y) -> copy(S, Y) for a staging buffer X used nowhere else"),
     (forward_copies,

@@ -1,0 +1,128 @@
+"""T.int4 tensors and tiles (TileLang's gemm_int4 example): stored two values a byte along the
+last dim, indexed with their own shape; an int4 gemm on the 910b cube (the 950's has no int4:
+a located error), elementwise reads and serial writes of nibbles; on every target and
+simulated, against NumPy references."""
+import numpy as np
+import pytest
+
+import tilelang_mini as tilelang
+import tilelang_mini.language as T
+from tilelang_mini import CompileError
+
+
+def matmul_nt_int4(M, N, K, block_M, block_N, block_K, threads=128):
+    @T.prim_func
+    def main(
+        A: T.Tensor((M, K), T.int4),
+        B: T.Tensor((N, K), T.int4),
+        C: T.Tensor((M, N), T.int32),
+    ):
+        with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=threads) as (bx, by):
+            A_shared = T.alloc_shared((block_M, block_K), T.int4)
+            B_shared = T.alloc_shared((block_N, block_K), T.int4)
+            C_local = T.alloc_fragment((block_M, block_N), T.int32)
+
+            T.clear(C_local)
+            for ko in T.Pipelined(T.ceildiv(K, block_K), num_stages=2):
+                T.copy(A[by * block_M, ko * block_K], A_shared)
+                T.copy(B[bx * block_N, ko * block_K], B_shared)
+                T.gemm(A_shared, B_shared, C_local, transpose_B=True)
+
+            T.copy(C_local, C[by * block_M, bx * block_N])
+
+    return main
+
+
+def pack_int4(t):
+    """int4 values t [R, C] (in [-8, 8)) packed two a byte along C, the even column low."""
+    t = np.asarray(t).astype(np.int16)
+    return ((t[..., ::2] & 15) | ((t[..., 1::2] & 15) << 4)).astype(np.uint8).view(np.int8)
+
+
+def test_int4_gemm(target):
+    M, N, K = 64, 32, 256
+    rng = np.random.default_rng(0)
+    a, b = rng.integers(-8, 8, (M, K)), rng.integers(-8, 8, (N, K))
+    kernel = tilelang.compile(matmul_nt_int4(M, N, K, 32, 32, 64), out_idx=-1, target=target)
+    want = a.astype(np.float64) @ b.astype(np.float64).T
+    pa, pb = pack_int4(a), pack_int4(b)
+    assert np.array_equal(kernel(pa, pb), want)
+    if target == "numpy":
+        assert np.array_equal(kernel.simulate(pa, pb)[0], want)
+
+
+def test_int4_elements(target):
+    """Nibbles read in T.Parallel (sign-extended), written one by one in a T.serial loop."""
+    @T.prim_func
+    def main(X: T.Tensor((8, 32), T.int4), Y: T.Tensor((8, 32), T.int32),
+             Z: T.Tensor((8, 32), T.int4)):
+        with T.Kernel(1) as _:
+            x = T.alloc_fragment((8, 32), T.int4)
+            y = T.alloc_fragment((8, 32), T.int32)
+            T.copy(X, x)
+            for i, k in T.Parallel(8, 32):
+                y[i, k] = x[i, k] * 3 + k
+            for i in T.serial(8):
+                for k in T.serial(32):
+                    x[i, k] = -1 - x[i, 31 - k] if k < 16 else x[i, k]
+            T.copy(y, Y)
+            T.copy(x, Z)
+
+    kernel = tilelang.compile(main, out_idx=[1, 2], target=target)
+    x = np.random.default_rng(1).integers(-8, 8, (8, 32))
+    z = x.copy()
+    for k in range(16):
+        z[:, k] = -1 - x[:, 31 - k]
+    want_y = x * 3 + np.arange(32)[None]
+    outs = [kernel(pack_int4(x))] + ([kernel.simulate(pack_int4(x))[0]]
+                                      if target == "numpy" else [])
+    for y, zz in outs:
+        assert np.array_equal(y, want_y)
+        assert np.array_equal(zz, pack_int4(z))
+
+
+def test_int4_errors():
+    with pytest.raises(CompileError) as err:
+        tilelang.compile(matmul_nt_int4(64, 32, 128, 32, 32, 64), out_idx=-1, chip="ascend950")
+    msg = str(err.value)
+    assert "has no int4" in msg and "int8 tiles" in msg and "test_int4.py" in msg, msg
+
+    def build(body):
+        @T.prim_func
+        def main(X: T.Tensor((8, 32), T.int4), Y: T.Tensor((8, 32), T.int8)):
+            with T.Kernel(1) as _:
+                body(X, Y)
+        return main
+
+    def odd(X, Y):
+        t = T.alloc_fragment((8, 31), T.int4)
+        T.clear(t)
+
+    def parallel_store(X, Y):
+        t = T.alloc_fragment((8, 32), T.int4)
+        for i, k in T.Parallel(8, 32):
+            t[i, k] = 1
+
+    def byte_copy(X, Y):
+        t = T.alloc_fragment((8, 32), T.int4)
+        T.copy(X, t)
+        T.copy(t, Y)
+
+    def odd_region(X, Y):
+        t = T.alloc_fragment((8, 16), T.int4)
+        T.copy(X[0, 3], t)
+
+    def gemm_nn(X, Y):
+        a = T.alloc_shared((16, 32), T.int4)
+        b = T.alloc_shared((32, 16), T.int4)
+        c = T.alloc_fragment((16, 16), T.int32)
+        T.gemm(a, b, c)
+
+    for body, words in ((odd, "must be even"), (parallel_store, "half a byte"),
+                        (byte_copy, "packed bytes, not values"),
+                        (odd_region, "covers whole bytes"),
+                        (gemm_nn, "transpose_B=True")):
+        with pytest.raises(CompileError) as err:
+            tilelang.compile(build(body), target="numpy")
+        msg = str(err.value)
+        assert words in msg and "test_int4.py" in msg, (body.__name__, msg)
