@@ -29,12 +29,13 @@ class Op:
     element reads of its addresses that the scalar unit makes as it issues it (`issue`)."""
 
     __slots__ = ("stmt", "pidx", "cost", "code", "key", "effect", "didx", "checked", "fkeys",
-                 "plans", "issue")
+                 "plans", "issue", "label")
 
     def __init__(self, st, pipe: str, costs):
         self.stmt = st
         self.effect = None      # the data effect's closure (streams.effect_fn), once needed
         self.checked = None     # the chip whose flag and event ids it was checked against
+        self.label = None       # (IR text, location) of its events, once needed
         self.didx = None        # a set_flag's destination pipe (index into PIPES)
         self.plans = [False, False, False]  # KernelFacts.static_plan per core, once asked
         self.pidx = PIPES.index(pipe)

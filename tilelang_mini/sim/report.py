@@ -61,6 +61,11 @@ def block_events(raw, prefix: str) -> list:
     return out
 
 
+def event_label(stmt) -> tuple:
+    """(label, loc) of a statement's SimEvents."""
+    return _labels(stmt)[1:]
+
+
 def instr_label(stmt) -> str:
     """The short text of a statement in reports (race, deadlock and timeline events)."""
     return _labels(stmt)[1]

@@ -49,7 +49,7 @@ from ..ir.nodes import (
 )
 from .. import semantics
 from .block_races import BlockRaces
-from .report import SimEvent, SimReport, block_events, instr_label  # noqa: F401
+from .report import SimEvent, SimReport, block_events, event_label, instr_label  # noqa: F401
 from .facts import BARRIER, INSTR, SET, WAIT, XSET, XWAIT, KernelFacts, Op
 from .streams import (
     CORE_NAMES, Env, Fault, Hull, ScalarSnapshot, block_envs, box_elements, cached,
@@ -61,6 +61,7 @@ NPIPES = len(PIPES)
 NTHREADS = len(CORE_NAMES) * NPIPES
 ZERO = (0,) * NTHREADS
 S_PIPE = PIPES.index("S")
+_new = tuple.__new__  # (SimEvent(...) without its Python-level __new__: once per event)
 
 
 def _join(a, b):
@@ -132,11 +133,12 @@ class _Pipe:
 
 class _Core:
     __slots__ = ("idx", "name", "kind", "gen", "xenv", "pipes", "plist", "D", "t_s", "blocked",
-                 "done")
+                 "done", "ename")
 
-    def __init__(self, idx, kernel, xenv, wenv):
+    def __init__(self, idx, kernel, xenv, wenv, prefix):
         self.idx = idx
         self.name = CORE_NAMES[idx]
+        self.ename = prefix + self.name  # (as its events name it)
         self.kind = self.name[0]
         self.gen = core_stream(kernel.body, self.kind, wenv)
         self.xenv = xenv
@@ -161,12 +163,12 @@ class _Hist:
 
 
 class _Block:
-    def __init__(self, sim, block: int):
+    def __init__(self, sim, block: int, prefix: str = ""):
         self.sim = sim
         self.block = block
         kernel = sim.kernel
         xenvs, wenvs = block_envs(sim.bufs, kernel, block)
-        self.cores = [_Core(i, kernel, xenvs[i], wenvs[i]) for i in range(3)]
+        self.cores = [_Core(i, kernel, xenvs[i], wenvs[i], prefix) for i in range(3)]
         self.by_tid = [p for c in self.cores for p in c.plist]
         self.busy_order = []    # pipes in the order of their first completion
         self.heap = []
@@ -178,7 +180,7 @@ class _Block:
         self.half = [defaultdict(deque) for _ in range(2)]      # AIV sets not yet paired
         self.hist = {}
         self.fresh, self.suspects = [], []  # this instruction's GM records, deferred pairs
-        self.events = []
+        self.events = []        # SimEvents (core names with the block's prefix)
         self.data, self.check = sim.data, sim.check
         self.blocks = sim.blocks    # races between blocks (GM accesses of every block)
         self.ninstr = 0
@@ -347,7 +349,10 @@ class _Block:
                 flag_clk = flag_clk[:tid] + (epoch,) + flag_clk[tid + 1:]
             self.cross_set(core, st, t, flag_clk)
         start = di.start
-        self.events.append((core.name, p.name, start, t, st))
+        lab = op.label
+        if lab is None:
+            lab = op.label = event_label(st)
+        self.events.append(_new(SimEvent, (core.ename, p.name, start, t) + lab))
         if p.cycles is None:
             p.cycles = 0
             self.busy_order.append(p)
@@ -669,11 +674,13 @@ def simulate_kernel(kernel: Kernel, args: list | None, chip, *, check: bool = Tr
             with collector_paused():
                 res = _timed_block(fast, b, seen) if fast is not None else None
                 if res is None:
-                    blk = _Block(sim, b)
-                    res = (blk.run(), blk.events, blk.ninstr,
-                           [(p.core.name, p.name, p.cycles) for p in blk.busy_order])
-                block_cycles[b], raw, nb, busy = res
-                events += block_events(raw, prefix)
+                    blk = _Block(sim, b, prefix)
+                    block_cycles[b] = blk.run()
+                    events += blk.events
+                    nb, busy = blk.ninstr, [(p.core.name, p.name, p.cycles) for p in blk.busy_order]
+                else:
+                    block_cycles[b], raw, nb, busy = res
+                    events += block_events(raw, prefix)
             ninstr += nb
             for core, pipe, cycles in busy:
                 core_busy[f"{core}.{pipe}"] += cycles
