@@ -74,7 +74,7 @@ class RaceChecks:
             plan = plan(di.vars)
         elif plan is None:
             plan = sim.plan(instr_accesses(di.stmt, di.vars, bufs), core.name)
-        self.check_plan(plan, core, p.tid, di, epoch, clk, bufs)
+        self.check_plan(plan, core, p.cid, di, epoch, clk, bufs)
 
     def check_plan(self, plan, core, tid: int, di, epoch: int, clk, bufs) -> None:
         """Check the accesses of an access plan (KernelFacts.plan) against their histories."""
@@ -138,6 +138,7 @@ class RaceChecks:
         for buf, key, a, new, h, clk in self.suspects:
             if not self.benign(a, new, h, clk):
                 self.race(buf, key, a, new)
+        self.fresh, self.suspects = [], []
 
     @staticmethod
     def benign(a, new, h, clk) -> bool:

@@ -56,8 +56,6 @@ from .streams import (
 from .timing import TimingModel, core_private_scalars
 
 NPIPES = len(PIPES)
-NTHREADS = len(CORE_NAMES) * NPIPES
-ZERO = (0,) * NTHREADS
 S_PIPE = PIPES.index("S")
 _new = tuple.__new__  # (SimEvent(...) without its Python-level __new__: once per event)
 
@@ -86,17 +84,18 @@ def check_lowered(kernel: Kernel) -> None:
 
 
 class _Pipe:
-    __slots__ = ("core", "name", "tid", "queue", "busy", "free", "B", "count", "is_v", "is_s",
-                 "dclock", "cycles")
+    __slots__ = ("core", "name", "tid", "cid", "queue", "busy", "free", "B", "count", "is_v",
+                 "is_s", "dclock", "cycles")
 
-    def __init__(self, core, name, tid):
+    def __init__(self, core, name, tid, cid, zero):
         self.core = core
         self.name = name
-        self.tid = tid
+        self.tid = tid          # core * len(PIPES) + pipe: the order pipes start instructions in
+        self.cid = cid          # its component of clocks (None: it runs no instruction)
         self.queue = deque()
         self.busy = False
         self.free = 0
-        self.B = list(ZERO)     # the pipe's vector clock, updated in place
+        self.B = list(zero)     # the pipe's vector clock, updated in place
         self.dclock = None      # the last dispatch clock joined into B
         self.count = 0
         self.is_v = name == "V"
@@ -108,16 +107,17 @@ class _Core:
     __slots__ = ("idx", "name", "kind", "gen", "xenv", "pipes", "plist", "D", "t_s", "blocked",
                  "done", "ename")
 
-    def __init__(self, idx, kernel, xenv, wenv, prefix):
+    def __init__(self, idx, kernel, xenv, wenv, prefix, cids, zero):
         self.idx = idx
         self.name = CORE_NAMES[idx]
         self.ename = prefix + self.name  # (as its events name it)
         self.kind = self.name[0]
         self.gen = core_stream(kernel.body, self.kind, wenv)
         self.xenv = xenv
-        self.pipes = {p: _Pipe(self, p, idx * NPIPES + i) for i, p in enumerate(PIPES)}
+        self.pipes = {p: _Pipe(self, p, idx * NPIPES + i, cids.get(idx * NPIPES + i), zero)
+                      for i, p in enumerate(PIPES)}
         self.plist = list(self.pipes.values())
-        self.D = ZERO
+        self.D = zero
         self.t_s = 0
         self.blocked = None
         self.done = False
@@ -132,11 +132,12 @@ class _Block(RaceChecks):
         self.block = block
         kernel = sim.kernel
         xenvs, wenvs = block_envs(sim.bufs, kernel, block)
-        self.cores = [_Core(i, kernel, xenvs[i], wenvs[i], prefix) for i in range(3)]
+        cids = {t: i for i, t in enumerate(sim.clock_threads)}
+        zero = (0,) * len(cids)
+        self.cores = [_Core(i, kernel, xenvs[i], wenvs[i], prefix, cids, zero) for i in range(3)]
         self.by_tid = [p for c in self.cores for p in c.plist]
         self.busy_order = []    # pipes in the order of their first completion
         self.heap = []
-        self.seq = 0
         self.dirty = set()
         self.flags = {}
         self.deferred = None  # a SyncError raised when the block ends (see complete)
@@ -196,7 +197,7 @@ class _Block(RaceChecks):
         s = core.pipes["S"]
         epoch = s.count = s.count + 1
         clk = list(d)
-        clk[s.tid] = epoch
+        clk[s.cid] = epoch
         d = core.D = tuple(clk)
         env = Env(vars, core.xenv.bufs)
         try:
@@ -205,47 +206,12 @@ class _Block(RaceChecks):
             raise KernelRuntimeError(str(e), st.loc) from None
         plan = self.sim.plan([r for r in reads if r[1] is not None], core.name)
         reader = SimpleNamespace(stmt=st, pipe="S")  # (as a race report names it)
-        self.check_plan(plan, core, s.tid, reader, epoch, clk, None)
+        self.check_plan(plan, core, s.cid, reader, epoch, clk, None)
         return d
-
-    # ---- issue
-    def try_start(self, p: _Pipe, now: int) -> None:
-        if p.busy or not p.queue:
-            return
-        di = p.queue[0]
-        t = now if now > p.free else p.free
-        if di.dispatch > t:
-            t = di.dispatch
-        op = di.op
-        code = op.code
-        if code == WAIT:
-            f = self.flags.pop(op.fkeys[p.core.idx], None)
-            if f is None:
-                return
-            if f[0] > t:
-                t = f[0]
-            di.wclock = f[1]
-        elif code == XWAIT:
-            q = self.pending[p.core.idx].get(op.key)
-            if not q:
-                return
-            if q[0][0] > now:  # still in flight: look again when it arrives
-                self.seq += 1
-                heapq.heappush(self.heap, (q[0][0], self.seq, p, None))
-                return
-            arrival, clk = q.popleft()
-            di.wclock = clk
-        p.queue.popleft()
-        p.busy = True
-        di.start = t
-        di.end = t + op.cost
-        self.seq += 1
-        heapq.heappush(self.heap, (di.end, self.seq, p, di))
 
     # ---- completion
     def complete(self, p: _Pipe, di, t: int) -> None:
         core = p.core
-        st = di.stmt
         op = di.op
         code = op.code
         p.busy = False
@@ -257,49 +223,32 @@ class _Block(RaceChecks):
         if d is not p.dclock:
             p.dclock = d
             clk[:] = [a if a > b else b for a, b in zip(clk, d)]
-        if di.wclock is not None:
-            clk[:] = [a if a > b else b for a, b in zip(clk, di.wclock)]
+        w = di.wclock
+        if w is not None:
+            clk[:] = [a if a > b else b for a, b in zip(clk, w)]
         epoch = p.count = p.count + 1
-        tid = p.tid
+        cid = p.cid
         # Later instructions of an in-order pipe follow the earlier ones; on V only a
         # pipe_barrier orders vector instructions among themselves (a set_flag does not).
         if not p.is_v or code == BARRIER:
-            clk[tid] = epoch
+            clk[cid] = epoch
         if p.is_s:  # the scalar unit waited for it: later dispatches follow it
             core.D = tuple(map(max, core.D, clk))
-        if code == INSTR and (self.data or p.is_s):
-            env = core.xenv
-            bufs = env.bufs
-            if di.scalars:  # the scalar registers as dispatched, not as now
-                bufs = ScalarSnapshot(bufs, di.scalars)
-            shared = None
-            if self.check:  # scalar accesses of UB and GM too (var registers are not memory)
-                self.fresh, self.suspects = [], []
-                self.check_access(core, p, di, epoch, clk, bufs)
-                shared = self.blocks.before(self.block, di, bufs)
-            # (a map sets its lanes: it runs on a copy of the shared snapshot of variables)
-            env.vars = vs = dict(di.vars) if isinstance(st, For) else di.vars
-            if di.scalars:
-                env = Env(vs, bufs, env.core, env.block)
-            fn = op.effect
-            if fn is None:  # made at the first completion: a lowering error is reported there
-                fn = op.effect = effect_fn(st)
-            fn(env)
-            if self.check and self.fresh:
-                self.settle(bufs)
-            if shared:
-                self.blocks.after(shared)
+        if code == INSTR:
+            if self.data or p.is_s:
+                self.execute(core, p, di, epoch, clk)
         elif code == SET:
             # What a flag set here publishes: every earlier instruction of this pipe is done.
             flag_clk = tuple(clk)
-            if flag_clk[tid] != epoch:
-                flag_clk = flag_clk[:tid] + (epoch,) + flag_clk[tid + 1:]
+            if flag_clk[cid] != epoch:
+                flag_clk = flag_clk[:cid] + (epoch,) + flag_clk[cid + 1:]
             key = op.fkeys[core.idx]
             old = self.flags.get(key)
             if old is not None:
                 # Reported when the block ends unless a race shows the cause first: a double
                 # set is usually the symptom of a pipe that ran ahead for want of a wait.
                 if self.deferred is None:
+                    st = di.stmt
                     self.deferred = SyncError(
                         f"set_flag({st.src}, {st.dst}, {st.event}) on {core.name} while the flag "
                         f"is still set by {_where(core.name, old[2])}, not yet waited for "
@@ -309,14 +258,14 @@ class _Block(RaceChecks):
             self.dirty.add(core.idx * NPIPES + op.didx)
         elif code == XSET:
             flag_clk = tuple(clk)
-            if flag_clk[tid] != epoch:
-                flag_clk = flag_clk[:tid] + (epoch,) + flag_clk[tid + 1:]
-            self.cross_set(core, st, t, flag_clk)
+            if flag_clk[cid] != epoch:
+                flag_clk = flag_clk[:cid] + (epoch,) + flag_clk[cid + 1:]
+            self.cross_set(core, di.stmt, t, flag_clk)
         start = di.start
         lab = op.label
         if lab is None:
-            lab = op.label = event_label(st)
-        self.events.append(_new(SimEvent, (core.ename, p.name, start, t) + lab))
+            lab = op.label = event_label(di.stmt)
+        self.events.append(_new(SimEvent, (core.ename, p.name, start, t, lab[0], lab[1])))
         if p.cycles is None:
             p.cycles = 0
             self.busy_order.append(p)
@@ -328,6 +277,32 @@ class _Block(RaceChecks):
             core.blocked = None
             core.t_s = t
             self.advance(core)
+
+    def execute(self, core: _Core, p: _Pipe, di, epoch: int, clk) -> None:
+        """The data effect of instruction `di` as it completes on pipe `p` (with its access
+        checks when checking)."""
+        st = di.stmt
+        env = core.xenv
+        bufs = env.bufs
+        if di.scalars:  # the scalar registers as dispatched, not as now
+            bufs = ScalarSnapshot(bufs, di.scalars)
+        shared = None
+        check = self.check
+        if check:  # scalar accesses of UB and GM too (var registers are not memory)
+            self.check_access(core, p, di, epoch, clk, bufs)  # (fresh, suspects: empty)
+            shared = self.blocks.before(self.block, di, bufs)
+        # (a map sets its lanes: it runs on a copy of the shared snapshot of variables)
+        env.vars = vs = dict(di.vars) if isinstance(st, For) else di.vars
+        if di.scalars:
+            env = Env(vs, bufs, env.core, env.block)
+        fn = di.op.effect
+        if fn is None:  # made at the first completion: a lowering error is reported there
+            fn = di.op.effect = effect_fn(st)
+        fn(env)
+        if check and self.fresh:
+            self.settle(bufs)
+        if shared:
+            self.blocks.after(shared)
 
     def cross_set(self, core: _Core, st, t: int, clk) -> None:
         chip = self.sim.chip
@@ -356,19 +331,55 @@ class _Block(RaceChecks):
 
     # ---- main loop
     def run(self) -> int:
+        """Run the block: after each completion, the pipes it may let start (`dirty`) try, in
+        thread order, to start the first instruction of their queue: at once if nothing holds
+        it (a wait: its flag set; a cross-core wait: its set arrived), no earlier than the pipe
+        is free and the instruction dispatched. The block's cycles."""
         for core in self.cores:
             self.advance(core)
-        now = 0
-        heap, by_tid, dirty = self.heap, self.by_tid, self.dirty
-        pop, try_start, complete = heapq.heappop, self.try_start, self.complete
+        now = seq = 0
+        heap, by_tid, dirty, flags, pending = (
+            self.heap, self.by_tid, self.dirty, self.flags, self.pending)
+        pop, push, complete = heapq.heappop, heapq.heappush, self.complete
         while True:
-            if dirty:  # (try_start adds none)
-                todo = sorted(dirty)
-                dirty.clear()
+            if dirty:  # (a start adds none)
+                if len(dirty) == 1:
+                    todo = (dirty.pop(),)
+                else:
+                    todo = sorted(dirty)
+                    dirty.clear()
                 for tid in todo:
                     p = by_tid[tid]
-                    if p.queue and not p.busy:
-                        try_start(p, now)
+                    if p.busy or not p.queue:
+                        continue
+                    di = p.queue[0]
+                    t = now if now > p.free else p.free
+                    if di.dispatch > t:
+                        t = di.dispatch
+                    op = di.op
+                    code = op.code
+                    if code == WAIT:
+                        f = flags.pop(op.fkeys[p.core.idx], None)
+                        if f is None:
+                            continue
+                        if f[0] > t:
+                            t = f[0]
+                        di.wclock = f[1]
+                    elif code == XWAIT:
+                        q = pending[p.core.idx].get(op.key)
+                        if not q:
+                            continue
+                        if q[0][0] > now:  # still in flight: look again when it arrives
+                            seq += 1
+                            push(heap, (q[0][0], seq, p, None))
+                            continue
+                        di.wclock = q.popleft()[1]
+                    p.queue.popleft()
+                    p.busy = True
+                    di.start = t
+                    di.end = end = t + op.cost
+                    seq += 1
+                    push(heap, (end, seq, p, di))
             if not heap:
                 break
             now, _, p, di = pop(heap)
@@ -432,6 +443,7 @@ class _Sim:
         # what depends on the kernel alone is found once per kernel object (the IR is immutable)
         facts = cached(kernel, KernelFacts, "sim")
         self.tracked, self.aliases = facts.tracked, facts.aliases
+        self.clock_threads = facts.clock_threads
         self.plan, self.static_plan, self.threads_of = (
             facts.plan, facts.static_plan, facts.threads_of)
         ops, costs = facts.ops_for(chip.costs), chip.costs

@@ -219,6 +219,27 @@ def _walk(body, kind, env, in_scope, snap):
             x()
 
 
+def stream_pipes(body, kind: str) -> set:
+    """The pipes that the program of a core of kind "C" or "V" can dispatch instructions to:
+    those of its walk's items (whatever the control flow takes), and S."""
+    out = {"S"}
+
+    def visit(b, in_scope):
+        for code, x in cached(b, lambda b: _items(b, kind, in_scope), _WALK_TAGS[kind, in_scope]):
+            if code == _SEG:
+                out.update(pipe for _, pipe, _ in x)
+            elif code == _FOR:
+                visit(x.body, in_scope)
+            elif code == _SCOPE:
+                visit(x, True)
+            elif code == _IF:
+                visit(x.then_body, in_scope)
+                visit(x.else_body, in_scope)
+
+    visit(body, False)
+    return out
+
+
 def scalar_reads_of(stmt) -> tuple:
     """The loads of buffers (not `var` registers) the scalar unit makes as it issues `stmt`
     (analysis.issue_loads), found once per statement."""
