@@ -35,7 +35,7 @@ class Op:
         self.stmt = st
         self.effect = None      # the data effect's closure (streams.effect_fn), once needed
         self.checked = None     # the chip whose flag and event ids it was checked against
-        self.label = None       # (IR text, location) of its events, once needed
+        self.label = None       # (IR text, location) of its events (report.instr_events)
         self.didx = None        # a set_flag's destination pipe (index into PIPES)
         self.plans = [False, False, False]  # KernelFacts.static_plan per core, once asked
         self.pidx = PIPES.index(pipe)

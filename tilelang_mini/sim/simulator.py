@@ -46,7 +46,9 @@ from ..ir.nodes import (
 )
 from .. import semantics
 from .block_races import BlockRaces
-from .report import SimEvent, SimReport, block_events, event_label, instr_label  # noqa: F401
+from .report import (  # noqa: F401
+    SimEvent, SimReport, block_events, defer_events, instr_events, instr_label,
+)
 from .facts import BARRIER, INSTR, SET, WAIT, XSET, XWAIT, KernelFacts, Op
 from .races import RaceChecks
 from .streams import (
@@ -57,7 +59,6 @@ from .timing import TimingModel, core_private_scalars
 
 NPIPES = len(PIPES)
 S_PIPE = PIPES.index("S")
-_new = tuple.__new__  # (SimEvent(...) without its Python-level __new__: once per event)
 
 
 def _join(a, b):
@@ -145,7 +146,7 @@ class _Block(RaceChecks):
         self.half = [defaultdict(deque) for _ in range(2)]      # AIV sets not yet paired
         self.hist = {}
         self.fresh, self.suspects = [], []  # this instruction's GM records, deferred pairs
-        self.events = []        # SimEvents (core names with the block's prefix)
+        self.done = []          # completed DynInstrs, in order: the block's events
         self.data, self.check = sim.data, sim.check
         self.blocks = sim.blocks    # races between blocks (GM accesses of every block)
         self.ninstr = 0
@@ -262,10 +263,9 @@ class _Block(RaceChecks):
                 flag_clk = flag_clk[:cid] + (epoch,) + flag_clk[cid + 1:]
             self.cross_set(core, di.stmt, t, flag_clk)
         start = di.start
-        lab = op.label
-        if lab is None:
-            lab = op.label = event_label(di.stmt)
-        self.events.append(_new(SimEvent, (core.ename, p.name, start, t, lab[0], lab[1])))
+        di.core = core.ename
+        di.scalars = di.wclock = None  # (not needed any more: the events keep di)
+        self.done.append(di)
         if p.cycles is None:
             p.cycles = 0
             self.busy_order.append(p)
@@ -507,11 +507,11 @@ def simulate_kernel(kernel: Kernel, args: list | None, chip, *, check: bool = Tr
                 if res is None:
                     blk = _Block(sim, b, prefix)
                     block_cycles[b] = blk.run()
-                    events += blk.events
+                    events.append(lambda done=blk.done: instr_events(done))
                     nb, busy = blk.ninstr, [(p.core.name, p.name, p.cycles) for p in blk.busy_order]
                 else:
                     block_cycles[b], raw, nb, busy = res
-                    events += block_events(raw, prefix)
+                    events.append(lambda ev=block_events(raw, prefix): ev)
             ninstr += nb
             for core, pipe, cycles in busy:
                 core_busy[f"{core}.{pipe}"] += cycles
@@ -522,7 +522,7 @@ def simulate_kernel(kernel: Kernel, args: list | None, chip, *, check: bool = Tr
     per_core = [0] * max(1, chip.aic_cores)
     for b in range(n):
         per_core[b % len(per_core)] += block_cycles.get(b, mean)
-    return SimReport(cycles=max(per_core), block_cycles=block_cycles, pipe_busy=pipe_busy,
-                     core_pipe_busy=dict(core_busy), events=events, instructions=ninstr,
-                     blocks=tuple(todo), estimated=len(todo) < n, aic_cores=len(per_core),
-                     clock_ghz=chip.clock_ghz)
+    report = SimReport(cycles=max(per_core), block_cycles=block_cycles, pipe_busy=pipe_busy,
+                       core_pipe_busy=dict(core_busy), instructions=ninstr, blocks=tuple(todo),
+                       estimated=len(todo) < n, aic_cores=len(per_core), clock_ghz=chip.clock_ghz)
+    return defer_events(report, events)  # (made when asked for: most callers never do)

@@ -48,7 +48,7 @@ class DynInstr:
     """One dynamic instruction: the statement, its pipe, the loop variables when dispatched."""
 
     __slots__ = ("stmt", "pipe", "vars", "scalars", "dispatch", "dclock", "wclock", "start",
-                 "end", "seq", "op")
+                 "end", "seq", "op", "core")
 
     def __init__(self, stmt, pipe: str, vars: dict, scalars: dict | None = None):
         self.stmt = stmt
@@ -56,7 +56,7 @@ class DynInstr:
         self.vars = vars
         self.scalars = scalars  # the scalar registers (alloc_var) it reads, as dispatched
         self.op = None          # the consumer's static facts of stmt
-        self.wclock = None      # (dispatch, dclock, start, end, seq: set before they are read)
+        self.wclock = None      # (dispatch, dclock, start, end, seq, core: set before read)
 
 
 # ----------------------------------------------------------------------------- per-stmt caches
