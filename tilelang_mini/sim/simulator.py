@@ -39,7 +39,9 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from ..errors import CompileError, DeadlockError, KernelRuntimeError, SyncError
+from ..errors import (
+    CompileError, DeadlockError, InternalCompilerError, KernelRuntimeError, SyncError,
+)
 from ..gc_pause import collector_paused  # noqa: F401 (also sim.ordered's)
 from ..ir.nodes import (
     PIPES, For, Kernel, SetCrossFlag, SetFlag, WaitFlag,
@@ -183,6 +185,9 @@ class _Block(RaceChecks):
                 di.dispatch = t_s
                 di.dclock = d
                 p = plist[op.pidx]
+                if p.cid is None:  # (KernelFacts.clock_threads left out a pipe that runs it)
+                    raise InternalCompilerError(f"{core.name}.{p.name} has no clock component",
+                                                st.loc, stage="simulate")
                 p.queue.append(di)
                 dirty.add(p.tid)
                 if op.pidx == S_PIPE:
