@@ -419,6 +419,12 @@ def test_float16_widening_is_numpys_cast_bit_for_bit():
     view = h.reshape(256, 256)[::3, 1::2]
     np.testing.assert_array_equal(to_f32(view), view.astype(np.float32))
     assert to_f32(view).dtype == np.float32
+    # small tiles (under 4096 halves: a gather from the cast's table), every half among them
+    for tile in (h.reshape(16, 64, 64)[k] for k in range(16)):
+        for view in (tile, tile[:32], tile[::2, 1::3], tile.T[:40], tile.reshape(-1)[::2]):
+            got, want = to_f32(view), view.astype(np.float32)
+            assert got.shape == want.shape and got.strides == want.strides
+            np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
 
 
 def test_bfloat16_widening_is_the_cast_bit_for_bit():

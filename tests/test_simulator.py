@@ -348,6 +348,20 @@ def test_cube_vector_workspace():
     assert _loc("W_WRITE") in str(e.value) and _loc("W_READ") in str(e.value)
 
 
+def test_clock_components_are_the_threads_that_run():
+    """The vector clocks have one component per (core, pipe) thread that can run an
+    instruction of the kernel (its walk's items, every branch) and each core's scalar unit:
+    here exactly the pipes the events show, and S."""
+    from tilelang_mini.ir.nodes import PIPES
+    from tilelang_mini.sim.facts import KernelFacts
+    for k, args in ((cube_vector(32, 32, 32), gemm_args(32, 32, 32, rounds=2)),
+                    (cube_gemm(128, 128, 128), gemm_args(128, 128, 128))):
+        ran = {(e.core.split(".")[-1], e.pipe) for e in simulate_kernel(k, args, CHIP).events}
+        threads = {(("C", "V0", "V1")[t // len(PIPES)], PIPES[t % len(PIPES)])
+                   for t in KernelFacts(k).clock_threads}
+        assert threads == ran | {("C", "S"), ("V0", "S"), ("V1", "S")}
+
+
 def test_cross_flag_deadlock_and_limits():
     M, N, K = 32, 32, 32
     k = without(cube_vector(M, N, K), [line_of("SET_W_FULL")])

@@ -246,9 +246,9 @@ def accesses(stmt) -> tuple[set[str], set[str]]:
 def written_names(stmt) -> set[str]:
     """Names of the buffers `stmt` and every statement nested in it write."""
     out = set()
-    for n in walk(stmt):
+    for n in walk_statements((stmt,)):  # (writers are statements: no need to visit expressions)
         if isinstance(n, (*TILE_OPS, Store)):
-            out |= {b.name for b in writes(n)}
+            out.update(b.name for b in writes(n))
     return out
 
 

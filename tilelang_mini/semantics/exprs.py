@@ -87,8 +87,11 @@ def kind_of(dtype: str) -> str:
 
 def to_f32(x):
     if isinstance(x, np.ndarray):
-        if x.dtype == np.float16 and x.size >= 4096:
-            return f16_to_f32(x)
+        if x.dtype == np.float16:
+            if x.size >= 4096:
+                return f16_to_f32(x)
+            if x.ndim == 1 or (x.ndim and x.flags.c_contiguous):  # (the cast's layout)
+                return _f16_table().take(x.view(np.uint16))
         if x.dtype == _BF16:
             return bf16_to_f32(x)
         return x.astype(F32, copy=False)
@@ -105,6 +108,19 @@ def bf16_to_f32(b: np.ndarray) -> np.ndarray:
     np.copyto(out, b.view(np.uint16), casting="unsafe")
     out <<= 16
     return out.view(F32)
+
+
+_F16_TABLE = []
+
+
+def _f16_table() -> np.ndarray:
+    """NumPy's float32 of each half, by its bits (made on first use: 256 KiB). A small tile is
+    widened by one gather from it, about half the time of NumPy's element-by-element cast and a
+    third of f16_to_f32's passes; the values are the cast's by construction."""
+    if not _F16_TABLE:
+        _F16_TABLE.append(np.arange(1 << 16, dtype=np.uint32).astype(np.uint16)
+                          .view(np.float16).astype(F32))
+    return _F16_TABLE[0]
 
 
 _F16_SCALE = F32(2.0 ** 112)    # 2^(127 - 15): a half's exponent field in a float's place

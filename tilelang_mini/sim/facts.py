@@ -17,7 +17,7 @@ from ..ir.nodes import (
 from .aliasing import alias_boxes, aliases, byte_ranges, placements
 from .streams import (
     CORE_NAMES, Env, Fault, cached, instr_accesses, instr_cost, instr_pipe, region_box_fn,
-    scalar_reads_of, written_buffers,
+    scalar_reads_of, stream_pipes, written_buffers,
 )
 
 INSTR, SET, WAIT, XSET, XWAIT, BARRIER = range(6)
@@ -29,12 +29,13 @@ class Op:
     element reads of its addresses that the scalar unit makes as it issues it (`issue`)."""
 
     __slots__ = ("stmt", "pidx", "cost", "code", "key", "effect", "didx", "checked", "fkeys",
-                 "plans", "issue")
+                 "plans", "issue", "label")
 
     def __init__(self, st, pipe: str, costs):
         self.stmt = st
         self.effect = None      # the data effect's closure (streams.effect_fn), once needed
         self.checked = None     # the chip whose flag and event ids it was checked against
+        self.label = None       # (IR text, location) of its events (report.instr_events)
         self.didx = None        # a set_flag's destination pipe (index into PIPES)
         self.plans = [False, False, False]  # KernelFacts.static_plan per core, once asked
         self.pidx = PIPES.index(pipe)
@@ -104,6 +105,11 @@ class KernelFacts:
         self.aliases = aliases(self.placed)
         self.tracked |= {y.name for x in list(self.tracked) for y in self.aliases.get(x, ())}
         self.gm_written = set().union(*(written_names(s) for s in kernel.body))  # BlockRaces
+        # the (core, pipe) threads that can run instructions, as indices core * len(PIPES) +
+        # pipe, ascending: the components of the simulator's vector clocks
+        pipes = {kind: stream_pipes(kernel.body, kind) for kind in "CV"}
+        self.clock_threads = tuple(c * len(PIPES) + i for c, name in enumerate(CORE_NAMES)
+                                   for i, pipe in enumerate(PIPES) if pipe in pipes[name[0]])
         self.threads: dict = {}
         self.plans: dict = {}
         self.ops: dict = {}     # id(chip costs) -> (costs, {id(stmt): Op})

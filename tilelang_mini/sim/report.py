@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from ..ir.graph import print_ir_line
+from ..ir.nodes import PIPES
 
 
 class SimEvent(NamedTuple):
@@ -30,6 +31,19 @@ class SimReport:
     aic_cores: int = 1              # the chip's: where each block ran (block b on core b % n)
     clock_ghz: float = 1.0
 
+    def __getattr__(self, name):
+        # `events` left to make on first use (`defer_events`): made now, then kept
+        parts = self.__dict__.get("_event_parts")
+        if name != "events" or parts is None:
+            raise AttributeError(name)
+        self.events = events = [e for part in parts for e in part()]
+        del self._event_parts
+        return events
+
+    def __getstate__(self):
+        self.events  # noqa: B018 (made before pickling: the records hold closures)
+        return self.__dict__
+
     def to_perfetto(self, path) -> None:
         """Write the simulated blocks as Chrome-trace JSON (Perfetto, chrome://tracing): one
         track per pipe per core, each block placed on its AIC after the blocks before it."""
@@ -47,6 +61,28 @@ def _labels(stmt) -> tuple:
         hit = (stmt, print_ir_line(stmt), str(stmt.loc))
         _LABEL_CACHE[id(stmt)] = hit
     return hit
+
+
+def defer_events(report: SimReport, parts: list) -> SimReport:
+    """`report` with its events made on first use, from `parts`: functions returning the
+    SimEvents of a block each (`block_events` of records, `instr_events` of instructions)."""
+    del report.events
+    report._event_parts = parts
+    return report
+
+
+def instr_events(done: list) -> list:
+    """SimEvents of a block's completed DynInstrs, in completion order (`core`: the core's
+    name with the block's prefix; `op.pidx`: its pipe; `start`, `end`: its cycles)."""
+    new = tuple.__new__
+    out = []
+    for di in done:
+        op = di.op
+        lab = op.label
+        if lab is None:
+            lab = op.label = _labels(di.stmt)[1:]
+        out.append(new(SimEvent, (di.core, PIPES[op.pidx], di.start, di.end, lab[0], lab[1])))
+    return out
 
 
 def block_events(raw, prefix: str) -> list:

@@ -5,17 +5,15 @@ pipe queues with the chip's costs, executes each instruction's data effect (by t
 interpreter) at its simulated completion, in completion-time order (ties: the order the
 instructions started), and checks synchronisation:
 
-* happens-before is tracked with vector clocks, one component per (core, pipe) thread. A non-V
+* happens-before is tracked with vector clocks, one component per (core, pipe) thread that can
+  run instructions of the kernel (`_Pipe.cid`; the others' components would stay 0). A non-V
   pipe is a chain. A V data instruction does not advance its thread's component, so two V
   instructions are ordered only through a later `pipe_barrier(V)`, `set_flag(V, ..)` or
   `set_cross_flag(V, ..)`, which take the next V epoch and so follow every earlier V instruction.
   A wait joins the clock of the set it consumes; a scalar wait (pipe S) joins into the core's
   dispatch clock, stamped on every instruction dispatched after it.
-* each buffer instance (global/workspace: per block; L1/L0*: the AIC's; UB: each AIV's) keeps
-  the accesses not yet known to be ordered before every later access: an access is dropped when a
-  later ordered access covers its box (a write covers anything, a read covers reads), and, when
-  the history grows, when it happens before the current clock of every thread that can still
-  access the buffer.
+* each buffer instance keeps the accesses not yet known to be ordered before every later one
+  (`sim/races.py`).
 * `RaceError` / `DeadlockError` / `SyncError` as the contract says.
 
 The ordered run (`sim/ordered.py`, `run_ordered`) executes the same core programs as coroutines
@@ -41,25 +39,27 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from ..errors import CompileError, DeadlockError, KernelRuntimeError, RaceError, SyncError
+from ..errors import (
+    CompileError, DeadlockError, InternalCompilerError, KernelRuntimeError, SyncError,
+)
 from ..gc_pause import collector_paused  # noqa: F401 (also sim.ordered's)
-from ..ir.analysis import GM_SCOPES, is_atomic_pair
 from ..ir.nodes import (
     PIPES, For, Kernel, SetCrossFlag, SetFlag, WaitFlag,
 )
 from .. import semantics
 from .block_races import BlockRaces
-from .report import SimEvent, SimReport, block_events, instr_label  # noqa: F401
+from .report import (  # noqa: F401
+    SimEvent, SimReport, block_events, defer_events, instr_events, instr_label,
+)
 from .facts import BARRIER, INSTR, SET, WAIT, XSET, XWAIT, KernelFacts, Op
+from .races import RaceChecks
 from .streams import (
-    CORE_NAMES, Env, Fault, Hull, ScalarSnapshot, block_envs, box_elements, cached,
-    check_sync_ids, core_stream, effect_fn, index_box, instr_accesses, scalar_reads_of,
+    CORE_NAMES, Env, Fault, ScalarSnapshot, block_envs, cached, check_sync_ids, core_stream,
+    effect_fn, index_box, scalar_reads_of,
 )
 from .timing import TimingModel, core_private_scalars
 
 NPIPES = len(PIPES)
-NTHREADS = len(CORE_NAMES) * NPIPES
-ZERO = (0,) * NTHREADS
 S_PIPE = PIPES.index("S")
 
 
@@ -86,43 +86,19 @@ def check_lowered(kernel: Kernel) -> None:
 # ------------------------------------------------------------------------------- block model
 
 
-def _snapshot(bufs, buf, box):
-    """A copy of the elements of `box` (lo0, hi0, lo1, hi1, ...) of GM buffer `buf`."""
-    try:
-        arr = bufs[buf.name]
-    except KeyError:
-        return None
-    sl = tuple(slice(box[i], box[i + 1]) for i in range(0, len(box), 2))
-    if len(sl) != np.ndim(arr):
-        return None
-    return np.array(arr[sl], copy=True)
-
-
-def _part(vals, box, over):
-    """The elements of `over` in a snapshot of `box` (None when the snapshot does not hold
-    them: a box past the buffer's end)."""
-    if vals is None:
-        return None
-    sl = tuple(slice(over[i] - box[i], over[i + 1] - box[i]) for i in range(0, len(box), 2))
-    part = vals[sl]
-    want = tuple(over[i + 1] - over[i] for i in range(0, len(over), 2))
-    if part.shape != want:
-        return None
-    return np.ascontiguousarray(part)
-
-
 class _Pipe:
-    __slots__ = ("core", "name", "tid", "queue", "busy", "free", "B", "count", "is_v", "is_s",
-                 "dclock", "cycles")
+    __slots__ = ("core", "name", "tid", "cid", "queue", "busy", "free", "B", "count", "is_v",
+                 "is_s", "dclock", "cycles")
 
-    def __init__(self, core, name, tid):
+    def __init__(self, core, name, tid, cid, zero):
         self.core = core
         self.name = name
-        self.tid = tid
+        self.tid = tid          # core * len(PIPES) + pipe: the order pipes start instructions in
+        self.cid = cid          # its component of clocks (None: it runs no instruction)
         self.queue = deque()
         self.busy = False
         self.free = 0
-        self.B = list(ZERO)     # the pipe's vector clock, updated in place
+        self.B = list(zero)     # the pipe's vector clock, updated in place
         self.dclock = None      # the last dispatch clock joined into B
         self.count = 0
         self.is_v = name == "V"
@@ -132,17 +108,19 @@ class _Pipe:
 
 class _Core:
     __slots__ = ("idx", "name", "kind", "gen", "xenv", "pipes", "plist", "D", "t_s", "blocked",
-                 "done")
+                 "done", "ename")
 
-    def __init__(self, idx, kernel, xenv, wenv):
+    def __init__(self, idx, kernel, xenv, wenv, prefix, cids, zero):
         self.idx = idx
         self.name = CORE_NAMES[idx]
+        self.ename = prefix + self.name  # (as its events name it)
         self.kind = self.name[0]
         self.gen = core_stream(kernel.body, self.kind, wenv)
         self.xenv = xenv
-        self.pipes = {p: _Pipe(self, p, idx * NPIPES + i) for i, p in enumerate(PIPES)}
+        self.pipes = {p: _Pipe(self, p, idx * NPIPES + i, cids.get(idx * NPIPES + i), zero)
+                      for i, p in enumerate(PIPES)}
         self.plist = list(self.pipes.values())
-        self.D = ZERO
+        self.D = zero
         self.t_s = 0
         self.blocked = None
         self.done = False
@@ -151,26 +129,18 @@ class _Core:
         return self.done and all(not p.busy and not p.queue for p in self.pipes.values())
 
 
-class _Hist:
-    __slots__ = ("items", "limit", "threads")
-
-    def __init__(self, threads):
-        self.items = []
-        self.limit = 64
-        self.threads = threads
-
-
-class _Block:
-    def __init__(self, sim, block: int):
+class _Block(RaceChecks):
+    def __init__(self, sim, block: int, prefix: str = ""):
         self.sim = sim
         self.block = block
         kernel = sim.kernel
         xenvs, wenvs = block_envs(sim.bufs, kernel, block)
-        self.cores = [_Core(i, kernel, xenvs[i], wenvs[i]) for i in range(3)]
+        cids = {t: i for i, t in enumerate(sim.clock_threads)}
+        zero = (0,) * len(cids)
+        self.cores = [_Core(i, kernel, xenvs[i], wenvs[i], prefix, cids, zero) for i in range(3)]
         self.by_tid = [p for c in self.cores for p in c.plist]
         self.busy_order = []    # pipes in the order of their first completion
         self.heap = []
-        self.seq = 0
         self.dirty = set()
         self.flags = {}
         self.deferred = None  # a SyncError raised when the block ends (see complete)
@@ -178,7 +148,7 @@ class _Block:
         self.half = [defaultdict(deque) for _ in range(2)]      # AIV sets not yet paired
         self.hist = {}
         self.fresh, self.suspects = [], []  # this instruction's GM records, deferred pairs
-        self.events = []
+        self.done = []          # completed DynInstrs, in order: the block's events
         self.data, self.check = sim.data, sim.check
         self.blocks = sim.blocks    # races between blocks (GM accesses of every block)
         self.ninstr = 0
@@ -215,6 +185,9 @@ class _Block:
                 di.dispatch = t_s
                 di.dclock = d
                 p = plist[op.pidx]
+                if p.cid is None:  # (KernelFacts.clock_threads left out a pipe that runs it)
+                    raise InternalCompilerError(f"{core.name}.{p.name} has no clock component",
+                                                st.loc, stage="simulate")
                 p.queue.append(di)
                 dirty.add(p.tid)
                 if op.pidx == S_PIPE:
@@ -230,7 +203,7 @@ class _Block:
         s = core.pipes["S"]
         epoch = s.count = s.count + 1
         clk = list(d)
-        clk[s.tid] = epoch
+        clk[s.cid] = epoch
         d = core.D = tuple(clk)
         env = Env(vars, core.xenv.bufs)
         try:
@@ -239,47 +212,12 @@ class _Block:
             raise KernelRuntimeError(str(e), st.loc) from None
         plan = self.sim.plan([r for r in reads if r[1] is not None], core.name)
         reader = SimpleNamespace(stmt=st, pipe="S")  # (as a race report names it)
-        self.check_plan(plan, core, s.tid, reader, epoch, clk, None)
+        self.check_plan(plan, core, s.cid, reader, epoch, clk, None)
         return d
-
-    # ---- issue
-    def try_start(self, p: _Pipe, now: int) -> None:
-        if p.busy or not p.queue:
-            return
-        di = p.queue[0]
-        t = now if now > p.free else p.free
-        if di.dispatch > t:
-            t = di.dispatch
-        op = di.op
-        code = op.code
-        if code == WAIT:
-            f = self.flags.pop(op.fkeys[p.core.idx], None)
-            if f is None:
-                return
-            if f[0] > t:
-                t = f[0]
-            di.wclock = f[1]
-        elif code == XWAIT:
-            q = self.pending[p.core.idx].get(op.key)
-            if not q:
-                return
-            if q[0][0] > now:  # still in flight: look again when it arrives
-                self.seq += 1
-                heapq.heappush(self.heap, (q[0][0], self.seq, p, None))
-                return
-            arrival, clk = q.popleft()
-            di.wclock = clk
-        p.queue.popleft()
-        p.busy = True
-        di.start = t
-        di.end = t + op.cost
-        self.seq += 1
-        heapq.heappush(self.heap, (di.end, self.seq, p, di))
 
     # ---- completion
     def complete(self, p: _Pipe, di, t: int) -> None:
         core = p.core
-        st = di.stmt
         op = di.op
         code = op.code
         p.busy = False
@@ -291,49 +229,32 @@ class _Block:
         if d is not p.dclock:
             p.dclock = d
             clk[:] = [a if a > b else b for a, b in zip(clk, d)]
-        if di.wclock is not None:
-            clk[:] = [a if a > b else b for a, b in zip(clk, di.wclock)]
+        w = di.wclock
+        if w is not None:
+            clk[:] = [a if a > b else b for a, b in zip(clk, w)]
         epoch = p.count = p.count + 1
-        tid = p.tid
+        cid = p.cid
         # Later instructions of an in-order pipe follow the earlier ones; on V only a
         # pipe_barrier orders vector instructions among themselves (a set_flag does not).
         if not p.is_v or code == BARRIER:
-            clk[tid] = epoch
+            clk[cid] = epoch
         if p.is_s:  # the scalar unit waited for it: later dispatches follow it
             core.D = tuple(map(max, core.D, clk))
-        if code == INSTR and (self.data or p.is_s):
-            env = core.xenv
-            bufs = env.bufs
-            if di.scalars:  # the scalar registers as dispatched, not as now
-                bufs = ScalarSnapshot(bufs, di.scalars)
-            shared = None
-            if self.check:  # scalar accesses of UB and GM too (var registers are not memory)
-                self.fresh, self.suspects = [], []
-                self.check_access(core, p, di, epoch, clk, bufs)
-                shared = self.blocks.before(self.block, di, bufs)
-            # (a map sets its lanes: it runs on a copy of the shared snapshot of variables)
-            env.vars = vs = dict(di.vars) if isinstance(st, For) else di.vars
-            if di.scalars:
-                env = Env(vs, bufs, env.core, env.block)
-            fn = op.effect
-            if fn is None:  # made at the first completion: a lowering error is reported there
-                fn = op.effect = effect_fn(st)
-            fn(env)
-            if self.check and self.fresh:
-                self.settle(bufs)
-            if shared:
-                self.blocks.after(shared)
+        if code == INSTR:
+            if self.data or p.is_s:
+                self.execute(core, p, di, epoch, clk)
         elif code == SET:
             # What a flag set here publishes: every earlier instruction of this pipe is done.
             flag_clk = tuple(clk)
-            if flag_clk[tid] != epoch:
-                flag_clk = flag_clk[:tid] + (epoch,) + flag_clk[tid + 1:]
+            if flag_clk[cid] != epoch:
+                flag_clk = flag_clk[:cid] + (epoch,) + flag_clk[cid + 1:]
             key = op.fkeys[core.idx]
             old = self.flags.get(key)
             if old is not None:
                 # Reported when the block ends unless a race shows the cause first: a double
                 # set is usually the symptom of a pipe that ran ahead for want of a wait.
                 if self.deferred is None:
+                    st = di.stmt
                     self.deferred = SyncError(
                         f"set_flag({st.src}, {st.dst}, {st.event}) on {core.name} while the flag "
                         f"is still set by {_where(core.name, old[2])}, not yet waited for "
@@ -343,11 +264,13 @@ class _Block:
             self.dirty.add(core.idx * NPIPES + op.didx)
         elif code == XSET:
             flag_clk = tuple(clk)
-            if flag_clk[tid] != epoch:
-                flag_clk = flag_clk[:tid] + (epoch,) + flag_clk[tid + 1:]
-            self.cross_set(core, st, t, flag_clk)
+            if flag_clk[cid] != epoch:
+                flag_clk = flag_clk[:cid] + (epoch,) + flag_clk[cid + 1:]
+            self.cross_set(core, di.stmt, t, flag_clk)
         start = di.start
-        self.events.append((core.name, p.name, start, t, st))
+        di.core = core.ename
+        di.scalars = di.wclock = None  # (not needed any more: the events keep di)
+        self.done.append(di)
         if p.cycles is None:
             p.cycles = 0
             self.busy_order.append(p)
@@ -359,6 +282,32 @@ class _Block:
             core.blocked = None
             core.t_s = t
             self.advance(core)
+
+    def execute(self, core: _Core, p: _Pipe, di, epoch: int, clk) -> None:
+        """The data effect of instruction `di` as it completes on pipe `p` (with its access
+        checks when checking)."""
+        st = di.stmt
+        env = core.xenv
+        bufs = env.bufs
+        if di.scalars:  # the scalar registers as dispatched, not as now
+            bufs = ScalarSnapshot(bufs, di.scalars)
+        shared = None
+        check = self.check
+        if check:  # scalar accesses of UB and GM too (var registers are not memory)
+            self.check_access(core, p, di, epoch, clk, bufs)  # (fresh, suspects: empty)
+            shared = self.blocks.before(self.block, di, bufs)
+        # (a map sets its lanes: it runs on a copy of the shared snapshot of variables)
+        env.vars = vs = dict(di.vars) if isinstance(st, For) else di.vars
+        if di.scalars:
+            env = Env(vs, bufs, env.core, env.block)
+        fn = di.op.effect
+        if fn is None:  # made at the first completion: a lowering error is reported there
+            fn = di.op.effect = effect_fn(st)
+        fn(env)
+        if check and self.fresh:
+            self.settle(bufs)
+        if shared:
+            self.blocks.after(shared)
 
     def cross_set(self, core: _Core, st, t: int, clk) -> None:
         chip = self.sim.chip
@@ -385,166 +334,57 @@ class _Block:
             push(self.pending[0][st.flag], (max(a0, a1), _join(c0, c1)), "C")
             self.dirty.update(range(NPIPES))
 
-    # ---- races
-    def check_access(self, core: _Core, p: _Pipe, di, epoch: int, clk, bufs) -> None:
-        """Check the accesses of `di` (its buffers `bufs`: the core's, with the scalar
-        registers as dispatched) against the history of each buffer instance it touches."""
-        sim = self.sim
-        # A static plan reads no buffer (its region starts are constants or loop variables):
-        # an instruction that reads scalar registers has its accesses found from `bufs`.
-        plan = None
-        if not di.scalars:  # (static_plan, kept on the statement's Op per core)
-            plans = di.op.plans
-            plan = plans[core.idx]
-            if plan is False:
-                plan = plans[core.idx] = sim.static_plan(di.stmt, core.name)
-        if callable(plan):
-            plan = plan(di.vars)
-        elif plan is None:
-            plan = sim.plan(instr_accesses(di.stmt, di.vars, bufs), core.name)
-        self.check_plan(plan, core, p.tid, di, epoch, clk, bufs)
-
-    def check_plan(self, plan, core: _Core, tid: int, di, epoch: int, clk, bufs) -> None:
-        """Check the accesses of an access plan (KernelFacts.plan) against their histories."""
-        hist = self.hist
-        for key, owner, b, bx, w in plan:
-            h = hist.get(key)
-            if h is None:
-                h = hist[key] = _Hist(self.sim.threads_of(b, owner))
-            self.access(h, key, b, bx, w, tid, epoch, clk, core, di, bufs)
-
-    def access(self, h, key, buf, box, w, tid, epoch, clk, core, di, bufs=None) -> None:
-        keep = []
-        n = len(box)
-        # GM accesses keep their values (settle): the bytes read, or the bytes before and
-        # after a write, so that unordered accesses that cannot differ are not races
-        rec = None
-        if bufs is not None and buf.scope in GM_SCOPES and not isinstance(box, Hull):
-            rec = [_snapshot(bufs, buf, box), None]
-            self.fresh.append((buf, box, w, rec))
-        new = (tid, epoch, box, w, di, core.name, rec)
-        for a in h.items:
-            if a[4] is di:  # the instruction's own other operand
-                keep.append(a)
-                continue
-            a_tid, a_ep, a_box, a_w = a[0], a[1], a[2], a[3]
-            overlap = True
-            covers = True
-            if a_box != box:  # (equal boxes, e.g. a tile loaded again: they overlap and cover)
-                for i in range(0, n, 2):
-                    lo, hi, alo, ahi = box[i], box[i + 1], a_box[i], a_box[i + 1]
-                    if lo >= ahi or alo >= hi:
-                        overlap = False
-                        break
-                    if lo > alo or hi < ahi:
-                        covers = False
-            if overlap:
-                if a_ep <= clk[a_tid]:
-                    if covers and (w or not a_w) and not isinstance(box, Hull):
-                        continue
-                elif (w or a_w) and not is_atomic_pair(w, a_w) and (  # atomic adds commute
-                        self.touch_common(buf, box, a_box, core.name, a[5])):
-                    if rec is not None and len(a) > 6 and a[6] is not None:
-                        self.suspects.append((buf, key, a, new, h, clk))  # settle decides
-                    else:
-                        self.race(buf, key, a, new)
-            keep.append(a)
-        keep.append(new)
-        if len(keep) > h.limit:
-            keep = self.prune(keep, h.threads)
-            h.limit = max(64, 2 * len(keep))
-        h.items = keep
-
-    def settle(self, bufs) -> None:
-        """After the instruction's effect: record what its GM writes wrote, then decide each
-        unordered pair `access` deferred. Not a race when no order of the two can give other
-        values: two writes of the same bytes; a write of the bytes a read got; a read of bytes a
-        write left as they were, or that another write ordered before the read wrote the same.
-        Anything else raises RaceError as before."""
-        for buf, box, w, rec in self.fresh:
-            rec[1] = _snapshot(bufs, buf, box) if w else rec[0]
-        for buf, key, a, new, h, clk in self.suspects:
-            if not self.benign(a, new, h, clk):
-                self.race(buf, key, a, new)
-
-    @staticmethod
-    def benign(a, new, h, clk) -> bool:
-        box, a_box = new[2], a[2]
-        over = tuple(x for i in range(0, len(box), 2)
-                     for x in (max(box[i], a_box[i]), min(box[i + 1], a_box[i + 1])))
-        a_vals, vals = _part(a[6][1], a_box, over), _part(new[6][1], box, over)
-        if a_vals is None or vals is None or a_vals.tobytes() != vals.tobytes():
-            return False
-        if new[3]:  # a write: of the bytes the earlier write wrote or the earlier read got
-            return True
-        # a read of what an unordered write wrote: the same without that write?
-        if _part(a[6][0], a_box, over).tobytes() == a_vals.tobytes():
-            return True  # the write left the bytes as they were
-        for t in h.items:  # another write ordered before the read wrote the same bytes
-            if t is a or not t[3] or len(t) < 7 or t[6] is None or t[6][1] is None:
-                continue
-            if t[1] > clk[t[0]]:
-                continue
-            t_vals = _part(t[6][1], t[2], over)
-            if t_vals is not None and t_vals.tobytes() == a_vals.tobytes():
-                return True
-        return False
-
-    @staticmethod
-    def touch_common(buf, box, a_box, core, a_core) -> bool:
-        """Two overlapping boxes: do the accesses touch common elements? Yes unless one is the
-        Hull of a strided map whose elements miss the other's, or (between the two AIVs, on
-        GM, as check_sync decides) the Hull of a guarded map, whose elements are unknown."""
-        if not isinstance(box, Hull) and not isinstance(a_box, Hull):
-            return True
-        e1, e2 = box_elements(box, buf.shape), box_elements(a_box, buf.shape)
-        if e1 is None or e2 is None:
-            return not ({core, a_core} == {"V0", "V1"} and buf.scope in GM_SCOPES)
-        return np.intersect1d(e1, e2, assume_unique=True).size > 0
-
-    def prune(self, items, threads):
-        front = None
-        for c, pname in threads:
-            core = self.cores[c]
-            if core.idle():
-                continue
-            b = core.pipes[pname].B
-            front = b if front is None else tuple(map(min, front, b))
-        if front is None:
-            return []
-        return [a for a in items if a[1] > front[a[0]]]
-
-    def race(self, buf, key, a, b) -> None:
-        def desc(x):
-            kind = "writes" if x[3] else "reads"
-            return f"{x[5]}.{x[4].pipe} `{instr_label(x[4].stmt)}` at {x[4].stmt.loc} {kind} it"
-        where = "workspace " if buf.scope == "workspace" else ""
-        owner = "" if key[0] == "G" else f" of {key[0]}"
-        box = ", ".join(f"{a[2][i]}:{a[2][i + 1]}" for i in range(0, len(a[2]), 2))
-        shared = self.sim.aliases.get(buf.name)
-        alias = (f" (plan_memory placed {', '.join(x.name for x in shared)} on bytes of "
-                 f"{buf.name}: an access through either name to common bytes counts)"
-                 ) if shared else ""
-        raise RaceError(
-            f"data race on {where}{buf.scope} buffer {buf.name}{owner} in block {self.block}: "
-            f"{desc(a)} (elements [{box}]) and {desc(b)}, and no flag or barrier orders them"
-            f"{alias}", b[4].stmt.loc)
-
     # ---- main loop
     def run(self) -> int:
+        """Run the block: after each completion, the pipes it may let start (`dirty`) try, in
+        thread order, to start the first instruction of their queue: at once if nothing holds
+        it (a wait: its flag set; a cross-core wait: its set arrived), no earlier than the pipe
+        is free and the instruction dispatched. The block's cycles."""
         for core in self.cores:
             self.advance(core)
-        now = 0
-        heap, by_tid, dirty = self.heap, self.by_tid, self.dirty
-        pop, try_start, complete = heapq.heappop, self.try_start, self.complete
+        now = seq = 0
+        heap, by_tid, dirty, flags, pending = (
+            self.heap, self.by_tid, self.dirty, self.flags, self.pending)
+        pop, push, complete = heapq.heappop, heapq.heappush, self.complete
         while True:
-            if dirty:  # (try_start adds none)
-                todo = sorted(dirty)
-                dirty.clear()
+            if dirty:  # (a start adds none)
+                if len(dirty) == 1:
+                    todo = (dirty.pop(),)
+                else:
+                    todo = sorted(dirty)
+                    dirty.clear()
                 for tid in todo:
                     p = by_tid[tid]
-                    if p.queue and not p.busy:
-                        try_start(p, now)
+                    if p.busy or not p.queue:
+                        continue
+                    di = p.queue[0]
+                    t = now if now > p.free else p.free
+                    if di.dispatch > t:
+                        t = di.dispatch
+                    op = di.op
+                    code = op.code
+                    if code == WAIT:
+                        f = flags.pop(op.fkeys[p.core.idx], None)
+                        if f is None:
+                            continue
+                        if f[0] > t:
+                            t = f[0]
+                        di.wclock = f[1]
+                    elif code == XWAIT:
+                        q = pending[p.core.idx].get(op.key)
+                        if not q:
+                            continue
+                        if q[0][0] > now:  # still in flight: look again when it arrives
+                            seq += 1
+                            push(heap, (q[0][0], seq, p, None))
+                            continue
+                        di.wclock = q.popleft()[1]
+                    p.queue.popleft()
+                    p.busy = True
+                    di.start = t
+                    di.end = end = t + op.cost
+                    seq += 1
+                    push(heap, (end, seq, p, di))
             if not heap:
                 break
             now, _, p, di = pop(heap)
@@ -608,6 +448,7 @@ class _Sim:
         # what depends on the kernel alone is found once per kernel object (the IR is immutable)
         facts = cached(kernel, KernelFacts, "sim")
         self.tracked, self.aliases = facts.tracked, facts.aliases
+        self.clock_threads = facts.clock_threads
         self.plan, self.static_plan, self.threads_of = (
             facts.plan, facts.static_plan, facts.threads_of)
         ops, costs = facts.ops_for(chip.costs), chip.costs
@@ -669,11 +510,13 @@ def simulate_kernel(kernel: Kernel, args: list | None, chip, *, check: bool = Tr
             with collector_paused():
                 res = _timed_block(fast, b, seen) if fast is not None else None
                 if res is None:
-                    blk = _Block(sim, b)
-                    res = (blk.run(), blk.events, blk.ninstr,
-                           [(p.core.name, p.name, p.cycles) for p in blk.busy_order])
-                block_cycles[b], raw, nb, busy = res
-                events += block_events(raw, prefix)
+                    blk = _Block(sim, b, prefix)
+                    block_cycles[b] = blk.run()
+                    events.append(lambda done=blk.done: instr_events(done))
+                    nb, busy = blk.ninstr, [(p.core.name, p.name, p.cycles) for p in blk.busy_order]
+                else:
+                    block_cycles[b], raw, nb, busy = res
+                    events.append(lambda ev=block_events(raw, prefix): ev)
             ninstr += nb
             for core, pipe, cycles in busy:
                 core_busy[f"{core}.{pipe}"] += cycles
@@ -684,7 +527,7 @@ def simulate_kernel(kernel: Kernel, args: list | None, chip, *, check: bool = Tr
     per_core = [0] * max(1, chip.aic_cores)
     for b in range(n):
         per_core[b % len(per_core)] += block_cycles.get(b, mean)
-    return SimReport(cycles=max(per_core), block_cycles=block_cycles, pipe_busy=pipe_busy,
-                     core_pipe_busy=dict(core_busy), events=events, instructions=ninstr,
-                     blocks=tuple(todo), estimated=len(todo) < n, aic_cores=len(per_core),
-                     clock_ghz=chip.clock_ghz)
+    report = SimReport(cycles=max(per_core), block_cycles=block_cycles, pipe_busy=pipe_busy,
+                       core_pipe_busy=dict(core_busy), instructions=ninstr, blocks=tuple(todo),
+                       estimated=len(todo) < n, aic_cores=len(per_core), clock_ghz=chip.clock_ghz)
+    return defer_events(report, events)  # (made when asked for: most callers never do)

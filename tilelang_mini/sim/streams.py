@@ -48,7 +48,7 @@ class DynInstr:
     """One dynamic instruction: the statement, its pipe, the loop variables when dispatched."""
 
     __slots__ = ("stmt", "pipe", "vars", "scalars", "dispatch", "dclock", "wclock", "start",
-                 "end", "seq", "op")
+                 "end", "seq", "op", "core")
 
     def __init__(self, stmt, pipe: str, vars: dict, scalars: dict | None = None):
         self.stmt = stmt
@@ -56,7 +56,7 @@ class DynInstr:
         self.vars = vars
         self.scalars = scalars  # the scalar registers (alloc_var) it reads, as dispatched
         self.op = None          # the consumer's static facts of stmt
-        self.wclock = None      # (dispatch, dclock, start, end, seq: set before they are read)
+        self.wclock = None      # (dispatch, dclock, start, end, seq, core: set before read)
 
 
 # ----------------------------------------------------------------------------- per-stmt caches
@@ -217,6 +217,27 @@ def _walk(body, kind, env, in_scope, snap):
             execute(x, env)
         else:
             x()
+
+
+def stream_pipes(body, kind: str) -> set:
+    """The pipes that the program of a core of kind "C" or "V" can dispatch instructions to:
+    those of its walk's items (whatever the control flow takes), and S."""
+    out = {"S"}
+
+    def visit(b, in_scope):
+        for code, x in cached(b, lambda b: _items(b, kind, in_scope), _WALK_TAGS[kind, in_scope]):
+            if code == _SEG:
+                out.update(pipe for _, pipe, _ in x)
+            elif code == _FOR:
+                visit(x.body, in_scope)
+            elif code == _SCOPE:
+                visit(x, True)
+            elif code == _IF:
+                visit(x.then_body, in_scope)
+                visit(x.else_body, in_scope)
+
+    visit(body, False)
+    return out
 
 
 def scalar_reads_of(stmt) -> tuple:
