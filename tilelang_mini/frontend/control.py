@@ -10,7 +10,7 @@ import math
 from ..ir import dtypes
 from ..ir.nodes import Alloc, Buffer, For, If, Load, Store, Var
 from .atomic import ParallelAtomic
-from .breaks import FLAG, guarded_body, has_break
+from .breaks import FLAG, cleared, guarded_body, has_break
 from .common import Marker, show
 from .exprs import as_expr, binop, const, is_ir
 
@@ -267,25 +267,77 @@ class ControlFlow:
 
     def stmt_While(self, s):
         """`while c:` on a trace-time condition runs at trace time (its body is emitted once per
-        pass, like a Python `for` over a list); on a run-time condition it is a located error:
-        every loop here has a trip count known when it starts (the lowering schedules pipes
-        and flags per iteration, the simulator and the estimate count them)."""
+        pass, like a Python `for` over a list); on a run-time condition (one that reads kernel
+        values, `while bx[0] < n:`) it is an IR `while` loop, whose condition is read before
+        every trip. A `break` in its body sets a flag that the condition also tests (breaks.py),
+        which makes `while True:` with a run-time `break` a run-time loop too."""
         if s.orelse:
             raise self.error(s, "while/else is not supported in a kernel")
         out = []
         for _ in range(_MAX_TRACE_WHILE):
             cond = self.resolved(self.eval(s.test), s.test)
-            if is_ir(cond):
-                raise self.error(s.test, "a `while` loop on a run-time condition is not "
-                                         "supported: loops need a trip count known when they "
-                                         "start; write `for _ in T.serial(max_trips):` with "
-                                         "`if cond:` around the body (max_trips: a bound on the "
-                                         "iterations)")
+            if is_ir(cond) or (cond and has_break(s.body)):
+                return out + self.runtime_while(s)
             if not cond:
                 return out
             out.extend(self.body(s.body))
         raise self.error(s, f"a trace-time `while` loop ran {_MAX_TRACE_WHILE} times; "
                             f"its condition never became false")
+
+    def runtime_while(self, s) -> list:
+        """`while c: body` as an IR while loop. Values carried from one trip to the next live in
+        buffers (`x = T.alloc_var(...)`, `x = ...` stores): the condition is one expression,
+        read before every trip, so a name it reads that the body binds anew (a trace-time
+        value, `i = i + 1` on a Python int) has no meaning here and is a located error.
+
+            while bx[0] < n:              while bx[0] < n:
+                A; bx[0] = bx[0] + 4  ->      A; bx[0] = bx[0] + 4
+        """
+        test, body, init = s.test, s.body, []
+        if has_break(body):
+            name = self.fresh_var(FLAG)
+            unique = self.fresh_buffer_name("break_flag")
+            shape, scope = self.per_thread_alloc(unique, "alloc_var", (1,), "var")
+            flag = Buffer(unique, shape, "int32", scope)
+            self.hoisted_allocs[unique] = Alloc(flag, None, self.loc(s))
+            self.bind(name, flag)
+            init = [Store(flag, self.scalar_index(flag), const(0), self.loc(s))]
+            test = ast.copy_location(ast.BoolOp(ast.And(), [cleared(name, s.test), s.test]),
+                                     s.test)
+            body = guarded_body(body, name)
+        cond = self.while_cond(test, s.test)
+        self.scopes.append({})
+        try:
+            stmts = self.body(body)
+            if self.while_cond(test, s.test) != cond:
+                raise self.error(s.test, self.carried_names(s.test) + "a value that changes from "
+                                 "one trip to the next lives in a variable: `x = T.alloc_var("
+                                 "T.int32)` before the loop, then `x = ...` in it")
+        finally:
+            self.scopes.pop()
+        if self.parallel_depth:
+            raise self.error(s, "a `while` loop in a T.Parallel body: its iterations have no "
+                                "order; loop over the tile with T.serial outside T.Parallel")
+        return init + [For((), (cond,), "while", tuple(stmts), 0, self.loc(s))]
+
+    def while_cond(self, test, where):
+        """The IR condition of a run-time `while` (a kernel value tested against zero)."""
+        cond = self.resolved(self.eval(test), where)
+        if not is_ir(cond):
+            return const(bool(cond))
+        if isinstance(cond, Load) and cond.buffer.dtype != "bool":
+            cond = binop("!=", cond, const(0.0 if dtypes.is_float(cond.buffer.dtype) else 0))
+        return as_expr(cond)
+
+    def carried_names(self, test) -> str:
+        """'the condition reads `i`, which the loop body binds anew; ' for the names of `test`
+        that the innermost scope (the loop body's) rebinds."""
+        names = sorted({n.id for n in ast.walk(test) if isinstance(n, ast.Name)
+                        and n.id in self.scopes[-1]})
+        if not names:
+            return "the condition of this `while` changes inside its body; "
+        shown = ", ".join(f"`{n}`" for n in names)
+        return f"the condition of this `while` reads {shown}, which its body binds anew; "
 
     def stmt_If(self, s):
         split = self.thread_split(s)
