@@ -102,3 +102,219 @@ def test_tile_ops_in_the_loop(target):
         got, report = kern.simulate(a, b, lo, hi)
         close(got, want, reduce_len=K)
         assert kern.estimate(args=[a, b, lo, hi, np.zeros((M, N), np.float32)]).time_us > 0
+
+
+@tilelang_mini.jit
+def first_above(X, t: float):
+    """Index of the first X[i] above t (N when none): `while True` left by a run-time break."""
+    N = T.const("N")
+    X: T.Tensor((N,), T.float32)
+    Y = T.empty((1,), T.int32)
+    with T.Kernel(1) as _:
+        i = T.alloc_var(T.int32)
+        i = 0
+        while True:
+            if i >= N:
+                break
+            if X[i] > t:
+                break
+            i = i + 1
+        Y[0] = i
+    return Y
+
+
+@pytest.mark.parametrize("t", [2.0, 0.5, 100.0])
+def test_while_true_with_break(target, monkeypatch, t):
+    monkeypatch.setenv("TILELANG_MINI_TARGET", target)
+    x = rand((32,), seed=5)
+    above = np.nonzero(x.astype(np.float64) > t)[0]
+    want = int(above[0]) if len(above) else 32
+    assert int(first_above(x, t)[0]) == want
+    kern, args = first_above.kernel_for(x, t)
+    got, _ = kern.simulate(*args)
+    assert int(got[0]) == want
+
+
+def shrink(R, C, limit):
+    """Vector tile work in a loop whose condition reads a reduced tile (a value the vector
+    pipe computes, read by the scalar unit before every trip): halve a block's rows until row
+    0's largest magnitude is at most `limit`, counting the trips."""
+    @T.prim_func
+    def main(X: T.Tensor((4 * R, C), "float32"), Y: T.Tensor((4 * R, C), "float32"),
+             Trips: T.Tensor((4,), "int32")):
+        with T.Kernel(4) as bx:
+            x = T.alloc_fragment((R, C), "float32")
+            m = T.alloc_fragment((R,), "float32")
+            n = T.alloc_var(T.int32)
+            T.copy(X[bx * R, 0], x)
+            T.reduce_absmax(x, m, dim=1)
+            n = 0
+            while m[0] > limit:
+                for i, j in T.Parallel(R, C):
+                    x[i, j] = x[i, j] * 0.5
+                T.reduce_absmax(x, m, dim=1)
+                n = n + 1
+            T.copy(x, Y[bx * R, 0])
+            Trips[bx] = n
+    return main
+
+
+def shrink_ref(x, R, limit):
+    y, trips = x.astype(np.float64).copy(), []
+    for b in range(4):
+        rows, n = y[b * R:(b + 1) * R], 0
+        while np.abs(rows[0]).max() > limit:
+            rows *= 0.5
+            n += 1
+        trips.append(n)
+    return y, np.array(trips)
+
+
+def test_condition_on_a_vector_tile(target):
+    R, C = 16, 32
+    x = rand((4 * R, C), seed=7) * 8
+    x[2 * R] *= 0.01   # block 2 needs no trip
+    want_y, want_n = shrink_ref(x, R, 1.0)
+    assert want_n[2] == 0 and want_n.max() >= 3
+    kern = tilelang_mini.compile(shrink(R, C, 1.0), out_idx=[1, 2], target=target)
+    y, n = kern(x)
+    close(y, want_y)
+    assert n.tolist() == want_n.tolist()
+    if target == "numpy":
+        (y, n), _ = kern.simulate(x)
+        close(y, want_y)
+        assert n.tolist() == want_n.tolist()
+
+
+def test_ir_text_round_trip():
+    kern = tilelang_mini.compile(ragged_gemm(64, 64, 192), out_idx=[-1], target="numpy")
+    assert "while k[0] < Hi[bx]:" in kern.get_ir("frontend")
+    for stage in kern.compilation.stages.values():
+        assert parse_ir(str(stage)) == stage
+    lowered = list(kern.compilation.stages.values())[-1]
+    assert "while k[0] < Hi[cid]:" in str(lowered)
+
+
+def _error(fn, *args) -> CompileError:
+    with pytest.raises(CompileError) as info:
+        tilelang_mini.jit(fn)(*args)
+    err = info.value
+    assert err.loc.file == __file__ and "tilelang_mini" not in str(err)
+    return err
+
+
+def test_a_trace_time_value_carried_across_trips_is_a_located_error():
+    def kernel(N):
+        N: T.Tensor((1,), T.int32)
+        Y = T.empty((1,), T.int32)
+        with T.Kernel(1) as _:
+            i = 0
+            while i < N[0]:
+                i = i + 1
+            Y[0] = i
+        return Y
+    err = _error(kernel, np.array([3], np.int32))
+    assert str(err).split("\n")[1].strip() == "while i < N[0]:"
+    assert "reads `i`, which its body binds anew" in err.message
+    assert "T.alloc_var" in err.message
+
+
+def test_while_in_parallel_is_a_located_error():
+    def kernel(X):
+        X: T.Tensor((16,), T.float32)
+        Y = T.empty((16,), T.float32)
+        with T.Kernel(1) as _:
+            y = T.alloc_fragment((16,), T.float32)
+            T.copy(X, y)
+            for i in T.Parallel(16):
+                while y[i] > 1.0:
+                    y[i] = y[i] * 0.5
+            T.copy(y, Y)
+        return Y
+    err = _error(kernel, np.ones(16, np.float32))
+    assert str(err).split("\n")[1].strip() == "while y[i] > 1.0:"
+    assert "T.Parallel" in err.message
+
+
+def test_trace_time_while_still_unrolls():
+    @tilelang_mini.jit
+    def powers(X):
+        X: T.Tensor((8,), T.float32)
+        Y = T.empty((8,), T.float32)
+        with T.Kernel(1) as _:
+            y = T.alloc_fragment((8,), T.float32)
+            T.copy(X, y)
+            k = 1
+            while k < 8:          # a Python loop: three copies of its body
+                for i in T.Parallel(8):
+                    y[i] = y[i] * 2.0
+                k *= 2
+            T.copy(y, Y)
+        return Y
+    x = rand((8,), seed=9)
+    close(powers(x), f64(x) * 8)
+    ir = powers.kernel_for(x)[0].get_ir("frontend")
+    assert not any(line.strip().startswith("while") for line in ir.splitlines())
+
+
+TMAX, W = 6, 64
+
+
+def prefetch_while():
+    """Expert mode, hand-set flags in a `while` loop (the stream-K walk with a prefetch of
+    the next row under `if t + 1 < n`): check_sync walks it as a loop of unknown trip count."""
+    @T.prim_func
+    def main(X: T.Tensor((2, TMAX, W), "float32"), N: T.Tensor((1,), "int32"),
+             Y: T.Tensor((2, W), "float32")):
+        with T.Kernel(1, is_npu=True) as (cid, vid):
+            buf = T.alloc_ub([W], "float32")
+            acc = T.alloc_ub([W], "float32")
+            t = T.alloc_var("int32")
+            with T.Scope("V"):
+                T.tile.fill(acc, 0.0)
+                T.copy(X[vid, 0, :], buf)
+                T.set_flag("mte2", "v", 0)
+                t = 0
+                while t < N[0]:
+                    T.wait_flag("mte2", "v", 0)
+                    T.tile.add(acc, acc, buf)
+                    T.set_flag("v", "mte2", 1)
+                    T.wait_flag("v", "mte2", 1)
+                    T.copy(X[vid, T.min(t + 1, TMAX - 1), :], buf)
+                    T.set_flag("mte2", "v", 0)
+                    t = t + 1
+                T.wait_flag("mte2", "v", 0)
+                T.set_flag("v", "mte3", 2)
+                T.wait_flag("v", "mte3", 2)
+                T.copy(acc, Y[vid, :])
+    return main
+
+
+@pytest.mark.parametrize("n", [0, 1, 5])
+def test_hand_set_flags_in_the_loop(target, n):
+    x = rand((2, TMAX, W), seed=n)
+    want = f64(x)[:, :n].sum(1)
+    kernel = tilelang_mini.compile(prefetch_while(), out_idx=[2], target=target)
+    close(np.asarray(kernel(x, np.array([n], np.int32))), want, reduce_len=max(n, 1))
+    if target == "numpy":
+        got, _ = kernel.simulate(x, np.array([n], np.int32))
+        close(np.asarray(got), want, reduce_len=max(n, 1))
+
+
+def test_hand_set_flags_in_the_loop_are_still_checked(tmp_path):
+    """A race inside the while loop (the add reads buf before the wait) is reported."""
+    import importlib.util
+    import inspect
+    import textwrap
+    code = textwrap.dedent(inspect.getsource(prefetch_while))
+    swapped = code.replace(
+        '                    T.wait_flag("mte2", "v", 0)\n                    T.tile.add(acc, acc, buf)',
+        '                    T.tile.add(acc, acc, buf)\n                    T.wait_flag("mte2", "v", 0)')
+    assert swapped != code
+    path = tmp_path / "racy.py"
+    path.write_text("import tilelang_mini.language as T\nTMAX, W = 6, 64\n\n" + swapped)
+    spec = importlib.util.spec_from_file_location("racy", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    with pytest.raises(CompileError, match="race on buf"):
+        tilelang_mini.compile(mod.prefetch_while(), out_idx=[2], target="numpy")

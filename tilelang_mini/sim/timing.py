@@ -48,7 +48,7 @@ PIPE_INDEX = {p: i for i, p in enumerate(PIPES)}
 S_PIPE = PIPE_INDEX["S"]
 INSTR, SET, WAIT, XSET, XWAIT, BARRIER = range(6)
 _OP_ALLOC, _OP_EFFECT, _OP_FOR, _OP_IF, _OP_ERROR = range(5)
-MAX_WHILE_TRIPS = 1 << 20  # trips of one `while` loop before the estimate calls it endless
+MAX_WHILE_TRIPS = 1 << 16  # trips of one `while` loop before the estimate calls it endless
 
 
 # ------------------------------------------------------------------------------ compilation
