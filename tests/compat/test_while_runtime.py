@@ -57,9 +57,9 @@ def ragged_gemm(M, N, K, bm=16, bn=32, bk=32):
     `while` over a variable (a tile GEMM per trip, then a vector epilogue per trip), so the trip
     count is read from data and cube and vector work both sit inside the loop."""
     @T.prim_func
-    def main(A: T.Tensor((M, K), "float16"), B: T.Tensor((K, N), "float16"),
-             Lo: T.Tensor((M // bm,), "int32"), Hi: T.Tensor((M // bm,), "int32"),
-             C: T.Tensor((M, N), "float32")):
+    def main(A: T.Tensor((M, K), T.float16), B: T.Tensor((K, N), T.float16),
+             Lo: T.Tensor((M // bm,), T.int32), Hi: T.Tensor((M // bm,), T.int32),
+             C: T.Tensor((M, N), T.float32)):
         with T.Kernel(M // bm) as bx:
             A_s = T.alloc_shared((bm, bk), "float16")
             B_s = T.alloc_shared((bk, bn), "float16")
@@ -140,8 +140,8 @@ def shrink(R, C, limit):
     pipe computes, read by the scalar unit before every trip): halve a block's rows until row
     0's largest magnitude is at most `limit`, counting the trips."""
     @T.prim_func
-    def main(X: T.Tensor((4 * R, C), "float32"), Y: T.Tensor((4 * R, C), "float32"),
-             Trips: T.Tensor((4,), "int32")):
+    def main(X: T.Tensor((4 * R, C), T.float32), Y: T.Tensor((4 * R, C), T.float32),
+             Trips: T.Tensor((4,), T.int32)):
         with T.Kernel(4) as bx:
             x = T.alloc_fragment((R, C), "float32")
             m = T.alloc_fragment((R,), "float32")
@@ -264,8 +264,8 @@ def prefetch_while():
     """Expert mode, hand-set flags in a `while` loop (the stream-K walk with a prefetch of
     the next row under `if t + 1 < n`): check_sync walks it as a loop of unknown trip count."""
     @T.prim_func
-    def main(X: T.Tensor((2, TMAX, W), "float32"), N: T.Tensor((1,), "int32"),
-             Y: T.Tensor((2, W), "float32")):
+    def main(X: T.Tensor((2, TMAX, W), T.float32), N: T.Tensor((1,), T.int32),
+             Y: T.Tensor((2, W), T.float32)):
         with T.Kernel(1, is_npu=True) as (cid, vid):
             buf = T.alloc_ub([W], "float32")
             acc = T.alloc_ub([W], "float32")
@@ -318,3 +318,62 @@ def test_hand_set_flags_in_the_loop_are_still_checked(tmp_path):
     spec.loader.exec_module(mod)
     with pytest.raises(CompileError, match="race on buf"):
         tilelang_mini.compile(mod.prefetch_while(), out_idx=[2], target="numpy")
+
+
+@tilelang_mini.jit
+def strided_rows(X, N):
+    """Per-thread (SIMT) code in a block-uniform `while`: each trip the 32 threads double one
+    row of 32 elements."""
+    X: T.Tensor((128,), T.float32)
+    N: T.Tensor((1,), T.int32)
+    Y = T.empty((128,), T.float32)
+    with T.Kernel(1, threads=32) as _:
+        tx = T.get_thread_binding()
+        s = T.alloc_var(T.int32)
+        s = 0
+        while s < N[0]:
+            Y[s * 32 + tx] = X[s * 32 + tx] * 2.0
+            s = s + 1
+    return Y
+
+
+def test_per_thread_code_in_the_loop(target, monkeypatch):
+    monkeypatch.setenv("TILELANG_MINI_TARGET", target)
+    x = rand((128,), seed=11)
+    want = np.zeros(128)
+    want[:96] = 2 * f64(x)[:96]
+    close(strided_rows(x, np.array([3], np.int32)), want)
+
+
+def test_per_thread_condition_is_a_located_error():
+    def kernel(X):
+        X: T.Tensor((128,), T.float32)
+        Y = T.empty((128,), T.float32)
+        with T.Kernel(1, threads=32) as _:
+            tx = T.get_thread_binding()
+            s = T.alloc_var(T.int32)
+            s = tx + 0
+            while s < 128:
+                Y[s] = X[s]
+                s = s + 32
+        return Y
+    err = _error(kernel, np.zeros(128, np.float32))
+    assert str(err).split("\n")[1].strip() == "while s < 128:"
+    assert "trip count depends on the thread index" in err.message
+
+
+def test_a_name_for_data_the_body_writes_is_a_located_error():
+    def kernel(X):
+        X: T.Tensor((8,), T.float32)
+        Y = T.empty((8,), T.float32)
+        with T.Kernel(1) as _:
+            x = T.alloc_fragment((8,), T.float32)
+            T.copy(X, x)
+            v = x[0]
+            while v > 1.0:
+                x[0] = x[0] * 0.5
+            T.copy(x, Y)
+        return Y
+    err = _error(kernel, np.zeros(8, np.float32))
+    assert str(err).split("\n")[1].strip() == "while v > 1.0:"
+    assert "a name is not a copy of the value" in err.message

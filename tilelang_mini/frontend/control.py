@@ -293,6 +293,9 @@ class ControlFlow:
             while bx[0] < n:              while bx[0] < n:
                 A; bx[0] = bx[0] + 4  ->      A; bx[0] = bx[0] + 4
         """
+        if self.parallel_depth:
+            raise self.error(s, "a `while` loop in a T.Parallel body: its iterations have no "
+                                "order; loop over the tile with T.serial outside T.Parallel")
         test, body, init = s.test, s.body, []
         if has_break(body):
             name = self.fresh_var(FLAG)
@@ -310,14 +313,9 @@ class ControlFlow:
         try:
             stmts = self.body(body)
             if self.while_cond(test, s.test) != cond:
-                raise self.error(s.test, self.carried_names(s.test) + "a value that changes from "
-                                 "one trip to the next lives in a variable: `x = T.alloc_var("
-                                 "T.int32)` before the loop, then `x = ...` in it")
+                raise self.error(s.test, self.carried_message(s.test))
         finally:
             self.scopes.pop()
-        if self.parallel_depth:
-            raise self.error(s, "a `while` loop in a T.Parallel body: its iterations have no "
-                                "order; loop over the tile with T.serial outside T.Parallel")
         return init + [For((), (cond,), "while", tuple(stmts), 0, self.loc(s))]
 
     def while_cond(self, test, where):
@@ -329,15 +327,21 @@ class ControlFlow:
             cond = binop("!=", cond, const(0.0 if dtypes.is_float(cond.buffer.dtype) else 0))
         return as_expr(cond)
 
-    def carried_names(self, test) -> str:
-        """'the condition reads `i`, which the loop body binds anew; ' for the names of `test`
-        that the innermost scope (the loop body's) rebinds."""
+    def carried_message(self, test) -> str:
+        """Why the condition of a run-time `while` differs after its body: names of `test` that
+        the body (the innermost scope) binds anew, or a name for an expression of data the
+        body writes; and what to write instead."""
         names = sorted({n.id for n in ast.walk(test) if isinstance(n, ast.Name)
                         and n.id in self.scopes[-1]})
-        if not names:
-            return "the condition of this `while` changes inside its body; "
-        shown = ", ".join(f"`{n}`" for n in names)
-        return f"the condition of this `while` reads {shown}, which its body binds anew; "
+        x = names[0] if names else "x"
+        if names:
+            why = (f"the condition of this `while` reads {', '.join(f'`{n}`' for n in names)}, "
+                   f"which its body binds anew")
+        else:
+            why = ("the condition of this `while` reads a name that stands for an expression of "
+                   "data its body writes (a name is not a copy of the value)")
+        return (f"{why}; a value that changes from one trip to the next lives in a variable: "
+                f"`{x} = T.alloc_var(T.int32)` before the loop (then `{x} = ...`)")
 
     def stmt_If(self, s):
         split = self.thread_split(s)
