@@ -71,15 +71,20 @@ class ControlFlow:
         if isinstance(it, ast.Attribute) and it.attr == "Parallel":
             raise self.error(s, "`break` in a T.Parallel body: its iterations have no order; "
                                 "guard the assignments with `if` instead")
+        name, clear = self.break_flag(s)
+        loop = ast.copy_location(ast.For(target=s.target, iter=s.iter,
+                                         body=guarded_body(s.body, name), orelse=[]), s)
+        return [clear] + self.stmt_For(loop)
+
+    def break_flag(self, s):
+        """(the name of a new hidden `break` flag of loop `s`, the store clearing it)."""
         name = self.fresh_var(FLAG)
         unique = self.fresh_buffer_name("break_flag")
         shape, scope = self.per_thread_alloc(unique, "alloc_var", (1,), "var")
         flag = Buffer(unique, shape, "int32", scope)
         self.hoisted_allocs[unique] = Alloc(flag, None, self.loc(s))
         self.bind(name, flag)
-        loop = ast.copy_location(ast.For(target=s.target, iter=s.iter,
-                                         body=guarded_body(s.body, name), orelse=[]), s)
-        return [Store(flag, self.scalar_index(flag), const(0), self.loc(s))] + self.stmt_For(loop)
+        return name, Store(flag, self.scalar_index(flag), const(0), self.loc(s))
 
     def fused_parallel(self, names, call: ast.Call, s):
         """Parallel loops (TVM script's one-dimension T.parallel, or T.Parallel) nested with
@@ -298,13 +303,8 @@ class ControlFlow:
                                 "order; loop over the tile with T.serial outside T.Parallel")
         test, body, init = s.test, s.body, []
         if has_break(body):
-            name = self.fresh_var(FLAG)
-            unique = self.fresh_buffer_name("break_flag")
-            shape, scope = self.per_thread_alloc(unique, "alloc_var", (1,), "var")
-            flag = Buffer(unique, shape, "int32", scope)
-            self.hoisted_allocs[unique] = Alloc(flag, None, self.loc(s))
-            self.bind(name, flag)
-            init = [Store(flag, self.scalar_index(flag), const(0), self.loc(s))]
+            name, clear = self.break_flag(s)
+            init = [clear]
             test = ast.copy_location(ast.BoolOp(ast.And(), [cleared(name, s.test), s.test]),
                                      s.test)
             body = guarded_body(body, name)
