@@ -195,11 +195,11 @@ def test_ir_text_round_trip():
     assert "while k[0] < Hi[cid]:" in str(lowered)
 
 
-def check_error(fn, arg, line: str, *phrases) -> None:
-    """Calling kernel `fn` on `arg` is a CompileError at the source line `line` of this file,
+def check_error(fn, args: tuple, line: str, *phrases) -> None:
+    """Calling kernel `fn` on `args` is a CompileError at the source line `line` of this file,
     its message holding `phrases` and no compiler file."""
     with pytest.raises(CompileError) as info:
-        tilelang_mini.jit(fn)(arg)
+        tilelang_mini.jit(fn)(*args)
     err = info.value
     assert err.loc.file == __file__ and "tilelang_mini" not in str(err)
     assert str(err).split("\n")[1].strip() == line
@@ -217,7 +217,7 @@ def test_a_trace_time_value_carried_across_trips_is_a_located_error():
                 i = i + 1
             Y[0] = i
         return Y
-    check_error(kernel, np.array([3], np.int32), "while i < N[0]:",
+    check_error(kernel, (np.array([3], np.int32),), "while i < N[0]:",
                 "reads `i`, which its body binds anew", "T.alloc_var")
 
 
@@ -233,7 +233,7 @@ def test_while_in_parallel_is_a_located_error():
                     y[i] = y[i] * 0.5
             T.copy(y, Y)
         return Y
-    check_error(kernel, np.ones(16, np.float32), "while y[i] > 1.0:",
+    check_error(kernel, (np.ones(16, np.float32),), "while y[i] > 1.0:",
                 "T.Parallel")
 
 
@@ -358,7 +358,7 @@ def test_per_thread_condition_is_a_located_error():
                 Y[s] = X[s]
                 s = s + 32
         return Y
-    check_error(kernel, np.zeros(128, np.float32), "while s < 128:",
+    check_error(kernel, (np.zeros(128, np.float32),), "while s < 128:",
                 "trip count depends on the thread index")
 
 
@@ -374,5 +374,28 @@ def test_a_name_for_data_the_body_writes_is_a_located_error():
                 x[0] = x[0] * 0.5
             T.copy(x, Y)
         return Y
-    check_error(kernel, np.zeros(8, np.float32), "while v > 1.0:",
+    check_error(kernel, (np.zeros(8, np.float32),), "while v > 1.0:",
                 "a name is not a copy of the value")
+
+
+def test_cube_work_under_a_vector_tile_condition_is_a_located_error():
+    """The cube core runs the loop too, and cannot read a tile the vector core computes."""
+    def kernel(A, B):
+        A: T.Tensor((16, 32), T.float16)
+        B: T.Tensor((32, 32), T.float16)
+        C = T.empty((16, 32), T.float32)
+        with T.Kernel(1) as _:
+            A_s = T.alloc_shared((16, 32), T.float16)
+            B_s = T.alloc_shared((32, 32), T.float16)
+            C_f = T.alloc_fragment((16, 32), T.float32)
+            m = T.alloc_fragment((16,), T.float32)
+            T.copy(A, A_s)
+            T.copy(B, B_s)
+            T.fill(m, 2.0)
+            while m[0] > 1.0:
+                T.gemm(A_s, B_s, C_f, clear_accum=True)
+                T.reduce_absmax(C_f, m, dim=1)
+            T.copy(C_f, C)
+        return C
+    check_error(kernel, (np.zeros((16, 32), np.float16), np.zeros((32, 32), np.float16)),
+                "while m[0] > 1.0:", "its condition reads 'm', a vector-core tile")

@@ -400,16 +400,17 @@ def _read_from_gm(st, rw):
     else:
         st = replace(st, extents=tuple(transform(e, rw) for e in st.extents))
         heads = list(st.extents)
+    what, head = ("if", "condition") if isinstance(st, If) else (
+        ("while loop", "condition") if st.kind == "while" else ("loop", "bound"))
     for h in heads:
         for n in walk(h):
             if isinstance(n, Load) and n.buffer.scope == "UB":
                 raise CompileError(
-                    f"this {'if' if isinstance(st, If) else 'loop'} holds cube work (a gemm or "
-                    f"a cube copy) but its {'condition' if isinstance(st, If) else 'bound'} "
+                    f"this {what} holds cube work (a gemm or a cube copy) but its {head} "
                     f"reads '{n.buffer.name}', a vector-core tile computed on chip: the cube "
                     f"core cannot read it. Read the value from a global tensor (a tile that is "
                     f"only a copy of global memory is read from there), or keep the cube work "
-                    f"outside the if", st.loc)
+                    f"outside the {what}", st.loc)
     return st
 
 
