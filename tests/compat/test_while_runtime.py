@@ -399,3 +399,88 @@ def test_cube_work_under_a_vector_tile_condition_is_a_located_error():
         return C
     check_error(kernel, (np.zeros((16, 32), np.float16), np.zeros((32, 32), np.float16)),
                 "while m[0] > 1.0:", "its condition reads 'm', a vector-core tile")
+
+
+def test_estimate_counts_the_trips():
+    """The estimate runs the loop on the scalars it tracks (the arguments, `alloc_var`
+    counters): more trips, more cycles; zero-filled arguments, no trip."""
+    M, N, K = 64, 64, 192
+    kern = tilelang_mini.compile(ragged_gemm(M, N, K), out_idx=[-1], target="numpy")
+    a, b = np.zeros((M, K), np.float16), np.zeros((K, N), np.float16)
+    c, lo = np.zeros((M, N), np.float32), np.zeros(4, np.int32)
+    cycles = [kern.estimate(args=[a, b, lo, np.full(4, hi, np.int32), c]).cycles
+              for hi in (0, 32, 96, 192)]
+    assert cycles == sorted(set(cycles))   # strictly more with every trip added
+    assert kern.estimate().cycles == cycles[0]
+
+
+@T.prim_func
+def grow(X: T.Tensor((64, 32), T.float32), Y: T.Tensor((64, 32), T.float32)):
+    """Double a block's 16 rows until row 0's largest magnitude reaches 1: the tiles would
+    split by rows between the two vector cores, but the loop's condition reads one row, so the
+    work stays whole on AIV 0 and so does the loop (AIV 1 has no such row)."""
+    with T.Kernel(4) as bx:
+        x = T.alloc_fragment((16, 32), T.float32)
+        m = T.alloc_fragment((16,), T.float32)
+        T.copy(X[bx * 16, 0], x)
+        T.reduce_absmax(x, m, dim=1)
+        while m[0] < 1.0:
+            for i, j in T.Parallel(16, 32):
+                x[i, j] = x[i, j] * 2.0
+            T.reduce_absmax(x, m, dim=1)
+        T.copy(x, Y[bx * 16, 0])
+
+
+def grow_ref(x):
+    want = f64(x).copy()
+    for blk in range(4):
+        while np.abs(want[blk * 16]).max() < 1.0:
+            want[blk * 16:(blk + 1) * 16] *= 2
+    return want
+
+
+def test_condition_on_a_row_of_a_tile(target):
+    x = rand((64, 32), seed=4) * 0.01
+    x[16] *= 100   # block 1 needs no trip
+    kern = tilelang_mini.compile(grow, out_idx=[1], target=target)
+    close(kern(x), grow_ref(x))
+    if target == "numpy":
+        got, _ = kern.simulate(x)
+        close(got, grow_ref(x))
+
+
+def test_if_on_a_row_of_a_tile(target):
+    """The same for an `if` (before: the tiles were split by rows and each vector core
+    decided on its own half's row 0, a silently wrong result)."""
+    @T.prim_func
+    def once(X: T.Tensor((64, 32), T.float32), Y: T.Tensor((64, 32), T.float32)):
+        with T.Kernel(4) as bx:
+            x = T.alloc_fragment((16, 32), T.float32)
+            m = T.alloc_fragment((16,), T.float32)
+            T.copy(X[bx * 16, 0], x)
+            T.reduce_absmax(x, m, dim=1)
+            if m[0] < 1.0:
+                for i, j in T.Parallel(16, 32):
+                    x[i, j] = x[i, j] * 2.0
+            T.copy(x, Y[bx * 16, 0])
+
+    x = rand((64, 32), seed=6)
+    x[16] *= 0.01
+    want = f64(x).copy()
+    for blk in range(4):
+        if np.abs(want[blk * 16]).max() < 1.0:
+            want[blk * 16:(blk + 1) * 16] *= 2
+    assert not np.allclose(want, f64(x))
+    close(tilelang_mini.compile(once, out_idx=[1], target=target)(x), want)
+
+
+def test_estimate_of_a_condition_on_computed_data_is_a_located_error():
+    """A condition that reads what the vector unit computes never changes in the data-free
+    estimate: after MAX_WHILE_TRIPS trips it is a located error, not a hang."""
+    from tilelang_mini.sim.timing import MAX_WHILE_TRIPS
+    kern = tilelang_mini.compile(grow, out_idx=[1], target="numpy")
+    with pytest.raises(CompileError) as info:
+        kern.estimate()
+    err = info.value
+    assert err.loc.file == __file__ and str(err).split("\n")[1].strip() == "while m[0] < 1.0:"
+    assert f"ran {MAX_WHILE_TRIPS} trips in the estimate" in err.message
