@@ -208,7 +208,7 @@ def test_run_time_while_on_a_trace_time_counter():
             i = 0
             while X[i] > 0.0:  # ERR:rtwhile
                 i = i + 1
-    check_located(err, "rtwhile", "reads `i`, which its body binds anew", "T.alloc_var")
+    check_located(err, "rtwhile", "body binds `i` anew", "T.alloc_var")
 
 
 def test_try():

@@ -218,7 +218,7 @@ def test_a_trace_time_value_carried_across_trips_is_a_located_error():
             Y[0] = i
         return Y
     check_error(kernel, (np.array([3], np.int32),), "while i < N[0]:",
-                "reads `i`, which its body binds anew", "T.alloc_var")
+                "body binds `i` anew", "T.alloc_var")
 
 
 def test_while_in_parallel_is_a_located_error():
@@ -484,3 +484,25 @@ def test_estimate_of_a_condition_on_computed_data_is_a_located_error():
     err = info.value
     assert err.loc.file == __file__ and str(err).split("\n")[1].strip() == "while m[0] < 1.0:"
     assert f"ran {MAX_WHILE_TRIPS} trips in the estimate" in err.message
+
+
+def test_a_trace_time_break_counter_is_a_located_error():
+    """`while True:` left by a `break` on a Python counter: the counter is bound anew under
+    the break's guard (before: the run-time loop ran its first trip's body for ever)."""
+    def kernel(X):
+        X: T.Tensor((8,), T.float32)
+        Y = T.empty((8,), T.float32)
+        with T.Kernel(1) as _:
+            y = T.alloc_fragment((8,), T.float32)
+            T.copy(X, y)
+            i = 0
+            while True:
+                if i == 3:
+                    break
+                for j in T.Parallel(8):
+                    y[j] = y[j] * 2.0
+                i = i + 1
+            T.copy(y, Y)
+        return Y
+    check_error(kernel, (np.ones(8, np.float32),), "while True:", "body binds `i` anew",
+                "i = T.alloc_var(T.int32)")

@@ -310,38 +310,46 @@ class ControlFlow:
             body = guarded_body(body, name)
         cond = self.while_cond(test, s.test)
         self.scopes.append({})
+        self.while_marks.append((len(self.scopes) - 1, set()))
         try:
             stmts = self.body(body)
+            carried = sorted(self.while_marks[-1][1])
+            if carried:
+                shown = ", ".join(f"`{n}`" for n in carried)
+                raise self.error(s, f"this `while` loop's body binds {shown} anew: the body "
+                                    f"is traced once, so a name cannot carry a value from one "
+                                    f"trip to the next. " + _KEEP.format(carried[0]))
             if self.while_cond(test, s.test) != cond:
-                raise self.error(s.test, self.carried_message(s.test))
+                raise self.error(s.test, "the condition of this `while` reads a name that stands "
+                                         "for an expression of data its body writes (a name is "
+                                         "not a copy of the value). " + _KEEP.format("x"))
         finally:
+            self.while_marks.pop()
             self.scopes.pop()
         return init + [For((), (cond,), "while", tuple(stmts), 0, self.loc(s))]
 
     def while_cond(self, test, where):
-        """The IR condition of a run-time `while` (a kernel value tested against zero)."""
+        """The IR condition of a run-time `while`."""
         cond = self.resolved(self.eval(test), where)
-        if not is_ir(cond):
-            return const(bool(cond))
+        return self.truth(cond) if is_ir(cond) else const(bool(cond))
+
+    def truth(self, cond):
+        """A run-time condition as an IR expression: a loaded number is tested against 0."""
         if isinstance(cond, Load) and cond.buffer.dtype != "bool":
             cond = binop("!=", cond, const(0.0 if dtypes.is_float(cond.buffer.dtype) else 0))
         return as_expr(cond)
 
-    def carried_message(self, test) -> str:
-        """Why the condition of a run-time `while` differs after its body: names of `test` that
-        the body (the innermost scope) binds anew, or a name for an expression of data the
-        body writes; and what to write instead."""
-        names = sorted({n.id for n in ast.walk(test) if isinstance(n, ast.Name)
-                        and n.id in self.scopes[-1]})
-        x = names[0] if names else "x"
-        if names:
-            why = (f"the condition of this `while` reads {', '.join(f'`{n}`' for n in names)}, "
-                   f"which its body binds anew")
-        else:
-            why = ("the condition of this `while` reads a name that stands for an expression of "
-                   "data its body writes (a name is not a copy of the value)")
-        return (f"{why}; a value that changes from one trip to the next lives in a variable: "
-                f"`{x} = T.alloc_var(T.int32)` before the loop (then `{x} = ...`)")
+    def note_rebinding(self, name: str, value) -> None:
+        """`name = value` inside open run-time `while` loops: a name bound before a loop that
+        its body binds to another value carries a value across trips (a tile allocated again
+        in the body is that trip's own)."""
+        if isinstance(value, Buffer):
+            return
+        for depth, carried in self.while_marks:
+            outer = next((sc[name] for sc in reversed(self.scopes[:depth]) if name in sc),
+                         self.globals.get(name, _UNBOUND))
+            if outer is not _UNBOUND and not _same(outer, value):
+                carried.add(name)
 
     def stmt_If(self, s):
         split = self.thread_split(s)
@@ -353,8 +361,7 @@ class ControlFlow:
         cond = self.resolved(self.eval(s.test), s.test)
         if not is_ir(cond):  # trace-time condition: pick the branch now
             return self.flat_body(s.body if cond else s.orelse)
-        if isinstance(cond, Load) and cond.buffer.dtype != "bool":
-            cond = binop("!=", cond, const(0.0 if dtypes.is_float(cond.buffer.dtype) else 0))
+        cond = self.truth(cond)
         self.scopes.append({})
         self.runtime_if_depth = getattr(self, "runtime_if_depth", 0) + 1
         then = self.body(s.body)
@@ -365,6 +372,19 @@ class ControlFlow:
         if self.parallel_depth:
             return self.parallel_if(cond, then, other, s)
         return [If(cond, tuple(then), tuple(other), self.loc(s))]
+
+
+_UNBOUND = object()
+_KEEP = ("A value that changes from one trip to the next lives in a variable: "
+         "`{0} = T.alloc_var(T.int32)` before the loop, then `{0} = ...` in it")
+
+
+def _same(a, b) -> bool:
+    """Trace-time values equal as the loop would see them (IR by structure)."""
+    try:
+        return a is b or (type(a) is type(b) and bool(a == b))
+    except Exception:  # noqa: BLE001 -- arrays and the like: not provably the same
+        return False
 
 
 def _element_code(if_node) -> bool:
