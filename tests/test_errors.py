@@ -201,13 +201,14 @@ def test_while_loop():
     check_located(err, "while", "trace-time `while`", "never became false")
 
 
-def test_run_time_while_loop():
+def test_run_time_while_on_a_trace_time_counter():
     @kernel_error
     def err(X: T.Tensor((8,), "float32"), Y: T.Tensor((8,), "float32")):
         with T.Kernel(1) as bx:
-            while X[0] > 0.0:  # ERR:rtwhile
-                pass
-    check_located(err, "rtwhile", "run-time condition", "T.serial(max_trips)")
+            i = 0
+            while X[i] > 0.0:  # ERR:rtwhile
+                i = i + 1
+    check_located(err, "rtwhile", "body binds `i` anew", "T.alloc_var")
 
 
 def test_try():

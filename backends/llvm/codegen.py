@@ -217,6 +217,9 @@ class KernelGen(ParallelMaps, Expressions):
             raise self.fail(f"internal: unknown fused kind {s.kind!r}")
 
     def for_(self, s: For):
+        if s.kind == "while":
+            self.while_(s)
+            return
         if s.kind not in ("serial", "parallel", "pipelined", "unroll"):
             raise self.fail(f"unknown loop kind {s.kind!r}")
         if len(s.vars) != len(s.extents):
@@ -282,6 +285,19 @@ class KernelGen(ParallelMaps, Expressions):
             self.par_body(stmts)
         else:
             self.body(stmts)
+
+    def while_(self, s: For):
+        """`while cond:` (a For of kind "while"): the condition is evaluated in the loop's
+        header, before every trip."""
+        if self.par is not None:
+            raise self.fail("a `while` loop inside a Parallel loop is not supported")
+
+        def cond():
+            c = self.expr(s.extents[0])
+            return vm.to_bool(self.e, c.v, c.kind)
+
+        with self.e.while_loop(cond):
+            self.body(s.body)
 
     def if_(self, s: If):
         par_dep = self.par is not None and vars_in((s.cond,)) & set(self.par.names)

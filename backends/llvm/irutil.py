@@ -380,6 +380,22 @@ class Emitter:
         b.position_at_end(after)
 
     @contextmanager
+    def while_loop(self, cond, name="while"):
+        """`while cond():` where `cond()` emits the test (an i1) in the loop's header block,
+        so that it is read again before every trip."""
+        b = self.b
+        header = self.fn.append_basic_block(name + ".head")
+        body = self.fn.append_basic_block(name + ".body")
+        after = self.fn.append_basic_block(name + ".end")
+        b.branch(header)
+        b.position_at_end(header)
+        b.cbranch(cond(), body, after)
+        b.position_at_end(body)
+        yield
+        b.branch(header)
+        b.position_at_end(after)
+
+    @contextmanager
     def if_then(self, cond):
         with self.b.if_then(cond):
             yield

@@ -1,5 +1,6 @@
-"""`break` in a kernel loop: a flag that guards what follows it (loops here have a trip count
-known when they start, so the remaining iterations run and do nothing).
+"""`break` in a kernel loop: a flag that guards what follows it (a `for` loop's trip count is
+known when it starts, so the remaining iterations run and do nothing; a run-time `while` loop
+also tests the flag in its condition, so it stops: control.py `runtime_while`).
 
     for r in T.serial(4):                    brk = 0
         if n <= 0:                           for r in T.serial(4):
@@ -37,7 +38,7 @@ def has_break(stmts) -> bool:
 def guarded_body(body: list, flag: str) -> list:
     """The loop body with `break` as `flag = 1` and what follows a possible break guarded
     by `if flag == 0:` (the whole body too, for the iterations after the break)."""
-    return [_located(ast.If(test=_clear(flag, body[0]), body=_guarded(body, flag), orelse=[]),
+    return [_located(ast.If(test=cleared(flag, body[0]), body=_guarded(body, flag), orelse=[]),
                      body[0])]
 
 
@@ -59,13 +60,14 @@ def _guarded(stmts: list, flag: str) -> list:
         out.append(s)
         rest = stmts[i + 1:]
         if rest:
-            out.append(_located(ast.If(test=_clear(flag, rest[0]), body=_guarded(rest, flag),
+            out.append(_located(ast.If(test=cleared(flag, rest[0]), body=_guarded(rest, flag),
                                        orelse=[]), rest[0]))
         return out
     return out
 
 
-def _clear(flag: str, where) -> ast.expr:
+def cleared(flag: str, where) -> ast.expr:
+    """`flag == 0` (no `break` yet), at the source position of `where`."""
     return _located(ast.Compare(left=_located(ast.Name(flag, ast.Load()), where),
                                 ops=[ast.Eq()], comparators=[_located(ast.Constant(0), where)]),
                     where)

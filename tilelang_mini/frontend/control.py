@@ -10,7 +10,7 @@ import math
 from ..ir import dtypes
 from ..ir.nodes import Alloc, Buffer, For, If, Load, Store, Var
 from .atomic import ParallelAtomic
-from .breaks import FLAG, guarded_body, has_break
+from .breaks import FLAG, cleared, guarded_body, has_break
 from .common import Marker, show
 from .exprs import as_expr, binop, const, is_ir
 
@@ -71,15 +71,20 @@ class ControlFlow:
         if isinstance(it, ast.Attribute) and it.attr == "Parallel":
             raise self.error(s, "`break` in a T.Parallel body: its iterations have no order; "
                                 "guard the assignments with `if` instead")
+        name, clear = self.break_flag(s)
+        loop = ast.copy_location(ast.For(target=s.target, iter=s.iter,
+                                         body=guarded_body(s.body, name), orelse=[]), s)
+        return [clear] + self.stmt_For(loop)
+
+    def break_flag(self, s):
+        """(the name of a new hidden `break` flag of loop `s`, the store clearing it)."""
         name = self.fresh_var(FLAG)
         unique = self.fresh_buffer_name("break_flag")
         shape, scope = self.per_thread_alloc(unique, "alloc_var", (1,), "var")
         flag = Buffer(unique, shape, "int32", scope)
         self.hoisted_allocs[unique] = Alloc(flag, None, self.loc(s))
         self.bind(name, flag)
-        loop = ast.copy_location(ast.For(target=s.target, iter=s.iter,
-                                         body=guarded_body(s.body, name), orelse=[]), s)
-        return [Store(flag, self.scalar_index(flag), const(0), self.loc(s))] + self.stmt_For(loop)
+        return name, Store(flag, self.scalar_index(flag), const(0), self.loc(s))
 
     def fused_parallel(self, names, call: ast.Call, s):
         """Parallel loops (TVM script's one-dimension T.parallel, or T.Parallel) nested with
@@ -269,25 +274,84 @@ class ControlFlow:
 
     def stmt_While(self, s):
         """`while c:` on a trace-time condition runs at trace time (its body is emitted once per
-        pass, like a Python `for` over a list); on a run-time condition it is a located error:
-        every loop here has a trip count known when it starts (the lowering schedules pipes
-        and flags per iteration, the simulator and the estimate count them)."""
+        pass, like a Python `for` over a list); on a run-time condition (one that reads kernel
+        values, `while bx[0] < n:`) it is an IR `while` loop, whose condition is read before
+        every trip. A `break` in its body sets a flag that the condition also tests (breaks.py),
+        which makes `while True:` with a run-time `break` a run-time loop too."""
         if s.orelse:
             raise self.error(s, "while/else is not supported in a kernel")
         out = []
         for _ in range(_MAX_TRACE_WHILE):
             cond = self.resolved(self.eval(s.test), s.test)
-            if is_ir(cond):
-                raise self.error(s.test, "a `while` loop on a run-time condition is not "
-                                         "supported: loops need a trip count known when they "
-                                         "start; write `for _ in T.serial(max_trips):` with "
-                                         "`if cond:` around the body (max_trips: a bound on the "
-                                         "iterations)")
+            if is_ir(cond) or (cond and has_break(s.body)):
+                return out + self.runtime_while(s)
             if not cond:
                 return out
             out.extend(self.body(s.body))
         raise self.error(s, f"a trace-time `while` loop ran {_MAX_TRACE_WHILE} times; "
                             f"its condition never became false")
+
+    def runtime_while(self, s) -> list:
+        """`while c: body` as an IR while loop. Values carried from one trip to the next live in
+        buffers (`x = T.alloc_var(...)`, `x = ...` stores): the condition is one expression,
+        read before every trip, so a name it reads that the body binds anew (a trace-time
+        value, `i = i + 1` on a Python int) has no meaning here and is a located error.
+
+            while bx[0] < n:              while bx[0] < n:
+                A; bx[0] = bx[0] + 4  ->      A; bx[0] = bx[0] + 4
+        """
+        if self.parallel_depth:
+            raise self.error(s, "a `while` loop in a T.Parallel body: its iterations have no "
+                                "order; loop over the tile with T.serial outside T.Parallel")
+        test, body, init = s.test, s.body, []
+        if has_break(body):
+            name, clear = self.break_flag(s)
+            init = [clear]
+            test = ast.copy_location(ast.BoolOp(ast.And(), [cleared(name, s.test), s.test]),
+                                     s.test)
+            body = guarded_body(body, name)
+        cond = self.while_cond(test, s.test)
+        self.scopes.append({})
+        self.while_marks.append((len(self.scopes) - 1, set()))
+        try:
+            stmts = self.body(body)
+            carried = sorted(self.while_marks[-1][1])
+            if carried:
+                shown = ", ".join(f"`{n}`" for n in carried)
+                raise self.error(s, f"this `while` loop's body binds {shown} anew: the body "
+                                    f"is traced once, so a name cannot carry a value from one "
+                                    f"trip to the next. " + _KEEP.format(carried[0]))
+            if self.while_cond(test, s.test) != cond:
+                raise self.error(s.test, "the condition of this `while` reads a name that stands "
+                                         "for an expression of data its body writes (a name is "
+                                         "not a copy of the value). " + _KEEP.format("x"))
+        finally:
+            self.while_marks.pop()
+            self.scopes.pop()
+        return init + [For((), (cond,), "while", tuple(stmts), 0, self.loc(s))]
+
+    def while_cond(self, test, where):
+        """The IR condition of a run-time `while`."""
+        cond = self.resolved(self.eval(test), where)
+        return self.truth(cond) if is_ir(cond) else const(bool(cond))
+
+    def truth(self, cond):
+        """A run-time condition as an IR expression: a loaded number is tested against 0."""
+        if isinstance(cond, Load) and cond.buffer.dtype != "bool":
+            cond = binop("!=", cond, const(0.0 if dtypes.is_float(cond.buffer.dtype) else 0))
+        return as_expr(cond)
+
+    def note_rebinding(self, name: str, value) -> None:
+        """`name = value` inside open run-time `while` loops: a name bound before a loop that
+        its body binds to another value carries a value across trips (a tile allocated again
+        in the body is that trip's own)."""
+        if isinstance(value, Buffer):
+            return
+        for depth, carried in self.while_marks:
+            outer = next((sc[name] for sc in reversed(self.scopes[:depth]) if name in sc),
+                         self.globals.get(name, _UNBOUND))
+            if outer is not _UNBOUND and not _same(outer, value):
+                carried.add(name)
 
     def stmt_If(self, s):
         split = self.thread_split(s)
@@ -299,8 +363,7 @@ class ControlFlow:
         cond = self.resolved(self.eval(s.test), s.test)
         if not is_ir(cond):  # trace-time condition: pick the branch now
             return self.flat_body(s.body if cond else s.orelse)
-        if isinstance(cond, Load) and cond.buffer.dtype != "bool":
-            cond = binop("!=", cond, const(0.0 if dtypes.is_float(cond.buffer.dtype) else 0))
+        cond = self.truth(cond)
         self.scopes.append({})
         self.runtime_if_depth = getattr(self, "runtime_if_depth", 0) + 1
         then = self.body(s.body)
@@ -311,6 +374,19 @@ class ControlFlow:
         if self.parallel_depth:
             return self.parallel_if(cond, then, other, s)
         return [If(cond, tuple(then), tuple(other), self.loc(s))]
+
+
+_UNBOUND = object()
+_KEEP = ("A value that changes from one trip to the next lives in a variable: "
+         "`{0} = T.alloc_var(T.int32)` before the loop, then `{0} = ...` in it")
+
+
+def _same(a, b) -> bool:
+    """Trace-time values equal as the loop would see them (IR by structure)."""
+    try:
+        return a is b or (type(a) is type(b) and bool(a == b))
+    except Exception:  # noqa: BLE001 -- arrays and the like: not provably the same
+        return False
 
 
 def _element_code(if_node) -> bool:

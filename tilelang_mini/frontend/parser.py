@@ -182,6 +182,7 @@ class KernelBuilder(ExprVisitor, ControlFlow, TileOps, Dialect, TileAscend, Eage
         self.parallel_loops: list = []  # (IR names, extents) of the open T.Parallel loops
         self.parallel_outer: list = []  # for each: the open_bodies index of its enclosing list
         self.loop_names: list = []  # IR names of the enclosing loops' variables
+        self.while_marks: list = []  # (scope depth, names carried) of open run-time whiles
         self.open_bodies: list[list] = []  # statement lists being built (innermost last)
         self.captures: dict = {}  # (id(scope), name) -> Capture
         self.n_fresh = 0
@@ -225,6 +226,8 @@ class KernelBuilder(ExprVisitor, ControlFlow, TileOps, Dialect, TileAscend, Eage
         raise self.error(node, f"name '{name}' is not defined")
 
     def bind(self, name: str, value) -> None:
+        if self.while_marks:
+            self.note_rebinding(name, value)  # control.py
         self.scopes[-1][name] = value
 
     def fresh_buffer_name(self, name: str) -> str:

@@ -217,7 +217,8 @@ class Simt:
                 out.append(self.map_store(x, s, pred))
             elif isinstance(x, For) and x.kind == "parallel":
                 out.append(self.widened_map(x, pred))
-            elif isinstance(x, For) and x.vars[0] in self.simt.serial:  # a per-thread atomic
+            elif isinstance(x, For) and x.vars and x.vars[0] in self.simt.serial:
+                # a per-thread atomic
                 out.append(self.predicated_atomic(x, pred, s))
             elif isinstance(x, For):
                 if any(self.threads_of(e) for e in x.extents):

@@ -84,7 +84,12 @@ def build_tree(stmts, core=None, *, stage: str = "insert_sync", on_missing=None)
         elif isinstance(s, Alloc):
             items.append(s)
         elif isinstance(s, For) and s.kind != "parallel":
-            block = Block(s, [build_tree(s.body, core, stage=stage, on_missing=on_missing)])
+            body = build_tree(s.body, core, stage=stage, on_missing=on_missing)
+            block = Block(s, [body])
+            if s.kind == "while":  # the condition is read again after every trip
+                for probe in _probes(s, block, core):
+                    probe.parent = body
+                    body.append(probe)
             items += _probes(s, block, core) + [block]
         elif isinstance(s, If):
             block = Block(s, [build_tree(s.then_body, core, stage=stage, on_missing=on_missing),

@@ -287,13 +287,18 @@ class Store:
     loc: Loc = _loc()
 
 
-LOOP_KINDS = ("serial", "parallel", "pipelined", "unroll")
+LOOP_KINDS = ("serial", "parallel", "pipelined", "unroll", "while")
 
 
 @dataclass(frozen=True)
 class For:
     """`for vars in kind(*extents)`. A `parallel` loop is an elementwise map (a tile op);
-    `pipelined` carries num_stages until the pipeline pass expands it."""
+    `pipelined` carries num_stages until the pipeline pass expands it.
+
+    A `while` loop, printed `while cond:`, has no vars and one "extent", its condition: it is
+    read before every trip, and the loop stops at the first trip where it is false. It is a loop
+    whose trip count is a run-time value, like `serial(n[0])`, except that the count is only
+    known once the loop has ended; passes treat it as they treat a run-time trip count."""
 
     vars: tuple[str, ...]
     extents: tuple[Expr, ...]

@@ -450,6 +450,11 @@ class _ToIR(Transformer):
                    self.loc(_comment, meta))
 
     @v_args(meta=True)
+    def while_(self, meta, children):
+        cond, comment, body = children
+        return For((), (cond,), "while", body, 0, self.loc(comment, meta))
+
+    @v_args(meta=True)
     def if_(self, meta, children):
         cond, comment, then_body, *else_body = children
         return If(cond, then_body, else_body[0] if else_body else (), self.loc(comment, meta))

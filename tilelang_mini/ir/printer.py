@@ -196,6 +196,9 @@ class _Printer:
         elif isinstance(s, Store):
             idx = ", ".join(print_expr(i) for i in s.indices)
             self.emit(d, f"{s.buffer.name}[{idx}] = {print_expr(s.value)}", s.loc, t())
+        elif isinstance(s, For) and s.kind == "while":
+            self.emit(d, f"while {print_expr(s.extents[0])}:", s.loc, t())
+            self.body(d + 1, s.body, core)
         elif isinstance(s, For):
             ext = ", ".join(print_expr(e) for e in s.extents)
             if s.kind == "pipelined":

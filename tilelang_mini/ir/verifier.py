@@ -97,7 +97,8 @@ class _Verifier:
                 self.fused(s)
             inner = set(names)
             if isinstance(s, For):
-                if s.kind not in LOOP_KINDS or len(s.vars) != len(s.extents):
+                if s.kind not in LOOP_KINDS or (len(s.vars) != len(s.extents) if s.kind != "while"
+                                                else s.vars or len(s.extents) != 1):
                     self.fail("malformed loop", s)
                 inner |= set(s.vars)
             for node in walk_own(s):

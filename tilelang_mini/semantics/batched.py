@@ -122,6 +122,8 @@ def _leaf(s, ctx):
 
 
 def _for(s: For, ctx):
+    if s.kind == "while":
+        return _while(s, ctx)
     ext_fns = [compile_expr(e, (), ctx.table)[0] for e in s.extents]
     names = s.vars
     if s.kind == "parallel":
@@ -167,6 +169,22 @@ def _for(s: For, ctx):
         run_serial(names, [uniform(f(env)) for f in ext_fns], body, env)
 
     return serial
+
+
+def _while(s: For, ctx):
+    """`while cond:`, run while the condition holds in every block of the group (blocks whose
+    trip counts differ bail out to the plain run)."""
+    cond, _ = compile_expr(s.extents[0], ctx.par, ctx.table)
+    body = _body(s.body, ctx)
+    by_element = _uses(s.extents[0], ctx.par)
+
+    def while_(env):
+        if by_element:
+            raise Bail("a while condition on a Parallel loop variable")
+        while uniform(cond(env)):
+            body(env)
+
+    return while_
 
 
 def _if(s: If, ctx):
@@ -287,8 +305,8 @@ def _extents(s: For, ctx):
     return lambda env: tuple(uniform(f(env)) for f in fns)
 
 
-def _cond(s: If, ctx):
-    cond, _ = compile_expr(s.cond, ctx.par, ctx.table)
+def _cond(e, ctx):
+    cond, _ = compile_expr(e, ctx.par, ctx.table)
     return lambda env: uniform(cond(env))
 
 

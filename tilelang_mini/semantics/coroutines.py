@@ -35,11 +35,11 @@ class Lowering(NamedTuple):
     the batched run's (a group of blocks, batched.py)."""
     stmt: Callable      # (statement, ctx) -> fn(env)
     extents: Callable   # (For, ctx) -> fn(env) -> the loop's extents
-    cond: Callable      # (If, ctx) -> fn(env) -> the condition's truth
+    cond: Callable      # (condition expression, ctx) -> fn(env) -> its truth
 
 
 PLAIN = Lowering(lower_stmt, lambda s, ctx: _extent_fns(s),
-                 lambda s, ctx: compile_expr(s.cond)[0])
+                 lambda e, ctx: compile_expr(e)[0])
 
 
 def lower_core_program(kernel: Kernel, kind: str, lowering: Lowering = PLAIN, ctx=None):
@@ -126,6 +126,8 @@ def _plain_body(stmts, kind, ctx, in_scope, low):
 
 
 def _loop(s: For, kind, ctx, in_scope, low):
+    if s.kind == "while":
+        return _while(s, kind, ctx, in_scope, low)
     extents, names = low.extents(s, ctx), s.vars
     if not _has_flags(s):
         body = _plain_body(s.body, kind, ctx, in_scope, low)
@@ -152,8 +154,34 @@ def _loop(s: For, kind, ctx, in_scope, low):
     return gen_loop
 
 
+def _while(s: For, kind, ctx, in_scope, low):
+    """`while cond:` (a For of kind "while"), its condition read before every trip."""
+    cond = low.cond(s.extents[0], ctx)
+    if not _has_flags(s):
+        body = _plain_body(s.body, kind, ctx, in_scope, low)
+
+        def loop(env):
+            while cond(env):
+                body(env)
+
+        return located(loop, s)
+    body = _gen_body(s.body, kind, ctx, in_scope, low)
+
+    def gen_loop(env):
+        while True:
+            try:
+                go = cond(env)
+            except Fault as e:
+                raise KernelRuntimeError(str(e), s.loc) from None
+            if not go:
+                return
+            yield from body(env)
+
+    return gen_loop
+
+
 def _branch(s: If, kind, ctx, in_scope, low):
-    cond = low.cond(s, ctx)
+    cond = low.cond(s.cond, ctx)
     make = _gen_body if _has_flags(s) else _plain_body
     then_body = make(s.then_body, kind, ctx, in_scope, low)
     else_body = make(s.else_body, kind, ctx, in_scope, low)

@@ -84,6 +84,8 @@ class _Walker:
                     for v in (0, 1):
                         venv = self.Env({**env.vars, vid_name: v}, {})
                         self.body(s.body, venv, ("V", v), vid_name)
+            elif isinstance(s, For) and s.kind == "while":
+                raise _Stop  # a trip count only known by running it on data
             elif isinstance(s, For) and s.kind != "parallel":
                 extent = s.extents[0]
                 if not isinstance(extent, Const):

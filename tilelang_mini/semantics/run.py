@@ -117,6 +117,8 @@ def _extent_fns(s: For):
 
 
 def _lower_for(s: For, ctx: _Ctx):
+    if s.kind == "while":
+        return _lower_while(s, ctx)
     if s.kind not in ("serial", "parallel", "pipelined", "unroll"):
         raise CompileError(f"unknown loop kind {s.kind!r}", s.loc)
     extents = _extent_fns(s)
@@ -167,6 +169,20 @@ def _lower_for(s: For, ctx: _Ctx):
         run_serial(names, extents(env), body, env)
 
     return located(serial, s)
+
+
+def _lower_while(s: For, ctx: _Ctx):
+    """`while cond:` (a For of kind "while", nodes.py): the condition read before every trip."""
+    if ctx.parallel_depth:
+        raise CompileError("a `while` loop inside a Parallel map", s.loc)
+    cond, _ = compile_expr(s.extents[0])
+    body = lower_body(s.body, ctx)
+
+    def while_(env):
+        while cond(env):
+            body(env)
+
+    return located(while_, s)
 
 
 def _lower_if(s: If, ctx: _Ctx):

@@ -130,6 +130,8 @@ class _Partition:
             elif isinstance(s, For) and s.kind != "parallel":
                 if not any(self._expr_dep(e) for e in s.extents) and not self.body_dep(s.body):
                     continue
+                if s.kind == "while":  # its trips end on the body's stores: expand per block
+                    raise _Fallback
                 out = []
                 for env in envs:
                     keys = np.stack([self._values(e, env).astype(np.int64) for e in s.extents],

@@ -281,6 +281,9 @@ class ScalarSnapshot(dict):
 
 
 def _walk_for(s: For, kind, env, in_scope, snap):
+    if s.kind == "while":
+        yield from _walk_while(s, kind, env, in_scope, snap)
+        return
     if scalar_reads_of(s):
         yield [DynInstr(s, None, env.vars)]
     try:
@@ -298,6 +301,23 @@ def _walk_for(s: For, kind, env, in_scope, snap):
     for idx in itertools.product(*(range(n) for n in exts)):
         for name, i in zip(s.vars, idx):
             vs[name] = i
+        snap[0] = None
+        yield from _walk(s.body, kind, env, in_scope, snap)
+
+
+def _walk_while(s: For, kind, env, in_scope, snap):
+    """`while cond:`: the scalar unit reads the condition before every trip (after the body's
+    scalar stores of the trip before, which the consumer has run when the walk resumes)."""
+    reads, cond = scalar_reads_of(s), _expr_fn(s.extents[0])
+    while True:
+        if reads:
+            yield [DynInstr(s, None, env.vars)]
+        try:
+            go = cond(env)
+        except Fault as e:
+            raise CompileError(str(e), s.loc) from None
+        if not go:
+            return
         snap[0] = None
         yield from _walk(s.body, kind, env, in_scope, snap)
 

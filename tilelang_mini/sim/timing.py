@@ -48,6 +48,7 @@ PIPE_INDEX = {p: i for i, p in enumerate(PIPES)}
 S_PIPE = PIPE_INDEX["S"]
 INSTR, SET, WAIT, XSET, XWAIT, BARRIER = range(6)
 _OP_ALLOC, _OP_EFFECT, _OP_FOR, _OP_IF, _OP_ERROR = range(5)
+MAX_WHILE_TRIPS = 1 << 16  # trips of one `while` loop before the estimate calls it endless
 
 
 # ------------------------------------------------------------------------------ compilation
@@ -144,6 +145,7 @@ def _static(items) -> bool:
     constant extents over such lists?"""
     from ..ir.nodes import Const
     return all(len(it) == 5 or (it[0] == _OP_FOR and len(it) == 4 and it[3]
+                                and it[1].kind != "while"
                                 and all(isinstance(e, Const) for e in it[1].extents))
                for it in items)
 
@@ -180,6 +182,9 @@ class _Expander:
     def _for(self, it, out):
         _, s, inner, static = it
         env = self.env
+        if s.kind == "while":
+            self._while(s, inner, out)
+            return
         try:
             exts = [as_index(_expr_fn(e)(env), "a loop extent") for e in s.extents]
         except Fault as e:
@@ -208,6 +213,31 @@ class _Expander:
             for name, i in zip(s.vars, idx):
                 vs[name] = i
             self.run(inner, out)
+
+
+    def _while(self, s, inner, out):
+        """`while cond:`: the condition read before every trip, after the scalar unit's stores
+        of the trip before (which `run` executes); its trip count joins the signature."""
+        cond = _expr_fn(s.extents[0])
+        trips = 0
+        while True:
+            try:
+                go = cond(self.env)
+            except Fault as e:
+                raise CompileError(str(e), s.loc) from None
+            if not go:
+                break
+            trips += 1
+            if trips > MAX_WHILE_TRIPS:
+                raise CompileError(
+                    f"this `while` loop ran {MAX_WHILE_TRIPS} trips in the estimate and its "
+                    f"condition still holds: the estimate runs without the data that vector and "
+                    f"cube instructions compute, so a condition that reads it never changes "
+                    f"here; bound the loop by scalar values (`alloc_var` counters, arguments)",
+                    s.loc)
+            self.run(inner, out)
+        if self.sig is not None:
+            self.sig.append(("while", trips))
 
 
 class TimingModel:

@@ -355,7 +355,7 @@ def _problems(node):
                 yield "T.Scope blocks do not nest"
                 break
     elif isinstance(node, For):
-        for e in node.extents:
+        for e in node.extents if node.kind != "while" else ():  # a while's is its condition
             if isinstance(e, Const) and (type(e.value) is not int or e.value < 0):
                 yield (f"a loop extent must be a non-negative integer, got {e.value!r}")
         if node.kind == "parallel":

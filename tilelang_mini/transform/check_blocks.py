@@ -112,6 +112,9 @@ class _Walk:
             if not hasattr(it, "bodies"):  # an Alloc
                 continue
             s = it.stmt
+            if isinstance(s, For) and s.kind == "while":  # state carried by data: its
+                self.walk(it.bodies[0], env, blocks, cores, True)  # accesses left to simulate
+                continue
             if isinstance(s, For):
                 n = self.values(s.extents[0], env, blocks)
                 for nv, sub in _groups(n, blocks):

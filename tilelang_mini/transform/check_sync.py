@@ -343,15 +343,17 @@ class _Verifier(HappensBefore):
                     continue
                 s = it.stmt
                 if isinstance(s, For):
-                    n = self.value(s.extents[0], env, assume)
+                    # a while loop: two trips like a run-time count, its condition no count
+                    n = None if s.kind == "while" else self.value(s.extents[0], env, assume)
                     inner = assume
-                    if n is None:  # a run-time trip count: walked as two trips, the second
-                        # the last, so a condition on the count (`t + 1 < n`) agrees with it
+                    if n is None and s.kind != "while":  # a run-time trip count: walked as two
+                        # trips, the second the last, so a condition on the count (`t + 1 < n`)
+                        # agrees with it
                         inner = assume + ((s.extents[0], 2),)
                         no_trip(self.implied(s.extents[0], env, facts + tuple(chosen)))
                     for t in _trips(s, n, cap):
                         env2 = dict(env)
-                        env2[s.vars[0]] = t
+                        env2.update(zip(s.vars, (t,)))
                         walk(it.bodies[0], ancestors + ((it, t),), env2, cores, inner, facts)
                     continue
                 c = self.value(s.cond, env, assume)

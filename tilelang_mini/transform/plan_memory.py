@@ -153,6 +153,9 @@ def _live_ranges(body, within_iteration: bool = False) -> dict:
             copy(acc_s, ws1)                       # ... to here
             gemm(p, v, acc_o, clear_accum=True)    # acc_o live from here ...
             copy(acc_o, ws3)                       # ... to here: acc_s and acc_o may share bytes
+
+    A `while` loop's condition is read before the loop and again after every trip: it counts
+    as a use there and at the end of the loop's body.
     """
     leaves = []  # (position, path, statement, whole); path = ((kind, node, branch), ...) outer first
 
@@ -164,6 +167,8 @@ def _live_ranges(body, within_iteration: bool = False) -> dict:
                     step = ("if", s, f) if isinstance(s, If) else (
                         ("loop", s, f) if isinstance(s, For) else ("block", s, f))
                     visit(getattr(s, f), path + (step,))
+                if isinstance(s, For) and s.kind == "while":  # its condition, read again
+                    leaves.append((len(leaves), path + (("loop", s, "body"),), s, False))
             else:
                 leaves.append((len(leaves), path, s, True))
 

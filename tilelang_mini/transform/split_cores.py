@@ -20,7 +20,7 @@ from dataclasses import replace
 from ..ir.nodes import (
     Alloc, BinOp, Const, Copy, Fill, For, If, Kernel, Load, Reduce, Region, Scope, Sort, Store,
     Var,
-    TILE_OPS, transform, walk, walk_own, walk_statements,
+    TILE_OPS, body_fields, transform, walk, walk_own, walk_statements,
 )
 from ..ir.pipes import pipe_of
 from ..ir import analysis
@@ -194,6 +194,8 @@ def _wrap(stmts, rows, cube_vars=frozenset(), per_aiv=False, once=frozenset()) -
             flush()
             if isinstance(s, Alloc):
                 out.append(_split_alloc(s, rows))
+            elif rows is None and not per_aiv and _aiv0_while(s, cube_vars):
+                out.append(Scope("V", (If(BinOp("==", VID, Const(0)), (s,), (), s.loc),), s.loc))
             elif isinstance(s, For):
                 out.append(replace(s, body=tuple(_wrap(list(s.body), rows, cube_vars, per_aiv, once))))
             elif isinstance(s, If):
@@ -400,16 +402,17 @@ def _read_from_gm(st, rw):
     else:
         st = replace(st, extents=tuple(transform(e, rw) for e in st.extents))
         heads = list(st.extents)
+    what, head = ("if", "condition") if isinstance(st, If) else (
+        ("while loop", "condition") if st.kind == "while" else ("loop", "bound"))
     for h in heads:
         for n in walk(h):
             if isinstance(n, Load) and n.buffer.scope == "UB":
                 raise CompileError(
-                    f"this {'if' if isinstance(st, If) else 'loop'} holds cube work (a gemm or "
-                    f"a cube copy) but its {'condition' if isinstance(st, If) else 'bound'} "
+                    f"this {what} holds cube work (a gemm or a cube copy) but its {head} "
                     f"reads '{n.buffer.name}', a vector-core tile computed on chip: the cube "
                     f"core cannot read it. Read the value from a global tensor (a tile that is "
                     f"only a copy of global memory is read from there), or keep the cube work "
-                    f"outside the if", st.loc)
+                    f"outside the {what}", st.loc)
     return st
 
 
@@ -460,12 +463,39 @@ def _row_split(body):
     if rows % 2:
         return None
     split = {n for n, b in ub.items() if b.shape[0] == rows}
+    if any(ld.buffer.name in split for h in _control_heads(body) for ld in analysis.loads(h)):
+        return None  # each AIV would decide on its own half of the rows
     for s in analysis.instructions(body):
         if core_of(s) == "V" and not _splittable(s, split, rows):
             return None
         if core_of(s) == "C" and not _cube_splittable(s, split, rows):
             return None
     return rows, frozenset(split)
+
+
+def _control_heads(body):
+    """The conditions and loop bounds of the control flow that every core runs (not the ifs
+    inside a Parallel map, which are per element)."""
+    for st in body:
+        if isinstance(st, If):
+            yield st.cond
+        elif isinstance(st, For) and st.kind != "parallel":
+            yield from st.extents
+        if not (isinstance(st, For) and st.kind == "parallel"):
+            for f in body_fields(st):
+                yield from _control_heads(getattr(st, f))
+
+
+def _aiv0_while(s, cube_vars) -> bool:
+    """A while loop of vector work alone whose condition reads a UB tile, when the vector work
+    is not split (it runs on AIV 0, `if vid == 0`): only AIV 0 has the tile's values, so the
+    loop is AIV 0's (AIV 1, reading its own UB, would loop on other values, or forever)."""
+    return (isinstance(s, For) and s.kind == "while"
+            and any(ld.buffer.scope == "UB" for ld in analysis.loads(s.extents[0]))
+            and all(core_of(x) == "V" or (isinstance(x, Store) and x.buffer.scope == "var")
+                    for x in analysis.instructions([s]))
+            and not any(isinstance(x, Store) and x.buffer.name in cube_vars
+                        for x in walk_statements(s.body)))
 
 
 def _cube_splittable(s, split, rows) -> bool:
