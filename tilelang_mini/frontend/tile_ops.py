@@ -36,6 +36,8 @@ class TileOps:
         fn = self.eval_callee(call.func)
         if isinstance(fn, T_module.Macro):
             return self.inline_macro(fn, call)
+        if fn is print:  # Python's print in a kernel function: trace-time output, a hint
+            return self.hint_stmt("print", call)
         if not isinstance(fn, Marker) and self.is_python_function(fn):
             return self.inline_function(fn, call)[0]  # a plain helper: inlined like T.macro
         if not isinstance(fn, Marker):
