@@ -51,7 +51,7 @@ def test_pipelined_start_twice_is_located():
     def bad():
         @T.prim_func
         def main(X: T.Tensor((R, C), T.float32), Y: T.Tensor((1, C), T.float32)):
-            with T.Kernel(1, threads=128) as b:
+            with T.Kernel(1, threads=128):
                 acc = T.alloc_fragment((1, C), T.float32)
                 T.clear(acc)
                 for i in T.Pipelined(0, start=4, num_stages=1):

@@ -73,7 +73,7 @@ def test_other_with_item_is_located():
         @T.prim_func
         def bad(A: T.Tensor((8,), T.float32)):
             with T.Kernel(1) as bx, T.Scope("V"):
-                A[0] = 1.0
+                A[bx] = 1.0
     text = str(e.value)
     assert "no other item than trace ranges" in text and "test_trace_events.py:" in text
     assert "tilelang_mini/" not in text
