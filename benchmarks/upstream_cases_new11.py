@@ -7,8 +7,8 @@ upstream_sweep.py.
 
 Files without a kernel of their own have no case: examples/dsa_hisa/hisa.py (host code chaining
 four kernels that have cases), examples/dsa_sparse_finetune/dsa.py and index.py (torch host code
-and index helpers), and examples/bitnet-1.58b/kernel_benchmark/tl_int8xint8.py (a BitBLAS /
-`tvm.tl` program: it imports neither tilelang nor anything tilelang re-exports)."""
+and index helpers). BitNet's tl_int8xint8.py is TileLang from the time it lived in BitBLAS as
+`tvm.tl`: upstream_compat.py maps those imports to tilelang_mini's."""
 import numpy as np
 
 from upstream_sweep import Check, case, rn, tolerance, with_kwargs
@@ -181,8 +181,10 @@ def _(m, rng):
 
 # ------------------------------------------------------------------ BitNet prefill
 
-@case("tl/bitnet/int8xint2_prefill", TL,
-      "examples/bitnet-1.58b/kernel_benchmark/tilelang_bitnet_158_int8xint2_prefill.py",
+BITNET = "examples/bitnet-1.58b/kernel_benchmark/"
+
+
+@case("tl/bitnet/int8xint2_prefill", TL, BITNET + "tilelang_bitnet_158_int8xint2_prefill.py",
       "2-bit weights decoded by inline CUDA (T.call_extern into a Kernel prelude), MMA "
       "emitter ldmatrix/mma/stmatrix per warp: a located error")
 def _(m, rng):
@@ -197,6 +199,17 @@ def _(m, rng):
     kern = m["bitnet_158_int8xint2_prefill"](M, N, K, "int8", "int32", "int32")
     want = {("arg", 2): a.astype(f64) @ w.astype(f64).T}
     return [Check(kern, [a, packed, np.zeros((M, N), np.int32)], want, "int32", tol=(0, 0))]
+
+
+@case("tl/bitnet/tl_int8xint8", TL, BITNET + "tl_int8xint8.py",
+      "BitBLAS-era (`tvm.tl`) int8 GEMM A @ B^T by the CUDA MMA emitter (ldmatrix/mma/"
+      "stmatrix per warp, T.thread_binding): a located error")
+def _(m, rng):
+    M = N = K = 128
+    a, b = (rng.integers(-7, 7, (M, K)).astype(np.int8) for _ in range(2))
+    kern = m["tl_matmul"](M, N, K, "int8", "int32", "int32")
+    want = {("arg", 2): a.astype(f64) @ b.astype(f64).T}
+    return [Check(kern, [a, b, np.zeros((M, N), np.int32)], want, "int32", tol=(0, 0))]
 
 
 # ------------------------------------------------------------------ HISA fp8 indexers
