@@ -53,10 +53,12 @@ def nsa_grads(q, k, v, do, keys, scale):
     return o, lse, delta, dq, dk, dv
 
 
-def nsa_selection(rng, B, L, HK, S, bs):
+def nsa_selection(rng, B, L, HK, S, bs, sentinel=False):
     """Per query: S distinct selected blocks, its own block first (every query sees a key);
     BlockIndices [B, L, HK, S], the same selection as a 0/1 mask over the L // bs blocks
-    [B, L, HK, NS], and the causal key rows of each query."""
+    [B, L, HK, NS], and the causal key rows of each query. `sentinel`: the queries of the
+    first block select only it, their other entries are L (the example's padding: a block
+    past every query, skipped by the kernels)."""
     nb = L // bs
     idx = np.zeros((B, L, HK, S), np.int32)
     mask = np.zeros((B, L, HK, nb), np.int32)
@@ -66,17 +68,19 @@ def nsa_selection(rng, B, L, HK, S, bs):
             for h in range(HK):
                 own = t // bs
                 idx[b, t, h] = [own] + [x for x in rng.permutation(nb) if x != own][:S - 1]
-                mask[b, t, h, idx[b, t, h]] = 1
+                if sentinel and own == 0:
+                    idx[b, t, h, 1:] = L
+                mask[b, t, h, idx[b, t, h][idx[b, t, h] < nb]] = 1
                 keys[b][t][h] = [blk * bs + j for blk in sorted(idx[b, t, h])
                                  if blk * bs <= t for j in range(bs) if blk * bs + j <= t]
     return idx, mask, keys
 
 
-def nsa_problem(rng, B=1, L=64, HK=1, HQ=16, D=32, S=2, bs=32, scale=0.125):
+def nsa_problem(rng, B=1, L=64, HK=1, HQ=16, D=32, S=2, bs=32, scale=0.125, sentinel=False):
     q = rn(rng, (B, L, HQ, D), "float16")
     k, v = rn(rng, (B, L, HK, D), "float16"), rn(rng, (B, L, HK, D), "float16")
     do = rn(rng, (B, L, HQ, D), "float16")
-    idx, mask, keys = nsa_selection(rng, B, L, HK, S, bs)
+    idx, mask, keys = nsa_selection(rng, B, L, HK, S, bs, sentinel)
     return (q, k, v, do), idx, mask, nsa_grads(q, k, v, do, keys, scale)
 
 
@@ -84,11 +88,14 @@ def nsa_problem(rng, B=1, L=64, HK=1, HQ=16, D=32, S=2, bs=32, scale=0.125):
       "NSA backward file's forward: selected KV blocks per query, exp2 online softmax, O and "
       "the base-2 LSE (eager jit, T.const sizes, groups of 16 query heads per KV head)")
 def _(m, rng):
-    (q, k, v, _), idx, _, (o, lse, *_) = nsa_problem(rng)
     fn = with_kwargs(m["tilelang_kernel_fwd"], dim=32, is_causal=True, scale=0.125,
                      block_size=32, groups=16, selected_blocks=2)
-    return [Check(fn, [q, k, v, idx], {0: o}, "float16", 64),
-            Check(fn, [q, k, v, idx], {1: lse}, "float32", 64, tol=(1e-3, 1e-3))]
+    checks = []
+    for sentinel in (False, True):
+        (q, k, v, _), idx, _, (o, lse, *_) = nsa_problem(rng, sentinel=sentinel)
+        checks += [Check(fn, [q, k, v, idx], {0: o}, "float16", 64),
+                   Check(fn, [q, k, v, idx], {1: lse}, "float32", 64, tol=(1e-3, 1e-3))]
+    return checks
 
 
 def nsa_bwd_args(m, rng, with_dq):
@@ -273,8 +280,14 @@ def _(m, rng):
       "DSV4 MQA sparse attention: top-k KV rows gathered per element from GM into shared "
       "memory, a bool fragment mask, exp2 online softmax with a per-head attention sink")
 def _(m, rng):
+    # 64 heads (one block of 64), and 8 (the example's own test: the block's copies of Q, the
+    # sinks and the output run past the tensors' 8 heads, clipped to them)
+    return [sparse_attn_sink_check(m, rng, H) for H in (64, 8)]
+
+
+def sparse_attn_sink_check(m, rng, H):
     import ml_dtypes
-    B, H, S, SKV, D, topk = 1, 64, 4, 256, 64, 128
+    B, S, SKV, D, topk = 1, 4, 256, 64, 128
     q = rn(rng, (B, S, H, D)).astype(ml_dtypes.bfloat16)
     kv = rn(rng, (B, SKV, D)).astype(ml_dtypes.bfloat16)
     sinks = rn(rng, (H,)).astype(ml_dtypes.bfloat16)
@@ -287,7 +300,7 @@ def _(m, rng):
     p /= p.sum(-1, keepdims=True)
     want = np.einsum("bsht,bstd->bshd", p[..., :-1], g)
     kern = m["sparse_attn_fwd"](B, H, S, SKV, D, topk)
-    return [Check(kern, [q, kv, idx, sinks], {0: want}, "bfloat16", topk)]
+    return Check(kern, [q, kv, idx, sinks], {0: want}, "bfloat16", topk)
 
 
 # ------------------------------------------------------------------ AutoDD (bug isolation)
