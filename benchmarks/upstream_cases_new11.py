@@ -241,12 +241,16 @@ def fp8_window_cmp(inside, red):
       "score fragment to 3-D, reduce_sum over the last dim, per-element GM stores",
       chip="ascend950")
 def _(m, rng):
-    S, NB, H, D = 64, 256, 8, 64
-    (q, kb, kscale, w, ks, ke), full, _, inside = indexer_windows(rng, S, NB, H, D)
-    logits = np.zeros((S, NB), np.float32)
-    fn = with_kwargs(m["pool_mqa_attn_return_logits_fp8"], heads=H, index_dim=D, block_N=64)
-    return [Check(fn, [q, kb, kscale, logits, w, ks, ke], {("arg", 3): full},
-                  compare=fp8_window_cmp(inside, D * H))]
+    checks = []
+    # small tiles, and the example's defaults (64 heads, 128 dims, block_N 256: a 256 x 128
+    # float32 score tile per stage, three stages of it more than UB holds)
+    for S, NB, H, D, bn in ((64, 256, 8, 64, 64), (4, 512, 64, 128, 256)):
+        (q, kb, kscale, w, ks, ke), full, _, inside = indexer_windows(rng, S, NB, H, D)
+        logits = np.zeros((S, NB), np.float32)
+        fn = with_kwargs(m["pool_mqa_attn_return_logits_fp8"], heads=H, index_dim=D, block_N=bn)
+        checks.append(Check(fn, [q, kb, kscale, logits, w, ks, ke], {("arg", 3): full},
+                            compare=fp8_window_cmp(inside, D * H)))
+    return checks
 
 
 @case("tl/dsa_hisa/block_sparse_mqa_fp8", TL, HISA + "block_sparse_mqa_fp8.py",
