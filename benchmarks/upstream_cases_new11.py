@@ -98,7 +98,9 @@ def _(m, rng):
     return checks
 
 
-def nsa_bwd_args(m, rng, with_dq):
+def nsa_bwd_check(m, rng, kernel, with_dq):
+    """A Check of the example's `kernel` (dK/dV, or dQ/dK/dV): inputs, LSE and Delta from the
+    float64 forward of a random selection, zeroed gradient outputs written in place."""
     (q, k, v, do), _, mask, (_, lse, delta, dq, dk, dv) = nsa_problem(rng)
     m["H"] = k.shape[2]  # the example's module-level head count (set by its __main__)
     dkz, dvz = np.zeros((1,) + k.shape, np.float16), np.zeros(v.shape, np.float16)
@@ -110,27 +112,23 @@ def nsa_bwd_args(m, rng, with_dq):
     want = {("arg", n - 3): dk[None], ("arg", n - 2): dv}
     if with_dq:
         want[("arg", 6)] = dq[None]
-    return args, want
+    fn = with_kwargs(m[kernel], dim=32, is_causal=True, scale=0.125, block_size=32, groups=16,
+                     selected_blocks=2)
+    return Check(fn, args, want, "float16", 64)
 
 
 @case("tl/deepseek_nsa/nsa_bwd_dkv", TL, NSA,
       "NSA dK/dV: per KV block, a Pipelined loop with run-time bounds over the queries whose "
       "block mask (GM scalar) is set, transposed gemms, a loop variable shadowed by T.Parallel")
 def _(m, rng):
-    args, want = nsa_bwd_args(m, rng, False)
-    fn = with_kwargs(m["tilelang_kernel_bwd_dkv"], dim=32, is_causal=True, scale=0.125,
-                     block_size=32, groups=16, selected_blocks=2)
-    return [Check(fn, args, want, "float16", 64)]
+    return [nsa_bwd_check(m, rng, "tilelang_kernel_bwd_dkv", False)]
 
 
 @case("tl/deepseek_nsa/nsa_bwd_dqkv", TL, NSA,
       "NSA dQ/dK/dV: as dkv plus dQ by an element-wise T.atomic_add into an fp16 GM tensor "
       "from a transpose_A gemm")
 def _(m, rng):
-    args, want = nsa_bwd_args(m, rng, True)
-    fn = with_kwargs(m["tilelang_kernel_bwd_dqkv"], dim=32, is_causal=True, scale=0.125,
-                     block_size=32, groups=16, selected_blocks=2)
-    return [Check(fn, args, want, "float16", 64)]
+    return [nsa_bwd_check(m, rng, "tilelang_kernel_bwd_dqkv", True)]
 
 
 @case("tl/deepseek_nsa/nsa_bwd_preprocess", TL, NSA,
@@ -316,20 +314,22 @@ AUTODD = "examples/autodd/"
       "the AutoDD example's deliberate bug: B_shared (block_M, block_N) fed to T.gemm as the "
       "(block_K, block_N) operand (expected: a located shape error)")
 def _(m, rng):
+    return [relu_matmul_check(m, rng, 64, 64, 32)]
+
+
+def relu_matmul_check(m, rng, bm, bn, bk):
+    """The AutoDD example's kernel with these tiles: relu(A @ B), 128 x 128 float16."""
     a, b = rn(rng, (128, 128), "float16"), rn(rng, (128, 128), "float16")
     want = np.maximum(a.astype(f64) @ b.astype(f64), 0)
-    fn = with_kwargs(m["buggy_matmul"], block_M=64, block_N=64, block_K=32)
-    return [Check(fn, [a, b], {0: want}, "float16", 128)]
+    fn = with_kwargs(m["buggy_matmul"], block_M=bm, block_N=bn, block_K=bk)
+    return Check(fn, [a, b], {0: want}, "float16", 128)
 
 
 @case("tl/autodd/buggy_matmul_square", TL, AUTODD + "tilelang_buggy.py",
       "the same kernel with block_M == block_K, where its shapes agree: relu(A @ B) by a "
       "3-stage Pipelined GEMM, eager jit with T.empty output")
 def _(m, rng):
-    a, b = rn(rng, (128, 128), "float16"), rn(rng, (128, 128), "float16")
-    want = np.maximum(a.astype(f64) @ b.astype(f64), 0)
-    fn = with_kwargs(m["buggy_matmul"], block_M=32, block_N=64, block_K=32)
-    return [Check(fn, [a, b], {0: want}, "float16", 128)]
+    return [relu_matmul_check(m, rng, 32, 64, 32)]
 
 
 @case("tl/autodd/minimized_expected", TL, AUTODD + "tilelang_minimized_expected.py",
