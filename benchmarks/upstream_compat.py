@@ -40,6 +40,13 @@ IMPORT_RULES = [
     (r"^(\s*)import tilelang\.(\w+)\s*$", r"\1import tilelang_mini as tilelang"),
     (r"^(\s*)import tilelang\b(?!\.)", r"\1import tilelang_mini as tilelang"),
     (r"^(\s*)from tilelang(\.|\s)", r"\1from tilelang_mini\2"),
+    # BitBLAS, where TileLang began as `tvm.tl` (bitnet's tl_int8xint8.py): its TVM, its
+    # `tvm.tl` language and its CUDA MMA helpers (bitblas.tl.*) are TileLang's
+    (r"^(\s*)from bitblas import tvm\b", r"\1from tilelang_mini import tvm"),
+    (r"^(\s*)import tvm\.tl\.language as (\w+)", r"\1import tilelang_mini.language as \2"),
+    (r"^(\s*)from tvm import tl as (\w+)", r"\1import tilelang_mini as \2"),
+    (r"^(\s*)from bitblas\.tl\.([\w.]+) import", r"\1from tilelang_mini.cuda.intrinsics.\2 import"),
+    (r"^(\s*)from bitblas\.base import", r"\1from tilelang_mini.transform import"),
     # TVM, which TileLang re-exports: its small compatibility surface `tilelang_mini.tvm`
     (r"^(\s*)from tvm(\.|\s)", r"\1from tilelang_mini.tvm\2"),
     (r"^(\s*)import tvm\s*$", r"\1from tilelang_mini import tvm"),

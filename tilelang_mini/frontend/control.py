@@ -136,10 +136,30 @@ class ControlFlow:
         guard = If(as_expr(binop("<", t, total)), tuple(body), (), self.loc(s))
         return [For((w,), (const(-(-total // wave)),), "serial", (guard,), 0, self.loc(s))]
 
+    def loop_bounds(self, kind: str, call: ast.Call) -> tuple[list, list]:
+        """The bound arguments of a loop call (AST nodes) and its other keywords: TileLang's
+        `T.Pipelined(start=a, stop=b, num_stages=n)` names the bounds it also takes by position
+        (`stop` alone after a positional start; `start` alone is the extent)."""
+        named = {kw.arg: kw for kw in call.keywords if kind == "pipelined"
+                 and kw.arg in ("start", "stop")}
+        nodes = list(call.args)
+        if "start" in named:
+            if nodes:
+                raise self.error(named["start"], "T.Pipelined got its start twice (by position "
+                                                 "and as start=)")
+            nodes.append(named["start"].value)
+        if "stop" in named:
+            if len(nodes) != 1:
+                raise self.error(named["stop"], "T.Pipelined(start, stop=...) takes one start "
+                                                "before stop=")
+            nodes.append(named["stop"].value)
+        return nodes, [kw for kw in call.keywords if kw.arg not in named]
+
     def ir_loop(self, kind: str, names, call: ast.Call, s) -> For:
-        extents = [self.resolved(self.eval(a), a) for a in call.args]
+        arg_nodes, keywords = self.loop_bounds(kind, call)
+        extents = [self.resolved(self.eval(a), a) for a in arg_nodes]
         stages = 0
-        for kw in call.keywords:
+        for kw in keywords:
             if kind == "pipelined" and kw.arg == "num_stages":
                 stages = self.eval(kw.value)
                 if not isinstance(stages, int) or stages < 0:
@@ -168,7 +188,7 @@ class ControlFlow:
             raise self.error(call, f"this loop takes one extent, got {len(extents)}")
         if not extents:
             raise self.error(call, "a loop needs an extent")
-        for a, e in zip(call.args, extents):
+        for a, e in zip(arg_nodes, extents):
             if kind == "parallel" and not (isinstance(e, int) and e > 0):
                 raise self.error(a, f"T.Parallel extents must be positive constant ints, got {show(e)}")
             if not (is_ir(e) or isinstance(e, int)):

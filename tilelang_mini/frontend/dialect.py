@@ -21,9 +21,10 @@ from .. import language as T_module
 from ..ir import dtypes
 from ..ir.nodes import (BIT_BINARY_FNS, BinOp, Call, Cast, Const, Fill, For, If, Load, Region, Store,
                         Var, walk)
-from ..language.hints import GPU_ONLY, GPU_ONLY_PREFIXES, HINT_NAMES, MULTI_DEVICE_PREFIXES, NOT_YET
+from ..language.hints import (GPU_ONLY, GPU_ONLY_PREFIXES, HINT_NAMES, MULTI_DEVICE_PREFIXES, NOT_YET,
+                              TRACE_EVENTS)
 from .atomic import ParallelAtomic
-from .common import show
+from .common import Marker, show
 from .exprs import BIT_SYMBOLS, as_expr, binop, bit_not, const, is_ir, reinterpret
 
 _LN2_INV = 1.0 / math.log(2.0)
@@ -239,6 +240,27 @@ class Dialect:
                 self.eval_quiet(a)
         self.record_hint(call)
         return []
+
+    def is_trace_range(self, node) -> bool:
+        """`iket.range(name)` (TileLang's trace events, language/hints.TRACE_EVENTS)."""
+        if not isinstance(node, ast.Call):
+            return False
+        fn = self.eval_quiet(node.func)
+        return isinstance(fn, Marker) and fn.name in TRACE_EVENTS
+
+    def trace_ranges(self, items) -> None:
+        """The items after the first of a `with` (`with T.Kernel(n) as bx, iket.range("k"):`):
+        trace ranges, recorded as hints; anything else is an error at the item."""
+        for item in items:
+            if not self.is_trace_range(item.context_expr) or item.optional_vars is not None:
+                raise self.error(item.context_expr, "a `with T.Kernel(...)` statement takes no "
+                                                    "other item than trace ranges (iket.range)")
+            self.hint_stmt("range", item.context_expr)
+
+    def trace_range_body(self, s: ast.With) -> list:
+        """`with iket.range(name): body` inside a kernel: the body (the range is a hint)."""
+        self.trace_ranges(s.items)
+        return self.body(s.body)
 
     def record_hint(self, node, keywords=None) -> None:
         """Note a GPU hint in the kernel's `hints`: its source text (or only `keywords` of a

@@ -321,6 +321,8 @@ class ExprVisitor:
                                 "kernel values; use T. math functions")
         try:
             return plain_number(fn(*args, **kwargs))
+        except CompileError as e:  # e.g. a tilelang.cuda stub (cuda/__init__.py): here
+            raise self.error(n, e.message) from None
         except Exception as e:  # a trace-time Python helper failed
             raise self.error(n, f"{type(e).__name__}: {e}") from None
 

@@ -330,6 +330,7 @@ class KernelBuilder(ExprVisitor, ControlFlow, TileOps, Dialect, TileAscend, Eage
 
     def kernel_block(self, stmt: ast.With):
         call = stmt.items[0].context_expr
+        self.trace_ranges(stmt.items[1:])
         is_npu = self.kwarg_bool(call, "is_npu", False)
         for kw in call.keywords:
             if kw.arg not in ("is_npu", "threads", "prelude", "is_cpu"):
@@ -345,11 +346,13 @@ class KernelBuilder(ExprVisitor, ControlFlow, TileOps, Dialect, TileAscend, Eage
             if not isinstance(v, int) or isinstance(v, bool) or v <= 0:
                 raise self.error(a, f"grid extents must be positive constant ints, got {show(v)}")
             grid.append(v)
+        grid = grid or [1]  # T.Kernel(): one block
         if not 1 <= len(grid) <= 3:
             raise self.error(call, "T.Kernel takes a 1-3 D grid")
         if is_npu and len(grid) != 1:
             raise self.error(call, "T.Kernel(n, is_npu=True) takes one block count")
-        names = self.target_names(stmt.items[0].optional_vars, stmt)
+        names = self.target_names(stmt.items[0].optional_vars, stmt) if is_npu or stmt.items[
+            0].optional_vars else tuple(self.fresh_var("b") for _ in grid)  # no `as`: unused
         if is_npu and len(names) == 1:  # tilelang-ascend's `as (cid)` (threads=2): vid is implicit
             names = (names[0], self.fresh_var("vid"))
         want = 2 if is_npu else len(grid)
@@ -684,6 +687,8 @@ class KernelBuilder(ExprVisitor, ControlFlow, TileOps, Dialect, TileAscend, Eage
             return [Scope(args[0], tuple(body), self.loc(s))]
         if self.is_call_to(call, "If"):
             return self.stmt_If(self.if_then_else_blocks(s, call))
+        if self.is_trace_range(call):
+            return self.trace_range_body(s)
         if self.is_call_to(call, "Kernel"):
             raise self.error(s, "a kernel has one `with T.Kernel(...)` block")
         if isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute):

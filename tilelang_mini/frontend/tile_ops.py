@@ -14,7 +14,7 @@ from ..ir.nodes import (
     Buffer, Copy, Fill, PipeBarrier, Reduce, Region, SetCrossFlag, Sort, SetFlag, WaitCrossFlag,
     WaitFlag, PIPES,
 )
-from ..language.hints import HINT_NAMES
+from ..language.hints import HINT_NAMES, TRACE_EVENTS
 from .common import Marker, ThreadIndex, is_docstring, show
 from .exprs import as_expr, binop, const, constant_difference, is_ir
 
@@ -36,11 +36,13 @@ class TileOps:
         fn = self.eval_callee(call.func)
         if isinstance(fn, T_module.Macro):
             return self.inline_macro(fn, call)
+        if fn is print:  # Python's print in a kernel function: trace-time output, a hint
+            return self.hint_stmt("print", call)
         if not isinstance(fn, Marker) and self.is_python_function(fn):
             return self.inline_function(fn, call)[0]  # a plain helper: inlined like T.macro
         if not isinstance(fn, Marker):
             raise self.error(call, "expected a T. operation or a T.macro call")
-        if fn.name in HINT_NAMES:
+        if fn.name in HINT_NAMES or fn.name in TRACE_EVENTS:
             return self.hint_stmt(fn.name, call)
         if fn.name.startswith("tile."):
             return self.tile_op(fn.name[len("tile."):], call)

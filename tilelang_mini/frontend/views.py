@@ -332,15 +332,17 @@ class Views:
                                                           if view.shape[d] != 1):
             raise self.error(call, f"T.reduce_{kind} of a {list(view.shape)} view along dim "
                                    f"{dim} into {list(out.extent)}")
-        names = tuple(self.fresh_var("i") for _ in keep)
+        # the map runs over the kept dims of more than one element (a dim of one is index 0,
+        # so that every map variable indexes the store); over one element if there is none
+        loop = [k for k in keep if view.shape[k] != 1] or keep[:1]
+        names = tuple(self.fresh_var("i") for _ in loop)
         r = self.fresh_var("r")
-        od = [d for d, e in enumerate(out.extent) if e != 1]
-        ok = [k for k in keep if view.shape[k] != 1]
-        o_at = {d: Var(names[keep.index(k)]) for d, k in zip(od, ok)}
+        od = [d for d, e in enumerate(out.extent) if e != 1] or [0]
+        o_at = {d: Var(n) for d, n in zip(od, names)}
         oidx = tuple(as_expr(binop("+", s, o_at[d]) if d in o_at else s)
                      for d, s in enumerate(out.start))
-        vidx = [None] * rank
-        for k, n in zip(keep, names):
+        vidx = [const(0)] * rank
+        for k, n in zip(loop, names):
             vidx[k] = Var(n)
         vidx[dim] = Var(r)
         value = view.load(tuple(vidx))
@@ -351,7 +353,7 @@ class Views:
         new = binop(op, old, value) if op else Call("max" if "max" in kind else "min",
                                                      (old, as_expr(value)))
         loc = self.loc(call)
-        exts = tuple(const(view.shape[k]) for k in keep)
+        exts = tuple(const(view.shape[k]) for k in loop)
         stmts = []
         if clear:
             init = {"sum": 0.0, "abssum": 0.0, "max": float("-inf"), "absmax": 0.0,

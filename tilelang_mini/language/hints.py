@@ -29,6 +29,10 @@ HINT_NAMES = (
     "printf", "dump_tensor", "print",
 )
 
+# Trace events (TileLang's tools.cuda.iket): `iket.mark(...)` statements and `iket.range(...)`
+# with-items, accepted and recorded as hints like the ones above (they change no value).
+TRACE_EVENTS = ("iket.mark", "iket.range")
+
 # GPU-only constructs whose meaning this machine cannot reproduce: name -> what to write instead.
 GPU_ONLY = {
     "alloc_barrier": "Ascend pipes synchronise with flags: leave sync to the compiler (developer "

@@ -37,7 +37,7 @@ from .options import Options
 from .infer_scopes import infer_scopes
 from .insert_sync import insert_sync
 from .legalize import legalize
-from .pipeline_stages import pipeline
+from .pipeline_stages import pipeline_fitting
 from .plan_memory import plan_memory
 from ..ir.analysis import is_expert
 from .split_cores import split_cores
@@ -55,8 +55,9 @@ NPU_PASSES = (
      "one pipe per copy (GM workspace where the chip has no path); gemm -> L0 loads + MMADs"),
     ("split_cores", lambda k, o: k if o.expert else split_cores(k),
      "cube program and vector program (rows split by vid) in Scope blocks"),
-    ("pipeline", lambda k, o: k if o.expert else pipeline(k),
-     "Pipelined(num_stages): buffer versions so transfers overlap compute"),
+    ("pipeline", lambda k, o: k if o.expert else pipeline_fitting(k, get_chip(o.chip)),
+     "Pipelined(num_stages): buffer versions so transfers overlap compute (fewer versions "
+     "of a scope's buffers where all would not fit the chip)"),
     ("plan_memory", lambda k, o: plan_memory(k, get_chip(o.chip)),
      "aligned offsets with reuse; overflow is an error at the allocation"),
     ("insert_sync", lambda k, o: sync_expert(k, get_chip(o.chip), o.auto_sync) if o.expert

@@ -30,6 +30,7 @@ from dataclasses import replace
 from ..ir.nodes import (
     Alloc, BinOp, Const, For, If, Kernel, Scope, Var, body_fields, walk_statements,
 )
+from ..errors import BufferOverflowError, TileLangMiniError
 from ..ir import analysis
 from .util import (
     fresh_name, group_scopes, map_bodies, rebuffer,
@@ -40,7 +41,40 @@ STAGED_SCOPES = ("L1", "L0A", "L0B", "L0C", "UB", "workspace")
 L0_SCOPES = ("L0A", "L0B", "L0C")
 
 
-def pipeline(kernel: Kernel) -> Kernel:
+def pipeline_fitting(kernel: Kernel, chip) -> Kernel:
+    """pipeline(kernel), with fewer versions of one scope's buffers where all of them would not
+    fit the chip (GPU tile sizes: TileLang's pool_mqa keeps a 256x128 float32 score tile per
+    stage, three stages of it overflow UB). The cap of the overflowing scope drops one version
+    at a time, down to one (no versions: the loop runs its stages on one buffer); if even that
+    does not fit, the uncapped result goes on and plan_memory reports the overflow.
+
+        for k in Pipelined(n, num_stages=3): ... s_ub ...   (3 x 128 KiB > UB)
+            ->  versions s_ub, s_ub_1 of iterations 3k_o, 3k_o + 1; 3k_o + 2 on s_ub again
+    """
+    from .plan_memory import plan_memory
+    first = pipeline(kernel)
+    count = lambda k: sum(isinstance(s, Alloc) for s in walk_statements(k.body))  # noqa: E731
+    if count(first) == count(kernel):  # no versions: nothing to cap
+        return first
+    out, caps = first, {}
+    top = max((s.num_stages for s in walk_statements(kernel.body)
+               if isinstance(s, For) and s.kind == "pipelined"), default=1)
+    while True:
+        try:
+            plan_memory(out, chip)
+            return out
+        except BufferOverflowError as err:
+            scope = getattr(err, "scope", None)
+            caps[scope] = caps.get(scope, top) - 1
+            if scope is None or caps[scope] < 1:
+                return first
+        except TileLangMiniError:  # reported by plan_memory itself, at its own stage
+            return first
+        out = pipeline(kernel, caps)
+
+
+def pipeline(kernel: Kernel, caps: dict | None = None) -> Kernel:
+    """`caps`: scope -> the most versions a buffer of that scope gets (pipeline_fitting)."""
     names = {s.buffer.name for s in walk_statements(kernel.body) if isinstance(s, Alloc)}
     names |= {p.name for p in kernel.params}
     allocs: list[Alloc] = []
@@ -51,7 +85,7 @@ def pipeline(kernel: Kernel) -> Kernel:
         for s in stmts:
             s = map_bodies(s, block)
             if isinstance(s, For) and s.kind == "pipelined":
-                out += _expand(s, names, allocs, readers)
+                out += _expand(s, names, allocs, readers, caps or {})
             else:
                 out.append(s)
         return out
@@ -72,7 +106,7 @@ def _reader_counts(body) -> dict:
     return out
 
 
-def _expand(loop: For, names: set, allocs: list, readers=None) -> list:
+def _expand(loop: For, names: set, allocs: list, readers=None, caps=None) -> list:
     stages, extent = loop.num_stages, loop.extents[0]
     serial = replace(loop, kind="serial", num_stages=0)
     if stages <= 1:
@@ -92,8 +126,10 @@ def _expand(loop: For, names: set, allocs: list, readers=None) -> list:
     for j in range(1, stages):
         mapping = {}
         for b in staged:
-            if b.scope in L0_SCOPES and j >= 2:  # two L0 versions suffice (legalize sizes for two)
-                mapping[b.name] = versions[j % 2].get(b.name, b)
+            limit = min(2 if b.scope in L0_SCOPES else stages,  # two L0 versions suffice
+                        (caps or {}).get(b.scope, stages))  # (legalize sizes for two)
+            if j >= limit:
+                mapping[b.name] = versions[j % limit].get(b.name, b)
                 continue
             name = fresh_name(f"{b.name}_{j}", names)
             mapping[b.name] = replace(b, name=name)

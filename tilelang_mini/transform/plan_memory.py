@@ -124,10 +124,12 @@ def _check_fit(a: Alloc, end: int, cap: int, scope: str, chip: Chip, allocs) -> 
         return
     listing = ", ".join(f"{x.buffer.name} {_shape(x.buffer)} {x.buffer.dtype} = "
                         f"{nbytes(x.buffer) / 1024:g} KiB" for x in allocs)
-    raise BufferOverflowError(
+    err = BufferOverflowError(
         f"{scope} overflow on {chip.name}: '{a.buffer.name}' needs bytes up to {end / 1024:g} KiB "
         f"but {scope} has {cap / 1024:g} KiB per {'AIV' if scope == 'UB' else 'AIC'}; "
         f"{scope} buffers: {listing}. Use smaller tiles or fewer stages", a.loc)
+    err.scope = scope  # the scope that overflowed (pipeline_fitting caps its versions)
+    raise err
 
 
 def _shape(b) -> str:

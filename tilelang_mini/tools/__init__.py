@@ -1,0 +1,1 @@
+"""TileLang's `tilelang.tools`: developer tools used around kernels (tools.cuda.iket)."""

@@ -1,0 +1,1 @@
+"""TileLang's `tilelang.tools.cuda`: its in-kernel event tracing (`iket`) has a meaning here."""
