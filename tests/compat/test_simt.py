@@ -318,3 +318,27 @@ def test_per_thread_atomic_values(target, monkeypatch):
     (ys, cs), _ = kern.simulate(*args)
     assert cs.tolist() == c.tolist()
     close(np.sort(ys[:k]), np.sort(f64(pos)))
+
+
+@tilelang_mini.jit
+def thread_index_stored(X):
+    """The thread index stored before any other per-thread use: into an alloc_var (`s = tx`)
+    and into a local tile (`t[0] = tx`); both make the code per-thread (a Python TypeError in
+    the first trace before)."""
+    N = T.const("N")
+    X: T.Tensor((N,), T.float32)
+    Y = T.empty((N,), T.float32)
+    with T.Kernel(1, threads=N) as _:
+        tx = T.get_thread_binding(0)
+        s = T.alloc_var(T.int32)
+        t = T.alloc_local((1,), T.int32)
+        s = tx
+        t[0] = tx
+        Y[s] = X[t[0]] * 2.0 + t[0]
+    return Y
+
+
+def test_thread_index_stored_in_a_scalar(target, monkeypatch):
+    monkeypatch.setenv("TILELANG_MINI_TARGET", target)
+    x = rand((32,), seed=11)
+    run_and_simulate(thread_index_stored, [x], f64(x) * 2.0 + np.arange(32))

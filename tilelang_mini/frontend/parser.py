@@ -11,19 +11,17 @@ import builtins
 import inspect
 import math
 import textwrap
-from dataclasses import replace
 
 from .. import language as T_module
 from ..errors import CompileError
 from ..ir import dtypes
-from ..ir.analysis import interval
 from ..ir.nodes import Alloc, Buffer, Kernel, Load, Loc, Scope, Store, Var
 from ..language.symbols import SymExpr
 from .common import Marker, ThreadIndex, is_docstring, show
 from .dialect import Dialect
 from .eager import Eager, SymbolicPrimFunc
 from .expr_visit import _BINOPS, ExprVisitor
-from .exprs import as_expr, binop, const, is_ir, plain_number
+from .exprs import as_expr, binop, is_ir, plain_number
 from .tile_ops import TileOps
 from .tile_ascend import TileAscend
 from .atomic import Atomics
@@ -34,6 +32,7 @@ from .rng import Rng
 from .gemm_sp import GemmSparse
 from .sync_all import scalars_per_core, split_launch
 from .simt import Simt
+from .safe_access import guard_global
 from .bindings import Bindings, Capture, LaneVar, StaleValue, vector_flags_without_scopes
 
 
@@ -480,7 +479,7 @@ class KernelBuilder(ExprVisitor, ControlFlow, TileOps, Dialect, TileAscend, Eage
                                           "(before `with T.Kernel`); inside a kernel allocate "
                                           "tiles with T.alloc_shared/T.alloc_fragment")
         if isinstance(target, ast.Subscript):
-            return self.store(target, self.eval(s.value), s)
+            return self.store(target, self.stored_value(s.value), s)
         stmts = []
         if isinstance(s.value, ast.Call) and isinstance(self.eval_callee(s.value.func), T_module.Macro):
             stmts, value = self.assign_macro(s.value)  # its tiles, or a trace-time value
@@ -488,6 +487,9 @@ class KernelBuilder(ExprVisitor, ControlFlow, TileOps, Dialect, TileAscend, Eage
             value = self.eval(s.value)
         if isinstance(target, ast.Name) and not self.is_tiles(value):
             current = self.try_lookup(target.id)
+            if isinstance(value, ThreadIndex) and (isinstance(current, LaneVar) or (
+                    isinstance(current, Buffer) and self.is_scalar(current))):
+                raise self.simt_use(s.value)  # `s = tx` into a scalar: per-thread code
             if isinstance(current, Buffer) and self.is_scalar(current):
                 return stmts + [Store(current, self.scalar_index(current), as_expr(value),
                                       self.loc(s))]
@@ -554,51 +556,7 @@ class KernelBuilder(ExprVisitor, ControlFlow, TileOps, Dialect, TileAscend, Eage
             raise self.error(target, "only buffers can be assigned element-wise")
         idx = self.indices(target, buf)
         st = Store(buf, idx, as_expr(value), self.loc(node))
-        return [self.guard_global(st) if self.parallel_depth else st]
-
-    def guard_global(self, st: Store):
-        """TileLang's safe memory access: inside T.Parallel, an element of a global tensor
-        outside its shape (a tail block of `y[bx * 32 + i] = s[i]` when the length is not a
-        multiple of 32) is not stored, and one read outside it reads 0. Where the loop and block
-        ranges show an index may leave its dimension, or cannot bound it (a gather through an
-        index tensor: sparse MLA's KV rows padded with an out-of-range index), the store goes
-        under the map's `if` (it runs only where its condition holds) and the read becomes a
-        select with clamped indices; accesses proven in range stay as written:
-
-            y[bx * 32 + i] = x[bx * 32 + i + 1]   ->   if bx * 32 + i < n:
-                                                          y[...] = select(bx * 32 + i + 1 < n,
-                                                                          x[clamped], 0)
-        """
-        from ..ir.nodes import GLOBAL_SCOPES, If, transform
-        from .dialect import select
-
-        def bound(buf, indices):
-            conds = []
-            for ix, dim in zip(indices, buf.shape):
-                if not isinstance(dim, int):
-                    continue
-                iv = interval(self.var_ranges, ix)  # None: data-dependent or not analysed
-                if iv is None or iv[0] < 0:
-                    conds.append(binop(">=", ix, 0))
-                if iv is None or iv[1] >= dim:
-                    conds.append(binop("<", ix, dim))
-            cond = None
-            for c in conds:
-                cond = c if cond is None else binop("and", cond, c)
-            return cond
-
-        def guarded(n):
-            if isinstance(n, Load) and n.buffer.scope in GLOBAL_SCOPES:
-                c = bound(n.buffer, n.indices)
-                if c is not None:
-                    return select(c, n, const(0.0 if dtypes.is_float(n.buffer.dtype) else 0))
-            return n
-        result = replace(st, value=transform(st.value, guarded))
-        if st.buffer.scope in GLOBAL_SCOPES:
-            cond = bound(st.buffer, st.indices)
-            if cond is not None:
-                result = If(cond, (result,), (), st.loc)
-        return result
+        return [guard_global(st, self.var_ranges) if self.parallel_depth else st]
 
     def indices(self, sub: ast.Subscript, buf: Buffer) -> tuple:
         nodes = sub.slice.elts if isinstance(sub.slice, ast.Tuple) else [sub.slice]

@@ -78,6 +78,14 @@ class Simt:
             vars(self).update({k: (v.copy() if isinstance(v, (list, dict, set)) else v)
                                for k, v in saved.items()}, **retry)
 
+    def stored_value(self, node):
+        """The value of the right-hand side of `buf[...] = value`; a GPU thread index stored
+        makes the code per-thread (SIMT): traced again in that mode."""
+        value = self.eval(node)
+        if isinstance(value, ThreadIndex):
+            raise self.simt_use(node)
+        return value
+
     def simt_use(self, node) -> SimtUse:
         """The error at a per-thread use of a thread index outside per-thread mode."""
         e = self.error(node, SIMT_ADVICE)
