@@ -25,12 +25,12 @@ def rotating_sum(blocks=8, groups=4, trips=8, M=64, N=32, K=32):
     H = M // 2
 
     @T.prim_func
-    def main(A: T.Tensor((groups * M, K), "float16"), B: T.Tensor((trips * K, N), "float16"),
-             ws: T.Tensor((blocks * M, N), "float32"), O: T.Tensor((blocks * M, N), "float32")):
+    def main(A: T.Tensor((groups * M, K), T.float16), B: T.Tensor((trips * K, N), T.float16),
+             ws: T.Tensor((blocks * M, N), T.float32), O: T.Tensor((blocks * M, N), T.float32)):
         with T.Kernel(blocks, is_npu=True) as (cid, vid):
             a_l1, b_l1, c_l0 = cube_tiles(M, N, K)
-            x_ub = T.alloc_ub((H, N), "float32")
-            acc = T.alloc_ub((H, N), "float32")
+            x_ub = T.alloc_ub((H, N), T.float32)
+            acc = T.alloc_ub((H, N), T.float32)
             with T.Scope("C"):
                 for k in T.serial(trips):
                     T.copy(A[(cid % groups) * M, 0], a_l1)

@@ -55,8 +55,9 @@ NPU_PASSES = (
      "one pipe per copy (GM workspace where the chip has no path); gemm -> L0 loads + MMADs"),
     ("split_cores", lambda k, o: k if o.expert else split_cores(k),
      "cube program and vector program (rows split by vid) in Scope blocks"),
-    ("pipeline", lambda k, o: k if o.expert else pipeline(k),
-     "Pipelined(num_stages): buffer versions so transfers overlap compute"),
+    ("pipeline", lambda k, o: k if o.expert else pipeline(k, get_chip(o.chip)),
+     "Pipelined(num_stages): buffer versions so transfers overlap compute (serial where "
+     "the versions would overflow the chip)"),
     ("plan_memory", lambda k, o: plan_memory(k, get_chip(o.chip)),
      "aligned offsets with reuse; overflow is an error at the allocation"),
     ("insert_sync", lambda k, o: sync_expert(k, get_chip(o.chip), o.auto_sync) if o.expert

@@ -22,6 +22,12 @@ PV) is also rotated into a cross-core software pipeline, the cube running one it
     for k in Pipelined(n, 2):  F(k); B(k)   ->   F(0); for k_o: F(2k_o+1); B(2k_o); F(2k_o+2); B(2k_o+1); ...; B(n-1)
 
 (for a constant n only: a run-time count gets the buffer versions without the rotation).
+
+The versions are a performance choice: where they would overflow a scope of the chip (`chip`
+given; plan_memory's rule), the kernel's pipelined loops run serially instead, with one version
+each, as with num_stages=1 (TileLang's GPU stages multi-buffer shared copies only; here the
+fragments' L0C/UB homes would be copied too: GQA backward's dq, qkT and dsT next to its dk and
+dv accumulators at dim_qk 192).
 """
 from __future__ import annotations
 
@@ -40,7 +46,27 @@ STAGED_SCOPES = ("L1", "L0A", "L0B", "L0C", "UB", "workspace")
 L0_SCOPES = ("L0A", "L0B", "L0C")
 
 
-def pipeline(kernel: Kernel) -> Kernel:
+def pipeline(kernel: Kernel, chip=None) -> Kernel:
+    staged = _pipeline(kernel)
+    if chip is None or staged is kernel:
+        return staged
+    from ..errors import BufferOverflowError
+    from .plan_memory import plan_memory
+    try:
+        plan_memory(staged, chip)
+    except BufferOverflowError:
+        serial = _pipeline(kernel, max_stages=1)
+        try:
+            plan_memory(serial, chip)
+        except BufferOverflowError:
+            return staged  # overflows either way: plan_memory names the staged kernel's buffers
+        return serial
+    return staged
+
+
+def _pipeline(kernel: Kernel, max_stages=None) -> Kernel:
+    if not any(isinstance(s, For) and s.kind == "pipelined" for s in walk_statements(kernel.body)):
+        return kernel
     names = {s.buffer.name for s in walk_statements(kernel.body) if isinstance(s, Alloc)}
     names |= {p.name for p in kernel.params}
     allocs: list[Alloc] = []
@@ -51,6 +77,8 @@ def pipeline(kernel: Kernel) -> Kernel:
         for s in stmts:
             s = map_bodies(s, block)
             if isinstance(s, For) and s.kind == "pipelined":
+                if max_stages is not None:
+                    s = replace(s, num_stages=min(s.num_stages, max_stages))
                 out += _expand(s, names, allocs, readers)
             else:
                 out.append(s)
