@@ -25,7 +25,7 @@ def rescaled_sum(n, D=512):
     @T.prim_func
     def main(Q: T.Tensor((64, 64), T.float16), K: T.Tensor((n * 64, 64), T.float16),
              V: T.Tensor((n * 64, D), T.float16), O: T.Tensor((64, D), T.float32)):
-        with T.Kernel(1, threads=128):
+        with T.Kernel(1, threads=128) as bx:
             q = T.alloc_shared((64, 64), T.float16)
             k = T.alloc_shared((64, 64), T.float16)
             v = T.alloc_shared((64, D), T.float16)
@@ -33,7 +33,7 @@ def rescaled_sum(n, D=512):
             s = T.alloc_fragment((64, 64), T.float32)
             o = T.alloc_fragment((64, D), T.float32)
             T.fill(o, 0)
-            T.copy(Q[0, 0], q)
+            T.copy(Q[bx * 64, 0], q)
             for i in T.serial(n):
                 T.copy(K[i * 64, 0], k)
                 T.clear(s)
@@ -54,14 +54,14 @@ def accumulate_and_emit(n, stages=2):
     def main(X: T.Tensor((n * 64, 128), T.float16), G: T.Tensor((n * 64, 192), T.float16),
              Y: T.Tensor((64, 64), T.float16), A: T.Tensor((128, 192), T.float32),
              S: T.Tensor((n * 128, 64), T.float32)):
-        with T.Kernel(1, threads=128):
+        with T.Kernel(1, threads=128) as bx:
             x = T.alloc_shared((64, 128), T.float16)
             g = T.alloc_shared((64, 192), T.float16)
             y = T.alloc_shared((64, 64), T.float16)
             acc = T.alloc_fragment((128, 192), T.float32)
             sk = T.alloc_fragment((128, 64), T.float32)
             T.clear(acc)
-            T.copy(Y[0, 0], y)
+            T.copy(Y[bx * 64, 0], y)
             for i in T.Pipelined(n, num_stages=stages):
                 T.copy(X[i * 64, 0], x)
                 T.copy(G[i * 64, 0], g)
