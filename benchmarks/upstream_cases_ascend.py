@@ -351,12 +351,18 @@ def _(m, rng):
 
 @case("asc/deepseek_v4/act_quant_int8", A, "examples/deepseek_v4/act_quant.py", "int8, T.symbolic")
 def _(m, rng):
+    return act_quant_int8_checks(m, rng, 64, 256)
+
+
+def act_quant_int8_checks(m, rng, M, N):
+    """act_quant_kernel_int8_optimized(N, block_M=16, block_N=N): per-row int8 values and
+    scales (absmax / 127)."""
     import ml_dtypes
-    x = rn(rng, (64, 256)).astype(ml_dtypes.bfloat16)
+    x = rn(rng, (M, N)).astype(ml_dtypes.bfloat16)
     xf = x.astype(f64)
     s = np.maximum(np.abs(xf).max(1), 0) / 127.0
     y = np.clip(np.round(xf / s[:, None]), -127, 127)
-    k = m["act_quant_kernel_int8_optimized"](256, block_M=16, block_N=256)
+    k = m["act_quant_kernel_int8_optimized"](N, block_M=16, block_N=N)
 
     def cmp_q(got, want):  # float32 vs float64 division may move a value across a .5 boundary
         d = np.abs(got.astype(f64) - want)

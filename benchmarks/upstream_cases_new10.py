@@ -78,8 +78,13 @@ INF = V32 + "inference/kernel.py"
       "Python helpers issuing T.reinterpret and bit ops (round_scale) or a plain division, "
       "clamp, cast to fp8, a 1-trip Pipelined loop, T.dynamic M")
 def _(m, rng):
+    return v32_act_quant_checks(m, rng, 64, 256)
+
+
+def v32_act_quant_checks(m, rng, M, N):
+    """act_quant_kernel(N, bf16, e4m3, float32, round_scale) on an (M, N) input, both scale
+    roundings: e4m3 values and scales per (row, 128 columns)."""
     import ml_dtypes
-    M, N = 64, 256
     checks = []
     for rs in (False, True):
         x = rn(rng, (M, N), scale=3.0).astype(ml_dtypes.bfloat16)
