@@ -106,11 +106,15 @@ def v32_act_quant_checks(m, rng, M, N):
       "folded into a shared column per step, 2xAcc promotion, T.dynamic M, C an argument",
       chip="ascend950")
 def _(m, rng):
-    M, N, K = 64, 256, 384
+    return [v32_fp8_gemm_check(m, rng, 64, 256, 384)]
+
+
+def v32_fp8_gemm_check(m, rng, M, N, K):
+    """fp8_gemm_kernel(N, K, float32) on block-scaled e4m3 inputs, C an argument."""
     a, b, sa, sb, want = blockscaled_fp8(rng, M, N, K)
     kern = m["fp8_gemm_kernel"](N, K, "float32")
-    return [Check(kern, [a, b, np.zeros((M, N), np.float32), sa, sb], {("arg", 2): want},
-                  compare=fp8_cmp(K))]
+    return Check(kern, [a, b, np.zeros((M, N), np.float32), sa, sb], {("arg", 2): want},
+                 compare=fp8_cmp(K))
 
 
 @case("tl/deepseek_v32/inference_fp8_index", TL, INF,

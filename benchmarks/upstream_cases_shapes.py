@@ -105,51 +105,40 @@ def _(m, rng):
 @case("tl/norm/rms_norm@shapes", TL, "examples/norm/rms_norm.py",
       "test_rms_norm's 1024 x 1024, blk_m 1; the split-K kernel with blk_k 512")
 def _(m, rng):
-    a = rn(rng, (1024, 1024))
-    x = a.astype(f64)
-    want = x / np.sqrt((x * x).mean(1, keepdims=True) + 1e-12)
-    return [Check(m["rms_norm"], [a, 1], {0: want}, tol=(1e-4, 1e-5)),
-            Check(m["rms_norm_splitk"], [a, 1, 512], {0: want}, tol=(1e-4, 1e-5))]
+    from upstream_cases_tl import rms_norm_checks
+    return rms_norm_checks(m, rn(rng, (1024, 1024)), 1, 512)
 
 
-def layer_norm_ref(x):
-    x = x.astype(f64)
-    return (x - x.mean(1, keepdims=True)) / np.sqrt(x.var(1, keepdims=True) + 1e-5)
-
-
-def softmax_ref(x):
-    x = x.astype(f64)
-    e = np.exp(x - x.max(1, keepdims=True))
-    return e / e.sum(1, keepdims=True)
+def row_checks(factory, ref, rng, configs):
+    """factory(M, N, block_M, block_N, dtype=) of the tilelang-ascend row kernels (layer_norm,
+    online_softmax) for each (M, N, block_M, block_N, dtype) against ref(input)."""
+    out = []
+    for M, N, bm, bn, dt in configs:
+        a = inputs(rng, (M, N), dt)
+        tol = (1e-4, 1e-4) if dt == "float" else None
+        out.append(Check(factory(M, N, bm, bn, dtype=dt), [a], {0: ref(a)}, out_dtype(dt), N,
+                         tol=tol))
+    return out
 
 
 @case("asc/normalization/layer_norm@shapes", A, "examples/normalization/layer_norm.py",
       "the script's test_configs: 34 x 34 (32x32 blocks: tails) in float, float16, bfloat16; "
       "270 x 270 (64x64 blocks) float; 1030 x 1030 (128x128) float16")
 def _(m, rng):
-    out = []
-    for M, N, bm, bn, dt in ((34, 34, 32, 32, "float"), (34, 34, 32, 32, "float16"),
-                             (34, 34, 32, 32, "bfloat16"), (270, 270, 64, 64, "float"),
-                             (1030, 1030, 128, 128, "float16")):
-        a = inputs(rng, (M, N), dt)
-        tol = (1e-4, 1e-4) if dt == "float" else None
-        out.append(Check(m["layer_norm"](M, N, bm, bn, dtype=dt), [a], {0: layer_norm_ref(a)},
-                         out_dtype(dt), N, tol=tol))
-    return out
+    from upstream_cases_ascend import layer_norm_ref
+    return row_checks(m["layer_norm"], layer_norm_ref, rng, (
+        (34, 34, 32, 32, "float"), (34, 34, 32, 32, "float16"), (34, 34, 32, 32, "bfloat16"),
+        (270, 270, 64, 64, "float"), (1030, 1030, 128, 128, "float16")))
 
 
 @case("asc/softmax/online_softmax@shapes", A, "examples/softmax/example_online_softmax.py",
       "the script's test_configs: 34 x 130 (32x32 blocks: tails) in float, float16, bfloat16; "
       "a 1024-row float16 one with 128x128 blocks (the script: N = 51200)")
 def _(m, rng):
-    out = []
-    for M, N, bm, bn, dt in ((34, 130, 32, 32, "float"), (34, 130, 32, 32, "float16"),
-                             (34, 130, 32, 32, "bfloat16"), (1024, 1280, 128, 128, "float16")):
-        a = inputs(rng, (M, N), dt)
-        tol = (1e-4, 1e-4) if dt == "float" else None
-        out.append(Check(m["online_softmax"](M, N, bm, bn, dtype=dt), [a], {0: softmax_ref(a)},
-                         out_dtype(dt), N, tol=tol))
-    return out
+    from upstream_cases_ascend import softmax_ref
+    return row_checks(m["online_softmax"], softmax_ref, rng, (
+        (34, 130, 32, 32, "float"), (34, 130, 32, 32, "float16"), (34, 130, 32, 32, "bfloat16"),
+        (1024, 1280, 128, 128, "float16")))
 
 
 # ---------------------------------------------------------------- attention
@@ -249,14 +238,8 @@ def _(m, rng):
 @case("tl/flash_decoding/gqa_decode@shapes", TL, "examples/flash_decoding/example_gqa_decode.py",
       "batch 2, 32 heads, 8 kv groups, seq 1024, dim 128, splits 1 and 4")
 def _(m, rng):
-    from upstream_cases_more import gqa_decode_ref
-    B, H, G, S, D = 2, 32, 8, 1024, 128
-    q, k, v = rn(rng, (B, H, D), "float16"), rn(rng, (B, S, G, D), "float16"), rn(rng, (B, S, G, D), "float16")
-    mask = (rng.random((B, S, G)) < 0.8).astype(np.uint8)
-    mask[:, 0] = 1
-    want = gqa_decode_ref(q, k, v, mask)
-    return [Check(m["flashattn"](B, H, G, S, D, 64, 64, split, 2, 128), [q, k, v, mask], {0: want},
-                  "float16", S) for split in (1, 4)]
+    from upstream_cases_more import gqa_decode_checks
+    return gqa_decode_checks(m, rng, 2, 32, 8, 1024, 128, (1, 4))
 
 
 @case("tl/deepseek_v32/sparse_mla_fwd@shapes", TL, "examples/deepseek_v32/sparse_mla_fwd.py",
@@ -334,19 +317,8 @@ def _(m, rng):
 @case("asc/convolution@shapes", A, "examples/convolution/example_convolution.py",
       "host im2col + the example's GEMM on more blocks: batch image 1 x 16 x 18 x 18, 64 filters")
 def _(m, rng):
-    Bn, C, H, W, OC, KH = 1, 16, 18, 18, 64, 3
-    x, w = rn(rng, (Bn, C, H, W), "float16"), rn(rng, (OC, C, KH, KH), "float16")
-    OH = H - KH + 1
-    cols = np.stack([x[0, :, i:i + OH, j:j + OH].reshape(C, -1) for i in range(KH) for j in range(KH)], 1)
-    cols = cols.reshape(C * KH * KH, OH * OH)            # host code: im2col (rows c, kh, kw)
-    Kp, Np = 192, 256
-    a = np.zeros((OC, Kp), np.float16)
-    a[:, :C * KH * KH] = w.reshape(OC, -1)
-    bm = np.zeros((Kp, Np), np.float16)
-    bm[:C * KH * KH, :OH * OH] = cols
-    want = np.zeros((OC, Np))
-    want[:, :OH * OH] = a[:, :C * KH * KH].astype(f64) @ cols.astype(f64)
-    return [Check(m["matmul"](OC, Np, Kp, 32, 64, 64), [a, bm], {0: want}, "float16", Kp)]
+    from upstream_cases_ascend import asc_conv_check
+    return [asc_conv_check(m, rng, 16, 18, 64, 192, 256)]
 
 
 # ---------------------------------------------------------------- developer / expert mode, quant
@@ -394,12 +366,8 @@ def _(m, rng):
 @case("tl/deepseek_v32/inference_fp8_gemm@shapes", TL, "examples/deepseek_v32/inference/kernel.py",
       "T.dynamic M = 100 (not a multiple of block_M 32), N 512, K 512", chip="ascend950")
 def _(m, rng):
-    from upstream_cases_new8 import blockscaled_fp8, fp8_cmp
-    M, N, K = 100, 512, 512
-    a, b, sa, sb, want = blockscaled_fp8(rng, M, N, K)
-    kern = m["fp8_gemm_kernel"](N, K, "float32")
-    return [Check(kern, [a, b, np.zeros((M, N), np.float32), sa, sb], {("arg", 2): want},
-                  compare=fp8_cmp(K))]
+    from upstream_cases_new10 import v32_fp8_gemm_check
+    return [v32_fp8_gemm_check(m, rng, 100, 512, 512)]
 
 
 @case("tl/cast/per_token_fp8@shapes", TL, "examples/cast/example_per_token_cast_to_fp8.py",

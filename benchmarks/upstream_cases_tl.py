@@ -33,11 +33,15 @@ def _(m, rng):
 
 @case("tl/norm/rms_norm", TL, "examples/norm/rms_norm.py", "both kernels")
 def _(m, rng):
-    a = rn(rng, (64, 256))
+    return rms_norm_checks(m, rn(rng, (64, 256)), 8, 64)
+
+
+def rms_norm_checks(m, a, blk_m, blk_k):
+    """rms_norm(a, blk_m) and rms_norm_splitk(a, blk_m, blk_k): rows over their RMS (eps 1e-12)."""
     x = a.astype(f64)
     want = x / np.sqrt((x * x).mean(1, keepdims=True) + 1e-12)
-    return [Check(m["rms_norm"], [a, 8], {0: want}, tol=(1e-4, 1e-5)),
-            Check(m["rms_norm_splitk"], [a, 8, 64], {0: want}, tol=(1e-4, 1e-5))]
+    return [Check(m["rms_norm"], [a, blk_m], {0: want}, tol=(1e-4, 1e-5)),
+            Check(m["rms_norm_splitk"], [a, blk_m, blk_k], {0: want}, tol=(1e-4, 1e-5))]
 
 
 @case("tl/norm/layernorm", TL, "examples/norm/layernorm.py", "fwd (bf16)")
