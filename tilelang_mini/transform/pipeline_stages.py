@@ -51,7 +51,15 @@ def pipeline(kernel: Kernel, chip=None) -> Kernel:
     if chip is None or staged is kernel:
         return staged
     from ..errors import BufferOverflowError
-    from .plan_memory import plan_memory
+    from .plan_memory import nbytes, plan_memory
+    total: dict = {}  # scope -> bytes of all its buffers, aligned, none sharing
+    for a in walk_statements(staged.body):
+        if isinstance(a, Alloc) and a.buffer.scope in STAGED_SCOPES[:-1]:
+            align = chip.alignment_of(a.buffer.scope)
+            total[a.buffer.scope] = total.get(a.buffer.scope, 0) + \
+                -(-nbytes(a.buffer) // align) * align
+    if all(n <= chip.capacity_of(scope) for scope, n in total.items()):
+        return staged  # fits without any sharing: no plan needed to know
     try:
         plan_memory(staged, chip)
     except BufferOverflowError:
