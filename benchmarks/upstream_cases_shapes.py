@@ -41,22 +41,17 @@ def _(m, rng):
             Check(m["matmul"], [a2, b2, 64, 64, 32], {0: a2.astype(f64) @ b2}, "float16", 100)]
 
 
-@case("asc/gemm/example_gemm@shapes", A, "examples/gemm/example_gemm.py",
-      "the script's 1024^3 with 128x256x64 blocks")
-def _(m, rng):
-    return [gemm_case(m["matmul"], 1024, 1024, 1024, 128, 256, 64)]
-
-
-@case("asc/gemm/example_gemm_transpose_l1@shapes", A, "examples/gemm/example_gemm_transpose_l1.py",
-      "the script's M, N, K = 512, 256, 1024 with 256x128x64 blocks")
-def _(m, rng):
-    return [gemm_case(m["matmul"], 512, 256, 1024, 256, 128, 64, trans_b=True)]
-
-
-@case("asc/developer_mode/gemm_developer@shapes", A, "examples/developer_mode/gemm_developer.py",
-      "the script's 1024^3 with 128x256x64 blocks")
-def _(m, rng):
-    return [gemm_case(m["matmul"], 1024, 1024, 1024, 128, 256, 64)]
+for _name, _path, _dims, _what in [
+        ("asc/gemm/example_gemm", "examples/gemm/example_gemm.py",
+         (1024, 1024, 1024, 128, 256, 64), "the script's 1024^3 with 128x256x64 blocks"),
+        ("asc/gemm/example_gemm_transpose_l1", "examples/gemm/example_gemm_transpose_l1.py",
+         (512, 256, 1024, 256, 128, 64), "the script's M, N, K = 512, 256, 1024 with 256x128x64 "
+         "blocks, B transposed"),
+        ("asc/developer_mode/gemm_developer", "examples/developer_mode/gemm_developer.py",
+         (1024, 1024, 1024, 128, 256, 64), "the script's 1024^3 with 128x256x64 blocks")]:
+    case(f"{_name}@shapes", A, _path, _what)(
+        lambda m, rng, dims=_dims, tb="transpose" in _path: [gemm_case(m["matmul"], *dims,
+                                                                       trans_b=tb)])
 
 
 @case("asc/batch_gemm@shapes", A, "examples/batch_gemm/batch_gemm.py",
