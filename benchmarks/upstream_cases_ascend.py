@@ -140,9 +140,20 @@ def _(m, rng):
 @case("asc/normalization/layer_norm", A, "examples/normalization/layer_norm.py")
 def _(m, rng):
     a = rn(rng, (64, 256))
+    return [Check(m["layer_norm"](64, 256, 32, 128), [a], {0: layer_norm_ref(a)}, tol=(1e-4, 1e-4))]
+
+
+def layer_norm_ref(a):
+    """Rows normalised to mean 0, variance 1 (eps 1e-5), no affine (float64)."""
     x = a.astype(f64)
-    want = (x - x.mean(1, keepdims=True)) / np.sqrt(x.var(1, keepdims=True) + 1e-5)
-    return [Check(m["layer_norm"](64, 256, 32, 128), [a], {0: want}, tol=(1e-4, 1e-4))]
+    return (x - x.mean(1, keepdims=True)) / np.sqrt(x.var(1, keepdims=True) + 1e-5)
+
+
+def softmax_ref(a):
+    """Row softmax (float64)."""
+    x = a.astype(f64)
+    e = np.exp(x - x.max(1, keepdims=True))
+    return e / e.sum(1, keepdims=True)
 
 
 @case("asc/normalization/rms_norm", A, "examples/normalization/rms_norm.py", "fwd + grad")
@@ -158,9 +169,7 @@ def _(m, rng):
 @case("asc/softmax/online_softmax", A, "examples/softmax/example_online_softmax.py")
 def _(m, rng):
     a = rn(rng, (64, 320))
-    x = a.astype(f64)
-    e = np.exp(x - x.max(1, keepdims=True))
-    return [Check(m["online_softmax"](64, 320, 32, 128), [a], {0: e / e.sum(1, keepdims=True)})]
+    return [Check(m["online_softmax"](64, 320, 32, 128), [a], {0: softmax_ref(a)})]
 
 
 @case("asc/reduce/reduce_min", A, "examples/reduce/example_reduce_min.py")
@@ -351,12 +360,18 @@ def _(m, rng):
 
 @case("asc/deepseek_v4/act_quant_int8", A, "examples/deepseek_v4/act_quant.py", "int8, T.symbolic")
 def _(m, rng):
+    return act_quant_int8_checks(m, rng, 64, 256)
+
+
+def act_quant_int8_checks(m, rng, M, N):
+    """act_quant_kernel_int8_optimized(N, block_M=16, block_N=N): per-row int8 values and
+    scales (absmax / 127)."""
     import ml_dtypes
-    x = rn(rng, (64, 256)).astype(ml_dtypes.bfloat16)
+    x = rn(rng, (M, N)).astype(ml_dtypes.bfloat16)
     xf = x.astype(f64)
     s = np.maximum(np.abs(xf).max(1), 0) / 127.0
     y = np.clip(np.round(xf / s[:, None]), -127, 127)
-    k = m["act_quant_kernel_int8_optimized"](256, block_M=16, block_N=256)
+    k = m["act_quant_kernel_int8_optimized"](N, block_M=16, block_N=N)
 
     def cmp_q(got, want):  # float32 vs float64 division may move a value across a .5 boundary
         d = np.abs(got.astype(f64) - want)
@@ -443,13 +458,18 @@ def _(m, rng):
 
 @case("asc/convolution", A, "examples/convolution/example_convolution.py", "host im2col + gemm")
 def _(m, rng):
-    Bn, C, H, W, OC, KH = 1, 8, 10, 10, 32, 3
+    return [asc_conv_check(m, rng, 8, 10, 32, 128, 128)]
+
+
+def asc_conv_check(m, rng, C, H, OC, Kp, Np):
+    """The example's GEMM matmul(OC, Np, Kp, 32, 64, 64) on a host im2col of one C x H x H
+    image and OC 3x3 filters, zero-padded to Kp x Np."""
+    Bn, W, KH = 1, H, 3
     x, w = rn(rng, (Bn, C, H, W), "float16"), rn(rng, (OC, C, KH, KH), "float16")
     OH = H - KH + 1
     cols = np.stack([x[0, :, i:i + OH, j:j + OH].reshape(C, -1) for i in range(KH) for j in range(KH)], 1)
     cols = cols.reshape(C * KH * KH, OH * OH)            # host code: im2col (rows c, kh, kw)
     wf = w.reshape(OC, -1)
-    Kp, Np = 128, 128
     a = np.zeros((OC, Kp), np.float16)
     a[:, :C * KH * KH] = wf
     bm = np.zeros((Kp, Np), np.float16)
@@ -458,7 +478,7 @@ def _(m, rng):
     want[:, :OH * OH] = np.einsum("ocij,bchwij->obhw", w.astype(f64), np.lib.stride_tricks.sliding_window_view(
         x.astype(f64), (KH, KH), axis=(2, 3))).reshape(OC, -1)
     k = m["matmul"](OC, Np, Kp, 32, 64, 64)
-    return [Check(k, [a, bm], {0: want}, "float16", C * KH * KH)]
+    return Check(k, [a, bm], {0: want}, "float16", C * KH * KH)
 
 
 @case("asc/hisa/block_sparse_mqa_attn_expert", A, "examples/HISA/block_sparse_mqa_attn_expert_test.py",

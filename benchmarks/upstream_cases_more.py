@@ -161,13 +161,18 @@ def gqa_decode_ref(q, k, v, mask):
 @case("tl/flash_decoding/gqa_decode", TL, "examples/flash_decoding/example_gqa_decode.py",
       "autotune over a factory, split + combine launches, uint8 mask")
 def _(m, rng):
-    B, H, G, S, D = 1, 8, 2, 256, 64
+    return gqa_decode_checks(m, rng, 1, 8, 2, 256, 64, (1, 2))
+
+
+def gqa_decode_checks(m, rng, B, H, G, S, D, splits):
+    """flashattn(B, H, G, S, D, 64, 64, split, 2, 128) of the GQA decode example for each split,
+    with a random uint8 KV mask (the first position kept)."""
     q, k, v = rn(rng, (B, H, D), "float16"), rn(rng, (B, S, G, D), "float16"), rn(rng, (B, S, G, D), "float16")
     mask = (rng.random((B, S, G)) < 0.8).astype(np.uint8)
     mask[:, 0] = 1
     want = gqa_decode_ref(q, k, v, mask)
     return [Check(m["flashattn"](B, H, G, S, D, 64, 64, split, 2, 128), [q, k, v, mask], {0: want},
-                  "float16", S) for split in (1, 2)]
+                  "float16", S) for split in splits]
 
 
 @case("asc/dequantize_gemm/fine_grained", A, "examples/dequantize_gemm/example_dequant_gemm_fine_grained.py",

@@ -217,15 +217,20 @@ def l2norm(x):
 @case("tl/linear_attention/linear_attn_fwd", TL, "examples/linear_attention/example_linear_attn_fwd.py",
       "chunked causal linear attention, atomic_add into O, final state")
 def _(m, rng):
-    B, S, H, D = 1, 128, 2, 64
+    return linear_attn_fwd_checks(m, rng, 1, 128, 2, 64)
+
+
+def linear_attn_fwd_checks(m, rng, B, S, H, D):
+    """tl_fused_chunk_fwd_kernel(B, S, H, D, D): causal linear attention O (atomic_add into a
+    zeroed argument) and the final state, on l2-normalised q, k."""
     q, k = l2norm(rn(rng, (B, S, H, D), "float16")), l2norm(rn(rng, (B, S, H, D), "float16"))
     v = rn(rng, (B, S, H, D), "float16")  # q, k l2-normalised as the example's host code does
     scale = D ** -0.5
     q64, k64, v64 = q.astype(f64) * scale, k.astype(f64), v.astype(f64)
     o = np.zeros((B, S, H, D))
-    for h in range(H):
-        s = np.tril(q64[0, :, h] @ k64[0, :, h].T)
-        o[0, :, h] = s @ v64[0, :, h]
+    for b, h in np.ndindex(B, H):
+        s = np.tril(q64[b, :, h] @ k64[b, :, h].T)
+        o[b, :, h] = s @ v64[b, :, h]
     state = np.einsum("bshk,bshv->bhkv", k64, v64)
     kern = m["tl_fused_chunk_fwd_kernel"](B, S, H, D, D)
     return [Check(kern, [q, k, v, np.zeros((B, S, H, D), np.float32)],

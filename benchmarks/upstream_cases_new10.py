@@ -78,8 +78,13 @@ INF = V32 + "inference/kernel.py"
       "Python helpers issuing T.reinterpret and bit ops (round_scale) or a plain division, "
       "clamp, cast to fp8, a 1-trip Pipelined loop, T.dynamic M")
 def _(m, rng):
+    return v32_act_quant_checks(m, rng, 64, 256)
+
+
+def v32_act_quant_checks(m, rng, M, N):
+    """act_quant_kernel(N, bf16, e4m3, float32, round_scale) on an (M, N) input, both scale
+    roundings: e4m3 values and scales per (row, 128 columns)."""
     import ml_dtypes
-    M, N = 64, 256
     checks = []
     for rs in (False, True):
         x = rn(rng, (M, N), scale=3.0).astype(ml_dtypes.bfloat16)
@@ -101,11 +106,15 @@ def _(m, rng):
       "folded into a shared column per step, 2xAcc promotion, T.dynamic M, C an argument",
       chip="ascend950")
 def _(m, rng):
-    M, N, K = 64, 256, 384
+    return [v32_fp8_gemm_check(m, rng, 64, 256, 384)]
+
+
+def v32_fp8_gemm_check(m, rng, M, N, K):
+    """fp8_gemm_kernel(N, K, float32) on block-scaled e4m3 inputs, C an argument."""
     a, b, sa, sb, want = blockscaled_fp8(rng, M, N, K)
     kern = m["fp8_gemm_kernel"](N, K, "float32")
-    return [Check(kern, [a, b, np.zeros((M, N), np.float32), sa, sb], {("arg", 2): want},
-                  compare=fp8_cmp(K))]
+    return Check(kern, [a, b, np.zeros((M, N), np.float32), sa, sb], {("arg", 2): want},
+                 compare=fp8_cmp(K))
 
 
 @case("tl/deepseek_v32/inference_fp8_index", TL, INF,

@@ -119,10 +119,10 @@ def _(m, rng):
     return mha_bwd_checks(m, rng, bshd=False)
 
 
-def mha_bwd_checks(m, rng, bshd):
+def mha_bwd_checks(m, rng, bshd, dims=(1, 2, 128, 64)):
     """The four kernels of the MHA backward examples (fwd with lse, bwd preprocess (Delta), bwd,
-    postprocess), causal and not, with B,H,S,D tensors or (`bshd`) B,S,H,D ones."""
-    B, H, S, D = 1, 2, 128, 64
+    postprocess), causal and not, with B,H,S,D tensors or (`bshd`) B,S,H,D ones (`dims`)."""
+    B, H, S, D = dims
     shape = (B, S, H, D) if bshd else (B, H, S, D)
     checks = []
     for causal in (False, True):
@@ -589,7 +589,11 @@ def _(m, rng):
       "expert C/V with cross flags: exp(g)-scaled Q S plus the gated causal (Q K^T) V, three "
       "workspaces")
 def _(m, rng):
-    B, H, L, DK, DV, C, BK, BV = 1, 2, 128, 64, 64, 32, 32, 32
+    return asc_chunk_o_checks(m, rng, 1, 2, 128, 64, 64, 32, 32, 32)
+
+
+def asc_chunk_o_checks(m, rng, B, H, L, DK, DV, C, BK, BV):
+    """chunk_o_ker(B, H, L, DK, DV, C, BK, BV) of the tilelang-ascend GDN chunk_o examples."""
     q, k = rn(rng, (B, H, L, DK), "float16", 0.3), rn(rng, (B, H, L, DK), "float16", 0.3)
     v = rn(rng, (B, H, L, DV), "float16")
     nc = L // C

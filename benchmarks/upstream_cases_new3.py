@@ -209,10 +209,11 @@ def _(m, rng):
     return gqa_bwd_checks(m, rng, "flashattn_bwd_split")
 
 
-def gqa_bwd_checks(m, rng, split):
+def gqa_bwd_checks(m, rng, split, dims=(1, 4, 2, 128, 64, 32)):
     """TileLang's GQA backward examples: fwd (O, lse), bwd by atomic_add of dQ/dK/dV, and the
-    factory `split` (per-group dK/dV slots summed by host code), causal and not."""
-    B, H, HK, S, DQK, DV = 1, 4, 2, 128, 64, 32
+    factory `split` (per-group dK/dV slots summed by host code), causal and not; `dims` are
+    B, H, HK, S, DQK, DV."""
+    B, H, HK, S, DQK, DV = dims
     g = H // HK
     checks = []
     for causal in (False, True):
@@ -520,8 +521,10 @@ def _(m, rng):
     return chunk_h_checks(m, rng, 32, 32)
 
 
-def chunk_h_checks(m, rng, *blocks):
-    B, H, L, DK, DV, C = 1, 2, 96, 64, 64, 32
+def chunk_h_checks(m, rng, *blocks, dims=(1, 2, 96, 64, 64, 32)):
+    """The GDN chunk_h examples' chunk_h_ker(B, H, L, DK, DV, C, *blocks) (`dims` are B, H, L,
+    DK, DV, C): the per-chunk states, the new V and the final state."""
+    B, H, L, DK, DV, C = dims
     BV = blocks[1] if blocks else DV
     k, _, g = asc_gdn_inputs(rng, B, H, L, DK, C)
     w = rn(rng, (B, H, L, DK), "float16", 0.1)

@@ -78,12 +78,12 @@ def _(m, rng):
     return v32_sparse_checks(m, rng)
 
 
-def v32_sparse_checks(m, rng, extra=(), topk=64, with_lse=True, H=16, tail=32, **kw):
+def v32_sparse_checks(m, rng, extra=(), topk=64, with_lse=True, H=16, tail=32, S=8, SKV=64,
+                      dim=64, **kw):
     """deepseek_v32's eager sparse_mla_fwd(q, kv, indices, *extra, heads=, dim=, tail_dim=,
-    topk=, **kw) on one batch: causal KV positions chosen per query, SKV-padded."""
+    topk=, **kw) on one batch of S queries: causal KV positions chosen per query, SKV-padded."""
     import ml_dtypes
     from upstream_cases_cv import sparse_ref
-    S, SKV, dim = 8, 64, 64
     dq = dim + tail
     q = rn(rng, (1, S, H, dq)).astype(ml_dtypes.bfloat16)
     kv = rn(rng, (1, SKV, 1, dq)).astype(ml_dtypes.bfloat16)

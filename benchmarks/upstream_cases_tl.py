@@ -33,11 +33,15 @@ def _(m, rng):
 
 @case("tl/norm/rms_norm", TL, "examples/norm/rms_norm.py", "both kernels")
 def _(m, rng):
-    a = rn(rng, (64, 256))
+    return rms_norm_checks(m, rn(rng, (64, 256)), 8, 64)
+
+
+def rms_norm_checks(m, a, blk_m, blk_k):
+    """rms_norm(a, blk_m) and rms_norm_splitk(a, blk_m, blk_k): rows over their RMS (eps 1e-12)."""
     x = a.astype(f64)
     want = x / np.sqrt((x * x).mean(1, keepdims=True) + 1e-12)
-    return [Check(m["rms_norm"], [a, 8], {0: want}, tol=(1e-4, 1e-5)),
-            Check(m["rms_norm_splitk"], [a, 8, 64], {0: want}, tol=(1e-4, 1e-5))]
+    return [Check(m["rms_norm"], [a, blk_m], {0: want}, tol=(1e-4, 1e-5)),
+            Check(m["rms_norm_splitk"], [a, blk_m, blk_k], {0: want}, tol=(1e-4, 1e-5))]
 
 
 @case("tl/norm/layernorm", TL, "examples/norm/layernorm.py", "fwd (bf16)")
@@ -73,19 +77,28 @@ def _(m, rng):
 
 @case("tl/cast/per_token_fp8", TL, "examples/cast/example_per_token_cast_to_fp8.py")
 def _(m, rng):
+    return per_token_fp8_checks(m, rng, 16, 256, 8)
+
+
+def per_token_fp8_checks(m, rng, M, N, blk_m):
+    """per_token_cast_to_fp8(x, blk_m): e4m3 values and scales per (row, 128 columns); the last
+    group of a row may be short (N not a multiple of 128)."""
     import ml_dtypes
-    x = rn(rng, (16, 256), scale=3.0)
-    xv = x.astype(f64).reshape(16, 2, 128)
+    x = rn(rng, (M, N), scale=3.0)
+    G = -(-N // 128)
+    xv = np.zeros((M, G * 128))
+    xv[:, :N] = x
+    xv = xv.reshape(M, G, 128)
     amax = np.maximum(np.abs(xv).max(2), 1e-4)
     s = amax / 448.0
-    q = np.clip(xv / s[:, :, None], -448, 448).reshape(16, 256)
+    q = np.clip(xv / s[:, :, None], -448, 448).reshape(M, G * 128)[:, :N]
     q8 = q.astype(np.float32).astype(ml_dtypes.float8_e4m3fn).astype(f64)
 
     def cmp_q(got, want):
         g = got.astype(np.float32).astype(f64)
         assert np.allclose(g, want, rtol=0.07, atol=1e-3), "fp8 values differ"
-    return [Check(m["per_token_cast_to_fp8"], [x, 8], {0: q8}, compare=cmp_q),
-            Check(m["per_token_cast_to_fp8"], [x, 8], {1: s}, tol=(1e-6, 1e-9))]
+    return [Check(m["per_token_cast_to_fp8"], [x, blk_m], {0: q8}, compare=cmp_q),
+            Check(m["per_token_cast_to_fp8"], [x, blk_m], {1: s}, tol=(1e-6, 1e-9))]
 
 
 @case("tl/dynamic_shape", TL, "examples/dynamic_shape/example_dynamic.py", "T.dynamic")

@@ -300,6 +300,7 @@ def load_cases():
     import upstream_cases_new9  # noqa: F401
     import upstream_cases_new10  # noqa: F401
     import upstream_cases_new11  # noqa: F401
+    import upstream_cases_shapes  # noqa: F401
     import upstream_sweep  # the cases register in the importable module (not __main__)
     return upstream_sweep.CASES
 
@@ -313,6 +314,7 @@ def run_case(name: str, timeout: float) -> dict:
     chip = {"TILELANG_MINI_CHIP": wanted} if wanted else {}
     for target in ("numpy", "llvm"):
         cmd = [sys.executable, str(Path(__file__).resolve()), "--child", name, "--target", target]
+        t0, c0 = time.time(), os.times()
         try:
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
                                   env=dict(os.environ, PYTHONPATH=str(ROOT), **chip))
@@ -321,12 +323,18 @@ def run_case(name: str, timeout: float) -> dict:
                 "status": "internal", "error": (proc.stderr.strip().splitlines() or ["crash"])[-1][:300]}
         except subprocess.TimeoutExpired:
             res[target] = {"status": "timeout", "error": f"timeout after {timeout:.0f} s"}
+        c1 = os.times()  # the child's CPU time: the machine is shared, wall time is noisy
+        res[target]["wall"] = round(time.time() - t0, 1)
+        res[target]["cpu"] = round(c1.children_user + c1.children_system
+                                   - c0.children_user - c0.children_system, 1)
         if res[target]["status"] != "pass":
             break
     worst = next((s for s in ORDER + ["timeout"] if any(r["status"] == s for r in res.values())),
                  "pass")
     err = next((f"[{t}] {r.get('error', '')}" for t, r in res.items() if r["status"] != "pass"), "")
-    return {"case": name, "status": worst, "error": err}
+    secs = " + ".join(f"{t} {r['cpu']:.0f} s cpu ({r['wall']:.0f} s wall)"
+                      for t, r in res.items())
+    return {"case": name, "status": worst, "error": err, "secs": secs}
 
 
 def main(argv=None) -> int:
@@ -345,7 +353,7 @@ def main(argv=None) -> int:
     for n in names:
         r = run_case(n, args.timeout)
         results.append(r)
-        print(f"| {n} | {r['status']} | {r['error'][:160]} |", flush=True)
+        print(f"| {n} | {r['status']} | {r['secs']} | {r['error'][:160]} |", flush=True)
     counts: dict = {}
     for r in results:
         counts[r["status"]] = counts.get(r["status"], 0) + 1

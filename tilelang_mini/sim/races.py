@@ -176,12 +176,20 @@ class RaceChecks:
         return np.intersect1d(e1, e2, assume_unique=True).size > 0
 
     def prune(self, items, threads):
+        """The accesses a thread that may still access the buffer has not seen. An idle pipe
+        sees at least core.D (later dispatches carry it), nothing once its core is done (else
+        an idle V pipe kept every scalar access of SIMT lanes: a quadratic history)."""
         front = None
         for c, pname in threads:
             core = self.cores[c]
             if core.idle():
                 continue
-            b = core.pipes[pname].B
+            p = core.pipes[pname]
+            b = p.B
+            if not p.busy and not p.queue:
+                if core.done:
+                    continue
+                b = tuple(map(max, b, core.D))
             front = b if front is None else tuple(map(min, front, b))
         if front is None:
             return []

@@ -22,6 +22,12 @@ PV) is also rotated into a cross-core software pipeline, the cube running one it
     for k in Pipelined(n, 2):  F(k); B(k)   ->   F(0); for k_o: F(2k_o+1); B(2k_o); F(2k_o+2); B(2k_o+1); ...; B(n-1)
 
 (for a constant n only: a run-time count gets the buffer versions without the rotation).
+
+The versions are a performance choice: where they would overflow a scope of the chip (`chip`
+given; plan_memory's rule), the kernel's pipelined loops run serially instead, with one version
+each, as with num_stages=1 (TileLang's GPU stages multi-buffer shared copies only; here the
+fragments' L0C/UB homes would be copied too: GQA backward's dq, qkT and dsT next to its dk and
+dv accumulators at dim_qk 192).
 """
 from __future__ import annotations
 
@@ -54,7 +60,7 @@ def pipeline_fitting(kernel: Kernel, chip) -> Kernel:
     from .plan_memory import plan_memory
     first = pipeline(kernel)
     count = lambda k: sum(isinstance(s, Alloc) for s in walk_statements(k.body))  # noqa: E731
-    if count(first) == count(kernel):  # no versions: nothing to cap
+    if count(first) == count(kernel) or fits_unshared(first, chip):  # nothing to cap
         return first
     out, caps = first, {}
     top = max((s.num_stages for s in walk_statements(kernel.body)
@@ -71,6 +77,19 @@ def pipeline_fitting(kernel: Kernel, chip) -> Kernel:
         except TileLangMiniError:  # reported by plan_memory itself, at its own stage
             return first
         out = pipeline(kernel, caps)
+
+
+def fits_unshared(kernel: Kernel, chip) -> bool:
+    """Do the buffers of every staged scope fit the chip side by side, none sharing bytes (then
+    no memory plan is needed to know the versions fit)?"""
+    from .plan_memory import nbytes
+    total: dict = {}  # scope -> bytes of all its buffers, aligned
+    for a in walk_statements(kernel.body):
+        if isinstance(a, Alloc) and a.buffer.scope in STAGED_SCOPES[:-1]:
+            align = chip.alignment_of(a.buffer.scope)
+            total[a.buffer.scope] = total.get(a.buffer.scope, 0) + \
+                -(-nbytes(a.buffer) // align) * align
+    return all(n <= chip.capacity_of(scope) for scope, n in total.items())
 
 
 def pipeline(kernel: Kernel, caps: dict | None = None) -> Kernel:
@@ -333,7 +352,7 @@ def _private_buffers(body) -> list:
 
 
 def _write_regions(s):
-    from ..ir.nodes import Copy, Fill, Gemm, Reduce, Region, Store
+    from ..ir.nodes import Copy, Fill, Gemm, Reduce, Region
     if isinstance(s, Copy):
         return [s.dst]
     if isinstance(s, Gemm):

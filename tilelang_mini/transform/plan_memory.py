@@ -12,7 +12,10 @@ made again with finer ranges: a loop whose every iteration begins by overwriting
 between its uses, so two such buffers of one iteration share bytes when their uses there do not
 overlap (the S and O accumulators of a D=512 attention in L0C, as tilelang-ascend's examples
 place them by hand). The first plan stays the rule because sharing bytes inside an iteration
-orders what would overlap (a pipelined loop's stage versions).
+orders what would overlap (a pipelined loop's stage versions). With that plan, a fill of the
+scope's buffers whose value nothing reads is dropped first (`_drop_dead_fills`): a fragment
+cleared before a loop that computes it afresh in each iteration keeps no value in its L0C
+version (sparse MLA's 64x512 O next to a 64x64 S at 128 heads).
 """
 from __future__ import annotations
 
@@ -32,8 +35,9 @@ def nbytes(buf) -> int:
 
 
 def plan_memory(kernel: Kernel, chip: Chip) -> Kernel:
-    allocs = [s for s in _walk(kernel.body) if isinstance(s, Alloc)]
-    live, within = _live_ranges(kernel.body), _live_ranges(kernel.body, within_iteration=True)
+    body = kernel.body
+    allocs = [s for s in _walk(body) if isinstance(s, Alloc)]
+    live, within = _live_ranges(body), _live_ranges(body, within_iteration=True)
     offsets: dict[str, int] = {}
     for scope in PLANNED:
         mine = [a for a in allocs if a.buffer.scope == scope]
@@ -43,6 +47,10 @@ def plan_memory(kernel: Kernel, chip: Chip) -> Kernel:
             offsets.update(_assign(mine, live, scope, chip))
         except CompileError:  # does not fit: share bytes inside loop iterations too, and
             # place the largest buffers first (less fragmentation by small long-lived ones)
+            trimmed = _drop_dead_fills(body, {a.buffer.name for a in mine})
+            if trimmed != body:  # only this scope's ranges shrink
+                body = trimmed
+                live, within = _live_ranges(body), _live_ranges(body, within_iteration=True)
             offsets.update(_assign(sorted(mine, key=lambda a: -nbytes(a.buffer)), within, scope,
                                    chip))
 
@@ -54,7 +62,7 @@ def plan_memory(kernel: Kernel, chip: Chip) -> Kernel:
             changes = {f: tuple(rw(getattr(s, f))) for f in body_fields(s)}
             out.append(replace(s, **changes) if changes else s)
         return out
-    planned = replace(kernel, body=tuple(rw(list(kernel.body))))
+    planned = replace(kernel, body=tuple(rw(list(body))))
     # (the live ranges of `planned` are `within`: only the allocations' offsets changed)
     check_plan(planned, {a.buffer.name for a in allocs if a.offset is None}, within)
     return planned
@@ -117,6 +125,69 @@ def _assign(allocs, live, scope: str, chip: Chip) -> dict:
         placed.append((offset, offset + size, lo, hi))
         out[a.buffer.name] = offset
     return out
+
+
+def _drop_dead_fills(body, names: set) -> tuple:
+    """`body` without the fills of buffers in `names` that nothing reads: the next statement of
+    the same block that touches the buffer overwrites all of it first (a loop of at least one
+    trip whose body does, unconditionally). The fill may end a Scope (emptied Scopes go):
+
+        with Scope("C"):                          for k in serial(2):
+            fill(acc_o, 0.0)              ->          gemm(p, v, acc_o, clear_accum=True)
+        for k in serial(2):                           ...
+            gemm(p, v, acc_o, clear_accum=True)
+            ..."""
+    dead: set = set()
+
+    def touches(s, name):
+        return any(isinstance(n, (Region, Load, Store)) and n.buffer.name == name
+                   for n in walk(s))
+
+    def last_fill(s, name):  # the Fill that last writes `name` in s, through Scopes only
+        if isinstance(s, Fill):
+            return s if s.dst.buffer.name == name else None
+        if isinstance(s, Scope):
+            inner = [x for x in s.body if touches(x, name)]
+            return last_fill(inner[-1], name) if inner else None
+        return None
+
+    def kills(s, name):
+        loop_vars = {v for n in walk_statements((s,)) if isinstance(n, For) for v in n.vars}
+        conds: list = []
+        g = _Guards(conds, loop_vars)
+        if isinstance(s, For) and s.kind != "parallel":
+            hit = (all(isinstance(e, Const) and e.value >= 1 for e in s.extents)
+                   and _body_kills(s.body, name, g))
+        else:
+            hit = _kills(s, name, g)
+        return hit and not conds  # an unconditional overwrite
+
+    def scan(block):
+        block = list(block)
+        for i, s in enumerate(block):
+            for name in names:
+                f = last_fill(s, name)
+                if f is None:
+                    continue
+                nxt = next((x for x in block[i + 1:] if touches(x, name)), None)
+                if nxt is not None and kills(nxt, name):
+                    dead.add(id(f))
+            for fld in body_fields(s):
+                scan(getattr(s, fld))
+
+    def drop(block):
+        out = []
+        for s in block:
+            if id(s) in dead:
+                continue
+            changes = {f: tuple(drop(getattr(s, f))) for f in body_fields(s)}
+            if isinstance(s, Scope) and not changes["body"]:
+                continue
+            out.append(replace(s, **changes) if changes else s)
+        return out
+
+    scan(body)
+    return tuple(drop(body)) if dead else body
 
 
 def _check_fit(a: Alloc, end: int, cap: int, scope: str, chip: Chip, allocs) -> None:
