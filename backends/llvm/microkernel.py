@@ -292,7 +292,6 @@ def _microkernel(g, key):
              if not (v == nvec - 1 and r < 2 * pairs)]
     slots += [(2 * i, nvec - 1, 1) for i in range(pairs)]  # the accumulators (row, vector, pair)
     lo_hi = [ir.Constant(vty(I32, VL // 2), list(range(o, o + VL // 2))) for o in (0, VL // 2)]
-    both = ir.Constant(vty(I32, VL), list(range(VL)))
 
     def c_load(r, v):
         zero_v = ir.Constant(fvs[v], None)
@@ -300,14 +299,10 @@ def _microkernel(g, key):
             return e.load(fvs[v], cptr(r, v), 4)
         return e.masked_load(fvs[v], cptr(r, v), masks[v], zero_v)
 
-    def c_init(r, v, pair):
-        if not pair:
-            return ir.Constant(fvs[v], None) if zero else c_load(r, v)
-        if zero:
-            return ir.Constant(fv, None)
-        return b.shuffle_vector(c_load(r, v), c_load(r + 1, v), both)
-
-    init = [c_init(*slot) for slot in slots]
+    # the accumulators start at zero and C is added when they are stored: C's loads depend on
+    # nothing the K loop computes, so they are issued early and their latency (C is a tile of
+    # up to 64 KB, read from L2) does not delay the first FMAs
+    init = [ir.Constant(fv if pair else fvs[v], None) for r, v, pair in slots]
     if bf16:
         g.needs_dpbf16 = True
         dp = e.declare(DPBF16, fv, [fv, vty(I32), vty(I32)])
@@ -377,6 +372,8 @@ def _microkernel(g, key):
         acc = step(acc, ir.Constant(I64, kk), 0)
 
     def c_store(x, r, v):
+        if not zero:
+            x = b.fadd(c_load(r, v), x)
         if masks[v] is None:
             e.store(x, cptr(r, v), 4)
         else:
