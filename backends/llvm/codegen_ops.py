@@ -290,7 +290,7 @@ def stream_run(g, dp, run, value):
 
 
 def _copy_single(g, si, di, sbase, dbase, s_off, d_off, s_ok, d_ok, convert):
-    e, b = g.e, g.e.b
+    b = g.e.b
     m1 = ir.VectorType(I1, VL)
     lane0 = constant(m1, [1] + [0] * (VL - 1))
     none = constant(m1, [0] * VL)

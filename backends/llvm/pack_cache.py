@@ -6,9 +6,10 @@ packed again by every row block, the same bytes each time. When every write of a
 such a copy from an input the kernel never writes (the runtime refuses outputs that overlap other
 arguments), the tile goes through a cache in the worker's scratch arena:
 
-    copy(B[0 +: 32, k * 128 +: 128], B_s)      slot = hash(offset); on a tag miss pack into the
-    gemm(A_s, B_s, C)                          slot's panels and set its tag; B_s's pointer
-                                               word := the slot's panels; gemm reads B_s there
+    copy(B[0 +: 32, k * 128 +: 128], B_s)      slot = the tile's position (k); on a tag miss
+    gemm(A_s, B_s, C)                          pack into the slot's panels and set its tag; B_s's
+                                               pointer word := the slot's panels; gemm reads
+                                               B_s there
 
 The cache lives in [arena_bytes, arena_bytes + nbytes) of the scratch (temporaries follow): per
 packed tile and copy shape, one entry of panels and one tag row [1, offset, lo0, hi0, lo1, hi1,
@@ -96,7 +97,7 @@ def plan_pack_cache(kernel, plan, base: int) -> PackCache:
         if not all(_plain(w) and w.src.buffer.name in params and w.src.buffer.name not in written
                    for w in ws):
             continue
-        sites = {}
+        sites, read = {}, {}
         for w in ws:
             radix = tuple(-(-n // x) if isinstance(n, int) and isinstance(x, int) else 1 << 30
                           for n, x in zip(w.src.buffer.shape, w.src.extent))
@@ -105,11 +106,12 @@ def plan_pack_cache(kernel, plan, base: int) -> PackCache:
                 slots *= r
             sites[_shape_key(w, info)] = Site(slots, (info.nbytes + 63) // 64 * 64,
                                               2 + 2 * len(w.src.extent), radix)
-            inputs[w.src.buffer.name] = 4 * _elements(w.src.buffer.shape)
-        budget = min(LIMIT, max(BUDGET, 2 * sum(inputs.values())))
+            read[w.src.buffer.name] = 4 * _elements(w.src.buffer.shape)
+        budget = min(LIMIT, max(BUDGET, 2 * sum({**inputs, **read}.values())))
         if sum(st.slots * st.entry for st in {**need, **sites}.values()) > budget:
             continue
         need.update(sites)
+        inputs.update(read)
         out.pointer[name] = 0
     off = base
     for key, st in need.items():
