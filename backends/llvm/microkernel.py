@@ -38,7 +38,7 @@ from .irutil import F32, I1, I32, I64, PTR, VL, Emitter, vty
 from .layout import MR, NR
 from .pack_cache import packed_ptr
 from .packing import (
-    flush_prefetch, prefetch_rows, store_pair, store_transposed, transposed_blocks,
+    flush_prefetch, prefetch_lines, prefetch_rows, store_pair, store_transposed, transposed_blocks,
 )
 
 UNROLL = 4
@@ -166,6 +166,11 @@ def gemm(g, s):
             with e.loop(first, last, name="pfd") as row:
                 prefetch_rows(g, desc, row, 1)
 
+    # a packed B panel is read by every row group's call: the calls of one panel bring the
+    # next panel into L1, so its first call does not wait on L2 (a cached panel, pack_cache.py,
+    # was not just written by a copy)
+    next_panel = npan > 1 and not bmask and M // MR > 1
+
     def panel(jp, ncols):
         bp = e.gep(b_ptr, b.mul(jp, ir.Constant(I64, pan_b)))
         cp = e.gep(c_ptr, b.mul(jp, ir.Constant(I64, NR * 4)))
@@ -175,6 +180,11 @@ def gemm(g, s):
             with e.loop(0, M // MR, name="mi") as ip:
                 if pending:
                     prefetch(b.add(b.mul(jp, ir.Constant(I64, M // MR)), ip))
+                if next_panel:  # its share of the next panel, into L1 (packed panels only)
+                    step = -(-pan_b // 64 // (M // MR))
+                    first = e.gep(bp, b.add(ir.Constant(I64, pan_b),
+                                            b.mul(ip, ir.Constant(I64, step * 64))))
+                    prefetch_lines(g, first, step, locality=3)
                 b.call(fn, [e.gep(a_ptr, b.mul(ip, ir.Constant(I64, MR * a_rs_b))), bp,
                             e.gep(cp, b.mul(ip, ir.Constant(I64, MR * ldc_b)))])
         if M % MR:

@@ -356,11 +356,13 @@ def prefetch_next(g, r, info, dims, skip=()):
     nest(0, base)
 
 
-def prefetch_lines(g, ptr, lines):
+def prefetch_lines(g, ptr, lines, locality=2):
+    """Prefetch `lines` cache lines from `ptr` (locality 2: into L2, 3: into L1)."""
     e = g.e
     for i in range(lines):
         e.intr("prefetch", ir.VoidType(), [e.gep(ptr, i * 64), ir.Constant(I32, 0),
-                                           ir.Constant(I32, 2), ir.Constant(I32, 1)], [PTR])
+                                           ir.Constant(I32, locality), ir.Constant(I32, 1)],
+               [PTR])
 
 
 def prefetch_rows(g, desc, first, count):
