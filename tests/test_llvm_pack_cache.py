@@ -58,11 +58,11 @@ def test_prenorm_packs_b_once_and_matches_reference_across_launches(threads, mon
 
 @pytest.mark.parametrize("K", [129, 700])
 def test_colliding_slots_repack_without_touching_a_live_tile(K, monkeypatch):
-    """Every offset hashed to one slot: each copy misses and re-packs; the pipeline's two stage
-    tiles are live together (one shared cache would let a stage's miss overwrite the panels the
-    other's gemm is about to read)."""
+    """Every tile position mapped to one slot: each copy misses and re-packs; the pipeline's two
+    stage tiles are live together (one shared cache would let a stage's miss overwrite the
+    panels the other's gemm is about to read)."""
     import backends.llvm.pack_cache as pc
-    monkeypatch.setattr(pc, "_GOLDEN", 0)
+    monkeypatch.setattr(pc, "slot_of", lambda g, st, starts, extent: pc.ir.Constant(pc.I64, 0))
     M, N = 70, 24
     k = tilelang_mini.compile(hc_prenorm.factory(M, N, K), out_idx=[-2, -1], target="llvm")
     assert cached_tiles(k)
@@ -127,3 +127,19 @@ def test_tile_of_a_written_input_is_not_cached():
         b2_want[:32] *= 2
         np.testing.assert_array_equal(b2, b2_want)
         b = b2
+
+
+@pytest.mark.parametrize("threads", ["1", "2"])
+def test_gemm_both_stage_tiles_cached_at_their_positions(threads, monkeypatch):
+    """A square fp32 GEMM (M, N, K not multiples of the tiles): both pipeline stage tiles of B
+    are cached (one slot per tile position of B), and every row block reads the right panels,
+    across launches with new inputs."""
+    monkeypatch.setenv("TILELANG_MINI_NUM_THREADS", threads)
+    M, N, K = 300, 260, 200
+    k = tilelang_mini.compile(matmul.factory(M, N, K, dtype="float32"), out_idx=[-1],
+                              target="llvm")
+    assert len(cached_tiles(k)) == 2
+    for _ in range(2):
+        a = RNG.standard_normal((M, K), dtype=np.float32)
+        b = RNG.standard_normal((K, N), dtype=np.float32)
+        close(k(a, b), a.astype(np.float64) @ b.astype(np.float64), K)

@@ -17,7 +17,7 @@ from .access import (
     lane_mask, outlined, runs, starts_of, valid_range, inside, vload, vstore,
 )
 from .irutil import I1, I64, STORAGE, VL, constant, vty
-from .pack_cache import cached_copy
+from .pack_cache import cached_copy, prefetch_next_slot
 from .packing import copy_packed, copy_packed_fast, prefetch_next
 
 # ----------------------------------------------------------------------------------- copy
@@ -55,9 +55,10 @@ def copy(g, s):
         return vm.encode(e, vm.decode(e, raw, si.storage), kind, di.dtype, di.storage, exact)
 
     if di.name in g.pack_cache.pointer:  # packed once per launch (pack_cache.py)
-        cached_copy(g, s, di, s_off0, s_rng, lambda dbase: _copy_to(
+        cached_copy(g, s, di, s_off0, s_rng, ss, lambda dbase: _copy_to(
             g, s, si, di, sbase, dbase, s_off0, d_off0, s_dims, d_dims, s_rng, d_rng, s_ok1,
             d_ok1, convert, kind, exact, ss, ds))
+        prefetch_next_slot(g, s, di)
         return
     if si.param is not None and s_dims:
         prefetch_next(g, src, si, s_dims)
@@ -289,7 +290,7 @@ def stream_run(g, dp, run, value):
 
 
 def _copy_single(g, si, di, sbase, dbase, s_off, d_off, s_ok, d_ok, convert):
-    e, b = g.e, g.e.b
+    b = g.e.b
     m1 = ir.VectorType(I1, VL)
     lane0 = constant(m1, [1] + [0] * (VL - 1))
     none = constant(m1, [0] * VL)

@@ -226,9 +226,11 @@ class Emitter:
         return self.b.call(fn, args)
 
     def opaque(self, v):
-        """`v` unchanged, through an empty inline asm the optimisers cannot look through."""
+        """`v` unchanged, through an empty inline asm the optimisers cannot look through (an
+        integer in a general register, anything else in a vector register)."""
         fnty = ir.FunctionType(v.type, [v.type])
-        return self.b.asm(fnty, "", "=v,0", [v], side_effect=False, name="opaque")
+        reg = "r" if isinstance(v.type, ir.IntType) else "v"
+        return self.b.asm(fnty, "", f"={reg},0", [v], side_effect=False, name="opaque")
 
     def unary(self, base: str, x):
         return self.intr(base, x.type, [x])

@@ -6,18 +6,22 @@ packed again by every row block, the same bytes each time. When every write of a
 such a copy from an input the kernel never writes (the runtime refuses outputs that overlap other
 arguments), the tile goes through a cache in the worker's scratch arena:
 
-    copy(B[0 +: 32, k * 128 +: 128], B_s)      slot = hash(offset); on a tag miss pack into the
-    gemm(A_s, B_s, C)                          slot's panels and set its tag; B_s's pointer
-                                               word := the slot's panels; gemm reads B_s there
+    copy(B[0 +: 32, k * 128 +: 128], B_s)      slot = the tile's position (k); on a tag miss
+    gemm(A_s, B_s, C)                          pack into the slot's panels and set its tag; B_s's
+                                               pointer word := the slot's panels; gemm reads
+                                               B_s there
 
 The cache lives in [arena_bytes, arena_bytes + nbytes) of the scratch (temporaries follow): per
-packed tile and copy shape, `slots` entries of panels and one tag row [1, offset, lo0, hi0, lo1,
-hi1, ...] each (direct-mapped, Fibonacci hash of the source offset; a collision re-packs), then
-one pointer word per cached tile.
+packed tile and copy shape, one entry of panels and one tag row [1, offset, lo0, hi0, lo1, hi1,
+...] per tile position of the source (direct-mapped: the slot is the tile's position in the
+source, floor(start / extent) per dimension in mixed radix, so tiles at multiples of their
+extent never collide; any other start shares a slot and a tag mismatch re-packs), then one
+pointer word per cached tile.
 Tags are cleared when tlm_kernel starts (a worker's arena outlives a launch and inputs change
-between launches); each worker thread has its own cache. Only shapes whose distinct tile
-positions fit the budget are cached: a tile that would be evicted before its reuse would cost a
-tag test and no saving.
+between launches); each worker thread has its own cache. Only sources whose tables fit the budget
+are cached: BUDGET, or twice the cached inputs' bytes as float32 where that is more (a table per
+pipeline stage tile; a stage sees its own positions only, and pages no tile position touches are
+never touched). A tile that would be evicted before its reuse would cost a tag test and no saving.
 """
 from __future__ import annotations
 
@@ -29,18 +33,22 @@ from tilelang_mini.ir.analysis import AIC_SCOPES, TILE_OPS, writes
 from tilelang_mini.ir.nodes import Copy, Store, walk
 
 from .irutil import I64, PTR
+from .packing import next_starts
 
-BUDGET = 8 << 20          # bytes of cached panels per kernel (each worker thread)
-_GOLDEN = 0x9E3779B97F4A7C15
+BUDGET = 8 << 20          # bytes of cached panels per kernel at least (each worker thread)
+LIMIT = 1 << 30           # and at most
+PREFETCH_ROW = 1024       # bytes of a slot prefetched per step of the next gemm
 
 
 @dataclass
 class Site:
     """The cache of one copy shape: `slots` entries of `entry` bytes of panels at `data`, their
-    tag rows of `words` i64 at `tags` (byte offsets in the scratch arena)."""
+    tag rows of `words` i64 at `tags` (byte offsets in the scratch arena); `radix` is the number
+    of tile positions along each source dimension (`slots` is their product)."""
     slots: int
     entry: int
     words: int
+    radix: tuple = ()
     tags: int = 0
     data: int = 0
 
@@ -60,6 +68,13 @@ def _shape_key(s: Copy, info):
     return (info.name, s.src.buffer.name, tuple(s.src.extent))
 
 
+def _elements(shape) -> int:
+    n = 1
+    for x in shape:
+        n *= x if isinstance(x, int) else 1 << 30
+    return n
+
+
 def _plain(s) -> bool:
     return isinstance(s, Copy) and not (s.atomic or s.transpose or s.dual)
 
@@ -74,7 +89,7 @@ def plan_pack_cache(kernel, plan, base: int) -> PackCache:
                 written.add(buf.name)
                 writers.setdefault(buf.name, []).append(n)
     params = {p.name for p in kernel.params}
-    out, need = PackCache(), {}
+    out, need, inputs = PackCache(), {}, {}
     for name, ws in writers.items():
         info = plan.infos.get(name)
         if info is None or info.layout == "row" or info.buf.scope not in AIC_SCOPES:
@@ -82,17 +97,21 @@ def plan_pack_cache(kernel, plan, base: int) -> PackCache:
         if not all(_plain(w) and w.src.buffer.name in params and w.src.buffer.name not in written
                    for w in ws):
             continue
-        sites = {}
+        sites, read = {}, {}
         for w in ws:
-            positions = 1
-            for n, x in zip(w.src.buffer.shape, w.src.extent):
-                positions *= -(-n // x) if isinstance(n, int) and isinstance(x, int) else 1 << 30
-            slots = 1 << (2 * positions - 1).bit_length()
+            radix = tuple(-(-n // x) if isinstance(n, int) and isinstance(x, int) else 1 << 30
+                          for n, x in zip(w.src.buffer.shape, w.src.extent))
+            slots = 1
+            for r in radix:
+                slots *= r
             sites[_shape_key(w, info)] = Site(slots, (info.nbytes + 63) // 64 * 64,
-                                        2 + 2 * len(w.src.extent))
-        if sum(st.slots * st.entry for st in {**need, **sites}.values()) > BUDGET:
+                                              2 + 2 * len(w.src.extent), radix)
+            read[w.src.buffer.name] = 4 * _elements(w.src.buffer.shape)
+        budget = min(LIMIT, max(BUDGET, 2 * sum({**inputs, **read}.values())))
+        if sum(st.slots * st.entry for st in {**need, **sites}.values()) > budget:
             continue
         need.update(sites)
+        inputs.update(read)
         out.pointer[name] = 0
     off = base
     for key, st in need.items():
@@ -108,15 +127,13 @@ def plan_pack_cache(kernel, plan, base: int) -> PackCache:
     return out
 
 
-def cached_copy(g, s: Copy, dinfo, s_off0, s_rng, pack) -> None:
-    """Pack `s` through its cache: `pack(dst)` packs into `dst` on a tag miss; the tile's
-    pointer word then names the slot's panels."""
+def cached_copy(g, s: Copy, dinfo, s_off0, s_rng, starts, pack) -> None:
+    """Pack `s` (source region starting at `starts`) through its cache: `pack(dst)` packs into
+    `dst` on a tag miss; the tile's pointer word then names the slot's panels."""
     e, b = g.e, g.e.b
     st = g.pack_cache.sites[_shape_key(s, dinfo)]
     words = [ir.Constant(I64, 1), s_off0] + [v for r in s_rng for v in r]
-    h = b.mul(s_off0, ir.Constant(I64, _GOLDEN - (1 << 64)))
-    shift = 64 - (st.slots.bit_length() - 1)
-    slot = b.lshr(h, ir.Constant(I64, shift)) if shift < 64 else ir.Constant(I64, 0)
+    slot = slot_of(g, st, starts, s.src.extent)
     tag = e.gep(g.scratch, b.add(ir.Constant(I64, st.tags),
                                  b.mul(slot, ir.Constant(I64, st.words * 8))))
     entry = e.gep(g.scratch, b.add(ir.Constant(I64, st.data),
@@ -129,6 +146,32 @@ def cached_copy(g, s: Copy, dinfo, s_off0, s_rng, pack) -> None:
         for i, v in enumerate(words):
             e.store(v, e.gep(tag, 8 * i), 8)
     e.store(entry, e.gep(g.scratch, g.pack_cache.pointer[dinfo.name]), 8)
+
+
+def slot_of(g, st: Site, starts, extent):
+    """The slot of the tile at `starts` (i64 per source dimension): its position in the source,
+    floor(start / extent) per dimension in mixed radix, wrapped into [0, slots) (a start outside
+    the source, or off the extent grid, may share a slot: its tag tells them apart)."""
+    b = g.e.b
+    idx = ir.Constant(I64, 0)
+    for a, x, r in zip(starts, extent, st.radix):
+        pos = b.sdiv(a, ir.Constant(I64, x)) if x != 1 else a
+        idx = b.add(b.mul(idx, ir.Constant(I64, r)), pos)
+    return b.urem(idx, ir.Constant(I64, st.slots)) if st.slots > 1 else ir.Constant(I64, 0)
+
+
+def prefetch_next_slot(g, s: Copy, dinfo) -> None:
+    """Hand the next gemm the panels of the slot this copy reads in the next iteration of its
+    loop, to prefetch while it computes (a cached tile is read from memory the copy did not
+    just write)."""
+    starts = next_starts(g, s.src)
+    if starts is None:
+        return
+    st = g.pack_cache.sites[_shape_key(s, dinfo)]
+    e, b = g.e, g.e.b
+    entry = e.gep(g.scratch, b.add(ir.Constant(I64, st.data), b.mul(
+        slot_of(g, st, starts, s.src.extent), ir.Constant(I64, st.entry))))
+    g.prefetch.append((entry, st.entry // PREFETCH_ROW, PREFETCH_ROW, PREFETCH_ROW // 64))
 
 
 def packed_ptr(g, info):

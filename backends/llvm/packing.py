@@ -312,22 +312,30 @@ def transpose16(b, rows):
     return rows
 
 
+def next_starts(g, r, skip=()):
+    """The starts (i64) of region `r` in the next iteration of the innermost enclosing serial
+    loop its start depends on (loops over `skip` variables aside), or None."""
+    used = vars_in(r.start)
+    var = next((v for v in reversed(g.loops) if v in used and v not in skip), None)
+    if var is None or any(isinstance(n, Load) for x in r.start for n in walk(x)):
+        return None  # a start read from a tensor: the next iteration's index may not exist
+    old = g.vars[var]
+    g.vars[var] = Val(g.e.b.add(old.v, ir.Constant(I64, 1)), "int")
+    try:
+        return [g.scalar_int(x, "a region start") for x in r.start]
+    finally:
+        g.vars[var] = old
+
+
 def prefetch_next(g, r, info, dims, skip=()):
     """Prefetch (into L2) the region this copy reads in the next iteration of the innermost
     enclosing serial loop its start depends on (loops over `skip` variables aside: a loop over
     the rows of a tile, whose next row is no further away than this one): GM tiles arrive
     while the current one is computed on."""
-    used = vars_in(r.start)
-    var = next((v for v in reversed(g.loops) if v in used and v not in skip), None)
-    if var is None or any(isinstance(n, Load) for x in r.start for n in walk(x)):
-        return  # a start read from a tensor: the next iteration's index may not exist
+    starts = next_starts(g, r, skip)
+    if starts is None:
+        return
     e, b = g.e, g.e.b
-    old = g.vars[var]
-    g.vars[var] = Val(b.add(old.v, ir.Constant(I64, 1)), "int")
-    try:
-        starts = [g.scalar_int(x, "a region start") for x in r.start]
-    finally:
-        g.vars[var] = old
     base = elem_ptr(g, info, g.buf_ptr(info), base_offset(g, info, starts))
     esz = STORAGE[info.storage][1]
     lines = -(-r.extent[dims[-1]] * esz // 64) + 1
@@ -348,11 +356,13 @@ def prefetch_next(g, r, info, dims, skip=()):
     nest(0, base)
 
 
-def prefetch_lines(g, ptr, lines):
+def prefetch_lines(g, ptr, lines, locality=2):
+    """Prefetch `lines` cache lines from `ptr` (locality 2: into L2, 3: into L1)."""
     e = g.e
     for i in range(lines):
         e.intr("prefetch", ir.VoidType(), [e.gep(ptr, i * 64), ir.Constant(I32, 0),
-                                           ir.Constant(I32, 2), ir.Constant(I32, 1)], [PTR])
+                                           ir.Constant(I32, locality), ir.Constant(I32, 1)],
+               [PTR])
 
 
 def prefetch_rows(g, desc, first, count):
