@@ -1,0 +1,290 @@
+"""Run-time control flow family: `while` loops whose trip counts come from data (a tile element
+the vector cores computed, or a scalar read from GM), `while True` left by `break`, and `if`s
+whose conditions read an element of a tile the compiler would split by rows between the two
+vector cores (split_cores must then keep the tiles whole), inside serial loops of vector work,
+with tile copies, vector maps and GEMMs inside the loops, in TileLang mode (`T.Parallel`,
+fragments) and developer mode (`is_npu=True`, `T.tile.*`, chip allocations, the compiler
+splitting cube and vector work).
+
+Conditions only read values exact in float32 (inputs halved, doubled, negated, their absolute
+maxima), so the float64 reference takes the same branches and trip counts; inexact work goes to
+a separate tile the conditions never read.
+"""
+from __future__ import annotations
+
+from .case import EPS, Source, Tensor, build_case, input_names, reference_source, signature
+from .case import KERNEL_HEADER, tolerance
+from .gen_cube import IN_DTYPES
+
+
+class _Flow:
+    """Kernel lines (indent, text) and reference lines (indent, text) built side by side; the
+    vector operations are written in TileLang (`T.Parallel`) or developer (`T.tile.*`) form."""
+
+    def __init__(self, d, dev, bm, bn):
+        self.d, self.dev, self.bm, self.bn = d, dev, bm, bn
+        self.src: list = []
+        self.ref: list = []
+        self.feats: set = set()
+        self.terms = 1
+
+    def k(self, ind, text):
+        self.src.append((ind, text))
+
+    def r(self, ind, text):
+        self.ref.append((ind, text))
+
+    def scale(self, ind, z, x, c):
+        """z = x * c (exact when c is a power of two)."""
+        if self.dev:
+            self.k(ind, f"T.tile.muls({z}, {x}, {c})")
+        else:
+            self.k(ind, f"for i, j in T.Parallel({self.bm}, {self.bn}):")
+            self.k(ind + 1, f"{z}[i, j] = {x}[i, j] * {c}")
+        self.r(ind, f"{z} = {x} * {c}")
+
+    def axpy(self, ind, z, x, c):
+        """z = z + x * c (inexact: only into y)."""
+        if self.dev:
+            self.k(ind, f"T.tile.axpy({z}, {x}, {c})")
+        else:
+            self.k(ind, f"for i, j in T.Parallel({self.bm}, {self.bn}):")
+            self.k(ind + 1, f"{z}[i, j] = {z}[i, j] + {x}[i, j] * {c}")
+        self.r(ind, f"{z} = {z} + {x} * {c}")
+        self.terms += 1
+
+    def adds(self, ind, z, c):
+        if self.dev:
+            self.k(ind, f"T.tile.adds({z}, {z}, {c})")
+        else:
+            self.k(ind, f"for i, j in T.Parallel({self.bm}, {self.bn}):")
+            self.k(ind + 1, f"{z}[i, j] = {z}[i, j] + {c}")
+        self.r(ind, f"{z} = {z} + {c}")
+        self.terms += 1
+
+    def absmax(self, ind):
+        self.k(ind, f"T.reduce_absmax(x, m, dim={'-1' if self.dev else '1'})")
+        self.r(ind, "m = np.abs(x).max(axis=1)")
+
+    def clamp_y(self, ind):
+        if self.dev:
+            self.k(ind, "T.tile.clamp(y, y, -64.0, 64.0)")
+        else:
+            self.k(ind, f"for i, j in T.Parallel({self.bm}, {self.bn}):")
+            self.k(ind + 1, "y[i, j] = T.clamp(y[i, j], -64.0, 64.0)")
+        self.r(ind, "y = np.clip(y, -64.0, 64.0)")
+
+    def data_while(self, ind):
+        """A while whose trip count is decided by a (row-split) tile element: halve x until
+        the chosen row's largest magnitude is at most a limit (or `while True` + break)."""
+        d = self.d
+        r0 = d.int(0, self.bm - 1)
+        lim = d.choice([0.25, 0.5, 1.0, 0.125])
+        cap = d.choice([None, None, 2, 5])
+        form = d.choice(["cond", "cond", "true_break"])
+        self.feats |= {"while_data", f"while_{form}"} | ({"while_cap_break"} if cap else set())
+        self.absmax(ind)
+        if form == "cond":
+            self.k(ind, f"while m[{r0}] > {lim}:")
+            self.r(ind, f"while m[{r0}] > {lim}:")
+        else:
+            self.k(ind, "while True:")
+            self.k(ind + 1, f"if m[{r0}] <= {lim}:")
+            self.k(ind + 2, "break")
+            self.r(ind, "while True:")
+            self.r(ind + 1, f"if m[{r0}] <= {lim}:")
+            self.r(ind + 2, "break")
+        b = ind + 1
+        self.scale(b, "x", "x", 0.5)
+        if d.boolean(0.6):
+            self.axpy(b, "y", "x", d.choice([0.5, -0.25, 1.5]))
+        self.absmax(b)
+        self.k(b, "n = n + 1")
+        self.r(b, "n += 1")
+        if cap:
+            self.feats.add("while_cap")
+            self.k(b, f"if n >= {cap}:")
+            self.k(b + 1, "break")
+            self.r(b, f"if n >= {cap}:")
+            self.r(b + 1, "break")
+        self.terms += 8
+
+    def tile_if(self, ind):
+        """`if`/`else` on an element of the (row-split) tile x."""
+        d = self.d
+        r1, c1 = d.int(0, self.bm - 1), d.int(0, self.bn - 1)
+        thr = d.choice([0.0, 0.25, -0.5])
+        op = d.choice([">", ">=", "<"])
+        self.feats.add("if_tile_element")
+        self.k(ind, f"if x[{r1}, {c1}] {op} {thr}:")
+        self.r(ind, f"if x[{r1}, {c1}] {op} {thr}:")
+        self.scale(ind + 1, "y", "y", d.choice([2.0, -1.0, 0.5]))
+        if d.boolean(0.6):
+            self.k(ind, "else:")
+            self.r(ind, "else:")
+            self.adds(ind + 1, "y", d.choice([-0.5, 0.75]))
+
+    def body(self, ind, depth=0):
+        """A random sequence of loop bodies over x (exact) and y (inexact)."""
+        d = self.d
+        for _ in range(d.int(1, 3)):
+            kind = d.weighted(["while", "if", "serial", "map"], [4, 3, 2 if depth == 0 else 0, 2])
+            if kind == "while":
+                self.data_while(ind)
+            elif kind == "if":
+                self.tile_if(ind)
+            elif kind == "serial":  # a serial loop of row-split vector work with ifs/whiles
+                R = d.int(1, 3)
+                self.feats.add("flow_in_serial")
+                self.k(ind, f"for t in T.serial({R}):")
+                self.r(ind, f"for t in range({R}):")
+                self.body(ind + 1, depth + 1)
+                self.scale(ind + 1, "x", "x", d.choice([2.0, 4.0, -2.0]))  # the next trip loops
+                self.clamp_y(ind + 1)
+            else:
+                self.scale(ind, "x", "x", d.choice([-1.0, 2.0]))
+                self.axpy(ind, "y", "x", d.choice([0.25, -0.5]))
+        self.clamp_y(ind)
+
+
+def _header(tensors, dev, nb):
+    src = Source(KERNEL_HEADER)
+    src.add(0, signature(tensors))
+    if dev:
+        src.add(1, f"with T.Kernel({nb}, is_npu=True) as (cid, vid):")
+        src.add(2, "bx = cid")
+    else:
+        src.add(1, f"with T.Kernel({nb}) as bx:")
+    return src
+
+
+def gen_flow_vector(d, seed):
+    """Per row block: x, y tiles loaded, a random body of data-dependent whiles and tile-element
+    ifs (possibly in serial loops), then x, y and the trip counter stored."""
+    dev = d.boolean(0.5)
+    M, N = d.dim(1, 100), d.dim(1, 80)
+    bm = d.choice([2, 4, 8, 16, 32])
+    bn = d.choice([16, 32, 64])
+    nb = -(-M // bm)
+    scale = d.choice([1.0, 4.0, 16.0])
+    tensors = [Tensor("X", [M, N], "float32", -2.0 * scale, 2.0 * scale),
+               Tensor("D", [M, N], "float32", -1.0, 1.0),
+               Tensor("XO", [M, N], "float32", output=True),
+               Tensor("YO", [M, N], "float32", output=True),
+               Tensor("Trips", [nb], "int32", output=True)]
+    fl = _Flow(d, dev, bm, bn)
+    fl.body(3)
+    kind = "ub" if dev else "fragment"
+    src = _header(tensors, dev, nb)
+    src.add(2, f'x = T.alloc_{kind}(({bm}, {bn}), "float32")')
+    src.add(2, f'y = T.alloc_{kind}(({bm}, {bn}), "float32")')
+    src.add(2, f'm = T.alloc_{kind}(({bm},), "float32")')
+    src.add(2, 'n = T.alloc_var("int32")')
+    src.add(2, f"T.copy(X[bx * {bm}, 0], x)")
+    src.add(2, f"T.copy(D[bx * {bm}, 0], y)")
+    src.add(2, "n = 0")
+    for ind, text in fl.src:
+        src.add(ind - 1, text)
+    src.add(2, f"T.copy(x, XO[bx * {bm}, 0])")
+    src.add(2, f"T.copy(y, YO[bx * {bm}, 0])")
+    src.add(2, "Trips[bx] = n")
+    ref, _ = reference_source(input_names(tensors), [("XO", (M, N)), ("YO", (M, N)),
+                                                     ("Trips", (nb,))], [("bx", nb)])
+    ref.add(2, f"x = load(X, (bx * {bm}, 0), ({bm}, {bn}))")
+    ref.add(2, f"y = load(D, (bx * {bm}, 0), ({bm}, {bn}))")
+    ref.add(2, "n = 0")
+    for ind, text in fl.ref:
+        ref.add(ind - 1, text)
+    ref.add(2, f"store(XO, (bx * {bm}, 0), x)")
+    ref.add(2, f"store(YO, (bx * {bm}, 0), y)")
+    ref.add(2, "Trips[bx] = n")
+    ref.add(1, "return [XO, YO, Trips]")
+    feats = fl.feats | {"flow", "flow_vector", "developer" if dev else "tilelang_mode"}
+    tol = tolerance("float32", EPS["float32"], fl.terms, slack=32.0)
+    return build_case("flow", seed, src, tensors, ref,
+                      {"XO": (0.0, 0.0), "YO": tol, "Trips": (0.0, 0.0)}, feats)
+
+
+def gen_flow_gemm(d, seed):
+    """Stream-K's walk: each row block runs `while k < Hi[bx]:` over its K range in chunks of bk
+    (trip count from GM), with copies, a GEMM and a vector epilogue per trip; optionally an `if`
+    on an element of a row-split exact tile inside the loop."""
+    dev = d.boolean(0.5)
+    M, N, K = d.dim(1, 100), d.dim(1, 64), d.dim(1, 150)
+    bm, bn, bk = d.choice([16, 32]), d.choice([16, 32, 64]), d.choice([16, 32])
+    bn = max(bn, 16)
+    if N > bn:
+        N = bn
+    dt = d.weighted(IN_DTYPES[:3], [2, 3, 3])
+    nb = -(-M // bm)
+    step = d.choice([bk, bk, bk // 2])
+    c = d.choice([0.5, -1.0, 0.25])
+    use_if = d.boolean(0.5)
+    tensors = [Tensor("A", [M, K], dt), Tensor("B", [K, N], dt),
+               Tensor("Lo", [nb], "int32", 0, max(K - 1, 0)),
+               Tensor("Hi", [nb], "int32", 0, K + 8),
+               Tensor("G", [M, bn], "float32", -1.0, 1.0),
+               Tensor("C", [M, N], "float32", output=True)]
+    feats = {"flow", "flow_gemm", "while_scalar", f"in_{dt}", "developer" if dev else "tilelang_mode"}
+    src = _header(tensors, dev, nb)
+    if dev:
+        src.add(2, f'A_s = T.alloc_L1(({bm}, {bk}), "{dt}")')
+        src.add(2, f'B_s = T.alloc_L1(({bk}, {bn}), "{dt}")')
+        src.add(2, f'C_f = T.alloc_L0C(({bm}, {bn}), "float32")')
+        src.add(2, f'acc = T.alloc_ub(({bm}, {bn}), "float32")')
+        src.add(2, f'cu = T.alloc_ub(({bm}, {bn}), "float32")')
+        src.add(2, f'g = T.alloc_ub(({bm}, {bn}), "float32")')
+    else:
+        src.add(2, f'A_s = T.alloc_shared(({bm}, {bk}), "{dt}")')
+        src.add(2, f'B_s = T.alloc_shared(({bk}, {bn}), "{dt}")')
+        src.add(2, f'C_f = T.alloc_fragment(({bm}, {bn}), "float32")')
+        src.add(2, f'acc = T.alloc_fragment(({bm}, {bn}), "float32")')
+        src.add(2, f'g = T.alloc_fragment(({bm}, {bn}), "float32")')
+    src.add(2, 'k = T.alloc_var("int32")')
+    src.add(2, "T.tile.fill(acc, 0.0)" if dev else "T.clear(acc)")
+    src.add(2, f"T.copy(G[bx * {bm}, 0], g)")
+    src.add(2, "k = Lo[bx]")
+    src.add(2, "while k < Hi[bx]:")
+    src.add(3, f"T.copy(A[bx * {bm}, k], A_s)")
+    src.add(3, f"T.copy(B[k, 0], B_s)")
+    src.add(3, "T.gemm(A_s, B_s, C_f, clear_accum=True)")
+    if dev:
+        src.add(3, "T.copy(C_f, cu)")
+        src.add(3, f"T.tile.axpy(acc, cu, {c})")
+    else:
+        src.add(3, f"for i, j in T.Parallel({bm}, {bn}):")
+        src.add(4, f"acc[i, j] += C_f[i, j] * {c}")
+    r1, c1 = d.int(0, bm - 1), d.int(0, bn - 1)
+    if use_if:
+        feats.add("if_tile_element")
+        if dev:
+            src.add(3, f"if g[{r1}, {c1}] > 0.0:")
+            src.add(4, "T.tile.muls(acc, acc, 0.5)")
+            src.add(3, "T.tile.muls(g, g, -1.0)")
+        else:
+            src.add(3, f"if g[{r1}, {c1}] > 0.0:")
+            src.add(4, f"for i, j in T.Parallel({bm}, {bn}):")
+            src.add(5, "acc[i, j] = acc[i, j] * 0.5")
+            src.add(3, f"for i, j in T.Parallel({bm}, {bn}):")
+            src.add(4, "g[i, j] = -g[i, j]")
+    src.add(3, f"k = k + {step}")
+    src.add(2, f"T.copy(acc, C[bx * {bm}, 0])")
+    ref, _ = reference_source(input_names(tensors), [("C", (M, N))], [("bx", nb)])
+    ref.block(2, [f"acc = np.zeros(({bm}, {bn}))", f"g = load(G, (bx * {bm}, 0), ({bm}, {bn}))",
+                  "k = int(Lo[bx])", "while k < int(Hi[bx]):",
+                  f"    a = load(A, (bx * {bm}, k), ({bm}, {bk}))",
+                  f"    b = load(B, (k, 0), ({bk}, {bn}))",
+                  f"    acc = acc + (a @ b) * {c}"]
+              + ([f"    if g[{r1}, {c1}] > 0.0:", "        acc = acc * 0.5", "    g = -g"] if use_if else [])
+              + [f"    k += {step}", f"store(C, (bx * {bm}, 0), acc)"])
+    ref.add(1, "return [C]")
+    trips = -(-(K + 8) // step)
+    rtol, atol = tolerance("float32", EPS["float32"], K * trips,
+                           slack=16.0)
+    return build_case("flow", seed, src, tensors, ref, {"C": (rtol, atol * max(1.0, K ** 0.5))},
+                      feats)
+
+
+def gen_flow(d, seed):
+    """Run-time while / if on tile elements: vector kernels or stream-K GEMM walks."""
+    return gen_flow_vector(d, seed) if d.boolean(0.6) else gen_flow_gemm(d, seed)
