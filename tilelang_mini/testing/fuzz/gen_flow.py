@@ -27,6 +27,7 @@ class _Flow:
         self.ref: list = []
         self.feats: set = set()
         self.terms = 1
+        self.view = False  # the body reads xi, x's bytes as int32
 
     def k(self, ind, text):
         self.src.append((ind, text))
@@ -116,7 +117,12 @@ class _Flow:
         thr = d.choice([0.0, 0.25, -0.5])
         op = d.choice([">", ">=", "<"])
         self.feats.add("if_tile_element")
-        self.k(ind, f"if x[{r1}, {c1}] {op} {thr}:")
+        if thr == 0.0 and op == ">" and d.boolean(0.5):  # the tile's bits as int32: same sign
+            self.view = True
+            self.feats.add("tile_view_cond")
+            self.k(ind, f"if xi[{r1}, {c1}] > 0:")
+        else:
+            self.k(ind, f"if x[{r1}, {c1}] {op} {thr}:")
         self.r(ind, f"if x[{r1}, {c1}] {op} {thr}:")
         self.scale(ind + 1, "y", "y", d.choice([2.0, -1.0, 0.5]))
         if d.boolean(0.6):
@@ -144,6 +150,12 @@ class _Flow:
             else:
                 self.scale(ind, "x", "x", d.choice([-1.0, 2.0]))
                 self.axpy(ind, "y", "x", d.choice([0.25, -0.5]))
+                if not self.dev and d.boolean(0.4):  # y -= 1 where x's sign bit is set
+                    self.view = True
+                    self.feats.add("tile_view_map")
+                    self.k(ind, f"for i, j in T.Parallel({self.bm}, {self.bn}):")
+                    self.k(ind + 1, 'y[i, j] = y[i, j] + T.cast(T.shift_right(xi[i, j], 31), "float32")')
+                    self.r(ind, "y = y - np.signbit(x)")
         self.clamp_y(ind)
 
 
@@ -180,6 +192,8 @@ def gen_flow_vector(d, seed):
     src.add(2, f'y = T.alloc_{kind}(({bm}, {bn}), "float32")')
     src.add(2, f'm = T.alloc_{kind}(({bm},), "float32")')
     src.add(2, 'n = T.alloc_var("int32")')
+    if fl.view:
+        src.add(2, f'xi = T.view(x, [{bm}, {bn}], "int32")')
     src.add(2, f"T.copy(X[bx * {bm}, 0], x)")
     src.add(2, f"T.copy(D[bx * {bm}, 0], y)")
     src.add(2, "n = 0")
@@ -246,7 +260,7 @@ def gen_flow_gemm(d, seed):
     src.add(2, "k = Lo[bx]")
     src.add(2, "while k < Hi[bx]:")
     src.add(3, f"T.copy(A[bx * {bm}, k], A_s)")
-    src.add(3, f"T.copy(B[k, 0], B_s)")
+    src.add(3, "T.copy(B[k, 0], B_s)")
     src.add(3, "T.gemm(A_s, B_s, C_f, clear_accum=True)")
     if dev:
         src.add(3, "T.copy(C_f, cu)")
@@ -285,6 +299,66 @@ def gen_flow_gemm(d, seed):
                       feats)
 
 
+def gen_flow_rng(d, seed):
+    """Philox draws deciding control flow: per block `T.rng_init(seed, bx, off)`, a `while`
+    drawing until a draw reaches a threshold (a geometric trip count), then a row of uniform
+    floats drawn in a `T.Parallel` map, and an `if` on one of them inside a serial loop. The
+    reference runs its own Philox stream (`philox_stream`)."""
+    B, W = d.int(1, 6), d.choice([8, 16, 32, 40])
+    rseed, off = d.choice([0, 7, 2 ** 33 + 5, 123456789]), d.int(0, 9)
+    p = d.choice([1, 2, 3])   # continue while the draw is below p * 2^29
+    cap = d.choice([None, 3])
+    reps = d.int(1, 3)
+    tensors = [Tensor("D", [B, W], "float32", -1.0, 1.0),
+               Tensor("Y", [B, W], "float32", output=True),
+               Tensor("Trips", [B], "int32", output=True)]
+    feats = {"flow", "flow_rng", "rng", "while_data"} | ({"while_cap"} if cap else set())
+    src = _header(tensors, False, B)
+    src.add(2, f'f = T.alloc_fragment(({W},), "float32")')
+    src.add(2, f'y = T.alloc_fragment(({W},), "float32")')
+    src.add(2, 'r = T.alloc_var("uint32")')
+    src.add(2, 'n = T.alloc_var("int32")')
+    src.add(2, "T.copy(D[bx, 0], y)")
+    src.add(2, f"T.rng_init({rseed}, bx, {off})")
+    src.add(2, "n = 0")
+    src.add(2, "r = T.rng_rand()")
+    src.add(2, f"while r < {p * 2 ** 29}:")
+    src.add(3, "n = n + 1")
+    src.add(3, "r = T.rng_rand()")
+    if cap:
+        src.add(3, f"if n >= {cap}:")
+        src.add(4, "break")
+    i0 = d.int(0, W - 1)
+    thr = d.choice([0.25, 0.5, 0.75])
+    src.add(2, f"for t in T.serial({reps}):")
+    src.add(3, f"for i in T.Parallel({W}):")
+    src.add(4, "f[i] = T.rng_rand_float()")
+    src.add(3, f"if f[{i0}] > {thr}:")
+    src.add(4, f"for i in T.Parallel({W}):")
+    src.add(5, "y[i] = y[i] + f[i]")
+    src.add(3, "else:")
+    src.add(4, f"for i in T.Parallel({W}):")
+    src.add(5, "y[i] = y[i] * 0.5")
+    src.add(2, "T.copy(y, Y[bx, 0])")
+    src.add(2, "Trips[bx] = n")
+    ref, _ = reference_source("D", [("Y", (B, W)), ("Trips", (B,))], [("bx", B)])
+    ref.block(2, ["from tilelang_mini.testing.references import philox_stream",
+                  f"x = philox_stream({rseed}, bx, {off}, {2 + (cap or 64) + reps * W + 8})",
+                  "y = D[bx].copy()", "n, pos = 0, 1", "r = int(x[0])",
+                  f"while r < {p * 2 ** 29}:", "    n += 1", "    r = int(x[pos])", "    pos += 1"]
+              + ([f"    if n >= {cap}:", "        break"] if cap else [])
+              + [f"for t in range({reps}):",
+                 f"    f = x[pos:pos + {W}].astype(np.float64) * 2.0 ** -32 + 2.0 ** -33",
+                 f"    pos += {W}", f"    if f[{i0}] > {thr}:", "        y = y + f",
+                 "    else:", "        y = y * 0.5",
+                 "Y[bx] = y", "Trips[bx] = n"])
+    ref.add(1, "return [Y, Trips]")
+    return build_case("flow", seed, src, tensors, ref,
+                      {"Y": tolerance("float32", EPS["float32"], 2 * reps), "Trips": (0.0, 0.0)},
+                      feats)
+
+
 def gen_flow(d, seed):
     """Run-time while / if on tile elements: vector kernels or stream-K GEMM walks."""
-    return gen_flow_vector(d, seed) if d.boolean(0.6) else gen_flow_gemm(d, seed)
+    kind = d.weighted(["vector", "gemm", "rng"], [5, 3, 1])
+    return {"vector": gen_flow_vector, "gemm": gen_flow_gemm, "rng": gen_flow_rng}[kind](d, seed)
