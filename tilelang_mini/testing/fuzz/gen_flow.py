@@ -245,18 +245,18 @@ def gen_flow_gemm(d, seed):
         src.add(2, f'A_s = T.alloc_L1(({bm}, {bk}), "{dt}")')
         src.add(2, f'B_s = T.alloc_L1(({bk}, {bn}), "{dt}")')
         src.add(2, f'C_f = T.alloc_L0C(({bm}, {bn}), "float32")')
-        src.add(2, f'acc = T.alloc_ub(({bm}, {bn}), "float32")')
+        src.add(2, f'y = T.alloc_ub(({bm}, {bn}), "float32")')
         src.add(2, f'cu = T.alloc_ub(({bm}, {bn}), "float32")')
-        src.add(2, f'g = T.alloc_ub(({bm}, {bn}), "float32")')
+        src.add(2, f'x = T.alloc_ub(({bm}, {bn}), "float32")')
     else:
         src.add(2, f'A_s = T.alloc_shared(({bm}, {bk}), "{dt}")')
         src.add(2, f'B_s = T.alloc_shared(({bk}, {bn}), "{dt}")')
         src.add(2, f'C_f = T.alloc_fragment(({bm}, {bn}), "float32")')
-        src.add(2, f'acc = T.alloc_fragment(({bm}, {bn}), "float32")')
-        src.add(2, f'g = T.alloc_fragment(({bm}, {bn}), "float32")')
+        src.add(2, f'y = T.alloc_fragment(({bm}, {bn}), "float32")')
+        src.add(2, f'x = T.alloc_fragment(({bm}, {bn}), "float32")')
     src.add(2, 'k = T.alloc_var("int32")')
-    src.add(2, "T.tile.fill(acc, 0.0)" if dev else "T.clear(acc)")
-    src.add(2, f"T.copy(G[bx * {bm}, 0], g)")
+    src.add(2, "T.tile.fill(y, 0.0)" if dev else "T.clear(y)")
+    src.add(2, f"T.copy(G[bx * {bm}, 0], x)")
     src.add(2, "k = Lo[bx]")
     src.add(2, "while k < Hi[bx]:")
     src.add(3, f"T.copy(A[bx * {bm}, k], A_s)")
@@ -264,37 +264,51 @@ def gen_flow_gemm(d, seed):
     src.add(3, "T.gemm(A_s, B_s, C_f, clear_accum=True)")
     if dev:
         src.add(3, "T.copy(C_f, cu)")
-        src.add(3, f"T.tile.axpy(acc, cu, {c})")
+        src.add(3, f"T.tile.axpy(y, cu, {c})")
     else:
         src.add(3, f"for i, j in T.Parallel({bm}, {bn}):")
-        src.add(4, f"acc[i, j] += C_f[i, j] * {c}")
+        src.add(4, f"y[i, j] += C_f[i, j] * {c}")
     r1, c1 = d.int(0, bm - 1), d.int(0, bn - 1)
     if use_if:
         feats.add("if_tile_element")
         if dev:
-            src.add(3, f"if g[{r1}, {c1}] > 0.0:")
-            src.add(4, "T.tile.muls(acc, acc, 0.5)")
-            src.add(3, "T.tile.muls(g, g, -1.0)")
+            src.add(3, f"if x[{r1}, {c1}] > 0.0:")
+            src.add(4, "T.tile.muls(y, y, 0.5)")
+            src.add(3, "T.tile.muls(x, x, -1.0)")
         else:
-            src.add(3, f"if g[{r1}, {c1}] > 0.0:")
+            src.add(3, f"if x[{r1}, {c1}] > 0.0:")
             src.add(4, f"for i, j in T.Parallel({bm}, {bn}):")
-            src.add(5, "acc[i, j] = acc[i, j] * 0.5")
+            src.add(5, "y[i, j] = y[i, j] * 0.5")
             src.add(3, f"for i, j in T.Parallel({bm}, {bn}):")
-            src.add(4, "g[i, j] = -g[i, j]")
+            src.add(4, "x[i, j] = -x[i, j]")
     src.add(3, f"k = k + {step}")
-    src.add(2, f"T.copy(acc, C[bx * {bm}, 0])")
+    epi = _Flow(d, dev, bm, bn)
+    if d.boolean(0.5):  # then data-dependent vector control flow on x, y (row-split tiles)
+        epi.body(2)
+        feats |= epi.feats | {"flow_epilogue"}
+        kind = "ub" if dev else "fragment"
+        src.add(2, f'm = T.alloc_{kind}(({bm},), "float32")')
+        src.add(2, 'n = T.alloc_var("int32")')
+        if epi.view:
+            src.add(2, f'xi = T.view(x, [{bm}, {bn}], "int32")')
+        src.add(2, "n = 0")
+        for ind, text in epi.src:
+            src.add(ind, text)
+    src.add(2, f"T.copy(y, C[bx * {bm}, 0])")
     ref, _ = reference_source(input_names(tensors), [("C", (M, N))], [("bx", nb)])
-    ref.block(2, [f"acc = np.zeros(({bm}, {bn}))", f"g = load(G, (bx * {bm}, 0), ({bm}, {bn}))",
+    ref.block(2, [f"y = np.zeros(({bm}, {bn}))", f"x = load(G, (bx * {bm}, 0), ({bm}, {bn}))",
                   "k = int(Lo[bx])", "while k < int(Hi[bx]):",
                   f"    a = load(A, (bx * {bm}, k), ({bm}, {bk}))",
                   f"    b = load(B, (k, 0), ({bk}, {bn}))",
-                  f"    acc = acc + (a @ b) * {c}"]
-              + ([f"    if g[{r1}, {c1}] > 0.0:", "        acc = acc * 0.5", "    g = -g"] if use_if else [])
-              + [f"    k += {step}", f"store(C, (bx * {bm}, 0), acc)"])
+                  f"    y = y + (a @ b) * {c}"]
+              + ([f"    if x[{r1}, {c1}] > 0.0:", "        y = y * 0.5", "    x = -x"] if use_if else [])
+              + [f"    k += {step}", "n = 0"])
+    for ind, text in epi.ref:
+        ref.add(ind, text)
+    ref.add(2, f"store(C, (bx * {bm}, 0), y)")
     ref.add(1, "return [C]")
     trips = -(-(K + 8) // step)
-    rtol, atol = tolerance("float32", EPS["float32"], K * trips,
-                           slack=16.0)
+    rtol, atol = tolerance("float32", EPS["float32"], K * trips + epi.terms, slack=16.0)
     return build_case("flow", seed, src, tensors, ref, {"C": (rtol, atol * max(1.0, K ** 0.5))},
                       feats)
 
