@@ -21,8 +21,9 @@ class _Flow:
     """Kernel lines (indent, text) and reference lines (indent, text) built side by side; the
     vector operations are written in TileLang (`T.Parallel`) or developer (`T.tile.*`) form."""
 
-    def __init__(self, d, dev, bm, bn):
-        self.d, self.dev, self.bm, self.bn = d, dev, bm, bn
+    def __init__(self, d, dev, bm, bn, gm="D"):
+        self.d, self.dev, self.bm, self.bn, self.gm = d, dev, bm, bn, gm
+        self.reload = False  # a GM -> w copy inside a while
         self.src: list = []
         self.ref: list = []
         self.feats: set = set()
@@ -99,6 +100,12 @@ class _Flow:
         self.scale(b, "x", "x", 0.5)
         if d.boolean(0.6):
             self.axpy(b, "y", "x", d.choice([0.5, -0.25, 1.5]))
+        if d.boolean(0.4):  # a tile copy from GM in every trip
+            self.reload = True
+            self.feats.add("while_copy")
+            self.k(b, f"T.copy({self.gm}[bx * {self.bm}, 0], w)")
+            self.r(b, f"w = load({self.gm}, (bx * {self.bm}, 0), ({self.bm}, {self.bn}))")
+            self.axpy(b, "y", "w", d.choice([0.5, -1.0]))
         self.absmax(b)
         self.k(b, "n = n + 1")
         self.r(b, "n += 1")
@@ -194,6 +201,8 @@ def gen_flow_vector(d, seed):
     src.add(2, 'n = T.alloc_var("int32")')
     if fl.view:
         src.add(2, f'xi = T.view(x, [{bm}, {bn}], "int32")')
+    if fl.reload:
+        src.add(2, f'w = T.alloc_{kind}(({bm}, {bn}), "float32")')
     src.add(2, f"T.copy(X[bx * {bm}, 0], x)")
     src.add(2, f"T.copy(D[bx * {bm}, 0], y)")
     src.add(2, "n = 0")
@@ -282,7 +291,7 @@ def gen_flow_gemm(d, seed):
             src.add(3, f"for i, j in T.Parallel({bm}, {bn}):")
             src.add(4, "x[i, j] = -x[i, j]")
     src.add(3, f"k = k + {step}")
-    epi = _Flow(d, dev, bm, bn)
+    epi = _Flow(d, dev, bm, bn, gm="G")
     if d.boolean(0.5):  # then data-dependent vector control flow on x, y (row-split tiles)
         epi.body(2)
         feats |= epi.feats | {"flow_epilogue"}
@@ -291,6 +300,8 @@ def gen_flow_gemm(d, seed):
         src.add(2, 'n = T.alloc_var("int32")')
         if epi.view:
             src.add(2, f'xi = T.view(x, [{bm}, {bn}], "int32")')
+        if epi.reload:
+            src.add(2, f'w = T.alloc_{kind}(({bm}, {bn}), "float32")')
         src.add(2, "n = 0")
         for ind, text in epi.src:
             src.add(ind, text)
