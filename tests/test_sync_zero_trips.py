@@ -16,17 +16,17 @@ M, N, K, BM, BK = 64, 16, 80, 32, 16
 
 def ragged(form):
     @T.prim_func
-    def main(A: T.Tensor((M, K), "bfloat16"), B: T.Tensor((K, N), "bfloat16"),
-             Lo: T.Tensor((M // BM,), "int32"), Hi: T.Tensor((M // BM,), "int32"),
-             G: T.Tensor((M, N), "float32"), C: T.Tensor((M, N), "float32")):
+    def main(A: T.Tensor((M, K), T.bfloat16), B: T.Tensor((K, N), T.bfloat16),
+             Lo: T.Tensor((M // BM,), T.int32), Hi: T.Tensor((M // BM,), T.int32),
+             G: T.Tensor((M, N), T.float32), C: T.Tensor((M, N), T.float32)):
         with T.Kernel(M // BM, is_npu=True) as (cid, vid):
-            A_s = T.alloc_L1((BM, BK), "bfloat16")
-            B_s = T.alloc_L1((BK, N), "bfloat16")
-            C_f = T.alloc_L0C((BM, N), "float32")
-            y = T.alloc_ub((BM, N), "float32")
-            cu = T.alloc_ub((BM, N), "float32")
-            x = T.alloc_ub((BM, N), "float32")
-            k = T.alloc_var("int32")
+            A_s = T.alloc_L1((BM, BK), T.bfloat16)
+            B_s = T.alloc_L1((BK, N), T.bfloat16)
+            C_f = T.alloc_L0C((BM, N), T.float32)
+            y = T.alloc_ub((BM, N), T.float32)
+            cu = T.alloc_ub((BM, N), T.float32)
+            x = T.alloc_ub((BM, N), T.float32)
+            k = T.alloc_var(T.int32)
             T.tile.fill(y, 0.0)
             T.copy(G[cid * BM, 0], x)      # before the loop, read only after it
             if form == "while":
@@ -54,8 +54,8 @@ def ragged(form):
 @pytest.mark.parametrize("lo, hi", [((16, 0), (16, 80)), ((0, 32), (48, 32))])
 def test_producer_before_a_loop_of_no_trip(target, form, lo, hi):
     rng = np.random.default_rng(len(form) + lo[0])
-    a = rng.uniform(-1, 1, (M, K)).astype(tilelang_mini.ir.dtypes.to_numpy("bfloat16"))
-    b = rng.uniform(-1, 1, (K, N)).astype(tilelang_mini.ir.dtypes.to_numpy("bfloat16"))
+    a = rng.uniform(-1, 1, (M, K)).astype(tilelang_mini.ir.dtypes.to_numpy(T.bfloat16))
+    b = rng.uniform(-1, 1, (K, N)).astype(tilelang_mini.ir.dtypes.to_numpy(T.bfloat16))
     g = rng.uniform(-1, 1, (M, N)).astype(np.float32)
     lo, hi = np.array(lo, np.int32), np.array(hi, np.int32)
     want = g.astype(np.float64).copy()

@@ -36,45 +36,37 @@ class _Flow:
     def r(self, ind, text):
         self.ref.append((ind, text))
 
-    def scale(self, ind, z, x, c):
-        """z = x * c (exact when c is a power of two)."""
+    def vec(self, ind, dev, z, expr, ref, inexact=True):
+        """One vector operation on a whole tile: `dev` (developer mode, a `T.tile.*` call) or
+        `z[i, j] = expr` in a `T.Parallel` (TileLang mode); `ref` in the reference."""
         if self.dev:
-            self.k(ind, f"T.tile.muls({z}, {x}, {c})")
+            self.k(ind, dev)
         else:
             self.k(ind, f"for i, j in T.Parallel({self.bm}, {self.bn}):")
-            self.k(ind + 1, f"{z}[i, j] = {x}[i, j] * {c}")
-        self.r(ind, f"{z} = {x} * {c}")
+            self.k(ind + 1, f"{z}[i, j] = {expr}")
+        self.r(ind, ref)
+        self.terms += inexact
+
+    def scale(self, ind, z, x, c):
+        """z = x * c (exact when c is a power of two)."""
+        self.vec(ind, f"T.tile.muls({z}, {x}, {c})", z, f"{x}[i, j] * {c}", f"{z} = {x} * {c}",
+                 inexact=False)
 
     def axpy(self, ind, z, x, c):
         """z = z + x * c (inexact: only into y)."""
-        if self.dev:
-            self.k(ind, f"T.tile.axpy({z}, {x}, {c})")
-        else:
-            self.k(ind, f"for i, j in T.Parallel({self.bm}, {self.bn}):")
-            self.k(ind + 1, f"{z}[i, j] = {z}[i, j] + {x}[i, j] * {c}")
-        self.r(ind, f"{z} = {z} + {x} * {c}")
-        self.terms += 1
+        self.vec(ind, f"T.tile.axpy({z}, {x}, {c})", z, f"{z}[i, j] + {x}[i, j] * {c}",
+                 f"{z} = {z} + {x} * {c}")
 
     def adds(self, ind, z, c):
-        if self.dev:
-            self.k(ind, f"T.tile.adds({z}, {z}, {c})")
-        else:
-            self.k(ind, f"for i, j in T.Parallel({self.bm}, {self.bn}):")
-            self.k(ind + 1, f"{z}[i, j] = {z}[i, j] + {c}")
-        self.r(ind, f"{z} = {z} + {c}")
-        self.terms += 1
+        self.vec(ind, f"T.tile.adds({z}, {z}, {c})", z, f"{z}[i, j] + {c}", f"{z} = {z} + {c}")
 
     def absmax(self, ind):
         self.k(ind, f"T.reduce_absmax(x, m, dim={'-1' if self.dev else '1'})")
         self.r(ind, "m = np.abs(x).max(axis=1)")
 
     def clamp_y(self, ind):
-        if self.dev:
-            self.k(ind, "T.tile.clamp(y, y, -64.0, 64.0)")
-        else:
-            self.k(ind, f"for i, j in T.Parallel({self.bm}, {self.bn}):")
-            self.k(ind + 1, "y[i, j] = T.clamp(y[i, j], -64.0, 64.0)")
-        self.r(ind, "y = np.clip(y, -64.0, 64.0)")
+        self.vec(ind, "T.tile.clamp(y, y, -64.0, 64.0)", "y", "T.clamp(y[i, j], -64.0, 64.0)",
+                 "y = np.clip(y, -64.0, 64.0)", inexact=False)
 
     def data_while(self, ind):
         """A while whose trip count is decided by a (row-split) tile element: halve x until
