@@ -68,6 +68,17 @@ class _Flow:
         self.vec(ind, "T.tile.clamp(y, y, -64.0, 64.0)", "y", "T.clamp(y[i, j], -64.0, 64.0)",
                  "y = np.clip(y, -64.0, 64.0)", inexact=False)
 
+    def declare(self, src, kind):
+        """The row statistic m, the counter n, and what the body uses: xi (x's bytes as int32),
+        w (the tile copied from GM in a while)."""
+        bm, bn = self.bm, self.bn
+        src.add(2, f'm = T.alloc_{kind}(({bm},), "float32")')
+        src.add(2, 'n = T.alloc_var("int32")')
+        if self.view:
+            src.add(2, f'xi = T.view(x, [{bm}, {bn}], "int32")')
+        if self.reload:
+            src.add(2, f'w = T.alloc_{kind}(({bm}, {bn}), "float32")')
+
     def data_while(self, ind):
         """A while whose trip count is decided by a (row-split) tile element: halve x until
         the chosen row's largest magnitude is at most a limit (or `while True` + break)."""
@@ -189,12 +200,7 @@ def gen_flow_vector(d, seed):
     src = _header(tensors, dev, nb)
     src.add(2, f'x = T.alloc_{kind}(({bm}, {bn}), "float32")')
     src.add(2, f'y = T.alloc_{kind}(({bm}, {bn}), "float32")')
-    src.add(2, f'm = T.alloc_{kind}(({bm},), "float32")')
-    src.add(2, 'n = T.alloc_var("int32")')
-    if fl.view:
-        src.add(2, f'xi = T.view(x, [{bm}, {bn}], "int32")')
-    if fl.reload:
-        src.add(2, f'w = T.alloc_{kind}(({bm}, {bn}), "float32")')
+    fl.declare(src, kind)
     src.add(2, f"T.copy(X[bx * {bm}, 0], x)")
     src.add(2, f"T.copy(D[bx * {bm}, 0], y)")
     src.add(2, "n = 0")
@@ -288,12 +294,7 @@ def gen_flow_gemm(d, seed):
         epi.body(2)
         feats |= epi.feats | {"flow_epilogue"}
         kind = "ub" if dev else "fragment"
-        src.add(2, f'm = T.alloc_{kind}(({bm},), "float32")')
-        src.add(2, 'n = T.alloc_var("int32")')
-        if epi.view:
-            src.add(2, f'xi = T.view(x, [{bm}, {bn}], "int32")')
-        if epi.reload:
-            src.add(2, f'w = T.alloc_{kind}(({bm}, {bn}), "float32")')
+        epi.declare(src, kind)
         src.add(2, "n = 0")
         for ind, text in epi.src:
             src.add(ind, text)
