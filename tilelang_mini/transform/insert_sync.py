@@ -21,7 +21,8 @@ flag primed before the loop and drained after it:
 Channels share an event id (0-7 per pipe pair) only where the recorded run proves each wait
 happens before the next set of that id; with more flags than ids, the flags of a pipe pair
 are chained until they can share (sync_chain).
-The analysis runs on the program unrolled twice per loop (once where the trip count is one).
+The analysis runs on the program unrolled twice per loop (once where the trip count is one); after
+a loop whose trip count is only known at run time, what is known is what also holds with no trip.
 """
 from __future__ import annotations
 
@@ -38,6 +39,7 @@ from ..ir.nodes import (
     walk_statements,
 )
 from .plan_memory import _live_ranges
+from .sync_clocks import clocks_equal, copy_clocks, meet_clocks
 from .sync_chain import by_instr, fit_event_ids
 from .sync_events import assign_events
 from .sync_render import render
@@ -282,13 +284,13 @@ class _Analysis(HappensBefore):
         self.frozen = True
 
     def _state(self, k: int) -> tuple:
-        return (self.count, _copy_clocks(self.known), _copy_clocks(self.cur),
+        return (self.count, copy_clocks(self.known), copy_clocks(self.cur),
                 dict(self.branch_exit),
                 {ch: ch.last_set for ch in self.straddle.get(k, ()) if ch in self.live})
 
     def _same_state(self, k: int) -> bool:
         count, known, cur, branch_exit, last_set = self.snaps[k]
-        return (_clocks_equal(self.known, known) and _clocks_equal(self.cur, cur)
+        return (clocks_equal(self.known, known) and clocks_equal(self.cur, cur)
                 and self.branch_exit == branch_exit
                 and all(last_set.get(ch) == ch.last_set
                         for ch in self.straddle.get(k, ()) if ch in self.live))
@@ -318,7 +320,7 @@ class _Analysis(HappensBefore):
         # channels set before `lo` and waited for after it carry their last set in.
         self._freeze(clear=False)
         count, known, cur, branch_exit, last_set = self.snaps[lo]
-        self.count, self.known, self.cur = count, _copy_clocks(known), _copy_clocks(cur)
+        self.count, self.known, self.cur = count, copy_clocks(known), copy_clocks(cur)
         self.branch_exit = dict(branch_exit)
         for ch in self.straddle.get(lo, ()):
             if ch in self.live:
@@ -364,9 +366,11 @@ class _Analysis(HappensBefore):
             stmt = it.stmt
             if isinstance(stmt, For):
                 ext = stmt.extents[0]
-                trips = min(ext.value, 2) if isinstance(ext, Const) else 2
-                for t in range(trips):
-                    self.walk(it.bodies[0], ancestors + ((it, t),))
+                if isinstance(ext, Const):
+                    for t in range(min(ext.value, 2)):
+                        self.walk(it.bodies[0], ancestors + ((it, t),))
+                else:  # a run-time trip count (a while, bounds read from data): maybe none
+                    self._walk_maybe_skipped(it, ancestors)
             elif not _uniform((it, ("branch", 0))):
                 # split_cores' `if vid == 0`: every such if takes the same branch on a core, and
                 # what follows either runs under the same condition or is sync of its own
@@ -375,10 +379,10 @@ class _Analysis(HappensBefore):
             else:
                 # Only one branch runs: what is known after the if is what both branches
                 # establish (an empty else establishes nothing beyond the state before).
-                start = (_copy_clocks(self.known), _copy_clocks(self.cur))
+                start = (copy_clocks(self.known), copy_clocks(self.cur))
                 ends, spans, first = [], [], self.count
                 for branch, body in enumerate(it.bodies):
-                    self.known, self.cur = _copy_clocks(start[0]), _copy_clocks(start[1])
+                    self.known, self.cur = copy_clocks(start[0]), copy_clocks(start[1])
                     begin = self.count
                     key = ancestors + ((it, ("branch", branch)),)
                     self.walk(body, key)
@@ -386,8 +390,8 @@ class _Analysis(HappensBefore):
                     ends.append((self.known, self.cur))
                     spans.append((begin, self.count))
                 ran = self.ran_per_branch(first, spans, ancestors)
-                self.known = _meet([k for k, _ in ends], ran, self.count - 1)
-                self.cur = _meet([c for _, c in ends], ran, self.count - 1)
+                self.known = meet_clocks([k for k, _ in ends], ran, self.count - 1)
+                self.cur = meet_clocks([c for _, c in ends], ran, self.count - 1)
             self.exit_vc[id(it)] = {p: dict(v) for p, v in self.cur.items()}
             for ch in self._placed_at(it):
                 if ch.set_at is it:
@@ -397,6 +401,20 @@ class _Analysis(HappensBefore):
                     self.apply(ch, self.known.setdefault(ch.dst, {}))
                     self.record_wait(ch, self.count)
             self.waits_after(it, self.count)
+
+    def _walk_maybe_skipped(self, it, ancestors):
+        """A loop of run-time trip count, walked twice: what is known after it is what both
+        two trips and no trip establish (as after an if with an empty else), so an order a
+        flag inside the body gives does not cover a producer before the loop when it runs no
+        trip."""
+        start = (copy_clocks(self.known), copy_clocks(self.cur))
+        first = self.count
+        for t in range(2):
+            self.walk(it.bodies[0], ancestors + ((it, t),))
+        spans = [(first, self.count), (self.count, self.count)]
+        ran = self.ran_per_branch(first, spans, ancestors)
+        self.known = meet_clocks([self.known, start[0]], ran, self.count - 1)
+        self.cur = meet_clocks([self.cur, start[1]], ran, self.count - 1)
 
     def visit(self, occ: Occ):
         item = occ.item
@@ -562,40 +580,8 @@ class _Analysis(HappensBefore):
             here.sort(key=lambda c: c.seq)
 
 
-def _copy_clocks(clocks: dict) -> dict:
-    return {p: dict(v) for p, v in clocks.items()}
-
-
-def _clocks_equal(a: dict, b: dict) -> bool:
-    """Equal clocks, a thread with an empty clock counting as absent."""
-    return ({p: v for p, v in a.items() if v} == {p: v for p, v in b.items() if v})
-
-
 def _first(entry):
     return entry[0]
-
-
-def _meet(states: list, ran: list, last: int) -> dict:
-    """Per pipe, the vector clock known whichever branch of an if ran. A component k known on a
-    path covers every instruction of its pipe that ran on that path up to the next one after k
-    (the other branch's instructions did not run there); the meet is the minimum over paths of
-    that reach, so a set after the if covers the producers of the branch that ran."""
-    out = {}
-    for p in set().union(*states):
-        keys = set().union(*(st.get(p, {}) for st in states))
-        clock = {}
-        for k in keys:
-            reach = []
-            for st, done in zip(states, ran):
-                v = st.get(p, {}).get(k, -1)
-                later = [i for i in done.get(k, ()) if i > v]
-                reach.append(min(later) - 1 if later else last)
-            m = min(reach)
-            if m >= 0:
-                clock[k] = m
-        if clock:
-            out[p] = clock
-    return out
 
 
 def _position(item) -> int:
