@@ -73,10 +73,22 @@ def pipeline_fitting(kernel: Kernel, chip) -> Kernel:
             scope = getattr(err, "scope", None)
             caps[scope] = caps.get(scope, top) - 1
             if scope is None or caps[scope] < 1:
-                return first
+                return _serial_if_fits(kernel, chip, first)
         except TileLangMiniError:  # reported by plan_memory itself, at its own stage
             return first
         out = pipeline(kernel, caps)
+
+
+def _serial_if_fits(kernel: Kernel, chip, first: Kernel) -> Kernel:
+    """The kernel with every Pipelined loop run serially (one stage) if that fits the chip where capping one scope did not; else `first` (plan_memory
+    then names the overflowing buffers)."""
+    from .plan_memory import plan_memory
+    serial = pipeline(kernel, max_stages=1)
+    try:
+        plan_memory(serial, chip)
+    except TileLangMiniError:
+        return first
+    return serial
 
 
 def fits_unshared(kernel: Kernel, chip) -> bool:
@@ -92,8 +104,9 @@ def fits_unshared(kernel: Kernel, chip) -> bool:
     return all(n <= chip.capacity_of(scope) for scope, n in total.items())
 
 
-def pipeline(kernel: Kernel, caps: dict | None = None) -> Kernel:
-    """`caps`: scope -> the most versions a buffer of that scope gets (pipeline_fitting)."""
+def pipeline(kernel: Kernel, caps: dict | None = None, max_stages: int | None = None) -> Kernel:
+    """`caps`: scope -> the most versions a buffer of that scope gets (pipeline_fitting);
+    `max_stages`: every Pipelined loop's stages capped (1: the loops run serially)."""
     names = {s.buffer.name for s in walk_statements(kernel.body) if isinstance(s, Alloc)}
     names |= {p.name for p in kernel.params}
     allocs: list[Alloc] = []
@@ -104,6 +117,8 @@ def pipeline(kernel: Kernel, caps: dict | None = None) -> Kernel:
         for s in stmts:
             s = map_bodies(s, block)
             if isinstance(s, For) and s.kind == "pipelined":
+                if max_stages is not None:
+                    s = replace(s, num_stages=min(s.num_stages, max_stages))
                 out += _expand(s, names, allocs, readers, caps or {})
             else:
                 out.append(s)
