@@ -98,7 +98,8 @@ class _Walk:
         return out
 
     def walk(self, items, env, blocks, cores, guarded):
-        from .check_sync import FULL_UNROLL_BUDGET, _Budget, _trips
+        from .check_sync import FULL_UNROLL_BUDGET, _Budget
+        from .loop_cuts import trips
         for it in items:
             if isinstance(it, Instr):
                 if it.core not in cores:
@@ -119,7 +120,7 @@ class _Walk:
                 n = self.values(s.extents[0], env, blocks)
                 for nv, sub in _groups(n, blocks):
                     env2 = self.narrow(env, blocks, sub)
-                    for t in _trips(s, nv, self.cap):
+                    for t in trips(s, nv, self.cap):
                         env3 = dict(env2)
                         env3[s.vars[0]] = t
                         self.walk(it.bodies[0], env3, sub, cores, guarded)

@@ -39,11 +39,12 @@ from ..ir.happens_before import (
     Block, HappensBefore, Instr, Occ, accesses, build_tree, conflict, join, same_trip,
 )
 from ..ir.nodes import (
-    Alloc, BinOp, Const, Copy, For, Gemm, If, Kernel, PipeBarrier, Region, SetCrossFlag, SetFlag,
+    Alloc, Const, Copy, For, Gemm, If, Kernel, PipeBarrier, Region, SetCrossFlag, SetFlag,
     WaitCrossFlag, WaitFlag, walk, walk_statements,
 )
 from ..ir.pipes import COPY_PIPES, pipe_of
 from .check_blocks import check_blocks
+from .loop_cuts import cross_period, trips
 from .util import map_bodies, with_body
 from .sync_facts import Infeasible, bind, implied_values, no_trip, readonly_params, truth
 from ..ir.graph import print_ir_line
@@ -255,64 +256,6 @@ class _Budget(Exception):
     pass
 
 
-MAX_PERIOD = 16  # longest repeat of modular indices/event ids kept exact when loops are cut
-
-
-def _trips(loop: For, n, cap, period=None) -> list:
-    """The iterations of a serial loop the walk visits: all of them (`cap` None), else the
-    first and the last few with a multiple of the loop's period (or `period`) skipped between
-    them, so that ping-pong stages and event ids (`(k + 1) % 2`) meet in the same phase as in
-    the full run and the last trip's conditions (`k < n - 1`) hold as they do on the hardware:
-
-        n = 9, period 2, cap 2  ->  [0, 1, 6, 7, 8]     (skips 4 trips: two whole periods)"""
-    if n is None:
-        return range(2)
-    if cap is None:
-        return range(n)
-    period = period or _period(loop)
-    head = max(cap, min(period, MAX_PERIOD))
-    tail = head + (n - 2 * head) % max(1, min(period, MAX_PERIOD))
-    if head + tail >= n:
-        return range(n)
-    return list(range(head)) + list(range(n - tail, n))
-
-
-def _period(loop: For) -> int:
-    """Trips after which every `x % m` in the loop repeats (m times the divisors of the
-    `x // d` inside x): their lcm, 1 without any."""
-    from math import lcm
-    out = 1
-    for node in walk(loop):
-        if _const_op(node, "%"):
-            m = node.b.value
-            for sub in walk(node.a):
-                if _const_op(sub, "//"):
-                    m *= sub.b.value
-            out = lcm(out, m)
-            if out > MAX_PERIOD:
-                break
-    return out
-
-
-def _cross_period(kernel: Kernel) -> dict:
-    """id(loop) -> the one period of every loop holding cross-core flags (the lcm of theirs):
-    the cube's loop and the vector cores' loop that exchange flags are cut alike, so a cut walk
-    sets and waits as many flags on each side (a cube loop with `cid % 8` in its copies and a
-    vector loop without any would otherwise visit 8 and 4 of 8 trips: a false deadlock)."""
-    from math import lcm
-    loops = [s for s in walk_statements(kernel.body) if isinstance(s, For) and any(
-        isinstance(x, (SetCrossFlag, WaitCrossFlag)) for x in walk_statements(s.body))]
-    common = 1
-    for loop in loops:
-        common = min(lcm(common, _period(loop)), MAX_PERIOD + 1)
-    return {id(loop): common for loop in loops}
-
-
-def _const_op(node, op: str) -> bool:
-    return (isinstance(node, BinOp) and node.op == op and isinstance(node.b, Const)
-            and type(node.b.value) is int and node.b.value > 0)
-
-
 class _Verifier(HappensBefore):
     precise = True  # a race on buffers sharing bytes only where the accesses share bytes
 
@@ -326,7 +269,7 @@ class _Verifier(HappensBefore):
         self.readonly = None  # names of the parameters nothing writes (implied)
         self.fns: dict = {}  # id(expression) -> (expression, compiled closure)
         self.reset()
-        self.cross_period = _cross_period(kernel)
+        self.cross_period = cross_period(kernel)
 
     # ---- phase 1: each core's dynamic program (occurrences with their loop variables)
     def streams(self, tree, cap):
@@ -366,7 +309,7 @@ class _Verifier(HappensBefore):
                         # agrees with it
                         inner = assume + ((s.extents[0], 2),)
                         no_trip(self.implied(s.extents[0], env, facts + tuple(chosen)))
-                    for t in _trips(s, n, cap, self.cross_period.get(id(s))):
+                    for t in trips(s, n, cap, self.cross_period.get(id(s))):
                         env2 = dict(env)
                         env2.update(zip(s.vars, (t,)))
                         walk(it.bodies[0], ancestors + ((it, t),), env2, cores, inner, facts)

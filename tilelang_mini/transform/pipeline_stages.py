@@ -23,11 +23,11 @@ PV) is also rotated into a cross-core software pipeline, the cube running one it
 
 (for a constant n only: a run-time count gets the buffer versions without the rotation).
 
-The versions are a performance choice: where they would overflow a scope of the chip (`chip`
-given; plan_memory's rule), the kernel's pipelined loops run serially instead, with one version
-each, as with num_stages=1 (TileLang's GPU stages multi-buffer shared copies only; here the
-fragments' L0C/UB homes would be copied too: GQA backward's dq, qkT and dsT next to its dk and
-dv accumulators at dim_qk 192).
+The versions are a performance choice (pipeline_fitting): where they would overflow a scope of
+the chip (plan_memory's rule), that scope's buffers get fewer versions, one fewer at a time; if
+even one version each does not fit, the pipelined loops run serially, as with num_stages=1
+(TileLang's GPU stages multi-buffer shared copies only; here the fragments' L0C/UB homes would
+be copied too: GQA backward's dq, qkT and dsT next to its dk and dv accumulators at dim_qk 192).
 """
 from __future__ import annotations
 
@@ -80,8 +80,9 @@ def pipeline_fitting(kernel: Kernel, chip) -> Kernel:
 
 
 def _serial_if_fits(kernel: Kernel, chip, first: Kernel) -> Kernel:
-    """The kernel with every Pipelined loop run serially (one stage) if that fits the chip where capping one scope did not; else `first` (plan_memory
-    then names the overflowing buffers)."""
+    """The kernel with every Pipelined loop run serially (one stage) if that fits the chip
+    where capping one scope's versions did not; else `first` (plan_memory then names the
+    overflowing buffers)."""
     from .plan_memory import plan_memory
     serial = pipeline(kernel, max_stages=1)
     try:
