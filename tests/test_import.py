@@ -53,3 +53,16 @@ def test_compile_ir_and_the_frontend_work_without_importing_the_language_first()
     loaded_after(run)
     loaded_after("import tilelang_mini.frontend\nimport tilelang_mini.language as T\n"
                  "assert callable(T.parse_prim_func)")
+
+
+def test_compiling_a_kernel_loads_no_graph_or_plot_library():
+    # the sync checker printed its statements through ir.graph, whose networkx import was a
+    # tenth of a second of every process's first compile
+    run = (f"import sys\nsys.path.insert(0, {str(ROOT / 'examples')!r})\n"
+           "import numpy as np, tilelang_mini\nfrom gemm import matmul\n"
+           "a = np.ones((64, 32), np.float32)\nb = np.ones((32, 48), np.float32)\n"
+           "for target in ('numpy', 'llvm'):\n"
+           "    k = tilelang_mini.compile(matmul.factory(64, 48, 32, dtype='float32'), "
+           "out_idx=[-1], target=target)\n"
+           "    assert (k(a, b) == 32).all()\n")
+    assert loaded_after(run) - {"llvmlite"} == set()

@@ -6,6 +6,7 @@ import networkx as nx
 
 from .analysis import accesses, core_instructions
 from .nodes import Kernel
+from .printer import print_ir_line  # noqa: F401 (re-exported: the graph's node text)
 
 def ir_graph(kernel: Kernel) -> nx.DiGraph:
     """Nodes are numbered in program order with attributes `op` (text), `kind`, `loc`, `core`
@@ -43,13 +44,6 @@ def _edge(g, a, b, kind, buf):
         g[a][b]["kind"] += "," + kind if kind not in g[a][b]["kind"] else ""
         return
     g.add_edge(a, b, kind=kind, buffer=buf)
-
-
-def print_ir_line(stmt) -> str:
-    from .printer import _Printer
-    p = _Printer(None)
-    p.stmt(0, stmt, None)
-    return p.lines[0].split("  #")[0]
 
 
 def to_dot(g: nx.DiGraph) -> str:

@@ -33,6 +33,13 @@ def print_ir(kernel: Kernel) -> str:
     return _Printer(pipe_of).kernel(kernel)
 
 
+def print_ir_line(stmt) -> str:
+    """The one-line text of a statement (a loop or scope: its header), without its location."""
+    p = _Printer(None)
+    p.stmt(0, stmt, None)
+    return p.lines[0].split("  #")[0]
+
+
 def print_expr(e) -> str:
     return _expr(e)[0]
 

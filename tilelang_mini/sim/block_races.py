@@ -10,7 +10,7 @@ import numpy as np
 
 from ..errors import RaceError
 from ..ir.analysis import is_atomic_pair
-from ..ir.graph import print_ir_line
+from ..ir.printer import print_ir_line
 from .streams import shared_accesses, shared_operands
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from ..ir.graph import print_ir_line
+from ..ir.printer import print_ir_line
 from ..ir.nodes import PIPES
 
 

@@ -47,7 +47,7 @@ from .check_blocks import check_blocks
 from .loop_cuts import cross_period, trips
 from .util import map_bodies, with_body
 from .sync_facts import Infeasible, bind, implied_values, no_trip, readonly_params, truth
-from ..ir.graph import print_ir_line
+from ..ir.printer import print_ir_line
 
 CUBE_PIPES = ("MTE1", "M", "FIX")
 VECTOR_PIPES = ("V", "MTE3")
