@@ -466,6 +466,15 @@ class _Block(RaceChecks):
         self.finish()
         return self.end
 
+    def release(self) -> None:
+        """Break the block's reference cycles (pipes and their core) once it has run, so that
+        reference counting frees it while the collector is paused."""
+        for core in self.cores:
+            core.pipes = core.plist = core.queues = core.gen = None
+        for env in self.cores[0].xenv.block or ():  # (each env lists the block's envs)
+            env.block = None
+        self.cores = self.by_tid = self.busy_order = None
+
     def finish(self) -> None:
         if self.deferred is not None:
             raise self.deferred
@@ -606,19 +615,22 @@ def simulate_kernel(kernel: Kernel, args: list | None, chip, *, check: bool = Tr
     block_cycles, events = {}, []
     core_busy, pipe_busy = defaultdict(int), {p: 0 for p in PIPES}
     ninstr = 0
-    with np.errstate(all="ignore"):
+    # The collector stays off for the whole launch: a block's run allocates many objects that
+    # are not garbage (its events) or are freed by reference counting (a finished block frees
+    # its own cycles: `release`); collections between blocks would each walk every event kept.
+    with np.errstate(all="ignore"), collector_paused():
         for b in todo:
             prefix = f"b{b}." if len(todo) > 1 else ""
-            with collector_paused():
-                res = _timed_block(fast, b, seen) if fast is not None else None
-                if res is None:
-                    blk = _Block(sim, b, prefix)
-                    block_cycles[b] = blk.run()
-                    events.append(lambda done=blk.done: instr_events(done))
-                    nb, busy = blk.ninstr, [(p.core.name, p.name, p.cycles) for p in blk.busy_order]
-                else:
-                    block_cycles[b], raw, nb, busy = res
-                    events.append(lambda ev=block_events(raw, prefix): ev)
+            res = _timed_block(fast, b, seen) if fast is not None else None
+            if res is None:
+                blk = _Block(sim, b, prefix)
+                block_cycles[b] = blk.run()
+                events.append(lambda done=blk.done: instr_events(done))
+                nb, busy = blk.ninstr, [(p.core.name, p.name, p.cycles) for p in blk.busy_order]
+                blk.release()
+            else:
+                block_cycles[b], raw, nb, busy = res
+                events.append(lambda ev=block_events(raw, prefix): ev)
             ninstr += nb
             for core, pipe, cycles in busy:
                 core_busy[f"{core}.{pipe}"] += cycles
