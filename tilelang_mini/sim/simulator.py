@@ -144,7 +144,7 @@ class _Block(RaceChecks):
         self.heap = []
         self.dirty = set()
         self.flags = {}
-        self.deferred = None  # a SyncError raised when the block ends (see complete)
+        self.deferred = None  # a SyncError raised when the block ends (see publish)
         self.pending = [defaultdict(deque) for _ in range(3)]   # receiver core -> flag -> sets
         self.half = [defaultdict(deque) for _ in range(2)]      # AIV sets not yet paired
         self.hist = {}
@@ -234,56 +234,6 @@ class _Block(RaceChecks):
         return d
 
     # ---- completion
-    def complete(self, p: _Pipe, di, t: int) -> None:
-        core = p.core
-        op = di.op
-        code = op.code
-        p.busy = False
-        p.free = t
-        # clk: the pipe's clock B joined with the dispatch clock (once per new one: the
-        # dispatch clocks a pipe sees only grow, and B with them) and a wait's clock
-        clk = p.B
-        d = di.dclock
-        if d is not p.dclock:
-            p.dclock = d
-            clk[:] = [a if a > b else b for a, b in zip(clk, d)]
-        w = di.wclock
-        if w is not None:
-            clk[:] = [a if a > b else b for a, b in zip(clk, w)]
-            di.wclock = None
-        epoch = p.count = p.count + 1
-        # Later instructions of an in-order pipe follow the earlier ones; on V only a
-        # pipe_barrier orders vector instructions among themselves (a set_flag does not).
-        if not p.is_v or code == BARRIER:
-            clk[p.cid] = epoch
-        if code == INSTR:
-            if p.is_s:  # the scalar unit waited for it: later dispatches follow it
-                core.D = tuple(map(max, core.D, clk))
-                self.execute(core, p, di, epoch, clk)
-            elif self.data:
-                self.execute(core, p, di, epoch, clk)
-        else:
-            if p.is_s:
-                core.D = tuple(map(max, core.D, clk))
-            if code == SET or code == XSET:
-                self.publish(core, p, di, t, clk, epoch)
-        di.core = core.ename
-        if di.scalars is not None:
-            di.scalars = None  # (not needed any more: the events keep di)
-        self.done.append(di)
-        c = p.cycles
-        if c is None:
-            c = 0
-            self.busy_order.append(p)
-        p.cycles = c + t - di.start
-        if t > self.end:
-            self.end = t
-        self.dirty.add(p.tid)
-        if core.blocked is di:
-            core.blocked = None
-            core.t_s = t
-            self.advance(core)
-
     def publish(self, core: _Core, p: _Pipe, di, t: int, clk, epoch: int) -> None:
         """A set_flag or set_cross_flag completes on `p` at `t` with clock `clk`: it publishes
         that every earlier instruction of this pipe is done."""
@@ -373,7 +323,7 @@ class _Block(RaceChecks):
         now = seq = 0
         heap, by_tid, dirty, flags, pending = (
             self.heap, self.by_tid, self.dirty, self.flags, self.pending)
-        pop, push, complete = heapq.heappop, heapq.heappush, self.complete
+        pop, push = heapq.heappop, heapq.heappush
         execute, data, done = self.execute, self.data, self.done.append
         while True:
             if dirty:  # (a start adds none)
@@ -420,14 +370,13 @@ class _Block(RaceChecks):
             if di is None:  # a cross-core set arrives
                 dirty.add(p.tid)
                 continue
-            # the completion of di on p (`complete`, inline but for data, flags and S work)
+            # the completion of di on p
             op = di.op
             code = op.code
-            if code > SET and code != WAIT or p.is_s:  # (cross-core flags, barriers)
-                complete(p, di, now)
-                continue
             p.busy = False
             p.free = now
+            # clk: the pipe's clock B joined with the dispatch clock (once per new one: the
+            # dispatch clocks a pipe sees only grow, and B with them) and a wait's clock
             clk = p.B
             d = di.dclock
             if d is not p.dclock:
@@ -438,11 +387,15 @@ class _Block(RaceChecks):
                 clk[:] = [a if a > b else b for a, b in zip(clk, w)]
                 di.wclock = None
             epoch = p.count = p.count + 1
-            if not p.is_v:
+            # Later instructions of an in-order pipe follow the earlier ones; on V only a
+            # pipe_barrier orders vector instructions among themselves (a set_flag does not).
+            if not p.is_v or code == BARRIER:
                 clk[p.cid] = epoch
             core = p.core
+            if p.is_s:  # the scalar unit waited for it: later dispatches follow it
+                core.D = tuple(map(max, core.D, clk))
             if code == INSTR:
-                if data:
+                if data or p.is_s:
                     execute(core, p, di, epoch, clk)
             elif code == SET:
                 key = op.fkeys[core.idx]
@@ -451,9 +404,11 @@ class _Block(RaceChecks):
                 else:  # what it publishes: every earlier instruction of this pipe is done
                     flags[key] = (now, tuple(clk), di)
                     dirty.add(core.idx * NPIPES + op.didx)
+            elif code == XSET:
+                self.publish(core, p, di, now, clk, epoch)
             di.core = core.ename
             if di.scalars is not None:
-                di.scalars = None
+                di.scalars = None  # (not needed any more: the events keep di)
             done(di)
             c = p.cycles
             if c is None:
@@ -463,6 +418,10 @@ class _Block(RaceChecks):
             if now > self.end:
                 self.end = now
             dirty.add(p.tid)
+            if core.blocked is di:
+                core.blocked = None
+                core.t_s = now
+                self.advance(core)
         self.finish()
         return self.end
 
