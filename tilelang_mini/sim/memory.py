@@ -294,12 +294,16 @@ def memory_traffic(kernel, bufs, class_of: dict, buffer_traffic: dict, ncores: i
         wave_writes: dict = {}
         cap_r: dict = defaultdict(int)
         cap_w: dict = defaultdict(int)
-        for b in range(w0, min(n, w0 + ncores)):
-            moved = buffer_traffic.get(class_of[b], {})
-            for name, (rd, wr) in moved.items():
-                out.l2_bytes += rd + wr
-                cap_r[name] += rd
-                cap_w[name] += wr
+        wave = range(w0, min(n, w0 + ncores))
+        count: dict = defaultdict(int)  # representative -> blocks of the wave in its class
+        for b in wave:
+            count[class_of[b]] += 1
+        for rep, k in count.items():  # (a class's blocks move the same bytes)
+            for name, (rd, wr) in buffer_traffic.get(rep, {}).items():
+                out.l2_bytes += (rd + wr) * k
+                cap_r[name] += rd * k
+                cap_w[name] += wr * k
+        for b in wave:
             for (name, write), box in boxes[b].items():
                 (wave_writes if write else wave_reads)[(name, box)] = True
         miss_r: dict = defaultdict(int)
