@@ -49,8 +49,8 @@ def compile_starts(r: Region):
         raise CompileError(f"region of {r.buffer.name} has {len(r.start)} starts and "
                            f"{len(r.extent)} extents for a {len(r.buffer.shape)}-d buffer")
     if all(isinstance(s, Const) for s in r.start):
-        starts = tuple(int(s.value) for s in r.start)
-        return lambda env: starts
+        fixed = tuple(int(s.value) for s in r.start)
+        return lambda env: fixed
     fns = [compile_expr(s)[0] for s in r.start]
     what = f"a start of the region of {r.buffer.name}"
 
