@@ -292,6 +292,10 @@ def _binop(e: BinOp, par=(), table=None):
         raise CompileError(f"unknown binary operator {op!r}")
     fa, fb, kind = _promote(fa, ka, fb, kb)
     arith = _ARITH[op]
+    if kind == "int" and isinstance(e.b, Const) and table[Const] is _const and (
+            op not in ("//", "%") or fb(None)):
+        c = fb(None)  # a constant (non-zero) right operand: `ko * 2 * 32`, `cid // 1`
+        return (lambda env: arith(fa(env), c)), kind
     if kind == "int" and op in ("//", "%"):
         def intdiv(env):
             b = fb(env)

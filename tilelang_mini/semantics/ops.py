@@ -49,8 +49,8 @@ def compile_starts(r: Region):
         raise CompileError(f"region of {r.buffer.name} has {len(r.start)} starts and "
                            f"{len(r.extent)} extents for a {len(r.buffer.shape)}-d buffer")
     if all(isinstance(s, Const) for s in r.start):
-        starts = tuple(int(s.value) for s in r.start)
-        return lambda env: starts
+        fixed = tuple(int(s.value) for s in r.start)
+        return lambda env: fixed
     fns = [compile_expr(s)[0] for s in r.start]
     what = f"a start of the region of {r.buffer.name}"
 
@@ -101,6 +101,15 @@ def region_view(r: Region):
             raise region_fault(s, ext, shape, name)
         return _buffer(env, name)[sl]
 
+    if all(isinstance(a, Const) for a in r.start):
+        s, sl, inside = region(None)
+        if inside:  # (a constant region inside its buffer: the slice alone)
+            def fixed(env):
+                try:
+                    return env.bufs[name][sl]
+                except KeyError:
+                    return _buffer(env, name)[sl]  # (raises the Fault)
+            return fixed
     return view
 
 
@@ -206,7 +215,11 @@ def _plain_copy(s: Copy):
             raise region_fault(ss, s_ext, src.buffer.shape, s_name)
         if not d_inside and d_chip:
             raise region_fault(ds, d_ext, dst.buffer.shape, d_name)
-        sarr, darr = _buffer(env, s_name), _buffer(env, d_name)
+        bufs = env.bufs
+        try:
+            sarr, darr = bufs[s_name], bufs[d_name]
+        except KeyError:
+            sarr, darr = _buffer(env, s_name), _buffer(env, d_name)  # (raises the Fault)
         tile = sarr[s_sl] if s_inside else read_padded(sarr, ss, s_ext, s_dt)
         if transpose:
             tile = tile.reshape(_squeezed(s_ext)).T

@@ -29,7 +29,7 @@ class Op:
     element reads of its addresses that the scalar unit makes as it issues it (`issue`)."""
 
     __slots__ = ("stmt", "pidx", "cost", "code", "key", "effect", "didx", "checked", "fkeys",
-                 "plans", "issue", "label")
+                 "plans", "issue", "label", "is_for")
 
     def __init__(self, st, pipe: str, costs):
         self.stmt = st
@@ -39,6 +39,7 @@ class Op:
         self.didx = None        # a set_flag's destination pipe (index into PIPES)
         self.plans = [False, False, False]  # KernelFacts.static_plan per core, once asked
         self.pidx = PIPES.index(pipe)
+        self.is_for = isinstance(st, For)  # (a map: its effect sets its lanes' variables)
         self.cost = instr_cost(st, pipe, costs)
         self.issue = () if pipe == "S" or isinstance(st, SYNC_OPS) else scalar_reads_of(st)
         self.code, self.key = INSTR, None

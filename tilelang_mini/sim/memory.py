@@ -171,9 +171,9 @@ class _Footprints:
                 hull[key] = (valid, lo, hi)
         out = [{} for _ in range(n)]
         for key, (valid, lo, hi) in hull.items():
-            cols = [c.tolist() for pair in zip(lo, hi) for c in pair]
+            rows = list(zip(*[c.tolist() for pair in zip(lo, hi) for c in pair]))
             for b in np.nonzero(valid)[0].tolist():
-                out[b][key] = tuple(c[b] for c in cols)
+                out[b][key] = rows[b]
         return out
 
     def _corners_vec(self, loops, vars, ok, n):
@@ -281,17 +281,29 @@ def memory_traffic(kernel, bufs, class_of: dict, buffer_traffic: dict, ncores: i
     written = set()
     n = kernel.grid[0]
     boxes = fp.all_boxes(n)
+    sizes: dict = {}  # (buffer name, box) -> bytes
+
+    def nbytes(key):
+        size = sizes.get(key)
+        if size is None:
+            size = sizes[key] = _box_bytes(buffers[key[0]], key[1])
+        return size
+
     for w0 in range(0, n, max(1, ncores)):
         wave_reads: dict = {}
         wave_writes: dict = {}
         cap_r: dict = defaultdict(int)
         cap_w: dict = defaultdict(int)
-        for b in range(w0, min(n, w0 + ncores)):
-            moved = buffer_traffic.get(class_of[b], {})
-            for name, (rd, wr) in moved.items():
-                out.l2_bytes += rd + wr
-                cap_r[name] += rd
-                cap_w[name] += wr
+        wave = range(w0, min(n, w0 + ncores))
+        count: dict = defaultdict(int)  # representative -> blocks of the wave in its class
+        for b in wave:
+            count[class_of[b]] += 1
+        for rep, k in count.items():  # (a class's blocks move the same bytes)
+            for name, (rd, wr) in buffer_traffic.get(rep, {}).items():
+                out.l2_bytes += (rd + wr) * k
+                cap_r[name] += rd * k
+                cap_w[name] += wr * k
+        for b in wave:
             for (name, write), box in boxes[b].items():
                 (wave_writes if write else wave_reads)[(name, box)] = True
         miss_r: dict = defaultdict(int)
@@ -299,21 +311,20 @@ def memory_traffic(kernel, bufs, class_of: dict, buffer_traffic: dict, ncores: i
             if key in lru:
                 lru.move_to_end(key)
                 continue
-            miss_r[key[0]] += _box_bytes(buffers[key[0]], key[1])
+            miss_r[key[0]] += nbytes(key)
         miss_w: dict = defaultdict(int)
         for key in wave_writes:
             if key[0] in params and key not in written:
                 written.add(key)
-                miss_w[key[0]] += _box_bytes(buffers[key[0]], key[1])
+                miss_w[key[0]] += nbytes(key)
         # never more than the wave's instructions move for the buffer
         out.hbm_read += sum(min(v, cap_r[name]) for name, v in miss_r.items())
         out.hbm_write += sum(min(v, cap_w[name]) for name, v in miss_w.items())
         for key in itertools.chain(wave_reads, wave_writes):
-            size = _box_bytes(buffers[key[0]], key[1])
             if key in lru:
                 lru.move_to_end(key)
                 continue
-            lru[key] = size
+            size = lru[key] = nbytes(key)
             resident += size
         while resident > l2_capacity and lru:
             _, size = lru.popitem(last=False)

@@ -74,7 +74,12 @@ class RaceChecks:
             plan = plan(di.vars)
         elif plan is None:
             plan = sim.plan(instr_accesses(di.stmt, di.vars, bufs), core.name)
-        self.check_plan(plan, core, p.cid, di, epoch, clk, bufs)
+        hist, access, tid = self.hist, self.access, p.cid
+        for key, owner, b, bx, w in plan:  # (check_plan, inline)
+            h = hist.get(key)
+            if h is None:
+                h = hist[key] = _Hist(sim.threads_of(b, owner))
+            access(h, key, b, bx, w, tid, epoch, clk, core, di, bufs)
 
     def check_plan(self, plan, core, tid: int, di, epoch: int, clk, bufs) -> None:
         """Check the accesses of an access plan (KernelFacts.plan) against their histories."""
@@ -87,23 +92,23 @@ class RaceChecks:
 
     def access(self, h, key, buf, box, w, tid, epoch, clk, core, di, bufs=None) -> None:
         keep = []
-        n = len(box)
         # GM accesses keep their values (settle): the bytes read, or the bytes before and
         # after a write, so that unordered accesses that cannot differ are not races
         rec = None
-        if bufs is not None and buf.scope in GM_SCOPES and not isinstance(box, Hull):
+        hull = type(box) is Hull
+        if bufs is not None and buf.scope in GM_SCOPES and not hull:
             rec = [_snapshot(bufs, buf, box), None]
             self.fresh.append((buf, box, w, rec))
         new = (tid, epoch, box, w, di, core.name, rec)
         for a in h.items:
-            if a[4] is di:  # the instruction's own other operand
+            a_tid, a_ep, a_box, a_w, a_di = a[:5]
+            if a_di is di:  # the instruction's own other operand
                 keep.append(a)
                 continue
-            a_tid, a_ep, a_box, a_w = a[0], a[1], a[2], a[3]
             overlap = True
             covers = True
             if a_box != box:  # (equal boxes, e.g. a tile loaded again: they overlap and cover)
-                for i in range(0, n, 2):
+                for i in range(0, len(box), 2):
                     lo, hi, alo, ahi = box[i], box[i + 1], a_box[i], a_box[i + 1]
                     if lo >= ahi or alo >= hi:
                         overlap = False
@@ -112,7 +117,7 @@ class RaceChecks:
                         covers = False
             if overlap:
                 if a_ep <= clk[a_tid]:
-                    if covers and (w or not a_w) and not isinstance(box, Hull):
+                    if covers and (w or not a_w) and not hull:
                         continue
                 elif (w or a_w) and not is_atomic_pair(w, a_w) and (  # atomic adds commute
                         self.touch_common(buf, box, a_box, core.name, a[5])):

@@ -44,7 +44,7 @@ from ..errors import (
 )
 from ..gc_pause import collector_paused  # noqa: F401 (also sim.ordered's)
 from ..ir.nodes import (
-    PIPES, For, Kernel, SetCrossFlag, SetFlag, WaitFlag,
+    PIPES, Kernel, SetCrossFlag, SetFlag, WaitFlag,
 )
 from .. import semantics
 from .block_races import BlockRaces
@@ -54,8 +54,8 @@ from .report import (  # noqa: F401
 from .facts import BARRIER, INSTR, SET, WAIT, XSET, XWAIT, KernelFacts, Op
 from .races import RaceChecks
 from .streams import (
-    CORE_NAMES, Env, Fault, ScalarSnapshot, block_envs, cached, check_sync_ids, core_stream,
-    effect_fn, index_box, scalar_reads_of,
+    CORE_NAMES, DynInstr, Env, Fault, ScalarSnapshot, block_envs, cached, check_sync_ids,
+    core_stream, dispatched, effect_fn, index_box, scalar_reads_of,
 )
 from .timing import TimingModel, core_private_scalars
 
@@ -107,8 +107,8 @@ class _Pipe:
 
 
 class _Core:
-    __slots__ = ("idx", "name", "kind", "gen", "xenv", "pipes", "plist", "D", "t_s", "blocked",
-                 "done", "ename")
+    __slots__ = ("idx", "name", "kind", "gen", "xenv", "pipes", "plist", "queues", "D", "t_s",
+                 "blocked", "done", "ename")
 
     def __init__(self, idx, kernel, xenv, wenv, prefix, cids, zero):
         self.idx = idx
@@ -120,6 +120,7 @@ class _Core:
         self.pipes = {p: _Pipe(self, p, idx * NPIPES + i, cids.get(idx * NPIPES + i), zero)
                       for i, p in enumerate(PIPES)}
         self.plist = list(self.pipes.values())
+        self.queues = [p.queue for p in self.plist]
         self.D = zero
         self.t_s = 0
         self.blocked = None
@@ -143,7 +144,7 @@ class _Block(RaceChecks):
         self.heap = []
         self.dirty = set()
         self.flags = {}
-        self.deferred = None  # a SyncError raised when the block ends (see complete)
+        self.deferred = None  # a SyncError raised when the block ends (see publish)
         self.pending = [defaultdict(deque) for _ in range(3)]   # receiver core -> flag -> sets
         self.half = [defaultdict(deque) for _ in range(2)]      # AIV sets not yet paired
         self.hist = {}
@@ -156,43 +157,60 @@ class _Block(RaceChecks):
 
     # ---- scalar unit
     def advance(self, core: _Core) -> None:
-        chip = self.sim.chip
-        ops, op_of = self.sim.ops, self.sim.op
-        gen, plist, dirty = core.gen, core.plist, self.dirty
+        gen, dirty, check, queues = core.gen, self.dirty, self.check, core.queues
+        prepared = self.sim.prepared
         while not core.done and core.blocked is None:
             try:
-                batch = next(gen)  # (a scalar-unit instruction ends its batch)
+                seg, vs, bufs = next(gen)  # (a scalar-unit instruction ends its batch)
             except StopIteration:
                 core.done = True
                 break
-            if batch[0].pipe is None:  # an if condition or loop bound that reads data
-                if self.check:
-                    di = batch[0]
-                    self.issue_read(core, di.stmt, di.vars, scalar_reads_of(di.stmt), core.D)
+            if seg is None:  # an if condition or loop bound that reads data: (None, stmt, vars)
+                if check:
+                    st, vs = vs, bufs
+                    self.issue_read(core, st, vs, scalar_reads_of(st), core.D)
                 continue
+            prep = prepared(seg, core)
+            if prep is None:  # (a statement that raises as it is dispatched)
+                self.dispatch(core, dispatched(seg, vs, bufs))
+                continue
+            instrs, tids, blocks = prep
             t_s, d = core.t_s, core.D
-            for di in batch:
-                st = di.stmt
-                op = ops.get(id(st))  # (op_of, inline: once per dynamic instruction)
-                if op is None or op.stmt is not st:
-                    op = op_of(st, di.pipe)
-                di.op = op
-                if op.code != INSTR and op.checked is not chip:
-                    check_sync_ids(st, chip)  # (raises again at every dispatch until fixed)
-                    op.checked = chip
-                if op.issue and self.check:  # the scalar unit reads the addresses first
-                    d = self.issue_read(core, st, di.vars, op.issue, d)
-                di.dispatch = t_s
-                di.dclock = d
-                p = plist[op.pidx]
-                if p.cid is None:  # (KernelFacts.clock_threads left out a pipe that runs it)
-                    raise InternalCompilerError(f"{core.name}.{p.name} has no clock component",
-                                                st.loc, stage="simulate")
-                p.queue.append(di)
-                dirty.add(p.tid)
-                if op.pidx == S_PIPE:
-                    core.blocked = di
-            self.ninstr += len(batch)
+            for st, pipe, names, op, pidx in instrs:
+                if op.issue and check:  # the scalar unit reads the addresses first
+                    d = self.issue_read(core, st, vs, op.issue, d)
+                di = DynInstr(st, pipe, vs, {n: np.array(bufs[n], copy=True) for n in names}
+                              if names else None, op, t_s, d)
+                queues[pidx].append(di)
+            dirty.update(tids)
+            if blocks:
+                core.blocked = di
+            self.ninstr += len(instrs)
+
+    def dispatch(self, core: _Core, batch: list) -> None:
+        """Dispatch a batch instruction by instruction, with the checks `_Sim.prepared` makes
+        once per segment (raised here at the instruction that fails them)."""
+        chip, op_of, plist = self.sim.chip, self.sim.op, core.plist
+        t_s, d = core.t_s, core.D
+        for di in batch:
+            st = di.stmt
+            op = di.op = op_of(st, di.pipe)
+            if op.code != INSTR and op.checked is not chip:
+                check_sync_ids(st, chip)  # (raises again at every dispatch until fixed)
+                op.checked = chip
+            if op.issue and self.check:  # the scalar unit reads the addresses first
+                d = self.issue_read(core, st, di.vars, op.issue, d)
+            di.dispatch = t_s
+            di.dclock = d
+            p = plist[op.pidx]
+            if p.cid is None:  # (KernelFacts.clock_threads left out a pipe that runs it)
+                raise InternalCompilerError(f"{core.name}.{p.name} has no clock component",
+                                            st.loc, stage="simulate")
+            p.queue.append(di)
+            self.dirty.add(p.tid)
+            if op.pidx == S_PIPE:
+                core.blocked = di
+        self.ninstr += len(batch)
 
     def issue_read(self, core: _Core, st, vars: dict, loads, d: tuple) -> tuple:
         """The scalar unit reads the elements `loads` (Op.issue: `ids[i]` of
@@ -216,93 +234,53 @@ class _Block(RaceChecks):
         return d
 
     # ---- completion
-    def complete(self, p: _Pipe, di, t: int) -> None:
-        core = p.core
-        op = di.op
-        code = op.code
-        p.busy = False
-        p.free = t
-        # clk: the pipe's clock B joined with the dispatch clock (once per new one: the
-        # dispatch clocks a pipe sees only grow, and B with them) and a wait's clock
-        clk = p.B
-        d = di.dclock
-        if d is not p.dclock:
-            p.dclock = d
-            clk[:] = [a if a > b else b for a, b in zip(clk, d)]
-        w = di.wclock
-        if w is not None:
-            clk[:] = [a if a > b else b for a, b in zip(clk, w)]
-        epoch = p.count = p.count + 1
+    def publish(self, core: _Core, p: _Pipe, di, t: int, clk, epoch: int) -> None:
+        """A set_flag or set_cross_flag completes on `p` at `t` with clock `clk`: it publishes
+        that every earlier instruction of this pipe is done."""
         cid = p.cid
-        # Later instructions of an in-order pipe follow the earlier ones; on V only a
-        # pipe_barrier orders vector instructions among themselves (a set_flag does not).
-        if not p.is_v or code == BARRIER:
-            clk[cid] = epoch
-        if p.is_s:  # the scalar unit waited for it: later dispatches follow it
-            core.D = tuple(map(max, core.D, clk))
-        if code == INSTR:
-            if self.data or p.is_s:
-                self.execute(core, p, di, epoch, clk)
-        elif code == SET:
-            # What a flag set here publishes: every earlier instruction of this pipe is done.
-            flag_clk = tuple(clk)
-            if flag_clk[cid] != epoch:
-                flag_clk = flag_clk[:cid] + (epoch,) + flag_clk[cid + 1:]
-            key = op.fkeys[core.idx]
-            old = self.flags.get(key)
-            if old is not None:
-                # Reported when the block ends unless a race shows the cause first: a double
-                # set is usually the symptom of a pipe that ran ahead for want of a wait.
-                if self.deferred is None:
-                    st = di.stmt
-                    self.deferred = SyncError(
-                        f"set_flag({st.src}, {st.dst}, {st.event}) on {core.name} while the flag "
-                        f"is still set by {_where(core.name, old[2])}, not yet waited for "
-                        f"(block {self.block})", st.loc)
-            else:
-                self.flags[key] = (t, flag_clk, di)
-            self.dirty.add(core.idx * NPIPES + op.didx)
-        elif code == XSET:
-            flag_clk = tuple(clk)
-            if flag_clk[cid] != epoch:
-                flag_clk = flag_clk[:cid] + (epoch,) + flag_clk[cid + 1:]
+        flag_clk = tuple(clk)
+        if flag_clk[cid] != epoch:
+            flag_clk = flag_clk[:cid] + (epoch,) + flag_clk[cid + 1:]
+        op = di.op
+        if op.code == XSET:
             self.cross_set(core, di.stmt, t, flag_clk)
-        start = di.start
-        di.core = core.ename
-        di.scalars = di.wclock = None  # (not needed any more: the events keep di)
-        self.done.append(di)
-        if p.cycles is None:
-            p.cycles = 0
-            self.busy_order.append(p)
-        p.cycles += t - start
-        if t > self.end:
-            self.end = t
-        self.dirty.add(p.tid)
-        if core.blocked is di:
-            core.blocked = None
-            core.t_s = t
-            self.advance(core)
+            return
+        key = op.fkeys[core.idx]
+        old = self.flags.get(key)
+        if old is not None:
+            # Reported when the block ends unless a race shows the cause first: a double
+            # set is usually the symptom of a pipe that ran ahead for want of a wait.
+            if self.deferred is None:
+                st = di.stmt
+                self.deferred = SyncError(
+                    f"set_flag({st.src}, {st.dst}, {st.event}) on {core.name} while the flag "
+                    f"is still set by {_where(core.name, old[2])}, not yet waited for "
+                    f"(block {self.block})", st.loc)
+        else:
+            self.flags[key] = (t, flag_clk, di)
+        self.dirty.add(core.idx * NPIPES + op.didx)
 
     def execute(self, core: _Core, p: _Pipe, di, epoch: int, clk) -> None:
         """The data effect of instruction `di` as it completes on pipe `p` (with its access
         checks when checking)."""
-        st = di.stmt
+        op = di.op
         env = core.xenv
         bufs = env.bufs
-        if di.scalars:  # the scalar registers as dispatched, not as now
-            bufs = ScalarSnapshot(bufs, di.scalars)
+        scalars = di.scalars
+        if scalars:  # the scalar registers as dispatched, not as now
+            bufs = ScalarSnapshot(bufs, scalars)
         shared = None
         check = self.check
         if check:  # scalar accesses of UB and GM too (var registers are not memory)
             self.check_access(core, p, di, epoch, clk, bufs)  # (fresh, suspects: empty)
             shared = self.blocks.before(self.block, di, bufs)
         # (a map sets its lanes: it runs on a copy of the shared snapshot of variables)
-        env.vars = vs = dict(di.vars) if isinstance(st, For) else di.vars
-        if di.scalars:
+        env.vars = vs = dict(di.vars) if op.is_for else di.vars
+        if scalars:
             env = Env(vs, bufs, env.core, env.block)
-        fn = di.op.effect
+        fn = op.effect
         if fn is None:  # made at the first completion: a lowering error is reported there
-            fn = di.op.effect = effect_fn(st)
+            fn = op.effect = effect_fn(di.stmt)
         fn(env)
         if check and self.fresh:
             self.settle(bufs)
@@ -345,7 +323,8 @@ class _Block(RaceChecks):
         now = seq = 0
         heap, by_tid, dirty, flags, pending = (
             self.heap, self.by_tid, self.dirty, self.flags, self.pending)
-        pop, push, complete = heapq.heappop, heapq.heappush, self.complete
+        pop, push = heapq.heappop, heapq.heappush
+        execute, data, done = self.execute, self.data, self.done.append
         while True:
             if dirty:  # (a start adds none)
                 if len(dirty) == 1:
@@ -390,10 +369,70 @@ class _Block(RaceChecks):
             now, _, p, di = pop(heap)
             if di is None:  # a cross-core set arrives
                 dirty.add(p.tid)
-            else:
-                complete(p, di, now)
+                continue
+            # the completion of di on p
+            op = di.op
+            code = op.code
+            p.busy = False
+            p.free = now
+            # clk: the pipe's clock B joined with the dispatch clock (once per new one: the
+            # dispatch clocks a pipe sees only grow, and B with them) and a wait's clock
+            clk = p.B
+            d = di.dclock
+            if d is not p.dclock:
+                p.dclock = d
+                clk[:] = [a if a > b else b for a, b in zip(clk, d)]
+            w = di.wclock
+            if w is not None:
+                clk[:] = [a if a > b else b for a, b in zip(clk, w)]
+                di.wclock = None
+            epoch = p.count = p.count + 1
+            # Later instructions of an in-order pipe follow the earlier ones; on V only a
+            # pipe_barrier orders vector instructions among themselves (a set_flag does not).
+            if not p.is_v or code == BARRIER:
+                clk[p.cid] = epoch
+            core = p.core
+            if p.is_s:  # the scalar unit waited for it: later dispatches follow it
+                core.D = tuple(map(max, core.D, clk))
+            if code == INSTR:
+                if data or p.is_s:
+                    execute(core, p, di, epoch, clk)
+            elif code == SET:
+                key = op.fkeys[core.idx]
+                if key in flags or p.is_v:  # (a double set; V's own epoch: publish)
+                    self.publish(core, p, di, now, clk, epoch)
+                else:  # what it publishes: every earlier instruction of this pipe is done
+                    flags[key] = (now, tuple(clk), di)
+                    dirty.add(core.idx * NPIPES + op.didx)
+            elif code == XSET:
+                self.publish(core, p, di, now, clk, epoch)
+            di.core = core.ename
+            if di.scalars is not None:
+                di.scalars = None  # (not needed any more: the events keep di)
+            done(di)
+            c = p.cycles
+            if c is None:
+                c = 0
+                self.busy_order.append(p)
+            p.cycles = c + now - di.start
+            if now > self.end:
+                self.end = now
+            dirty.add(p.tid)
+            if core.blocked is di:
+                core.blocked = None
+                core.t_s = now
+                self.advance(core)
         self.finish()
         return self.end
+
+    def release(self) -> None:
+        """Break the block's reference cycles (pipes and their core) once it has run, so that
+        reference counting frees it while the collector is paused."""
+        for core in self.cores:
+            core.pipes = core.plist = core.queues = core.gen = None
+        for env in self.cores[0].xenv.block or ():  # (each env lists the block's envs)
+            env.block = None
+        self.cores = self.by_tid = self.busy_order = None
 
     def finish(self) -> None:
         if self.deferred is not None:
@@ -462,6 +501,37 @@ class _Sim:
             return hit
 
         self.op, self.ops = op, ops
+        self.segments = {}  # (id(segment), core index) -> (segment, `prepared`)
+
+    def prepared(self, seg: list, core):
+        """What dispatching a segment of `core_stream` needs, found once per segment and core
+        (the same for every block): ([(stmt, pipe, scalar names, Op, pipe index)], the thread
+        ids it queues on, whether it ends with an S instruction); None when one of its
+        instructions fails the dispatch checks (`_Block.dispatch` raises it in order)."""
+        key = (id(seg), core.idx)
+        hit = self.segments.get(key)
+        if hit is not None and hit[0] is seg:
+            return hit[1]
+        chip, out, tids = self.chip, [], set()
+        for st, pipe, names in seg:
+            op = self.op(st, pipe)
+            if op.code != INSTR and op.checked is not chip:
+                try:
+                    check_sync_ids(st, chip)
+                except SyncError:
+                    out = None
+                    break
+                op.checked = chip
+            p = core.plist[op.pidx]
+            if p.cid is None:
+                out = None
+                break
+            out.append((st, pipe, names, op, op.pidx))
+            tids.add(p.tid)
+        res = None if out is None else (tuple(out), tuple(sorted(tids)),
+                                        out[-1][4] == S_PIPE)
+        self.segments[key] = (seg, res)
+        return res
 
 
 def zero_args(kernel: Kernel) -> list:
@@ -504,19 +574,22 @@ def simulate_kernel(kernel: Kernel, args: list | None, chip, *, check: bool = Tr
     block_cycles, events = {}, []
     core_busy, pipe_busy = defaultdict(int), {p: 0 for p in PIPES}
     ninstr = 0
-    with np.errstate(all="ignore"):
+    # The collector stays off for the whole launch: a block's run allocates many objects that
+    # are not garbage (its events) or are freed by reference counting (a finished block frees
+    # its own cycles: `release`); collections between blocks would each walk every event kept.
+    with np.errstate(all="ignore"), collector_paused():
         for b in todo:
             prefix = f"b{b}." if len(todo) > 1 else ""
-            with collector_paused():
-                res = _timed_block(fast, b, seen) if fast is not None else None
-                if res is None:
-                    blk = _Block(sim, b, prefix)
-                    block_cycles[b] = blk.run()
-                    events.append(lambda done=blk.done: instr_events(done))
-                    nb, busy = blk.ninstr, [(p.core.name, p.name, p.cycles) for p in blk.busy_order]
-                else:
-                    block_cycles[b], raw, nb, busy = res
-                    events.append(lambda ev=block_events(raw, prefix): ev)
+            res = _timed_block(fast, b, seen) if fast is not None else None
+            if res is None:
+                blk = _Block(sim, b, prefix)
+                block_cycles[b] = blk.run()
+                events.append(lambda done=blk.done: instr_events(done))
+                nb, busy = blk.ninstr, [(p.core.name, p.name, p.cycles) for p in blk.busy_order]
+                blk.release()
+            else:
+                block_cycles[b], raw, nb, busy = res
+                events.append(lambda ev=block_events(raw, prefix): ev)
             ninstr += nb
             for core, pipe, cycles in busy:
                 core_busy[f"{core}.{pipe}"] += cycles

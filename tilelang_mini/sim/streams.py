@@ -2,13 +2,14 @@
 
 The program of a core is the kernel body with the other core's `Scope` blocks removed and its own
 inlined. `core_stream` walks it the way the core's scalar unit does: it evaluates loop extents and
-if conditions in the core's env, executes `Alloc`s on the spot and yields one `DynInstr` per
-pipe instruction, with a snapshot of the loop variables (so the instruction can execute later, at
-its simulated completion). The consumer must handle an S-pipe instruction (a store to an
-`alloc_var` scalar, a scalar wait) before resuming the generator: the scalar unit is synchronous
-with its own S work, and later if conditions may read the scalars it stores. An if condition or
-loop bound that reads a buffer comes first as a batch of one DynInstr with pipe None: the
-scalar unit's read of it, then and there (its `vars` are the walk's own, valid until resumed).
+if conditions in the core's env, executes `Alloc`s on the spot and yields batches of pipe
+instructions with a snapshot of the loop variables (so each instruction, a `DynInstr` made by
+`dispatched` or by the consumer's own code, can execute later, at its simulated completion). The
+consumer must handle an S-pipe instruction (a store to an `alloc_var` scalar, a scalar wait)
+before resuming the generator: the scalar unit is synchronous with its own S work, and later if
+conditions may read the scalars it stores. An if condition or loop bound that reads a buffer
+comes first as a batch `(None, stmt, vars)`: the scalar unit's read of it, then and there (its
+`vars` are the walk's own, valid until resumed).
 
 `block_envs` builds the envs of one block: per core an execution env (the interpreter's) and a
 walker env sharing its buffers but with its own variables.
@@ -50,13 +51,16 @@ class DynInstr:
     __slots__ = ("stmt", "pipe", "vars", "scalars", "dispatch", "dclock", "wclock", "start",
                  "end", "seq", "op", "core")
 
-    def __init__(self, stmt, pipe: str, vars: dict, scalars: dict | None = None):
+    def __init__(self, stmt, pipe: str, vars: dict, scalars: dict | None = None, op=None,
+                 dispatch: int = 0, dclock=None):
         self.stmt = stmt
         self.pipe = pipe
         self.vars = vars
         self.scalars = scalars  # the scalar registers (alloc_var) it reads, as dispatched
-        self.op = None          # the consumer's static facts of stmt
-        self.wclock = None      # (dispatch, dclock, start, end, seq, core: set before read)
+        self.op = op            # the consumer's static facts of stmt
+        self.dispatch = dispatch
+        self.dclock = dclock
+        self.wclock = None      # (start, end, seq, core: set before read)
 
 
 # ----------------------------------------------------------------------------- per-stmt caches
@@ -128,12 +132,23 @@ def block_envs(bufs: dict, kernel, block: int):
 
 
 def core_stream(body, kind: str, env: Env):
-    """Yield the DynInstrs of the program of a core of kind "C" or "V", walking with `env`, in
-    batches: lists of instructions dispatched back to back (a run of pipe instructions with no
-    control flow, allocation or scalar-unit instruction between them; a scalar-unit instruction
-    ends its batch). Instructions dispatched with the same loop variables share one snapshot of
-    them (a consumer that changes variables while executing, a Parallel map, copies it first)."""
+    """Yield the program of a core of kind "C" or "V", walking with `env`, in batches of
+    instructions dispatched back to back (a run of pipe instructions with no control flow,
+    allocation or scalar-unit instruction between them; a scalar-unit instruction ends its
+    batch). A batch is `(segment, vars, bufs)`: the walk's segment, a list made once per
+    statement list (`[(stmt, pipe, names of the scalar registers it reads)]`, the consumer's
+    key for what it prepares once per segment), the snapshot of the loop variables its
+    instructions share (a consumer that changes variables while executing, a Parallel map,
+    copies it first) and the core's buffers (whose scalar registers the consumer copies as it
+    dispatches: `dispatched`). An if condition or loop bound that reads a buffer is
+    `(None, stmt, vars)`."""
     yield from _walk(body, kind, env, False, [None])
+
+
+def dispatched(segment, vs: dict, bufs: dict) -> list:
+    """The DynInstrs of a batch `(segment, vs, bufs)` of `core_stream`."""
+    return [DynInstr(s, pipe, vs, {n: np.array(bufs[n], copy=True) for n in names}
+                     if names else None) for s, pipe, names in segment]
 
 
 _SEG, _SCOPE, _FOR, _IF, _ALLOC, _ERR = range(6)
@@ -201,16 +216,14 @@ def _walk(body, kind, env, in_scope, snap):
             vs = snap[0]
             if vs is None:
                 vs = snap[0] = dict(env.vars)
-            bufs = env.bufs
-            yield [DynInstr(s, pipe, vs, {n: np.array(bufs[n], copy=True) for n in names}
-                            if names else None) for s, pipe, names in x]
+            yield x, vs, env.bufs
         elif code == _FOR:
             yield from _walk_for(x, kind, env, in_scope, snap)
         elif code == _SCOPE:
             yield from _walk(x, kind, env, True, snap)
         elif code == _IF:
             if scalar_reads_of(x):
-                yield [DynInstr(x, None, env.vars)]
+                yield None, x, env.vars
             yield from _walk(x.then_body if if_condition(x, env) else x.else_body, kind, env,
                              in_scope, snap)
         elif code == _ALLOC:
@@ -285,7 +298,7 @@ def _walk_for(s: For, kind, env, in_scope, snap):
         yield from _walk_while(s, kind, env, in_scope, snap)
         return
     if scalar_reads_of(s):
-        yield [DynInstr(s, None, env.vars)]
+        yield None, s, env.vars
     try:
         exts = [as_index(_expr_fn(e)(env), "a loop extent") for e in s.extents]
     except Fault as e:
@@ -311,7 +324,7 @@ def _walk_while(s: For, kind, env, in_scope, snap):
     reads, cond = scalar_reads_of(s), _expr_fn(s.extents[0])
     while True:
         if reads:
-            yield [DynInstr(s, None, env.vars)]
+            yield None, s, env.vars
         try:
             go = cond(env)
         except Fault as e:
