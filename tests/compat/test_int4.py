@@ -126,3 +126,57 @@ def test_int4_errors():
             tilelang.compile(build(body), target="numpy")
         msg = str(err.value)
         assert words in msg and "test_int4.py" in msg, (body.__name__, msg)
+
+
+def test_int4_tile_viewed_as_bytes(target):
+    """T.view(x, shape, "int8") of an int4 tile views its packed bytes (was an error naming the
+    frontend's Int4Buffer): bytes read in T.Parallel, one byte per row rewritten serially
+    through the view (two nibbles at once), the tile then copied out as int4."""
+    R, C = 13, 40  # a row tail (13 of 16) and a column tail (8 of 32 nibbles)
+
+    @T.prim_func
+    def main(X: T.Tensor((R, C), T.int4), V: T.Tensor((R, C // 2), T.int32),
+             Z: T.Tensor((R, C), T.int4)):
+        with T.Kernel(T.ceildiv(R, 8)) as bx:
+            x = T.alloc_fragment((8, 32), T.int4)
+            v = T.alloc_fragment((8, 16), T.int32)
+            for c in T.serial(T.ceildiv(C, 32)):
+                T.copy(X[bx * 8, c * 32], x)
+                xb = T.view(x, (8, 16), "int8")
+                for i, j in T.Parallel(8, 16):
+                    v[i, j] = T.cast(xb[i, j], "int32") + j
+                for i in T.serial(8):
+                    xb[i, 1] = 0x7E - i
+                T.copy(v, V[bx * 8, c * 16])
+                T.copy(x, Z[bx * 8, c * 32])
+
+    kernel = tilelang.compile(main, out_idx=[1, 2], target=target)
+    x = np.random.default_rng(2).integers(-8, 8, (R, C))
+    want_v = pack_int4(x).astype(np.int64) + np.arange(C // 2)[None] % 16
+    z = x.copy()
+    for c in range(0, C, 32):  # byte 1 of each block row: nibbles 2 (low) and 3 (high)
+        for r in range(R):
+            b = 0x7E - r % 8
+            z[r, c + 2], z[r, c + 3] = ((b & 15) ^ 8) - 8, ((b >> 4) ^ 8) - 8
+    outs = [kernel(pack_int4(x))] + ([kernel.simulate(pack_int4(x))[0]]
+                                      if target == "numpy" else [])
+    for v, zz in outs:
+        assert np.array_equal(v, want_v)
+        assert np.array_equal(zz, pack_int4(z))
+
+
+def test_int4_view_without_byte_dtype_is_located():
+    with pytest.raises(CompileError) as err:
+        @T.prim_func
+        def main(X: T.Tensor((8, 32), T.int4), Y: T.Tensor((8, 32), T.int32)):
+            with T.Kernel(1) as _:
+                x = T.alloc_fragment((8, 32), T.int4)
+                T.copy(X, x)
+                xr = T.view(x, (16, 16))
+                for i, j in T.Parallel(8, 32):
+                    Y[i, j] = xr[i, j // 2]
+
+        tilelang.compile(main, target="numpy")
+    msg = str(err.value)
+    assert "views its bytes" in msg and 'T.view(x, [8, 16], "int8")' in msg, msg
+    assert "test_int4.py" in msg and "Int4Buffer" not in msg, msg
