@@ -146,11 +146,12 @@ def _nibbles(d, seed):
         src.block(3, [f'xb = T.view(x, ({br}, {bc // 2}), "int8")',
                       f"for i, j in T.Parallel({br}, {bc // 2}):",
                       '    v[i, j] = T.cast(xb[i, j], "int32") * 2 + 1'])
-    # the serial rewrite: new nibble = (f(x[i, j], x[i, mirror]) wrapped to 4 bits)
+    # the serial rewrite: new nibble = f(x[i, j], x[i, mirror]) wrapped to 4 bits (the max
+    # reads sign-extended nibbles: a reference that did not wrap would differ)
     other = f"x[i, {bc - 1} - j]" if mirror else "x[i, j]"
     p, q = d.int(-3, 3), d.int(-9, 9)
     src.block(3, [f"for i in T.serial({br}):", f"    for j in T.serial({bc}):",
-                  f"        x[i, j] = x[i, j] * {p} + {other} + {q}"])
+                  f"        x[i, j] = T.max(x[i, j] * {p}, {other}) + {q}"])
     if view and d.boolean(0.5):
         feats.add("int4_byte_view_store")
         row = d.int(0, br - 1)
@@ -174,7 +175,7 @@ def _nibbles(d, seed):
     if view:
         ref.add(ind, f"store(V, (bx * {br}, c * {bc // 2}), pack4(t) * 2 + 1)")
     ref.block(ind, [f"for j in range({bc}):",
-                    f"    t[:, j] = wrap4(t[:, j] * {p} + {mirror_ref} + {q})"] + poke +
+                    f"    t[:, j] = wrap4(np.maximum(t[:, j] * {p}, {mirror_ref}) + {q})"] + poke +
               [f"store(Zu, (bx * {br}, c * {bc}), t)"])
     ref.add(1, "return [Y" + (", V" if view else "") + ", pack4(Zu)]")
     exact = (0.0, 0.0)
