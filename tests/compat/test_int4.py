@@ -180,3 +180,18 @@ def test_int4_view_without_byte_dtype_is_located():
     msg = str(err.value)
     assert "views its bytes" in msg and 'T.view(x, [8, 16], "int8")' in msg, msg
     assert "test_int4.py" in msg and "Int4Buffer" not in msg, msg
+
+
+def test_int4_argument_errors_name_the_packed_form():
+    """An int4 argument passed unpacked, or as packed bytes of another dtype, is an
+    ArgumentError that gives the logical shape and the packed int8 form the kernel takes."""
+    kernel = tilelang.compile(matmul_nt_int4(16, 16, 64, 16, 16, 64), out_idx=-1, target="numpy")
+    rng = np.random.default_rng(3)
+    a, b = rng.integers(-8, 8, (16, 64)), rng.integers(-8, 8, (16, 64))
+    assert np.array_equal(kernel(pack_int4(a), pack_int4(b)), a @ b.T)
+    for bad in (a.astype(np.int8), pack_int4(a).view(np.uint8), pack_int4(a).astype(np.int32)):
+        with pytest.raises(tilelang.ArgumentError) as err:
+            kernel(bad, pack_int4(b))
+        msg = str(err.value)
+        assert "T.int4 tensor of shape (16, 64)" in msg and "int8 array of shape (16, 32)" in msg
+        assert f"got {bad.dtype} of shape {bad.shape}" in msg and "int4x2" not in msg, msg

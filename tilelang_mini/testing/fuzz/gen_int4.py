@@ -13,6 +13,7 @@ even index in the low nibble; the caller passes the packed int8 array, see make_
   bits), viewed as its packed bytes (T.view as int8, read and written), copied out as int4.
 
 The references unpack and pack the bytes themselves (REFERENCE_PRELUDE's unpack4 / pack4).
+The `developer` family also draws int4 GEMM operands (alloc_L1 tiles, an int32 L0C).
 """
 from __future__ import annotations
 
@@ -33,7 +34,7 @@ def _dim(d, lo, hi, even=False):
 
 def _gemm(d, seed):
     M, N, K = _dim(d, 1, 200), _dim(d, 1, 200), _dim(d, 2, 300, even=True)
-    bm, bn, bk = d.choice([16, 32, 64, 128]), d.choice([16, 32, 64, 128]), d.choice([32, 64, 128])
+    bm, bn, bk = d.choice([16, 32, 64, 128]), d.choice([16, 32, 64, 128]), d.choice([16, 32, 64, 128])
     scaled = d.boolean(0.4)
     feats = {"int4", "int4_gemm", "in_int4", "transpose_B"}
     tensors = [Tensor("A", [M, K], "int4", -8, 7), Tensor("B", [N, K], "int4", -8, 7)]
