@@ -195,3 +195,82 @@ def test_int4_argument_errors_name_the_packed_form():
         msg = str(err.value)
         assert "T.int4 tensor of shape (16, 64)" in msg and "int8 array of shape (16, 32)" in msg
         assert f"got {bad.dtype} of shape {bad.shape}" in msg and "int4x2" not in msg, msg
+
+
+@pytest.mark.parametrize("kind, dim", [("sum", 1), ("max", 0), ("min", 1), ("abssum", 0),
+                                       ("absmax", 1)])
+def test_int4_reduce_reads_values(target, kind, dim):
+    """T.reduce_* of a whole int4 tile reduces its values (it summed the packed bytes)."""
+    R, C = 12, 40
+
+    @T.prim_func
+    def main(X: T.Tensor((R, C), T.int4), Y: T.Tensor((C if dim == 0 else R,), T.int32)):
+        with T.Kernel(1) as _:
+            x = T.alloc_fragment((16, C), T.int4)
+            y = T.alloc_fragment((C if dim == 0 else 16,), T.int32)
+            T.clear(x)  # rows 12..15 stay 0: part of the reduction along dim 0
+            T.copy(X, x[0:R, :])
+            if kind == "sum":
+                T.reduce_sum(x, y, dim=dim)
+            elif kind == "max":
+                T.reduce_max(x, y, dim=dim)
+            elif kind == "min":
+                T.reduce_min(x, y, dim=dim)
+            elif kind == "abssum":
+                T.reduce_abssum(x, y, dim=dim)
+            else:
+                T.reduce_absmax(x, y, dim=dim)
+            T.copy(y[0:C if dim == 0 else R], Y)
+
+    x = np.random.default_rng(4).integers(-8, 8, (R, C))
+    full = np.zeros((16, C), np.int64)
+    full[:R] = x
+    v = np.abs(full) if kind.startswith("abs") else full
+    want = (v.sum(dim) if kind.endswith("sum") else v.max(dim) if kind.endswith("max")
+            else v.min(dim))
+    want = want[:R] if dim == 1 else want
+    kernel = tilelang.compile(main, out_idx=-1, target=target)
+    outs = [kernel(pack_int4(x))] + ([kernel.simulate(pack_int4(x))[0]]
+                                     if target == "numpy" else [])
+    for got in outs:
+        assert np.array_equal(got, want), (kind, dim)
+
+
+def test_int4_tile_ops_on_bytes_are_located():
+    """Tile ops that would compute on the packed bytes (T.tile.*, T.cumsum, T.reduce_* of a
+    region) are located errors (they ran on the bytes, or named the frontend's Int4Buffer)."""
+    def build(body):
+        @T.prim_func
+        def main(X: T.Tensor((8, 32), T.int4), Y: T.Tensor((8, 32), T.int4)):
+            with T.Kernel(1, is_npu=True) as (cid, vid):
+                x = T.alloc_ub((8, 32), T.int4)
+                y = T.alloc_ub((8, 32), T.int4)
+                r = T.alloc_ub((8,), T.int32)
+                T.copy(X, x)
+                body(x, y, r)
+                T.copy(y, Y)
+        return main
+
+    def tile_abs(x, y, r):
+        T.tile.abs(y, x)
+
+    def tile_add(x, y, r):
+        T.tile.add(y, x, x)
+
+    def tile_muls(x, y, r):
+        T.tile.muls(y, x, 2)
+
+    def cumsum(x, y, r):
+        T.cumsum(x, y, dim=1)
+
+    def reduce_region(x, y, r):
+        T.reduce_max(x[0:8, 0:16], r, dim=1)
+
+    for op, body in (("T.tile.abs", tile_abs), ("T.tile.add", tile_add),
+                     ("T.tile.muls", tile_muls), ("T.cumsum", cumsum),
+                     ("T.reduce_max", reduce_region)):
+        with pytest.raises(CompileError) as err:
+            tilelang.compile(build(body), target="numpy")
+        msg = str(err.value)
+        assert f"{op} on int4 buffer" in msg and "packed bytes" in msg, msg
+        assert "test_int4.py" in msg and "Int4Buffer" not in msg, msg
