@@ -10,7 +10,8 @@ even index in the low nibble; the caller passes the packed int8 array, see make_
   or per (K block, column)) into a float16/bfloat16 shared tile, then multiplied with A.
 * `nibbles`: int4 copy-cast: an int4 tile read nibble by nibble into int32 / float32 outputs,
   rewritten serially (a mirrored nibble, so later writes read earlier ones; values wrap to 4
-  bits), viewed as its packed bytes (T.view as int8, read and written), copied out as int4.
+  bits), viewed as its packed bytes (T.view as int8, read and written), reduced whole
+  (T.reduce_* over either dim reads the values), copied out as int4.
 
 The references unpack and pack the bytes themselves (REFERENCE_PRELUDE's unpack4 / pack4).
 The `developer` family also draws int4 GEMM operands (alloc_L1 tiles, an int32 L0C).
@@ -125,6 +126,8 @@ def _nibbles(d, seed):
     a, b = d.int(-3, 3), d.int(-20, 20)
     mirror = d.boolean(0.7)
     view = d.boolean(0.5)
+    red = d.choice(["sum", "max", "min", "abssum", "absmax"]) if d.boolean(0.4) else None
+    rdim = d.int(0, 1)
     feats = {"int4", "int4_nibbles", f"out_{y_dt}"}
     tensors = [Tensor("X", [R, Cn], "int4", -8, 7), Tensor("Y", [R, Cn], y_dt, output=True),
                Tensor("Z", [R, Cn], "int4", output=True)]
@@ -133,6 +136,12 @@ def _nibbles(d, seed):
         feats.add("int4_byte_view")
         tensors.insert(2, Tensor("V", [R, Cn // 2], "int32", output=True))
         allocs.append(("v", "fragment", (br, bc // 2), "int32"))
+    nrb, ncb = -(-R // br), -(-Cn // bc)
+    if red:  # T.reduce_* of the whole int4 tile (its values), per block
+        feats |= {"int4_reduce", f"int4_reduce_{red}"}
+        tensors.insert(len(tensors) - 1, Tensor("S", [ncb, R] if rdim else [nrb, Cn], "int32",
+                                                output=True))
+        allocs.append(("r", "fragment", (br,) if rdim else (bc,), "int32"))
     src, marks = kernel_source(tensors, f"T.Kernel(T.ceildiv({R}, {br})) as bx", allocs)
     marks["loop"] = src.add(2, f"for c in T.serial(T.ceildiv({Cn}, {bc})):")
     src.add(3, f"T.copy(X[bx * {br}, c * {bc}], x)")
@@ -147,6 +156,9 @@ def _nibbles(d, seed):
         src.block(3, [f'xb = T.view(x, ({br}, {bc // 2}), "int8")',
                       f"for i, j in T.Parallel({br}, {bc // 2}):",
                       '    v[i, j] = T.cast(xb[i, j], "int32") * 2 + 1'])
+    if red:
+        src.block(3, [f"T.reduce_{red}(x, r, dim={rdim})",
+                      f"T.copy(r, S[c, bx * {br}])" if rdim else f"T.copy(r, S[bx, c * {bc}])"])
     # the serial rewrite: new nibble = f(x[i, j], x[i, mirror]) wrapped to 4 bits (the max
     # reads sign-extended nibbles: a reference that did not wrap would differ)
     other = f"x[i, {bc - 1} - j]" if mirror else "x[i, j]"
@@ -167,7 +179,8 @@ def _nibbles(d, seed):
         src.add(3, f"T.copy(v, V[bx * {br}, c * {bc // 2}])")
     ref, ind = reference_source(input_names(tensors),
                                 [("Y", (R, Cn)), ("Zu", (R, Cn))] +
-                                ([("V", (R, Cn // 2))] if view else []),
+                                ([("V", (R, Cn // 2))] if view else []) +
+                                ([("S", (ncb, R) if rdim else (nrb, Cn))] if red else []),
                                 [("bx", f"cdiv({R}, {br})"), ("c", f"cdiv({Cn}, {bc})")])
     mirror_ref = f"t[:, {bc - 1} - j]" if mirror else "t[:, j]"
     ref.block(ind, [f"t = load(unpack4(X), (bx * {br}, c * {bc}), ({br}, {bc}))",
@@ -175,11 +188,16 @@ def _nibbles(d, seed):
                     f"store(Y, (bx * {br}, c * {bc}), {ref_y})"])
     if view:
         ref.add(ind, f"store(V, (bx * {br}, c * {bc // 2}), pack4(t) * 2 + 1)")
+    if red:  # over the whole tile, its zero padding included
+        fn = {"sum": "sum", "abssum": "sum"}.get(red, red[-3:])
+        val = "np.abs(t)" if red.startswith("abs") else "t"
+        ref.add(ind, f"store(S, (c, bx * {br}) if {rdim} else (bx, c * {bc}), "
+                     f"{val}.{fn}(axis={rdim})[None, :])")
     ref.block(ind, [f"for j in range({bc}):",
                     f"    t[:, j] = wrap4(np.maximum(t[:, j] * {p}, {mirror_ref}) + {q})"] + poke +
               [f"store(Zu, (bx * {br}, c * {bc}), t)"])
-    ref.add(1, "return [Y" + (", V" if view else "") + ", pack4(Zu)]")
+    ref.add(1, "return [Y" + (", V" if view else "") + (", S" if red else "") + ", pack4(Zu)]")
     exact = (0.0, 0.0)
     tols = {"Y": exact if y_dt == "int32" else tolerance("float32", EPS["float32"]),
-            "Z": exact, "V": exact}
+            "Z": exact, "V": exact, "S": exact}
     return build_case("int4", seed, src, tensors, ref, tols, feats, marks)
