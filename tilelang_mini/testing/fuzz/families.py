@@ -7,6 +7,7 @@ from .gen_control import gen_control
 from .gen_developer import gen_developer
 from .gen_dialect import gen_dialect
 from .gen_cube import gen_cube_vector, gen_cvc_chain, gen_gemm, gen_sparse_gemm, gen_vector_cube
+from .gen_fitting import gen_fitting
 from .gen_flow import gen_flow
 from .gen_expert import gen_expert, gen_expert_broken
 from .gen_int4 import gen_int4
@@ -38,6 +39,7 @@ VALID = {
     "dialect": gen_dialect,
     "flow": gen_flow,
     "int4": gen_int4,
+    "fitting": gen_fitting,
 }
 # Relative frequencies in a random mix (the cheap families more often).
 WEIGHTS = {"gemm": 4, "elementwise": 4, "reduce": 3, "rownorm": 2, "cube_vector": 3,
@@ -45,7 +47,7 @@ WEIGHTS = {"gemm": 4, "elementwise": 4, "reduce": 3, "rownorm": 2, "cube_vector"
            "control": 2, "invalid": 3, "mutation": 4, "args": 2, "expert": 2,
            "expert_broken": 2, "scenario": 1,
            "tile_nd": 2, "select": 3, "atomic": 2, "developer": 3, "dialect": 3, "flow": 3,
-           "int4": 3}
+           "int4": 3, "fitting": 2}
 FAMILIES = tuple(VALID) + ("expert_broken", "invalid", "mutation", "args", "scenario")
 # Kernels whose IR is mutated: small, quick to compile and run.
 MUTATION_BASES = ("elementwise", "reduce", "gemm", "cube_vector", "rownorm", "tile_nd", "expert",

@@ -1,0 +1,80 @@
+"""The `fitting` family: `T.Pipelined` row-block loops whose stage versions do not fit UB, so
+pipeline_fitting must cap the versions of the overflowing scope or, where even one version each
+does not fit the unrolled stages, run the loop serially (pipeline_stages' docstrings); and
+plan_memory must share the bytes of temporaries that die within an iteration.
+
+Each iteration loads an R x C float32 block of X into x, computes a chain of k temporaries
+t1..tk (each from the one before, some also from an earlier one or from x, so lifetimes
+overlap by different amounts), writes tk out and optionally adds it into an accumulator carried
+across the loop. The tile size is drawn against ascend910b's 192 KiB UB per vector core (the
+rows split between the two): all the buffers side by side always fit (the loop can run
+serially), a share u of that budget each, so two or three stages of them mostly do not.
+"""
+from __future__ import annotations
+
+from .case import EPS, Tensor, build_case, kernel_source, reference_source, tolerance
+
+UB_910B = 192 * 1024
+
+
+def _op(d, i: int):
+    """(kernel expression, reference expression) of t<i> from t<i-1> and maybe an earlier
+    temporary t<j> (j < i - 1; t0 is x)."""
+    p = f"t{i - 1}"
+    kind = d.choice(["affine", "max", "min", "exp", "mix", "abs", "square"])
+    if kind == "affine":
+        a, b = d.choice([0.5, -0.75, 1.25]), d.choice([0.25, -0.5, 1.0])
+        return f"{p}[i, j] * {a} + {b}", f"{p} * {a} + {b}"
+    if kind in ("max", "min"):
+        c = d.choice([-0.5, 0.0, 0.5])
+        return f"T.{kind}({p}[i, j], {c})", f"np.{kind}imum({p}, {c})"
+    if kind == "exp":
+        return f"T.exp(T.min({p}[i, j], 1.0)) - 1.0", f"np.exp(np.minimum({p}, 1.0)) - 1.0"
+    if kind == "abs":
+        return f"T.abs({p}[i, j]) * 0.5", f"np.abs({p}) * 0.5"
+    if kind == "square":
+        return f"T.min({p}[i, j] * {p}[i, j], 4.0) * 0.25", f"np.minimum({p} * {p}, 4.0) * 0.25"
+    q = f"t{d.int(0, i - 2)}" if i >= 2 else p  # mix: an earlier value stays live until here
+    return f"{p}[i, j] * 0.5 - {q}[i, j] * 0.25", f"{p} * 0.5 - {q} * 0.25"
+
+
+def gen_fitting(d, seed):
+    C = d.choice([32, 64, 128, 256])
+    k = d.int(2, 4)
+    acc = d.boolean(0.5)
+    nb = 1 + k + acc  # x, t1..tk, acc
+    u = d.real(0.3, 1.0)
+    half = max(8, int(u * UB_910B / nb / (C * 4)) // 8 * 8)  # rows per vector core
+    R = 2 * half
+    n = d.int(1, 4)
+    stages = d.int(2, 3)
+    rows = n * R - (d.int(0, R - 1) if d.boolean(0.4) else 0)  # maybe a short last block
+    feats = {"fitting", f"stages{stages}", f"fitting_k{k}"} | ({"fitting_acc"} if acc else set())
+    tensors = [Tensor("X", [rows, C], "float32", -2.0, 2.0),
+               Tensor("Y", [rows, C], "float32", output=True)]
+    if acc:
+        tensors.append(Tensor("A", [R, C], "float32", output=True))
+    allocs = [(f"t{i}", "fragment", (R, C), "float32") for i in range(k + 1)]
+    allocs += [("acc", "fragment", (R, C), "float32")] if acc else []
+    src, marks = kernel_source(tensors, "T.Kernel(1, threads=128)", allocs)
+    if acc:
+        src.add(2, "T.clear(acc)")
+    marks["loop"] = src.add(2, f"for k in T.Pipelined({n}, num_stages={stages}):")
+    src.add(3, f"T.copy(X[k * {R}, 0], t0)")
+    ref, _ = reference_source("X", [("Y", (rows, C))] + ([("A", (R, C))] if acc else []))
+    ref.add(1, f"for k in range({n}):")
+    ref.add(2, f"t0 = load(X, (k * {R}, 0), ({R}, {C}))")
+    for i in range(1, k + 1):
+        expr, rexpr = _op(d, i)
+        src.block(3, [f"for i, j in T.Parallel({R}, {C}):", f"    t{i}[i, j] = {expr}"])
+        ref.add(2, f"t{i} = {rexpr}")
+    src.add(3, f"T.copy(t{k}, Y[k * {R}, 0])")
+    ref.add(2, f"store(Y, (k * {R}, 0), t{k})")
+    if acc:
+        src.block(3, [f"for i, j in T.Parallel({R}, {C}):", f"    acc[i, j] += t{k}[i, j]"])
+        ref.add(2, f"A = A + t{k}")
+        src.add(2, "T.copy(acc, A)")
+    ref.add(1, "return [Y" + (", A]" if acc else "]"))
+    tols = {"Y": tolerance("float32", EPS["float32"], terms=k, slack=16.0),
+            "A": tolerance("float32", EPS["float32"], terms=k * n, slack=16.0)}
+    return build_case("fitting", seed, src, tensors, ref, tols, feats, marks)
