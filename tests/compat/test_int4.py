@@ -266,9 +266,16 @@ def test_int4_tile_ops_on_bytes_are_located():
     def reduce_region(x, y, r):
         T.reduce_max(x[0:8, 0:16], r, dim=1)
 
+    def reduce_into_int4(x, y, r):
+        T.reduce_sum(x, y[0, 0:8], dim=1)
+
+    def reduce_into_whole_int4(x, y, r):
+        T.reduce_sum(r, y, dim=0)
+
     for op, body in (("T.tile.abs", tile_abs), ("T.tile.add", tile_add),
                      ("T.tile.muls", tile_muls), ("T.cumsum", cumsum),
-                     ("T.reduce_max", reduce_region)):
+                     ("T.reduce_max", reduce_region), ("T.reduce_sum", reduce_into_int4),
+                     ("T.reduce_sum", reduce_into_whole_int4)):
         with pytest.raises(CompileError) as err:
             tilelang.compile(build(body), target="numpy")
         msg = str(err.value)

@@ -72,6 +72,9 @@ class Int4s:
         or write as packed bytes: a located error. Elements (`x[i, k]`) are values."""
         if op in INT4_BYTE_OPS:
             return
+        # T.reduce_*'s source may be a whole int4 tile (its values); its destination may not
+        source = call.args[0] if call.args else next(
+            (k.value for k in call.keywords if k.arg == "buffer"), None)
         for node in [*call.args, *(k.value for k in call.keywords)]:
             sliced = isinstance(node, ast.Subscript) and any(
                 isinstance(e, ast.Slice) for e in (
@@ -80,7 +83,8 @@ class Int4s:
             if not isinstance(base, ast.Name):
                 continue
             v = next((sc[base.id] for sc in reversed(self.scopes) if base.id in sc), None)
-            if not isinstance(v, Int4Buffer) or (not sliced and op.startswith("reduce_")):
+            if not isinstance(v, Int4Buffer) or (
+                    node is source and not sliced and op.startswith("reduce_")):
                 continue
             raise self.error(node, f"T.{op} on int4 buffer '{v.name}' would compute on its "
                                    "packed bytes (two values each), not its values; convert it "
