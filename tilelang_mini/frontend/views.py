@@ -291,7 +291,7 @@ class Views:
             base = base.buffer
         if isinstance(base, Int4Buffer):  # a view of its bytes (two values each, packed)
             if "dtype" not in a or self.eval(a["dtype"]) == "int4":
-                raise self.error(call, f"a view of T.int4 buffer '{base.name}' "
+                raise self.error(call, f"a view or reshape of T.int4 buffer '{base.name}' "
                                        f"{list(base.shape)} views its bytes (two values a byte "
                                        f"along the last dim): give a dtype of 1, 2 or 4 bytes, "
                                        f"e.g. T.view({base.name}, {list(base.packed.shape)}, "
