@@ -8,7 +8,8 @@ t1..tk (each from the one before, some also from an earlier one or from x, so li
 overlap by different amounts), writes tk out and optionally adds it into an accumulator carried
 across the loop. The tile size is drawn against ascend910b's 192 KiB UB per vector core (the
 rows split between the two): all the buffers side by side always fit (the loop can run
-serially), a share u of that budget each, so two or three stages of them mostly do not.
+serially), a share u of that budget each, so two or three stages of them mostly do not. The
+trip count is a constant or read from a tensor (the run-time unrolling with guarded tails).
 """
 from __future__ import annotations
 
@@ -49,9 +50,13 @@ def gen_fitting(d, seed):
     n = d.int(1, 4)
     stages = d.int(2, 3)
     rows = n * R - (d.int(0, R - 1) if d.boolean(0.4) else 0)  # maybe a short last block
+    runtime = d.boolean(0.3)  # the trip count read from a tensor (guarded tail iterations)
     feats = {"fitting", f"stages{stages}", f"fitting_k{k}"} | ({"fitting_acc"} if acc else set())
-    tensors = [Tensor("X", [rows, C], "float32", -2.0, 2.0),
-               Tensor("Y", [rows, C], "float32", output=True)]
+    tensors = [Tensor("X", [rows, C], "float32", -2.0, 2.0)]
+    if runtime:
+        feats.add("fitting_runtime_trips")
+        tensors.append(Tensor("NT", [1], "int32", n, n))
+    tensors.append(Tensor("Y", [rows, C], "float32", output=True))
     if acc:
         tensors.append(Tensor("A", [R, C], "float32", output=True))
     allocs = [(f"t{i}", "fragment", (R, C), "float32") for i in range(k + 1)]
@@ -59,9 +64,10 @@ def gen_fitting(d, seed):
     src, marks = kernel_source(tensors, "T.Kernel(1, threads=128)", allocs)
     if acc:
         src.add(2, "T.clear(acc)")
-    marks["loop"] = src.add(2, f"for k in T.Pipelined({n}, num_stages={stages}):")
+    trips = "NT[0]" if runtime else n
+    marks["loop"] = src.add(2, f"for k in T.Pipelined({trips}, num_stages={stages}):")
     src.add(3, f"T.copy(X[k * {R}, 0], t0)")
-    ref, _ = reference_source("X", [("Y", (rows, C))] + ([("A", (R, C))] if acc else []))
+    ref, _ = reference_source("X, NT" if runtime else "X", [("Y", (rows, C))] + ([("A", (R, C))] if acc else []))
     ref.add(1, f"for k in range({n}):")
     ref.add(2, f"t0 = load(X, (k * {R}, 0), ({R}, {C}))")
     for i in range(1, k + 1):
