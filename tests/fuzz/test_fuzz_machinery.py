@@ -9,6 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from tilelang_mini.testing.fuzz import make_case, run_cases
 from tilelang_mini.testing.fuzz.case import compare, make_inputs, run_reference
 from tilelang_mini.testing.fuzz.draw import RandomDraw
+from tilelang_mini.frontend.eager import SymbolicPrimFunc
 from tilelang_mini.testing.fuzz.families import FAMILIES, VALID
 from tilelang_mini.testing.fuzz.mutate import OPS, mutate
 from tilelang_mini.testing.fuzz.strategies import invalid_cases, valid_cases
@@ -99,10 +100,25 @@ def test_strategy_valid_kernels_parse(case, tmp_path_factory):
     assert case.family in VALID
     try:
         prim = _frontend(case, tmp_path_factory.mktemp("v"))
+        if isinstance(prim, SymbolicPrimFunc):  # T.dynamic shapes: parsed per binding
+            prim = prim.specialize(_symbol_values(prim, case))
     except CompileError as err:
         assert 1 <= err.loc.line <= case.source.count("\n"), str(err)
         return
     assert [p.name for p in prim.ir.params] == [t.name for t in case.tensors]
+
+
+def _symbol_values(prim, case) -> dict:
+    """The shape symbols of `prim`'s tensor annotations bound from the case's tensor shapes."""
+    import inspect
+    from tilelang_mini.language.symbols import Symbol
+    values = {}
+    for t, p in zip(case.tensors, inspect.signature(prim.fn).parameters.values()):
+        for d, n in zip(p.annotation.shape, t.shape):
+            if isinstance(d, Symbol):
+                values[d.name] = n
+    assert values, "a symbolic kernel binds a shape symbol"
+    return values
 
 
 @SETTINGS

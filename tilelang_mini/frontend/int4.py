@@ -35,6 +35,11 @@ class Int4Buffer:
     def dtype(self) -> str:
         return "int4"
 
+    @property
+    def base(self) -> Buffer:
+        """The buffer that holds the values (as a TileView's base: views.view_reduce)."""
+        return self.packed
+
     def byte_and_shift(self, idx: tuple) -> tuple:
         k = idx[-1]
         return (tuple(as_expr(i) for i in idx[:-1]) + (as_expr(binop("//", k, 2)),),
@@ -54,7 +59,40 @@ class Int4Buffer:
         return Store(self.packed, at, Call("bitwise_or", (keep, new)), loc)
 
 
+# T.* statements that take int4 buffers and regions as their packed bytes (a copy between int4
+# buffers, a clear, the int4 gemm; a non-zero fill is check's error). T.reduce_* of a whole int4
+# tile reduces its values (a serial loop of maps over nibble reads, views.view_reduce); any other
+# statement would compute on the bytes, two values each.
+INT4_BYTE_OPS = ("copy", "clear", "fill", "gemm", "gemm_v0")
+
+
 class Int4s:
+    def check_int4_operands(self, op: str, call: ast.Call) -> None:
+        """T.<op>(...) names an int4 buffer, or a sliced region of one, that `op` would read
+        or write as packed bytes: a located error. Elements (`x[i, k]`) are values."""
+        if op in INT4_BYTE_OPS:
+            return
+        # T.reduce_*'s source may be a whole int4 tile (its values); its destination may not
+        source = call.args[0] if call.args else next(
+            (k.value for k in call.keywords if k.arg == "buffer"), None)
+        for node in [*call.args, *(k.value for k in call.keywords)]:
+            sliced = isinstance(node, ast.Subscript) and any(
+                isinstance(e, ast.Slice) for e in (
+                    node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]))
+            base = node.value if sliced else node
+            if not isinstance(base, ast.Name):
+                continue
+            v = next((sc[base.id] for sc in reversed(self.scopes) if base.id in sc), None)
+            if not isinstance(v, Int4Buffer) or (
+                    node is source and not sliced and op.startswith("reduce_")):
+                continue
+            raise self.error(node, f"T.{op} on int4 buffer '{v.name}' would compute on its "
+                                   "packed bytes (two values each), not its values; convert it "
+                                   "element by element into an int8 / int32 tile in T.Parallel "
+                                   f"(`t8[i, k] = {v.name}[i, k]`) and use that"
+                                   + (" (T.reduce_* also takes a whole int4 tile)"
+                                      if op.startswith("reduce_") else ""))
+
     def int4_buffer(self, name: str, unique: str, shape: tuple, scope: str, node) -> Buffer:
         """The packed buffer of T.int4 buffer `name` of `shape`; `name` is bound to its view."""
         if shape[-1] % 2:

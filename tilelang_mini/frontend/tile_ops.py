@@ -44,6 +44,7 @@ class TileOps:
             raise self.error(call, "expected a T. operation or a T.macro call")
         if fn.name in HINT_NAMES or fn.name in TRACE_EVENTS:
             return self.hint_stmt(fn.name, call)
+        self.check_int4_operands(fn.name, call)
         if fn.name.startswith("tile."):
             return self.tile_op(fn.name[len("tile."):], call)
         handler = getattr(self, "op_" + fn.name, None)
@@ -278,10 +279,12 @@ class TileOps:
         dim = self.eval(a["dim"]) if "dim" in a else -1
         if not isinstance(dim, int):
             raise self.error(a["dim"], "dim must be a constant int")
+        from .int4 import Int4Buffer
         from .views import TileView
         # a slice `s[p, :, :]` is a region of a tile, never a view: not evaluated as a value
         view = None if isinstance(a["buffer"], ast.Subscript) else self.eval(a["buffer"])
-        if isinstance(view, TileView):  # T.reduce_sum(T.reshape(s, ...), out, dim)
+        if isinstance(view, (TileView, Int4Buffer)):  # T.reduce_sum(T.reshape(s, ...), out, dim);
+            # an int4 tile: its values, read nibble by nibble
             if not -len(view.shape) <= dim < len(view.shape):
                 raise self.error(a.get("dim", call), f"dim {dim} is out of range")
             return self.view_reduce(kind, view, a["out"], dim,

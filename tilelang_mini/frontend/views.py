@@ -23,6 +23,7 @@ from ..ir.analysis import GM_SCOPES
 from ..ir.nodes import (Alloc, Buffer, Call, Cast, Copy, For, Load, Region, Reinterpret,
                         Store, Var)
 from .common import show
+from .int4 import Int4Buffer
 from .exprs import as_expr, binop, const, region_dims, region_index, reinterpret
 
 # tilelang-ascend's C type spellings in reinterpretcast
@@ -288,6 +289,14 @@ class Views:
         base = self.eval(a["buffer"])
         if isinstance(base, Load) and base.buffer.scope == "var":
             base = base.buffer
+        if isinstance(base, Int4Buffer):  # a view of its bytes (two values each, packed)
+            if "dtype" not in a or self.eval(a["dtype"]) == "int4":
+                raise self.error(call, f"a view or reshape of T.int4 buffer '{base.name}' "
+                                       f"{list(base.shape)} views its bytes (two values a byte "
+                                       f"along the last dim): give a dtype of 1, 2 or 4 bytes, "
+                                       f"e.g. T.view({base.name}, {list(base.packed.shape)}, "
+                                       f"\"int8\")")
+            base = base.packed
         if not isinstance(base, (Buffer, TileView)):
             raise self.error(a["buffer"], f"expected a buffer, got {show(base)}")
         dtype = self.eval(a["dtype"]) if "dtype" in a else None

@@ -140,6 +140,12 @@ def _check_count(kernel: Kernel, params, args, what: str) -> None:
 
 def _check_dtype_shape(kernel: Kernel, b: Buffer, a: np.ndarray) -> None:
     packed = b.dtype in dtypes.PACKED_K and a.dtype == dtypes.to_numpy(b.dtype)  # FP4 x2 bytes
+    if b.dtype == "int4x2" and (not packed or tuple(a.shape) != tuple(b.shape)):
+        logical = tuple(b.shape[:-1]) + (b.shape[-1] * 2,)
+        raise _err(kernel, b, f"is a T.int4 tensor of shape {logical}, passed as its packed "
+                              f"bytes: an int8 array of shape {tuple(b.shape)} (two values a "
+                              f"byte along the last dim, the even index in the low nibble); "
+                              f"got {a.dtype} of shape {tuple(a.shape)}")
     if dtypes.canonical(a.dtype) != b.dtype and not packed:
         raise _err(kernel, b, f"has dtype {a.dtype}; expected {b.dtype}")
     if tuple(a.shape) != tuple(b.shape):

@@ -154,12 +154,23 @@ def make_inputs(case: Case) -> dict:
     for t in case.tensors:
         if t.output:
             continue
+        if t.dtype == "int4":  # the caller passes the packed bytes of the values
+            vals = rng.integers(int(t.lo), int(t.hi) + 1, size=t.shape)
+            out[t.name] = pack_int4(vals)
+            continue
         if t.dtype in ("int32", "bool"):
             arr = rng.integers(int(t.lo), int(t.hi) + 1, size=t.shape)
         else:
             arr = rng.uniform(t.lo, t.hi, size=t.shape)
         out[t.name] = np.ascontiguousarray(dtypes.cast_array(arr, t.dtype))
     return out
+
+
+def pack_int4(values) -> np.ndarray:
+    """int4 values (in [-8, 8)) packed two a byte along the last dim, the even index in the low
+    nibble (T.int4's storage), as int8."""
+    v = np.asarray(values).astype(np.int64)
+    return ((v[..., 0::2] & 15) | ((v[..., 1::2] & 15) << 4)).astype(np.uint8).view(np.int8)
 
 
 def hash_seed(text: str) -> int:
@@ -201,6 +212,28 @@ def rnd(x, dtype):
 
 def cdiv(a, b):
     return -(-a // b)
+
+
+def wrap4(v):
+    """Integers wrapped to int4 (a nibble store keeps the low 4 bits, reads sign-extend)."""
+    v = np.asarray(v).astype(np.int64)
+    return (((v & 15) ^ 8) - 8).astype(np.float64)
+
+
+def unpack4(p):
+    """The int4 values of packed bytes p [..., n] -> [..., 2n] (the even index low)."""
+    b = np.asarray(p).astype(np.int64) & 255
+    out = np.zeros(b.shape[:-1] + (2 * b.shape[-1],))
+    out[..., 0::2] = ((b & 15) ^ 8) - 8
+    out[..., 1::2] = ((b >> 4) ^ 8) - 8
+    return out
+
+
+def pack4(t):
+    """int4 values t [..., 2n] -> their packed bytes [..., n] as int8 values."""
+    v = np.asarray(t).astype(np.int64)
+    b = (v[..., 0::2] & 15) | ((v[..., 1::2] & 15) << 4)
+    return ((b ^ 128) - 128).astype(np.float64)
 '''
 
 

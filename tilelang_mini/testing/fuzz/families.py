@@ -7,8 +7,10 @@ from .gen_control import gen_control
 from .gen_developer import gen_developer
 from .gen_dialect import gen_dialect
 from .gen_cube import gen_cube_vector, gen_cvc_chain, gen_gemm, gen_sparse_gemm, gen_vector_cube
+from .gen_fitting import gen_fitting
 from .gen_flow import gen_flow
 from .gen_expert import gen_expert, gen_expert_broken
+from .gen_int4 import gen_int4
 from .gen_invalid import gen_invalid
 from .gen_nd import gen_tile_nd
 from .gen_scalar import gen_dyn_bounds, gen_gather, gen_grouped_gemm
@@ -36,17 +38,20 @@ VALID = {
     "developer": gen_developer,
     "dialect": gen_dialect,
     "flow": gen_flow,
+    "int4": gen_int4,
+    "fitting": gen_fitting,
 }
 # Relative frequencies in a random mix (the cheap families more often).
 WEIGHTS = {"gemm": 4, "elementwise": 4, "reduce": 3, "rownorm": 2, "cube_vector": 3,
            "vector_cube": 2, "cvc_chain": 2, "sparse_gemm": 1, "gather": 2, "grouped_gemm": 1, "dyn_bounds": 2,
            "control": 2, "invalid": 3, "mutation": 4, "args": 2, "expert": 2,
            "expert_broken": 2, "scenario": 1,
-           "tile_nd": 2, "select": 3, "atomic": 2, "developer": 3, "dialect": 3, "flow": 3}
+           "tile_nd": 2, "select": 3, "atomic": 2, "developer": 3, "dialect": 3, "flow": 3,
+           "int4": 3, "fitting": 2}
 FAMILIES = tuple(VALID) + ("expert_broken", "invalid", "mutation", "args", "scenario")
 # Kernels whose IR is mutated: small, quick to compile and run.
 MUTATION_BASES = ("elementwise", "reduce", "gemm", "cube_vector", "rownorm", "tile_nd", "expert",
-                  "select", "atomic", "developer", "flow")
+                  "select", "atomic", "developer", "flow", "int4")
 
 
 def generate(d, family: str, seed) -> Case:

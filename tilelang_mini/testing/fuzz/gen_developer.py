@@ -201,14 +201,21 @@ def gen_developer(d, seed):
     pro = gemm and not ta and d.boolean(0.35)
     pro_c = d.choice([0.5, -2.0, 1.5])
     swapped = halves and d.boolean(0.4)  # AIV v handles the rows of part 1 - v
+    # packed int4 operands (TileLang's gemm_int4 layout, A [M, K] and B [N, K]) into an int32
+    # L0C accumulator on the 910b cube; K even (whole bytes)
+    int4 = gemm and tb and not ta and not pro and d.boolean(0.3)
+    if int4:
+        dt, K = "int4", K + K % 2
     m_num, n_num = -(-M // bm), -(-N // bn)
     rows = bm // 2 if halves else bm
     feats = {"developer", f"in_{dt}", f"out_{out_dt}"} | ({"developer_gemm"} if gemm else set())
     feats |= {"developer_vid_halves"} if halves else set()
     tensors = []
     if gemm:
-        tensors += [Tensor("A", [K, M] if ta else [M, K], "float32" if pro else dt),
-                    Tensor("B", [N, K] if tb else [K, N], dt)]
+        lo, hi = (-8, 7) if int4 else (-1.0, 1.0)
+        tensors += [Tensor("A", [K, M] if ta else [M, K], "float32" if pro else dt, lo, hi),
+                    Tensor("B", [N, K] if tb else [K, N], dt, lo, hi)]
+        feats |= {"int4", "developer_int4"} if int4 else set()
         feats |= {"developer_prologue"} if pro else set()
         feats |= {"developer_vid_swapped"} if swapped else set()
         feats |= ({"transpose_A"} if ta else set()) | ({"transpose_B"} if tb else set())
@@ -220,6 +227,8 @@ def gen_developer(d, seed):
     ch = _Chain(d, rows, bn, 3)
     if gemm:  # scale the GEMM's sum of K products to O(1) (by a power of two: exact)
         s = 2.0 ** -max(0, (K.bit_length() - 1) // 2)
+        if int4:  # |a b| <= 64: the whole sum into [-1, 1]
+            s = 2.0 ** -(64 * K).bit_length()
         ch.k(f"T.tile.muls(c_ub, c_ub, {s})")
         ch.r(f"c = c * {s}")
     for _ in range(d.int(1, 5)):
@@ -242,7 +251,8 @@ def gen_developer(d, seed):
         b_tile = (bn, bk) if tb else (bk, bn)
         src.add(2, f'A_L1 = T.alloc_{alloc(["L1", "shared"])}({a_tile}, "{dt}")')
         src.add(2, f'B_L1 = T.alloc_{alloc(["L1", "shared"])}({b_tile}, "{dt}")')
-        src.add(2, f'C_L0 = T.alloc_{alloc(["L0C", "fragment"])}(({bm}, {bn}), "float32")')
+        src.add(2, f'C_L0 = T.alloc_{alloc(["L0C", "fragment"])}(({bm}, {bn}), '
+                   f'"{"int32" if int4 else "float32"}")')
     for name, shape, dtype in [("c", (rows, bn), "float32"), ("d", (rows, bn), "float32"),
                                ("t", (rows, bn), "float32"), ("b", (bn,), "float32"),
                                ("r", (rows,), "float32"), ("m", (rows, bn), "bool"),
@@ -306,11 +316,12 @@ def gen_developer(d, seed):
     if gemm:
         ref.add(ind, f"c = np.zeros(({bm}, {bn}))")
         ref.add(ind, f"for k in range(cdiv({K}, {bk})):")
+        A_, B_ = ("unpack4(A)", "unpack4(B)") if int4 else ("A", "B")
         a = (f"load(A, (k * {bk}, bx * {bm}), {(bk, bm)}).T" if ta
-             else f"load(A, (bx * {bm}, k * {bk}), {(bm, bk)})")
+             else f"load({A_}, (bx * {bm}, k * {bk}), {(bm, bk)})")
         if pro:
             a = f"rnd(rnd({a}, 'float32') * {pro_c}, '{dt}')"
-        bb = (f"load(B, (by * {bn}, k * {bk}), {(bn, bk)}).T" if tb
+        bb = (f"load({B_}, (by * {bn}, k * {bk}), {(bn, bk)}).T" if tb
               else f"load(B, (k * {bk}, by * {bn}), {(bk, bn)})")
         ref.add(ind + 1, f"c = c + {a} @ {bb}")
         if halves:

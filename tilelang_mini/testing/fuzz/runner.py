@@ -27,8 +27,9 @@ from .known_bugs import match_known
 # Located rejections of a valid kernel that are not defects: the kernel asks for more than the
 # chip has (the generator does not model every capacity).
 RESOURCE_LIMITS = re.compile(r"does not fit|exceeds|too large|capacity|out of (UB|L1|L0)", re.I)
-# ... and features a chip does not have (the FP8 cube on ascend910b).
-CHIP_LIMITS = {"sim-910b": re.compile(r"FP8|float8", re.I)}
+# ... and features a chip does not have (the FP8 cube on ascend910b, the int4 cube on ascend950).
+CHIP_LIMITS = {"sim-910b": re.compile(r"FP8|float8", re.I),
+               "sim-950": re.compile(r"has no int4")}
 
 ACCEPTED = {
     "valid": {"ok"},
