@@ -4,7 +4,8 @@ select functions, dtype constructors, loop spellings, GPU hints and GPU-only err
 New functions are spelled with the IR's operations where they have an exact or float32-accurate
 form, so that every backend runs them the same way:
 
-    T.if_then_else(c, a, b)  -> select(c, a, b)         (loads in a or b read clamped indices)
+    T.if_then_else(c, a, b)  -> select(c, a, b)         (loads in a or b read clamped indices
+                                                         where the loop ranges do not bound them)
     T.clamp(x, lo, hi)       -> min(max(x, lo), hi)
     T.sigmoid(x)             -> 1.0 / (1.0 + exp(-x))
     T.log2(x)                -> log(x) * 1.4426950408889634
