@@ -1,7 +1,8 @@
 """@autotune above a jit function whose kernel cannot compile whatever the configuration (a
 construct this machine rejects, at the user's line): the tuner raises that CompileError itself,
 located at the kernel's line, not a summary of the failed configurations - in the factory form
-and the eager form (gemv_alloc_reducer of TileLang's gemv example under @autotune)."""
+and the eager form (as TileLang's gemv_alloc_reducer under @autotune was reported while
+T.alloc_reducer was rejected)."""
 import pytest
 
 import tilelang_mini
