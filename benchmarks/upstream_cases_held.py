@@ -243,7 +243,11 @@ def block_causal_mask(seq, d):
 @case("tl/block_causal_attention/fwd", TL, "examples/block_causal_attention/block_causal_attention.py",
       "run-time T.Pipelined extent (T.if_then_else of bx), helper returning a mask expression, LSE in log2")
 def _(m, rng):
-    B, S, H, D, d = 1, 256, 1, 64, 16
+    return [block_causal_check(m, rng, 1, 256, 1, 64, 16)]
+
+
+def block_causal_check(m, rng, B, S, H, D, d):
+    """_fwd_template's output and log2 LSE under the dLLM block-causal mask of block d."""
     scale = D ** -0.5
     q, k, v = (rn(rng, (B, S, H, D), "float16") for _ in range(3))
     s = np.einsum("bqhd,bkhd->bhqk", q.astype(f64), k.astype(f64)) * scale
@@ -253,7 +257,7 @@ def _(m, rng):
     o = np.einsum("bhqk,bkhd->bqhd", p / p.sum(-1, keepdims=True), v.astype(f64))
     lse = (np.log(p.sum(-1)) + mx[..., 0]) / np.log(2)
     k_ = m["_fwd_template"](B, H, S, D, d, scale, dtype="float16")
-    return [Check(k_, [q, k, v], {0: o, 1: lse}, "float16", S)]
+    return Check(k_, [q, k, v], {0: o, 1: lse}, "float16", S)
 
 
 @case("tl/block_causal_attention/bwd_preprocess", TL,

@@ -3,7 +3,7 @@ upstream example kernels not in the other case files (host code and float64 refe
 here; the kernels are the examples' own, read from the mirror at run time by upstream_sweep.py)."""
 import numpy as np
 
-from upstream_sweep import Check, case, rn
+from upstream_sweep import Check, case, rn, with_kwargs
 from upstream_cases_ascend import indexer_checks
 from upstream_cases_cv import developer_case
 from upstream_cases_new import (
@@ -157,7 +157,13 @@ def silu(x):
       "eager jit with two T.Kernel launches, in-place outputs; routed: grouped GEMM over "
       "padded expert groups (metadata from GM), masked row stores scaled by routing weights")
 def _(m, rng):
-    T_, D, E, NE, TOPK, bt = 32, 128, 128, 4, 2, 128
+    return fusedmoe_checks(m, rng, 32, 128, 128, 4, 2, 128)
+
+
+def fusedmoe_checks(m, rng, T_, D, E, NE, TOPK, bt, probs=None):
+    """The fused MoE example's shared and routed kernels on T_ tokens of width D, experts of
+    width E, NE routed experts, top-TOPK routing (`probs`: each expert's share of the routes,
+    else uniform), block_token bt."""
     x = rn(rng, (T_, D), "float16")
     wg, wu, wd = rn(rng, (E, D), "float16", 0.1), rn(rng, (E, D), "float16", 0.1), \
         rn(rng, (D, E), "float16", 0.1)
@@ -168,7 +174,7 @@ def _(m, rng):
                     "float16"],
                    {("arg", 4): up, ("arg", 5): mm(up16, wd.T)}, "float16", D)
     # routed experts: tokens sorted by expert (the example's host code), groups padded
-    idx = rng.integers(0, NE, T_ * TOPK)
+    idx = rng.integers(0, NE, T_ * TOPK) if probs is None else rng.choice(NE, T_ * TOPK, p=probs)
     order = np.argsort(idx, kind="stable")
     counts = np.bincount(idx, minlength=NE)
     xs = x[order // TOPK]
@@ -288,8 +294,13 @@ def _(m, rng):
       "MLA decode over a paged KV cache (shuffled block table), per-batch cache lengths from GM, "
       "split-KV with an LSE combine and without")
 def _(m, rng):
-    b, hq, dv, dpe, bs, pad = 2, 16, 128, 64, 64, 256
-    lens = np.array([100, 190], np.int32)
+    return mla_paged_checks(m, rng, 2, 16, 128, 64, 64, 256, [100, 190], (1, 2))
+
+
+def mla_paged_checks(m, rng, b, hq, dv, dpe, bs, pad, lens, splits):
+    """mla_decode_tilelang over a paged cache (pages of bs rows, pad rows per sequence, a
+    shuffled block table) for cache `lens`, hq heads, dv + dpe wide keys, each split count."""
+    lens = np.array(lens, np.int32)
     nb = pad // bs
     table = rng.permutation(b * nb).reshape(b, nb).astype(np.int32)
     q = rn(rng, (b, hq, dv + dpe), "float16")
@@ -304,11 +315,11 @@ def _(m, rng):
     qn, qp = np.ascontiguousarray(q[..., :dv]), np.ascontiguousarray(q[..., dv:])
     kn, kp = np.ascontiguousarray(kv[..., :dv]), np.ascontiguousarray(kv[..., dv:])
     checks = []
-    for split in (1, 2):
+    for split in splits:
         kern = m["mla_decode_tilelang"](b, hq, 1, pad, dv, dpe, 64, 16, split, bs, (dv + dpe) ** -0.5)
         args = [qn, qp, kn, kp, table, lens, np.zeros((b, hq, split), np.float16),
                 np.zeros((b, hq, split, dv), np.float16)]
-        checks.append(Check(kern, args, {0: want}, "float16", 190))
+        checks.append(Check(kern, args, {0: want}, "float16", int(lens.max())))
     return checks
 
 
@@ -418,34 +429,31 @@ def _(m, rng):
       "native sparse attention: per-query selected KV blocks from GM, skip blocks past the "
       "query (`if i_s <= i_t and i_s >= 0`), causal inside a block, eager jit")
 def _(m, rng):
-    B, L, H, HQ, D, S, bs, scale = 1, 128, 1, 16, 32, 3, 32, 0.1
+    return [nsa_fwd_check(m, rng, 1, 128, 1, 16, 32, 3, 32, 0.1)]
+
+
+def nsa_fwd_check(m, rng, B, L, H, HQ, D, S, bs, scale):
+    """native_sparse_attention (causal) on B x L queries, H KV heads x HQ / H query heads of
+    dim D, S selected blocks of bs keys per query: its own block first, then others."""
     G = HQ // H
     q = rn(rng, (B, L, HQ, D), "float16")
     k, v = rn(rng, (B, L, H, D), "float16"), rn(rng, (B, L, H, D), "float16")
     nb = L // bs
-    idx = np.stack([rng.permutation(nb)[:S] for _ in range(B * L * H)]).reshape(B, L, H, S)
-    for t in range(L):  # the query's own block first (every query sees a key), then others
+    idx = np.zeros((B, L, H, S), np.int32)
+    for b, t, h in np.ndindex(B, L, H):  # the query's own block first, then others
         own = t // bs
-        for b in range(B):
-            for h in range(H):
-                rest = [x for x in rng.permutation(nb) if x != own][:S - 1]
-                idx[b, t, h] = [own] + rest
-    idx = idx.astype(np.int32)
+        idx[b, t, h] = [own] + [x for x in rng.permutation(nb) if x != own][:S - 1]
     want = np.zeros((B, L, HQ, D))
-    for b in range(B):
-        for t in range(L):
-            for h in range(H):
-                keys = [blk * bs + j for blk in idx[b, t, h] if blk * bs <= t
-                        for j in range(bs) if t >= blk * bs + j]
-                kk, vv = k[b, keys, h].astype(f64), v[b, keys, h].astype(f64)
-                s = q[b, t, h * G:(h + 1) * G].astype(f64) @ kk.T * scale
-                p = np.exp(s - s.max(-1, keepdims=True))
-                want[b, t, h * G:(h + 1) * G] = (p / p.sum(-1, keepdims=True)) @ vv
-    fn = m["native_sparse_attention"]
-    kw = dict(dim=D, is_causal=True, scale=scale, block_size=bs, groups=G, selected_blocks=S)
-    chk = Check(lambda *a: fn(*a, **kw), [q, k, v, idx], {0: want}, "float16", L)
-    chk.fn.kernel_for = lambda *a: fn.kernel_for(*a, **kw)
-    return [chk]
+    for b, t, h in np.ndindex(B, L, H):
+        keys = [blk * bs + j for blk in idx[b, t, h] if blk * bs <= t
+                for j in range(bs) if t >= blk * bs + j]
+        kk, vv = k[b, keys, h].astype(f64), v[b, keys, h].astype(f64)
+        s = q[b, t, h * G:(h + 1) * G].astype(f64) @ kk.T * scale
+        p = np.exp(s - s.max(-1, keepdims=True))
+        want[b, t, h * G:(h + 1) * G] = (p / p.sum(-1, keepdims=True)) @ vv
+    fn = with_kwargs(m["native_sparse_attention"], dim=D, is_causal=True,
+                     scale=scale, block_size=bs, groups=G, selected_blocks=S)
+    return Check(fn, [q, k, v, idx], {0: want}, "float16", S * bs)
 
 
 def sink_varlen_ref(q, k, v, cu_q, cu_k, sinks, group, causal, window=None):

@@ -284,11 +284,23 @@ def wy_ref(k, v, beta, a, BS, gate):
       "gated chunk output: two gemms into fragments, gate scaling with T.if_then_else, causal "
       "mask by `if` in T.Parallel, T.disable_warp_group_reg_alloc (a hint)")
 def _(m, rng):
-    B, S, H, DK, DV, BS = CHUNK_DIMS
+    return gdn_chunk_o_checks(m, rng, CHUNK_DIMS)
+
+
+def in_dtype(x, dtype):
+    """x in an example's input dtype name ("bfloat16" through ml_dtypes)."""
+    import ml_dtypes
+    return x.astype(ml_dtypes.bfloat16 if dtype == "bfloat16" else dtype)
+
+
+def gdn_chunk_o_checks(m, rng, dims, dtype="float16", blocks=(64, 64)):
+    """GDN's tilelang_chunk_fwd_o, gated and not, on (B, S, H, DK, DV, chunk) `dims` in
+    `dtype` with (block_DK, block_DV) `blocks`."""
+    B, S, H, DK, DV, BS = dims
     checks = []
     for use_g in (True, False):
-        q, k, v = (rn(rng, (B, S, H, d), "float16", 0.3) for d in (DK, DK, DV))
-        hid = rn(rng, (B, S // BS, H, DK, DV), "float16", 0.3)
+        q, k, v = (in_dtype(rn(rng, (B, S, H, d), scale=0.3), dtype) for d in (DK, DK, DV))
+        hid = in_dtype(rn(rng, (B, S // BS, H, DK, DV), scale=0.3), dtype)
         g = gdn_gates(rng, B, S, H)
         scale = DK ** -0.5
         want = np.zeros((B, S, H, DV))
@@ -304,9 +316,9 @@ def _(m, rng):
                     a = np.where(d <= 0, a * np.exp(d), 0)
                 a = np.tril(a)
                 want[b, r, h] = (o + a @ vc) * scale
-        kern = m["tilelang_chunk_fwd_o"](B, S, H, DK, DV, "float16", "float16", "float32",
-                                         "float32", BS, scale, use_g, BS, 64, 64, 128, 1)
-        checks.append(Check(kern, [q, k, v, hid, g], {0: want}, "float16", DK + BS))
+        kern = m["tilelang_chunk_fwd_o"](B, S, H, DK, DV, dtype, dtype, "float32", "float32",
+                                         BS, scale, use_g, BS, *blocks, 128, 1)
+        checks.append(Check(kern, [q, k, v, hid, g], {0: want}, dtype, DK + BS))
     return checks
 
 
@@ -393,7 +405,11 @@ def _(m, rng):
       "causal linear attention backward: masked T.if_then_else copies into shared, chunk "
       "states as accumulators, a reversed Pipelined loop, tile atomic_add of dQ/dK/dV")
 def _(m, rng):
-    B, S, H, D = 1, 128, 2, 64
+    return [linear_attn_bwd_check(m, rng, 1, 128, 2, 64)]
+
+
+def linear_attn_bwd_check(m, rng, B, S, H, D):
+    """tl_fused_chunk_bwd_kernel's dQ, dK, dV of causal linear attention on (B, S, H, D)."""
     q, k, v, do = (rn(rng, (B, S, H, D), "float16", 0.5) for _ in range(4))
     scale = D ** -0.5
     dq, dk, dv = (np.zeros((B, S, H, D)) for _ in range(3))
@@ -407,8 +423,8 @@ def _(m, rng):
             dv[b, :, h] = scale * ((qq @ kk.T) * mask).T @ oo
     kern = m["tl_fused_chunk_bwd_kernel"](B, S, H, D, D)
     zeros = [np.zeros((B, S, H, D), np.float32) for _ in range(3)]
-    return [Check(kern, [q, k, v, do] + zeros, {("arg", 4): dq, ("arg", 5): dk, ("arg", 6): dv},
-                  "float16", S)]
+    return Check(kern, [q, k, v, do] + zeros, {("arg", 4): dq, ("arg", 5): dk, ("arg", 6): dv},
+                 "float16", S)
 
 
 @case("tl/deepseek_mhc/mhc_pre", TL, "examples/deepseek_mhc/example_mhc_pre.py",

@@ -510,8 +510,13 @@ def _(m, rng):
       "varlen GQA decode (cu_seqlens read in the kernel, run-time trip count), optional sink "
       "added to the denominator, per-block score statistics written through a shared tile")
 def _(m, rng):
-    B, H, HK, D, bn = 2, 16, 2, 64, 64
-    lens = np.array([150, 200])
+    return varlen_logits_checks(m, rng, 2, 16, 2, 64, 64, [150, 200])
+
+
+def varlen_logits_checks(m, rng, B, H, HK, D, bn, lens):
+    """gqa_decode_varlen_logits' flashattn for B sequences of `lens` keys, H query heads over
+    HK KV heads of dim D, block_N bn, with and without the sink: output and block scores."""
+    lens = np.array(lens)
     cu = np.concatenate([[0], np.cumsum(lens)]).astype(np.int32)
     total, maxlen = int(cu[-1]), int(lens.max())
     nblk = -(-maxlen // bn)

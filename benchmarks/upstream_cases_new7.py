@@ -405,7 +405,13 @@ case("tl/gdn/wy_fast_bwd", TL, "examples/gdn/example_wy_fast_bwd_split.py",
       "trip count), blocks past the token skipped by a run-time if, causal mask inside a "
       "block, output written in place (eager, no T.empty)")
 def _(m, rng):
-    lens, HK, G, D, BS, NSEL = (40, 70), 1, 16, 64, 16, 4
+    return [nsa_varlen_check(m, rng, (40, 70), 1, 16, 64, 16, 4, NSEL_less=2)]
+
+
+def nsa_varlen_check(m, rng, lens, HK, G, D, BS, NSEL, NSEL_less):
+    """native_sparse_attention_varlen on sequences of `lens` tokens, HK KV heads x G query
+    heads of dim D, KV blocks of BS: per token block 0 and NSEL - NSEL_less other blocks of its
+    sequence (the rest of its NSEL slots -1)."""
     offs = np.concatenate([[0], np.cumsum(lens)]).astype(np.int32)
     tok = np.array([(b, s) for b, n in enumerate(lens) for s in range(n)], np.int32)
     T_ = int(offs[-1])
@@ -417,7 +423,7 @@ def _(m, rng):
     for t, (b, s) in enumerate(tok):
         for h in range(HK):
             # block 0 always, then other blocks of the sequence (a future one is skipped)
-            blocks = [0] + list(rng.permutation(np.arange(1, -(-lens[b] // BS)))[:NSEL - 2])
+            blocks = [0] + list(rng.permutation(np.arange(1, -(-lens[b] // BS)))[:NSEL - NSEL_less])
             idx[t, h, :len(blocks)] = blocks
             keys = np.array([j for blk in blocks if blk * BS <= s
                              for j in range(blk * BS, min(blk * BS + BS, s + 1))])
@@ -428,8 +434,8 @@ def _(m, rng):
     fn = with_kwargs(m["native_sparse_attention_varlen"], batch=len(lens), dim=D, is_causal=True,
                      block_size=BS, groups=G, selected_blocks=NSEL)
     out = np.zeros((T_, HK * G, D), np.float16)
-    return [Check(fn, [q, k, v, out, idx, counts, offs, tok], {("arg", 3): want}, "float16",
-                  NSEL * BS)]
+    return Check(fn, [q, k, v, out, idx, counts, offs, tok], {("arg", 3): want}, "float16",
+                 NSEL * BS)
 
 
 @case("tl/attention_sink/gqa_sink_bwd_varlen", TL,

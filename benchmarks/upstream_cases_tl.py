@@ -327,16 +327,22 @@ def _(m, rng):
 
 @case("tl/cast/group_per_split_token_fp8", TL, "examples/cast/example_group_per_split_token_cast_to_fp8.py")
 def _(m, rng):
+    return group_fp8_checks(m, rng, [24, 40], 256, 8, 128)
+
+
+def group_fp8_checks(m, rng, sizes, N, blk, M_max):
+    """group_per_split_token_cast_to_fp8 on groups of `sizes` rows of width N (128-wide
+    scale groups), blk_m `blk`, groups padded to M_max rows: the fp8 values (to one e4m3 step)
+    and the scales of each group's rows."""
     import ml_dtypes
-    M, N, blk = 64, 256, 8
-    sizes = np.array([24, 40], np.int32)
+    sizes = np.array(sizes, np.int32)
+    M, G = int(sizes.sum()), N // 128
     x = rn(rng, (M, N), scale=2.0).astype(ml_dtypes.bfloat16)  # the module's dtype
-    M_max = 128
-    xv = x.astype(f64).reshape(M, 2, 128)
+    xv = x.astype(f64).reshape(M, G, 128)
     amax = np.maximum(np.abs(xv).max(2), 1e-4)
     s = amax / 448.0
     q = np.clip(xv / s[:, :, None], -448, 448).reshape(M, N)
-    qg, sg = np.zeros((2, M_max, N)), np.zeros((2, M_max, 2))
+    qg, sg = np.zeros((len(sizes), M_max, N)), np.zeros((len(sizes), M_max, G))
     o = 0
     for gi, sz in enumerate(sizes):
         qg[gi, :sz], sg[gi, :sz] = q[o:o + sz], s[o:o + sz]
@@ -346,7 +352,9 @@ def _(m, rng):
     def cmp_q(got, want):
         g = got.astype(np.float32).astype(f64)
         for gi, sz in enumerate(sizes):
-            assert np.allclose(g[gi, :sz], want[gi, :sz], rtol=0.07, atol=1e-3), "fp8 differs"
+            # one e4m3 step (3 mantissa bits: up to 1/8 of the value): y / s in float32 and
+            # the float64 reference may round to neighbouring fp8 values
+            assert np.allclose(g[gi, :sz], want[gi, :sz], rtol=0.13, atol=1e-3), "fp8 differs"
 
     def cmp_s(got, want):
         for gi, sz in enumerate(sizes):
@@ -362,7 +370,13 @@ def _(m, rng):
     # host code: the example derives its schedule at module level from torch tensors and the
     # GPU's SM count; the same arithmetic for small shapes and 6 "SMs" (so that 2 tiles are
     # split over programs, some at a tile's start, some in its middle, and 6 are whole)
-    M, N, K, bm, bn, bk, sms = 64, 256, 128, 16, 128, 32, 6
+    return [streamk_check(m, rng, 64, 256, 128, 16, 128, 32, 6)]
+
+
+def streamk_check(m, rng, M, N, K, bm, bn, bk, sms, uniform=False):
+    """tl_matmul_streamk on M x N x K with bm x bn x bk blocks over `sms` programs, the
+    example's module-level schedule computed for them (host code); `uniform`: the script's
+    inputs, uniform in [-1, 1) (else normal)."""
     total_tiles = -(-M // bm) * -(-N // bn)
     iters = -(-K // bk)
     sk_tiles = total_tiles % sms
@@ -372,8 +386,12 @@ def _(m, rng):
     m.update(total_sm=sms, streamk_programs=sms, iters_per_tile=iters,
              streamk_full_tiles=sk_iters // sms, streamk_partial_tiles=sk_iters % sms,
              sm_patition_factor=max((total_tiles - sk_tiles) // sms, 1))
-    a, b = rn(rng, (M, K), "float16"), rn(rng, (N, K), "float16")
+    if uniform:
+        a = (rng.random((M, K)) * 2 - 1).astype(np.float16)
+        b = (rng.random((N, K)) * 2 - 1).astype(np.float16)
+    else:
+        a, b = rn(rng, (M, K), "float16"), rn(rng, (N, K), "float16")
     c = np.zeros((M, N), np.float32)
     args = [a, b, c, sk_tiles, bm, bn, bk, False, True, "float16", "float32", "float32", 2, 64]
-    return [Check(m["tl_matmul_streamk"], args, {("arg", 2): a.astype(f64) @ b.astype(f64).T},
-                  "float32", K, tol=(2e-3, 2e-3))]
+    return Check(m["tl_matmul_streamk"], args, {("arg", 2): a.astype(f64) @ b.astype(f64).T},
+                 "float32", K, tol=(2e-3, 2e-3))

@@ -257,17 +257,19 @@ def _eager_tune(self, configs, make):
     """Compile each configuration of an eager jit function for the estimate (numpy target),
     take the fastest, compile it for the default target; `.config`/`.latency` as above."""
     best = None
-    reasons = []
+    reasons, errors = [], []
     for cfg in [{}] + _expand(configs):
         try:
             kernel, call_args = make(target="numpy", **cfg)
             t = kernel.estimate(self.chip).time_us
         except (TileLangMiniError, TypeError, ValueError) as e:
             reasons.append(f"{cfg}: {str(e).splitlines()[0] if str(e) else type(e).__name__}")
+            errors.append(e)
             continue
         if best is None or t < best[0]:
             best = (t, cfg)
     if best is None:
+        _raise_common(errors)
         raise TileLangMiniError("autotune: no configuration compiled (" + "; ".join(reasons) + ")")
     kernel, self._eager_args = make(**best[1])
     kernel.config = dict(best[1])
@@ -365,6 +367,7 @@ def autotune(factory=None, configs=None, by: str = "estimate", chip: str | None 
         is_default.insert(0, True)
 
     entries: list[TuneEntry] = []
+    errors: list = []
     bar = _Progress(len(todo), progress)
     start = time.perf_counter()
     best = None
@@ -388,8 +391,10 @@ def autotune(factory=None, configs=None, by: str = "estimate", chip: str | None 
                 entry.status = "ok"
             except TileLangMiniError as e:
                 entry.reason = str(e).splitlines()[0] if str(e) else type(e).__name__
+                errors.append(e)
             except (TypeError, ValueError) as e:
                 entry.reason = f"{type(e).__name__}: {e}"
+                errors.append(e)
             entries.append(entry)
             if entry.status == "ok" and (best is None or entry.time_us < best):
                 best = entry.time_us
@@ -399,9 +404,19 @@ def autotune(factory=None, configs=None, by: str = "estimate", chip: str | None 
     result = AutotuneResult(by=by, chip=chip, entries=entries,
                             seconds=time.perf_counter() - start)
     if not result.ok:
+        _raise_common(errors)
         reasons = "; ".join(f"{e.label()}: {e.reason}" for e in entries)
         raise TileLangMiniError(f"autotune: no configuration compiled ({reasons})")
     return result
+
+
+def _raise_common(errors) -> None:
+    """When every configuration failed with the same compile error (the kernel's own: an
+    unsupported construct at its line, whatever the tile sizes), raise that error itself, with
+    its location and type, rather than autotune's summary of the failures."""
+    if errors and all(isinstance(e, TileLangMiniError) for e in errors) and \
+            len({str(e).splitlines()[0] if str(e) else "" for e in errors}) == 1:
+        raise errors[0]
 
 
 __all__ = ["autotune", "AutoTuned", "AutoTuner", "AutotuneResult", "TuneEntry"]

@@ -220,6 +220,8 @@ class ControlFlow:
                 self.parallel_outer.pop()
             self.var_ranges = outer
         self.scopes.pop()
+        if kind == "parallel" and any(self.reducer_update(b, names) for b in body):
+            return self.parallel_reducers(names, extents, body, s)
         if kind == "parallel" and any(isinstance(b, ParallelAtomic) for b in body):
             return self.parallel_body(names, extents, body, s)
         if kind == "parallel" and any(isinstance(b, For) for b in body):

@@ -4,7 +4,8 @@ select functions, dtype constructors, loop spellings, GPU hints and GPU-only err
 New functions are spelled with the IR's operations where they have an exact or float32-accurate
 form, so that every backend runs them the same way:
 
-    T.if_then_else(c, a, b)  -> select(c, a, b)         (loads in a or b read clamped indices)
+    T.if_then_else(c, a, b)  -> select(c, a, b)         (loads in a or b read clamped indices
+                                                         where the loop ranges do not bound them)
     T.clamp(x, lo, hi)       -> min(max(x, lo), hi)
     T.sigmoid(x)             -> 1.0 / (1.0 + exp(-x))
     T.log2(x)                -> log(x) * 1.4426950408889634
@@ -25,6 +26,7 @@ from ..language.hints import (GPU_ONLY, GPU_ONLY_PREFIXES, HINT_NAMES, MULTI_DEV
                               TRACE_EVENTS)
 from .atomic import ParallelAtomic
 from .common import Marker, show
+from ..ir.analysis import interval
 from .exprs import BIT_SYMBOLS, as_expr, binop, bit_not, const, is_ir, reinterpret
 
 _LN2_INV = 1.0 / math.log(2.0)
@@ -59,33 +61,38 @@ def erf(x):
     return _call("select", binop("<", x, 0.0), _call("neg", y), y)
 
 
-def clamp_loads(e):
+def clamp_loads(e, ranges=None):
     """`e` with every load's indices clamped into its buffer (the unselected side of a select
-    is evaluated too, and TileLang guards out-of-range reads with if_then_else)."""
+    is evaluated too, and TileLang guards out-of-range reads with if_then_else). `ranges`: the
+    block and loop variables' (lo, hi); an index they keep inside its dimension stays as
+    written (`acc_o[i, j]` in `T.Parallel(block_M, dim)` over an acc_o of that shape), so
+    the row index of a tile stays the map's row variable (split_cores splits such maps)."""
     if isinstance(e, Load):
         idx = []
         for i, n in zip(e.indices, e.buffer.shape):
-            i = clamp_loads(i)
-            if not (isinstance(i, Const) and 0 <= i.value < n):
+            i = clamp_loads(i, ranges)
+            iv = interval(ranges or {}, i)
+            if not (iv is not None and isinstance(n, int) and 0 <= iv[0] and iv[1] < n):
                 i = _call("min", _call("max", i, 0), n - 1)
             idx.append(i)
         return Load(e.buffer, tuple(idx))
     if isinstance(e, BinOp):
-        return BinOp(e.op, clamp_loads(e.a), clamp_loads(e.b))
+        return BinOp(e.op, clamp_loads(e.a, ranges), clamp_loads(e.b, ranges))
     if isinstance(e, Call):
-        return Call(e.fn, tuple(clamp_loads(a) for a in e.args))
+        return Call(e.fn, tuple(clamp_loads(a, ranges) for a in e.args))
     if isinstance(e, Cast):
-        return Cast(e.dtype, clamp_loads(e.value))
+        return Cast(e.dtype, clamp_loads(e.value, ranges))
     return e
 
 
-def select(c, a, b):
-    """a if c else b: at trace time when c is a Python value, else an IR select."""
+def select(c, a, b, ranges=None):
+    """a if c else b: at trace time when c is a Python value, else an IR select (`ranges`:
+    see clamp_loads)."""
     if not is_ir(c):
         return a if c else b
     if isinstance(a, bool) or isinstance(b, bool):
         a, b = as_expr(a), as_expr(b)
-    return _call("select", c, clamp_loads(as_expr(a)), clamp_loads(as_expr(b)))
+    return _call("select", c, clamp_loads(as_expr(a), ranges), clamp_loads(as_expr(b), ranges))
 
 
 def power(a, b):
@@ -111,7 +118,7 @@ class Dialect:
         """The value of `T.name(...)` for the upstream expression functions, or None."""
         if name in ("if_then_else", "Select"):
             c, a, b = self.values(n, 3, name)
-            return select(c, a, b)
+            return select(c, a, b, self.var_ranges)
         if name in ("And", "Or"):  # tilelang-ascend's logical helpers
             if len(n.args) < 2 or n.keywords:
                 raise self.error(n, f"T.{name}(a, b, ...) takes two or more conditions")
@@ -435,7 +442,7 @@ class Dialect:
         cond = self.resolved(self.eval(n.test), n.test)
         if not is_ir(cond):  # trace-time: evaluate only the branch taken, as Python does
             return self.eval(n.body if cond else n.orelse)
-        return select(cond, self.value_arg(n.body), self.value_arg(n.orelse))
+        return select(cond, self.value_arg(n.body), self.value_arg(n.orelse), self.var_ranges)
 
     def unknown_name(self, attr: str, node):
         if attr in GPU_ONLY:

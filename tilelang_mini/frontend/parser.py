@@ -33,6 +33,7 @@ from .gemm_sp import GemmSparse
 from .sync_all import scalars_per_core, split_launch
 from .simt import Simt
 from .safe_access import guard_global
+from .reducer import Reducers
 from .bindings import Bindings, Capture, LaneVar, StaleValue, vector_flags_without_scopes
 
 
@@ -156,7 +157,7 @@ def _source(fn, file: str):
 
 
 class KernelBuilder(ExprVisitor, ControlFlow, TileOps, Dialect, TileAscend, Eager, Atomics, Views,
-                    Bindings, GemmSparse, Simt, Int4s, Rng):
+                    Bindings, GemmSparse, Simt, Int4s, Rng, Reducers):
     def __init__(self, fn, file: str | None = None, symbols: dict | None = None, eager=None):
         self.fn = fn
         self.file = file or inspect.getsourcefile(fn) or "<unknown>"
@@ -187,6 +188,7 @@ class KernelBuilder(ExprVisitor, ControlFlow, TileOps, Dialect, TileAscend, Eage
         self.n_fresh = 0
         self.hints: list[str] = []  # GPU hints accepted (Kernel.hints)
         self.var_ranges: dict[str, tuple[int, int]] = {}  # block/loop variable -> (lo, hi) known
+        self.reducers: dict[str, str] = {}  # T.alloc_reducer buffer name -> "sum"/"max"/"min"
 
     # ----------------------------------------------------------------------------------- errors
 
@@ -467,6 +469,8 @@ class KernelBuilder(ExprVisitor, ControlFlow, TileOps, Dialect, TileAscend, Eage
         target = s.targets[0]
         if isinstance(target, ast.Name) and isinstance(s.value, ast.Call):
             fn = self.eval_callee(s.value.func)
+            if isinstance(fn, Marker) and fn.name == "alloc_reducer":
+                return self.alloc_reducer(target.id, s.value)
             if isinstance(fn, Marker) and fn.name in _ALLOC_SCOPES:
                 out = self.alloc(target.id, fn.name, s.value)
                 return out if isinstance(out, list) else [out]

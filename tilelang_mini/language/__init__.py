@@ -155,7 +155,7 @@ KERNEL_NAMES = (
     "shift_left", "shift_right", "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not",
     "reinterpret", "sort",
     "atomic_add", "atomic_max", "atomic_min", "atomic_addx2", "atomic_addx4", "alloc_global", "alloc_buffer", "reshape", "view",
-    "reinterpretcast", "im2col",
+    "reinterpretcast", "im2col", "alloc_reducer", "finalize_reducer",
     "empty", "gemm_v0", "barrier_all", "sync_all", "sync_grid", "gemm_sp", "mma", "cumsum", "And", "Or", "Not", "If", "Then", "Else",
 ) + HINT_NAMES
 

@@ -91,8 +91,6 @@ MULTI_DEVICE_PREFIXES = {
 NOT_YET = {
     "comm_reducer": "T.reduce_sum / T.reduce_max", "evaluate": "a T. operation statement",
     "attr": "nothing (TVM attributes have no meaning here)",
-    "alloc_reducer": "a fragment and T.reduce_sum into it", "finalize_reducer": "nothing (with "
-    "a fragment and T.reduce_sum there is nothing to finalise)",
     "atomic_load": "a plain read of the GM element (T.sync_all between the writing launch "
                    "and the reading one)",
     "atomic_store": "a plain store (one core writes the element)",

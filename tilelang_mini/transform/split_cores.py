@@ -528,18 +528,35 @@ def _splittable(s, split, rows) -> bool:
         return a == b and (not a or (len(s.values.extent) > 1 and s.values.extent[0] == rows))
     if isinstance(s, For):
         writes = {st.buffer.name for st in analysis.map_stores(s)}
+        if _gm_row_map(s, split, rows):
+            return True
         if not writes & split:
             return not writes - {b.name for b in _var_buffers(s)}
         return s.extents[0] == Const(rows) and writes <= split and _rows_indexed(s, split)
     return False
 
 
+def _gm_row_map(s, split, rows) -> bool:
+    """A Parallel map over a split tile's rows that stores to GM what it reads of the tile, row
+    by row (varlen attention's masked output store, `if i < len: O[.., i, d] = O_s[i, d]`):
+    each AIV runs the rows of its half, writing the GM elements of those rows (iterations of a
+    Parallel map are independent, so the two halves write what the whole map writes)."""
+    if not (isinstance(s, For) and s.kind == "parallel" and s.extents[0] == Const(rows)):
+        return False
+    stores = analysis.map_stores(s)
+    reads = {ld.buffer.name for st in s.body for ld in walk(st) if isinstance(ld, Load)}
+    return (bool(reads & split) and bool(stores)
+            and all(st.buffer.scope == "global" for st in stores)
+            and _rows_indexed(s, split, stores=False))
+
+
 def _var_buffers(s):
     return [st.buffer for st in analysis.map_stores(s) if st.buffer.scope == "var"]
 
 
-def _rows_indexed(loop: For, split) -> bool:
-    """Every access of a split buffer in the map indexes dim 0 with the map's first variable."""
+def _rows_indexed(loop: For, split, stores: bool = True) -> bool:
+    """Every access of a split buffer in the map indexes dim 0 with the map's first variable
+    (`stores`: and so does every store of the map)."""
     row = loop.vars[0]
     ok = True
 
@@ -551,7 +568,7 @@ def _rows_indexed(loop: For, split) -> bool:
         return n
     for st in loop.body:
         transform(st, check)
-    for st in analysis.map_stores(loop):
+    for st in analysis.map_stores(loop) if stores else ():
         if st.indices[0] != Var(row):
             ok = False
     return ok
@@ -606,7 +623,8 @@ def _split_vector(s, rows):
                            indices=_rows(s.indices, half, None))
         return s
     if isinstance(s, For):
-        if not any(st.buffer.name in split for st in analysis.map_stores(s)):
+        if not any(st.buffer.name in split for st in analysis.map_stores(s)) and \
+                not _gm_row_map(s, split, n):
             return s
         # The map runs over this AIV's half of the rows: its row variable `i` stands for the
         # block row `i + vid * half` everywhere (values, conditions, index expressions, other
