@@ -30,7 +30,7 @@ import llvmlite.ir as ir
 from tilelang_mini.ir.nodes import Const
 from tilelang_mini.semantics.ops import gemm_shape
 
-from . import vecmath as vm
+from . import kpairs, vecmath as vm
 from .access import (
     base_offset, check_in_bounds, elem_ptr, lane_mask, outlined, starts_of, vload, vstore,
 )
@@ -293,6 +293,25 @@ def _microkernel(g, key):
     def cptr(r, v):
         return e.gep(c, r * ldc_b + v * VL * 4)
 
+    def c_load(r, v):
+        zero_v = ir.Constant(fvs[v], None)
+        if masks[v] is None:
+            return e.load(fvs[v], cptr(r, v), 4)
+        return e.masked_load(fvs[v], cptr(r, v), masks[v], zero_v)
+
+    def c_store(x, r, v):
+        if not zero:
+            x = b.fadd(c_load(r, v), x)
+        if masks[v] is None:
+            e.store(x, cptr(r, v), 4)
+        else:
+            e.masked_store(x, cptr(r, v), masks[v])
+
+    if kpairs.usable(bf16, ncols, steps, a_cs_b):
+        kpairs.kernel(e, fn.args, mr, ncols, steps, a_rs_b, ldb_b, bmask, c_store)
+        b.ret_void()
+        return fn
+
     # a half-width last vector of rows r, r+1 shares one full vector: lanes [0, 8) row r,
     # [8, 16) row r+1 (a blend of their A broadcasts, B's half row in both halves), so on hosts
     # whose 512-bit FMAs cost what 256-bit ones do the narrow columns take half the FMAs
@@ -302,12 +321,6 @@ def _microkernel(g, key):
              if not (v == nvec - 1 and r < 2 * pairs)]
     slots += [(2 * i, nvec - 1, 1) for i in range(pairs)]  # the accumulators (row, vector, pair)
     lo_hi = [ir.Constant(vty(I32, VL // 2), list(range(o, o + VL // 2))) for o in (0, VL // 2)]
-
-    def c_load(r, v):
-        zero_v = ir.Constant(fvs[v], None)
-        if masks[v] is None:
-            return e.load(fvs[v], cptr(r, v), 4)
-        return e.masked_load(fvs[v], cptr(r, v), masks[v], zero_v)
 
     # the accumulators start at zero and C is added when they are stored: C's loads depend on
     # nothing the K loop computes, so they are issued early and their latency (C is a tile of
@@ -386,14 +399,6 @@ def _microkernel(g, key):
         acc = cur
     for kk in range(main, steps):
         acc = step(acc, ir.Constant(I64, kk), 0)
-
-    def c_store(x, r, v):
-        if not zero:
-            x = b.fadd(c_load(r, v), x)
-        if masks[v] is None:
-            e.store(x, cptr(r, v), 4)
-        else:
-            e.masked_store(x, cptr(r, v), masks[v])
 
     for (r, v, pair), x in zip(slots, acc):
         if pair:
