@@ -206,28 +206,32 @@ def test_narrow_gemm_stops_at_each_blocks_valid_columns(dtype, n):
     close(out, kn(a, b), "float32")
 
 
+@pytest.mark.parametrize("trans_a", [False, True])
 @pytest.mark.parametrize("n", [3, 8, 21, 24, 40, 56])
 @pytest.mark.parametrize("m", [7, 13, 16])
-def test_gemm_half_width_last_vector(m, n):
-    # columns with a last vector of at most 8 (n % 16 in 1..8) are computed two rows per full
-    # vector (masked when fewer than 8), an odd last row of a tail (m % 8 = 7, 5) in a
+def test_gemm_half_width_last_vector(m, n, trans_a):
+    # columns with a last vector of at most 8 (n % 16 in 1..8, up to 24 columns) are computed
+    # over K pairs (backends/llvm/kpairs.py; K odd: the last k alone), wider ones two rows per
+    # full vector (masked when fewer than 8), an odd last row of a tail (m % 8 = 7, 5) in a
     # half-width one; C holds values before the gemm, which adds to them (loaded and stored
-    # back per row, masked)
+    # back per row, masked). A transposed (its rows strided in K) takes the two-row vectors.
     K = 37
-    A, B, C0, D = Buffer("A", (m, K), "float32"), Buffer("B", (K, n), "float32"), \
+    ash = (K, m) if trans_a else (m, K)
+    A, B, C0, D = Buffer("A", ash, "float32"), Buffer("B", (K, n), "float32"), \
         Buffer("C0", (m, n), "float32"), Buffer("D", (m, n), "float32")
-    A_s, B_s = Buffer("A_s", (m, K), "float32", "shared"), \
+    A_s, B_s = Buffer("A_s", ash, "float32", "shared"), \
         Buffer("B_s", (K, n), "float32", "shared")
     C_l = Buffer("C_l", (m, n), "float32", "fragment")
     k = kernel((A, B, C0, D), [
         Alloc(A_s), Alloc(B_s), Alloc(C_l), Copy(full(A), full(A_s)), Copy(full(B), full(B_s)),
-        Copy(full(C0), full(C_l)), Gemm(full(A_s), full(B_s), full(C_l)),
+        Copy(full(C0), full(C_l)), Gemm(full(A_s), full(B_s), full(C_l), transpose_a=trans_a),
         Copy(full(C_l), full(D)),
     ])
-    a, b, c0 = rand((m, K), "float32"), rand((K, n), "float32"), rand((m, n), "float32")
+    a, b, c0 = rand(ash, "float32"), rand((K, n), "float32"), rand((m, n), "float32")
     d = np.zeros((m, n), np.float32)
     ref = run_both(k, a, b, c0, d)
-    close(d, c0.astype(np.float64) + a.astype(np.float64) @ b.astype(np.float64), "float32")
+    a64 = a.astype(np.float64).T if trans_a else a.astype(np.float64)
+    close(d, c0.astype(np.float64) + a64 @ b.astype(np.float64), "float32")
     close(d, ref[3], "float32")
 
 

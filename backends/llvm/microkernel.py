@@ -17,7 +17,8 @@ when it is not float32 (f32 path) or not row-major bf16 with even K (bf16 path).
 place when it is float32, else through a float32 temporary (rounded back to C's dtype after).
 The K loop is unrolled by 4 (f32) / 2 (bf16 pairs); tile tails use masked loads and stores and
 separate micro-kernels for the last rows. An f32 kernel whose last column vector holds at most 8
-columns (the 8/24-column narrow kernels, tails) computes them for two rows in one full vector:
+columns (the 8/24-column narrow kernels, tails) runs over K pairs (kpairs.py) where A's rows are
+contiguous in K; otherwise it computes the last 8 columns for two rows in one full vector:
 lanes [0, 8) row r, [8, 16) row r+1, from a blend of the two rows' A broadcasts and B's half row
 loaded into both halves (a 24-column kernel of 8 rows: 12 FMAs per k, not 16): on hosts with
 full-width FMA units a 512-bit FMA costs what a 256-bit one does (the development host: 7.2 G

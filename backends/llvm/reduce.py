@@ -165,9 +165,14 @@ def reduce(g, s, producer=None):
             return load
 
         def nest_a(i, s_off, d_off, idx):
-            if i == len(loops) and g.row_group is not None and g.row_group[0] is s:
+            if i == len(loops) and g.row_group is not None and \
+                    any(r is s for r in g.row_group[0]):
+                # this row's lanes (row_groups finishes them), after the row's earlier reduces
                 v = row_reduce(g, kind, src_ext[dim], row_load(s_off, idx), lanes=True)
-                e.store(v, g.row_group[1], 4)  # this row's lanes (row_groups finishes them)
+                slot = g.row_group[1]
+                if g.row_group[0][0] is not s:
+                    v = _combine(e, kind, e.load(vty(F32), slot, 4), v)
+                e.store(v, slot, 4)
                 return
             if i == len(loops):
                 r = row_reduce(g, kind, src_ext[dim], row_load(s_off, idx))
@@ -211,24 +216,29 @@ def reduce(g, s, producer=None):
 
 
 def _grouped_reduce(g, s):
-    """The Reduce of a serial loop over rows whose body is one fused map + reduce of row `r`
-    (transform/cpu_fuse.py) into element `r + c` of a row-major destination that the block
-    reads nowhere else, with at least GROUPED trips; else None."""
+    """The Reduces of a serial loop over rows (at least GROUPED trips) whose body is fused
+    maps + reduces of row `r` (transform/cpu_fuse.py; several: a pipeline's stages) into
+    element `r + c` of a row-major destination, one kind, the same element, which the body
+    reads nowhere else; else None."""
     if s.kind != "serial" or len(s.vars) != 1 or not isinstance(s.extents[0], Const) \
             or not isinstance(s.extents[0].value, int) or s.extents[0].value < GROUPED:
         return None
     parts = [t for t in s.body if not isinstance(t, (SetFlag, WaitFlag, PipeBarrier))]
-    if len(parts) != 1 or not isinstance(parts[0], Fused) \
-            or parts[0].kind not in ("map_reduce", "copy_map_reduce"):
+    if not parts or any(not isinstance(t, Fused) or t.kind not in ("map_reduce",
+                                                                    "copy_map_reduce")
+                        for t in parts):
         return None
-    red = parts[0].body[-1]
-    if not isinstance(red, Reduce) or red.kind not in _IDENT:
+    reds = [t.body[-1] for t in parts]
+    first, row = reds[0], s.vars[0]
+    if not all(isinstance(r, Reduce) and r.kind in _IDENT and r.kind == first.kind
+               and r.dst == first.dst for r in reds) or any(r.clear for r in reds[1:]):
         return None
-    src, dst, row = red.src, red.dst, s.vars[0]
-    ndim = len(src.extent)
-    if red.dim % ndim != ndim - 1 or any(x != 1 for x in src.extent[:-1]) \
+    dst = first.dst
+    if any(r.dim % len(r.src.extent) != len(r.src.extent) - 1
+           or any(x != 1 for x in r.src.extent[:-1]) for r in reds) \
             or any(x != 1 for x in dst.extent) or g.info(dst.buffer).layout != "row":
         return None
+
     def is_row(x):
         return isinstance(x, Var) and x.name == row
 
@@ -240,18 +250,19 @@ def _grouped_reduce(g, s):
     if row in vars_in(tuple(dst.start[:-1])):
         return None
     name = dst.buffer.name
-    for t in parts[0].body:
+    for t, r in zip(parts, reds):
         for n in walk(t):
-            if isinstance(n, (Load, Region)) and n.buffer.name == name and n is not dst:
+            if isinstance(n, (Load, Region)) and n.buffer.name == name and n is not r.dst:
                 return None
-    return red
+    return reds
 
 
 def row_groups(g, s) -> bool:
-    """A loop over rows, each a fused map + reduce into its own element of a 1-d result
+    """A loop over rows, each fused maps + reduces into its own element of a 1-d result
     (_grouped_reduce), in groups of VL rows: each row leaves the vector whose lanes reduce to
-    its result, and one transpose_reduce and one vector combine/store finish the group's VL
-    results, instead of a horizontal reduction and a scalar store per row:
+    its result (its reduces' vectors combined), and one transpose_reduce and one vector
+    combine/store finish the group's VL results, instead of a horizontal reduction and a
+    scalar store per row and reduce:
 
         for r in serial(32):                       for r0 in 0, 16:
             with fused(...):                 ->        for j in 0 .. 16: keep[j] = lanes of row r0 + j
@@ -259,9 +270,10 @@ def row_groups(g, s) -> bool:
                 reduce_sum(sq[r +: 1, ...], ss[r +: 1], clear=False)
 
     False (nothing emitted) when the loop is not of that form."""
-    red = _grouped_reduce(g, s)
-    if red is None:
+    reds = _grouped_reduce(g, s)
+    if reds is None:
         return False
+    red = reds[0]
     e, b = g.e, g.e.b
     name, rows = s.vars[0], s.extents[0].value
     rng = (0, rows - 1)
@@ -279,7 +291,7 @@ def row_groups(g, s) -> bool:
             e.store(ident, slot(j), 4)
         with e.loop(0, count, name=name) as j:
             g.bind(name, b.add(r0, j), rng)
-            g.row_group = (red, slot(j))
+            g.row_group = (reds, slot(j))
             try:
                 g.body_in_context(s.body)
             finally:
