@@ -345,9 +345,10 @@ def test_row_loops_finish_their_results_in_groups(monkeypatch, kind, bm):
 
     monkeypatch.setattr(red_mod, "_grouped_reduce", spy)
     M, K, bk = 2 * bm + 3, 3 * 64 - 5, 64
+    f16, f32 = "float16", "float32"  # (names: pyflakes reads annotation strings as names)
 
     @T.prim_func
-    def rowred(A: T.Tensor((M, K), "float16"), S: T.Tensor((M,), "float32")):
+    def rowred(A: T.Tensor((M, K), f16), S: T.Tensor((M,), f32)):
         with T.Kernel(T.ceildiv(M, bm)) as bx:
             a = T.alloc_shared((bm, bk), "float32")
             sq = T.alloc_fragment((bm, bk), "float32")
