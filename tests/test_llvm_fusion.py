@@ -344,16 +344,17 @@ def test_row_loops_finish_their_results_in_groups(monkeypatch, kind, bm):
         return out
 
     monkeypatch.setattr(red_mod, "_grouped_reduce", spy)
-    M, K, bk = 2 * bm + 3, 3 * 64 - 5, 64
-    f16, f32 = "float16", "float32"  # (names: pyflakes reads annotation strings as names)
+    # (dtypes as names: pyflakes reads the strings of annotations as names)
+    M, K, bk, f16, f32 = 2 * bm + 3, 3 * 64 - 5, 64, "float16", "float32"
+    init = 0.0 if kind == "sum" else -1.0
 
     @T.prim_func
     def rowred(A: T.Tensor((M, K), f16), S: T.Tensor((M,), f32)):
         with T.Kernel(T.ceildiv(M, bm)) as bx:
+            s = T.alloc_fragment((bm,), "float32")
+            T.fill(s, init)
             a = T.alloc_shared((bm, bk), "float32")
             sq = T.alloc_fragment((bm, bk), "float32")
-            s = T.alloc_fragment((bm,), "float32")
-            T.fill(s, 0.0 if kind == "sum" else -1.0)
             for kk in T.Pipelined(T.ceildiv(K, bk), num_stages=2):
                 T.copy(A[bx * bm, kk * bk], a)
                 for i, j in T.Parallel(bm, bk):

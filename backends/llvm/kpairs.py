@@ -51,6 +51,33 @@ def _columns(v: int):
     return [4 * lane + base + i for lane in range(4) for i in (0, 1)]
 
 
+def k_loop(b, acc, main, unroll, body):
+    """`for k in range(0, main, unroll): acc = body(acc, k)` with the accumulators in phis
+    (registers across the loop); returns the final accumulators."""
+    if not main:
+        return acc
+    pre, fn = b.block, b.function
+    loop = fn.append_basic_block("k")
+    after = fn.append_basic_block("k.end")
+    b.branch(loop)
+    b.position_at_end(loop)
+    kphi = b.phi(I64, "k")
+    kphi.add_incoming(ir.Constant(I64, 0), pre)
+    phis = []
+    for x in acc:
+        p = b.phi(x.type)
+        p.add_incoming(x, pre)
+        phis.append(p)
+    cur = body(phis, kphi)
+    nxt = b.add(kphi, ir.Constant(I64, unroll))
+    for p, x in zip(phis, cur):
+        p.add_incoming(x, b.block)
+    kphi.add_incoming(nxt, b.block)
+    b.cbranch(b.icmp_signed("<", nxt, ir.Constant(I64, main)), loop, after)
+    b.position_at_end(after)
+    return cur
+
+
 def kernel(e, args, mr, ncols, steps, a_rs_b, ldb_b, bmask, c_store):
     """Emit the pair kernel into the function of Emitter `e` (args: A, B panel, C pointers);
     `c_store(x, r, v)` adds/stores the 16- (v=0) or 8-column (last) vector x of row r."""
@@ -100,33 +127,15 @@ def kernel(e, args, mr, ncols, steps, a_rs_b, ldb_b, bmask, c_store):
                 out.append(e.intr("fma", f16, [a2, pv[v], acc[r * nv + v]]))
         return out
 
-    acc = [zero16] * (mr * nv)
     unroll = 4  # k per loop iteration: two pairs
     main = steps // unroll * unroll
-    fn = b.function
-    if main:
-        pre = b.block
-        loop = fn.append_basic_block("kp")
-        after = fn.append_basic_block("kp.end")
-        b.branch(loop)
-        b.position_at_end(loop)
-        kphi = b.phi(I64, "k")
-        kphi.add_incoming(ir.Constant(I64, 0), pre)
-        phis = []
-        for x in acc:
-            p = b.phi(f16)
-            p.add_incoming(x, pre)
-            phis.append(p)
-        cur = phis
+
+    def body(cur, k):
         for u in range(0, unroll, 2):
-            cur = step(cur, b.add(kphi, ir.Constant(I64, u)) if u else kphi, False)
-        nxt = b.add(kphi, ir.Constant(I64, unroll))
-        for p, x in zip(phis, cur):
-            p.add_incoming(x, b.block)
-        kphi.add_incoming(nxt, b.block)
-        b.cbranch(b.icmp_signed("<", nxt, ir.Constant(I64, main)), loop, after)
-        b.position_at_end(after)
-        acc = cur
+            cur = step(cur, b.add(k, ir.Constant(I64, u)) if u else k, False)
+        return cur
+
+    acc = k_loop(b, [zero16] * (mr * nv), main, unroll, body)
     kk = main
     while kk < steps:
         acc = step(acc, ir.Constant(I64, kk), kk + 1 == steps)

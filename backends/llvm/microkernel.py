@@ -374,30 +374,13 @@ def _microkernel(g, key):
 
     unroll = 2 if bf16 else UNROLL
     main = steps // unroll * unroll
-    acc = init
-    if main:
-        pre = b.block
-        loop = fn.append_basic_block("k")
-        after = fn.append_basic_block("k.end")
-        b.branch(loop)
-        b.position_at_end(loop)
-        kphi = b.phi(I64, "k")
-        kphi.add_incoming(ir.Constant(I64, 0), pre)
-        phis = []
-        for x in acc:
-            p = b.phi(x.type)
-            p.add_incoming(x, pre)
-            phis.append(p)
-        cur = phis
+
+    def body(cur, k):
         for u in range(unroll):
-            cur = step(cur, kphi, u)
-        nxt = b.add(kphi, ir.Constant(I64, unroll))
-        for p, x in zip(phis, cur):
-            p.add_incoming(x, b.block)
-        kphi.add_incoming(nxt, b.block)
-        b.cbranch(b.icmp_signed("<", nxt, ir.Constant(I64, main)), loop, after)
-        b.position_at_end(after)
-        acc = cur
+            cur = step(cur, k, u)
+        return cur
+
+    acc = kpairs.k_loop(b, init, main, unroll, body)
     for kk in range(main, steps):
         acc = step(acc, ir.Constant(I64, kk), 0)
 
