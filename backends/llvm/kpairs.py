@@ -78,9 +78,11 @@ def k_loop(b, acc, main, unroll, body):
     return cur
 
 
-def kernel(e, args, mr, ncols, steps, a_rs_b, ldb_b, bmask, c_store):
+def kernel(e, args, mr, ncols, steps, a_rs_b, ldb_b, bmask, c_store, paired=False):
     """Emit the pair kernel into the function of Emitter `e` (args: A, B panel, C pointers);
-    `c_store(x, r, v)` adds/stores the 16- (v=0) or 8-column (last) vector x of row r."""
+    `c_store(x, r, v)` adds/stores the 16- (v=0) or 8-column (last) vector x of row r. With
+    `paired`, B's panel is already in K pairs (layout.py packBT2: pair row k/2 of `ldb_b` bytes,
+    column c's pair at lanes 2c, 2c+1), loaded as the pair vectors with no interleave."""
     b = e.b
     a, bp, _ = args
     wide = ncols > 2 * HALF            # 17..24 columns: 16 + 8, else 1..8
@@ -104,8 +106,12 @@ def kernel(e, args, mr, ncols, steps, a_rs_b, ldb_b, bmask, c_store):
             last = e.load(f16, p, 4)
         return first, last
 
-    def step(acc, k, single):
-        """acc += the products of k and k + 1 (of k alone when `single`)."""
+    def pairs_of(k, single):
+        """The pair vectors of k and k + 1 (k alone when `single`: k + 1's lanes zero)."""
+        if paired:  # k even: pair row k / 2 (an odd last k's pair holds zeros)
+            off = b.mul(k, ir.Constant(I64, ldb_b // 2))
+            return [e.load(f16, e.gep(bp, b.add(off, ir.Constant(I64, v * 4 * VL))), 4)
+                    for v in range(nv)]
         f0, l0 = brow(k)
         if single:
             f1, l1 = (zero16 if wide else None), zero16
@@ -114,6 +120,11 @@ def kernel(e, args, mr, ncols, steps, a_rs_b, ldb_b, bmask, c_store):
         pv = ([b.shuffle_vector(f0, f1, unpack[0]), b.shuffle_vector(f0, f1, unpack[1])]
               if wide else [])
         pv.append(b.shuffle_vector(l0, l1, inter))
+        return pv
+
+    def step(acc, k, single):
+        """acc += the products of k and k + 1 (of k alone when `single`)."""
+        pv = pairs_of(k, single)
         aoff = b.mul(k, ir.Constant(I64, 4))
         out = []
         for r in range(mr):
@@ -147,7 +158,7 @@ def kernel(e, args, mr, ncols, steps, a_rs_b, ldb_b, bmask, c_store):
     if wide:
         where = {}
         for v in (0, 1):
-            for j, c in enumerate(_columns(v)):
+            for j, c in enumerate(range(HALF * v, HALF * (v + 1)) if paired else _columns(v)):
                 where[c] = VL * v + 2 * j
         even16 = ir.Constant(vty(I32), [where[c] for c in range(VL)])
         odd16 = ir.Constant(vty(I32), [where[c] + 1 for c in range(VL)])

@@ -74,8 +74,9 @@ def gemm(g, s):
     # the native bfloat16 product where the host has it and both operands are stored as bfloat16
     # (not widened: transform/cpu_storage.py)
     bf16 = g.bf16 and ai.storage == "bfloat16" and bi.storage == "bfloat16"
-    if bi.layout == "packB_vnni" and not bf16 or bi.layout in ("packB", "packBT") and bf16 \
-            or (bi.layout == "packBT") != (bi.layout != "row" and s.transpose_b):
+    transposed = bi.layout in ("packBT", "packBT2")
+    if bi.layout == "packB_vnni" and not bf16 or bi.layout in ("packB", "packBT", "packBT2") \
+            and bf16 or transposed != (bi.layout != "row" and s.transpose_b):
         raise g.fail("internal: packed B layout does not match the gemm mode")
     KP = -(-K // 2)
     npan = -(-N // NR)
@@ -116,6 +117,9 @@ def gemm(g, s):
     # ---- B: (panel pointer function, row stride bytes, masked loads)
     if bi.layout in ("packB", "packBT"):  # panels of B, or of the transposed tile's B
         pan_b, ldb_b, bmask = K * NR * 4, NR * 4, False
+        b_ptr = bbase
+    elif bi.layout == "packBT2":  # K pairs: ldb_b is a pair row's bytes
+        pan_b, ldb_b, bmask = KP * 2 * NR * 4, 2 * NR * 4, False
         b_ptr = bbase
     elif bi.layout == "packB_vnni":
         pan_b, ldb_b, bmask = KP * NR * 4, NR * 4, False
@@ -175,7 +179,8 @@ def gemm(g, s):
     def panel(jp, ncols):
         bp = e.gep(b_ptr, b.mul(jp, ir.Constant(I64, pan_b)))
         cp = e.gep(c_ptr, b.mul(jp, ir.Constant(I64, NR * 4)))
-        common = (bf16, ncols, steps, a_rs_b, a_cs_b, ldb_b, ldc_b, zero, bmask)
+        common = (bf16, ncols, steps, a_rs_b, a_cs_b, ldb_b, ldc_b, zero, bmask,
+                  bi.layout == "packBT2")
         if M // MR:
             fn = _microkernel(g, (MR,) + common)
             with e.loop(0, M // MR, name="mi") as ip:
@@ -272,7 +277,7 @@ def _microkernel(g, key):
     fn = g.helpers.get(key)
     if fn is not None:
         return fn
-    mr, bf16, ncols, steps, a_rs_b, a_cs_b, ldb_b, ldc_b, zero, bmask = key
+    mr, bf16, ncols, steps, a_rs_b, a_cs_b, ldb_b, ldc_b, zero, bmask, paired = key
     name = f"tlm_mk{len(g.helpers)}"
     fn = ir.Function(g.module, ir.FunctionType(ir.VoidType(), [PTR, PTR, PTR]), name)
     fn.linkage = "internal"
@@ -309,9 +314,11 @@ def _microkernel(g, key):
             e.masked_store(x, cptr(r, v), masks[v])
 
     if kpairs.usable(bf16, ncols, steps, a_cs_b):
-        kpairs.kernel(e, fn.args, mr, ncols, steps, a_rs_b, ldb_b, bmask, c_store)
+        kpairs.kernel(e, fn.args, mr, ncols, steps, a_rs_b, ldb_b, bmask, c_store, paired)
         b.ret_void()
         return fn
+    if paired:  # layout.py chose the pair panels for the K-pair kernel only
+        raise g.fail(f"internal: K-pair B panels for a {ncols}-column gemm kernel")
 
     # a half-width last vector of rows r, r+1 shares one full vector: lanes [0, 8) row r,
     # [8, 16) row r+1 (a blend of their A broadcasts, B's half row in both halves), so on hosts
