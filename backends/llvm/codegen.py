@@ -79,7 +79,7 @@ class KernelGen(ParallelMaps, Expressions):
         self.needs_dpbf16 = False
         self.loops: list = []  # enclosing serial loop variables, outermost first
         self.prefetch: list = []  # GM rows to prefetch, spread over the next gemm
-        self.row_group = None     # (Reduce, slot): the row's lanes go to the slot (reduce.py)
+        self.row_group = None     # (Reduces, slot): the row's lanes go to the slot (reduce.py)
         self.nt_ok = platform.machine().lower() in ("x86_64", "amd64")
         self.nt_used = False      # non-temporal stores emitted: fence them before returning
 

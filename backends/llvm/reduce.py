@@ -11,7 +11,7 @@ from __future__ import annotations
 import llvmlite.ir as ir
 
 from tilelang_mini.ir.nodes import (
-    BinOp, Const, Fused, Load, PipeBarrier, Reduce, Region, SetFlag, Var, WaitFlag, walk,
+    Const, Fused, Load, PipeBarrier, Reduce, Region, SetFlag, WaitFlag, walk,
 )
 
 from . import vecmath as vm
@@ -19,7 +19,7 @@ from .access import (
     base_offset, check_in_bounds, check_reshape, lane_mask, starts_of, vload, vstore,
 )
 from .irutil import F32, I1, I32, I64, VL, const, constant, vty
-from .values import vars_in
+from .values import plus_var, vars_in
 
 _IDENT = {"sum": 0.0, "abssum": 0.0, "max": float("-inf"), "absmax": float("-inf"),
           "min": float("inf")}
@@ -239,15 +239,7 @@ def _grouped_reduce(g, s):
             or any(x != 1 for x in dst.extent) or g.info(dst.buffer).layout != "row":
         return None
 
-    def is_row(x):
-        return isinstance(x, Var) and x.name == row
-
-    last = dst.start[-1]
-    if not (is_row(last) or isinstance(last, BinOp) and last.op == "+" and (
-            is_row(last.a) and row not in vars_in((last.b,))
-            or is_row(last.b) and row not in vars_in((last.a,)))):
-        return None
-    if row in vars_in(tuple(dst.start[:-1])):
+    if not plus_var(dst.start[-1], row) or row in vars_in(tuple(dst.start[:-1])):
         return None
     name = dst.buffer.name
     for t, r in zip(parts, reds):
