@@ -11,7 +11,7 @@ from __future__ import annotations
 import llvmlite.ir as ir
 
 from tilelang_mini.ir.nodes import (
-    Const, Fused, Load, PipeBarrier, Reduce, Region, SetFlag, WaitFlag, walk,
+    Const, Fused, Load, PipeBarrier, Reduce, Region, SetFlag, Store, WaitFlag, walk,
 )
 
 from . import vecmath as vm
@@ -244,7 +244,8 @@ def _grouped_reduce(g, s):
     name = dst.buffer.name
     for t, r in zip(parts, reds):
         for n in walk(t):
-            if isinstance(n, (Load, Region)) and n.buffer.name == name and n is not r.dst:
+            if isinstance(n, (Load, Region, Store)) and n.buffer.name == name \
+                    and n is not r.dst:
                 return None
     return reds
 
