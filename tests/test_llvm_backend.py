@@ -146,7 +146,9 @@ def test_lowered_npu_gemm_through_the_pipeline(dtype):
                                    # a narrow B (N rows) in a wider tile, K clipped
                                    (37, 3, 75, 16, 16, 32), (37, 13, 75, 16, 32, 32),
                                    (37, 21, 75, 16, 32, 32), (37, 24, 75, 16, 32, 32),
-                                   (37, 45, 75, 16, 48, 32)])
+                                   (37, 45, 75, 16, 48, 32),
+                                   # K pairs with an odd K tile (the last pair half zeros)
+                                   (37, 20, 75, 16, 32, 25), (21, 8, 31, 16, 16, 15)])
 @pytest.mark.parametrize("dtype", ["float32", "float16"])
 def test_transposed_b_packing_full_and_partial_panels(dtype, shape):
     # a B^T tile packed 16 x 16 blocks at a time: whole 32-row panels in a loop, then a partial
@@ -159,6 +161,29 @@ def test_transposed_b_packing_full_and_partial_panels(dtype, shape):
     close(out, a.astype(np.float64) @ b.astype(np.float64).T, "float32")
     ref = tilelang_mini.compile(prim, out_idx=[-1], target="numpy")(a, b)
     close(out, ref, "float32")
+
+
+@pytest.mark.parametrize("n", [3, 8, 13, 17, 24])
+@pytest.mark.parametrize("block_k", [32, 25])
+def test_transposed_b_tile_in_k_pairs(monkeypatch, n, block_k):
+    # prenorm's B tile (N, K), read transposed by a gemm of N constant columns: with a last
+    # vector of at most 8 columns (not 13) it is packed in float32 K pairs (packBT2) for the
+    # K-pair micro-kernel, an odd K tile's last pair half zeros; against float64
+    from pathlib import Path
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1] / "examples"))
+    from prenorm import hc_prenorm, reference
+    from backends.llvm import layout
+    chosen, real = [], layout._layout
+    monkeypatch.setattr(layout, "_layout", lambda *a: chosen.append(real(*a)) or chosen[-1])
+    M, K = 37, 3 * block_k - 4
+    kl = tilelang_mini.compile(hc_prenorm.factory(M, n, K, block_M=16, block_K=block_k),
+                               out_idx=[-2, -1], target="llvm")
+    assert ("packBT2" in chosen) == (n != 13), chosen
+    a, b = rand((M, K), "bfloat16"), rand((n, K), "float32")
+    d, ss = kl(a, b)
+    want_d, want_s = reference(a, b)
+    close(d, want_d, "float32")
+    close(ss, want_s, "float32")
 
 
 @pytest.mark.parametrize("shape", [(16, 72, 40), (8, 17, 19), (24, 64, 48)])
@@ -206,28 +231,32 @@ def test_narrow_gemm_stops_at_each_blocks_valid_columns(dtype, n):
     close(out, kn(a, b), "float32")
 
 
+@pytest.mark.parametrize("trans_a", [False, True])
 @pytest.mark.parametrize("n", [3, 8, 21, 24, 40, 56])
 @pytest.mark.parametrize("m", [7, 13, 16])
-def test_gemm_half_width_last_vector(m, n):
-    # columns with a last vector of at most 8 (n % 16 in 1..8) are computed two rows per full
-    # vector (masked when fewer than 8), an odd last row of a tail (m % 8 = 7, 5) in a
+def test_gemm_half_width_last_vector(m, n, trans_a):
+    # columns with a last vector of at most 8 (n % 16 in 1..8, up to 24 columns) are computed
+    # over K pairs (backends/llvm/kpairs.py; K odd: the last k alone), wider ones two rows per
+    # full vector (masked when fewer than 8), an odd last row of a tail (m % 8 = 7, 5) in a
     # half-width one; C holds values before the gemm, which adds to them (loaded and stored
-    # back per row, masked)
+    # back per row, masked). A transposed (its rows strided in K) takes the two-row vectors.
     K = 37
-    A, B, C0, D = Buffer("A", (m, K), "float32"), Buffer("B", (K, n), "float32"), \
+    ash = (K, m) if trans_a else (m, K)
+    A, B, C0, D = Buffer("A", ash, "float32"), Buffer("B", (K, n), "float32"), \
         Buffer("C0", (m, n), "float32"), Buffer("D", (m, n), "float32")
-    A_s, B_s = Buffer("A_s", (m, K), "float32", "shared"), \
+    A_s, B_s = Buffer("A_s", ash, "float32", "shared"), \
         Buffer("B_s", (K, n), "float32", "shared")
     C_l = Buffer("C_l", (m, n), "float32", "fragment")
     k = kernel((A, B, C0, D), [
         Alloc(A_s), Alloc(B_s), Alloc(C_l), Copy(full(A), full(A_s)), Copy(full(B), full(B_s)),
-        Copy(full(C0), full(C_l)), Gemm(full(A_s), full(B_s), full(C_l)),
+        Copy(full(C0), full(C_l)), Gemm(full(A_s), full(B_s), full(C_l), transpose_a=trans_a),
         Copy(full(C_l), full(D)),
     ])
-    a, b, c0 = rand((m, K), "float32"), rand((K, n), "float32"), rand((m, n), "float32")
+    a, b, c0 = rand(ash, "float32"), rand((K, n), "float32"), rand((m, n), "float32")
     d = np.zeros((m, n), np.float32)
     ref = run_both(k, a, b, c0, d)
-    close(d, c0.astype(np.float64) + a.astype(np.float64) @ b.astype(np.float64), "float32")
+    a64 = a.astype(np.float64).T if trans_a else a.astype(np.float64)
+    close(d, c0.astype(np.float64) + a64 @ b.astype(np.float64), "float32")
     close(d, ref[3], "float32")
 
 

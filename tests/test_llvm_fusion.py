@@ -324,3 +324,53 @@ def test_copy_in_squares_and_copy_on_are_one_pass(dtype, tile_read_later, clippe
     np.testing.assert_allclose(y, a64, rtol=1e-7)
     np.testing.assert_allclose(z, a64 if tile_read_later else 0.0, rtol=1e-7)
     np.testing.assert_allclose(ss, (a64 * a64).sum(1), rtol=1e-5)
+
+
+@pytest.mark.parametrize("kind", ["sum", "absmax"])
+@pytest.mark.parametrize("bm", [4, 16, 37, 80])
+def test_row_loops_finish_their_results_in_groups(monkeypatch, kind, bm):
+    """A fused copy-in + map + reduce per row accumulating (clear=False) over K blocks into
+    its own element of a 1-d tile (a pipeline's two stages: two such reduces per row): row
+    loops of 8 rows or more finish 16 rows at a time (backends/llvm/reduce.py row_groups), a
+    last group of fewer rows masked; the results against float64."""
+    import tilelang_mini.language as T
+    from backends.llvm import reduce as red_mod
+    grouped = []
+    real = red_mod._grouped_reduce
+
+    def spy(g, s):
+        out = real(g, s)
+        grouped.append(out is not None)
+        return out
+
+    monkeypatch.setattr(red_mod, "_grouped_reduce", spy)
+    # (dtypes as names: pyflakes reads the strings of annotations as names)
+    M, K, bk, f16, f32 = 2 * bm + 3, 3 * 64 - 5, 64, "float16", "float32"
+    init = 0.0 if kind == "sum" else -1.0
+
+    @T.prim_func
+    def rowred(A: T.Tensor((M, K), f16), S: T.Tensor((M,), f32)):
+        with T.Kernel(T.ceildiv(M, bm)) as bx:
+            s = T.alloc_fragment((bm,), "float32")
+            T.fill(s, init)
+            a = T.alloc_shared((bm, bk), "float32")
+            sq = T.alloc_fragment((bm, bk), "float32")
+            for kk in T.Pipelined(T.ceildiv(K, bk), num_stages=2):
+                T.copy(A[bx * bm, kk * bk], a)
+                for i, j in T.Parallel(bm, bk):
+                    sq[i, j] = a[i, j] * a[i, j] * 3.0  # zero where K is padded
+                if kind == "sum":
+                    T.reduce_sum(sq, s, dim=1, clear=False)
+                else:
+                    T.reduce_absmax(sq, s, dim=1, clear=False)
+            T.copy(s, S[bx * bm])
+
+    k = tilelang_mini.compile(rowred, out_idx=[-1], target="llvm")
+    a = RNG.standard_normal((M, K)).astype(np.float16)
+    got = k(a)
+    a64 = a.astype(np.float64)
+    sq = a64 * a64 * 3.0
+    want = sq.sum(1) if kind == "sum" else np.maximum(np.abs(sq).max(1), -1.0)
+    np.testing.assert_allclose(got, want, rtol=1e-5)
+    if bm % 2 == 0:  # rows split between the vector cores, a row loop of bm / 2 on each
+        assert any(grouped) == (bm // 2 >= 8)

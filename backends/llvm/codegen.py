@@ -33,7 +33,7 @@ from .cores import core_scope, cross_flag, generate_cores, top_buf_ptr
 from .layout import PER_BLOCK, plan_buffers
 from .pack_cache import PackCache, plan_pack_cache
 from .packing import flush_prefetch
-from .reduce import reduce
+from .reduce import reduce, row_groups
 from .parallel import ParallelMaps
 from .exprs import Expressions
 from .values import Par, Val, vars_in
@@ -79,6 +79,7 @@ class KernelGen(ParallelMaps, Expressions):
         self.needs_dpbf16 = False
         self.loops: list = []  # enclosing serial loop variables, outermost first
         self.prefetch: list = []  # GM rows to prefetch, spread over the next gemm
+        self.row_group = None     # (Reduces, slot): the row's lanes go to the slot (reduce.py)
         self.nt_ok = platform.machine().lower() in ("x86_64", "amd64")
         self.nt_used = False      # non-temporal stores emitted: fence them before returning
 
@@ -254,6 +255,8 @@ class KernelGen(ParallelMaps, Expressions):
         return exts, rngs
 
     def serial_loop(self, s: For):
+        if row_groups(self, s):
+            return
         exts, rngs = self.extents(s)
         saved = {n: (self.vars.get(n), self.ranges.get(n)) for n in s.vars}
         self.loops.extend(s.vars)

@@ -12,7 +12,9 @@
   whole and read as the B operand of gemms) is kept packed in micro-panels of NR columns: the
   copy into the tile is the packing step of the BLIS-style GEMM. With avx512_bf16 and bfloat16
   operands the panels are in the VNNI pair layout `[N/NR][K/2][NR][2]`. A tile (N, K) every
-  gemm reads transposed (transpose_B) holds the float32 panels of its transpose (`packBT`).
+  gemm reads transposed (transpose_B) holds the float32 panels of its transpose (`packBT`), or,
+  where every such gemm runs microkernel.py's K-pair kernel (at most 24 constant columns), its
+  float32 K pairs `[N/NR][K/2][NR][2]` (`packBT2`): the kernel loads them with no interleave.
 
 The arena holds first the buffers a block may read before writing them completely
 (`zero_bytes`, zeroed at the start of every grid block: the allocations transform/cpu_zero.py
@@ -26,11 +28,11 @@ from dataclasses import dataclass, field
 from tilelang_mini.errors import CompileError
 from tilelang_mini.ir.analysis import AIC_SCOPES, core_instructions, written_names
 from tilelang_mini.ir.nodes import (
-    Alloc, Copy, Fill, Gemm, Kernel, Load, Reduce, Region, Scope, Sort, Store, body_fields, walk,
-    walk_own,
+    Alloc, Const, Copy, Fill, Gemm, Kernel, Load, Reduce, Region, Scope, Sort, Store, body_fields,
+    walk, walk_own,
 )
 
-from .irutil import STORAGE
+from .irutil import STORAGE, VL
 
 NR = 32  # columns of a micro-panel (two float32 vectors)
 MR = 8   # rows of the micro-kernel
@@ -49,7 +51,7 @@ def _align(n: int) -> int:
 class BufInfo:
     buf: object
     storage: str
-    layout: str = "row"          # row | packB | packBT (of the transposed tile) | packB_vnni
+    layout: str = "row"          # row | packB | packBT (of the transposed tile) | packBT2 | packB_vnni
     nbytes: int = 0
     slots: dict = field(default_factory=dict)   # ctx -> arena offset (bytes)
     param: int | None = None
@@ -129,7 +131,7 @@ def plan_buffers(kernel: Kernel, bf16: bool, top_copies: int = 1) -> Plan:
             elif isinstance(s, Gemm):
                 note(s.a.buffer.name, ctx, ("gemm_a",))
                 note(s.b.buffer.name, ctx, ("gemm_b", s.b.is_full, s.transpose_b,
-                                            s.a.buffer.name))
+                                            s.a.buffer.name, s.transpose_a, s.columns))
                 note(s.c.buffer.name, ctx, ("gemm_c",))
             elif isinstance(s, (Fill, Reduce, Sort)):
                 for n in walk_own(s):
@@ -145,6 +147,9 @@ def plan_buffers(kernel: Kernel, bf16: bool, top_copies: int = 1) -> Plan:
     stored_bf16 = {n for n, b in [*params.items(), *((n, a.buffer) for n, a in allocs.items()
                                                      if not a.widened)]
                    if b.dtype == "bfloat16"} if bf16 else set()
+    # the buffers stored as float32 (a gemm reads them as A in place)
+    f32_names = {n for n, b in params.items() if b.dtype == "float32"} | {
+        n for n, a in allocs.items() if a.widened or a.buffer.dtype == "float32"}
     infos: dict = {}
     for i, p in enumerate(kernel.params):
         infos[p.name] = BufInfo(p, p.dtype, param=i)
@@ -159,7 +164,7 @@ def plan_buffers(kernel: Kernel, bf16: bool, top_copies: int = 1) -> Plan:
         if name in params:
             continue
         info = BufInfo(buf, "float32" if allocs[name].widened else buf.dtype)
-        info.layout = _layout(allocs[name], uses.get(name, []), stored_bf16)
+        info.layout = _layout(allocs[name], uses.get(name, []), stored_bf16, f32_names)
         info.nbytes = _nbytes(info)
         size = _align(info.nbytes)
         if buf.scope in PER_BLOCK:
@@ -195,18 +200,34 @@ def _top_sources(kernel: Kernel, infos: dict) -> dict:
     return out
 
 
-def _layout(alloc, uses, stored_bf16) -> str:
+def _layout(alloc, uses, stored_bf16, f32_names=frozenset()) -> str:
     """Row-major, or the micro-panels a `panels=True` allocation asks for (transform/cpu_layout.py):
     VNNI bfloat16 pairs where the host multiplies them natively and the tile and the A operand of
     every gemm reading it are stored as bfloat16 (`stored_bf16`: their names, or empty without
-    the native product), else float32 panels."""
+    the native product), else float32 panels; `packBT2` (float32 K pairs) where every gemm
+    reading the transposed tile runs the K-pair kernel (_kpair_gemm)."""
     if not alloc.panels:
         return "row"
     gemm = [u for u in uses if u[0] == "gemm_b"]
     vnni = alloc.buffer.name in stored_bf16 and all(u[3] in stored_bf16 for u in gemm)
     if gemm and all(u[2] for u in gemm):  # read transposed: panels of the transpose
+        if not vnni and all(_kpair_gemm(alloc.buffer.shape, u, f32_names) for u in gemm):
+            return "packBT2"
         return "row" if vnni else "packBT"  # (no transposing VNNI copy: the gemm packs it)
     return "packB_vnni" if vnni else "packB"
+
+
+def _kpair_gemm(shape, use, f32_names) -> bool:
+    """Whether a gemm reading the transposed B tile `shape` (N, K) (`use`: its gemm_b note)
+    computes all its columns with microkernel.py's K-pair kernel (kpairs.usable): one panel of
+    1..8 or 17..24 constant columns, A's rows contiguous in K (not a float32 A read transposed
+    in place), at least 2 K."""
+    _, full, _, a_name, trans_a, columns = use
+    n, k = shape
+    cols = columns.value if isinstance(columns, Const) and columns.value > 0 else n
+    cols = min(cols, n)
+    return full and k >= 2 and (0 < cols <= VL // 2 or VL < cols <= VL + VL // 2) and \
+        not (trans_a and a_name in f32_names)
 
 
 def _nbytes(info: BufInfo) -> int:
@@ -217,6 +238,9 @@ def _nbytes(info: BufInfo) -> int:
     if info.layout == "packBT":
         n, k = shape
         return -(-n // NR) * k * NR * 4
+    if info.layout == "packBT2":
+        n, k = shape
+        return -(-n // NR) * (-(-k // 2)) * 2 * NR * 4
     if info.layout == "packB_vnni":
         k, n = shape
         return -(-n // NR) * (-(-k // 2)) * NR * 4

@@ -17,7 +17,8 @@ when it is not float32 (f32 path) or not row-major bf16 with even K (bf16 path).
 place when it is float32, else through a float32 temporary (rounded back to C's dtype after).
 The K loop is unrolled by 4 (f32) / 2 (bf16 pairs); tile tails use masked loads and stores and
 separate micro-kernels for the last rows. An f32 kernel whose last column vector holds at most 8
-columns (the 8/24-column narrow kernels, tails) computes them for two rows in one full vector:
+columns (the 8/24-column narrow kernels, tails) runs over K pairs (kpairs.py) where A's rows are
+contiguous in K; otherwise it computes the last 8 columns for two rows in one full vector:
 lanes [0, 8) row r, [8, 16) row r+1, from a blend of the two rows' A broadcasts and B's half row
 loaded into both halves (a 24-column kernel of 8 rows: 12 FMAs per k, not 16): on hosts with
 full-width FMA units a 512-bit FMA costs what a 256-bit one does (the development host: 7.2 G
@@ -30,7 +31,7 @@ import llvmlite.ir as ir
 from tilelang_mini.ir.nodes import Const
 from tilelang_mini.semantics.ops import gemm_shape
 
-from . import vecmath as vm
+from . import kpairs, vecmath as vm
 from .access import (
     base_offset, check_in_bounds, elem_ptr, lane_mask, outlined, starts_of, vload, vstore,
 )
@@ -73,8 +74,9 @@ def gemm(g, s):
     # the native bfloat16 product where the host has it and both operands are stored as bfloat16
     # (not widened: transform/cpu_storage.py)
     bf16 = g.bf16 and ai.storage == "bfloat16" and bi.storage == "bfloat16"
-    if bi.layout == "packB_vnni" and not bf16 or bi.layout in ("packB", "packBT") and bf16 \
-            or (bi.layout == "packBT") != (bi.layout != "row" and s.transpose_b):
+    transposed = bi.layout in ("packBT", "packBT2")
+    if bi.layout == "packB_vnni" and not bf16 or bi.layout in ("packB", "packBT", "packBT2") \
+            and bf16 or transposed != (bi.layout != "row" and s.transpose_b):
         raise g.fail("internal: packed B layout does not match the gemm mode")
     KP = -(-K // 2)
     npan = -(-N // NR)
@@ -115,6 +117,9 @@ def gemm(g, s):
     # ---- B: (panel pointer function, row stride bytes, masked loads)
     if bi.layout in ("packB", "packBT"):  # panels of B, or of the transposed tile's B
         pan_b, ldb_b, bmask = K * NR * 4, NR * 4, False
+        b_ptr = bbase
+    elif bi.layout == "packBT2":  # K pairs: ldb_b is a pair row's bytes
+        pan_b, ldb_b, bmask = KP * 2 * NR * 4, 2 * NR * 4, False
         b_ptr = bbase
     elif bi.layout == "packB_vnni":
         pan_b, ldb_b, bmask = KP * NR * 4, NR * 4, False
@@ -174,7 +179,8 @@ def gemm(g, s):
     def panel(jp, ncols):
         bp = e.gep(b_ptr, b.mul(jp, ir.Constant(I64, pan_b)))
         cp = e.gep(c_ptr, b.mul(jp, ir.Constant(I64, NR * 4)))
-        common = (bf16, ncols, steps, a_rs_b, a_cs_b, ldb_b, ldc_b, zero, bmask)
+        common = (bf16, ncols, steps, a_rs_b, a_cs_b, ldb_b, ldc_b, zero, bmask,
+                  bi.layout == "packBT2")
         if M // MR:
             fn = _microkernel(g, (MR,) + common)
             with e.loop(0, M // MR, name="mi") as ip:
@@ -271,7 +277,7 @@ def _microkernel(g, key):
     fn = g.helpers.get(key)
     if fn is not None:
         return fn
-    mr, bf16, ncols, steps, a_rs_b, a_cs_b, ldb_b, ldc_b, zero, bmask = key
+    mr, bf16, ncols, steps, a_rs_b, a_cs_b, ldb_b, ldc_b, zero, bmask, paired = key
     name = f"tlm_mk{len(g.helpers)}"
     fn = ir.Function(g.module, ir.FunctionType(ir.VoidType(), [PTR, PTR, PTR]), name)
     fn.linkage = "internal"
@@ -293,6 +299,27 @@ def _microkernel(g, key):
     def cptr(r, v):
         return e.gep(c, r * ldc_b + v * VL * 4)
 
+    def c_load(r, v):
+        zero_v = ir.Constant(fvs[v], None)
+        if masks[v] is None:
+            return e.load(fvs[v], cptr(r, v), 4)
+        return e.masked_load(fvs[v], cptr(r, v), masks[v], zero_v)
+
+    def c_store(x, r, v):
+        if not zero:
+            x = b.fadd(c_load(r, v), x)
+        if masks[v] is None:
+            e.store(x, cptr(r, v), 4)
+        else:
+            e.masked_store(x, cptr(r, v), masks[v])
+
+    if kpairs.usable(bf16, ncols, steps, a_cs_b):
+        kpairs.kernel(e, fn.args, mr, ncols, steps, a_rs_b, ldb_b, bmask, c_store, paired)
+        b.ret_void()
+        return fn
+    if paired:  # layout.py chose the pair panels for the K-pair kernel only
+        raise g.fail(f"internal: K-pair B panels for a {ncols}-column gemm kernel")
+
     # a half-width last vector of rows r, r+1 shares one full vector: lanes [0, 8) row r,
     # [8, 16) row r+1 (a blend of their A broadcasts, B's half row in both halves), so on hosts
     # whose 512-bit FMAs cost what 256-bit ones do the narrow columns take half the FMAs
@@ -302,12 +329,6 @@ def _microkernel(g, key):
              if not (v == nvec - 1 and r < 2 * pairs)]
     slots += [(2 * i, nvec - 1, 1) for i in range(pairs)]  # the accumulators (row, vector, pair)
     lo_hi = [ir.Constant(vty(I32, VL // 2), list(range(o, o + VL // 2))) for o in (0, VL // 2)]
-
-    def c_load(r, v):
-        zero_v = ir.Constant(fvs[v], None)
-        if masks[v] is None:
-            return e.load(fvs[v], cptr(r, v), 4)
-        return e.masked_load(fvs[v], cptr(r, v), masks[v], zero_v)
 
     # the accumulators start at zero and C is added when they are stored: C's loads depend on
     # nothing the K loop computes, so they are issued early and their latency (C is a tile of
@@ -360,40 +381,15 @@ def _microkernel(g, key):
 
     unroll = 2 if bf16 else UNROLL
     main = steps // unroll * unroll
-    acc = init
-    if main:
-        pre = b.block
-        loop = fn.append_basic_block("k")
-        after = fn.append_basic_block("k.end")
-        b.branch(loop)
-        b.position_at_end(loop)
-        kphi = b.phi(I64, "k")
-        kphi.add_incoming(ir.Constant(I64, 0), pre)
-        phis = []
-        for x in acc:
-            p = b.phi(x.type)
-            p.add_incoming(x, pre)
-            phis.append(p)
-        cur = phis
+
+    def body(cur, k):
         for u in range(unroll):
-            cur = step(cur, kphi, u)
-        nxt = b.add(kphi, ir.Constant(I64, unroll))
-        for p, x in zip(phis, cur):
-            p.add_incoming(x, b.block)
-        kphi.add_incoming(nxt, b.block)
-        b.cbranch(b.icmp_signed("<", nxt, ir.Constant(I64, main)), loop, after)
-        b.position_at_end(after)
-        acc = cur
+            cur = step(cur, k, u)
+        return cur
+
+    acc = kpairs.k_loop(b, init, main, unroll, body)
     for kk in range(main, steps):
         acc = step(acc, ir.Constant(I64, kk), 0)
-
-    def c_store(x, r, v):
-        if not zero:
-            x = b.fadd(c_load(r, v), x)
-        if masks[v] is None:
-            e.store(x, cptr(r, v), 4)
-        else:
-            e.masked_store(x, cptr(r, v), masks[v])
 
     for (r, v, pair), x in zip(slots, acc):
         if pair:

@@ -1,7 +1,7 @@
 """Copies into packed GEMM B tiles (micro-panels, layout.py) and software prefetch of GM tiles.
 
 A copy into a packed tile writes panels `[N/NR][K][NR]` of float32 (or VNNI bf16 pairs
-`[N/NR][K/2][NR][2]`), zero-padding columns past N and the odd K row: it is the packing step of
+`[N/NR][K/2][NR][2]`, or float32 K pairs of a transposed tile, packBT2), zero-padding columns past N and the odd K row: it is the packing step of
 the BLIS-style GEMM. A copy from GM inside a serial loop prefetches (into L2) the tile it will
 read in the next iteration; the rows are handed to the next gemm, which spreads the prefetches
 over its micro-kernel calls (a burst of prefetches would stall on the miss buffers).
@@ -48,7 +48,7 @@ def copy_packed(g, s, si, di, sbase, dbase, s_off0, s_rng, s_dims, s_ok1, kind, 
 
 def _copy_packed(g, si, di, sbase, dbase, s_off0, s_rng, s_dims, s_ok1, kind, exact):
     e, b = g.e, g.e.b
-    if di.layout == "packBT":
+    if di.layout in ("packBT", "packBT2"):
         return _copy_transposed(g, si, di, sbase, dbase, s_off0, s_dims, kind, exact,
                                 lambda n: b.and_(s_ok1, inside(g, n, *s_rng[s_dims[0]])),
                                 s_rng[s_dims[1]])
@@ -126,10 +126,12 @@ def _copy_packed(g, si, di, sbase, dbase, s_off0, s_rng, s_dims, s_ok1, kind, ex
                 store_pair(e, h0, h1, dbase, jp, kp, kp_total, v)
 
 
-def store_transposed(e, rows, nk, dst, k0, j, K):
-    """A 16 x 16 block of B (rows: the VL columns 16j.. of B^T, lanes: K from k0) transposed in
-    registers, its first `nk` K rows stored at their place in the float32 micro-panels. `j`: the
-    block's index, an int or an i64 value (a loop over blocks)."""
+def store_transposed(e, rows, nk, dst, k0, j, K, paired=False):
+    """A 16 x 16 block of B (rows: the VL columns 16j.. of B^T, lanes: K from k0, even)
+    transposed in registers, its first `nk` K rows stored at their place in the float32
+    micro-panels, or with `paired` in the K-pair panels [N/NR][K/2][NR][2] (packBT2: rows k, k+1
+    interleaved, column c's pair at 2c; an odd last K row paired with zeros). `j`: the block's
+    index, an int or an i64 value (a loop over blocks)."""
     b = e.b
     cols = transpose16(b, rows)
     per = NR // VL
@@ -138,6 +140,20 @@ def store_transposed(e, rows, nk, dst, k0, j, K):
     else:
         jp = b.udiv(j, ir.Constant(I64, per))
         lane = b.mul(b.urem(j, ir.Constant(I64, per)), ir.Constant(I64, VL))
+    if paired:
+        zero = ir.Constant(vty(F32), None)
+        halves = [ir.Constant(vty(I32), [x for i in range(h, h + VL // 2) for x in (i, i + VL)])
+                  for h in (0, VL // 2)]
+        kp0 = b.add(b.udiv(k0, ir.Constant(I64, 2)), b.mul(jp, ir.Constant(I64, -(-K // 2))))
+        for c in range(0, nk, 2):
+            x1 = cols[c + 1] if c + 1 < nk else zero
+            pos = b.add(b.mul(b.add(kp0, ir.Constant(I64, c // 2)), ir.Constant(I64, 2 * NR)),
+                        b.mul(lane, ir.Constant(I64, 2)))
+            for h, idx in enumerate(halves):
+                at = b.add(pos, ir.Constant(I64, h * VL))
+                e.store(b.shuffle_vector(cols[c], x1, idx),
+                        e.gep(dst, b.mul(at, ir.Constant(I64, 4))), 4)
+        return
     k0 = b.add(k0, b.mul(jp, ir.Constant(I64, K)))
     for c in range(nk):
         pos = b.add(b.mul(b.add(k0, ir.Constant(I64, c)), ir.Constant(I64, NR)), lane)
@@ -189,7 +205,7 @@ def _copy_packed_fast(g, si, di, sbase, dbase, s_off0, s_dims):
     e, b = g.e, g.e.b
     kind = vm.kind_of(si.dtype)
     exact = si.dtype if si.dtype in vm.FLOATS else None
-    if di.layout == "packBT":
+    if di.layout in ("packBT", "packBT2"):
         true, k_all = ir.Constant(I1, 1), (ir.Constant(I64, 0), ir.Constant(I64, di.shape[1]))
         return _copy_transposed(g, si, di, sbase, dbase, s_off0, s_dims, kind, exact,
                                 lambda n: true, k_all)
@@ -291,7 +307,7 @@ def _copy_transposed(g, si, di, sbase, dbase, s_off0, s_dims, kind, exact, row_o
             else:  # known inside (a load) or outside (zeros)
                 rows.append(load(r) if ok.constant else zero)
         rows += [zero] * (VL - len(rows))
-        store_transposed(e, rows, nk, dbase, k0, j, K)
+        store_transposed(e, rows, nk, dbase, k0, j, K, di.layout == "packBT2")
 
     transposed_blocks(e, N, K, block, "pkt")
 

@@ -10,15 +10,22 @@ from __future__ import annotations
 
 import llvmlite.ir as ir
 
+from tilelang_mini.ir.nodes import (
+    Const, Fused, Load, PipeBarrier, Reduce, Region, SetFlag, Store, WaitFlag, walk,
+)
+
 from . import vecmath as vm
 from .access import (
     base_offset, check_in_bounds, check_reshape, lane_mask, starts_of, vload, vstore,
 )
 from .irutil import F32, I1, I32, I64, VL, const, constant, vty
+from .values import plus_var, vars_in
 
 _IDENT = {"sum": 0.0, "abssum": 0.0, "max": float("-inf"), "absmax": float("-inf"),
           "min": float("inf")}
 ACCS = 4  # independent accumulators of a row reduction (hides the add latency)
+UNROLLED = 4  # rows of at most UNROLLED * ACCS vectors are reduced in straight code (no loop)
+GROUPED = VL // 2  # loops of at least this many rows finish VL rows at a time (row_groups)
 
 
 def _combine(e, kind, a, c):
@@ -40,9 +47,10 @@ def hreduce(e, kind, v):
     return e.b.extract_element(v, ir.Constant(I32, 0))
 
 
-def row_reduce(g, kind, n, value):
+def row_reduce(g, kind, n, value, lanes=False):
     """Scalar reduction of a row of n values; value(t0, mask) -> <VL x float> of the lanes
-    t0 + i (mask None: all VL lanes valid); masked-off lanes must hold the identity."""
+    t0 + i (mask None: all VL lanes valid); masked-off lanes must hold the identity. With
+    `lanes`: the vector whose lanes reduce to it (transpose_reduce finishes VL rows at once)."""
     e, b = g.e, g.e.b
     ident = const(vty(F32), _IDENT[kind])
     nacc = ACCS if n >= ACCS * VL else 1
@@ -54,7 +62,11 @@ def row_reduce(g, kind, n, value):
         e.store(_combine(e, kind, e.load(vty(F32), a, 4), v), a, 4)
 
     main = n // (nacc * VL) * (nacc * VL)
-    if main:
+    if 0 < main <= UNROLLED * nacc * VL:  # a short row in straight code: constant offsets
+        for t in range(0, main, nacc * VL):
+            for k, a in enumerate(accs):
+                add(a, value(ir.Constant(I64, t + k * VL), None))
+    elif main:
         with e.loop(0, main, nacc * VL, name="rd") as t0:
             for k, a in enumerate(accs):
                 add(a, value(b.add(t0, ir.Constant(I64, k * VL)) if k else t0, None))
@@ -67,7 +79,27 @@ def row_reduce(g, kind, n, value):
     vals = [e.load(vty(F32), a, 4) for a in accs]
     while len(vals) > 1:
         vals = [_combine(e, kind, vals[i], vals[i + 1]) for i in range(0, len(vals), 2)]
-    return hreduce(e, kind, vals[0])
+    return vals[0] if lanes else hreduce(e, kind, vals[0])
+
+
+def transpose_reduce(e, kind, vals):
+    """VL vectors -> one vector whose lane j reduces vector j: a tree whose every level pairs
+    neighbours, puts both halves of each row's lanes side by side and combines them (two
+    shuffles and one combine per pair, VL - 1 pairs in all)."""
+    b = e.b
+    seg = VL  # lanes per row in every vector
+    while len(vals) > 1:
+        rows, h = VL // seg, seg // 2
+        lo, hi = [], []
+        for u in range(2 * rows):  # the first vector's rows, then the second's
+            src = (0 if u < rows else VL) + (u % rows) * seg
+            lo += range(src, src + h)
+            hi += range(src + h, src + seg)
+        lo_c, hi_c = (constant(vty(I32), x) for x in (lo, hi))
+        vals = [_combine(e, kind, b.shuffle_vector(x, y, lo_c), b.shuffle_vector(x, y, hi_c))
+                for x, y in zip(vals[0::2], vals[1::2])]
+        seg = h
+    return vals[0]
 
 
 def reduce(g, s, producer=None):
@@ -121,17 +153,29 @@ def reduce(g, s, producer=None):
     if dim == last:
         loops = list(range(last))
 
+        def row_load(s_off, idx):
+            if producer is not None:
+                def load(t0, mask):
+                    return value(producer(idx, t0, mask), mask)
+            else:
+                def load(t0, mask):
+                    raw = vload(g, si, sbase, b.add(s_off, t0), 1,
+                                mask if mask is not None else constant(m1, [1] * VL))
+                    return value(raw, mask)
+            return load
+
         def nest_a(i, s_off, d_off, idx):
+            if i == len(loops) and g.row_group is not None and \
+                    any(r is s for r in g.row_group[0]):
+                # this row's lanes (row_groups finishes them), after the row's earlier reduces
+                v = row_reduce(g, kind, src_ext[dim], row_load(s_off, idx), lanes=True)
+                slot = g.row_group[1]
+                if g.row_group[0][0] is not s:
+                    v = _combine(e, kind, e.load(vty(F32), slot, 4), v)
+                e.store(v, slot, 4)
+                return
             if i == len(loops):
-                if producer is not None:
-                    def load(t0, mask):
-                        return value(producer(idx, t0, mask), mask)
-                else:
-                    def load(t0, mask):
-                        raw = vload(g, si, sbase, b.add(s_off, t0), 1,
-                                    mask if mask is not None else constant(m1, [1] * VL))
-                        return value(raw, mask)
-                r = row_reduce(g, kind, src_ext[dim], load)
+                r = row_reduce(g, kind, src_ext[dim], row_load(s_off, idx))
                 finish(e.splat(r), d_off, 1, lane0)
                 return
             q = loops[i]
@@ -166,3 +210,108 @@ def reduce(g, s, producer=None):
                    b.add(d_off, b.mul(t, ir.Constant(I64, dmap[q]))))
 
     nest_b(0, s_off0, d_off0)
+
+
+# ------------------------------------------------------------------ rows finished in groups
+
+
+def _grouped_reduce(g, s):
+    """The Reduces of a serial loop over rows (at least GROUPED trips) whose body is fused
+    maps + reduces of row `r` (transform/cpu_fuse.py; several: a pipeline's stages) into
+    element `r + c` of a row-major destination, one kind, the same element, which the body
+    reads nowhere else; else None."""
+    if s.kind != "serial" or len(s.vars) != 1 or not isinstance(s.extents[0], Const) \
+            or not isinstance(s.extents[0].value, int) or s.extents[0].value < GROUPED:
+        return None
+    parts = [t for t in s.body if not isinstance(t, (SetFlag, WaitFlag, PipeBarrier))]
+    if not parts or any(not isinstance(t, Fused) or t.kind not in ("map_reduce",
+                                                                    "copy_map_reduce")
+                        for t in parts):
+        return None
+    reds = [t.body[-1] for t in parts]
+    first, row = reds[0], s.vars[0]
+    if not all(isinstance(r, Reduce) and r.kind in _IDENT and r.kind == first.kind
+               and r.dst == first.dst for r in reds) or any(r.clear for r in reds[1:]):
+        return None
+    dst = first.dst
+    if any(r.dim % len(r.src.extent) != len(r.src.extent) - 1
+           or any(x != 1 for x in r.src.extent[:-1]) for r in reds) \
+            or any(x != 1 for x in dst.extent) or g.info(dst.buffer).layout != "row":
+        return None
+
+    if not plus_var(dst.start[-1], row) or row in vars_in(tuple(dst.start[:-1])):
+        return None
+    name = dst.buffer.name
+    for t, r in zip(parts, reds):
+        for n in walk(t):
+            if isinstance(n, (Load, Region, Store)) and n.buffer.name == name \
+                    and n is not r.dst:
+                return None
+    return reds
+
+
+def row_groups(g, s) -> bool:
+    """A loop over rows, each fused maps + reduces into its own element of a 1-d result
+    (_grouped_reduce), in groups of VL rows: each row leaves the vector whose lanes reduce to
+    its result (its reduces' vectors combined), and one transpose_reduce and one vector
+    combine/store finish the group's VL results, instead of a horizontal reduction and a
+    scalar store per row and reduce:
+
+        for r in serial(32):                       for r0 in 0, 16:
+            with fused(...):                 ->        for j in 0 .. 16: keep[j] = lanes of row r0 + j
+                ...                                    ss[r0 +: 16] += transpose_reduce(keep)
+                reduce_sum(sq[r +: 1, ...], ss[r +: 1], clear=False)
+
+    False (nothing emitted) when the loop is not of that form."""
+    reds = _grouped_reduce(g, s)
+    if reds is None:
+        return False
+    red = reds[0]
+    e, b = g.e, g.e.b
+    name, rows = s.vars[0], s.extents[0].value
+    rng = (0, rows - 1)
+    with b.goto_block(e.entry):  # VL vectors, indexed by the row in the group
+        b.position_at_start(e.entry)
+        keep = b.alloca(vty(F32), size=ir.Constant(I64, VL))
+
+    def slot(j):
+        return b.gep(keep, [j if isinstance(j, ir.Value) else ir.Constant(I64, j)])
+    ident = const(vty(F32), _IDENT[red.kind])
+    saved = {name: (g.vars.get(name), g.ranges.get(name))}
+
+    def group(r0, count):
+        for j in range(count, VL):
+            e.store(ident, slot(j), 4)
+        with e.loop(0, count, name=name) as j:
+            g.bind(name, b.add(r0, j), rng)
+            g.row_group = (reds, slot(j))
+            try:
+                g.body_in_context(s.body)
+            finally:
+                g.row_group = None
+        vals = [e.load(vty(F32), slot(j), 4) for j in range(VL)]
+        g.bind(name, r0, rng)
+        r = transpose_reduce(e, red.kind, vals)
+        di = g.info(red.dst.buffer)
+        dbase = g.buf_ptr(di)
+        d_off = base_offset(g, di, starts_of(g, red.dst))
+        mask = constant(ir.VectorType(I1, VL), [1] * count + [0] * (VL - count))
+        if not red.clear:
+            old = vload(g, di, dbase, d_off, 1, mask)
+            r = _combine(e, red.kind, vm.to_float(e, vm.decode(e, old, di.storage),
+                                                  vm.kind_of(di.dtype)), r)
+        vstore(g, di, dbase, d_off, 1, vm.encode(e, r, "float", di.dtype, di.storage), mask)
+
+    g.loops.append(name)
+    prev, g.stmt = g.stmt, red
+    try:
+        if rows // VL:
+            with e.loop(0, rows // VL * VL, VL, name=f"{name}_g") as r0:
+                group(r0, VL)
+        if rows % VL:
+            group(ir.Constant(I64, rows // VL * VL), rows % VL)
+    finally:
+        g.stmt = prev
+        g.loops.pop()
+        g.restore(saved)
+    return True

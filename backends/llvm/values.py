@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tilelang_mini.ir.nodes import Var, walk
+from tilelang_mini.ir.nodes import BinOp, Var, walk
 
 from .irutil import is_vec
 
@@ -37,3 +37,13 @@ def vars_in(exprs) -> set:
             if isinstance(n, Var):
                 out.add(n.name)
     return out
+
+
+def plus_var(x, name) -> bool:
+    """x is the variable `name`, or `name + e` / `e + name` with e free of it (consecutive
+    values of `name` give consecutive values of x)."""
+    if isinstance(x, Var):
+        return x.name == name
+    return isinstance(x, BinOp) and x.op == "+" and (
+        isinstance(x.a, Var) and x.a.name == name and name not in vars_in((x.b,))
+        or isinstance(x.b, Var) and x.b.name == name and name not in vars_in((x.a,)))
