@@ -56,12 +56,14 @@ def npu_kernel(params, body, blocks):
 
 
 def check(k, *args):
-    """Run on llvm and on the interpreter; llvm's outputs must match."""
+    """Run on llvm and on the interpreter; llvm's outputs must match (float32 sums of rows
+    summed in another order differ by a few ulps of the largest value, hence the scaled atol)."""
     ref = [a.copy() for a in args]
     NUMPY.run(NUMPY.lower(k, {}), ref)
     BACKEND.run(BACKEND.lower(llvm_passes(k), {}), list(args))
     for got, want in zip(args, ref):
-        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+        scale = max(1.0, float(np.abs(want).max(initial=0.0)))
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6 * scale)
 
 
 R, N = 4, 40   # rows per vector core, columns (not a multiple of the vector length)
