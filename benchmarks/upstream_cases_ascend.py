@@ -256,7 +256,12 @@ def _(m, rng):
 @case("asc/pos_embedding/rope", A, "examples/pos_embedding/rope.py", "gather + bitwise")
 def _(m, rng):
     # the kernel reads one sin/cos row per vector core (row_x // head_num): heads >= rows per core
-    bs, heads, hidden, rd = 2, 16, 128, 64
+    return [rope_check(m, rng, 2, 16, 128, 64, 32)]
+
+
+def rope_check(m, rng, bs, heads, hidden, rd, block_M):
+    """rope_kernel_in_place(bs * heads, block_M, bs, hidden, rd, heads) on x (bs * heads rows),
+    the last rd columns rotated in interleaved pairs by each batch's sin/cos row."""
     x = rn(rng, (bs * heads, hidden), "float16")
     sin, cos = rn(rng, (bs, rd), "float16"), rn(rng, (bs, rd), "float16")
     xf = x.astype(f64).copy()
@@ -266,8 +271,8 @@ def _(m, rng):
     sgn = np.tile([-1.0, 1.0], rd // 2)
     s, c = np.repeat(sin.astype(f64), heads, 0), np.repeat(cos.astype(f64), heads, 0)
     xf[:, hidden - rd:] = part * c + rot * s * sgn
-    k = m["rope_kernel_in_place"](bs * heads, 32, bs, hidden, rd, heads)
-    return [Check(k, [x, sin, cos], {("arg", 0): xf}, dtype="float16")]
+    k = m["rope_kernel_in_place"](bs * heads, block_M, bs, hidden, rd, heads)
+    return Check(k, [x, sin, cos], {("arg", 0): xf}, dtype="float16")
 
 
 @case("asc/cumsum_gdn", A, "examples/cumsum_gdn/example_cumsum.py")
