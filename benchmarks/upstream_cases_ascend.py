@@ -401,9 +401,10 @@ def _(m, rng):
                           m["indexer"](B, N2, G, S1, S2, D, K, 64, 4, 64, 64, 64))
 
 
-def indexer_checks(rng, make):
-    """The lightning indexer's check: `make(B, N2, G, S1, S2, D, K)` builds the kernel."""
-    B, N2, G, S1, S2, D, K = 2, 1, 4, 64, 128, 64, 16
+def indexer_checks(rng, make, dims=(2, 1, 4, 64, 128, 64, 16)):
+    """The lightning indexer's check: `make(B, N2, G, S1, S2, D, K)` builds the kernel for
+    `dims` = (B, N2, G, S1, S2, D, K)."""
+    B, N2, G, S1, S2, D, K = dims
     q = rn(rng, (B, S1, N2, G * D), "float16", 0.3)
     k = rn(rng, (B, S2, N2, D), "float16", 0.3)
     w = rn(rng, (B, S1, N2, G))

@@ -153,14 +153,20 @@ def _(m, rng):
     return [Check(k, [a, b, sa, sb], {0: want}, "float32", tol=(1e-5, 1e-4))]
 
 
+def chunk_cumsums(x, C):
+    """float64 cumulative sums within chunks of C along the last axis of x: (forward,
+    reverse)."""
+    c = x.astype(f64).reshape(*x.shape[:-1], x.shape[-1] // C, C)
+    fwd = np.cumsum(c, -1).reshape(x.shape)
+    return fwd, np.flip(np.cumsum(np.flip(c, -1), -1), -1).reshape(x.shape)
+
+
 @case("asc/cumsum_kda/chunk_local_cumsum", A, "examples/cumsum_kda/example_cumsum_kda.py",
       "scalar chunk cumsum, forward and reverse, vid-indexed heads")
 def _(m, rng):
     B, H, L, BT = 1, 4, 64, 16
     s = rn(rng, (B, H, L))
-    c = s.astype(f64).reshape(B, H, L // BT, BT)
-    fwd = np.cumsum(c, -1).reshape(B, H, L)
-    rev = np.flip(np.cumsum(np.flip(c, -1), -1), -1).reshape(B, H, L)
+    fwd, rev = chunk_cumsums(s, BT)
     return [Check(m["chunk_local_cumsum_scalar_kernel"](B, H, L, BT), [s], {0: fwd}, tol=(1e-5, 1e-5)),
             Check(m["chunk_local_cumsum_scalar_kernel"](B, H, L, BT, reverse=True), [s], {0: rev},
                   tol=(1e-5, 1e-5))]

@@ -164,11 +164,10 @@ def _(m, rng):
       "the script's B, H, L, C = 2, 32, 256, 32 (256 tasks), forward and reverse, "
       "with and without the fragment buffer")
 def _(m, rng):
+    from upstream_cases_held import chunk_cumsums
     B, H, L, C = 2, 32, 256, 32
     g = rn(rng, (B, H, L))
-    c = g.astype(f64).reshape(B, H, L // C, C)
-    fwd = np.cumsum(c, -1).reshape(B, H, L)
-    rev = np.flip(np.cumsum(np.flip(c, -1), -1), -1).reshape(B, H, L)
+    fwd, rev = chunk_cumsums(g, C)
     return [Check(m["cumsum_ker"](B, H, L, C, reverse=r, use_fragment=u), [g],
                   {0: rev if r else fwd}, reduce_len=C)
             for r, u in ((False, False), (True, False), (True, True))]
@@ -213,24 +212,21 @@ for _name, _path, _cfgs, _what in [
         lambda m, rng, cfgs=_cfgs: [gemm_case(m["matmul"], *c) for c in cfgs])
 
 
-@case("asc/gemm/gemm_intrinsic@shapes", A, "examples/gemm/example_gemm_intrinsic.py",
-      "the script's blocks (128, 256, 64, K_L1 256, 2 stages) at M, N, K = 1024, 1024, 2048 "
-      "(the script: 8192 x 1024 x 8192)")
-def _(m, rng):
-    M, N, K = 1024, 1024, 2048
-    a, b = rn(rng, (M, K), "float16"), rn(rng, (K, N), "float16")
-    return [Check(m["matmul"](M, N, K, 128, 256, 64, 256, 2, 2), [a, b], {0: a.astype(f64) @ b},
-                  "float16", K)]
+for _name, _dims, _what in [
+        ("gemm_intrinsic", (1024, 1024, 2048), "the script's blocks (128, 256, 64, K_L1 256, "
+         "2 stages) at M, N, K = 1024, 1024, 2048 (the script: 8192 x 1024 x 8192)"),
+        ("intrinsic_persistent", (2048, 1024, 1024), "the script's blocks (128, 256, 64, K_L1 "
+         "256, 2 stages) at M, N, K = 2048, 1024, 1024: 64 tiles over 24 persistent cores (the "
+         "script: 8192 x 1024 x 8192)")]:
+    case(f"asc/gemm/{_name}@shapes", A, f"examples/gemm/example_gemm_{_name.replace('gemm_', '')}.py",
+         _what)(lambda m, rng, dims=_dims: [_intrinsic_check(m, rng, *dims)])
 
 
-@case("asc/gemm/intrinsic_persistent@shapes", A, "examples/gemm/example_gemm_intrinsic_persistent.py",
-      "the script's blocks (128, 256, 64, K_L1 256, 2 stages) at M, N, K = 2048, 1024, 1024: "
-      "64 tiles over 24 persistent cores (the script: 8192 x 1024 x 8192)")
-def _(m, rng):
-    M, N, K = 2048, 1024, 1024
+def _intrinsic_check(m, rng, M, N, K):
+    """The expert intrinsic GEMMs' matmul(M, N, K, 128, 256, 64, 256, 2, 2)."""
     a, b = rn(rng, (M, K), "float16"), rn(rng, (K, N), "float16")
-    return [Check(m["matmul"](M, N, K, 128, 256, 64, 256, 2, 2), [a, b], {0: a.astype(f64) @ b},
-                  "float16", K)]
+    return Check(m["matmul"](M, N, K, 128, 256, 64, 256, 2, 2), [a, b], {0: a.astype(f64) @ b},
+                 "float16", K)
 
 
 @case("asc/quant_batch_matmul/quant_matmul@shapes", A,
@@ -366,8 +362,10 @@ for _name, _path in (
         ("cv/sparse_flash_attn_developer_vid_reduce",
          "developer_mode/sparse_flash_attn_developer_vid_reduce.py")):
     case(f"asc/{_name}@shapes", A, f"examples/{_path}",
-         "the script's dim 512, tail 64 (MLA) at 32 heads, topk 512 (the script: 128 heads, "
-         "topk 2048)")(lambda m, rng: [_sparse_mla_check(m, rng, 32, 512, 64, 512)])
+         "the script's dim 512, tail 64 (MLA) at 32 heads, topk 512, and at its 128 heads with "
+         "topk 256 (the script: topk 2048)")(
+        lambda m, rng: [_sparse_mla_check(m, rng, 32, 512, 64, 512),
+                        _sparse_mla_check(m, rng, 128, 512, 64, 256)])
 
 
 @case("asc/sparse_flash_attention/sparse_flash_attn_gqa@shapes", A,
@@ -450,25 +448,9 @@ def _(m, rng):
       "the script's B, N2, G, D = 2, 1, 32, 64 and its blocks (256, 16, 64, 64, 64) at S1 128, "
       "S2 1024, TOP_K 256 (the script: S1 512, S2 4096, TOP_K 1024)")
 def _(m, rng):
-    B, N2, G, S1, S2, D, K = 2, 1, 32, 128, 1024, 64, 256
-    q = rn(rng, (B, S1, N2, G * D), "float16", 0.3)
-    k = rn(rng, (B, S2, N2, D), "float16", 0.3)
-    w = rn(rng, (B, S1, N2, G))
-    qf = q.astype(f64).reshape(B, S1, N2, G, D)
-    kf = k.astype(f64)
-    score = np.zeros((B, N2, S1, S2))
-    for b in range(B):
-        for n in range(N2):
-            s = np.maximum(qf[b, :, n] @ kf[b, :, n].T, 0)          # [S1, G, S2]
-            score[b, n] = np.einsum("sgt,sg->st", s, w[b, :, n].astype(f64))
-
-    def cmp(got, want):  # the chosen indices hold the top-k scores (ties within tolerance)
-        kth = -np.sort(-score, -1)[..., K - 1:K]
-        picked = np.take_along_axis(score, got.astype(np.int64), -1)
-        assert np.all(picked >= kth - 1e-3 * (1 + np.abs(kth))), "an index outside the top-k"
-        assert all(len(set(r)) == K for r in got.reshape(-1, K)), "repeated indices"
-    kern = m["indexer"](B, N2, G, S1, S2, D, K, 256, 16, 64, 64, 64)
-    return [Check(kern, [q, k, w], {0: score}, compare=cmp)]
+    from upstream_cases_ascend import indexer_checks
+    return indexer_checks(rng, lambda B, N2, G, S1, S2, D, K: m["indexer"](
+        B, N2, G, S1, S2, D, K, 256, 16, 64, 64, 64), dims=(2, 1, 32, 128, 1024, 64, 256))
 
 
 # ---------------------------------------------------------------- linear attention, conv
