@@ -363,7 +363,11 @@ for _name, _path in (
          "developer_mode/sparse_flash_attn_developer_vid_reduce.py")):
     case(f"asc/{_name}@shapes", A, f"examples/{_path}",
          "the script's dim 512, tail 64 (MLA) at 32 heads, topk 512, and at its 128 heads with "
-         "topk 256 (the script: topk 2048)")(
+         "topk 256 (the script: topk 2048)" + (
+             ". Known open defect: vid_reduce at 128 heads (64 rows a block) is a located UB "
+             "overflow ('acc_o_ub' up to 256 KiB) where the chip fits it: upstream's vid "
+             "reduction (threads=2, `as (cid)`) halves each vector buffer's rows over the two "
+             "AIVs, here both AIVs run all 64 rows" if "vid_reduce" in _name else ""))(
         lambda m, rng: [_sparse_mla_check(m, rng, 32, 512, 64, 512),
                         _sparse_mla_check(m, rng, 128, 512, 64, 256)])
 
