@@ -256,7 +256,12 @@ def _(m, rng):
 @case("asc/pos_embedding/rope", A, "examples/pos_embedding/rope.py", "gather + bitwise")
 def _(m, rng):
     # the kernel reads one sin/cos row per vector core (row_x // head_num): heads >= rows per core
-    bs, heads, hidden, rd = 2, 16, 128, 64
+    return [rope_check(m, rng, 2, 16, 128, 64, 32)]
+
+
+def rope_check(m, rng, bs, heads, hidden, rd, block_M):
+    """rope_kernel_in_place(bs * heads, block_M, bs, hidden, rd, heads) on x (bs * heads rows),
+    the last rd columns rotated in interleaved pairs by each batch's sin/cos row."""
     x = rn(rng, (bs * heads, hidden), "float16")
     sin, cos = rn(rng, (bs, rd), "float16"), rn(rng, (bs, rd), "float16")
     xf = x.astype(f64).copy()
@@ -266,8 +271,8 @@ def _(m, rng):
     sgn = np.tile([-1.0, 1.0], rd // 2)
     s, c = np.repeat(sin.astype(f64), heads, 0), np.repeat(cos.astype(f64), heads, 0)
     xf[:, hidden - rd:] = part * c + rot * s * sgn
-    k = m["rope_kernel_in_place"](bs * heads, 32, bs, hidden, rd, heads)
-    return [Check(k, [x, sin, cos], {("arg", 0): xf}, dtype="float16")]
+    k = m["rope_kernel_in_place"](bs * heads, block_M, bs, hidden, rd, heads)
+    return Check(k, [x, sin, cos], {("arg", 0): xf}, dtype="float16")
 
 
 @case("asc/cumsum_gdn", A, "examples/cumsum_gdn/example_cumsum.py")
@@ -396,9 +401,10 @@ def _(m, rng):
                           m["indexer"](B, N2, G, S1, S2, D, K, 64, 4, 64, 64, 64))
 
 
-def indexer_checks(rng, make):
-    """The lightning indexer's check: `make(B, N2, G, S1, S2, D, K)` builds the kernel."""
-    B, N2, G, S1, S2, D, K = 2, 1, 4, 64, 128, 64, 16
+def indexer_checks(rng, make, dims=(2, 1, 4, 64, 128, 64, 16)):
+    """The lightning indexer's check: `make(B, N2, G, S1, S2, D, K)` builds the kernel for
+    `dims` = (B, N2, G, S1, S2, D, K)."""
+    B, N2, G, S1, S2, D, K = dims
     q = rn(rng, (B, S1, N2, G * D), "float16", 0.3)
     k = rn(rng, (B, S2, N2, D), "float16", 0.3)
     w = rn(rng, (B, S1, N2, G))

@@ -87,15 +87,20 @@ def _(m, rng):
 @case("asc/pos_embedding/rms_rope_fused", A, "examples/pos_embedding/rms_rope_fused.py",
       "RMSNorm + rope, createvecindex/bitwise_xor/reinterpretcast mask")
 def _(m, rng):
-    bsz, heads, hd, rd, eps = 2, 16, 64, 32, 1e-6
+    return [rms_rope_check(m, rng, 2, 16, 64, 32, 16)]
+
+
+def rms_rope_check(m, rng, bsz, heads, hd, rd, block_M, eps=1e-6):
+    """rms_rope_fused(bsz * heads, block_M, bsz, hd, rd, heads, eps): RMSNorm of each row, then
+    the interleaved-pair rope of its last rd columns."""
     q = rn(rng, (bsz * heads, hd), "float16")
     sin, cos = rn(rng, (bsz, rd), "float16"), rn(rng, (bsz, rd), "float16")
     x = q.astype(f64)
     x = x / np.sqrt((x * x).mean(1, keepdims=True) + eps)
     b = np.arange(bsz * heads) // heads
     x[:, hd - rd:] = rope_pairs(x[:, hd - rd:], sin.astype(f64)[b], cos.astype(f64)[b])
-    k = m["rms_rope_fused"](bsz * heads, 16, bsz, hd, rd, heads, eps)
-    return [Check(k, [q, sin, cos], {0: x}, "float16")]
+    k = m["rms_rope_fused"](bsz * heads, block_M, bsz, hd, rd, heads, eps)
+    return Check(k, [q, sin, cos], {0: x}, "float16", hd)
 
 
 @case("asc/grouped_gemm/grouped_gemm_bwd", A, "examples/grouped_gemm/example_grouped_gemm_bwd.py",
@@ -120,14 +125,19 @@ def _(m, rng):
 @case("asc/quant_batch_matmul/quant_matmul", A, "examples/quant_batch_matmul/example_quant_matmul.py",
       "int8 x int8 -> int32 cube, tile.cast CAST_RINT, per-tensor / per-channel scale")
 def _(m, rng):
-    M = N = K = 64
+    return quant_matmul_checks(m, rng, 64, 64, 64, (32, 64, 32), 1e-3)
+
+
+def quant_matmul_checks(m, rng, M, N, K, blocks, scale_mag):
+    """simple_quant_matmul(M, N, K, size, *blocks) on random int8 operands: a per-tensor scale
+    ("1") to bfloat16 and a per-channel one ("N") to float16, scales of magnitude scale_mag."""
     a = rng.integers(-128, 127, (M, K)).astype(np.int8)
     b = rng.integers(-128, 127, (K, N)).astype(np.int8)
     acc = a.astype(f64) @ b.astype(f64)
     out = []
     for size, dt in (("1", "bfloat16"), ("N", "float16")):
-        scale = rn(rng, (N if size == "N" else 1,)) * 1e-3
-        k = m["simple_quant_matmul"](M, N, K, size, 32, 64, 32, out_dtype=dt)
+        scale = rn(rng, (N if size == "N" else 1,)) * scale_mag
+        k = m["simple_quant_matmul"](M, N, K, size, *blocks, out_dtype=dt)
         out.append(Check(k, [a, b, scale], {0: acc * scale.astype(f64)}, dt))
     return out
 
@@ -143,14 +153,20 @@ def _(m, rng):
     return [Check(k, [a, b, sa, sb], {0: want}, "float32", tol=(1e-5, 1e-4))]
 
 
+def chunk_cumsums(x, C):
+    """float64 cumulative sums within chunks of C along the last axis of x: (forward,
+    reverse)."""
+    c = x.astype(f64).reshape(*x.shape[:-1], x.shape[-1] // C, C)
+    fwd = np.cumsum(c, -1).reshape(x.shape)
+    return fwd, np.flip(np.cumsum(np.flip(c, -1), -1), -1).reshape(x.shape)
+
+
 @case("asc/cumsum_kda/chunk_local_cumsum", A, "examples/cumsum_kda/example_cumsum_kda.py",
       "scalar chunk cumsum, forward and reverse, vid-indexed heads")
 def _(m, rng):
     B, H, L, BT = 1, 4, 64, 16
     s = rn(rng, (B, H, L))
-    c = s.astype(f64).reshape(B, H, L // BT, BT)
-    fwd = np.cumsum(c, -1).reshape(B, H, L)
-    rev = np.flip(np.cumsum(np.flip(c, -1), -1), -1).reshape(B, H, L)
+    fwd, rev = chunk_cumsums(s, BT)
     return [Check(m["chunk_local_cumsum_scalar_kernel"](B, H, L, BT), [s], {0: fwd}, tol=(1e-5, 1e-5)),
             Check(m["chunk_local_cumsum_scalar_kernel"](B, H, L, BT, reverse=True), [s], {0: rev},
                   tol=(1e-5, 1e-5))]

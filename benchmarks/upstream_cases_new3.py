@@ -513,8 +513,9 @@ def _(m, rng):
     return wy_fast_checks(m, rng, 32, 32)
 
 
-def wy_fast_checks(m, rng, *blocks):
-    B, H, L, DK, DV, C = 1, 2, 64, 64, 64, 32
+def wy_fast_checks(m, rng, *blocks, dims=(1, 2, 64, 64, 64, 32)):
+    """wy_fast_ker(B, H, L, DK, DV, C, *blocks) of the GDN wy_fast examples at `dims`."""
+    B, H, L, DK, DV, C = dims
     k, v = rn(rng, (B, H, L, DK), "float16"), rn(rng, (B, H, L, DV), "float16")
     beta = rn(rng, (B, H, L), "float16")
     g = rn(rng, (B, H, L), scale=0.5)
