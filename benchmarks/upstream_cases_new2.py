@@ -38,19 +38,28 @@ def _(m, rng):
     return checks
 
 
+
+def paged_kv(rng, k, v, bs):
+    """[B, H, S, D] keys/values as a shuffled paged cache: (block table [B, S // bs], key and
+    value caches [B * S // bs, bs, H, D])."""
+    B, H, S, D = k.shape
+    nb = S // bs
+    table = rng.permutation(B * nb).reshape(B, nb).astype(np.int32)
+    kc = np.zeros((B * nb, bs, H, D), k.dtype)
+    vc = np.zeros((B * nb, bs, H, D), v.dtype)
+    for b in range(B):
+        for si in range(nb):
+            kc[table[b, si]] = k[b, :, si * bs:(si + 1) * bs].transpose(1, 0, 2)
+            vc[table[b, si]] = v[b, :, si * bs:(si + 1) * bs].transpose(1, 0, 2)
+    return table, kc, vc
+
 @case("asc/flash_attention/paged_flash_attn_bhsd", A, "examples/flash_attention/paged_flash_attn_bhsd.py",
       "paged KV cache through a block table (shuffled blocks), developer mode, workspaces")
 def _(m, rng):
     B, H, S, D, bs = 2, 2, 256, 64, 128
     q, k, v = (rn(rng, (B, H, S, D), "float16") for _ in range(3))
     nb = S // bs
-    table = rng.permutation(B * nb).reshape(B, nb).astype(np.int32)
-    kc = np.zeros((B * nb, bs, H, D), np.float16)
-    vc = np.zeros((B * nb, bs, H, D), np.float16)
-    for b in range(B):
-        for si in range(nb):
-            kc[table[b, si]] = k[b, :, si * bs:(si + 1) * bs].transpose(1, 0, 2)
-            vc[table[b, si]] = v[b, :, si * bs:(si + 1) * bs].transpose(1, 0, 2)
+    table, kc, vc = paged_kv(rng, k, v, bs)
     kern = m["paged_flash_attention_fwd"](B, H, S, D, B * nb, nb, block_size=bs)
     want = masked_attn_ref(q, k, v, np.ones((S, S), bool))
     return [Check(kern, [q, kc, vc, table], {0: want}, "float16", S)]

@@ -9,6 +9,7 @@ import numpy as np
 from upstream_sweep import Check, blocksparse_ref, case, rn
 from upstream_cases_ascend import A, attn_ref, gelu_tanh, gemm_case, sigmoid
 from upstream_cases_shapes import inputs, out_dtype
+from upstream_cases_new2 import paged_kv
 
 f64 = np.float64
 
@@ -323,13 +324,7 @@ def _(m, rng):
     for B, H, S, D, bs in ((1, 16, 128, 128, 128), (2, 4, 384, 128, 128), (2, 2, 256, 128, 64)):
         q, k, v = (rn(rng, (B, H, S, D), "float16") for _ in range(3))
         nb = S // bs
-        table = rng.permutation(B * nb).reshape(B, nb).astype(np.int32)
-        kc = np.zeros((B * nb, bs, H, D), np.float16)
-        vc = np.zeros((B * nb, bs, H, D), np.float16)
-        for b in range(B):
-            for si in range(nb):
-                kc[table[b, si]] = k[b, :, si * bs:(si + 1) * bs].transpose(1, 0, 2)
-                vc[table[b, si]] = v[b, :, si * bs:(si + 1) * bs].transpose(1, 0, 2)
+        table, kc, vc = paged_kv(rng, k, v, bs)
         kern = m["paged_flash_attention_fwd"](B, H, S, D, B * nb, nb, block_size=bs)
         out.append(Check(kern, [q, kc, vc, table], {0: attn_ref(q, k, v)}, "float16", S))
     return out
