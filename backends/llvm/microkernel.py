@@ -161,15 +161,15 @@ def gemm(g, s):
         for desc in pending:
             if dyn_calls is None:
                 per = -(-desc[1] // calls)
-                prefetch_rows(g, desc, b.mul(call_index, ir.Constant(I64, per)), per)
+                first = b.mul(call_index, ir.Constant(I64, per))
+                prefetch_rows(g, desc, first, b.add(first, ir.Constant(I64, per)))
                 continue
             rows = ir.Constant(I64, desc[1])
             per = b.sdiv(b.add(rows, b.sub(dyn_calls, ir.Constant(I64, 1))), dyn_calls)
             first = b.mul(call_index, per)
             last = b.add(first, per)
             last = b.select(b.icmp_signed("<", last, rows), last, rows)
-            with e.loop(first, last, name="pfd") as row:
-                prefetch_rows(g, desc, row, 1)
+            prefetch_rows(g, desc, first, last)
 
     # a packed B panel is read by every row group's call: the calls of one panel bring the
     # next panel into L1, so its first call does not wait on L2 (a cached panel, pack_cache.py,
@@ -281,6 +281,9 @@ def _microkernel(g, key):
     name = f"tlm_mk{len(g.helpers)}"
     fn = ir.Function(g.module, ir.FunctionType(ir.VoidType(), [PTR, PTR, PTR]), name)
     fn.linkage = "internal"
+    # called once per MR x NR block with a whole K loop inside: a call costs nothing there, and
+    # LLVM optimises the body once instead of again in each caller it would inline it into
+    fn.attributes.add("noinline")
     g.helpers[key] = fn
     e = Emitter(g.module, fn)
     b = e.b
