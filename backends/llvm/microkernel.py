@@ -191,12 +191,12 @@ def gemm(g, s):
                     first = e.gep(bp, b.add(ir.Constant(I64, pan_b),
                                             b.mul(ip, ir.Constant(I64, step * 64))))
                     prefetch_lines(g, first, step, locality=3)
-                b.call(fn, [e.gep(a_ptr, b.mul(ip, ir.Constant(I64, MR * a_rs_b))), bp,
-                            e.gep(cp, b.mul(ip, ir.Constant(I64, MR * ldc_b)))])
+                _call(g, fn, [e.gep(a_ptr, b.mul(ip, ir.Constant(I64, MR * a_rs_b))), bp,
+                              e.gep(cp, b.mul(ip, ir.Constant(I64, MR * ldc_b)))])
         if M % MR:
             fn = _microkernel(g, (M % MR,) + common)
             m0 = M // MR * MR
-            b.call(fn, [e.gep(a_ptr, m0 * a_rs_b), bp, e.gep(cp, m0 * ldc_b)])
+            _call(g, fn, [e.gep(a_ptr, m0 * a_rs_b), bp, e.gep(cp, m0 * ldc_b)])
 
     if nv is None:
         if N // NR:
@@ -273,6 +273,16 @@ def _valid_columns(g, s, N):
     return b.select(b.icmp_signed("<", nv, ir.Constant(I64, N)), nv, ir.Constant(I64, N))
 
 
+def _call(g, fn, args):
+    """Call micro-kernel `fn`. From its second call site on it is `noinline`: LLVM would otherwise
+    inline (and optimise) a copy of it at each site (the gemm example's kernel function held
+    three); a kernel called from one site stays inlinable (no copy, and no call per block)."""
+    if fn.name in g.mk_sites:
+        fn.attributes.add("noinline")
+    g.mk_sites.add(fn.name)
+    g.e.b.call(fn, args)
+
+
 def _microkernel(g, key):
     fn = g.helpers.get(key)
     if fn is not None:
@@ -281,9 +291,6 @@ def _microkernel(g, key):
     name = f"tlm_mk{len(g.helpers)}"
     fn = ir.Function(g.module, ir.FunctionType(ir.VoidType(), [PTR, PTR, PTR]), name)
     fn.linkage = "internal"
-    # called once per MR x NR block with a whole K loop inside: a call costs nothing there, and
-    # LLVM optimises the body once instead of again in each caller it would inline it into
-    fn.attributes.add("noinline")
     g.helpers[key] = fn
     e = Emitter(g.module, fn)
     b = e.b
