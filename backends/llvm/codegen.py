@@ -73,6 +73,7 @@ class KernelGen(ParallelMaps, Expressions):
         self.par: Par | None = None
         self.stmt = None
         self.helpers: dict = {}
+        self.mk_sites: set = set()  # micro-kernels called so far (microkernel._call)
         self.repeated = outline.repeated(kernel)  # loop shapes that get a shared function
         self.loop_fns: dict = {}   # shape key -> [(function, consulted parameter intervals)]
         self.ptr_override: dict = {}  # buffer name -> pointer argument (in a shared loop)

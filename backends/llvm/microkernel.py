@@ -161,15 +161,15 @@ def gemm(g, s):
         for desc in pending:
             if dyn_calls is None:
                 per = -(-desc[1] // calls)
-                prefetch_rows(g, desc, b.mul(call_index, ir.Constant(I64, per)), per)
+                first = b.mul(call_index, ir.Constant(I64, per))
+                prefetch_rows(g, desc, first, b.add(first, ir.Constant(I64, per)))
                 continue
             rows = ir.Constant(I64, desc[1])
             per = b.sdiv(b.add(rows, b.sub(dyn_calls, ir.Constant(I64, 1))), dyn_calls)
             first = b.mul(call_index, per)
             last = b.add(first, per)
             last = b.select(b.icmp_signed("<", last, rows), last, rows)
-            with e.loop(first, last, name="pfd") as row:
-                prefetch_rows(g, desc, row, 1)
+            prefetch_rows(g, desc, first, last)
 
     # a packed B panel is read by every row group's call: the calls of one panel bring the
     # next panel into L1, so its first call does not wait on L2 (a cached panel, pack_cache.py,
@@ -191,12 +191,12 @@ def gemm(g, s):
                     first = e.gep(bp, b.add(ir.Constant(I64, pan_b),
                                             b.mul(ip, ir.Constant(I64, step * 64))))
                     prefetch_lines(g, first, step, locality=3)
-                b.call(fn, [e.gep(a_ptr, b.mul(ip, ir.Constant(I64, MR * a_rs_b))), bp,
-                            e.gep(cp, b.mul(ip, ir.Constant(I64, MR * ldc_b)))])
+                _call(g, fn, [e.gep(a_ptr, b.mul(ip, ir.Constant(I64, MR * a_rs_b))), bp,
+                              e.gep(cp, b.mul(ip, ir.Constant(I64, MR * ldc_b)))])
         if M % MR:
             fn = _microkernel(g, (M % MR,) + common)
             m0 = M // MR * MR
-            b.call(fn, [e.gep(a_ptr, m0 * a_rs_b), bp, e.gep(cp, m0 * ldc_b)])
+            _call(g, fn, [e.gep(a_ptr, m0 * a_rs_b), bp, e.gep(cp, m0 * ldc_b)])
 
     if nv is None:
         if N // NR:
@@ -271,6 +271,16 @@ def _valid_columns(g, s, N):
     nv = ir.Constant(I64, 0)
     nv = b.select(b.icmp_signed(">", x, nv), x, nv)
     return b.select(b.icmp_signed("<", nv, ir.Constant(I64, N)), nv, ir.Constant(I64, N))
+
+
+def _call(g, fn, args):
+    """Call micro-kernel `fn`. From its second call site on it is `noinline`: LLVM would otherwise
+    inline (and optimise) a copy of it at each site (the gemm example's kernel function held
+    three); a kernel called from one site stays inlinable (no copy, and no call per block)."""
+    if fn.name in g.mk_sites:
+        fn.attributes.add("noinline")
+    g.mk_sites.add(fn.name)
+    g.e.b.call(fn, args)
 
 
 def _microkernel(g, key):

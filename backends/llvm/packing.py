@@ -381,17 +381,21 @@ def prefetch_lines(g, ptr, lines, locality=2):
                [PTR])
 
 
-def prefetch_rows(g, desc, first, count):
-    """Prefetch rows [first, first + count) (first: i64) of a pending 2-d descriptor."""
-    base, nrows, stride, lines = desc
-    b = g.e.b
-    for i in range(count):
-        row = b.add(first, ir.Constant(I64, i))
-        prefetch_lines(g, g.e.gep(base, b.mul(row, ir.Constant(I64, stride))), lines)
+def prefetch_rows(g, desc, first, last):
+    """Prefetch rows [first, last) (i64s) of a pending 2-d descriptor, through one shared
+    helper per (row stride, lines per row): the kernel function holds a call, not a loop of
+    its own per gemm call site (LLVM's loop passes cost grows with the loops of a function)."""
+    base, _nrows, stride, lines = desc
+
+    def emit(ptr, lo, hi):
+        e = g.e
+        with e.loop(lo, hi, name="pfr") as row:
+            prefetch_lines(g, e.gep(ptr, e.b.mul(row, ir.Constant(I64, stride))), lines)
+
+    outlined(g, ("pfr", stride, lines), emit, base, first, last)
 
 
 def flush_prefetch(g, pending):
     """Prefetch every row of the descriptors no gemm consumed."""
     for desc in pending:
-        with g.e.loop(0, desc[1], name="pfr") as row:
-            prefetch_rows(g, desc, row, 1)
+        prefetch_rows(g, desc, ir.Constant(I64, 0), ir.Constant(I64, desc[1]))

@@ -32,7 +32,7 @@ from tilelang_mini.ir.nodes import Kernel, Loc, TextLoc
 from tilelang_mini.runtime import config
 from tilelang_mini.runtime.arguments import check_arrays
 
-BACKEND_VERSION = "tlm-llvm-9"
+BACKEND_VERSION = "tlm-llvm-10"
 FN_NAME = "tlm_kernel"
 STATS = {"compiles": 0, "cache_hits": 0, "cache_corrupt": 0}
 
