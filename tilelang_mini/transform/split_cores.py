@@ -66,7 +66,7 @@ def split_cores(kernel: Kernel) -> Kernel:
             mapping[name] = e if stride * g == blocks else BinOp("%", e, Const(g))
             stride *= g
     body = _cube_conditions([substitute(s, mapping) for s in kernel.body])
-    rows = None if per_aiv else _row_split(body)
+    rows = None if per_aiv else row_split(body)
     once = frozenset()
     if per_aiv:
         body = _per_vid_workspaces(body)
@@ -193,7 +193,7 @@ def _wrap(stmts, rows, cube_vars=frozenset(), per_aiv=False, once=frozenset()) -
         if core is None:
             flush()
             if isinstance(s, Alloc):
-                out.append(_split_alloc(s, rows))
+                out.append(split_alloc(s, rows))
             elif rows is None and not per_aiv and _aiv0_while(s, cube_vars):
                 out.append(Scope("V", (If(BinOp("==", VID, Const(0)), (s,), (), s.loc),), s.loc))
             elif isinstance(s, For):
@@ -218,7 +218,7 @@ def _wrap(stmts, rows, cube_vars=frozenset(), per_aiv=False, once=frozenset()) -
             flush()
             run_core = core
         if core == "V" and not per_aiv:
-            s = _split_vector(s, rows)
+            s = split_vector(s, rows)
         elif core == "V" and id(s) in once:
             s = If(BinOp("==", VID, Const(0)), (s,), (), s.loc)
         elif per_aiv and core == "C" and _mentions_vid(s):
@@ -451,9 +451,11 @@ def _gm_index_map(c: Copy, written):
 VID = Var("vid")
 
 
-def _row_split(body):
-    """The row count R of the vector tiles if the vector work splits in two halves by rows, else
-    None. UB buffers whose first dimension is R are split; the others must only be read."""
+def row_split(body):
+    """(R, split, once): the row count R of the vector tiles if the vector work splits in two
+    halves by rows, else None. UB buffers whose first dimension is R are split; the others are
+    read by both AIVs, or written by vector work off the split buffers that ends in a global
+    memory write: AIV 0 alone runs that work (`once`, the ids of its instructions)."""
     ub = {s.buffer.name: s.buffer for s in walk_statements(body)
           if isinstance(s, Alloc) and s.buffer.scope == "UB"}
     if not ub:
@@ -462,15 +464,84 @@ def _row_split(body):
     rows = max(set(dims), key=dims.count)
     if rows % 2:
         return None
-    split = {n for n, b in ub.items() if b.shape[0] == rows}
-    if any(ld.buffer.name in split for h in _control_heads(body) for ld in analysis.loads(h)):
+    # a tile read in a copy's indices (a gather's row numbers) is whole on each AIV that reads it
+    index_tiles = {ld.buffer.name for st in analysis.instructions(body) if isinstance(st, Copy)
+                   for r in (st.src, st.dst) for x in r.start for ld in analysis.loads(x)}
+    split = {n for n, b in ub.items() if b.shape[0] == rows} - index_tiles
+    heads = {ld.buffer.name for h in _control_heads(body) for ld in analysis.loads(h)}
+    if heads & split:
         return None  # each AIV would decide on its own half of the rows
+    whole = []  # vector instructions off the split buffers that write global memory
     for s in analysis.instructions(body):
         if core_of(s) == "V" and not _splittable(s, split, rows):
-            return None
+            if not _aiv0_only(s, split):
+                return None
+            whole.append(s)
         if core_of(s) == "C" and not _cube_splittable(s, split, rows):
             return None
-    return rows, frozenset(split)
+    once = _aiv0_work(body, whole, split, heads)
+    if _crosses_aivs(body, once):
+        return None
+    return rows, frozenset(split), once
+
+
+def _crosses_aivs(body, once) -> bool:
+    """Whether global memory that AIV 0's own instructions (`once`) write is touched by vector
+    work both AIVs run, or the reverse: AIV 1 would read what only AIV 0 wrote (or AIV 0 what
+    AIV 1 writes) with no order between the two vector cores."""
+    def gm(bufs):
+        return {b.name for b in bufs if b.scope in analysis.GM_SCOPES}
+    mine_w, mine_r, both_w, both_r = set(), set(), set(), set()
+    for s in analysis.instructions(body):
+        if core_of(s) != "V":
+            continue
+        w, r = gm(analysis.writes(s)), gm(analysis.reads(s))
+        if id(s) in once:
+            mine_w |= w
+            mine_r |= r
+        else:
+            both_w |= w
+            both_r |= r
+    return bool(mine_w & (both_w | both_r) or mine_r & both_w)
+
+
+def _aiv0_only(s, split) -> bool:
+    """A vector instruction that touches no split buffer and writes global memory (a gathered
+    row staged to L1 through a workspace, a value stored once): both AIVs would write the same
+    elements (twice for an atomic add), so AIV 0 alone runs it, the AIVs' rows still split."""
+    touched = {b.name for b in analysis.reads(s) + analysis.writes(s)}
+    return not touched & split and any(b.scope in analysis.GM_SCOPES for b in analysis.writes(s))
+
+
+def _aiv0_work(body, whole, split, heads) -> frozenset:
+    """ids of the vector instructions AIV 0 alone runs in a row split: those of `whole`, and
+    those that only feed them (they write a whole UB tile no other instruction reads, nor a
+    control-flow head: AIV 1 would compute it for nothing):
+
+        copy(Idx[..], idx_ub)                       if vid == 0: copy(Idx[..], idx_ub)
+        for r in serial(64):                 ->     for r in serial(64):
+            copy(KV[idx_ub[r], 0 +: 512], kv_ub)        if vid == 0: copy(KV[idx_ub[r], 0 +: 512], kv_ub)
+            copy(kv_ub, ws[r, 0 +: 512])                if vid == 0: copy(kv_ub, ws[r, 0 +: 512])"""
+    if not whole:
+        return frozenset()
+    vector = [s for s in analysis.instructions(body) if core_of(s) == "V"]
+    once = {id(s) for s in whole}
+    grew = True
+    while grew:
+        grew = False
+        for s in vector:
+            if id(s) in once:
+                continue
+            out = {b.name for b in analysis.writes(s)}
+            if not out or out & (split | heads) or any(
+                    b.scope != "UB" for b in analysis.writes(s)):
+                continue
+            readers = [x for x in analysis.instructions(body) if x is not s and out & {
+                b.name for b in analysis.reads(x)}]
+            if readers and all(id(x) in once for x in readers):
+                once.add(id(s))
+                grew = True
+    return frozenset(once)
 
 
 def _control_heads(body):
@@ -574,7 +645,7 @@ def _rows_indexed(loop: For, split, stores: bool = True) -> bool:
     return ok
 
 
-def _split_alloc(a: Alloc, rows):
+def split_alloc(a: Alloc, rows):
     if rows is None or a.buffer.name not in rows[1]:
         return a
     shape = (rows[0] // 2,) + a.buffer.shape[1:]
@@ -593,12 +664,12 @@ def _half(rows, split):
     return rw
 
 
-def _split_vector(s, rows):
+def split_vector(s, rows):
     if isinstance(s, Store) and _portable(s):
         return s  # a scalar from GM: every AIV loads its own
-    if rows is None:
+    if rows is None or id(s) in rows[2]:
         return If(BinOp("==", VID, Const(0)), (s,), (), s.loc)
-    n, split = rows
+    n, split = rows[:2]
     half = n // 2
     s = transform(s, _half(n, split))
     offset = BinOp("*", VID, Const(half))
@@ -646,7 +717,7 @@ def _split_vector(s, rows):
 def _split_cube(s, rows):
     """A cube instruction that writes a split UB buffer (FixPipe L0C -> UB on chips with the
     path) delivers half the rows to each AIV: its destination is the halved buffer."""
-    n, split = rows
+    n, split = rows[:2]
     s = transform(s, _half(n, split))
     if isinstance(s, Copy) and s.dst.buffer.name in split:
         return replace(s, dst=_rows(s.dst, n // 2, None))
