@@ -23,26 +23,26 @@ SCALE = D ** -0.5
 @tilelang_mini.jit(out_idx=[3])
 def gathered_attention():
     @T.prim_func
-    def main(Q: T.Tensor((BLOCKS * H, D), "float16"), K: T.Tensor((SKV, D), "float16"),
-             Idx: T.Tensor((BLOCKS, NI * BI), "int32"),
-             Out: T.Tensor((BLOCKS * H, D), "float16")):
+    def main(Q: T.Tensor((BLOCKS * H, D), T.float16), K: T.Tensor((SKV, D), T.float16),
+             Idx: T.Tensor((BLOCKS, NI * BI), T.int32),
+             Out: T.Tensor((BLOCKS * H, D), T.float16)):
         with T.Kernel(BLOCKS, threads=2, is_npu=True) as (cid):
-            q_l1 = T.alloc_shared([H, D], "float16")
-            k_l1 = T.alloc_shared([BI, D], "float16")
-            p_l1 = T.alloc_shared([H, BI], "float16")
+            q_l1 = T.alloc_shared([H, D], T.float16)
+            k_l1 = T.alloc_shared([BI, D], T.float16)
+            p_l1 = T.alloc_shared([H, BI], T.float16)
             s_l0c = T.alloc_fragment([H, BI], "float")
             o_l0c = T.alloc_fragment([H, D], "float")
-            idx_ub = T.alloc_shared([BI], "int32")
-            k_ub = T.alloc_shared([D], "float16")
+            idx_ub = T.alloc_shared([BI], T.int32)
+            k_ub = T.alloc_shared([D], T.float16)
             s_raw = T.alloc_shared([H, BI], "float")
             s_ub = T.alloc_shared([H, BI], "float")
-            p_ub = T.alloc_shared([H, BI], "float16")
+            p_ub = T.alloc_shared([H, BI], T.float16)
             o_ub = T.alloc_shared([H, D], "float")
             acc = T.alloc_shared([H, D], "float")
             m = T.alloc_shared([H], "float")
             total = T.alloc_shared([H], "float")
             part = T.alloc_shared([H], "float")
-            out_ub = T.alloc_shared([H, D], "float16")
+            out_ub = T.alloc_shared([H, D], T.float16)
 
             T.copy(Q[cid * H:(cid + 1) * H, :], q_l1)
             T.tile.fill(acc, 0.0)

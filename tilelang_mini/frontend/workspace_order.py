@@ -29,7 +29,7 @@ from ..ir.nodes import (GLOBAL_SCOPES, TILE_OPS, Alloc, BinOp, Buffer, Const, Co
                         Kernel, Load, Reduce, Region, Scope, SetCrossFlag, Store, Var,
                         WaitCrossFlag, walk, walk_own, walk_statements)
 from ..ir.pipes import pipe_of
-from ..transform.split_cores import VID, row_split, split_alloc, split_vector
+from ..transform.split_rows import VID, row_split, split_alloc, split_vector
 
 
 def check_workspace_order(kernel: Kernel, workspace_idx, because=None) -> None:
