@@ -4,7 +4,9 @@ rows over the two AIVs (upstream's vid reduction). A kernel whose cube and vecto
 meet at on-chip hand-offs read before they are written (the gathered key tile the gemm reads at
 the top of the loop, sparse_flash_attn_developer_vid_reduce's shape) becomes two concurrent
 programs (AUTO_CV_COMBINE); its vector program used to run every row on AIV 0 alone, so a
-block of 128 heads overflowed the UB of one AIV. Now each AIV holds and computes half the
+block of 128 heads overflowed the UB of one AIV. The same kernel in program order (split_cores
+lowers it) ran its vector work on AIV 0 too: the gather's UB -> L1 staging writes global memory
+from a tile with no rows to split. Now each AIV holds and computes half the
 rows; the gather that stages key rows through UB into L1 (no row of a vector tile) is AIV 0's.
 Both targets and the simulator, against a float64 NumPy reference."""
 import numpy as np
@@ -21,7 +23,7 @@ SCALE = D ** -0.5
 
 
 @tilelang_mini.jit(out_idx=[3])
-def gathered_attention():
+def gathered_attention(concurrent: bool):
     @T.prim_func
     def main(Q: T.Tensor((BLOCKS * H, D), T.float16), K: T.Tensor((SKV, D), T.float16),
              Idx: T.Tensor((BLOCKS, NI * BI), T.int32),
@@ -48,14 +50,18 @@ def gathered_attention():
             T.tile.fill(acc, 0.0)
             T.tile.fill(total, 0.0)
             for it in T.serial(NI):
-                T.gemm_v0(q_l1, k_l1, s_l0c, transpose_B=True, init=True)
-                T.copy(s_l0c, s_raw)
-                T.gemm_v0(p_l1, k_l1, o_l0c, init=True)
-                T.copy(o_l0c, o_ub)
+                if concurrent:  # the cube reads k_l1 and p_l1 before this iteration writes them
+                    T.gemm_v0(q_l1, k_l1, s_l0c, transpose_B=True, init=True)
+                    T.copy(s_l0c, s_raw)
+                    T.gemm_v0(p_l1, k_l1, o_l0c, init=True)
+                    T.copy(o_l0c, o_ub)
                 T.copy(Idx[cid, it * BI:(it + 1) * BI], idx_ub)
                 for r in range(BI):
                     T.copy(K[idx_ub[r], :], k_ub)
                     T.copy(k_ub, k_l1[r, :])
+                if not concurrent:
+                    T.gemm_v0(q_l1, k_l1, s_l0c, transpose_B=True, init=True)
+                    T.copy(s_l0c, s_raw)
                 for i, j in T.Parallel(H, BI):
                     s_ub[i, j] = s_raw[i, j] * SCALE
                 T.reduce_max(s_ub, m, dim=-1)
@@ -66,6 +72,9 @@ def gathered_attention():
                     total[i] += part[i]
                 T.copy(s_ub, p_ub)
                 T.copy(p_ub, p_l1)
+                if not concurrent:
+                    T.gemm_v0(p_l1, k_l1, o_l0c, init=True)
+                    T.copy(o_l0c, o_ub)
                 for i, j in T.Parallel(H, D):
                     acc[i, j] += o_ub[i, j]
             for i, j in T.Parallel(H, D):
@@ -99,20 +108,22 @@ def inputs():
     return q, k, idx.astype(np.int32)
 
 
+@pytest.mark.parametrize("concurrent", [True, False])
 @pytest.mark.parametrize("target", ["numpy", "llvm"])
-def test_rows_split_between_aivs_without_vid(target, monkeypatch):
+def test_rows_split_between_aivs_without_vid(target, concurrent, monkeypatch):
     monkeypatch.setenv("TILELANG_MINI_TARGET", target)
     q, k, idx = inputs()
     want = reference(q, k, idx)
-    kern = gathered_attention()
+    kern = gathered_attention(concurrent)
     close(kern(q, k, idx), want, "float16", NI * BI)
     if target == "numpy":
         out, _report = kern.simulate(q, k, idx)
         close(out, want, "float16", NI * BI)
 
 
-def test_each_aiv_holds_half_the_rows():
-    kern = gathered_attention()
+@pytest.mark.parametrize("concurrent", [True, False])
+def test_each_aiv_holds_half_the_rows(concurrent):
+    kern = gathered_attention(concurrent)
     ir = kern.compilation.stages["split_cores"]
     assert ir.grid_vars[1] == "vid"
     shapes = {s.buffer.name: s.buffer.shape for s in walk_statements(ir.body)
@@ -122,8 +133,8 @@ def test_each_aiv_holds_half_the_rows():
     for name in ("m", "total", "part"):
         assert shapes[name] == (H // 2,), (name, shapes[name])
     assert shapes["idx_ub"] == (BI,) and shapes["k_ub"] == (D,)  # whole: the gather's
-    (vector,) = [s for s in ir.body if isinstance(s, Scope) and s.core == "V"]
-    copies = [s for s in walk_statements(vector.body) if isinstance(s, Copy)]
+    vector = [s for s in walk_statements(ir.body) if isinstance(s, Scope) and s.core == "V"]
+    copies = [c for v in vector for c in walk_statements(v.body) if isinstance(c, Copy)]
 
     def reads_vid(region):
         return any(isinstance(n, Var) and n.name == "vid" for n in walk(region))
