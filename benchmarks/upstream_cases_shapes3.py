@@ -359,10 +359,8 @@ for _name, _path in (
     case(f"asc/{_name}@shapes", A, f"examples/{_path}",
          "the script's dim 512, tail 64 (MLA) at 32 heads, topk 512, and at its 128 heads with "
          "topk 256 (the script: topk 2048)" + (
-             ". Known open defect: vid_reduce at 128 heads (64 rows a block) is a located UB "
-             "overflow ('acc_o_ub' up to 256 KiB) where the chip fits it: upstream's vid "
-             "reduction (threads=2, `as (cid)`) halves each vector buffer's rows over the two "
-             "AIVs, here both AIVs run all 64 rows" if "vid_reduce" in _name else ""))(
+             "; vid_reduce (threads=2, `as (cid)`): each AIV holds and computes half of each "
+             "vector tile's rows, as upstream's vid reduction" if "vid_reduce" in _name else ""))(
         lambda m, rng: [_sparse_mla_check(m, rng, 32, 512, 64, 512),
                         _sparse_mla_check(m, rng, 128, 512, 64, 256)])
 

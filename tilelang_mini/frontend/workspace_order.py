@@ -29,6 +29,7 @@ from ..ir.nodes import (GLOBAL_SCOPES, TILE_OPS, Alloc, BinOp, Buffer, Const, Co
                         Kernel, Load, Reduce, Region, Scope, SetCrossFlag, Store, Var,
                         WaitCrossFlag, walk, walk_own, walk_statements)
 from ..ir.pipes import pipe_of
+from ..transform.split_rows import VID, row_split, split_alloc, split_vector
 
 
 def check_workspace_order(kernel: Kernel, workspace_idx, because=None) -> None:
@@ -296,7 +297,8 @@ def _combine(kernel: Kernel, names) -> Kernel:
                     raise _NotConcurrent("the cube reads a scalar of vector data", st.loc)
                 got = []
                 if core in (None, side):
-                    got = [st if alone is None or core != "V" else If(alone, (st,), (), st.loc)]
+                    got = [st if alone is None or core != "V" else If(alone, (st,), (), st.loc)
+                           if rows is None else split_vector(st, rows)]
             else:
                 raise _NotConcurrent(f"unexpected statement {type(st).__name__}", st.loc)
             before, after = marks.get((id(st), side), ((), ()))
@@ -308,9 +310,24 @@ def _combine(kernel: Kernel, names) -> Kernel:
     alone = None if any(isinstance(n, Var) and n.name == vid.name
                         for st in walk_statements(body) for n in walk_own(st)) \
         else BinOp("==", vid, Const(0))  # vector work not written per AIV: AIV 0 does it
+    rows = None if alone is None else _vector_rows(kernel, body)
+    if rows is not None:  # the rows of the vector tiles split between the AIVs, as split_cores does
+        allocs = [split_alloc(a, rows) for a in allocs]
+        kernel = replace(kernel, grid_vars=(kernel.grid_vars[0], VID.name))
     programs = [Scope(side, tuple(prime[side] + project(body, side)), kernel.loc)
                 for side in ("C", "V")]
     return replace(kernel, body=tuple(allocs + [p for p in programs if _holds_work(p.body)]))
+
+
+def _vector_rows(kernel: Kernel, body):
+    """The row split of split_cores (`row_split`) for the vector projection of a kernel whose
+    body does not read vid (tilelang-ascend's `as (cid)`, threads=2: the compiler halves each
+    vector tile's rows over the two AIVs), or None: then AIV 0 does all the vector work. None
+    too when a variable of the body is already named as split_cores' vid."""
+    if any(isinstance(n, Var) and n.name == VID.name for st in walk_statements(body)
+           for n in walk_own(st)):
+        return None
+    return row_split(list(kernel.body))
 
 
 def _pipe(st):

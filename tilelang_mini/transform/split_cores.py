@@ -18,29 +18,17 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ..ir.nodes import (
-    Alloc, BinOp, Const, Copy, Fill, For, If, Kernel, Load, Reduce, Region, Scope, Sort, Store,
+    Alloc, BinOp, Const, Copy, For, If, Kernel, Load, Region, Scope, Store,
     Var,
-    TILE_OPS, body_fields, transform, walk, walk_own, walk_statements,
+    TILE_OPS, transform, walk, walk_own, walk_statements,
 )
-from ..ir.pipes import pipe_of
 from ..ir import analysis
 from ..ir.analysis import is_expert
 from .util import substitute
+from .split_rows import (
+    VID, core_of, portable, row_split, split_alloc, split_cube, split_vector,
+)
 from ..errors import CompileError
-
-CUBE_PIPES = ("MTE1", "M", "FIX")
-
-
-def core_of(stmt) -> str | None:
-    pipe = pipe_of(stmt)
-    if pipe is None:
-        return None
-    if pipe in CUBE_PIPES:
-        return "C"
-    if pipe == "MTE2":
-        return "C" if stmt.dst.buffer.scope == "L1" else "V"
-    return "V"
-
 
 def split_cores(kernel: Kernel) -> Kernel:
     """A grid kernel, or a developer-mode `Kernel(n, is_npu=True) as (cid, vid)` kernel (no
@@ -66,7 +54,7 @@ def split_cores(kernel: Kernel) -> Kernel:
             mapping[name] = e if stride * g == blocks else BinOp("%", e, Const(g))
             stride *= g
     body = _cube_conditions([substitute(s, mapping) for s in kernel.body])
-    rows = None if per_aiv else _row_split(body)
+    rows = None if per_aiv else row_split(body)
     once = frozenset()
     if per_aiv:
         body = _per_vid_workspaces(body)
@@ -193,7 +181,7 @@ def _wrap(stmts, rows, cube_vars=frozenset(), per_aiv=False, once=frozenset()) -
         if core is None:
             flush()
             if isinstance(s, Alloc):
-                out.append(_split_alloc(s, rows))
+                out.append(split_alloc(s, rows))
             elif rows is None and not per_aiv and _aiv0_while(s, cube_vars):
                 out.append(Scope("V", (If(BinOp("==", VID, Const(0)), (s,), (), s.loc),), s.loc))
             elif isinstance(s, For):
@@ -218,7 +206,7 @@ def _wrap(stmts, rows, cube_vars=frozenset(), per_aiv=False, once=frozenset()) -
             flush()
             run_core = core
         if core == "V" and not per_aiv:
-            s = _split_vector(s, rows)
+            s = split_vector(s, rows)
         elif core == "V" and id(s) in once:
             s = If(BinOp("==", VID, Const(0)), (s,), (), s.loc)
         elif per_aiv and core == "C" and _mentions_vid(s):
@@ -233,7 +221,7 @@ def _wrap(stmts, rows, cube_vars=frozenset(), per_aiv=False, once=frozenset()) -
             run.extend(substitute(s, {VID.name: Const(v)}) for v in (0, 1))
             continue
         elif rows is not None:
-            s = _split_cube(s, rows)
+            s = split_cube(s, rows)
         run.append(s)
     flush()
     return out
@@ -295,13 +283,6 @@ def _vid_head(s) -> bool:
 # ------------------------------------------------------------------------- scalars of the cube
 
 
-def _portable(store: Store) -> bool:
-    """A scalar store any core can execute itself: it reads only GM, scalars and constants."""
-    return store.buffer.scope == "var" and all(
-        n.buffer.scope in ("global", "workspace", "var")
-        for n in walk_own(store) if isinstance(n, Load))
-
-
 def _cube_scalars(body) -> frozenset:
     """Scalars (alloc_var) the cube core reads: in its instructions, or in the condition or bound
     of control flow around cube work; and the scalars those are computed from. Each must be
@@ -331,7 +312,7 @@ def _cube_scalars(body) -> frozenset:
     while todo:
         name = todo.pop()
         for st in stores.get(name, []):
-            if not _portable(st):
+            if not portable(st):
                 raise CompileError(
                     f"the scalar '{name}' is read by the cube core (a gemm or a cube copy, or "
                     f"the if/loop around one), but is computed here from on-chip vector data; "
@@ -446,46 +427,6 @@ def _gm_index_map(c: Copy, written):
     return index
 
 
-# ------------------------------------------------------------------------- vector row split
-
-VID = Var("vid")
-
-
-def _row_split(body):
-    """The row count R of the vector tiles if the vector work splits in two halves by rows, else
-    None. UB buffers whose first dimension is R are split; the others must only be read."""
-    ub = {s.buffer.name: s.buffer for s in walk_statements(body)
-          if isinstance(s, Alloc) and s.buffer.scope == "UB"}
-    if not ub:
-        return None
-    dims = [b.shape[0] for b in ub.values() if len(b.shape) == 2] or [b.shape[0] for b in ub.values()]
-    rows = max(set(dims), key=dims.count)
-    if rows % 2:
-        return None
-    split = {n for n, b in ub.items() if b.shape[0] == rows}
-    if any(ld.buffer.name in split for h in _control_heads(body) for ld in analysis.loads(h)):
-        return None  # each AIV would decide on its own half of the rows
-    for s in analysis.instructions(body):
-        if core_of(s) == "V" and not _splittable(s, split, rows):
-            return None
-        if core_of(s) == "C" and not _cube_splittable(s, split, rows):
-            return None
-    return rows, frozenset(split)
-
-
-def _control_heads(body):
-    """The conditions and loop bounds of the control flow that every core runs (not the ifs
-    inside a Parallel map, which are per element)."""
-    for st in body:
-        if isinstance(st, If):
-            yield st.cond
-        elif isinstance(st, For) and st.kind != "parallel":
-            yield from st.extents
-        if not (isinstance(st, For) and st.kind == "parallel"):
-            for f in body_fields(st):
-                yield from _control_heads(getattr(st, f))
-
-
 def _aiv0_while(s, cube_vars) -> bool:
     """A while loop of vector work alone whose condition reads a UB tile, when the vector work
     is not split (it runs on AIV 0, `if vid == 0`): only AIV 0 has the tile's values, so the
@@ -496,181 +437,3 @@ def _aiv0_while(s, cube_vars) -> bool:
                     for x in analysis.instructions([s]))
             and not any(isinstance(x, Store) and x.buffer.name in cube_vars
                         for x in walk_statements(s.body)))
-
-
-def _cube_splittable(s, split, rows) -> bool:
-    """A cube instruction may touch a split buffer only as FixPipe's destination, whole rows."""
-    touched = {b.name for b in analysis.reads(s) + analysis.writes(s)} & split
-    if not touched:
-        return True
-    return (isinstance(s, Copy) and touched == {s.dst.buffer.name}
-            and s.dst.extent[0] == rows and s.src.extent[0] == rows)
-
-
-def _splittable(s, split, rows) -> bool:
-    if isinstance(s, Store) and _portable(s):
-        return True  # each AIV computes the scalar itself
-    if isinstance(s, Copy):
-        a, b = s.src.buffer.name in split, s.dst.buffer.name in split
-        if not (a or b):
-            return s.dst.buffer.scope in ("UB", "var")
-        region = s.src if a else s.dst
-        other = s.dst if a else s.src
-        return region.extent[0] == rows and _row_dim(other, rows) is not None and (
-            a == b or other.buffer.scope not in ("UB",))
-    if isinstance(s, Fill):
-        return s.dst.buffer.name not in split or s.dst.extent[0] == rows
-    if isinstance(s, Reduce):
-        a, b = s.src.buffer.name in split, s.dst.buffer.name in split
-        return a == b and (not a or (s.dim != 0 and s.src.extent[0] == rows))
-    if isinstance(s, Sort):  # rows sort independently: each AIV sorts its half
-        a, b = s.values.buffer.name in split, s.indices.buffer.name in split
-        return a == b and (not a or (len(s.values.extent) > 1 and s.values.extent[0] == rows))
-    if isinstance(s, For):
-        writes = {st.buffer.name for st in analysis.map_stores(s)}
-        if _gm_row_map(s, split, rows):
-            return True
-        if not writes & split:
-            return not writes - {b.name for b in _var_buffers(s)}
-        return s.extents[0] == Const(rows) and writes <= split and _rows_indexed(s, split)
-    return False
-
-
-def _gm_row_map(s, split, rows) -> bool:
-    """A Parallel map over a split tile's rows that stores to GM what it reads of the tile, row
-    by row (varlen attention's masked output store, `if i < len: O[.., i, d] = O_s[i, d]`):
-    each AIV runs the rows of its half, writing the GM elements of those rows (iterations of a
-    Parallel map are independent, so the two halves write what the whole map writes)."""
-    if not (isinstance(s, For) and s.kind == "parallel" and s.extents[0] == Const(rows)):
-        return False
-    stores = analysis.map_stores(s)
-    reads = {ld.buffer.name for st in s.body for ld in walk(st) if isinstance(ld, Load)}
-    return (bool(reads & split) and bool(stores)
-            and all(st.buffer.scope == "global" for st in stores)
-            and _rows_indexed(s, split, stores=False))
-
-
-def _var_buffers(s):
-    return [st.buffer for st in analysis.map_stores(s) if st.buffer.scope == "var"]
-
-
-def _rows_indexed(loop: For, split, stores: bool = True) -> bool:
-    """Every access of a split buffer in the map indexes dim 0 with the map's first variable
-    (`stores`: and so does every store of the map)."""
-    row = loop.vars[0]
-    ok = True
-
-    def check(n):
-        nonlocal ok
-        if isinstance(n, (Load, Store)) and n.buffer.name in split:
-            if n.indices[0] != Var(row):
-                ok = False
-        return n
-    for st in loop.body:
-        transform(st, check)
-    for st in analysis.map_stores(loop) if stores else ():
-        if st.indices[0] != Var(row):
-            ok = False
-    return ok
-
-
-def _split_alloc(a: Alloc, rows):
-    if rows is None or a.buffer.name not in rows[1]:
-        return a
-    shape = (rows[0] // 2,) + a.buffer.shape[1:]
-    return replace(a, buffer=replace(a.buffer, shape=shape))
-
-
-def _half(rows, split):
-    """Buffer rewriting for the split: split buffers get half the rows."""
-    half = rows // 2
-
-    def rw(n):
-        from ..ir.nodes import Buffer
-        if isinstance(n, Buffer) and n.name in split and n.scope == "UB":
-            return replace(n, shape=(half,) + n.shape[1:])
-        return n
-    return rw
-
-
-def _split_vector(s, rows):
-    if isinstance(s, Store) and _portable(s):
-        return s  # a scalar from GM: every AIV loads its own
-    if rows is None:
-        return If(BinOp("==", VID, Const(0)), (s,), (), s.loc)
-    n, split = rows
-    half = n // 2
-    s = transform(s, _half(n, split))
-    offset = BinOp("*", VID, Const(half))
-    if isinstance(s, Copy):
-        src_split, dst_split = s.src.buffer.name in split, s.dst.buffer.name in split
-        if not (src_split or dst_split):
-            # A tile that is not split (a scale, a bias, a (1,) value): each AIV has its own UB
-            # and needs all of it, so both load it (_splittable admits only UB destinations).
-            return s
-        src = _rows(s.src, half, None if src_split else offset)
-        dst = _rows(s.dst, half, None if dst_split else offset)
-        return replace(s, src=src, dst=dst)
-    if isinstance(s, (Fill, Reduce)):
-        if isinstance(s, Fill) and s.dst.buffer.name in split:
-            return replace(s, dst=_rows(s.dst, half, None))
-        if isinstance(s, Reduce) and s.src.buffer.name in split:
-            return replace(s, src=_rows(s.src, half, None), dst=_rows(s.dst, half, None))
-        return s
-    if isinstance(s, Sort):
-        if s.values.buffer.name in split:
-            return replace(s, values=_rows(s.values, half, None),
-                           indices=_rows(s.indices, half, None))
-        return s
-    if isinstance(s, For):
-        if not any(st.buffer.name in split for st in analysis.map_stores(s)) and \
-                not _gm_row_map(s, split, n):
-            return s
-        # The map runs over this AIV's half of the rows: its row variable `i` stands for the
-        # block row `i + vid * half` everywhere (values, conditions, index expressions, other
-        # buffers), except as the row index of a split buffer, whose rows are the half's own.
-        row = Var(s.vars[0])
-        moved = BinOp("+", row, offset)
-
-        def shift(n):
-            if n == row:
-                return moved
-            if isinstance(n, (Load, Store)) and n.buffer.name in split and n.indices[0] == moved:
-                return replace(n, indices=(row,) + tuple(n.indices[1:]))
-            return n
-        body = tuple(transform(st, shift) for st in s.body)
-        return replace(s, extents=(Const(half),) + s.extents[1:], body=body)
-    return s
-
-
-def _split_cube(s, rows):
-    """A cube instruction that writes a split UB buffer (FixPipe L0C -> UB on chips with the
-    path) delivers half the rows to each AIV: its destination is the halved buffer."""
-    n, split = rows
-    s = transform(s, _half(n, split))
-    if isinstance(s, Copy) and s.dst.buffer.name in split:
-        return replace(s, dst=_rows(s.dst, n // 2, None))
-    return s
-
-
-def _row_dim(r: Region, rows: int):
-    """The dimension of `r` that holds the tile's rows: the first one not of extent 1."""
-    for d, e in enumerate(r.extent):
-        if e == rows:
-            return d
-        if e != 1:
-            return None
-    return None
-
-
-def _rows(r: Region, half: int, offset):
-    """Region `r` restricted to this AIV's rows (offset by vid * half when `offset` is given)."""
-    d = 0 if offset is None else _row_dim(r, 2 * half)
-    if offset is None:
-        start = r.start[d]
-    elif isinstance(r.start[d], Const) and r.start[d].value == 0:
-        start = offset
-    else:
-        start = BinOp("+", r.start[d], offset)
-    return Region(r.buffer, r.start[:d] + (start,) + r.start[d + 1:],
-                  r.extent[:d] + (half,) + r.extent[d + 1:])
