@@ -263,7 +263,7 @@ def _eager_tune(self, configs, make):
             kernel, call_args = make(target="numpy", **cfg)
             t = kernel.estimate(self.chip).time_us
         except (TileLangMiniError, TypeError, ValueError) as e:
-            reasons.append(f"{cfg}: {str(e).splitlines()[0] if str(e) else type(e).__name__}")
+            reasons.append(f"{cfg}: {_first_line(e)}")
             errors.append(e)
             continue
         if best is None or t < best[0]:
@@ -390,7 +390,7 @@ def autotune(factory=None, configs=None, by: str = "estimate", chip: str | None 
                     entry.time_us = _measure(kernel, repeat, warmup, seed)
                 entry.status = "ok"
             except TileLangMiniError as e:
-                entry.reason = str(e).splitlines()[0] if str(e) else type(e).__name__
+                entry.reason = _first_line(e)
                 errors.append(e)
             except (TypeError, ValueError) as e:
                 entry.reason = f"{type(e).__name__}: {e}"
@@ -410,12 +410,17 @@ def autotune(factory=None, configs=None, by: str = "estimate", chip: str | None 
     return result
 
 
+def _first_line(e: Exception) -> str:
+    """An error's first line (its type's name when it has no message): a failure's reason."""
+    return str(e).splitlines()[0] if str(e) else type(e).__name__
+
+
 def _raise_common(errors) -> None:
     """When every configuration failed with the same compile error (the kernel's own: an
     unsupported construct at its line, whatever the tile sizes), raise that error itself, with
     its location and type, rather than autotune's summary of the failures."""
     if errors and all(isinstance(e, TileLangMiniError) for e in errors) and \
-            len({str(e).splitlines()[0] if str(e) else "" for e in errors}) == 1:
+            len({_first_line(e) for e in errors}) == 1:
         raise errors[0]
 
 
