@@ -1,15 +1,27 @@
-"""TileLang's host-side timing helpers: `do_bench(fn)` and `kernel.get_profiler().do_bench()`.
+"""TileLang's host-side timing and checking helpers: `do_bench(fn)` and `kernel.get_profiler()`.
 
 Times are wall-clock medians in milliseconds of the kernel on this machine's target (numpy or
-llvm); they measure this CPU, not an NPU (for that, `kernel.estimate()`)."""
+llvm); they measure this CPU, not an NPU (for that, `kernel.estimate()`).
+
+The profiler makes random inputs for the kernel's input parameters (normal floats, small
+integers). A reference program or a function to time that is written with torch (its module
+imports a real torch) receives them as torch CPU tensors, as TileLang's profiler hands out torch
+tensors; any other callable receives the NumPy arrays. The kernel itself runs on the arrays."""
 from __future__ import annotations
 
+import functools
 import time
+import types
+
+import numpy as np
 
 
-def do_bench(fn, warmup: int = 3, rep: int = 10, _n_warmup=None, _n_repeat=None, **_ignored) -> float:
-    """Median milliseconds of `fn()` over `rep` runs after `warmup` runs (TileLang's GPU-only
-    options such as `backend="cupti"` or `quantiles` are ignored)."""
+def do_bench(fn, warmup: int = 3, rep: int = 10, _n_warmup=None, _n_repeat=None,
+             quantiles=None, **_ignored):
+    """Median milliseconds of `fn()` over `rep` runs after `warmup` runs (at most 3 and 10
+    here: the interpreter is slow). `quantiles=[q, ...]` returns those quantiles of the times
+    instead, as TileLang does; its GPU-only options (`backend="cupti"`, `return_mode`...) are
+    ignored."""
     warmup = _n_warmup if _n_warmup is not None else min(int(warmup), 3)
     rep = _n_repeat if _n_repeat is not None else max(1, min(int(rep), 10))
     for _ in range(warmup):
@@ -19,8 +31,11 @@ def do_bench(fn, warmup: int = 3, rep: int = 10, _n_warmup=None, _n_repeat=None,
         t = time.perf_counter()
         fn()
         times.append(time.perf_counter() - t)
-    times.sort()
-    return times[len(times) // 2] * 1e3
+    times = np.sort(np.array(times) * 1e3)
+    if quantiles is not None:
+        out = [float(np.quantile(times, q)) for q in quantiles]
+        return out[0] if len(out) == 1 else out
+    return float(times[len(times) // 2])
 
 
 def _random_inputs(kernel, seed):
@@ -29,26 +44,109 @@ def _random_inputs(kernel, seed):
     return inputs(kernel, seed)
 
 
+def wants_torch(fn) -> bool:
+    """Whether `fn` (a function, a functools.partial of one, a bound method, a callable
+    object) is written with torch: a real torch is installed and its module's globals hold
+    torch or one of torch's modules or names."""
+    from .runtime.torch_interop import real_torch
+    if real_torch() is None:
+        return False
+    while isinstance(fn, functools.partial):
+        fn = fn.func
+    fn = getattr(fn, "__func__", fn)
+    if not hasattr(fn, "__globals__"):
+        fn = getattr(type(fn).__call__, "__func__", type(fn).__call__)
+    return any(_from_torch(v) for v in getattr(fn, "__globals__", {}).values())
+
+
+def _from_torch(v) -> bool:
+    name = v.__name__ if isinstance(v, types.ModuleType) else getattr(v, "__module__", None)
+    return isinstance(name, str) and (name == "torch" or name.startswith("torch."))
+
+
+def for_caller(fn, arrays: list) -> list:
+    """`arrays` as the arguments `fn` expects: torch tensors sharing their memory when `fn` is
+    written with torch, else the arrays themselves."""
+    if not wants_torch(fn):
+        return list(arrays)
+    from .runtime.torch_interop import to_torch
+    return [to_torch(a) if isinstance(a, np.ndarray) else a for a in arrays]
+
+
+def _listed(outs) -> list:
+    if outs is None:
+        return []
+    return list(outs) if isinstance(outs, (tuple, list)) else [outs]
+
+
+def assert_close(got, want, rtol: float, atol: float, max_mismatched_ratio: float = 0.0,
+                 what: str = "output") -> None:
+    """float64 comparison of an array or tensor with its reference: raises an AssertionError
+    when more than `max_mismatched_ratio` of the elements differ (TileLang's rule)."""
+    from .runtime.torch_interop import as_float64
+    g, w = as_float64(got), as_float64(want)
+    if g.shape != w.shape and g.size == w.size:
+        w = w.reshape(g.shape)
+    if g.shape != w.shape:
+        raise AssertionError(f"{what}: shape {g.shape} differs from the reference's {w.shape}")
+    close = np.isclose(g, w, rtol=rtol, atol=atol, equal_nan=True)
+    bad = int(close.size - np.count_nonzero(close))
+    if bad > max_mismatched_ratio * close.size:
+        err = np.abs(g - w)[~close]
+        raise AssertionError(f"{what}: {bad} of {close.size} elements differ (rtol {rtol}, atol "
+                             f"{atol}, allowed ratio {max_mismatched_ratio}); max abs error "
+                             f"{np.nanmax(err) if err.size else float('nan'):.4g}")
+
+
 class Profiler:
-    """`kernel.get_profiler()`: times the kernel on random inputs of its parameter shapes."""
+    """`kernel.get_profiler()`: checks and times the kernel on random inputs of its input
+    parameters' shapes (the same inputs every call: seed 0)."""
 
     def __init__(self, kernel):
         self.kernel = kernel
 
-    def do_bench(self, func=None, warmup: int = 3, rep: int = 10, **_ignored) -> float:
-        if func is not None:
-            inputs = _random_inputs(self.kernel, 0)
-            return do_bench(lambda: func(*inputs), warmup, rep)
-        inputs = _random_inputs(self.kernel, 0)
-        return do_bench(lambda: self.kernel(*inputs), warmup, rep)
+    @property
+    def func(self):
+        return self.kernel
 
-    def assert_allclose(self, reference, rtol=1e-2, atol=1e-2, **_ignored):
-        import numpy as np
-        inputs = _random_inputs(self.kernel, 0)
-        got = self.kernel(*inputs)
-        want = reference(*inputs)
-        got = got if isinstance(got, tuple) else (got,)
-        want = want if isinstance(want, tuple) else (want,)
-        for g, w in zip(got, want):
-            np.testing.assert_allclose(np.asarray(g, np.float64), np.asarray(w, np.float64),
-                                       rtol=rtol, atol=atol)
+    def __call__(self, *args, **kwargs):
+        return self.kernel(*args, **kwargs)
+
+    def _inputs(self, input_tensors=None) -> list:
+        return list(input_tensors) if input_tensors is not None else \
+            _random_inputs(self.kernel, 0)
+
+    def run_once(self, func=None):
+        """One call of `func` (default: the kernel) on the profiler's inputs."""
+        ins = self._inputs()
+        return func(*for_caller(func, ins)) if func is not None else self.kernel(*ins)
+
+    def do_bench(self, func=None, warmup: int = 3, rep: int = 10, n_warmup=None, n_repeat=None,
+                 input_tensors=None, **kwargs) -> float:
+        ins = self._inputs(input_tensors)
+        if func is None:
+            return do_bench(lambda: self.kernel(*ins), warmup, rep, n_warmup, n_repeat, **kwargs)
+        args = for_caller(func, ins)
+        return do_bench(lambda: func(*args), warmup, rep, n_warmup, n_repeat, **kwargs)
+
+    def assert_allclose(self, reference_program, input_tensors=None, atol: float = 1e-2,
+                        rtol: float = 1e-2, max_mismatched_ratio: float = 0.01):
+        """The kernel's outputs against `reference_program(*inputs)`, TileLang's argument
+        order and its rule: at most `max_mismatched_ratio` of the elements outside
+        `atol + rtol * |ref|`."""
+        ins = self._inputs(input_tensors)
+        want = _listed(reference_program(*for_caller(reference_program, ins)))
+        got = _listed(self.kernel(*ins))
+        if len(got) != len(want):
+            raise AssertionError(f"the kernel returned {len(got)} output(s), the reference "
+                                 f"{len(want)}")
+        for i, (g, w) in enumerate(zip(got, want)):
+            assert_close(g, w, rtol, atol, max_mismatched_ratio, f"output {i}")
+
+    def assert_consistent(self, repeat: int = 10):
+        """The kernel gives the same outputs on every one of `repeat` calls."""
+        ins = self._inputs()
+        first = _listed(self.kernel(*ins))
+        for _ in range(max(1, repeat) - 1):
+            for i, (a, b) in enumerate(zip(first, _listed(self.kernel(*ins)))):
+                assert_close(b, a, 0.0, 0.0, 0.0, f"output {i} (repeated call)")

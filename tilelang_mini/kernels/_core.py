@@ -19,6 +19,7 @@ import numpy as np
 
 from ..ir import dtypes
 from ..runtime import config
+from ..runtime.torch_interop import is_torch as _is_torch, to_numpy, to_torch  # noqa: F401
 
 DEFAULT_TARGET = "llvm"  # the library runs on the fast target unless told otherwise
 
@@ -140,57 +141,6 @@ def library_function(plan) -> LibraryFunction:
 
 
 # ----------------------------------------------------------------------------- arrays
-
-
-def _is_torch(x) -> bool:
-    return type(x).__module__.startswith("torch") and hasattr(x, "detach")
-
-
-# torch dtype name -> (the integer torch dtype of its bits, our dtype name): the dtypes NumPy
-# has no type for, viewed through ml_dtypes (float4_e2m1fn_x2: two e2m1 codes a byte, as uint8)
-_TORCH_BITS = {"bfloat16": ("int16", "bfloat16"), "float8_e4m3fn": ("uint8", "float8_e4m3fn"),
-               "float8_e5m2": ("uint8", "float8_e5m2"),
-               "float8_e8m0fnu": ("uint8", "float8_e8m0fnu"),
-               "float4_e2m1fn_x2": ("uint8", "uint8")}
-
-
-def to_numpy(x, name: str = "argument"):
-    """A NumPy view of `x` (NumPy array, or torch CPU tensor sharing its memory: detached when
-    it requires grad; bf16/fp8/e8m0 viewed through ml_dtypes, torch's float4_e2m1fn_x2 as the
-    packed uint8 bytes)."""
-    if isinstance(x, np.ndarray):
-        return x
-    if _is_torch(x):
-        import torch
-        if x.device.type != "cpu":
-            raise TypeError(f"{name}: only CPU torch tensors are supported, got {x.device}")
-        x = x.detach()
-        tname = str(x.dtype).removeprefix("torch.")
-        if tname in _TORCH_BITS:
-            raw, npname = _TORCH_BITS[tname]
-            return x.view(getattr(torch, raw)).numpy().view(dtypes.to_numpy(npname))
-        try:
-            return x.numpy()
-        except TypeError as err:
-            raise TypeError(f"{name}: torch dtype {x.dtype} is not supported ({err})") from None
-    if np.isscalar(x) or isinstance(x, (list, tuple)):
-        return np.asarray(x)
-    raise TypeError(f"{name}: expected a NumPy array or a torch CPU tensor, got {type(x).__name__}")
-
-
-def to_torch(a: np.ndarray):
-    """A torch tensor sharing `a`'s memory (bf16/fp8/e8m0 through their bits; a float4_e2m1fn
-    array, one code a byte, stays uint8)."""
-    import torch
-    if not a.flags.writeable:   # torch.from_numpy wants writable memory
-        a = a.copy()
-    name = dtypes.canonical(a.dtype)
-    for tname, (raw, npname) in _TORCH_BITS.items():
-        if name == npname and npname != "uint8" and hasattr(torch, tname):
-            return torch.from_numpy(a.view(np.dtype(raw))).view(getattr(torch, tname))
-    if name in ("float4_e2m1fn", "float8_e8m0fnu"):
-        return torch.from_numpy(a.view(np.uint8))
-    return torch.from_numpy(a)
 
 
 class TorchArgs:

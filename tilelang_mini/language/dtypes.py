@@ -37,8 +37,9 @@ class dtype(str):  # noqa: N801 (TileLang's spelling)
     def __new__(cls, name="float32"):
         if isinstance(name, dtype):
             return name
-        if not isinstance(name, str):
-            name = np.dtype(name).name
+        if not isinstance(name, str):  # a NumPy dtype or type, a torch dtype
+            name = str(name).removeprefix("torch.") if type(name).__module__ == "torch" \
+                else np.dtype(name).name
         return super().__new__(cls, _SPELLINGS.get(name, name))
 
     @property
@@ -53,6 +54,14 @@ class dtype(str):  # noqa: N801 (TileLang's spelling)
         if self == "float4_e2m1fn_x2":  # two packed e2m1 codes: stored as a byte
             return np.dtype(np.uint8)
         return np.dtype(getattr(ml_dtypes, self, None) or self)
+
+    def as_torch(self):
+        """The torch dtype of this dtype (TileLang's `dtype.as_torch()`; needs torch)."""
+        import torch
+        found = getattr(torch, str(self), None)
+        if not isinstance(found, torch.dtype):
+            raise TypeError(f"torch has no dtype {str(self)!r}")
+        return found
 
     def __call__(self, value=0):
         return self.as_numpy().type(value)

@@ -19,6 +19,7 @@ import numpy as np
 from ..errors import ArgumentError, CompileError
 from .errors import user_facing
 from .kernel import CompileSettings, frozen
+from .torch_interop import is_torch, to_numpy as _to_numpy, to_torch
 
 
 def is_array(v) -> bool:
@@ -27,33 +28,17 @@ def is_array(v) -> bool:
 
 
 def to_numpy(v):
-    """A NumPy view of an array argument (torch CPU tensors through DLPack or `.numpy()`)."""
+    """A NumPy view of an array argument (torch CPU tensors share their memory)."""
     if isinstance(v, np.ndarray):
         return v
-    if type(v).__module__.startswith("torch"):
-        t = v.detach()
-        if t.device.type != "cpu":
-            raise ArgumentError(f"torch tensors must be on the CPU, got device {t.device}")
-        try:
-            return t.numpy()
-        except TypeError:  # bfloat16 and other dtypes NumPy does not know: reinterpret bits
-            import ml_dtypes
-            name = str(t.dtype).replace("torch.", "")
-            if name == "bfloat16":
-                import torch
-                return t.view(torch.int16).numpy().view(ml_dtypes.bfloat16)
-            raise
+    if is_torch(v):
+        return _to_numpy(v, "tensor argument", ArgumentError)
     return np.asarray(v)
 
 
 def from_numpy(out, like):
     """Return outputs as torch tensors when the caller passed torch tensors."""
-    if like is None:
-        return out
-    import torch
-    if out.dtype.name == "bfloat16":
-        return torch.from_numpy(out.view(np.int16)).view(torch.bfloat16)
-    return torch.from_numpy(out)
+    return out if like is None else to_torch(out)
 
 
 def _dtype_of(v) -> str:

@@ -1,0 +1,75 @@
+"""TileLang's host helpers without torch: the profiler's check against a reference (its argument
+order, its mismatch-ratio rule), do_bench's quantiles, torch_assert_close on arrays, dtypes built
+from NumPy types. (tests/compat/test_torch_host.py runs the same with real torch, where
+installed.)"""
+import numpy as np
+import pytest
+
+import tilelang_mini
+import tilelang_mini.language as T
+from tilelang_mini.profiler import assert_close, do_bench
+from tilelang_mini.utils.tensor import torch_assert_close
+
+
+@tilelang_mini.jit(out_idx=[-1])
+def scaled(M, N, blk=16, dtype=T.float32):
+    @T.prim_func
+    def main(X: T.Tensor((M, N), dtype), Y: T.Tensor((M, N), dtype)):
+        with T.Kernel(T.ceildiv(M, blk)) as bx:
+            x = T.alloc_fragment((blk, N), dtype)
+            T.copy(X[bx * blk, 0], x)
+            for i, j in T.Parallel(blk, N):
+                x[i, j] = x[i, j] * 2.0 + 1.0
+            T.copy(x, Y[bx * blk, 0])
+    return main
+
+
+def test_profiler_checks_against_a_numpy_reference(target, monkeypatch):
+    monkeypatch.setenv("TILELANG_MINI_TARGET", target)
+    prof = scaled(32, 24).get_profiler()
+    prof.assert_allclose(lambda x: x.astype(np.float64) * 2 + 1, rtol=1e-5, atol=1e-5)
+    with pytest.raises(AssertionError, match="elements differ"):
+        prof.assert_allclose(lambda x: x.astype(np.float64) * 2, rtol=1e-5, atol=1e-5)
+
+
+def test_profiler_takes_tilelangs_argument_order(target, monkeypatch):
+    """assert_allclose(reference, input_tensors, atol, rtol, max_mismatched_ratio)."""
+    monkeypatch.setenv("TILELANG_MINI_TARGET", target)
+    prof = scaled(32, 24).get_profiler()
+    x = np.arange(32 * 24, dtype=np.float32).reshape(32, 24) / 100
+    seen = []
+
+    def ref(a):
+        seen.append(a)
+        return a * 2.0 + 1.0
+    prof.assert_allclose(ref, [x], 1e-6, 1e-6)
+    assert seen[0] is x
+    assert prof.run_once(lambda a: a.sum()) == pytest.approx(
+        float(prof._inputs()[0].sum()))
+    prof.assert_consistent(repeat=2)
+
+
+def test_mismatch_ratio_is_tilelangs_rule():
+    want = np.zeros(1000)
+    got = want.copy()
+    got[:5] = 1.0                                  # 0.5% of the elements off
+    assert_close(got, want, 1e-3, 1e-3, max_mismatched_ratio=0.01)
+    with pytest.raises(AssertionError, match="5 of 1000"):
+        assert_close(got, want, 1e-3, 1e-3, max_mismatched_ratio=0.001)
+    torch_assert_close(got, want, max_mismatched_ratio=0.01)
+    with pytest.raises(AssertionError):
+        torch_assert_close(got, want)              # TileLang's default ratio is 0.001
+    with pytest.raises(AssertionError, match="shape"):
+        assert_close(np.zeros(3), np.zeros(4), 0, 0)
+
+
+def test_do_bench_quantiles():
+    calls = []
+    q = do_bench(lambda: calls.append(1), warmup=1, rep=5, quantiles=[0.5, 0.2, 0.8])
+    assert len(q) == 3 and q[1] <= q[0] <= q[2]
+    assert len(calls) == 6
+    assert isinstance(do_bench(lambda: None, rep=2), float)
+
+
+def test_dtype_from_numpy_types():
+    assert T.dtype(np.float16) == "float16" and T.dtype(np.dtype("int8")) == "int8"
