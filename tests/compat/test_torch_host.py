@@ -2,7 +2,6 @@
 torch tensors of every dtype the examples use in and out (fp16, bf16, fp8, int32, int64, bool),
 non-contiguous views, outputs written in place, the profiler handing torch tensors to a
 reference written with torch, torch.testing on the outputs, `dtype.as_torch()`."""
-import numpy as np
 import pytest
 
 import tilelang_mini
