@@ -235,7 +235,7 @@ class AutoTuned:
         from .runtime.eager import EagerJIT
         if isinstance(self.factory, EagerJIT):  # tune, then run the best kernel on the arrays
             kernel = self._eager_best(configs, lambda target=None, **c: self.factory.kernel_for(
-                *args, target=target, **{**kwargs, **c}))
+                *args, target=target, **{**c, **kwargs}))  # what the caller gives wins
             return kernel(*self._eager_args)
         key = (args, tuple(sorted(kwargs.items())))
         if key not in self._cache:
@@ -281,10 +281,17 @@ AutoTuned._eager_best = _eager_tune
 
 
 def _autotuned_compile(self, **kwargs):
-    """`f.compile(M=..., ...)` on an autotuned eager function: the best configuration's kernel."""
+    """`f.compile(M=..., ...)` on an autotuned eager function: the best configuration's kernel;
+    the kernel of the given values, untuned, when every tuned argument is given (TileLang's
+    rule, as for a call), the given ones winning over a configuration's otherwise."""
     configs = self.configs() if callable(self.configs) else self.configs
+    names = {k for c in _expand(configs) for k in _factory_args(c)}
+    if names and names <= set(kwargs):
+        kernel = self.factory.compile(**kwargs)
+        kernel.config = {k: kwargs[k] for k in sorted(names)}
+        return kernel
     return self._eager_best(configs, lambda target=None, **c: (
-        self.factory.compile(target=target, **{**kwargs, **c}), []))
+        self.factory.compile(target=target, **{**c, **kwargs}), []))
 
 
 AutoTuned.compile = _autotuned_compile

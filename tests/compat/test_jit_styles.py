@@ -314,3 +314,34 @@ def test_dynamic_several_names(target, monkeypatch):
         kern, args = eager_dynamic_rows.kernel_for(x)
         close(kern.simulate(*args)[0], f64(x) * 2 + 1)
     assert tilelang_mini.next_power_of_2(5) == 8  # TileLang's top-level `from .math import *`
+
+
+def test_autotuned_compile_with_every_tuned_argument_given_does_not_tune(target, monkeypatch):
+    """`f.compile(M=..., block_M=..., ...)` naming every tuned argument compiles those values
+    (the examples then size their host data by them), and a given value is never overridden
+    by a configuration."""
+    monkeypatch.setenv("TILELANG_MINI_TARGET", target)
+
+    @tilelang_mini.autotune(configs=[{"blk": 8, "scale": 1.0}, {"blk": 32, "scale": 3.0}])
+    @tilelang_mini.jit
+    def blocked_rows(X, blk, scale):
+        M, N = T.const("M, N")
+        X: T.Tensor((M, N), T.float32)
+        Y = T.empty((M // blk, N), T.float32)
+        with T.Kernel(M // blk) as bx:
+            t = T.alloc_fragment((blk, N), T.float32)
+            r = T.alloc_fragment((N,), T.float32)
+            T.copy(X[bx * blk, 0], t)
+            T.reduce_sum(t, r, dim=0)
+            for j in T.Parallel(N):
+                r[j] = r[j] * scale
+            T.copy(r, Y[bx, 0])
+        return Y
+
+    x = rand((64, 8), seed=3)
+    k = blocked_rows.compile(M=64, N=8, blk=16, scale=2.0)
+    assert k.config == {"blk": 16, "scale": 2.0}
+    close(k(x), 2.0 * f64(x).reshape(4, 16, 8).sum(1), reduce_len=16)
+    k = blocked_rows.compile(M=64, N=8, scale=0.5)  # blk tuned, scale as given
+    blk = k.config["blk"]
+    close(k(x), 0.5 * f64(x).reshape(64 // blk, blk, 8).sum(1), reduce_len=blk)
