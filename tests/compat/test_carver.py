@@ -69,3 +69,18 @@ def test_autotune_over_hints(target, monkeypatch):
     if target == "numpy":
         got, _ = kern.simulate(a, b)
         close(np.asarray(got), want, "float16", K)
+
+
+def test_tilelangs_gpu_arch_names_recommend_for_the_ascend_chip():
+    """TileLang's examples import `CUDA`, `CDNA` and `roller.rasterization.NoRasterization` at
+    module level and build `CUDA("cuda")` for the template: the recommendations are the Ascend
+    chip's, the same as with `Ascend()`."""
+    from tilelang_mini.carver.arch import CDNA, CUDA
+    from tilelang_mini.carver.roller.rasterization import NoRasterization, Rasterization2DRow
+    arch = CUDA("cuda")
+    assert arch.chip == Ascend().chip == CDNA("hip").chip and arch.target == "cuda"
+    t = carver.MatmulTemplate(M=256, N=256, K=128, in_dtype="float16", accum_dtype="float16",
+                              out_dtype="float16")
+    assert [(h.block, h.rstep) for h in t.with_arch(arch).recommend_hints(topk=4)] == \
+        [(h.block, h.rstep) for h in hints(256, 256, 128, topk=4)]
+    assert NoRasterization().get_code() == [] and Rasterization2DRow(8).panel_width == 8

@@ -1,0 +1,2 @@
+"""`tilelang.carver.roller`: the names TileLang's examples import (rasterization plans)."""
+from . import rasterization  # noqa: F401
