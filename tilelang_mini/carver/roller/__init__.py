@@ -1,2 +1,4 @@
 """`tilelang.carver.roller`: the names TileLang's examples import (rasterization plans)."""
-from . import rasterization  # noqa: F401
+from . import rasterization
+
+__all__ = ["rasterization"]
