@@ -272,3 +272,21 @@ def test_an_output_too_large_for_the_machine_is_a_located_runtime_error(target):
                                                      r"\(2147483648, 4096\) float32") as info:
             run(data())
         assert info.value.loc.line > 0
+
+
+def test_same_elements_grouped_differently_are_read_with_the_parameters_shape(k_out, k_inplace):
+    """tilelang-ascend's host code passes (.., G, D) for a (.., G * D) parameter and (.., G, 1)
+    for (.., G): the same row-major elements, read with the parameter's shape (an output is
+    written in place when the regrouping is a view). A transposed shape (N, M) for (M, N), or
+    a different element count, is no regrouping and stays an ArgumentError."""
+    x = data()
+    np.testing.assert_array_equal(k_out(x.reshape(M, 2, N // 2)), ref(x))
+    np.testing.assert_array_equal(k_out(x.reshape(M, N, 1)), ref(x))
+    np.testing.assert_array_equal(k_out(x.reshape(M * N)), ref(x))
+    out = np.zeros((M, 4, N // 4), np.float32)
+    k_inplace(x, out)
+    np.testing.assert_array_equal(out.reshape(M, N), ref(x))
+    with pytest.raises(ArgumentError, match=r"has shape \(16, 8\); expected \(8, 16\)"):
+        k_out(x.reshape(N, M))
+    with pytest.raises(ArgumentError, match=r"has shape \(4, 32\)"):
+        k_out(x.reshape(4, 32))

@@ -7,7 +7,8 @@
   native array, never misread), a NumPy scalar, a 0-d array, a Python number or (nested) list
   (converted when the values keep their meaning in the parameter's dtype: bools and integers to
   an integer dtype, any real number to a float dtype), an object with `__dlpack__` or
-  `__array__` (a torch tensor on the CPU, for instance);
+  `__array__` (a torch tensor on the CPU, for instance); an array whose shape groups the same
+  row-major elements differently ((.., G, D) for (.., G * D)) is read with the parameter's shape;
 * a parameter the kernel writes (an output passed in place) must be a writeable NumPy array of
   its dtype and shape that shares no memory with another argument, nor between its own
   elements (a broadcast view); one that is not C-contiguous
@@ -208,6 +209,7 @@ def _input(kernel: Kernel, b: Buffer, a) -> np.ndarray:
     arr = _native(_as_array(kernel, b, a))
     if arr.ndim == 0 and b.shape == (1,):  # a number for a scalar parameter (`n: T.int32`)
         arr = arr.reshape(1)
+    arr = _regrouped(arr, b)
     _check_dtype_shape(kernel, b, arr)
     if not (arr.flags.c_contiguous and arr.flags.aligned):
         arr = np.array(arr, order="C", copy=True)
@@ -230,6 +232,7 @@ def _output(kernel: Kernel, b: Buffer, a) -> tuple[np.ndarray, np.ndarray]:
     if not a.dtype.isnative:
         raise _err(kernel, b, f"is written by the kernel and has non-native byte order "
                               f"({a.dtype}); expected native {b.dtype}")
+    a = _regrouped(a, b, view_only=True)
     _check_dtype_shape(kernel, b, a)
     if not a.flags.writeable:
         raise _err(kernel, b, "is read-only, but the kernel writes it (pass a writeable "
@@ -241,6 +244,36 @@ def _output(kernel: Kernel, b: Buffer, a) -> tuple[np.ndarray, np.ndarray]:
                               f"(strides {a.strides} for shape {a.shape}, e.g. a broadcast "
                               f"view): the kernel's writes would land on one another")
     return a, np.array(a, order="C", copy=True)
+
+
+def _regrouped(a: np.ndarray, b: Buffer, view_only: bool = False) -> np.ndarray:
+    """`a` read with the parameter's shape when the two shapes group the same row-major
+    elements differently: consecutive dims of one multiply to a dim of the other, e.g.
+    (B, S, G, D) for (B, S, G * D) or (M, N, 1) for (M, N), as tilelang-ascend's host code
+    passes them (the kernel reads the memory). (K, M) for (M, K) is no regrouping and stays an
+    error. `view_only`: only when the result shares `a`'s memory (an output is written)."""
+    want = tuple(b.shape)
+    if tuple(a.shape) == want or a.size != int(np.prod(want, dtype=np.int64)) or \
+            b.dtype in dtypes.PACKED_K or not (_groups(a.shape, want) or _groups(want, a.shape)):
+        return a
+    out = a.reshape(want)
+    return out if not view_only or np.shares_memory(out, a) else a
+
+
+def _groups(fine, coarse) -> bool:
+    """Whether the dims of `fine` (size-1 dims aside) split into consecutive runs whose products
+    are the dims of `coarse` (size-1 dims aside), in order."""
+    fine = [int(d) for d in fine if d != 1]
+    coarse = [int(d) for d in coarse if d != 1]
+    i = 0
+    for d in coarse:
+        prod = 1
+        while i < len(fine) and prod < d:
+            prod *= fine[i]
+            i += 1
+        if prod != d:
+            return False
+    return i == len(fine)
 
 
 def _overlaps_itself(a: np.ndarray) -> bool:
