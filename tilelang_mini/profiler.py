@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import functools
 import time
-import types
 
 import numpy as np
 
@@ -46,22 +45,14 @@ def _random_inputs(kernel, seed):
 
 def wants_torch(fn) -> bool:
     """Whether `fn` (a function, a functools.partial of one, a bound method, a callable
-    object) is written with torch: a real torch is installed and its module's globals hold
-    torch or one of torch's modules or names."""
-    from .runtime.torch_interop import real_torch
-    if real_torch() is None:
-        return False
+    object) is written with torch: a real torch is installed and its module uses it."""
+    from .runtime.torch_interop import written_with_torch
     while isinstance(fn, functools.partial):
         fn = fn.func
     fn = getattr(fn, "__func__", fn)
     if not hasattr(fn, "__globals__"):
         fn = getattr(type(fn).__call__, "__func__", type(fn).__call__)
-    return any(_from_torch(v) for v in getattr(fn, "__globals__", {}).values())
-
-
-def _from_torch(v) -> bool:
-    name = v.__name__ if isinstance(v, types.ModuleType) else getattr(v, "__module__", None)
-    return isinstance(name, str) and (name == "torch" or name.startswith("torch."))
+    return written_with_torch(getattr(fn, "__globals__", None))
 
 
 def for_caller(fn, arrays: list) -> list:

@@ -116,3 +116,22 @@ def test_dtype_as_torch_and_from_torch():
     assert T.dtype(torch.float16) == "float16" and T.dtype(torch.bfloat16) == T.bfloat16
     with pytest.raises(TypeError):
         T.float4_e2m1fn.as_torch()
+
+
+@tilelang_mini.jit(out_idx=[-1])
+def iota(n, blk=16):
+    @T.prim_func
+    def main(start: T.int32, Y: T.Tensor((n,), T.int32)):
+        with T.Kernel(T.ceildiv(n, blk)) as bx:
+            for i in T.Parallel(blk):
+                Y[bx * blk + i] = start + bx * blk + i
+    return main
+
+
+def test_a_kernel_of_scalars_returns_torch_to_torch_code(target, monkeypatch):
+    """No tensor argument (random_1d's `func()`): TileLang returns torch tensors, so code
+    written with torch (this module) gets one; NumPy code keeps NumPy (test_profiler_host)."""
+    monkeypatch.setenv("TILELANG_MINI_TARGET", target)
+    y = iota(32)(5)
+    assert isinstance(y, torch.Tensor)
+    torch.testing.assert_close(y, torch.arange(5, 37, dtype=torch.int32))

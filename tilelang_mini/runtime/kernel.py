@@ -17,6 +17,7 @@ from ..ir.printer import print_ir
 from ..transform.options import Options
 from . import cache
 from .backends import get_backend
+from .torch_interop import is_torch, returns_torch
 from .errors import guarded, user_facing
 
 # The pass pipeline (every pass, the IR parser's grammar) loads at the first compile, not when
@@ -110,10 +111,10 @@ class JITKernel:
     @user_facing
     def __call__(self, *args, **kwargs):
         args = bind_keywords(self.frontend, self.inputs, args, kwargs)
-        like = next((a for a in args if type(a).__module__.startswith("torch")), None)
-        if like is not None:  # torch CPU tensors in, torch tensors out (runtime/eager.py)
+        like = returns_torch(args) or None  # torch tensors in (or torch code calling): out
+        if like is not None:
             from .eager import from_numpy, to_numpy
-            args = tuple(to_numpy(a) for a in args)
+            args = tuple(to_numpy(a) if is_torch(a) else a for a in args)
         inputs, back = prepare_args(self.frontend, self.inputs, args, self.written,
                                     getattr(self, "views", None))
         outputs = allocate_outputs(self.outputs, self.frontend.loc)

@@ -18,6 +18,7 @@ import numpy as np
 from ..errors import ArgumentError
 from ..ir import dtypes
 from .arguments import allocate_outputs
+from .torch_interop import is_torch, returns_torch
 from .errors import user_facing
 
 
@@ -108,10 +109,10 @@ class LaunchSequence:
 
     @user_facing
     def __call__(self, *args):
-        like = next((a for a in args if type(a).__module__.startswith("torch")), None)
-        if like is not None:  # torch CPU tensors in, torch tensors out (runtime/eager.py)
+        like = returns_torch(args) or None  # torch tensors in (or torch code calling): out
+        if like is not None:
             from .eager import from_numpy, to_numpy
-            args = tuple(to_numpy(a) for a in args)
+            args = tuple(to_numpy(a) if is_torch(a) else a for a in args)
         full, outputs = self._full(args)
         for k in self.kernels:
             k(*full)

@@ -9,6 +9,10 @@ torch tensors to the caller's reference code, as TileLang does), else None.
 """
 from __future__ import annotations
 
+import os
+import sys
+import types
+
 import numpy as np
 
 from ..ir import dtypes
@@ -73,6 +77,37 @@ def to_torch(a: np.ndarray):
 def as_float64(x) -> np.ndarray:
     """`x` (array, tensor of any dtype, number) as a float64 NumPy array, for comparisons."""
     return np.asarray(to_numpy(x) if is_torch(x) else x).astype(np.float64)
+
+
+def written_with_torch(glob: dict) -> bool:
+    """Whether a module (its globals) uses a real torch: it holds torch, one of torch's modules
+    or a name imported from torch."""
+    if not glob or real_torch() is None:
+        return False
+    for v in glob.values():
+        name = v.__name__ if isinstance(v, types.ModuleType) else getattr(v, "__module__", None)
+        if isinstance(name, str) and (name == "torch" or name.startswith("torch.")):
+            return True
+    return False
+
+
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def returns_torch(args) -> bool:
+    """Whether a kernel call returns torch tensors: some argument is a torch tensor, or no
+    argument is an array (a kernel of scalars only, e.g. a random generator) and the code
+    calling it, the first frame outside tilelang_mini, is written with torch (TileLang returns
+    torch tensors; NumPy callers keep NumPy)."""
+    if any(is_torch(a) for a in args):
+        return True
+    if any(isinstance(a, np.ndarray) or hasattr(a, "__array__") for a in args) or \
+            "torch" not in sys.modules:
+        return False
+    frame = sys._getframe(1)
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(_PACKAGE):
+        frame = frame.f_back
+    return frame is not None and written_with_torch(frame.f_globals)
 
 
 def real_torch():
