@@ -29,7 +29,7 @@ def __getattr__(name):
     if name == "next_power_of_2":  # TileLang's `from .math import *` at the top level
         from .math import next_power_of_2
         return next_power_of_2
-    if name in ("math", "layout"):  # TileLang's `tilelang.math`, `tilelang.layout` (submodules)
+    if name in ("math", "layout", "testing"):  # TileLang's submodules tilelang.math, ...testing
         import importlib
         return importlib.import_module("." + name, __name__)
     if name == "TensorSupplyType":

@@ -91,3 +91,21 @@ def test_a_kernel_of_scalars_returns_numpy_to_numpy_code(target, monkeypatch):
     y = iota(32)(5)
     assert isinstance(y, np.ndarray)
     np.testing.assert_array_equal(y, np.arange(5, 37))
+
+
+def test_tilelang_testing_names():
+    """`import tilelang.testing` examples: the module is an attribute of the package, with
+    set_random_seed, the requires_* markers (no CUDA here: they skip) and torch_assert_close."""
+    testing = tilelang_mini.testing
+    testing.set_random_seed(7)
+    a = np.random.rand(3)
+    testing.set_random_seed(7)
+    np.testing.assert_array_equal(np.random.rand(3), a)
+    def needs_cuda():
+        pass
+    marked = testing.requires_cuda(needs_cuda)
+    assert any(m.name == "skip" for m in marked.pytestmark)
+    assert testing.requires_package("numpy")(len) is len
+    assert testing.requires_cuda_compute_version_eq(9, 0)(len) is not len
+    testing.torch_assert_close(np.ones(3), np.ones(3))
+    assert testing.process_func(lambda: 1.5) == 1.5
