@@ -106,6 +106,6 @@ def test_tilelang_testing_names():
     marked = testing.requires_cuda(needs_cuda)
     assert any(m.name == "skip" for m in marked.pytestmark)
     assert testing.requires_package("numpy")(len) is len
-    assert testing.requires_cuda_compute_version_eq(9, 0)(len) is not len
+    assert testing.requires_cuda_compute_version_eq(9, 0)(needs_cuda).pytestmark
     testing.torch_assert_close(np.ones(3), np.ones(3))
     assert testing.process_func(lambda: 1.5) == 1.5
