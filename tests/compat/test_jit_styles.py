@@ -345,3 +345,24 @@ def test_autotuned_compile_with_every_tuned_argument_given_does_not_tune(target,
     k = blocked_rows.compile(M=64, N=8, scale=0.5)  # blk tuned, scale as given
     blk = k.config["blk"]
     close(k(x), 0.5 * f64(x).reshape(64 // blk, blk, 8).sum(1), reduce_len=blk)
+
+
+def test_get_kernel_source_on_the_jit_object(target, monkeypatch):
+    """`f.get_kernel_source(*call_args)` (deepseek_mhc's host code prints it before the call):
+    the source of the kernel those arguments compile, the one a call then runs."""
+    monkeypatch.setenv("TILELANG_MINI_TARGET", target)
+    x = rand((24, 40), seed=5)
+    src = eager_rowstats.get_kernel_source(x)
+    assert isinstance(src, str) and src == eager_rowstats.kernel_for(x)[0].get_kernel_source()
+    s, _ = eager_rowstats(x)
+    close(s, f64(x).sum(1), reduce_len=40)
+
+    @tilelang_mini.jit(out_idx=[-1])
+    def neg(n):
+        @T.prim_func
+        def main(A: T.Tensor((n,), T.float32), B: T.Tensor((n,), T.float32)):
+            with T.Kernel(1):
+                for i in T.Parallel(n):
+                    B[i] = -A[i]
+        return main
+    assert neg.get_kernel_source(16) == neg(16).get_kernel_source()

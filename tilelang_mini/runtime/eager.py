@@ -111,6 +111,11 @@ class EagerJIT:
         kernel, call_args = self.kernel_for(*args, **kwargs)
         return kernel(*call_args)
 
+    def get_kernel_source(self, *args, **kwargs) -> str:
+        """TileLang's `f.get_kernel_source(*call_args)`: the generated code of the kernel a call
+        with these arguments compiles (JITKernel.get_kernel_source), without running it."""
+        return self.kernel_for(*args, **kwargs)[0].get_kernel_source()
+
     def kernel_for(self, *args, target=None, **kwargs):
         """(compiled kernel, its arguments) for a call, without running it."""
         try:

@@ -534,6 +534,10 @@ class JITFactory(CompileSettings):
             pass
         return kernel
 
+    def get_kernel_source(self, *args, **kwargs) -> str:
+        """TileLang's `f.get_kernel_source(*factory_args)`: the kernel's generated code."""
+        return self(*args, **kwargs).get_kernel_source()
+
 
 def jit(fn=None, *, out_idx=None, target: str | None = None, chip: str | None = None,
         pass_configs=None, execution_backend=None, verbose=False, compile_flags=None,
