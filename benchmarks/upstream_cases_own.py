@@ -61,10 +61,10 @@ MORE += [
     (TL, "examples/gemm_sp/example_gemm_sp.py", {"call": "main(128, 128, 128)"}),
     (TL, "examples/deepseek_mhc/example_mhc_post.py", {"call": "test(n=64, h=256)"}),
     (TL, "examples/deepseek_v32/sparse_mla_fwd.py",
-     {"call": "test_sparse_mla_fwd(B=1, S=64, SKV=256, H=16, HKV=1, DQK=96, DV=64, topk=64, "
+     {"call": "test_sparse_mla_fwd(B=1, S=16, SKV=128, H=16, HKV=1, DQK=576, DV=512, topk=64, "
               "block_I=32, num_stages=1)"}),
     (TL, "examples/deepseek_v32/fp8_lighting_indexer.py",
-     {"call": "test_fp8_lighting_indexer(S=64, SKV=256, H=8, HKV=1, D=64)"}),
+     {"call": "test_fp8_lighting_indexer(S=512, SKV=512, H=4, HKV=1, D=64)"}),
     (TL, "examples/flash_decoding/example_gqa_decode_varlen_logits.py",
      {"call": "main()", "subs": [(r"k_seqlen=\d+", "k_seqlen=256"), (r"q_heads=32", "q_heads=8")]}),
     (TL, "examples/dequantize_gemm/example_dequant_gemv_fp16xint4.py", {"call": "main()",
