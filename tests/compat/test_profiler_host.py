@@ -109,3 +109,22 @@ def test_tilelang_testing_names():
     assert testing.requires_cuda_compute_version_eq(9, 0)(needs_cuda).pytestmark
     testing.torch_assert_close(np.ones(3), np.ones(3))
     assert testing.process_func(lambda: 1.5) == 1.5
+
+
+def test_torch_dtype_spellings_without_torch():
+    """A torch dtype is read by its name (torch is never imported for it): a stand-in object
+    of module `torch` printing as `torch.bfloat16` is bfloat16."""
+    from tilelang_mini.ir import dtypes
+
+    class FakeTorchDtype:
+        __module__ = "torch"
+
+        def __init__(self, name):
+            self.name = name
+
+        def __str__(self):
+            return "torch." + self.name
+    assert dtypes.canonical(FakeTorchDtype("bfloat16")) == "bfloat16"
+    assert dtypes.canonical(FakeTorchDtype("float8_e4m3fn")) == "float8_e4m3fn"
+    assert dtypes.canonical(FakeTorchDtype("complex64")) is None
+    assert T.dtype(FakeTorchDtype("int16")) == "int16"

@@ -135,3 +135,25 @@ def test_a_kernel_of_scalars_returns_torch_to_torch_code(target, monkeypatch):
     y = iota(32)(5)
     assert isinstance(y, torch.Tensor)
     torch.testing.assert_close(y, torch.arange(5, 37, dtype=torch.int32))
+
+
+@tilelang_mini.jit(out_idx=[-1])
+def doubled(n, dtype, acc_dtype=torch.float32):
+    @T.prim_func
+    def main(A: T.Tensor((n,), dtype), B: T.Tensor((n,), dtype)):
+        with T.Kernel(1):
+            acc = T.alloc_fragment((n,), acc_dtype)
+            T.copy(A, acc)
+            for i in T.Parallel(n):
+                B[i] = T.Cast(dtype, acc[i] * 2)
+    return main
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.int16, torch.uint8])
+def test_torch_dtypes_in_the_kernel(target, monkeypatch, dtype):
+    """TileLang takes torch dtypes wherever a dtype goes (T.Tensor, allocations, casts)."""
+    monkeypatch.setenv("TILELANG_MINI_TARGET", target)
+    a = torch.arange(16).to(dtype)
+    b = doubled(16, dtype)(a)
+    assert b.dtype == dtype
+    torch.testing.assert_close(b, (a.double() * 2).to(dtype))

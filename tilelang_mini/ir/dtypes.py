@@ -53,7 +53,10 @@ PACKED_K = {"float4_e2m1fn_x2": 2, "int4x2": 2}
 
 
 def canonical(name) -> str | None:
-    """The canonical dtype name for a user spelling (str, NumPy dtype), or None if unsupported."""
+    """The canonical dtype name for a user spelling (str, NumPy dtype, torch dtype: TileLang
+    takes `T.Tensor(shape, torch.float16)`), or None if unsupported."""
+    if type(name).__module__ == "torch" and not isinstance(name, str):  # torch.dtype, no import
+        name = str(name).removeprefix("torch.")
     if not isinstance(name, str):
         try:
             dt = np.dtype(name)
