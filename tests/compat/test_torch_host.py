@@ -2,6 +2,7 @@
 torch tensors of every dtype the examples use in and out (fp16, bf16, fp8, int32, int64, bool),
 non-contiguous views, outputs written in place, the profiler handing torch tensors to a
 reference written with torch, torch.testing on the outputs, `dtype.as_torch()`."""
+import numpy as np
 import pytest
 
 import tilelang_mini
@@ -157,3 +158,18 @@ def test_torch_dtypes_in_the_kernel(target, monkeypatch, dtype):
     b = doubled(16, dtype)(a)
     assert b.dtype == dtype
     torch.testing.assert_close(b, (a.double() * 2).to(dtype))
+
+
+def test_simulate_takes_torch_tensors_of_any_dtype(monkeypatch):
+    """The simulator's argument checks read torch tensors as calls do (bf16 and FP8 have no
+    DLPack / __array__ path in NumPy); a tensor off the CPU is an ArgumentError."""
+    k = cast_scale(32, 24, "bfloat16", "float8_e4m3fn")
+    x = torch.randn(32, 24).to(torch.bfloat16)
+    got, _report = k.simulate(x)
+    want = (x.double() * 0.5).to(torch.float8_e4m3fn)
+    np.testing.assert_array_equal(np.asarray(got).view(np.uint8), want.view(torch.uint8).numpy())
+    out = torch.empty(16, 32)
+    add_into(16, 32).simulate(torch.ones(16, 32), torch.full((16, 32), 2.0), out)
+    assert torch.equal(out, torch.full((16, 32), 3.0))
+    with pytest.raises(tilelang_mini.ArgumentError, match="CPU"):
+        k(x.to("meta"))

@@ -25,6 +25,7 @@ import numpy as np
 from ..errors import ArgumentError, KernelRuntimeError
 from ..ir import dtypes
 from ..ir.nodes import Buffer, Kernel
+from .torch_interop import is_torch, to_numpy
 
 
 def written_params(kernel: Kernel) -> frozenset[str]:
@@ -159,6 +160,8 @@ def _as_array(kernel: Kernel, b: Buffer, a) -> np.ndarray:
         return a
     if isinstance(a, np.generic):
         return np.asarray(a)
+    if is_torch(a):  # a view of its memory, bf16/FP8 included (runtime/torch_interop.py)
+        return _torch_view(kernel, b, a)
     if hasattr(a, "__dlpack__"):
         try:
             return np.from_dlpack(a)
@@ -179,6 +182,14 @@ def _as_array(kernel: Kernel, b: Buffer, a) -> np.ndarray:
         return _from_python(kernel, b, a)
     raise _err(kernel, b, f"must be a NumPy array (or a number, a list, an object with "
                           f"__array__ or __dlpack__), got {type(a).__name__}")
+
+
+def _torch_view(kernel: Kernel, b: Buffer, a) -> np.ndarray:
+    try:
+        return to_numpy(a, "tensor")
+    except TypeError as err:
+        raise _err(kernel, b, f"({type(a).__name__}) cannot be read on the CPU: "
+                              f"{str(err).removeprefix('tensor: ')}") from None
 
 
 def _from_python(kernel: Kernel, b: Buffer, a) -> np.ndarray:
@@ -218,6 +229,8 @@ def _input(kernel: Kernel, b: Buffer, a) -> np.ndarray:
 
 def _output(kernel: Kernel, b: Buffer, a) -> tuple[np.ndarray, np.ndarray]:
     """(the caller's array, the array the kernel writes): the same unless a copy is needed."""
+    if is_torch(a):
+        a = _torch_view(kernel, b, a)
     if not isinstance(a, np.ndarray):
         if hasattr(a, "__dlpack__") and not hasattr(a, "__array__") or _is_dlpack_tensor(a):
             try:
