@@ -39,6 +39,7 @@ class TuneEntry:
     tflops: float | None = None
     reason: str = ""                # why it was skipped
     default: bool = False           # the factory's default configuration
+    same_as: str = ""               # the label of an earlier configuration of the same kernel
     kernel: object = field(default=None, repr=False)
     estimate: object = field(default=None, repr=False)
 
@@ -102,7 +103,8 @@ class AutotuneResult:
             mark = "*" if e is best else " "
             if e.status == "ok":
                 tf = f"  {e.tflops:7.1f} TFLOP/s" if e.tflops else ""
-                lines.append(f" {mark} {e.time_us:12.1f} us{tf}  {e.label()}")
+                same = f"  (the kernel of {e.same_as})" if e.same_as else ""
+                lines.append(f" {mark} {e.time_us:12.1f} us{tf}  {e.label()}{same}")
             else:
                 lines.append(f"   {'skipped':>15}  {e.label()}: {e.reason}")
         lines.append(f"(time: {what}; * best)")
@@ -258,10 +260,13 @@ def _eager_tune(self, configs, make):
     take the fastest, compile it for the default target; `.config`/`.latency` as above."""
     best = None
     reasons, errors = [], []
+    seen: dict = {}  # kernel identity -> its estimate (configurations of one kernel: one figure)
     for cfg in [{}] + _expand(configs):
         try:
             kernel, call_args = make(target="numpy", **cfg)
-            t = kernel.estimate(self.chip).time_us
+            ident = _identity(kernel)
+            t = seen[ident] if ident in seen else kernel.estimate(self.chip).time_us
+            seen[ident] = t
         except (TileLangMiniError, TypeError, ValueError) as e:
             reasons.append(f"{cfg}: {_first_line(e)}")
             errors.append(e)
@@ -375,6 +380,7 @@ def autotune(factory=None, configs=None, by: str = "estimate", chip: str | None 
 
     entries: list[TuneEntry] = []
     errors: list = []
+    seen: dict = {}                 # a configuration's kernel identity -> its entry
     bar = _Progress(len(todo), progress)
     start = time.perf_counter()
     best = None
@@ -383,6 +389,14 @@ def autotune(factory=None, configs=None, by: str = "estimate", chip: str | None 
             entry = TuneEntry(config=cfg, status="skipped", default=dflt)
             try:
                 built = fn(*args, **kwargs, **_factory_args(cfg))
+                ident = _identity(built)
+                if ident in seen:  # the kernel of an earlier configuration: its figure
+                    _same(entry, seen[ident])
+                    entries.append(entry)
+                    bar.update(i + 1, best)
+                    continue
+                if ident is not None:
+                    seen[ident] = entry  # its outcome too (a compile error is the same)
                 if isinstance(built, JITKernel):
                     kernel = built
                 else:
@@ -415,6 +429,29 @@ def autotune(factory=None, configs=None, by: str = "estimate", chip: str | None 
         reasons = "; ".join(f"{e.label()}: {e.reason}" for e in entries)
         raise TileLangMiniError(f"autotune: no configuration compiled ({reasons})")
     return result
+
+
+def _identity(built):
+    """What makes a configuration's kernel: the traced IR without its GPU hints (`key_text`),
+    and the compile options of an already compiled kernel; None when `built` is neither.
+    Configurations that differ only in hints (TileLang's threads=128 / 256, which mean
+    nothing here) or in arguments the kernel does not use are one kernel: compiled once and
+    reported with one figure."""
+    from .runtime.kernel import JITKernel, key_text
+    if isinstance(built, JITKernel):
+        return (key_text(built.frontend), built.out_idx, built.workspace_idx, repr(built.options))
+    launches = getattr(built, "launches", None)
+    if not launches:
+        return None
+    return (tuple(key_text(k) for k in launches), repr(getattr(built, "hidden", ())))
+
+
+def _same(entry: TuneEntry, first: TuneEntry) -> None:
+    """`entry` is the kernel of `first`: the same outcome and figure (not evaluated again)."""
+    entry.status, entry.reason = first.status, first.reason
+    entry.time_us, entry.tflops = first.time_us, first.tflops
+    entry.kernel, entry.estimate = first.kernel, first.estimate
+    entry.same_as = first.label()
 
 
 def _first_line(e: Exception) -> str:

@@ -176,15 +176,24 @@ def concurrent_programs(kernel: Kernel, workspace_idx, chip: str) -> Kernel:
     from ..transform.infer_scopes import infer_scopes
     from ..transform.legalize import legalize
     # the developer-mode lowering each core's statements need first (scopes, L0 loads of the
-    # gemms, workspaces where the chip has no copy path, which are hand-offs too)
-    lowered = legalize(infer_scopes(kernel), get_chip(chip))
+    # gemms, workspaces where the chip has no copy path, which are hand-offs too). Two
+    # concurrent programs meet only at workspaces: a direct L0C -> UB or UB -> L1 copy (a
+    # chip with the path) would be one instruction of both programs, so it goes through one
+    # too, as on a chip without the path
+    lowered = legalize(infer_scopes(kernel), replace(get_chip(chip), direct_l0c_to_ub=False,
+                                                     direct_ub_to_l1=False))
     names |= {a.buffer.name for a in walk_statements(lowered.body)
               if isinstance(a, Alloc) and a.buffer.scope == "workspace"}
     try:
         return _combine(lowered, names)
     except _NotConcurrent as e:
         check_workspace_order(kernel, workspace_idx, because=(e.why, e.loc))
-        raise  # not reached: the check raises on the same kernel
+        raise CompileError(  # hand-offs through compiler-made workspaces only
+            f"this kernel's cube and vector statements meet at on-chip tiles read before they "
+            f"are written, which relies on tilelang-ascend's TL_ASCEND_AUTO_CV_COMBINE running "
+            f"them as two concurrent programs, and it cannot be made two such programs: "
+            f"{e.why}. Spell the two programs as T.Scope(\"C\") / T.Scope(\"V\") blocks with "
+            f"T.set_cross_flag / T.wait_cross_flag", e.loc) from None
 
 
 def _first_early_read(body, names):
@@ -513,11 +522,13 @@ def cross_tiles_through_workspaces(kernel: Kernel) -> Kernel:
 
 def _early_cross_tiles(kernel) -> dict:
     """tile name -> (buffer, the statement of its loop's body that first reads it), for the
-    tiles cross_tiles_through_workspaces hands over: every write a copy from the other core's
-    memory, all of them in one serial loop whose body reads the tile; none unless one of them
-    is read before any statement writes it (else the kernel is left as it is). The reader's
-    load stands where it first needs the tile, as each core's program runs on its own
-    (vid_reduce's `acc_s_ub_`, copied from L0C before the vector core's gather, is first
+    tiles cross_tiles_through_workspaces hands over: written by copies from the other core's
+    memory, all of them in one serial loop whose body reads the tile, and otherwise only by
+    its own core after the first such copy (the vector code scaling the cube's result in place,
+    `copy(s_l0c, s_ub); s_ub *= scale`); none unless one of them is read before any statement
+    writes it (else the kernel is left as it is). The reader's load stands where its loop body
+    first needs the tile (reads it, or writes it in place), as each core's program runs on its
+    own (vid_reduce's `acc_s_ub_`, copied from L0C before the vector core's gather, is first
     read after it)."""
     writes: dict = {}
     reads: dict = {}
@@ -539,14 +550,17 @@ def _early_cross_tiles(kernel) -> dict:
     visit(kernel.body, ())
     out = {}
     for name, ws in writes.items():
-        if name not in reads or not all(isinstance(w, Copy) and _crosses(w) for w, _ in ws):
-            continue
-        common = _common_path([(None, reads[name][1])] + ws)
+        cross = [(w, loops) for w, loops in ws if isinstance(w, Copy) and _crosses(w)]
+        if name not in reads or not cross or ws[0][0] is not cross[0][0]:
+            continue  # no hand-off, or the tile's own core writes it before the first one
+        common = _common_path([(None, reads[name][1])] + cross)
         if not common:
             continue
         loop = common[-1]
+        local = {id(w) for w, _ in ws} - {id(w) for w, _ in cross}
         site = next((st for st in loop.body if any(
-            name in {b.name for b in analysis.reads(x)} for x in analysis.instructions([st]))), None)
+            name in {b.name for b in analysis.reads(x)} or id(x) in local
+            for x in analysis.instructions([st]))), None)
         if site is not None:
             out[name] = (reads[name][0], site)
     return out if early & set(out) else {}

@@ -343,6 +343,14 @@ def _key(options: Options, backend, **parts: str) -> str:
         backend=backend.cache_tag({"chip": options.chip}))
 
 
+def key_text(kernel: Kernel) -> str:
+    """The kernel's IR text as the cache key and autotune's identity of a configuration read
+    it: without its GPU hints (`threads=128`, `T.use_swizzle(10)`: recorded, read by no pass),
+    so that kernels differing only in them are one compiled kernel."""
+    from dataclasses import replace
+    return print_ir(replace(kernel, hints=()))
+
+
 def _text_places(kernel: Kernel) -> dict:
     """For IR text read without `# LINE:COL` comments, the places in the text of its nodes (the
     printed IR, the rest of the key, leaves them out): a cached artifact's run-time errors point
@@ -361,7 +369,7 @@ def _lower_cached(kernel: Kernel, options: Options, backend, workspace_idx: tupl
     path = key = None
     if _cacheable(backend):
         hand_offs = {"workspace_idx": repr(workspace_idx)} if workspace_idx else {}
-        key = _key(options, backend, ir=print_ir(kernel), **hand_offs, **_text_places(kernel))
+        key = _key(options, backend, ir=key_text(kernel), **hand_offs, **_text_places(kernel))
         path = cache.entry_path(options.target, key)
         entry = cache.read_entry(path, key)
         if entry is not None:
