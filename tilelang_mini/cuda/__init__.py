@@ -39,8 +39,10 @@ class CudaOnly:
         self._path = path
 
     def _fail(self):
-        return CompileError(f"{self._path} is CUDA-only (tilelang.cuda) and has no meaning on "
-                            f"the Ascend machine model; {ADVICE}", _caller_loc(2))
+        pkg = self._path.split(".")[1]  # cuda, or rocm (tilelang.rocm: the same stubs)
+        kind = "ROCm" if pkg == "rocm" else "CUDA"
+        return CompileError(f"{self._path} is {kind}-only (tilelang.{pkg}) and has no meaning "
+                            f"on the Ascend machine model; {ADVICE}", _caller_loc(2))
 
     def __call__(self, *args, **kwargs):
         raise self._fail()
@@ -62,10 +64,11 @@ class _StubModule(types.ModuleType):
 
 
 class _Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    """Any `tilelang_mini.cuda.<a>.<b>...` module imports as a package of stubs."""
+    """Any `tilelang_mini.cuda.<a>.<b>...` (or `tilelang_mini.rocm.<a>...`) module imports as a
+    package of stubs."""
 
     def find_spec(self, fullname, path=None, target=None):
-        if fullname.startswith(__name__ + "."):
+        if fullname.startswith((__name__ + ".", "tilelang_mini.rocm.")):
             return importlib.machinery.ModuleSpec(fullname, self, is_package=True)
         return None
 
@@ -86,3 +89,4 @@ def __getattr__(name):
     if name.startswith("__"):
         raise AttributeError(name)
     return CudaOnly(f"tilelang.cuda.{name}")
+

@@ -120,6 +120,15 @@ class ExprVisitor:
         try:
             return self.wrap(getattr(base, n.attr))
         except AttributeError:
+            if getattr(base, "__name__", "") == "tilelang_mini.language.tile":
+                plain = n.attr.removesuffix("_experiment")  # AscendC calls with a count
+                close = [plain] if plain != n.attr and hasattr(base, plain) else \
+                    difflib.get_close_matches(n.attr, [x for x in dir(base) if
+                                                       not x.startswith("_")], n=1)
+                hint = f"; write T.tile.{close[0]} on the tile or a region of it" if close \
+                    else ""
+                raise self.error(n, f"T.tile.{n.attr} is not supported (docs/tilelang_compat.md "
+                                    f"lists the T.tile operations){hint}") from None
             raise self.error(n, f"{show(base)} has no attribute '{n.attr}'") from None
 
     def expr_Tuple(self, n):

@@ -267,6 +267,8 @@ class KernelBuilder(ExprVisitor, ControlFlow, TileOps, Dialect, TileAscend, Eage
                     raise self.error(stmt, "expected the kernel body inside `with T.Kernel(...) "
                                            "as ...:` (only trace-time Python comes outside it)")
             else:
+                if isinstance(stmt, ast.With) and isinstance(stmt.items[0].context_expr, ast.Call):
+                    self.eval_callee(stmt.items[0].context_expr.func)  # T.ClusterKernel: its error
                 raise self.error(stmt, "expected the kernel body inside `with T.Kernel(...) as ...:`")
         if not launches:
             raise self.error(fdef, "expected a `with T.Kernel(grid...) as (bx, ...):` block")

@@ -16,6 +16,17 @@ class GemmWarpPolicy(enum.IntEnum):
     FullRow = 1
     FullCol = 2
 
+    def compute_warp_partition(self, M: int, N: int, num_warps: int) -> tuple:
+        """(m_warp, n_warp), m_warp * n_warp == num_warps: FullRow puts every warp along M,
+        FullCol along N, Square takes the split whose per-warp tile is nearest to square
+        (host code of the intrinsic-emitter examples, which then fail at the emitter)."""
+        if self is GemmWarpPolicy.FullRow:
+            return num_warps, 1
+        if self is GemmWarpPolicy.FullCol:
+            return 1, num_warps
+        splits = [(m, num_warps // m) for m in range(1, num_warps + 1) if num_warps % m == 0]
+        return min(splits, key=lambda s: abs(M / s[0] - N / s[1]))
+
 
 # Statements that are GPU hints: accepted and ignored inside kernels.
 HINT_NAMES = (

@@ -49,7 +49,8 @@ def _dtype_of(v) -> str:
 
 def is_eager_function(fn) -> bool:
     """Whether `fn`'s body holds `with T.Kernel(...)` itself (an eager jit function) rather than
-    returning a `T.prim_func` (a factory)."""
+    returning a `T.prim_func` (a factory). `with T.ClusterKernel(...)` counts too: the parser
+    then gives its located GPU-only error."""
     try:
         src = textwrap.dedent(inspect.getsource(fn))
         tree = ast.parse(src)
@@ -62,7 +63,7 @@ def is_eager_function(fn) -> bool:
         if isinstance(stmt, ast.With):
             call = stmt.items[0].context_expr
             if isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and \
-                    call.func.attr == "Kernel":
+                    call.func.attr.endswith("Kernel"):  # T.Kernel, GPU-only T.ClusterKernel
                 return True
     return False
 

@@ -1,0 +1,1 @@
+"""TileLang's `tilelang.tileop` package: the names its examples import from it."""
