@@ -91,17 +91,20 @@ class RaceChecks:
             self.access(h, key, b, bx, w, tid, epoch, clk, core, di, bufs)
 
     def access(self, h, key, buf, box, w, tid, epoch, clk, core, di, bufs=None) -> None:
+        """Check one access (`box` of `buf`, writing or not, by thread `tid` at `epoch` with
+        clock `clk`) against history `h` of its buffer instance, and record it there: an
+        access is (thread, epoch, box, write, DynInstr, core name, GM values or None)."""
         keep = []
         # GM accesses keep their values (settle): the bytes read, or the bytes before and
         # after a write, so that unordered accesses that cannot differ are not races
         rec = None
         hull = type(box) is Hull
-        if bufs is not None and buf.scope in GM_SCOPES and not hull:
+        if bufs is not None and not hull and buf.scope in GM_SCOPES:
             rec = [_snapshot(bufs, buf, box), None]
             self.fresh.append((buf, box, w, rec))
         new = (tid, epoch, box, w, di, core.name, rec)
         for a in h.items:
-            a_tid, a_ep, a_box, a_w, a_di = a[:5]
+            a_tid, a_ep, a_box, a_w, a_di, _, _ = a
             if a_di is di:  # the instruction's own other operand
                 keep.append(a)
                 continue
@@ -121,7 +124,7 @@ class RaceChecks:
                         continue
                 elif (w or a_w) and not is_atomic_pair(w, a_w) and (  # atomic adds commute
                         self.touch_common(buf, box, a_box, core.name, a[5])):
-                    if rec is not None and len(a) > 6 and a[6] is not None:
+                    if rec is not None and a[6] is not None:
                         self.suspects.append((buf, key, a, new, h, clk))  # settle decides
                     else:
                         self.race(buf, key, a, new)
@@ -159,7 +162,7 @@ class RaceChecks:
         if _part(a[6][0], a_box, over).tobytes() == a_vals.tobytes():
             return True  # the write left the bytes as they were
         for t in h.items:  # another write ordered before the read wrote the same bytes
-            if t is a or not t[3] or len(t) < 7 or t[6] is None or t[6][1] is None:
+            if t is a or not t[3] or t[6] is None or t[6][1] is None:
                 continue
             if t[1] > clk[t[0]]:
                 continue

@@ -273,7 +273,11 @@ class _Block(RaceChecks):
         check = self.check
         if check:  # scalar accesses of UB and GM too (var registers are not memory)
             self.check_access(core, p, di, epoch, clk, bufs)  # (fresh, suspects: empty)
-            shared = self.blocks.before(self.block, di, bufs)
+            touches = op.shared
+            if touches is None:
+                touches = op.shared = self.blocks.touches(di.stmt)
+            if touches:
+                shared = self.blocks.before(self.block, di, bufs)
         # (a map sets its lanes: it runs on a copy of the shared snapshot of variables)
         env.vars = vs = dict(di.vars) if op.is_for else di.vars
         if scalars:
