@@ -101,9 +101,10 @@ def to_f32(x):
 _BF16 = dtypes.to_numpy("bfloat16")
 
 
-def to_f32_fn(dtype: str, size: int):
-    """`to_f32` for arrays of IR dtype `dtype` with `size` elements: what it decides on each
-    call (a tile operand's dtype and size are known when it is compiled), decided once."""
+def to_f32_fn(dtype: str, size: int, contiguous: bool = False):
+    """`to_f32` for arrays of IR dtype `dtype` with `size` elements (C-contiguous ones when
+    `contiguous`): what it decides on each call (a tile operand's dtype and size are known
+    when it is compiled), decided once."""
     if dtype == "float32":
         return lambda x: x
     if dtype == "bfloat16":
@@ -113,6 +114,8 @@ def to_f32_fn(dtype: str, size: int):
     if size >= 4096:
         return f16_to_f32
     table = _f16_table()
+    if contiguous:
+        return lambda x: table.take(x.view(np.uint16))
 
     def f16(x):
         if x.ndim == 1 or (x.ndim and x.flags.c_contiguous):

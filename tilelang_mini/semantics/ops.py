@@ -465,7 +465,8 @@ def _gemm(s: Gemm, par=()):
     gemm_shape(s)
     a2, b2, c2 = (matrix_ext(r, s, "") for r in (s.a, s.b, s.c))
     va, vb, vc = (matrix_view(r, ext) for r, ext in ((s.a, a2), (s.b, b2), (s.c, c2)))
-    fa, fb = (to_f32_fn(r.buffer.dtype, ext[0] * ext[1]) for r, ext in ((s.a, a2), (s.b, b2)))
+    fa, fb = (to_f32_fn(r.buffer.dtype, ext[0] * ext[1], _whole(r))
+              for r, ext in ((s.a, a2), (s.b, b2)))
     ta, tb, clear = s.transpose_a, s.transpose_b, s.clear_accum
     scaled = s.scale_gran > 0
     packed = s.a.buffer.dtype in dtypes.PACKED_K
@@ -496,9 +497,17 @@ def _gemm(s: Gemm, par=()):
             sb = scale_matrix(vsb(env).reshape(sb2), db, n, groups)
             a = a * np.repeat(sa, gran, axis=1)[:, :k]
             b = b * np.repeat(sb, gran, axis=1)[:, :k].T
-        accumulate(vc(env), np.matmul(a, b), clear)
+        acc(vc(env), np.matmul(a, b))
 
+    acc = ((lambda c, prod: np.add(c, prod, out=c)) if s.c.buffer.dtype == "float32" and not clear
+           else (lambda c, prod: accumulate(c, prod, clear)))  # (accumulate's choice, made once)
     return gemm
+
+
+def _whole(r: Region) -> bool:
+    """Is region `r` a whole on-chip buffer (allocated here: its view is C-contiguous)?"""
+    return (r.buffer.scope not in GM_SCOPES and tuple(r.extent) == tuple(r.buffer.shape)
+            and all(isinstance(a, Const) and a.value == 0 for a in r.start))
 
 
 def matrix_view(r: Region, ext: tuple):
