@@ -101,6 +101,30 @@ def to_f32(x):
 _BF16 = dtypes.to_numpy("bfloat16")
 
 
+def to_f32_fn(dtype: str, size: int, contiguous: bool = False):
+    """`to_f32` for arrays of IR dtype `dtype` with `size` elements (C-contiguous ones when
+    `contiguous`): what it decides on each call (a tile operand's dtype and size are known
+    when it is compiled), decided once."""
+    if dtype == "float32":
+        return lambda x: x
+    if dtype == "bfloat16":
+        return bf16_to_f32
+    if dtype != "float16":
+        return to_f32
+    if size >= 4096:
+        return f16_to_f32
+    table = _f16_table()
+    if contiguous:
+        return lambda x: table.take(x.view(np.uint16))
+
+    def f16(x):
+        if x.ndim == 1 or (x.ndim and x.flags.c_contiguous):
+            return table.take(x.view(np.uint16))
+        return x.astype(F32)
+
+    return f16
+
+
 def bf16_to_f32(b: np.ndarray) -> np.ndarray:
     """b.astype(float32), bit-exact: a bfloat16 is the upper half of a float's bits (one
     integer pass and a shift; ml_dtypes' cast is about 4x slower)."""

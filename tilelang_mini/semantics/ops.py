@@ -16,9 +16,12 @@ import numpy as np
 from tilelang_mini.errors import CompileError
 from tilelang_mini.ir import dtypes
 from tilelang_mini.ir.analysis import BLOCK_SCOPES, GM_SCOPES, SYNC_OPS
-from tilelang_mini.ir.nodes import Alloc, BinOp, Const, Copy, Fill, Gemm, Reduce, Region, Sort, Store
+from tilelang_mini.ir.nodes import (
+    Alloc, BinOp, Const, Copy, Fill, Gemm, Reduce, Region, Sort, Store, Var,
+)
 from .exprs import (  # noqa: F401 - Env, Fault, as_index, eval_expr, located: the package's names
-    Env, Fault, affine_view, as_index, check_indices, compile_expr, eval_expr, located, to_f32,
+    Env, Fault, affine_view, as_index, check_indices, compile_expr, eval_expr, kind_of, located,
+    to_f32, to_f32_fn,
 )
 from .groups import get_buf
 
@@ -59,6 +62,62 @@ def compile_starts(r: Region):
         for f in fns:
             a = f(env)
             out.append(a if type(a) is int else as_index(a, what))
+        return tuple(out)
+
+    return affine_starts(r.start, starts)
+
+
+def int_affine(e):
+    """`(c, {variable: k})` with e == c + sum(k * variable), for an integer expression of
+    constants, variables, `+`, `-`, `*` by a constant and `// 1` or `% 1` (lowering's
+    `cid // 1 * 64`; `% 1` keeps its variable with step 0, so that its value is still read);
+    None for any other expression."""
+    if isinstance(e, Const):
+        return (e.value, {}) if type(e.value) is int and kind_of(e.dtype) == "int" else None
+    if isinstance(e, Var):
+        return (0, {e.name: 1}) if kind_of(e.dtype) == "int" else None
+    if not isinstance(e, BinOp) or e.op not in ("+", "-", "*", "//", "%"):
+        return None
+    a, b = int_affine(e.a), int_affine(e.b)
+    if a is None or b is None:
+        return None
+    if e.op in ("+", "-"):
+        sign = 1 if e.op == "+" else -1
+        steps = dict(a[1])
+        for v, k in b[1].items():
+            steps[v] = steps.get(v, 0) + sign * k
+        return a[0] + sign * b[0], steps
+    if e.op == "*":
+        if a[1] and b[1]:
+            return None
+        (c, k), (x, steps) = (a, b) if not a[1] else (b, a)
+        return c * x, {v: c * s for v, s in steps.items()}
+    if b[1] or b[0] != 1:  # x // 1 == x, x % 1 == 0 (integers)
+        return None
+    return (a[0], a[1]) if e.op == "//" else (0, dict.fromkeys(a[1], 0))
+
+
+def affine_starts(exprs, general):
+    """The closure `general(env) -> starts` of integer index expressions `exprs` made fast where
+    every one is affine in the variables (`int_affine`): each start is its constant plus its
+    steps times the variables' values, a tuple of ints. Whatever else a variable holds (an
+    index array, a NumPy integer, nothing) goes to `general`, which gives its value or its
+    fault."""
+    forms = [int_affine(e) for e in exprs]
+    if any(f is None for f in forms):
+        return general
+    forms = tuple((c, tuple(steps.items())) for c, steps in forms)
+
+    def starts(env):
+        vs = env.vars
+        out = []
+        for c, steps in forms:
+            for v, k in steps:
+                x = vs.get(v)
+                if type(x) is not int:
+                    return general(env)
+                c += k * x
+            out.append(c)
         return tuple(out)
 
     return starts
@@ -104,6 +163,9 @@ def region_view(r: Region):
     if all(isinstance(a, Const) for a in r.start):
         s, sl, inside = region(None)
         if inside:  # (a constant region inside its buffer: the slice alone)
+            if not any(s) and tuple(ext) == tuple(shape):
+                sl = ...  # (the whole buffer)
+
             def fixed(env):
                 try:
                     return env.bufs[name][sl]
@@ -234,6 +296,29 @@ def _plain_copy(s: Copy):
     rnd = dtypes.store_rounding(dst.buffer.dtype)
     if rnd is not None:   # the stored values rounded by our rule (atomic: after combining)
         combine = _rounded(combine, rnd)
+    if combine is None and not transpose and not reshape:
+        return _fixed_copy(src, dst, copy)
+    return copy
+
+
+def _fixed_copy(src: Region, dst: Region, general):
+    """A plain copy between two constant regions inside their buffers (an L1 -> L0 load):
+    `dst[sl] = src[sl]`, its slices found once; `general` (the same copy) otherwise, and for
+    a buffer not allocated yet (its fault)."""
+    if not all(isinstance(a, Const) for r in (src, dst) for a in r.start):
+        return general
+    (_, s_sl, s_in), (_, d_sl, d_in) = compile_region(src)(None), compile_region(dst)(None)
+    if not (s_in and d_in):
+        return general
+    s_name, d_name = src.buffer.name, dst.buffer.name
+
+    def copy(env):
+        bufs = env.bufs
+        if s_name in bufs and d_name in bufs:
+            bufs[d_name][d_sl] = bufs[s_name][s_sl]
+        else:
+            general(env)
+
     return copy
 
 
@@ -378,8 +463,10 @@ def scale_matrix(tile: np.ndarray, dtype: str, mn: int, groups: int) -> np.ndarr
 
 def _gemm(s: Gemm, par=()):
     gemm_shape(s)
-    va, vb, vc = region_view(s.a), region_view(s.b), region_view(s.c)
     a2, b2, c2 = (matrix_ext(r, s, "") for r in (s.a, s.b, s.c))
+    va, vb, vc = (matrix_view(r, ext) for r, ext in ((s.a, a2), (s.b, b2), (s.c, c2)))
+    fa, fb = (to_f32_fn(r.buffer.dtype, ext[0] * ext[1], _whole(r))
+              for r, ext in ((s.a, a2), (s.b, b2)))
     ta, tb, clear = s.transpose_a, s.transpose_b, s.clear_accum
     scaled = s.scale_gran > 0
     packed = s.a.buffer.dtype in dtypes.PACKED_K
@@ -393,14 +480,14 @@ def _gemm(s: Gemm, par=()):
 
     def gemm(env):
         if int4:  # two int4 values a byte along the last dim (K: A [M, K], B [N, K])
-            a = unpack_int4(va(env).reshape(a2), 1)
-            b = unpack_int4(vb(env).reshape(b2), 1)
+            a = unpack_int4(va(env), 1)
+            b = unpack_int4(vb(env), 1)
         elif packed:  # FP4 codes, K packed two per byte: A's K is its columns (rows transposed)
-            a = unpack_fp4(va(env).reshape(a2), 0 if ta else 1)
-            b = unpack_fp4(vb(env).reshape(b2), 1 if tb else 0)
+            a = unpack_fp4(va(env), 0 if ta else 1)
+            b = unpack_fp4(vb(env), 1 if tb else 0)
         else:
-            a = to_f32(va(env).reshape(a2))
-            b = to_f32(vb(env).reshape(b2))
+            a = fa(va(env))
+            b = fb(vb(env))
         if ta:
             a = a.T
         if tb:
@@ -410,9 +497,26 @@ def _gemm(s: Gemm, par=()):
             sb = scale_matrix(vsb(env).reshape(sb2), db, n, groups)
             a = a * np.repeat(sa, gran, axis=1)[:, :k]
             b = b * np.repeat(sb, gran, axis=1)[:, :k].T
-        accumulate(vc(env).reshape(c2), np.matmul(a, b), clear)  # reshape: still a view
+        acc(vc(env), np.matmul(a, b))
 
+    acc = ((lambda c, prod: np.add(c, prod, out=c)) if s.c.buffer.dtype == "float32" and not clear
+           else (lambda c, prod: accumulate(c, prod, clear)))  # (accumulate's choice, made once)
     return gemm
+
+
+def _whole(r: Region) -> bool:
+    """Is region `r` a whole on-chip buffer (allocated here: its view is C-contiguous)?"""
+    return (r.buffer.scope not in GM_SCOPES and tuple(r.extent) == tuple(r.buffer.shape)
+            and all(isinstance(a, Const) and a.value == 0 for a in r.start))
+
+
+def matrix_view(r: Region, ext: tuple):
+    """`region_view` of gemm operand `r` as a (rows, cols) matrix (still a view): `ext`, its
+    `matrix_ext`."""
+    view = region_view(r)
+    if tuple(r.extent) == tuple(ext):
+        return view
+    return lambda env: view(env).reshape(ext)
 
 
 def accumulate(c: np.ndarray, prod: np.ndarray, clear: bool) -> None:

@@ -30,18 +30,15 @@ class BlockRaces:
         self.bufs = bufs
         self.written = {n for n in written if n in bufs}  # (KernelFacts.gm_written)
         self.recs = defaultdict(list)  # name -> [block, box, write, stmt, values, values after]
-        self.touches = {}  # id(stmt) -> (stmt, whether it accesses one of `written`)
+
+    def touches(self, st) -> bool:
+        """Does statement `st` access a global tensor that some instruction writes (exactly:
+        shared_operands)? (`before` records nothing for one that does not.)"""
+        return any(n.buffer.name in self.written for n, _ in shared_operands(st))
 
     def before(self, block, di, bufs):
         """Record the accesses of `di`, about to run in `block`, to global tensors that some
         instruction writes; the records of its writes, for `after` once the effect ran."""
-        st = di.stmt
-        hit = self.touches.get(id(st))
-        if hit is None or hit[0] is not st:  # (found once per statement)
-            hit = self.touches[id(st)] = (st, any(
-                n.buffer.name in self.written for n, _ in shared_operands(st)))
-        if not hit[1]:
-            return None
         out = []
         for buf, box, w in shared_accesses(di.stmt, di.vars, bufs):
             arr = self.bufs.get(buf.name)

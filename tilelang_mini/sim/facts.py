@@ -29,7 +29,7 @@ class Op:
     element reads of its addresses that the scalar unit makes as it issues it (`issue`)."""
 
     __slots__ = ("stmt", "pidx", "cost", "code", "key", "effect", "didx", "checked", "fkeys",
-                 "plans", "issue", "label", "is_for")
+                 "plans", "issue", "label", "is_for", "shared")
 
     def __init__(self, st, pipe: str, costs):
         self.stmt = st
@@ -38,6 +38,7 @@ class Op:
         self.label = None       # (IR text, location) of its events (report.instr_events)
         self.didx = None        # a set_flag's destination pipe (index into PIPES)
         self.plans = [False, False, False]  # KernelFacts.static_plan per core, once asked
+        self.shared = None      # BlockRaces.touches, once asked
         self.pidx = PIPES.index(pipe)
         self.is_for = isinstance(st, For)  # (a map: its effect sets its lanes' variables)
         self.cost = instr_cost(st, pipe, costs)
@@ -165,8 +166,11 @@ class KernelFacts:
             return None
         # (only tracked buffers are checked: an untracked operand's start is evaluated by the
         # instruction's effect, which reports a fault there at the same statement)
-        parts = [(n, w, list(instances(n.buffer, core)), region_box_fn(n)) for n, w in ops
-                 if n.buffer.name in self.tracked]
+        ops = [(n, w) for n, w in ops if n.buffer.name in self.tracked]
+        if all(isinstance(x, Const) for n, _ in ops for x in n.start):  # (those checked)
+            return self.plan([(n.buffer, box, w) for n, w in ops
+                              for box in [region_box_fn(n)(None)] if box is not None], core)
+        parts = [(n, w, list(instances(n.buffer, core)), region_box_fn(n)) for n, w in ops]
 
         def plan(vars):
             out = []

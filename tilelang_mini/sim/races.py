@@ -61,7 +61,6 @@ class RaceChecks:
     def check_access(self, core, p, di, epoch: int, clk, bufs) -> None:
         """Check the accesses of `di` (its buffers `bufs`: the core's, with the scalar
         registers as dispatched) against the history of each buffer instance it touches."""
-        sim = self.sim
         # A static plan reads no buffer (its region starts are constants or loop variables):
         # an instruction that reads scalar registers has its accesses found from `bufs`.
         plan = None
@@ -69,72 +68,65 @@ class RaceChecks:
             plans = di.op.plans
             plan = plans[core.idx]
             if plan is False:
-                plan = plans[core.idx] = sim.static_plan(di.stmt, core.name)
-        if callable(plan):
+                plan = plans[core.idx] = self.sim.static_plan(di.stmt, core.name)
+        if plan is None:
+            plan = self.sim.plan(instr_accesses(di.stmt, di.vars, bufs), core.name)
+        elif type(plan) is not list:  # (a function of the variables)
             plan = plan(di.vars)
-        elif plan is None:
-            plan = sim.plan(instr_accesses(di.stmt, di.vars, bufs), core.name)
-        hist, access, tid = self.hist, self.access, p.cid
-        for key, owner, b, bx, w in plan:  # (check_plan, inline)
-            h = hist.get(key)
-            if h is None:
-                h = hist[key] = _Hist(sim.threads_of(b, owner))
-            access(h, key, b, bx, w, tid, epoch, clk, core, di, bufs)
+        self.check_plan(plan, core, p.cid, di, epoch, clk, bufs)
 
     def check_plan(self, plan, core, tid: int, di, epoch: int, clk, bufs) -> None:
-        """Check the accesses of an access plan (KernelFacts.plan) against their histories."""
-        hist = self.hist
-        for key, owner, b, bx, w in plan:
+        """Check the accesses of an access plan (KernelFacts.plan) by thread `tid` at `epoch`
+        with clock `clk` against the history of each buffer instance, and record each there:
+        an access is (thread, epoch, box, write, DynInstr, core name, GM values or None)."""
+        hist, name = self.hist, core.name
+        for key, owner, buf, box, w in plan:
             h = hist.get(key)
             if h is None:
-                h = hist[key] = _Hist(self.sim.threads_of(b, owner))
-            self.access(h, key, b, bx, w, tid, epoch, clk, core, di, bufs)
-
-    def access(self, h, key, buf, box, w, tid, epoch, clk, core, di, bufs=None) -> None:
-        keep = []
-        # GM accesses keep their values (settle): the bytes read, or the bytes before and
-        # after a write, so that unordered accesses that cannot differ are not races
-        rec = None
-        hull = type(box) is Hull
-        if bufs is not None and buf.scope in GM_SCOPES and not hull:
-            rec = [_snapshot(bufs, buf, box), None]
-            self.fresh.append((buf, box, w, rec))
-        new = (tid, epoch, box, w, di, core.name, rec)
-        for a in h.items:
-            a_tid, a_ep, a_box, a_w, a_di = a[:5]
-            if a_di is di:  # the instruction's own other operand
+                h = hist[key] = _Hist(self.sim.threads_of(buf, owner))
+            # GM accesses keep their values (settle): the bytes read, or the bytes before and
+            # after a write, so that unordered accesses that cannot differ are not races
+            rec = None
+            hull = type(box) is Hull
+            if bufs is not None and not hull and buf.scope in GM_SCOPES:
+                rec = [_snapshot(bufs, buf, box), None]
+                self.fresh.append((buf, box, w, rec))
+            new = (tid, epoch, box, w, di, name, rec)
+            keep = []
+            for a in h.items:
+                a_tid, a_ep, a_box, a_w, a_di, _, _ = a
+                if a_di is di:  # the instruction's own other operand
+                    keep.append(a)
+                    continue
+                overlap = covers = True
+                if a_box != box:  # (equal boxes, e.g. a tile loaded again: overlap and cover)
+                    for i in range(0, len(box), 2):
+                        lo, hi, alo, ahi = box[i], box[i + 1], a_box[i], a_box[i + 1]
+                        if lo >= ahi or alo >= hi:
+                            overlap = False
+                            break
+                        if lo > alo or hi < ahi:
+                            covers = False
+                if overlap:
+                    if a_ep <= clk[a_tid]:
+                        if covers and (w or not a_w) and not hull:
+                            continue
+                    elif (w or a_w) and not is_atomic_pair(w, a_w) and (  # atomic adds commute
+                            self.touch_common(buf, box, a_box, name, a[5])):
+                        if rec is not None and a[6] is not None:
+                            self.suspects.append((buf, key, a, new, h, clk))  # settle decides
+                        else:
+                            self.race(buf, key, a, new)
                 keep.append(a)
-                continue
-            overlap = True
-            covers = True
-            if a_box != box:  # (equal boxes, e.g. a tile loaded again: they overlap and cover)
-                for i in range(0, len(box), 2):
-                    lo, hi, alo, ahi = box[i], box[i + 1], a_box[i], a_box[i + 1]
-                    if lo >= ahi or alo >= hi:
-                        overlap = False
-                        break
-                    if lo > alo or hi < ahi:
-                        covers = False
-            if overlap:
-                if a_ep <= clk[a_tid]:
-                    if covers and (w or not a_w) and not hull:
-                        continue
-                elif (w or a_w) and not is_atomic_pair(w, a_w) and (  # atomic adds commute
-                        self.touch_common(buf, box, a_box, core.name, a[5])):
-                    if rec is not None and len(a) > 6 and a[6] is not None:
-                        self.suspects.append((buf, key, a, new, h, clk))  # settle decides
-                    else:
-                        self.race(buf, key, a, new)
-            keep.append(a)
-        keep.append(new)
-        if len(keep) > h.limit:
-            keep = self.prune(keep, h.threads)
-            h.limit = max(64, 2 * len(keep))
-        h.items = keep
+            keep.append(new)
+            if len(keep) > h.limit:
+                keep = self.prune(keep, h.threads)
+                h.limit = max(64, 2 * len(keep))
+            h.items = keep
 
     def settle(self, bufs) -> None:
         """After the instruction's effect: record what its GM writes wrote, then decide each
-        unordered pair `access` deferred. Not a race when no order of the two can give other
+        unordered pair `check_plan` deferred. Not a race when no order of the two can give other
         values: two writes of the same bytes; a write of the bytes a read got; a read of bytes a
         write left as they were, or that another write ordered before the read wrote the same.
         Anything else raises RaceError as before."""
@@ -159,7 +151,7 @@ class RaceChecks:
         if _part(a[6][0], a_box, over).tobytes() == a_vals.tobytes():
             return True  # the write left the bytes as they were
         for t in h.items:  # another write ordered before the read wrote the same bytes
-            if t is a or not t[3] or len(t) < 7 or t[6] is None or t[6][1] is None:
+            if t is a or not t[3] or t[6] is None or t[6][1] is None:
                 continue
             if t[1] > clk[t[0]]:
                 continue

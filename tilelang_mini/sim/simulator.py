@@ -273,7 +273,11 @@ class _Block(RaceChecks):
         check = self.check
         if check:  # scalar accesses of UB and GM too (var registers are not memory)
             self.check_access(core, p, di, epoch, clk, bufs)  # (fresh, suspects: empty)
-            shared = self.blocks.before(self.block, di, bufs)
+            touches = op.shared
+            if touches is None:
+                touches = op.shared = self.blocks.touches(di.stmt)
+            if touches:
+                shared = self.blocks.before(self.block, di, bufs)
         # (a map sets its lanes: it runs on a copy of the shared snapshot of variables)
         env.vars = vs = dict(di.vars) if op.is_for else di.vars
         if scalars:
@@ -320,7 +324,7 @@ class _Block(RaceChecks):
         is free and the instruction dispatched. The block's cycles."""
         for core in self.cores:
             self.advance(core)
-        now = seq = 0
+        now = seq = last = 0
         heap, by_tid, dirty, flags, pending = (
             self.heap, self.by_tid, self.dirty, self.flags, self.pending)
         pop, push = heapq.heappop, heapq.heappush
@@ -337,7 +341,7 @@ class _Block(RaceChecks):
                     if p.busy or not p.queue:
                         continue
                     di = p.queue[0]
-                    t = now if now > p.free else p.free
+                    t = now  # (a pipe not busy was freed at or before now: times only grow)
                     if di.dispatch > t:
                         t = di.dispatch
                     op = di.op
@@ -415,15 +419,15 @@ class _Block(RaceChecks):
                 c = 0
                 self.busy_order.append(p)
             p.cycles = c + now - di.start
-            if now > self.end:
-                self.end = now
+            last = now  # (the last completion so far: completions come in time order)
             dirty.add(p.tid)
             if core.blocked is di:
                 core.blocked = None
                 core.t_s = now
                 self.advance(core)
+        self.end = last
         self.finish()
-        return self.end
+        return last
 
     def release(self) -> None:
         """Break the block's reference cycles (pipes and their core) once it has run, so that

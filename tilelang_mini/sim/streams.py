@@ -351,7 +351,7 @@ def _starts_fn(r: Region):
             out.append(a if type(a) is int else as_index(a, "a region start"))
         return out
 
-    return starts
+    return semantics.ops.affine_starts(r.start, starts)
 
 
 def region_box(r: Region, env):
