@@ -30,11 +30,11 @@ def hand_off_loop(form, cid, A, B, D, Y, Z):
     product in place (`form`), adds it up, and copies the scaled tile of iteration k out.
     Y = SCALE * A @ sum_k B[k]; Z[k] = SCALE * A @ B[k] (+ D for the "tile_with" form).
     A plain Python helper: inlined into the kernel that calls it."""
-    a_l1, b_l1, c_l0 = cube_tiles(M, N, N)
-    b_ub = T.alloc_ub((N, N), "float16")
-    c_ub = T.alloc_ub((M, N), "float32")
-    d_ub = T.alloc_ub((M, N), "float32")
     acc = T.alloc_ub((M, N), "float32")
+    d_ub = T.alloc_ub((M, N), "float32")
+    c_ub = T.alloc_ub((M, N), "float32")
+    b_ub = T.alloc_ub((N, N), "float16")
+    a_l1, b_l1, c_l0 = cube_tiles(M, N, N)
     T.copy(A[cid * M, 0], a_l1)
     T.copy(D[0, 0], d_ub)
     T.tile.fill(acc, 0.0)
@@ -119,12 +119,13 @@ def hand_off_before_the_loop(scalar_store):
             T.copy(c_l0, acc)
             if scalar_store:
                 F[0] = 1.0
-            for k in T.serial(2):
+            for it in T.serial(2):
                 T.gemm_v0(a_l1, b_l1, c_l0, init=True)
                 T.copy(c_l0, c_ub)
-                T.copy(B[k, 0, 0], b_ub)
+                T.copy(B[it, 0, 0], b_ub)
                 T.copy(b_ub, b_l1)
-                T.tile.add(acc, acc, c_ub)
+                for i, j in T.Parallel(M, N):
+                    acc[i, j] += c_ub[i, j]
             T.copy(acc, Y[0, 0])
 
     return main
