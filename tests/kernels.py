@@ -263,3 +263,22 @@ def cube_tiles(m, n, k, trans_A=False, trans_B=False, dtype="float16", accum="fl
     b_l1 = T.alloc_L1((n, k) if trans_B else (k, n), dtype)
     c_l0 = T.alloc_L0C((m, n), accum)
     return a_l1, b_l1, c_l0
+
+
+def scale_bias(M, N, bm):
+    """x * s + b per block of bm rows, in place on the row tile; the bias b (N,) is read by
+    column and the scale s (1,) by every element."""
+    @T.prim_func
+    def main(X: T.Tensor((M, N), T.float32), Bi: T.Tensor((N,), T.float32),
+             Sc: T.Tensor((1,), T.float32), Y: T.Tensor((M, N), T.float32)):
+        with T.Kernel(M // bm) as bx:
+            x = T.alloc_fragment((bm, N), T.float32)
+            b = T.alloc_fragment((N,), T.float32)
+            s = T.alloc_fragment((1,), T.float32)
+            T.copy(X[bx * bm, 0], x)
+            T.copy(Bi, b)
+            T.copy(Sc, s)
+            for i, j in T.Parallel(bm, N):
+                x[i, j] = x[i, j] * s[0] + b[j]
+            T.copy(x, Y[bx * bm, 0])
+    return main

@@ -53,26 +53,9 @@ def test_row_split_substitutes_the_row_everywhere(target, M, bm):
     run_everywhere(row_value(M, N, bm), [x], ref, target)
 
 
-def scale_bias(M, N, bm):
-    @T.prim_func
-    def main(X: T.Tensor((M, N), "float32"), Bi: T.Tensor((N,), "float32"),
-             Sc: T.Tensor((1,), "float32"), Y: T.Tensor((M, N), "float32")):
-        with T.Kernel(M // bm) as bx:
-            x = T.alloc_fragment((bm, N), "float32")
-            b = T.alloc_fragment((N,), "float32")
-            s = T.alloc_fragment((1,), "float32")
-            T.copy(X[bx * bm, 0], x)
-            T.copy(Bi, b)
-            T.copy(Sc, s)
-            for i, j in T.Parallel(bm, N):
-                x[i, j] = x[i, j] * s[0] + b[j]
-            T.copy(x, Y[bx * bm, 0])
-    return main
-
-
 def test_tiles_that_are_not_row_split_are_loaded_by_both_vector_cores(target):
     x, b, s = rand((64, 24)), rand((24,)), np.array([1.5], np.float32)
-    run_everywhere(scale_bias(64, 24, 16), [x, b, s], x * 1.5 + b.astype(np.float64), target)
+    run_everywhere(kernels.scale_bias(64, 24, 16), [x, b, s], x * 1.5 + b.astype(np.float64), target)
 
 
 def block_scaled_gemm(M, N, K, bm=32, bn=32):

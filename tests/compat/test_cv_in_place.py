@@ -30,11 +30,11 @@ def hand_off_loop(form, cid, A, B, D, Y, Z):
     product in place (`form`), adds it up, and copies the scaled tile of iteration k out.
     Y = SCALE * A @ sum_k B[k]; Z[k] = SCALE * A @ B[k] (+ D for the "tile_with" form).
     A plain Python helper: inlined into the kernel that calls it."""
-    a_l1, b_l1, c_l0 = cube_tiles(M, N, N)
-    b_ub = T.alloc_ub((N, N), "float16")
-    c_ub = T.alloc_ub((M, N), "float32")
-    d_ub = T.alloc_ub((M, N), "float32")
     acc = T.alloc_ub((M, N), "float32")
+    d_ub = T.alloc_ub((M, N), "float32")
+    c_ub = T.alloc_ub((M, N), "float32")
+    b_ub = T.alloc_ub((N, N), "float16")
+    a_l1, b_l1, c_l0 = cube_tiles(M, N, N)
     T.copy(A[cid * M, 0], a_l1)
     T.copy(D[0, 0], d_ub)
     T.tile.fill(acc, 0.0)
@@ -119,12 +119,13 @@ def hand_off_before_the_loop(scalar_store):
             T.copy(c_l0, acc)
             if scalar_store:
                 F[0] = 1.0
-            for k in T.serial(2):
+            for it in T.serial(2):
                 T.gemm_v0(a_l1, b_l1, c_l0, init=True)
                 T.copy(c_l0, c_ub)
-                T.copy(B[k, 0, 0], b_ub)
+                T.copy(B[it, 0, 0], b_ub)
                 T.copy(b_ub, b_l1)
-                T.tile.add(acc, acc, c_ub)
+                for i, j in T.Parallel(M, N):
+                    acc[i, j] += c_ub[i, j]
             T.copy(acc, Y[0, 0])
 
     return main
@@ -148,3 +149,49 @@ def test_what_no_program_owns_is_located(chip):
     msg = str(e.value)
     assert "cannot be made two such programs: a scalar store to global memory" in msg, msg
     assert "F[0] = 1.0" in open(__file__).read().splitlines()[e.value.loc.line - 1]
+
+
+def per_aiv_rows(in_place):
+    """Each AIV takes its half of the cube's rows (`copy(c_l0[vid * H:...], c_ub)`) and stages
+    its half of B's rows for the cube, after the gemm that reads them (two concurrent
+    programs): Y = SCALE * A @ sum_k B[k]. The cube's copy of vid's rows runs once per AIV
+    into a workspace per AIV (before: once, with AIV 1 handed AIV 0's rows)."""
+    h = M // 2
+
+    @T.prim_func
+    def main(A: T.Tensor((M, N), T.float16), B: T.Tensor((ITERS, N, N), T.float16),
+             Y: T.Tensor((M, N), T.float32)):
+        with T.Kernel(1, is_npu=True) as (cid, vid):
+            a_l1, b_l1, c_l0 = cube_tiles(M, N, N)
+            b_ub = T.alloc_ub((N // 2, N), T.float16)
+            c_ub = T.alloc_ub((h, N), T.float32)
+            t_ub = T.alloc_ub((h, N), T.float32)
+            acc = T.alloc_ub((h, N), T.float32)
+            T.copy(A[cid * M, 0], a_l1)
+            T.tile.fill(acc, 0.0)
+            for k in T.serial(ITERS):
+                T.gemm_v0(a_l1, b_l1, c_l0, init=True)
+                T.copy(c_l0[vid * h:vid * h + h, :], c_ub)
+                T.copy(B[k, vid * (N // 2), 0], b_ub)
+                T.copy(b_ub, b_l1[vid * (N // 2):vid * (N // 2) + N // 2, :])
+                if in_place:
+                    T.tile.muls(c_ub, c_ub, SCALE)
+                    T.tile.add(acc, acc, c_ub)
+                else:
+                    T.tile.muls(t_ub, c_ub, SCALE)
+                    T.tile.add(acc, acc, t_ub)
+            T.copy(acc, Y[cid * M + vid * h, 0])
+
+    return main
+
+
+@pytest.mark.parametrize("in_place", [True, False])
+def test_each_aiv_receives_its_own_rows(target, in_place):
+    a, b = rand((M, N), "float16", 6, 0.3), rand((ITERS, N, N), "float16", 7, 0.3)
+    want = SCALE * (f64(a) @ f64(b).sum(0))
+    prim = per_aiv_rows(in_place)
+    close(tilelang.compile(prim, out_idx=[2], target=target)(a, b), want, "float32", ITERS * N)
+    if target == "numpy":
+        for chip in ("ascend910b", "ascend950"):
+            got, _ = tilelang.compile(prim, out_idx=[2], chip=chip).simulate(a, b)
+            close(got, want, "float32", ITERS * N)

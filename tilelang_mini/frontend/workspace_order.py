@@ -30,6 +30,7 @@ from ..ir.nodes import (GLOBAL_SCOPES, TILE_OPS, Alloc, BinOp, Buffer, Const, Co
                         WaitCrossFlag, walk, walk_own, walk_statements)
 from ..ir.pipes import pipe_of
 from ..transform.split_rows import VID, row_split, split_alloc, split_vector
+from ..transform.util import substitute
 
 
 def check_workspace_order(kernel: Kernel, workspace_idx, because=None) -> None:
@@ -224,9 +225,14 @@ def _core(st) -> str | None:
 
 
 def _combine(kernel: Kernel, names) -> Kernel:
+    vid = Var(kernel.grid_vars[1])
+    # a cube instruction written per AIV (`copy(c_l0[vid * 16 +: 16, :], ws)`, each AIV's half
+    # of the result) runs once for each vid in the cube's program (`project`), into a
+    # workspace of its own per AIV, as split_cores runs it
+    from ..transform.split_cores import _per_vid_workspaces
+    kernel = replace(kernel, body=tuple(_per_vid_workspaces(list(kernel.body), vid)))
     allocs = [s for s in kernel.body if isinstance(s, Alloc)]
     body = [s for s in kernel.body if not isinstance(s, Alloc)]
-    vid = Var(kernel.grid_vars[1])
     sites = _sites(body, names)
     marks: dict = {}                 # (id(statement), side) -> ([before], [after])
     grouped: dict = {}               # id(site statement) -> (site, side, workspaces)
@@ -305,7 +311,9 @@ def _combine(kernel: Kernel, names) -> Kernel:
                         isinstance(n, Load) and n.buffer.scope == "UB" for n in walk(st)):
                     raise _NotConcurrent("the cube reads a scalar of vector data", st.loc)
                 got = []
-                if core in (None, side):
+                if core == "C" == side and _reads(st, vid):  # once per AIV's vid
+                    got = [substitute(st, {vid.name: Const(v)}) for v in (0, 1)]
+                elif core in (None, side):
                     got = [st if alone is None or core != "V" else If(alone, (st,), (), st.loc)
                            if rows is None else split_vector(st, rows)]
             else:
@@ -326,6 +334,10 @@ def _combine(kernel: Kernel, names) -> Kernel:
     programs = [Scope(side, tuple(prime[side] + project(body, side)), kernel.loc)
                 for side in ("C", "V")]
     return replace(kernel, body=tuple(allocs + [p for p in programs if _holds_work(p.body)]))
+
+
+def _reads(st, var: Var) -> bool:
+    return any(isinstance(n, Var) and n.name == var.name for n in walk(st))
 
 
 def _vector_rows(kernel: Kernel, body):

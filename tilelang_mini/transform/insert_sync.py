@@ -373,9 +373,18 @@ class _Analysis(HappensBefore):
                     self._walk_maybe_skipped(it, ancestors)
             elif not _uniform((it, ("branch", 0))):
                 # split_cores' `if vid == 0`: every such if takes the same branch on a core, and
-                # what follows either runs under the same condition or is sync of its own
+                # what follows either runs under the same condition or is sync of its own. A
+                # pipe's order within itself learnt there (a pipe_barrier placed in the branch)
+                # is AIV 0's alone: what follows the if does not count on it
+                own = {p: v.get(p) for p, v in self.known.items()}
                 for branch, body in enumerate(it.bodies):
                     self.walk(body, ancestors + ((it, ("branch", branch)),))
+                for p, v in self.known.items():
+                    if p[1] == "V" and v.get(p) != own.get(p):
+                        if own.get(p) is None:
+                            v.pop(p, None)
+                        else:
+                            v[p] = own[p]
             else:
                 # Only one branch runs: what is known after the if is what both branches
                 # establish (an empty else establishes nothing beyond the state before).

@@ -75,7 +75,7 @@ def _mentions_vid(node) -> bool:
     return any(isinstance(n, Var) and n.name == VID.name for n in walk(node))
 
 
-def _per_vid_workspaces(body) -> list:
+def _per_vid_workspaces(body, vid: Var = VID) -> list:
     """Per-AIV mode: a cube instruction that reads `vid` runs once for each AIV (_wrap), so a
     block workspace it writes or reads (legalize's staging of an L0C -> UB or UB -> L1 copy the
     chip has no path for: each AIV stages its own part) gets one copy per AIV, indexed by vid
@@ -88,7 +88,8 @@ def _per_vid_workspaces(body) -> list:
     local = {s.buffer.name for s in walk_statements(body)
              if isinstance(s, Alloc) and s.buffer.scope == "workspace"}
     names = {b.name for st in analysis.instructions(body) if core_of(st) == "C" and
-             _mentions_vid(st) for b in analysis.writes(st) + analysis.reads(st)} & local
+             _mentions_vid_named(st, vid.name)
+             for b in analysis.writes(st) + analysis.reads(st)} & local
     if not names:
         return list(body)
 
@@ -96,10 +97,10 @@ def _per_vid_workspaces(body) -> list:
         if isinstance(n, Buffer) and n.name in names:
             return replace(n, shape=(2,) + tuple(n.shape))
         if isinstance(n, Region) and n.buffer.name in names and len(n.start) < len(n.buffer.shape):
-            return Region(n.buffer, (VID,) + tuple(n.start), (1,) + tuple(n.extent))
+            return Region(n.buffer, (vid,) + tuple(n.start), (1,) + tuple(n.extent))
         if isinstance(n, (Load, Store)) and n.buffer.name in names and len(n.indices) < len(
                 n.buffer.shape):
-            return replace(n, indices=(VID,) + tuple(n.indices))
+            return replace(n, indices=(vid,) + tuple(n.indices))
         return n
     return [transform(st, rw) for st in body]
 

@@ -16,7 +16,7 @@ from ..ir.nodes import (
     body_fields, transform, walk, walk_own, walk_statements,
 )
 from ..ir.pipes import pipe_of
-from ..ir import analysis
+from ..ir import analysis, dtypes
 
 CUBE_PIPES = ("MTE1", "M", "FIX")
 
@@ -46,21 +46,126 @@ VID = Var("vid")
 
 def row_split(body):
     """(R, split, once): the row count R of the vector tiles if the vector work splits in two
-    halves by rows, else None. UB buffers whose first dimension is R are split; the others are
-    read by both AIVs, or written by vector work off the split buffers that ends in a global
-    memory write: AIV 0 alone runs that work (`once`, the ids of its instructions)."""
+    halves by rows, else None. The UB tiles of R rows that the data flow ties to the block's
+    rows are split (`_row_tiles`; of the row counts that have such tiles, the one whose tiles
+    hold the most bytes and split cleanly); the others are read by both AIVs, or written by
+    vector work off the split buffers that ends in a global memory write: AIV 0 alone runs
+    that work (`once`, the ids of its instructions)."""
     ub = {s.buffer.name: s.buffer for s in walk_statements(body)
           if isinstance(s, Alloc) and s.buffer.scope == "UB"}
     if not ub:
         return None
-    dims = [b.shape[0] for b in ub.values() if len(b.shape) == 2] or [b.shape[0] for b in ub.values()]
-    rows = max(set(dims), key=dims.count)
-    if rows % 2:
-        return None
     # a tile read in a copy's indices (a gather's row numbers) is whole on each AIV that reads it
     index_tiles = {ld.buffer.name for st in analysis.instructions(body) if isinstance(st, Copy)
                    for r in (st.src, st.dst) for x in r.start for ld in analysis.loads(x)}
-    split = {n for n, b in ub.items() if b.shape[0] == rows} - index_tiles
+    candidates = []
+    for rows in {b.shape[0] for b in ub.values() if b.shape[0] % 2 == 0}:
+        split = _row_tiles(body, ub, rows, index_tiles)
+        if split:
+            size = sum(_nbytes(ub[n]) for n in split)
+            candidates.append((-size, -len(split), -rows, split))
+    for _size, _count, neg_rows, split in sorted(candidates, key=lambda c: c[:3]):
+        found = _checked_split(body, -neg_rows, split)
+        if found is not None:
+            return found
+    return None
+
+
+def _nbytes(buf) -> int:
+    n = 1
+    for d in buf.shape:
+        n *= d
+    return n * dtypes.itemsize(buf.dtype)
+
+
+def _row_tiles(body, ub, rows, index_tiles) -> frozenset:
+    """The UB tiles whose first dimension holds the block's `rows`, by the data flow. Tiles
+    tied row for row by an instruction (a map indexing both with its row variable, a reduction
+    along a later dimension, a copy of whole rows) form one flow; a flow counts where a tile of
+    it is exchanged whole with memory outside UB along a dimension of that memory (a copy,
+    `copy(X[cid * 32 +: 32, 0 +: 64], x_ub)`, the cube's `copy(s_l0c, s_ub)`; a map reading or
+    storing global memory at its row variable). The tiles split are the largest such flow and
+    every flow whose tiles are rows there (not a stretch of a wider buffer's contiguous last
+    dimension, as a gathered 64-element key row is in a kernel of 64-row tiles). A tile is in
+    no flow where an instruction uses its first dimension otherwise (a map indexing it with
+    another variable, `y[i, j] = x[i, j] * gamma[j]`; part of its rows, `copy(K[idx[r], 0 +:
+    64], k_ub[r, 0 +: 64])`; a reduction along it), nor where a copy reads row numbers from it."""
+    cand = {n for n, b in ub.items() if b.shape[0] == rows} - index_tiles
+    root = {n: n for n in cand}
+    along: dict = {}  # tile -> "rows" / "stretch": how memory outside UB holds its first dim
+    off = set()
+
+    def find(n):
+        while root[n] != n:
+            root[n] = root[root[n]]
+            n = root[n]
+        return n
+
+    def tie(names):
+        names = [n for n in names if n in cand]
+        for n in names[1:]:
+            root[find(n)] = find(names[0])
+
+    def exchanged(tile, buf, dim):
+        kind = "rows" if len(buf.shape) == 1 or dim < len(buf.shape) - 1 else "stretch"
+        if along.get(tile) != "rows":
+            along[tile] = kind
+
+    for s in analysis.instructions(body):
+        if isinstance(s, Copy):
+            regions = [r for r in (s.src, s.dst) if r.buffer.name in cand]
+            off |= {r.buffer.name for r in regions if r.extent[0] != rows}
+            whole = [r for r in regions if r.extent[0] == rows]
+            if len(whole) == 2:
+                tie([r.buffer.name for r in whole])
+            for mine, other in ((s.src, s.dst), (s.dst, s.src)):
+                if mine in whole and other.buffer.scope != "UB":
+                    d = _row_dim(other, rows)
+                    if d is not None:
+                        exchanged(mine.buffer.name, other.buffer, d)
+        elif isinstance(s, Reduce):
+            if s.src.buffer.name in cand:
+                if s.dim == 0 or s.src.extent[0] != rows or s.dst.buffer.name not in cand:
+                    off.add(s.src.buffer.name)
+                else:
+                    tie([s.src.buffer.name, s.dst.buffer.name])
+        elif isinstance(s, Sort):
+            tie([s.values.buffer.name, s.indices.buffer.name])
+        elif isinstance(s, For) and s.kind == "parallel":
+            row = Var(s.vars[0])
+            tied, gm = [], []
+            for n in walk(s):
+                if not isinstance(n, (Load, Store)):
+                    continue
+                if n.buffer.name in cand:
+                    if n.indices[0] == row and s.extents[0] == Const(rows):
+                        tied.append(n.buffer.name)
+                    else:
+                        off.add(n.buffer.name)
+                elif n.buffer.scope in analysis.GM_SCOPES and s.extents[0] == Const(rows):
+                    gm += [(n.buffer, d) for d, x in enumerate(n.indices)
+                           if any(v == row for v in walk(x))]
+            tie(tied)
+            for buf, d in gm:
+                for t in tied:
+                    exchanged(t, buf, d)
+    flows: dict = {}
+    for n in cand - off:
+        flows.setdefault(find(n), set()).add(n)
+    flows = {k: f - off for k, f in flows.items() if f & set(along) and not f & off}
+    if not flows:
+        return frozenset()
+    largest = max(flows.values(), key=lambda f: (sum(_nbytes(ub[n]) for n in f), sorted(f)))
+    out = set(largest)
+    for f in flows.values():
+        if any(along.get(n) == "rows" for n in f):
+            out |= f
+    return frozenset(out)
+
+
+def _checked_split(body, rows, split):
+    """row_split's result for the tiles `split` of `rows` rows, or None where some instruction
+    cannot run on half the rows (nor on AIV 0 alone)."""
     heads = {ld.buffer.name for h in _control_heads(body) for ld in analysis.loads(h)}
     if heads & split:
         return None  # each AIV would decide on its own half of the rows
@@ -82,8 +187,8 @@ def _crosses_aivs(body, once) -> bool:
     """Whether global memory that AIV 0's own instructions (`once`) write is touched by vector
     work both AIVs run, or the reverse: AIV 1 would read what only AIV 0 wrote (or AIV 0 what
     AIV 1 writes) with no order between the two vector cores."""
-    def gm(bufs):
-        return {b.name for b in bufs if b.scope in analysis.GM_SCOPES}
+    def gm(bufs):  # memory both AIVs share: global memory and the cube's L1
+        return {b.name for b in bufs if b.scope in analysis.GM_SCOPES or b.scope == "L1"}
     mine_w, mine_r, both_w, both_r = set(), set(), set(), set()
     for s in analysis.instructions(body):
         if core_of(s) != "V":
@@ -99,11 +204,13 @@ def _crosses_aivs(body, once) -> bool:
 
 
 def _aiv0_only(s, split) -> bool:
-    """A vector instruction that touches no split buffer and writes global memory (a gathered
-    row staged to L1 through a workspace, a value stored once): both AIVs would write the same
-    elements (twice for an atomic add), so AIV 0 alone runs it, the AIVs' rows still split."""
+    """A vector instruction that touches no split buffer and writes global memory or the cube's
+    L1 (a gathered row staged to L1, through a workspace or directly; a value stored once):
+    both AIVs would write the same elements (twice for an atomic add), so AIV 0 alone runs it,
+    the AIVs' rows still split."""
     touched = {b.name for b in analysis.reads(s) + analysis.writes(s)}
-    return not touched & split and any(b.scope in analysis.GM_SCOPES for b in analysis.writes(s))
+    return not touched & split and any(b.scope in analysis.GM_SCOPES or b.scope == "L1"
+                                       for b in analysis.writes(s))
 
 
 def _aiv0_work(body, whole, split, heads) -> frozenset:

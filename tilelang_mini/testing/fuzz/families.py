@@ -6,6 +6,7 @@ from .draw import RandomDraw
 from .gen_control import gen_control
 from .gen_developer import gen_developer
 from .gen_dialect import gen_dialect
+from .gen_cv import gen_cv_combine
 from .gen_cube import gen_cube_vector, gen_cvc_chain, gen_gemm, gen_sparse_gemm, gen_vector_cube
 from .gen_fitting import gen_fitting
 from .gen_flow import gen_flow
@@ -40,6 +41,7 @@ VALID = {
     "flow": gen_flow,
     "int4": gen_int4,
     "fitting": gen_fitting,
+    "cv_combine": gen_cv_combine,
 }
 # Relative frequencies in a random mix (the cheap families more often).
 WEIGHTS = {"gemm": 4, "elementwise": 4, "reduce": 3, "rownorm": 2, "cube_vector": 3,
@@ -47,7 +49,7 @@ WEIGHTS = {"gemm": 4, "elementwise": 4, "reduce": 3, "rownorm": 2, "cube_vector"
            "control": 2, "invalid": 3, "mutation": 4, "args": 2, "expert": 2,
            "expert_broken": 2, "scenario": 1,
            "tile_nd": 2, "select": 3, "atomic": 2, "developer": 3, "dialect": 3, "flow": 3,
-           "int4": 3, "fitting": 2}
+           "int4": 3, "fitting": 2, "cv_combine": 3}
 FAMILIES = tuple(VALID) + ("expert_broken", "invalid", "mutation", "args", "scenario")
 # Kernels whose IR is mutated: small, quick to compile and run.
 MUTATION_BASES = ("elementwise", "reduce", "gemm", "cube_vector", "rownorm", "tile_nd", "expert",
