@@ -322,11 +322,9 @@ def gdn_chunk_o_checks(m, rng, dims, dtype="float16", blocks=(64, 64)):
     return checks
 
 
-@case("tl/gdn/chunk_delta_h", TL, "examples/gdn/example_chunk_delta_h.py",
-      "gated delta-rule state recurrence over chunks: T.alloc_var scalar gate, ternary in a "
-      "Parallel body, gemm clear_accum, transpose_A, three outputs (out_idx negative)")
-def _(m, rng):
-    B, S, H, DK, DV, BS = CHUNK_DIMS
+def delta_h_checks(m, rng, dims):
+    """The GDN chunked state recurrence at dims = (B, S, H, DK, DV, BS), with and without gates."""
+    B, S, H, DK, DV, BS = dims
     checks = []
     for use_g in (True, False):
         k, w, u, g, h0 = delta_h_inputs(rng, gdn_gates(rng, B, S, H), DK, DV)
@@ -345,6 +343,13 @@ def _(m, rng):
         checks.append(Check(kern, [k, w, u, g, h0], {0: hs, 1: final, 2: vnew}, "float16",
                             DK * 2))
     return checks
+
+
+@case("tl/gdn/chunk_delta_h", TL, "examples/gdn/example_chunk_delta_h.py",
+      "gated delta-rule state recurrence over chunks: T.alloc_var scalar gate, ternary in a "
+      "Parallel body, gemm clear_accum, transpose_A, three outputs (out_idx negative)")
+def _(m, rng):
+    return delta_h_checks(m, rng, CHUNK_DIMS)
 
 
 def delta_h_inputs(rng, g, DK, DV):
