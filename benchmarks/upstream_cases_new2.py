@@ -400,11 +400,10 @@ def _(m, rng):
                           m["indexer"](N2, G, D, K, 64, 4, 64, 64, 64, MAX_S2=S2))
 
 
-@case("asc/pos_embedding/rms_rope_fused_mask", A, "examples/pos_embedding/rms_rope_fused_mask.py",
-      "RMSNorm + interleaved RoPE with host-built uint32 gather offsets and a sign mask")
-def _(m, rng):
+def rms_rope_mask_check(m, rng, bsz, heads, hd, rd, eps, bm):
+    """RMSNorm + interleaved rope of bsz x heads rows of head_dim hd (the last rd rotated),
+    block_M bm, with the example's host-built gather offsets and sign mask."""
     from upstream_cases_held import rope_pairs
-    bsz, heads, hd, rd, eps, bm = 2, 16, 64, 32, 1e-6, 16
     q = rn(rng, (bsz * heads, hd), "float16")
     sin, cos = rn(rng, (bsz, rd), "float16"), rn(rng, (bsz, rd), "float16")
     idx = np.arange(rd * (bm // 2), dtype=np.int64)
@@ -419,6 +418,12 @@ def _(m, rng):
     x[:, hd - rd:] = rope_pairs(x[:, hd - rd:], sin.astype(f64)[b], cos.astype(f64)[b])
     k = m["rms_rope_fused"](bsz * heads, bm, bsz, hd, rd, heads, eps)
     return [Check(k, [q, sin, cos, mask, sin_mask], {0: x}, "float16")]
+
+
+@case("asc/pos_embedding/rms_rope_fused_mask", A, "examples/pos_embedding/rms_rope_fused_mask.py",
+      "RMSNorm + interleaved RoPE with host-built uint32 gather offsets and a sign mask")
+def _(m, rng):
+    return rms_rope_mask_check(m, rng, 2, 16, 64, 32, 1e-6, 16)
 
 
 @case("tl/gemm/gemm_intrinsics", TL, "examples/gemm/example_gemm_intrinsics.py",

@@ -147,17 +147,22 @@ def sparse_ref_rows(q, rows, dim, scale, valid):
     return sparse_ref(q, rows, dim, scale, valid)
 
 
+def sfa_mask_check(m, rng, S, SKV, H, dim, tail, topk, dtype):
+    """The causal index-masked sparse MLA attention: S queries on SKV keys, H heads, dims
+    dim + tail, top-k indices."""
+    q, kv, idx = causal_sparse_inputs(rng, S, SKV, H, dim + tail, topk, dtype)
+    want = causal_sparse_ref(q, kv, idx, dim, (dim + tail) ** -0.5)
+    k = m["sparse_attention_fwd"](heads=H, dim=dim, tail_dim=tail, topk=topk, kv_stride=1,
+                                  dtype=dtype)
+    return [Check(k, [q, kv, idx], {0: want}, dtype, topk)]
+
+
 @case("asc/sparse_flash_attention/sparse_flash_attn_mask", A,
       "examples/sparse_flash_attention/example_sparse_flash_attn_mask.py",
       "expert C/V sparse MLA attention with a causal index mask (tile.compare LE on the float "
       "indices, tile.select with -inf), fixed core loop, T.annotate_address with aliased UB")
 def _(m, rng):
-    S, SKV, H, dim, tail, topk = 12, 64, 16, 64, 32, 64
-    q, kv, idx = causal_sparse_inputs(rng, S, SKV, H, dim + tail, topk)
-    want = causal_sparse_ref(q, kv, idx, dim, (dim + tail) ** -0.5)
-    k = m["sparse_attention_fwd"](heads=H, dim=dim, tail_dim=tail, topk=topk, kv_stride=1,
-                                  dtype="float16")
-    return [Check(k, [q, kv, idx], {0: want}, "float16", topk)]
+    return sfa_mask_check(m, rng, 12, 64, 16, 64, 32, 64, "float16")
 
 
 @case("asc/sparse_flash_attention/sparse_flash_attn_mask_pa", A,
@@ -267,12 +272,10 @@ def _(m, rng):
     return checks
 
 
-@case("asc/aclgraph/rms_rope_aclgraph", A, "examples/aclgraph/rms_rope_aclgraph.py",
-      "RMSNorm (row slices divided by a per-row scalar) and in-place interleaved rope "
-      "(createvecindex, bitwise_xor, reinterpretcast gather mask, broadcast)")
-def _(m, rng):
+def aclgraph_checks(m, rng, bsz, heads, hidden, rd, eps):
+    """The aclgraph RMSNorm and in-place interleaved rope kernels on bsz x heads rows of
+    width hidden (the last rd rotated), block_M 32."""
     from upstream_cases_new3 import rope_perm
-    bsz, heads, hidden, rd, eps = 2, 16, 64, 32, 1e-6
     q = rn(rng, (bsz * heads, hidden), "float16")
     x = q.astype(f64)
     rms = x / np.sqrt((x * x).mean(1, keepdims=True) + eps)
@@ -288,6 +291,13 @@ def _(m, rng):
     kern = m["rope_kernel_in_place"](bsz * heads, 32, bsz, hidden, rd, heads)
     checks.append(Check(kern, [q.copy(), sin, cos], {("arg", 0): want}, "float16"))
     return checks
+
+
+@case("asc/aclgraph/rms_rope_aclgraph", A, "examples/aclgraph/rms_rope_aclgraph.py",
+      "RMSNorm (row slices divided by a per-row scalar) and in-place interleaved rope "
+      "(createvecindex, bitwise_xor, reinterpretcast gather mask, broadcast)")
+def _(m, rng):
+    return aclgraph_checks(m, rng, 2, 16, 64, 32, 1e-6)
 
 
 def gated_delta_h_ref(k, w, u, g, h0, cu, BT, hg_ratio):

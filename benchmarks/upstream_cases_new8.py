@@ -358,9 +358,14 @@ def blockscaled_fp8(rng, M, N, K, G=128):
       "scales of B applied at every promotion, a GM scalar read into a Python name",
       chip="ascend950")
 def _(m, rng):
-    a, b, sa, sb, want = blockscaled_fp8(rng, 128, 256, 384)
+    return deepgemm_check(m, rng, 128, 256, 384)
+
+
+def deepgemm_check(m, rng, M, N, K):
+    """The DeepGEMM fp8 GEMM with per-(row, 128 K) A scales and per-128x128 B scales."""
+    a, b, sa, sb, want = blockscaled_fp8(rng, M, N, K)
     return [Check(m["tl_gemm"], [a, b, sa, sb, 64, "float8_e4m3fn", "float32", "float32"],
-                  {0: want}, compare=fp8_cmp(a.shape[1]))]
+                  {0: want}, compare=fp8_cmp(K))]
 
 
 @case("tl/gemm_fp8/gemm_amd", TL, "examples/gemm_fp8/example_tilelang_gemm_amd.py",
@@ -448,12 +453,18 @@ def gqa_bshd_grads(q, k, v, do, causal):
       "causal by if_then_else fill before the gemm, coalesced_width copies, k_pack; autotune "
       "factory with every config given")
 def _(m, rng):
+    return amd_fwd_checks(m, rng, 1, 4, 256, 64, 2, 3)
+
+
+def amd_fwd_checks(m, rng, B, H, S, D, G, workers):
+    """The AMD GQA flash attention (B, S, H, D), G query heads per KV head, `workers`
+    persistent q-block workers, causal and not."""
     from upstream_cases_tl import attn
-    B, H, S, D, G = 1, 4, 256, 64, 2
     q = rn(rng, (B, S, H, D), "float16")
     k, v = rn(rng, (B, S, H // G, D), "float16"), rn(rng, (B, S, H // G, D), "float16")
-    return [Check(m["fast_flashattn"](B, H, S, D, causal, G, 64, 64, 3, 128, 1, True, 2, 7, 8, 4),
-                  [q, k, v], {0: attn(q, k, v, causal)}, "float16", S) for causal in (False, True)]
+    return [Check(m["fast_flashattn"](B, H, S, D, causal, G, 64, 64, workers, 128, 1, True, 2,
+                                      7, 8, 4), [q, k, v], {0: attn(q, k, v, causal)}, "float16",
+                  S) for causal in (False, True)]
 
 
 def amd_bwd_checks(m, rng, B, H, S, D, G):

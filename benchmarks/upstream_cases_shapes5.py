@@ -300,12 +300,8 @@ AMD = "examples/amd/"
       "batch 2, 8 heads in 2 KV groups, 512 tokens, dim 128; 5 persistent q workers over 8 "
       "q blocks (uneven `while` trips); causal and not")
 def _(m, rng):
-    from upstream_cases_tl import attn
-    B, H, S, D, G = 2, 8, 512, 128, 4
-    q = rn(rng, (B, S, H, D), "float16")
-    k, v = rn(rng, (B, S, H // G, D), "float16"), rn(rng, (B, S, H // G, D), "float16")
-    return [Check(m["fast_flashattn"](B, H, S, D, causal, G, 64, 64, 5, 128, 1, True, 2, 7, 8, 4),
-                  [q, k, v], {0: attn(q, k, v, causal)}, "float16", S) for causal in (False, True)]
+    from upstream_cases_new8 import amd_fwd_checks
+    return amd_fwd_checks(m, rng, 2, 8, 512, 128, 4, 5)
 
 
 @case("tl/amd/flash_attn_bwd@shapes", TL, AMD + "example_amd_flash_attn_bwd.py",
@@ -375,16 +371,9 @@ def _(m, rng):
       "40 queries on 256 keys, 16 heads, dim 128 + tail 64, top-128 (two index blocks), "
       "bfloat16 (its default) and float16")
 def _(m, rng):
-    from upstream_cases_new4 import causal_sparse_inputs, causal_sparse_ref
-    S, SKV, H, dim, tail, topk = 40, 256, 16, 128, 64, 128
-    checks = []
-    for dt in ("bfloat16", "float16"):
-        q, kv, idx = causal_sparse_inputs(rng, S, SKV, H, dim + tail, topk, dt)
-        want = causal_sparse_ref(q, kv, idx, dim, (dim + tail) ** -0.5)
-        k = m["sparse_attention_fwd"](heads=H, dim=dim, tail_dim=tail, topk=topk, kv_stride=1,
-                                      dtype=dt)
-        checks.append(Check(k, [q, kv, idx], {0: want}, dt, topk))
-    return checks
+    from upstream_cases_new4 import sfa_mask_check
+    return [c for dt in ("bfloat16", "float16")
+            for c in sfa_mask_check(m, rng, 40, 256, 16, 128, 64, 128, dt)]
 
 
 @case("asc/moe/token_unpermute@shapes", A, "examples/moe_token_permute/moe_token_unpermute.py",
@@ -400,32 +389,19 @@ def _(m, rng):
       "RMSNorm and in-place rope at batch 4 x 32 heads, hidden 128, rope_dim 64 (block_M 32, "
       "its script's; 4 blocks)")
 def _(m, rng):
-    from upstream_cases_new3 import rope_perm
-    bsz, heads, hidden, rd, eps = 4, 32, 128, 64, 1e-6
-    q = rn(rng, (bsz * heads, hidden), "float16")
-    x = q.astype(f64)
-    rms = x / np.sqrt((x * x).mean(1, keepdims=True) + eps)
-    checks = [Check(m["rms_norm_kernel"](bsz * heads, hidden, 32, eps), [q], {0: rms}, "float16",
-                    hidden)]
-    sin, cos = rn(rng, (bsz, rd), "float16"), rn(rng, (bsz, rd), "float16")
-    partner, sign = rope_perm(rd, "interleave")
-    r = np.arange(bsz * heads) // heads
-    xr = x[:, hidden - rd:]
-    want = x.copy()
-    want[:, hidden - rd:] = xr * cos.astype(f64)[r] + sign * xr[:, partner] * sin.astype(f64)[r]
-    kern = m["rope_kernel_in_place"](bsz * heads, 32, bsz, hidden, rd, heads)
-    checks.append(Check(kern, [q.copy(), sin, cos], {("arg", 0): want}, "float16"))
-    return checks
+    from upstream_cases_new4 import aclgraph_checks
+    return aclgraph_checks(m, rng, 4, 32, 128, 64, 1e-6)
 
 
 @case("asc/lightning_indexer/dynamic_shape@shapes", A,
       "examples/lightning_indexer/example_lightning_indexer_dynamic_shape.py",
-      "batch 3, 2 KV heads x 8 query heads, 16 queries on 256 keys, top-32 (MAX_S2 256)")
+      "batch 3, one KV head (the kernel's grid is B * N2 with cid the batch) x 8 query heads, "
+      "128 queries (whole 64-blocks, as its loops need) on 256 keys, top-32 (MAX_S2 256)")
 def _(m, rng):
     from upstream_cases_ascend import indexer_checks
     return indexer_checks(rng, lambda B, N2, G, S1, S2, D, K:
                           m["indexer"](N2, G, D, K, 64, 4, 64, 64, 64, MAX_S2=S2),
-                          dims=(3, 2, 8, 16, 256, 64, 32))
+                          dims=(3, 1, 8, 128, 256, 64, 32))
 
 
 @case("asc/dequantize_gemm/fine_grained@shapes", A,
@@ -460,17 +436,8 @@ def _(m, rng):
       "int8 batch GEMM with per-tensor (float16 out) and per-channel (bfloat16 out) scales at "
       "batch 3, 256 x 384 x 256 (36 blocks)")
 def _(m, rng):
-    checks = []
-    for scale_size, out_dtype in (("1", "float16"), ("N", "bfloat16")):
-        B_, M, N, K = 3, 256, 384, 256
-        a = rng.integers(-8, 8, (B_, M, K)).astype(np.int8)
-        b = rng.integers(-8, 8, (B_, K, N)).astype(np.int8)
-        scale = (rng.standard_normal(N if scale_size == "N" else 1) * 0.01).astype(np.float32)
-        want = np.einsum("bmk,bkn->bmn", a.astype(f64), b.astype(f64)) * scale.astype(f64)
-        kern = m["simple_quant_batch_matmul"](B_, M, N, K, scale_size, 64, 128, 64,
-                                              out_dtype=out_dtype)
-        checks.append(Check(kern, [a, b, scale], {0: want}, out_dtype))
-    return checks
+    from upstream_cases_new3 import quant_bmm_checks
+    return quant_bmm_checks(m, rng, 3, 256, 384, 256)
 
 
 @case("asc/grouped_gemm/grouped_gemm_fwd_ptr@shapes", A,
@@ -487,51 +454,22 @@ def _(m, rng):
 @case("asc/deepseek_v4/hc_split_sinkhorn@shapes", A, "examples/deepseek_v4/hc_split_sinkhorn.py",
       "37 tokens (odd, symbolic n), hc 4, 20 sinkhorn iterations; and 64 tokens with 7")
 def _(m, rng):
-    from upstream_cases_new3 import sinkhorn_ref
-    checks = []
-    for n, hc, iters in ((37, 4, 20), (64, 4, 7)):
-        mix_hc = (2 + hc) * hc
-        mixes = rng.random((n, mix_hc)).astype(np.float32)
-        scale, base = rng.random(3).astype(np.float32), rng.random(mix_hc).astype(np.float32)
-        pre, post, comb = sinkhorn_ref(mixes, scale, base, hc, iters, 1e-6)
-        k = m["hc_split_sinkhorn"](hc=hc, sinkhorn_iters=iters, eps=1e-6)
-        checks.append(Check(k, [mixes, scale, base], {0: pre, 1: post, 2: comb}, "float32", 16))
-    return checks
+    from upstream_cases_new3 import sinkhorn_checks
+    return sinkhorn_checks(m, rng, ((37, 4, 20), (64, 4, 7)))
 
 
 @case("asc/pos_embedding/rms_rope_fused_mask@shapes", A, "examples/pos_embedding/rms_rope_fused_mask.py",
       "RMSNorm + rope at batch 4 x 32 heads, head_dim 128, rope_dim 64, block_M 32")
 def _(m, rng):
-    from upstream_cases_held import rope_pairs
-    bsz, heads, hd, rd, eps, bm = 4, 32, 128, 64, 1e-6, 32
-    q = rn(rng, (bsz * heads, hd), "float16")
-    sin, cos = rn(rng, (bsz, rd), "float16"), rn(rng, (bsz, rd), "float16")
-    idx = np.arange(rd * (bm // 2), dtype=np.int64)
-    mask = np.empty(rd * (bm // 2), np.uint32)      # the example's host code
-    mask[0::2], mask[1::2] = idx[1::2] * 4, idx[0::2] * 4
-    mask = mask.reshape(bm // 2, rd)
-    sin_mask = np.ones(rd, np.float32)
-    sin_mask[0::2] = -1
-    x = q.astype(f64)
-    x = x / np.sqrt((x * x).mean(1, keepdims=True) + eps)
-    b = np.arange(bsz * heads) // heads
-    x[:, hd - rd:] = rope_pairs(x[:, hd - rd:], sin.astype(f64)[b], cos.astype(f64)[b])
-    k = m["rms_rope_fused"](bsz * heads, bm, bsz, hd, rd, heads, eps)
-    return [Check(k, [q, sin, cos, mask, sin_mask], {0: x}, "float16")]
+    from upstream_cases_new2 import rms_rope_mask_check
+    return rms_rope_mask_check(m, rng, 4, 32, 128, 64, 1e-6, 32)
 
 
 @case("tl/deepseek_mhc/mhc_post@shapes", TL, "examples/deepseek_mhc/example_mhc_post.py",
       "37 tokens (T.dynamic, not a multiple of the block), hc 4, hidden 512")
 def _(m, rng):
-    from upstream_cases_shapes import bf16
-    n, hc, h = 37, 4, 512
-    a, c = rn(rng, (n, hc, hc)), rn(rng, (n, hc))
-    b, d = bf16(rn(rng, (n, hc, h))), bf16(rn(rng, (n, h)))
-    x = bf16(np.zeros((n, hc, h), np.float32))
-    want = c.astype(f64)[:, :, None] * d.astype(f64)[:, None, :] + np.einsum(
-        "nio,nih->noh", a.astype(f64), b.astype(f64))
-    return [Check(m["mhc_post_tilelang"], [a, b, c, d, x, hc, h, 128, 128], {("arg", 4): want},
-                  "bfloat16", hc)]
+    from upstream_cases_more import mhc_post_check
+    return mhc_post_check(m, rng, 37, 4, 512)
 
 
 # ---------------------------------------------------------------- TileLang: decode, sinks, chunked recurrences
@@ -606,10 +544,8 @@ def _(m, rng):
       "examples/deepseek_deepgemm/example_deepgemm_fp8_2xAcc.py",
       "block-scaled fp8 GEMM at 256 x 384 x 640 (5 scale groups along K)", chip="ascend950")
 def _(m, rng):
-    from upstream_cases_new8 import blockscaled_fp8, fp8_cmp
-    a, b, sa, sb, want = blockscaled_fp8(rng, 256, 384, 640)
-    return [Check(m["tl_gemm"], [a, b, sa, sb, 64, "float8_e4m3fn", "float32", "float32"],
-                  {0: want}, compare=fp8_cmp(a.shape[1]))]
+    from upstream_cases_new8 import deepgemm_check
+    return deepgemm_check(m, rng, 256, 384, 640)
 
 
 @case("tl/gemm_fp8/gemm_fp8_2xAcc@shapes", TL, "examples/gemm_fp8/example_tilelang_gemm_fp8_2xAcc.py",
