@@ -240,13 +240,11 @@ def unpermute_checks(m, rng, nt, topk, hid, cores, dtype="float16"):
     return checks
 
 
-@case("asc/xllm/rope", A, "examples/xllm_kernels/rope.py",
-      "in-place interleaved RoPE over a run-time token count (scalar params), T.tile.gather by "
-      "byte offsets, sign mask, bf16 <-> f32 casts, AUTO_SYNC with the kernel's own layout")
-def _(m, rng):
+def xllm_rope_check(m, rng, hd, rd, ntok, cores):
+    """xllm's in-place interleaved rope of ntok rows of head_dim hd (the first rd rotated) on
+    `cores` vector cores, in its compile-time token capacity."""
     import ml_dtypes
-    hd, rd, ntok = 128, 64, 10
-    k = m["rope_in_place_kernel_jit"](head_dim=hd, rope_dim=rd, vec_core_num=4,
+    k = m["rope_in_place_kernel_jit"](head_dim=hd, rope_dim=rd, vec_core_num=cores,
                                        ub_buffer_bytes=64 * 1024)
     cap = max(4 * (64 * 1024 // (30 * rd)), 65536)  # the example's compile_num_tokens
     x = np.zeros((1, cap * hd), ml_dtypes.bfloat16)
@@ -264,6 +262,13 @@ def _(m, rng):
     want = x.astype(f64)
     want[0, :ntok * hd] = want_rows.reshape(-1)
     return [Check(k, [x, sin, cos, x.copy(), ntok, hd], {("arg", 3): want}, "bfloat16")]
+
+
+@case("asc/xllm/rope", A, "examples/xllm_kernels/rope.py",
+      "in-place interleaved RoPE over a run-time token count (scalar params), T.tile.gather by "
+      "byte offsets, sign mask, bf16 <-> f32 casts, AUTO_SYNC with the kernel's own layout")
+def _(m, rng):
+    return xllm_rope_check(m, rng, 128, 64, 10, 4)
 
 
 @case("asc/random_1d", A, "examples/random_1d/random_1d.py",

@@ -595,3 +595,18 @@ def _(m, rng):
         pair = np.stack([c[:, :, 0] + c[:, :, 1], c[:, :, 0] - c[:, :, 1]], 2).reshape(b, n)
         out.append(Check(m["hadamard_cross_block_pair"](b, n, bs, stage, "float"), [x], {0: pair}))
     return out
+
+
+@case("asc/xllm/rope@shapes", A, "examples/xllm_kernels/rope.py",
+      "300 tokens (ragged over the cores) on its default 48 vector cores, head_dim 128, "
+      "rope_dim 64; and 7 tokens with head_dim 256, rope_dim 128")
+def _(m, rng):
+    from upstream_cases_new2 import xllm_rope_check
+    return xllm_rope_check(m, rng, 128, 64, 300, 48) + xllm_rope_check(m, rng, 256, 128, 7, 48)
+
+
+@case("asc/pos_embedding/rope_mask@shapes", A, "examples/pos_embedding/rope_mask.py",
+      "batch 8 x 16 heads (block_M 16, 8 blocks), hidden 128, rope_dim 64")
+def _(m, rng):
+    from upstream_cases_held import rope_mask_check
+    return rope_mask_check(m, rng, 8, 16, 128, 64)
