@@ -420,16 +420,19 @@ def indexer_checks(rng, make, dims=(2, 1, 4, 64, 128, 64, 16)):
     return [Check(make(B, N2, G, S1, S2, D, K), [q, k, w], {0: score}, compare=cmp)]
 
 
+def hadamard_matrix(k):
+    """The k x k Sylvester Hadamard matrix (k a power of two), float64."""
+    h = np.array([[1.0]])
+    while h.shape[0] < k:
+        h = np.block([[h, h], [h, -h]])
+    return h
+
+
 @case("asc/hadamard_transform", A, "examples/hadamard_transform/example_hadamard_transform.py",
       "intra + cross-block butterflies")
 def _(m, rng):
     n, b = 256, 4
-
-    def hadamard(k):
-        h = np.array([[1.0]])
-        while h.shape[0] < k:
-            h = np.block([[h, h], [h, -h]])
-        return h
+    hadamard = hadamard_matrix
     x = rn(rng, (b, n))
     xf = x.astype(f64)
     out = [Check(m["hadamard_block_intra"](b, n, n, "float"), [x], {0: xf @ hadamard(n)},

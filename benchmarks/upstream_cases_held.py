@@ -64,10 +64,9 @@ def rope_pairs(x, sin, cos):
     return x * cos + rot * sin
 
 
-@case("asc/pos_embedding/rope_mask", A, "examples/pos_embedding/rope_mask.py",
-      "in place, uint32 byte-offset gather mask from the host, 3-D heads")
-def _(m, rng):
-    bsz, heads, hidden, rd = 4, 4, 64, 32
+def rope_mask_check(m, rng, bsz, heads, hidden, rd):
+    """In-place interleaved rope of the last rd of hidden columns, bsz x heads rows, the
+    host's uint32 gather offsets."""
     block_m = max(heads, 2)
     x = rn(rng, (bsz * heads, hidden), "float16")
     sin, cos = rn(rng, (bsz, rd), "float16"), rn(rng, (bsz, rd), "float16")
@@ -82,6 +81,12 @@ def _(m, rng):
     want[:, hidden - rd:] = rope_pairs(want[:, hidden - rd:], sin.astype(f64)[b], cos.astype(f64)[b])
     k = m["rope_kernel_in_place"](bsz * heads, block_m, bsz, hidden, rd, heads)
     return [Check(k, [x, sin, cos, mask, sin_mask], {("arg", 0): want}, "float16")]
+
+
+@case("asc/pos_embedding/rope_mask", A, "examples/pos_embedding/rope_mask.py",
+      "in place, uint32 byte-offset gather mask from the host, 3-D heads")
+def _(m, rng):
+    return rope_mask_check(m, rng, 4, 4, 64, 32)
 
 
 @case("asc/pos_embedding/rms_rope_fused", A, "examples/pos_embedding/rms_rope_fused.py",

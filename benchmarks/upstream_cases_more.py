@@ -113,10 +113,8 @@ def _(m, rng):
                   "float16", 256)]
 
 
-@case("tl/deepseek_mhc/mhc_post", TL, "examples/deepseek_mhc/example_mhc_post.py",
-      "eager, T.dynamic tokens, serial loop in a T.Parallel body")
-def _(m, rng):
-    n, hc, h = 4, 4, 256
+def mhc_post_check(m, rng, n, hc, h):
+    """mHC post mixing of n tokens, hc streams of width h: c * d + sum_i a[i, o] * b[i]."""
     a, c = rn(rng, (n, hc, hc)), rn(rng, (n, hc))
     b, d = bf16(rn(rng, (n, hc, h))), bf16(rn(rng, (n, h)))
     x = bf16(np.zeros((n, hc, h), np.float32))
@@ -124,6 +122,12 @@ def _(m, rng):
         "nio,nih->noh", a.astype(f64), b.astype(f64))
     return [Check(m["mhc_post_tilelang"], [a, b, c, d, x, hc, h, 128, 128], {("arg", 4): want},
                   "bfloat16", hc)]
+
+
+@case("tl/deepseek_mhc/mhc_post", TL, "examples/deepseek_mhc/example_mhc_post.py",
+      "eager, T.dynamic tokens, serial loop in a T.Parallel body")
+def _(m, rng):
+    return mhc_post_check(m, rng, 4, 4, 256)
 
 
 @case("tl/gemm/autotune_matmul", TL, "examples/gemm/example_gemm_autotune.py",

@@ -117,19 +117,23 @@ def v32_fp8_gemm_check(m, rng, M, N, K):
                  compare=fp8_cmp(K))
 
 
-@case("tl/deepseek_v32/inference_fp8_index", TL, INF,
-      "DeepSeek-V3.2 inference fp8 index scores: relu(k . q_h) * q_s summed over heads, times "
-      "k_s; three T.dynamic sizes, allocations inside a Pipelined body, transpose_B gemm",
-      chip="ascend950")
-def _(m, rng):
+def fp8_index_check(m, rng, B, Mq, N, H, D):
+    """DeepSeek-V3.2 inference fp8 index scores for B x Mq queries of H heads on N keys."""
     import ml_dtypes
-    B, Mq, N, H, D = 1, 3, 512, 16, 64
     q = rn(rng, (B, Mq, H, D)).astype(ml_dtypes.float8_e4m3fn)
     qs = rn(rng, (B, Mq, H), "float32")
     k = rn(rng, (B, N, D)).astype(ml_dtypes.float8_e4m3fn)
     ks = (rng.random((B, N)) + 0.5).astype(np.float32)
     want = relu_weighted_logits(q, k[:, None], qs, ks[:, None])
     return [Check(m["fp8_index_kernel"](H, D), [q, qs, k, ks], {0: want}, "float32", D * H)]
+
+
+@case("tl/deepseek_v32/inference_fp8_index", TL, INF,
+      "DeepSeek-V3.2 inference fp8 index scores: relu(k . q_h) * q_s summed over heads, times "
+      "k_s; three T.dynamic sizes, allocations inside a Pipelined body, transpose_B gemm",
+      chip="ascend950")
+def _(m, rng):
+    return fp8_index_check(m, rng, 1, 3, 512, 16, 64)
 
 
 # ------------------------------------------------------------------ Blackwell (sm100) examples

@@ -212,32 +212,39 @@ def fusedmoe_checks(m, rng, T_, D, E, NE, TOPK, bt, probs=None):
       "expert V: row gathers by sorted indices read from UB, probability-weighted sum (axpy) "
       "in float32, and the plain gather without probabilities")
 def _(m, rng):
-    nt, topk, hid = 16, 4, 32
+    return unpermute_checks(m, rng, 16, 4, 32, 4)
+
+
+def unpermute_checks(m, rng, nt, topk, hid, cores, dtype="float16"):
+    """MoE unpermute of nt tokens x topk rows of width hid on `cores` cores: the
+    probability-weighted sum of each token's rows (gathered by the sorted index) and the plain
+    gather."""
+    from upstream_cases_shapes import inputs
     E = nt * topk
-    perm = rn(rng, (E, hid), "float16")
+    perm = inputs(rng, (E, hid), dtype)
     sio = rng.permutation(E).astype(np.int32)
     checks = []
-    fn, ptok, pE, _ = m["_compile_gather"](nt, topk, hid, has_probs=True, NUM_CORES=4)
+    fn, ptok, pE, _ = m["_compile_gather"](nt, topk, hid, has_probs=True, NUM_CORES=cores,
+                                         dtype=dtype)
     idx = np.zeros((1, pE), np.int32)
     idx[0, :E] = sio
-    probs = np.zeros((1, ptok * topk), np.float16)
-    probs[0, :E] = rng.random(E).astype(np.float16)
+    probs = np.zeros((1, ptok * topk), perm.dtype)
+    probs[0, :E] = rng.random(E).astype(perm.dtype)
     want = (perm.astype(f64)[sio] * probs[0, :E, None].astype(f64)).reshape(nt, topk, hid).sum(1)
-    checks.append(Check(fn, [perm, idx, probs], {0: want}, "float16", topk))
-    fn, _, pE, _ = m["_compile_gather"](nt, topk, hid, has_probs=False, NUM_CORES=4)
+    checks.append(Check(fn, [perm, idx, probs], {0: want}, dtype, topk))
+    fn, _, pE, _ = m["_compile_gather"](nt, topk, hid, has_probs=False, NUM_CORES=cores,
+                                        dtype=dtype)
     idx = np.zeros((1, pE), np.int32)
     idx[0, :E] = sio
-    checks.append(Check(fn, [perm, idx], {0: perm.astype(f64)[sio]}, "float16", tol=(0, 0)))
+    checks.append(Check(fn, [perm, idx], {0: perm.astype(f64)[sio]}, dtype, tol=(0, 0)))
     return checks
 
 
-@case("asc/xllm/rope", A, "examples/xllm_kernels/rope.py",
-      "in-place interleaved RoPE over a run-time token count (scalar params), T.tile.gather by "
-      "byte offsets, sign mask, bf16 <-> f32 casts, AUTO_SYNC with the kernel's own layout")
-def _(m, rng):
+def xllm_rope_check(m, rng, hd, rd, ntok, cores):
+    """xllm's in-place interleaved rope of ntok rows of head_dim hd (the first rd rotated) on
+    `cores` vector cores, in its compile-time token capacity."""
     import ml_dtypes
-    hd, rd, ntok = 128, 64, 10
-    k = m["rope_in_place_kernel_jit"](head_dim=hd, rope_dim=rd, vec_core_num=4,
+    k = m["rope_in_place_kernel_jit"](head_dim=hd, rope_dim=rd, vec_core_num=cores,
                                        ub_buffer_bytes=64 * 1024)
     cap = max(4 * (64 * 1024 // (30 * rd)), 65536)  # the example's compile_num_tokens
     x = np.zeros((1, cap * hd), ml_dtypes.bfloat16)
@@ -255,6 +262,13 @@ def _(m, rng):
     want = x.astype(f64)
     want[0, :ntok * hd] = want_rows.reshape(-1)
     return [Check(k, [x, sin, cos, x.copy(), ntok, hd], {("arg", 3): want}, "bfloat16")]
+
+
+@case("asc/xllm/rope", A, "examples/xllm_kernels/rope.py",
+      "in-place interleaved RoPE over a run-time token count (scalar params), T.tile.gather by "
+      "byte offsets, sign mask, bf16 <-> f32 casts, AUTO_SYNC with the kernel's own layout")
+def _(m, rng):
+    return xllm_rope_check(m, rng, 128, 64, 10, 4)
 
 
 @case("asc/random_1d", A, "examples/random_1d/random_1d.py",
@@ -281,15 +295,21 @@ def _(m, rng):
       "eager, T.dynamic M, reduce_absmax, power-of-two scales by IEEE bit tricks "
       "(T.reinterpret, shifts, masks), clamp, cast to float8_e4m3")
 def _(m, rng):
+    return act_quant_checks(m, rng, 64, 256)
+
+
+def act_quant_checks(m, rng, M, N):
+    """DeepSeek-V4 fp8 activation quantisation of an (M, N) bf16 tensor in groups of 128
+    columns, power-of-two scales and plain ones."""
     import ml_dtypes
     checks = []
     for rs in (True, False):
-        x = rn(rng, (64, 256), scale=3.0).astype(ml_dtypes.bfloat16)
-        g = x.astype(f64).reshape(64, 2, 128)
+        x = rn(rng, (M, N), scale=3.0).astype(ml_dtypes.bfloat16)
+        g = x.astype(f64).reshape(M, N // 128, 128)
         amax = np.maximum(np.abs(g).max(-1), 1e-4)
         s = 2.0 ** np.ceil(np.log2(amax / 448.0)) if rs else \
             (amax.astype(np.float32) * np.float32(1 / 448.0)).astype(f64)
-        q = np.clip(g / s[..., None], -448, 448).reshape(64, 256)
+        q = np.clip(g / s[..., None], -448, 448).reshape(M, N)
         want_q = q.astype(ml_dtypes.float8_e4m3fn).astype(f64)
         fn = m["fp8_quant_kernel"]
         chk = Check(lambda x, rs=rs: fn(x, block_size=128, round_scale=rs), [x],
@@ -385,11 +405,10 @@ def _(m, rng):
                           m["indexer"](N2, G, D, K, 64, 4, 64, 64, 64, MAX_S2=S2))
 
 
-@case("asc/pos_embedding/rms_rope_fused_mask", A, "examples/pos_embedding/rms_rope_fused_mask.py",
-      "RMSNorm + interleaved RoPE with host-built uint32 gather offsets and a sign mask")
-def _(m, rng):
+def rms_rope_mask_check(m, rng, bsz, heads, hd, rd, eps, bm):
+    """RMSNorm + interleaved rope of bsz x heads rows of head_dim hd (the last rd rotated),
+    block_M bm, with the example's host-built gather offsets and sign mask."""
     from upstream_cases_held import rope_pairs
-    bsz, heads, hd, rd, eps, bm = 2, 16, 64, 32, 1e-6, 16
     q = rn(rng, (bsz * heads, hd), "float16")
     sin, cos = rn(rng, (bsz, rd), "float16"), rn(rng, (bsz, rd), "float16")
     idx = np.arange(rd * (bm // 2), dtype=np.int64)
@@ -404,6 +423,12 @@ def _(m, rng):
     x[:, hd - rd:] = rope_pairs(x[:, hd - rd:], sin.astype(f64)[b], cos.astype(f64)[b])
     k = m["rms_rope_fused"](bsz * heads, bm, bsz, hd, rd, heads, eps)
     return [Check(k, [q, sin, cos, mask, sin_mask], {0: x}, "float16")]
+
+
+@case("asc/pos_embedding/rms_rope_fused_mask", A, "examples/pos_embedding/rms_rope_fused_mask.py",
+      "RMSNorm + interleaved RoPE with host-built uint32 gather offsets and a sign mask")
+def _(m, rng):
+    return rms_rope_mask_check(m, rng, 2, 16, 64, 32, 1e-6, 16)
 
 
 @case("tl/gemm/gemm_intrinsics", TL, "examples/gemm/example_gemm_intrinsics.py",
@@ -538,13 +563,10 @@ def _(m, rng):
     return [chk]
 
 
-@case("tl/block_causal_attention/fwd_varlen", TL,
-      "examples/block_causal_attention/block_causal_attention_varlen.py",
-      "dLLM block-causal attention over packed sequences: T.dynamic total_tokens plus the "
-      "scalar max_seqlen, in-place Output and LSE (log2)")
-def _(m, rng):
+def block_causal_varlen_check(m, rng, lens, H, D, d):
+    """The dLLM block-causal varlen forward over packed sequences of `lens`, H heads of dim D,
+    blocks of d tokens: Output and its log2 LSE written in place."""
     from upstream_cases_held import block_causal_mask
-    lens, H, D, d = [128, 256], 1, 64, 16
     cu = np.concatenate([[0], np.cumsum(lens)]).astype(np.int32)
     tot = int(cu[-1])
     scale = D ** -0.5
@@ -562,6 +584,14 @@ def _(m, rng):
     kern = m["_fwd_varlen_template"](len(lens), H, D, d, scale, dtype="float16")
     args = [q, k, v, cu, max(lens), np.zeros((tot, H, D), np.float16), np.zeros((H, tot), np.float32)]
     return [Check(kern, args, {("arg", 5): o_want, ("arg", 6): lse_want}, "float16", max(lens))]
+
+
+@case("tl/block_causal_attention/fwd_varlen", TL,
+      "examples/block_causal_attention/block_causal_attention_varlen.py",
+      "dLLM block-causal attention over packed sequences: T.dynamic total_tokens plus the "
+      "scalar max_seqlen, in-place Output and LSE (log2)")
+def _(m, rng):
+    return block_causal_varlen_check(m, rng, [128, 256], 1, 64, 16)
 
 
 def chunk_cumsum_ref(g, C):

@@ -67,8 +67,13 @@ def sinkhorn_ref(mixes, scale, base, hc, iters, eps):
 @case("asc/deepseek_v4/hc_split_sinkhorn", A, "examples/deepseek_v4/hc_split_sinkhorn.py",
       "symbolic n (odd), workspace_idx, scalar GM reads, reduce_max/sum real_shape, sinkhorn loop")
 def _(m, rng):
+    return sinkhorn_checks(m, rng, ((5, 4, 20), (4, 4, 3)))
+
+
+def sinkhorn_checks(m, rng, configs):
+    """hc_split_sinkhorn on random mixes for each (tokens, hc, iterations) of `configs`."""
     checks = []
-    for n, hc, iters in ((5, 4, 20), (4, 4, 3)):
+    for n, hc, iters in configs:
         mix_hc = (2 + hc) * hc
         mixes = rng.random((n, mix_hc)).astype(np.float32)
         scale, base = rng.random(3).astype(np.float32), rng.random(mix_hc).astype(np.float32)
@@ -137,9 +142,14 @@ def _(m, rng):
       "examples/quant_batch_matmul/example_quant_batch_matmul.py",
       "int8 x int8 -> int32 L0C through a workspace, cast, per-tensor / per-channel scale")
 def _(m, rng):
+    return quant_bmm_checks(m, rng, 2, 128, 256, 128)
+
+
+def quant_bmm_checks(m, rng, B_, M, N, K):
+    """The int8 batch GEMM with a per-tensor scale (float16 out) and a per-channel one
+    (bfloat16 out), 64x128x64 blocks."""
     checks = []
     for scale_size, out_dtype in (("1", "float16"), ("N", "bfloat16")):
-        B_, M, N, K = 2, 128, 256, 128
         a = rng.integers(-8, 8, (B_, M, K)).astype(np.int8)
         b = rng.integers(-8, 8, (B_, K, N)).astype(np.int8)
         scale = (rng.standard_normal(N if scale_size == "N" else 1) * 0.01).astype(np.float32)
@@ -322,11 +332,9 @@ def gdn_chunk_o_checks(m, rng, dims, dtype="float16", blocks=(64, 64)):
     return checks
 
 
-@case("tl/gdn/chunk_delta_h", TL, "examples/gdn/example_chunk_delta_h.py",
-      "gated delta-rule state recurrence over chunks: T.alloc_var scalar gate, ternary in a "
-      "Parallel body, gemm clear_accum, transpose_A, three outputs (out_idx negative)")
-def _(m, rng):
-    B, S, H, DK, DV, BS = CHUNK_DIMS
+def delta_h_checks(m, rng, dims):
+    """The GDN chunked state recurrence at dims = (B, S, H, DK, DV, BS), with and without gates."""
+    B, S, H, DK, DV, BS = dims
     checks = []
     for use_g in (True, False):
         k, w, u, g, h0 = delta_h_inputs(rng, gdn_gates(rng, B, S, H), DK, DV)
@@ -345,6 +353,13 @@ def _(m, rng):
         checks.append(Check(kern, [k, w, u, g, h0], {0: hs, 1: final, 2: vnew}, "float16",
                             DK * 2))
     return checks
+
+
+@case("tl/gdn/chunk_delta_h", TL, "examples/gdn/example_chunk_delta_h.py",
+      "gated delta-rule state recurrence over chunks: T.alloc_var scalar gate, ternary in a "
+      "Parallel body, gemm clear_accum, transpose_A, three outputs (out_idx negative)")
+def _(m, rng):
+    return delta_h_checks(m, rng, CHUNK_DIMS)
 
 
 def delta_h_inputs(rng, g, DK, DV):

@@ -147,17 +147,22 @@ def sparse_ref_rows(q, rows, dim, scale, valid):
     return sparse_ref(q, rows, dim, scale, valid)
 
 
+def sfa_mask_check(m, rng, S, SKV, H, dim, tail, topk, dtype):
+    """The causal index-masked sparse MLA attention: S queries on SKV keys, H heads, dims
+    dim + tail, top-k indices."""
+    q, kv, idx = causal_sparse_inputs(rng, S, SKV, H, dim + tail, topk, dtype)
+    want = causal_sparse_ref(q, kv, idx, dim, (dim + tail) ** -0.5)
+    k = m["sparse_attention_fwd"](heads=H, dim=dim, tail_dim=tail, topk=topk, kv_stride=1,
+                                  dtype=dtype)
+    return [Check(k, [q, kv, idx], {0: want}, dtype, topk)]
+
+
 @case("asc/sparse_flash_attention/sparse_flash_attn_mask", A,
       "examples/sparse_flash_attention/example_sparse_flash_attn_mask.py",
       "expert C/V sparse MLA attention with a causal index mask (tile.compare LE on the float "
       "indices, tile.select with -inf), fixed core loop, T.annotate_address with aliased UB")
 def _(m, rng):
-    S, SKV, H, dim, tail, topk = 12, 64, 16, 64, 32, 64
-    q, kv, idx = causal_sparse_inputs(rng, S, SKV, H, dim + tail, topk)
-    want = causal_sparse_ref(q, kv, idx, dim, (dim + tail) ** -0.5)
-    k = m["sparse_attention_fwd"](heads=H, dim=dim, tail_dim=tail, topk=topk, kv_stride=1,
-                                  dtype="float16")
-    return [Check(k, [q, kv, idx], {0: want}, "float16", topk)]
+    return sfa_mask_check(m, rng, 12, 64, 16, 64, 32, 64, "float16")
 
 
 @case("asc/sparse_flash_attention/sparse_flash_attn_mask_pa", A,
@@ -267,12 +272,10 @@ def _(m, rng):
     return checks
 
 
-@case("asc/aclgraph/rms_rope_aclgraph", A, "examples/aclgraph/rms_rope_aclgraph.py",
-      "RMSNorm (row slices divided by a per-row scalar) and in-place interleaved rope "
-      "(createvecindex, bitwise_xor, reinterpretcast gather mask, broadcast)")
-def _(m, rng):
+def aclgraph_checks(m, rng, bsz, heads, hidden, rd, eps):
+    """The aclgraph RMSNorm and in-place interleaved rope kernels on bsz x heads rows of
+    width hidden (the last rd rotated), block_M 32."""
     from upstream_cases_new3 import rope_perm
-    bsz, heads, hidden, rd, eps = 2, 16, 64, 32, 1e-6
     q = rn(rng, (bsz * heads, hidden), "float16")
     x = q.astype(f64)
     rms = x / np.sqrt((x * x).mean(1, keepdims=True) + eps)
@@ -288,6 +291,13 @@ def _(m, rng):
     kern = m["rope_kernel_in_place"](bsz * heads, 32, bsz, hidden, rd, heads)
     checks.append(Check(kern, [q.copy(), sin, cos], {("arg", 0): want}, "float16"))
     return checks
+
+
+@case("asc/aclgraph/rms_rope_aclgraph", A, "examples/aclgraph/rms_rope_aclgraph.py",
+      "RMSNorm (row slices divided by a per-row scalar) and in-place interleaved rope "
+      "(createvecindex, bitwise_xor, reinterpretcast gather mask, broadcast)")
+def _(m, rng):
+    return aclgraph_checks(m, rng, 2, 16, 64, 32, 1e-6)
 
 
 def gated_delta_h_ref(k, w, u, g, h0, cu, BT, hg_ratio):
@@ -379,14 +389,11 @@ def _(m, rng):
 
 # ------------------------------------------------------------------------------ TileLang, more
 
-@case("tl/deepseek_nsa/nsa_decode", TL, "examples/deepseek_nsa/example_tilelang_nsa_decode.py",
-      "eager native sparse attention decode: selected KV blocks read by a GM index, run-time "
-      "`if i_s >= 0` around the block's online softmax, gemm policy hints")
-def _(m, rng):
-    from upstream_cases_cv import sparse_ref
+def nsa_decode_check(m, rng, B, L, H, HQ, D, S, bs):
+    """NSA decode: one query per batch, HQ heads over H KV heads of dim D, S selected blocks of
+    bs keys (S = 1, see below) out of L."""
     # one selected block, as the example runs it: its online softmax keeps only the current
     # block's max and never rescales acc_o, so more blocks would not be a softmax
-    B, L, H, HQ, D, S, bs = 2, 128, 2, 32, 32, 1, 32
     q = rn(rng, (B, 1, HQ, D), "float16")
     k, v = rn(rng, (B, L, H, D), "float16"), rn(rng, (B, L, H, D), "float16")
     idx = np.sort(np.stack([rng.choice(L // bs, S, replace=False) for _ in range(B * H)]),
@@ -405,6 +412,13 @@ def _(m, rng):
     fn.kernel_for = lambda q, k, v, i: f.kernel_for(q, k, v, i, dim=D, block_size=bs, groups=g,
                                                     selected_blocks=S)
     return [Check(fn, [q, k, v, idx], {0: want}, "float16", S * bs)]
+
+
+@case("tl/deepseek_nsa/nsa_decode", TL, "examples/deepseek_nsa/example_tilelang_nsa_decode.py",
+      "eager native sparse attention decode: selected KV blocks read by a GM index, run-time "
+      "`if i_s >= 0` around the block's online softmax, gemm policy hints")
+def _(m, rng):
+    return nsa_decode_check(m, rng, 2, 128, 2, 32, 32, 1, 32)
 
 
 @case("tl/blocksparse_attention/sparse_gqa_decode_varlen_mask", TL,
@@ -466,15 +480,12 @@ def decode_ref(q, kv_rows, seqlens, idx, bn, g):
     return want
 
 
-@case("tl/blocksparse_attention/sparse_gqa_decode_varlen_indice", TL,
-      "examples/blocksparse_attention/example_tilelang_sparse_gqa_decode_varlen_indice.py",
-      "split-KV GQA decode over -1 padded block indices read from GM, length mask on the first "
-      "block of a split, combine launch")
-def _(m, rng):
-    B, H, HKV, D, bn, L, nsplit, nmax = 2, 16, 2, 64, 32, 256, 2, 6
+def indice_decode_check(m, rng, B, H, HKV, D, bn, L, nsplit, nmax, seqlens):
+    """Split-KV GQA decode over -1 padded block indices (at most nmax per KV head) of a cache
+    of L rows with per-batch `seqlens`, blocks of bn, nsplit splits."""
     q = rn(rng, (B, H, D), "float16")
     k, v = rn(rng, (B, L, HKV, D), "float16"), rn(rng, (B, L, HKV, D), "float16")
-    seqlens = np.array([200, 256], np.int32)
+    seqlens = np.array(seqlens, np.int32)
     idx = decode_indices(rng, B, HKV, seqlens, bn, nmax)
     want = decode_ref(q, lambda b, h, r: (k[b, r, h].astype(f64), v[b, r, h].astype(f64)),
                       seqlens, idx, bn, H // HKV)
@@ -483,15 +494,21 @@ def _(m, rng):
     return [Check(Extra(kern, extra), [q, k, v, idx, seqlens], {0: want}, "float16", L)]
 
 
-@case("tl/blocksparse_attention/sparse_gqa_decode_paged", TL,
-      "examples/blocksparse_attention/example_tilelang_sparse_gqa_decode_paged.py",
-      "the indexed split-KV decode over a paged KV cache (block table, pages of two blocks)")
+@case("tl/blocksparse_attention/sparse_gqa_decode_varlen_indice", TL,
+      "examples/blocksparse_attention/example_tilelang_sparse_gqa_decode_varlen_indice.py",
+      "split-KV GQA decode over -1 padded block indices read from GM, length mask on the first "
+      "block of a split, combine launch")
 def _(m, rng):
-    B, H, HKV, D, bn, page, L, nsplit, nmax, npages = 2, 16, 2, 64, 32, 64, 256, 2, 6, 10
+    return indice_decode_check(m, rng, 2, 16, 2, 64, 32, 256, 2, 6, (200, 256))
+
+
+def paged_decode_check(m, rng, B, H, HKV, D, bn, page, L, nsplit, nmax, npages, seqlens):
+    """The indexed split-KV decode over a paged cache: npages pages of `page` rows, a random
+    block table per batch."""
     q = rn(rng, (B, H, D), "float16")
     kp, vp = rn(rng, (npages, page, HKV, D), "float16"), rn(rng, (npages, page, HKV, D), "float16")
     table = rng.permutation(npages)[:B * (L // page)].reshape(B, L // page).astype(np.int32)
-    seqlens = np.array([200, 256], np.int32)
+    seqlens = np.array(seqlens, np.int32)
     idx = decode_indices(rng, B, HKV, seqlens, bn, nmax)
 
     def rows(b, h, r):
@@ -503,6 +520,13 @@ def _(m, rng):
                           num_stages=2, threads=128, num_pages=npages)
     extra = [np.zeros((B, H, nsplit), np.float32), np.zeros((B, H, nsplit, D), np.float32)]
     return [Check(Extra(kern, extra), [q, kp, vp, idx, seqlens, table], {0: want}, "float16", L)]
+
+
+@case("tl/blocksparse_attention/sparse_gqa_decode_paged", TL,
+      "examples/blocksparse_attention/example_tilelang_sparse_gqa_decode_paged.py",
+      "the indexed split-KV decode over a paged KV cache (block table, pages of two blocks)")
+def _(m, rng):
+    return paged_decode_check(m, rng, 2, 16, 2, 64, 32, 64, 256, 2, 6, 10, (200, 256))
 
 
 @case("tl/flash_decoding/gqa_decode_varlen_logits", TL,
@@ -610,11 +634,9 @@ def sink_attn_grads(q, k, v, do, sinks, window=None):
     return o, lse, delta, ds @ k, np.swapaxes(ds, -1, -2) @ q, dv, dsink
 
 
-@case("tl/attention_sink/mha_sink_bwd_bhsd", TL, "examples/attention_sink/example_mha_sink_bwd_bhsd.py",
-      "attention sinks: causal fwd with the sink in the denominator, preprocess, bwd (dQ by "
-      "atomic_add; its block sizes from get_device_capability), postprocess, dsink")
-def _(m, rng):
-    B, H, S, D = 1, 16, 128, 32
+def sink_bwd_checks(m, rng, B, H, S, D):
+    """The MHA attention-sink examples' fwd, preprocess, bwd, postprocess and dsink kernels at
+    (B, H, S, D), causal, against sink_attn_grads."""
     q, k, v, do = (rn(rng, (B, H, S, D), "float16") for _ in range(4))
     sinks = rn(rng, (H,), "float16")
     o, lse, delta, dq, dk, dv, dsink = sink_attn_grads(q, k, v, do, sinks)
@@ -635,6 +657,13 @@ def _(m, rng):
     checks.append(Check(m["flashattn_bwd_dsink"](B, H, S), [sinks, delta32, lse32], {0: dsink},
                         "float32"))
     return checks
+
+
+@case("tl/attention_sink/mha_sink_bwd_bhsd", TL, "examples/attention_sink/example_mha_sink_bwd_bhsd.py",
+      "attention sinks: causal fwd with the sink in the denominator, preprocess, bwd (dQ by "
+      "atomic_add; its block sizes from get_device_capability), postprocess, dsink")
+def _(m, rng):
+    return sink_bwd_checks(m, rng, 1, 16, 128, 32)
 
 
 @case("tl/attention_sink/gqa_sink_bwd_bhsd", TL, "examples/attention_sink/example_gqa_sink_bwd_bhsd.py",

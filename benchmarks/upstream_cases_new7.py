@@ -67,11 +67,9 @@ def _(m, rng):
     return [Check(kern, [q, v, g, a, hid], {0: want}, "float16", DK + BS)]
 
 
-@case("tl/kda/wy_fast", TL, KDA + "wy_fast.py",
-      "KDA recompute W/U: beta-scaled operands, per-channel exp2 gates, gated keys against the "
-      "chunk's last gate (use_kg); four outputs, one never written (QG)")
-def _(m, rng):
-    B, S, H, DK, DV, BS = CHUNK_DIMS
+def kda_wy_checks(m, rng, dims):
+    """KDA recompute W/U at dims = (B, S, H, DK, DV, BS)."""
+    B, S, H, DK, DV, BS = dims
     k, v, beta, g, a = wy_inputs(rng, kda_gates(rng, B, S, H, DK, BS), DK, DV, BS)
     w, u = wy_ref(k, v, beta, a, BS, lambda b, h, r: np.exp2(g[b, r, h].astype(f64)))
     kg = per_chunk(k.shape, BS, lambda b, h, c, r:   # keys gated against the chunk's last gate
@@ -79,6 +77,13 @@ def _(m, rng):
     kern = m["tilelang_recompute_w_u_fwd"](B, S, H, DK, DV, "float16", "float16", "float32",
                                            "float32", BS, False, True, BS, 32, 32, 128, 1)
     return [Check(kern, [k, v, beta, g, a], {0: w, 1: u, 3: kg}, "float16", BS)]
+
+
+@case("tl/kda/wy_fast", TL, KDA + "wy_fast.py",
+      "KDA recompute W/U: beta-scaled operands, per-channel exp2 gates, gated keys against the "
+      "chunk's last gate (use_kg); four outputs, one never written (QG)")
+def _(m, rng):
+    return kda_wy_checks(m, rng, CHUNK_DIMS)
 
 
 @case("tl/kda/chunk_delta_h_fwd", TL, KDA + "chunk_delta_h_fwd.py",
@@ -212,12 +217,9 @@ def _(m, rng):
                   tol=(2e-2, 2e-2))]
 
 
-@case("tl/dsa_sparse_finetune/indexer_topk_reducesum", TL,
-      "examples/dsa_sparse_finetune/indexer_topk_reducesum.py",
-      "varlen lightning-indexer top-k: relu(k . q) weighted over heads per causal key, a "
-      "bitonic sort as T.Parallel compare-and-swap steps in a T.macro, softmax of the top-k")
-def _(m, rng):
-    lens, H, D, topk = (40, 70), 8, 32, 32
+def indexer_topk_checks(m, rng, lens, H, D, topk):
+    """The varlen indexer top-k over packed sequences of `lens`, H heads of dim D: the selected
+    key set per token (any order) and the softmax of the top-k logits."""
     offs = np.concatenate([[0], np.cumsum(lens)]).astype(np.int32)
     tok = np.array([(b, s) for b, n in enumerate(lens) for s in range(n)], np.int32)
     T_ = int(offs[-1])
@@ -253,6 +255,14 @@ def _(m, rng):
     args = [q, w, k, idx, red, offs, tok]
     return [Check(kern, args, {("arg", 3): None}, compare=same_topk),
             Check(kern, args, {("arg", 4): want_p}, compare=probs)]
+
+
+@case("tl/dsa_sparse_finetune/indexer_topk_reducesum", TL,
+      "examples/dsa_sparse_finetune/indexer_topk_reducesum.py",
+      "varlen lightning-indexer top-k: relu(k . q) weighted over heads per causal key, a "
+      "bitonic sort as T.Parallel compare-and-swap steps in a T.macro, softmax of the top-k")
+def _(m, rng):
+    return indexer_topk_checks(m, rng, (40, 70), 8, 32, 32)
 
 
 @case("tl/flash_attention/gqa_bwd_tma_reduce", TL,

@@ -358,9 +358,14 @@ def blockscaled_fp8(rng, M, N, K, G=128):
       "scales of B applied at every promotion, a GM scalar read into a Python name",
       chip="ascend950")
 def _(m, rng):
-    a, b, sa, sb, want = blockscaled_fp8(rng, 128, 256, 384)
+    return deepgemm_check(m, rng, 128, 256, 384)
+
+
+def deepgemm_check(m, rng, M, N, K):
+    """The DeepGEMM fp8 GEMM with per-(row, 128 K) A scales and per-128x128 B scales."""
+    a, b, sa, sb, want = blockscaled_fp8(rng, M, N, K)
     return [Check(m["tl_gemm"], [a, b, sa, sb, 64, "float8_e4m3fn", "float32", "float32"],
-                  {0: want}, compare=fp8_cmp(a.shape[1]))]
+                  {0: want}, compare=fp8_cmp(K))]
 
 
 @case("tl/gemm_fp8/gemm_amd", TL, "examples/gemm_fp8/example_tilelang_gemm_amd.py",
@@ -448,20 +453,24 @@ def gqa_bshd_grads(q, k, v, do, causal):
       "causal by if_then_else fill before the gemm, coalesced_width copies, k_pack; autotune "
       "factory with every config given")
 def _(m, rng):
+    return amd_fwd_checks(m, rng, 1, 4, 256, 64, 2, 3)
+
+
+def amd_fwd_checks(m, rng, B, H, S, D, G, workers):
+    """The AMD GQA flash attention (B, S, H, D), G query heads per KV head, `workers`
+    persistent q-block workers, causal and not."""
     from upstream_cases_tl import attn
-    B, H, S, D, G = 1, 4, 256, 64, 2
     q = rn(rng, (B, S, H, D), "float16")
     k, v = rn(rng, (B, S, H // G, D), "float16"), rn(rng, (B, S, H // G, D), "float16")
-    return [Check(m["fast_flashattn"](B, H, S, D, causal, G, 64, 64, 3, 128, 1, True, 2, 7, 8, 4),
-                  [q, k, v], {0: attn(q, k, v, causal)}, "float16", S) for causal in (False, True)]
+    return [Check(m["fast_flashattn"](B, H, S, D, causal, G, 64, 64, workers, 128, 1, True, 2,
+                                      7, 8, 4), [q, k, v], {0: attn(q, k, v, causal)}, "float16",
+                  S) for causal in (False, True)]
 
 
-@case("tl/amd/flash_attn_bwd", TL, AMD + "example_amd_flash_attn_bwd.py",
-      "GQA attention fwd with natural-log LSE (if/else on -inf in T.Parallel), bwd "
-      "preprocess, bwd with element-wise atomic_add of dQ/dK/dV from a Pipelined loop with a "
-      "causal start (T.floordiv), postprocess copy")
-def _(m, rng):
-    B, H, S, D, G = 1, 4, 128, 64, 2
+def amd_bwd_checks(m, rng, B, H, S, D, G):
+    """The AMD GQA example's fwd (O, natural-log LSE), bwd preprocess, bwd (dQ/dK/dV by
+    atomic_add into float32) and postprocess at (B, S, H, D), G query heads per KV head,
+    causal and not, against gqa_bshd_grads."""
     checks = []
     for causal in (False, True):
         q, do = rn(rng, (B, S, H, D), "float16"), rn(rng, (B, S, H, D), "float16")
@@ -483,6 +492,14 @@ def _(m, rng):
     checks.append(Check(m["flashattn_bwd_postprocess"](B, H, S, D), [dq32], {0: dq32.astype(f64)},
                         "float16"))
     return checks
+
+
+@case("tl/amd/flash_attn_bwd", TL, AMD + "example_amd_flash_attn_bwd.py",
+      "GQA attention fwd with natural-log LSE (if/else on -inf in T.Parallel), bwd "
+      "preprocess, bwd with element-wise atomic_add of dQ/dK/dV from a Pipelined loop with a "
+      "causal start (T.floordiv), postprocess copy")
+def _(m, rng):
+    return amd_bwd_checks(m, rng, 1, 4, 128, 64, 2)
 
 
 @case("tl/aws/flash_attention", TL, "examples/aws/flash_attention.py",
@@ -514,14 +531,11 @@ def _(m, rng):
     return mla_decode_checks(m, rng, 1, 16, 128, 64, 32, 32, (1,), scale_arg=False, scratch=True)
 
 
-@case("tl/deepseek_mla/mla_decode_kv_fp8", TL,
-      "examples/deepseek_mla/experimental/example_mla_decode_kv_fp8.py",
-      "MLA decode with an fp8 (e4m3) latent KV cast to fp16 in shared memory (copy between "
-      "shared tiles of two dtypes), exp2 online softmax")
-def _(m, rng):
+def mla_kv_fp8_check(m, rng, B, H, S, D, P):
+    """MLA decode with an e4m3 latent KV [B, S, 1, D] and fp16 rope part P, H query heads,
+    block_N 32, block_H 16."""
     import ml_dtypes
     from upstream_cases_cv import sparse_ref
-    B, H, S, D, P = 1, 16, 128, 64, 32
     q, qp = rn(rng, (B, H, D), "float16"), rn(rng, (B, H, P), "float16")
     kv = rn(rng, (B, S, 1, D)).astype(ml_dtypes.float8_e4m3fn)
     kp = rn(rng, (B, S, 1, P), "float16")
@@ -530,3 +544,13 @@ def _(m, rng):
                       (D + P) ** -0.5)
     return [Check(m["flashattn"](B, H, 1, S, D, P, 32, 16), [q, qp, kv, kp], {0: want},
                   "float16", S)]
+
+
+@case("tl/deepseek_mla/mla_decode_kv_fp8", TL,
+      "examples/deepseek_mla/experimental/example_mla_decode_kv_fp8.py",
+      "MLA decode with an fp8 (e4m3) latent KV cast to fp16 in shared memory (copy between "
+      "shared tiles of two dtypes), exp2 online softmax")
+def _(m, rng):
+    return mla_kv_fp8_check(m, rng, 1, 16, 128, 64, 32)
+
+

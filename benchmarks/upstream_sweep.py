@@ -305,6 +305,7 @@ def load_cases():
     import upstream_cases_shapes2  # noqa: F401
     import upstream_cases_shapes3  # noqa: F401
     import upstream_cases_shapes4  # noqa: F401
+    import upstream_cases_shapes5  # noqa: F401
     import upstream_sweep  # the cases register in the importable module (not __main__)
     return upstream_sweep.CASES
 
