@@ -354,6 +354,7 @@ def test_get_kernel_source_on_the_jit_object(target, monkeypatch):
     x = rand((24, 40), seed=5)
     src = eager_rowstats.get_kernel_source(x)
     assert isinstance(src, str) and src == eager_rowstats.kernel_for(x)[0].get_kernel_source()
+    assert eager_rowstats.get_kernel_source(M=24, N=40) == src  # symbols by name, no tensor
     s, _ = eager_rowstats(x)
     close(s, f64(x).sum(1), reduce_len=40)
 
