@@ -192,6 +192,8 @@ class SymbolicKernel(CompileSettings):
                 values[self.names[i]] = v[0].item()
                 continue
             shape = _shape_of(a)
+            while shape is not None and len(shape) > len(ann.shape) and shape[-1] == 1:
+                shape = tuple(shape)[:-1]  # (.., G, 1) for (.., G): read regrouped (arguments.py)
             if shape is None or len(shape) != len(ann.shape):
                 raise ArgumentError(f"input {i}: expected a {len(ann.shape)}-D array, got "
                                     f"{'shape ' + str(tuple(shape)) if shape is not None else type(a).__name__}",
