@@ -25,6 +25,7 @@ Each case runs once per target in a child process. Outcomes:
 from __future__ import annotations
 
 import argparse
+import collections
 import json
 import os
 import re
@@ -295,10 +296,8 @@ def main(argv=None) -> int:
             for r in res.values():
                 if "trace" in r:
                     print(r["trace"])
-    counts: dict = {}
-    for r in results:
-        counts[r["status"]] = counts.get(r["status"], 0) + 1
-    print(f"\n{len(results)} examples: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
+    tally = collections.Counter(r["status"] for r in results)
+    print(f"\n{len(results)} examples: " + ", ".join(f"{k} {v}" for k, v in sorted(tally.items())))
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1))
     return 0
