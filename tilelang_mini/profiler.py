@@ -38,8 +38,9 @@ def do_bench(fn, warmup: int = 3, rep: int = 10, _n_warmup=None, _n_repeat=None,
 
 
 def _random_inputs(kernel, seed):
+    import importlib
     from .autotune import _random_inputs as inputs
-    from . import autotuner  # noqa: F401 (keeps `tilelang_mini.autotune` the decorator)
+    importlib.import_module(".autotuner", __package__)  # keeps `tilelang_mini.autotune` the decorator
     return inputs(kernel, seed)
 
 

@@ -354,6 +354,7 @@ def test_get_kernel_source_on_the_jit_object(target, monkeypatch):
     x = rand((24, 40), seed=5)
     src = eager_rowstats.get_kernel_source(x)
     assert isinstance(src, str) and src == eager_rowstats.kernel_for(x)[0].get_kernel_source()
+    assert eager_rowstats.get_kernel_source(M=24, N=40) == src  # symbols by name, no tensor
     s, _ = eager_rowstats(x)
     close(s, f64(x).sum(1), reduce_len=40)
 
@@ -366,3 +367,14 @@ def test_get_kernel_source_on_the_jit_object(target, monkeypatch):
                     B[i] = -A[i]
         return main
     assert neg.get_kernel_source(16) == neg(16).get_kernel_source()
+
+
+def test_symbolic_kernel_takes_a_trailing_unit_dim(target):
+    """lightning_indexer_dynamic_shape's host code passes (.., G, 1) for a (.., G) parameter
+    with symbolic dims: the symbols bind from the shape without the unit dim and the array is
+    read regrouped (runtime/arguments.py); other dimension counts stay ArgumentErrors."""
+    kernel = tilelang_mini.jit(out_idx=[-1], target=target)(symbolic_add)()
+    x = rand((24, 32), seed=4)
+    close(kernel(x.reshape(24, 32, 1)), f64(x) + 1)
+    with pytest.raises(tilelang_mini.ArgumentError, match="expected a 2-D array"):
+        kernel(x.reshape(24, 2, 16))

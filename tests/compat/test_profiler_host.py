@@ -75,19 +75,21 @@ def test_dtype_from_numpy_types():
     assert T.dtype(np.float16) == "float16" and T.dtype(np.dtype("int8")) == "int8"
 
 
+@tilelang_mini.jit(out_idx=[-1])
+def iota(n, blk=16):
+    """Y[i] = start + i: a kernel whose only input is a scalar."""
+    @T.prim_func
+    def main(start: T.int32, Y: T.Tensor((n,), T.int32)):
+        with T.Kernel(T.ceildiv(n, blk)) as bx:
+            for i in T.Parallel(blk):
+                Y[bx * blk + i] = start + bx * blk + i
+    return main
+
+
 def test_a_kernel_of_scalars_returns_numpy_to_numpy_code(target, monkeypatch):
     """A call with no array argument from code that does not use torch returns NumPy (even
     where torch is installed and imported: tests/compat/test_torch_host.py)."""
     monkeypatch.setenv("TILELANG_MINI_TARGET", target)
-
-    @tilelang_mini.jit(out_idx=[-1])
-    def iota(n, blk=16):
-        @T.prim_func
-        def main(start: T.int32, Y: T.Tensor((n,), T.int32)):
-            with T.Kernel(T.ceildiv(n, blk)) as bx:
-                for i in T.Parallel(blk):
-                    Y[bx * blk + i] = start + bx * blk + i
-        return main
     y = iota(32)(5)
     assert isinstance(y, np.ndarray)
     np.testing.assert_array_equal(y, np.arange(5, 37))

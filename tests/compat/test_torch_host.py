@@ -9,6 +9,8 @@ import tilelang_mini
 import tilelang_mini.language as T
 from tilelang_mini.utils.tensor import torch_assert_close
 
+from test_profiler_host import iota
+
 torch = pytest.importorskip("torch")
 if getattr(torch, "_C", None) is None:  # the NumPy stand-in of benchmarks/torch_shim
     pytest.skip("needs a real torch", allow_module_level=True)
@@ -117,16 +119,6 @@ def test_dtype_as_torch_and_from_torch():
     assert T.dtype(torch.float16) == "float16" and T.dtype(torch.bfloat16) == T.bfloat16
     with pytest.raises(TypeError):
         T.float4_e2m1fn.as_torch()
-
-
-@tilelang_mini.jit(out_idx=[-1])
-def iota(n, blk=16):
-    @T.prim_func
-    def main(start: T.int32, Y: T.Tensor((n,), T.int32)):
-        with T.Kernel(T.ceildiv(n, blk)) as bx:
-            for i in T.Parallel(blk):
-                Y[bx * blk + i] = start + bx * blk + i
-    return main
 
 
 def test_a_kernel_of_scalars_returns_torch_to_torch_code(target, monkeypatch):

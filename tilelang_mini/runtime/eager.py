@@ -113,8 +113,12 @@ class EagerJIT:
         return kernel(*call_args)
 
     def get_kernel_source(self, *args, **kwargs) -> str:
-        """TileLang's `f.get_kernel_source(*call_args)`: the generated code of the kernel a call
-        with these arguments compiles (JITKernel.get_kernel_source), without running it."""
+        """TileLang's `f.get_kernel_source(...)`: the generated code of the kernel, without
+        running it: of the kernel a call with these tensors compiles, or, given no tensor (the
+        shape symbols and other arguments by name, nsa_fwd's host code), of `f.compile(...)`."""
+        if not any(is_array(v) for v in (*args, *kwargs.values())):
+            named = dict(zip(self.signature.parameters, args))
+            return self.compile(**named, **kwargs).get_kernel_source()
         return self.kernel_for(*args, **kwargs)[0].get_kernel_source()
 
     def kernel_for(self, *args, target=None, **kwargs):
@@ -189,6 +193,8 @@ class SymbolicKernel(CompileSettings):
                 values[self.names[i]] = v[0].item()
                 continue
             shape = _shape_of(a)
+            while shape is not None and len(shape) > len(ann.shape) and shape[-1] == 1:
+                shape = tuple(shape)[:-1]  # (.., G, 1) for (.., G): read regrouped (arguments.py)
             if shape is None or len(shape) != len(ann.shape):
                 raise ArgumentError(f"input {i}: expected a {len(ann.shape)}-D array, got "
                                     f"{'shape ' + str(tuple(shape)) if shape is not None else type(a).__name__}",
