@@ -155,32 +155,41 @@ class TileOps:
                    (If(binop("<", r, n.count), (copy,), (), loc),), 0, loc)
 
     def short_vector(self, src: Region, dst: Region, pad, call):
-        """A GM vector of n elements into a longer on-chip vector tile of m (tilelang-ascend's
-        `T.copy(gamma[g, 0:cpg], gamma_raw, pad_value=0.0)` with gamma_raw (cpg_padded, 1)):
-        the elements land in the tile's first n places, the rest hold the pad value:
+        """A GM region shorter than the on-chip tile it is copied into, dimension by dimension
+        (tilelang-ascend's `T.copy(gamma[g, 0:cpg], gamma_raw, pad_value=0.0)` with gamma_raw
+        (cpg_padded, 1); TileLang's `T.copy(K[b, s : s + valid_n, h, :], K_shared)` with
+        valid_n < block_N): the elements land at the tile's head, the rest hold the pad value
+        (zero unless given), one fill per short dimension:
 
             copy(G[g +: 1, 0 +: 8], t[0 +: 8, 0 +: 1]); fill(t[8 +: 8, 0 +: 1], pad)
+            copy(K[s +: 16, 0 +: 64], k[0 +: 16, 0 +: 64]); fill(k[16 +: 112, 0 +: 64], 0)
         """
         if src.buffer.scope != "global" or dst.buffer.scope == "global":
             return None
         s_dims = [d for d, e in enumerate(src.extent) if e != 1]
         d_dims = [d for d, e in enumerate(dst.extent) if e != 1]
-        if len(s_dims) != 1 or len(d_dims) != 1:
+        if len(s_dims) != len(d_dims) or not s_dims or not all(
+                isinstance(e, int) for e in (*src.extent, *dst.extent)):
             return None
-        n, m, d = src.extent[s_dims[0]], dst.extent[d_dims[0]], d_dims[0]
-        if n >= m:
+        pairs = [(src.extent[sd], dst.extent[dd], dd) for sd, dd in zip(s_dims, d_dims)]
+        if any(n > m for n, m, _ in pairs) or all(n == m for n, m, _ in pairs):
             return None
-        head = list(dst.extent)
-        head[d] = n
-        tail_start = list(dst.start)
-        tail_start[d] = binop("+", dst.start[d], n)
-        tail_ext = list(dst.extent)
-        tail_ext[d] = m - n
-        value = pad if is_ir(pad) or dtypes.is_int(dst.buffer.dtype) else float(pad)
+        value = as_expr(pad if is_ir(pad) or dtypes.is_int(dst.buffer.dtype) else float(pad))
         loc = self.loc(call)
-        return [Copy(src, Region(dst.buffer, dst.start, tuple(head)), loc),
-                Fill(Region(dst.buffer, tuple(as_expr(x) for x in tail_start), tuple(tail_ext)),
-                     as_expr(value), loc)]
+        head = list(dst.extent)
+        for n, _, d in pairs:
+            head[d] = n
+        out = [Copy(src, Region(dst.buffer, dst.start, tuple(head)), loc)]
+        for i, (n, m, d) in enumerate(pairs):
+            if n == m:
+                continue
+            start, ext = list(dst.start), list(dst.extent)
+            for n0, _, d0 in pairs[:i]:
+                ext[d0] = n0  # the earlier dimensions' tails are filled already
+            start[d], ext[d] = binop("+", dst.start[d], n), m - n
+            out.append(Fill(Region(dst.buffer, tuple(as_expr(x) for x in start), tuple(ext)),
+                            value, loc))
+        return out
 
     def pad_clipped(self, src: Region, dst: Region, pad, node, call) -> For:
         """T.copy(..., pad_value=v): the copy pads clipped elements with zeros; a map after it
