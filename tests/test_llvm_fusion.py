@@ -14,8 +14,8 @@ from irbuild import add, c, full, mul, reg, v
 from tilelang_mini.runtime.kernel import pass_options
 from tilelang_mini.transform.pipeline import Options, run_target_passes
 from tilelang_mini.ir.nodes import (
-    Alloc, BinOp, Buffer, Call, Const, Copy, Fill, For, Kernel, Load, PipeBarrier, Reduce, Region,
-    Scope, SetFlag, Store, Var, WaitFlag,
+    Alloc, BinOp, Buffer, Call, Copy, Fill, For, Kernel, Load, PipeBarrier, Reduce, Scope, SetFlag,
+    Store, WaitFlag,
 )
 
 
@@ -376,3 +376,29 @@ def test_row_loops_finish_their_results_in_groups(monkeypatch, kind, bm):
     np.testing.assert_allclose(got, want, rtol=1e-5)
     if bm % 2 == 0:  # rows split between the vector cores, a row loop of bm / 2 on each
         assert any(grouped) == (bm // 2 >= 8)
+
+
+@pytest.mark.parametrize("M, N, K", [(300, 24, 1000), (129, 8, 777)])
+def test_fused_copy_in_rows_are_prefetched_by_the_next_gemm(monkeypatch, M, N, K):
+    """prenorm's A rows of the next K block (a fused copy-in, one row per trip of the row
+    loop) reach the gemm as one descriptor per row loop (rowpass.hand_row_prefetch) with A's
+    row stride, instead of a burst of prefetches inside the row pass; results unchanged."""
+    from backends.llvm import microkernel, packing
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
+    from prenorm import hc_prenorm, reference
+    seen: list = []
+    for mod in (microkernel, packing):
+        real = mod.prefetch_rows
+
+        def spy(g, desc, first, last, real=real):
+            seen.append(desc[1:])
+            return real(g, desc, first, last)
+        monkeypatch.setattr(mod, "prefetch_rows", spy)
+    a = RNG.standard_normal((M, K)).astype(tilelang_mini.ir.dtypes.to_numpy("bfloat16"))
+    b = RNG.standard_normal((N, K)).astype(np.float32)
+    kern = tilelang_mini.compile(hc_prenorm.factory(M, N, K), out_idx=[-2, -1], target="llvm")
+    d, ss = kern(a, b)
+    want_d, want_s = reference(a, b)
+    np.testing.assert_allclose(d, want_d, rtol=1e-5, atol=1e-4 * np.abs(want_d).max())
+    np.testing.assert_allclose(ss, want_s, rtol=1e-5)
+    assert any(stride == 2 * K and lines == 5 for _rows, stride, lines in seen)

@@ -80,6 +80,7 @@ class KernelGen(ParallelMaps, Expressions):
         self.needs_dpbf16 = False
         self.loops: list = []  # enclosing serial loop variables, outermost first
         self.prefetch: list = []  # GM rows to prefetch, spread over the next gemm
+        self.rows_handed: set = set()  # fused row copy-ins whose rows went to self.prefetch
         self.row_group = None     # (Reduces, slot): the row's lanes go to the slot (reduce.py)
         self.nt_ok = platform.machine().lower() in ("x86_64", "amd64")
         self.nt_used = False      # non-temporal stores emitted: fence them before returning
@@ -260,11 +261,13 @@ class KernelGen(ParallelMaps, Expressions):
             return
         exts, rngs = self.extents(s)
         saved = {n: (self.vars.get(n), self.ranges.get(n)) for n in s.vars}
+        handed = rowpass.hand_row_prefetch(self, s)
         self.loops.extend(s.vars)
         try:
             self.nest(list(zip(s.vars, exts, rngs)), lambda: self.body_in_context(s.body))
         finally:
             del self.loops[-len(s.vars):]
+            self.rows_handed -= handed
         self.restore(saved)
 
     def restore(self, saved):

@@ -60,8 +60,8 @@ def copy(g, s):
             d_ok1, convert, kind, exact, ss, ds))
         prefetch_next_slot(g, s, di)
         return
-    if si.param is not None and s_dims:
-        prefetch_next(g, src, si, s_dims)
+    if si.param is not None and s_dims and id(s) not in g.rows_handed:
+        prefetch_next(g, src, si, s_dims)  # (a fused row copy's rows went to the gemm)
     _copy_to(g, s, si, di, sbase, dbase, s_off0, d_off0, s_dims, d_dims, s_rng, d_rng, s_ok1,
              d_ok1, convert, kind, exact, ss, ds)
 

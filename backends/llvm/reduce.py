@@ -19,6 +19,7 @@ from .access import (
     base_offset, check_in_bounds, check_reshape, lane_mask, starts_of, vload, vstore,
 )
 from .irutil import F32, I1, I32, I64, VL, const, constant, vty
+from .rowpass import hand_row_prefetch
 from .values import plus_var, vars_in
 
 _IDENT = {"sum": 0.0, "abssum": 0.0, "max": float("-inf"), "absmax": float("-inf"),
@@ -302,6 +303,7 @@ def row_groups(g, s) -> bool:
                                                   vm.kind_of(di.dtype)), r)
         vstore(g, di, dbase, d_off, 1, vm.encode(e, r, "float", di.dtype, di.storage), mask)
 
+    handed = hand_row_prefetch(g, s)
     g.loops.append(name)
     prev, g.stmt = g.stmt, red
     try:
@@ -313,5 +315,6 @@ def row_groups(g, s) -> bool:
     finally:
         g.stmt = prev
         g.loops.pop()
+        g.rows_handed -= handed
         g.restore(saved)
     return True

@@ -15,13 +15,14 @@ from __future__ import annotations
 import llvmlite.ir as ir
 
 from tilelang_mini.ir.analysis import GM_SCOPES
+from tilelang_mini.ir.nodes import Const, Fused
 
 from . import codegen_ops as co
 from . import vecmath as vm
 from .access import ALL_LANES, all_in_bounds, base_offset, elem_ptr, runs, starts_of
 from .irutil import I64, STORAGE, mark_contiguous, vty
-from .packing import prefetch_next
-from .values import Par
+from .packing import next_starts, prefetch_next
+from .values import Par, plus_var, vars_in
 
 def _in_bounds(g, r):
     starts = starts_of(g, r)
@@ -39,6 +40,55 @@ def _branch(g, ok, fused, plain):
             plain()
 
 
+def hand_row_prefetch(g, s) -> set:
+    """Before serial row loop `s`: the rows its fused copy-ins (copy_map_reduce) read in the
+    next iteration of the enclosing loop go to the next gemm as one descriptor (base of row 0,
+    rows, row stride, lines), which spreads their prefetches over its micro-kernel calls; the
+    copy-ins then prefetch nothing themselves (g.rows_handed). Prefetched one row at a time
+    inside the row loop, the next tile's lines were a burst as long as the row pass: the miss
+    buffers overflowed and the stream stalled while the gemm left memory idle::
+
+        for r in serial(64):                          prefetch_desc(A[r0', k0' +: 128] for r in 0..64)
+            fused(copy(A[r0 + r, k0 +: 128], X), ...)    -> for r in serial(64): fused(...)
+                                                       (gemm: its calls prefetch 64 / calls rows each)
+
+    Only a copy whose row extent is 1, a single contiguous run in the last dimension, and whose
+    row start is `e + r` in exactly one dimension. Returns the handed copies' ids (the caller
+    removes them from g.rows_handed after the loop)."""
+    handed = set()
+    if len(s.vars) != 1 or not isinstance(s.extents[0], Const) or not g.loops:
+        return handed
+    row, rows = s.vars[0], s.extents[0].value
+    for t in s.body:
+        if not isinstance(t, Fused) or t.kind != "copy_map_reduce":
+            continue
+        cp = t.body[0]
+        si = g.info(cp.src.buffer)
+        r = cp.src
+        dims = [d for d, x in enumerate(r.extent) if x != 1]
+        at = [d for d, x in enumerate(r.start) if row in vars_in((x,))]
+        if si.param is None or dims != [len(r.extent) - 1] or len(at) != 1 \
+                or not plus_var(r.start[at[0]], row) or si.strides[-1] != 1:
+            continue
+        saved = {row: (g.vars.get(row), g.ranges.get(row))}
+        g.bind(row, ir.Constant(I64, 0), (0, 0))
+        try:
+            starts = next_starts(g, r)
+        finally:
+            g.restore(saved)
+        if starts is None:
+            continue
+        esz = STORAGE[si.storage][1]
+        lines = -(-r.extent[-1] * esz // 64) + 1
+        if lines > 64:
+            continue
+        base = elem_ptr(g, si, g.buf_ptr(si), base_offset(g, si, starts))
+        g.prefetch.append((base, rows, si.strides[at[0]] * esz, lines))
+        handed.add(id(cp))
+    g.rows_handed |= handed
+    return handed
+
+
 def copy_in_map_reduce(g, cp, m, red, on=None):
     """Row copy `cp` fused into the row map `m` + reduce `red` (and into `on`, the copy of the
     same row of X on to GM: the converted values are stored there as well)."""
@@ -54,7 +104,8 @@ def copy_in_map_reduce(g, cp, m, red, on=None):
 
     def fused():
         ds = starts_of(g, cp.dst)
-        if si.param is not None and g.loops:  # this row of the next tile (the row loop aside)
+        if si.param is not None and g.loops and id(cp) not in g.rows_handed:
+            # this row of the next tile (the row loop aside)
             prefetch_next(g, cp.src, si, [d for d, x in enumerate(cp.src.extent) if x != 1],
                           skip=g.loops[-1:])
         sbase, xbase = g.buf_ptr(si), g.buf_ptr(xi)
