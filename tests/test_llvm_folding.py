@@ -78,3 +78,19 @@ def test_folded_and_unfolded_code_compute_the_same_values():
     for x in range(-10, 12):
         want = (8 * x - 7 if 8 * x - 7 < 40 else 0) + 2 * x
         assert folded(x) == plain(x) == want
+
+
+def test_repeated_scalar_arithmetic_in_a_block_is_one_instruction_and_not_across_blocks():
+    mod, fn, b = _builder()
+    x = fn.args[0]
+    first = b.add(b.mul(x, _c(128)), _c(16))
+    again = b.add(b.mul(x, _c(128)), _c(16))
+    assert again is first
+    assert b.add(b.mul(x, _c(128)), _c(32)) is not first   # another constant: another value
+    other = fn.append_basic_block("other")
+    b.branch(other)
+    b.position_at_end(other)
+    there = b.add(b.mul(x, _c(128)), _c(16))
+    assert there is not first                               # the earlier block may not dominate
+    b.ret(there)
+    llvm.parse_assembly(str(mod)).verify()

@@ -137,11 +137,46 @@ def _wrap(t: ir.IntType, x: int) -> ir.Constant:
     return ir.Constant(t, x - (1 << t.width) if x >> (t.width - 1) else x)
 
 
+def _operand_key(v):
+    """What identifies a scalar operand for `FoldingBuilder`'s value numbering: an integer
+    constant by its type width and value, any other value by identity; None (not numbered) for
+    vectors and other constants."""
+    t = v.type
+    if isinstance(v, ir.Constant):
+        c = v.constant
+        return ("c", t.width, c) if isinstance(t, ir.IntType) and type(c) is int else None
+    return None if isinstance(t, ir.VectorType) else id(v)
+
+
 class FoldingBuilder(ir.IRBuilder):
     """An IRBuilder that folds scalar integer arithmetic on constants while emitting (x + 0,
-    x * 1, x * 0, constant op constant, comparisons and selects of constants): the index
-    arithmetic of tile accesses is mostly constant, and every instruction not emitted is one
+    x * 1, x * 0, constant op constant, comparisons and selects of constants), and numbers the
+    pure scalar integer instructions of each block: the same operation on the same operands,
+    emitted again at the end of the block it was emitted in, is the earlier instruction (the
+    row-by-row and column-by-column bodies recompute their base addresses). The index arithmetic
+    of tile accesses is mostly constant or repeated, and every instruction not emitted is one
     LLVM does not have to parse, simplify and select (compile time)."""
+
+    def _numbered(self, op: str, args: tuple, emit):
+        """`emit()`, or the instruction it emitted before in this block for the same (op, args);
+        only while the builder appends at the block's end (so the earlier one dominates)."""
+        blk = self.block
+        if blk is None or self._anchor != len(blk.instructions):
+            return emit()
+        key = [id(blk), op]
+        for a in args:
+            k = _operand_key(a) if isinstance(a, ir.Value) else a
+            if k is None:
+                return emit()
+            key.append(k)
+        key = tuple(key)
+        memo = self.__dict__.setdefault("_memo", {})
+        hit = memo.get(key)
+        if hit is not None:
+            return hit[1]
+        v = emit()
+        memo[key] = (args, v)  # args kept alive: their ids stay theirs
+        return v
 
     @staticmethod
     def _fold(lhs, rhs, op, unit, zero=None):
@@ -160,15 +195,18 @@ class FoldingBuilder(ir.IRBuilder):
 
     def add(self, lhs, rhs, name=""):
         v = self._fold(lhs, rhs, operator.add, (0, 0))
-        return super().add(lhs, rhs, name) if v is None else v
+        return self._numbered("add", (lhs, rhs), lambda: super(FoldingBuilder, self).add(
+            lhs, rhs, name)) if v is None else v
 
     def sub(self, lhs, rhs, name=""):
         v = self._fold(lhs, rhs, operator.sub, (None, 0))
-        return super().sub(lhs, rhs, name) if v is None else v
+        return self._numbered("sub", (lhs, rhs), lambda: super(FoldingBuilder, self).sub(
+            lhs, rhs, name)) if v is None else v
 
     def mul(self, lhs, rhs, name=""):
         v = self._fold(lhs, rhs, operator.mul, (1, 1), zero=0)
-        return super().mul(lhs, rhs, name) if v is None else v
+        return self._numbered("mul", (lhs, rhs), lambda: super(FoldingBuilder, self).mul(
+            lhs, rhs, name)) if v is None else v
 
     def icmp_signed(self, cmpop, lhs, rhs, name=""):
         a, c = _int_const(lhs), _int_const(rhs)
@@ -177,7 +215,8 @@ class FoldingBuilder(ir.IRBuilder):
                    "!=": a != c}
             if cmpop in ops:
                 return ir.Constant(ir.IntType(1), int(ops[cmpop]))
-        return super().icmp_signed(cmpop, lhs, rhs, name)
+        return self._numbered("icmp" + cmpop, (lhs, rhs), lambda: super(
+            FoldingBuilder, self).icmp_signed(cmpop, lhs, rhs, name))
 
     def select(self, cond, lhs, rhs, name="", flags=()):
         k = _int_const(cond)
@@ -291,7 +330,9 @@ class Emitter:
             if byte_offset == 0:
                 return ptr
             byte_offset = ir.Constant(I64, byte_offset)
-        return self.b.gep(ptr, [byte_offset], source_etype=I8)
+        b = self.b
+        return b._numbered("gep", (ptr, byte_offset), lambda: b.gep(ptr, [byte_offset],
+                                                                      source_etype=I8))
 
     def load(self, t, ptr, align: int | None = None):
         return self.b.load(ptr, typ=t, align=align or _size(elem_type(t)))
