@@ -85,6 +85,8 @@ def check_lowered(kernel: Kernel) -> None:
 
 # ------------------------------------------------------------------------------- block model
 
+QUEUE_CAP = 1 << 16  # instructions one pipe queue holds before the scalar unit waits
+
 
 class _Pipe:
     __slots__ = ("core", "name", "tid", "cid", "queue", "busy", "free", "B", "count", "is_v",
@@ -185,7 +187,19 @@ class _Block(RaceChecks):
             dirty.update(tids)
             if blocks:
                 core.blocked = di
+            else:
+                self.back_pressure(core)
             self.ninstr += len(instrs)
+
+    def back_pressure(self, core: _Core) -> None:
+        """A pipe queue of more than QUEUE_CAP instructions stops the scalar unit until its last
+        one completes (hardware queues are finite): a loop that never ends behind a wait that is
+        never satisfied then ends as a deadlock, not as memory exhausted. The cap is far above
+        what a kernel that finishes queues, so it does not change their timing."""
+        for q in core.queues:
+            if len(q) > QUEUE_CAP:
+                core.blocked = q[-1]
+                return
 
     def dispatch(self, core: _Core, batch: list) -> None:
         """Dispatch a batch instruction by instruction, with the checks `_Sim.prepared` makes
@@ -210,6 +224,8 @@ class _Block(RaceChecks):
             self.dirty.add(p.tid)
             if op.pidx == S_PIPE:
                 core.blocked = di
+        if core.blocked is None:
+            self.back_pressure(core)
         self.ninstr += len(batch)
 
     def issue_read(self, core: _Core, st, vars: dict, loads, d: tuple) -> tuple:
