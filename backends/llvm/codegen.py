@@ -2,7 +2,8 @@
 
 The module exports `tlm_kernel(void **args, i64 block_begin, i64 block_end, void *scratch)`
 returning 0, or 1 + the index of the runtime error (`KernelGen.errors`) that stopped it, for grid
-blocks `[block_begin, block_end)` in order (a kernel whose cores must interleave at cross-core
+blocks `[block_begin, block_end)` in order (block_begin may carry pack_cache.RESUME: a later
+chunk of the same launch on this worker keeps its packed-tile cache; a kernel whose cores must interleave at cross-core
 waits gets one function per core kind instead: cores.py). Each block zeroes its on-chip buffers
 and runs the body with the semantics of tilelang_mini/semantics: Scope("C") once, Scope("V") once
 per vid with its own buffers; a Parallel loop is an elementwise map vectorised along its innermost
@@ -91,7 +92,7 @@ class KernelGen(ParallelMaps, Expressions):
         args, begin, end, scratch = self.fn.args
         self.scratch = scratch
         self.params = [e.load(PTR, e.gep(args, 8 * i), 8) for i in range(len(k.params))]
-        pack_cache.start_launch(self)
+        begin = pack_cache.start_launch(self, begin)
         with e.loop(begin, end, name="block") as blk:
             if self.plan.zero_bytes:
                 e.memset0(scratch, self.plan.zero_bytes)

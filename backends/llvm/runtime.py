@@ -31,6 +31,7 @@ from tilelang_mini.errors import (
 from tilelang_mini.ir.nodes import Kernel, Loc, TextLoc
 from tilelang_mini.runtime import config
 from tilelang_mini.runtime.arguments import check_arrays
+from .pack_cache import RESUME
 
 BACKEND_VERSION = "tlm-llvm-10"
 FN_NAME = "tlm_kernel"
@@ -354,8 +355,12 @@ def run(artifact: LLVMArtifact, args) -> None:
         state = {"next": 0, "code": 0}
         lock = threading.Lock()
 
+        # a worker's later chunks keep the packed tiles of its earlier ones (pack_cache.py)
+        resume = 0 if artifact.cores else RESUME
+
         def worker():
             _, scratch = _arena(size, k.loc)
+            flag = 0
             while True:
                 with lock:
                     lo = state["next"]
@@ -364,7 +369,8 @@ def run(artifact: LLVMArtifact, args) -> None:
                     left = nblocks - lo
                     hi = lo + max(1, min(chunk, -(-left // (threads * 2))))
                     state["next"] = hi
-                c = fn(ptrs, lo, hi, scratch)
+                c = fn(ptrs, lo | flag, hi, scratch)
+                flag = resume
                 if c:
                     with lock:
                         if not state["code"]:
