@@ -143,3 +143,37 @@ def test_gemm_both_stage_tiles_cached_at_their_positions(threads, monkeypatch):
         a = RNG.standard_normal((M, K), dtype=np.float32)
         b = RNG.standard_normal((K, N), dtype=np.float32)
         close(k(a, b), a.astype(np.float64) @ b.astype(np.float64), K)
+
+
+def test_resumed_chunk_keeps_the_workers_packed_tiles():
+    """A worker's later chunk of one launch (block_begin | RESUME) reuses the tiles its earlier
+    chunk packed; a chunk without the flag starts a new launch and packs again. B changes between
+    the two chunks, so only the flag decides which B the second chunk's blocks read."""
+    import ctypes
+
+    from backends.llvm.pack_cache import RESUME
+    from backends.llvm.runtime import _arena
+    M, N, K = 256, 128, 192          # one column of B panels, shared by the two row blocks
+    k = tilelang_mini.compile(matmul.factory(M, N, K, block_M=128, block_N=128, block_K=64,
+                                             dtype="float32"), target="llvm")
+    art = k.artifact
+    assert cached_tiles(k) and not art.cores
+    a = RNG.standard_normal((M, K), dtype=np.float32)
+    b = RNG.standard_normal((K, N), dtype=np.float32)
+    b2 = RNG.standard_normal((K, N), dtype=np.float32)
+    whole = np.empty((M, N), np.float32)
+    k(a, b, whole)
+    close(whole, a.astype(np.float64) @ b.astype(np.float64), K)
+    _, scratch = _arena(art.scratch_bytes)
+    for flag, b_second in ((RESUME, b), (0, b2)):
+        c = np.zeros((M, N), np.float32)
+        bb = b.copy()
+        ptrs = (ctypes.c_void_p * 3)(a.ctypes.data, bb.ctypes.data, c.ctypes.data)
+        assert art.cfunc(ptrs, 0, 1, scratch) == 0
+        bb[...] = b2            # the first chunk's panels now hold a stale B
+        assert art.cfunc(ptrs, 1 | flag, 2, scratch) == 0
+        np.testing.assert_array_equal(c[:128], whole[:128])
+        want = a[128:].astype(np.float64) @ b_second.astype(np.float64)
+        close(c[128:], want, K)
+        if flag:  # bit-identical to the blocks of the one-call launch
+            np.testing.assert_array_equal(c, whole)
