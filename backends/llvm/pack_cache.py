@@ -19,9 +19,9 @@ extent never collide; any other start shares a slot and a tag mismatch re-packs)
 pointer word per cached tile.
 Tags are cleared when tlm_kernel starts (a worker's arena outlives a launch and inputs change
 between launches) unless block_begin carries RESUME: the runtime sets it on a worker's later
-chunks of the same launch, so a worker packs each tile once per launch, not once per chunk (with
-guided chunks that was ~8 packs of B per 2-thread launch instead of 2); each worker thread has
-its own cache. Only sources whose tables fit the budget
+chunks of the same launch, so a worker packs each tile once per launch, not once per chunk (a
+2-thread 2048^3 GEMM's 19 guided chunks packed 28 column panels of B for 16, a tail chunk of one
+block a whole panel again); each worker thread has its own cache. Only sources whose tables fit the budget
 are cached: BUDGET, or twice the cached inputs' bytes as float32 where that is more (a table per
 pipeline stage tile; a stage sees its own positions only, and pages no tile position touches are
 never touched). A tile that would be evicted before its reuse would cost a tag test and no saving.
