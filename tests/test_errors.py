@@ -105,8 +105,9 @@ def test_mismatched_copy_shapes():
     def err(X: T.Tensor((16, 16), "float32"), Y: T.Tensor((16, 16), "float32")):
         with T.Kernel(1) as bx:
             t = T.alloc_shared((8, 8), "float32")
-            T.copy(X[0:8, 0:4], t)  # ERR:copy_shapes
-    check_located(err, "copy_shapes", "copy shapes differ", "(8, 4)", "(8, 8)")
+            T.copy(X[0:8, 0:12], t)  # ERR:copy_shapes
+    # (a shorter GM region is TileLang's padded copy: tests/compat/test_short_copy.py)
+    check_located(err, "copy_shapes", "copy shapes differ", "(8, 12)", "(8, 8)")
 
 
 def test_mismatched_gemm_shapes():
