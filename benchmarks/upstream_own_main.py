@@ -273,11 +273,21 @@ def main(argv=None) -> int:
     ap.add_argument("--trace", action="store_true")
     ap.add_argument("--root", default=str(ROOT), help="the tilelang_mini checkout to run")
     ap.add_argument("--shard", default="0/1", help="i/n: run every n-th case from the i-th")
+    ap.add_argument("--sizes", default="own", choices=["own", "alt"],
+                    help="alt: the size variants of upstream_cases_alt.py instead")
     args = ap.parse_args(argv)
     from upstream_cases_own import MORE  # noqa: F401  (more cases, ascend's)
     results = []
     shard, nshards = (int(v) for v in args.shard.split("/"))
-    for n, (repo, path, how) in enumerate(CASES + MORE):
+    cases = CASES + MORE
+    if args.sizes == "alt":
+        from upstream_cases_alt import ALT
+        cases = [(repo, path, dict(how, **alt, name=f"{how['name']}/alt{i}" if "name" in how
+                                   else f"alt{i}"))
+                 for repo, path, how in cases
+                 for i, alt in enumerate(ALT.get(f"{repo}:{path}" + (f"[{how['name']}]"
+                                                 if "name" in how else ""), []))]
+    for n, (repo, path, how) in enumerate(cases):
         if n % nshards != shard:
             continue
         name = f"{repo}:{path}" + (f"[{how['name']}]" if "name" in how else "")
