@@ -27,11 +27,13 @@ ALT = {
         {"call": "main(1, 1, 64, 64, 64, True, False)"},
         {"call": "main(1, 1, 64, 192, 64, True, False)"}],
     f"{TL}:examples/flash_attention/example_mha_fwd_bshd.py": [
-        {"call": "main(1, 1, 64, 64, False, False)"}],
+        {"call": "main(1, 1, 64, 64, False, False)"}, {"call": "main(1, 1, 64, 64, True, False)"},
+        {"call": "main(2, 1, 192, 64, True, False)"}],
     f"{TL}:examples/flash_attention/example_gqa_fwd_bshd.py": [
-        {"call": "main(1, 2, 64, 64, False, 2, False)"}],
+        {"call": "main(1, 2, 64, 64, False, 2, False)"}, {"call": "main(1, 4, 64, 64, True, 4, False)"}],
     f"{TL}:examples/flash_decoding/example_gqa_decode.py": [
-        {"call": "main(1, 2, 2, 128, 64)"}, {"call": "main(1, 8, 2, 64, 64)"}],
+        {"call": "main(1, 2, 2, 128, 64)"}, {"call": "main(1, 8, 2, 64, 64)"},
+        {"call": "main(2, 4, 4, 256, 64)"}],
     f"{TL}:examples/flash_decoding/example_mha_inference.py": [
         {"call": "main(1, 1, 32, 256, 64)"}],
     f"{TL}:examples/deepseek_mla/example_mla_decode.py": [
@@ -73,7 +75,7 @@ ALT = {
     f"{AS}:examples/activation/sigmoid.py": [configs("[(64, 64, 64, 64), (65, 70, 64, 64)]")],
     f"{AS}:examples/activation/tanh.py": [configs("[(64, 64, 64, 64), (1, 130, 64, 64)]")],
     f"{AS}:examples/gemv/example_gemv_v.py": [{"argv": ["--n", "64", "--k", "128"]}],
-    f"{AS}:examples/gemm/example_gemm_transpose_l1.py": [mnk(128, 256, 64)],
+    f"{AS}:examples/gemm/example_gemm_transpose_l1.py": [mnk(256, 128, 64)],
     f"{AS}:examples/cumsum_gdn/example_cumsum.py": [{"argv": ["--b", "1", "--h", "1", "--l", "64"]}],
     f"{AS}:examples/activation/swi_glu.py": [configs("[(64, 64, 64, 64, 0), (70, 66, 64, 64, 1)]")],
 }
