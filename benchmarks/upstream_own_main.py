@@ -2,6 +2,7 @@
 
     /tmp/tv/bin/python benchmarks/upstream_own_main.py [--match STR] [--timeout 90]
                                                        [--targets numpy,llvm] [--json out.json]
+                                                       [--sizes own|alt]
 
 Not a test. benchmarks/upstream_sweep.py calls each example's kernels from host code written
 here, with NumPy arrays; this runner instead keeps the example's own `main()` / `__main__` code
@@ -11,7 +12,9 @@ profiler, `do_bench`, `get_kernel_source`) and changes only what a CPU needs: im
 `.cuda()`/`.npu()` (no-ops), `torch.cuda`/`torch.npu` synchronisation and events (a stand-in),
 and the problem sizes (each case below shrinks them, by its main's arguments, its argparse
 flags or a substitution in its host code), so that one run takes well under a minute on the
-NumPy interpreter. Needs real torch (run it with a Python that has torch installed).
+NumPy interpreter (`--sizes alt`: instead the other sizes of upstream_cases_alt.py, the smallest
+each example allows and odd / tail ones). Needs real torch (run it with a Python that has
+torch installed).
 
 Each case runs once per target in a child process. Outcomes:
 
