@@ -2,6 +2,7 @@
 
     /tmp/tv/bin/python benchmarks/upstream_own_main.py [--match STR] [--timeout 90]
                                                        [--targets numpy,llvm] [--json out.json]
+                                                       [--sizes own|alt]
 
 Not a test. benchmarks/upstream_sweep.py calls each example's kernels from host code written
 here, with NumPy arrays; this runner instead keeps the example's own `main()` / `__main__` code
@@ -11,7 +12,9 @@ profiler, `do_bench`, `get_kernel_source`) and changes only what a CPU needs: im
 `.cuda()`/`.npu()` (no-ops), `torch.cuda`/`torch.npu` synchronisation and events (a stand-in),
 and the problem sizes (each case below shrinks them, by its main's arguments, its argparse
 flags or a substitution in its host code), so that one run takes well under a minute on the
-NumPy interpreter. Needs real torch (run it with a Python that has torch installed).
+NumPy interpreter (`--sizes alt`: instead the other sizes of upstream_cases_alt.py, the smallest
+each example allows and odd / tail ones). Needs real torch (run it with a Python that has
+torch installed).
 
 Each case runs once per target in a child process. Outcomes:
 
@@ -273,11 +276,21 @@ def main(argv=None) -> int:
     ap.add_argument("--trace", action="store_true")
     ap.add_argument("--root", default=str(ROOT), help="the tilelang_mini checkout to run")
     ap.add_argument("--shard", default="0/1", help="i/n: run every n-th case from the i-th")
+    ap.add_argument("--sizes", default="own", choices=["own", "alt"],
+                    help="alt: the size variants of upstream_cases_alt.py instead")
     args = ap.parse_args(argv)
     from upstream_cases_own import MORE  # noqa: F401  (more cases, ascend's)
     results = []
     shard, nshards = (int(v) for v in args.shard.split("/"))
-    for n, (repo, path, how) in enumerate(CASES + MORE):
+    cases = CASES + MORE
+    if args.sizes == "alt":
+        from upstream_cases_alt import ALT
+        cases = [(repo, path, dict(how, **alt, name=f"{how['name']}/alt{i}" if "name" in how
+                                   else f"alt{i}"))
+                 for repo, path, how in cases
+                 for i, alt in enumerate(ALT.get(f"{repo}:{path}" + (f"[{how['name']}]"
+                                                 if "name" in how else ""), []))]
+    for n, (repo, path, how) in enumerate(cases):
         if n % nshards != shard:
             continue
         name = f"{repo}:{path}" + (f"[{how['name']}]" if "name" in how else "")

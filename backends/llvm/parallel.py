@@ -175,6 +175,8 @@ class ParallelMaps:
     def check_map_store(self, s: Store):
         used = vars_in(s.indices)
         for n in self.par.names:
+            if self.ranges.get(n) == (0, 0):   # an extent-1 variable is 0: no reduction
+                continue
             if n in vars_in((s.value,)) and n not in used:
                 raise self.fail(f"value of the store to {s.buffer.name} depends on Parallel "
                                 f"variable {n!r}, which its indices do not use (that would be a "
