@@ -81,3 +81,10 @@ def test_unknown_tile_experiment_op_names_the_plain_op():
                 T.tile.sub_experiment(a, a, a, 64)
     text = here(e, test_unknown_tile_experiment_op_names_the_plain_op.__code__.co_firstlineno + 7)
     assert "T.tile.sub_experiment is not supported" in text and "T.tile.sub " in text, text
+
+
+def test_rocm_target_queries_answer_no():
+    """`from tilelang.rocm.target import target_is_gfx950` (dequantize_gemm's mxfp helpers) is a
+    host-side query: this machine is no AMD GPU, so the example takes its portable path."""
+    from tilelang_mini.rocm.target import target_is_cdna, target_is_gfx950
+    assert target_is_gfx950("hip") is False and target_is_cdna(None) is False
