@@ -402,3 +402,63 @@ def test_fused_copy_in_rows_are_prefetched_by_the_next_gemm(monkeypatch, M, N, K
     np.testing.assert_allclose(d, want_d, rtol=1e-5, atol=1e-4 * np.abs(want_d).max())
     np.testing.assert_allclose(ss, want_s, rtol=1e-5)
     assert any(stride == 2 * K and lines == 5 for _rows, stride, lines in seen)
+
+
+@pytest.fixture
+def write_prefetch(monkeypatch):
+    """Per map_copy pass: the bytes of the next row of each of its row loop's copy-ins, when
+    the pass prefetches them (rowpass.write_pass_prefetch), else None."""
+    from backends.llvm import rowpass
+    seen: list = []
+    real = rowpass.write_pass_prefetch
+
+    def spy(g, n):
+        chunk = real(g, n)
+        seen.append(None if chunk is None else
+                    (n, [cp.src.extent[-1] * g.info(cp.src.buffer).esize for cp in g.row_reads]))
+        return chunk
+    monkeypatch.setattr(rowpass, "write_pass_prefetch", spy)
+    return seen
+
+
+@pytest.mark.parametrize("row_bytes, n", [(8192, 2048), (600, 300), (258, 129), (4096, 16),
+                                          (64, 1000), (1, 1), (40000, 33)])
+def test_write_pass_prefetch_covers_the_row_in_whole_lines(row_bytes, n):
+    from backends.llvm.irutil import VL
+    from backends.llvm.rowpass import prefetch_step
+    step, vectors = prefetch_step(row_bytes, n), -(-n // VL)
+    assert step % 64 == 0 and step * vectors >= row_bytes
+    assert step - 64 < row_bytes / vectors   # at most one line beyond each vector's share
+
+
+@pytest.mark.parametrize("M, N, blk_m, dtype", [(1000, 300, 8, "float32"),
+                                                (64, 2048, 8, "bfloat16"),
+                                                (37, 129, 4, "float16"),
+                                                (512, 1024, 32, "float32")])
+def test_write_pass_prefetches_the_next_row(write_prefetch, M, N, blk_m, dtype):
+    """RMSNorm's row loop (rows copied in and squared in one pass, scaled and copied out in
+    another): the write pass prefetches the next row of the copy-in's GM tensor, spread over its
+    vectors and covering the whole row; results against a float64 reference, rows clipped at
+    the tensor's end or not, N not a multiple of the vector length."""
+    from tilelang_mini.ir import dtypes
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
+    from rmsnorm import rms_norm, reference
+    x = RNG.standard_normal((M, N)).astype(dtypes.to_numpy(dtype))
+    k = tilelang_mini.compile(rms_norm.factory(M, N, blk_m=blk_m, dtype=dtype), out_idx=[-1],
+                              target="llvm")
+    got = k(x).astype(np.float64)
+    tol = {"float32": 1e-5, "float16": 2e-3, "bfloat16": 1.6e-2}[dtype]
+    np.testing.assert_allclose(got, reference(x), rtol=tol, atol=tol)
+    plans = [p for p in write_prefetch if p is not None]
+    assert plans and all(rows == [N * x.itemsize] and n == N for n, rows in plans)
+
+
+def test_write_pass_without_a_copy_in_prefetches_nothing(write_prefetch):
+    """A copy-out pass whose row loop has no fused copy-in (its map reads other columns of the
+    tile, so the copy-in is not paired) has no next row to prefetch."""
+    M = 2 * R
+    X, Y = Buffer("X", (M, N), "float32"), Buffer("Y", (M, N), "float32")
+    x, e, s, _ = _tiles()
+    k = npu_kernel((X, Y), _rms_body(M, X, Y, x, e, s, own=False), 1)
+    check(k, RNG.standard_normal((M, N)).astype(np.float32), np.zeros((M, N), np.float32))
+    assert write_prefetch and all(p is None for p in write_prefetch)

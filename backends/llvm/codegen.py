@@ -82,6 +82,7 @@ class KernelGen(ParallelMaps, Expressions):
         self.loops: list = []  # enclosing serial loop variables, outermost first
         self.prefetch: list = []  # GM rows to prefetch, spread over the next gemm
         self.rows_handed: set = set()  # fused row copy-ins whose rows went to self.prefetch
+        self.row_reads: list = []  # the innermost row loop's copy-ins (rowpass.next_row_reads)
         self.row_group = None     # (Reduces, slot): the row's lanes go to the slot (reduce.py)
         self.nt_ok = platform.machine().lower() in ("x86_64", "amd64")
         self.nt_used = False      # non-temporal stores emitted: fence them before returning
@@ -263,12 +264,14 @@ class KernelGen(ParallelMaps, Expressions):
         exts, rngs = self.extents(s)
         saved = {n: (self.vars.get(n), self.ranges.get(n)) for n in s.vars}
         handed = rowpass.hand_row_prefetch(self, s)
+        reads, self.row_reads = self.row_reads, rowpass.next_row_reads(self, s)
         self.loops.extend(s.vars)
         try:
             self.nest(list(zip(s.vars, exts, rngs)), lambda: self.body_in_context(s.body))
         finally:
             del self.loops[-len(s.vars):]
             self.rows_handed -= handed
+            self.row_reads = reads
         self.restore(saved)
 
     def restore(self, saved):

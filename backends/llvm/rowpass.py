@@ -4,7 +4,8 @@
   row X is copied on to, when that copy is fused too), then evaluate the map (whose load of X
   reads what was just stored) into the reduction's accumulators.
 * map_copy: per vector of the row, evaluate the map, convert and store (streaming when the copy
-  would stream) to GM; X is not written.
+  would stream) to GM; X is not written. Inside a loop over rows it also prefetches the next
+  row of the loop's fused copy-ins (`write_pass_prefetch`).
 
 A row whose GM part is not inside the tensor (clipping, zero padding) runs the statements one
 after the other instead, as without the fusion. Which statements are fused is decided by the
@@ -20,8 +21,8 @@ from tilelang_mini.ir.nodes import Const, Fused
 from . import codegen_ops as co
 from . import vecmath as vm
 from .access import ALL_LANES, all_in_bounds, base_offset, elem_ptr, runs, starts_of
-from .irutil import I64, STORAGE, mark_contiguous, vty
-from .packing import next_starts, prefetch_next
+from .irutil import I64, STORAGE, VL, mark_contiguous, vty
+from .packing import next_starts, prefetch_lines, prefetch_next
 from .values import Par, plus_var, vars_in
 
 def _in_bounds(g, r):
@@ -87,6 +88,76 @@ def hand_row_prefetch(g, s) -> set:
         handed.add(id(cp))
     g.rows_handed |= handed
     return handed
+
+
+def next_row_reads(g, s) -> list:
+    """The fused row copy-ins (copy_map_reduce) of serial row loop `s` whose GM row, a single
+    contiguous run, starts at an offset of the loop variable and is not handed to a gemm
+    (hand_row_prefetch): a map_copy pass in the same body prefetches their next row
+    (`write_pass_prefetch`). The codegen keeps them in g.row_reads while it emits the body."""
+    if len(s.vars) != 1:
+        return []
+    row, found = s.vars[0], []
+    for t in s.body:
+        if not isinstance(t, Fused) or t.kind != "copy_map_reduce":
+            continue
+        cp = t.body[0]
+        si, r = g.info(cp.src.buffer), cp.src
+        if si.param is None or id(cp) in g.rows_handed or si.strides[-1] != 1 \
+                or [d for d, x in enumerate(r.extent) if x != 1] != [len(r.extent) - 1] \
+                or row not in vars_in(tuple(r.start)):
+            continue
+        found.append(cp)
+    return found
+
+
+def write_pass_prefetch(g, n):
+    """chunk(t0) -> emit the prefetches (into L2) of the next row's GM input that belong to
+    the map_copy vector at element t0 of its `n`-element row, or None when there is nothing to
+    prefetch. A row loop of a fused read pass and a write pass alternates reading and writing
+    memory: while the write pass runs (no load misses to follow) the hardware prefetcher stops,
+    and the next read pass starts cold. Spreading the next row's lines over the write pass's
+    stores keeps reads and writes in flight together, as a copy loop does::
+
+        for r in serial(R):                                for r in serial(R):
+            fused(copy(A[r0 + r, :], X), map, reduce)  ->      fused(copy(A[r0 + r, :], X), ...)
+            ...                                                ...
+            fused(map X -> Y, copy(Y, B[r0 + r, :]))           fused(map X -> Y, copy(Y, B[...]),
+                                                                     prefetch A[r0 + r + 1, :])
+
+    The next row is the copy's region with the row variable plus one; past the last row it is
+    whatever follows (a prefetch is a hint: it never faults and changes no result)."""
+    if not g.row_reads or not g.loops:
+        return None
+    e, b = g.e, g.e.b
+    row = g.loops[-1]
+    plans = []
+    for cp in g.row_reads:
+        if row not in vars_in(tuple(cp.src.start)):
+            continue
+        si = g.info(cp.src.buffer)
+        starts = next_starts(g, cp.src)
+        if starts is None:
+            continue
+        row_bytes = cp.src.extent[-1] * STORAGE[si.storage][1]
+        step = prefetch_step(row_bytes, n)
+        base = elem_ptr(g, si, g.buf_ptr(si), base_offset(g, si, starts))
+        plans.append((base, step, max(row_bytes - step, 0)))
+    if not plans:
+        return None
+
+    def chunk(t0):  # vector k of the write pass: bytes [k * step, (k + 1) * step) of each row
+        k = b.sdiv(t0, ir.Constant(I64, VL))  # (the last step's bytes again past the row)
+        for base, step, last in plans:
+            off = e.smin(b.mul(k, ir.Constant(I64, step)), ir.Constant(I64, last))
+            prefetch_lines(g, e.gep(base, off), step // 64)
+    return chunk
+
+
+def prefetch_step(row_bytes: int, n: int) -> int:
+    """Bytes of the next row that each vector of an `n`-element write pass prefetches: whole
+    cache lines, together covering `row_bytes` (less than a line more per vector)."""
+    return -(-row_bytes // -(-n // VL) // 64) * 64
 
 
 def copy_in_map_reduce(g, cp, m, red, on=None):
@@ -174,6 +245,14 @@ def map_copy_out(g, m, cp):
             raw = e.splat(vm.encode(e, v.v, v.kind, xi.dtype, xi.storage))
             return vm.encode(e, vm.decode(e, raw, xi.storage), vm.kind_of(xi.dtype), di.dtype,
                              di.storage, exact)
+
+        pf = write_pass_prefetch(g, n)
+        if pf is not None:
+            compute = value
+
+            def value(t0, mask):
+                pf(t0)
+                return compute(t0, mask)
 
         try:
             g.check_map_store(st)
