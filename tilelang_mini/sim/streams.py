@@ -415,21 +415,105 @@ def index_box(buf, indices, env, lanes=None):
     return tuple(box)
 
 
-def _parallel_vars(s: For, vars: dict) -> tuple[dict, dict]:
-    """(the variables of a map's lanes: `vars` and each lane's index array, {lane: extent})."""
+def _lane_extents(s: For, vars: dict) -> dict:
+    """{lane variable: extent} of a map."""
+    return dict(zip(s.vars, (int(e.value) if isinstance(e, Const) else
+                             as_index(_expr_fn(e)(Env(vars, {})), "extent") for e in s.extents)))
+
+
+def _parallel_vars(s: For, vars: dict, lanes: dict) -> dict:
+    """The variables of a map's lanes: `vars` and each lane's index array (`lanes`: their
+    extents, `_lane_extents`)."""
     env_vars = dict(vars)
-    exts = tuple(int(e.value) if isinstance(e, Const) else
-                 as_index(_expr_fn(e)(Env(vars, {})), "extent") for e in s.extents)
-    lanes = cached(s, lambda _: {}, "lanes")  # extents -> the lane index arrays (read only)
-    aranges = lanes.get(exts)
+    exts = tuple(lanes.values())
+    arrays = cached(s, lambda _: {}, "lanes")  # extents -> the lane index arrays (read only)
+    aranges = arrays.get(exts)
     if aranges is None:
         nd = len(exts)
-        aranges = lanes[exts] = tuple(
+        aranges = arrays[exts] = tuple(
             np.arange(n, dtype=np.int64).reshape((1,) * d + (n,) + (1,) * (nd - d - 1))
             for d, n in enumerate(exts))
     for name, a in zip(s.vars, aranges):
         env_vars[name] = a
-    return env_vars, dict(zip(s.vars, exts))
+    return env_vars
+
+
+_GENERAL = object()
+
+
+def _affine_box(node):
+    """`index_box` of load or store `node` in closed form where each index is affine in the
+    variables (ops.int_affine: c + sum(k * v)), as `box(vars, lanes)`: over a lane of extent
+    n, k * v spans k * 0 .. k * (n - 1), so an index's minimum and maximum over the map's
+    index space are the sums of its terms' (what the min and max of its index array give);
+    `_GENERAL` when a variable is not a lane and holds no int (`index_box` decides). None
+    when some index is not affine."""
+    forms = [semantics.ops.int_affine(x) for x in node.indices]
+    shape = node.buffer.shape
+    if len(forms) != len(shape) or any(f is None for f in forms):
+        return None
+    dims = tuple((c, tuple(steps.items()), n) for (c, steps), n in zip(forms, shape))
+
+    def box(vars, lanes):
+        out = []
+        for c, steps, n in dims:
+            lo = hi = c
+            for v, k in steps:
+                ext = lanes.get(v) if lanes is not None else None
+                if ext is None:
+                    x = vars.get(v)
+                    if type(x) is not int:
+                        return _GENERAL
+                    lo += k * x
+                    hi += k * x
+                elif not ext:  # (an empty index array)
+                    return None
+                elif k > 0:
+                    hi += k * (ext - 1)
+                else:
+                    lo += k * (ext - 1)
+            if lo < 0:
+                lo = 0
+            hi = n if hi >= n else hi + 1
+            if hi <= lo:
+                return None
+            out.append(lo)
+            out.append(hi)
+        return tuple(out)
+
+    return box
+
+
+class _Operands:
+    """What the boxes of an instruction's operands are found in: the instruction's env, a
+    map's lane extents (None for other instructions) and, made when first asked for (`lane_env`),
+    the env where its indices see the lane variables as index arrays."""
+
+    __slots__ = ("stmt", "env", "lanes", "_lane_env")
+
+    def __init__(self, stmt, vars: dict, bufs: dict):
+        self.stmt = stmt
+        self.env = Env(vars, bufs)
+        self.lanes = _lane_extents(stmt, vars) if is_map(stmt) else None
+        self._lane_env = None
+
+    def lane_env(self):
+        if self._lane_env is None:
+            env = self.env
+            self._lane_env = env if self.lanes is None else Env(
+                _parallel_vars(self.stmt, env.vars, self.lanes), env.bufs)
+        return self._lane_env
+
+    def box(self, node):
+        """The box of operand `node` (a region, or a load or store of a buffer)."""
+        if isinstance(node, Region):
+            return region_box(node, self.env)
+        fast = cached(node, _affine_box, "affine_box")
+        if fast is not None:
+            box = fast(self.env.vars, self.lanes)
+            if box is not _GENERAL:
+                return box
+        return index_box(node.buffer, node.indices, self.lane_env(), self.lanes)
 
 
 def instr_accesses(stmt, vars: dict, bufs: dict):
@@ -451,33 +535,20 @@ class Hull(tuple):
     elements = None
 
 
-def _access_envs(stmt, vars: dict, bufs: dict):
-    """(env of the instruction, env of its operands' indices, lane extents): a map's indices
-    see its lane variables as index arrays (`_parallel_vars`), else both envs are one."""
-    env = Env(vars, bufs)
-    if not is_map(stmt):
-        return env, env, None
-    lane_vars, lanes = _parallel_vars(stmt, vars)
-    return env, Env(lane_vars, bufs), lanes
-
-
 def _instr_accesses(stmt, vars: dict, bufs: dict):
-    env, e, lanes = _access_envs(stmt, vars, bufs)
+    acc = _Operands(stmt, vars, bufs)
     out = []
     ops = cached(stmt, lambda s: list(zip(operands(s, accumulate=False),
                                           exact_boxes(s, accumulate=False))), "operands_exact")
-    unguarded = cached(stmt, _unguarded_map, "unguarded") if is_map(stmt) else False
+    unguarded = cached(stmt, _unguarded_map, "unguarded") if acc.lanes is not None else False
     for (node, w), exact in ops:
-        if isinstance(node, Region):
-            box = region_box(node, env)
-        elif node.buffer.scope != "var":
-            box = index_box(node.buffer, node.indices, e, lanes)
-            if box is not None and not exact:
-                box = Hull(box)
-                if unguarded:
-                    box.elements = _elements(node.buffer, node.indices, e)
-        else:
+        if not isinstance(node, Region) and node.buffer.scope == "var":
             continue
+        box = acc.box(node)
+        if box is not None and not exact and not isinstance(node, Region):
+            box = Hull(box)
+            if unguarded:
+                box.elements = _elements(node.buffer, node.indices, acc.lane_env())
         if box is not None:
             out.append((node.buffer, box, w))
     return out
@@ -525,11 +596,10 @@ def shared_accesses(stmt, vars: dict, bufs: dict):
     ops = shared_operands(stmt)
     if not ops:
         return []
-    env, e, lanes = _access_envs(stmt, vars, bufs)
+    acc = _Operands(stmt, vars, bufs)
     out = []
     for node, w in ops:
-        box = region_box(node, env) if isinstance(node, Region) else index_box(
-            node.buffer, node.indices, e, lanes)
+        box = acc.box(node)
         if box is not None:
             out.append((node.buffer, box, w))
     return out
