@@ -198,10 +198,10 @@ class KernelFacts:
     def _element_plan(self, st, core: str):
         """`static_plan` of an instruction with element accesses (a map, a store): where every
         load and store has indices affine in the variables (accesses.affine_box_fn) and each
-        checked one an exact box on a buffer without aliases, a function of the variables
-        giving the plan, or None where `instr_accesses` decides (a variable that holds no int,
-        a lane extent that faults: it raises there as before); else None. Unchecked accesses
-        are visited too, so that what makes `instr_accesses` raise still goes to it."""
+        checked one an exact box, a function of the variables giving the plan, or None where
+        `instr_accesses` decides (a variable that holds no int, a lane extent that faults: it
+        raises there as before); else None. Unchecked accesses are visited too, so that what
+        makes `instr_accesses` raise still goes to it."""
         parts = []
         for (n, w), exact in operands_exact(st):
             if isinstance(n, Region):
@@ -211,9 +211,12 @@ class KernelFacts:
                 continue
             box_of = affine_box_fn(n)
             checked = b.name in self.tracked
-            if box_of is None or checked and (not exact or self.aliases.get(b.name)):
+            if box_of is None or checked and not exact:
                 return None
-            parts.append((b, w, tuple(instances(b, core)) if checked else (), box_of))
+            # (a checked buffer that shares bytes with others: `plan` finds their boxes)
+            inst = () if not checked else None if self.aliases.get(b.name) else tuple(
+                instances(b, core))
+            parts.append((b, w, inst, box_of))
         parts = tuple(parts)
         lanes_of = lane_extents if is_map(st) else None
 
@@ -229,7 +232,11 @@ class KernelFacts:
                 box = box_of(vars, lanes)
                 if box is GENERAL:
                     return None
-                if box is not None:
+                if box is None:
+                    continue
+                if inst is None:
+                    out += self.plan(((b, box, w),), core)
+                else:
                     for key, owner in inst:
                         out.append((key, owner, b, box, w))
             return out
