@@ -165,16 +165,17 @@ class KernelFacts:
             return self._element_plan(st, core)
         if all(isinstance(x, Const) for n, _ in ops for x in n.start):
             return self.plan(instr_accesses(st, {}, {}), core)
-        if any(loads(n) for n, _ in ops) or any(
-                self.aliases.get(n.buffer.name) for n, _ in ops):
+        if any(loads(n) for n, _ in ops):
             return None
-        # (only tracked buffers are checked: an untracked operand's start is evaluated by the
-        # instruction's effect, which reports a fault there at the same statement)
-        ops = [(n, w) for n, w in ops if n.buffer.name in self.tracked]
-        if all(isinstance(x, Const) for n, _ in ops for x in n.start):  # (those checked)
-            return self.plan([(n.buffer, box, w) for n, w in ops
-                              for box in [region_box_fn(n)(None)] if box is not None], core)
-        parts = [(n, w, list(instances(n.buffer, core)), region_box_fn(n)) for n, w in ops]
+        if not any(self.aliases.get(n.buffer.name) for n, _ in ops):
+            # (only tracked buffers are checked: an untracked operand's start is evaluated by
+            # the instruction's effect, which reports a fault there at the same statement)
+            ops = [(n, w) for n, w in ops if n.buffer.name in self.tracked]
+            if all(isinstance(x, Const) for n, _ in ops for x in n.start):  # (those checked)
+                return self.plan([(n.buffer, box, w) for n, w in ops
+                                  for box in [region_box_fn(n)(None)] if box is not None], core)
+        # (with aliases every operand's box is found, in order, as instr_accesses does)
+        parts = [(n, w, self._instances(n.buffer, core), region_box_fn(n)) for n, w in ops]
 
         def plan(vars):
             out = []
@@ -189,11 +190,22 @@ class KernelFacts:
                                              st.loc) from None
                 if box is not None:
                     b = n.buffer
-                    for key, owner in inst:
-                        out.append((key, owner, b, box, w))
+                    if inst is None:
+                        out += self.plan(((b, box, w),), core)
+                    else:
+                        for key, owner in inst:
+                            out.append((key, owner, b, box, w))
             return out
 
         return plan
+
+    def _instances(self, buf, core: str):
+        """The (history key, owner) pairs an access of `core` to `buf` checks, for a plan:
+        none when `buf` is not checked; None when it shares bytes with other buffers (`plan`
+        finds their boxes from the access's)."""
+        if buf.name not in self.tracked:
+            return ()
+        return None if self.aliases.get(buf.name) else tuple(instances(buf, core))
 
     def _element_plan(self, st, core: str):
         """`static_plan` of an instruction with element accesses (a map, a store): where every
@@ -213,10 +225,7 @@ class KernelFacts:
             checked = b.name in self.tracked
             if box_of is None or checked and not exact:
                 return None
-            # (a checked buffer that shares bytes with others: `plan` finds their boxes)
-            inst = () if not checked else None if self.aliases.get(b.name) else tuple(
-                instances(b, core))
-            parts.append((b, w, inst, box_of))
+            parts.append((b, w, self._instances(b, core), box_of))
         parts = tuple(parts)
         lanes_of = lane_extents if is_map(st) else None
 
