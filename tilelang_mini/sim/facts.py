@@ -189,15 +189,18 @@ class KernelFacts:
                     raise KernelRuntimeError(f"{type(st).__name__} failed at run time: {e}",
                                              st.loc) from None
                 if box is not None:
-                    b = n.buffer
-                    if inst is None:
-                        out += self.plan(((b, box, w),), core)
-                    else:
-                        for key, owner in inst:
-                            out.append((key, owner, b, box, w))
+                    self._add(out, n.buffer, box, w, inst, core)
             return out
 
         return plan
+
+    def _add(self, out: list, buf, box, w: bool, inst, core: str) -> None:
+        """Append to plan `out` the entries of an access to `buf` (`inst`: its `_instances`)."""
+        if inst is None:
+            out += self.plan(((buf, box, w),), core)
+        else:
+            for key, owner in inst:
+                out.append((key, owner, buf, box, w))
 
     def _instances(self, buf, core: str):
         """The (history key, owner) pairs an access of `core` to `buf` checks, for a plan:
@@ -241,13 +244,8 @@ class KernelFacts:
                 box = box_of(vars, lanes)
                 if box is GENERAL:
                     return None
-                if box is None:
-                    continue
-                if inst is None:
-                    out += self.plan(((b, box, w),), core)
-                else:
-                    for key, owner in inst:
-                        out.append((key, owner, b, box, w))
+                if box is not None:
+                    self._add(out, b, box, w, inst, core)
             return out
 
         return plan
