@@ -126,12 +126,10 @@ def to_f32_fn(dtype: str, size: int, contiguous: bool = False):
 
 
 def bf16_to_f32(b: np.ndarray) -> np.ndarray:
-    """b.astype(float32), bit-exact: a bfloat16 is the upper half of a float's bits (one
-    integer pass and a shift; ml_dtypes' cast is about 4x slower)."""
-    out = np.empty(b.shape, np.uint32)
-    np.copyto(out, b.view(np.uint16), casting="unsafe")
-    out <<= 16
-    return out.view(F32)
+    """b.astype(float32): ml_dtypes' cast (0.6) is exact for every bit pattern (NaN payloads
+    too: it places the bits in a float's upper half) and, measured, 1.6-4x faster at every
+    size than doing that by hand (an integer pass and a shift)."""
+    return b.astype(F32)
 
 
 _F16_TABLE = []

@@ -11,7 +11,7 @@ import numpy as np
 from ..errors import RaceError
 from ..ir.analysis import is_atomic_pair
 from ..ir.printer import print_ir_line
-from .streams import shared_accesses, shared_operands
+from .accesses import shared_accesses, shared_operands
 
 
 class BlockRaces:

@@ -8,16 +8,20 @@ from collections import defaultdict
 
 from ..errors import CompileError, KernelRuntimeError
 from ..ir.analysis import (
-    AIC_SCOPES, GM_SCOPES, SYNC_OPS, accesses, issue_loads, loads, operands, written_names,
+    AIC_SCOPES, GM_SCOPES, SYNC_OPS, accesses, is_map, issue_loads, loads, operands,
+    written_names,
 )
 from ..ir.nodes import (
     PIPES, Const, For, If, Kernel, PipeBarrier, Region, Scope, SetCrossFlag, SetFlag, WaitCrossFlag,
     WaitFlag, walk_statements,
 )
 from .aliasing import alias_boxes, aliases, byte_ranges, placements
+from .accesses import (
+    GENERAL, affine_box_fn, instr_accesses, lane_extents, operands_exact, region_box_fn,
+)
 from .streams import (
-    CORE_NAMES, Env, Fault, cached, instr_accesses, instr_cost, instr_pipe, region_box_fn,
-    scalar_reads_of, stream_pipes, written_buffers,
+    CORE_NAMES, Env, Fault, cached, instr_cost, instr_pipe, scalar_reads_of, stream_pipes,
+    written_buffers,
 )
 
 INSTR, SET, WAIT, XSET, XWAIT, BARRIER = range(6)
@@ -158,19 +162,20 @@ class KernelFacts:
     def _make_plan(self, st, core: str):
         ops = cached(st, lambda s: operands(s, accumulate=False), "operands")
         if not all(isinstance(n, Region) for n, _ in ops):
-            return None
+            return self._element_plan(st, core)
         if all(isinstance(x, Const) for n, _ in ops for x in n.start):
             return self.plan(instr_accesses(st, {}, {}), core)
-        if any(loads(n) for n, _ in ops) or any(
-                self.aliases.get(n.buffer.name) for n, _ in ops):
+        if any(loads(n) for n, _ in ops):
             return None
-        # (only tracked buffers are checked: an untracked operand's start is evaluated by the
-        # instruction's effect, which reports a fault there at the same statement)
-        ops = [(n, w) for n, w in ops if n.buffer.name in self.tracked]
-        if all(isinstance(x, Const) for n, _ in ops for x in n.start):  # (those checked)
-            return self.plan([(n.buffer, box, w) for n, w in ops
-                              for box in [region_box_fn(n)(None)] if box is not None], core)
-        parts = [(n, w, list(instances(n.buffer, core)), region_box_fn(n)) for n, w in ops]
+        if not any(self.aliases.get(n.buffer.name) for n, _ in ops):
+            # (only tracked buffers are checked: an untracked operand's start is evaluated by
+            # the instruction's effect, which reports a fault there at the same statement)
+            ops = [(n, w) for n, w in ops if n.buffer.name in self.tracked]
+            if all(isinstance(x, Const) for n, _ in ops for x in n.start):  # (those checked)
+                return self.plan([(n.buffer, box, w) for n, w in ops
+                                  for box in [region_box_fn(n)(None)] if box is not None], core)
+        # (with aliases every operand's box is found, in order, as instr_accesses does)
+        parts = [(n, w, self._instances(n.buffer, core), region_box_fn(n)) for n, w in ops]
 
         def plan(vars):
             out = []
@@ -184,9 +189,63 @@ class KernelFacts:
                     raise KernelRuntimeError(f"{type(st).__name__} failed at run time: {e}",
                                              st.loc) from None
                 if box is not None:
-                    b = n.buffer
-                    for key, owner in inst:
-                        out.append((key, owner, b, box, w))
+                    self._add(out, n.buffer, box, w, inst, core)
+            return out
+
+        return plan
+
+    def _add(self, out: list, buf, box, w: bool, inst, core: str) -> None:
+        """Append to plan `out` the entries of an access to `buf` (`inst`: its `_instances`)."""
+        if inst is None:
+            out += self.plan(((buf, box, w),), core)
+        else:
+            for key, owner in inst:
+                out.append((key, owner, buf, box, w))
+
+    def _instances(self, buf, core: str):
+        """The (history key, owner) pairs an access of `core` to `buf` checks, for a plan:
+        none when `buf` is not checked; None when it shares bytes with other buffers (`plan`
+        finds their boxes from the access's)."""
+        if buf.name not in self.tracked:
+            return ()
+        return None if self.aliases.get(buf.name) else tuple(instances(buf, core))
+
+    def _element_plan(self, st, core: str):
+        """`static_plan` of an instruction with element accesses (a map, a store): where every
+        load and store has indices affine in the variables (accesses.affine_box_fn) and each
+        checked one an exact box, a function of the variables giving the plan, or None where
+        `instr_accesses` decides (a variable that holds no int, a lane extent that faults: it
+        raises there as before); else None. Unchecked accesses are visited too, so that what
+        makes `instr_accesses` raise still goes to it."""
+        parts = []
+        for (n, w), exact in operands_exact(st):
+            if isinstance(n, Region):
+                return None
+            b = n.buffer
+            if b.scope == "var":
+                continue
+            box_of = affine_box_fn(n)
+            checked = b.name in self.tracked
+            if box_of is None or checked and not exact:
+                return None
+            parts.append((b, w, self._instances(b, core), box_of))
+        parts = tuple(parts)
+        lanes_of = lane_extents if is_map(st) else None
+
+        def plan(vars):
+            lanes = None
+            if lanes_of is not None:
+                try:
+                    lanes = lanes_of(st, vars)
+                except Exception:  # noqa: BLE001 -- instr_accesses raises it, located
+                    return None
+            out = []
+            for b, w, inst, box_of in parts:
+                box = box_of(vars, lanes)
+                if box is GENERAL:
+                    return None
+                if box is not None:
+                    self._add(out, b, box, w, inst, core)
             return out
 
         return plan

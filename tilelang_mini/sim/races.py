@@ -17,7 +17,7 @@ import numpy as np
 from ..errors import RaceError
 from ..ir.analysis import GM_SCOPES, is_atomic_pair
 from .report import instr_label
-from .streams import Hull, box_elements, instr_accesses
+from .accesses import Hull, box_elements, instr_accesses
 
 
 def _snapshot(bufs, buf, box):
@@ -69,10 +69,10 @@ class RaceChecks:
             plan = plans[core.idx]
             if plan is False:
                 plan = plans[core.idx] = self.sim.static_plan(di.stmt, core.name)
+            if plan is not None and type(plan) is not list:  # (a function of the variables;
+                plan = plan(di.vars)                            # None: instr_accesses decides)
         if plan is None:
             plan = self.sim.plan(instr_accesses(di.stmt, di.vars, bufs), core.name)
-        elif type(plan) is not list:  # (a function of the variables)
-            plan = plan(di.vars)
         self.check_plan(plan, core, p.cid, di, epoch, clk, bufs)
 
     def check_plan(self, plan, core, tid: int, di, epoch: int, clk, bufs) -> None:

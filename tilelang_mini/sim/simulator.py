@@ -55,8 +55,9 @@ from .facts import BARRIER, INSTR, SET, WAIT, XSET, XWAIT, KernelFacts, Op
 from .races import RaceChecks
 from .streams import (
     CORE_NAMES, DynInstr, Env, Fault, ScalarSnapshot, block_envs, cached, check_sync_ids,
-    core_stream, dispatched, effect_fn, index_box, scalar_reads_of,
+    core_stream, dispatched, effect_fn, scalar_reads_of,
 )
+from .accesses import index_box
 from .timing import TimingModel, core_private_scalars
 
 NPIPES = len(PIPES)

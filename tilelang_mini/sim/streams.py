@@ -22,15 +22,15 @@ import itertools
 
 import numpy as np
 
-from ..errors import CompileError, KernelRuntimeError, SyncError
+from ..errors import CompileError, SyncError
 from .. import semantics
 from ..ir import dtypes
 from ..ir.analysis import (
-    GM_SCOPES, SYNC_OPS, exact_boxes, is_map, issue_loads, operands, written_names,
+    GM_SCOPES, SYNC_OPS, issue_loads, written_names,
 )
 from ..ir.nodes import (
     Alloc, Const, Copy, Fill, For, Gemm, If, Load, Reduce, Region, Scope, Sort,
-    SetCrossFlag, SetFlag, Store, Var, WaitCrossFlag, WaitFlag, walk, walk_own,
+    SetCrossFlag, SetFlag, Store, WaitCrossFlag, WaitFlag, walk, walk_own,
     walk_statements,
 )
 from ..ir.happens_before import sync_pipe
@@ -333,206 +333,6 @@ def _walk_while(s: For, kind, env, in_scope, snap):
             return
         snap[0] = None
         yield from _walk(s.body, kind, env, in_scope, snap)
-
-
-# ---------------------------------------------------------------------------------- accesses
-
-
-def _starts_fn(r: Region):
-    if all(isinstance(x, Const) for x in r.start):
-        st = tuple(int(x.value) for x in r.start)
-        return lambda env: st
-    fns = [_expr_fn(x) for x in r.start]
-
-    def starts(env):
-        out = []
-        for f in fns:
-            a = f(env)
-            out.append(a if type(a) is int else as_index(a, "a region start"))
-        return out
-
-    return semantics.ops.affine_starts(r.start, starts)
-
-
-def region_box(r: Region, env):
-    """The element box [(lo, hi), ...] of a region, clipped to its buffer; None when empty."""
-    return region_box_fn(r)(env)
-
-
-def region_box_fn(r: Region):
-    """`region_box` of region `r` as a function of the env, made once per region (a constant
-    box when every start is)."""
-    return cached(r, _box_fn, "box")
-
-
-def _box_fn(r: Region):
-    starts = _starts_fn(r)
-    dims = tuple(zip(r.extent, r.buffer.shape))
-
-    def box(env):
-        out = []
-        for a, (e, n) in zip(starts(env), dims):
-            lo = a if a > 0 else 0
-            hi = a + e
-            if hi > n:
-                hi = n
-            if hi <= lo:
-                return None
-            out.append(lo)
-            out.append(hi)
-        return tuple(out)
-
-    if all(isinstance(x, Const) for x in r.start):
-        fixed = box(None)
-        return lambda env: fixed
-    return box
-
-
-def index_box(buf, indices, env, lanes=None):
-    """The element box of a load or store, clipped to its buffer; None when empty. `lanes`: a
-    map's lane variables and their extents (a lane variable as an index spans 0..extent, what
-    the min and max of its index array give)."""
-    box = []
-    for x, n in zip(indices, buf.shape):
-        if lanes is not None and type(x) is Var and x.name in lanes:
-            lo, hi = 0, lanes[x.name]
-            if not hi:
-                return None
-        else:
-            v = _expr_fn(x)(env)
-            if isinstance(v, np.ndarray):
-                if not v.size:
-                    return None
-                lo, hi = int(v.min()), int(v.max()) + 1
-            else:
-                lo = int(v)
-                hi = lo + 1
-        lo, hi = max(lo, 0), min(hi, n)
-        if hi <= lo:
-            return None
-        box.append(lo)
-        box.append(hi)
-    return tuple(box)
-
-
-def _parallel_vars(s: For, vars: dict) -> tuple[dict, dict]:
-    """(the variables of a map's lanes: `vars` and each lane's index array, {lane: extent})."""
-    env_vars = dict(vars)
-    exts = tuple(int(e.value) if isinstance(e, Const) else
-                 as_index(_expr_fn(e)(Env(vars, {})), "extent") for e in s.extents)
-    lanes = cached(s, lambda _: {}, "lanes")  # extents -> the lane index arrays (read only)
-    aranges = lanes.get(exts)
-    if aranges is None:
-        nd = len(exts)
-        aranges = lanes[exts] = tuple(
-            np.arange(n, dtype=np.int64).reshape((1,) * d + (n,) + (1,) * (nd - d - 1))
-            for d, n in enumerate(exts))
-    for name, a in zip(s.vars, aranges):
-        env_vars[name] = a
-    return env_vars, dict(zip(s.vars, exts))
-
-
-def instr_accesses(stmt, vars: dict, bufs: dict):
-    """[(buffer, box, is_write)] of a data instruction (scalar `var` buffers left out). A region
-    start or index that is not a valid integer at run time (e.g. nan) is a KernelRuntimeError at
-    the instruction, as on the other targets."""
-    try:
-        return _instr_accesses(stmt, vars, bufs)
-    except Fault as e:
-        raise KernelRuntimeError(str(e), stmt.loc) from None
-    except (ValueError, OverflowError) as e:
-        raise KernelRuntimeError(f"{type(stmt).__name__} failed at run time: {e}", stmt.loc) from None
-
-
-class Hull(tuple):
-    """The element box of a map access that is not exactly the elements it touches (a strided
-    or guarded map: analysis.exact_boxes). `elements`: the sorted flat indices it touches when
-    the map has no if around it (a strided one), else None (unknown: only the box bounds it)."""
-    elements = None
-
-
-def _access_envs(stmt, vars: dict, bufs: dict):
-    """(env of the instruction, env of its operands' indices, lane extents): a map's indices
-    see its lane variables as index arrays (`_parallel_vars`), else both envs are one."""
-    env = Env(vars, bufs)
-    if not is_map(stmt):
-        return env, env, None
-    lane_vars, lanes = _parallel_vars(stmt, vars)
-    return env, Env(lane_vars, bufs), lanes
-
-
-def _instr_accesses(stmt, vars: dict, bufs: dict):
-    env, e, lanes = _access_envs(stmt, vars, bufs)
-    out = []
-    ops = cached(stmt, lambda s: list(zip(operands(s, accumulate=False),
-                                          exact_boxes(s, accumulate=False))), "operands_exact")
-    unguarded = cached(stmt, _unguarded_map, "unguarded") if is_map(stmt) else False
-    for (node, w), exact in ops:
-        if isinstance(node, Region):
-            box = region_box(node, env)
-        elif node.buffer.scope != "var":
-            box = index_box(node.buffer, node.indices, e, lanes)
-            if box is not None and not exact:
-                box = Hull(box)
-                if unguarded:
-                    box.elements = _elements(node.buffer, node.indices, e)
-        else:
-            continue
-        if box is not None:
-            out.append((node.buffer, box, w))
-    return out
-
-
-def _unguarded_map(stmt) -> bool:
-    """A map whose body is stores only (no if, no nested loop): every access happens at every
-    point of its index space."""
-    return all(isinstance(s, Store) for s in stmt.body)
-
-
-def _elements(buf, indices, env):
-    """The sorted distinct flat (row-major) indices of `buf` an element access touches over a
-    map's index space (those inside the buffer)."""
-    vals = np.broadcast_arrays(*[np.asarray(_expr_fn(x)(env), dtype=np.int64) for x in indices])
-    shape = tuple(buf.shape)
-    ok = np.ones(vals[0].shape, dtype=bool)
-    for v, n in zip(vals, shape):
-        ok &= (v >= 0) & (v < n)
-    flat = np.ravel_multi_index(tuple(v[ok] for v in vals), shape) if shape else np.zeros(1, np.int64)
-    return np.unique(flat)
-
-
-def box_elements(box, shape):
-    """The sorted flat indices of an element box (lo0, hi0, lo1, hi1, ...) of a buffer."""
-    if isinstance(box, Hull):
-        return box.elements
-    grids = np.meshgrid(*[np.arange(box[i], box[i + 1]) for i in range(0, len(box), 2)],
-                        indexing="ij")
-    return np.unique(np.ravel_multi_index(tuple(g.ravel() for g in grids), tuple(shape)))
-
-
-def shared_operands(stmt) -> list:
-    """[(operand, write flag)] of a data instruction's accesses to global tensors whose box is
-    exactly the elements touched (analysis.exact_boxes), found once per statement."""
-    return cached(stmt, lambda s: [(n, w) for (n, w), ok in zip(
-        operands(s, accumulate=False), exact_boxes(s, accumulate=False))
-        if ok and n.buffer.scope == "global"], "shared_operands")
-
-
-def shared_accesses(stmt, vars: dict, bufs: dict):
-    """[(buffer, box, write flag)] of the accesses of a data instruction to global tensors
-    (shared by every block) whose box is exactly the elements touched (analysis.exact_boxes);
-    the other accesses are left out (a box that over-approximates proves no race)."""
-    ops = shared_operands(stmt)
-    if not ops:
-        return []
-    env, e, lanes = _access_envs(stmt, vars, bufs)
-    out = []
-    for node, w in ops:
-        box = region_box(node, env) if isinstance(node, Region) else index_box(
-            node.buffer, node.indices, e, lanes)
-        if box is not None:
-            out.append((node.buffer, box, w))
-    return out
 
 
 def written_buffers(body, kind: str) -> set:
