@@ -526,6 +526,19 @@ def transform(node, rewrite):
     return rewrite(node)
 
 
+def transform_statements(stmt, rewrite):
+    """`transform` of statements only: the nested statement lists first, then `rewrite(stmt)`;
+    the regions and expressions a statement holds are not visited (for rewrites of whole
+    statements, e.g. an allocation's flags: a walk of every expression node costs far more)."""
+    changes = {}
+    for name in body_fields(stmt):
+        old = getattr(stmt, name)
+        new = tuple(transform_statements(s, rewrite) for s in old)
+        if any(a is not b for a, b in zip(new, old)):
+            changes[name] = new
+    return rewrite(replace(stmt, **changes) if changes else stmt)
+
+
 def body_fields(stmt) -> tuple[str, ...]:
     """Names of the statement-list fields of a structured statement."""
     if isinstance(stmt, If):
