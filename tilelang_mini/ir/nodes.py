@@ -446,6 +446,7 @@ def _child_fields(node) -> tuple[str, ...]:
 
 
 _IS_NODE: dict = {}
+_LEAVES = frozenset((str, int, float, bool, type(None)))  # field values that are not nodes
 
 
 def _is_node(value) -> bool:
@@ -469,10 +470,11 @@ def map_children(node, fn):
 
 
 def _map_value(value, fn):
-    if type(value) is tuple:
+    t = type(value)
+    if t is tuple:
         items = [_map_value(v, fn) for v in value]
         return tuple(items) if any(a is not b for a, b in zip(items, value)) else value
-    if _is_node(value):
+    if t not in _LEAVES and _is_node(value):
         return fn(value)
     return value
 
@@ -481,18 +483,21 @@ def _children(node, out: list) -> list:
     """Append the nodes directly below `node` (tuples flattened) to `out`, in field order."""
     for name in _child_fields(node):
         value = getattr(node, name)
-        if type(value) is tuple:
-            _flatten(value, out)
-        elif _is_node(value):
+        t = type(value)
+        if t is tuple:
+            if value:
+                _flatten(value, out)
+        elif t not in _LEAVES and _is_node(value):
             out.append(value)
     return out
 
 
 def _flatten(values: tuple, out: list) -> None:
     for v in values:
-        if type(v) is tuple:
+        t = type(v)
+        if t is tuple:
             _flatten(v, out)
-        elif _is_node(v):
+        elif t not in _LEAVES and _is_node(v):
             out.append(v)
 
 
@@ -522,8 +527,22 @@ def _walk_value(value):
 
 def transform(node, rewrite):
     """Bottom-up rewrite: children first, then `rewrite(node)` (return the node to keep it)."""
-    node = map_children(node, lambda child: transform(child, rewrite))
-    return rewrite(node)
+    def go(n):
+        return rewrite(map_children(n, go))
+    return go(node)
+
+
+def transform_statements(stmt, rewrite):
+    """`transform` of statements only: the nested statement lists first, then `rewrite(stmt)`;
+    the regions and expressions a statement holds are not visited (for rewrites of whole
+    statements, e.g. an allocation's flags: a walk of every expression node costs far more)."""
+    changes = {}
+    for name in body_fields(stmt):
+        old = getattr(stmt, name)
+        new = tuple(transform_statements(s, rewrite) for s in old)
+        if any(a is not b for a, b in zip(new, old)):
+            changes[name] = new
+    return rewrite(replace(stmt, **changes) if changes else stmt)
 
 
 def body_fields(stmt) -> tuple[str, ...]:

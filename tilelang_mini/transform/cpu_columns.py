@@ -20,8 +20,8 @@ from dataclasses import replace
 
 from ..ir.analysis import interval
 from ..ir.nodes import (
-    BinOp, Call, Const, Copy, Fill, For, Gemm, Kernel, Load, Region, Store, Var, transform, walk,
-    walk_own, walk_statements,
+    BinOp, Call, Const, Copy, Fill, For, Gemm, Kernel, Load, Region, Store, Var,
+    transform_statements, walk, walk_own, walk_statements,
 )
 
 
@@ -36,7 +36,7 @@ def infer_live_columns(kernel: Kernel) -> Kernel:
             return replace(node, columns=counts[node.c.buffer.name])
         return node
 
-    return replace(kernel, body=tuple(transform(s, rewrite) for s in kernel.body))
+    return replace(kernel, body=tuple(transform_statements(s, rewrite) for s in kernel.body))
 
 
 def live_columns(kernel: Kernel) -> dict:

@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ..ir.analysis import GM_SCOPES
-from ..ir.nodes import Alloc, Copy, Gemm, Kernel, Load, Region, Store, transform, walk_own, \
+from ..ir.nodes import Alloc, Copy, Gemm, Kernel, Load, Region, Store, transform_statements, walk_own, \
     walk_statements
 
 PANEL_DTYPES = ("float32", "float16", "bfloat16", "float8_e4m3fn", "float8_e5m2")
@@ -62,4 +62,4 @@ def infer_panels(kernel: Kernel) -> Kernel:
             return replace(node, panels=True)
         return node
 
-    return replace(kernel, body=tuple(transform(s, rewrite) for s in kernel.body))
+    return replace(kernel, body=tuple(transform_statements(s, rewrite) for s in kernel.body))

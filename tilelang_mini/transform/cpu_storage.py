@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ..ir.analysis import can_widen
-from ..ir.nodes import Alloc, Kernel, transform
+from ..ir.nodes import Alloc, Kernel, transform_statements
 
 
 def widen_storage(kernel: Kernel, native_bf16: bool = False) -> Kernel:
@@ -29,4 +29,4 @@ def widen_storage(kernel: Kernel, native_bf16: bool = False) -> Kernel:
         widened = can_widen(node.buffer) and not (native_bf16 and node.buffer.dtype == "bfloat16")
         return node if node.widened == widened else replace(node, widened=widened)
 
-    return replace(kernel, body=tuple(transform(s, rewrite) for s in kernel.body))
+    return replace(kernel, body=tuple(transform_statements(s, rewrite) for s in kernel.body))

@@ -140,6 +140,8 @@ class _Analysis(HappensBefore):
         self.set_here: dict = {}   # id(item) -> channels set or primed there (first walk)
         self.frozen = False        # replaying: a dependency no channel covers raises _Uncovered
         self.accesses: dict = {}   # id(instr) -> its accesses (fixed for the whole pass)
+        self.dependent: dict = {}  # (id(earlier instr), id(instr)) -> accesses that conflict
+        self.plans: dict = {}      # occurrence index -> [(thread, its accesses, how many earlier)]
         self.history, self.by_mem = [], {}
         self.snaps = None          # top-level item -> the replay's state before it
         self.reset()
@@ -441,12 +443,16 @@ class _Analysis(HappensBefore):
         check = self.release.get(id(item), acc)  # what earlier accesses are checked against
         needed = []  # every unordered conflicting producer: one in a branch covers no other
         seen = set()
-        # earlier accesses of the same memory, per thread, newest first
-        for p, entries in threads_to_check(self.by_mem, check, q):
-            if self.intra_only and p[0] != q[0]:
-                continue
+        # earlier accesses of the same memory, per thread, newest first (a replay walks the
+        # occurrences of the first walk, which indexed them all: looked up once per occurrence)
+        plan = self.plans.get(occ.index) if self.frozen else None
+        if plan is None:
+            plan = [(p, entries, bisect_left(entries, occ.index, key=_first))
+                    for p, entries in threads_to_check(self.by_mem, check, q)
+                    if not (self.intra_only and p[0] != q[0])]
+            self.plans[occ.index] = plan if self.frozen else None
+        for p, entries, j in plan:
             floor = known.get(p, -1)  # everything up to it is ordered before `occ` already
-            j = bisect_left(entries, occ.index, key=_first)
             while j:
                 j -= 1
                 index, prev, pacc = entries[j]
@@ -455,13 +461,16 @@ class _Analysis(HappensBefore):
                 if index in seen:
                     continue
                 seen.add(index)
-                if self.covered(prev, occ, q, known) or exclusive(prev, occ):
-                    continue
-                if any(conflict(x, y) and (p == q or not self.v_only or self.reused(x, y)
-                                           or _scalar_after_vector(p, q))
-                       for x in pacc for y in check):
-                    # v_only: between pipes only what plan_memory's shared bytes make dependent,
-                    # and a scalar access after a vector one (both the toolchain's to order)
+                pair = (id(prev.item), id(item))  # fixed accesses: decided once per pair
+                dependent = self.dependent.get(pair)
+                if dependent is None:
+                    # v_only: between pipes only plan_memory's shared bytes, or S after V
+                    dependent = self.dependent[pair] = any(
+                        conflict(x, y) and (p == q or not self.v_only or self.reused(x, y)
+                                            or _scalar_after_vector(p, q))
+                        for x in pacc for y in check)
+                if dependent and not (self.covered(prev, occ, q, known)
+                                      or exclusive(prev, occ)):
                     needed.append(prev)
         # Latest producers first: the order one of them establishes may cover the others.
         for prev in sorted(needed, key=lambda o: -o.index):
