@@ -192,6 +192,9 @@ sys.modules["torch_npu"] = types.ModuleType("torch_npu")
 
 CHILD = r'''
 import json, os, sys, traceback
+if {sample!r}:  # every few seconds, all stacks to a file: where a timeout spent its time
+    import faulthandler
+    faulthandler.dump_traceback_later({sample!r}, repeat=True, file=open({stacks!r}, "w"))
 sys.path.insert(0, {root!r})
 sys.argv = [{local!r}] + {argv!r}
 exec({prelude!r})
@@ -275,20 +278,41 @@ def _limit_memory(gb: float):
     return limit if gb else None
 
 
-def run_one(repo, path, how, target, timeout, root, mem_gb=0.0) -> dict:
+def where_time_went(stacks: str, example: str) -> str:
+    """A summary of the stack samples of a child that timed out: per sample, the example's
+    innermost line and the innermost tilelang_mini frame (`file:function`), most common first."""
+    try:
+        text = Path(stacks).read_text()
+    except OSError:
+        return ""
+    counts = collections.Counter()
+    samples = [t for t in text.split("Timeout (") if "File" in t]
+    for sample in samples:
+        frames = re.findall(r'File "([^"]+)", line (\d+) in (\S+)', sample)  # innermost first
+        ex = next((f"{example}:{ln}" for f, ln, _ in frames if f.endswith("/" + example)), "?")
+        ours = " < ".join([f"{Path(f).parent.name}/{Path(f).name}:{fn}" for f, ln, fn in frames
+                           if "/tilelang_mini/" in f][:2]) or "-"
+        counts[f"{ex} {ours}"] += 1
+    top = "; ".join(f"{n}x {k}" for k, n in counts.most_common(4))
+    return f" ({len(samples)} samples: {top})"
+
+
+def run_one(repo, path, how, target, timeout, root, mem_gb=0.0, sample=0.0) -> dict:
     with tempfile.TemporaryDirectory(prefix="tlm-own-") as tmp:
         local = prepare(repo, path, how, Path(tmp))
         call = how.get("call", "")
         argv = how.get("argv", []) if (not call or how.get("as_argv")) else []
+        stacks = str(Path(tmp) / "stacks.txt")
         child = CHILD.format(root=str(root), local=str(local), argv=argv, prelude=PRELUDE,
-                             workdir=tmp, call=call)
+                             workdir=tmp, call=call, sample=sample, stacks=stacks)
         env = dict(os.environ, TILELANG_MINI_TARGET=target, PYTHONPATH=str(root))
         t0 = time.time()
         try:
             proc = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True,
                                   timeout=timeout, env=env, preexec_fn=_limit_memory(mem_gb))
         except subprocess.TimeoutExpired:
-            return {"status": "timeout", "error": f"timeout after {timeout:.0f} s",
+            where = where_time_went(stacks, local.name) if sample else ""
+            return {"status": "timeout", "error": f"timeout after {timeout:.0f} s{where}",
                     "secs": round(time.time() - t0, 1)}
         secs = round(time.time() - t0, 1)
         for line in proc.stdout.splitlines():
@@ -316,6 +340,9 @@ def main(argv=None) -> int:
     ap.add_argument("--root", default=str(ROOT), help="the tilelang_mini checkout to run")
     ap.add_argument("--mem-gb", type=float, default=0.0,
                     help="cap each child's address space (GB; 0: no cap); over it: memory")
+    ap.add_argument("--sample", type=float, default=0.0,
+                    help="dump the child's stacks every SAMPLE s; a timeout reports where they were")
+    ap.add_argument("--resume", default="", help="a --json file: its cases' results are reused")
     ap.add_argument("--shard", default="0/1", help="i/n: run every n-th case from the i-th")
     ap.add_argument("--sizes", default="own", choices=["own", "alt", "upstream"],
                     help="alt: the size variants of upstream_cases_alt.py instead; upstream: "
@@ -323,6 +350,13 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     from upstream_cases_own import MORE  # noqa: F401  (more cases, ascend's)
     results = []
+    done = {}
+    if args.resume and Path(args.resume).exists():
+        for r in json.loads(Path(args.resume).read_text()):
+            runs = r.get("runs") or {t: {"status": r["status"], "error": r["error"], "secs": v}
+                                     for t, v in r["secs"].items()}
+            for t, rt in runs.items():
+                done[r["case"], t] = rt
     shard, nshards = (int(v) for v in args.shard.split("/"))
     cases = CASES + MORE
     if args.sizes == "alt":
@@ -342,7 +376,11 @@ def main(argv=None) -> int:
             continue
         res = {}
         for target in args.targets.split(","):
-            res[target] = run_one(repo, path, how, target, args.timeout, args.root, args.mem_gb)
+            if (name, target) in done:
+                res[target] = done[name, target]
+            else:
+                res[target] = run_one(repo, path, how, target, args.timeout, args.root,
+                                      args.mem_gb, args.sample)
             if res[target]["status"] != "pass":
                 break
         order = ["ours", "wrong", "memory", "timeout", "host", "located"]
@@ -350,7 +388,9 @@ def main(argv=None) -> int:
         err = next((f"[{t}] {r.get('error', '')}" for t, r in res.items()
                     if r["status"] != "pass"), "")
         results.append({"case": name, "status": worst, "error": err,
-                        "secs": {t: r.get("secs") for t, r in res.items()}})
+                        "secs": {t: r.get("secs") for t, r in res.items()},
+                        "runs": {t: {k: v for k, v in r.items() if k != "trace"}
+                                 for t, r in res.items()}})
         secs = " ".join(f"{t} {r.get('secs')}" for t, r in res.items())
         print(f"| {name} | {worst} | {secs} | {err[:220]} |", flush=True)
         if args.json:  # after each case: a long run that is stopped keeps what it did
