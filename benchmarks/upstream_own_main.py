@@ -24,7 +24,7 @@ Each case runs once per target in a child process. Outcomes:
   ours      any other error raised inside tilelang_mini (a defect: torch interop included)
   host      the example's host code needs what a CPU torch lacks (CUDA-only calls, triton...)
   timeout   did not finish in time
-  memory    the child ran out of memory (MemoryError, or killed by the OS)
+  memory    the child ran out of memory (MemoryError, torch's allocator, killed by the OS)
 """
 from __future__ import annotations
 
@@ -280,7 +280,8 @@ def _limit_memory(gb: float):
 
 def where_time_went(stacks: str, example: str) -> str:
     """A summary of the stack samples of a child that timed out: per sample, the example's
-    innermost line and the innermost tilelang_mini frame (`file:function`), most common first."""
+    innermost line, the two innermost tilelang_mini frames (`file:function`) and [the innermost
+    frame of all], most common first."""
     try:
         text = Path(stacks).read_text()
     except OSError:
@@ -292,7 +293,8 @@ def where_time_went(stacks: str, example: str) -> str:
         ex = next((f"{example}:{ln}" for f, ln, _ in frames if f.endswith("/" + example)), "?")
         ours = " < ".join([f"{Path(f).parent.name}/{Path(f).name}:{fn}" for f, ln, fn in frames
                            if "/tilelang_mini/" in f][:2]) or "-"
-        counts[f"{ex} {ours}"] += 1
+        inner = f"{Path(frames[0][0]).name}:{frames[0][2]}" if frames else "?"
+        counts[f"{ex} {ours} [{inner}]"] += 1
     top = "; ".join(f"{n}x {k}" for k, n in counts.most_common(4))
     return f" ({len(samples)} samples: {top})"
 
@@ -319,7 +321,8 @@ def run_one(repo, path, how, target, timeout, root, mem_gb=0.0, sample=0.0) -> d
             if line.startswith("@@RESULT@@"):
                 r = json.loads(line[len("@@RESULT@@"):])
                 r["secs"] = secs
-                if "MemoryError" in r.get("error", "").split(":")[0]:
+                err = r.get("error", "")
+                if "MemoryError" in err.split(":")[0] or "can't allocate memory" in err:
                     r["status"] = "memory"
                 return r
         last = (proc.stderr.strip().splitlines() or ["crash"])[-1][:300]
