@@ -232,6 +232,8 @@ except BaseException as e:
     if isinstance(e, tilelang_mini.CompileError) and _re.search(r"\.py:\d+:\d+", text) and \
             "internal" not in first.lower():
         result["status"] = "located"
+    elif isinstance(e, ImportError) and "tilelang_mini" in text:  # a name we lack
+        result["status"] = "ours"
     elif isinstance(e, AssertionError) and "site-packages" in where.filename and \
             "/torch/testing/" not in where.filename:  # a library's own check (triton's driver)
         result["status"] = "host"
