@@ -332,7 +332,7 @@ def run_one(repo, path, how, target, timeout, root, mem_gb=0.0, sample=0.0) -> d
             return {"status": "memory", "error": f"killed (rc {proc.returncode}): {last}",
                     "secs": secs}
         return {"status": "ours" if "tilelang_mini" in proc.stderr else "host",
-                "error": last, "secs": secs}
+                "error": f"{last} (rc {proc.returncode})", "secs": secs}
 
 
 def main(argv=None) -> int:
