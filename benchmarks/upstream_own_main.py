@@ -192,9 +192,17 @@ sys.modules["torch_npu"] = types.ModuleType("torch_npu")
 
 CHILD = r'''
 import json, os, sys, traceback
-if {sample!r}:  # every few seconds, all stacks to a file: where a timeout spent its time
-    import faulthandler
-    faulthandler.dump_traceback_later({sample!r}, repeat=True, file=open({stacks!r}, "w"))
+if {sample!r}:  # every few seconds, the main thread's stack to a file: where a timeout went
+    # (a SIGALRM handler in the main thread, not faulthandler.dump_traceback_later: its watchdog
+    # thread reads other threads' frames unlocked and crashed children with SIGSEGV)
+    import signal as _signal, traceback as _tb
+    _stk = open({stacks!r}, "w")
+    def _sample(signum, frame):
+        _stk.write("Timeout (sample)\n" + "".join('  File "%s", line %d in %s\n' % (
+            f.f_code.co_filename, ln, f.f_code.co_name) for f, ln in _tb.walk_stack(frame)))
+        _stk.flush()
+    _signal.signal(_signal.SIGALRM, _sample)
+    _signal.setitimer(_signal.ITIMER_REAL, {sample!r}, {sample!r})
 sys.path.insert(0, {root!r})
 sys.argv = [{local!r}] + {argv!r}
 exec({prelude!r})
