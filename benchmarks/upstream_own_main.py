@@ -3,6 +3,7 @@
     /tmp/tv/bin/python benchmarks/upstream_own_main.py [--match STR] [--timeout 90]
                                                        [--targets numpy,llvm] [--json out.json]
                                                        [--sizes own|alt|upstream]
+                                                       [--mem-gb 10] [--sample 5] [--resume out.json]
 
 Not a test. benchmarks/upstream_sweep.py calls each example's kernels from host code written
 here, with NumPy arrays; this runner instead keeps the example's own `main()` / `__main__` code
