@@ -355,7 +355,7 @@ def main(argv=None) -> int:
     ap.add_argument("--mem-gb", type=float, default=0.0,
                     help="cap each child's address space (GB; 0: no cap); over it: memory")
     ap.add_argument("--sample", type=float, default=0.0,
-                    help="dump the child's stacks every SAMPLE s; a timeout reports where they were")
+                    help="sample the child's stack every SAMPLE s; a timeout says where it was")
     ap.add_argument("--resume", default="", help="a --json file: its cases' results are reused")
     ap.add_argument("--shard", default="0/1", help="i/n: run every n-th case from the i-th")
     ap.add_argument("--sizes", default="own", choices=["own", "alt", "upstream"],
