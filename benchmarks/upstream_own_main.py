@@ -2,7 +2,8 @@
 
     /tmp/tv/bin/python benchmarks/upstream_own_main.py [--match STR] [--timeout 90]
                                                        [--targets numpy,llvm] [--json out.json]
-                                                       [--sizes own|alt]
+                                                       [--sizes own|alt|upstream]
+                                                       [--mem-gb 10] [--sample 5] [--resume out.json]
 
 Not a test. benchmarks/upstream_sweep.py calls each example's kernels from host code written
 here, with NumPy arrays; this runner instead keeps the example's own `main()` / `__main__` code
@@ -13,8 +14,8 @@ profiler, `do_bench`, `get_kernel_source`) and changes only what a CPU needs: im
 and the problem sizes (each case below shrinks them, by its main's arguments, its argparse
 flags or a substitution in its host code), so that one run takes well under a minute on the
 NumPy interpreter (`--sizes alt`: instead the other sizes of upstream_cases_alt.py, the smallest
-each example allows and odd / tail ones). Needs real torch (run it with a Python that has
-torch installed).
+each example allows and odd / tail ones; `--sizes upstream`: none, see `upstream_sizes`). Needs
+real torch (run it with a Python that has torch installed).
 
 Each case runs once per target in a child process. Outcomes:
 
@@ -24,6 +25,7 @@ Each case runs once per target in a child process. Outcomes:
   ours      any other error raised inside tilelang_mini (a defect: torch interop included)
   host      the example's host code needs what a CPU torch lacks (CUDA-only calls, triton...)
   timeout   did not finish in time
+  memory    the child ran out of memory (MemoryError, torch's allocator, killed by the OS)
 """
 from __future__ import annotations
 
@@ -105,6 +107,27 @@ CASES: list = [
 ]
 
 
+# the flags that select a variant of an example, not a size (kept by --sizes upstream)
+VARIANT_ARGV = {"causal": ["--is_causal"]}
+
+
+def upstream_sizes(cases: list) -> list:
+    """The cases at the examples' own sizes (`--sizes upstream`): each file run as `__main__`
+    with no arguments and no substitution of its source, as a user would run it. Every
+    substitution of the tables above is about sizes (M/N/K, sequence lengths, heads,
+    `test_configs`, a `check_case` call), so none is kept; a case's "call" is dropped too (it
+    only passes sizes: `__main__` passes the example's defaults). A named variant keeps its
+    non-size flag (VARIANT_ARGV: the causal flash attention). The CPU changes of every mode stay
+    (imports, device strings, `.cuda()`/`.npu()`, the torch.cuda/npu stand-ins of PRELUDE)."""
+    out = []
+    for repo, path, how in cases:
+        new = {"argv": VARIANT_ARGV.get(how.get("name"), [])}
+        if "name" in how:
+            new["name"] = how["name"]
+        out.append((repo, path, new))
+    return out
+
+
 def show(repo: str, path: str) -> str:
     git = MIRROR / REPOS[repo] / "repo"
     return subprocess.run(["git", "-C", str(git), "show", f"HEAD:{path}"], capture_output=True,
@@ -170,6 +193,17 @@ sys.modules["torch_npu"] = types.ModuleType("torch_npu")
 
 CHILD = r'''
 import json, os, sys, traceback
+if {sample!r}:  # every few seconds, the main thread's stack to a file: where a timeout went
+    # (a SIGALRM handler in the main thread, not faulthandler.dump_traceback_later: its watchdog
+    # thread reads other threads' frames unlocked and crashed children with SIGSEGV)
+    import signal as _signal, traceback as _tb
+    _stk = open({stacks!r}, "w")
+    def _sample(signum, frame):
+        _stk.write("Timeout (sample)\n" + "".join('  File "%s", line %d in %s\n' % (
+            f.f_code.co_filename, ln, f.f_code.co_name) for f, ln in _tb.walk_stack(frame)))
+        _stk.flush()
+    _signal.signal(_signal.SIGALRM, _sample)
+    _signal.setitimer(_signal.ITIMER_REAL, {sample!r}, {sample!r})
 sys.path.insert(0, {root!r})
 sys.argv = [{local!r}] + {argv!r}
 exec({prelude!r})
@@ -207,6 +241,8 @@ except BaseException as e:
     if isinstance(e, tilelang_mini.CompileError) and _re.search(r"\.py:\d+:\d+", text) and \
             "internal" not in first.lower():
         result["status"] = "located"
+    elif isinstance(e, ImportError) and "tilelang_mini" in text:  # a name we lack
+        result["status"] = "ours"
     elif isinstance(e, AssertionError) and "site-packages" in where.filename and \
             "/torch/testing/" not in where.filename:  # a library's own check (triton's driver)
         result["status"] = "host"
@@ -244,27 +280,68 @@ def prepare(repo: str, path: str, how: dict, workdir: Path) -> Path:
     return local
 
 
-def run_one(repo, path, how, target, timeout, root) -> dict:
+def _limit_memory(gb: float):
+    """A preexec_fn capping the child's address space (a shared machine: `--mem-gb`)."""
+    def limit():
+        import resource
+        cap = int(gb * (1 << 30))
+        resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
+    return limit if gb else None
+
+
+def where_time_went(stacks: str, example: str) -> str:
+    """A summary of the stack samples of a child that timed out: per sample, the example's
+    innermost line, the two innermost tilelang_mini frames (`file:function`) and [the innermost
+    frame of all], most common first."""
+    try:
+        text = Path(stacks).read_text()
+    except OSError:
+        return ""
+    counts = collections.Counter()
+    samples = [t for t in text.split("Timeout (") if "File" in t]
+    for sample in samples:
+        frames = re.findall(r'File "([^"]+)", line (\d+) in (\S+)', sample)  # innermost first
+        ex = next((f"{example}:{ln}" for f, ln, _ in frames if f.endswith("/" + example)), "?")
+        ours = " < ".join([f"{Path(f).parent.name}/{Path(f).name}:{fn}" for f, ln, fn in frames
+                           if "/tilelang_mini/" in f][:2]) or "-"
+        inner = f"{Path(frames[0][0]).name}:{frames[0][2]}" if frames else "?"
+        counts[f"{ex} {ours} [{inner}]"] += 1
+    top = "; ".join(f"{n}x {k}" for k, n in counts.most_common(4))
+    return f" ({len(samples)} samples: {top})"
+
+
+def run_one(repo, path, how, target, timeout, root, mem_gb=0.0, sample=0.0) -> dict:
     with tempfile.TemporaryDirectory(prefix="tlm-own-") as tmp:
         local = prepare(repo, path, how, Path(tmp))
         call = how.get("call", "")
         argv = how.get("argv", []) if (not call or how.get("as_argv")) else []
+        stacks = str(Path(tmp) / "stacks.txt")
         child = CHILD.format(root=str(root), local=str(local), argv=argv, prelude=PRELUDE,
-                             workdir=tmp, call=call)
+                             workdir=tmp, call=call, sample=sample, stacks=stacks)
         env = dict(os.environ, TILELANG_MINI_TARGET=target, PYTHONPATH=str(root))
         t0 = time.time()
         try:
             proc = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True,
-                                  timeout=timeout, env=env)
+                                  timeout=timeout, env=env, preexec_fn=_limit_memory(mem_gb))
         except subprocess.TimeoutExpired:
-            return {"status": "timeout", "error": f"timeout after {timeout:.0f} s"}
+            where = where_time_went(stacks, local.name) if sample else ""
+            return {"status": "timeout", "error": f"timeout after {timeout:.0f} s{where}",
+                    "secs": round(time.time() - t0, 1)}
+        secs = round(time.time() - t0, 1)
         for line in proc.stdout.splitlines():
             if line.startswith("@@RESULT@@"):
                 r = json.loads(line[len("@@RESULT@@"):])
-                r["secs"] = round(time.time() - t0, 1)
+                r["secs"] = secs
+                err = r.get("error", "")
+                if "MemoryError" in err.split(":")[0] or "can't allocate memory" in err:
+                    r["status"] = "memory"
                 return r
+        last = (proc.stderr.strip().splitlines() or ["crash"])[-1][:300]
+        if proc.returncode == -9 or "MemoryError" in last:  # the kernel's OOM killer, or Python's
+            return {"status": "memory", "error": f"killed (rc {proc.returncode}): {last}",
+                    "secs": secs}
         return {"status": "ours" if "tilelang_mini" in proc.stderr else "host",
-                "error": (proc.stderr.strip().splitlines() or ["crash"])[-1][:300]}
+                "error": f"{last} (rc {proc.returncode})", "secs": secs}
 
 
 def main(argv=None) -> int:
@@ -275,12 +352,25 @@ def main(argv=None) -> int:
     ap.add_argument("--json", default="")
     ap.add_argument("--trace", action="store_true")
     ap.add_argument("--root", default=str(ROOT), help="the tilelang_mini checkout to run")
+    ap.add_argument("--mem-gb", type=float, default=0.0,
+                    help="cap each child's address space (GB; 0: no cap); over it: memory")
+    ap.add_argument("--sample", type=float, default=0.0,
+                    help="sample the child's stack every SAMPLE s; a timeout says where it was")
+    ap.add_argument("--resume", default="", help="a --json file: its cases' results are reused")
     ap.add_argument("--shard", default="0/1", help="i/n: run every n-th case from the i-th")
-    ap.add_argument("--sizes", default="own", choices=["own", "alt"],
-                    help="alt: the size variants of upstream_cases_alt.py instead")
+    ap.add_argument("--sizes", default="own", choices=["own", "alt", "upstream"],
+                    help="alt: the size variants of upstream_cases_alt.py instead; upstream: "
+                         "the examples' own sizes (no substitution)")
     args = ap.parse_args(argv)
     from upstream_cases_own import MORE  # noqa: F401  (more cases, ascend's)
     results = []
+    done = {}
+    if args.resume and Path(args.resume).exists():
+        for r in json.loads(Path(args.resume).read_text()):
+            runs = r.get("runs") or {t: {"status": r["status"], "error": r["error"], "secs": v}
+                                     for t, v in r["secs"].items()}
+            for t, rt in runs.items():
+                done[r["case"], t] = rt
     shard, nshards = (int(v) for v in args.shard.split("/"))
     cases = CASES + MORE
     if args.sizes == "alt":
@@ -290,6 +380,8 @@ def main(argv=None) -> int:
                  for repo, path, how in cases
                  for i, alt in enumerate(ALT.get(f"{repo}:{path}" + (f"[{how['name']}]"
                                                  if "name" in how else ""), []))]
+    if args.sizes == "upstream":
+        cases = upstream_sizes(cases)
     for n, (repo, path, how) in enumerate(cases):
         if n % nshards != shard:
             continue
@@ -298,16 +390,25 @@ def main(argv=None) -> int:
             continue
         res = {}
         for target in args.targets.split(","):
-            res[target] = run_one(repo, path, how, target, args.timeout, args.root)
+            if (name, target) in done:
+                res[target] = done[name, target]
+            else:
+                res[target] = run_one(repo, path, how, target, args.timeout, args.root,
+                                      args.mem_gb, args.sample)
             if res[target]["status"] != "pass":
                 break
-        order = ["ours", "wrong", "timeout", "host", "located"]
+        order = ["ours", "wrong", "memory", "timeout", "host", "located"]
         worst = next((s for s in order if any(r["status"] == s for r in res.values())), "pass")
         err = next((f"[{t}] {r.get('error', '')}" for t, r in res.items()
                     if r["status"] != "pass"), "")
         results.append({"case": name, "status": worst, "error": err,
-                        "secs": {t: r.get("secs") for t, r in res.items()}})
-        print(f"| {name} | {worst} | {err[:220]} |", flush=True)
+                        "secs": {t: r.get("secs") for t, r in res.items()},
+                        "runs": {t: {k: v for k, v in r.items() if k != "trace"}
+                                 for t, r in res.items()}})
+        secs = " ".join(f"{t} {r.get('secs')}" for t, r in res.items())
+        print(f"| {name} | {worst} | {secs} | {err[:220]} |", flush=True)
+        if args.json:  # after each case: a long run that is stopped keeps what it did
+            Path(args.json).write_text(json.dumps(results, indent=1))
         if args.trace and worst != "pass":
             for r in res.values():
                 if "trace" in r:

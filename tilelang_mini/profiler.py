@@ -15,18 +15,24 @@ import time
 import numpy as np
 
 
-def do_bench(fn, warmup: int = 3, rep: int = 10, _n_warmup=None, _n_repeat=None,
+def do_bench(fn, warmup: float = 25, rep: float = 100, _n_warmup=None, _n_repeat=None,
              quantiles=None, **_ignored):
-    """Median milliseconds of `fn()` over `rep` runs after `warmup` runs (at most 3 and 10
-    here: the interpreter is slow). `quantiles=[q, ...]` returns those quantiles of the times
-    instead, as TileLang does; its GPU-only options (`backend="cupti"`, `return_mode`...) are
-    ignored."""
-    warmup = _n_warmup if _n_warmup is not None else min(int(warmup), 3)
-    rep = _n_repeat if _n_repeat is not None else max(1, min(int(rep), 10))
-    for _ in range(warmup):
+    """Median milliseconds of `fn()`. As in TileLang, `warmup` and `rep` are time budgets in
+    milliseconds: a first call estimates the time of one, which gives `warmup / estimate` warm-up
+    calls (at most 3 here: the interpreter is slow) and `rep / estimate` timed ones (at least 1,
+    at most 10); a call slower than the budgets runs twice in all, not 13 times (examples at
+    their own sizes). `_n_warmup`/`_n_repeat` (TileLang's overrides) are counts, honoured as
+    given. `quantiles=[q, ...]` returns those quantiles of the times instead, as TileLang does;
+    its GPU-only options (`backend="cupti"`, `return_mode`...) are ignored."""
+    t = time.perf_counter()
+    fn()
+    estimate = max((time.perf_counter() - t) * 1e3, 1e-6)
+    n_warmup = _n_warmup if _n_warmup else min(int(warmup / estimate), 3)   # 0: auto, as there
+    n_repeat = _n_repeat if _n_repeat else max(1, min(int(rep / estimate), 10))
+    for _ in range(max(0, n_warmup - 1)):        # the estimating call was the first warm-up
         fn()
     times = []
-    for _ in range(rep):
+    for _ in range(max(1, n_repeat)):
         t = time.perf_counter()
         fn()
         times.append(time.perf_counter() - t)
@@ -96,6 +102,7 @@ class Profiler:
 
     def __init__(self, kernel):
         self.kernel = kernel
+        self._drawn = None
 
     @property
     def func(self):
@@ -105,16 +112,22 @@ class Profiler:
         return self.kernel(*args, **kwargs)
 
     def _inputs(self, input_tensors=None) -> list:
-        return list(input_tensors) if input_tensors is not None else \
-            _random_inputs(self.kernel, 0)
+        """The given tensors, or the random inputs (seed 0): drawn once per profiler, each call
+        gets fresh copies (a kernel may write its inputs; a copy is ~50x cheaper than drawing
+        again, which dominated the examples' checks at their own sizes)."""
+        if input_tensors is not None:
+            return list(input_tensors)
+        if self._drawn is None:
+            self._drawn = _random_inputs(self.kernel, 0)
+        return [a.copy() for a in self._drawn]
 
     def run_once(self, func=None):
         """One call of `func` (default: the kernel) on the profiler's inputs."""
         ins = self._inputs()
         return func(*for_caller(func, ins)) if func is not None else self.kernel(*ins)
 
-    def do_bench(self, func=None, warmup: int = 3, rep: int = 10, n_warmup=None, n_repeat=None,
-                 input_tensors=None, **kwargs) -> float:
+    def do_bench(self, func=None, warmup: float = 25, rep: float = 100, n_warmup=None,
+                 n_repeat=None, input_tensors=None, **kwargs) -> float:
         ins = self._inputs(input_tensors)
         if func is None:
             return do_bench(lambda: self.kernel(*ins), warmup, rep, n_warmup, n_repeat, **kwargs)

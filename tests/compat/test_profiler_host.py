@@ -67,8 +67,41 @@ def test_do_bench_quantiles():
     calls = []
     q = do_bench(lambda: calls.append(1), warmup=1, rep=5, quantiles=[0.5, 0.2, 0.8])
     assert len(q) == 3 and q[1] <= q[0] <= q[2]
-    assert len(calls) == 6
+    assert len(calls) == 1 + 2 + 10      # a fast call: the capped counts (3 warm-ups, 10 timed)
     assert isinstance(do_bench(lambda: None, rep=2), float)
+
+
+def test_do_bench_budgets_are_milliseconds():
+    """TileLang's warmup/rep are budgets in ms: a call slower than both runs twice in all (the
+    estimate, one timed run), not 13 times; explicit counts are honoured."""
+    import time
+    calls = []
+
+    def slow():
+        calls.append(1)
+        time.sleep(0.03)                 # 30 ms: over a 25 ms warm-up and a 20 ms rep budget
+    do_bench(slow, warmup=25, rep=20)
+    assert len(calls) == 2
+    calls.clear()
+    do_bench(lambda: calls.append(1), _n_warmup=4, _n_repeat=3)
+    assert len(calls) == 4 + 3           # the estimating call is the first warm-up
+
+
+def test_profiler_draws_its_inputs_once_and_hands_out_copies(target, monkeypatch):
+    """The same random inputs (seed 0) on every call, drawn once; a kernel or reference that
+    writes its inputs does not change the next call's."""
+    monkeypatch.setenv("TILELANG_MINI_TARGET", target)
+    prof = scaled(32, 24).get_profiler()
+    seen = []
+
+    def ref(x):
+        seen.append(x.copy())
+        x[...] = 7.0                     # a reference that writes its input
+        return x.astype(np.float64) * 0  # never compared: only the inputs matter here
+    prof.run_once(ref)
+    prof.run_once(ref)
+    assert np.array_equal(seen[0], seen[1]) and not np.all(seen[0] == 7.0)
+    assert seen[0].dtype == np.float32 and abs(float(seen[0].std()) - 1.0) < 0.3
 
 
 def test_dtype_from_numpy_types():

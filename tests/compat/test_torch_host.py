@@ -165,3 +165,17 @@ def test_simulate_takes_torch_tensors_of_any_dtype(monkeypatch):
     assert torch.equal(out, torch.full((16, 32), 3.0))
     with pytest.raises(tilelang_mini.ArgumentError, match="CPU"):
         k(x.to("meta"))
+
+
+def test_torch_dtype_maps_of_tilelang_language_dtypes(target, monkeypatch):
+    """gemm_sp's sparse_utils: `from tilelang.language.dtypes import _TORCH_DTYPE_TO_STR, dtype`
+    and `dtype(_TORCH_DTYPE_TO_STR[t.dtype])` picks a kernel's dtype from a torch tensor (at the
+    examples' own sizes the import failed: the name did not exist)."""
+    from tilelang_mini.language.dtypes import _STR_TO_TORCH_DTYPE, _TORCH_DTYPE_TO_STR, dtype
+    assert _TORCH_DTYPE_TO_STR[torch.half] == "float16" and _TORCH_DTYPE_TO_STR[torch.int] == "int32"
+    assert _STR_TO_TORCH_DTYPE["bfloat16"] is torch.bfloat16
+    monkeypatch.setenv("TILELANG_MINI_TARGET", target)
+    for t in (torch.float16, torch.bfloat16, torch.float32):
+        x = torch.randn(32, 24).to(t)
+        y = cast_scale(32, 24, dtype(_TORCH_DTYPE_TO_STR[x.dtype]), "float32")(x)
+        np.testing.assert_allclose(y.numpy(), x.double().numpy() * 0.5, rtol=1e-6)

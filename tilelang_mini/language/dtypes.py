@@ -100,3 +100,19 @@ def min_value(d="float32"):
     """The lowest finite value of `d` (most negative; a Python number)."""
     info = _info(d)
     return float(info.min) if isinstance(info, ml_dtypes.finfo) else int(info.min)
+
+
+def _torch_maps() -> dict:
+    """TileLang's `_TORCH_DTYPE_TO_STR` / `_STR_TO_TORCH_DTYPE` (examples' host helpers import
+    them: gemm_sp's sparse_utils), built from torch's dtypes on first use; torch stays optional."""
+    import torch
+    to_str = {t: str(t).removeprefix("torch.") for t in vars(torch).values()
+              if isinstance(t, torch.dtype) and str(t).removeprefix("torch.") in _SPELLINGS}
+    return {"_TORCH_DTYPE_TO_STR": to_str,
+            "_STR_TO_TORCH_DTYPE": {v: k for k, v in to_str.items()}}
+
+
+def __getattr__(name):
+    if name in ("_TORCH_DTYPE_TO_STR", "_STR_TO_TORCH_DTYPE"):
+        return _torch_maps()[name]   # without torch: an ImportError (torch is not installed)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
