@@ -35,12 +35,57 @@ __all__ = ["SYNC_OPS", "TILE_OPS", "GM_SCOPES", "AIC_SCOPES", "BLOCK_SCOPES", "i
            "is_sync", "core_instructions", "instructions", "loads", "map_stores", "operands", "reads", "writes",
            "accesses", "written_names", "static_box", "boxes_overlap", "buffer_refs",
            "full_map_store", "interval", "attained_interval", "exact_boxes", "is_expert",
-           "is_dual_copy", "can_widen", "WIDENABLE_DTYPES", "aiv_uniform", "issue_loads"]
+           "is_dual_copy", "can_widen", "WIDENABLE_DTYPES", "aiv_uniform", "issue_loads",
+           "independent_nest"]
 
 
 def is_map(s) -> bool:
     """A Parallel loop: an elementwise map, one instruction."""
     return isinstance(s, For) and s.kind == "parallel"
+
+
+def independent_nest(s: For) -> For | None:
+    """The Parallel map that computes what serial loop nest `s` computes, or None: a perfect
+    nest of serial loops of constant extents whose innermost body holds only Stores and Ifs,
+    where every Store writes an on-chip buffer at indices holding each of the nest's variables
+    bare (so no two iterations write one element), the Stores to a buffer all at the same
+    indices, and every Load of a buffer stored in the nest at those indices (an iteration reads
+    of it only the element it writes itself); no division by a non-constant (a fault of one
+    iteration stays a fault). Its iterations are independent, so the map, which runs each
+    statement for all iterations in turn, gives the same values (an interpreter runs it as one
+    vector operation per statement instead of one scalar operation per iteration).
+
+        for j in serial(32):                    for j, k in Parallel(32, 64):
+            for k in serial(64):        ->          if j + vid * 32 < k:
+                if j + vid * 32 < k:                    acc[j, k] = zero[j, k]
+                    acc[j, k] = zero[j, k]
+    """
+    names, exts, body = [], [], (s,)
+    while len(body) == 1 and isinstance(body[0], For) and body[0].kind in ("serial", "unroll"):
+        f = body[0]
+        if f.num_stages or len(f.vars) != len(f.extents) or not all(
+                isinstance(e, Const) for e in f.extents):
+            return None
+        names, exts, body = names + list(f.vars), exts + list(f.extents), f.body
+    if not names or len(set(names)) != len(names):
+        return None
+    stored: dict = {}
+    for st in walk_statements(body):
+        if isinstance(st, If):
+            continue
+        if not isinstance(st, Store) or st.buffer.scope in GM_SCOPES:
+            return None
+        bare = sorted(i.name for i in st.indices if isinstance(i, Var) and i.name in names)
+        if bare != sorted(names) or stored.setdefault(st.buffer.name, st.indices) != st.indices:
+            return None
+    for st in walk_statements(body):
+        for n in walk_own(st):
+            if isinstance(n, Load) and stored.get(n.buffer.name, n.indices) != n.indices:
+                return None
+            if (isinstance(n, BinOp) and n.op in ("/", "//", "%") and not isinstance(n.b, Const)
+                    or isinstance(n, Call) and n.fn == "ceildiv"):
+                return None
+    return For(tuple(names), tuple(exts), "parallel", tuple(body), loc=s.loc)
 
 
 def is_sync(s) -> bool:

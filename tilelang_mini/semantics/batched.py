@@ -18,8 +18,9 @@ for every block of the group. The instructions are in batched_ops.py.
 When it applies (`why_not_batched` is None for the kernel):
 - no parameter is both read and written (so no block reads what another writes, in any order
   of the blocks) unless every access to it is at the block's own index (`block_private`: a
-  per-block GM workspace), and no parameter written shares memory with another (checked per
-  call);
+  per-block GM workspace), and no parameter written shares memory with another parameter the
+  kernel accesses (checked per call; a parameter it never names, such as the tensor of which a
+  written `T.Tensor(shape, dtype, out.data)` is a view, cannot see the order of the blocks);
 - no atomic copy, no block-scaled gemm, no sort of a parameter (those run plainly).
 During the run, anything the batched form does not reproduce exactly raises `Bail`: control flow
 that differs between the blocks of a group, an access out of bounds (the plain run reports it
@@ -225,6 +226,10 @@ class BatchedKernel:
         self.grids: dict = {}   # (first block, end) -> the group's grid (`_grid`)
         self.written = frozenset(b.name for s, _ in core_instructions(kernel.body)
                                  for b in writes(s)) & frozenset(p.name for p in kernel.params)
+        # the parameters the kernel reads or writes (a written one may not alias them)
+        self.accessed = frozenset(n.buffer.name for st in kernel.body for n in walk(st)
+                                  if isinstance(n, (Load, Store, Region))) & frozenset(
+                                      p.name for p in kernel.params)
         # written parameters private to each block: {name: the dimension of the block id}
         self.private = {k: d for k, d in block_private(kernel).items() if k in self.written}
 
@@ -235,8 +240,8 @@ class BatchedKernel:
         element written twice, a written parameter sharing memory: nothing the plain run does
         not overwrite was written)."""
         for name in self.written:
-            if any(other is not bufs[name] and np.may_share_memory(bufs[name], other)
-                   for other in bufs.values()):
+            if any(bufs[other] is not bufs[name] and np.may_share_memory(bufs[name], bufs[other])
+                   for other in self.accessed):
                 self.bailed = f"parameter {name} shares memory with another"
                 return "plain"
         kernel = self.kernel

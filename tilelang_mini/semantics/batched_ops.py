@@ -19,8 +19,8 @@ from .groups import (
     slices_of, slice_of, strided, write_box,
 )
 from .ops import (
-    _COMBINE, _squeezed, accumulate, dual_copy_parts, gemm_shape, matrix_ext, read_padded,
-    reduce_axis, sort_rows, unpack_int4, write_clipped,
+    _COMBINE, _squeezed, accumulate, c_order, dual_copy_parts, gemm_shape, matrix_ext,
+    read_padded, reduce_axis, sort_rows, unpack_int4, write_clipped,
 )
 
 
@@ -644,6 +644,7 @@ def _gemm(s: Gemm, ctx):
             a = a.swapaxes(1, 2)
         if tb:
             b = b.swapaxes(1, 2)
+        a, b = c_order(a), c_order(b)
         cv = vc(env)
         c = cv.reshape((n,) + c2)
         if not np.may_share_memory(c, cv):

@@ -24,7 +24,7 @@ import numpy as np
 
 from tilelang_mini.errors import CompileError
 from tilelang_mini.runtime.arguments import check_arrays
-from tilelang_mini.ir.analysis import SYNC_OPS
+from tilelang_mini.ir.analysis import SYNC_OPS, independent_nest
 from tilelang_mini.ir.verifier import check_grid
 from tilelang_mini.ir.nodes import (
     CORES, Const, For, Fused, If, Kernel, Scope, SetCrossFlag, Store, Var, WaitCrossFlag, walk,
@@ -121,6 +121,8 @@ def _lower_for(s: For, ctx: _Ctx):
         return _lower_while(s, ctx)
     if s.kind not in ("serial", "parallel", "pipelined", "unroll"):
         raise CompileError(f"unknown loop kind {s.kind!r}", s.loc)
+    if s.kind != "parallel" and not ctx.parallel_depth and (m := independent_nest(s)):
+        return _lower_for(m, ctx)     # iterations that cannot see each other: one map
     extents = _extent_fns(s)
     names = s.vars
     if s.kind == "parallel":
