@@ -42,9 +42,17 @@ def _load(e: Load, par, table, params):
     def load(env):
         arr = get_buf(env, name)
         idx = _gather_indices(env, buf, [f(env) for f in idx_fns], aligned, rank)
-        return conv(arr[idx])
+        return conv(_gather(arr, idx))
 
     return load, kind
+
+
+def _gather(arr, idx):
+    """arr[idx] for in-bounds integer indices (`_gather_indices`): one take at the flat
+    offsets when there are several (NumPy's indexing by several index arrays is 2-4x slower)."""
+    if len(idx) > 1 and arr.flags.c_contiguous:
+        return arr.reshape(-1).take(np.ravel_multi_index(idx, arr.shape))
+    return arr[idx]
 
 
 def _gather_indices(env, buf, idx, aligned, rank):
