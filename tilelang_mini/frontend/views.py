@@ -330,6 +330,63 @@ class Views:
                                 "indices")
         return tuple(self.eval(x) for x in nodes)
 
+    def whole_view(self, node):
+        """The TileView a T.copy operand names as a whole, when its shape is not its tile's
+        (`x = T.reshape(x3, (bm, g * q))`, then `T.copy(x, O[r, 0])`); else None."""
+        if isinstance(node, ast.Subscript):
+            return None
+        v = self.eval(node)
+        if isinstance(v, TileView) and v.dtype is None and tuple(v.shape) != tuple(v.base.shape):
+            return v
+        return None
+
+    def view_copy(self, src_node, dst_node, call) -> list:
+        """T.copy to or from a whole reshaped tile: a map over the view's elements (they are
+        not a box of the tile), the other side a region as in any copy; GM elements outside
+        the tensor are neither stored nor read (read as 0), as a clipped copy does:
+
+            x = T.reshape(x3, (4, 24))
+            T.copy(x, O[r, 0])        ->   for i, j in Parallel(4, 24):
+                                                O[r + i, j] = x3[i, j // 8, j % 8]
+        """
+        from .safe_access import guard_global
+        loc = self.loc(call)
+        views = [self.whole_view(src_node), self.whole_view(dst_node)]
+        ends = []
+        for view, node in zip(views, (src_node, dst_node)):
+            if view is None:
+                ends.append(self.region(node, True))
+            else:
+                fake = Buffer(view.base.name, tuple(view.shape), view.base.dtype, view.base.scope)
+                ends.append((fake, tuple(const(0) for _ in view.shape), list(view.shape)))
+        src = self.complete(ends[0], ends[1], src_node)
+        dst = self.complete(ends[1], ends[0], dst_node)
+        s_dims = [d for d, e in enumerate(src.extent) if e != 1]
+        d_dims = [d for d, e in enumerate(dst.extent) if e != 1]
+        if [src.extent[d] for d in s_dims] != [dst.extent[d] for d in d_dims]:
+            raise self.error(call, f"T.copy of a reshaped tile needs regions of one shape; "
+                                   f"got {list(src.extent)} -> {list(dst.extent)}")
+        names = tuple(self.fresh_var("v") for _ in d_dims)
+
+        def at(r, dims):
+            pos = {d: Var(n) for d, n in zip(dims, names)}
+            return tuple(as_expr(binop("+", x, pos[d]) if d in pos else x)
+                         for d, x in enumerate(r.start))
+
+        sidx, didx = at(src, s_dims), at(dst, d_dims)
+        value = views[0].load(sidx) if views[0] is not None else Load(src.buffer, sidx)
+        if src.buffer.dtype != dst.buffer.dtype:
+            value = Cast(dst.buffer.dtype, value)
+        ranges = dict(self.var_ranges)
+        ranges.update({n: (0, dst.extent[d] - 1) for n, d in zip(names, d_dims)})
+        if views[1] is not None:
+            stores = views[1].stores(didx, value, loc)
+        else:
+            stores = [Store(dst.buffer, didx, as_expr(value), loc)]
+        stores = tuple(guard_global(st, ranges) for st in stores)
+        return [For(names, tuple(const(dst.extent[d]) for d in d_dims), "parallel", stores, 0,
+                    loc)]
+
     def view_reduce(self, kind: str, view: TileView, out_node, dim, clear: bool, call) -> list:
         """T.reduce_*(view, out, dim): a serial loop over the reduced dim of maps over the
         others (the view's elements are not a box of its base)."""
