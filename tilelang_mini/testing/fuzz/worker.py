@@ -100,10 +100,10 @@ def _builder(main):
     """`build(out_idx=, target=, chip=)` of a case's `main`: a prim_func is compiled, an eager
     function wrapped in `@jit` (its outputs are its `T.empty` tensors)."""
     import tilelang_mini
-    from tilelang_mini.frontend.parser import PrimFunc
-    if isinstance(main, PrimFunc):
-        return lambda **kw: tilelang_mini.compile(main, **kw)
-    return lambda out_idx, target, chip: _Eager(main, target, chip)
+    from tilelang_mini.runtime.eager import is_eager_function
+    if is_eager_function(main):
+        return lambda out_idx, target, chip: _Eager(main, target, chip)
+    return lambda **kw: tilelang_mini.compile(main, **kw)
 
 
 def _check_outputs(case: Case, outs, want, scales, factor=1.0) -> tuple[str, str]:
