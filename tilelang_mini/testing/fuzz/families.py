@@ -15,6 +15,7 @@ from .gen_int4 import gen_int4
 from .gen_invalid import gen_invalid
 from .gen_nd import gen_tile_nd
 from .gen_scalar import gen_dyn_bounds, gen_gather, gen_grouped_gemm
+from .gen_scatter import gen_scatter
 from .gen_select import gen_atomic, gen_select
 from .gen_eager import gen_eager
 from .gen_launch import gen_launches
@@ -50,6 +51,7 @@ VALID = {
     "views": gen_views,
     "launches": gen_launches,
     "eager": gen_eager,
+    "scatter": gen_scatter,
 }
 # Relative frequencies in a random mix (the cheap families more often).
 WEIGHTS = {"gemm": 4, "elementwise": 4, "reduce": 3, "rownorm": 2, "cube_vector": 3,
@@ -57,7 +59,7 @@ WEIGHTS = {"gemm": 4, "elementwise": 4, "reduce": 3, "rownorm": 2, "cube_vector"
            "control": 2, "invalid": 3, "mutation": 4, "args": 2, "expert": 2,
            "expert_broken": 2, "scenario": 1,
            "tile_nd": 2, "select": 3, "atomic": 2, "developer": 3, "dialect": 3, "flow": 3,
-           "int4": 3, "fitting": 2, "cv_combine": 3, "simt": 3, "views": 3, "launches": 2, "eager": 2}
+           "int4": 3, "fitting": 2, "cv_combine": 3, "simt": 3, "views": 3, "launches": 2, "eager": 2, "scatter": 2}
 FAMILIES = tuple(VALID) + ("expert_broken", "invalid", "mutation", "args", "scenario")
 # Kernels whose IR is mutated: small, quick to compile and run.
 MUTATION_BASES = ("elementwise", "reduce", "gemm", "cube_vector", "rownorm", "tile_nd", "expert",
