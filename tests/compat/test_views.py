@@ -213,3 +213,37 @@ def test_copy_of_a_reshaped_tile(target):
     if target == "numpy":
         (o, p), _ = kernel.simulate(x)
         close(p, 3.0 * f64(x))
+
+
+def test_cumsum_of_views_and_inline_reshape(target):
+    """T.cumsum between whole reshaped views runs along the views' dim (it ran along the base
+    tile's dim: wrong numbers), and `T.reshape(...)` written inline as a T.copy operand is the
+    view the assignment form names, of a tile or of a GM tensor (a located 'not a value' error
+    before). Fuzz family views."""
+    @T.prim_func
+    def main(X: T.Tensor((4, 24), "float32"), O: T.Tensor((4, 24), "float32"),
+             Q: T.Tensor((4, 24), "float32")):
+        with T.Kernel(1) as bx:
+            x = T.alloc_fragment((4, 24), "float32")
+            y = T.alloc_fragment((4, 24), "float32")
+            z = T.alloc_shared((4, 3, 8), "float32")
+            T.copy(X, x)
+            xr = T.reshape(x, (4, 3, 8))
+            T.cumsum(xr, T.reshape(y, (4, 3, 8)), dim=1)
+            T.copy(y, O)
+            T.copy(T.reshape(X, (4, 3, 8)), z)
+            T.cumsum(z, dim=2, reverse=True)
+            T.copy(T.reshape(z, (4, 24)), Q)
+
+    x = rand((4, 24), seed=22)
+    x3 = f64(x).reshape(4, 3, 8)
+    want_o = np.cumsum(x3, 1).reshape(4, 24)
+    want_q = np.flip(np.cumsum(np.flip(x3, 2), 2), 2).reshape(4, 24)
+    kernel = tilelang.compile(main, out_idx=[1, 2], target=target)
+    o, q = kernel(x)
+    close(o, want_o, reduce_len=3)
+    close(q, want_q, reduce_len=8)
+    if target == "numpy":
+        (o, q), _ = kernel.simulate(x)
+        close(o, want_o, reduce_len=3)
+        close(q, want_q, reduce_len=8)

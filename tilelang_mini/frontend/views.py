@@ -172,6 +172,14 @@ def _from_bits(bits, dtype: str):
     return value if dtype == u else Reinterpret(dtype, u, value)
 
 
+class ElementSide:
+    """An operand of an element-wise tile operation: its extent, `load(idx)`, `stores(idx,
+    value, loc)`, and a key that is equal for the same elements."""
+
+    def __init__(self, extent, load, stores, key):
+        self.extent, self.load, self.stores, self.key = extent, load, stores, key
+
+
 @dataclass(frozen=True)
 class Hidden:
     """A GM buffer of the kernel that is not a parameter the caller passes: `base` is None for
@@ -302,6 +310,18 @@ class Views:
         dtype = self.eval(a["dtype"]) if "dtype" in a else None
         return self.gm_view(name, base, self.eval(a["shape"]), dtype, call)
 
+    def inline_view(self, call: ast.Call):
+        """`T.reshape(x, shape)` / `T.view(x, shape, dtype)` used as a value
+        (`T.copy(T.reshape(y, (bm, g, q)), O3[r, 0, 0])`): the view that `v = T.reshape(...)`
+        would name (one per call site: a GM view is one hidden parameter however often the
+        expression is evaluated)."""
+        made = vars(self).setdefault("inline_views", {})
+        if id(call) not in made:
+            name = self.fresh_var("view")
+            self.reshape_call(name, call)
+            made[id(call)] = self.scopes[-1].pop(name)
+        return made[id(call)]
+
     def view_load(self, n: ast.Subscript, view: TileView):
         return view.load(self.view_indices(n, view))
 
@@ -339,6 +359,19 @@ class Views:
         if isinstance(v, TileView) and v.dtype is None and tuple(v.shape) != tuple(v.base.shape):
             return v
         return None
+
+    def element_side(self, node) -> "ElementSide":
+        """A tile operand accessed element by element (T.cumsum): a whole reshaped view
+        through its element accesses, else the region `node` names."""
+        view = self.whole_view(node)
+        if view is not None:
+            return ElementSide(tuple(view.shape), view.load, view.stores, view)
+        r = self.full_region(node)
+
+        def at(idx):
+            return tuple(as_expr(binop("+", s, i)) for s, i in zip(r.start, idx))
+        return ElementSide(tuple(r.extent), lambda idx: Load(r.buffer, at(idx)),
+                           lambda idx, v, loc: [Store(r.buffer, at(idx), as_expr(v), loc)], r)
 
     def view_copy(self, src_node, dst_node, call) -> list:
         """T.copy to or from a whole reshaped tile: a map over the view's elements (they are

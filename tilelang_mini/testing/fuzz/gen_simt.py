@@ -28,9 +28,10 @@ def gen_simt(d, seed):
     bind = d.choice(["get0", "get", "binding"])
     acc_kind = d.choice(["local", "var"])
     op = d.choice(["sum", "sq", "abs", "max"])
-    brk = d.boolean(0.4)
+    tw = d.choice([1, 1, 2, 4])  # a second thread dimension: each row's columns split by ty
+    brk = d.boolean(0.4) and tw == 1
     lim = d.choice([0.25, 0.5, 0.8])
-    yform = d.choice(["plain", "if", "ite", "shuffle", "let"])
+    yform = d.choice(["plain", "if", "ite", "let"] + (["shuffle"] if tw == 1 else []))
     sort = d.boolean(0.7)
     guard = tail or d.boolean(0.3)
     guard_loop = guard and (sort or yform == "shuffle" or d.boolean(0.5))  # else safe access
@@ -40,6 +41,8 @@ def gen_simt(d, seed):
     feats = {"simt", f"simt_{bind}", f"simt_acc_{acc_kind}", f"simt_{op}", f"simt_y_{yform}"}
     feats |= {"simt_break"} if brk else set()
     feats |= {"simt_counting_sort", "atomic_return_prev"} if sort else set()
+    if tw > 1:
+        feats.add("simt_2d_threads")
     if tail and not guard_loop:
         feats.add("simt_tail_safe_access")
 
@@ -51,9 +54,13 @@ def gen_simt(d, seed):
     src = Source(KERNEL_HEADER)
     src.add(0, "def main(" + ", ".join(f'{t.name}: T.Tensor({tuple(t.shape)!r}, "{t.dtype}")'
                                          for t in tensors) + "):")
-    src.add(1, f"with T.Kernel({g}, threads={nt}) as bx:")
+    src.add(1, f"with T.Kernel({g}, threads={nt if tw == 1 else (nt, tw)}) as bx:")
     src.add(2, {"get0": "tx = T.get_thread_binding(0)", "get": "tx = T.get_thread_binding()",
                 "binding": f'tx = T.thread_binding(0, {nt}, thread="threadIdx.x")'}[bind])
+    if tw > 1:
+        src.add(2, "ty = T.get_thread_binding(1)" if bind != "binding"
+                else f'ty = T.thread_binding(0, {tw}, thread="threadIdx.y")')
+        src.add(2, f'part = T.alloc_shared(({nt},), "float32")')
     if acc_kind == "local":
         src.add(2, 'acc = T.alloc_local((1,), "float32")')
         A = "acc[0]"
@@ -69,19 +76,32 @@ def gen_simt(d, seed):
     src.add(2, f"row = bx * {nt} + tx")
     src.add(2, "T.clear(acc)" if d.boolean(0.5) else f"{A} = 0.0")
 
-    def guarded(lines, on):
-        if on:
-            src.add(2, f"if row < {M}:")
-        src.block(3 if on else 2, lines)
+    def guarded(lines, on, one_column=False):
+        """`lines` under `if row < M:` (`on`), and with `one_column` run by the ty == 0
+        threads only (once per row)."""
+        conds = ([f"row < {M}"] if on else []) + (["ty == 0"] if one_column and tw > 1 else [])
+        if conds:
+            src.add(2, f"if {' and '.join(conds)}:")
+        src.block(3 if conds else 2, lines)
 
-    x = "X[row, k]"
+    x = "X[row, k]" if tw == 1 else f"X[row, k * {tw} + ty]"
     upd = {"sum": f"{A} + {x}", "sq": f"{A} + {x} * {x}", "abs": f"{A} + T.abs({x})",
            "max": f"T.max({A}, {x})"}[op]
-    loop = [f"for k in T.serial({C}):"]
-    if brk:
-        loop += [f"    if {x} > {lim}:", "        break"]
-    loop += [f"    {A} += {x}" if op == "sum" and d.boolean(0.5) else f"    {A} = {upd}"]
+    upd = f"{A} += {x}" if op == "sum" and d.boolean(0.5) else f"{A} = {upd}"
+    if tw == 1:
+        loop = [f"for k in T.serial({C}):"]
+        if brk:
+            loop += [f"    if {x} > {lim}:", "        break"]
+        loop += [f"    {upd}"]
+    else:  # each (tx, ty) a strided part of row tx; the parts meet in a shared tile
+        loop = [f"for k in T.serial({-(-C // tw)}):", f"    if k * {tw} + ty < {C}:",
+                f"        {upd}"]
     guarded(loop, guard_loop)
+    if tw > 1:
+        src.add(2, "if ty == 0:")
+        src.add(3, "part[tx] = 0.0")
+        src.add(2, f"T.atomic_{'max' if op == 'max' else 'add'}(part[tx], {A})")
+        A = "part[tx]"
     if yform == "plain":
         ylines = [f"Y[row] = {A} * {a} + {b}"]
     elif yform == "if":
@@ -97,12 +117,12 @@ def gen_simt(d, seed):
     if sort:
         src.add(2, "T.clear(hist)")
         src.add(2, "T.clear(offs)")
-        guarded(["T.atomic_add(hist[K[row]], 1)"], guard)
+        guarded(["T.atomic_add(hist[K[row]], 1)"], guard, True)
         src.add(2, "if tx == 0:")
         src.add(3, f"for q in T.serial(1, {nb}):")
         src.add(4, "offs[q] = offs[q - 1] + hist[q - 1]")
         guarded(["pos = T.atomic_add(offs[K[row]], 1, return_prev=True)",
-                 f"P[bx * {nt} + pos] = X[row, 0]"], guard)
+                 f"P[bx * {nt} + pos] = X[row, 0]"], guard, True)
         src.add(2, f"for q in T.serial({nb}):")
         src.add(3, "H[bx, q] = hist[q]")
 

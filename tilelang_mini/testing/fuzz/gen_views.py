@@ -37,8 +37,8 @@ def gen_views(d, seed):
     scale = 1.0
     reduced = False
     for _ in range(d.int(1, 4)):
-        kinds = ["map3", "reduce", "flat", "fillview"] + (["bits", "bf16", "bf16_write"] if exact
-                                                          else [])
+        kinds = ["map3", "reduce", "flat", "fillview", "cumsum"] + (
+            ["bits", "bf16", "bf16_write"] if exact else [])
         kind = d.choice(kinds)
         feats.add(f"views_{kind}")
         if kind == "map3":
@@ -62,7 +62,17 @@ def gen_views(d, seed):
                 comb = {"sum": "{o} + {v}", "max": "np.maximum({o}, {v})",
                         "min": "np.minimum({o}, {v})"}[red_op]
                 r.append(f"acc = " + comb.format(o=f"np.full({rshape!r}, {init})", v=v))
-        elif kind == "flat":
+        elif kind == "cumsum":  # along a dim of the 3-D views, maybe reversed / in place
+            cd, rev = d.int(0, 2), d.boolean(0.4)
+            inplace = d.boolean(0.3)
+            dst = "xr" if inplace else d.choice(["yr", f"T.reshape(y, ({bm}, {g}, {q}))"])
+            k += [f"T.cumsum(xr, {dst}, dim={cd}, reverse={rev})"]
+            v = f"x.reshape({bm}, {g}, {q})"
+            v = (f"np.flip(np.cumsum(np.flip({v}, {cd}), axis={cd}), {cd})" if rev
+                 else f"np.cumsum({v}, axis={cd})")
+            r += [f"{'x' if inplace else 'y'} = {v}.reshape({bm}, {N})"]
+            exact = exact and not inplace
+            scale *= (bm, g, q)[cd]
             k += [f"for t in T.Parallel({bm * N}):", f"    yf[t] = xf[{bm * N - 1} - t]"]
             r += [f"y = x.reshape(-1)[::-1].reshape({bm}, {N}).copy()"]
         elif kind == "fillview":
@@ -125,6 +135,7 @@ def gen_views(d, seed):
     src.add(2, f"xr = T.reshape(x, ({bm}, {g}, {q}))")
     src.add(2, f"xf = T.reshape(x, ({bm * N},))")
     src.add(2, f"yf = T.reshape(y, ({bm * N},))")
+    src.add(2, f"yr = T.reshape(y, ({bm}, {g}, {q}))")
     if load == "direct":
         src.add(2, f"T.copy(X[bx * {bm}, 0], x)")
     else:
@@ -137,8 +148,11 @@ def gen_views(d, seed):
         src.add(2, f"for i, j in T.Parallel({bm}, {N}):")
         src.add(3, f"Of[(bx * {bm} + i) * {N} + j] = {out}[i, j]")
     else:
-        src.add(2, f"o3 = T.reshape({out}, ({bm}, {g}, {q}))")
-        src.add(2, f"T.copy(o3, O3[bx * {bm}, 0, 0])")
+        if d.boolean(0.5):
+            src.add(2, f"o3 = T.reshape({out}, ({bm}, {g}, {q}))")
+            src.add(2, f"T.copy(o3, O3[bx * {bm}, 0, 0])")
+        else:  # the view written inline
+            src.add(2, f"T.copy(T.reshape({out}, ({bm}, {g}, {q})), O3[bx * {bm}, 0, 0])")
     src.add(2, f"T.copy(acc, R[bx, 0, 0])")
 
     ref = Source()
