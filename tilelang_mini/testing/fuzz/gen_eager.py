@@ -30,7 +30,7 @@ def gen_eager(d, seed):
     R = Tensor("R", [gn, M], "float32", output=True)
     tensors = [X, B, rows, alpha, reps, Y, R]
 
-    body = [f"with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm)) as (bx, by):",
+    body = ["with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm)) as (bx, by):",
             "    x = T.alloc_fragment((bm, bn), T.float32)",
             "    b = T.alloc_fragment((bn,), T.float32)",
             "    r = T.alloc_fragment((bm,), T.float32)",

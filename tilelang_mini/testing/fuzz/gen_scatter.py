@@ -40,8 +40,8 @@ def gen_scatter(d, seed):
     src.add(2, f'rows = T.alloc_shared(({R},), "int32")')
     if reducer:
         src.add(2, f'r = T.alloc_reducer(({D},), "float32", op="{reducer}")')
-    src.add(2, f"T.copy(V[bx, :, :], v)" if d.boolean(0.5) else f"T.copy(V[bx, 0, 0], v)")
-    src.add(2, f"T.copy(Idx[bx, :], rows)")
+    src.add(2, "T.copy(V[bx, :, :], v)" if d.boolean(0.5) else "T.copy(V[bx, 0, 0], v)")
+    src.add(2, "T.copy(Idx[bx, :], rows)")
     if form == "direct":
         src.add(2, f"for i, j in T.Parallel({R}, {D}):")
         src.add(3, f"T.atomic_add(C[Idx[bx, i], j], v[i, j] * {c})")

@@ -61,7 +61,7 @@ def gen_views(d, seed):
             else:
                 comb = {"sum": "{o} + {v}", "max": "np.maximum({o}, {v})",
                         "min": "np.minimum({o}, {v})"}[red_op]
-                r.append(f"acc = " + comb.format(o=f"np.full({rshape!r}, {init})", v=v))
+                r.append("acc = " + comb.format(o=f"np.full({rshape!r}, {init})", v=v))
         elif kind == "cumsum":  # along a dim of the 3-D views, maybe reversed / in place
             cd, rev = d.int(0, 2), d.boolean(0.4)
             inplace = d.boolean(0.3)
@@ -153,7 +153,7 @@ def gen_views(d, seed):
             src.add(2, f"T.copy(o3, O3[bx * {bm}, 0, 0])")
         else:  # the view written inline
             src.add(2, f"T.copy(T.reshape({out}, ({bm}, {g}, {q})), O3[bx * {bm}, 0, 0])")
-    src.add(2, f"T.copy(acc, R[bx, 0, 0])")
+    src.add(2, "T.copy(acc, R[bx, 0, 0])")
 
     ref = Source()
     ref.add(0, "def reference(X):")
