@@ -20,6 +20,7 @@ from .gen_select import gen_atomic, gen_select
 from .gen_eager import gen_eager
 from .gen_launch import gen_launches
 from .gen_simt import gen_simt
+from .gen_tileops import gen_tileops
 from .gen_views import gen_views
 from .gen_vector import gen_elementwise, gen_reduce, gen_rownorm
 from .mutate import STAGES
@@ -52,6 +53,7 @@ VALID = {
     "launches": gen_launches,
     "eager": gen_eager,
     "scatter": gen_scatter,
+    "tileops": gen_tileops,
 }
 # Relative frequencies in a random mix (the cheap families more often).
 WEIGHTS = {"gemm": 4, "elementwise": 4, "reduce": 3, "rownorm": 2, "cube_vector": 3,
@@ -59,7 +61,7 @@ WEIGHTS = {"gemm": 4, "elementwise": 4, "reduce": 3, "rownorm": 2, "cube_vector"
            "control": 2, "invalid": 3, "mutation": 4, "args": 2, "expert": 2,
            "expert_broken": 2, "scenario": 1,
            "tile_nd": 2, "select": 3, "atomic": 2, "developer": 3, "dialect": 3, "flow": 3,
-           "int4": 3, "fitting": 2, "cv_combine": 3, "simt": 3, "views": 3, "launches": 2, "eager": 2, "scatter": 2}
+           "int4": 3, "fitting": 2, "cv_combine": 3, "simt": 3, "views": 3, "launches": 2, "eager": 2, "scatter": 2, "tileops": 2}
 FAMILIES = tuple(VALID) + ("expert_broken", "invalid", "mutation", "args", "scenario")
 # Kernels whose IR is mutated: small, quick to compile and run.
 MUTATION_BASES = ("elementwise", "reduce", "gemm", "cube_vector", "rownorm", "tile_nd", "expert",
