@@ -6,8 +6,8 @@ result under a per-thread `if`/`else`, a `T.if_then_else`, through a `T.tvm_warp
 partner's value or through a per-thread `alloc_var`; then (optionally) a stable counting sort of
 the block's rows by a key: `T.atomic_add(hist[key], 1)` on a shared tile per thread, a one-thread
 (`if tx == 0`) exclusive scan, `pos = T.atomic_add(offs[key], 1, return_prev=True)` and a store
-at the data-dependent position. Rows past the tensor are guarded by `if row < M:` or (when only
-element stores and reads are involved) left to the map's safe access.
+at the data-dependent position. Rows past the tensor are guarded by `if row < M:` (per-thread
+code is scalar code: an access outside a tensor is the kernel's fault, not masked).
 
 The reference is written per row and per block in float64 NumPy; the threads of a block run in
 thread order (the documented lockstep order), so the counting sort is stable."""
@@ -34,7 +34,9 @@ def gen_simt(d, seed):
     yform = d.choice(["plain", "if", "ite", "let"] + (["shuffle"] if tw == 1 else []))
     sort = d.boolean(0.7)
     guard = tail or d.boolean(0.3)
-    guard_loop = guard and (sort or yform == "shuffle" or d.boolean(0.5))  # else safe access
+    # rows past M: per-thread code is scalar code (no T.Parallel safe access), so a tail is
+    # always guarded; without one the guard of the loop is optional
+    guard_loop = tail or (guard and (sort or yform == "shuffle" or d.boolean(0.5)))
     a, b, c = d.choice([0.5, 2.0, -1.5]), d.choice([0.25, 1.0]), d.choice([0.0, 0.5, -0.25])
     w = d.choice([v for v in (2, 4, 8) if v <= nt])
     m = d.int(1, w - 1)
@@ -43,8 +45,6 @@ def gen_simt(d, seed):
     feats |= {"simt_counting_sort", "atomic_return_prev"} if sort else set()
     if tw > 1:
         feats.add("simt_2d_threads")
-    if tail and not guard_loop:
-        feats.add("simt_tail_safe_access")
 
     tensors = [Tensor("X", [M, C], "float32"), Tensor("K", [M], "int32", 0, nb - 1),
                Tensor("Y", [M], "float32", output=True)]
