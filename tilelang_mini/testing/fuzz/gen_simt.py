@@ -33,6 +33,9 @@ def gen_simt(d, seed):
     lim = d.choice([0.25, 0.5, 0.8])
     yform = d.choice(["plain", "if", "ite", "let"] + (["shuffle"] if tw == 1 else []))
     sort = d.boolean(0.7)
+    block = d.boolean(0.4)  # per-thread results into a shared tile, then a block-level reduce
+    vec = d.boolean(0.3)  # a per-thread T.vectorized run of a row's first columns
+    vw = min(C, d.choice([2, 4]))
     guard = tail or d.boolean(0.3)
     # rows past M: per-thread code is scalar code (no T.Parallel safe access), so a tail is
     # always guarded; without one the guard of the loop is optional
@@ -43,12 +46,17 @@ def gen_simt(d, seed):
     feats = {"simt", f"simt_{bind}", f"simt_acc_{acc_kind}", f"simt_{op}", f"simt_y_{yform}"}
     feats |= {"simt_break"} if brk else set()
     feats |= {"simt_counting_sort", "atomic_return_prev"} if sort else set()
+    feats |= ({"simt_block_reduce"} if block else set()) | ({"simt_vectorized"} if vec else set())
     if tw > 1:
         feats.add("simt_2d_threads")
 
     tensors = [Tensor("X", [M, C], "float32"), Tensor("K", [M], "int32", 0, nb - 1),
                Tensor("Y", [M], "float32", output=True)]
-    if sort:
+    if block:
+        tensors.append(Tensor("Z", [g], "float32", output=True))
+    if vec:
+        tensors.append(Tensor("W", [M, vw], "float32", output=True))
+    if sort:  # (the reference returns Y, Z, W, P, H in this order)
         tensors += [Tensor("P", [M], "float32", output=True),
                     Tensor("H", [g, nb], "int32", output=True)]
     src = Source(KERNEL_HEADER)
@@ -114,6 +122,15 @@ def gen_simt(d, seed):
     else:
         ylines = [f"v = {A} * {a}", f"Y[row] = v + X[row, {C - 1}]"]
     guarded(ylines, guard)
+    if block:
+        src.add(2, f'red = T.alloc_shared(({nt},), "float32")')
+        src.add(2, 'tot = T.alloc_fragment((1,), "float32")')
+        src.add(2, f"red[tx] = {A}")  # threads past M hold 0 (their loop is guarded)
+        src.add(2, "T.reduce_sum(red, tot, dim=0)")
+        src.add(2, "Z[bx] = tot[0]")
+    if vec:
+        guarded([f"for v in T.vectorized({vw}):", f"    W[row, v] = X[row, v] * 2.0 - {b}"],
+                guard)
     if sort:
         src.add(2, "T.clear(hist)")
         src.add(2, "T.clear(offs)")
@@ -146,7 +163,14 @@ def gen_simt(d, seed):
         ref.block(1, [f"padded = np.zeros({g * nt})", "padded[:M] = accs",
                       f"t = np.arange({g * nt})", f"part = padded[t ^ {m}][:M]"])
     ref.add(1, f"Y = {yref}")
-    outs = "[Y]"
+    outs = "[Y"
+    if block:
+        ref.add(1, f"Z = np.array([accs[b * NT:(b + 1) * NT].sum() for b in range({g})])")
+        outs += ", Z"
+    if vec:
+        ref.add(1, f"W = X[:, :{vw}] * 2.0 - {b}")
+        outs += ", W"
+    outs += "]"
     if sort:
         ref.block(1, ["P = np.zeros(M)", f"H = np.zeros(({g}, NB))",
                       f"for bx in range({g}):",
@@ -157,8 +181,9 @@ def gen_simt(d, seed):
                       "    for r in rows:",
                       "        P[bx * NT + offs[K[r]]] = X[r, 0]",
                       "        offs[K[r]] += 1"])
-        outs = "[Y, P, H]"
+        outs = outs[:-1] + ", P, H]"
     ref.add(1, f"return {outs}")
     tol = {"Y": tolerance("float32", EPS["float32"], terms=C, slack=16.0), "P": (0.0, 0.0),
-           "H": (0.0, 0.0)}
+           "H": (0.0, 0.0), "Z": tolerance("float32", EPS["float32"], terms=C * nt, slack=16.0),
+           "W": tolerance("float32")}
     return build_case("simt", seed, src, tensors, ref, tol, feats)
