@@ -37,7 +37,7 @@ def gen_views(d, seed):
     scale = 1.0
     reduced = False
     for _ in range(d.int(1, 4)):
-        kinds = ["map3", "reduce", "flat", "fillview", "cumsum"] + (
+        kinds = ["map3", "reduce", "flat", "fillview", "cumsum", "regroup", "wide"] + (
             ["bits", "bf16", "bf16_write"] if exact else [])
         kind = d.choice(kinds)
         feats.add(f"views_{kind}")
@@ -73,6 +73,21 @@ def gen_views(d, seed):
             r += [f"{'x' if inplace else 'y'} = {v}.reshape({bm}, {N})"]
             exact = exact and not inplace
             scale *= (bm, g, q)[cd]
+        elif kind == "regroup":  # rows of q: (bm * g, q), a row statistic broadcast back
+            red2 = d.choice(["sum", "max"])
+            k += [f"T.reduce_{red2}(xq, rq, dim=1)",
+                  f"for a, b in T.Parallel({bm * g}, {q}):",
+                  "    yq[a, b] = xq[a, b] - rq[a] * 0.5"]
+            fn = "np.sum" if red2 == "sum" else "np.max"
+            r += [f"_xq = x.reshape({bm * g}, {q})",
+                  f"y = (_xq - {fn}(_xq, axis=1)[:, None] * 0.5).reshape({bm}, {N})"]
+            scale = max(scale, q * 0.5 + 1)
+        elif kind == "wide":  # a bfloat16 tile of 2N columns read as N float32s
+            k += [f"for i, j in T.Parallel({bm}, {N}):", "    hb[i, 2 * j] = 0.0",
+                  "    hb[i, 2 * j + 1] = x[i, j]",
+                  f"for i, j in T.Parallel({bm}, {N}):", "    y[i, j] = wv[i, j]"]
+            r += ["y = rnd(x, 'bfloat16')"]
+        elif kind == "flat":
             k += [f"for t in T.Parallel({bm * N}):", f"    yf[t] = xf[{bm * N - 1} - t]"]
             r += [f"y = x.reshape(-1)[::-1].reshape({bm}, {N}).copy()"]
         elif kind == "fillview":
@@ -136,6 +151,11 @@ def gen_views(d, seed):
     src.add(2, f"xf = T.reshape(x, ({bm * N},))")
     src.add(2, f"yf = T.reshape(y, ({bm * N},))")
     src.add(2, f"yr = T.reshape(y, ({bm}, {g}, {q}))")
+    src.add(2, f"xq = T.reshape(x, ({bm * g}, {q}))")
+    src.add(2, f"yq = T.reshape(y, ({bm * g}, {q}))")
+    src.add(2, f'rq = T.alloc_{kind()}(({bm * g},), "float32")')
+    src.add(2, f'hb = T.alloc_{kind()}(({bm}, {2 * N}), "bfloat16")')
+    src.add(2, f'wv = T.view(hb, ({bm}, {N}), "float32")')
     if load == "direct":
         src.add(2, f"T.copy(X[bx * {bm}, 0], x)")
     else:
