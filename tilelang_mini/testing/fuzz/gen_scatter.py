@@ -24,14 +24,19 @@ def gen_scatter(d, seed):
     ext = d.choice([None, "max", "min"])
     reducer = d.choice([None, "sum", "max"])
     lim = d.int(0, NR)  # the guard's upper bound
+    cdt = d.choice(["float32", "float32", "float16", "bfloat16"])
+    hist = d.boolean(0.4)  # an int32 histogram of the rows: `T.atomic_add(Cnt[Idx[bx, i]], 1)`
     feats = {"scatter", f"scatter_{form}"} | ({f"scatter_atomic_{ext}"} if ext else set())
     feats |= {f"reducer_{reducer}"} if reducer else set()
+    feats |= {f"scatter_out_{cdt}"} | ({"scatter_hist"} if hist else set())
     tensors = [Tensor("Idx", [G, R], "int32", -1, NR), Tensor("V", [G, R, D], "float32", -2.0, 2.0),
-               Tensor("C", [NR, D], "float32", output=True)]
+               Tensor("C", [NR, D], cdt, output=True)]
     if ext:
         tensors.append(Tensor("E", [NR, D], "float32", output=True))
     if reducer:
         tensors.append(Tensor("Q", [G, D], "float32", output=True))
+    if hist:
+        tensors.append(Tensor("Cnt", [NR], "int32", output=True))
     src = Source(KERNEL_HEADER)
     src.add(0, "def main(" + ", ".join(f'{t.name}: T.Tensor({tuple(t.shape)!r}, "{t.dtype}")'
                                          for t in tensors) + "):")
@@ -53,6 +58,9 @@ def gen_scatter(d, seed):
     else:
         src.add(2, f"for i, j in T.Parallel({R}, {D // w}):")
         src.add(3, f"T.atomic_addx{w}(C[rows[i], j * {w}], v[i, j * {w}])")
+    if hist:
+        src.add(2, f"for i in T.Parallel({R}):")
+        src.add(3, "T.atomic_add(Cnt[Idx[bx, i]], 1)")
     if ext:
         src.add(2, f"for i, j in T.Parallel({R}, {D}):")
         src.add(3, f"T.atomic_{ext}(E[Idx[bx, i], j], v[i, j])")
@@ -79,6 +87,13 @@ def gen_scatter(d, seed):
     if reducer:
         ref.add(1, "Q = V.sum(axis=1)" if reducer == "sum" else "Q = V.max(axis=1)")
         outs.append("Q")
+    if hist:
+        ref.block(1, [f"Cnt = np.zeros({NR})", f"inside = (idx >= 0) & (idx < {NR})",
+                      "np.add.at(Cnt, idx[inside], 1)"])
+        outs.append("Cnt")
     ref.add(1, f"return [{', '.join(outs)}]")
     tol = tolerance("float32", EPS["float32"], terms=G * R, slack=16.0)
-    return build_case("scatter", seed, src, tensors, ref, {"C": tol, "E": tol, "Q": tol}, feats)
+    # a narrow C rounds after every add (in some order): G * R roundings of its epsilon
+    tol_c = tolerance(cdt, EPS[cdt], terms=G * R * G * R, slack=4.0)
+    return build_case("scatter", seed, src, tensors, ref,
+                      {"C": tol_c, "E": tol, "Q": tol, "Cnt": (0.0, 0.0)}, feats)
