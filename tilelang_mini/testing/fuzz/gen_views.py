@@ -136,10 +136,15 @@ def gen_views(d, seed):
         gm_lines.append(f"O3 = T.reshape(O, ({M}, {g}, {q}))")
     if gm_outside:
         src.block(1, gm_lines)
-    src.add(1, f"with T.Kernel({gm}) as bx:")
+    dev = d.boolean(0.35)  # developer mode: UB tiles the compiler splits between the AIVs
+    if dev:
+        feats.add("views_developer")
+        src.add(1, f"with T.Kernel({gm}, is_npu=True) as (bx, vid):")
+    else:
+        src.add(1, f"with T.Kernel({gm}) as bx:")
     if not gm_outside:
         src.block(2, gm_lines)
-    kind = lambda: d.choice(["fragment", "shared"])  # noqa: E731
+    kind = lambda: "ub" if dev else d.choice(["fragment", "shared"])  # noqa: E731
     if load == "direct":
         src.add(2, f'x = T.alloc_{kind()}(({bm}, {N}), "float32")')
     else:
