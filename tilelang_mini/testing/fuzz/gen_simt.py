@@ -52,8 +52,10 @@ def gen_simt(d, seed):
 
     tensors = [Tensor("X", [M, C], "float32"), Tensor("K", [M], "int32", 0, nb - 1),
                Tensor("Y", [M], "float32", output=True)]
+    shift = d.int(1, nt - 1) if nt > 1 else 0
     if block:
         tensors.append(Tensor("Z", [g], "float32", output=True))
+        tensors.append(Tensor("Nb", [M], "float32", output=True))
     if vec:
         tensors.append(Tensor("W", [M, vw], "float32", output=True))
     if sort:  # (the reference returns Y, Z, W, P, H in this order)
@@ -126,6 +128,8 @@ def gen_simt(d, seed):
         src.add(2, f'red = T.alloc_shared(({nt},), "float32")')
         src.add(2, 'tot = T.alloc_fragment((1,), "float32")')
         src.add(2, f"red[tx] = {A}")  # threads past M hold 0 (their loop is guarded)
+        src.add(2, "T.sync_threads()")
+        guarded([f"Nb[row] = red[(tx + {shift}) % {nt}]"], guard)  # another thread's value
         src.add(2, "T.reduce_sum(red, tot, dim=0)")
         src.add(2, "Z[bx] = tot[0]")
     if vec:
@@ -166,7 +170,10 @@ def gen_simt(d, seed):
     outs = "[Y"
     if block:
         ref.add(1, f"Z = np.array([accs[b * NT:(b + 1) * NT].sum() for b in range({g})])")
-        outs += ", Z"
+        ref.block(1, [f"padded = np.zeros({g * nt})", "padded[:M] = accs",
+                      f"t = np.arange({g * nt})",
+                      f"Nb = padded[t - t % NT + (t % NT + {shift}) % NT][:M]"])
+        outs += ", Z, Nb"
     if vec:
         ref.add(1, f"W = X[:, :{vw}] * 2.0 - {b}")
         outs += ", W"
@@ -185,5 +192,6 @@ def gen_simt(d, seed):
     ref.add(1, f"return {outs}")
     tol = {"Y": tolerance("float32", EPS["float32"], terms=C, slack=16.0), "P": (0.0, 0.0),
            "H": (0.0, 0.0), "Z": tolerance("float32", EPS["float32"], terms=C * nt, slack=16.0),
-           "W": tolerance("float32")}
+           "W": tolerance("float32"),
+           "Nb": tolerance("float32", EPS["float32"], terms=C, slack=16.0)}
     return build_case("simt", seed, src, tensors, ref, tol, feats)
