@@ -37,9 +37,19 @@ def gen_launches(d, seed):
     tensors.append(Tensor("Y", [N], "float32", output=True))
     if third:
         tensors.append(Tensor("Z", [M, N], "float32", output=True))
-    src = Source(KERNEL_HEADER)
-    src.add(0, "def main(" + ", ".join(f'{t.name}: T.Tensor({tuple(t.shape)!r}, "{t.dtype}")'
-                                         for t in tensors) + "):")
+    eager = d.boolean(0.3)  # the eager @jit style: T.const shapes, T.empty outputs returned
+    if eager:
+        feats.add("launches_eager")
+        src = Source(KERNEL_HEADER[:3])
+        src.add(0, "def main(X):")
+        src.add(1, 'Mc, Nc = T.const("Mc, Nc")')
+        src.add(1, 'X: T.Tensor((Mc, Nc), "float32")')
+        for t in tensors[1:]:
+            src.add(1, f'{t.name} = T.empty({tuple(t.shape)!r}, "{t.dtype}")')
+    else:
+        src = Source(KERNEL_HEADER)
+        src.add(0, "def main(" + ", ".join(f'{t.name}: T.Tensor({tuple(t.shape)!r}, "{t.dtype}")'
+                                             for t in tensors) + "):")
     part = "Part" if ws == "output" else "part"
     if ws == "global":
         src.add(1, f'part = T.alloc_global(({S}, {N}), "float32")')
@@ -81,6 +91,8 @@ def gen_launches(d, seed):
         src.add(3, f"T.copy(z, Z[i * {bm}, j * {bz}])")
         feats.add(f"persistent_waves_{-(-(tm * tn) // wave)}")
 
+    if eager:
+        src.add(1, "return " + ", ".join(t.name for t in tensors[1:]))
     ref = Source()
     ref.add(0, "def reference(X):")
     fn = {"sum": "np.sum(x, axis=0)", "max": "np.max(x, axis=0)",
