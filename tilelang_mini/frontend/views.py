@@ -483,17 +483,21 @@ class Views:
             if any(e is None for e in other[2]):
                 raise self.error(node, "one side of T.copy must give its extent (a buffer or a "
                                        "slice)")
-            sq = [e for e in other[2] if e != 1][::-1]
+            sq = list(other[2])  # its last two dims, reversed (a (1, n) row for an (n, 1) tile)
+            while len(sq) > 2 and sq[0] == 1:
+                sq.pop(0)
             n = len(mine[2])
             if len(sq) != 2 or n < 2:
                 raise self.error(node, "T.copy(transpose=True) copies 2-D tiles")
-            return Region(mine[0], mine[1], (1,) * (n - 2) + tuple(sq))
+            return Region(mine[0], mine[1], (1,) * (n - 2) + tuple(sq[::-1]))
 
         s, d = fill(src, dst, src_node), fill(dst, src, dst_node)
         s_sq = tuple(e for e in s.extent if e != 1)
-        if len(s_sq) != 2 or tuple(e for e in d.extent if e != 1) != s_sq[::-1]:
+        if len(s_sq) > 2 or tuple(e for e in d.extent if e != 1) != s_sq[::-1]:
             raise self.error(call, f"T.copy(transpose=True) takes a 2-D tile and gives its "
                                    f"transpose; got {list(s.extent)} -> {list(d.extent)}")
+        if len(s_sq) < 2:  # a row or a column (or one element): the same elements in order
+            return [Copy(s, d, loc)]
         if (s.buffer.scope, d.buffer.scope) in (("L1", "L0A"), ("L1", "L0B")):
             return [Copy(s, d, loc, transpose=True)]
         out = []

@@ -12,6 +12,7 @@ from .gen_fitting import gen_fitting
 from .gen_flow import gen_flow
 from .gen_expert import gen_expert, gen_expert_broken
 from .gen_int4 import gen_int4
+from .gen_misc import gen_misc
 from .gen_invalid import gen_invalid
 from .gen_nd import gen_tile_nd
 from .gen_scalar import gen_dyn_bounds, gen_gather, gen_grouped_gemm
@@ -54,6 +55,7 @@ VALID = {
     "eager": gen_eager,
     "scatter": gen_scatter,
     "tileops": gen_tileops,
+    "misc": gen_misc,
 }
 # Relative frequencies in a random mix (the cheap families more often).
 WEIGHTS = {"gemm": 4, "elementwise": 4, "reduce": 3, "rownorm": 2, "cube_vector": 3,
@@ -61,7 +63,7 @@ WEIGHTS = {"gemm": 4, "elementwise": 4, "reduce": 3, "rownorm": 2, "cube_vector"
            "control": 2, "invalid": 3, "mutation": 4, "args": 2, "expert": 2,
            "expert_broken": 2, "scenario": 1,
            "tile_nd": 2, "select": 3, "atomic": 2, "developer": 3, "dialect": 3, "flow": 3,
-           "int4": 3, "fitting": 2, "cv_combine": 3, "simt": 3, "views": 3, "launches": 2, "eager": 2, "scatter": 2, "tileops": 2}
+           "int4": 3, "fitting": 2, "cv_combine": 3, "simt": 3, "views": 3, "launches": 2, "eager": 2, "scatter": 2, "tileops": 2, "misc": 2}
 FAMILIES = tuple(VALID) + ("expert_broken", "invalid", "mutation", "args", "scenario")
 # Kernels whose IR is mutated: small, quick to compile and run.
 MUTATION_BASES = ("elementwise", "reduce", "gemm", "cube_vector", "rownorm", "tile_nd", "expert",
