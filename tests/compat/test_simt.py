@@ -400,3 +400,40 @@ def test_per_thread_break(target, monkeypatch):
     want = np.array([sum(row[:np.argmax(np.append(row > 0.5, True))]) for row in x])
     x = x.astype(np.float32)
     run_and_simulate(sum_until_over, [x, 0.5], want, 9)
+
+
+@tilelang_mini.jit
+def keyed_sums(K, X, NB: int):
+    """Per-thread atomics into GM (TileLang's per-thread atomicAdd of a global element): a
+    histogram of the keys and, under a per-thread `if`, a sum per key, the key read from GM
+    (fuzz family simt: a located 'region depends on the thread index' error before)."""
+    N = T.const("N")
+    K: T.Tensor((N,), T.int32)
+    X: T.Tensor((N,), T.float32)
+    H = T.empty((NB,), T.int32)
+    S = T.empty((NB,), T.float32)
+    with T.Kernel(T.ceildiv(N, 8), threads=8) as bx:
+        tx = T.get_thread_binding()
+        row = bx * 8 + tx
+        if row < N:
+            T.atomic_add(H[K[row]], 1)
+            if X[row] > 0:
+                T.atomic_add(S[K[row]], X[row] * 2.0)
+    return H, S
+
+
+def test_per_thread_atomics_into_gm(target, monkeypatch):
+    monkeypatch.setenv("TILELANG_MINI_TARGET", target)
+    rng = np.random.default_rng(14)
+    k = rng.integers(0, 5, 21).astype(np.int32)
+    x = rand((21,), seed=15)
+    want_h = np.bincount(k, minlength=5)
+    want_s = np.zeros(5)
+    np.add.at(want_s, k[x > 0], 2.0 * f64(x)[x > 0])
+    h, s = keyed_sums(k, x, 5)
+    assert h.tolist() == want_h.tolist()
+    close(s, want_s, reduce_len=21)
+    kern, args = keyed_sums.kernel_for(k, x, 5)
+    (h, s), _ = kern.simulate(*args)
+    assert h.tolist() == want_h.tolist()
+    close(s, want_s, reduce_len=21)

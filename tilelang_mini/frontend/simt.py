@@ -200,6 +200,32 @@ class Simt:
         self.stale_reads_of([loop], call)
         return old
 
+    def thread_gm_atomic(self, kind: str, dst, value, call) -> list:
+        """`T.atomic_add(Y[r], v)` of one GM element in per-thread code: each thread's value
+        into a per-thread tile (a map over the threads), then one element's atomic copy per
+        thread, in thread order (an index read from a tile goes through a scalar first):
+
+            T.atomic_add(Y[bx * 4 + tx], acc[0])  ->  t[tx, 0] = acc[tx, 0]
+                                                      for t0 in serial(T0):
+                                                          copy(t[t0, 0], Y[bx * 4 + t0], atomic_add=True)
+        """
+        from ..ir.nodes import Copy, Region
+        tmp = self.temp_tile(self.simt.extents + (1,), dst.buffer.dtype, call)
+        self.simt.per_thread.add(tmp.name)
+        loc = self.loc(call)
+        idx = self.scalar_index(tmp)
+        body, starts = [], []
+        for ix in dst.start:
+            if any(isinstance(n, Load) for n in walk(ix)):
+                at = Buffer(self.fresh_buffer_name("atomic_at"), (1,), "int32", "var")
+                self.hoisted_allocs[at.name] = Alloc(at, None, loc)
+                body.append(Store(at, (as_expr(0),), as_expr(ix), loc))
+                ix = Load(at, (as_expr(0),))
+            starts.append(ix)
+        body.append(Copy(Region(tmp, idx, (1,) * len(idx)),
+                         Region(dst.buffer, tuple(starts), dst.extent), loc, atomic=kind))
+        return [Store(tmp, idx, as_expr(value), loc), self.thread_loop(body, call)]
+
     def thread_loop(self, stores, call) -> For:
         """`stores` once per thread of the block, in thread order (serial loops over the
         thread dimensions, their variables in place of the thread indices)."""

@@ -36,6 +36,7 @@ def gen_simt(d, seed):
     block = d.boolean(0.4)  # per-thread results into a shared tile, then a block-level reduce
     vec = d.boolean(0.3)  # a per-thread T.vectorized run of a row's first columns
     vw = min(C, d.choice([2, 4]))
+    gm_atomic = d.boolean(0.4)  # each row's result added into GM at its key (per-thread atomics)
     guard = tail or d.boolean(0.3)
     # rows past M: per-thread code is scalar code (no T.Parallel safe access), so a tail is
     # always guarded; without one the guard of the loop is optional
@@ -58,6 +59,10 @@ def gen_simt(d, seed):
         tensors.append(Tensor("Nb", [M], "float32", output=True))
     if vec:
         tensors.append(Tensor("W", [M, vw], "float32", output=True))
+    if gm_atomic:
+        tensors += [Tensor("G", [nb], "float32", output=True),
+                    Tensor("Gc", [nb], "int32", output=True)]
+        feats.add("simt_gm_atomic")
     if sort:  # (the reference returns Y, Z, W, P, H in this order)
         tensors += [Tensor("P", [M], "float32", output=True),
                     Tensor("H", [g, nb], "int32", output=True)]
@@ -135,6 +140,8 @@ def gen_simt(d, seed):
     if vec:
         guarded([f"for v in T.vectorized({vw}):", f"    W[row, v] = X[row, v] * 2.0 - {b}"],
                 guard)
+    if gm_atomic:
+        guarded([f"T.atomic_add(G[K[row]], {A})", "T.atomic_add(Gc[K[row]], 1)"], guard, True)
     if sort:
         src.add(2, "T.clear(hist)")
         src.add(2, "T.clear(offs)")
@@ -177,6 +184,10 @@ def gen_simt(d, seed):
     if vec:
         ref.add(1, f"W = X[:, :{vw}] * 2.0 - {b}")
         outs += ", W"
+    if gm_atomic:
+        ref.block(1, ["G = np.zeros(NB)", "np.add.at(G, K.astype(np.int64), accs)",
+                      "Gc = np.bincount(K.astype(np.int64), minlength=NB).astype(np.float64)"])
+        outs += ", G, Gc"
     outs += "]"
     if sort:
         ref.block(1, ["P = np.zeros(M)", f"H = np.zeros(({g}, NB))",
@@ -193,5 +204,6 @@ def gen_simt(d, seed):
     tol = {"Y": tolerance("float32", EPS["float32"], terms=C, slack=16.0), "P": (0.0, 0.0),
            "H": (0.0, 0.0), "Z": tolerance("float32", EPS["float32"], terms=C * nt, slack=16.0),
            "W": tolerance("float32"),
-           "Nb": tolerance("float32", EPS["float32"], terms=C, slack=16.0)}
+           "Nb": tolerance("float32", EPS["float32"], terms=C, slack=16.0),
+           "G": tolerance("float32", EPS["float32"], terms=C * M, slack=16.0), "Gc": (0.0, 0.0)}
     return build_case("simt", seed, src, tensors, ref, tol, feats)
