@@ -23,14 +23,18 @@ def gen_eager(d, seed):
     feats = {"eager_jit" if eager else "scalar_params", f"eager_bias_{spell}"}
     X = Tensor("X", [M, N], "float32", -2.0, 2.0)
     B = Tensor("B", [N], "float32")
-    rows = Tensor("rows", [], "int32", 0, M + 2)
+    grid_rows = not eager and d.boolean(0.4)  # the grid's extent from the scalar parameter
+    rows = Tensor("rows", [], "int32", 1 if grid_rows else 0, M + 2)
+    if grid_rows:
+        feats.add("scalar_param_grid")
     alpha = Tensor("alpha", [], "float32", -2.0, 2.0)
     reps = Tensor("reps", [], "int32", 0, 3)
     Y = Tensor("Y", [M, N], "float32", output=True)
     R = Tensor("R", [gn, M], "float32", output=True)
     tensors = [X, B, rows, alpha, reps, Y, R]
 
-    body = ["with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm)) as (bx, by):",
+    body = [f"with T.Kernel(T.ceildiv(N, bn), T.ceildiv({'rows' if grid_rows else 'M'}, bm)) "
+            "as (bx, by):",
             "    x = T.alloc_fragment((bm, bn), T.float32)",
             "    b = T.alloc_fragment((bn,), T.float32)",
             "    r = T.alloc_fragment((bm,), T.float32)",
@@ -67,7 +71,8 @@ def gen_eager(d, seed):
     ref.add(0, "def reference(X, B, rows, alpha, reps):")
     ref.block(1, [f"Y = np.zeros(({M}, {N}))", f"R = np.zeros(({gn}, {M}))",
                   "a = rnd(alpha, 'float32')",
-                  f"for by in range({gm}):", f"    for bx in range({gn}):",
+                  f"for by in range({'min(cdiv(rows, %d), %d)' % (bm, gm) if grid_rows else gm}):",
+                  f"    for bx in range({gn}):",
                   f"        x = load(X, (by * {bm}, bx * {bn}), ({bm}, {bn}))",
                   f"        b = load(B, (bx * {bn},), ({bn},))",
                   f"        live = (by * {bm} + np.arange({bm}))[:, None] < rows",
