@@ -85,12 +85,13 @@ def test_transpose_of_rows_and_columns(target):
     """A (1, n) row transposed into an (n, 1) column (and back), GM -> tile, tile -> tile and
     tile -> GM: the same elements in order (fuzz family misc: a located 'copies 2-D tiles'
     error before)."""
+    f32 = "float32"
+
     @T.prim_func
-    def main(X: T.Tensor((5, 8), "float32"), Y: T.Tensor((8, 5), "float32"),
-             Z: T.Tensor((8, 5), "float32")):
+    def main(X: T.Tensor((5, 8), f32), Y: T.Tensor((8, 5), f32), Z: T.Tensor((8, 5), f32)):
         with T.Kernel(5) as by:
-            col = T.alloc_shared((8, 1), "float32")
-            row = T.alloc_fragment((1, 8), "float32")
+            col = T.alloc_shared((8, 1), f32)
+            row = T.alloc_fragment((1, 8), f32)
             T.copy(X[by, 0], col, transpose=True)       # GM row -> column tile
             T.copy(col, Y[0, by])
             T.copy(col, row, transpose=True)             # column -> row

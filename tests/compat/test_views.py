@@ -220,12 +220,13 @@ def test_cumsum_of_views_and_inline_reshape(target):
     tile's dim: wrong numbers), and `T.reshape(...)` written inline as a T.copy operand is the
     view the assignment form names, of a tile or of a GM tensor (a located 'not a value' error
     before). Fuzz family views."""
+    shape = (4, 24)
+
     @T.prim_func
-    def main(X: T.Tensor((4, 24), "float32"), O: T.Tensor((4, 24), "float32"),
-             Q: T.Tensor((4, 24), "float32")):
-        with T.Kernel(1) as bx:
-            x = T.alloc_fragment((4, 24), "float32")
-            y = T.alloc_fragment((4, 24), "float32")
+    def main(X: T.Tensor(shape, "float32"), O: T.Tensor(shape, "float32"), Q: T.Tensor(shape, "float32")):
+        with T.Kernel(1):
+            x = T.alloc_fragment(shape, "float32")
+            y = T.alloc_fragment(shape, "float32")
             z = T.alloc_shared((4, 3, 8), "float32")
             T.copy(X, x)
             xr = T.reshape(x, (4, 3, 8))

@@ -53,12 +53,9 @@ def gen_launches(d, seed):
     part = "Part" if ws == "output" else "part"
     if ws == "global":
         src.add(1, f'part = T.alloc_global(({S}, {N}), "float32")')
-    src.add(1, f"with T.Kernel({S}) as bx:")
-    src.add(2, f'x = T.alloc_fragment(({rb}, {N}), "float32")')
-    src.add(2, f'cs = T.alloc_fragment(({N},), "float32")')
-    src.add(2, f"T.copy(X[bx * {rb}, 0], x)")
-    src.add(2, f"T.reduce_{red}(x, cs, dim=0)")
-    src.add(2, f"T.copy(cs, {part}[bx, 0:{N}])")
+    src.block(1, [f"with T.Kernel({S}) as bx:", f'    x = T.alloc_fragment(({rb}, {N}), "float32")',
+                  f'    cs = T.alloc_fragment(({N},), "float32")', f"    T.copy(X[bx * {rb}, 0], x)",
+                  f"    T.reduce_{red}(x, cs, dim=0)", f"    T.copy(cs, {part}[bx, 0:{N}])"])
     scale = d.choice([1.0, 0.5, -0.25])
     w = cb if sync else bn
     if sync:
@@ -69,26 +66,24 @@ def gen_launches(d, seed):
         src.add(1, f"c = {scale} * {1}  # trace-time Python between the launches")
         src.add(1, f"with T.Kernel({gn}) as by:")
         idx = "by"
-    src.add(2, f'p = T.alloc_fragment(({S}, {w}), "float32")')
-    src.add(2, f'm = T.alloc_fragment(({w},), "float32")')
-    src.add(2, f"T.copy({part}[0, {idx} * {w}], p)")
-    src.add(2, f"T.reduce_{comb}(p, m, dim=0)")
-    src.add(2, f"for j in T.Parallel({w}):")
-    src.add(3, "m[j] = m[j] * c")
-    src.add(2, f"T.copy(m, Y[{idx} * {w}:{idx} * {w} + {w}])")
+    src.block(2, [f'p = T.alloc_fragment(({S}, {w}), "float32")',
+                  f'm = T.alloc_fragment(({w},), "float32")',
+                  f"T.copy({part}[0, {idx} * {w}], p)", f"T.reduce_{comb}(p, m, dim=0)",
+                  f"for j in T.Parallel({w}):", "    m[j] = m[j] * c",
+                  f"T.copy(m, Y[{idx} * {w}:{idx} * {w} + {w}])"])
     if third:
         bm, bz = d.choice([4, 8, 16]), d.choice([8, 16])
         tm, tn = -(-M // bm), -(-N // bz)
         wave = d.int(1, max(1, tm * tn - 1)) if tm * tn > 1 else 1
-        src.add(1, f"with T.Kernel({wave}) as b:")
-        src.add(2, f'z = T.alloc_fragment(({bm}, {bz}), "float32")')
-        src.add(2, f'y = T.alloc_fragment(({bz},), "float32")')
-        src.add(2, f"for i, j in T.Persistent([{tm}, {tn}], {wave}, b):")
-        src.add(3, f"T.copy(X[i * {bm}, j * {bz}], z)")
-        src.add(3, f"T.copy(Y[j * {bz}:j * {bz} + {bz}], y)")
-        src.add(3, f"for r, k in T.Parallel({bm}, {bz}):")
-        src.add(4, "z[r, k] = z[r, k] - y[k]")
-        src.add(3, f"T.copy(z, Z[i * {bm}, j * {bz}])")
+        src.block(1, [f"with T.Kernel({wave}) as b:",
+                      f'    z = T.alloc_fragment(({bm}, {bz}), "float32")',
+                      f'    y = T.alloc_fragment(({bz},), "float32")',
+                      f"    for i, j in T.Persistent([{tm}, {tn}], {wave}, b):",
+                      f"        T.copy(X[i * {bm}, j * {bz}], z)",
+                      f"        T.copy(Y[j * {bz}:j * {bz} + {bz}], y)",
+                      f"        for r, k in T.Parallel({bm}, {bz}):",
+                      "            z[r, k] = z[r, k] - y[k]",
+                      f"        T.copy(z, Z[i * {bm}, j * {bz}])"])
         feats.add(f"persistent_waves_{-(-(tm * tn) // wave)}")
 
     if eager:

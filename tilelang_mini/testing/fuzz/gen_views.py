@@ -150,16 +150,14 @@ def gen_views(d, seed):
     else:
         src.add(2, f'x3 = T.alloc_{kind()}(({bm}, {g}, {q}), "float32")')
         src.add(2, f"x = T.reshape(x3, ({bm}, {N}))")
-    src.add(2, f'y = T.alloc_{kind()}(({bm}, {N}), "float32")')
-    src.add(2, f'acc = T.alloc_{kind()}({rshape!r}, "float32")')
-    src.add(2, f"xr = T.reshape(x, ({bm}, {g}, {q}))")
-    src.add(2, f"xf = T.reshape(x, ({bm * N},))")
-    src.add(2, f"yf = T.reshape(y, ({bm * N},))")
-    src.add(2, f"yr = T.reshape(y, ({bm}, {g}, {q}))")
-    src.add(2, f"xq = T.reshape(x, ({bm * g}, {q}))")
-    src.add(2, f"yq = T.reshape(y, ({bm * g}, {q}))")
-    src.add(2, f'rq = T.alloc_{kind()}(({bm * g},), "float32")')
-    src.add(2, f'hb = T.alloc_{kind()}(({bm}, {2 * N}), "bfloat16")')
+    tiles = {"y": (bm, N), "acc": rshape, "rq": (bm * g,), "hb": (bm, 2 * N)}
+    for name, shape in tiles.items():
+        dt = "bfloat16" if name == "hb" else "float32"
+        src.add(2, f'{name} = T.alloc_{kind()}({tuple(shape)!r}, "{dt}")')
+    views = {"xr": ("x", (bm, g, q)), "xf": ("x", (bm * N,)), "yf": ("y", (bm * N,)),
+             "yr": ("y", (bm, g, q)), "xq": ("x", (bm * g, q)), "yq": ("y", (bm * g, q))}
+    for name, (base, shape) in views.items():
+        src.add(2, f"{name} = T.reshape({base}, {shape!r})")
     src.add(2, f'wv = T.view(hb, ({bm}, {N}), "float32")')
     if load == "direct":
         src.add(2, f"T.copy(X[bx * {bm}, 0], x)")
