@@ -121,3 +121,57 @@ def test_untaken_if_around_cube_and_vector_work_simulates_clean(target):
     for chip in CHIPS:
         simulated, _ = tilelang_mini.compile(prim, out_idx=[-1], chip=chip).simulate(a, b, mi, w)
         np.testing.assert_allclose(simulated, ref, rtol=1e-3, atol=1e-3)
+
+
+def scatter_twice(dt, wide_rows, guard):
+    """Two atomic scatters through an index tensor (fuzz family scatter): each a map into a
+    hidden tile, then per (row, column) an `if` on the gathered row around the atomic copy; the
+    second scatter's tile shares the first's bytes (plan_memory)."""
+    R, D, N = 3, 4 if wide_rows else 1, 6
+
+    @T.prim_func
+    def main(Idx: T.Tensor((2, R), "int32"), V: T.Tensor((2, R, D), "float32"),
+             C: T.Tensor((N, D), dt), E: T.Tensor((N, D), "float32")):
+        with T.Kernel(2) as bx:
+            v = T.alloc_fragment((R, D), "float32")
+            rows = T.alloc_shared((R,), "int32")
+            T.copy(V[bx, :, :], v)
+            T.copy(Idx[bx, :], rows)
+            if guard:
+                for i, j in T.Parallel(R, D):
+                    pos = rows[i]
+                    if (pos > -1) & (pos < N - 2):
+                        T.atomic_add(C[pos, j], v[i, j] * 2.0)
+            else:  # rows outside C are not stored (safe access: an if on the gathered row)
+                for i, j in T.Parallel(R, D):
+                    T.atomic_add(C[Idx[bx, i], j], v[i, j] * 2.0)
+            for i, j in T.Parallel(R, D):
+                T.atomic_max(E[Idx[bx, i], j], v[i, j])
+    return main
+
+
+@pytest.mark.parametrize("chip", CHIPS)
+@pytest.mark.parametrize("dt, wide, guard", [("float16", False, False), ("float32", True, True),
+                                             ("bfloat16", True, True), ("float16", True, False)])
+def test_scatter_branches_in_loops(chip, dt, wide, guard):
+    """A producer in an if inside the scatter's column loop inside its row loop: the set of its
+    flag went after the column loop and ran in row trips whose branch did not (the flag set
+    twice: SyncError), and a flag primed around the row loop drained with the clock of the set
+    in the branch (the second scatter's map went without the pipe_barrier(V) its shared bytes
+    need: RaceError) — when some rows fall outside C."""
+    kern = tilelang_mini.compile(scatter_twice(dt, wide, guard), out_idx=[2, 3], target="numpy",
+                                 chip=chip)
+    D = 4 if wide else 1
+    v = np.random.default_rng(5).uniform(-1, 1, (2, 3, D)).astype(np.float32)
+    for idx in ([[-1, 5, 6], [-1, -1, -1]], [[0, -1, 3], [2, 5, 1]], [[1, 1, 1], [-1, 0, 7]]):
+        idx = np.array(idx, np.int32)
+        want_c, want_e = np.zeros((6, D)), np.zeros((6, D))
+        for b in range(2):
+            for i in range(3):
+                if 0 <= idx[b, i] < (4 if guard else 6):
+                    want_c[idx[b, i]] += 2.0 * v[b, i]
+                if 0 <= idx[b, i] < 6:
+                    want_e[idx[b, i]] = np.maximum(want_e[idx[b, i]], v[b, i])
+        (c, e), _ = kern.simulate(idx, v)
+        np.testing.assert_allclose(np.asarray(c, np.float64), want_c, rtol=1e-2, atol=1e-2)
+        np.testing.assert_allclose(np.asarray(e, np.float64), want_e, rtol=1e-6)

@@ -198,9 +198,6 @@ ERRORS = [
     ("tile_op_under_condition", "N", ["t = T.alloc_fragment((8,), T.float32)", "if tx < 3:",
                                       "    T.fill(t, 1.0)", "Y[tx, 0] = t[0]"],
      "if tx < 3", "tile operation under a per-thread"),
-    ("condition_reads_its_write", "N", ["s = T.alloc_shared((N,), T.float32)",
-                                        "s[tx] = X[tx, 0]", "if s[tx] > 0:", "    s[tx] = 0.0",
-                                        "    Y[tx, 0] = s[tx]"], "if s[tx] > 0", "reads 's'"),
 ]
 
 
@@ -342,3 +339,101 @@ def test_thread_index_stored_in_a_scalar(target, monkeypatch):
     monkeypatch.setenv("TILELANG_MINI_TARGET", target)
     x = rand((32,), seed=11)
     run_and_simulate(thread_index_stored, [x], f64(x) * 2.0 + np.arange(32))
+
+
+@tilelang_mini.jit
+def reset_positive(X):
+    """A per-thread condition that reads what its branch writes: each thread evaluates it once,
+    before the branch (as a GPU thread does), so the second statement of the branch still runs
+    where the first cleared s[tx] (it was a located error before)."""
+    N = T.const("N")
+    X: T.Tensor((N, 8), T.float32)
+    Y = T.empty((N, 8), T.float32)
+    with T.Kernel(1, threads=N) as _:
+        tx = T.get_thread_binding()
+        s = T.alloc_shared((N,), T.float32)
+        s[tx] = X[tx, 0]
+        Y[tx, 1] = 0.0
+        if s[tx] > 0:
+            s[tx] = 0.0
+            Y[tx, 1] = 1.0 + s[tx]
+        Y[tx, 0] = s[tx]
+    return Y
+
+
+def test_condition_reading_its_branch_writes(target, monkeypatch):
+    monkeypatch.setenv("TILELANG_MINI_TARGET", target)
+    x = rand((16, 8), seed=12)
+    pos = f64(x)[:, 0] > 0
+    want = np.zeros((16, 8))
+    want[:, 0] = np.where(pos, 0.0, f64(x)[:, 0])
+    want[:, 1] = np.where(pos, 1.0, 0.0)
+    y = np.asarray(reset_positive(x))
+    close(y[:, :2], want[:, :2])
+    kern, args = reset_positive.kernel_for(x)
+    close(np.asarray(kern.simulate(*args)[0])[:, :2], want[:, :2])
+
+
+@tilelang_mini.jit
+def sum_until_over(X, lim: float):
+    """A per-thread `break` (each row's own element over `lim` ends its loop): the hidden
+    break flag is per thread and its guard reads it before the branch that sets it (fuzz
+    family simt: a located error about 'break_flag' before)."""
+    N, C = T.const("N, C")
+    X: T.Tensor((N, C), T.float32)
+    Y = T.empty((N,), T.float32)
+    with T.Kernel(1, threads=N) as _:
+        tx = T.get_thread_binding()
+        acc = T.alloc_local((1,), T.float32)
+        T.clear(acc)
+        for k in T.serial(C):
+            if X[tx, k] > lim:
+                break
+            acc[0] += X[tx, k]
+        Y[tx] = acc[0]
+    return Y
+
+
+def test_per_thread_break(target, monkeypatch):
+    monkeypatch.setenv("TILELANG_MINI_TARGET", target)
+    x = f64(rand((16, 9), seed=13))
+    want = np.array([sum(row[:np.argmax(np.append(row > 0.5, True))]) for row in x])
+    x = x.astype(np.float32)
+    run_and_simulate(sum_until_over, [x, 0.5], want, 9)
+
+
+@tilelang_mini.jit
+def keyed_sums(K, X, NB: int):
+    """Per-thread atomics into GM (TileLang's per-thread atomicAdd of a global element): a
+    histogram of the keys and, under a per-thread `if`, a sum per key, the key read from GM
+    (fuzz family simt: a located 'region depends on the thread index' error before)."""
+    N = T.const("N")
+    K: T.Tensor((N,), T.int32)
+    X: T.Tensor((N,), T.float32)
+    H = T.empty((NB,), T.int32)
+    S = T.empty((NB,), T.float32)
+    with T.Kernel(T.ceildiv(N, 8), threads=8) as bx:
+        tx = T.get_thread_binding()
+        row = bx * 8 + tx
+        if row < N:
+            T.atomic_add(H[K[row]], 1)
+            if X[row] > 0:
+                T.atomic_add(S[K[row]], X[row] * 2.0)
+    return H, S
+
+
+def test_per_thread_atomics_into_gm(target, monkeypatch):
+    monkeypatch.setenv("TILELANG_MINI_TARGET", target)
+    rng = np.random.default_rng(14)
+    k = rng.integers(0, 5, 21).astype(np.int32)
+    x = rand((21,), seed=15)
+    want_h = np.bincount(k, minlength=5)
+    want_s = np.zeros(5)
+    np.add.at(want_s, k[x > 0], 2.0 * f64(x)[x > 0])
+    h, s = keyed_sums(k, x, 5)
+    assert h.tolist() == want_h.tolist()
+    close(s, want_s, reduce_len=21)
+    kern, args = keyed_sums.kernel_for(k, x, 5)
+    (h, s), _ = kern.simulate(*args)
+    assert h.tolist() == want_h.tolist()
+    close(s, want_s, reduce_len=21)

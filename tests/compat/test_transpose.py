@@ -79,3 +79,31 @@ def test_transpose_shape_error():
             t = T.alloc_fragment((16, 32), "float32")
             T.copy(A, t, transpose=True)
     assert "transpose" in str(err) and "test_transpose.py" in str(err)
+
+
+def test_transpose_of_rows_and_columns(target):
+    """A (1, n) row transposed into an (n, 1) column (and back), GM -> tile, tile -> tile and
+    tile -> GM: the same elements in order (fuzz family misc: a located 'copies 2-D tiles'
+    error before)."""
+    f32 = "float32"
+
+    @T.prim_func
+    def main(X: T.Tensor((5, 8), f32), Y: T.Tensor((8, 5), f32), Z: T.Tensor((8, 5), f32)):
+        with T.Kernel(5) as by:
+            col = T.alloc_shared((8, 1), f32)
+            row = T.alloc_fragment((1, 8), f32)
+            T.copy(X[by, 0], col, transpose=True)       # GM row -> column tile
+            T.copy(col, Y[0, by])
+            T.copy(col, row, transpose=True)             # column -> row
+            for i, j in T.Parallel(1, 8):
+                row[i, j] = row[i, j] * 2.0
+            T.copy(row, Z[0, by], transpose=True)        # row -> GM column
+
+    x = rand((5, 8), seed=31)
+    kernel = tilelang.compile(main, out_idx=[1, 2], target=target)
+    y, z = kernel(x)
+    close(y, f64(x).T)
+    close(z, 2.0 * f64(x).T)
+    if target == "numpy":
+        (y, z), _ = kernel.simulate(x)
+        close(z, 2.0 * f64(x).T)

@@ -187,3 +187,67 @@ def test_tile_reshape_view(target, Q):
     close(kernel(k, q, w), want, reduce_len=D * Hh)
     if target == "numpy":
         close(kernel.simulate(k, q, w)[0], want, reduce_len=D * Hh)
+
+
+def test_copy_of_a_reshaped_tile(target):
+    """T.copy to and from a whole T.reshape view of an on-chip tile whose shape differs from
+    the tile's (fuzz family views: the copy moved the base tile's first box instead, a wrong
+    result); GM tails are clipped as in any copy."""
+    @T.prim_func
+    def main(X: T.Tensor((7, 3, 8), "float32"), O: T.Tensor((7, 24), "float32"),
+             P: T.Tensor((7, 3, 8), "float32")):
+        with T.Kernel(2) as bx:
+            x3 = T.alloc_fragment((4, 3, 8), "float32")
+            y = T.alloc_shared((4, 24), "float32")
+            x = T.reshape(x3, (4, 24))
+            y3 = T.reshape(y, (4, 3, 8))
+            T.copy(X[bx * 4, 0, 0], x3)
+            T.copy(x, O[bx * 4, 0])            # view -> GM
+            T.copy(X[bx * 4, 0, 0], y3)        # GM -> view (rows past 7 read 0)
+            for i, j in T.Parallel(4, 24):
+                y[i, j] = y[i, j] * 2.0 + x[i, j]
+            T.copy(y3, P[bx * 4, 0, 0])
+
+    x = rand((7, 3, 8), seed=21)
+    kernel = tilelang.compile(main, out_idx=[1, 2], target=target)
+    o, p = kernel(x)
+    close(o, f64(x).reshape(7, 24))
+    close(p, 3.0 * f64(x))
+    if target == "numpy":
+        (o, p), _ = kernel.simulate(x)
+        close(p, 3.0 * f64(x))
+
+
+def test_cumsum_of_views_and_inline_reshape(target):
+    """T.cumsum between whole reshaped views runs along the views' dim (it ran along the base
+    tile's dim: wrong numbers), and `T.reshape(...)` written inline as a T.copy operand is the
+    view the assignment form names, of a tile or of a GM tensor (a located 'not a value' error
+    before). Fuzz family views."""
+    shape = (4, 24)
+
+    @T.prim_func
+    def main(X: T.Tensor(shape, "float32"), O: T.Tensor(shape, "float32"), Q: T.Tensor(shape, "float32")):
+        with T.Kernel(1):
+            x = T.alloc_fragment(shape, "float32")
+            y = T.alloc_fragment(shape, "float32")
+            z = T.alloc_shared((4, 3, 8), "float32")
+            T.copy(X, x)
+            xr = T.reshape(x, (4, 3, 8))
+            T.cumsum(xr, T.reshape(y, (4, 3, 8)), dim=1)
+            T.copy(y, O)
+            T.copy(T.reshape(X, (4, 3, 8)), z)
+            T.cumsum(z, dim=2, reverse=True)
+            T.copy(T.reshape(z, (4, 24)), Q)
+
+    x = rand((4, 24), seed=22)
+    x3 = f64(x).reshape(4, 3, 8)
+    want_o = np.cumsum(x3, 1).reshape(4, 24)
+    want_q = np.flip(np.cumsum(np.flip(x3, 2), 2), 2).reshape(4, 24)
+    kernel = tilelang.compile(main, out_idx=[1, 2], target=target)
+    o, q = kernel(x)
+    close(o, want_o, reduce_len=3)
+    close(q, want_q, reduce_len=8)
+    if target == "numpy":
+        (o, q), _ = kernel.simulate(x)
+        close(o, want_o, reduce_len=3)
+        close(q, want_q, reduce_len=8)

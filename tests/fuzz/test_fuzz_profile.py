@@ -14,7 +14,8 @@ PROFILE = {"gemm": 7, "elementwise": 6, "reduce": 5, "rownorm": 5, "cube_vector"
            "vector_cube": 3, "cvc_chain": 3, "sparse_gemm": 3, "gather": 4, "grouped_gemm": 3, "dyn_bounds": 4,
            "control": 5, "args": 6, "expert": 3, "expert_broken": 3, "invalid": 12, "tile_nd": 3,
            "mutation": 12, "select": 4, "atomic": 2, "developer": 3, "dialect": 2, "flow": 4,
-           "int4": 3, "fitting": 2, "cv_combine": 3}
+           "int4": 3, "fitting": 2, "cv_combine": 3, "simt": 2, "views": 2, "launches": 1,
+           "eager": 2, "scatter": 2, "tileops": 1, "misc": 1}
 
 
 def test_fuzz_ci_profile():

@@ -161,6 +161,8 @@ class Atomics:
         ext = [1 if e is None else e for e in ext]
         dst = Region(buf, starts, tuple(ext))
         if buf.scope in GM_SCOPES:
+            if self.simt is not None and all(e == 1 for e in ext):  # once per thread (simt.py)
+                return self.thread_gm_atomic(kind, dst, self.cast_value(value, buf), call)
             tmp = self.temp_tile([e for e in ext if e != 1] or [1], buf.dtype, call)
             return [self.fill_map(Region.full(tmp), self.cast_value(value, buf), call),
                     Copy(Region.full(tmp), dst, loc, atomic=kind)]

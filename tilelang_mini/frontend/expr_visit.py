@@ -397,6 +397,8 @@ class ExprVisitor:
             return Cast(self.dtype(self.eval(n.args[1]), n.args[1]), as_expr(v))
         if name in ("alloc_shared", "alloc_fragment", "alloc_var") or name.startswith("alloc_"):
             raise self.error(n, f"T.{name} must be assigned to a name: X = T.{name}(...)")
+        if name in ("reshape", "view"):
+            return self.inline_view(n)
         raise self.error(n, f"T.{name} is not a value; it cannot be used in an expression")
 
     def value_arg(self, node):

@@ -18,7 +18,8 @@ it is a map over the thread extents, which is what the vector core runs:
 - an element assignment that mentions a thread index becomes a T.Parallel map over the thread
   dimensions it mentions (the others compute the same value); one that does not runs once.
 - a run-time `if` on a thread-dependent condition is a per-thread predicate: it moves into the
-  maps of its branches (the `then` branch's first, as a warp runs a divergent branch).
+  maps of its branches (the `then` branch's first, as a warp runs a divergent branch); one
+  that reads what its branches write is evaluated once per thread first (condition_snapshot).
 - `T.atomic_add` (max, min) on an on-chip element runs once per thread of the block, in thread
   order (a serial loop over all threads).
 - `T.tvm_warp_shuffle(mask, v, lane, width, warp_size)` is `v` as the thread
@@ -199,6 +200,32 @@ class Simt:
         self.stale_reads_of([loop], call)
         return old
 
+    def thread_gm_atomic(self, kind: str, dst, value, call) -> list:
+        """`T.atomic_add(Y[r], v)` of one GM element in per-thread code: each thread's value
+        into a per-thread tile (a map over the threads), then one element's atomic copy per
+        thread, in thread order (an index read from a tile goes through a scalar first):
+
+            T.atomic_add(Y[bx * 4 + tx], acc[0])  ->  t[tx, 0] = acc[tx, 0]
+                                                      for t0 in serial(T0):
+                                                          copy(t[t0, 0], Y[bx * 4 + t0], atomic_add=True)
+        """
+        from ..ir.nodes import Copy, Region
+        tmp = self.temp_tile(self.simt.extents + (1,), dst.buffer.dtype, call)
+        self.simt.per_thread.add(tmp.name)
+        loc = self.loc(call)
+        idx = self.scalar_index(tmp)
+        body, starts = [], []
+        for ix in dst.start:
+            if any(isinstance(n, Load) for n in walk(ix)):
+                at = Buffer(self.fresh_buffer_name("atomic_at"), (1,), "int32", "var")
+                self.hoisted_allocs[at.name] = Alloc(at, None, loc)
+                body.append(Store(at, (as_expr(0),), as_expr(ix), loc))
+                ix = Load(at, (as_expr(0),))
+            starts.append(ix)
+        body.append(Copy(Region(tmp, idx, (1,) * len(idx)),
+                         Region(dst.buffer, tuple(starts), dst.extent), loc, atomic=kind))
+        return [Store(tmp, idx, as_expr(value), loc), self.thread_loop(body, call)]
+
     def thread_loop(self, stores, call) -> For:
         """`stores` once per thread of the block, in thread order (serial loops over the
         thread dimensions, their variables in place of the thread indices)."""
@@ -237,9 +264,12 @@ class Simt:
                 out.append(For(x.vars, x.extents, x.kind, tuple(self.thread_maps(x.body, s, pred)),
                                x.num_stages, x.loc))
             elif isinstance(x, If) and self.threads_of(x.cond):
-                self.check_predicate(x.cond, x, s)
-                out += self.thread_maps(x.then_body, s, _and(pred, x.cond))
-                out += self.thread_maps(x.else_body, s, _and(pred, Call("not", (x.cond,))))
+                cond = x.cond
+                if self.reads_written(cond, x):  # evaluated once, before its branches
+                    cond, snap = self.condition_snapshot(cond, x)
+                    out.append(self.map_store(snap, s, pred))
+                out += self.thread_maps(x.then_body, s, _and(pred, cond))
+                out += self.thread_maps(x.else_body, s, _and(pred, Call("not", (cond,))))
             elif isinstance(x, If):
                 self.check_predicate(pred, x, s)
                 out.append(If(x.cond, tuple(self.thread_maps(x.then_body, s, pred)),
@@ -298,6 +328,28 @@ class Simt:
         for f in reversed(nest):
             body = (For(f.vars, f.extents, f.kind, body, f.num_stages, f.loc),)
         return body[0]
+
+    def reads_written(self, cond, stmt) -> bool:
+        return bool({x.buffer.name for x in walk(cond) if isinstance(x, Load)}
+                    & written_names(stmt))
+
+    def condition_snapshot(self, cond, stmt):
+        """(a read of `cond` as each thread evaluated it before its `if`, the store keeping
+        it): a per-thread condition that reads what its branches write (a per-thread `break`
+        flag, `if s[tx] > 0: s[tx] = 0`) is evaluated once per thread, as a GPU thread does,
+        not again inside each of its branches' maps:
+
+            if s[tx] > 0:          c[tx, 0] = select(s[tx] > 0, 1, 0)
+                s[tx] = 0    ->    if c[tx, 0] != 0: s[tx] = 0
+                Y[tx] = s[tx]      if c[tx, 0] != 0: Y[tx] = s[tx]
+        """
+        buf = Buffer(self.fresh_buffer_name("cond"), self.simt.extents + (1,), "int32",
+                     "fragment")
+        self.simt.per_thread.add(buf.name)
+        self.hoisted_allocs[buf.name] = Alloc(buf, None, stmt.loc)
+        idx = self.scalar_index(buf)
+        snap = Store(buf, idx, Call("select", (cond, as_expr(1), as_expr(0))), stmt.loc)
+        return binop("!=", Load(buf, idx), 0), snap
 
     def check_predicate(self, pred, stmt, s) -> None:
         """A per-thread condition moved into its branches' statements must not read what

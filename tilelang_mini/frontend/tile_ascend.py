@@ -616,14 +616,15 @@ class TileAscend(TileSort, TileBrcb):
 
     def op_cumsum(self, call) -> list:
         """T.cumsum(src, dst=None, dim=0, reverse=False): dst = src (a map, unless in place),
-        then a serial loop along `dim` whose body maps over the other dimensions:
+        then a serial loop along `dim` whose body maps over the other dimensions (src and dst
+        tiles, regions of them, or whole reshaped views: views.element_side):
 
             for t in serial(n - 1):  for i in parallel(m):  dst[i, t + 1] += dst[i, t]
         """
         a = self.args(call, ["src", "dst", "dim", "reverse"], {"dst": None, "dim": None,
                                                                "reverse": None})
-        src = self.full_region(a["src"])
-        dst = self.full_region(a["dst"]) if "dst" in a else src
+        src = self.element_side(a["src"])
+        dst = self.element_side(a["dst"]) if "dst" in a else src
         dim = self.int_arg(a["dim"]) if "dim" in a else 0
         reverse = self.bool_arg(a.get("reverse"), False)
         rank = len(src.extent)
@@ -634,15 +635,11 @@ class TileAscend(TileSort, TileBrcb):
         from ..ir.nodes import Var
         loc = self.loc(call)
         out = []
-        if dst != src:
+        if dst.key != src.key:
             names = tuple(self.fresh_var("t") for _ in range(rank))
-            idx = [Var(v) for v in names]
-            store = Store(dst.buffer, tuple(as_expr(binop("+", dst.start[d], idx[d]))
-                                            for d in range(rank)),
-                          Load(src.buffer, tuple(as_expr(binop("+", src.start[d], idx[d]))
-                                                 for d in range(rank))), loc)
-            out.append(For(names, tuple(const(e) for e in src.extent), "parallel", (store,), 0,
-                           loc))
+            idx = tuple(Var(v) for v in names)
+            out.append(For(names, tuple(const(e) for e in src.extent), "parallel",
+                           tuple(dst.stores(idx, src.load(idx), loc)), 0, loc))
         n = src.extent[dim]
         if n < 2:
             return out
@@ -653,10 +650,10 @@ class TileAscend(TileSort, TileBrcb):
         names = tuple(self.fresh_var("t") for _ in others)
 
         def at(p):
-            return Load(dst.buffer, tuple(as_expr(binop("+", dst.start[d], p if d == dim else
-                                                        Var(names[others.index(d)])))
-                                          for d in range(rank)))
-        store = Store(dst.buffer, at(pos).indices, as_expr(binop("+", at(pos), at(prev))), loc)
-        inner = (For(names, tuple(const(src.extent[d]) for d in others), "parallel", (store,), 0,
-                     loc),) if others else (store,)
+            return tuple(as_expr(p if d == dim else Var(names[others.index(d)]))
+                         for d in range(rank))
+        stores = tuple(dst.stores(at(pos), binop("+", dst.load(at(pos)), dst.load(at(prev))),
+                                  loc))
+        inner = (For(names, tuple(const(src.extent[d]) for d in others), "parallel", stores, 0,
+                     loc),) if others else stores
         return out + [For((t.name,), (const(n - 1),), "serial", inner, 0, loc)]

@@ -89,6 +89,11 @@ class TileOps:
             return self.transposed_copy(a["src"], a["dst"], call)
         self.record_hint(call, [k for k in call.keywords if k.arg in (
             "disable_tma", "coalesced_width", "eviction_policy", "annotations", "loop_layout")])
+        if self.whole_view(a["src"]) or self.whole_view(a["dst"]):
+            if relu or "pad_value" in a:
+                raise self.error(call, "T.copy of a reshaped tile takes no pad_value or "
+                                       "enable_relu; copy the tile itself")
+            return self.view_copy(a["src"], a["dst"], call)
         src, dst = self.region(a["src"], True), self.region(a["dst"], True)
         if any(isinstance(e, RunTime) for e in (*src[2], *dst[2])):
             if relu or "pad_value" in a:

@@ -172,6 +172,14 @@ def _from_bits(bits, dtype: str):
     return value if dtype == u else Reinterpret(dtype, u, value)
 
 
+class ElementSide:
+    """An operand of an element-wise tile operation: its extent, `load(idx)`, `stores(idx,
+    value, loc)`, and a key that is equal for the same elements."""
+
+    def __init__(self, extent, load, stores, key):
+        self.extent, self.load, self.stores, self.key = extent, load, stores, key
+
+
 @dataclass(frozen=True)
 class Hidden:
     """A GM buffer of the kernel that is not a parameter the caller passes: `base` is None for
@@ -302,6 +310,18 @@ class Views:
         dtype = self.eval(a["dtype"]) if "dtype" in a else None
         return self.gm_view(name, base, self.eval(a["shape"]), dtype, call)
 
+    def inline_view(self, call: ast.Call):
+        """`T.reshape(x, shape)` / `T.view(x, shape, dtype)` used as a value
+        (`T.copy(T.reshape(y, (bm, g, q)), O3[r, 0, 0])`): the view that `v = T.reshape(...)`
+        would name (one per call site: a GM view is one hidden parameter however often the
+        expression is evaluated)."""
+        made = vars(self).setdefault("inline_views", {})
+        if id(call) not in made:
+            name = self.fresh_var("view")
+            self.reshape_call(name, call)
+            made[id(call)] = self.scopes[-1].pop(name)
+        return made[id(call)]
+
     def view_load(self, n: ast.Subscript, view: TileView):
         return view.load(self.view_indices(n, view))
 
@@ -329,6 +349,76 @@ class Views:
             raise self.error(n, f"{what} is indexed element by element with {len(shape)} "
                                 "indices")
         return tuple(self.eval(x) for x in nodes)
+
+    def whole_view(self, node):
+        """The TileView a T.copy operand names as a whole, when its shape is not its tile's
+        (`x = T.reshape(x3, (bm, g * q))`, then `T.copy(x, O[r, 0])`); else None."""
+        if isinstance(node, ast.Subscript):
+            return None
+        v = self.eval(node)
+        if isinstance(v, TileView) and v.dtype is None and tuple(v.shape) != tuple(v.base.shape):
+            return v
+        return None
+
+    def element_side(self, node) -> "ElementSide":
+        """A tile operand accessed element by element (T.cumsum): a whole reshaped view
+        through its element accesses, else the region `node` names."""
+        view = self.whole_view(node)
+        if view is not None:
+            return ElementSide(tuple(view.shape), view.load, view.stores, view)
+        r = self.full_region(node)
+
+        def at(idx):
+            return tuple(as_expr(binop("+", s, i)) for s, i in zip(r.start, idx))
+        return ElementSide(tuple(r.extent), lambda idx: Load(r.buffer, at(idx)),
+                           lambda idx, v, loc: [Store(r.buffer, at(idx), as_expr(v), loc)], r)
+
+    def view_copy(self, src_node, dst_node, call) -> list:
+        """T.copy to or from a whole reshaped tile: a map over the view's elements (they are
+        not a box of the tile), the other side a region as in any copy; GM elements outside
+        the tensor are neither stored nor read (read as 0), as a clipped copy does:
+
+            x = T.reshape(x3, (4, 24))
+            T.copy(x, O[r, 0])        ->   for i, j in Parallel(4, 24):
+                                                O[r + i, j] = x3[i, j // 8, j % 8]
+        """
+        from .safe_access import guard_global
+        loc = self.loc(call)
+        views = [self.whole_view(src_node), self.whole_view(dst_node)]
+        ends = []
+        for view, node in zip(views, (src_node, dst_node)):
+            if view is None:
+                ends.append(self.region(node, True))
+            else:
+                fake = Buffer(view.base.name, tuple(view.shape), view.base.dtype, view.base.scope)
+                ends.append((fake, tuple(const(0) for _ in view.shape), list(view.shape)))
+        src = self.complete(ends[0], ends[1], src_node)
+        dst = self.complete(ends[1], ends[0], dst_node)
+        s_dims = [d for d, e in enumerate(src.extent) if e != 1]
+        d_dims = [d for d, e in enumerate(dst.extent) if e != 1]
+        if [src.extent[d] for d in s_dims] != [dst.extent[d] for d in d_dims]:
+            raise self.error(call, f"T.copy of a reshaped tile needs regions of one shape; "
+                                   f"got {list(src.extent)} -> {list(dst.extent)}")
+        names = tuple(self.fresh_var("v") for _ in d_dims)
+
+        def at(r, dims):
+            pos = {d: Var(n) for d, n in zip(dims, names)}
+            return tuple(as_expr(binop("+", x, pos[d]) if d in pos else x)
+                         for d, x in enumerate(r.start))
+
+        sidx, didx = at(src, s_dims), at(dst, d_dims)
+        value = views[0].load(sidx) if views[0] is not None else Load(src.buffer, sidx)
+        if src.buffer.dtype != dst.buffer.dtype:
+            value = Cast(dst.buffer.dtype, value)
+        ranges = dict(self.var_ranges)
+        ranges.update({n: (0, dst.extent[d] - 1) for n, d in zip(names, d_dims)})
+        if views[1] is not None:
+            stores = views[1].stores(didx, value, loc)
+        else:
+            stores = [Store(dst.buffer, didx, as_expr(value), loc)]
+        stores = tuple(guard_global(st, ranges) for st in stores)
+        return [For(names, tuple(const(dst.extent[d]) for d in d_dims), "parallel", stores, 0,
+                    loc)]
 
     def view_reduce(self, kind: str, view: TileView, out_node, dim, clear: bool, call) -> list:
         """T.reduce_*(view, out, dim): a serial loop over the reduced dim of maps over the
@@ -393,17 +483,21 @@ class Views:
             if any(e is None for e in other[2]):
                 raise self.error(node, "one side of T.copy must give its extent (a buffer or a "
                                        "slice)")
-            sq = [e for e in other[2] if e != 1][::-1]
+            sq = list(other[2])  # its last two dims, reversed (a (1, n) row for an (n, 1) tile)
+            while len(sq) > 2 and sq[0] == 1:
+                sq.pop(0)
             n = len(mine[2])
             if len(sq) != 2 or n < 2:
                 raise self.error(node, "T.copy(transpose=True) copies 2-D tiles")
-            return Region(mine[0], mine[1], (1,) * (n - 2) + tuple(sq))
+            return Region(mine[0], mine[1], (1,) * (n - 2) + tuple(sq[::-1]))
 
         s, d = fill(src, dst, src_node), fill(dst, src, dst_node)
         s_sq = tuple(e for e in s.extent if e != 1)
-        if len(s_sq) != 2 or tuple(e for e in d.extent if e != 1) != s_sq[::-1]:
+        if len(s_sq) > 2 or tuple(e for e in d.extent if e != 1) != s_sq[::-1]:
             raise self.error(call, f"T.copy(transpose=True) takes a 2-D tile and gives its "
                                    f"transpose; got {list(s.extent)} -> {list(d.extent)}")
+        if len(s_sq) < 2:  # a row or a column (or one element): the same elements in order
+            return [Copy(s, d, loc)]
         if (s.buffer.scope, d.buffer.scope) in (("L1", "L0A"), ("L1", "L0B")):
             return [Copy(s, d, loc, transpose=True)]
         out = []

@@ -35,13 +35,15 @@ from ..ir.happens_before import (
     join, threads_to_check,
 )
 from ..ir.nodes import (
-    Alloc, Const, For, Kernel, PipeBarrier, SetCrossFlag, SetFlag, Var, WaitFlag, walk,
+    Alloc, Const, For, Kernel, PipeBarrier, SetCrossFlag, SetFlag, WaitFlag,
     walk_statements,
 )
 from .plan_memory import _live_ranges
 from .sync_clocks import clocks_equal, copy_clocks, meet_clocks
 from .sync_chain import by_instr, fit_event_ids
 from .sync_events import assign_events
+from .sync_place import (first_consumer, in_loop_branch, last_producer, meet, placement,
+                         position, uniform)
 from .sync_render import render
 
 # ----------------------------------------------------------------------------------- channels
@@ -63,6 +65,8 @@ class Channel:
     wait_after: bool = False  # the wait follows the set at once (a producer inside an if branch)
     seq: int = 0              # creation order
     ends: tuple | None = None  # (producer, consumer) instructions of the dependency it was made for
+    branch_set: bool = False  # primed, its set inside an if branch of the loop body: it may not run
+    prime_set: dict | None = None  # the src pipe's clock at the prime before the loop
 
     @property
     def wait_key(self):
@@ -364,6 +368,7 @@ class _Analysis(HappensBefore):
             for ch in self._placed_at(it):  # flags primed before this loop are set now
                 if ch.primed is it:
                     ch.last_set = dict(self.cur.get(ch.src, {}))
+                    ch.prime_set = ch.last_set
                     self.record_set(ch, ch.last_set)
             stmt = it.stmt
             if isinstance(stmt, For):
@@ -373,7 +378,7 @@ class _Analysis(HappensBefore):
                         self.walk(it.bodies[0], ancestors + ((it, t),))
                 else:  # a run-time trip count (a while, bounds read from data): maybe none
                     self._walk_maybe_skipped(it, ancestors)
-            elif not _uniform((it, ("branch", 0))):
+            elif not uniform((it, ("branch", 0))):
                 # split_cores' `if vid == 0`: every such if takes the same branch on a core, and
                 # what follows either runs under the same condition or is sync of its own. A
                 # pipe's order within itself learnt there (a pipe_barrier placed in the branch)
@@ -409,7 +414,9 @@ class _Analysis(HappensBefore):
                     ch.last_set = dict(self.exit_vc[id(it)].get(ch.src, {}))
                     self.record_set(ch, ch.last_set)
                 if ch.primed is it:  # the drain after the loop: its consumer knows the last set
-                    self.apply(ch, self.known.setdefault(ch.dst, {}))
+                    # (a set in a branch may have run in no trip: the drain then takes the prime)
+                    self.apply(ch, self.known.setdefault(ch.dst, {}), snapshot=meet(
+                        ch.prime_set, ch.last_set) if ch.branch_set else None)
                     self.record_wait(ch, self.count)
             self.waits_after(it, self.count)
 
@@ -562,10 +569,10 @@ class _Analysis(HappensBefore):
             kind, set_at, wait_at, primed = "barrier", None, occ.item, None
         else:
             kind = "flag" if p[0] == q[0] else "cross"
-            set_at, wait_at, primed, after = _placement(prev, occ)
+            set_at, wait_at, primed, after = placement(prev, occ)
             if self.coalesce and not after:
-                set_at = _last_producer(set_at, wait_at, prev.item)
-                wait_at = _first_consumer(wait_at, occ.item)
+                set_at = last_producer(set_at, wait_at, prev.item)
+                wait_at = first_consumer(wait_at, occ.item)
         key = (kind, p, q, id(wait_at), id(primed), after)
         for ch in self.by_key.get(key, ()):
             if after:
@@ -576,11 +583,12 @@ class _Analysis(HappensBefore):
                 return ch
             if kind != "barrier" and getattr(ch.set_at, "parent", 0) is getattr(set_at, "parent", 1):
                 # One wait point, two sets on one pipe in one list: the later set covers both.
-                if _position(set_at) > _position(ch.set_at):
+                if position(set_at) > position(ch.set_at):
                     self._move_set(ch, set_at)
                 return ch
         ch = Channel(kind, p, q, set_at, wait_at, primed, loc=prev.item.stmt.loc, wait_after=after,
-                     seq=len(self.channels), ends=(prev.item, occ.item))
+                     seq=len(self.channels), ends=(prev.item, occ.item),
+                     branch_set=in_loop_branch(prev, primed))
         self.channels.append(ch)
         self.by_key.setdefault(key, []).append(ch)
         self.by_wait.setdefault(ch.wait_key, []).append(ch)
@@ -600,100 +608,3 @@ class _Analysis(HappensBefore):
 
 def _first(entry):
     return entry[0]
-
-
-def _position(item) -> int:
-    return next(n for n, x in enumerate(item.parent) if x is item)
-
-
-def _last_producer(set_at, wait_at, producer: Instr):
-    """The last instruction on the producer's pipe between `set_at` and `wait_at`, when both sit
-    in one list: a single set there covers every producer in between."""
-    siblings = getattr(set_at, "parent", None)
-    if siblings is None or getattr(wait_at, "parent", None) is not siblings:
-        return set_at
-    i = next(n for n, x in enumerate(siblings) if x is set_at)
-    j = next(n for n, x in enumerate(siblings) if x is wait_at)
-    for x in reversed(siblings[i:j]):
-        if isinstance(x, Instr) and (x.core, x.pipe) == (producer.core, producer.pipe):
-            return x
-    return set_at
-
-
-def _first_consumer(wait_at, consumer: Instr):
-    """The first of the instructions on the consumer's pipe that run up to `wait_at` in one
-    list with nothing else between them: a single wait before it covers all of them (waiting
-    earlier on that in-order pipe cannot deadlock: no other pipe's instruction, so no producer,
-    sits inside the run)."""
-    siblings = getattr(wait_at, "parent", None)
-    if siblings is None or not isinstance(wait_at, Instr):
-        return wait_at
-    j = next(n for n, x in enumerate(siblings) if x is wait_at)
-    while (j and isinstance(siblings[j - 1], Instr)
-           and (siblings[j - 1].core, siblings[j - 1].pipe) == (consumer.core, consumer.pipe)):
-        j -= 1
-    return siblings[j]
-
-
-def _uniform(ancestor) -> bool:
-    """A branch of an if that every core decides alike: not one on the vector core index (split
-    _cores' `if vid == 0`, which only AIV 0 takes; sync around it stays outside it)."""
-    block, tag = ancestor
-    return isinstance(tag, tuple) and not any(
-        isinstance(n, Var) and n.name == "vid" for n in walk(block.stmt.cond))
-
-
-def _other_branch_uses(ancestor, a: Occ, b: Occ) -> bool:
-    """Does a branch of the if other than `ancestor`'s run anything on a's or b's pipe? Then a
-    wait in b's branch could pair with a set the other path never made."""
-    block, (_, taken) = ancestor
-    pipes = {(a.item.core, a.item.pipe), (b.item.core, b.item.pipe)}
-
-    def uses(items):
-        for it in items:
-            if isinstance(it, Instr) and (it.core, it.pipe) in pipes:
-                return True
-            if not isinstance(it, Instr) and hasattr(it, "bodies") and any(
-                    uses(body) for body in it.bodies):
-                return True
-        return False
-    return any(uses(body) for n, body in enumerate(block.bodies) if n != taken)
-
-
-def _placement(a: Occ, b: Occ):
-    """Where the set (after) and the wait (before) go, the loop to prime, if any, and whether
-    the wait follows the set at once. Flags must balance on every path through an if: a
-    producer inside a branch that does not hold the consumer (in this iteration) gets both in
-    the branch, the wait right after the set (a set after the if would also run when the
-    branch did not, its pipe then free to set the flag again before the last set was waited
-    for; a wait in the consumer's branch of a later iteration could consume the prime instead
-    of a set of a branch that did not run). The consumer's in-order pipe carries the order on."""
-    d = 0
-    while (d < len(a.ancestors) and d < len(b.ancestors)
-           and a.ancestors[d] == b.ancestors[d]):
-        d += 1
-    primed = None
-    if (d < len(a.ancestors) and d < len(b.ancestors)
-            and a.ancestors[d][0] is b.ancestors[d][0]):  # same loop, earlier iteration
-        primed = a.ancestors[d][0]
-        # Primed around the outermost loop the dependency recurs in: a flag primed inside an
-        # outer loop would be set again by the next outer trip's prime with nothing ordering
-        # the last drain's wait before it (the flag set twice); around the outer loop, every
-        # set but the first follows a consumer that waited.
-        for j in range(d - 1, -1, -1):
-            if isinstance(a.ancestors[j][0].stmt, For):
-                primed = a.ancestors[j][0]
-            elif not _uniform(a.ancestors[j]):
-                break
-        d += 1
-        # Both in one branch of an if in the loop body, whose other branch runs nothing on
-        # either pipe: set and wait stay in that branch (primed before the loop, drained after).
-        while (d < len(a.ancestors) and d < len(b.ancestors) and a.ancestors[d] == b.ancestors[d]
-               and _uniform(a.ancestors[d]) and not _other_branch_uses(a.ancestors[d], a, b)):
-            d += 1
-    if d < len(a.ancestors) and _uniform(a.ancestors[d]):
-        set_at = a.ancestors[d + 1][0] if d + 1 < len(a.ancestors) else a.item
-        return set_at, set_at, None, True
-    set_at = a.ancestors[d][0] if d < len(a.ancestors) else a.item
-    wait_at = b.ancestors[d][0] if d < len(b.ancestors) else b.item
-    return set_at, wait_at, primed, False

@@ -96,8 +96,9 @@ class Source:
 
 
 def signature(tensors) -> str:
-    """`def main(...)` over the kernel's tensors."""
+    """`def main(...)` over the kernel's tensors (a shape [] is a scalar parameter)."""
     return "def main(" + ", ".join(f'{t.name}: T.Tensor({tuple(t.shape)!r}, "{t.dtype}")'
+                                   if t.shape else f"{t.name}: T.{t.dtype}"
                                    for t in tensors) + "):"
 
 
@@ -153,6 +154,10 @@ def make_inputs(case: Case) -> dict:
     out = {}
     for t in case.tensors:
         if t.output:
+            continue
+        if not t.shape:  # a scalar parameter (`n: T.int32`): the caller passes a number
+            out[t.name] = (int(rng.integers(int(t.lo), int(t.hi) + 1)) if t.dtype == "int32"
+                           else round(float(rng.uniform(t.lo, t.hi)), 3))
             continue
         if t.dtype == "int4":  # the caller passes the packed bytes of the values
             vals = rng.integers(int(t.lo), int(t.hi) + 1, size=t.shape)
@@ -241,7 +246,8 @@ def run_reference(case: Case, inputs: dict) -> tuple[list, list]:
     """(outputs, scales) from the case's reference source on float64 copies of the inputs."""
     ns: dict = {}
     exec(compile(REFERENCE_PRELUDE + "\n" + case.reference, f"<reference {case.family}>", "exec"), ns)
-    args = {k: v.astype(np.float64) if v.dtype.kind == "f" or v.dtype.kind == "V"
+    args = {k: v if not isinstance(v, np.ndarray)  # scalar parameters stay numbers
+            else v.astype(np.float64) if v.dtype.kind == "f" or v.dtype.kind == "V"
             or str(v.dtype) not in ("int32", "int64", "bool") else v.astype(np.int64)
             for k, v in inputs.items()}
     result = ns["reference"](**args)

@@ -12,10 +12,17 @@ from .gen_fitting import gen_fitting
 from .gen_flow import gen_flow
 from .gen_expert import gen_expert, gen_expert_broken
 from .gen_int4 import gen_int4
+from .gen_misc import gen_misc
 from .gen_invalid import gen_invalid
 from .gen_nd import gen_tile_nd
 from .gen_scalar import gen_dyn_bounds, gen_gather, gen_grouped_gemm
+from .gen_scatter import gen_scatter
 from .gen_select import gen_atomic, gen_select
+from .gen_eager import gen_eager
+from .gen_launch import gen_launches
+from .gen_simt import gen_simt
+from .gen_tileops import gen_tileops
+from .gen_views import gen_views
 from .gen_vector import gen_elementwise, gen_reduce, gen_rownorm
 from .mutate import STAGES
 
@@ -42,6 +49,13 @@ VALID = {
     "int4": gen_int4,
     "fitting": gen_fitting,
     "cv_combine": gen_cv_combine,
+    "simt": gen_simt,
+    "views": gen_views,
+    "launches": gen_launches,
+    "eager": gen_eager,
+    "scatter": gen_scatter,
+    "tileops": gen_tileops,
+    "misc": gen_misc,
 }
 # Relative frequencies in a random mix (the cheap families more often).
 WEIGHTS = {"gemm": 4, "elementwise": 4, "reduce": 3, "rownorm": 2, "cube_vector": 3,
@@ -49,7 +63,7 @@ WEIGHTS = {"gemm": 4, "elementwise": 4, "reduce": 3, "rownorm": 2, "cube_vector"
            "control": 2, "invalid": 3, "mutation": 4, "args": 2, "expert": 2,
            "expert_broken": 2, "scenario": 1,
            "tile_nd": 2, "select": 3, "atomic": 2, "developer": 3, "dialect": 3, "flow": 3,
-           "int4": 3, "fitting": 2, "cv_combine": 3}
+           "int4": 3, "fitting": 2, "cv_combine": 3, "simt": 3, "views": 3, "launches": 2, "eager": 2, "scatter": 2, "tileops": 2, "misc": 2}
 FAMILIES = tuple(VALID) + ("expert_broken", "invalid", "mutation", "args", "scenario")
 # Kernels whose IR is mutated: small, quick to compile and run.
 MUTATION_BASES = ("elementwise", "reduce", "gemm", "cube_vector", "rownorm", "tile_nd", "expert",

@@ -80,6 +80,32 @@ def _load_kernel(case: Case, tmpdir: str):
     return module.main, path
 
 
+class _Eager:
+    """An eager `@jit` kernel function (its body holds `with T.Kernel`) as the steps call it:
+    compiled for one target and chip, called with the inputs, simulated."""
+
+    def __init__(self, fn, target, chip):
+        import tilelang_mini
+        self.jit = tilelang_mini.jit(fn, target=target, chip=chip)
+
+    def __call__(self, *args):
+        return self.jit(*args)
+
+    def simulate(self, *args):
+        kernel, call_args = self.jit.kernel_for(*args)
+        return kernel.simulate(*call_args)
+
+
+def _builder(main):
+    """`build(out_idx=, target=, chip=)` of a case's `main`: a prim_func is compiled, an eager
+    function wrapped in `@jit` (its outputs are its `T.empty` tensors)."""
+    import tilelang_mini
+    from tilelang_mini.runtime.eager import is_eager_function
+    if is_eager_function(main):
+        return lambda out_idx, target, chip: _Eager(main, target, chip)
+    return lambda **kw: tilelang_mini.compile(main, **kw)
+
+
 def _check_outputs(case: Case, outs, want, scales, factor=1.0) -> tuple[str, str]:
     outs = outs if isinstance(outs, tuple) else (outs,)
     names = [t.name for t in case.tensors if t.output]
@@ -105,7 +131,6 @@ def _run_step(case: Case, step: str, compiled: dict, args: list, build):
 
 
 def run_valid(case: Case, send, tmpdir) -> dict:
-    import tilelang_mini
     from tilelang_mini.errors import CompileError
     result = {}
     send(step="frontend")
@@ -128,8 +153,7 @@ def run_valid(case: Case, send, tmpdir) -> dict:
     for step in STEPS:
         send(step=step)
         try:
-            outs = _run_step(case, step, compiled, _copies(args),
-                             lambda **kw: tilelang_mini.compile(main, **kw))
+            outs = _run_step(case, step, compiled, _copies(args), _builder(main))
             result[step] = _check_outputs(case, outs, want, scales)
             if case.broken and result[step][0] == "ok":
                 result[step] = (("undiagnosed", f"without {case.broken} the simulator found no race")
