@@ -655,6 +655,8 @@ class KernelBuilder(ExprVisitor, ControlFlow, TileOps, Dialect, TileAscend, Eage
             return self.trace_range_body(s)
         if self.is_call_to(call, "Kernel"):
             raise self.error(s, "a kernel has one `with T.Kernel(...)` block")
+        if self.named_call(call, "attr"):  # TVM's cross-thread reduction block (simt.py)
+            return self.thread_allreduce(s)
         if isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute):
             self.unknown_name(call.func.attr, call)  # `with T.ws(0):`: GPU-only, named
         raise self.error(s, "expected `with T.Kernel(...)` or `with T.Scope(...)`")
