@@ -137,16 +137,25 @@ def _(m, rng):
       "examples/flash_attention/example_gqa_bwd_tma_reduce_varlen.py",
       "varlen GQA backward, split variant: dQ by atomic_add into float32, dK/dV of each query "
       "head of a group in its own slot (summed by host code), causal and not. Sequence "
-      "lengths are multiples of block_M: the kernel stores whole block_M-row dK/dV tiles "
+      "lengths (32, 64) are multiples of block_M: the kernel stores whole block_M-row dK/dV tiles "
       "unmasked, so with a ragged length (40, 56) a sequence's last tile overwrites the next "
       "sequence's first rows, a real race between blocks that the simulator reports")
 def _(m, rng):
     from upstream_cases_new2 import attn_grads
     from upstream_cases_new7 import varlen_gqa_grads
-    lens, H, HK, DQK, DV, NC = (64, 96), 4, 2, 64, 32, 96
+    lens, H, HK, DQK, DV, NC = (32, 64), 2, 1, 64, 32, 64
     g, B = H // HK, len(lens)
     cu = np.concatenate([[0], np.cumsum(lens)]).astype(np.int32)
     U = int(cu[-1])
+    slots = summed_over_groups("float16", NC)
+
+    def dq_and_slots(got, want):  # dQ as is; dK/dV (groups, ...) summed over the groups
+        if got.ndim == want.ndim:
+            rtol, atol = tolerance("float16", NC)
+            assert np.allclose(got.astype(f64), want, rtol=rtol, atol=atol), \
+                f"dQ: max abs err {np.abs(got.astype(f64) - want).max():.3g}"
+        else:
+            slots(got, want)
     checks = []
     for causal in (False, True):
         q, do = rn(rng, (U, H, DQK), "float16"), rn(rng, (U, H, DV), "float16")
@@ -158,9 +167,8 @@ def _(m, rng):
         args = [q, k, v, do, lse.astype(np.float32), delta.astype(np.float32), cu, cu,
                 np.zeros((U, H, DQK), np.float32), np.zeros((g, U, HK, DQK), np.float16),
                 np.zeros((g, U, HK, DV), np.float16)]
-        checks.append(Check(kern, args, {("arg", 8): dq}, "float16", NC))
-        checks.append(Check(kern, args, {("arg", 9): dk, ("arg", 10): dv}, "float16", NC,
-                            compare=summed_over_groups("float16", NC)))
+        checks.append(Check(kern, args, {("arg", 8): dq, ("arg", 9): dk, ("arg", 10): dv},
+                            compare=dq_and_slots))
     return checks
 
 
