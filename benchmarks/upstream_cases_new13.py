@@ -136,17 +136,15 @@ def _(m, rng):
 @case("tl/flash_attention/gqa_bwd_tma_reduce_varlen_split", TL,
       "examples/flash_attention/example_gqa_bwd_tma_reduce_varlen.py",
       "varlen GQA backward, split variant: dQ by atomic_add into float32, dK/dV of each query "
-      "head of a group in its own slot (summed by host code), causal and not. Sequence "
-      "lengths (32, 64) are multiples of block_M: the kernel stores whole block_M-row dK/dV tiles "
-      "unmasked, so with a ragged length (40, 56) a sequence's last tile overwrites the next "
-      "sequence's first rows, a real race between blocks that the simulator reports")
+      "head of a group in its own slot (summed by host code), causal and not. Two sequences "
+      "of equal length: every block of the ceil(max_seqlen / block_M) grid stores its whole "
+      "block_M-row dK/dV tiles unmasked, so a sequence shorter than the longest (the example's "
+      "own random lengths) stores tiles past its end over the next sequence's rows, a real "
+      "race between blocks that the simulator reports")
 def _(m, rng):
-    from upstream_cases_new2 import attn_grads
-    from upstream_cases_new7 import varlen_gqa_grads
-    lens, H, HK, DQK, DV, NC = (32, 64), 2, 1, 64, 32, 64
-    g, B = H // HK, len(lens)
-    cu = np.concatenate([[0], np.cumsum(lens)]).astype(np.int32)
-    U = int(cu[-1])
+    from upstream_cases_new7 import varlen_gqa_problem
+    lens, H, HK, DQK, DV, NC = (64, 64), 2, 1, 64, 32, 64
+    g, B, U = H // HK, len(lens), sum(lens)
     slots = summed_over_groups("float16", NC)
 
     def dq_and_slots(got, want):  # dQ as is; dK/dV (groups, ...) summed over the groups
@@ -158,10 +156,8 @@ def _(m, rng):
             slots(got, want)
     checks = []
     for causal in (False, True):
-        q, do = rn(rng, (U, H, DQK), "float16"), rn(rng, (U, H, DV), "float16")
-        k, v = rn(rng, (U, HK, DQK), "float16"), rn(rng, (U, HK, DV), "float16")
-        _o, dq, dk, dv, (lse, delta) = varlen_gqa_grads(
-            lambda *a, causal=causal: attn_grads(*a, causal), q, k, v, do, cu, NC)
+        cu, q, k, v, do, (_o, dq, dk, dv, (lse, delta)) = varlen_gqa_problem(
+            rng, lens, H, HK, DQK, DV, NC, causal)
         kern = m["flashattn_bwd_split"](B, U, U, NC, H, max(lens), DQK, DV, causal, 32, 32,
                                         threads=128, num_stages=1, groups=g)
         args = [q, k, v, do, lse.astype(np.float32), delta.astype(np.float32), cu, cu,
