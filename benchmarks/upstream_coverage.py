@@ -121,6 +121,7 @@ def main(argv=None) -> int:
     ap.add_argument("--json", default="")
     args = ap.parse_args(argv)
     os.environ.setdefault("TILELANG_MINI_TARGET", "numpy")
+    sys.argv = sys.argv[:1]  # the examples' own argparse at module level reads sys.argv
     cases = us.load_cases()
     by_file: dict = {}
     for c in cases.values():
