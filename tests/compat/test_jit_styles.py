@@ -378,3 +378,43 @@ def test_symbolic_kernel_takes_a_trailing_unit_dim(target):
     close(kernel(x.reshape(24, 32, 1)), f64(x) + 1)
     with pytest.raises(tilelang_mini.ArgumentError, match="expected a 2-D array"):
         kernel(x.reshape(24, 2, 16))
+
+
+def test_eager_compile_with_tensors_and_par_compile(target, monkeypatch):
+    """TileLang's `f.compile(A, B, block_M=...)` (the kernel a call with these tensors runs) and
+    `f.par_compile([kwargs, ...])` with `T.Tensor(shape, dtype)` standing for the tensors."""
+    monkeypatch.setenv("TILELANG_MINI_TARGET", target)
+    a, b = rand((64, 48), "float16", 5), rand((48, 32), "float16", 6)
+    k = eager_gemm.compile(a, b, block_M=16, block_N=32)
+    close(k(a, b), f64(a) @ f64(b), reduce_len=48)
+    cfgs = [{"A": T.Tensor((64, 48), T.float16), "B": T.Tensor((48, 32), T.float16),
+             "block_M": bm} for bm in (16, 32)]
+    for kern in eager_gemm.par_compile(cfgs):
+        close(kern(a, b), f64(a) @ f64(b), reduce_len=48)
+
+
+@T.macro
+def _copy_whole_kernel(X, Y, n):
+    with T.Kernel(1) as _:  # AT:macro_kernel
+        for i in T.Parallel(n):
+            Y[i] = X[i]
+
+
+@tilelang_mini.jit
+def eager_kernel_in_macro(X):
+    N = T.const("N")
+    X: T.Tensor((N,), T.float32)
+    Y = T.empty((N,), T.float32)
+    _copy_whole_kernel(X, Y, N)
+    return Y
+
+
+def test_kernel_block_inside_a_macro_is_located():
+    """The `with T.Kernel` of an eager function (its output made by T.empty) inside a T.macro
+    the body calls: a CompileError at the macro's block (was a RuntimeError of T.empty, the
+    function not taken for an eager one)."""
+    with pytest.raises(CompileError, match=r"inside a T.macro is not supported yet") as e:
+        eager_kernel_in_macro(rand((16,)))
+    with open(__file__) as f:
+        line = next(i for i, ln in enumerate(f, 1) if "# AT:macro_kernel" in ln)
+    assert e.value.loc.line == line

@@ -654,7 +654,10 @@ class KernelBuilder(ExprVisitor, ControlFlow, TileOps, Dialect, TileAscend, Eage
         if self.is_trace_range(call):
             return self.trace_range_body(s)
         if self.is_call_to(call, "Kernel"):
-            raise self.error(s, "a kernel has one `with T.Kernel(...)` block")
+            raise self.error(s, "`with T.Kernel(...)` inside a T.macro is not supported yet; write "
+                                "it in the kernel function and call the macro inside it"
+                             if getattr(self, "macro_depth", 0) else
+                             "a kernel has one `with T.Kernel(...)` block")
         if self.named_call(call, "attr"):  # TVM's cross-thread reduction block (simt.py)
             return self.thread_allreduce(s)
         if isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute):
