@@ -84,6 +84,11 @@ def macro(fn=None, **_attrs) -> Macro:
     return Macro(fn)
 
 
+class Ref:
+    """`x: T.Ref` on a T.macro parameter: the argument (an element `A[i]` or a `T.alloc_var`
+    scalar) is passed by reference, so `x = v` in the macro writes it (C++'s `T&`)."""
+
+
 class Layout:
     """`T.Layout(shape, index_fn)` / `T.Fragment(...)`: a GPU memory or thread layout, the
     argument of `T.annotate_layout` (a hint here): built in plain Python, never applied."""
@@ -218,6 +223,6 @@ def __getattr__(name):
         return _parser()
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
-__all__ = ["Tensor", "Buffer", "TensorType", "prim_func", "macro", "Macro", "ceildiv", "dtype",
+__all__ = ["Tensor", "Buffer", "TensorType", "prim_func", "macro", "Macro", "Ref", "ceildiv", "dtype",
            "infinity", "max_value", "min_value", "const", "dynamic", "symbolic", "Symbol",
            "GemmWarpPolicy", "tile", "Layout", "Fragment", *DTYPE_NAMES, *KERNEL_NAMES]
