@@ -418,3 +418,22 @@ def test_kernel_block_inside_a_macro_is_located():
     with open(__file__) as f:
         line = next(i for i, ln in enumerate(f, 1) if "# AT:macro_kernel" in ln)
     assert e.value.loc.line == line
+
+
+@tilelang_mini.jit
+def strided_copy(A):
+    M, N, dM, dN = T.dynamic("M, N, dM, dN")
+    A: T.StridedTensor[[M, N], [dM, dN], T.float32]
+    B = T.empty((M, N), A.dtype)
+    with T.Kernel(T.ceildiv(M, 32), T.ceildiv(N, 32)) as (bx, by):
+        T.copy(A[bx * 32:(bx + 1) * 32, by * 32:(by + 1) * 32],
+               B[bx * 32:(bx + 1) * 32, by * 32:(by + 1) * 32])
+    return B
+
+
+def test_strided_tensor_annotation_takes_a_transposed_view(target, monkeypatch):
+    """`T.StridedTensor[shape, strides, dtype]` (TileLang's eager-jit tutorial's
+    as_contiguous): the argument a transposed view; the kernel reads it by its shape."""
+    monkeypatch.setenv("TILELANG_MINI_TARGET", target)
+    a = rand((64, 96), seed=7)
+    np.testing.assert_array_equal(strided_copy(a.T), a.T)

@@ -50,9 +50,23 @@ class _TensorSpelling:
         return TensorType(key, "float32")
 
 
+class _StridedSpelling:
+    """`T.StridedTensor[(M, N), (dM, dN), dtype]` (or called): a tensor parameter whose argument
+    may be a strided view (`A.T`). The strides are the argument's memory layout, which the
+    runtime reads through; the kernel indexes the tensor by its shape as any other."""
+
+    def __call__(self, shape, strides=None, dtype="float32") -> TensorType:
+        return TensorType(shape, dtype)
+
+    def __getitem__(self, key) -> TensorType:
+        if isinstance(key, tuple) and len(key) == 3:
+            return TensorType(key[0], key[2])
+        return Tensor[key]
+
+
 Tensor = _TensorSpelling()  # noqa: N816 (TileLang's spelling)
 Buffer = Tensor  # TileLang also spells parameters `T.Buffer`
-StridedTensor = Tensor
+StridedTensor = _StridedSpelling()
 SharedBuffer = Tensor
 FragmentBuffer = Tensor
 
