@@ -166,7 +166,8 @@ KERNEL_NAMES = (
     "alloc_L0C", "alloc_ub", "alloc_local", "alloc_UB", "copy", "gemm", "clear", "fill",
     "Parallel", "parallel", "Pipelined", "serial", "Serial", "unroll", "vectorized", "grid",
     "reduce_sum", "reduce_max", "reduce_min", "reduce_abssum", "reduce_absmax", "exp",
-    "exp2", "log", "sqrt", "rsqrt", "abs", "max", "min", "cast", "Scope", "set_flag", "wait_flag",
+    "exp2", "log", "sqrt", "rsqrt", "sin", "cos", "abs", "max", "min", "cast", "Scope", "set_flag",
+    "wait_flag",
     "pipe_barrier", "set_cross_flag", "wait_cross_flag",
     # expressions TileLang kernels use (the frontend spells them with the IR's operations)
     "if_then_else", "Select", "Cast", "clamp", "log2", "log10", "sigmoid", "tanh", "erf",
@@ -211,7 +212,8 @@ def _numbers_too(name: str, fn):
 import math as _math  # noqa: E402
 
 for _name, _fn in {"max": _builtins.max, "min": _builtins.min, "abs": _builtins.abs, "exp": _math.exp, "exp2": lambda x: 2.0 ** x,
-                   "log": _math.log, "log2": _math.log2, "sqrt": _math.sqrt,
+                   "log": _math.log, "log2": _math.log2, "sqrt": _math.sqrt, "sin": _math.sin,
+                   "cos": _math.cos,
                    "floordiv": lambda a, b: a // b, "floormod": lambda a, b: a % b,
                    "clamp": lambda x, lo, hi: _builtins.min(_builtins.max(x, lo), hi)}.items():
     _numbers_too(_name, _fn)
