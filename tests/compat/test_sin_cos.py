@@ -53,7 +53,7 @@ def test_tile_sin_cos_on_ub(target):
     M, N, BM = 32, 64, 16
 
     @T.prim_func
-    def main(X: T.Tensor((M, N), "float32"), Y: T.Tensor((M, N), "float32")):
+    def main(X: T.Tensor((M, N), T.float32), Y: T.Tensor((M, N), T.float32)):
         with T.Kernel(M // BM, is_npu=True) as (cid, vid):
             x = T.alloc_ub((BM // 2, N), "float32")
             s = T.alloc_ub((BM // 2, N), "float32")
