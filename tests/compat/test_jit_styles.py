@@ -437,3 +437,26 @@ def test_strided_tensor_annotation_takes_a_transposed_view(target, monkeypatch):
     monkeypatch.setenv("TILELANG_MINI_TARGET", target)
     a = rand((64, 96), seed=7)
     np.testing.assert_array_equal(strided_copy(a.T), a.T)
+
+
+@tilelang_mini.jit
+def eager_launch_under_if(X, double=False):
+    N = T.const("N")
+    X: T.Tensor((N,), T.float32)
+    Y = T.empty((N,), T.float32)
+    if double:
+        with T.Kernel(1) as _:  # AT:launch_under_if
+            for i in T.Parallel(N):
+                Y[i] = X[i] * 2
+    return Y
+
+
+def test_launch_under_an_if_is_located():
+    """An eager function whose `with T.Kernel` sits in a trace-time `if` (TileLang's tutorial
+    `dyn_annot`): recognised as eager (its launch searched in the body's blocks), then a
+    located CompileError at the launch (was run as a Python factory: an AttributeError)."""
+    with pytest.raises(CompileError, match=r"nested in an `if`, a loop or another block") as e:
+        eager_launch_under_if(rand((8,)), double=True)
+    with open(__file__) as f:
+        line = next(i for i, ln in enumerate(f, 1) if "# AT:launch_under_if" in ln)
+    assert e.value.loc.line == line

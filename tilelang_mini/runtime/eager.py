@@ -62,7 +62,7 @@ def is_eager_function(fn) -> bool:
     fdef = tree.body[0] if tree.body else None
     if not isinstance(fdef, ast.FunctionDef):
         return False
-    for stmt in fdef.body:
+    for stmt in _own_statements(fdef.body):
         if isinstance(stmt, ast.With):
             call = stmt.items[0].context_expr
             if isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and \
@@ -74,6 +74,19 @@ def is_eager_function(fn) -> bool:
                 and f.value.id not in ("torch", "np", "numpy"):
             return True  # `C = T.empty(...)`: an eager output (its T.Kernel perhaps in a macro)
     return False
+
+
+def _own_statements(body):
+    """The statements of a function body, also those inside its `if`/`for`/`with`/`try` blocks
+    (`if is_2d: ... with T.Kernel(...)`), not those of the functions it defines (a factory's
+    nested `@T.prim_func`)."""
+    for stmt in body:
+        yield stmt
+        if not isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            for field in ("body", "orelse", "finalbody"):
+                yield from _own_statements(getattr(stmt, field, None) or [])
+            for h in getattr(stmt, "handlers", None) or []:
+                yield from _own_statements(h.body)
 
 
 class EagerJIT:
