@@ -460,3 +460,23 @@ def test_launch_under_an_if_is_located():
     with open(__file__) as f:
         line = next(i for i, ln in enumerate(f, 1) if "# AT:launch_under_if" in ln)
     assert e.value.loc.line == line
+
+
+@tilelang_mini.jit
+def eager_scalar_dims(A, M, N):
+    """TileLang's `M: T.int32` in an eager body: a scalar parameter, here a trace-time value
+    (compiled per value), usable in the tensor annotations."""
+    M: T.int32
+    N: T.int32
+    A: T.Tensor[[M, N], T.float32]
+    B = T.empty((M, N), T.float32)
+    with T.Kernel(1) as _:
+        for i, j in T.Parallel(M, N):
+            B[i, j] = A[i, j] * M + N
+    return B
+
+
+def test_scalar_parameter_annotated_in_an_eager_body(target, monkeypatch):
+    monkeypatch.setenv("TILELANG_MINI_TARGET", target)
+    a = rand((4, 6), seed=8)
+    close(eager_scalar_dims(a, 4, 6), f64(a) * 4 + 6)
