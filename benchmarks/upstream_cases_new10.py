@@ -413,18 +413,13 @@ def _(m, rng):
       "(padding rows 0), preprocess over cu_seqlens, bwd with atomic_add of dQ/dK/dV into "
       "float32, postprocess with two T.Kernel launches and T.annotate_layout")
 def _(m, rng):
-    from upstream_cases_new2 import attn_grads
-    from upstream_cases_new7 import varlen_gqa_grads
+    from upstream_cases_new7 import varlen_gqa_problem
     lens, H, HK, DQK, DV, NC = (40, 56), 4, 2, 64, 32, 64
-    g, B = H // HK, len(lens)
-    cu = np.concatenate([[0], np.cumsum(lens)]).astype(np.int32)
-    U = int(cu[-1])
+    g, B, U = H // HK, len(lens), sum(lens)
     checks = []
     for causal in (False, True):
-        q, do = rn(rng, (U, H, DQK), "float16"), rn(rng, (U, H, DV), "float16")
-        k, v = rn(rng, (U, HK, DQK), "float16"), rn(rng, (U, HK, DV), "float16")
-        o, dq, dk, dv, (lse, delta) = varlen_gqa_grads(
-            lambda *a, causal=causal: attn_grads(*a, causal), q, k, v, do, cu, NC)
+        cu, q, k, v, do, grads = varlen_gqa_problem(rng, lens, H, HK, DQK, DV, NC, causal)
+        o, dq, dk, dv, (lse, delta) = grads
         args = (B, U, U, NC, H, max(lens), DQK, DV, causal)
         checks.append(Check(m["flashattn_fwd"](*args, 32, 32, groups=g), [q, k, v, cu, cu],
                             {0: o, 1: lse}, "float16", NC))

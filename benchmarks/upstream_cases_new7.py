@@ -39,6 +39,18 @@ def varlen_gqa_grads(grads, q, k, v, do, cu, nc):
     return o, dq, dk, dv, rows
 
 
+def varlen_gqa_problem(rng, lens, H, HK, DQK, DV, NC, causal):
+    """Packed float16 q/do (U, H, .) and k/v (U, HK, .) for sequences of `lens`, their
+    cu_seqlens, and varlen_gqa_grads of causal (or full) attention: (cu, q, k, v, do, grads)."""
+    from upstream_cases_new2 import attn_grads
+    cu = np.concatenate([[0], np.cumsum(lens)]).astype(np.int32)
+    U = int(cu[-1])
+    q, do = rn(rng, (U, H, DQK), "float16"), rn(rng, (U, H, DV), "float16")
+    k, v = rn(rng, (U, HK, DQK), "float16"), rn(rng, (U, HK, DV), "float16")
+    grads = varlen_gqa_grads(lambda *a: attn_grads(*a, causal), q, k, v, do, cu, NC)
+    return cu, q, k, v, do, grads
+
+
 def kda_gates(rng, B, S, H, DK, chunk):
     """Per-channel cumulative log2-gates (B, S, H, DK), restarting at every chunk (as the KDA
     chunk kernels take them): within a chunk they decrease along S."""

@@ -47,6 +47,8 @@ IMPORT_RULES = [
     (r"^(\s*)from tvm import tl as (\w+)", r"\1import tilelang_mini as \2"),
     (r"^(\s*)from bitblas\.tl\.([\w.]+) import", r"\1from tilelang_mini.cuda.intrinsics.\2 import"),
     (r"^(\s*)from bitblas\.base import", r"\1from tilelang_mini.transform import"),
+    # BitBLAS's CUDA source snippets (bitblas.gpu.intrin.lop3's decoders): CUDA-only stubs
+    (r"^(\s*)from bitblas\.gpu\.([\w.]+) import", r"\1from tilelang_mini.cuda.\2 import"),
     # TVM, which TileLang re-exports: its small compatibility surface `tilelang_mini.tvm`
     (r"^(\s*)from tvm(\.|\s)", r"\1from tilelang_mini.tvm\2"),
     (r"^(\s*)import tvm\s*$", r"\1from tilelang_mini import tvm"),

@@ -301,6 +301,7 @@ def load_cases():
     import upstream_cases_new10  # noqa: F401
     import upstream_cases_new11  # noqa: F401
     import upstream_cases_new12  # noqa: F401
+    import upstream_cases_new13  # noqa: F401
     import upstream_cases_shapes  # noqa: F401
     import upstream_cases_shapes2  # noqa: F401
     import upstream_cases_shapes3  # noqa: F401

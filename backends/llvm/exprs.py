@@ -252,7 +252,7 @@ class Expressions:
         vals = [self.expr(a) for a in x.args]
         if fn == "select":
             return self.select(*vals)
-        if fn in ("exp", "exp2", "log", "sqrt", "rsqrt"):
+        if fn in ("exp", "exp2", "log", "sqrt", "rsqrt", "sin", "cos"):
             (v,) = vals
             f = vm.to_float(e, v.v, v.kind)
             return Val(getattr(vm, fn)(e, f), "float")

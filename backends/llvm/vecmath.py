@@ -146,6 +146,14 @@ def rsqrt(e: Emitter, x):
     return e.b.fdiv(_fc(x, 1.0), e.unary("sqrt", x))
 
 
+def sin(e: Emitter, x):
+    return e.unary("sin", x)
+
+
+def cos(e: Emitter, x):
+    return e.unary("cos", x)
+
+
 def floordiv_f(e: Emitter, a, c):
     """NumPy float floor division (npy_divmod) on float32 values."""
     b = e.b
@@ -401,6 +409,6 @@ def raw_type(storage: str):
     return STORAGE[storage][0]
 
 
-__all__ = ["fmax", "fmin", "exp", "exp2", "log", "sqrt", "rsqrt", "floordiv_f", "mod_f", "decode",
+__all__ = ["fmax", "fmin", "exp", "exp2", "log", "sqrt", "rsqrt", "sin", "cos", "floordiv_f", "mod_f", "decode",
            "encode", "encode_float", "round_to", "to_float", "to_int", "to_bool", "kind_of",
            "exact_in", "raw_type"]

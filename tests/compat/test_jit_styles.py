@@ -378,3 +378,105 @@ def test_symbolic_kernel_takes_a_trailing_unit_dim(target):
     close(kernel(x.reshape(24, 32, 1)), f64(x) + 1)
     with pytest.raises(tilelang_mini.ArgumentError, match="expected a 2-D array"):
         kernel(x.reshape(24, 2, 16))
+
+
+def test_eager_compile_with_tensors_and_par_compile(target, monkeypatch):
+    """TileLang's `f.compile(A, B, block_M=...)` (the kernel a call with these tensors runs) and
+    `f.par_compile([kwargs, ...])` with `T.Tensor(shape, dtype)` standing for the tensors."""
+    monkeypatch.setenv("TILELANG_MINI_TARGET", target)
+    a, b = rand((64, 48), "float16", 5), rand((48, 32), "float16", 6)
+    k = eager_gemm.compile(a, b, block_M=16, block_N=32)
+    close(k(a, b), f64(a) @ f64(b), reduce_len=48)
+    cfgs = [{"A": T.Tensor((64, 48), T.float16), "B": T.Tensor((48, 32), T.float16),
+             "block_M": bm} for bm in (16, 32)]
+    for kern in eager_gemm.par_compile(cfgs):
+        close(kern(a, b), f64(a) @ f64(b), reduce_len=48)
+
+
+@T.macro
+def _copy_whole_kernel(X, Y, n):
+    with T.Kernel(1) as _:  # AT:macro_kernel
+        for i in T.Parallel(n):
+            Y[i] = X[i]
+
+
+@tilelang_mini.jit
+def eager_kernel_in_macro(X):
+    N = T.const("N")
+    X: T.Tensor((N,), T.float32)
+    Y = T.empty((N,), T.float32)
+    _copy_whole_kernel(X, Y, N)
+    return Y
+
+
+def test_kernel_block_inside_a_macro_is_located():
+    """The `with T.Kernel` of an eager function (its output made by T.empty) inside a T.macro
+    the body calls: a CompileError at the macro's block (was a RuntimeError of T.empty, the
+    function not taken for an eager one)."""
+    with pytest.raises(CompileError, match=r"inside a T.macro is not supported yet") as e:
+        eager_kernel_in_macro(rand((16,)))
+    with open(__file__) as f:
+        line = next(i for i, ln in enumerate(f, 1) if "# AT:macro_kernel" in ln)
+    assert e.value.loc.line == line
+
+
+@tilelang_mini.jit
+def strided_copy(A):
+    M, N, dM, dN = T.dynamic("M, N, dM, dN")
+    A: T.StridedTensor[[M, N], [dM, dN], T.float32]
+    B = T.empty((M, N), A.dtype)
+    with T.Kernel(T.ceildiv(M, 32), T.ceildiv(N, 32)) as (bx, by):
+        T.copy(A[bx * 32:(bx + 1) * 32, by * 32:(by + 1) * 32],
+               B[bx * 32:(bx + 1) * 32, by * 32:(by + 1) * 32])
+    return B
+
+
+def test_strided_tensor_annotation_takes_a_transposed_view(target, monkeypatch):
+    """`T.StridedTensor[shape, strides, dtype]` (TileLang's eager-jit tutorial's
+    as_contiguous): the argument a transposed view; the kernel reads it by its shape."""
+    monkeypatch.setenv("TILELANG_MINI_TARGET", target)
+    a = rand((64, 96), seed=7)
+    np.testing.assert_array_equal(strided_copy(a.T), a.T)
+
+
+@tilelang_mini.jit
+def eager_launch_under_if(X, double=False):
+    N = T.const("N")
+    X: T.Tensor((N,), T.float32)
+    Y = T.empty((N,), T.float32)
+    if double:
+        with T.Kernel(1) as _:  # AT:launch_under_if
+            for i in T.Parallel(N):
+                Y[i] = X[i] * 2
+    return Y
+
+
+def test_launch_under_an_if_is_located():
+    """An eager function whose `with T.Kernel` sits in a trace-time `if` (TileLang's tutorial
+    `dyn_annot`): recognised as eager (its launch searched in the body's blocks), then a
+    located CompileError at the launch (was run as a Python factory: an AttributeError)."""
+    with pytest.raises(CompileError, match=r"nested in an `if`, a loop or another block") as e:
+        eager_launch_under_if(rand((8,)), double=True)
+    with open(__file__) as f:
+        line = next(i for i, ln in enumerate(f, 1) if "# AT:launch_under_if" in ln)
+    assert e.value.loc.line == line
+
+
+@tilelang_mini.jit
+def eager_scalar_dims(A, M, N):
+    """TileLang's `M: T.int32` in an eager body: a scalar parameter, here a trace-time value
+    (compiled per value), usable in the tensor annotations."""
+    M: T.int32
+    N: T.int32
+    A: T.Tensor[[M, N], T.float32]
+    B = T.empty((M, N), T.float32)
+    with T.Kernel(1) as _:
+        for i, j in T.Parallel(M, N):
+            B[i, j] = A[i, j] * M + N
+    return B
+
+
+def test_scalar_parameter_annotated_in_an_eager_body(target, monkeypatch):
+    monkeypatch.setenv("TILELANG_MINI_TARGET", target)
+    a = rand((4, 6), seed=8)
+    close(eager_scalar_dims(a, 4, 6), f64(a) * 4 + 6)

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from .. import language as T_module
+from ..errors import CompileError
 from ..ir.nodes import Buffer
 from ..language.symbols import Symbol, has_symbols, resolve
 from .common import Marker
@@ -142,6 +143,8 @@ class Eager:
         if isinstance(stmt, ast.AnnAssign) and stmt.value is None and \
                 isinstance(stmt.target, ast.Name):
             name = stmt.target.id
+            if name in self.eager.scalars and self.is_dtype(stmt.annotation):
+                return True  # `M: T.int32`: a scalar parameter (a trace-time value per call)
             if name not in self.eager.tensors:
                 raise self.error(stmt, f"'{name}' is not a tensor argument of this function")
             if not self.prebound:  # at the first annotation: the T.const symbols exist now
@@ -160,6 +163,14 @@ class Eager:
                 self.eager_output(stmt.targets[0].id, stmt.value)
                 return True
         return False
+
+    def is_dtype(self, node) -> bool:
+        """Whether an annotation names a dtype (T.int32, "float32", ...)."""
+        try:
+            self.dtype(self.eval(node), node)
+        except CompileError:
+            return False
+        return True
 
     def eager_output(self, name: str, call: ast.Call) -> None:
         args = [self.eval(a) for a in call.args]

@@ -24,7 +24,7 @@ _BINOPS = {ast.BitAnd: "&", ast.BitOr: "|", ast.BitXor: "^", ast.LShift: "<<", a
            ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//",
            ast.Mod: "%", ast.Pow: "**"}
 _CMPOPS = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==", ast.NotEq: "!="}
-_MATH = {"exp", "exp2", "log", "sqrt", "rsqrt", "abs"}
+_MATH = {"exp", "exp2", "log", "sqrt", "rsqrt", "sin", "cos", "abs"}
 
 
 class ExprVisitor:

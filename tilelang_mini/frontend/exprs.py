@@ -156,7 +156,7 @@ def static_dtype(e) -> str | None:
         kinds = {static_dtype(e.a), static_dtype(e.b)}
         return "float32" if e.op == "/" or any(k and dtypes.is_float(k) for k in kinds) else "int32"
     if isinstance(e, Call):
-        if e.fn in ("exp", "exp2", "log", "sqrt", "rsqrt"):
+        if e.fn in ("exp", "exp2", "log", "sqrt", "rsqrt", "sin", "cos"):
             return "float32"
         kinds = {static_dtype(a) for a in e.args}
         return "float32" if any(k and dtypes.is_float(k) for k in kinds) else "int32"

@@ -654,7 +654,14 @@ class KernelBuilder(ExprVisitor, ControlFlow, TileOps, Dialect, TileAscend, Eage
         if self.is_trace_range(call):
             return self.trace_range_body(s)
         if self.is_call_to(call, "Kernel"):
-            raise self.error(s, "a kernel has one `with T.Kernel(...)` block")
+            raise self.error(s, "`with T.Kernel(...)` inside a T.macro is not supported yet; write "
+                                "it in the kernel function and call the macro inside it"
+                             if getattr(self, "macro_depth", 0) else
+                             "`with T.Kernel(...)` nested in an `if`, a loop or another block is "
+                             "not supported yet; launch at the kernel function's top level (a "
+                             "trace-time `if` may choose inside the launch)")
+        if self.named_call(call, "attr"):  # TVM's cross-thread reduction block (simt.py)
+            return self.thread_allreduce(s)
         if isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute):
             self.unknown_name(call.func.attr, call)  # `with T.ws(0):`: GPU-only, named
         raise self.error(s, "expected `with T.Kernel(...)` or `with T.Scope(...)`")

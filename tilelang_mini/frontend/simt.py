@@ -35,12 +35,13 @@ CompileError.
 """
 from __future__ import annotations
 
+import ast
 from dataclasses import dataclass, field
 
 from ..ir.analysis import written_names
 from ..ir.nodes import Alloc, Buffer, Call, For, If, Load, Store, Var, transform, walk, walk_own
 from .common import SIMT_ADVICE, SimtUse, ThreadIndex, ThreadScalar
-from .exprs import as_expr, binop
+from .exprs import as_expr, binop, plain_number as plain
 
 
 @dataclass
@@ -236,6 +237,67 @@ class Simt:
         for name, e in reversed(list(zip(self.simt.names, self.simt.extents))):
             body = (For((loops[name],), (as_expr(e),), "serial", body, 0, self.loc(call)),)
         return body[0]
+
+    def thread_allreduce(self, s):
+        """TVM's cross-thread reduction, as TileLang's split-K GEMV writes it:
+
+            with T.attr(T.comm_reducer(lambda x, y: x + y, [init]), "reduce_scope", ...):
+                T.evaluate(T.tvm_thread_allreduce(T.uint32(1), v, True, out[0], tk, ...))
+
+        gives every thread `out` = the reducer over the threads that differ only in the
+        listed thread indices of their `v`; in lockstep (hidden tile r over the other thread
+        dimensions, the threads in thread order):
+
+            r[tn] = init;  for t in serial(threads): r[tn] = r[tn] + v;  out[tn, tk] = r[tn]
+        """
+        call = s.items[0].context_expr
+        red = call.args[0] if call.args else None
+        body = s.body[0].value if len(s.body) == 1 and isinstance(s.body[0], ast.Expr) else None
+        inner = body.args[0] if self.named_call(body, "evaluate") and body.args else body
+        if not (self.named_call(red, "comm_reducer") and len(red.args) == 2
+                and isinstance(red.args[0], ast.Lambda) and len(red.args[0].args.args) == 2
+                and self.named_call(inner, "tvm_thread_allreduce")):
+            raise self.error(call, "T.attr is supported only as TVM's cross-thread reduction "
+                                   "(T.attr(T.comm_reducer(lambda x, y: ..., [init]), "
+                                   "'reduce_scope', ...) around T.evaluate(T.tvm_thread_"
+                                   "allreduce(...))); otherwise write nothing (TVM attributes "
+                                   "have no meaning here)")
+        args = [self.eval(a) for a in inner.args]
+        if len(args) < 5 or plain(args[0]) != 1 or args[2] is not True \
+                or not isinstance(args[3], Load):
+            raise self.error(inner, "T.tvm_thread_allreduce(T.uint32(1), value, True, "
+                                    "out[...], *thread_indices): one value, no condition")
+        if any(isinstance(t, ThreadIndex) for t in args[4:]):
+            raise self.simt_use(inner)
+        names = [t.name if isinstance(t, Var) else None for t in args[4:]]
+        if self.simt is None or not all(n in self.simt.names for n in names):
+            raise self.error(inner, "T.tvm_thread_allreduce reduces over thread indices "
+                                    "(T.get_thread_binding(d)) of the block")
+        lam = red.args[0]
+        inits = red.args[1].elts if isinstance(red.args[1], (ast.List, ast.Tuple)) else []
+        if len(inits) != 1:
+            raise self.error(red, "T.comm_reducer(lambda x, y: ..., [init]): one init value")
+        out = args[3]
+        kept = tuple(n for n in self.simt.names if n not in names)
+        acc = Buffer(self.fresh_buffer_name("allreduce"),
+                     tuple(e for n, e in zip(self.simt.names, self.simt.extents) if n in kept)
+                     or (1,), out.buffer.dtype, "fragment")
+        self.hoisted_allocs[acc.name] = Alloc(acc, None, self.loc(call))
+        at = tuple(Var(n) for n in kept) or (as_expr(0),)
+        self.scopes.append({lam.args.args[0].arg: Load(acc, at), lam.args.args[1].arg: args[1]})
+        try:
+            combined = self.eval(lam.body)
+        finally:
+            self.scopes.pop()
+        loc = self.loc(inner)
+        return [Store(acc, at, as_expr(self.eval(inits[0])), loc),
+                self.thread_loop([Store(acc, at, as_expr(combined), loc)], inner),
+                Store(out.buffer, out.indices, Load(acc, at), loc)]
+
+    def named_call(self, node, name: str) -> bool:
+        """`T.<name>(...)` by its attribute name (TVM names with no value of their own here)."""
+        return isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+            and node.func.attr == name
 
     # --------------------------------------------------------------------------- statements
 

@@ -28,6 +28,7 @@ _UNARY = {
     "rsqrt": lambda x: Call("rsqrt", (x,)), "relu": lambda x: Call("max", (x, Const(0.0, "float32"))),
     "reciprocal": lambda x: binop("/", 1.0, x), "sigmoid": sigmoid, "tanh": tanh,
     "silu": lambda x: binop("*", x, sigmoid(x)),
+    "sin": lambda x: Call("sin", (x,)), "cos": lambda x: Call("cos", (x,)),
 }
 # The cores' pipes a full barrier orders (T.barrier_all inside a T.Scope).
 _CORE_PIPES = {"C": ("MTE2", "MTE1", "M", "FIX", "S"), "V": ("MTE2", "V", "MTE3", "S")}
@@ -52,7 +53,7 @@ _UNSUPPORTED = {
     "wholereducemin": "T.reduce_min", "wholereducesum": "T.reduce_sum",
     "block_reduce_max": "T.reduce_max", "block_reduce_min": "T.reduce_min",
     "block_reduce_sum": "T.reduce_sum",
-    "sin": "no replacement yet", "cos": "no replacement yet", "gelu": "T.tile.mul/exp spelled out",
+    "gelu": "T.tile.mul/exp spelled out",
 }
 
 

@@ -15,6 +15,7 @@ from ..ir.nodes import (
     WaitFlag, PIPES,
 )
 from ..language.hints import HINT_NAMES, TRACE_EVENTS
+from .bindings import LaneVar
 from .common import Marker, ThreadIndex, is_docstring, show
 from .exprs import as_expr, binop, const, constant_difference, is_ir
 
@@ -502,7 +503,14 @@ class TileOps:
         except TypeError as e:
             raise self.error(call, f"{fn.__name__}: {e}") from None
         bound.apply_defaults()
-        sub.scopes = [*sub.scopes, dict(bound.arguments)]
+        args = dict(bound.arguments)
+        for name, p in sig.parameters.items():  # `x: T.Ref`: the element itself (reads, writes)
+            if p.annotation is T_module.Ref or str(p.annotation).rsplit(".", 1)[-1] == "Ref":
+                if not isinstance(args[name], Load):
+                    raise self.error(call, f"{fn.__name__}: parameter {name} is a T.Ref: pass "
+                                           "an element (A[i]) or a T.alloc_var scalar")
+                args[name] = LaneVar(args[name].buffer, args[name].indices)
+        sub.scopes = [*sub.scopes, args]
         sub.inline_result = []
         fdef = sub.tree.body[0]
         if not isinstance(fdef, ast.FunctionDef):

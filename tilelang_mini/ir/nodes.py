@@ -101,7 +101,7 @@ class BinOp:
 BIT_UNARY_FNS = ("bitwise_not",)
 BIT_BINARY_FNS = ("bitwise_and", "bitwise_or", "bitwise_xor", "shift_left", "shift_right")
 BIT_FNS = BIT_UNARY_FNS + BIT_BINARY_FNS
-UNARY_FNS = ("exp", "exp2", "log", "sqrt", "rsqrt", "abs", "neg", "not") + BIT_UNARY_FNS
+UNARY_FNS = ("exp", "exp2", "log", "sqrt", "rsqrt", "sin", "cos", "abs", "neg", "not") + BIT_UNARY_FNS
 BINARY_FNS = ("max", "min", "ceildiv") + BIT_BINARY_FNS
 TERNARY_FNS = ("select",)  # select(cond, a, b): a where cond holds, else b (T.if_then_else)
 CALL_FNS = UNARY_FNS + BINARY_FNS + TERNARY_FNS

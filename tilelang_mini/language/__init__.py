@@ -50,9 +50,23 @@ class _TensorSpelling:
         return TensorType(key, "float32")
 
 
+class _StridedSpelling:
+    """`T.StridedTensor[(M, N), (dM, dN), dtype]` (or called): a tensor parameter whose argument
+    may be a strided view (`A.T`). The strides are the argument's memory layout, which the
+    runtime reads through; the kernel indexes the tensor by its shape as any other."""
+
+    def __call__(self, shape, strides=None, dtype="float32") -> TensorType:
+        return TensorType(shape, dtype)
+
+    def __getitem__(self, key) -> TensorType:
+        if isinstance(key, tuple) and len(key) == 3:
+            return TensorType(key[0], key[2])
+        return Tensor[key]
+
+
 Tensor = _TensorSpelling()  # noqa: N816 (TileLang's spelling)
 Buffer = Tensor  # TileLang also spells parameters `T.Buffer`
-StridedTensor = Tensor
+StridedTensor = _StridedSpelling()
 SharedBuffer = Tensor
 FragmentBuffer = Tensor
 
@@ -82,6 +96,11 @@ def macro(fn=None, **_attrs) -> Macro:
     if fn is None:
         return macro
     return Macro(fn)
+
+
+class Ref:
+    """`x: T.Ref` on a T.macro parameter: the argument (an element `A[i]` or a `T.alloc_var`
+    scalar) is passed by reference, so `x = v` in the macro writes it (C++'s `T&`)."""
 
 
 class Layout:
@@ -147,7 +166,8 @@ KERNEL_NAMES = (
     "alloc_L0C", "alloc_ub", "alloc_local", "alloc_UB", "copy", "gemm", "clear", "fill",
     "Parallel", "parallel", "Pipelined", "serial", "Serial", "unroll", "vectorized", "grid",
     "reduce_sum", "reduce_max", "reduce_min", "reduce_abssum", "reduce_absmax", "exp",
-    "exp2", "log", "sqrt", "rsqrt", "abs", "max", "min", "cast", "Scope", "set_flag", "wait_flag",
+    "exp2", "log", "sqrt", "rsqrt", "sin", "cos", "abs", "max", "min", "cast", "Scope", "set_flag",
+    "wait_flag",
     "pipe_barrier", "set_cross_flag", "wait_cross_flag",
     # expressions TileLang kernels use (the frontend spells them with the IR's operations)
     "if_then_else", "Select", "Cast", "clamp", "log2", "log10", "sigmoid", "tanh", "erf",
@@ -192,7 +212,8 @@ def _numbers_too(name: str, fn):
 import math as _math  # noqa: E402
 
 for _name, _fn in {"max": _builtins.max, "min": _builtins.min, "abs": _builtins.abs, "exp": _math.exp, "exp2": lambda x: 2.0 ** x,
-                   "log": _math.log, "log2": _math.log2, "sqrt": _math.sqrt,
+                   "log": _math.log, "log2": _math.log2, "sqrt": _math.sqrt, "sin": _math.sin,
+                   "cos": _math.cos,
                    "floordiv": lambda a, b: a // b, "floormod": lambda a, b: a % b,
                    "clamp": lambda x, lo, hi: _builtins.min(_builtins.max(x, lo), hi)}.items():
     _numbers_too(_name, _fn)
@@ -218,6 +239,6 @@ def __getattr__(name):
         return _parser()
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
-__all__ = ["Tensor", "Buffer", "TensorType", "prim_func", "macro", "Macro", "ceildiv", "dtype",
+__all__ = ["Tensor", "Buffer", "TensorType", "prim_func", "macro", "Macro", "Ref", "ceildiv", "dtype",
            "infinity", "max_value", "min_value", "const", "dynamic", "symbolic", "Symbol",
            "GemmWarpPolicy", "tile", "Layout", "Fragment", *DTYPE_NAMES, *KERNEL_NAMES]

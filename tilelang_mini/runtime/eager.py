@@ -42,6 +42,8 @@ def from_numpy(out, like):
 
 
 def _dtype_of(v) -> str:
+    if isinstance(v.dtype, str):  # a T.Tensor(shape, dtype) description
+        return str(v.dtype)
     if type(v).__module__.startswith("torch"):
         return str(v.dtype).replace("torch.", "")
     return np.dtype(v.dtype).name
@@ -50,7 +52,8 @@ def _dtype_of(v) -> str:
 def is_eager_function(fn) -> bool:
     """Whether `fn`'s body holds `with T.Kernel(...)` itself (an eager jit function) rather than
     returning a `T.prim_func` (a factory). `with T.ClusterKernel(...)` counts too: the parser
-    then gives its located GPU-only error."""
+    then gives its located GPU-only error; so does an output `C = T.empty(...)` (the T.Kernel
+    then in a T.macro the body calls: a located error of the parser's)."""
     try:
         src = textwrap.dedent(inspect.getsource(fn))
         tree = ast.parse(src)
@@ -59,13 +62,31 @@ def is_eager_function(fn) -> bool:
     fdef = tree.body[0] if tree.body else None
     if not isinstance(fdef, ast.FunctionDef):
         return False
-    for stmt in fdef.body:
+    for stmt in _own_statements(fdef.body):
         if isinstance(stmt, ast.With):
             call = stmt.items[0].context_expr
             if isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and \
                     call.func.attr.endswith("Kernel"):  # T.Kernel, GPU-only T.ClusterKernel
                 return True
+        f = stmt.value.func if isinstance(stmt, ast.Assign) and \
+            isinstance(stmt.value, ast.Call) else None
+        if isinstance(f, ast.Attribute) and f.attr == "empty" and isinstance(f.value, ast.Name) \
+                and f.value.id not in ("torch", "np", "numpy"):
+            return True  # `C = T.empty(...)`: an eager output (its T.Kernel perhaps in a macro)
     return False
+
+
+def _own_statements(body):
+    """The statements of a function body, also those inside its `if`/`for`/`with`/`try` blocks
+    (`if is_2d: ... with T.Kernel(...)`), not those of the functions it defines (a factory's
+    nested `@T.prim_func`)."""
+    for stmt in body:
+        yield stmt
+        if not isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            for field in ("body", "orelse", "finalbody"):
+                yield from _own_statements(getattr(stmt, field, None) or [])
+            for h in getattr(stmt, "handlers", None) or []:
+                yield from _own_statements(h.body)
 
 
 class EagerJIT:
@@ -142,9 +163,23 @@ class EagerJIT:
                         for n in kernel.eager_inputs]
 
     @user_facing
-    def compile(self, target=None, **kwargs):
+    def compile(self, *args, target=None, **kwargs):
         """Compile ahead: shape symbols and trace-time arguments by name; parameters without a
-        value or a default are the tensors. Returns the `JITKernel` (inputs -> outputs)."""
+        value or a default are the tensors. Returns the `JITKernel` (inputs -> outputs). Given
+        tensors (arrays, or `T.Tensor(shape, dtype)` descriptions) as a call takes them
+        (`f.compile(A, B, block_M=64)`), the kernel that call would run."""
+        if len(args) == 1 and isinstance(args[0], str) and target is None:
+            args, target = (), args[0]  # f.compile("llvm", N=...): the target, positionally
+        if args or any(is_array(v) for v in kwargs.values()):
+            try:
+                bound = self.signature.bind(*args, **kwargs)
+            except TypeError as e:
+                raise ArgumentError(f"{self.fn.__name__}: {e}", _def_loc(self.fn)) from None
+            bound.apply_defaults()
+            tensors = {n: (tuple(int(d) for d in v.shape), _dtype_of(v))
+                       for n, v in bound.arguments.items() if is_array(v)}
+            scalars = {n: v for n, v in bound.arguments.items() if n not in tensors}
+            return self._kernel(tensors, scalars, {}, target)
         params = self.signature.parameters
         tensors, scalars, symbols = {}, {}, {}
         for name, value in kwargs.items():
@@ -159,6 +194,11 @@ class EagerJIT:
                 else:
                     scalars[name] = p.default
         return self._kernel(tensors, scalars, symbols, target)
+
+    def par_compile(self, configs, target=None, **_options):
+        """TileLang's `f.par_compile([kwargs, ...])`: `f.compile(**kwargs)` of each (in order;
+        its num_workers and the like have no meaning here), the kernels in a list."""
+        return [self.compile(target=target, **dict(c)) for c in configs]
 
     def __repr__(self) -> str:
         return f"<eager jit {self.fn.__name__}>"

@@ -212,7 +212,8 @@ def store(s: Store, par, table, params):
 
 
 _UFUNCS = {"+": np.add, "-": np.subtract, "*": np.multiply, "/": np.divide}
-_CALLS = {"exp": np.exp, "exp2": np.exp2, "log": np.log, "sqrt": np.sqrt}   # unary, float
+_CALLS = {"exp": np.exp, "exp2": np.exp2, "log": np.log, "sqrt": np.sqrt,  # unary, float
+          "sin": np.sin, "cos": np.cos}
 _PICKS = {"max": np.maximum, "min": np.minimum}
 
 

@@ -332,7 +332,8 @@ def _rsqrt(x):
     return F32(1.0) / np.sqrt(x)
 
 
-_FLOAT_FNS = {"exp": np.exp, "exp2": np.exp2, "log": np.log, "sqrt": np.sqrt, "rsqrt": _rsqrt}
+_FLOAT_FNS = {"exp": np.exp, "exp2": np.exp2, "log": np.log, "sqrt": np.sqrt, "rsqrt": _rsqrt,
+              "sin": np.sin, "cos": np.cos}
 
 
 def _max(a, b):

@@ -13,12 +13,13 @@ matching `T.*` names; there is no TVM underneath. See docs/tilelang_compat.md (T
     x.astype("uint16"), x.dtype      -> T.Cast("uint16", x), the value's dtype
     DataType("float16").bits         -> 16 (`T.dtype`)
     target.Target("hip -mcpu=gfx950") -> a description kept as data (selects nothing)
+    @testing.requires_package("bitblas") -> tilelang_mini.testing's marker
 """
 from __future__ import annotations
 
 from ..language import dtype as DataType  # noqa: F401  (TVM's spelling)
-from . import target, tirx  # noqa: F401
+from . import target, testing, tirx  # noqa: F401
 
 tir = tirx  # TVM's older name of the same namespace
 
-__all__ = ["DataType", "target", "tirx", "tir"]
+__all__ = ["DataType", "target", "testing", "tirx", "tir"]
