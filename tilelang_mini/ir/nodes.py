@@ -529,7 +529,10 @@ def transform(node, rewrite):
     """Bottom-up rewrite: children first, then `rewrite(node)` (return the node to keep it)."""
     def go(n):
         return rewrite(map_children(n, go))
-    return go(node)
+    try:
+        return go(node)
+    finally:
+        del go  # `go` refers to itself: without this each call leaves a cycle for the collector
 
 
 def transform_statements(stmt, rewrite):
