@@ -123,9 +123,10 @@ def _mangle(t) -> str:
 
 def int_const(v):
     """The Python int of a scalar integer constant, else None."""
-    if isinstance(v, ir.Constant) and isinstance(v.type, ir.IntType) \
-            and isinstance(v.constant, int):
-        return v.constant
+    if v.__class__ is ir.Constant and v.type.__class__ is ir.IntType:
+        c = v.constant
+        if c.__class__ is int or c.__class__ is bool:
+            return c
     return None
 
 
