@@ -330,10 +330,14 @@ def fill(g, s):
     strides = info.strides or (1,)
 
     def nest(q, off):
-        if q == k:
-            with e.loop(0, run, VL, name="fl") as t0:
-                mask = lane_mask(g, t0, ir.Constant(I64, 0), ir.Constant(I64, run))
-                e.masked_store(raw, elem_ptr(g, info, base, b.add(off, t0)), mask)
+        if q == k:  # whole vectors, then the tail's lanes under a constant mask
+            full = run // VL * VL
+            if full:
+                with e.loop(0, full, VL, name="fl") as t0:
+                    e.store(raw, elem_ptr(g, info, base, b.add(off, t0)))
+            if run > full:
+                e.masked_store(raw, elem_ptr(g, info, base, b.add(off, ir.Constant(I64, full))),
+                               const_mask(run - full))
             return
         with e.loop(0, ext[q], name=f"fl{q}") as t:
             nest(q + 1, b.add(off, b.mul(t, ir.Constant(I64, strides[q]))))

@@ -15,8 +15,8 @@ from tilelang_mini.ir.nodes import (
 
 from . import vecmath as vm
 from .irutil import (
-    F32, I1, I32, I64, STORAGE, const, contiguous, elem_type, first_lane, is_vec, like,
-    mark_contiguous, vty,
+    F32, I1, I32, I64, STORAGE, const, contiguous, elem_type, first_lane, int_const, is_vec,
+    like, mark_contiguous, vty, wrap_int,
 )
 from .values import Val
 
@@ -228,6 +228,9 @@ class Expressions:
 
     def int_divmod(self, p, q, op, qx):
         e, b = self.e, self.e.b
+        c = qx.value if isinstance(qx, Const) and type(qx.value) is int else 0
+        if 0 < c < 1 << (elem_type(p.type).width - 1):
+            return self.divmod_by(p, q, op, c)
         if not (isinstance(qx, Const) and isinstance(qx.value, int) and qx.value != 0):
             zero = b.icmp_signed("==", q, const(q.type, 0))
             if is_vec(zero) and self.par is not None and self.par.mask is not None:
@@ -242,6 +245,25 @@ class Expressions:
         if op == "//":
             return b.sub(quo, b.zext(adj, quo.type))
         return b.select(adj, b.add(rem, q), rem)
+
+    def divmod_by(self, p, q, op, c: int):
+        """p // c or p % c (floor semantics) for a positive constant c (the value q): a shift or
+        a mask for a power of two, else the truncating division fixed when the remainder is
+        negative (the signs differ only then); a constant p folded."""
+        b = self.e.b
+        a = int_const(p)
+        if a is not None:
+            return wrap_int(p.type, a // c if op == "//" else a % c)
+        if c & (c - 1) == 0:
+            if op == "%":
+                return b.and_(p, const(p.type, c - 1))
+            return b.ashr(p, const(p.type, c.bit_length() - 1)) if c > 1 else p
+        rem = b.srem(p, q)
+        neg = b.icmp_signed("<", rem, const(rem.type, 0))
+        if op == "%":
+            return b.select(neg, b.add(rem, q), rem)
+        quo = b.sdiv(p, q)
+        return b.select(neg, b.sub(quo, const(quo.type, 1)), quo)
 
     def call(self, x: Call) -> Val:
         e, b = self.e, self.e.b

@@ -121,15 +121,16 @@ def _mangle(t) -> str:
     raise TypeError(t)
 
 
-def _int_const(v):
+def int_const(v):
     """The Python int of a scalar integer constant, else None."""
-    if isinstance(v, ir.Constant) and isinstance(v.type, ir.IntType) \
-            and isinstance(v.constant, int):
-        return v.constant
+    if v.__class__ is ir.Constant and v.type.__class__ is ir.IntType:
+        c = v.constant
+        if c.__class__ is int or c.__class__ is bool:
+            return c
     return None
 
 
-def _wrap(t: ir.IntType, x: int) -> ir.Constant:
+def wrap_int(t: ir.IntType, x: int) -> ir.Constant:
     """x as a constant of type t (two's complement wrap-around; i1 as 0/1)."""
     if t.width == 1:
         return ir.Constant(t, x & 1)
@@ -148,22 +149,39 @@ def _operand_key(v):
     return None if isinstance(t, ir.VectorType) else id(v)
 
 
+_DOM_STEPS = 64  # how far up the dominator links a repeated operation is looked for
+
+
 class FoldingBuilder(ir.IRBuilder):
     """An IRBuilder that folds scalar integer arithmetic on constants while emitting (x + 0,
-    x * 1, x * 0, constant op constant, comparisons and selects of constants), and numbers the
-    pure scalar integer instructions of each block: the same operation on the same operands,
-    emitted again at the end of the block it was emitted in, is the earlier instruction (the
-    row-by-row and column-by-column bodies recompute their base addresses). The index arithmetic
-    of tile accesses is mostly constant or repeated, and every instruction not emitted is one
-    LLVM does not have to parse, simplify and select (compile time)."""
+    x * 1, x * 0, x / 1, constant op constant, comparisons and selects of constants), and numbers
+    the pure scalar integer instructions of each function: the same operation on the same
+    operands, emitted again at the end of a block that the earlier one's block dominates, is the
+    earlier instruction (the row-by-row and column-by-column bodies recompute their base
+    addresses, each copy its block's tile offsets). The index arithmetic of tile accesses is
+    mostly constant or repeated, and every instruction not emitted is one LLVM does not have to
+    parse, simplify and select (compile time).
+
+    Dominance is known from how blocks are made: a block records its immediate dominator
+    (`tlm_idom`) when `Emitter.loop`/`while_loop` or llvmlite's `if_then`/`if_else` (the
+    builder's `append_basic_block`, made while in the block that branches to it) create it; a
+    block made otherwise has none and sees only its own instructions."""
+
+    def append_basic_block(self, name=""):
+        """A new block dominated by the current one (llvmlite's if_then / if_else, the only
+        callers, branch to their blocks from the current block and blocks it dominates)."""
+        blk = super().append_basic_block(name)
+        blk.tlm_idom = self.block
+        return blk
 
     def _numbered(self, op: str, args: tuple, emit):
-        """`emit()`, or the instruction it emitted before in this block for the same (op, args);
-        only while the builder appends at the block's end (so the earlier one dominates)."""
+        """`emit()`, or the instruction it emitted before for the same (op, args) in this block
+        or one dominating it; only while the builder appends at the block's end (so that an
+        earlier one in the same block comes before)."""
         blk = self.block
         if blk is None or self._anchor != len(blk.instructions):
             return emit()
-        key = [id(blk), op]
+        key = [op]
         for a in args:
             k = _operand_key(a) if isinstance(a, ir.Value) else a
             if k is None:
@@ -171,26 +189,35 @@ class FoldingBuilder(ir.IRBuilder):
             key.append(k)
         key = tuple(key)
         memo = self.__dict__.setdefault("_memo", {})
-        hit = memo.get(key)
-        if hit is not None:
-            return hit[1]
+        seen = memo.get(key)
+        if seen is None:
+            seen = memo[key] = {}
+        else:
+            up = blk
+            for _ in range(_DOM_STEPS):
+                hit = seen.get(id(up))
+                if hit is not None:
+                    return hit[1]
+                up = getattr(up, "tlm_idom", None)
+                if up is None:
+                    break
         v = emit()
-        memo[key] = (args, v)  # args kept alive: their ids stay theirs
+        seen[id(blk)] = (args, v)  # args kept alive: their ids stay theirs
         return v
 
     @staticmethod
     def _fold(lhs, rhs, op, unit, zero=None):
         """lhs op rhs without an instruction when it can be: both constants, either side the
         unit of op (only rhs for a non-commutative op: unit[0] is None) or its zero; else None."""
-        a, c = _int_const(lhs), _int_const(rhs)
+        a, c = int_const(lhs), int_const(rhs)
         if a is not None and c is not None:
-            return _wrap(lhs.type, op(a, c))
+            return wrap_int(lhs.type, op(a, c))
         if a is not None and a == unit[0]:
             return rhs
         if c is not None and c == unit[1]:
             return lhs
         if zero is not None and zero in (a, c):
-            return _wrap(lhs.type, zero)
+            return wrap_int(lhs.type, zero)
         return None
 
     def add(self, lhs, rhs, name=""):
@@ -208,8 +235,35 @@ class FoldingBuilder(ir.IRBuilder):
         return self._numbered("mul", (lhs, rhs), lambda: super(FoldingBuilder, self).mul(
             lhs, rhs, name)) if v is None else v
 
+    def _divide(self, op: str, lhs, rhs, name: str):
+        """sdiv / srem / udiv / urem folded when both are constants or the divisor is 1."""
+        a, c = int_const(lhs), int_const(rhs)
+        if c == 1:
+            return lhs if op in ("sdiv", "udiv") else wrap_int(lhs.type, 0)
+        if a is not None and c:
+            w = lhs.type.width
+            if op in ("udiv", "urem"):
+                a, c = a % (1 << w), c % (1 << w)
+                return wrap_int(lhs.type, a // c if op == "udiv" else a % c)
+            q = abs(a) // abs(c) * (1 if (a < 0) == (c < 0) else -1)  # toward zero
+            return wrap_int(lhs.type, q if op == "sdiv" else a - q * c)
+        sup = getattr(super(FoldingBuilder, self), op)
+        return self._numbered(op, (lhs, rhs), lambda: sup(lhs, rhs, name))
+
+    def sdiv(self, lhs, rhs, name=""):
+        return self._divide("sdiv", lhs, rhs, name)
+
+    def srem(self, lhs, rhs, name=""):
+        return self._divide("srem", lhs, rhs, name)
+
+    def udiv(self, lhs, rhs, name=""):
+        return self._divide("udiv", lhs, rhs, name)
+
+    def urem(self, lhs, rhs, name=""):
+        return self._divide("urem", lhs, rhs, name)
+
     def icmp_signed(self, cmpop, lhs, rhs, name=""):
-        a, c = _int_const(lhs), _int_const(rhs)
+        a, c = int_const(lhs), int_const(rhs)
         if a is not None and c is not None and lhs.type.width > 1:
             ops = {"<": a < c, "<=": a <= c, ">": a > c, ">=": a >= c, "==": a == c,
                    "!=": a != c}
@@ -219,23 +273,35 @@ class FoldingBuilder(ir.IRBuilder):
             FoldingBuilder, self).icmp_signed(cmpop, lhs, rhs, name))
 
     def select(self, cond, lhs, rhs, name="", flags=()):
-        k = _int_const(cond)
+        k = int_const(cond)
         if k is not None and cond.type.width == 1:
             return lhs if k else rhs
-        return super().select(cond, lhs, rhs, name, flags)
+        if lhs is rhs:
+            return lhs
+        if flags:
+            return super().select(cond, lhs, rhs, name, flags)
+        return self._numbered("select", (cond, lhs, rhs), lambda: super(
+            FoldingBuilder, self).select(cond, lhs, rhs, name))
 
     def and_(self, lhs, rhs, name=""):
-        a, c = _int_const(lhs), _int_const(rhs)
+        a, c = int_const(lhs), int_const(rhs)
         if a is not None and c is not None:
-            return _wrap(lhs.type, a & c)
+            return wrap_int(lhs.type, a & c)
         if lhs.type == ir.IntType(1) and (a == 1 or c == 1):
             return rhs if a == 1 else lhs
-        return super().and_(lhs, rhs, name)
+        return self._numbered("and", (lhs, rhs), lambda: super(FoldingBuilder, self).and_(
+            lhs, rhs, name))
+
+    def ashr(self, lhs, rhs, name=""):
+        if int_const(rhs) == 0:
+            return lhs
+        return self._numbered("ashr", (lhs, rhs), lambda: super(FoldingBuilder, self).ashr(
+            lhs, rhs, name))
 
     def or_(self, lhs, rhs, name=""):
-        a, c = _int_const(lhs), _int_const(rhs)
+        a, c = int_const(lhs), int_const(rhs)
         if a is not None and c is not None:
-            return _wrap(lhs.type, a | c)
+            return wrap_int(lhs.type, a | c)
         if lhs.type == ir.IntType(1) and (a == 0 or c == 0):
             return rhs if a == 0 else lhs
         return super().or_(lhs, rhs, name)
@@ -249,6 +315,7 @@ class Emitter:
         self.fn = fn
         self.entry = fn.append_basic_block("entry")
         self.b = FoldingBuilder(self.entry)
+        module.__dict__.setdefault("tlm_emitters", []).append(self)  # (dismantle)
 
     # ------------------------------------------------------------------------ declarations
     def declare(self, name: str, ret, args) -> ir.Function:
@@ -327,12 +394,19 @@ class Emitter:
     # --------------------------------------------------------------------------- memory
     def gep(self, ptr, byte_offset):
         if isinstance(byte_offset, int):
-            if byte_offset == 0:
-                return ptr
             byte_offset = ir.Constant(I64, byte_offset)
+        c = int_const(byte_offset)
+        if c == 0:
+            return ptr
+        base = getattr(ptr, "tlm_gep", None)
+        if c is not None and base is not None:  # (p + c0) + c: p + (c0 + c)
+            ptr, byte_offset = base[0], ir.Constant(I64, base[1] + c)
         b = self.b
-        return b._numbered("gep", (ptr, byte_offset), lambda: b.gep(ptr, [byte_offset],
-                                                                      source_etype=I8))
+        g = b._numbered("gep", (ptr, byte_offset), lambda: b.gep(ptr, [byte_offset],
+                                                                   source_etype=I8))
+        if c is not None and isinstance(g, ir.Instruction):
+            g.tlm_gep = (ptr, byte_offset.constant)
+        return g
 
     def load(self, t, ptr, align: int | None = None):
         return self.b.load(ptr, typ=t, align=align or _size(elem_type(t)))
@@ -406,10 +480,12 @@ class Emitter:
             start = ir.Constant(I64, start)
         if isinstance(stop, int):
             stop = ir.Constant(I64, stop)
+        lo, hi = int_const(start), int_const(stop)
+        if lo is not None and hi is not None and lo < hi <= lo + step:
+            yield start  # one trip: the body once, at the constant start
+            return
         pre = b.block
-        header = self.fn.append_basic_block(name + ".head")
-        body = self.fn.append_basic_block(name + ".body")
-        after = self.fn.append_basic_block(name + ".end")
+        header, body, after = self._loop_blocks(name)
         b.branch(header)
         b.position_at_end(header)
         phi = b.phi(I64, name)
@@ -427,9 +503,7 @@ class Emitter:
         """`while cond():` where `cond()` emits the test (an i1) in the loop's header block,
         so that it is read again before every trip."""
         b = self.b
-        header = self.fn.append_basic_block(name + ".head")
-        body = self.fn.append_basic_block(name + ".body")
-        after = self.fn.append_basic_block(name + ".end")
+        header, body, after = self._loop_blocks(name)
         b.branch(header)
         b.position_at_end(header)
         b.cbranch(cond(), body, after)
@@ -437,6 +511,15 @@ class Emitter:
         yield
         b.branch(header)
         b.position_at_end(after)
+
+    def _loop_blocks(self, name: str):
+        """A loop's header, body and exit blocks, entered from the current block: it dominates
+        the header, which dominates the other two (FoldingBuilder's numbering)."""
+        header, body, after = (self.fn.append_basic_block(name + s)
+                               for s in (".head", ".body", ".end"))
+        header.tlm_idom = self.b.block
+        body.tlm_idom = after.tlm_idom = header
+        return header, body, after
 
     @contextmanager
     def if_then(self, cond):
@@ -448,6 +531,24 @@ class Emitter:
         cond = self.reduce_or(cond)
         with self.b.if_then(cond, likely=False):
             self.b.ret(ir.Constant(I32, code))
+
+
+def dismantle(module: ir.Module) -> None:
+    """Break the reference cycles of a module whose text has been taken (each instruction points
+    at its block, each block and argument at its function, each function at the module, a
+    loop's phi at its latch's values), so that reference counting frees it at once: else the
+    cyclic collector finds tens of thousands of objects after a compile, a pause of tens of
+    milliseconds. The module and the Emitters of its functions are unusable afterwards."""
+    for em in module.__dict__.get("tlm_emitters", ()):
+        em.b.__dict__.clear()  # (the numbering's memo)
+        em.__dict__.clear()
+    for fn in module.functions:
+        for blk in fn.blocks:
+            for inst in blk.instructions:
+                inst.__dict__.clear()
+            blk.__dict__.clear()
+        fn.__dict__.clear()
+    module.__dict__.clear()
 
 
 def _all_ones(mask) -> bool:

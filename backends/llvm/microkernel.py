@@ -182,19 +182,21 @@ def gemm(g, s):
         common = (bf16, ncols, steps, a_rs_b, a_cs_b, ldb_b, ldc_b, zero, bmask,
                   bi.layout == "packBT2")
         if M // MR:
-            fn = _microkernel(g, (MR,) + common)
+            # each call's share of the next panel, into L1 (packed panels only): prefetched by
+            # the micro-kernel (one copy of the prefetches, not one per call site)
+            step = -(-pan_b // 64 // (M // MR)) if next_panel else 0
+            fn = _microkernel(g, (MR,) + common + (step,))
             with e.loop(0, M // MR, name="mi") as ip:
                 if pending:
                     prefetch(b.add(b.mul(jp, ir.Constant(I64, M // MR)), ip))
-                if next_panel:  # its share of the next panel, into L1 (packed panels only)
-                    step = -(-pan_b // 64 // (M // MR))
-                    first = e.gep(bp, b.add(ir.Constant(I64, pan_b),
-                                            b.mul(ip, ir.Constant(I64, step * 64))))
-                    prefetch_lines(g, first, step, locality=3)
-                _call(g, fn, [e.gep(a_ptr, b.mul(ip, ir.Constant(I64, MR * a_rs_b))), bp,
-                              e.gep(cp, b.mul(ip, ir.Constant(I64, MR * ldc_b)))])
+                args = [e.gep(a_ptr, b.mul(ip, ir.Constant(I64, MR * a_rs_b))), bp,
+                        e.gep(cp, b.mul(ip, ir.Constant(I64, MR * ldc_b)))]
+                if step:
+                    args.append(e.gep(bp, b.add(ir.Constant(I64, pan_b),
+                                                b.mul(ip, ir.Constant(I64, step * 64)))))
+                _call(g, fn, args)
         if M % MR:
-            fn = _microkernel(g, (M % MR,) + common)
+            fn = _microkernel(g, (M % MR,) + common + (0,))
             m0 = M // MR * MR
             _call(g, fn, [e.gep(a_ptr, m0 * a_rs_b), bp, e.gep(cp, m0 * ldc_b)])
 
@@ -287,14 +289,17 @@ def _microkernel(g, key):
     fn = g.helpers.get(key)
     if fn is not None:
         return fn
-    mr, bf16, ncols, steps, a_rs_b, a_cs_b, ldb_b, ldc_b, zero, bmask, paired = key
+    mr, bf16, ncols, steps, a_rs_b, a_cs_b, ldb_b, ldc_b, zero, bmask, paired, lines = key
     name = f"tlm_mk{len(g.helpers)}"
-    fn = ir.Function(g.module, ir.FunctionType(ir.VoidType(), [PTR, PTR, PTR]), name)
+    fn = ir.Function(g.module, ir.FunctionType(ir.VoidType(), [PTR] * (4 if lines else 3)),
+                     name)
     fn.linkage = "internal"
     g.helpers[key] = fn
     e = Emitter(g.module, fn)
     b = e.b
-    a, bp, c = fn.args
+    a, bp, c = fn.args[:3]
+    if lines:  # (the fourth argument: `lines` cache lines to bring into L1)
+        prefetch_lines(g, fn.args[3], lines, locality=3, e=e)
     nvec = -(-ncols // VL)
     # f32: a last vector of at most 8 columns is a half-width (ymm) vector, of two rows at once
     # where the kernel has row pairs (below)
@@ -324,7 +329,7 @@ def _microkernel(g, key):
             e.masked_store(x, cptr(r, v), masks[v])
 
     if kpairs.usable(bf16, ncols, steps, a_cs_b):
-        kpairs.kernel(e, fn.args, mr, ncols, steps, a_rs_b, ldb_b, bmask, c_store, paired)
+        kpairs.kernel(e, fn.args[:3], mr, ncols, steps, a_rs_b, ldb_b, bmask, c_store, paired)
         b.ret_void()
         return fn
     if paired:  # layout.py chose the pair panels for the K-pair kernel only

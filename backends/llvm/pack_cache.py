@@ -35,7 +35,8 @@ import llvmlite.ir as ir
 from tilelang_mini.ir.analysis import AIC_SCOPES, TILE_OPS, writes
 from tilelang_mini.ir.nodes import Copy, Store, walk
 
-from .irutil import I64, PTR
+from .access import outlined
+from .irutil import I1, I64, PTR, Emitter
 from .packing import next_starts
 
 BUDGET = 8 << 20          # bytes of cached panels per kernel at least (each worker thread)
@@ -142,14 +143,34 @@ def cached_copy(g, s: Copy, dinfo, s_off0, s_rng, starts, pack) -> None:
                                  b.mul(slot, ir.Constant(I64, st.words * 8))))
     entry = e.gep(g.scratch, b.add(ir.Constant(I64, st.data),
                                    b.mul(slot, ir.Constant(I64, st.entry))))
-    hit = ir.Constant(ir.IntType(1), 1)
-    for i, v in enumerate(words):
-        hit = b.and_(hit, b.icmp_signed("==", e.load(I64, e.gep(tag, 8 * i), 8), v))
-    with b.if_then(b.not_(hit), likely=False):
+    with b.if_then(b.call(_tag_test(g, len(words)), [tag] + words[1:]), likely=False):
         pack(entry)
-        for i, v in enumerate(words):
-            e.store(v, e.gep(tag, 8 * i), 8)
+
+        def set_tag(row, *rest):
+            for i, v in enumerate(words[:1] + list(rest)):
+                g.e.store(v, g.e.gep(row, 8 * i), 8)
+        outlined(g, ("tags", len(words)), set_tag, tag, *words[1:])
     e.store(entry, e.gep(g.scratch, g.pack_cache.pointer[dinfo.name]), 8)
+
+
+def _tag_test(g, n: int):
+    """`i1 tlm_tagt(ptr row, i64 w1, ..., i64 w{n-1})`: the tag row of n words is not
+    [1, w1, ...] (a miss). One shared function per row length: a cached copy's test is a call,
+    not n loads and compares of its own (compile time; once per copy per block at run time)."""
+    fn = g.helpers.get(("tagt", n))
+    if fn is None:
+        fn = ir.Function(g.module, ir.FunctionType(I1, [PTR] + [I64] * (n - 1)),
+                         f"tlm_tagt{len(g.helpers)}")
+        fn.linkage = "internal"
+        fn.attributes.add("noinline")
+        g.helpers[("tagt", n)] = fn
+        e = Emitter(g.module, fn)
+        row, *rest = fn.args
+        hit = ir.Constant(I1, 1)
+        for i, v in enumerate([ir.Constant(I64, 1)] + rest):
+            hit = e.b.and_(hit, e.b.icmp_signed("==", e.load(I64, e.gep(row, 8 * i), 8), v))
+        e.b.ret(e.b.not_(hit))
+    return fn
 
 
 def slot_of(g, st: Site, starts, extent):

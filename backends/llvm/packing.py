@@ -372,9 +372,10 @@ def prefetch_next(g, r, info, dims, skip=()):
     nest(0, base)
 
 
-def prefetch_lines(g, ptr, lines, locality=2):
-    """Prefetch `lines` cache lines from `ptr` (locality 2: into L2, 3: into L1)."""
-    e = g.e
+def prefetch_lines(g, ptr, lines, locality=2, e=None):
+    """Prefetch `lines` cache lines from `ptr` (locality 2: into L2, 3: into L1), emitted by
+    `e` (default: the kernel function's emitter)."""
+    e = e or g.e
     for i in range(lines):
         e.intr("prefetch", ir.VoidType(), [e.gep(ptr, i * 64), ir.Constant(I32, 0),
                                            ir.Constant(I32, locality), ir.Constant(I32, 1)],

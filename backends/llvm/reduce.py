@@ -55,14 +55,21 @@ def row_reduce(g, kind, n, value, lanes=False):
     e, b = g.e, g.e.b
     ident = const(vty(F32), _IDENT[kind])
     nacc = ACCS if n >= ACCS * VL else 1
-    accs = [e.alloca(vty(F32)) for _ in range(nacc)]
-    for a in accs:
+    main = n // (nacc * VL) * (nacc * VL)
+    # accumulators in memory where a loop carries them (LLVM's SROA makes them registers),
+    # else SSA values (straight code: no loads and stores for LLVM to remove)
+    looped = main > UNROLLED * nacc * VL or n - main >= VL
+    accs = [e.alloca(vty(F32)) for _ in range(nacc)] if looped else list(range(nacc))
+    vals = [ident] * nacc
+    for a in accs if looped else ():
         e.store(ident, a, 4)
 
     def add(a, v):
-        e.store(_combine(e, kind, e.load(vty(F32), a, 4), v), a, 4)
+        if looped:
+            e.store(_combine(e, kind, e.load(vty(F32), a, 4), v), a, 4)
+        else:
+            vals[a] = _combine(e, kind, vals[a], v)
 
-    main = n // (nacc * VL) * (nacc * VL)
     if 0 < main <= UNROLLED * nacc * VL:  # a short row in straight code: constant offsets
         for t in range(0, main, nacc * VL):
             for k, a in enumerate(accs):
@@ -77,7 +84,8 @@ def row_reduce(g, kind, n, value, lanes=False):
     if n % VL:
         t0 = ir.Constant(I64, n // VL * VL)
         add(accs[-1], value(t0, lane_mask(g, t0, ir.Constant(I64, 0), ir.Constant(I64, n))))
-    vals = [e.load(vty(F32), a, 4) for a in accs]
+    if looped:
+        vals = [e.load(vty(F32), a, 4) for a in accs]
     while len(vals) > 1:
         vals = [_combine(e, kind, vals[i], vals[i + 1]) for i in range(0, len(vals), 2)]
     return vals[0] if lanes else hreduce(e, kind, vals[0])

@@ -31,9 +31,10 @@ from tilelang_mini.errors import (
 from tilelang_mini.ir.nodes import Kernel, Loc, TextLoc
 from tilelang_mini.runtime import config
 from tilelang_mini.runtime.arguments import check_arrays
+from .irutil import dismantle
 from .pack_cache import RESUME
 
-BACKEND_VERSION = "tlm-llvm-11"
+BACKEND_VERSION = "tlm-llvm-12"
 FN_NAME = "tlm_kernel"
 STATS = {"compiles": 0, "cache_hits": 0, "cache_corrupt": 0}
 
@@ -235,19 +236,24 @@ def lower(kernel: Kernel, options: dict | None = None) -> LLVMArtifact:
     except Exception as err:  # a bug of the code generator, not of the kernel
         raise internal_error(err, "the llvm code generator", kernel.loc) from err
     text = str(module)
+    plan, errors, dpbf16 = gen.plan, list(gen.errors), gen.needs_dpbf16
+    scratch = plan.arena_bytes + gen.pack_cache.nbytes + gen.temp_bytes * (3 if cores else 1)
+    temp_bytes = gen.temp_bytes
+    # the module and the generator's state are cyclic (parents, phis, closures, the builders'
+    # numbering): broken here, they are freed now rather than by a collector pause later
+    dismantle(module)
+    gen.__dict__.clear()
     with _LOCK:
         try:
-            obj = _compile_module(text, gen.needs_dpbf16, t)
+            obj = _compile_module(text, dpbf16, t)
             engine, cfunc, ref = _load_object(obj, t, cores)
         except RuntimeError as err:  # LLVM rejected the module we generated: our bug
             raise InternalCompilerError(f"LLVM rejected the generated module: {err}",
                                         kernel.loc, stage="the llvm code generator") from err
         STATS["compiles"] += 1
-    plan = gen.plan
-    scratch = plan.arena_bytes + gen.pack_cache.nbytes + gen.temp_bytes * (3 if cores else 1)
-    return LLVMArtifact(_header(kernel), list(gen.errors), scratch, "", False,
+    return LLVMArtifact(_header(kernel), errors, scratch, "", False,
                         zlib.compress(text.encode(), 1), engine, cfunc, ref, obj, cores,
-                        plan.zero_bytes, plan.arena_bytes, gen.temp_bytes)
+                        plan.zero_bytes, plan.arena_bytes, temp_bytes)
 
 
 def _header(kernel: Kernel) -> Kernel:

@@ -527,9 +527,19 @@ def _walk_value(value):
 
 def transform(node, rewrite):
     """Bottom-up rewrite: children first, then `rewrite(node)` (return the node to keep it)."""
-    def go(n):
-        return rewrite(map_children(n, go))
-    return go(node)
+    return _BottomUp(rewrite)(node)
+
+
+class _BottomUp:
+    """`transform`'s recursion as an object, not a closure that names itself (each call of such
+    a closure's maker leaves a reference cycle for the garbage collector)."""
+    __slots__ = ("rewrite",)
+
+    def __init__(self, rewrite):
+        self.rewrite = rewrite
+
+    def __call__(self, n):
+        return self.rewrite(map_children(n, self))
 
 
 def transform_statements(stmt, rewrite):
