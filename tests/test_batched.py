@@ -33,15 +33,19 @@ def _outcome(fn):
 
 
 def run_both(k, args):
-    """(which run the batched-capable artifact took, its outcome, the plain run's outcome)."""
-    art = k.artifact
+    """(which run the batched-capable artifact took, its outcome, the plain run's outcome); a
+    LaunchSequence (several `T.Kernel` launches) runs each launch both ways."""
+    parts = getattr(k, "kernels", [k])
+    arts = [p.artifact for p in parts]
     got = _outcome(lambda: k(*[a.copy() for a in args]))
-    path = art.last_run[0]
-    k.artifact = BACKEND.lower(art.kernel, {"batched": False})
+    path = arts[0].last_run[0] if len(arts) == 1 else tuple(a.last_run[0] for a in arts)
+    for p, art in zip(parts, arts):
+        p.artifact = BACKEND.lower(art.kernel, {"batched": False})
     try:
         want = _outcome(lambda: k(*[a.copy() for a in args]))
     finally:
-        k.artifact = art
+        for p, art in zip(parts, arts):
+            p.artifact = art
     return path, got, want
 
 
@@ -102,6 +106,7 @@ def test_fuzz_family_batched_equals_plain(family, seed):
     from tilelang_mini.errors import CompileError
     from tilelang_mini.testing.fuzz.case import make_inputs
     from tilelang_mini.testing.fuzz.families import make_case
+    from tilelang_mini.runtime.eager import is_eager_function
     from tilelang_mini.testing.fuzz.worker import _load_kernel, base_chip
     case = make_case(family, f"batched-{seed}")
     inputs = make_inputs(case)
@@ -109,8 +114,12 @@ def test_fuzz_family_batched_equals_plain(family, seed):
     with tempfile.TemporaryDirectory() as tmp:
         try:
             main, _ = _load_kernel(case, tmp)
-            k = tilelang_mini.compile(main, out_idx=case.out_idx, target="numpy",
-                                      chip=base_chip(case))
+            if is_eager_function(main):  # eager @jit: the kernel compiled for these arguments
+                k, args = tilelang_mini.jit(main, target="numpy",
+                                            chip=base_chip(case)).kernel_for(*args)
+            else:
+                k = tilelang_mini.compile(main, out_idx=case.out_idx, target="numpy",
+                                          chip=base_chip(case))
             if hasattr(k, "bind"):  # symbolic shapes (the dialect family's T.dynamic rows)
                 k = k.specialize(**k.bind(args))
         except CompileError:
