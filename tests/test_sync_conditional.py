@@ -175,3 +175,43 @@ def test_scatter_branches_in_loops(chip, dt, wide, guard):
         (c, e), _ = kern.simulate(idx, v)
         np.testing.assert_allclose(np.asarray(c, np.float64), want_c, rtol=1e-2, atol=1e-2)
         np.testing.assert_allclose(np.asarray(e, np.float64), want_e, rtol=1e-6)
+
+
+def gemm_clear_first(M, N, K, bk=16):
+    @T.prim_func
+    def main(A: T.Tensor((M, K), "float16"), B: T.Tensor((K, N), "float16"),
+             C: T.Tensor((M, N), "float32")):
+        with T.Kernel(1, is_npu=True) as (cid, vid):
+            A_L1 = T.alloc_shared((M, bk), "float16")
+            B_L1 = T.alloc_shared((bk, N), "float16")
+            C_L0 = T.alloc_L0C((M, N), "float32")
+            c_ub = T.alloc_ub((M, N), "float32")
+            for k in T.serial(K // bk):
+                T.copy(A[0, k * bk], A_L1)
+                T.copy(B[k * bk, 0], B_L1)
+                T.gemm(A_L1, B_L1, C_L0, clear_accum=(k == 0))
+            T.copy(C_L0, c_ub)
+            T.tile.muls(c_ub, c_ub, 0.5)
+            T.copy(c_ub, C[0, 0])
+    return main
+
+
+@pytest.mark.parametrize("chip", CHIPS)
+def test_branch_producer_with_consumer_after_its_loop(chip):
+    """The MMAD sits in both branches of `clear_accum=(k == 0)` inside the K loop and its
+    consumer (the L0C copy-out) after the loop: the M -> FIX flag is set and waited once after
+    the loop. Set and waited inside each branch, M could set it again in the next trip before
+    FIX waited (nothing orders FIX before the next MMAD): check_sync rejected the printed IR
+    when compiled again (fuzz mutation:1841-52's round trip)."""
+    kern = tilelang_mini.compile(gemm_clear_first(32, 32, 64), out_idx=[-1], target="numpy",
+                                 chip=chip)
+    again = tilelang_mini.compile_ir(kern.get_ir("insert_sync"), out_idx=[-1], target="numpy",
+                                     chip=chip)
+    rng = np.random.default_rng(3)
+    a = rng.uniform(-1, 1, (32, 64)).astype(np.float16)
+    b = rng.uniform(-1, 1, (64, 32)).astype(np.float16)
+    want = 0.5 * (a.astype(np.float64) @ b.astype(np.float64))
+    for k in (kern, again):
+        np.testing.assert_allclose(k(a, b), want, rtol=1e-3, atol=1e-3)
+    c, _ = again.simulate(a, b)
+    np.testing.assert_allclose(c, want, rtol=1e-3, atol=1e-3)
