@@ -115,13 +115,14 @@ def placement(a: Occ, b: Occ):
     # The producer in a branch the consumer is not in, also one inside a loop nested here (an
     # if in `for j` in `for i`, the consumer in the next i trip or after the loop): a set after
     # the enclosing block would run in trips where the branch did not, with no producer before
-    # it on its pipe to order it after the wait of the previous set (the flag set twice). Only
-    # where that point repeats (inside a loop both share): a set after a block no shared loop
-    # holds runs once, after every producer; inside the branch it would run once per trip of
-    # the producer's own loop, with nothing ordering the consumer's wait before the next set.
+    # it on its pipe to order it after the wait of the previous set (the flag set twice). A
+    # branch below a loop of the producer's own only where that point repeats (inside a loop
+    # both share): else the set after the producer's loop runs once, after every producer, and
+    # in the branch it would run once per trip with nothing ordering the consumer's wait before
+    # the next set.
     repeats = any(isinstance(block.stmt, For) for block, _ in a.ancestors[:d])
-    e = next((e for e in range(d, len(a.ancestors)) if uniform(a.ancestors[e])), None) \
-        if repeats else None
+    e = next((e for e in range(d, len(a.ancestors) if repeats else min(d + 1, len(a.ancestors)))
+              if uniform(a.ancestors[e])), None)
     if e is not None:
         set_at = a.ancestors[e + 1][0] if e + 1 < len(a.ancestors) else a.item
         return set_at, set_at, None, True
