@@ -81,3 +81,34 @@ def test_short_in_both_dims(target, pad):
 def test_longer_region_than_tile_is_located():
     with pytest.raises(CompileError, match="copy shapes differ"):
         tilelang_mini.compile(corner(64, 64, 32, 40, 0.0))
+
+
+@pytest.mark.parametrize("target", ["numpy", "llvm"])
+@pytest.mark.parametrize("spell", ["region", "start"])
+def test_short_region_crossing_the_tensor_edge_pads_with_the_value(target, spell):
+    """A short region whose tail block also crosses the tensor's last row (fuzz family padvar:
+    `T.copy(X[bx * 8:(bx + 1) * 8, 0:15], x, pad_value=2.0)` into an (8, 20) tile, M = 38): the
+    rows past M read the pad value as the columns past 15 do (before, the short copy's head
+    was clipped with zeros)."""
+    M, N, bm, bn, pad = 38, 15, 8, 20, 2.0
+
+    @T.prim_func
+    def main(X: T.Tensor((M, N), T.float32), S: T.Tensor((5, bm), T.float32)):
+        with T.Kernel(5) as bx:
+            x = T.alloc_fragment((bm, bn), T.float32)
+            s = T.alloc_fragment((bm,), T.float32)
+            if spell == "region":
+                T.copy(X[bx * bm:(bx + 1) * bm, 0:N], x, pad_value=pad)
+            else:
+                T.copy(X[bx * bm, 0], x, pad_value=pad)
+            T.reduce_sum(x, s, dim=1)
+            T.copy(s, S[bx, 0:bm])
+
+    x = np.random.default_rng(3).uniform(-1, 1, (M, N)).astype(np.float32)
+    xp = np.full((40, bn), pad)
+    xp[:M, :N] = x
+    want = xp.sum(1).reshape(5, bm)
+    kern = tilelang_mini.compile(main, out_idx=[-1], target=target)
+    np.testing.assert_allclose(kern(x), want, rtol=1e-5, atol=1e-5)
+    if target == "numpy":
+        np.testing.assert_allclose(kern.simulate(x)[0], want, rtol=1e-5, atol=1e-5)

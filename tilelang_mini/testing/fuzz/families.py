@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from .case import Case
 from .gen_bits import gen_bits
+from .gen_conv import gen_conv
+from .gen_padvar import gen_padvar
 from .draw import RandomDraw
 from .gen_control import gen_control
 from .gen_developer import gen_developer
@@ -58,6 +60,8 @@ VALID = {
     "tileops": gen_tileops,
     "misc": gen_misc,
     "bits": gen_bits,
+    "padvar": gen_padvar,
+    "conv": gen_conv,
 }
 # Relative frequencies in a random mix (the cheap families more often).
 WEIGHTS = {"gemm": 4, "elementwise": 4, "reduce": 3, "rownorm": 2, "cube_vector": 3,
@@ -66,7 +70,7 @@ WEIGHTS = {"gemm": 4, "elementwise": 4, "reduce": 3, "rownorm": 2, "cube_vector"
            "expert_broken": 2, "scenario": 1,
            "tile_nd": 2, "select": 3, "atomic": 2, "developer": 3, "dialect": 3, "flow": 3,
            "int4": 3, "fitting": 2, "cv_combine": 3, "simt": 3, "views": 3, "launches": 2, "eager": 2, "scatter": 2, "tileops": 2, "misc": 2,
-           "bits": 2}
+           "bits": 2, "padvar": 2, "conv": 2}
 FAMILIES = tuple(VALID) + ("expert_broken", "invalid", "mutation", "args", "scenario")
 # Kernels whose IR is mutated: small, quick to compile and run.
 MUTATION_BASES = ("elementwise", "reduce", "gemm", "cube_vector", "rownorm", "tile_nd", "expert",
