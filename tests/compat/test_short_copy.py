@@ -112,3 +112,34 @@ def test_short_region_crossing_the_tensor_edge_pads_with_the_value(target, spell
     np.testing.assert_allclose(kern(x), want, rtol=1e-5, atol=1e-5)
     if target == "numpy":
         np.testing.assert_allclose(kern.simulate(x)[0], want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("target", ["numpy", "llvm"])
+def test_short_unit_column_and_one_element_pad_value(target):
+    """Fuzz family padvar: `T.copy(X[r:r + 4, 0:1], x, pad_value=v)` with x (4, 2) (a region of
+    one column, shorter than the tile in that dimension, was refused as of another shape), and
+    a one-element tile's `pad_value` copy (its padding map had no loop variable: an internal
+    error in the llvm code generator)."""
+    M = 7
+
+    @T.prim_func
+    def main(X: T.Tensor((M, 1), T.float32), Y: T.Tensor((8, 2), T.float32),
+             Z: T.Tensor((8, 1), T.float32)):
+        with T.Kernel(2) as bx:
+            x = T.alloc_fragment((4, 2), T.float32)
+            u = T.alloc_fragment((1, 1), T.float32)
+            T.copy(X[bx * 4:(bx + 1) * 4, 0:1], x, pad_value=-1.5)
+            T.copy(x, Y[bx * 4, 0])
+            for r in T.serial(4):
+                T.copy(X[bx * 4 + r, 0], u, pad_value=0.75)
+                T.copy(u, Z[bx * 4 + r, 0])
+
+    x = np.random.default_rng(4).uniform(-1, 1, (M, 1)).astype(np.float32)
+    want_y = np.full((8, 2), -1.5)
+    want_y[:M, 0] = x[:, 0]
+    want_z = np.full((8, 1), 0.75)
+    want_z[:M] = x
+    kern = tilelang_mini.compile(main, out_idx=[1, 2], target=target)
+    for got in [kern(x)] + ([kern.simulate(x)[0]] if target == "numpy" else []):
+        np.testing.assert_array_equal(got[0], want_y)
+        np.testing.assert_array_equal(got[1], want_z)

@@ -174,13 +174,20 @@ class TileOps:
         """
         if src.buffer.scope != "global" or dst.buffer.scope == "global":
             return None
+        if not all(isinstance(e, int) for e in (*src.extent, *dst.extent)):
+            return None
         s_dims = [d for d, e in enumerate(src.extent) if e != 1]
         d_dims = [d for d, e in enumerate(dst.extent) if e != 1]
-        if len(s_dims) != len(d_dims) or not s_dims or not all(
-                isinstance(e, int) for e in (*src.extent, *dst.extent)):
-            return None
         pairs = [(src.extent[sd], dst.extent[dd], dd) for sd, dd in zip(s_dims, d_dims)]
-        if any(n > m for n, m, _ in pairs) or all(n == m for n, m, _ in pairs):
+        if len(src.extent) == len(dst.extent) and all(
+                n <= m for n, m in zip(src.extent, dst.extent)):
+            # dimension by dimension where it fits (X[r:r + 4, 0:1] into a (4, 2) tile)
+            s_dims = d_dims = [d for d, (n, m) in enumerate(zip(src.extent, dst.extent))
+                               if (n, m) != (1, 1)]
+            pairs = [(src.extent[d], dst.extent[d], d) for d in d_dims]
+        elif len(s_dims) != len(d_dims):
+            return None
+        if not pairs or any(n > m for n, m, _ in pairs) or all(n == m for n, m, _ in pairs):
             return None
         value = as_expr(pad if is_ir(pad) or dtypes.is_int(dst.buffer.dtype) else float(pad))
         loc = self.loc(call)
@@ -221,6 +228,8 @@ class TileOps:
         if [src.extent[d] for d in s_dims] != [dst.extent[d] for d in d_dims]:
             raise self.error(node, "T.copy(pad_value=...) needs the source and destination "
                                    "regions to have the same shape")
+        if not d_dims:  # one element: a map of extent 1 (a map needs a variable)
+            s_dims, d_dims = [len(src.extent) - 1], [len(dst.extent) - 1]
         names = tuple(self.fresh_var("p") for _ in d_dims)
         idx = {d: Var(n) for d, n in zip(d_dims, names)}
         conds = None

@@ -4,6 +4,7 @@ from __future__ import annotations
 from .case import Case
 from .gen_bits import gen_bits
 from .gen_conv import gen_conv
+from .gen_gemmsp import gen_gemmsp
 from .gen_padvar import gen_padvar
 from .draw import RandomDraw
 from .gen_control import gen_control
@@ -62,6 +63,7 @@ VALID = {
     "bits": gen_bits,
     "padvar": gen_padvar,
     "conv": gen_conv,
+    "gemmsp": gen_gemmsp,
 }
 # Relative frequencies in a random mix (the cheap families more often).
 WEIGHTS = {"gemm": 4, "elementwise": 4, "reduce": 3, "rownorm": 2, "cube_vector": 3,
@@ -70,7 +72,7 @@ WEIGHTS = {"gemm": 4, "elementwise": 4, "reduce": 3, "rownorm": 2, "cube_vector"
            "expert_broken": 2, "scenario": 1,
            "tile_nd": 2, "select": 3, "atomic": 2, "developer": 3, "dialect": 3, "flow": 3,
            "int4": 3, "fitting": 2, "cv_combine": 3, "simt": 3, "views": 3, "launches": 2, "eager": 2, "scatter": 2, "tileops": 2, "misc": 2,
-           "bits": 2, "padvar": 2, "conv": 2}
+           "bits": 2, "padvar": 2, "conv": 2, "gemmsp": 1}
 FAMILIES = tuple(VALID) + ("expert_broken", "invalid", "mutation", "args", "scenario")
 # Kernels whose IR is mutated: small, quick to compile and run.
 MUTATION_BASES = ("elementwise", "reduce", "gemm", "cube_vector", "rownorm", "tile_nd", "expert",
