@@ -31,7 +31,7 @@ def _fdiv_bounds(lo, hi, c):
 def _expr(d, dt, depth, feats, leaves):
     """(kernel text, reference text, lo, hi) of a random integer expression over `leaves`
     (such 4-tuples) and the loop indices."""
-    if depth == 0 or d.boolean(0.25):
+    if depth == 0 or d.boolean(0.1):
         if d.boolean(0.2):
             feats.add("bits_index")
             return ("(i + j)", "(I + J)", 0, 80) if dt == "uint8" or d.boolean(0.5) else \
@@ -41,7 +41,6 @@ def _expr(d, dt, depth, feats, leaves):
     ops = ["floordiv", "floormod", "shl", "shr", "shr_j", "and", "or", "xor", "clamp", "minmax",
            "add", "sub"] + (["not"] if signed else [])
     op = d.choice(ops)
-    feats.add(f"bits_{op}")
     k, r, lo, hi = _expr(d, dt, depth - 1, feats, leaves)
     out = None
     if op in ("floordiv", "floormod"):
@@ -85,6 +84,7 @@ def _expr(d, dt, depth, feats, leaves):
             out = (f"({k} - {k2})", f"({r} - {r2})", lo - hi2, hi - lo2)
     if out is None or not _fits(dt, out[2], out[3]):
         return k, r, lo, hi  # the operation could leave the dtype: keep the operand
+    feats.add(f"bits_{op}")
     return out
 
 
@@ -98,7 +98,7 @@ def gen_bits(d, seed):
     tensors = [Tensor("A", [M, N], dt, lo, hi), Tensor("B", [M, N], dt, lo, hi),
                Tensor("Y", [M, N], dt, output=True)]
     leaves = [("a[i, j]", "A_", lo, hi), ("a[i, j]", "A_", lo, hi), ("b[i, j]", "B_", lo, hi)]
-    exprs = [_expr(d, dt, d.int(1, 4), feats, leaves)]
+    exprs = [_expr(d, dt, d.int(2, 5), feats, leaves)]
     if d.boolean(0.4):  # a second statement reading the first's result in place of b
         exprs.append(_expr(d, dt, d.int(1, 3), feats, leaves[:2] + [("c[i, j]", "C", *exprs[0][2:])]))
     hashed = d.boolean(0.6)

@@ -5,7 +5,9 @@ clear=False)` onto a row or column of preset values (the pads count); `T.alloc_v
 scalars updated at run time in a `T.serial` loop (a float recurrence, an int counter under a
 data-dependent `if`) and read by a later map; `T.clamp` of a map; `T.reinterpretcast` of the
 padded tile into int32 bits (exact); a `T.sync_all()` after which each block reads a neighbour
-block's row statistics from a workspace tensor written before it.
+block's row statistics from a workspace tensor written before it; or, without the barrier, that
+tensor a `jit(workspace_idx=)` scratch (the runtime allocates it; the caller neither passes nor
+receives it) through which each block passes its own row.
 
 The reference pads, reduces and runs the recurrences in float64 NumPy from the drawn values."""
 from __future__ import annotations
@@ -30,19 +32,21 @@ def gen_padvar(d, seed):
     c0, trips = d.int(-3, 3), d.int(1, bn)
     clamp = (d.choice([-2.0, -1.0, 0.0]), d.choice([0.5, 1.0, 3.0]))
     bits, sync = d.boolean(0.5), d.boolean(0.5)
+    scratch = not sync and d.boolean(0.6)  # WS a jit(workspace_idx=) scratch tensor instead
     feats = {"padvar", f"pad_{spell}", f"reduce_{red}_noclear_dim{dim}", "clamp"}
     feats |= {n for n, on in (("alloc_var_recur", recur), ("alloc_var_count", count),
-                              ("reinterpretcast", bits), ("sync_all", sync)) if on}
+                              ("reinterpretcast", bits), ("sync_all", sync),
+                              ("workspace_idx", scratch)) if on}
     if pv:
         feats.add("pad_value")
     tensors = [Tensor("X", [M, N], "float32", -2.0, 2.0)]
-    if sync:
-        tensors.append(Tensor("WS", [gm, rlen], "float32", -5.0, 5.0))  # overwritten first
+    if sync or scratch:  # overwritten first
+        tensors.append(Tensor("WS", [gm, rlen], "float32", -5.0, 5.0, workspace=scratch))
     tensors += [Tensor("Y", [M, N], "float32", output=True),
                 Tensor("R", [gm, rlen], "float32", output=True)]
     if bits:
         tensors.append(Tensor("Yb", [M, N], "int32", output=True))
-    if sync:
+    if sync or scratch:
         tensors.append(Tensor("Rn", [gm, rlen], "float32", output=True))
 
     src = Source(KERNEL_HEADER)
@@ -76,11 +80,12 @@ def gen_padvar(d, seed):
     src.add(2, f"T.copy(r, R[bx, 0:{rlen}])")
     if bits:
         src.add(2, f"T.copy(xb, Yb[bx * {bm}, 0])")
-    if sync:
+    if sync or scratch:  # after the barrier the neighbour's row, else the block's own
         src.add(2, f"T.copy(r, WS[bx, 0:{rlen}])")
-        src.add(2, "T.sync_all()")
+        if sync:
+            src.add(2, "T.sync_all()")
         src.add(2, f'rn = T.alloc_fragment(({rlen},), "float32")')
-        src.add(2, f"T.copy(WS[(bx + 1) % {gm}, 0:{rlen}], rn)")
+        src.add(2, f"T.copy(WS[{f'(bx + 1) % {gm}' if sync else 'bx'}, 0:{rlen}], rn)")
         src.add(2, f"for i in T.Parallel({rlen}):")
         src.add(3, "rn[i] = rn[i] * 2.0")
         src.add(2, f"T.copy(rn, Rn[bx, 0:{rlen}])")
@@ -105,8 +110,8 @@ def gen_padvar(d, seed):
                   f"    v = v * {'r[:, None]' if dim == 1 else 'r[None, :]'}",
                   f"    store(Y, (b * {bm}, 0), v)"])
     outs = ["Y", "R"] + (["Yb"] if bits else [])
-    if sync:
-        ref.add(1, "Rn = np.roll(R, -1, axis=0) * 2.0")
+    if sync or scratch:
+        ref.add(1, f"Rn = np.roll(R, {-1 if sync else 0}, axis=0) * 2.0")
         outs.append("Rn")
     ref.add(1, f"return [{', '.join(outs)}]")
     t = tolerance("float32", EPS["float32"], terms=bn * bm, slack=32.0)
