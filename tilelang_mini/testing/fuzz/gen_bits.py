@@ -85,6 +85,12 @@ def _expr(d, dt, depth, feats, leaves):
     if out is None or not _fits(dt, out[2], out[3]):
         return k, r, lo, hi  # the operation could leave the dtype: keep the operand
     feats.add(f"bits_{op}")
+    call = {"shl": "shift_left", "shr": "shift_right", "and": "bitwise_and",
+            "or": "bitwise_or", "xor": "bitwise_xor", "not": "bitwise_not"}.get(op)
+    if call and d.boolean(0.3):  # the function spelling: T.shift_left(x, s), T.bitwise_not(x)
+        feats.add("bits_call")
+        args = [k] + ([out[0][len(k) + 2:-1].split(" ", 1)[1]] if op != "not" else [])
+        out = (f"T.{call}({', '.join(args)})", *out[1:])
     return out
 
 
