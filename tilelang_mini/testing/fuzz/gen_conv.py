@@ -1,9 +1,9 @@
 """Convolution as im2col + GEMM (TileLang's example_convolution form, as a prim_func): an NHWC
-float16 image of awkward size, a (KH * KW * C, F) weight matrix, `T.im2col(img, col, by, k,
+float16 or bfloat16 image of awkward size, a (KH * KW * C, F) weight matrix, `T.im2col(img, col, by, k,
 K, S, D, P)` building block (by, k) of the patch matrix in a shared tile, `T.gemm` into a
 float32 fragment over `T.Pipelined` k blocks, the result written to the (N * OH * OW, F)
 output with `T.copy(acc, Out[...], enable_relu=True)` (the FixPipe's relu) or a plain copy,
-optionally through a float16 output.
+optionally through an output of the image's dtype.
 
 The reference builds the padded, strided, dilated windows in float64 NumPy from the drawn sizes
 (not from the patch-matrix layout the kernel uses)."""
@@ -23,16 +23,17 @@ def gen_conv(d, seed):
     bm, bn, bk = d.choice([16, 32]), d.choice([16, 32]), d.choice([16, 32])
     rows, kk = n * OH * OW, K * K * C
     relu = d.boolean(0.6)
-    out_dt = d.choice(["float32", "float16"])
+    dt = d.choice(["float16", "float16", "bfloat16"])
+    out_dt = d.choice(["float32", dt])
     stages = d.choice([1, 2])
-    feats = {"conv", "im2col", f"conv_out_{out_dt}"} | ({"copy_enable_relu"} if relu else set())
-    tensors = [Tensor("Img", [n, H, W, C], "float16"), Tensor("Wt", [kk, F], "float16"),
+    feats = {"conv", "im2col", f"conv_{dt}", f"conv_out_{out_dt}"} | ({"copy_enable_relu"} if relu else set())
+    tensors = [Tensor("Img", [n, H, W, C], dt), Tensor("Wt", [kk, F], dt),
                Tensor("Out", [rows, F], out_dt, output=True)]
     src = Source(KERNEL_HEADER)
     src.add(0, signature(tensors))
     src.add(1, f"with T.Kernel({-(-F // bn)}, {-(-rows // bm)}) as (bx, by):")
-    src.add(2, f'col = T.alloc_shared(({bm}, {bk}), "float16")')
-    src.add(2, f'w = T.alloc_shared(({bk}, {bn}), "float16")')
+    src.add(2, f'col = T.alloc_shared(({bm}, {bk}), "{dt}")')
+    src.add(2, f'w = T.alloc_shared(({bk}, {bn}), "{dt}")')
     src.add(2, f'acc = T.alloc_fragment(({bm}, {bn}), "float32")')
     src.add(2, "T.clear(acc)")
     src.add(2, f"for k in T.Pipelined({-(-kk // bk)}, num_stages={stages}):")
