@@ -12,7 +12,7 @@ must match exactly."""
 from __future__ import annotations
 
 from .case import Source, Tensor, build_case
-from .case import KERNEL_HEADER, signature
+from .case import kernel_source
 
 RANGE = {"int32": (-2 ** 31, 2 ** 31 - 1), "int16": (-2 ** 15, 2 ** 15 - 1), "uint8": (0, 255)}
 INPUT = {"int32": (-3000, 3000), "int16": (-300, 300), "uint8": (0, 255)}
@@ -114,11 +114,8 @@ def gen_bits(d, seed):
         h0 = d.int(-50, 50)
         trips = d.int(1, bm * bn)
         feats |= {"alloc_var_init", f"bits_hash_{hk}"}
-    src = Source(KERNEL_HEADER)
-    src.add(0, signature(tensors))
-    src.add(1, f"with T.Kernel({gn}, {gm}) as (bx, by):")
-    for name in ("a", "b", "c"):
-        src.add(2, f'{name} = T.alloc_fragment(({bm}, {bn}), "{dt}")')
+    src, _ = kernel_source(tensors, f"T.Kernel({gn}, {gm}) as (bx, by)",
+                           [(name, "fragment", (bm, bn), dt) for name in "abc"])
     src.add(2, f"T.copy(A[by * {bm}, bx * {bn}], a)")
     src.add(2, f"T.copy(B[by * {bm}, bx * {bn}], b)")
     src.add(2, f"for i, j in T.Parallel({bm}, {bn}):")

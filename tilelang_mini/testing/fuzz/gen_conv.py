@@ -10,7 +10,7 @@ The reference builds the padded, strided, dilated windows in float64 NumPy from 
 from __future__ import annotations
 
 from .case import EPS, Source, Tensor, build_case, tolerance
-from .case import KERNEL_HEADER, signature
+from .case import kernel_source
 
 
 def gen_conv(d, seed):
@@ -29,12 +29,9 @@ def gen_conv(d, seed):
     feats = {"conv", "im2col", f"conv_{dt}", f"conv_out_{out_dt}"} | ({"copy_enable_relu"} if relu else set())
     tensors = [Tensor("Img", [n, H, W, C], dt), Tensor("Wt", [kk, F], dt),
                Tensor("Out", [rows, F], out_dt, output=True)]
-    src = Source(KERNEL_HEADER)
-    src.add(0, signature(tensors))
-    src.add(1, f"with T.Kernel({-(-F // bn)}, {-(-rows // bm)}) as (bx, by):")
-    src.add(2, f'col = T.alloc_shared(({bm}, {bk}), "{dt}")')
-    src.add(2, f'w = T.alloc_shared(({bk}, {bn}), "{dt}")')
-    src.add(2, f'acc = T.alloc_fragment(({bm}, {bn}), "float32")')
+    src, _ = kernel_source(tensors, f"T.Kernel({-(-F // bn)}, {-(-rows // bm)}) as (bx, by)",
+                           [("col", "shared", (bm, bk), dt), ("w", "shared", (bk, bn), dt),
+                            ("acc", "fragment", (bm, bn), "float32")])
     src.add(2, "T.clear(acc)")
     src.add(2, f"for k in T.Pipelined({-(-kk // bk)}, num_stages={stages}):")
     src.add(3, f"T.im2col(Img, col, by, k, {K}, {S}, {D}, {P})")

@@ -11,7 +11,7 @@ multiplies; it never reads the metadata layout the kernel computes."""
 from __future__ import annotations
 
 from .case import EPS, Source, Tensor, build_case, tolerance
-from .case import KERNEL_HEADER, signature
+from .case import kernel_source
 
 
 def gen_gemmsp(d, seed):
@@ -31,15 +31,10 @@ def gen_gemmsp(d, seed):
                                                               1 if wide else 2),
                Tensor("Q1", [M, K // group], "int32", 0, 5), Tensor("B", [K, N], adt),
                Tensor("C", [M, N], "float32", output=True)]
-    src = Source(KERNEL_HEADER)
-    src.add(0, signature(tensors))
-    src.add(1, f"with T.Kernel({gn}, {gm}) as (bx, by):")
-    src.add(2, f'a = T.alloc_shared(({bm}, {bk * keep // group}), "{adt}")')
-    src.add(2, f'q0 = T.alloc_fragment(({bm}, {bk // group}), "int32")')
-    src.add(2, f'q1 = T.alloc_fragment(({bm}, {bk // group}), "int32")')
-    src.add(2, f'e = T.alloc_fragment(({bm}, {bk // ef}), "{edt}")')
-    src.add(2, f'b = T.alloc_shared(({bk}, {bn}), "{adt}")')
-    src.add(2, f'c = T.alloc_fragment(({bm}, {bn}), "float32")')
+    src, _ = kernel_source(tensors, f"T.Kernel({gn}, {gm}) as (bx, by)", [
+        ("a", "shared", (bm, bk * keep // group), adt), ("q0", "fragment", (bm, bk // group), "int32"),
+        ("q1", "fragment", (bm, bk // group), "int32"), ("e", "fragment", (bm, bk // ef), edt),
+        ("b", "shared", (bk, bn), adt), ("c", "fragment", (bm, bn), "float32")])
     src.add(2, "T.clear(c)")
     src.add(2, f"for k in T.Pipelined({nk}, num_stages={stages}):")
     src.add(3, f"T.copy(A[by * {bm}, k * {bk * keep // group}], a)")

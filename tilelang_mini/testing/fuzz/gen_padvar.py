@@ -13,7 +13,7 @@ The reference pads, reduces and runs the recurrences in float64 NumPy from the d
 from __future__ import annotations
 
 from .case import EPS, Source, Tensor, build_case, tolerance
-from .case import KERNEL_HEADER, signature
+from .case import kernel_source
 
 
 def gen_padvar(d, seed):
@@ -49,13 +49,9 @@ def gen_padvar(d, seed):
     if sync or scratch:
         tensors.append(Tensor("Rn", [gm, rlen], "float32", output=True))
 
-    src = Source(KERNEL_HEADER)
-    src.add(0, signature(tensors))
-    src.add(1, f"with T.Kernel({gm}) as bx:")
-    src.add(2, f'x = T.alloc_fragment(({bm}, {bn}), "float32")')
-    src.add(2, f'r = T.alloc_fragment(({rlen},), "float32")')
-    if bits:
-        src.add(2, f'xb = T.alloc_fragment(({bm}, {bn}), "int32")')
+    src, _ = kernel_source(tensors, f"T.Kernel({gm}) as bx", [
+        ("x", "fragment", (bm, bn), "float32"), ("r", "fragment", (rlen,), "float32")]
+        + ([("xb", "fragment", (bm, bn), "int32")] if bits else []))
     if recur:
         src.add(2, f'sv = T.alloc_var("float32", init={s0})')
     if count:
