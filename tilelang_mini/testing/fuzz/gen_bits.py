@@ -2,7 +2,8 @@
 int16 or uint8 tiles (with tails) of `T.floordiv` / `T.floormod` by constants of either sign
 (negative values floor: -7 // 2 == -4, -7 % 2 == 1, 7 % -2 == -1), shifts `<<` / `>>`
 (arithmetic on negatives) by constants and by `j % 4`, `&`, `|`, `^` with masks, `~`,
-`T.clamp`, `T.min` / `T.max`, `+` / `-`, the loop indices; and a `T.alloc_var(dtype, init=)`
+`T.clamp`, `T.min` / `T.max`, `+` / `-`, the loop indices, over tiles copied in with an
+integer `pad_value` at the tails; and a `T.alloc_var(dtype, init=)`
 hash updated at run time over a `T.serial` loop of tile elements (`h = T.floormod(h * 31 + v,
 P)` or a xor-shift), read after the loop.
 
@@ -108,6 +109,9 @@ def gen_bits(d, seed):
     if d.boolean(0.4):  # a second statement reading the first's result in place of b
         exprs.append(_expr(d, dt, d.int(1, 3), feats, leaves[:2] + [("c[i, j]", "C", *exprs[0][2:])]))
     hashed = d.boolean(0.6)
+    pad = d.int(lo, hi) if d.boolean(0.4) else 0  # T.copy(..., pad_value=) of A at the tails
+    if pad:
+        feats.add("bits_pad_value")
     if hashed:
         tensors.append(Tensor("H", [gm, gn], "int32", output=True))
         hk = d.choice(["mod", "xorshift"])
@@ -116,7 +120,7 @@ def gen_bits(d, seed):
         feats |= {"alloc_var_init", f"bits_hash_{hk}"}
     src, _ = kernel_source(tensors, f"T.Kernel({gn}, {gm}) as (bx, by)",
                            [(name, "fragment", (bm, bn), dt) for name in "abc"])
-    src.add(2, f"T.copy(A[by * {bm}, bx * {bn}], a)")
+    src.add(2, f"T.copy(A[by * {bm}, bx * {bn}], a{f', pad_value={pad}' if pad else ''})")
     src.add(2, f"T.copy(B[by * {bm}, bx * {bn}], b)")
     src.add(2, f"for i, j in T.Parallel({bm}, {bn}):")
     src.add(3, f"c[i, j] = {exprs[0][0]}")
@@ -125,7 +129,8 @@ def gen_bits(d, seed):
     ref.block(1, [f"Y = np.zeros(({M}, {N}))", f"H = np.zeros(({gm}, {gn}))",
                   f"I, J = np.meshgrid(np.arange({bm}), np.arange({bn}), indexing='ij')",
                   f"for by in range({gm}):", f"    for bx in range({gn}):",
-                  f"        A_ = load(A, (by * {bm}, bx * {bn}), ({bm}, {bn})).astype(np.int64)",
+                  f"        A_ = load(A - {pad}, (by * {bm}, bx * {bn}), ({bm}, {bn})).astype(np.int64)"
+                  f" + {pad}",
                   f"        B_ = load(B, (by * {bm}, bx * {bn}), ({bm}, {bn})).astype(np.int64)",
                   f"        C = {exprs[0][1]} + 0 * I"])
     if len(exprs) > 1:
