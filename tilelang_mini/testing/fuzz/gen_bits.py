@@ -107,7 +107,8 @@ def gen_bits(d, seed):
     leaves = [("a[i, j]", "A_", lo, hi), ("a[i, j]", "A_", lo, hi), ("b[i, j]", "B_", lo, hi)]
     exprs = [_expr(d, dt, d.int(2, 5), feats, leaves)]
     if d.boolean(0.4):  # a second statement reading the first's result in place of b
-        exprs.append(_expr(d, dt, d.int(1, 3), feats, leaves[:2] + [("c[i, j]", "C", *exprs[0][2:])]))
+        c_leaf = ("c[i, j]", "C", *exprs[0][2:])
+        exprs.append(_expr(d, dt, d.int(1, 3), feats, leaves[:2] + [c_leaf]))
     hashed = d.boolean(0.6)
     pad = d.int(lo, hi) if d.boolean(0.4) else 0  # T.copy(..., pad_value=) of A at the tails
     if pad:
@@ -129,8 +130,8 @@ def gen_bits(d, seed):
     ref.block(1, [f"Y = np.zeros(({M}, {N}))", f"H = np.zeros(({gm}, {gn}))",
                   f"I, J = np.meshgrid(np.arange({bm}), np.arange({bn}), indexing='ij')",
                   f"for by in range({gm}):", f"    for bx in range({gn}):",
-                  f"        A_ = load(A - {pad}, (by * {bm}, bx * {bn}), ({bm}, {bn})).astype(np.int64)"
-                  f" + {pad}",
+                  f"        A_ = load(A - {pad}, (by * {bm}, bx * {bn}), ({bm}, {bn}))"
+                  f".astype(np.int64) + {pad}",
                   f"        B_ = load(B, (by * {bm}, bx * {bn}), ({bm}, {bn})).astype(np.int64)",
                   f"        C = {exprs[0][1]} + 0 * I"])
     if len(exprs) > 1:

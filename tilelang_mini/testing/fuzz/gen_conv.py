@@ -1,9 +1,9 @@
 """Convolution as im2col + GEMM (TileLang's example_convolution form, as a prim_func): an NHWC
-float16 or bfloat16 image of awkward size, a (KH * KW * C, F) weight matrix, `T.im2col(img, col, by, k,
-K, S, D, P)` building block (by, k) of the patch matrix in a shared tile, `T.gemm` into a
-float32 fragment over `T.Pipelined` k blocks, the result written to the (N * OH * OW, F)
-output with `T.copy(acc, Out[...], enable_relu=True)` (the FixPipe's relu) or a plain copy,
-optionally through an output of the image's dtype.
+float16 or bfloat16 image of awkward size, a (KH * KW * C, F) weight matrix, `T.im2col(img, col,
+by, k, K, S, D, P)` building block (by, k) of the patch matrix in a shared tile, `T.gemm` into a
+float32 fragment over `T.Pipelined` k blocks, the result written to the (N * OH * OW, F) output
+with `T.copy(acc, Out[...], enable_relu=True)` (the FixPipe's relu) or a plain copy, optionally
+through an output of the image's dtype.
 
 The reference builds the padded, strided, dilated windows in float64 NumPy from the drawn sizes
 (not from the patch-matrix layout the kernel uses)."""
@@ -26,7 +26,9 @@ def gen_conv(d, seed):
     dt = d.choice(["float16", "float16", "bfloat16"])
     out_dt = d.choice(["float32", dt])
     stages = d.choice([1, 2])
-    feats = {"conv", "im2col", f"conv_{dt}", f"conv_out_{out_dt}"} | ({"copy_enable_relu"} if relu else set())
+    feats = {"conv", "im2col", f"conv_{dt}", f"conv_out_{out_dt}"}
+    if relu:
+        feats.add("copy_enable_relu")
     tensors = [Tensor("Img", [n, H, W, C], dt), Tensor("Wt", [kk, F], dt),
                Tensor("Out", [rows, F], out_dt, output=True)]
     src, _ = kernel_source(tensors, f"T.Kernel({-(-F // bn)}, {-(-rows // bm)}) as (bx, by)",

@@ -32,8 +32,8 @@ def gen_gemmsp(d, seed):
                Tensor("Q1", [M, K // group], "int32", 0, 5), Tensor("B", [K, N], adt),
                Tensor("C", [M, N], "float32", output=True)]
     src, _ = kernel_source(tensors, f"T.Kernel({gn}, {gm}) as (bx, by)", [
-        ("a", "shared", (bm, bk * keep // group), adt), ("q0", "fragment", (bm, bk // group), "int32"),
-        ("q1", "fragment", (bm, bk // group), "int32"), ("e", "fragment", (bm, bk // ef), edt),
+        ("a", "shared", (bm, bk * keep // group), adt),
+        ("q0", "fragment", (bm, bk // group), "int32"), ("q1", "fragment", (bm, bk // group), "int32"), ("e", "fragment", (bm, bk // ef), edt),
         ("b", "shared", (bk, bn), adt), ("c", "fragment", (bm, bn), "float32")])
     src.add(2, "T.clear(c)")
     src.add(2, f"for k in T.Pipelined({nk}, num_stages={stages}):")

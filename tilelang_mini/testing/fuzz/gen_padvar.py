@@ -1,13 +1,13 @@
 """Row blocks of a float32 matrix with odd tails through constructs no other family draws:
 `T.copy(X[...], x, pad_value=v)` (a clipped copy whose out-of-tensor elements read v, the tile
-wider than the matrix, as a start or as a short region); `T.reduce_abssum/absmax(x, r, dim=,
-clear=False)` onto a row or column of preset values (the pads count); `T.alloc_var(dt, init=)`
-scalars updated at run time in a `T.serial` loop (a float recurrence, an int counter under a
-data-dependent `if`) and read by a later map; `T.clamp` of a map; `T.reinterpretcast` of the
-padded tile into int32 bits (exact); a `T.sync_all()` after which each block reads a neighbour
-block's row statistics from a workspace tensor written before it; or, without the barrier, that
-tensor a `jit(workspace_idx=)` scratch (the runtime allocates it; the caller neither passes nor
-receives it) through which each block passes its own row.
+wider than the matrix, as a start or as a region of up to 2 rows fewer than the tile);
+`T.reduce_abssum/absmax(x, r, dim=, clear=False)` onto a row or column of preset values (the
+pads count); `T.alloc_var(dt, init=)` scalars updated at run time in a `T.serial` loop (a float
+recurrence, an int counter under a data-dependent `if`) and read by a later map; `T.clamp` of a
+map; `T.reinterpretcast` of the padded tile into int32 bits (exact); a `T.sync_all()` after
+which each block reads a neighbour block's row statistics from a workspace tensor written before
+it; or, without the barrier, that tensor a `jit(workspace_idx=)` scratch (the runtime allocates
+it; the caller neither passes nor receives it) through which each block passes its own row.
 
 The reference pads, reduces and runs the recurrences in float64 NumPy from the drawn values."""
 from __future__ import annotations
@@ -23,6 +23,7 @@ def gen_padvar(d, seed):
     gm = -(-M // bm)
     pv = d.choice([0.0, -1.5, 2.0, 0.75])
     spell = d.choice(["start", "region"])
+    rr = bm - d.int(0, min(2, bm - 1)) if spell == "region" else bm  # the region's rows
     dim = d.choice([0, 1])
     red = d.choice(["abssum", "absmax"])
     rlen = bm if dim == 1 else bn
@@ -56,7 +57,7 @@ def gen_padvar(d, seed):
         src.add(2, f'sv = T.alloc_var("float32", init={s0})')
     if count:
         src.add(2, f'cnt = T.alloc_var("int32", init={c0})')
-    region = f"X[bx * {bm}:(bx + 1) * {bm}, 0:{N}]" if spell == "region" else f"X[bx * {bm}, 0]"
+    region = f"X[bx * {bm}:bx * {bm} + {rr}, 0:{N}]" if spell == "region" else f"X[bx * {bm}, 0]"
     src.add(2, f"T.copy({region}, x" + (f", pad_value={pv})" if pv or d.boolean(0.5) else ")"))
     src.add(2, f"T.fill(r, {r0})")
     src.add(2, f"T.reduce_{red}(x, r, dim={dim}, clear=False)")
@@ -71,7 +72,8 @@ def gen_padvar(d, seed):
             src.add(4, "cnt += 1")
     add = (" + sv" if recur else "") + (' + T.cast(cnt, "float32")' if count else "")
     src.add(2, f"for i, j in T.Parallel({bm}, {bn}):")
-    src.add(3, f"x[i, j] = T.clamp(x[i, j]{add}, {clamp[0]}, {clamp[1]}) * r[{'i' if dim == 1 else 'j'}]")
+    ri = "i" if dim == 1 else "j"
+    src.add(3, f"x[i, j] = T.clamp(x[i, j]{add}, {clamp[0]}, {clamp[1]}) * r[{ri}]")
     src.add(2, f"T.copy(x, Y[bx * {bm}, 0])")
     src.add(2, f"T.copy(r, R[bx, 0:{rlen}])")
     if bits:
@@ -91,7 +93,8 @@ def gen_padvar(d, seed):
     ref.block(1, [f"Y = np.zeros(({M}, {N}))", f"R = np.zeros(({gm}, {rlen}))",
                   f"Yb = np.zeros(({M}, {N}))", f"Xp = np.full(({gm * bm}, {bn}), {pv})",
                   f"Xp[:{M}, :{N}] = X", f"for b in range({gm}):",
-                  f"    x = Xp[b * {bm}:(b + 1) * {bm}]",
+                  f"    x = Xp[b * {bm}:(b + 1) * {bm}].copy()",
+                  f"    x[{rr}:] = {pv}",
                   f"    red = np.abs(x).{'sum' if red == 'abssum' else 'max'}(axis={dim})",
                   f"    r = {'r0 + red' if red == 'abssum' else 'np.maximum(r0, red)'}".replace(
                       "r0", repr(r0)),
