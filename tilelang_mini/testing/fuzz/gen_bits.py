@@ -1,22 +1,25 @@
 """Integer element code no other family draws: a random expression tree per element over int32,
-int16 or uint8 tiles (with tails) of `T.floordiv` / `T.floormod` by constants of either sign
-(negative values floor: -7 // 2 == -4, -7 % 2 == 1, 7 % -2 == -1), shifts `<<` / `>>`
-(arithmetic on negatives) by constants and by `j % 4`, `&`, `|`, `^` with masks, `~`,
-`T.clamp`, `T.min` / `T.max`, `+` / `-`, the loop indices, over tiles copied in with an
-integer `pad_value` at the tails; and a `T.alloc_var(dtype, init=)`
-hash updated at run time over a `T.serial` loop of tile elements (`h = T.floormod(h * 31 + v,
-P)` or a xor-shift), read after the loop.
+int16, int8, uint16 or uint8 tiles (with tails) of `T.floordiv` / `T.floormod` by constants of
+either sign (negative values floor: -7 // 2 == -4, -7 % 2 == 1, 7 % -2 == -1), shifts `<<` /
+`>>` (arithmetic on negatives) by constants and by `j % 4`, `&`, `|`, `^` with masks, `~`,
+`T.clamp`, `T.min` / `T.max`, `+` / `-`, the loop indices, over tiles copied in with an integer
+`pad_value` at the tails; and a `T.alloc_var(dtype, init=)` hash updated at run time over a
+`T.serial` loop of tile elements (`h = T.floormod(h * 31 + v, P)` or a xor-shift), read after
+the loop.
 
 Every intermediate's range is tracked so no value leaves its dtype (uint8: never negative), so
-the reference (int64 NumPy from the drawn tree, floor semantics) needs no wrapping rules; outputs
-must match exactly."""
+the reference (int64 NumPy from the drawn tree, floor semantics) needs no wrapping rules;
+outputs must match exactly."""
 from __future__ import annotations
 
 from .case import Source, Tensor, build_case
 from .case import kernel_source
 
-RANGE = {"int32": (-2 ** 31, 2 ** 31 - 1), "int16": (-2 ** 15, 2 ** 15 - 1), "uint8": (0, 255)}
-INPUT = {"int32": (-3000, 3000), "int16": (-300, 300), "uint8": (0, 255)}
+RANGE = {"int32": (-2 ** 31, 2 ** 31 - 1), "int16": (-2 ** 15, 2 ** 15 - 1), "uint8": (0, 255),
+         "int8": (-128, 127), "uint16": (0, 2 ** 16 - 1)}
+INPUT = {"int32": (-3000, 3000), "int16": (-300, 300), "uint8": (0, 255), "int8": (-40, 40),
+         "uint16": (0, 3000)}
+UNSIGNED = ("uint8", "uint16")
 
 
 def _fits(dt, lo, hi):
@@ -35,10 +38,10 @@ def _expr(d, dt, depth, feats, leaves):
     if depth == 0 or d.boolean(0.1):
         if d.boolean(0.2):
             feats.add("bits_index")
-            return ("(i + j)", "(I + J)", 0, 80) if dt == "uint8" or d.boolean(0.5) else \
+            return ("(i + j)", "(I + J)", 0, 80) if dt in UNSIGNED or d.boolean(0.5) else \
                 ("(i - j)", "(I - J)", -40, 40)
         return d.choice(leaves)
-    signed = dt != "uint8"
+    signed = dt not in UNSIGNED
     ops = ["floordiv", "floormod", "shl", "shr", "shr_j", "and", "or", "xor", "clamp", "minmax",
            "add", "sub"] + (["not"] if signed else [])
     op = d.choice(ops)
@@ -59,7 +62,7 @@ def _expr(d, dt, depth, feats, leaves):
     elif op == "shr_j":
         out = (f"({k} >> (j % 4))", f"({r} >> (J % 4))", min(lo, lo >> 3), max(hi, hi >> 3))
     elif op in ("and", "or", "xor"):
-        m = d.int(0, 255)
+        m = d.int(0, 255 if RANGE[dt][1] > 255 else 63)
         sym = {"and": "&", "or": "|", "xor": "^"}[op]
         bounds = {"and": (0, m) if lo < 0 or signed else (0, min(m, hi)),
                   "or": (lo, hi + m), "xor": (lo - m, hi + m)}[op]
@@ -96,7 +99,7 @@ def _expr(d, dt, depth, feats, leaves):
 
 
 def gen_bits(d, seed):
-    dt = d.choice(["int32", "int32", "int16", "uint8"])
+    dt = d.choice(["int32", "int32", "int16", "uint8", "int8", "uint16"])
     M, N = d.dim(1, 40), d.dim(1, 70)
     bm, bn = d.choice([1, 4, 8]), d.choice([8, 16, 32])
     gm, gn = -(-M // bm), -(-N // bn)
