@@ -110,7 +110,7 @@ def test_fuzz_family_batched_equals_plain(family, seed):
     from tilelang_mini.testing.fuzz.worker import _load_kernel, base_chip
     case = make_case(family, f"batched-{seed}")
     inputs = make_inputs(case)
-    args = [inputs[t.name] for t in case.tensors if not t.output]
+    args = [inputs[t.name] for t in case.tensors if not t.output and not t.workspace]
     with tempfile.TemporaryDirectory() as tmp:
         try:
             main, _ = _load_kernel(case, tmp)
@@ -119,7 +119,7 @@ def test_fuzz_family_batched_equals_plain(family, seed):
                                             chip=base_chip(case)).kernel_for(*args)
             else:
                 k = tilelang_mini.compile(main, out_idx=case.out_idx, target="numpy",
-                                          chip=base_chip(case))
+                                          chip=base_chip(case), workspace_idx=case.workspace_idx)
             if hasattr(k, "bind"):  # symbolic shapes (the dialect family's T.dynamic rows)
                 k = k.specialize(**k.bind(args))
         except CompileError:

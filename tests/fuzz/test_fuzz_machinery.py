@@ -105,7 +105,11 @@ def test_strategy_valid_kernels_parse(case, tmp_path_factory):
     except CompileError as err:
         assert 1 <= err.loc.line <= case.source.count("\n"), str(err)
         return
-    assert [p.name for p in prim.ir.params] == [t.name for t in case.tensors]
+    from tilelang_mini.runtime.eager import is_eager_function
+    if is_eager_function(prim):  # eager @jit: parsed per call (T.const / T.empty tensors)
+        return
+    params = [p.name for p in prim.ir.params]  # T.alloc_global workspaces follow the tensors
+    assert params[:len(params) - len(prim.hidden)] == [t.name for t in case.tensors]
 
 
 def _symbol_values(prim, case) -> dict:

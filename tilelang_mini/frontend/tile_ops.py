@@ -111,7 +111,7 @@ class TileOps:
                                           f"({src_r.buffer.scope}); for other tiles write "
                                           "T.tile.relu (or T.max(x, 0) in T.Parallel)")
             return Copy(src_r, dst_r, self.loc(call), atomic="relu")
-        short = self.short_vector(src_r, dst_r, pad, call)
+        short = self.short_vector(src_r, dst_r, pad, a.get("pad_value"), call)
         if short is not None:
             return short
         copy = Copy(src_r, dst_r, self.loc(call))
@@ -160,25 +160,34 @@ class TileOps:
         return For((row,), (const(min(bounds)),), "serial",
                    (If(binop("<", r, n.count), (copy,), (), loc),), 0, loc)
 
-    def short_vector(self, src: Region, dst: Region, pad, call):
+    def short_vector(self, src: Region, dst: Region, pad, pad_node, call):
         """A GM region shorter than the on-chip tile it is copied into, dimension by dimension
         (tilelang-ascend's `T.copy(gamma[g, 0:cpg], gamma_raw, pad_value=0.0)` with gamma_raw
         (cpg_padded, 1); TileLang's `T.copy(K[b, s : s + valid_n, h, :], K_shared)` with
         valid_n < block_N): the elements land at the tile's head, the rest hold the pad value
-        (zero unless given), one fill per short dimension:
+        (zero unless given), one fill per short dimension; where the region itself may cross
+        the tensor's edge (a tail block), a non-zero pad also goes to its clipped elements
+        (`pad_clipped` on the head):
 
             copy(G[g +: 1, 0 +: 8], t[0 +: 8, 0 +: 1]); fill(t[8 +: 8, 0 +: 1], pad)
             copy(K[s +: 16, 0 +: 64], k[0 +: 16, 0 +: 64]); fill(k[16 +: 112, 0 +: 64], 0)
         """
         if src.buffer.scope != "global" or dst.buffer.scope == "global":
             return None
+        if not all(isinstance(e, int) for e in (*src.extent, *dst.extent)):
+            return None
         s_dims = [d for d, e in enumerate(src.extent) if e != 1]
         d_dims = [d for d, e in enumerate(dst.extent) if e != 1]
-        if len(s_dims) != len(d_dims) or not s_dims or not all(
-                isinstance(e, int) for e in (*src.extent, *dst.extent)):
-            return None
         pairs = [(src.extent[sd], dst.extent[dd], dd) for sd, dd in zip(s_dims, d_dims)]
-        if any(n > m for n, m, _ in pairs) or all(n == m for n, m, _ in pairs):
+        if len(src.extent) == len(dst.extent) and all(
+                n <= m for n, m in zip(src.extent, dst.extent)):
+            # dimension by dimension where it fits (X[r:r + 4, 0:1] into a (4, 2) tile)
+            s_dims = d_dims = [d for d, (n, m) in enumerate(zip(src.extent, dst.extent))
+                               if (n, m) != (1, 1)]
+            pairs = [(src.extent[d], dst.extent[d], d) for d in d_dims]
+        elif len(s_dims) != len(d_dims):
+            return None
+        if not pairs or any(n > m for n, m, _ in pairs) or all(n == m for n, m, _ in pairs):
             return None
         value = as_expr(pad if is_ir(pad) or dtypes.is_int(dst.buffer.dtype) else float(pad))
         loc = self.loc(call)
@@ -186,6 +195,11 @@ class TileOps:
         for n, _, d in pairs:
             head[d] = n
         out = [Copy(src, Region(dst.buffer, dst.start, tuple(head)), loc)]
+        inside = all(isinstance(a, Const) and isinstance(dim, int) and 0 <= a.value <= dim - n
+                     for a, n, dim in zip(src.start, src.extent, src.buffer.shape))
+        if (is_ir(pad) or pad != 0) and not inside:
+            out.append(self.pad_clipped(src, Region(dst.buffer, dst.start, tuple(head)), pad,
+                                        pad_node, call))
         for i, (n, m, d) in enumerate(pairs):
             if n == m:
                 continue
@@ -214,6 +228,8 @@ class TileOps:
         if [src.extent[d] for d in s_dims] != [dst.extent[d] for d in d_dims]:
             raise self.error(node, "T.copy(pad_value=...) needs the source and destination "
                                    "regions to have the same shape")
+        if not d_dims:  # one element: a map of extent 1 (a map needs a variable)
+            s_dims, d_dims = [len(src.extent) - 1], [len(dst.extent) - 1]
         names = tuple(self.fresh_var("p") for _ in d_dims)
         idx = {d: Var(n) for d, n in zip(d_dims, names)}
         conds = None

@@ -29,6 +29,7 @@ class Tensor:
     lo: float = -1.0  # values uniform in [lo, hi] (ints: randint inclusive)
     hi: float = 1.0
     output: bool = False
+    workspace: bool = False  # jit(workspace_idx=): scratch GM the runtime allocates, not passed
 
 
 @dataclass
@@ -52,6 +53,10 @@ class Case:
     @property
     def out_idx(self) -> list[int]:
         return [i for i, t in enumerate(self.tensors) if t.output]
+
+    @property
+    def workspace_idx(self) -> list[int]:
+        return [i for i, t in enumerate(self.tensors) if t.workspace]
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
@@ -117,7 +122,7 @@ def kernel_source(tensors, launch: str, allocs=(), header=KERNEL_HEADER):
 
 def input_names(tensors) -> str:
     """The reference's parameters: the kernel's input tensors, in order."""
-    return ", ".join(t.name for t in tensors if not t.output)
+    return ", ".join(t.name for t in tensors if not t.output and not t.workspace)
 
 
 def reference_source(params: str, zeros=(), loops=()):
@@ -153,7 +158,7 @@ def make_inputs(case: Case) -> dict:
     rng = np.random.default_rng(abs(hash_seed(case.family + ":" + str(case.seed))))
     out = {}
     for t in case.tensors:
-        if t.output:
+        if t.output or t.workspace:
             continue
         if not t.shape:  # a scalar parameter (`n: T.int32`): the caller passes a number
             out[t.name] = (int(rng.integers(int(t.lo), int(t.hi) + 1)) if t.dtype == "int32"

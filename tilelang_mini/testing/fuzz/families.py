@@ -2,6 +2,10 @@
 from __future__ import annotations
 
 from .case import Case
+from .gen_bits import gen_bits
+from .gen_conv import gen_conv
+from .gen_gemmsp import gen_gemmsp
+from .gen_padvar import gen_padvar
 from .draw import RandomDraw
 from .gen_control import gen_control
 from .gen_developer import gen_developer
@@ -56,6 +60,10 @@ VALID = {
     "scatter": gen_scatter,
     "tileops": gen_tileops,
     "misc": gen_misc,
+    "bits": gen_bits,
+    "padvar": gen_padvar,
+    "conv": gen_conv,
+    "gemmsp": gen_gemmsp,
 }
 # Relative frequencies in a random mix (the cheap families more often).
 WEIGHTS = {"gemm": 4, "elementwise": 4, "reduce": 3, "rownorm": 2, "cube_vector": 3,
@@ -63,7 +71,8 @@ WEIGHTS = {"gemm": 4, "elementwise": 4, "reduce": 3, "rownorm": 2, "cube_vector"
            "control": 2, "invalid": 3, "mutation": 4, "args": 2, "expert": 2,
            "expert_broken": 2, "scenario": 1,
            "tile_nd": 2, "select": 3, "atomic": 2, "developer": 3, "dialect": 3, "flow": 3,
-           "int4": 3, "fitting": 2, "cv_combine": 3, "simt": 3, "views": 3, "launches": 2, "eager": 2, "scatter": 2, "tileops": 2, "misc": 2}
+           "int4": 3, "fitting": 2, "cv_combine": 3, "simt": 3, "views": 3, "launches": 2, "eager": 2, "scatter": 2, "tileops": 2, "misc": 2,
+           "bits": 2, "padvar": 2, "conv": 2, "gemmsp": 1}
 FAMILIES = tuple(VALID) + ("expert_broken", "invalid", "mutation", "args", "scenario")
 # Kernels whose IR is mutated: small, quick to compile and run.
 MUTATION_BASES = ("elementwise", "reduce", "gemm", "cube_vector", "rownorm", "tile_nd", "expert",

@@ -124,7 +124,8 @@ def _run_step(case: Case, step: str, compiled: dict, args: list, build):
     chip = CHIPS.get(step, base_chip(case))
     key = (target, chip)
     if key not in compiled:
-        compiled[key] = build(out_idx=case.out_idx, target=target, chip=chip)
+        ws = {"workspace_idx": case.workspace_idx} if case.workspace_idx else {}
+        compiled[key] = build(out_idx=case.out_idx, target=target, chip=chip, **ws)
     if step.startswith("sim"):
         return compiled[key].simulate(*args)[0]
     return compiled[key](*args)
@@ -141,7 +142,7 @@ def run_valid(case: Case, send, tmpdir) -> dict:
     except Exception as err:  # noqa: BLE001 - the outcome is what we report
         return {s: classify(err, None) for s in STEPS}
     inputs = make_inputs(case)
-    args = [inputs[t.name] for t in case.tensors if not t.output]
+    args = [inputs[t.name] for t in case.tensors if not t.output and not t.workspace]
     want, scales = run_reference(case, inputs)
     must_reject = False
     if case.call:
