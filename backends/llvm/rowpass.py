@@ -37,8 +37,12 @@ def _branch(g, ok, fused, plain):
     with g.e.b.if_else(ok) as (then, other):
         with then:
             fused()
-        with other:
-            plain()
+        with other:  # the row clips: rare, emitted compactly (less code for LLVM)
+            g.clipped.append(ok)
+            try:
+                plain()
+            finally:
+                g.clipped.pop()
 
 
 def hand_row_prefetch(g, s) -> set:
