@@ -37,7 +37,7 @@ def _branch(g, ok, fused, plain):
     with g.e.b.if_else(ok) as (then, other):
         with then:
             fused()
-        with other:  # the row clips: rare, emitted compactly (less code for LLVM)
+        with other:  # the row clips: its copies' own in-bounds test is known false here
             g.clipped.append(ok)
             try:
                 plain()
