@@ -94,3 +94,50 @@ def test_repeated_scalar_arithmetic_in_a_block_is_one_instruction_and_not_across
     assert there is not first                               # the earlier block may not dominate
     b.ret(there)
     llvm.parse_assembly(str(mod)).verify()
+
+
+def test_runs_covers_each_lane_once_and_emits_no_dead_tail():
+    """access.runs(lo, hi): whole vectors, then one masked tail; with constant bounds a tail
+    that can never run (whole vectors) or a loop with no whole vector is not emitted at all.
+    Each chunk stores its lane indices t0 + i: every element of [lo, hi) is written once with
+    its index, nothing outside it."""
+    import types
+
+    import numpy as np
+
+    from backends.llvm.access import runs
+    from backends.llvm.irutil import PTR, VL, Emitter
+
+    cases = [(0, 4 * VL, False), (3, 3 + 2 * VL, False), (0, VL - 5, True), (5, 5 + VL + 7, True),
+             (2, 2, False), (0, None, True)]   # None: hi is the function's argument
+    for lo, hi, tail in cases:
+        mod = ir.Module("runs")
+        fn = ir.Function(mod, ir.FunctionType(ir.VoidType(), [PTR, I64]), "f")
+        e = Emitter(mod, fn)
+        g = types.SimpleNamespace(e=e)
+        masks = []
+
+        def chunk(t0, mask, e=e, out=fn.args[0]):
+            masks.append(mask is not None)
+            v = e.b.add(e.splat(t0), e.iota())
+            at = e.gep(out, e.b.mul(t0, _c(8)))
+            e.store(v, at) if mask is None else e.masked_store(v, at, mask)
+
+        runs(g, _c(lo), _c(hi) if hi is not None else fn.args[1], chunk)
+        e.b.ret_void()
+        text = str(mod)
+        assert ("br i1 0," in text or "br i1 false" in text) is False
+        assert (True in masks) == tail and masks.count(True) <= 1
+        n = 3 * VL + 1 if hi is None else hi
+        out = np.full(n + VL, -1, np.int64)
+        m = llvm.parse_assembly(text)
+        t = host_target()
+        m.triple, m.data_layout = t.triple, t.data_layout
+        engine = llvm.create_mcjit_compiler(m, t.new_machine())
+        engine.finalize_object()
+        f = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64)(
+            engine.get_function_address("f"))
+        f(out.ctypes.data, n)
+        want = np.full(n + VL, -1, np.int64)
+        want[lo:n] = np.arange(lo, n)
+        np.testing.assert_array_equal(out, want, err_msg=f"lo={lo} hi={hi}")

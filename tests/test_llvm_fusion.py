@@ -226,6 +226,29 @@ def test_copy_in_and_copy_out_pairs_are_one_pass(runs, pairs, M):
     assert runs == [5] and sorted(set(pairs)) == ["in", "out"]   # the copy-in joins the run
 
 
+def test_clipped_rows_copy_through_the_general_copy_only(pairs, monkeypatch):
+    """A paired row that clips (rows past the tensor's end) takes the unfused path, whose
+    copies would test again whether the row is inside: that test is the fused pair's own,
+    known false there, so they go straight to the general (masked) copy, without a second
+    unmasked copy of the row that could never run; the results still match."""
+    from backends.llvm import codegen_ops
+    fast: list = []
+    orig = codegen_ops._copy_fast
+
+    def spy(g, s, *a):
+        fast.append(s)
+        return orig(g, s, *a)
+
+    monkeypatch.setattr(codegen_ops, "_copy_fast", spy)
+    M = 3 * 2 * R - 3
+    X, Y = Buffer("X", (M, N), "float32"), Buffer("Y", (M, N), "float32")
+    x, e, s, _ = _tiles()
+    k = npu_kernel((X, Y), _rms_body(M, X, Y, x, e, s), 3)
+    check(k, RNG.standard_normal((M, N)).astype(np.float32), np.zeros((M, N), np.float32))
+    assert sorted(set(pairs)) == ["in", "out"]
+    assert not [t for t in fast if {t.src.buffer.name, t.dst.buffer.name} & {"X", "Y"}]
+
+
 def test_float16_tensors_pair_with_conversions(pairs):
     M = 2 * 2 * R - 1
     X, Y = Buffer("X", (M, N), "float16"), Buffer("Y", (M, N), "float16")

@@ -156,9 +156,16 @@ def runs(g, lo, hi, fn):
     masked tail."""
     e, b = g.e, g.e.b
     end = b.add(lo, b.and_(b.sub(hi, lo), ir.Constant(I64, -VL)))
-    with e.loop(lo, end, VL, name="cpv") as t0:
-        fn(t0, None)
-    with b.if_then(b.icmp_signed("<", end, hi)):
+    if not (isinstance(end, ir.Constant) and isinstance(lo, ir.Constant)
+            and end.constant <= lo.constant):  # (no whole vector: no loop)
+        with e.loop(lo, end, VL, name="cpv") as t0:
+            fn(t0, None)
+    tail = b.icmp_signed("<", end, hi)
+    if isinstance(tail, ir.Constant):  # known (constant bounds): no tail, or one always run
+        if tail.constant:
+            fn(end, lane_mask(g, end, lo, hi))
+        return
+    with b.if_then(tail):
         fn(end, lane_mask(g, end, lo, hi))
 
 

@@ -84,6 +84,7 @@ class KernelGen(ParallelMaps, Expressions):
         self.rows_handed: set = set()  # fused row copy-ins whose rows went to self.prefetch
         self.row_reads: list = []  # the innermost row loop's copy-ins (rowpass.next_row_reads)
         self.row_group = None     # (Reduces, slot): the row's lanes go to the slot (reduce.py)
+        self.clipped: list = []   # conditions known false here (a fused row's clipped path)
         self.nt_ok = platform.machine().lower() in ("x86_64", "amd64")
         self.nt_used = False      # non-temporal stores emitted: fence them before returning
 

@@ -80,6 +80,8 @@ def _copy_to(g, s, si, di, sbase, dbase, s_off0, d_off0, s_dims, d_dims, s_rng, 
                 _copy_fast(g, s, si, di, sbase, dbase, s_off0, d_off0, s_dims, d_dims, convert)
                 return
             fast = None  # known to clip: the general copy only
+        elif any(fast is c for c in g.clipped):
+            fast = None  # the enclosing fused row's test, false here (rowpass._branch)
     if fast is not None:
         with b.if_else(fast) as (then, other):
             with then:

@@ -37,8 +37,12 @@ def _branch(g, ok, fused, plain):
     with g.e.b.if_else(ok) as (then, other):
         with then:
             fused()
-        with other:
-            plain()
+        with other:  # the row clips: its copies' own in-bounds test is known false here
+            g.clipped.append(ok)
+            try:
+                plain()
+            finally:
+                g.clipped.pop()
 
 
 def hand_row_prefetch(g, s) -> set:

@@ -34,7 +34,7 @@ from tilelang_mini.runtime.arguments import check_arrays
 from .irutil import dismantle
 from .pack_cache import RESUME
 
-BACKEND_VERSION = "tlm-llvm-12"
+BACKEND_VERSION = "tlm-llvm-13"
 FN_NAME = "tlm_kernel"
 STATS = {"compiles": 0, "cache_hits": 0, "cache_corrupt": 0}
 
