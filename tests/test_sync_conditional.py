@@ -215,3 +215,53 @@ def test_branch_producer_with_consumer_after_its_loop(chip):
         np.testing.assert_allclose(k(a, b), want, rtol=1e-3, atol=1e-3)
     c, _ = again.simulate(a, b)
     np.testing.assert_allclose(c, want, rtol=1e-3, atol=1e-3)
+
+
+def vector_branch_below_inner_loop(I, J, n=32):
+    """An expert vector kernel with flags of its own (insert_sync adds only what Ascend C
+    adds: V -> V barriers and V -> S flags). In each (i, j) trip a uniform if writes `idx` by
+    the scalar unit (createvecindex) and the vector unit reads it (copy to `f`): the scalar
+    write of the next trip must wait for that vector read."""
+    @T.prim_func
+    def main(Start: T.Tensor((I * J,), "int32"), Y: T.Tensor((I * J, n), "float32")):
+        with T.Kernel(1, is_npu=True) as (cid, vid):
+            idx = T.alloc_ub((n,), "int32")
+            f = T.alloc_ub((n,), "float32")
+            with T.Scope("V"):
+                T.set_flag("MTE3", "V", 0)
+                T.set_flag("V", "MTE2", 0)  # a vector-pipe instruction before the loops
+                for i in T.serial(I):
+                    for j in T.serial(J):
+                        if (i * J + j) % 3 != 1:
+                            T.tile.createvecindex(idx, Start[i * J + j])
+                            T.wait_flag("MTE3", "V", 0)
+                            T.copy(idx, f)
+                            T.set_flag("V", "MTE3", 0)
+                            T.wait_flag("V", "MTE3", 0)
+                            T.copy(f, Y[i * J + j, :])
+                            T.set_flag("MTE3", "V", 0)
+                T.wait_flag("MTE3", "V", 0)
+                T.wait_flag("V", "MTE2", 0)
+    return main
+
+
+@pytest.mark.parametrize("chip", CHIPS)
+@pytest.mark.parametrize("I,J", [(2, 1), (2, 2), (3, 1)])
+def test_branch_set_and_wait_known_in_a_later_outer_trip(target, chip, I, J):
+    """The V -> S flag is set and waited right after the copy in the if branch (below the j
+    loop). The next i trip's scalar write is ordered by that wait on every path where the copy
+    ran: insert_sync looks it up in the branch's exit state. It compared only the branch's own
+    level of the two occurrences' ancestors (equal: the same if, branch and j trip), not the
+    whole path (the i trips differ), so it missed that exit state and raised an internal error
+    ("the channels no longer cover the dependencies"; tilelang-ascend's HISA
+    block_sparse_mqa_attn_expert)."""
+    kern = tilelang_mini.compile(vector_branch_below_inner_loop(I, J), target=target, chip=chip)
+    start = (np.arange(I * J) * 100 + 7).astype(np.int32)
+    take = np.arange(I * J) % 3 != 1
+    want = np.where(take[:, None], start[:, None].astype(np.float64) + np.arange(32), 0.0)
+    y = np.zeros((I * J, 32), np.float32)
+    kern(start, y)
+    np.testing.assert_array_equal(y, want)
+    y = np.zeros((I * J, 32), np.float32)
+    kern.simulate(start, y)
+    np.testing.assert_array_equal(y, want)

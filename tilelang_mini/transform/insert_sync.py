@@ -84,25 +84,11 @@ def insert_sync(kernel: Kernel, chip: Chip, intra_only: bool = False,
     dependent (two buffers on common bytes), on event ids the kernel's own flags leave free."""
     if not kernel.is_npu:
         return kernel
-    try:
-        return _insert_sync(kernel, chip, intra_only, v_only, nested=True)
-    except _NestedUncovered:
-        # The set-and-wait placed in a branch below the producer's own loop (sync_place.
-        # placement, `nested`) left a dependency uncovered (tilelang-ascend's hisa
-        # block_sparse_mqa_attn_expert): place those channels after the producer's loop.
-        return _insert_sync(kernel, chip, intra_only, v_only, nested=False)
-
-
-class _NestedUncovered(AssertionError):
-    """The final replay found a dependency no channel covers, with nested placements on."""
-
-
-def _insert_sync(kernel, chip, intra_only, v_only, nested) -> Kernel:
     allocs = [s for s in kernel.body if isinstance(s, Alloc)]
     offsets = {a.buffer.name: a.offset for a in walk_statements(kernel.body)
                if isinstance(a, Alloc) and a.offset is not None}
     tree = _tree([s for s in kernel.body if not isinstance(s, Alloc)])
-    modes = {"intra_only": intra_only or v_only, "v_only": v_only, "nested": nested,
+    modes = {"intra_only": intra_only or v_only, "v_only": v_only,
              "live": _live_ranges(kernel.body) if v_only else None,
              "releases": intra_only and not v_only}
     channels = _Analysis(offsets, **modes).run(tree)
@@ -143,9 +129,8 @@ class _Uncovered(Exception):
 
 class _Analysis(HappensBefore):
     def __init__(self, offsets, coalesce=False, intra_only=False, v_only=False, live=None,
-                 releases=False, extra=None, nested=True):
+                 releases=False, extra=None):
         self.offsets = offsets
-        self.nested = nested       # sync_place.placement's branch placement below a loop
         self.extra = extra or {}   # instruction position -> added accesses (sync_chain's tokens)
         self.releases = releases   # the kernel's own cross sets release shared GM (_index_releases)
         self.release: dict = {}    # id(set_cross_flag item) -> the accesses it is checked against
@@ -219,8 +204,7 @@ class _Analysis(HappensBefore):
                 self._place(ch)
         # The final replay records when each flag is set and waited for (for the event ids).
         if not self.replay(tree, record=True):
-            raise (_NestedUncovered if self.nested else AssertionError)(
-                "insert_sync: the channels no longer cover the dependencies")
+            raise AssertionError("insert_sync: the channels no longer cover the dependencies")
         return self.channels
 
     def _index_releases(self, tree):
@@ -521,8 +505,7 @@ class _Analysis(HappensBefore):
         true on every path on which `prev` ran."""
         out = []
         for j, (_, tag) in enumerate(prev.ancestors):
-            if isinstance(tag, tuple) and (j >= len(occ.ancestors)
-                                           or occ.ancestors[j] != prev.ancestors[j]):
+            if isinstance(tag, tuple) and occ.ancestors[:j + 1] != prev.ancestors[:j + 1]:
                 st = self.branch_exit.get(prev.ancestors[:j + 1])
                 if st is not None:
                     out.append(st)
@@ -585,7 +568,7 @@ class _Analysis(HappensBefore):
             kind, set_at, wait_at, primed = "barrier", None, occ.item, None
         else:
             kind = "flag" if p[0] == q[0] else "cross"
-            set_at, wait_at, primed, after = placement(prev, occ, self.nested)
+            set_at, wait_at, primed, after = placement(prev, occ)
             if self.coalesce and not after:
                 set_at = last_producer(set_at, wait_at, prev.item)
                 wait_at = first_consumer(wait_at, occ.item)

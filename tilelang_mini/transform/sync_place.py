@@ -81,7 +81,7 @@ def other_branch_uses(ancestor, a: Occ, b: Occ) -> bool:
     return any(uses(body) for n, body in enumerate(block.bodies) if n != taken)
 
 
-def placement(a: Occ, b: Occ, nested: bool = True):
+def placement(a: Occ, b: Occ):
     """Where the set (after) and the wait (before) go, the loop to prime, if any, and whether
     the wait follows the set at once. Flags must balance on every path through an if: a
     producer inside a branch that does not hold the consumer (in this iteration) gets both in
@@ -120,7 +120,7 @@ def placement(a: Occ, b: Occ, nested: bool = True):
     # both share): else the set after the producer's loop runs once, after every producer, and
     # in the branch it would run once per trip with nothing ordering the consumer's wait before
     # the next set.
-    repeats = nested and any(isinstance(block.stmt, For) for block, _ in a.ancestors[:d])
+    repeats = any(isinstance(block.stmt, For) for block, _ in a.ancestors[:d])
     e = next((e for e in range(d, len(a.ancestors) if repeats else min(d + 1, len(a.ancestors)))
               if uniform(a.ancestors[e])), None)
     if e is not None:
