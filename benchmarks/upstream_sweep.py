@@ -1,6 +1,6 @@
 """Upstream example kernels, checked against float64 NumPy references (the i10 measurement).
 
-    python benchmarks/upstream_sweep.py [--match STR] [--timeout 300] [--json out.json]
+    python benchmarks/upstream_sweep.py [--match STR] [--timeout 300] [--json out.json] [--jobs N]
 
 Not a test and not part of the project's kernels: for each case in benchmarks/upstream_cases_*.py
 the upstream example file is read at run time from the local mirror (bare git repos under
@@ -34,6 +34,7 @@ import sys
 import tempfile
 import time
 import traceback
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -350,16 +351,19 @@ def main(argv=None) -> int:
     ap.add_argument("--json", default="")
     ap.add_argument("--child", default="")
     ap.add_argument("--target", default="numpy")
+    ap.add_argument("--jobs", type=int, default=1,
+                    help="cases run at once (each in its own child processes)")
     args = ap.parse_args(argv)
     if args.child:
         print("@@RESULT@@" + json.dumps(run_child(args.child, args.target)), flush=True)
         return 0
     names = [n for n in load_cases() if re.search(args.match, n)]
-    results = []
-    for n in names:
+    def one(n):
         r = run_case(n, args.timeout)
-        results.append(r)
         print(f"| {n} | {r['status']} | {r['secs']} | {r['error'][:160]} |", flush=True)
+        return r
+    with ThreadPoolExecutor(max(1, args.jobs)) as pool:
+        results = list(pool.map(one, names))  # in the cases' order
     counts: dict = {}
     for r in results:
         counts[r["status"]] = counts.get(r["status"], 0) + 1
