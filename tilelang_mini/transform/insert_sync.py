@@ -43,7 +43,7 @@ from .sync_clocks import clocks_equal, copy_clocks, meet_clocks
 from .sync_chain import by_instr, fit_event_ids
 from .sync_events import assign_events
 from .sync_place import (first_consumer, in_loop_branch, last_producer, meet, placement,
-                         position, uniform)
+                         position, set_level, uniform)
 from .sync_render import render
 
 # ----------------------------------------------------------------------------------- channels
@@ -489,7 +489,7 @@ class _Analysis(HappensBefore):
             ch = self.channel(prev, occ, p, q)
             snap = self.snapshot(prev, occ, ch)
             if ch.wait_after:  # known only where the producer's branch ran
-                for st in self.exits_of(prev, occ):
+                for st in self.exits_of(prev, occ, set_level(prev, ch.set_at)):
                     self.apply(ch, st.setdefault(q, {}), snapshot=snap)
             else:
                 self.apply(ch, known, snapshot=snap)
@@ -500,12 +500,16 @@ class _Analysis(HappensBefore):
                 self.record_set(ch, vc)
         self.waits_after(item, occ.index + 1)
 
-    def exits_of(self, prev: Occ, occ: Occ) -> list:
-        """The known clocks at the exits of the if branches that hold `prev` but not `occ`:
-        true on every path on which `prev` ran."""
+    def exits_of(self, prev: Occ, occ: Occ, level: int = 0) -> list:
+        """The known clocks at the exits of the if branches that hold `prev` but not `occ` (the
+        branch instances: a branch in an earlier trip of a loop both are in counts), at
+        `level` or deeper: true on every path on which `prev` ran. A wait placed right after
+        its set in the branch at `level` runs on every path through that branch, not on every
+        path through a branch around it (the set's own branch may not be taken there)."""
         out = []
         for j, (_, tag) in enumerate(prev.ancestors):
-            if isinstance(tag, tuple) and occ.ancestors[:j + 1] != prev.ancestors[:j + 1]:
+            if (j >= level and isinstance(tag, tuple)
+                    and occ.ancestors[:j + 1] != prev.ancestors[:j + 1]):
                 st = self.branch_exit.get(prev.ancestors[:j + 1])
                 if st is not None:
                     out.append(st)

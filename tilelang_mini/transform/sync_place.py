@@ -23,6 +23,13 @@ def meet(a: dict | None, b: dict | None) -> dict:
     return {k: min(a[k], b[k]) for k in a.keys() & b.keys()}
 
 
+def set_level(a: Occ, set_at) -> int:
+    """The ancestor level of the if branch that holds a set placed at `set_at` (the producer
+    itself or the block around it at some level) with its wait right after it."""
+    return next((j - 1 for j, (block, _) in enumerate(a.ancestors) if block is set_at),
+                len(a.ancestors) - 1)
+
+
 def position(item) -> int:
     return next(n for n, x in enumerate(item.parent) if x is item)
 
