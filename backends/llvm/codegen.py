@@ -53,6 +53,7 @@ class KernelGen(ParallelMaps, Expressions):
         self.kernel = kernel
         self.features = features
         self.bf16 = bool(features.get("bf16"))
+        self.zmm = bool(features.get("zmm"))  # 512-bit vectors may pass through inline asm
         check_grid(kernel)
         # cores: one function per core kind, run as coroutines by the runtime (cores.py)
         self.core_kind = None      # "C" | "V" while a core function is generated

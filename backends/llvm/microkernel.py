@@ -496,7 +496,7 @@ def _pack_bt(g, bi, bbase, cs, K, N, dst):
                 continue
             raw = vload(g, bi, bbase, b.add(row0, ir.Constant(I64, r * cs)), 1, kmask)
             rows.append(vm.to_float(e, vm.decode(e, raw, bi.storage), kind))
-        store_transposed(e, rows, nk, dst, k0, j, K)
+        store_transposed(e, rows, nk, dst, k0, j, K, opaque=g.zmm)
 
     transposed_blocks(e, N, K, block, "pbt")
 

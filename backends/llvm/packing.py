@@ -126,14 +126,14 @@ def _copy_packed(g, si, di, sbase, dbase, s_off0, s_rng, s_dims, s_ok1, kind, ex
                 store_pair(e, h0, h1, dbase, jp, kp, kp_total, v)
 
 
-def store_transposed(e, rows, nk, dst, k0, j, K, paired=False):
+def store_transposed(e, rows, nk, dst, k0, j, K, paired=False, opaque=False):
     """A 16 x 16 block of B (rows: the VL columns 16j.. of B^T, lanes: K from k0, even)
     transposed in registers, its first `nk` K rows stored at their place in the float32
     micro-panels, or with `paired` in the K-pair panels [N/NR][K/2][NR][2] (packBT2: rows k, k+1
     interleaved, column c's pair at 2c; an odd last K row paired with zeros). `j`: the block's
-    index, an int or an i64 value (a loop over blocks)."""
+    index, an int or an i64 value (a loop over blocks). `opaque`: see transpose16."""
     b = e.b
-    cols = transpose16(b, rows)
+    cols = transpose16(e, rows, opaque)
     per = NR // VL
     if isinstance(j, int):
         jp, lane = ir.Constant(I64, j // per), ir.Constant(I64, j % per * VL)
@@ -307,25 +307,60 @@ def _copy_transposed(g, si, di, sbase, dbase, s_off0, s_dims, kind, exact, row_o
             else:  # known inside (a load) or outside (zeros)
                 rows.append(load(r) if ok.constant else zero)
         rows += [zero] * (VL - len(rows))
-        store_transposed(e, rows, nk, dbase, k0, j, K, di.layout == "packBT2")
+        store_transposed(e, rows, nk, dbase, k0, j, K, di.layout == "packBT2", g.zmm)
 
     transposed_blocks(e, N, K, block, "pkt")
 
 
-def transpose16(b, rows):
-    """Transpose a 16 x 16 block held as 16 vectors (rows[r][c] -> out[c][r]): four rounds
-    exchanging the off-diagonal h x h blocks of row pairs (r, r + h), h = 8, 4, 2, 1."""
-    rows = list(rows)
-    h = VL // 2
-    while h:
-        lo = ir.Constant(vty(I32), [i if not i & h else VL + i - h for i in range(VL)])
-        hi = ir.Constant(vty(I32), [i + h if not i & h else VL + i for i in range(VL)])
-        for r in range(VL):
-            if not r & h:
-                a, c = rows[r], rows[r + h]
-                rows[r], rows[r + h] = b.shuffle_vector(a, c, lo), b.shuffle_vector(a, c, hi)
-        h //= 2
-    return rows
+def _lanes(pairs):
+    """A 16-lane shuffle mask from (source, element) pairs: source 0 or 1."""
+    return ir.Constant(vty(I32), [src * VL + i for src, i in pairs])
+
+
+# the four rounds of transpose16, each one x86 instruction (AVX-512): 32-bit then 64-bit
+# elements of two rows interleaved within each 128-bit lane (vunpck{l,h}ps, vunpck{l,h}pd), then
+# twice the even and the odd 128-bit lanes of two vectors side by side (vshuff32x4)
+_UNPACK32 = [_lanes((s, 4 * q + i) for q in range(4) for i in (h, h + 1) for s in (0, 1))
+             for h in (0, 2)]
+_UNPACK64 = [_lanes((s, 4 * q + i) for q in range(4) for s in (0, 1) for i in (h, h + 1))
+             for h in (0, 2)]
+_LANES128 = [_lanes((s, 4 * q + i) for s in (0, 1) for q in (h, h + 2) for i in range(4))
+             for h in (0, 1)]
+
+
+def transpose16(e, rows, opaque=False):
+    """Transpose a 16 x 16 block held as 16 vectors (rows[r][c] -> out[c][r]) in four rounds
+    of 16 two-source shuffles: after the two in-lane rounds, vector g+m (g = 0, 4, 8, 12) holds
+    in its 128-bit lane q column 4q+m of rows g..g+3; the two lane rounds gather the four lanes
+    of a column. With `opaque` (x86 with 512-bit registers) each round's results pass through
+    an empty inline asm: otherwise LLVM's instruction selection tries to merge the whole network
+    of 64 shuffles (recursively, through all four rounds) before it selects the same 64
+    instructions, about 10 ms per transpose, a fifth of the object emission of flash attention
+    or prenorm."""
+    assert VL == 16 and len(rows) == VL
+    b = e.b
+
+    def pair(x, y, masks):
+        out = [b.shuffle_vector(x, y, m) for m in masks]
+        return [e.opaque(v) for v in out] if opaque else out
+
+    t = [None] * VL
+    for r in range(0, VL, 2):
+        t[r], t[r + 1] = pair(rows[r], rows[r + 1], _UNPACK32)
+    u = [None] * VL  # u[g+m] lane q: column 4q+m of rows g..g+3
+    for g in range(0, VL, 4):
+        for k in (0, 1):
+            u[g + 2 * k], u[g + 2 * k + 1] = pair(t[g + k], t[g + k + 2], _UNPACK64)
+    x = {}  # x[g, m, h]: lanes h, h+2 of u[g+m] then of u[g+4+m]
+    for m in range(4):
+        for g in (0, 8):
+            x[g, m, 0], x[g, m, 1] = pair(u[g + m], u[g + 4 + m], _LANES128)
+    cols = [None] * VL
+    for m in range(4):
+        for h in (0, 1):
+            lo, hi = (b.shuffle_vector(x[0, m, h], x[8, m, h], mk) for mk in _LANES128)
+            cols[4 * h + m], cols[8 + 4 * h + m] = lo, hi
+    return cols
 
 
 def next_starts(g, r, skip=()):

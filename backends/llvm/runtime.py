@@ -34,7 +34,7 @@ from tilelang_mini.runtime.arguments import check_arrays
 from .irutil import dismantle
 from .pack_cache import RESUME
 
-BACKEND_VERSION = "tlm-llvm-13"
+BACKEND_VERSION = "tlm-llvm-14"
 FN_NAME = "tlm_kernel"
 STATS = {"compiles": 0, "cache_hits": 0, "cache_corrupt": 0}
 
@@ -55,6 +55,7 @@ class HostTarget:
     features: str
     bf16: bool
     data_layout: str = ""
+    avx512: bool = False
 
     def new_machine(self):
         """A fresh target machine (an MCJIT engine takes ownership of the one it is given)."""
@@ -73,14 +74,15 @@ def host_target() -> HostTarget:
             cpu = llvm.get_host_cpu_name()
             try:
                 feats = llvm.get_host_cpu_features()
-                bf16 = bool(feats.get("avx512bf16")) and bool(feats.get("avx512f"))
+                avx512 = bool(feats.get("avx512f"))
+                bf16 = bool(feats.get("avx512bf16")) and avx512
                 features = feats.flatten()
             except RuntimeError:
-                features, bf16 = "", False
+                features, bf16, avx512 = "", False, False
             target = llvm.Target.from_triple(triple)
             tm = target.create_target_machine(cpu=cpu, features=features, opt=3,
                                               reloc="default", codemodel="jitdefault")
-            _TARGET = HostTarget(tm, triple, cpu, features, bf16)
+            _TARGET = HostTarget(tm, triple, cpu, features, bf16, avx512=avx512)
             _TARGET.data_layout = str(tm.target_data)
         return _TARGET
 
@@ -129,7 +131,9 @@ def cache_tag(options: dict | None = None) -> str:
 
 
 def _features(t: HostTarget, options: dict) -> dict:
-    return {"bf16": t.bf16 and not options.get("llvm_disable_bf16", False)}
+    """What the code generator may use of the host: the bf16 dot product, and 512-bit vector
+    registers as inline asm operands (packing.transpose16)."""
+    return {"bf16": t.bf16 and not options.get("llvm_disable_bf16", False), "zmm": t.avx512}
 
 
 def _compile_module(module_text: str, needs_dpbf16: bool, t: HostTarget) -> bytes:
