@@ -31,6 +31,7 @@ _LOCK = threading.Lock()
 class Context:
     target: str
     chip: str
+    check_data: bool = True  # host checks of index data (off for estimates on np.empty arrays)
 
     def compile(self, factory, *args):
         """`factory(*args)` (a T.prim_func) compiled for this context, memoised."""
@@ -86,8 +87,8 @@ class LibraryFunction:
         self.plan = plan
         functools.update_wrapper(self, plan)
 
-    def _context(self, target=None, chip=None) -> Context:
-        return Context(target or DEFAULT_TARGET, chip or config.default_chip())
+    def _context(self, target=None, chip=None, check_data=True) -> Context:
+        return Context(target or DEFAULT_TARGET, chip or config.default_chip(), check_data)
 
     def __call__(self, *args, target=None, chip=None, **kwargs):
         tensors = TorchArgs()
@@ -121,7 +122,7 @@ class LibraryFunction:
         where control flow depends on them (group ids, row counts, sequence lengths); arrays it
         cannot use (np.empty garbage that faults) fall back to the data-free estimate."""
         from ..errors import TileLangMiniError
-        ctx = self._context("numpy", chip)
+        ctx = self._context("numpy", chip, check_data=False)
         tensors = TorchArgs()
         plan = self.plan(ctx, *tensors.convert(args), **tensors.convert(kwargs))
         out = []
@@ -191,10 +192,13 @@ def from_numpy_like(src: np.ndarray, dst: np.ndarray) -> np.ndarray:
     return dtypes.cast_array(src, name)
 
 
-def dtype_of(a: np.ndarray) -> str:
+def dtype_of(a: np.ndarray, name: str = "d") -> str:
+    """The dtype name of array argument `name`; a dtype tilelang_mini has no name for (float64,
+    complex, object) is a ValueError naming the argument."""
     d = dtypes.canonical(a.dtype)
     if d is None:
-        raise TypeError(f"unsupported dtype {a.dtype}")
+        raise ValueError(f"{name} has dtype {a.dtype}, which no kernel takes "
+                         f"(bfloat16 or float32 here)")
     return d
 
 
@@ -215,6 +219,15 @@ def as_output(plan: Plan, x, name: str = "output", dtype: str | None = None) -> 
     work = np.ascontiguousarray(dtypes.cast_array(a, dtype) if dtype else a)
     plan.writeback.append((a, work))
     return work
+
+
+def dims(a: np.ndarray, axes: str, name: str) -> tuple:
+    """The sizes of `a`'s axes, after checking it has one per name in `axes` ("M, K"): an
+    array of another rank is a ValueError saying which form was expected."""
+    want = [x.strip() for x in axes.split(",")]
+    if a.ndim != len(want):
+        raise ValueError(f"{name} must be {len(want)}-D [{axes}], got shape {tuple(a.shape)}")
+    return tuple(int(x) for x in a.shape)
 
 
 def check_shape(a: np.ndarray, shape, name: str) -> None:
