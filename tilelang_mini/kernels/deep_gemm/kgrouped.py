@@ -155,6 +155,15 @@ def _d_from_c(ctx, plan, c, d, G, M, N):
     return d_arr, False
 
 
+def _all_groups_empty(ctx, plan, d_arr, zero_c):
+    """Every group's K is 0 (no operand rows: no GEMM kernel has a shape): D[g] = C[g], already
+    there (c is d, or copied by _d_from_c), or 0 when there is no C."""
+    if zero_c and d_arr.size:
+        G, M, N = d_arr.shape
+        plan.launch(ctx.compile(clear_kernel, G * M, N), d_arr.reshape(G * M, N))
+    return plan
+
+
 @library_function
 def k_grouped_fp8_gemm_tn_contiguous(ctx, a, b, d, ks_cpu, grouped_layout=None, c=None,
                                      recipe=(1, 1, 128), **_ignored):
@@ -172,6 +181,8 @@ def k_grouped_fp8_gemm_tn_contiguous(ctx, a, b, d, ks_cpu, grouped_layout=None, 
     check_shape(sfa_arr, (SKB, M), "sfa")
     check_shape(sfb_arr, (SKB, N), "sfb")
     d_arr, zero_c = _d_from_c(ctx, plan, c, d, G, M, N)
+    if SK == 0:
+        return _all_groups_empty(ctx, plan, d_arr, zero_c)
     kernel = ctx.compile(k_grouped_kernel, G, M, N, SK, SKB, zero_c, fp8_cube(ctx.chip))
     plan.launch(kernel, a_arr, sfa_arr, b_arr, sfb_arr, d_arr, off, off // GRAN, nkb)
     return plan
@@ -186,6 +197,8 @@ def k_grouped_bf16_gemm_tn_contiguous(ctx, a, b, d, ks_cpu, grouped_layout=None,
     a_arr, b_arr = _operands(a, b, ks, "bfloat16")
     (SK, M), N, G = a_arr.shape, b_arr.shape[1], len(ks)
     d_arr, zero_c = _d_from_c(ctx, plan, c, d, G, M, N)
+    if SK == 0:
+        return _all_groups_empty(ctx, plan, d_arr, zero_c)
     kernel = ctx.compile(k_grouped_bf16_kernel, G, M, N, SK, zero_c)
     plan.launch(kernel, a_arr, b_arr, d_arr, off, nkb)
     return plan
