@@ -100,14 +100,24 @@ def lib_fp8_gemm(d):
     blockwise = d.boolean(0.5)
     a_shape, b_shape, a_t, b_kn = _gemm_shapes(layout, M, N, K)
     KB = -(-K // 128)
+    feats = {f"layout_{layout}", f"out_{out}", "sfb_block" if blockwise else "sfb_row"}
     tensors = [Tensor("A", a_shape, E4, -3.0, 3.0), Tensor("sfA", [M, KB], F32, 0.05, 2.0),
                Tensor("B", b_shape, E4, -3.0, 3.0),
                Tensor("sfB", [-(-N // 128) if blockwise else N, KB], F32, 0.05, 2.0)]
     if separate_c:
         tensors.append(Tensor("C", [M, N], F32, -2.0, 2.0))
     tensors.append(Tensor("D", [M, N], out, output=True))
+    # an MN-major operand's scales may come transposed (DeepGEMM's aliases pass sf.T): as the
+    # `.T` view of the per-row array, or as a C-contiguous [KB, MN] array when not square
+    forms = []
+    for name, mn_major, rows in (("sfA", a_t, M), ("sfB", b_kn, tensors[3].shape[0])):
+        form = d.choice(["row", "view_T"] + (["contig_T"] if rows != KB else [])) if mn_major else "row"
+        forms.append({"row": name, "view_T": f"{name}.T",
+                      "contig_T": f"np.ascontiguousarray({name}.T)"}[form])
+        feats.add(f"{name}_{form}")
     body = [f"d = {_nan_output([M, N], out)}",
-            _run(f"dg.fp8_gemm_{layout}", "(A, sfA), (B, sfB), d", "c=C" if separate_c else ""),
+            _run(f"dg.fp8_gemm_{layout}", f"(A, {forms[0]}), (B, {forms[1]}), d",
+                 "c=C" if separate_c else ""),
             "return [d]"]
     ref = (_dequant_lines("A", "a", a_t, K, False) + _dequant_lines("B", "b", b_kn, K, blockwise)
            + ["want, scale = a @ b.T, np.abs(a) @ np.abs(b.T)"])
@@ -115,8 +125,32 @@ def lib_fp8_gemm(d):
         ref.append("want, scale = want + C, scale + np.abs(C)")
     ref.append("return [(want, scale)]")
     tol = {"D": tolerance(out, EPS[F32], K, slack=16.0)}
-    feats = {f"layout_{layout}", f"out_{out}", "sfb_block" if blockwise else "sfb_row"}
     return "fp8_gemm", tensors, body, ref, tol, feats, M * N <= 64 * 128 and K <= 128
+
+
+def lib_k_grouped(d):
+    G, M, N = d.int(1, 3), d.dim(1, 150), d.dim(1, 150)
+    ks = [d.choice([0, 128, 256]) for _ in range(G)]
+    if not any(ks) and d.boolean(0.7):
+        ks[0] = 128
+    SK = sum(ks)
+    cmode = d.choice(["none", "inplace", "separate"])
+    tensors = [Tensor("A", [SK, M], BF), Tensor("Bk", [SK, N], BF)]
+    if cmode != "none":
+        tensors.append(Tensor("C", [G, M, N], F32, -2.0, 2.0))
+    tensors.append(Tensor("D", [G, M, N], F32, output=True))
+    body = [f"d = {'C.copy()' if cmode == 'inplace' else _nan_output([G, M, N], F32)}",
+            _run("dg.k_grouped_bf16_gemm_tn_contiguous", f"A, Bk, d, {ks!r}",
+                 {"none": "", "inplace": "c=d", "separate": "c=C"}[cmode]), "return [d]"]
+    ref = [f"want, scale = np.zeros(({G}, {M}, {N})), np.zeros(({G}, {M}, {N}))", "o = 0",
+           f"for g, k in enumerate({ks!r}):",
+           "    want[g], scale[g] = A[o:o + k].T @ Bk[o:o + k], np.abs(A[o:o + k].T) @ np.abs(Bk[o:o + k])",
+           "    o += k"]
+    if cmode != "none":
+        ref.append("want, scale = want + C, scale + np.abs(C)")
+    ref.append("return [(want, scale)]")
+    tol = {"D": tolerance(F32, EPS[F32], max(ks + [1]))}
+    return "k_grouped", tensors, body, ref, tol, {f"c_{cmode}"}, M * N <= 64 * 64 and SK <= 256
 
 
 def _layout_lines(sizes, M):
@@ -428,7 +462,7 @@ def lib_mega_moe(d):
 
 
 LEGAL = {"bf16_gemm": (lib_bf16_gemm, 4), "fp8_gemm": (lib_fp8_gemm, 3),
-         "m_grouped": (lib_m_grouped, 3), "hc_prenorm": (lib_hc_prenorm, 2),
+         "m_grouped": (lib_m_grouped, 3), "k_grouped": (lib_k_grouped, 1), "hc_prenorm": (lib_hc_prenorm, 2),
          "topk": (lib_topk, 2), "mhc_post": (lib_mhc_post, 1), "sinkhorn": (lib_sinkhorn, 1),
          "einsum": (lib_einsum, 2), "mqa_logits": (lib_mqa_logits, 2), "quant": (lib_quant, 2),
          "mhc_pre": (lib_mhc_pre, 1), "flash_mla": (lib_flash_mla, 2), "mega_moe": (lib_mega_moe, 1)}
