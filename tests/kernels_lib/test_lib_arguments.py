@@ -49,6 +49,25 @@ def test_wrong_rank_is_a_value_error(target, name):
         call(target)
 
 
+@pytest.mark.parametrize("call", (
+    lambda t: dg.bf16_gemm_nt(_bf(0, 8), _bf(4, 8), np.zeros((0, 4), F32), target=t),
+    lambda t: dg.bf16_gemm_nt(_bf(3, 0), _bf(4, 0), np.zeros((3, 4), F32), target=t),
+    lambda t: dg.per_token_cast_to_fp8(np.zeros((5, 0), F32), target=t),
+    lambda t: mhc.sinkhorn(np.zeros((0, 2, 2), F32), target=t),
+    lambda t: dg.fp8_mqa_logits(np.ones((4, 1, 32), F32), (np.ones((0, 32), F32), np.ones(0, F32)),
+                                np.ones((4, 1), F32), np.zeros(4, np.int32), np.zeros(4, np.int32),
+                                target=t)))
+def test_empty_arrays_are_a_value_error(target, call):
+    """(before: a CompileError 'tensor shapes must be positive' located in the library's kernel
+    source); the k-grouped GEMMs' empty groups keep their meaning (test_lib_edges.py)."""
+    with pytest.raises(ValueError, match=r"(a|x|kv)(\[0\])? has shape \(.*0.*\); the library "
+                                         r"takes no empty arrays"):
+        call(target)
+    with pytest.raises(ValueError, match="M and N must be at least 1"):
+        dg.k_grouped_bf16_gemm_tn_contiguous(_bf(128, 0), _bf(128, 3), np.zeros((1, 0, 3), F32),
+                                             [128], target=target)
+
+
 def _moe(T_=5, H=40, I=16, E=3, K=2):
     x, l1, l2 = _bf(T_, H, seed=1), _bf(E, 2 * I, H, seed=2) * 0.3, _bf(E, H, I, seed=3) * 0.3
     idx = np.array([[t % E, (t + 1) % E] for t in range(T_)], np.int32)[:, :K]

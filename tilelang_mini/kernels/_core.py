@@ -12,6 +12,7 @@ performance model's estimate of the whole call: the sum of its launches).
 from __future__ import annotations
 
 import functools
+import inspect
 import threading
 from dataclasses import dataclass, field
 
@@ -81,11 +82,25 @@ class CallEstimate:
 
 
 class LibraryFunction:
-    """A public library function: call it, list its kernels, or estimate it."""
+    """A public library function: call it, list its kernels, or estimate it.
 
-    def __init__(self, plan):
+    An empty array argument (a 0 in its shape) is a ValueError naming it, unless `empty_ok`
+    (the function gives empty data a meaning: the k-grouped GEMMs' groups with no K rows, an
+    empty batch of get_mla_metadata); the tile kernels take no 0-extent tensors."""
+
+    def __init__(self, plan, empty_ok=False):
         self.plan = plan
+        self.empty_ok = empty_ok
         functools.update_wrapper(self, plan)
+
+    def _plan(self, ctx, args, kwargs):
+        if not self.empty_ok:
+            names = list(inspect.signature(self.plan).parameters)[1:]  # after ctx
+            for where, a in _arrays(args, kwargs, names):
+                if 0 in a.shape:
+                    raise ValueError(f"{self.__name__}: {where} has shape {tuple(a.shape)}; the "
+                                     f"library takes no empty arrays (every dimension >= 1)")
+        return self.plan(ctx, *args, **kwargs)
 
     def _context(self, target=None, chip=None, check_data=True) -> Context:
         return Context(target or DEFAULT_TARGET, chip or config.default_chip(), check_data)
@@ -93,7 +108,7 @@ class LibraryFunction:
     def __call__(self, *args, target=None, chip=None, **kwargs):
         tensors = TorchArgs()
         args, kwargs = tensors.convert(args), tensors.convert(kwargs)
-        plan = self.plan(self._context(target, chip), *args, **kwargs)
+        plan = self._plan(self._context(target, chip), args, kwargs)
         for kernel, arrays in plan.launches:
             kernel(*arrays)
         for dst, src in plan.writeback:
@@ -106,16 +121,16 @@ class LibraryFunction:
     def kernels(self, *args, target=None, chip=None, **kwargs) -> list:
         """The compiled JITKernels this call launches, in order (for get_ir and simulate)."""
         tensors = TorchArgs()
-        plan = self.plan(self._context(target, chip), *tensors.convert(args),
-                         **tensors.convert(kwargs))
+        plan = self._plan(self._context(target, chip), tensors.convert(args),
+                          tensors.convert(kwargs))
         return [k for k, _ in plan.launches]
 
     def launches(self, *args, target=None, chip=None, **kwargs) -> list:
         """(JITKernel, arrays) per launch: `kernel.simulate(*arrays)` replays one launch (torch
         tensors given are NumPy views of the same memory there)."""
         tensors = TorchArgs()
-        return self.plan(self._context(target, chip), *tensors.convert(args),
-                         **tensors.convert(kwargs)).launches
+        return self._plan(self._context(target, chip), tensors.convert(args),
+                          tensors.convert(kwargs)).launches
 
     def estimate(self, *args, chip=None, data=True, **kwargs) -> CallEstimate:
         """The estimate of the whole call on `chip`. With `data` the model reads the arrays
@@ -124,7 +139,7 @@ class LibraryFunction:
         from ..errors import TileLangMiniError
         ctx = self._context("numpy", chip, check_data=False)
         tensors = TorchArgs()
-        plan = self.plan(ctx, *tensors.convert(args), **tensors.convert(kwargs))
+        plan = self._plan(ctx, tensors.convert(args), tensors.convert(kwargs))
         out = []
         for n, (k, arrays) in enumerate(plan.launches):
             est = None
@@ -137,8 +152,25 @@ class LibraryFunction:
         return CallEstimate(ctx.chip, out)
 
 
-def library_function(plan) -> LibraryFunction:
-    return LibraryFunction(plan)
+def library_function(plan=None, *, empty_ok=False):
+    """`@library_function` or `@library_function(empty_ok=True)` over a plan function."""
+    if plan is None:
+        return lambda p: LibraryFunction(p, empty_ok)
+    return LibraryFunction(plan, empty_ok)
+
+
+def _arrays(args, kwargs, names):
+    """(where, array) for the NumPy arrays among the arguments (also inside tuples and lists,
+    as the (values, scales) pairs); `names`: the parameters' names."""
+    items = [(names[i] if i < len(names) else f"argument {i + 1}", a) for i, a in enumerate(args)]
+    items += list(kwargs.items())
+    for where, a in items:
+        if isinstance(a, np.ndarray):
+            yield where, a
+        elif isinstance(a, (tuple, list)):
+            for j, x in enumerate(a):
+                if isinstance(x, np.ndarray):
+                    yield f"{where}[{j}]", x
 
 
 # ----------------------------------------------------------------------------- arrays

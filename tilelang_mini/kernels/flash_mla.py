@@ -311,7 +311,7 @@ def default_parts(chip, num_heads_per_head_k, num_heads_k):
     return max(1, cores // max(1, int(num_heads_k)) // ceil_div(int(num_heads_per_head_k), 64))
 
 
-@library_function
+@library_function(empty_ok=True)  # an empty batch: nothing to schedule
 def get_mla_metadata(ctx, cache_seqlens=None, num_heads_per_head_k=None, num_heads_k=None,
                      num_parts=None):
     """(tile_scheduler_metadata [num_parts, 8] int32, num_splits [B + 1] int32), computed by a

@@ -146,6 +146,9 @@ def _d_from_c(ctx, plan, c, d, G, M, N):
     """The output array and whether it starts from zero; a separate C is copied into it."""
     d_arr = as_output(plan, d, "d", "float32")
     check_shape(d_arr, (G, M, N), "d")
+    if not (M and N):
+        raise ValueError(f"d has shape {d_arr.shape}: M and N must be at least 1 (only a "
+                         f"group's K may be 0)")
     if c is None:
         return d_arr, True
     if not np.shares_memory(np.asarray(c), d_arr):
@@ -164,7 +167,7 @@ def _all_groups_empty(ctx, plan, d_arr, zero_c):
     return plan
 
 
-@library_function
+@library_function(empty_ok=True)  # groups with no K rows
 def k_grouped_fp8_gemm_tn_contiguous(ctx, a, b, d, ks_cpu, grouped_layout=None, c=None,
                                      recipe=(1, 1, 128), **_ignored):
     """D[g] = C[g] + A[K rows of g].T @ B[K rows of g]; see the module doc. `ks_cpu` (or
@@ -188,7 +191,7 @@ def k_grouped_fp8_gemm_tn_contiguous(ctx, a, b, d, ks_cpu, grouped_layout=None, 
     return plan
 
 
-@library_function
+@library_function(empty_ok=True)  # groups with no K rows
 def k_grouped_bf16_gemm_tn_contiguous(ctx, a, b, d, ks_cpu, grouped_layout=None, c=None,
                                       **_ignored):
     """The bf16 form: A [sum_k, M], B [sum_k, N] bfloat16; D[g] = C[g] + A_g.T @ B_g."""
@@ -227,7 +230,7 @@ def _nt_scales(sf, rows, SKB, name):
                      f"row and 128 K values of the groups' K)")
 
 
-@library_function
+@library_function(empty_ok=True)  # groups with no K rows
 def k_grouped_fp8_gemm_nt_contiguous(ctx, a, b, d, ks_cpu, grouped_layout=None, c=None,
                                      recipe=(1, 1, 128), **_ignored):
     """D[g] = C[g] + A_g @ B_g.T with each group's A_g [M, k_g] and B_g [N, k_g] K-major, one after
