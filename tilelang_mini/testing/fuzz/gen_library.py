@@ -107,19 +107,32 @@ def lib_fp8_gemm(d):
     if separate_c:
         tensors.append(Tensor("C", [M, N], F32, -2.0, 2.0))
     tensors.append(Tensor("D", [M, N], out, output=True))
+    packed = d.boolean(0.3)  # UE8M0 pairs for the 950's scaled MMAD (power-of-two scales)
+    pow2 = "(2.0 ** np.round(np.log2(np.asarray({0}, np.float64)))).astype(np.float32)"
+    body = [f"sfA = {pow2.format('sfA')}", f"sfB = {pow2.format('sfB')}"] if packed else []
+    forms = []
+    if packed:
+        feats |= {"packed_ue8m0", "needs_950"}
+        body += [_run("dg.transform_sf_into_required_layout", f"sfA, {M}, {K}, (1, 128, 128)",
+                      "is_sfa=True", lhs="psa"),
+                 _run("dg.transform_sf_into_required_layout",
+                      f"sfB, {N}, {K}, {(1, 128, 128) if blockwise else (1, 1, 128)}", lhs="psb")]
+        forms = ["psa", "psb"]
     # an MN-major operand's scales may come transposed (DeepGEMM's aliases pass sf.T): as the
     # `.T` view of the per-row array, or as a C-contiguous [KB, MN] array when not square
-    forms = []
     for name, mn_major, rows in (("sfA", a_t, M), ("sfB", b_kn, tensors[3].shape[0])):
+        if packed:
+            break
         form = d.choice(["row", "view_T"] + (["contig_T"] if rows != KB else [])) if mn_major else "row"
         forms.append({"row": name, "view_T": f"{name}.T",
                       "contig_T": f"np.ascontiguousarray({name}.T)"}[form])
         feats.add(f"{name}_{form}")
-    body = [f"d = {_nan_output([M, N], out)}",
+    body += [f"d = {_nan_output([M, N], out)}",
             _run(f"dg.fp8_gemm_{layout}", f"(A, {forms[0]}), (B, {forms[1]}), d",
                  "c=C" if separate_c else ""),
             "return [d]"]
-    ref = (_dequant_lines("A", "a", a_t, K, False) + _dequant_lines("B", "b", b_kn, K, blockwise)
+    ref = ([f"sfA = {pow2.format('sfA')}", f"sfB = {pow2.format('sfB')}"] if packed else []) \
+        + (_dequant_lines("A", "a", a_t, K, False) + _dequant_lines("B", "b", b_kn, K, blockwise)
            + ["want, scale = a @ b.T, np.abs(a) @ np.abs(b.T)"])
     if separate_c:
         ref.append("want, scale = want + C, scale + np.abs(C)")
@@ -476,4 +489,6 @@ def gen_library(d, seed) -> Case:
     names = list(LEGAL)
     gen = LEGAL[d.weighted(names, [LEGAL[n][1] for n in names])][0]
     kind, tensors, body, ref, tol, feats, sim = gen(d)
+    if "needs_950" in feats:  # (the 910b refuses packed UE8M0 scales: the illegal family's)
+        chip = "ascend950"
     return library_case(seed, kind, tensors, body, ref, tol, feats, chip, sim=sim)

@@ -11,6 +11,8 @@ from .gen_library import BF, E4, F32, _nan_output, _run, library_case
 
 def _gemm(d, what):
     M, N, K = d.dim(1, 100), d.dim(1, 100), d.dim(1, 200)
+    if what == "empty":  # an empty M or K (the kernels take no 0-extent tensors)
+        M, K = d.choice([(0, K), (M, 0)])
     ka, kb, dshape, cshape = K, K, [M, N], None
     d_expr = _nan_output(dshape, F32)
     kw = ""
@@ -46,6 +48,11 @@ def _fp8(d, what):
     body = [f"d = {_nan_output([M, N], F32)}"]
     if what == "mixed_scales":
         body.append("sfB = sfB.astype(np.uint16)")
+    if what == "packed_910b":  # UE8M0 pairs (made for the 950) on the 910b, whose cube has no MX
+        body += [f"sfA = dg.transform_sf_into_required_layout(np.ones(({M}, {KB}), np.float32), "
+                 f"{M}, {K}, (1, 128, 128), is_sfa=True, chip='ascend950')",
+                 f"sfB = dg.transform_sf_into_required_layout(np.ones(({N}, {KB}), np.float32), "
+                 f"{N}, {K}, (1, 1, 128), chip='ascend950')"]
     return tensors, body + [_run("dg.fp8_gemm_nt", "(A, sfA), (B, sfB), d", kw)]
 
 
@@ -76,7 +83,7 @@ def _hc(d, what):
 
 def _topk(d, what):
     R, N = d.dim(1, 8), d.dim(1, 300)
-    shape = {"x_rank1": [N], "x_rank3": [2, R, N]}.get(what, [R, N])
+    shape = {"x_rank1": [N], "x_rank3": [2, R, N], "empty": [0, N]}.get(what, [R, N])
     k = {"k_zero": 0, "k_big": N + d.int(1, 5), "k_negative": -d.int(1, 3)}.get(what, 1)
     return [Tensor("X", shape, F32)], [_run("topk", f"X, {k}")]
 
@@ -96,8 +103,9 @@ def _einsum(d, what):
 
 def _mhc(d, what):
     Tn, n, C = d.dim(1, 8), d.choice([2, 4]), d.dim(1, 100)
-    if what in ("sinkhorn_square", "sinkhorn_rank", "sinkhorn_repeat"):
-        shape = {"sinkhorn_square": [Tn, n, n + 1], "sinkhorn_rank": [n, n]}.get(what, [Tn, n, n])
+    if what in ("sinkhorn_square", "sinkhorn_rank", "sinkhorn_repeat", "sinkhorn_empty"):
+        shape = {"sinkhorn_square": [Tn, n, n + 1], "sinkhorn_rank": [n, n],
+                 "sinkhorn_empty": [0, n, n]}.get(what, [Tn, n, n])
         rep = d.choice([0, -1]) if what == "sinkhorn_repeat" else 20
         return [Tensor("X", shape, F32)], [_run("mhc.sinkhorn", "X", f"repeat={rep}")]
     if what in ("pre_rank", "pre_repeat"):
@@ -127,7 +135,7 @@ def _mqa(d, what):
 
 def _quant(d, what):
     M, N = d.dim(1, 40), d.dim(1, 300)
-    shape = {"x_rank1": [N], "x_rank3": [2, M, N]}.get(what, [M, N])
+    shape = {"x_rank1": [N], "x_rank3": [2, M, N], "empty": [M, 0]}.get(what, [M, N])
     gran = d.choice([0, -128]) if what == "gran" else 128
     fn = "dg.per_token_cast_to_fp8"
     if what == "fp4_odd":
@@ -167,19 +175,20 @@ def _mla(d, what):
 
 
 BAD = {
-    "gemm": (_gemm, ("k_mismatch", "d_shape", "d_dtype", "c_shape", "a_rank", "b_rank")),
-    "fp8_gemm": (_fp8, ("sfa_shape", "recipe", "mixed_scales")),
+    "gemm": (_gemm, ("k_mismatch", "d_shape", "d_dtype", "c_shape", "a_rank", "b_rank",
+                     "empty")),
+    "fp8_gemm": (_fp8, ("sfa_shape", "recipe", "mixed_scales", "packed_910b")),
     "m_grouped": (_grouped, ("layout_length", "b_rank", "masked_length", "layout_group",
                              "masked_rows")),
     "hc_prenorm": (_hc, ("splits", "sqr_shape", "a_rank")),
-    "topk": (_topk, ("x_rank1", "x_rank3", "k_zero", "k_big", "k_negative")),
+    "topk": (_topk, ("x_rank1", "x_rank3", "k_zero", "k_big", "k_negative", "empty")),
     "einsum": (_einsum, ("expr", "f32_without_c", "b_shape")),
-    "mhc": (_mhc, ("sinkhorn_square", "sinkhorn_rank", "sinkhorn_repeat", "pre_rank",
+    "mhc": (_mhc, ("sinkhorn_square", "sinkhorn_rank", "sinkhorn_repeat", "sinkhorn_empty", "pre_rank",
                    "pre_repeat", "comb_shape", "x_shape", "post_rank")),
     "mqa_logits": (_mqa, ("kv_dim", "weights_shape", "max_seqlen_k", "q_rank")),
     "mega_moe": (_moe, ("weights_shape", "l1_rank", "expert", "idx_rank")),
     "flash_mla": (_mla, ("seqlen_long", "block_oob", "bt_rank", "dv_big", "dv_zero", "parts")),
-    "quant": (_quant, ("x_rank1", "x_rank3", "gran", "fp4_odd")),
+    "quant": (_quant, ("x_rank1", "x_rank3", "gran", "fp4_odd", "empty")),
 }
 
 
@@ -188,5 +197,6 @@ def gen_library_bad(d, seed, chip):
     gen, whats = BAD[kind]
     what = d.choice(whats)
     tensors, body = gen(d, what)
+    chip = "ascend910b" if what == "packed_910b" else chip
     return library_case(seed, f"bad_{kind}", tensors, body, [], {}, {f"illegal_{what}"}, chip,
                         illegal=f"{kind}: {what}")
