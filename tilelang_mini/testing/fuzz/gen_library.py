@@ -317,6 +317,36 @@ def lib_einsum(d):
     return "einsum", tensors, body, ref, {"D": tolerance(out, EPS[F32], terms)}, {f"einsum_{expr}"}, sim
 
 
+def lib_fp8_einsum(d):
+    expr = d.choice(["bhr,hdr->bhd", "bhd,hdr->bhr"])
+    Bn, H, D, R = d.dim(1, 40), d.int(1, 4), d.dim(1, 200), d.dim(1, 300)
+    out = d.choice([BF, F32])
+    add_c = out == F32 and d.boolean(0.4)
+    k_major = expr == "bhr,hdr->bhd"   # A [B, H, K] with K = R (or D), B [H, D, R] both ways
+    K, Nn = (R, D) if k_major else (D, R)
+    cd = lambda n: -(-n // 128)  # noqa: E731
+    tensors = [Tensor("A", [Bn, H, K], E4, -3.0, 3.0), Tensor("sfA", [Bn, H, cd(K)], F32, 0.05, 2.0),
+               Tensor("Bw", [H, D, R], E4, -3.0, 3.0),
+               Tensor("sfB", [H, cd(D), cd(R)], F32, 0.05, 2.0)]
+    if add_c:
+        tensors.append(Tensor("C", [Bn, H, Nn], F32, -2.0, 2.0))
+    tensors.append(Tensor("D", [Bn, H, Nn], out, output=True))
+    body = [f"d = {_nan_output([Bn, H, Nn], out)}",
+            _run("dg.fp8_einsum", f"'{expr}', (A, sfA), (Bw, sfB), d", "c=C" if add_c else ""),
+            "return [d]"]
+    ref = [f"a = A * np.repeat(sfA, 128, axis=2)[:, :, :{K}]",
+           f"s = np.repeat(np.repeat(sfB, 128, axis=1)[:, :{D}], 128, axis=2)[:, :, :{R}]",
+           "b = Bw * s",
+           f"spec = '{'bhr,hdr->bhd' if k_major else 'bhd,hdr->bhr'}'",
+           "want, scale = np.einsum(spec, a, b), np.einsum(spec, np.abs(a), np.abs(b))"]
+    if add_c:
+        ref.append("want, scale = want + C, scale + np.abs(C)")
+    ref.append("return [(want, scale)]")
+    tol = {"D": tolerance(out, EPS[F32], K, slack=16.0)}
+    return "fp8_einsum", tensors, body, ref, tol, {f"einsum_{expr}", f"out_{out}"}, \
+        Bn * H * Nn <= 4096 and K <= 128
+
+
 def lib_mqa_logits(d):
     S, H, D, SK = d.dim(1, 40), d.dim(1, 12), d.choice([32, 64, 128, d.choice([16, 48, 96])]), d.dim(1, 600)
     clean = d.boolean(0.6)
@@ -477,7 +507,7 @@ def lib_mega_moe(d):
 LEGAL = {"bf16_gemm": (lib_bf16_gemm, 4), "fp8_gemm": (lib_fp8_gemm, 3),
          "m_grouped": (lib_m_grouped, 3), "k_grouped": (lib_k_grouped, 1), "hc_prenorm": (lib_hc_prenorm, 2),
          "topk": (lib_topk, 2), "mhc_post": (lib_mhc_post, 1), "sinkhorn": (lib_sinkhorn, 1),
-         "einsum": (lib_einsum, 2), "mqa_logits": (lib_mqa_logits, 2), "quant": (lib_quant, 2),
+         "einsum": (lib_einsum, 2), "fp8_einsum": (lib_fp8_einsum, 1), "mqa_logits": (lib_mqa_logits, 2), "quant": (lib_quant, 2),
          "mhc_pre": (lib_mhc_pre, 1), "flash_mla": (lib_flash_mla, 2), "mega_moe": (lib_mega_moe, 1)}
 
 
