@@ -42,6 +42,13 @@ def test_scalar_params_specialise(target, rows, alpha):
         close(np.asarray(got), want)
 
 
+def test_a_kernel_with_scalar_params_prints():
+    """repr of the (unspecialised) kernel names its scalar parameters and shape symbols (it
+    raised AttributeError on the scalar names: found by the fuzzer's Hypothesis test)."""
+    text = repr(scaled_rows_func(64))
+    assert text.startswith("<SymbolicPrimFunc main (") and "alpha, rows" in text, text
+
+
 def test_scalar_param_grid_follows_value():
     kern = scaled_rows(64)
     x = rand((128, 64))

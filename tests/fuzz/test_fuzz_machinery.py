@@ -98,6 +98,8 @@ def test_strategy_valid_kernels_parse(case, tmp_path_factory):
     such as T.serial(start, stop) is judged by the runner, not here)."""
     from tilelang_mini import CompileError
     assert case.family in VALID
+    if case.library:  # a library call (library_call.py), not a kernel file: test_fuzz_library.py
+        return
     try:
         prim = _frontend(case, tmp_path_factory.mktemp("v"))
         if isinstance(prim, SymbolicPrimFunc):  # T.dynamic shapes: parsed per binding
@@ -113,11 +115,15 @@ def test_strategy_valid_kernels_parse(case, tmp_path_factory):
 
 
 def _symbol_values(prim, case) -> dict:
-    """The shape symbols of `prim`'s tensor annotations bound from the case's tensor shapes."""
+    """The shape symbols of `prim`'s tensor annotations bound from the case's tensor shapes, and
+    its scalar parameters (`rows: T.int32`, specialised per value too) to a value they take."""
     import inspect
     from tilelang_mini.language.symbols import Symbol
     values = {}
     for t, p in zip(case.tensors, inspect.signature(prim.fn).parameters.values()):
+        if not t.shape:  # a scalar parameter
+            values[p.name] = int(t.hi) if t.dtype == "int32" else float(t.hi)
+            continue
         for d, n in zip(p.annotation.shape, t.shape):
             if isinstance(d, Symbol):
                 values[d.name] = n

@@ -16,7 +16,7 @@ PROFILE = {"gemm": 7, "elementwise": 6, "reduce": 5, "rownorm": 5, "cube_vector"
            "mutation": 12, "select": 4, "atomic": 2, "developer": 3, "dialect": 2, "flow": 4,
            "int4": 3, "fitting": 2, "cv_combine": 3, "simt": 2, "views": 2, "launches": 1,
            "eager": 2, "scatter": 2, "tileops": 1, "misc": 1, "bits": 2, "padvar": 4, "conv": 1,
-           "gemmsp": 1}
+           "gemmsp": 1, "library": 3}
 
 
 def test_fuzz_ci_profile():

@@ -58,7 +58,8 @@ class SymbolicPrimFunc:
         return self._cache[key]
 
     def __repr__(self) -> str:
-        names = ", ".join(sorted(s.name for s in self.symbols))
+        # shape symbols (Symbol objects) and scalar parameters (their names)
+        names = ", ".join(sorted(getattr(s, "name", s) for s in self.symbols))
         return f"<SymbolicPrimFunc {self.__name__} ({names})>"
 
 

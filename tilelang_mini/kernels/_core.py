@@ -12,6 +12,7 @@ performance model's estimate of the whole call: the sum of its launches).
 from __future__ import annotations
 
 import functools
+import inspect
 import threading
 from dataclasses import dataclass, field
 
@@ -31,6 +32,7 @@ _LOCK = threading.Lock()
 class Context:
     target: str
     chip: str
+    check_data: bool = True  # host checks of index data (off for estimates on np.empty arrays)
 
     def compile(self, factory, *args):
         """`factory(*args)` (a T.prim_func) compiled for this context, memoised."""
@@ -80,19 +82,33 @@ class CallEstimate:
 
 
 class LibraryFunction:
-    """A public library function: call it, list its kernels, or estimate it."""
+    """A public library function: call it, list its kernels, or estimate it.
 
-    def __init__(self, plan):
+    An empty array argument (a 0 in its shape) is a ValueError naming it, unless `empty_ok`
+    (the function gives empty data a meaning: the k-grouped GEMMs' groups with no K rows, an
+    empty batch of get_mla_metadata); the tile kernels take no 0-extent tensors."""
+
+    def __init__(self, plan, empty_ok=False):
         self.plan = plan
+        self.empty_ok = empty_ok
         functools.update_wrapper(self, plan)
 
-    def _context(self, target=None, chip=None) -> Context:
-        return Context(target or DEFAULT_TARGET, chip or config.default_chip())
+    def _plan(self, ctx, args, kwargs):
+        if not self.empty_ok:
+            names = list(inspect.signature(self.plan).parameters)[1:]  # after ctx
+            for where, a in _arrays(args, kwargs, names):
+                if 0 in a.shape:
+                    raise ValueError(f"{self.__name__}: {where} has shape {tuple(a.shape)}; the "
+                                     f"library takes no empty arrays (every dimension >= 1)")
+        return self.plan(ctx, *args, **kwargs)
+
+    def _context(self, target=None, chip=None, check_data=True) -> Context:
+        return Context(target or DEFAULT_TARGET, chip or config.default_chip(), check_data)
 
     def __call__(self, *args, target=None, chip=None, **kwargs):
         tensors = TorchArgs()
         args, kwargs = tensors.convert(args), tensors.convert(kwargs)
-        plan = self.plan(self._context(target, chip), *args, **kwargs)
+        plan = self._plan(self._context(target, chip), args, kwargs)
         for kernel, arrays in plan.launches:
             kernel(*arrays)
         for dst, src in plan.writeback:
@@ -105,25 +121,25 @@ class LibraryFunction:
     def kernels(self, *args, target=None, chip=None, **kwargs) -> list:
         """The compiled JITKernels this call launches, in order (for get_ir and simulate)."""
         tensors = TorchArgs()
-        plan = self.plan(self._context(target, chip), *tensors.convert(args),
-                         **tensors.convert(kwargs))
+        plan = self._plan(self._context(target, chip), tensors.convert(args),
+                          tensors.convert(kwargs))
         return [k for k, _ in plan.launches]
 
     def launches(self, *args, target=None, chip=None, **kwargs) -> list:
         """(JITKernel, arrays) per launch: `kernel.simulate(*arrays)` replays one launch (torch
         tensors given are NumPy views of the same memory there)."""
         tensors = TorchArgs()
-        return self.plan(self._context(target, chip), *tensors.convert(args),
-                         **tensors.convert(kwargs)).launches
+        return self._plan(self._context(target, chip), tensors.convert(args),
+                          tensors.convert(kwargs)).launches
 
     def estimate(self, *args, chip=None, data=True, **kwargs) -> CallEstimate:
         """The estimate of the whole call on `chip`. With `data` the model reads the arrays
         where control flow depends on them (group ids, row counts, sequence lengths); arrays it
         cannot use (np.empty garbage that faults) fall back to the data-free estimate."""
         from ..errors import TileLangMiniError
-        ctx = self._context("numpy", chip)
+        ctx = self._context("numpy", chip, check_data=False)
         tensors = TorchArgs()
-        plan = self.plan(ctx, *tensors.convert(args), **tensors.convert(kwargs))
+        plan = self._plan(ctx, tensors.convert(args), tensors.convert(kwargs))
         out = []
         for n, (k, arrays) in enumerate(plan.launches):
             est = None
@@ -136,8 +152,25 @@ class LibraryFunction:
         return CallEstimate(ctx.chip, out)
 
 
-def library_function(plan) -> LibraryFunction:
-    return LibraryFunction(plan)
+def library_function(plan=None, *, empty_ok=False):
+    """`@library_function` or `@library_function(empty_ok=True)` over a plan function."""
+    if plan is None:
+        return lambda p: LibraryFunction(p, empty_ok)
+    return LibraryFunction(plan, empty_ok)
+
+
+def _arrays(args, kwargs, names):
+    """(where, array) for the NumPy arrays among the arguments (also inside tuples and lists,
+    as the (values, scales) pairs); `names`: the parameters' names."""
+    items = [(names[i] if i < len(names) else f"argument {i + 1}", a) for i, a in enumerate(args)]
+    items += list(kwargs.items())
+    for where, a in items:
+        if isinstance(a, np.ndarray):
+            yield where, a
+        elif isinstance(a, (tuple, list)):
+            for j, x in enumerate(a):
+                if isinstance(x, np.ndarray):
+                    yield f"{where}[{j}]", x
 
 
 # ----------------------------------------------------------------------------- arrays
@@ -191,10 +224,13 @@ def from_numpy_like(src: np.ndarray, dst: np.ndarray) -> np.ndarray:
     return dtypes.cast_array(src, name)
 
 
-def dtype_of(a: np.ndarray) -> str:
+def dtype_of(a: np.ndarray, name: str = "d") -> str:
+    """The dtype name of array argument `name`; a dtype tilelang_mini has no name for (float64,
+    complex, object) is a ValueError naming the argument."""
     d = dtypes.canonical(a.dtype)
     if d is None:
-        raise TypeError(f"unsupported dtype {a.dtype}")
+        raise ValueError(f"{name} has dtype {a.dtype}, which no kernel takes "
+                         f"(bfloat16 or float32 here)")
     return d
 
 
@@ -215,6 +251,15 @@ def as_output(plan: Plan, x, name: str = "output", dtype: str | None = None) -> 
     work = np.ascontiguousarray(dtypes.cast_array(a, dtype) if dtype else a)
     plan.writeback.append((a, work))
     return work
+
+
+def dims(a: np.ndarray, axes: str, name: str) -> tuple:
+    """The sizes of `a`'s axes, after checking it has one per name in `axes` ("M, K"): an
+    array of another rank is a ValueError saying which form was expected."""
+    want = [x.strip() for x in axes.split(",")]
+    if a.ndim != len(want):
+        raise ValueError(f"{name} must be {len(want)}-D [{axes}], got shape {tuple(a.shape)}")
+    return tuple(int(x) for x in a.shape)
 
 
 def check_shape(a: np.ndarray, shape, name: str) -> None:

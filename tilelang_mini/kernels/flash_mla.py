@@ -19,7 +19,7 @@ import numpy as np
 
 import tilelang_mini.language as T
 
-from ._core import Plan, as_input, ceil_div, check_shape, library_function, to_numpy
+from ._core import Plan, as_input, ceil_div, check_shape, dims, library_function, to_numpy
 
 PAGE = 64
 NEG = -1e30
@@ -311,7 +311,7 @@ def default_parts(chip, num_heads_per_head_k, num_heads_k):
     return max(1, cores // max(1, int(num_heads_k)) // ceil_div(int(num_heads_per_head_k), 64))
 
 
-@library_function
+@library_function(empty_ok=True)  # an empty batch: nothing to schedule
 def get_mla_metadata(ctx, cache_seqlens=None, num_heads_per_head_k=None, num_heads_k=None,
                      num_parts=None):
     """(tile_scheduler_metadata [num_parts, 8] int32, num_splits [B + 1] int32), computed by a
@@ -330,6 +330,8 @@ def get_mla_metadata(ctx, cache_seqlens=None, num_heads_per_head_k=None, num_hea
     Without cache_seqlens (FlashMLA's current form, and sparse decoding, whose splits follow
     the topk list): (zeros [num_parts, 8], None), no launch."""
     plan = Plan()
+    if num_parts is not None and int(num_parts) < 1:
+        raise ValueError(f"num_parts must be at least 1, got {num_parts}")
     parts = int(num_parts or default_parts(ctx.chip, num_heads_per_head_k, num_heads_k))
     meta = np.zeros((parts, 8), np.int32)
     if cache_seqlens is None:
@@ -381,9 +383,12 @@ def flash_mla_with_kvcache(ctx, q, k_cache, block_table, cache_seqlens, head_dim
                          f"h_q = {HQ}, got {kc.shape}")
     NB, HK = kc.shape[0], kc.shape[2]
     bt = as_input(block_table, "int32", "block_table")
-    MAXB = bt.shape[1]
+    MAXB = dims(bt, "B, max_blocks", "block_table")[1]
     check_shape(bt, (B, MAXB), "block_table")
-    sl = as_input(cache_seqlens, "int32", "cache_seqlens").reshape(B)
+    sl = as_input(cache_seqlens, "int32", "cache_seqlens").reshape(-1)
+    check_shape(sl, (B,), "cache_seqlens")
+    if ctx.check_data:
+        _check_pages(bt, sl, NB)
     ns = as_input(num_splits, "int32", "num_splits").reshape(-1)
     check_shape(ns, (B + 1,), "num_splits")
     meta = as_input(tile_scheduler_metadata, "int32", "tile_scheduler_metadata")
@@ -392,6 +397,11 @@ def flash_mla_with_kvcache(ctx, q, k_cache, block_table, cache_seqlens, head_dim
                          f"get_mla_metadata), got {meta.shape}")
     S = max(1, int(np.max(ns[1:] - ns[:-1])) if B else 1)  # the grid's split extent
     DV = int(head_dim_v)
+    if not 1 <= DV <= D:
+        raise ValueError(f"head_dim_v must be in [1, {D}] (V is the first head_dim_v columns "
+                         f"of each cached row), got {head_dim_v}")
+    if meta.shape[0] < 1:
+        raise ValueError("tile_scheduler_metadata has no rows (num_parts must be at least 1)")
     scale = float(softmax_scale) if softmax_scale is not None else 1.0 / math.sqrt(D)
     op = np.empty((B, S, SQ, HQ, DV), np.float32)  # split partials (a workspace)
     lp = np.empty((B, S, SQ, HQ), np.float32)
@@ -405,6 +415,24 @@ def flash_mla_with_kvcache(ctx, q, k_cache, block_table, cache_seqlens, head_dim
     plan.launch(ctx.compile(mla_combine_kernel, B, SQ, HQ, DV, S), op, lp, out, lse)
     plan.result = (out, lse)
     return plan
+
+
+def _check_pages(bt, seqlens, num_blocks):
+    """The pages a sequence reads (its first ceil(seqlen / 64) block-table entries) must exist:
+    a length past the table or an entry outside the cache is a ValueError (the kernel would
+    read past k_cache)."""
+    for b, n in enumerate(seqlens.tolist()):
+        pages = ceil_div(n, PAGE)
+        if n < 0:
+            raise ValueError(f"cache_seqlens[{b}] = {n} is negative")
+        if pages > bt.shape[1]:
+            raise ValueError(f"cache_seqlens[{b}] = {n} needs {pages} pages; block_table has "
+                             f"{bt.shape[1]} a sequence")
+        used = bt[b, :pages]
+        bad = used[(used < 0) | (used >= num_blocks)]
+        if bad.size:
+            raise ValueError(f"block_table[{b}] names block {int(bad[0])} for cache_seqlens[{b}]"
+                             f" = {n}; k_cache has {num_blocks} blocks")
 
 
 def _sparse_plan(ctx, plan, q_arr, k_cache, indices, topk_length, attn_sink, DV, softmax_scale,

@@ -20,7 +20,7 @@ import numpy as np
 
 import tilelang_mini.language as T
 
-from ._core import Plan, as_input, ceil_div, check_shape, library_function
+from ._core import Plan, as_input, ceil_div, check_shape, dims, library_function
 from .deep_gemm.hc import plan_hc_prenorm
 
 BLOCK_T = 16
@@ -166,8 +166,11 @@ def mhc_pre(ctx, residual, fn, scale, base, rms_eps=1e-6, pre_eps=1e-6, sinkhorn
     """-> (post [T,n] f32, comb [T,n,n] f32, layer_input [T,C] bf16); see the module doc."""
     plan = Plan()
     r = as_input(residual, "bfloat16", "residual")
-    Tn, n, C = r.shape
+    Tn, n, C = dims(r, "T, n, C", "residual")
     N = n * (n + 2)
+    if int(sinkhorn_repeat) < 1 or (num_splits is not None and int(num_splits) < 1):
+        raise ValueError(f"mhc_pre needs sinkhorn_repeat >= 1 and num_splits >= 1 (or None), "
+                         f"got {sinkhorn_repeat} and {num_splits}")
     fn_arr = as_input(fn, "float32", "fn")
     check_shape(fn_arr, (N, n * C), "fn")
     scale_arr = as_input(scale, "float32", "scale").reshape(-1)
@@ -193,10 +196,13 @@ def mhc_post(ctx, x, residual, post, comb):
     """-> [T,n,C] bf16: stream k = post[k] * x + sum_j comb[j, k] * residual[j]."""
     plan = Plan()
     r = as_input(residual, "bfloat16", "residual")
-    Tn, n, C = r.shape
+    Tn, n, C = dims(r, "T, n, C", "residual")
     x_arr = as_input(x, "bfloat16", "x")
     check_shape(x_arr, (Tn, C), "x")
-    post_arr = as_input(post, "float32", "post").reshape(Tn, n)
+    post_arr = as_input(post, "float32", "post")
+    if post_arr.size != Tn * n:  # [T, n] or TileKernels' [T, n, 1]
+        raise ValueError(f"post has shape {post_arr.shape}; expected [T, n] = {(Tn, n)}")
+    post_arr = post_arr.reshape(Tn, n)
     comb_arr = as_input(comb, "float32", "comb")
     check_shape(comb_arr, (Tn, n, n), "comb")
     out = np.empty((Tn, n, C), r.dtype)
@@ -210,9 +216,11 @@ def sinkhorn(ctx, x, repeat=20, eps=1e-6):
     """Sinkhorn normalisation of each n x n matrix of x [T,n,n] (TileKernels' order)."""
     plan = Plan()
     x_arr = as_input(x, "float32", "x")
-    Tn, n, n2 = x_arr.shape
+    Tn, n, n2 = dims(x_arr, "T, n, n", "x")
     if n != n2:
         raise ValueError(f"sinkhorn takes square matrices, got {x_arr.shape}")
+    if int(repeat) < 1:
+        raise ValueError(f"sinkhorn needs repeat >= 1, got {repeat}")
     out = np.empty_like(x_arr)
     plan.launch(ctx.compile(sinkhorn_kernel, Tn, n, int(repeat), float(eps)), x_arr, out)
     plan.result = out

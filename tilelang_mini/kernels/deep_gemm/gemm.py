@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._core import (Plan, as_input, as_output, ceil_div, check_shape, dtype_of, library_function,
+from .._core import (Plan, as_input, as_output, ceil_div, check_shape, dims, dtype_of,
+                     library_function,
                      to_numpy)
 from ._tiles import (SF_GRAN, compile_fitting, fp8_cube, gemm_kernel, head_split_kernel,
                      scaled_block_m)
@@ -40,8 +41,8 @@ def _same_memory(x, y) -> bool:
 
 def _mnk(a, b, layout):
     a_t, b_t = LAYOUTS[layout]
-    M, K = (a.shape[1], a.shape[0]) if a_t else a.shape
-    N, K2 = (b.shape[1], b.shape[0]) if b_t else b.shape
+    M, K = dims(a, "K, M", "a")[::-1] if a_t else dims(a, "M, K", "a")
+    N, K2 = dims(b, "K, N", "b")[::-1] if b_t else dims(b, "N, K", "b")
     if K != K2:
         raise ValueError(f"gemm_{layout}: A and B disagree on K ({K} and {K2}); A {a.shape}, "
                          f"B {b.shape}")
@@ -203,6 +204,8 @@ def _grouped_fp4(ctx, plan, a, sfa, b, sfb, d, info, grouping, expected_m, b_t=F
     sfb_arr, gran_b, sfb_t, sfb_blk = _fp4_scales(sfb, N, K, "sfb", b_fp4, b_t, (G,))
     info_arr = as_input(info, "int32", "masked_m" if masked else "grouped_layout")
     check_shape(info_arr, (G,) if masked else (M,), "masked_m" if masked else "grouped_layout")
+    if ctx.check_data:
+        _check_groups(info_arr, G, M, masked)
     d_np = to_numpy(d, "d")
     out_dtype = dtype_of(d_np)
     if out_dtype not in ("bfloat16", "float32"):
@@ -395,6 +398,8 @@ def _grouped(ctx, a, b, d, info, grouping, scaled, expected_m=None, b_t=False):
         check_shape(a_arr, (G, M, K), "a")
         check_shape(info_arr, (G,), "masked_m")
         check_shape(d_arr, (G, M, N), "d")
+    if ctx.check_data:
+        _check_groups(info_arr, G, M, masked)
     d_arr = as_output(plan, d_arr, "d")
     if not scaled:
         kernel = ctx.compile(gemm_kernel, M, N, K, False, b_t, "bfloat16", out_dtype, None, None,
@@ -418,6 +423,18 @@ def _grouped(ctx, a, b, d, info, grouping, scaled, expected_m=None, b_t=False):
     arrays = (a_arr, sfa_arr, b_arr, sfb_arr, d_arr)
     plan.launch(kernel, *arrays, info_arr, estimate_with=_hint(expected_m, arrays, info_arr))
     return plan
+
+
+def _check_groups(info, G, M, masked):
+    """A grouped_layout names groups below G (negative: a padding row); masked_m[g] is in
+    [0, maxM]. Else a ValueError: the kernel would read past b (or d)."""
+    if not info.size:
+        return
+    if masked and (info.min() < 0 or info.max() > M):
+        raise ValueError(f"masked_m must be in [0, {M}] (the rows of a group), got "
+                         f"{info.min()}..{info.max()}")
+    if not masked and info.max() >= G:
+        raise ValueError(f"grouped_layout names group {info.max()}; b has {G} groups")
 
 
 def _hint(expected_m, arrays, info):

@@ -13,7 +13,7 @@ caller's sum of partials).
 """
 import tilelang_mini.language as T
 
-from .._core import Plan, as_input, as_output, ceil_div, check_shape, library_function
+from .._core import Plan, as_input, as_output, ceil_div, check_shape, dims, library_function
 from ._tiles import store_zeros
 
 
@@ -93,8 +93,8 @@ def hc_prenorm_kernel(M, N, K, splits, block_M=64, block_K=128, atomic=False):
 
 def plan_hc_prenorm(ctx, plan, a, b, d, sqr_sum, num_splits, atomic_reduce=False):
     a_arr, b_arr = as_input(a, "bfloat16", "a"), as_input(b, "float32", "b")
-    M, K = a_arr.shape
-    N = b_arr.shape[0]
+    M, K = dims(a_arr, "M, K", "a")
+    N = dims(b_arr, "N, K", "b")[0]
     check_shape(b_arr, (N, K), "b")
     splits = 1 if num_splits is None else int(num_splits)
     if splits < 1:

@@ -146,6 +146,9 @@ def _d_from_c(ctx, plan, c, d, G, M, N):
     """The output array and whether it starts from zero; a separate C is copied into it."""
     d_arr = as_output(plan, d, "d", "float32")
     check_shape(d_arr, (G, M, N), "d")
+    if not (M and N):
+        raise ValueError(f"d has shape {d_arr.shape}: M and N must be at least 1 (only a "
+                         f"group's K may be 0)")
     if c is None:
         return d_arr, True
     if not np.shares_memory(np.asarray(c), d_arr):
@@ -155,7 +158,16 @@ def _d_from_c(ctx, plan, c, d, G, M, N):
     return d_arr, False
 
 
-@library_function
+def _all_groups_empty(ctx, plan, d_arr, zero_c):
+    """Every group's K is 0 (no operand rows: no GEMM kernel has a shape): D[g] = C[g], already
+    there (c is d, or copied by _d_from_c), or 0 when there is no C."""
+    if zero_c and d_arr.size:
+        G, M, N = d_arr.shape
+        plan.launch(ctx.compile(clear_kernel, G * M, N), d_arr.reshape(G * M, N))
+    return plan
+
+
+@library_function(empty_ok=True)  # groups with no K rows
 def k_grouped_fp8_gemm_tn_contiguous(ctx, a, b, d, ks_cpu, grouped_layout=None, c=None,
                                      recipe=(1, 1, 128), **_ignored):
     """D[g] = C[g] + A[K rows of g].T @ B[K rows of g]; see the module doc. `ks_cpu` (or
@@ -172,12 +184,14 @@ def k_grouped_fp8_gemm_tn_contiguous(ctx, a, b, d, ks_cpu, grouped_layout=None, 
     check_shape(sfa_arr, (SKB, M), "sfa")
     check_shape(sfb_arr, (SKB, N), "sfb")
     d_arr, zero_c = _d_from_c(ctx, plan, c, d, G, M, N)
+    if SK == 0:
+        return _all_groups_empty(ctx, plan, d_arr, zero_c)
     kernel = ctx.compile(k_grouped_kernel, G, M, N, SK, SKB, zero_c, fp8_cube(ctx.chip))
     plan.launch(kernel, a_arr, sfa_arr, b_arr, sfb_arr, d_arr, off, off // GRAN, nkb)
     return plan
 
 
-@library_function
+@library_function(empty_ok=True)  # groups with no K rows
 def k_grouped_bf16_gemm_tn_contiguous(ctx, a, b, d, ks_cpu, grouped_layout=None, c=None,
                                       **_ignored):
     """The bf16 form: A [sum_k, M], B [sum_k, N] bfloat16; D[g] = C[g] + A_g.T @ B_g."""
@@ -186,6 +200,8 @@ def k_grouped_bf16_gemm_tn_contiguous(ctx, a, b, d, ks_cpu, grouped_layout=None,
     a_arr, b_arr = _operands(a, b, ks, "bfloat16")
     (SK, M), N, G = a_arr.shape, b_arr.shape[1], len(ks)
     d_arr, zero_c = _d_from_c(ctx, plan, c, d, G, M, N)
+    if SK == 0:
+        return _all_groups_empty(ctx, plan, d_arr, zero_c)
     kernel = ctx.compile(k_grouped_bf16_kernel, G, M, N, SK, zero_c)
     plan.launch(kernel, a_arr, b_arr, d_arr, off, nkb)
     return plan
@@ -214,7 +230,7 @@ def _nt_scales(sf, rows, SKB, name):
                      f"row and 128 K values of the groups' K)")
 
 
-@library_function
+@library_function(empty_ok=True)  # groups with no K rows
 def k_grouped_fp8_gemm_nt_contiguous(ctx, a, b, d, ks_cpu, grouped_layout=None, c=None,
                                      recipe=(1, 1, 128), **_ignored):
     """D[g] = C[g] + A_g @ B_g.T with each group's A_g [M, k_g] and B_g [N, k_g] K-major, one after

@@ -22,7 +22,7 @@ import numpy as np
 
 import tilelang_mini.language as T
 
-from .._core import Plan, as_input, as_output, check_shape, library_function
+from .._core import Plan, as_input, as_output, check_shape, dims, library_function
 from . import gemm as _gemm
 from . import quant as _quant
 
@@ -125,20 +125,21 @@ def _routing(topk_idx, topk_weights, E):
 def _mega(ctx, x, topk_idx, topk_weights, l1, l2, y, activation_clamp, fp8):
     plan = Plan()
     xa = as_input(x, "bfloat16", "x")
-    T_, H = xa.shape
+    T_, H = dims(xa, "T, H", "x")
     if fp8:
         (w1, s1), (w2, s2) = l1, l2
         w1, w2 = as_input(w1, "float8_e4m3fn", "l1"), as_input(w2, "float8_e4m3fn", "l2")
         s1, s2 = as_input(s1, "float32", "l1 scales"), as_input(s2, "float32", "l2 scales")
     else:
         w1, w2 = as_input(l1, "bfloat16", "l1"), as_input(l2, "bfloat16", "l2")
-    E, I2, H1 = w1.shape
+    E, I2, _ = dims(w1, "E, 2I, H", "l1 weights")
     I = I2 // 2
     check_shape(w1, (E, 2 * I, H), "l1 weights")
     check_shape(w2, (E, H, I), "l2 weights")
     idx = as_input(topk_idx, "int32", "topk_idx")
-    K = idx.shape[1]
+    K = dims(idx, "T, k", "topk_idx")[1]
     check_shape(idx, (T_, K), "topk_idx")
+    check_shape(as_input(topk_weights, "float32", "topk_weights"), (T_, K), "topk_weights")
     if np.any(idx >= E):
         raise ValueError(f"topk_idx names an expert >= {E}")
     MP, src, layout, weight, pos = _routing(idx, topk_weights, E)

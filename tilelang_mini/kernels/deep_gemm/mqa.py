@@ -28,7 +28,7 @@ import tilelang_mini.language as T
 
 from ...ir import dtypes
 
-from .._core import Plan, as_input, as_output, check_shape, library_function, to_numpy
+from .._core import Plan, as_input, as_output, check_shape, dims, library_function, to_numpy
 from ._tiles import fp8_cube, fp8_operand_tiles
 
 
@@ -219,7 +219,7 @@ def fp8_mqa_logits(ctx, q, kv, weights, cu_seq_len_k_start, cu_seq_len_k_end, cl
         raise ValueError(f"max_seqlen_k={max_seqlen_k}: only the full [S, SK] logits layout "
                          f"(max_seqlen_k=0) is supported")
     q_arr = as_input(q, "float8_e4m3fn", "q")
-    S, H, D = q_arr.shape
+    S, H, D = dims(q_arr, "S, H, D", "q")
     kv_arr, sf_arr = as_input(kv[0], "float8_e4m3fn", "kv"), as_input(kv[1], "float32", "kv_sf")
     SK = kv_arr.shape[0]
     check_shape(kv_arr, (SK, D), "kv")

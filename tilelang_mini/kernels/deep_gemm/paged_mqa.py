@@ -25,7 +25,7 @@ import numpy as np
 
 import tilelang_mini.language as T
 
-from .._core import (Plan, as_input, as_output, check_shape, library_function,
+from .._core import (Plan, as_input, as_output, check_shape, dims, library_function,
                      to_numpy)
 from ._tiles import fp8_cube
 from .mqa import logit_tiles
@@ -231,7 +231,7 @@ def fp8_paged_mqa_logits(ctx, q, kv_cache, weights, context_lens, block_table, s
     """-> logits [B * next_n, max_context_len] float32; see the module doc."""
     plan = Plan()
     qa = as_input(q, "float8_e4m3fn", "q")
-    B, NN, H, D = qa.shape
+    B, NN, H, D = dims(qa, "B, next_n, H, D", "q")
     kv = as_input(kv_cache, "uint8", "kv_cache")
     if kv.ndim != 4 or kv.shape[2] != 1 or kv.shape[3] != D + 4:
         raise ValueError(f"kv_cache must be [num_blocks, block_kv, 1, {D + 4}] uint8, got "

@@ -23,7 +23,7 @@ import numpy as np
 
 import tilelang_mini.language as T
 
-from .._core import Plan, as_input, ceil_div, library_function, to_numpy
+from .._core import Plan, as_input, ceil_div, dims, library_function, to_numpy
 
 FP8_MAX = 448.0
 FP4_MAX = 6.0
@@ -180,9 +180,13 @@ def unpack_kernel(M, N, block_M=ROWS):
     return unpack_ue8m0
 
 
-def _cast_input(x):
-    """The array to quantise: float32 or bfloat16 as given, any other dtype as float32."""
+def _cast_input(x, gran_k=None):
+    """The 2-D array to quantise: float32 or bfloat16 as given, any other dtype as float32
+    (and `gran_k`, when given, checked: a positive group size)."""
     xa = as_input(x, name="x")
+    dims(xa, "M, N", "x")
+    if gran_k is not None and (int(gran_k) != gran_k or gran_k < 1):
+        raise ValueError(f"gran_k must be a positive integer, got {gran_k!r}")
     return xa if xa.dtype.name in ("float32", "bfloat16") else xa.astype(np.float32)
 
 
@@ -193,7 +197,7 @@ def _rows2d(a):
 @library_function
 def per_token_cast_to_fp8(ctx, x, use_ue8m0=False, gran_k=128, use_packed_ue8m0=False):
     """-> (x_fp8 [M, N] e4m3, sf [M, ceil(N/gran_k)] fp32, or packed int32 when asked)."""
-    plan, xa = Plan(), _cast_input(x)
+    plan, xa = Plan(), _cast_input(x, gran_k)
     M, N = xa.shape
     q = np.empty((M, N), _fp8())
     sf = np.empty((M, ceil_div(N, gran_k)), np.float32)
@@ -208,7 +212,7 @@ def per_token_cast_to_fp8(ctx, x, use_ue8m0=False, gran_k=128, use_packed_ue8m0=
 @library_function
 def per_token_cast_to_fp4(ctx, x, use_ue8m0=False, gran_k=128, use_packed_ue8m0=False):
     """-> (packed e2m1 int8 [M, N/2], sf [M, ceil(N/gran_k)] fp32, or packed int32)."""
-    plan, xa = Plan(), _cast_input(x)
+    plan, xa = Plan(), _cast_input(x, gran_k)
     M, N = xa.shape
     if N % 2 or gran_k % 2:
         raise ValueError(f"per_token_cast_to_fp4 packs two values per byte: N={N} must be even")
@@ -230,7 +234,7 @@ def per_token_cast_to_fp4(ctx, x, use_ue8m0=False, gran_k=128, use_packed_ue8m0=
 @library_function
 def per_block_cast_to_fp8(ctx, x, use_ue8m0=False, gran_k=128):
     """-> (x_fp8 [M, N] e4m3, sf [ceil(M/g), ceil(N/g)] fp32), one scale per g x g block."""
-    plan, xa = Plan(), _cast_input(x)
+    plan, xa = Plan(), _cast_input(x, gran_k)
     M, N = xa.shape
     q = np.empty((M, N), _fp8())
     sf = np.empty((ceil_div(M, gran_k), ceil_div(N, gran_k)), np.float32)
@@ -477,7 +481,7 @@ def per_channel_cast_to_fp8(ctx, x, use_ue8m0=False, gran_k=128):
     """-> (x_fp8 [M, N] e4m3, sf [M/gran_k, N] fp32): one scale per column and per gran_k rows
     (the recipe (1, 1, 128) operands of the k-grouped GEMMs and fp8_einsum's bhd,bhr->hdr). M is
     a multiple of gran_k, as DeepGEMM asserts."""
-    plan, xa = Plan(), _cast_input(x)
+    plan, xa = Plan(), _cast_input(x, gran_k)
     M, N = xa.shape
     if M % int(gran_k):
         raise ValueError(f"per_channel_cast_to_fp8: M={M} must be a multiple of gran_k={gran_k}")

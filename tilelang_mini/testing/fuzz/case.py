@@ -48,6 +48,7 @@ class Case:
     broken: str | None = None         # `expert_broken`: the synchronisation removed
     call: dict | None = None          # `args` family: {"kind", "index"} (badargs.py)
     scenario: dict | None = None      # `scenario` family: process/thread/cache (scenarios.py)
+    library: dict | None = None       # `library` family: kind, chip, sim, illegal (library_call.py)
     marks: dict = field(default_factory=dict)  # notable statement -> line (for invalid kernels)
 
     @property
@@ -72,6 +73,12 @@ class Case:
         parts = [f"# case {self.family}:{self.seed}", self.source]
         if self.reference:
             parts.append("# reference (float64 NumPy)\n" + self.reference)
+        if self.library:
+            lib = self.library
+            parts.append(f"# call(target, chip={lib['chip']!r}, sim=...): steps numpy, llvm"
+                         + (", sim" if lib.get("sim") else "")
+                         + (f"; illegal ({lib['illegal']}): must raise a clear error"
+                            if lib.get("illegal") else ""))
         if self.mutation:
             parts.append(f"# the IR after {self.mutation['stage']} is mutated with seed "
                          f"{self.mutation['seed']} (the run prints the mutated text)")

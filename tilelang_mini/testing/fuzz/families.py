@@ -24,6 +24,7 @@ from .gen_scatter import gen_scatter
 from .gen_select import gen_atomic, gen_select
 from .gen_eager import gen_eager
 from .gen_launch import gen_launches
+from .gen_library import gen_library
 from .gen_simt import gen_simt
 from .gen_tileops import gen_tileops
 from .gen_views import gen_views
@@ -64,6 +65,7 @@ VALID = {
     "padvar": gen_padvar,
     "conv": gen_conv,
     "gemmsp": gen_gemmsp,
+    "library": gen_library,
 }
 # Relative frequencies in a random mix (the cheap families more often).
 WEIGHTS = {"gemm": 4, "elementwise": 4, "reduce": 3, "rownorm": 2, "cube_vector": 3,
@@ -72,7 +74,7 @@ WEIGHTS = {"gemm": 4, "elementwise": 4, "reduce": 3, "rownorm": 2, "cube_vector"
            "expert_broken": 2, "scenario": 1,
            "tile_nd": 2, "select": 3, "atomic": 2, "developer": 3, "dialect": 3, "flow": 3,
            "int4": 3, "fitting": 2, "cv_combine": 3, "simt": 3, "views": 3, "launches": 2, "eager": 2, "scatter": 2, "tileops": 2, "misc": 2,
-           "bits": 2, "padvar": 2, "conv": 2, "gemmsp": 1}
+           "bits": 2, "padvar": 2, "conv": 2, "gemmsp": 1, "library": 2}
 FAMILIES = tuple(VALID) + ("expert_broken", "invalid", "mutation", "args", "scenario")
 # Kernels whose IR is mutated: small, quick to compile and run.
 MUTATION_BASES = ("elementwise", "reduce", "gemm", "cube_vector", "rownorm", "tile_nd", "expert",

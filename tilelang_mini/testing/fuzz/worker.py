@@ -305,6 +305,9 @@ def main() -> int:
                 from .scenarios import run_scenario
                 result = run_scenario(case, lambda **m: proto.send(id=msg["id"], **m),
                                       timeout=0.75 * msg.get("timeout", 120.0))
+            elif case.library:
+                from .library_call import run_library
+                result = run_library(case, lambda **m: proto.send(id=msg["id"], **m), tmpdir)
             elif case.expect_error:
                 result = run_invalid(case, lambda **m: proto.send(id=msg["id"], **m), tmpdir)
             elif case.mutation:
