@@ -86,7 +86,7 @@ def test_a_tuple_without_allocations_is_not_split():
         def nested(Out: T.Tensor((4,), T.float32)):
             with T.Kernel(1):
                 a, b = (T.alloc_shared((4,), T.float32), 1), 2
-                Out[0] = b
+                Out[0] = b + a[0]
 
         tilelang.compile(nested, out_idx=[-1], target="numpy")
 
