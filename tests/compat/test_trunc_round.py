@@ -1,6 +1,6 @@
 """T.truncdiv / T.truncmod (C's integer `/` and `%`: the quotient rounded toward zero, the
-remainder with the dividend's sign), T.round (TVM's tir.round, C roundf: ties away from zero)
-and T.trunc, in TileLang's spelling: element maps in T.Parallel, integer scalars and trace-time
+remainder with the dividend's sign), T.round (TVM's tir.round, C roundf: ties away from zero),
+T.trunc, T.nearbyint (ties to even), T.isnan/isinf/isfinite and T.tan, in TileLang's spelling: element maps in T.Parallel, integer scalars and trace-time
 numbers, on both targets and simulated, against NumPy references in int64 / float64 built from
 the definitions (not from the kernel's own formulas)."""
 import numpy as np
@@ -164,5 +164,56 @@ def test_numpy_and_llvm_agree_bit_for_bit(monkeypatch):
         monkeypatch.setenv("TILELANG_MINI_TARGET", t)
         outs[t] = [o.view(np.uint32) for o in round_map(256, 64, T.float32)(x)]
         outs[t] += [o.view(np.uint32) for o in int_divmod(256, 64, -5)(a, b)]
+        outs[t] += [o.view(np.uint32) for o in more_math(256, T.float32)(x)]
     for p, q in zip(outs["numpy"], outs["llvm"]):
         np.testing.assert_array_equal(p, q)
+
+
+@tilelang.jit(out_idx=[-2, -1])
+def more_math(N, dtype):
+    @T.prim_func
+    def main(X: T.Tensor((N,), dtype), Y: T.Tensor((N,), dtype), F: T.Tensor((N, 3), T.int32)):
+        with T.Kernel(1, threads=128):
+            for i in T.Parallel(N):
+                Y[i] = T.nearbyint(X[i])
+                F[i, 0] = T.if_then_else(T.isnan(X[i]), 1, 0)
+                F[i, 1] = T.if_then_else(T.isinf(X[i]), 1, 0)
+                F[i, 2] = T.if_then_else(T.isfinite(X[i]), 1, 0)
+    return main
+
+
+def test_nearbyint_and_float_classes(target, monkeypatch):
+    """nearbyint rounds ties to even (NumPy's rint is that rounding); isnan/isinf/isfinite."""
+    monkeypatch.setenv("TILELANG_MINI_TARGET", target)
+    rng = np.random.default_rng(7)
+    for dt in (np.float32, np.float16):
+        x = (rng.standard_normal(128) * 6).astype(dt)
+        with np.errstate(over="ignore"):  # 1e10 and 3.4e38 are inf in float16
+            x[: len(_EDGES)] = np.array(_EDGES, np.float32).astype(dt)
+        x[40:70] = np.arange(-15, 15) + 0.5  # ties both ways
+        kern = more_math(128, T.float32 if dt is np.float32 else T.float16)
+        want_f = np.stack([np.isnan(x), np.isinf(x), np.isfinite(x)], axis=1).astype(np.int32)
+        want_y = np.rint(x.astype(np.float64))
+        for y, f in (kern(x), kern.simulate(x)[0]):
+            np.testing.assert_array_equal(y.astype(np.float64), want_y)
+            np.testing.assert_array_equal(np.signbit(y[want_y == 0]), np.signbit(want_y[want_y == 0]))
+            np.testing.assert_array_equal(f, want_f)
+
+
+@tilelang.jit(out_idx=[-1])
+def tangent(N):
+    @T.prim_func
+    def main(X: T.Tensor((N,), T.float32), Y: T.Tensor((N,), T.float32)):
+        with T.Kernel(1, threads=128):
+            for i in T.Parallel(N):
+                Y[i] = T.tan(X[i])
+    return main
+
+
+def test_tan(target, monkeypatch):
+    monkeypatch.setenv("TILELANG_MINI_TARGET", target)
+    x = np.random.default_rng(8).uniform(-1.5, 1.5, 256).astype(np.float32)
+    want = np.tan(x.astype(np.float64))
+    kern = tangent(256)
+    for y in (kern(x), kern.simulate(x)[0]):
+        np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-6)

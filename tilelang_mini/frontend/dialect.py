@@ -12,7 +12,9 @@ form, so that every backend runs them the same way:
     T.erf(x)                 -> Abramowitz-Stegun 7.1.26 (|error| < 1.5e-7) with the sign by select
     T.truncdiv(a, b)         -> select(a % b != 0 and signs differ, a // b + 1, a // b)
     T.round(x), T.trunc(x)   -> trunc(x) = select(x < 0, -(-x // 1.0), x // 1.0), then
-                                round(x) = trunc(x) +- 1 where |x - trunc(x)| >= 0.5
+                                round(x) = trunc(x) +- 1 where |x - trunc(x)| >= 0.5;
+                                nearbyint: an odd away-rounded tie goes back to trunc(x)
+    T.isnan(x), T.isinf(x)   -> x != x, abs(x) == inf
     T.float32(x), T.Cast(dtype, x) -> cast(x, "float32")
 """
 from __future__ import annotations
@@ -132,6 +134,30 @@ def round_away(x):
                  _call("select", binop("<=", d, -0.5), binop("-", t, 1.0), t))
 
 
+def nearbyint(x):
+    """T.nearbyint (the default rounding mode: ties to even): round_away(x), except that a tie
+    (|x - trunc(x)| == 0.5) whose away-rounded value is odd goes to trunc(x) instead."""
+    if not is_ir(x):
+        return float(round(x)) if math.isfinite(x) else float(x)
+    if static_dtype(x) is not None and dtypes.is_int(static_dtype(x)):
+        return x
+    t, r = trunc(x), round_away(x)
+    tie = binop("==", _call("abs", binop("-", x, t)), 0.5)
+    odd = binop("!=", binop("*", binop("//", r, 2.0), 2.0), r)
+    return _call("select", binop("and", tie, odd), t, r)
+
+
+def float_class(name: str, x):
+    """T.isnan (x != x, unordered), T.isinf (|x| == inf), T.isfinite (|x| < inf): bools."""
+    if not is_ir(x):
+        return {"isnan": math.isnan, "isinf": math.isinf, "isfinite": math.isfinite}[name](x)
+    if static_dtype(x) is not None and dtypes.is_int(static_dtype(x)):
+        return name == "isfinite"
+    if name == "isnan":
+        return binop("!=", x, x)
+    return binop("==" if name == "isinf" else "<", _call("abs", x), math.inf)
+
+
 def power(a, b):
     """a ** b: a product for small integer exponents, else exp2(b * log2(a))."""
     if not is_ir(a) and not is_ir(b):
@@ -178,6 +204,7 @@ class Dialect:
                  "log10": lambda x: binop("*", _call("log", x), _LN10_INV),
                  "sigmoid": sigmoid, "tanh": tanh, "erf": erf,
                  "floor": lambda x: binop("//", x, 1.0),
+                 "tan": lambda x: binop("/", _call("sin", x), _call("cos", x)),
                  "ceil": lambda x: _call("neg", binop("//", _call("neg", x), 1.0))}
         if name in unary:
             (x,) = self.values(n, 1, name)
@@ -185,7 +212,7 @@ class Dialect:
                 x = float(x)
                 py = {"log2": math.log2, "log10": math.log10, "tanh": math.tanh, "erf": math.erf,
                       "sigmoid": lambda v: 1.0 / (1.0 + math.exp(-v)), "floor": math.floor,
-                      "ceil": math.ceil}[name]
+                      "ceil": math.ceil, "tan": math.tan}[name]
                 return py(x)
             return unary[name](x)
         if name in ("floordiv", "floormod", "truncdiv", "truncmod"):
@@ -217,9 +244,12 @@ class Dialect:
             raise self.error(n, "T.use_swizzle is a statement here (a GPU hint)")
         if name in ("atomic_add", "atomic_max", "atomic_min"):  # return_prev=True
             return self.atomic_value(name[len("atomic_"):], n)
-        if name in ("round", "trunc"):
+        if name in ("round", "trunc", "nearbyint"):
             (x,) = self.values(n, 1, name)
-            return round_away(x) if name == "round" else trunc(x)
+            return {"round": round_away, "trunc": trunc, "nearbyint": nearbyint}[name](x)
+        if name in ("isnan", "isinf", "isfinite"):
+            (x,) = self.values(n, 1, name)
+            return float_class(name, x)
         return None
 
     def trunc_divmod(self, name: str, a, b, n):
