@@ -90,7 +90,7 @@ def test_truncdiv_truncmod_on_scalars(target, monkeypatch):
 
 def test_trace_time_numbers():
     @T.prim_func
-    def main(Out: T.Tensor((6,), T.float32)):
+    def main(Out: T.Tensor((9,), T.float32)):
         with T.Kernel(1):
             Out[0] = T.truncdiv(-7, 2) * 1.0
             Out[1] = T.truncmod(-7, 2) * 1.0
@@ -98,9 +98,12 @@ def test_trace_time_numbers():
             Out[3] = T.round(-2.5)
             Out[4] = T.round(0.49999999999999994)
             Out[5] = T.trunc(-3.75)
+            Out[6] = T.nearbyint(2.5)
+            Out[7] = T.nearbyint(-3.5)
+            Out[8] = T.if_then_else(T.isinf(-1e400) and not T.isfinite(1e400), 1.0, 0.0)
 
     got = tilelang.compile(main, out_idx=[-1], target="numpy")()
-    np.testing.assert_array_equal(got, [-3.0, -1.0, 1.0, -3.0, 0.0, -3.0])
+    np.testing.assert_array_equal(got, [-3.0, -1.0, 1.0, -3.0, 0.0, -3.0, 2.0, -4.0, 1.0])
 
 
 @tilelang.jit(out_idx=[-2, -1])
