@@ -10,6 +10,7 @@ from typing import NamedTuple
 
 from ..ir.analysis import TILE_OPS, writes as analysis_writes
 from ..ir.nodes import Alloc, Buffer, Load, Loc, Store, Var, walk
+from .common import Marker
 from .exprs import as_expr, constant_difference, const, is_ir, static_dtype
 
 
@@ -115,7 +116,42 @@ def vector_flags_without_scopes(kernel_with: ast.With) -> bool:
     return any(c in _FLAG_CALLS for c in calls) and not any(c in _CUBE_CALLS for c in calls)
 
 
+def _allocates(builder, value) -> bool:
+    """Whether an assigned expression is a `T.alloc_*` (or `T.reshape`/`T.view`) call, or a
+    tuple holding one."""
+    if isinstance(value, (ast.Tuple, ast.List)):
+        return any(_allocates(builder, v) for v in value.elts)
+    if not isinstance(value, ast.Call):
+        return False
+    fn = builder.eval_callee(value.func)
+    return isinstance(fn, Marker) and (fn.name.startswith("alloc_") or fn.name in ("reshape", "view"))
+
+
 class Bindings:
+    def alloc_tuple(self, s) -> list | None:
+        """`A_s, B_s = T.alloc_shared(..), T.alloc_shared(..)`: Python unpacks the tuple at trace
+        time, so it is one assignment per name, in order:
+
+            A_s, B_s = T.alloc_shared((m, k), dt), T.alloc_fragment((k, n), dt)
+         -> A_s = T.alloc_shared((m, k), dt); B_s = T.alloc_fragment((k, n), dt)
+
+        Only when some element allocates and no element reads a name the tuple binds (`a, b =
+        b, a` keeps Python's evaluate-then-bind order); None otherwise (the general path)."""
+        target, value = s.targets[0], s.value
+        if not (isinstance(value, (ast.Tuple, ast.List)) and len(value.elts) == len(target.elts)
+                and not any(isinstance(e, ast.Starred) for e in (*target.elts, *value.elts))
+                and any(_allocates(self, v) for v in value.elts)):
+            return None
+        bound = {n.id for t in target.elts for n in ast.walk(t) if isinstance(n, ast.Name)}
+        if any(isinstance(n, ast.Name) and n.id in bound for v in value.elts for n in ast.walk(v)):
+            return None
+        out = []
+        for t, v in zip(target.elts, value.elts):
+            one = ast.copy_location(ast.Assign(targets=[t], value=v), v)
+            one.end_lineno, one.end_col_offset = v.end_lineno, v.end_col_offset
+            out += self.assign(one)
+        return out
+
     def stale_reads_of(self, stmts, node) -> None:
         """A name bound to a run-time expression is that expression, read where the name is used
         (`a = x[i]` binds `x[i]`, not its value then). After a statement that may write an

@@ -10,6 +10,11 @@ form, so that every backend runs them the same way:
     T.sigmoid(x)             -> 1.0 / (1.0 + exp(-x))
     T.log2(x)                -> log(x) * 1.4426950408889634
     T.erf(x)                 -> Abramowitz-Stegun 7.1.26 (|error| < 1.5e-7) with the sign by select
+    T.truncdiv(a, b)         -> select(a % b != 0 and signs differ, a // b + 1, a // b)
+    T.round(x), T.trunc(x)   -> trunc(x) = select(x < 0, -(-x // 1.0), x // 1.0), then
+                                round(x) = trunc(x) +- 1 where |x - trunc(x)| >= 0.5;
+                                nearbyint: an odd away-rounded tie goes back to trunc(x)
+    T.isnan(x), T.isinf(x)   -> x != x, abs(x) == inf
     T.float32(x), T.Cast(dtype, x) -> cast(x, "float32")
 """
 from __future__ import annotations
@@ -27,7 +32,7 @@ from ..language.hints import (GPU_ONLY, GPU_ONLY_PREFIXES, HINT_NAMES, MULTI_DEV
 from .atomic import ParallelAtomic
 from .common import Marker, show
 from ..ir.analysis import interval
-from .exprs import BIT_SYMBOLS, as_expr, binop, bit_not, const, is_ir, reinterpret
+from .exprs import BIT_SYMBOLS, as_expr, binop, bit_not, const, is_ir, reinterpret, static_dtype
 
 _LN2_INV = 1.0 / math.log(2.0)
 _LN10_INV = 1.0 / math.log(10.0)
@@ -95,6 +100,64 @@ def select(c, a, b, ranges=None):
     return _call("select", c, clamp_loads(as_expr(a), ranges), clamp_loads(as_expr(b), ranges))
 
 
+_F32_INTEGRAL = float(2 ** 23)  # float32 values of at least this magnitude are integers
+
+
+def trunc(x):
+    """T.trunc (C truncf, toward zero): select(x < 0, ceil(x), floor(x)), each floor the exact
+    `x // 1.0`. On a magnitude of 2^23 or more (every float32 there is an integer, and inf)
+    the value itself, so that no infinity reaches `//`."""
+    if not is_ir(x):
+        return float(math.trunc(x)) if math.isfinite(x) else float(x)
+    if static_dtype(x) is not None and dtypes.is_int(static_dtype(x)):
+        return x
+    y = _call("min", _call("max", x, -_F32_INTEGRAL), _F32_INTEGRAL)
+    t = _call("select", binop("<", y, 0.0), _call("neg", binop("//", _call("neg", y), 1.0)),
+              binop("//", y, 1.0))
+    return _call("select", binop("<", _call("abs", x), _F32_INTEGRAL), t, x)
+
+
+def round_away(x):
+    """T.round (TVM's tir.round, C roundf: ties away from zero) as t = trunc(x) plus a step
+    toward x's sign where |x - t| >= 0.5; x - t is exact, so 0.49999997 rounds to 0 and -2.5
+    to -3 (floor(x + 0.5) gets both wrong)."""
+    if not is_ir(x):
+        if not math.isfinite(x):
+            return float(x)
+        t = math.trunc(x)
+        return float(t + (math.copysign(1, x) if abs(x - t) >= 0.5 else 0))
+    if static_dtype(x) is not None and dtypes.is_int(static_dtype(x)):
+        return x
+    t = trunc(x)
+    d = binop("-", x, t)
+    return _call("select", binop(">=", d, 0.5), binop("+", t, 1.0),
+                 _call("select", binop("<=", d, -0.5), binop("-", t, 1.0), t))
+
+
+def nearbyint(x):
+    """T.nearbyint (the default rounding mode: ties to even): round_away(x), except that a tie
+    (|x - trunc(x)| == 0.5) whose away-rounded value is odd goes to trunc(x) instead."""
+    if not is_ir(x):
+        return float(round(x)) if math.isfinite(x) else float(x)
+    if static_dtype(x) is not None and dtypes.is_int(static_dtype(x)):
+        return x
+    t, r = trunc(x), round_away(x)
+    tie = binop("==", _call("abs", binop("-", x, t)), 0.5)
+    odd = binop("!=", binop("*", binop("//", r, 2.0), 2.0), r)
+    return _call("select", binop("and", tie, odd), t, r)
+
+
+def float_class(name: str, x):
+    """T.isnan (x != x, unordered), T.isinf (|x| == inf), T.isfinite (|x| < inf): bools."""
+    if not is_ir(x):
+        return {"isnan": math.isnan, "isinf": math.isinf, "isfinite": math.isfinite}[name](x)
+    if static_dtype(x) is not None and dtypes.is_int(static_dtype(x)):
+        return name == "isfinite"
+    if name == "isnan":
+        return binop("!=", x, x)
+    return binop("==" if name == "isinf" else "<", _call("abs", x), math.inf)
+
+
 def power(a, b):
     """a ** b: a product for small integer exponents, else exp2(b * log2(a))."""
     if not is_ir(a) and not is_ir(b):
@@ -141,6 +204,7 @@ class Dialect:
                  "log10": lambda x: binop("*", _call("log", x), _LN10_INV),
                  "sigmoid": sigmoid, "tanh": tanh, "erf": erf,
                  "floor": lambda x: binop("//", x, 1.0),
+                 "tan": lambda x: binop("/", _call("sin", x), _call("cos", x)),
                  "ceil": lambda x: _call("neg", binop("//", _call("neg", x), 1.0))}
         if name in unary:
             (x,) = self.values(n, 1, name)
@@ -148,14 +212,13 @@ class Dialect:
                 x = float(x)
                 py = {"log2": math.log2, "log10": math.log10, "tanh": math.tanh, "erf": math.erf,
                       "sigmoid": lambda v: 1.0 / (1.0 + math.exp(-v)), "floor": math.floor,
-                      "ceil": math.ceil}[name]
+                      "ceil": math.ceil, "tan": math.tan}[name]
                 return py(x)
             return unary[name](x)
         if name in ("floordiv", "floormod", "truncdiv", "truncmod"):
             a, b = self.values(n, 2, name)
             if name.startswith("trunc"):
-                raise self.error(n, f"T.{name} rounds toward zero; write T.floordiv/T.floormod "
-                                    "(or // and %) for the floor-rounded forms")
+                return self.trunc_divmod(name, a, b, n)
             return self.arith("//" if name == "floordiv" else "%", a, b, n)
         if name == "pow":
             a, b = self.values(n, 2, name)
@@ -181,10 +244,38 @@ class Dialect:
             raise self.error(n, "T.use_swizzle is a statement here (a GPU hint)")
         if name in ("atomic_add", "atomic_max", "atomic_min"):  # return_prev=True
             return self.atomic_value(name[len("atomic_"):], n)
-        if name == "round":
-            raise self.error(n, "T.round is not supported; write T.floor(x + 0.5) for "
-                                "ties-away rounding of non-negative values")
+        if name in ("round", "trunc", "nearbyint"):
+            (x,) = self.values(n, 1, name)
+            return {"round": round_away, "trunc": trunc, "nearbyint": nearbyint}[name](x)
+        if name in ("isnan", "isinf", "isfinite"):
+            (x,) = self.values(n, 1, name)
+            return float_class(name, x)
         return None
+
+    def trunc_divmod(self, name: str, a, b, n):
+        """T.truncdiv / T.truncmod (C's `/` and `%` on integers) from the floor forms: they
+        differ by one step where the remainder is non-zero and the operands' signs differ."""
+        for v in (a, b):
+            dt = static_dtype(v) if is_ir(v) else ("int32" if isinstance(v, int) else "float32")
+            if dt is not None and not (dtypes.is_int(dt) or dt == "bool"):
+                raise self.error(n, f"T.{name} takes integers, got {show(v)} ({dt}); for floats "
+                                    "write T.trunc(a / b) or a - b * T.trunc(a / b)")
+        if not is_ir(b) and b == 0:
+            raise self.error(n, f"T.{name}: division by zero")
+        if not is_ir(a) and not is_ir(b):
+            q = a // b
+            if q < 0 and q * b != a:
+                q += 1
+            return q if name == "truncdiv" else a - q * b
+        q, r = self.arith("//", a, b, n), self.arith("%", a, b, n)
+        differ = binop("or", binop("and", binop("<", a, 0), binop(">", b, 0)),
+                       binop("and", binop(">", a, 0), binop("<", b, 0)))
+        if not is_ir(b):  # a constant divisor: one sign test
+            differ = binop("<", a, 0) if b > 0 else binop(">", a, 0)
+        step = binop("and", binop("!=", r, 0), differ)
+        if name == "truncdiv":
+            return select(step, binop("+", q, 1), q)
+        return select(step, binop("-", r, b), r)
 
     def tvm_intrinsic(self, name: str, n: ast.Call):
         """TVM's `tirx.const(value, dtype)` (a trace-time number of that kind, range-checked:

@@ -469,6 +469,8 @@ class KernelBuilder(ExprVisitor, ControlFlow, TileOps, Dialect, TileAscend, Eage
             value = self.eval(s.value)
             return [st for t in s.targets for st in self.bind_value(t, value, s)]
         target = s.targets[0]
+        if isinstance(target, (ast.Tuple, ast.List)) and (split := self.alloc_tuple(s)) is not None:
+            return split
         if isinstance(target, ast.Name) and isinstance(s.value, ast.Call):
             fn = self.eval_callee(s.value.func)
             if isinstance(fn, Marker) and fn.name == "alloc_reducer":

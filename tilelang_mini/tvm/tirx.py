@@ -16,7 +16,9 @@ _SAME = {
     "log": "log", "log2": "log2", "sqrt": "sqrt", "rsqrt": "rsqrt", "abs": "abs",
     "floordiv": "floordiv", "floormod": "floormod", "truncdiv": "truncdiv",
     "truncmod": "truncmod", "sigmoid": "sigmoid", "tanh": "tanh", "erf": "erf",
-    "floor": "floor", "ceil": "ceil", "pow": "pow", "And": "And", "Or": "Or", "Not": "Not",
+    "floor": "floor", "ceil": "ceil", "round": "round", "trunc": "trunc", "pow": "pow",
+    "nearbyint": "nearbyint", "isnan": "isnan", "isinf": "isinf", "isfinite": "isfinite",
+    "tan": "tan", "And": "And", "Or": "Or", "Not": "Not",
 }
 _OWN = ("const", "reinterpret")
 
