@@ -94,13 +94,26 @@ def fit_event_ids(analyse, assign, first, chain: bool = True):
             if not chain or pair is None:
                 raise
             where = {id(it): n for n, it in enumerate(instrs(tree))}
-            ends = {(where[id(ch.ends[0])], where[id(ch.ends[1])]) for ch in channels
-                    if ch.kind != "barrier" and ch.ends is not None and pair_of(ch) == pair}
-            classes, old = chained.get(pair, (err.limit, []))
-            if ends <= set(old):   # the same flags as last time: fewer classes
-                classes //= 2
-            if classes == 0:
+
+            def ends_of(p):
+                return {(where[id(ch.ends[0])], where[id(ch.ends[1])]) for ch in channels
+                        if ch.kind != "barrier" and ch.ends is not None and pair_of(ch) == p}
+            # Cross-core flags of every direction draw on one pool of ids: when the direction
+            # that ran out is chained into one class already, another direction's flags hold
+            # the ids (the one with the most flags is chained next).
+            pairs = [pair]
+            if pair[0] == "cross":
+                others = {pair_of(ch) for ch in channels if ch.kind == "cross"} - {pair}
+                pairs += sorted(others, key=lambda p: (-len(ends_of(p)), p))
+            for p in pairs:
+                ends = ends_of(p)
+                classes, old = chained.get(p, (err.limit, []))
+                if ends <= set(old):   # the same flags as last time: fewer classes
+                    classes //= 2
+                if classes:
+                    break
+            else:
                 raise
             # flags the other chains made join the pair's, in their consumers' order
-            chained[pair] = [classes, sorted(ends | set(old), key=lambda e: (e[1], e[0]))]
+            chained[p] = [classes, sorted(ends | set(old), key=lambda e: (e[1], e[0]))]
         tree, channels = analyse(chain_tokens(chained))
