@@ -48,7 +48,6 @@ def full_barrier(core: str, loc) -> list:
 _UNSUPPORTED = {
     "gatherb": "T.Parallel with loaded indices",
     "sort32": "the kernel library's sort", "init_sort_buf": "the kernel library's sort",
-    "transpose": "T.Parallel with swapped indices (d[i, j] = s[j, i])",
     "wholereducemax": "T.reduce_max",
     "wholereducemin": "T.reduce_min", "wholereducesum": "T.reduce_sum",
     "block_reduce_max": "T.reduce_max", "block_reduce_min": "T.reduce_min",
@@ -148,6 +147,8 @@ class TileAscend(TileSort, TileBrcb):
             return self.tile_map(a[0], [a[1], a[2]], lambda x, y: Call(fn, (as_expr(x),
                                                                              as_expr(y))),
                                  call, scalar_last=True)
+        if name == "transpose":
+            return self.tile_transpose(call)
         if name == "round":  # to the nearest integral value, ties to even (AscendC Round)
             return self.tile_map(a[0], [a[1]], rint, call)
         if name in ("createvecindex", "arith_progression"):
@@ -181,15 +182,16 @@ class TileAscend(TileSort, TileBrcb):
             m * 8 == n or (len(mext) == 1 and n % 8 == 0 and n // 8 < m < n))
 
     def cast_prefix(self, dst_node, src_node, count_node, mode, call):
-        """T.tile.cast(dst, src, mode, count) with tiles of different sizes: the first `count`
-        elements (row-major, each tile flattened) are converted (xllm's rope: the 64 gathered
-        cos/sin values of a 256-wide staging tile). None when the tiles have one size."""
+        """T.tile.cast(dst, src, mode, count) converting fewer elements than a tile holds: the
+        first `count` (row-major, each tile flattened; xllm's rope: the 64 gathered cos/sin
+        values of a 256-wide staging tile; a valid prefix of two tiles of one size), the rest
+        of dst left as it was. None when count covers both tiles (or is a run-time value)."""
         if count_node is None or not self.is_region_node(src_node):
             return None
         count = self.eval(count_node)
         _, dn = self.flat_at(dst_node)
         src, sn = self.flat_at(src_node)
-        if dn == sn or type(count) is not int:
+        if type(count) is not int or dn == sn == count:
             return None
         if not 0 < count <= min(dn, sn):
             raise self.error(call, f"T.tile.cast of {count} elements: dst holds {dn} and src "
@@ -433,6 +435,24 @@ class TileAscend(TileSort, TileBrcb):
                       self.loc(call))
         return [For(names, (const(m), const(n)), "parallel", (store,), 0, self.loc(call))]
 
+    def tile_transpose(self, call) -> list:
+        """T.tile.transpose(dst, src): dst = src^T, 2-D vector tiles of one dtype (tilelang-ascend's
+        tl::ascend::transpose on UB), the swapped-index map T.copy(transpose=True) gives:
+
+            T.tile.transpose(b, a)  ->  for i, j in parallel(m, n):  b[j, i] = a[i, j]"""
+        self.nargs(call, 2, "transpose")
+        dst, src = call.args[0], call.args[1]
+        dbuf, sbuf = self.region(dst)[0], self.region(src)[0]
+        for node, b in ((dst, dbuf), (src, sbuf)):
+            if b.scope not in ("UB", "shared", "fragment"):
+                raise self.error(node, f"T.tile.transpose works on UB tiles; '{b.name}' is "
+                                       f"{b.scope} (for L1 -> L0A/L0B write T.copy(..., "
+                                       f"transpose=True))")
+        if dbuf.dtype != sbuf.dtype:
+            raise self.error(call, f"T.tile.transpose keeps the dtype: '{sbuf.name}' is "
+                                   f"{sbuf.dtype}, '{dbuf.name}' {dbuf.dtype}; T.tile.cast first")
+        return self.transposed_copy(src, dst, call)
+
     def tile_row_expand(self, dst_node, src_node, row_node, op, call) -> list:
         """dst[i, j] = src[i, j] op row[i] (one value per row)."""
         buf, starts, extent, dims = self.tile_dst(dst_node)
@@ -446,6 +466,11 @@ class TileAscend(TileSort, TileBrcb):
         src = self.tile_operand(src_node, extent, call, False)
         rbuf, rstarts, rext = self.region(row_node)
         rdims = [d for d, e in enumerate(rext) if e is None or e != 1] or [len(rext) - 1]
+        rows = rbuf.shape[rdims[0]] if rext[rdims[0]] is None else rext[rdims[0]]
+        if isinstance(rows, int) and isinstance(extent[0], int) and rows < extent[0]:
+            raise self.error(row_node, f"the row operand of row_expand has {rows} values, one "
+                                       f"per row is needed: the destination has {extent[0]} "
+                                       f"rows")
         names = (self.fresh_var("t"), self.fresh_var("t"))
         i, j = self.var(names[0]), self.var(names[1])
         rfull = list(rstarts)
