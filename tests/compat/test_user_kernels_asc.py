@@ -605,3 +605,36 @@ def test_divergent_blocks(target):
     want[1::2] = 2 * f64(x).reshape(4, 16, N)[1::2]
     run_all(target, divergent_blocks(M, N, K), [-1], (a, b, x), [want.reshape(M, N) + 1],
             ["float16"], K)
+
+
+# 14. developer mode: each vector core takes its own branch (if vid == 0 / else) of dependent
+#     vector work, the else branch reloading a tile --------------------------------------------
+
+def per_core_branches(M, N):
+    half = M // 2
+
+    @T.prim_func
+    def main(X: T.Tensor((M, N), T.float32), Y: T.Tensor((M, N), T.float32)):
+        with T.Kernel(1, is_npu=True) as (cid, vid):
+            x = T.alloc_ub((half, N), "float32")
+            y = T.alloc_ub((half, N), "float32")
+            T.copy(X[vid * half, 0], x)
+            T.tile.exp(y, x)
+            if vid == 0:
+                T.tile.add(y, y, x)
+                T.tile.mul(y, y, 2.0)
+            else:
+                T.tile.sub(y, y, x)
+                T.copy(X[0, 0], x)
+                T.tile.add(y, y, x)
+            T.copy(y, Y[vid * half, 0])
+    return main
+
+
+def test_per_core_branches(target):
+    """The simulator found a race on V1 (exp, then the else branch's sub, no barrier): the
+    compiler's barrier went into the then branch only."""
+    M, N = 16, 32
+    x = f64(rand((M, N), seed=58))
+    want = np.concatenate([2 * (np.exp(x[:8]) + x[:8]), np.exp(x[8:]) - x[8:] + x[:8]])
+    run_all(target, per_core_branches(M, N), [-1], (x.astype(np.float32),), [want], ["float32"])
