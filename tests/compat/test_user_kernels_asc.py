@@ -638,3 +638,40 @@ def test_per_core_branches(target):
     x = f64(rand((M, N), seed=58))
     want = np.concatenate([2 * (np.exp(x[:8]) + x[:8]), np.exp(x[8:]) - x[8:] + x[:8]])
     run_all(target, per_core_branches(M, N), [-1], (x.astype(np.float32),), [want], ["float32"])
+
+
+# 15. developer mode: per-block counts copied GM -> UB, then read as scalars: the cube's trip
+#     count and the vector's scale (the cube reads them from the GM the tile copies) ----------
+
+def counted_gemm(G, M, N, K, bk=16):
+    @T.prim_func
+    def main(Cnt: T.Tensor((G, 8), T.int32), A: T.Tensor((G, M, K), T.float16),
+             B: T.Tensor((K, N), T.float16), C: T.Tensor((G, M, N), T.float32)):
+        with T.Kernel(G, is_npu=True) as (cid, vid):
+            cnt = T.alloc_ub((8,), "int32")
+            a = T.alloc_L1((M, bk), "float16")
+            b = T.alloc_L1((bk, N), "float16")
+            acc = T.alloc_L0C((M, N), "float32")
+            c = T.alloc_ub((M, N), "float32")
+            T.copy(Cnt[cid, 0], cnt)
+            n = cnt[0]
+            T.tile.fill(c, 0.0)
+            for kk in T.serial(n):
+                T.copy(A[cid, 0, kk * bk], a)
+                T.copy(B[kk * bk, 0], b)
+                T.gemm_v0(a, b, acc, init=(kk == 0))
+            if n > 0:
+                T.copy(acc, c)
+            T.tile.muls(c, c, T.cast(cnt[1], "float32"))
+            T.copy(c, C[cid, 0, 0])
+    return main
+
+
+def test_counts_read_from_a_ub_copy(target):
+    G, M, N, K = 4, 16, 32, 64
+    cnt = np.zeros((G, 8), np.int32)
+    cnt[:, 0], cnt[:, 1] = [4, 0, 2, 1], [1, 2, -1, 3]
+    a, b = rand((G, M, K), "float16", 59), rand((K, N), "float16", 60)
+    want = np.stack([f64(a[g, :, :cnt[g, 0] * 16]) @ f64(b[:cnt[g, 0] * 16]) * cnt[g, 1]
+                     for g in range(G)])
+    run_all(target, counted_gemm(G, M, N, K), [-1], (cnt, a, b), [want], ["float16"], K)
