@@ -444,3 +444,47 @@ def test_ring3_and_per_core_branches(target):
     z = np.stack([-2 * f64(x[:12]).sum(0), 2 * f64(x[12:]).sum(0) + 100])
     run_all(target, ring3_colsums(M, N), [1, 2], (x,), [2 * f64(x), z], ["float32", "float32"],
             12)
+
+
+# 9. V scope on slices of a 3-D UB tile: per-slot row max broadcast with T.tile.brcb and
+#    row_expand_sub, row slices x[p, i, :], a (1,) sum filled over a row; T.pipe_barrier("ALL")
+
+def slices_3d(M, N):
+    half = M // 2
+
+    @T.prim_func
+    def main(X: T.Tensor((2, M, N), T.float32), Y: T.Tensor((2, M, N), T.float32)):
+        with T.Kernel(1, is_npu=True) as (cid, vid):
+            x = T.alloc_ub((2, half, N), "float32")
+            r = T.alloc_ub((half,), "float32")
+            rb = T.alloc_ub((half, 8), "float32")
+            tot = T.alloc_ub((1,), "float32")
+            w = T.alloc_ub((N,), "float32")
+            with T.Scope("V"):
+                for p in T.serial(2):
+                    T.copy(X[p, vid * half, 0], x[p, :, :])
+                T.pipe_barrier("ALL")
+                for p in T.serial(2):
+                    T.reduce_max(x[p, :, :], r, dim=-1)
+                    T.tile.brcb(rb, r, half // 8, 1, 8)
+                    T.tile.row_expand_sub(x[p, :, :], x[p, :, :], rb)
+                    for i in T.serial(half):
+                        T.tile.mul(x[p, i, :], x[p, i, :], 0.5)
+                T.reduce_sum(x[0, 0:1, :], tot, dim=-1)
+                T.tile.fill(w, tot)
+                T.tile.add(x[1, 0, :], x[1, 0, :], w)
+                T.pipe_barrier("all")
+                for p in T.serial(2):
+                    T.copy(x[p, :, :], Y[p, vid * half, 0])
+    return main
+
+
+def test_slices_of_3d_tiles_pipe_barrier_all(target):
+    """T.pipe_barrier("ALL") (tilelang-ascend's T.barrier_all) was "unknown pipe 'ALL'"."""
+    M, N = 32, 32
+    x = f64(rand((2, M, N), seed=61))
+    blocks = x.reshape(2, 2, M // 2, N)
+    y = 0.5 * (blocks - blocks.max(3, keepdims=True))
+    y[1, :, 0] += y[0, :, 0].sum(1, keepdims=True)
+    run_all(target, slices_3d(M, N), [-1], (x.astype(np.float32),), [y.reshape(2, M, N)],
+            ["float32"], N)
