@@ -488,3 +488,107 @@ def test_slices_of_3d_tiles_pipe_barrier_all(target):
     y[1, :, 0] += y[0, :, 0].sum(1, keepdims=True)
     run_all(target, slices_3d(M, N), [-1], (x.astype(np.float32),), [y.reshape(2, M, N)],
             ["float32"], N)
+
+
+# 10. flash attention in expert mode: the cube computes S_(j+1) while the vectors turn S_j into
+#     P_j (online softmax); scores, probabilities and P@V pass through three workspaces (S in two
+#     slots), four cross flags: S ready, P ready, O ready, O consumed ----------------------------
+
+def fa_expert(S, D, bm=32, bn=32):
+    nb = S // bn
+    half = bm // 2
+    scale = 1.0 / D ** 0.5
+    nblk = S // bm
+
+    @T.prim_func
+    def main(Q: T.Tensor((S, D), T.float16), K: T.Tensor((S, D), T.float16),
+             V: T.Tensor((S, D), T.float16), O: T.Tensor((S, D), T.float32),
+             W1: T.Tensor((nblk, 2, bm, bn), T.float32),
+             W2: T.Tensor((nblk, 2, bm, bn), T.float16), W3: T.Tensor((nblk, bm, D), T.float32)):
+        with T.Kernel(S // bm, is_npu=True) as (cid, vid):
+            q_l1 = T.alloc_L1((bm, D), "float16")
+            k_l1 = T.alloc_L1((bn, D), "float16")
+            v_l1 = T.alloc_L1((bn, D), "float16")
+            p_l1 = T.alloc_L1((bm, bn), "float16")
+            s_l0 = T.alloc_L0C((bm, bn), "float32")
+            o_l0 = T.alloc_L0C((bm, D), "float32")
+            s = T.alloc_ub((half, bn), "float32")
+            p16 = T.alloc_ub((half, bn), "float16")
+            pv = T.alloc_ub((half, D), "float32")
+            o = T.alloc_ub((half, D), "float32")
+            m = T.alloc_ub((half,), "float32")
+            mo = T.alloc_ub((half,), "float32")
+            l = T.alloc_ub((half,), "float32")
+            t = T.alloc_ub((half,), "float32")
+            with T.Scope("C"):
+                T.copy(Q[cid * bm, 0], q_l1)
+                T.copy(K[0, 0], k_l1)
+                T.barrier_all()
+                T.gemm_v0(q_l1, k_l1, s_l0, transpose_B=True, init=True)
+                T.barrier_all()
+                T.copy(s_l0, W1[cid, 0, 0, 0])
+                T.set_cross_flag("FIX", 0)
+                for j in T.serial(nb):
+                    if j + 1 < nb:
+                        T.barrier_all()
+                        T.copy(K[(j + 1) * bn, 0], k_l1)
+                        T.barrier_all()
+                        T.gemm_v0(q_l1, k_l1, s_l0, transpose_B=True, init=True)
+                        T.barrier_all()
+                        T.copy(s_l0, W1[cid, (j + 1) % 2, 0, 0])
+                        T.set_cross_flag("FIX", 0)
+                    T.wait_cross_flag(1)
+                    T.copy(W2[cid, j % 2, 0, 0], p_l1)
+                    T.copy(V[j * bn, 0], v_l1)
+                    T.barrier_all()
+                    T.gemm_v0(p_l1, v_l1, o_l0, init=True)
+                    T.barrier_all()
+                    if j > 0:
+                        T.wait_cross_flag(3)
+                    T.copy(o_l0, W3[cid, 0, 0])
+                    T.set_cross_flag("FIX", 2)
+                    T.barrier_all()
+            with T.Scope("V"):
+                T.tile.fill(o, 0.0)
+                T.tile.fill(l, 0.0)
+                T.tile.fill(m, -1e30)
+                for j in T.serial(nb):
+                    T.wait_cross_flag(0)
+                    T.copy(W1[cid, j % 2, vid * half, 0], s)
+                    T.barrier_all()
+                    T.tile.mul(s, s, scale)
+                    T.copy(m, mo)
+                    T.reduce_max(s, t, dim=-1)
+                    T.tile.max(m, m, t)
+                    T.tile.row_expand_sub(s, s, m)
+                    T.tile.exp(s, s)
+                    T.tile.sub(mo, mo, m)
+                    T.tile.exp(mo, mo)
+                    T.reduce_sum(s, t, dim=-1)
+                    T.tile.mul(l, l, mo)
+                    T.tile.add(l, l, t)
+                    T.tile.cast(p16, s, "CAST_RINT", half * bn)
+                    T.barrier_all()
+                    T.copy(p16, W2[cid, j % 2, vid * half, 0])
+                    T.set_cross_flag("MTE3", 1)
+                    T.wait_cross_flag(2)
+                    T.copy(W3[cid, vid * half, 0], pv)
+                    T.barrier_all()
+                    if j + 1 < nb:
+                        T.set_cross_flag("MTE2", 3)
+                    T.tile.row_expand_mul(o, o, mo)
+                    T.tile.add(o, o, pv)
+                    T.barrier_all()
+                T.tile.row_expand_div(o, o, l)
+                T.barrier_all()
+                T.copy(o, O[cid * bm + vid * half, 0])
+    return main
+
+
+def test_flash_attention_expert_three_workspaces(target):
+    S, D = 96, 32
+    q, k, v = (rand((S, D), "float16", i) for i in (62, 63, 64))
+    s = f64(q) @ f64(k).T / np.sqrt(D)
+    e = np.exp(s - s.max(1, keepdims=True))
+    run_all(target, fa_expert(S, D), [3], (q, k, v), [e / e.sum(1, keepdims=True) @ f64(v)],
+            ["float16"], S, ws=[4, 5, 6])
