@@ -179,3 +179,68 @@ def test_tile_transpose_keeps_dtype_is_located():
 
     with pytest.raises(tilelang.CompileError, match=r"T.tile.transpose keeps the dtype"):
         build()
+
+
+# 4. T.tile ops called with tilelang-ascend's keyword names; T.tile.cast's float -> float modes;
+#    T.tile.pow ------------------------------------------------------------------------------
+
+def keyword_ops(M, N):
+    @T.prim_func
+    def main(X: T.Tensor((M, N), T.float32), Y: T.Tensor((M, N), T.float32),
+             H: T.Tensor((M, N), T.float16)):
+        with T.Kernel(1, is_npu=True) as (cid, vid):
+            x = T.alloc_ub((M, N), "float32")
+            y = T.alloc_ub((M, N), "float32")
+            w = T.alloc_ub((M, N), "float32")
+            h = T.alloc_ub((M, N), "float16")
+            m = T.alloc_ub((M, N), "bool")
+            r = T.alloc_ub((M,), "float32")
+            T.copy(X[0, 0], x)
+            T.tile.fill(buffer=y, value=0.5)
+            T.tile.leaky_relu(w, x, scalar_value=0.1)
+            T.tile.add(dst=y, src0=y, src1=w)                     # 0.5 + leaky(x)
+            T.tile.compare(m, x, 0.2, mode="GT")
+            T.tile.select(w, selMask=m, src0=x, src1=-1.0, selMode="VSEL_TENSOR_SCALAR_MODE")
+            T.tile.add(y, y, w)
+            T.reduce_max(x, r, dim=-1)
+            T.tile.broadcast(w, r, axis=1)
+            T.tile.sub(y, y, w)                                   # - row max
+            T.tile.muls(w, x, 4.0)
+            T.tile.cast(w, w, mode="CAST_RINT", count=M * N)      # float -> float: integral
+            T.tile.add(y, y, w)
+            T.tile.abs(w, x)
+            T.tile.pow(w, w, 1.5)
+            T.tile.add(y, y, w)
+            T.tile.muls(w, x, 100.0)
+            T.tile.cast(h, w, "CAST_FLOOR", M * N)                # float -> half: precision only
+            T.copy(y, Y[0, 0])
+            T.copy(h, H[0, 0])
+    return main
+
+
+def test_keyword_arguments_and_cast_modes(target):
+    """Keywords were "takes 3 arguments, got 0" or an internal IndexError; float32 -> float32
+    CAST_RINT was not rounded; float32 -> float16 CAST_FLOOR gave integers; T.tile.pow was
+    "not supported"."""
+    M, N = 16, 32
+    x = rand((M, N), seed=65)
+    xd = f64(x)
+    want = (0.5 + np.where(xd > 0, xd, 0.1 * xd) + np.where(xd > 0.2, xd, -1.0)
+            - xd.max(1, keepdims=True) + np.rint(4 * xd) + np.abs(xd) ** 1.5)
+    run_all(target, keyword_ops(M, N), [1, 2], (x,), [want, 100 * xd], ["float32", "float16"])
+
+
+def test_unknown_keyword_is_located():
+    def build():
+        @T.prim_func
+        def main(X: T.Tensor((16, 32), T.float32), Y: T.Tensor((16, 32), T.float32)):
+            with T.Kernel(1, is_npu=True) as (cid, vid):
+                x = T.alloc_ub((16, 32), "float32")
+                T.copy(X[0, 0], x)
+                T.tile.leaky_relu(x, x, alpha=0.1)
+                T.copy(x, Y[0, 0])
+        return main
+
+    with pytest.raises(tilelang.CompileError, match=r"T.tile.leaky_relu has no argument 'alpha'; "
+                                                    r"its arguments are dst, src0, scalar_value"):
+        build()
