@@ -592,3 +592,56 @@ def test_flash_attention_expert_three_workspaces(target):
     e = np.exp(s - s.max(1, keepdims=True))
     run_all(target, fa_expert(S, D), [3], (q, k, v), [e / e.sum(1, keepdims=True) @ f64(v)],
             ["float16"], S, ws=[4, 5, 6])
+
+
+# 11. a tile loop around a K loop with explicit L0A/L0B and T.mma; the M -> FIX flag set only
+#     on the last K step and FIX -> M waited only on the first (conditional sets and waits) ---
+
+def nested_flags(M, N, K, bm=16, bk=16):
+    mt, nk = M // bm, K // bk
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), T.float16), B: T.Tensor((K, N), T.float16),
+             C: T.Tensor((M, N), T.float32)):
+        with T.Kernel(1, is_npu=True) as (cid, vid):
+            a = T.alloc_L1((bm, bk), "float16")
+            b = T.alloc_L1((bk, N), "float16")
+            l0a = T.alloc_L0A((bm, bk), "float16")
+            l0b = T.alloc_L0B((bk, N), "float16")
+            acc = T.alloc_L0C((bm, N), "float32")
+            with T.Scope("C"):
+                T.set_flag("MTE1", "MTE2", 0)
+                T.set_flag("M", "MTE1", 0)
+                T.set_flag("FIX", "M", 0)
+                for t in T.serial(mt):
+                    for k in T.serial(nk):
+                        T.wait_flag("MTE1", "MTE2", 0)
+                        T.copy(A[t * bm, k * bk], a)
+                        T.copy(B[k * bk, 0], b)
+                        T.set_flag("MTE2", "MTE1", 0)
+                        T.wait_flag("MTE2", "MTE1", 0)
+                        T.wait_flag("M", "MTE1", 0)
+                        T.copy(a, l0a)
+                        T.copy(b, l0b)
+                        T.set_flag("MTE1", "MTE2", 0)
+                        T.set_flag("MTE1", "M", 0)
+                        T.wait_flag("MTE1", "M", 0)
+                        if k == 0:
+                            T.wait_flag("FIX", "M", 0)
+                        T.mma(l0a, l0b, acc, init=(k == 0))
+                        T.set_flag("M", "MTE1", 0)
+                        if k == nk - 1:
+                            T.set_flag("M", "FIX", 0)
+                    T.wait_flag("M", "FIX", 0)
+                    T.copy(acc, C[t * bm, 0])
+                    T.set_flag("FIX", "M", 0)
+                T.wait_flag("MTE1", "MTE2", 0)
+                T.wait_flag("M", "MTE1", 0)
+                T.wait_flag("FIX", "M", 0)
+    return main
+
+
+def test_nested_loops_conditional_flags(target):
+    M, N, K = 48, 32, 64
+    a, b = rand((M, K), "float16", 66), rand((K, N), "float16", 67)
+    run_all(target, nested_flags(M, N, K), [-1], (a, b), [f64(a) @ f64(b)], ["float16"], K)
