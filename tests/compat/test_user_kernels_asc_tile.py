@@ -244,3 +244,36 @@ def test_unknown_keyword_is_located():
     with pytest.raises(tilelang.CompileError, match=r"T.tile.leaky_relu has no argument 'alpha'; "
                                                     r"its arguments are dst, src0, scalar_value"):
         build()
+
+
+# 5. developer mode: T.tile row ops in a serial loop on a gemm accumulator fragment ---------
+
+def accumulator_rows(M, N, K):
+    @T.prim_func
+    def main(A: T.Tensor((M, K), T.float16), B: T.Tensor((K, N), T.float16),
+             Bias: T.Tensor((N,), T.float32), C: T.Tensor((M, N), T.float16)):
+        with T.Kernel(1, is_npu=True) as (cid, vid):
+            a = T.alloc_shared((M, K), "float16")
+            b = T.alloc_shared((K, N), "float16")
+            bias = T.alloc_shared((N,), "float32")
+            acc = T.alloc_fragment((M, N), "float32")
+            o = T.alloc_fragment((M, N), "float16")
+            T.copy(A[0, 0], a)
+            T.copy(B[0, 0], b)
+            T.copy(Bias[0], bias)
+            T.gemm_v0(a, b, acc, init=True)
+            for i in T.serial(M):
+                T.tile.add(acc[i, :], acc[i, :], bias)
+            T.tile.relu(acc, acc)
+            T.copy(acc, o)
+            T.copy(o, C[0, 0])
+    return main
+
+
+def test_row_ops_on_an_accumulator_in_a_loop(target):
+    """Was "'acc' is needed in UB but its value is in nowhere (never written)": the loop's
+    entry had the value in L0C, a trip left it in UB, and infer_scopes found it in neither."""
+    M, N, K = 32, 32, 32
+    a, b, bias = rand((M, K), "float16", 68), rand((K, N), "float16", 69), rand((N,), seed=70)
+    run_all(target, accumulator_rows(M, N, K), [-1], (a, b, bias),
+            [np.maximum(f64(a) @ f64(b) + f64(bias), 0)], ["float16"], K)
