@@ -277,3 +277,30 @@ def test_row_ops_on_an_accumulator_in_a_loop(target):
     a, b, bias = rand((M, K), "float16", 68), rand((K, N), "float16", 69), rand((N,), seed=70)
     run_all(target, accumulator_rows(M, N, K), [-1], (a, b, bias),
             [np.maximum(f64(a) @ f64(b) + f64(bias), 0)], ["float16"], K)
+
+
+@pytest.mark.parametrize("call, message", [
+    ("T.tile.fill(x)", r"T.tile.fill\(buffer, value\) takes 2 arguments, got 1"),
+    ("T.tile.leaky_relu(x, x)", r"leaky_relu\(dst, src0, scalar_value\) takes 3 arguments"),
+    ("T.tile.broadcast(x)", r"broadcast\(dst, src, \[axis\]\) takes 2 to 3 arguments, got 1"),
+    ("T.tile.add(x, x, x, x)", r"T.tile.add\(dst, src0, src1\) takes 3 arguments, got 4"),
+])
+def test_tile_argument_counts_are_located(tmp_path, call, message):
+    """Too few arguments were an internal IndexError; too many were ignored."""
+    src = tmp_path / "kernel_args.py"
+    src.write_text(f"""import tilelang_mini.language as T
+
+
+@T.prim_func
+def main(X: T.Tensor((16, 32), T.float32), Y: T.Tensor((16, 32), T.float32)):
+    with T.Kernel(1, is_npu=True) as (cid, vid):
+        x = T.alloc_ub((16, 32), "float32")
+        T.copy(X[0, 0], x)
+        {call}
+        T.copy(x, Y[0, 0])
+""")
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("kernel_args", src)
+    with pytest.raises(tilelang.CompileError, match=message) as err:
+        spec.loader.exec_module(importlib.util.module_from_spec(spec))
+    assert "kernel_args.py:9:9" in str(err.value).splitlines()[0]

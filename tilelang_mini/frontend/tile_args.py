@@ -43,6 +43,12 @@ TILE_PARAMS = {
     "gather_mask": ("dst", "src", "src1Pattern"),
     "gather": ("dst", "src", "src_offset", "src_base_addr"),
 }
+# how many leading arguments an op needs, where fewer than all (the rest have defaults)
+REQUIRED = {**dict.fromkeys(("row_expand_mul", "row_expand_sub", "row_expand_div",
+                             "row_expand_mul_experiment", "row_expand_sub_experiment",
+                             "row_expand_div_experiment", "arith_progression", "merge_sort",
+                             "clamp_max", "clamp_min"), 3),
+            "cast": 2, "round": 2, "broadcast": 2, "select": 4, "clamp": 4}
 
 
 def rint(x):
@@ -58,14 +64,22 @@ class TileArgs:
 
     def tile_positional(self, name: str, call: ast.Call) -> ast.Call:
         """`call` with its keyword arguments moved to their positions in tilelang-ascend's
-        signature of the op (TILE_PARAMS):
+        signature of the op (TILE_PARAMS), its argument count checked:
 
             T.tile.fill(buffer=y, value=1.5)  ->  T.tile.fill(y, 1.5)"""
         params = TILE_PARAMS.get(name)
-        if params is None or not call.keywords:
+        if params is None:
             return call
         spell = [p if isinstance(p, tuple) else (p,) for p in params]
+        need = REQUIRED.get(name, len(spell))
         args = list(call.args)
+        if len(args) > len(spell) or len(args) < need and not call.keywords:
+            names = ", ".join(n[0] if i < need else f"[{n[0]}]" for i, n in enumerate(spell))
+            raise self.error(call, f"T.tile.{name}({names}) takes {need}"
+                                   + (f" to {len(spell)}" if need < len(spell) else "")
+                                   + f" arguments, got {len(args)}")
+        if not call.keywords:
+            return call
         for k in call.keywords:
             at = next((i for i, names in enumerate(spell) if k.arg in names), None)
             if at is None:
@@ -75,8 +89,8 @@ class TileArgs:
                 raise self.error(k, f"T.tile.{name}: argument '{k.arg}' given twice")
             args += [None] * (at + 1 - len(args))
             args[at] = k.value
-        if None in args:
-            missing = spell[args.index(None)][0]
+        if None in args or len(args) < need:
+            missing = spell[args.index(None) if None in args else len(args)][0]
             raise self.error(call, f"T.tile.{name}: missing argument '{missing}'")
         return ast.copy_location(ast.Call(call.func, args, []), call)
 
