@@ -1,7 +1,10 @@
 """Shared helpers of the compat tests: random inputs and dtype-aware comparisons."""
 import numpy as np
 
+import tilelang_mini as tilelang
 from tilelang_mini.ir import dtypes
+
+CHIPS = ("ascend910b", "ascend950")
 
 
 def rand(shape, dtype="float32", seed=0, scale=1.0):
@@ -18,3 +21,19 @@ def close(got, want, dtype="float32", reduce_len=1):
 
 def f64(x):
     return np.asarray(x).astype(np.float64)
+
+
+def run_all(target, prim, out_idx, args, wants, dts, reduce_len=1, sim=True, ws=None):
+    """Run `prim` on `target` and compare each output with its float64 reference; on the numpy
+    target also simulate it compiled for each chip (a race or deadlock raises)."""
+    kernel = tilelang.compile(prim, out_idx=out_idx, target=target, workspace_idx=ws)
+    runs = [kernel(*args)]
+    if sim and target == "numpy":
+        for chip in CHIPS:
+            runs.append(tilelang.compile(prim, out_idx=out_idx, chip=chip, workspace_idx=ws)
+                        .simulate(*args)[0])
+    for got in runs:
+        got = got if isinstance(got, (list, tuple)) else [got]
+        assert len(got) == len(wants)
+        for g, w, dt in zip(got, wants, dts):
+            close(np.asarray(g), w, dt, reduce_len)

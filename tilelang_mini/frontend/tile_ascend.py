@@ -15,8 +15,9 @@ from ..ir.nodes import Buffer, Call, Cast, Const, For, Gemm, If, Load, SetFlag, 
 from ..errors import CompileError
 from ..ir import dtypes
 from .common import show
-from .dialect import select, sigmoid, tanh
+from .dialect import power, select, sigmoid, tanh
 from .exprs import as_expr, binop, const, is_ir
+from .tile_args import TileArgs, rint
 from .tile_brcb import TileBrcb
 from .tile_sort import SORT_OPS, TileSort
 
@@ -48,7 +49,6 @@ def full_barrier(core: str, loc) -> list:
 _UNSUPPORTED = {
     "gatherb": "T.Parallel with loaded indices",
     "sort32": "the kernel library's sort", "init_sort_buf": "the kernel library's sort",
-    "transpose": "T.Parallel with swapped indices (d[i, j] = s[j, i])",
     "wholereducemax": "T.reduce_max",
     "wholereducemin": "T.reduce_min", "wholereducesum": "T.reduce_sum",
     "block_reduce_max": "T.reduce_max", "block_reduce_min": "T.reduce_min",
@@ -62,20 +62,13 @@ _BITWISE = {"bitwise_and": "bitwise_and", "bitwise_or": "bitwise_or",
             "bitwise_lshift": "shift_left", "bitwise_rshift": "shift_right"}
 
 
-def rint(x):
-    """x rounded to the nearest integral value, ties to even (a float expression)."""
-    r0 = binop("//", binop("+", x, 0.5), 1.0)
-    tie = binop("and", binop("==", binop("-", r0, x), 0.5),
-                binop("!=", binop("%", r0, 2.0), 0.0))
-    return select(tie, binop("-", r0, 1.0), r0)
-
-
-class TileAscend(TileSort, TileBrcb):
+class TileAscend(TileArgs, TileSort, TileBrcb):
     # ----------------------------------------------------------------------------- T.tile.*
 
     def tile_op(self, name: str, call: ast.Call) -> list:
         if name in _UNSUPPORTED:
             raise self.error(call, f"T.tile.{name} is not supported; write {_UNSUPPORTED[name]}")
+        call = self.tile_positional(name, call)
         if name in SORT_OPS:
             return self.tile_sort_op(name, call)
         if name in ("atomic_add", "atomic_max", "atomic_min"):  # T.tile.atomic_add(C[..], C_L0)
@@ -87,6 +80,9 @@ class TileAscend(TileSort, TileBrcb):
             op = {"adds": "add", "muls": "mul", "maxs": "max", "mins": "min"}.get(name, name)
             return self.tile_map(a[0], [a[1], a[2]], lambda x, y: self.tile_binary(op, x, y, call),
                                  call, scalar_last=True)
+        if name == "pow":  # dst = src0 ** src1 (AscendC Power), the last may be a scalar
+            self.nargs(call, 3, name)
+            return self.tile_map(a[0], [a[1], a[2]], power, call, scalar_last=True)
         if name in _UNARY:
             self.nargs(call, 2, name)
             return self.tile_map(a[0], [a[1]], _UNARY[name], call)
@@ -101,7 +97,8 @@ class TileAscend(TileSort, TileBrcb):
             partial = self.cast_prefix(a[0], a[1], count, mode, call)
             if partial is not None:
                 return partial
-            return self.tile_map(a[0], [a[1]], lambda x: self.rounded(x, mode, a[0], call), call)
+            return self.tile_map(a[0], [a[1]], lambda x: self.rounded(x, mode, a[0], a[1], call),
+                                 call)
         if name == "axpy":  # dst = dst + src * alpha
             self.nargs(call, 3, name)
             alpha = self.value_arg(a[2])
@@ -148,6 +145,8 @@ class TileAscend(TileSort, TileBrcb):
             return self.tile_map(a[0], [a[1], a[2]], lambda x, y: Call(fn, (as_expr(x),
                                                                              as_expr(y))),
                                  call, scalar_last=True)
+        if name == "transpose":
+            return self.tile_transpose(call)
         if name == "round":  # to the nearest integral value, ties to even (AscendC Round)
             return self.tile_map(a[0], [a[1]], rint, call)
         if name in ("createvecindex", "arith_progression"):
@@ -155,8 +154,8 @@ class TileAscend(TileSort, TileBrcb):
             step = self.value_arg(a[2]) if name == "arith_progression" else 1
             return self.tile_index(a[0], first, step, call)
         if name == "broadcast":
-            return self.tile_broadcast(a[0], a[1], self.eval(kw["axis"]) if "axis" in kw else None,
-                                       call)
+            axis = a[2] if len(a) > 2 else None
+            return self.tile_broadcast(a[0], a[1], None if axis is None else self.eval(axis), call)
         if name in ("brcb", "brcb_experiment"):  # tile_brcb.py
             return self.tile_brcb(call)
         if name.startswith("row_expand_"):  # also the *_experiment forms (tile_brcb.py)
@@ -179,31 +178,6 @@ class TileAscend(TileSort, TileBrcb):
         m, n = self.numel(mext), self.numel(dext)
         return mbuf.dtype in ("uint8", "int8") and (
             m * 8 == n or (len(mext) == 1 and n % 8 == 0 and n // 8 < m < n))
-
-    def cast_prefix(self, dst_node, src_node, count_node, mode, call):
-        """T.tile.cast(dst, src, mode, count) with tiles of different sizes: the first `count`
-        elements (row-major, each tile flattened) are converted (xllm's rope: the 64 gathered
-        cos/sin values of a 256-wide staging tile). None when the tiles have one size."""
-        if count_node is None or not self.is_region_node(src_node):
-            return None
-        count = self.eval(count_node)
-        _, dn = self.flat_at(dst_node)
-        src, sn = self.flat_at(src_node)
-        if dn == sn or type(count) is not int:
-            return None
-        if not 0 < count <= min(dn, sn):
-            raise self.error(call, f"T.tile.cast of {count} elements: dst holds {dn} and src "
-                                   f"{sn}")
-        buf, starts, ext, dims = self.tile_dst(dst_node)
-        name = self.fresh_var("t")
-        f = self.var(name)
-        full, rest = list(starts), f
-        for d, e in reversed(list(zip(dims, ext))):
-            full[d] = binop("+", starts[d], binop("%", rest, e) if d != dims[0] else rest)
-            rest = binop("//", rest, e)
-        value = self.rounded(src(f), mode, dst_node, call)
-        store = Store(buf, tuple(as_expr(i) for i in full), as_expr(value), self.loc(call))
-        return [For((name,), (const(count),), "parallel", (store,), 0, self.loc(call))]
 
     def flat_at(self, node):
         """(function of a flat element index -> the element, element count) of a region,
@@ -293,27 +267,6 @@ class TileAscend(TileSort, TileBrcb):
         if op in _BINARY:
             return binop(_BINARY[op], x, y)
         return Call(op, (as_expr(x), as_expr(y)))
-
-    def rounded(self, x, mode, node, call):
-        """T.tile.cast's rounding modes (the store converts to the destination dtype)."""
-        dst = self.region(node)[0]
-        if mode in ("CAST_NONE", "CAST_ODD") or dtypes.is_float(dst.dtype) and mode == "CAST_RINT":
-            return x
-        floor = binop("//", x, 1.0)
-        if mode == "CAST_FLOOR":
-            r = floor
-        elif mode == "CAST_CEIL":
-            r = Call("neg", (binop("//", Call("neg", (as_expr(x),)), 1.0),))
-        elif mode == "CAST_TRUNC":
-            r = Cast("int32", as_expr(x))
-        elif mode == "CAST_ROUND":  # half away from zero
-            up = binop("//", binop("+", Call("abs", (as_expr(x),)), 0.5), 1.0)
-            r = select(binop("<", x, 0.0), Call("neg", (as_expr(up),)), up)
-        elif mode == "CAST_RINT":  # half to even
-            r = rint(x)
-        else:
-            raise self.error(call, f"unknown cast mode {mode!r}")
-        return r
 
     def tile_operand(self, node, extent, call, scalar_ok):
         """A source of a tile map: (function of the loop indices), checking its extent."""
@@ -433,6 +386,24 @@ class TileAscend(TileSort, TileBrcb):
                       self.loc(call))
         return [For(names, (const(m), const(n)), "parallel", (store,), 0, self.loc(call))]
 
+    def tile_transpose(self, call) -> list:
+        """T.tile.transpose(dst, src): dst = src^T, 2-D vector tiles of one dtype (tilelang-ascend's
+        tl::ascend::transpose on UB), the swapped-index map T.copy(transpose=True) gives:
+
+            T.tile.transpose(b, a)  ->  for i, j in parallel(m, n):  b[j, i] = a[i, j]"""
+        self.nargs(call, 2, "transpose")
+        dst, src = call.args[0], call.args[1]
+        dbuf, sbuf = self.region(dst)[0], self.region(src)[0]
+        for node, b in ((dst, dbuf), (src, sbuf)):
+            if b.scope not in ("UB", "shared", "fragment"):
+                raise self.error(node, f"T.tile.transpose works on UB tiles; '{b.name}' is "
+                                       f"{b.scope} (for L1 -> L0A/L0B write T.copy(..., "
+                                       f"transpose=True))")
+        if dbuf.dtype != sbuf.dtype:
+            raise self.error(call, f"T.tile.transpose keeps the dtype: '{sbuf.name}' is "
+                                   f"{sbuf.dtype}, '{dbuf.name}' {dbuf.dtype}; T.tile.cast first")
+        return self.transposed_copy(src, dst, call)
+
     def tile_row_expand(self, dst_node, src_node, row_node, op, call) -> list:
         """dst[i, j] = src[i, j] op row[i] (one value per row)."""
         buf, starts, extent, dims = self.tile_dst(dst_node)
@@ -446,6 +417,11 @@ class TileAscend(TileSort, TileBrcb):
         src = self.tile_operand(src_node, extent, call, False)
         rbuf, rstarts, rext = self.region(row_node)
         rdims = [d for d, e in enumerate(rext) if e is None or e != 1] or [len(rext) - 1]
+        rows = rbuf.shape[rdims[0]] if rext[rdims[0]] is None else rext[rdims[0]]
+        if isinstance(rows, int) and isinstance(extent[0], int) and rows < extent[0]:
+            raise self.error(row_node, f"the row operand of row_expand has {rows} values, one "
+                                       f"per row is needed: the destination has {extent[0]} "
+                                       f"rows")
         names = (self.fresh_var("t"), self.fresh_var("t"))
         i, j = self.var(names[0]), self.var(names[1])
         rfull = list(rstarts)

@@ -406,6 +406,9 @@ class TileOps:
 
     def op_pipe_barrier(self, call):
         a = self.args(call, ["pipe"])
+        name = self.eval(a["pipe"])
+        if isinstance(name, str) and name.upper() == "ALL":  # tilelang-ascend's T.barrier_all()
+            return self.op_barrier_all(call)                 # is pipe_barrier("ALL")
         return PipeBarrier(self.pipe(a["pipe"]), self.loc(call))
 
     def op_set_cross_flag(self, call):

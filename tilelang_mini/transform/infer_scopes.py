@@ -149,6 +149,7 @@ class _Rewriter:
         if isinstance(s, For) and s.kind != "parallel":
             pre, s, state = self.own_reads(s, "extents", state)
             _, end = self.block(list(s.body), state)
+            pre += self.enter_loop(s, state, end)
             head = {n: state[n] & end[n] for n in state}
             body, end = self.block(list(s.body), head)
             return pre + [replace(s, body=tuple(body))], end
@@ -210,6 +211,27 @@ class _Rewriter:
                     body += self.ensure(buf, scope, src_state, s)
                     break
         return then, other, st1, st2
+
+    def enter_loop(self, s, state, end) -> list:
+        """Copies before a loop whose body leaves a tile's value somewhere the loop does not
+        find it (T.tile row ops in a serial loop on a gemm accumulator: L0C on entry, UB after
+        a trip), so that every trip starts with the value in one place (`state` is updated):
+
+            gemm(a, b, acc)                       gemm(a, b, acc)
+            for i in serial(M):           ->      copy(acc, acc_ub)
+                relu(acc[i, :])                   for i in serial(M):
+                                                      relu(acc_ub[i, :])
+        """
+        out = []
+        for n in state:
+            if not state[n] or not end[n] or state[n] & end[n]:
+                continue
+            buf = next(iter(self.versions[n].values()))  # the version with the user's name
+            scope = next((h for h in ORDER if h in end[n] and any(
+                g in state[n] and (g, h) in PATHS for g in ORDER)), None)
+            if scope is not None:
+                out += self.ensure(buf, scope, state, s)
+        return out
 
     def own_reads(self, s, field: str, state):
         """A loop's extents or an if's condition read tiles on the scalar unit of the vector

@@ -381,17 +381,16 @@ class _Analysis(HappensBefore):
             elif not uniform((it, ("branch", 0))):
                 # split_cores' `if vid == 0`: every such if takes the same branch on a core, and
                 # what follows either runs under the same condition or is sync of its own. A
-                # pipe's order within itself learnt there (a pipe_barrier placed in the branch)
-                # is AIV 0's alone: what follows the if does not count on it
+                # pipe's order within itself learnt in a branch (a pipe_barrier placed there)
+                # holds on the cores that take it alone: neither the other branch (an expert
+                # kernel's `if vid == 0: ... else: ...`, walked after it) nor what follows the
+                # if counts on it
                 own = {p: v.get(p) for p, v in self.known.items()}
                 for branch, body in enumerate(it.bodies):
+                    if branch:
+                        self._forget_vector_order(own)
                     self.walk(body, ancestors + ((it, ("branch", branch)),))
-                for p, v in self.known.items():
-                    if p[1] == "V" and v.get(p) != own.get(p):
-                        if own.get(p) is None:
-                            v.pop(p, None)
-                        else:
-                            v[p] = own[p]
+                self._forget_vector_order(own)
             else:
                 # Only one branch runs: what is known after the if is what both branches
                 # establish (an empty else establishes nothing beyond the state before).
@@ -419,6 +418,15 @@ class _Analysis(HappensBefore):
                         ch.prime_set, ch.last_set) if ch.branch_set else None)
                     self.record_wait(ch, self.count)
             self.waits_after(it, self.count)
+
+    def _forget_vector_order(self, own: dict):
+        """Put back each vector pipe's knowledge of its own order to `own` (pipe -> index)."""
+        for p, v in self.known.items():
+            if p[1] == "V" and v.get(p) != own.get(p):
+                if own.get(p) is None:
+                    v.pop(p, None)
+                else:
+                    v[p] = own[p]
 
     def _walk_maybe_skipped(self, it, ancestors):
         """A loop of run-time trip count, walked twice: what is known after it is what both
