@@ -94,3 +94,30 @@ def test_atomic_under_if_in_parallel(target):
         run(c, p)
         np.testing.assert_allclose(f64(c), want_c, rtol=1e-5, atol=1e-5)
         np.testing.assert_allclose(f64(p), want_p, rtol=1e-5, atol=1e-5)
+
+
+def test_guarded_scatter_reads_no_index_past_the_tail(target):
+    """A weighted histogram over a length that is not a multiple of the block: the gathered
+    destination `h[x[i]]` and the value `w[i]` are read only where `if i < N` holds (before,
+    the tail lanes read x[100] and w[100]: an out-of-bounds KernelRuntimeError)."""
+    N, B, bm = 100, 10, 32
+
+    @T.prim_func
+    def main(x: T.Tensor((N,), T.int32), w: T.Tensor((N,), T.float32),
+             h: T.Tensor((B,), T.float32), c: T.Tensor((B,), T.int32)):
+        with T.Kernel(T.ceildiv(N, bm), threads=128) as bx:
+            for i in T.Parallel(bm):
+                if bx * bm + i < N:
+                    T.atomic_add(h[x[bx * bm + i]], w[bx * bm + i] * 2.0)
+                    T.atomic_add(c[x[bx * bm + i]], 1)
+
+    kernel = tilelang.compile(main, target=target)
+    rng = np.random.default_rng(5)
+    x = rng.integers(0, B, N).astype(np.int32)
+    w = rng.random(N).astype(np.float32)
+    want = np.bincount(x, weights=2 * f64(w), minlength=B)
+    for run in (kernel, kernel.simulate):
+        h, c = np.zeros(B, np.float32), np.zeros(B, np.int32)
+        run(x, w, h, c)
+        np.testing.assert_allclose(h, want, rtol=1e-5, atol=1e-5)
+        np.testing.assert_array_equal(c, np.bincount(x, minlength=B))

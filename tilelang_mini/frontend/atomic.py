@@ -274,15 +274,18 @@ class Atomics:
         serial loop nest. Atomic updates commute, so their order does not matter, and
         iterations that meet at one element add up, as on the GPU; a gathered index outside
         its dimension (a -1 padding of the indices) is not stored. An update under `if c:` in
-        the map goes this way too, each copy under c:
+        the map goes this way too, each copy under c (and the gathered index read only where c
+        holds: `if i < n: T.atomic_add(h[x[i]], 1)` reads no x[i] past n):
 
             for i, j in T.Parallel(R, D):            t[i, j] = v[i, j]           (a map)
                 T.atomic_add(C[idx[i], j], v[i, j])  for i_s in serial(R): for j_s in serial(D):
                                                   ->     copy(t[i_s, j_s], C[idx[i_s], j_s], atomic_add=True)
         """
         tmp = self.temp_tile(tuple(extents), u.buffer.dtype, u.node)
-        fill = For(names, tuple(const(e) for e in extents), "parallel",
-                   (Store(tmp, tuple(Var(n) for n in names), as_expr(u.value), u.loc),), 0, u.loc)
+        put = (Store(tmp, tuple(Var(n) for n in names), as_expr(u.value), u.loc),)
+        if u.cond is not None:  # the value too is read only where the condition holds
+            put = (If(u.cond, put, (), u.loc),)
+        fill = For(names, tuple(const(e) for e in extents), "parallel", put, 0, u.loc)
         serial = tuple(self.fresh_var(n) for n in names)
         at = {n: Var(v) for n, v in zip(names, serial)}
         pre = []  # scalars read per copy (a gathered row, the condition): hidden variables
@@ -294,10 +297,14 @@ class Atomics:
             self.hoisted_allocs[var.name] = Alloc(var, None, u.loc)
             pre.append(Store(var, (const(0),), as_expr(e), u.loc))
             return Load(var, (const(0),))
+        # the map's condition first: the gathered index is read only where it holds (a tail
+        # lane's `idx[i]` lies past the index tensor)
+        guard = None if u.cond is None else scalar(substitute(u.cond, at), "bool")
+        outer, pre = pre, []
         starts = tuple(scalar(as_expr(substitute(ix, at)), "int32") for ix in u.indices)
         body = (Copy(Region(tmp, tuple(Var(v) for v in serial), (1,) * len(names)),
                      Region(u.buffer, starts, (1,) * len(starts)), u.loc, atomic=u.kind),)
-        inside = None if u.cond is None else scalar(substitute(u.cond, at), "bool")
+        inside = None
         # a gathered index outside its dimension (a -1 padding): not stored (safe access)
         for ix, gathered, dim in zip(starts, u.indices, u.buffer.shape):
             if isinstance(dim, int) and any(isinstance(n, Load) for n in walk(gathered)):
@@ -306,6 +313,8 @@ class Atomics:
         if inside is not None:
             body = (If(inside, body, (), u.loc),)
         body = (*pre, *body)
+        if guard is not None:
+            body = (*outer, If(guard, body, (), u.loc))
         for v, e in reversed(list(zip(serial, extents))):
             body = (For((v,), (const(e),), "serial", body, 0, u.loc),)
         return [fill, *body]

@@ -61,6 +61,30 @@ def erf(x):
     return _call("select", binop("<", x, 0.0), _call("neg", y), y)
 
 
+def round_int(x, ties_even: bool):
+    """x rounded to the nearest integral value (a float expression): ties away from zero (TVM's
+    `round`, CUDA roundf, AscendC CAST_ROUND) or to even (`nearbyint`, rint, CAST_RINT). Formed
+    on |x|, whose fractional part |x| - floor(|x|) is exact in floating point (floor(x + 0.5)
+    is not: 0.49999997 + 0.5 rounds up to 1.0)."""
+    ax = _call("abs", x)
+    f = binop("//", ax, 1.0)
+    d = binop("-", ax, f)
+    up = binop(">", d, 0.5)
+    tie = binop("==", d, 0.5)
+    if ties_even:
+        tie = binop("and", tie, binop("!=", binop("%", f, 2.0), 0.0))
+    r = _call("select", binop("or", up, tie), binop("+", f, 1.0), f)
+    return _call("select", binop("<", x, 0.0), _call("neg", r), r)
+
+
+def _py_round(v: float, ties_even: bool) -> float:
+    a = abs(v)
+    f = math.floor(a)
+    d = a - f
+    r = f + 1 if d > 0.5 or (d == 0.5 and (not ties_even or f % 2 != 0)) else f
+    return float(-r if v < 0 else r)
+
+
 def clamp_loads(e, ranges=None):
     """`e` with every load's indices clamped into its buffer (the unselected side of a select
     is evaluated too, and TileLang guards out-of-range reads with if_then_else). `ranges`: the
@@ -181,9 +205,10 @@ class Dialect:
             raise self.error(n, "T.use_swizzle is a statement here (a GPU hint)")
         if name in ("atomic_add", "atomic_max", "atomic_min"):  # return_prev=True
             return self.atomic_value(name[len("atomic_"):], n)
-        if name == "round":
-            raise self.error(n, "T.round is not supported; write T.floor(x + 0.5) for "
-                                "ties-away rounding of non-negative values")
+        if name in ("round", "nearbyint", "rint"):  # TVM: round ties away, nearbyint to even
+            (x,) = self.values(n, 1, name)
+            even = name != "round"
+            return round_int(x, even) if is_ir(x) else _py_round(float(x), even)
         return None
 
     def tvm_intrinsic(self, name: str, n: ast.Call):

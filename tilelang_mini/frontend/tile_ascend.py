@@ -15,7 +15,7 @@ from ..ir.nodes import Buffer, Call, Cast, Const, For, Gemm, If, Load, SetFlag, 
 from ..errors import CompileError
 from ..ir import dtypes
 from .common import show
-from .dialect import select, sigmoid, tanh
+from .dialect import round_int, select, sigmoid, tanh
 from .exprs import as_expr, binop, const, is_ir
 from .tile_brcb import TileBrcb
 from .tile_sort import SORT_OPS, TileSort
@@ -64,10 +64,7 @@ _BITWISE = {"bitwise_and": "bitwise_and", "bitwise_or": "bitwise_or",
 
 def rint(x):
     """x rounded to the nearest integral value, ties to even (a float expression)."""
-    r0 = binop("//", binop("+", x, 0.5), 1.0)
-    tie = binop("and", binop("==", binop("-", r0, x), 0.5),
-                binop("!=", binop("%", r0, 2.0), 0.0))
-    return select(tie, binop("-", r0, 1.0), r0)
+    return round_int(x, ties_even=True)
 
 
 class TileAscend(TileSort, TileBrcb):
@@ -307,8 +304,7 @@ class TileAscend(TileSort, TileBrcb):
         elif mode == "CAST_TRUNC":
             r = Cast("int32", as_expr(x))
         elif mode == "CAST_ROUND":  # half away from zero
-            up = binop("//", binop("+", Call("abs", (as_expr(x),)), 0.5), 1.0)
-            r = select(binop("<", x, 0.0), Call("neg", (as_expr(up),)), up)
+            r = round_int(x, ties_even=False)
         elif mode == "CAST_RINT":  # half to even
             r = rint(x)
         else:

@@ -171,7 +171,7 @@ KERNEL_NAMES = (
     "pipe_barrier", "set_cross_flag", "wait_cross_flag",
     # expressions TileLang kernels use (the frontend spells them with the IR's operations)
     "if_then_else", "Select", "Cast", "clamp", "log2", "log10", "sigmoid", "tanh", "erf",
-    "floordiv", "floormod", "truncdiv", "truncmod", "pow", "round", "floor", "ceil",
+    "floordiv", "floormod", "truncdiv", "truncmod", "pow", "round", "nearbyint", "floor", "ceil",
     "shift_left", "shift_right", "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not",
     "reinterpret", "sort",
     "atomic_add", "atomic_max", "atomic_min", "atomic_addx2", "atomic_addx4", "alloc_global", "alloc_buffer", "reshape", "view",
