@@ -14,7 +14,7 @@ On an on-chip tile (one core owns it: no other writer) they are a plain read-mod
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..ir import dtypes
 from ..ir.analysis import GM_SCOPES
@@ -236,7 +236,11 @@ class Atomics:
                         (Store(u.buffer, u.indices, as_expr(_OPS[u.kind](old, u.value)), u.loc),),
                         0, u.loc)]
         if u.cond is not None:
-            return self.scatter_atomic(u, names, extents)
+            if not _edge_bounds_only(u.cond, u.indices, u.buffer.shape):
+                return self.scatter_atomic(u, names, extents)
+            # `if by * bm + i < M: T.atomic_add(C[by * bm + i, j], v)`: the tile's atomic copy
+            # clips at C's edge, so the condition is the copy's own (no element-wise scatter)
+            u = replace(u, cond=None)
         ext_of = dict(zip(names, extents))
         bases, order = [], []
         for ix in u.indices:
@@ -318,6 +322,25 @@ class Atomics:
         for v, e in reversed(list(zip(serial, extents))):
             body = (For((v,), (const(e),), "serial", body, 0, u.loc),)
         return [fill, *body]
+
+
+def _edge_bounds_only(cond, indices, shape) -> bool:
+    """Whether `cond` is a conjunction of `ix < dim` / `ix >= 0` / `0 <= ix` for destination
+    indices ix of a dimension dim (a tail guard that clipping at the tensor's edge implies)."""
+    if isinstance(cond, BinOp) and cond.op == "and":
+        return (_edge_bounds_only(cond.a, indices, shape)
+                and _edge_bounds_only(cond.b, indices, shape))
+    if not isinstance(cond, BinOp):
+        return False
+    for ix, dim in zip(indices, shape):
+        if cond.op == "<" and cond.a == ix and isinstance(dim, int) and \
+                isinstance(cond.b, Const) and cond.b.value == dim:
+            return True
+        if (cond.op == ">=" and cond.a == ix and isinstance(cond.b, Const) and cond.b.value == 0) \
+                or (cond.op == "<=" and cond.b == ix and isinstance(cond.a, Const)
+                    and cond.a.value == 0):
+            return True
+    return False
 
 
 def _split_index(ix, names: set):
