@@ -509,3 +509,57 @@ def test_sliding_window_alibi_attention(tgt):
     k = swa_alibi(S, D, window, slope)
     close(k(q, kk, v), want, "float16", D)
     close(simulated(k, q, kk, v), want, "float16", D)
+
+
+# ---------------------------------------------------------------- fused MoE expert GEMM
+
+@tilelang.jit
+def moe_expert_gemm(n_tok, E, D, F, topk, block_M=16, block_N=32, block_K=32):
+    """Token slots (t * topk + k) sorted by expert, expert e's segment
+    sorted_ids[off[e]:off[e + 1]]: rows of X gathered into the A tile, times W[e], scattered
+    back into Y weighted by the routing weight (atomic adds: a token meets topk experts)."""
+
+    @T.prim_func
+    def main(X: T.Tensor((n_tok, D), T.float16), W: T.Tensor((E, D, F), T.float16),
+             sorted_ids: T.Tensor((n_tok * topk,), T.int32), off: T.Tensor((E + 1,), T.int32),
+             weights: T.Tensor((n_tok * topk,), T.float32), Y: T.Tensor((n_tok, F), T.float32)):
+        with T.Kernel(T.ceildiv(F, block_N), T.ceildiv(n_tok * topk, block_M), E,
+                      threads=128) as (bx, by, e):
+            start = off[e]
+            cnt = off[e + 1] - start
+            if by * block_M < cnt:
+                a = T.alloc_shared((block_M, block_K), T.float16)
+                w = T.alloc_shared((block_K, block_N), T.float16)
+                acc = T.alloc_fragment((block_M, block_N), T.float32)
+                T.clear(acc)
+                for k in T.Pipelined(T.ceildiv(D, block_K), num_stages=2):
+                    for i, j in T.Parallel(block_M, block_K):
+                        a[i, j] = T.if_then_else(
+                            by * block_M + i < cnt,
+                            X[sorted_ids[start + by * block_M + i] // topk, k * block_K + j], 0)
+                    T.copy(W[e, k * block_K, bx * block_N], w)
+                    T.gemm(a, w, acc)
+                for i, j in T.Parallel(block_M, block_N):
+                    if by * block_M + i < cnt:
+                        slot = sorted_ids[start + by * block_M + i]
+                        T.atomic_add(Y[slot // topk, bx * block_N + j], acc[i, j] * weights[slot])
+    return main
+
+
+def test_fused_moe_expert_gemm(tgt):
+    n_tok, E, D, F, topk = 20, 4, 64, 64, 2
+    rng = np.random.default_rng(60)
+    x = rand((n_tok, D), "float16", 61)
+    w = rand((E, D, F), "float16", 62, 0.2)
+    experts = np.stack([rng.choice(E, topk, replace=False) for _ in range(n_tok)]).reshape(-1)
+    wts = rng.random(n_tok * topk).astype(np.float32)
+    sorted_ids = np.argsort(experts, kind="stable").astype(np.int32)
+    off = np.concatenate([[0], np.cumsum(np.bincount(experts, minlength=E))]).astype(np.int32)
+    want = np.zeros((n_tok, F))
+    for slot, ex in enumerate(experts):
+        want[slot // topk] += wts[slot] * (f64(x[slot // topk]) @ f64(w[ex]))
+    k = moe_expert_gemm(n_tok, E, D, F, topk)
+    for run in (k, k.simulate):
+        y = np.zeros((n_tok, F), np.float32)
+        run(x, w, sorted_ids, off, wts, y)
+        close(y, want, "float32", D)
