@@ -4,7 +4,6 @@ fewer than the tile: the K-pair micro-kernel layout. Before, the llvm code gener
 kernels the tile could never run (a whole 32-column panel of an 8-column tile, a 16-column
 narrow kernel of the K-pair panels, a 10-column kernel for a 10-column tensor in a 24-column
 tile) and stopped with an internal compiler error. Both targets and simulated."""
-import numpy as np
 import pytest
 
 import tilelang_mini as tilelang
