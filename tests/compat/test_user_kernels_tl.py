@@ -3,25 +3,11 @@
 both jit styles, T.macro, T.dynamic), none of them an upstream example or another test's kernel:
 each runs on every target and simulated, against an independent float64 NumPy reference."""
 import numpy as np
-import pytest
 
 import tilelang_mini as tilelang
 import tilelang_mini.language as T
 
-from util import close, f64, rand
-
-
-@pytest.fixture
-def tgt(target, monkeypatch):
-    """The target every jit in the test compiles for (factories and eager functions alike)."""
-    monkeypatch.setenv("TILELANG_MINI_TARGET", target)
-    return target
-
-
-def simulated(kernel, *args):
-    """The kernel's outputs on the pipe-level simulator (a race or deadlock raises)."""
-    out, _ = kernel.simulate(*args)
-    return out
+from util import close, f64, rand, simulated
 
 
 # ---------------------------------------------------------------- softmax + cross-entropy
@@ -480,36 +466,6 @@ def test_cross_entropy_forward_backward(tgt):
     for loss, g in (k(x, lab), simulated(k, x, lab)):
         close(loss, want_l, "float32", V)
         close(g, want_g, "bfloat16")
-
-
-# ---------------------------------------------------------------- weighted histogram (scatter)
-
-@tilelang.jit
-def weighted_histogram(N, bins, block=32):
-    """h[x[i]] += 2 w[i] and c[x[i]] += 1 by atomic scatter; N not a multiple of the block."""
-
-    @T.prim_func
-    def main(x: T.Tensor((N,), T.int32), w: T.Tensor((N,), T.float32),
-             h: T.Tensor((bins,), T.float32), c: T.Tensor((bins,), T.int32)):
-        with T.Kernel(T.ceildiv(N, block), threads=128) as bx:
-            for i in T.Parallel(block):
-                if bx * block + i < N:
-                    T.atomic_add(h[x[bx * block + i]], w[bx * block + i] * 2.0)
-                    T.atomic_add(c[x[bx * block + i]], 1)
-    return main
-
-
-def test_weighted_histogram(tgt):
-    N, bins = 100, 10
-    rng = np.random.default_rng(42)
-    x = rng.integers(0, bins, N).astype(np.int32)
-    w = rng.random(N).astype(np.float32)
-    k = weighted_histogram(N, bins)
-    for run in (k, k.simulate):
-        h, c = np.zeros(bins, np.float32), np.zeros(bins, np.int32)
-        run(x, w, h, c)
-        close(h, np.bincount(x, weights=2 * f64(w), minlength=bins), "float32", N)
-        np.testing.assert_array_equal(c, np.bincount(x, minlength=bins))
 
 
 # ---------------------------------------------------------------- KV-cache append (scatter)

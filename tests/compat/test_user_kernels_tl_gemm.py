@@ -10,23 +10,26 @@ import tilelang_mini as tilelang
 import tilelang_mini.language as T
 from tilelang_mini import CompileError
 
-from util import close, f64, rand
-
-
-@pytest.fixture
-def tgt(target, monkeypatch):
-    """The target every jit in the test compiles for (factories and eager functions alike)."""
-    monkeypatch.setenv("TILELANG_MINI_TARGET", target)
-    return target
-
-
-def simulated(kernel, *args):
-    """The kernel's outputs on the pipe-level simulator (a race or deadlock raises)."""
-    out, _ = kernel.simulate(*args)
-    return out
+from util import close, f64, rand, simulated
 
 
 # ---------------------------------------------------------------- paged attention decode
+
+@T.macro
+def online_softmax(s, o, m, m_prev, l, ls):
+    """One key block of an online softmax (the attention kernels below): the running row
+    maxima m, sums l and output o rescaled, the scores s turned into probabilities. The
+    extents come from the tiles' shapes."""
+    rows, cols = s.shape
+    T.copy(m, m_prev)
+    T.reduce_max(s, m, dim=1, clear=False)
+    for i, j in T.Parallel(rows, cols):
+        s[i, j] = T.exp(s[i, j] - m[i])
+    T.reduce_sum(s, ls, dim=1)
+    for i in T.Parallel(rows):
+        l[i] = l[i] * T.exp(m_prev[i] - m[i]) + ls[i]
+    for i, d in T.Parallel(rows, o.shape[1]):
+        o[i, d] *= T.exp(m_prev[i] - m[i])
 
 @tilelang.jit(out_idx=[-1])
 def paged_decode(B, H, Hkv, D, page, n_pages, max_pages, dtype=T.float16):
@@ -65,15 +68,7 @@ def paged_decode(B, H, Hkv, D, page, n_pages, max_pages, dtype=T.float16):
                 for g, t in T.Parallel(G, page):
                     s[g, t] = T.if_then_else(pg * page + t < n, s[g, t] * scale,
                                              -T.infinity(T.float32))
-                T.copy(m, m_prev)
-                T.reduce_max(s, m, dim=1, clear=False)
-                for g, t in T.Parallel(G, page):
-                    s[g, t] = T.exp(s[g, t] - m[g])
-                T.reduce_sum(s, ls, dim=1)
-                for g in T.Parallel(G):
-                    l[g] = l[g] * T.exp(m_prev[g] - m[g]) + ls[g]
-                for g, d in T.Parallel(G, D):
-                    o[g, d] *= T.exp(m_prev[g] - m[g])
+                online_softmax(s, o, m, m_prev, l, ls)
                 T.copy(s, p_s)
                 T.gemm(p_s, v_s, o)
             for g, d in T.Parallel(G, D):
@@ -481,15 +476,7 @@ def swa_alibi(S, D, window, slope, block_M=16, block_N=16):
                     dist = bx * block_M + i - kb * block_N - j
                     s[i, j] = T.if_then_else((dist >= 0) & (dist < window),
                                              s[i, j] * scale - slope * dist, -1e30)
-                T.copy(m, mp)
-                T.reduce_max(s, m, dim=1, clear=False)
-                for i, j in T.Parallel(block_M, block_N):
-                    s[i, j] = T.exp(s[i, j] - m[i])
-                T.reduce_sum(s, ls, dim=1)
-                for i in T.Parallel(block_M):
-                    l[i] = l[i] * T.exp(mp[i] - m[i]) + ls[i]
-                for i, d in T.Parallel(block_M, D):
-                    o[i, d] *= T.exp(mp[i] - m[i])
+                online_softmax(s, o, m, mp, l, ls)
                 T.copy(s, p)
                 T.gemm(p, v, o)
             for i, d in T.Parallel(block_M, D):

@@ -18,3 +18,9 @@ def close(got, want, dtype="float32", reduce_len=1):
 
 def f64(x):
     return np.asarray(x).astype(np.float64)
+
+
+def simulated(kernel, *args):
+    """The kernel's outputs on the pipe-level simulator (a race or deadlock raises)."""
+    out, _ = kernel.simulate(*args)
+    return out
