@@ -33,3 +33,11 @@ def target(request) -> str:
     """Every target in the backend registry (numpy and llvm)."""
     get_backend(request.param)  # a backend that does not load fails here, loudly
     return request.param
+
+
+@pytest.fixture
+def tgt(target, monkeypatch):
+    """`target`, made the one every jit of the test compiles for (TILELANG_MINI_TARGET: jit
+    factories and eager functions alike)."""
+    monkeypatch.setenv("TILELANG_MINI_TARGET", target)
+    return target

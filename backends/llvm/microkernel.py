@@ -62,9 +62,14 @@ def _mstrides(info):
 
 
 def gemm(g, s):
-    M, N, K = gemm_shape(s)
-    N = _static_columns(g, s, N)  # columns of C nothing can observe (transform/cpu_columns.py)
+    M, N_tile, K = gemm_shape(s)
+    N = _static_columns(g, s, N_tile)  # columns of C nothing can observe (transform/cpu_columns.py)
     ai, bi, ci = g.info(s.a.buffer), g.info(s.b.buffer), g.info(s.c.buffer)
+    if bi.layout == "packBT2" and not kpairs.usable(False, N, 2, 4):
+        # layout.py chose the K-pair panels for the tile's columns (1..8 or 17..24); fewer
+        # observed columns that the K-pair kernel does not serve (9..16: a 10-column tensor
+        # in a 24-column tile) compute the tile's unobserved columns too
+        N = N_tile
     if ai.layout != "row" or ci.layout != "row":
         raise g.fail("internal: packed gemm operand A or C")
     sa, sb, sc = starts_of(g, s.a), starts_of(g, s.b), starts_of(g, s.c)
@@ -208,11 +213,12 @@ def gemm(g, s):
             panel(ir.Constant(I64, N // NR), N % NR)
     else:  # stop at the block's valid columns: whole panels, then a narrow one
         full = b.sdiv(nv, ir.Constant(I64, NR))
-        with e.loop(0, full, name="nj") as jp:
-            panel(jp, NR)
+        if N // NR:  # (a tile narrower than a panel has none: no whole-panel kernel)
+            with e.loop(0, full, name="nj") as jp:
+                panel(jp, NR)
         rem = b.sub(nv, b.mul(full, ir.Constant(I64, NR)))
         with e.if_then(b.icmp_signed(">", rem, ir.Constant(I64, 0))):
-            _narrow_panel(g, panel, full, rem, N)
+            _narrow_panel(g, panel, full, rem, N, bi.layout == "packBT2")
     if not c_direct:
         outlined(g, ("co", ci.dtype, ci.storage, ci.strides[-2], M, N),
                   lambda dst, src: _c_through(g, ci, dst, ci.strides[-2], M, N, src, False),
@@ -222,16 +228,21 @@ def gemm(g, s):
 NARROW = (8, 16, 24)  # the narrow micro-kernels' widths (columns) below a whole panel
 
 
-def _narrow_panel(g, panel, jp, rem, N):
+def _narrow_panel(g, panel, jp, rem, N, paired=False):
     """Panel jp holding the last `rem` (1..NR-1, i64) valid columns: the narrowest of the
     8/16/24-column micro-kernels that covers them and stays inside C, else the whole panel (or
-    the tile's static tail)."""
+    the tile's static tail). Only kernels that can run are made: none wider than the tile
+    (an 8-column tile has no 16-column kernel), and in the K-pair panels of a transposed B
+    (`paired`) only the widths the K-pair kernel serves (8, 24: kpairs.usable)."""
     b = g.e.b
     base = b.mul(jp, ir.Constant(I64, NR))
+    widths = [w for w in NARROW if w <= N and not (paired and VL // 2 < w <= VL)]
 
     def choose(i):
-        if i == len(NARROW):
-            if N % NR:
+        if i == len(widths):
+            if N < NR:  # the tile's one (narrow) panel
+                panel(jp, N)
+            elif N % NR:
                 with b.if_else(b.icmp_signed("<", jp, ir.Constant(I64, N // NR))) as (whole, tail):
                     with whole:
                         panel(jp, NR)
@@ -240,7 +251,7 @@ def _narrow_panel(g, panel, jp, rem, N):
             else:
                 panel(jp, NR)
             return
-        w = NARROW[i]
+        w = widths[i]
         fits = b.and_(b.icmp_signed("<=", rem, ir.Constant(I64, w)),
                       b.icmp_signed("<=", b.add(base, ir.Constant(I64, w)), ir.Constant(I64, N)))
         with b.if_else(fits) as (yes, no):

@@ -302,3 +302,32 @@ def test_expert_both_vector_cores_add_to_one_tile(target):
         y = np.zeros((n,), np.float32)
         kernel.simulate(x, y)
         close(y, f64(x).sum(0), reduce_len=4 * n)
+
+
+def test_tail_guarded_element_form_is_one_tile_copy(target):
+    """`if by * bm + i < M: T.atomic_add(C[by * bm + i, bx * bn + j], acc[i, j])` (the tail
+    guard a CUDA split-K GEMM writes when M is not a multiple of the block) is the tile's
+    atomic copy, clipped at C's edge (before: an element-wise scatter, 1024 one-element
+    atomic copies per block)."""
+    Mt, bm = 50, 32
+
+    @T.prim_func
+    def main(A: T.Tensor((Mt, K), T.float16), B: T.Tensor((K, N), T.float16),
+             C: T.Tensor((Mt, N), T.float32)):
+        with T.Kernel(T.ceildiv(N, bm), T.ceildiv(Mt, bm), 2, threads=128) as (bx, by, bz):
+            a_s = T.alloc_shared((bm, K // 2), T.float16)
+            b_s = T.alloc_shared((K // 2, bm), T.float16)
+            acc = T.alloc_fragment((bm, bm), T.float32)
+            T.copy(A[by * bm, bz * (K // 2)], a_s)
+            T.copy(B[bz * (K // 2), bx * bm], b_s)
+            T.gemm(a_s, b_s, acc, clear_accum=True)
+            for i, j in T.Parallel(bm, bm):
+                if by * bm + i < Mt and 0 <= bx * bm + j:
+                    T.atomic_add(C[by * bm + i, bx * bm + j], acc[i, j])
+
+    kernel = tilelang.compile(main, target=target)
+    lowered = print_ir(kernel.compilation.stages["frontend"])
+    assert "serial" not in lowered and lowered.count("atomic_add=True") == 1
+    a, b = rand((Mt, K), "float16", 7), rand((K, N), "float16", 8)
+    c0 = rand((Mt, N), "float32", 9)
+    run_everywhere(kernel, target, (a, b), c0, f64(c0) + f64(a) @ f64(b), "float32", K)

@@ -94,3 +94,65 @@ def test_atomic_under_if_in_parallel(target):
         run(c, p)
         np.testing.assert_allclose(f64(c), want_c, rtol=1e-5, atol=1e-5)
         np.testing.assert_allclose(f64(p), want_p, rtol=1e-5, atol=1e-5)
+
+
+def test_guarded_scatter_reads_no_index_past_the_tail(target):
+    """A weighted histogram over a length that is not a multiple of the block: the gathered
+    destination `h[x[i]]` and the value `w[i]` are read only where `if i < N` holds (before,
+    the tail lanes read x[100] and w[100]: an out-of-bounds KernelRuntimeError)."""
+    N, B, bm = 100, 10, 32
+
+    @T.prim_func
+    def main(x: T.Tensor((N,), T.int32), w: T.Tensor((N,), T.float32),
+             h: T.Tensor((B,), T.float32), c: T.Tensor((B,), T.int32)):
+        with T.Kernel(T.ceildiv(N, bm), threads=128) as bx:
+            for i in T.Parallel(bm):
+                if bx * bm + i < N:
+                    T.atomic_add(h[x[bx * bm + i]], w[bx * bm + i] * 2.0)
+                    T.atomic_add(c[x[bx * bm + i]], 1)
+
+    kernel = tilelang.compile(main, target=target)
+    rng = np.random.default_rng(5)
+    x = rng.integers(0, B, N).astype(np.int32)
+    w = rng.random(N).astype(np.float32)
+    want = np.bincount(x, weights=2 * f64(w), minlength=B)
+    for run in (kernel, kernel.simulate):
+        h, c = np.zeros(B, np.float32), np.zeros(B, np.int32)
+        run(x, w, h, c)
+        np.testing.assert_allclose(h, want, rtol=1e-5, atol=1e-5)
+        np.testing.assert_array_equal(c, np.bincount(x, minlength=B))
+
+
+def test_scatter_under_a_data_dependent_guard_simulates(target):
+    """A fused-MoE epilogue: rows of an expert's segment scattered into C through token ids,
+    weighted by w[ids[..]], under `if row < count` with the count read from a tensor. The
+    simulator's race check found the map's access boxes over every lane, reading ids past its
+    end (a KernelRuntimeError of the simulation only); it now takes each access over the
+    iterations where the map's ifs hold, as the run does."""
+    N, R, D, start, cnt = 12, 8, 16, 3, 11
+
+    @T.prim_func
+    def main(ids: T.Tensor((start + cnt,), T.int32), off: T.Tensor((2,), T.int32),
+             w: T.Tensor((start + cnt,), T.float32), V: T.Tensor((2 * R, D), T.float32),
+             C: T.Tensor((N, D), T.float32)):
+        with T.Kernel(2, threads=128) as bx:
+            v = T.alloc_fragment((R, D), T.float32)
+            T.copy(V[bx * R, 0], v)
+            s = off[0]
+            n = off[1] - s
+            for i, j in T.Parallel(R, D):
+                if bx * R + i < n:
+                    T.atomic_add(C[ids[s + bx * R + i], j], v[i, j] * w[s + bx * R + i])
+
+    kernel = tilelang.compile(main, target=target)
+    rng = np.random.default_rng(6)
+    ids = rng.integers(0, N, start + cnt).astype(np.int32)
+    w = rng.random(start + cnt).astype(np.float32)
+    vals = rng.standard_normal((2 * R, D)).astype(np.float32)
+    off = np.array([start, start + cnt], np.int32)
+    want = np.zeros((N, D))
+    np.add.at(want, ids[start:], f64(vals[:cnt]) * f64(w[start:])[:, None])
+    for run in (kernel, kernel.simulate):
+        c = np.zeros((N, D), np.float32)
+        run(ids, off, w, vals, c)
+        np.testing.assert_allclose(c, want, rtol=1e-5, atol=1e-5)

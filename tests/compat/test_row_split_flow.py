@@ -115,3 +115,40 @@ def test_a_bias_as_long_as_the_block_is_not_a_row_tile(target):
     close(kernel(x, b, s), want)
     if target == "numpy":
         close(kernel.simulate(x, b, s)[0], want)
+
+
+@pytest.mark.parametrize("reverse", [True, False])
+def test_gm_written_then_read_at_other_rows_is_not_split(target, reverse):
+    """A block writes its rows of a scratch tensor, then reads them back in another order
+    (`ws[bx * 8 + 7 - i, j]`). Split by rows, AIV 0 would read rows AIV 1 wrote with no order
+    between the two vector cores (before: wrong numbers on both targets, a RaceError in the
+    simulator); such work is not split. Read back at the rows it wrote, it still splits."""
+    M, N, bm = 16, 32, 8
+
+    @T.prim_func
+    def main(x: T.Tensor((M, N), T.float32), ws: T.Tensor((M, N), T.float32),
+             y: T.Tensor((M, N), T.float32)):
+        with T.Kernel(M // bm, threads=128) as bx:
+            t = T.alloc_fragment((bm, N), T.float32)
+            u = T.alloc_fragment((bm, N), T.float32)
+            T.copy(x[bx * bm, 0], t)
+            for i, j in T.Parallel(bm, N):
+                t[i, j] = t[i, j] * 2.0
+            T.copy(t, ws[bx * bm, 0])
+            if reverse:
+                for i, j in T.Parallel(bm, N):
+                    u[i, j] = ws[bx * bm + bm - 1 - i, j] + 1.0
+            else:
+                T.copy(ws[bx * bm, 0], u)
+                for i, j in T.Parallel(bm, N):
+                    u[i, j] = u[i, j] + 1.0
+            T.copy(u, y[bx * bm, 0])
+
+    kernel = tilelang_mini.compile(main, out_idx=[-1], target=target)
+    x = rand((M, N), "float32", 3)
+    rows = 2 * f64(x).reshape(M // bm, bm, N)
+    want = (rows[:, ::-1] if reverse else rows).reshape(M, N) + 1
+    lowered = kernel.get_ir(list(kernel.compilation.stages)[-1])
+    assert ("vid * 4" in lowered) == (not reverse)
+    for run in (kernel, lambda *a: kernel.simulate(*a)[0]):
+        close(run(x, np.zeros((M, N), np.float32)), want, "float32")

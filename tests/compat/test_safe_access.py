@@ -84,3 +84,36 @@ def test_gather_and_scatter_through_index_tensor(target, monkeypatch):
         kern, args = gather_rows.kernel_for(x, idx, np.zeros((k, 16), np.float32))
         kern.simulate(*args)
         close(args[2], want)
+
+
+@pytest.mark.parametrize("guarded", [True, False])
+def test_scatter_through_slots_in_a_tail_block(target, guarded):
+    """A KV-cache append: rows of k scattered to cache rows slots[t] (-1: skip), 13 tokens in
+    blocks of 8. With `if t < n and slots[t] >= 0:` the condition's read of slots is guarded
+    (before: slots[13..15] read out of bounds, a KernelRuntimeError); without it the store's
+    index reads slots guarded and the store runs only where that read lies inside slots and
+    the slot inside the cache (the 0 read past the end does not overwrite cache row 0)."""
+    n, S, D, bm = 13, 40, 16, 8
+
+    @T.prim_func
+    def main(k: T.Tensor((n, D), T.float32), slots: T.Tensor((n,), T.int32),
+             cache: T.Tensor((S, D), T.float32)):
+        with T.Kernel(T.ceildiv(n, bm), threads=128) as bx:
+            for i, d in T.Parallel(bm, D):
+                if guarded:
+                    if bx * bm + i < n and slots[bx * bm + i] >= 0:
+                        cache[slots[bx * bm + i], d] = k[bx * bm + i, d]
+                else:
+                    cache[slots[bx * bm + i], d] = k[bx * bm + i, d]
+
+    kernel = tilelang_mini.compile(main, target=target)
+    kv = rand((n, D), "float32", 3)
+    slots = np.random.default_rng(4).permutation(np.arange(1, S))[:n].astype(np.int32)
+    slots[3] = -1
+    cache0 = rand((S, D), "float32", 5)
+    want = cache0.copy()
+    want[slots[slots >= 0]] = kv[slots >= 0]
+    for run in (kernel, kernel.simulate):
+        cache = cache0.copy()
+        run(kv, slots, cache)
+        np.testing.assert_array_equal(cache, want)

@@ -14,7 +14,7 @@ On an on-chip tile (one core owns it: no other writer) they are a plain read-mod
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..ir import dtypes
 from ..ir.analysis import GM_SCOPES
@@ -236,7 +236,11 @@ class Atomics:
                         (Store(u.buffer, u.indices, as_expr(_OPS[u.kind](old, u.value)), u.loc),),
                         0, u.loc)]
         if u.cond is not None:
-            return self.scatter_atomic(u, names, extents)
+            if not _edge_bounds_only(u.cond, u.indices, u.buffer.shape):
+                return self.scatter_atomic(u, names, extents)
+            # `if by * bm + i < M: T.atomic_add(C[by * bm + i, j], v)`: the tile's atomic copy
+            # clips at C's edge, so the condition is the copy's own (no element-wise scatter)
+            u = replace(u, cond=None)
         ext_of = dict(zip(names, extents))
         bases, order = [], []
         for ix in u.indices:
@@ -274,15 +278,18 @@ class Atomics:
         serial loop nest. Atomic updates commute, so their order does not matter, and
         iterations that meet at one element add up, as on the GPU; a gathered index outside
         its dimension (a -1 padding of the indices) is not stored. An update under `if c:` in
-        the map goes this way too, each copy under c:
+        the map goes this way too, each copy under c (and the gathered index read only where c
+        holds: `if i < n: T.atomic_add(h[x[i]], 1)` reads no x[i] past n):
 
             for i, j in T.Parallel(R, D):            t[i, j] = v[i, j]           (a map)
                 T.atomic_add(C[idx[i], j], v[i, j])  for i_s in serial(R): for j_s in serial(D):
                                                   ->     copy(t[i_s, j_s], C[idx[i_s], j_s], atomic_add=True)
         """
         tmp = self.temp_tile(tuple(extents), u.buffer.dtype, u.node)
-        fill = For(names, tuple(const(e) for e in extents), "parallel",
-                   (Store(tmp, tuple(Var(n) for n in names), as_expr(u.value), u.loc),), 0, u.loc)
+        put = (Store(tmp, tuple(Var(n) for n in names), as_expr(u.value), u.loc),)
+        if u.cond is not None:  # the value too is read only where the condition holds
+            put = (If(u.cond, put, (), u.loc),)
+        fill = For(names, tuple(const(e) for e in extents), "parallel", put, 0, u.loc)
         serial = tuple(self.fresh_var(n) for n in names)
         at = {n: Var(v) for n, v in zip(names, serial)}
         pre = []  # scalars read per copy (a gathered row, the condition): hidden variables
@@ -294,10 +301,14 @@ class Atomics:
             self.hoisted_allocs[var.name] = Alloc(var, None, u.loc)
             pre.append(Store(var, (const(0),), as_expr(e), u.loc))
             return Load(var, (const(0),))
+        # the map's condition first: the gathered index is read only where it holds (a tail
+        # lane's `idx[i]` lies past the index tensor)
+        guard = None if u.cond is None else scalar(substitute(u.cond, at), "bool")
+        outer, pre = pre, []
         starts = tuple(scalar(as_expr(substitute(ix, at)), "int32") for ix in u.indices)
         body = (Copy(Region(tmp, tuple(Var(v) for v in serial), (1,) * len(names)),
                      Region(u.buffer, starts, (1,) * len(starts)), u.loc, atomic=u.kind),)
-        inside = None if u.cond is None else scalar(substitute(u.cond, at), "bool")
+        inside = None
         # a gathered index outside its dimension (a -1 padding): not stored (safe access)
         for ix, gathered, dim in zip(starts, u.indices, u.buffer.shape):
             if isinstance(dim, int) and any(isinstance(n, Load) for n in walk(gathered)):
@@ -306,9 +317,30 @@ class Atomics:
         if inside is not None:
             body = (If(inside, body, (), u.loc),)
         body = (*pre, *body)
+        if guard is not None:
+            body = (*outer, If(guard, body, (), u.loc))
         for v, e in reversed(list(zip(serial, extents))):
             body = (For((v,), (const(e),), "serial", body, 0, u.loc),)
         return [fill, *body]
+
+
+def _edge_bounds_only(cond, indices, shape) -> bool:
+    """Whether `cond` is a conjunction of `ix < dim` / `ix >= 0` / `0 <= ix` for destination
+    indices ix of a dimension dim (a tail guard that clipping at the tensor's edge implies)."""
+    if isinstance(cond, BinOp) and cond.op == "and":
+        return (_edge_bounds_only(cond.a, indices, shape)
+                and _edge_bounds_only(cond.b, indices, shape))
+    if not isinstance(cond, BinOp):
+        return False
+    for ix, dim in zip(indices, shape):
+        if cond.op == "<" and cond.a == ix and isinstance(dim, int) and \
+                isinstance(cond.b, Const) and cond.b.value == dim:
+            return True
+        if (cond.op == ">=" and cond.a == ix and isinstance(cond.b, Const) and cond.b.value == 0) \
+                or (cond.op == "<=" and cond.b == ix and isinstance(cond.a, Const)
+                    and cond.a.value == 0):
+            return True
+    return False
 
 
 def _split_index(ix, names: set):

@@ -384,6 +384,8 @@ class Dialect:
         """`if c: x[i] = a else: x[i] = b` inside T.Parallel: an If in the map. Its element
         assignments are masked: each runs (reads and writes memory) only in the iterations
         where its branch's condition holds, so a guard keeps every access inside its tensor."""
+        from .safe_access import guard_reads  # its reads too are safe accesses (a tail
+        cond = guard_reads(cond, self.var_ranges)  # lane's `if i < n and m[i] > 0`)
         if then and all(isinstance(st, ParallelAtomic) for st in then) and not other:
             # `if c: T.atomic_add(C[..], v)`: each update where c holds (and its own guard)
             return [replace(u, cond=cond if u.cond is None else binop("and", cond, u.cond))

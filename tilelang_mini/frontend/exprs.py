@@ -64,7 +64,7 @@ def binop(op: str, a, b):
     if isinstance(a, Const) and isinstance(b, Const):
         return const(_PY_OPS[op](a.value, b.value))
     if op in BIT_CALLS:
-        return Call(BIT_CALLS[op], (a, b))
+        return _wrap_u32(op, (a, b), Call(BIT_CALLS[op], (a, b)))
     # Identities that keep index arithmetic readable.
     if op in ("+", "-") and isinstance(b, Const) and b.value == 0 and b.dtype == "int32":
         return a
@@ -74,7 +74,28 @@ def binop(op: str, a, b):
         return a
     if op == "*" and isinstance(a, Const) and a.value == 1 and a.dtype == "int32":
         return b
-    return BinOp(op, a, b)
+    return _wrap_u32(op, (a, b), BinOp(op, a, b))
+
+
+# uint32 arithmetic that can leave 32 bits: TVM types `a * b` of a uint32 value as uint32, and
+# CUDA computes it in 32 bits, so a hash's `h * 2654435761` wraps before `h >> 16` reads it.
+# (Other integers compute exactly, as 64-bit values, and wrap where they are stored.)
+_U32_WRAPS = ("+", "-", "*", "<<")
+
+
+def _wrap_u32(op, args, e):
+    """`e` (a op b), cast to uint32 where an operand is a uint32 value, the other an integer
+    of at most 32 bits, and op can leave 32 bits:
+
+        h * 2654435761 (h: uint32)  ->  cast(h * 2654435761, "uint32")
+    """
+    if op not in _U32_WRAPS and op != "~":
+        return e
+    kinds = [static_dtype(x) for x in args]
+    if "uint32" not in kinds or any(k is None or k == "bool" or dtypes.is_float(k)
+                                    or k == "int64" for k in kinds):
+        return e
+    return Cast("uint32", e)
 
 
 def linear(e, atoms: bool = False) -> tuple[dict, int] | None:
@@ -135,7 +156,7 @@ def bit_not(v, builder=None, node=None):
         if not isinstance(v, int) or isinstance(v, bool):
             raise builder.error(node, "~ (bitwise_not) takes an integer")
         return ~v
-    return Call("bitwise_not", (v,))
+    return _wrap_u32("~", (v,), Call("bitwise_not", (v,)))
 
 
 _INT_OF_SIZE = {1: "int8", 2: "int16", 4: "int32", 8: "int64"}
@@ -154,13 +175,20 @@ def static_dtype(e) -> str | None:
         if e.op in ("<", "<=", ">", ">=", "==", "!=", "and", "or"):
             return "bool"
         kinds = {static_dtype(e.a), static_dtype(e.b)}
-        return "float32" if e.op == "/" or any(k and dtypes.is_float(k) for k in kinds) else "int32"
+        return "float32" if e.op == "/" or any(k and dtypes.is_float(k) for k in kinds) else \
+            _int_kind(kinds)
     if isinstance(e, Call):
         if e.fn in ("exp", "exp2", "log", "sqrt", "rsqrt", "sin", "cos"):
             return "float32"
-        kinds = {static_dtype(a) for a in e.args}
-        return "float32" if any(k and dtypes.is_float(k) for k in kinds) else "int32"
+        kinds = {static_dtype(a) for a in (e.args[1:] if e.fn == "select" else e.args)}
+        return "float32" if any(k and dtypes.is_float(k) for k in kinds) else _int_kind(kinds)
     return None
+
+
+def _int_kind(kinds) -> str:
+    """The integer dtype of arithmetic on values of `kinds`: uint32 when one is (and none is
+    64-bit: TVM's uint32 ^ literal, uint32 * literal are uint32), else int32."""
+    return "uint32" if "uint32" in kinds and "int64" not in kinds else "int32"
 
 
 def reinterpret(v: Expr, dtype: str, builder, node):

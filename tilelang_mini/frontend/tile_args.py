@@ -6,7 +6,7 @@ import ast
 
 from ..ir import dtypes
 from ..ir.nodes import Call, Cast, For, Store
-from .dialect import select
+from .dialect import nearbyint, round_away
 from .exprs import as_expr, binop, const
 
 _CAST_MODES = ("CAST_NONE", "CAST_RINT", "CAST_FLOOR", "CAST_CEIL", "CAST_ROUND", "CAST_TRUNC",
@@ -52,11 +52,9 @@ REQUIRED = {**dict.fromkeys(("row_expand_mul", "row_expand_sub", "row_expand_div
 
 
 def rint(x):
-    """x rounded to the nearest integral value, ties to even (a float expression)."""
-    r0 = binop("//", binop("+", x, 0.5), 1.0)
-    tie = binop("and", binop("==", binop("-", r0, x), 0.5),
-                binop("!=", binop("%", r0, 2.0), 0.0))
-    return select(tie, binop("-", r0, 1.0), r0)
+    """x rounded to the nearest integral value, ties to even (a float expression; exact: see
+    dialect.nearbyint)."""
+    return nearbyint(x)
 
 
 class TileArgs:
@@ -140,8 +138,7 @@ class TileArgs:
         elif mode == "CAST_TRUNC":
             r = Cast("int32", as_expr(x))
         elif mode == "CAST_ROUND":  # half away from zero
-            up = binop("//", binop("+", Call("abs", (as_expr(x),)), 0.5), 1.0)
-            r = select(binop("<", x, 0.0), Call("neg", (as_expr(up),)), up)
+            r = round_away(x)
         else:  # CAST_RINT: half to even
             r = rint(x)
         return r

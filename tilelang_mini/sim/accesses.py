@@ -8,8 +8,8 @@ import numpy as np
 
 from ..errors import KernelRuntimeError
 from .. import semantics
-from ..ir.analysis import exact_boxes, is_map, operands
-from ..ir.nodes import Const, For, Region, Store, Var
+from ..ir.analysis import exact_boxes, is_map, loads, operands
+from ..ir.nodes import Const, For, If, Region, Store, Var
 from .streams import Env, Fault, _expr_fn, as_index, cached
 
 
@@ -220,10 +220,11 @@ def _instr_accesses(stmt, vars: dict, bufs: dict):
     out = []
     ops = operands_exact(stmt)
     unguarded = cached(stmt, _unguarded_map, "unguarded") if acc.lanes is not None else False
+    masked = _masked_boxes(stmt, acc) if acc.lanes is not None and not unguarded else None
     for (node, w), exact in ops:
         if not isinstance(node, Region) and node.buffer.scope == "var":
             continue
-        box = acc.box(node)
+        box = masked.get(node) if masked is not None else acc.box(node)
         if box is not None and not exact and not isinstance(node, Region):
             box = Hull(box)
             if unguarded:
@@ -238,6 +239,45 @@ def operands_exact(stmt) -> list:
     exact_boxes), found once per statement."""
     return cached(stmt, lambda s: list(zip(operands(s, accumulate=False),
                                            exact_boxes(s, accumulate=False))), "operands_exact")
+
+
+def _masked_boxes(stmt: For, acc: _Operands) -> dict:
+    """{load or store: box} of a map with ifs in its body, each access over the iterations
+    where the ifs around it hold, as the run masks them (semantics/run.py: the lanes
+    compressed to the coordinates where a condition holds). An index a guard keeps inside its
+    tensor, `w[ids[s + i]]` under `if i < n:`, is read only there (over every lane it would
+    read ids past its end). Accesses of one node under several ifs: the box around them."""
+    names = stmt.vars
+    boxes = {}
+
+    def note(node, env):
+        box = index_box(node.buffer, node.indices, env)
+        if box is None:
+            return
+        old = boxes.get(node)
+        boxes[node] = box if old is None else tuple(
+            min(a, b) if k % 2 == 0 else max(a, b) for k, (a, b) in enumerate(zip(old, box)))
+
+    def visit(body, env):
+        for s in body:
+            if isinstance(s, If):
+                for ld in loads(s):
+                    note(ld, env)
+                vs = env.vars
+                *lanes, mask = np.broadcast_arrays(*[vs[n] for n in names],
+                                                   np.asarray(_expr_fn(s.cond)(env), dtype=bool))
+                for branch, sel in ((s.then_body, mask), (s.else_body, ~mask)):
+                    if branch and sel.any():
+                        sub = dict(vs)
+                        sub.update((n, a[sel]) for n, a in zip(names, lanes))
+                        visit(branch, Env(sub, env.bufs))
+            elif isinstance(s, Store):
+                for ld in loads(s):
+                    note(ld, env)
+                note(s, env)
+
+    visit(stmt.body, acc.lane_env())
+    return boxes
 
 
 def _unguarded_map(stmt) -> bool:

@@ -293,7 +293,10 @@ def _problems(node):
             yield (f"gemm A and B dtypes differ: {node.a.buffer.dtype} and "
                    f"{node.b.buffer.dtype}")
         if node.c.buffer.dtype not in ("float32", "int32"):
-            yield f"gemm accumulates in float32; C is {node.c.buffer.dtype}"
+            dt = node.c.buffer.dtype
+            yield (f"gemm accumulates in float32 (int32 for integer operands); C is {dt}: the "
+                   f"cube's L0C has no {dt} accumulator. Allocate C as float32 and cast where "
+                   f"it is stored (T.copy(C_local, C_out) into a {dt} tile or tensor)")
         if node.scale_gran or node.scale_a is not None or node.scale_b is not None:
             yield from _scale_problems(node)
         elif node.a.buffer.dtype == "int4x2":

@@ -178,9 +178,33 @@ def _checked_split(body, rows, split):
         if core_of(s) == "C" and not _cube_splittable(s, split, rows):
             return None
     once = _aiv0_work(body, whole, split, heads)
-    if _crosses_aivs(body, once):
+    if _crosses_aivs(body, once) or _reads_other_rows(body, once):
         return None
     return rows, frozenset(split), once
+
+
+def _reads_other_rows(body, once) -> bool:
+    """Whether global memory that vector work of both AIVs writes is also read by such work
+    at other elements than it writes (a copy of another region, an element access at another
+    index): with the rows split, AIV 0 could read rows that AIV 1 wrote, with no order
+    between the two vector cores. Where every access is the same region (or element index),
+    each AIV reads back what it wrote itself:
+
+        copy(t, ws[bx * 8 +: 8, ...])                           (t split by rows)
+        for i, j in Parallel(8, 32): u[i, j] = ws[bx * 8 + 7 - i, j]   ->  not split
+    """
+    keys, written, read = {}, set(), set()
+    for s in analysis.instructions(body):
+        if core_of(s) != "V" or id(s) in once:
+            continue
+        for node, w in analysis.operands(s):
+            buf = node.buffer
+            if buf.scope not in analysis.GM_SCOPES:
+                continue
+            key = (node.start, node.extent) if isinstance(node, Region) else node.indices
+            keys.setdefault(buf.name, set()).add(key)
+            (written if w else read).add(buf.name)
+    return any(len(keys[n]) > 1 for n in written & read)
 
 
 def _crosses_aivs(body, once) -> bool:
