@@ -516,8 +516,10 @@ def gen_library(d, seed) -> Case:
     if d.boolean(0.25):
         from .gen_library_bad import gen_library_bad
         return gen_library_bad(d, seed, chip)
-    names = list(LEGAL)
-    gen = LEGAL[d.weighted(names, [LEGAL[n][1] for n in names])][0]
+    from .gen_library2 import LEGAL2
+    legal = {**LEGAL, **LEGAL2}
+    names = list(legal)
+    gen = legal[d.weighted(names, [legal[n][1] for n in names])][0]
     kind, tensors, body, ref, tol, feats, sim = gen(d)
     if "needs_950" in feats:  # (the 910b refuses packed UE8M0 scales: the illegal family's)
         chip = "ascend950"
