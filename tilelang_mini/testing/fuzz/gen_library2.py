@@ -196,5 +196,59 @@ def lib_paged_mqa(d):
         B * NN * L <= 2048
 
 
+
+def lib_sparse_mla(d):
+    """flash_mla_with_kvcache's sparse decode on FlashMLA's V3.2 FP8 cache (656 bytes a token:
+    512 e4m3, 4 fp32 scales, 64 bfloat16 RoPE values), indices with -1 and past-the-cache
+    entries, topk_length, attn_sink; the decoded NoPE values go to the cube as bfloat16."""
+    B, SQ, HQ = d.int(1, 2), d.int(1, 2), d.choice([1, 16, d.dim(1, 70)])
+    PBS, NBK = d.choice([64, 64, 16, 32]), d.int(1, 4)
+    NT, topk = PBS * NBK, d.choice([1, d.dim(1, 100), d.dim(1, 700)])
+    tl = d.choice(["None", repr([d.int(0, topk) for _ in range(B)])])
+    sink = d.boolean(0.4)
+    scale = d.choice([None, d.real(0.01, 0.2)])
+    tensors = [Tensor("Q", [B, SQ, HQ, 576], BF), Tensor("KN", [NT, 4, 128], E4, -2.0, 2.0),
+               Tensor("KS", [NT, 4], F32, 0.05, 1.5), Tensor("KR", [NT, 64], BF),
+               Tensor("Idx", [B, SQ, topk], "int32", -1, NT + 3)]
+    if sink:
+        tensors.append(Tensor("Sink", [HQ], F32, -2.0, 2.0))
+    tensors += [Tensor("O", [B, SQ, HQ, 512], BF, output=True),
+                Tensor("LSE", [B, HQ, SQ], F32, output=True)]
+    body = [f"raw = np.zeros(({NT}, 656), np.uint8)",
+            f"raw[:, :512] = KN.reshape({NT}, 512).view(np.uint8)",
+            f"raw[:, 512:528] = np.ascontiguousarray(KS).view(np.uint8).reshape({NT}, 16)",
+            f"raw[:, 528:] = np.ascontiguousarray(KR).view(np.uint8).reshape({NT}, 128)",
+            _run("fm.flash_mla_with_kvcache",
+                 f"Q, raw.reshape({NBK}, {PBS}, 1, 656), None, None, 512, fm.get_mla_metadata()[0], None",
+                 f"is_fp8_kvcache=True, indices=Idx, softmax_scale={scale}, "
+                 f"topk_length={'None' if tl == 'None' else f'np.array({tl}, np.int32)'}, "
+                 f"attn_sink={'Sink' if sink else 'None'}", lhs="out, lse"),
+            "return [out, lse]"]
+    sm = scale if scale is not None else "1 / np.sqrt(576)"
+    ref = [f"nope = rnd((KN * KS[:, :, None]).reshape({NT}, 512), 'bfloat16')",
+           "keys = np.concatenate([nope, KR], axis=1)",
+           f"out, oscale = np.zeros(({B}, {SQ}, {HQ}, 512)), np.zeros(({B}, {SQ}, {HQ}, 512))",
+           f"lse = np.full(({B}, {HQ}, {SQ}), np.inf)",
+           f"tl = {tl}",
+           f"for b in range({B}):", f"    for i in range({SQ}):",
+           "        ids = Idx[b, i]",
+           f"        keep = (ids >= 0) & (ids < {NT})",
+           "        if tl is not None:", f"            keep &= np.arange({topk}) < tl[b]",
+           "        if not keep.any():", "            continue",
+           "        k = keys[ids[keep]]",
+           f"        s = (Q[b, i] @ k.T) * ({sm})",
+           "        m = s.max(1, keepdims=True)",
+           "        l = np.log(np.exp(s - m).sum(1)) + m[:, 0]",
+           "        p = np.exp(s - l[:, None])",
+           "        o, so = p @ k[:, :512], p @ np.abs(k[:, :512])"]
+    if sink:
+        ref += ["        f = 1 / (1 + np.exp(Sink - l))", "        o, so = o * f[:, None], so * f[:, None]"]
+    ref += ["        out[b, i], oscale[b, i], lse[b, :, i] = o, so, l",
+            "return [(out, oscale), (lse, np.maximum(np.abs(lse), 1.0))]"]
+    tol = {"O": tolerance(BF, EPS[F32], 64, 32.0), "LSE": tolerance(F32, EPS[F32], 576, 32.0)}
+    feats = {f"page_{PBS}", f"sink_{sink}", f"topk_length_{tl != 'None'}"}
+    return "sparse_mla", tensors, body, ref, tol, feats, B * SQ * HQ <= 32 and topk <= 128
+
+
 LEGAL2 = {"fp4_gemm": (lib_fp4_gemm, 3), "cast2": (lib_cast2, 2), "fp8_mega_moe": (lib_fp8_moe, 1),
-          "paged_mqa": (lib_paged_mqa, 2)}
+          "paged_mqa": (lib_paged_mqa, 2), "sparse_mla": (lib_sparse_mla, 2)}
