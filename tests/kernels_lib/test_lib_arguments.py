@@ -99,6 +99,8 @@ def test_quant_gran_k_must_be_positive(gran):
     (lambda: topk(np.ones((2, 5), F32), 2.5, target="numpy"), r"topk: k must be an integer, got 2.5"),
     (lambda: mhc.sinkhorn(np.ones((2, 3, 3), F32), repeat="3", target="numpy"), r"repeat must be an integer"),
     (lambda: dg.per_token_cast_to_fp8(np.ones((4, 40), F32), gran_k="a", target="numpy"), r"gran_k must be an integer"),
+    (lambda: dg.per_block_cast_to_fp8(np.ones((4, 40), F32), gran_k=None, target="numpy"),
+     r"gran_k must be an integer, got None"),  # before: a TypeError in ceil_div
     (lambda: dg.get_paged_mqa_logits_metadata(np.ones(2, np.int32), "64", 4, target="numpy"), r"block_kv must be an integer"),
     (lambda: fm.get_mla_metadata(np.ones(2, np.int32), 16, 1, num_parts="2", target="numpy"), r"num_parts must be an integer"),
 ])

@@ -180,12 +180,12 @@ def unpack_kernel(M, N, block_M=ROWS):
     return unpack_ue8m0
 
 
-def _cast_input(x, gran_k=None):
+def _cast_input(x, gran_k):
     """The 2-D array to quantise: float32 or bfloat16 as given, any other dtype as float32
-    (and `gran_k`, when given, checked: a positive group size)."""
+    (and `gran_k` checked: a positive integer group size; None too is a ValueError)."""
     xa = as_input(x, name="x")
     dims(xa, "M, N", "x")
-    if gran_k is not None and int_arg(gran_k, "gran_k") < 1:
+    if int_arg(gran_k, "gran_k") < 1:
         raise ValueError(f"gran_k must be a positive integer, got {gran_k!r}")
     return xa if xa.dtype.name in ("float32", "bfloat16") else xa.astype(np.float32)
 
