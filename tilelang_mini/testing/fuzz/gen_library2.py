@@ -116,7 +116,7 @@ def _block_weights(name, E, R, C):
 
 
 def lib_fp8_moe(d):
-    from .gen_library import _perm
+    from .gen_library import _perm, moe_ref_lines
     Tn, H, I, E = d.dim(1, 16), d.dim(16, 200), d.dim(16, 160), d.int(1, 4)
     K = d.int(1, min(E, 3))
     idx = [[e if d.boolean(0.85) else -1 for e in _perm(d, E)[:K]] for _ in range(Tn)]
@@ -135,18 +135,7 @@ def lib_fp8_moe(d):
            "    sf = np.maximum(np.abs(p.reshape(kb, 128)).max(1), 1e-4) / 448.0",
            "    s = np.repeat(sf, 128)[:n]",
            "    return rnd(v / s, 'float8_e4m3fn') * s",
-           f"y, scale = np.zeros(({Tn}, {H})), np.zeros(({Tn}, {H}))",
-           f"idx = np.array({idx!r}).reshape({Tn}, {K})",
-           f"for t in range({Tn}):", f"    for j in range({K}):", "        e = idx[t, j]",
-           "        if e < 0:", "            continue",
-           "        h = rnd(w1[e] @ q8(X[t]), 'bfloat16')",
-           f"        g, u = h[:{I}], h[{I}:]"]
-    if clamp is not None:
-        ref += [f"        g, u = np.minimum(g, {clamp}), np.clip(u, -{clamp}, {clamp})"]
-    ref += ["        a = q8(rnd(g / (1 + np.exp(-g)) * u * Wt[t, j], 'bfloat16'))",
-            "        y[t] += rnd(w2[e] @ a, 'bfloat16')",
-            "        scale[t] += np.abs(w2[e]) @ np.abs(a)",
-            "return [(y, scale)]"]
+           ] + moe_ref_lines(idx, Tn, K, H, I, clamp, "w1", "w2", "q8")
     # docs/kernels.md: an intermediate one bf16 ulp from the float64 one can pick the
     # neighbouring e4m3 value in the per-token quantisation: about 1-2.5% of the magnitude
     tol = {"Y": (4 * EPS[BF], 2.0 ** -5)}
