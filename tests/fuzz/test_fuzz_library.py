@@ -8,18 +8,19 @@ import numpy as np
 
 from tilelang_mini.testing.fuzz.draw import RandomDraw
 from tilelang_mini.testing.fuzz.gen_library import LEGAL, library_case
+from tilelang_mini.testing.fuzz.gen_library2 import LEGAL2
 from tilelang_mini.testing.fuzz.gen_library_bad import BAD
 from tilelang_mini.testing.fuzz.library_call import judge_illegal, run_library
 
 
 def _legal(kind, seed, chip="ascend910b"):
     d = RandomDraw(f"{kind}:{seed}")
-    name, tensors, body, ref, tol, feats, sim = LEGAL[kind][0](d)
+    name, tensors, body, ref, tol, feats, sim = {**LEGAL, **LEGAL2}[kind][0](d)
     return library_case(seed, name, tensors, body, ref, tol, feats, chip, sim)
 
 
 def test_every_kind_generates_compilable_sources():
-    for kind in LEGAL:
+    for kind in {**LEGAL, **LEGAL2}:
         for seed in range(3):
             case = _legal(kind, f"c{seed}")
             compile(case.source, kind, "exec")

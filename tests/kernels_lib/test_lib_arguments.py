@@ -11,7 +11,7 @@ from refs import BF16, close, rng
 
 from tilelang_mini.kernels import deep_gemm as dg
 from tilelang_mini.kernels import flash_mla as fm
-from tilelang_mini.kernels import mhc
+from tilelang_mini.kernels import mhc, topk
 
 F32 = np.float32
 
@@ -90,8 +90,33 @@ def test_mega_moe_argument_checks(bad):
 
 @pytest.mark.parametrize("gran", (0, -128, 1.5))
 def test_quant_gran_k_must_be_positive(gran):
-    with pytest.raises(ValueError, match="gran_k must be a positive integer"):
+    with pytest.raises(ValueError, match="gran_k must be a(n| positive) integer"):
         dg.per_token_cast_to_fp8(np.ones((4, 40), F32), gran_k=gran, target="numpy")
+
+
+@pytest.mark.parametrize("call,message", [
+    (lambda: topk(np.ones((2, 5), F32), "a", target="numpy"), r"topk: k must be an integer, got 'a'"),
+    (lambda: topk(np.ones((2, 5), F32), 2.5, target="numpy"), r"topk: k must be an integer, got 2.5"),
+    (lambda: mhc.sinkhorn(np.ones((2, 3, 3), F32), repeat="3", target="numpy"), r"repeat must be an integer"),
+    (lambda: dg.per_token_cast_to_fp8(np.ones((4, 40), F32), gran_k="a", target="numpy"), r"gran_k must be an integer"),
+    (lambda: dg.per_block_cast_to_fp8(np.ones((4, 40), F32), gran_k=None, target="numpy"),
+     r"gran_k must be an integer, got None"),  # before: a TypeError in ceil_div
+    (lambda: dg.get_paged_mqa_logits_metadata(np.ones(2, np.int32), "64", 4, target="numpy"), r"block_kv must be an integer"),
+    (lambda: fm.get_mla_metadata(np.ones(2, np.int32), 16, 1, num_parts="2", target="numpy"), r"num_parts must be an integer"),
+])
+def test_non_numeric_integer_arguments_name_the_argument(call, message):
+    """A string (or a non-integral float) where an integer is expected: before, Python's
+    `invalid literal for int()` (or a silent truncation of 2.5 to 2)."""
+    with pytest.raises(ValueError, match=message):
+        call()
+
+
+def test_integer_arguments_take_numpy_integers_and_integral_floats(target):
+    x = rng(3).standard_normal((3, 40)).astype(F32)
+    want = np.argsort(-x.astype(np.float64), axis=1, kind="stable")[:, :4]
+    for k in (4, np.int64(4), 4.0):
+        _, idx = topk(x, k, target=target)
+        assert np.array_equal(idx, want)
 
 
 def test_sinkhorn_repeat_and_d_dtype():

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import operator
 import threading
 from dataclasses import dataclass, field
 
@@ -269,3 +270,18 @@ def check_shape(a: np.ndarray, shape, name: str) -> None:
 
 def ceil_div(a: int, b: int) -> int:
     return -(-a // b)
+
+
+def int_arg(value, name: str) -> int:
+    """An integer argument (a Python or NumPy integer, or a float with an integral value) as an
+    int; anything else (a string, 2.5, None) is a ValueError naming the argument, not the
+    `invalid literal for int()` of Python's own conversion."""
+    if isinstance(value, (bool, np.bool_)):
+        raise ValueError(f"{name} must be an integer, got {value!r}")
+    try:
+        return operator.index(value)
+    except TypeError:
+        pass
+    if isinstance(value, (float, np.floating)) and float(value).is_integer():
+        return int(value)
+    raise ValueError(f"{name} must be an integer, got {value!r}")

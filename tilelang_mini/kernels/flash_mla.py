@@ -19,7 +19,7 @@ import numpy as np
 
 import tilelang_mini.language as T
 
-from ._core import Plan, as_input, ceil_div, check_shape, dims, library_function, to_numpy
+from ._core import Plan, as_input, ceil_div, check_shape, dims, int_arg, library_function, to_numpy
 
 PAGE = 64
 NEG = -1e30
@@ -330,7 +330,7 @@ def get_mla_metadata(ctx, cache_seqlens=None, num_heads_per_head_k=None, num_hea
     Without cache_seqlens (FlashMLA's current form, and sparse decoding, whose splits follow
     the topk list): (zeros [num_parts, 8], None), no launch."""
     plan = Plan()
-    if num_parts is not None and int(num_parts) < 1:
+    if num_parts is not None and int_arg(num_parts, "num_parts") < 1:
         raise ValueError(f"num_parts must be at least 1, got {num_parts}")
     parts = int(num_parts or default_parts(ctx.chip, num_heads_per_head_k, num_heads_k))
     meta = np.zeros((parts, 8), np.int32)
@@ -396,7 +396,7 @@ def flash_mla_with_kvcache(ctx, q, k_cache, block_table, cache_seqlens, head_dim
         raise ValueError(f"tile_scheduler_metadata must be [num_parts, 8] int32 (from "
                          f"get_mla_metadata), got {meta.shape}")
     S = max(1, int(np.max(ns[1:] - ns[:-1])) if B else 1)  # the grid's split extent
-    DV = int(head_dim_v)
+    DV = int_arg(head_dim_v, "head_dim_v")
     if not 1 <= DV <= D:
         raise ValueError(f"head_dim_v must be in [1, {D}] (V is the first head_dim_v columns "
                          f"of each cached row), got {head_dim_v}")

@@ -20,7 +20,7 @@ import numpy as np
 
 import tilelang_mini.language as T
 
-from ._core import Plan, as_input, ceil_div, check_shape, dims, library_function
+from ._core import Plan, as_input, ceil_div, check_shape, dims, int_arg, library_function
 from .deep_gemm.hc import plan_hc_prenorm
 
 BLOCK_T = 16
@@ -168,7 +168,9 @@ def mhc_pre(ctx, residual, fn, scale, base, rms_eps=1e-6, pre_eps=1e-6, sinkhorn
     r = as_input(residual, "bfloat16", "residual")
     Tn, n, C = dims(r, "T, n, C", "residual")
     N = n * (n + 2)
-    if int(sinkhorn_repeat) < 1 or (num_splits is not None and int(num_splits) < 1):
+    sinkhorn_repeat = int_arg(sinkhorn_repeat, "mhc_pre: sinkhorn_repeat")
+    num_splits = None if num_splits is None else int_arg(num_splits, "mhc_pre: num_splits")
+    if sinkhorn_repeat < 1 or (num_splits is not None and num_splits < 1):
         raise ValueError(f"mhc_pre needs sinkhorn_repeat >= 1 and num_splits >= 1 (or None), "
                          f"got {sinkhorn_repeat} and {num_splits}")
     fn_arr = as_input(fn, "float32", "fn")
@@ -219,7 +221,8 @@ def sinkhorn(ctx, x, repeat=20, eps=1e-6):
     Tn, n, n2 = dims(x_arr, "T, n, n", "x")
     if n != n2:
         raise ValueError(f"sinkhorn takes square matrices, got {x_arr.shape}")
-    if int(repeat) < 1:
+    repeat = int_arg(repeat, "sinkhorn: repeat")
+    if repeat < 1:
         raise ValueError(f"sinkhorn needs repeat >= 1, got {repeat}")
     out = np.empty_like(x_arr)
     plan.launch(ctx.compile(sinkhorn_kernel, Tn, n, int(repeat), float(eps)), x_arr, out)

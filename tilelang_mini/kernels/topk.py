@@ -11,7 +11,7 @@ import numpy as np
 
 import tilelang_mini.language as T
 
-from ._core import Plan, as_input, library_function
+from ._core import Plan, as_input, int_arg, library_function
 
 NEG_INF = float("-inf")
 
@@ -59,7 +59,7 @@ def topk(ctx, x, k):
     if dt is None or not dtypes.is_float(dt):
         xa, dt = xa.astype(np.float32), "float32"
     R, N = xa.shape
-    k = int(k)
+    k = int_arg(k, "topk: k")
     if not 1 <= k <= N:
         raise ValueError(f"topk needs 1 <= k <= N; got k={k}, N={N}")
     values = np.empty((R, k), xa.dtype)

@@ -13,7 +13,7 @@ caller's sum of partials).
 """
 import tilelang_mini.language as T
 
-from .._core import Plan, as_input, as_output, ceil_div, check_shape, dims, library_function
+from .._core import Plan, as_input, as_output, ceil_div, check_shape, dims, int_arg, library_function
 from ._tiles import store_zeros
 
 
@@ -96,7 +96,7 @@ def plan_hc_prenorm(ctx, plan, a, b, d, sqr_sum, num_splits, atomic_reduce=False
     M, K = dims(a_arr, "M, K", "a")
     N = dims(b_arr, "N, K", "b")[0]
     check_shape(b_arr, (N, K), "b")
-    splits = 1 if num_splits is None else int(num_splits)
+    splits = 1 if num_splits is None else int_arg(num_splits, "num_splits")
     if splits < 1:
         raise ValueError(f"num_splits must be at least 1, got {num_splits}")
     partials = num_splits is not None and not atomic_reduce

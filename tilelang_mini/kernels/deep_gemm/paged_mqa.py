@@ -25,7 +25,7 @@ import numpy as np
 
 import tilelang_mini.language as T
 
-from .._core import (Plan, as_input, as_output, check_shape, dims, library_function,
+from .._core import (Plan, as_input, as_output, check_shape, dims, int_arg, library_function,
                      to_numpy)
 from ._tiles import fp8_cube
 from .mqa import logit_tiles
@@ -202,7 +202,8 @@ def get_paged_mqa_logits_metadata(ctx, context_lens, block_kv, num_sms=24):
     context_lens at run time)."""
     plan = Plan()
     cl = as_input(context_lens, "int32", "context_lens").reshape(-1)
-    meta = np.empty((int(num_sms) + 1, 2), np.int32)
+    num_sms, block_kv = int_arg(num_sms, "num_sms"), int_arg(block_kv, "block_kv")
+    meta = np.empty((num_sms + 1, 2), np.int32)
     plan.launch(ctx.compile(paged_meta_kernel, cl.size, int(num_sms), int(block_kv)), cl, meta)
     plan.result = meta
     return plan
@@ -217,7 +218,7 @@ def _paged_operands(plan, weights, context_lens, block_table, max_context_len, l
     cl = as_input(context_lens, "int32", "context_lens").reshape(-1)
     check_shape(cl, (B,), "context_lens")
     bt = as_input(block_table, "int32", "block_table")
-    L = int(max_context_len)
+    L = int_arg(max_context_len, "max_context_len")
     out = np.empty((B * NN, L), np.float32) if logits is None else as_output(
         plan, logits, "logits", "float32")
     check_shape(out, (B * NN, L), "logits")

@@ -23,7 +23,7 @@ import numpy as np
 
 import tilelang_mini.language as T
 
-from .._core import Plan, as_input, ceil_div, dims, library_function, to_numpy
+from .._core import Plan, as_input, ceil_div, dims, int_arg, library_function, to_numpy
 
 FP8_MAX = 448.0
 FP4_MAX = 6.0
@@ -180,12 +180,12 @@ def unpack_kernel(M, N, block_M=ROWS):
     return unpack_ue8m0
 
 
-def _cast_input(x, gran_k=None):
+def _cast_input(x, gran_k):
     """The 2-D array to quantise: float32 or bfloat16 as given, any other dtype as float32
-    (and `gran_k`, when given, checked: a positive group size)."""
+    (and `gran_k` checked: a positive integer group size; None too is a ValueError)."""
     xa = as_input(x, name="x")
     dims(xa, "M, N", "x")
-    if gran_k is not None and (int(gran_k) != gran_k or gran_k < 1):
+    if int_arg(gran_k, "gran_k") < 1:
         raise ValueError(f"gran_k must be a positive integer, got {gran_k!r}")
     return xa if xa.dtype.name in ("float32", "bfloat16") else xa.astype(np.float32)
 

@@ -474,6 +474,21 @@ def lib_flash_mla(d):
     return "flash_mla", tensors, body, ref, tol, feats, B * SQ * HQ <= 32 and MAXB <= 2
 
 
+def moe_ref_lines(idx, Tn, K, H, I, clamp, w1, w2, q):
+    """Reference lines of a MegaMoE: y[t] = sum_j FC2(swiglu(FC1(x_t))) with DeepGEMM's
+    epilogue roundings; `q` names a function applied to FC1's and FC2's inputs ("" none)."""
+    ref = [f"idx = np.array({idx!r}).reshape({Tn}, {K})",
+           f"y, scale = np.zeros(({Tn}, {H})), np.zeros(({Tn}, {H}))",
+           f"for t in range({Tn}):", f"    for j in range({K}):", "        e = idx[t, j]",
+           "        if e < 0:", "            continue",
+           f"        h = rnd({w1}[e] @ {q}(X[t]), 'bfloat16')", f"        g, u = h[:{I}], h[{I}:]"]
+    if clamp is not None:
+        ref += [f"        g, u = np.minimum(g, {clamp}), np.clip(u, -{clamp}, {clamp})"]
+    return ref + [f"        a = {q}(rnd(g / (1 + np.exp(-g)) * u * Wt[t, j], 'bfloat16'))",
+                  f"        y[t] += rnd({w2}[e] @ a, 'bfloat16')",
+                  f"        scale[t] += np.abs({w2}[e]) @ np.abs(a)", "return [(y, scale)]"]
+
+
 def lib_mega_moe(d):
     Tn, H, I, E = d.dim(1, 20), d.dim(16, 200), d.dim(16, 160), d.int(1, 5)
     K = d.int(1, min(E, 3))
@@ -486,18 +501,7 @@ def lib_mega_moe(d):
             f"y = {_nan_output([Tn, H], BF)}",
             _run("dg.bf16_mega_moe", "X, idx, Wt, L1, L2, y", f"activation_clamp={clamp}"),
             "return [y]"]
-    ref = [f"idx = np.array({idx!r}).reshape({Tn}, {K})",
-           f"y, scale = np.zeros(({Tn}, {H})), np.zeros(({Tn}, {H}))",
-           f"for t in range({Tn}):", f"    for j in range({K}):", "        e = idx[t, j]",
-           "        if e < 0:", "            continue",
-           "        h = rnd(L1[e] @ X[t], 'bfloat16')",
-           f"        g, u = h[:{I}], h[{I}:]"]
-    if clamp is not None:
-        ref += [f"        g, u = np.minimum(g, {clamp}), np.clip(u, -{clamp}, {clamp})"]
-    ref += ["        a = rnd(g / (1 + np.exp(-g)) * u * Wt[t, j], 'bfloat16')",
-            "        y[t] += rnd(L2[e] @ a, 'bfloat16')",
-            "        scale[t] += np.abs(L2[e]) @ np.abs(a)",
-            "return [(y, scale)]"]
+    ref = moe_ref_lines(idx, Tn, K, H, I, clamp, "L1", "L2", "")
     # the gate/up and SwiGLU values are rounded to bfloat16 from fp32 sums: one bf16 step apart
     # from the float64 rounding at worst, which FC2 carries into y
     tol = {"Y": (4 * EPS[BF], 4 * EPS[BF])}
@@ -516,8 +520,10 @@ def gen_library(d, seed) -> Case:
     if d.boolean(0.25):
         from .gen_library_bad import gen_library_bad
         return gen_library_bad(d, seed, chip)
-    names = list(LEGAL)
-    gen = LEGAL[d.weighted(names, [LEGAL[n][1] for n in names])][0]
+    from .gen_library2 import LEGAL2
+    legal = {**LEGAL, **LEGAL2}
+    names = list(legal)
+    gen = legal[d.weighted(names, [legal[n][1] for n in names])][0]
     kind, tensors, body, ref, tol, feats, sim = gen(d)
     if "needs_950" in feats:  # (the 910b refuses packed UE8M0 scales: the illegal family's)
         chip = "ascend950"

@@ -174,6 +174,65 @@ def _mla(d, what):
              _run("fm.flash_mla_with_kvcache", f"Q, KC, bt, seqlens, {dv}, meta, splits")])
 
 
+
+def _fp4(d, what):
+    """FP4 GEMMs: an MN-major FP4 operand of odd MN (it is packed along MN), UE8M0 pairs on the
+    910b, UE8M0 pairs with FP4 outside the nt layout, a K the packing disagrees with."""
+    M, N, K = d.dim(1, 60), d.dim(1, 60), 128 * d.int(1, 2)
+    layout = {"odd_mn": "tn", "packed_layout": d.choice(["nn", "tn", "tt"])}.get(what, "nt")
+    if what == "odd_mn":
+        M += 1 - M % 2
+    a = [K, M // 2 + M % 2] if layout[0] == "t" else [M, K // 2]
+    b = [K, N // 2 + N % 2] if layout[1] == "n" else [N, K // 2 + (d.int(1, 3) if what == "k_packing" else 0)]
+    tensors = [Tensor("A", a, "int8", -128, 127), Tensor("B", b, "int8", -128, 127)]
+    body = [f"sfa, sfb = np.ones(({M}, {K // 32}), np.float32), np.ones(({N}, {K // 32}), np.float32)"]
+    if what in ("packed_910b", "packed_layout"):
+        body += [f"sfa = dg.transform_sf_into_required_layout(sfa, {M}, {K}, (1, 32), chip='ascend950')",
+                 f"sfb = dg.transform_sf_into_required_layout(sfb, {N}, {K}, (1, 32), chip='ascend950')"]
+    return tensors, body + [f"d = {_nan_output([M, N], F32)}",
+                            _run(f"dg.fp8_fp4_gemm_{layout}", "(A, sfa), (B, sfb), d")]
+
+
+def _paged(d, what):
+    B, NN, H, D, BKV, MAXB = d.int(1, 2), d.int(1, 2), d.int(1, 4), 32, 16, 2
+    kvd = D + 4 + (d.choice([-4, 1, 8]) if what == "kv_bytes" else 0)
+    w = [B * NN, H + 1] if what == "weights_shape" else [B * NN, H]
+    lens = B + 1 if what == "lens_shape" else B
+    L = '"64"' if what == "max_len_str" else str(MAXB * BKV)
+    return ([Tensor("Q", [B, NN, H, D], E4), Tensor("KV", [B * MAXB, BKV, 1, kvd], "int32", 0, 255),
+             Tensor("W", w, F32)],
+            [f"lens = np.full({lens}, {BKV}, np.int32)", "kv = KV.astype(np.uint8)",
+             f"bt = np.arange({B * MAXB}, dtype=np.int32).reshape({B}, {MAXB})",
+             _run("dg.get_paged_mqa_logits_metadata", f"lens, {BKV}, 4", lhs="meta"),
+             _run("dg.fp8_paged_mqa_logits", f"Q, kv, W, lens, bt, meta, {L}")])
+
+
+def _sparse(d, what):
+    """Sparse decoding on the FP8 cache: two KV heads, no indices, causal, a cache row of the
+    wrong width, extra indices without an extra cache."""
+    B, HQ, NT = 1, d.choice([1, 16]), 64
+    hk = 2 if what == "two_kv_heads" else 1
+    row = 656 + (d.choice([-16, 8]) if what == "row_bytes" else 0)
+    kw = {"no_indices": "is_fp8_kvcache=True", "causal": "is_fp8_kvcache=True, indices=Idx, causal=True",
+          "extra_alone": "is_fp8_kvcache=True, indices=Idx, extra_indices_in_kvcache=Idx"}.get(
+              what, "is_fp8_kvcache=True, indices=Idx")
+    return ([Tensor("Q", [B, 1, HQ * hk, 576], BF), Tensor("KC", [1, NT, hk, row], "int32", 0, 120),
+             Tensor("Idx", [B, 1, 8], "int32", -1, NT - 1)],
+            [_run("fm.flash_mla_with_kvcache",
+                  "Q, KC.astype(np.uint8), None, None, 512, fm.get_mla_metadata()[0], None", kw)])
+
+
+def _nonint(d, what):
+    """An integer argument given as a string or a non-integral float."""
+    bad = d.choice(["'a'", "'3'", "2.5", "None"] if what != "topk_k" else ["'a'", "'3'", "2.5"])
+    if what == "topk_k":
+        return [Tensor("X", [d.dim(1, 8), d.dim(4, 100)], F32)], [_run("topk", f"X, {bad}")]
+    if what == "sinkhorn_repeat":
+        return [Tensor("X", [d.dim(1, 8), 4, 4], F32)], [_run("mhc.sinkhorn", "X", f"repeat={bad}")]
+    return [Tensor("X", [d.dim(1, 8), d.dim(1, 100)], F32)], \
+        [_run("dg.per_token_cast_to_fp8", "X", f"gran_k={bad}")]
+
+
 BAD = {
     "gemm": (_gemm, ("k_mismatch", "d_shape", "d_dtype", "c_shape", "a_rank", "b_rank",
                      "empty")),
@@ -189,6 +248,10 @@ BAD = {
     "mega_moe": (_moe, ("weights_shape", "l1_rank", "expert", "idx_rank")),
     "flash_mla": (_mla, ("seqlen_long", "block_oob", "bt_rank", "dv_big", "dv_zero", "parts")),
     "quant": (_quant, ("x_rank1", "x_rank3", "gran", "fp4_odd", "empty")),
+    "fp4_gemm": (_fp4, ("odd_mn", "packed_910b", "packed_layout", "k_packing")),
+    "paged_mqa": (_paged, ("kv_bytes", "weights_shape", "lens_shape", "max_len_str")),
+    "sparse_mla": (_sparse, ("two_kv_heads", "no_indices", "causal", "row_bytes", "extra_alone")),
+    "nonint": (_nonint, ("topk_k", "sinkhorn_repeat", "gran_k")),
 }
 
 
@@ -198,5 +261,7 @@ def gen_library_bad(d, seed, chip):
     what = d.choice(whats)
     tensors, body = gen(d, what)
     chip = "ascend910b" if what == "packed_910b" else chip
+    if what == "packed_layout":  # (the 910b refuses the pairs for another reason)
+        chip = "ascend950"
     return library_case(seed, f"bad_{kind}", tensors, body, [], {}, {f"illegal_{what}"}, chip,
                         illegal=f"{kind}: {what}")
