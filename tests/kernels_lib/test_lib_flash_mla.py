@@ -95,6 +95,25 @@ def test_flash_mla_950_wide_head_blocks(target):
     close(lse, want_lse, "float32", scale=10)
 
 
+@pytest.mark.parametrize("hq", (59, 7))
+def test_flash_mla_950_odd_head_count(target, hq):
+    """An odd number of heads below the 950's 64-head block: the block takes one more (a
+    clipped tail row) so that the two vector cores split its rows; with 59 rows on one core
+    the two 59 x 512 fp32 accumulators overflowed its UB (a BufferOverflowError for a legal
+    call; fuzz library:f6a-1019)."""
+    r = rng(23)
+    seqlens = np.array([150, 5], np.int32)
+    kc = r.standard_normal((NB, 64, 1, D)).astype(BF16)
+    bt = r.permutation(NB)[:2 * MAXB].reshape(2, MAXB).astype(np.int32)
+    q = r.standard_normal((2, 2, hq, D)).astype(BF16)
+    meta, splits = fm.get_mla_metadata(seqlens, 2 * hq, 1, num_parts=3)
+    out, lse = fm.flash_mla_with_kvcache(q, kc, bt, seqlens, DV, meta, splits, target=target,
+                                         chip="ascend950", causal=True)
+    want_out, want_lse = mla_ref(q, kc, bt, seqlens, DV, True)
+    close(out, want_out, "bfloat16", scale=1)
+    close(lse, want_lse, "float32", scale=10)
+
+
 @pytest.mark.parametrize("hk", (2, 3))
 def test_flash_mla_several_kv_heads(target, hk):
     """h_k > 1 (grouped-query): query head h reads KV head h // (h_q / h_k); 12 query heads

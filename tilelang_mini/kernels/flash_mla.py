@@ -28,8 +28,9 @@ NEG = -1e30
 def head_block(HQ, HK, block_H):
     """Heads per block: at most block_H, and with several KV heads a divisor of each KV head's
     group (h_q / h_k), so a block's heads share one KV head."""
-    if HK == 1:
-        return min(block_H, HQ)
+    if HK == 1:  # an even count (the tail row past h_q is clipped): the vector cores split it
+        h = min(block_H, HQ)
+        return h + h % 2 if h < block_H else h
     group = HQ // HK
     return max(d for d in range(1, min(block_H, group) + 1) if group % d == 0)
 
