@@ -279,7 +279,8 @@ def gen_developer(d, seed):
         if pro:
             src.add(3, f"T.copy(A[{row0}, k * {bk}], a_ub)")
             src.add(3, f"T.tile.muls(a_ub, a_ub, {pro_c})")
-            src.add(3, f'T.tile.cast(ah_ub, a_ub, "CAST_RINT", {rows * bk})')
+            cast = "CAST_NONE" if dt == "float32" else "CAST_RINT"  # (see the output cast)
+            src.add(3, f'T.tile.cast(ah_ub, a_ub, "{cast}", {rows * bk})')
             src.add(3, f"T.copy(ah_ub, A_L1[{part} * {rows}:{part} * {rows} + {rows}, :])" if halves
                     else "T.copy(ah_ub, A_L1)")
         else:
@@ -304,7 +305,10 @@ def gen_developer(d, seed):
     if out_dt == "float32" and d.boolean(0.6):
         src.add(2, f"T.copy(c_ub, C[{row0}, by * {bn}])")
     else:
-        src.add(2, f'T.tile.cast(o_ub, c_ub, "CAST_RINT", {rows * bn})')
+        # CAST_RINT from float32 into float32 rounds to integral values (AscendC's Cast float ->
+        # same float, as tile.cast implements it): a plain float32 output takes CAST_NONE
+        mode = "CAST_NONE" if out_dt == "float32" else "CAST_RINT"
+        src.add(2, f'T.tile.cast(o_ub, c_ub, "{mode}", {rows * bn})')
         src.add(2, f"T.copy(o_ub, C[{row0}, by * {bn}])")
 
     ref, _ = reference_source(input_names(tensors), [("C", (M, N))],
